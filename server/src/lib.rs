@@ -1,0 +1,9 @@
+//! kernel-lsp: a language server that makes GPU kernels faster and proves it.
+//! Layers, lowest first: `document` and `syntax` (text and trees), `spec` (the `@bench`
+//! language), `toolchain` (NVRTC and ptxas, no driver), then the front-ends `lsp` and
+//! `cli`. See docs/architecture.md.
+
+pub mod document;
+pub mod spec;
+pub mod syntax;
+pub mod toolchain;

@@ -1,1 +1,49 @@
-fn main() {}
+//! The `kernel-lsp` binary: `serve` (the default) speaks LSP on stdio; `check` prints
+//! the diagnostics an editor would get. Logs go to stderr, never stdout (the LSP channel).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "kernel-lsp", version, about = "A language server that makes GPU kernels faster and proves it")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the Language Server Protocol on stdin/stdout (the default).
+    Serve,
+    /// Check kernel files: syntax, @bench specs and NVRTC compile, printed compiler-style.
+    /// Exits 1 when any error is found, 2 when a file cannot be read.
+    Check(kernel_lsp::cli::check::CheckArgs),
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("KERNEL_LSP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).with_ansi(false).init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => {
+            let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("kernel-lsp: cannot start the async runtime: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            rt.block_on(kernel_lsp::lsp::serve_stdio());
+            ExitCode::SUCCESS
+        }
+        Command::Check(args) => kernel_lsp::cli::check::run(&args),
+    }
+}
+

@@ -1,0 +1,288 @@
+//! The shared checking engine: turns a document's text and tree into findings (syntax
+//! errors, spec errors, compiler messages) with byte ranges. The LSP layer and the
+//! `check` command both call this and only differ in how they render a `Finding`.
+//! Pure except for [`compile`], which runs NVRTC/ptxas and belongs on a blocking thread.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::spec::{self, EvalEnv, SpecReport};
+use crate::syntax::{self, ByteRange, FileModel, Lang};
+use crate::toolchain::{self, CheckResult, KernelResources, MessageSeverity, Toolchain};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+    Information,
+    Hint,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FindingSource {
+    Syntax,
+    Spec,
+    Nvrtc,
+    Ptxas,
+    Limits,
+}
+
+impl FindingSource {
+    pub fn label(self) -> &'static str {
+        match self {
+            FindingSource::Syntax => "syntax",
+            FindingSource::Spec => "@bench",
+            FindingSource::Nvrtc => "nvrtc",
+            FindingSource::Ptxas => "ptxas",
+            FindingSource::Limits => "kernel-lsp",
+        }
+    }
+}
+
+/// One thing to tell the author, anchored at a byte range of the document.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Finding {
+    pub range: ByteRange,
+    pub severity: Severity,
+    pub source: FindingSource,
+    pub message: String,
+}
+
+/// Everything known about one version of a file without running a compiler.
+#[derive(Debug)]
+pub struct FileAnalysis {
+    pub model: FileModel,
+    /// One report per kernel, in `model.kernels` order.
+    pub specs: Vec<SpecReport>,
+    /// Set when the file is past the size limit: only syntax was checked.
+    pub size_note: Option<String>,
+}
+
+/// Options for [`analyze`] that come from settings.
+#[derive(Clone, Debug)]
+pub struct AnalyzeOptions {
+    pub env: EvalEnv,
+    /// Past this many bytes only syntax is checked.
+    pub max_file_bytes: usize,
+}
+
+impl Default for AnalyzeOptions {
+    fn default() -> Self {
+        AnalyzeOptions { env: EvalEnv::default(), max_file_bytes: 2 * 1024 * 1024 }
+    }
+}
+
+pub fn analyze(lang: Lang, text: &str, tree: Option<&tree_sitter::Tree>, opts: &AnalyzeOptions) -> FileAnalysis {
+    let Some(tree) = tree else {
+        // The parser only gives up on cancellation or a time-out; say so rather than
+        // showing an empty file as clean.
+        return FileAnalysis {
+            model: empty_model(lang),
+            specs: Vec::new(),
+            size_note: Some("the parser gave up on this file; no checks ran".into()),
+        };
+    };
+    let mut model = syntax::analyze(lang, text, tree);
+    if text.len() > opts.max_file_bytes {
+        let note = format!(
+            "this file is {:.1} MB: past {:.1} MB kernel-lsp checks syntax only (setting maxFileBytes)",
+            text.len() as f64 / 1e6,
+            opts.max_file_bytes as f64 / 1e6
+        );
+        model.kernels.clear();
+        model.device_slice.clear();
+        return FileAnalysis { model, specs: Vec::new(), size_note: Some(note) };
+    }
+    let specs = model
+        .kernels
+        .iter()
+        .map(|k| spec::analyze(k, &model.kernels, &opts.env))
+        .collect();
+    FileAnalysis { model, specs, size_note: None }
+}
+
+fn empty_model(lang: Lang) -> FileModel {
+    FileModel { lang, kernels: Vec::new(), device_slice: String::new(), syntax_errors: Vec::new() }
+}
+
+impl FileAnalysis {
+    /// Syntax and spec findings, in document order.
+    pub fn findings(&self) -> Vec<Finding> {
+        let mut out = Vec::new();
+        if let Some(note) = &self.size_note {
+            out.push(Finding {
+                range: 0..0,
+                severity: Severity::Information,
+                source: FindingSource::Limits,
+                message: note.clone(),
+            });
+        }
+        out.extend(self.model.syntax_errors.iter().map(|e| Finding {
+            range: e.range.clone(),
+            severity: Severity::Error,
+            source: FindingSource::Syntax,
+            message: e.message.clone(),
+        }));
+        for report in &self.specs {
+            out.extend(report.diagnostics.iter().map(|d| Finding {
+                range: d.range.clone(),
+                severity: match d.severity {
+                    spec::Severity::Error => Severity::Error,
+                    spec::Severity::Warning => Severity::Warning,
+                    spec::Severity::Info => Severity::Information,
+                },
+                source: FindingSource::Spec,
+                message: d.message.clone(),
+            }));
+        }
+        out.sort_by_key(|f| (f.range.start, f.range.end));
+        out
+    }
+
+    /// What NVRTC needs besides the device slice: `-D` values of the kernels' current
+    /// tunables (first writer wins when two kernels set the same name) and name
+    /// expressions that instantiate template kernels with their spec's values, so that
+    /// ptxas sees code for them.
+    pub fn compile_inputs(&self) -> CompileInputs {
+        let mut defines: BTreeMap<String, String> = BTreeMap::new();
+        let mut name_expressions = Vec::new();
+        for (kernel, report) in self.model.kernels.iter().zip(&self.specs) {
+            let Some(plan) = &report.plan else { continue };
+            for (name, value) in &plan.defines {
+                defines.entry(name.clone()).or_insert_with(|| value.clone());
+            }
+            if !kernel.template_params.is_empty() {
+                if let Some(expr) = plan.template_instance() {
+                    name_expressions.push(expr);
+                }
+            }
+        }
+        CompileInputs {
+            device_slice: self.model.device_slice.clone(),
+            defines: defines.into_iter().collect(),
+            name_expressions,
+        }
+    }
+}
+
+/// A snapshot of what one compile needs; cheap to move to a blocking thread.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompileInputs {
+    pub device_slice: String,
+    pub defines: Vec<(String, String)>,
+    pub name_expressions: Vec<String>,
+}
+
+/// The outcome of compiling one version of a CUDA file.
+#[derive(Clone, Debug, Default)]
+pub struct CompileOutcome {
+    pub findings: Vec<Finding>,
+    pub resources: Vec<KernelResources>,
+    pub note: Option<String>,
+}
+
+/// Run NVRTC (and ptxas when found) on the device slice. Blocking: call it from
+/// `spawn_blocking` or a CLI thread. `text` is the author's text, for mapping columns.
+pub fn compile(tc: &Toolchain, text: &str, inputs: &CompileInputs, program_name: &str) -> CompileOutcome {
+    if tc.nvrtc.is_err() {
+        return CompileOutcome::default();
+    }
+    let result: CheckResult = toolchain::check_device_slice(
+        tc,
+        &inputs.device_slice,
+        program_name,
+        &inputs.defines,
+        &inputs.name_expressions,
+    );
+    let line_starts = line_starts(text);
+    let findings = result
+        .messages
+        .iter()
+        .map(|m| {
+            let line = m.line as usize;
+            let (start, end) = match line_starts.get(line) {
+                Some(&ls) => {
+                    let le = line_starts.get(line + 1).map_or(text.len(), |&n| n);
+                    let le = trim_eol(text, ls, le);
+                    let s = (ls + m.col_start as usize).min(le);
+                    let e = (ls + m.col_end as usize).clamp(s, le);
+                    (s, e)
+                }
+                None => (text.len(), text.len()),
+            };
+            Finding {
+                range: snap(text, start)..snap(text, end),
+                severity: match m.severity {
+                    MessageSeverity::Error => Severity::Error,
+                    MessageSeverity::Warning => Severity::Warning,
+                    MessageSeverity::Note => Severity::Information,
+                },
+                source: FindingSource::Nvrtc,
+                message: m.message.clone(),
+            }
+        })
+        .collect();
+    CompileOutcome { findings, resources: result.resources, note: result.note }
+}
+
+/// Resource usage reported by ptxas for a kernel, if it was compiled.
+pub fn resources_for<'a>(resources: &'a [KernelResources], kernel: &syntax::Kernel) -> Option<&'a KernelResources> {
+    resources.iter().find(|r| toolchain::symbol_matches(&r.symbol, &kernel.name))
+}
+
+/// A short line for a hint: `32 regs · 1.0 KiB smem · 0 spills`.
+pub fn resources_label(r: &KernelResources) -> String {
+    let mut s = format!("{} regs", r.registers);
+    if r.shared_bytes > 0 {
+        s.push_str(&format!(" · {} smem", human_bytes(r.shared_bytes)));
+    }
+    let spills = r.spill_stores + r.spill_loads;
+    if spills > 0 {
+        s.push_str(&format!(" · {} B spilled ({} st / {} ld)", spills, r.spill_stores, r.spill_loads));
+    } else {
+        s.push_str(" · 0 spills");
+    }
+    s
+}
+
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+fn line_starts(text: &str) -> Vec<usize> {
+    std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect()
+}
+
+fn trim_eol(text: &str, start: usize, mut end: usize) -> usize {
+    let b = text.as_bytes();
+    while end > start && (b[end - 1] == b'\n' || b[end - 1] == b'\r') {
+        end -= 1;
+    }
+    end
+}
+
+fn snap(text: &str, mut i: usize) -> usize {
+    i = i.min(text.len());
+    while i > 0 && !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// Shared handle type: analyses are immutable once made and shared between handlers.
+pub type SharedAnalysis = Arc<FileAnalysis>;

@@ -1,0 +1,150 @@
+//! `kernel-lsp check FILE...`: the editor's diagnostics, printed compiler-style
+//! (`file:line:col: severity: message`) or as JSON. The CI entry point for kernel authors.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+use crate::analysis::{self, AnalyzeOptions, Finding, Severity};
+use crate::document::{Document, PositionEncoding};
+use crate::settings::Settings;
+use crate::spec::EvalEnv;
+use crate::syntax::{self, Lang};
+use crate::toolchain;
+
+#[derive(clap::Args, Debug)]
+pub struct CheckArgs {
+    /// Files to check (.cu, .cuh, or Python files with @triton.jit kernels).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Print a JSON array instead of compiler-style lines.
+    #[arg(long)]
+    pub json: bool,
+    /// Skip the NVRTC compile (syntax and @bench checks only).
+    #[arg(long)]
+    pub no_compile: bool,
+    /// Target architecture for NVRTC and ptxas.
+    #[arg(long, default_value = "sm_90")]
+    pub arch: String,
+    /// Path to libnvrtc (a file or the folder holding it).
+    #[arg(long)]
+    pub nvrtc: Option<PathBuf>,
+}
+
+#[derive(Serialize)]
+struct JsonFinding {
+    file: String,
+    /// 1-based, like compilers print.
+    line: u32,
+    column: u32,
+    end_line: u32,
+    end_column: u32,
+    severity: Severity,
+    source: &'static str,
+    message: String,
+}
+
+/// What went wrong reading one input file.
+fn read_source(path: &PathBuf) -> Result<String, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.iter().take(8192).any(|&b| b == 0) {
+        return Err("looks like a binary file (it contains NUL bytes); kernel-lsp checks CUDA and Triton source text".into());
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "is not UTF-8 text (invalid byte at offset {}); save it as UTF-8",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+pub fn run(args: &CheckArgs) -> ExitCode {
+    let settings = Settings { arch: args.arch.clone(), nvrtc_path: args.nvrtc.clone(), ..Settings::default() };
+    let opts = AnalyzeOptions { env: EvalEnv { sms: settings.sms }, max_file_bytes: settings.max_file_bytes };
+    let mut tc = None;
+    let mut errors = 0usize;
+    let mut unreadable = false;
+    let mut json_out = Vec::new();
+    let mut text_out = String::new();
+
+    for path in &args.files {
+        let shown = path.display().to_string();
+        let Some(lang) = syntax::lang_for(&shown, None) else {
+            eprintln!("{shown}: skipped: not a CUDA (.cu, .cuh) or Python file");
+            continue;
+        };
+        let text = match read_source(path) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("{shown}: error: {e}");
+                unreadable = true;
+                continue;
+            }
+        };
+        if lang == Lang::Triton && !syntax::is_triton_source(&text) {
+            eprintln!("{shown}: skipped: no @triton.jit kernels");
+            continue;
+        }
+        let doc = Document::new(lang, 0, &text);
+        let result = analysis::analyze(lang, &text, doc.tree(), &opts);
+        let mut findings: Vec<Finding> = result.findings();
+        if lang == Lang::Cuda && !args.no_compile && result.size_note.is_none() {
+            let tc = tc.get_or_insert_with(|| {
+                let tc = toolchain::locate(&settings.toolchain());
+                if let Err(e) = &tc.nvrtc {
+                    eprintln!("note: compile checks skipped: {e}");
+                }
+                tc
+            });
+            let name = path.file_name().map_or("kernel.cu".into(), |n| n.to_string_lossy().to_string());
+            let outcome = analysis::compile(tc, &text, &result.compile_inputs(), &name);
+            findings.extend(outcome.findings);
+        }
+        findings.sort_by_key(|f| (f.range.start, f.range.end));
+        for f in &findings {
+            if f.severity == Severity::Error {
+                errors += 1;
+            }
+            let (s, e) = doc.range(&f.range, PositionEncoding::Utf8);
+            if args.json {
+                json_out.push(JsonFinding {
+                    file: shown.clone(),
+                    line: s.line + 1,
+                    column: s.col + 1,
+                    end_line: e.line + 1,
+                    end_column: e.col + 1,
+                    severity: f.severity,
+                    source: f.source.label(),
+                    message: f.message.clone(),
+                });
+            } else {
+                let sev = match f.severity {
+                    Severity::Error => "error",
+                    Severity::Warning => "warning",
+                    Severity::Information => "info",
+                    Severity::Hint => "hint",
+                };
+                text_out.push_str(&format!(
+                    "{shown}:{}:{}: {sev}: {} [{}]\n",
+                    s.line + 1,
+                    s.col + 1,
+                    f.message,
+                    f.source.label()
+                ));
+            }
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&json_out).expect("findings serialize"));
+    } else {
+        print!("{text_out}");
+    }
+    if unreadable {
+        ExitCode::from(2)
+    } else if errors > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,3 @@
+//! Command-line front-ends over the same engine the language server uses.
+
+pub mod check;

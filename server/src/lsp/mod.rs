@@ -1,0 +1,601 @@
+//! The tower-lsp backend: protocol glue only. It keeps the open documents, calls the
+//! `analysis` engine on every change, publishes diagnostics, and answers hover, symbols,
+//! code actions and inlay hints. NVRTC runs debounced on a blocking thread, never on the
+//! request path. This layer never touches CUDA or the GPU.
+//!
+//! Invariants: every handler applies document edits synchronously before its first
+//! `.await` (tower-lsp polls handlers concurrently, so this is what keeps edits in
+//! order); every handler body runs under [`guarded`], so a panic becomes an error
+//! answer and a log line, not a dead server.
+
+mod convert;
+mod hover;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::FutureExt;
+use serde_json::Value;
+use tower_lsp::jsonrpc::{Error, ErrorCode, Result};
+use tower_lsp::lsp_types::*;
+use tower_lsp::{Client, LanguageServer, LspService, Server};
+
+use crate::analysis::{self, AnalyzeOptions, CompileOutcome, FileAnalysis};
+use crate::document::{Document, LinePos, PositionEncoding};
+use crate::settings::Settings;
+use crate::spec::EvalEnv;
+use crate::syntax::{self, Lang};
+use crate::toolchain::{self, Toolchain};
+
+use convert::{lsp_diagnostic, lsp_range};
+
+/// Serve LSP over stdin/stdout until the client exits.
+pub async fn serve_stdio() {
+    let stdin = tokio::io::stdin();
+    let stdout = tokio::io::stdout();
+    let (service, socket) = LspService::build(Backend::new)
+        .custom_method("kernel-lsp/debugPanic", Backend::debug_panic)
+        .finish();
+    Server::new(stdin, stdout, socket).serve(service).await;
+}
+
+/// The service for in-process tests: same backend, caller-provided transport.
+pub fn service() -> (LspService<Backend>, tower_lsp::ClientSocket) {
+    LspService::build(Backend::new)
+        .custom_method("kernel-lsp/debugPanic", Backend::debug_panic)
+        .finish()
+}
+
+#[derive(Clone)]
+pub struct Backend {
+    client: Client,
+    inner: Arc<Mutex<State>>,
+}
+
+struct State {
+    settings: Settings,
+    encoding: PositionEncoding,
+    docs: HashMap<Url, OpenDoc>,
+    /// Located lazily on first use (it may probe python), reset when settings change.
+    toolchain: Option<Arc<Toolchain>>,
+    /// The missing-NVRTC message is shown once per server (and again after settings change).
+    nvrtc_warned: bool,
+}
+
+struct OpenDoc {
+    doc: Document,
+    /// False for Python files without `@triton.jit`: they get no diagnostics at all.
+    kernel_file: bool,
+    analysis: Arc<FileAnalysis>,
+    /// The last finished compile (its ranges refer to the text it compiled).
+    compile: Option<Arc<CompileOutcome>>,
+    /// Bumped on every change; a debounced compile runs only if it is still current.
+    compile_gen: u64,
+    /// Whether the last publish sent any diagnostics (so a file that stops being a
+    /// kernel file gets one clearing publish).
+    published_any: bool,
+}
+
+fn internal(msg: impl Into<String>) -> Error {
+    Error { code: ErrorCode::InternalError, message: msg.into().into(), data: None }
+}
+
+fn not_open(uri: &Url) -> Error {
+    Error::invalid_params(format!("document {uri} is not open; send textDocument/didOpen first"))
+}
+
+/// Run a handler body, turning a panic into a logged internal error.
+async fn guarded<T>(what: &str, fut: impl Future<Output = Result<T>>) -> Result<T> {
+    match AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(r) => r,
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            tracing::error!(handler = what, "handler panicked: {msg}");
+            Err(internal(format!("kernel-lsp hit an internal error in {what}: {msg}")))
+        }
+    }
+}
+
+impl Backend {
+    fn new(client: Client) -> Self {
+        Backend {
+            client,
+            inner: Arc::new(Mutex::new(State {
+                settings: Settings::default(),
+                encoding: PositionEncoding::Utf16,
+                docs: HashMap::new(),
+                toolchain: None,
+                nvrtc_warned: false,
+            })),
+        }
+    }
+
+    /// The state lock. A panic while it was held poisons it; the data is still
+    /// consistent per document (edits are applied whole), so recover rather than
+    /// take every later request down with the first panic.
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Test hook for panic containment; only active with KERNEL_LSP_DEBUG_COMMANDS=1.
+    async fn debug_panic(&self, _params: Value) -> Result<Value> {
+        guarded("kernel-lsp/debugPanic", async {
+            if std::env::var_os("KERNEL_LSP_DEBUG_COMMANDS").is_some() {
+                panic!("deliberate panic requested by kernel-lsp/debugPanic");
+            }
+            Err(Error::method_not_found())
+        })
+        .await
+    }
+
+    fn analyze_opts(settings: &Settings) -> AnalyzeOptions {
+        AnalyzeOptions { env: EvalEnv { sms: settings.sms }, max_file_bytes: settings.max_file_bytes }
+    }
+
+    /// Re-analyze a document after its text changed. Synchronous and cheap (no compiler).
+    fn refresh(state: &mut State, uri: &Url) {
+        let opts = Self::analyze_opts(&state.settings);
+        let Some(open) = state.docs.get_mut(uri) else { return };
+        open.kernel_file = match open.doc.lang {
+            Lang::Cuda => true,
+            Lang::Triton => syntax::is_triton_source(open.doc.text()),
+        };
+        open.compile_gen += 1;
+        open.analysis = Arc::new(if open.kernel_file {
+            analysis::analyze(open.doc.lang, open.doc.text(), open.doc.tree(), &opts)
+        } else {
+            empty_analysis(open.doc.lang)
+        });
+    }
+
+    /// Diagnostics for the current text of `uri`, or None when there is nothing to send.
+    fn diagnostics(state: &mut State, uri: &Url) -> Option<(Vec<Diagnostic>, i32)> {
+        let enc = state.encoding;
+        let open = state.docs.get_mut(uri)?;
+        let mut findings = open.analysis.findings();
+        if let Some(c) = &open.compile {
+            findings.extend(c.findings.iter().cloned());
+        }
+        // Kernel files get a publish for every version (clients then know the edit was
+        // checked); other files only once, to clear what an earlier version showed.
+        if !open.kernel_file && !open.published_any {
+            return None;
+        }
+        open.published_any = !findings.is_empty();
+        let diags = findings.iter().map(|f| lsp_diagnostic(&open.doc, f, enc)).collect();
+        Some((diags, open.doc.version))
+    }
+
+    async fn publish(&self, uri: Url) {
+        let out = Self::diagnostics(&mut self.state(), &uri);
+        if let Some((diags, version)) = out {
+            self.client.publish_diagnostics(uri, diags, Some(version)).await;
+        }
+    }
+
+    /// Find (once) the NVRTC/ptxas toolchain, on a blocking thread.
+    async fn toolchain(&self) -> Arc<Toolchain> {
+        let (existing, ts) = {
+            let st = self.state();
+            (st.toolchain.clone(), st.settings.toolchain())
+        };
+        if let Some(tc) = existing {
+            return tc;
+        }
+        let tc = match tokio::task::spawn_blocking(move || toolchain::locate(&ts)).await {
+            Ok(tc) => Arc::new(tc),
+            Err(e) => {
+                tracing::error!("locating the CUDA toolchain failed: {e}");
+                Arc::new(Toolchain::unavailable(format!("locating the CUDA toolchain failed: {e}")))
+            }
+        };
+        match &tc.nvrtc {
+            Ok(n) => tracing::info!("NVRTC {:?} at {}", n.version(), n.path().display()),
+            Err(e) => tracing::warn!("NVRTC not available: {e}"),
+        }
+        self.state().toolchain.get_or_insert(tc).clone()
+    }
+
+    /// Debounced NVRTC run for a CUDA document; results are published only if the text
+    /// did not change while compiling.
+    fn schedule_compile(&self, uri: Url, immediate: bool) {
+        let (gen, delay) = {
+            let st = self.state();
+            let Some(open) = st.docs.get(&uri) else { return };
+            if open.doc.lang != Lang::Cuda || !st.settings.compile_on_type {
+                return;
+            }
+            let delay = if immediate { 0 } else { st.settings.compile_debounce_ms };
+            (open.compile_gen, delay)
+        };
+        let this = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            let still_current = |st: &State| st.docs.get(&uri).is_some_and(|o| o.compile_gen == gen);
+            if !still_current(&this.state()) {
+                return;
+            }
+            let tc = this.toolchain().await;
+            if let Err(e) = &tc.nvrtc {
+                this.warn_nvrtc_once(e.to_string()).await;
+                return;
+            }
+            let job = {
+                let st = this.state();
+                let Some(open) = st.docs.get(&uri) else { return };
+                if open.compile_gen != gen || open.analysis.size_note.is_some() {
+                    return;
+                }
+                let name = uri
+                    .path_segments()
+                    .and_then(|mut s| s.next_back().map(str::to_string))
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "kernel.cu".into());
+                (open.doc.text().to_string(), open.analysis.compile_inputs(), name)
+            };
+            let (text, inputs, name) = job;
+            let outcome =
+                tokio::task::spawn_blocking(move || analysis::compile(&tc, &text, &inputs, &name)).await;
+            let outcome = match outcome {
+                Ok(o) => o,
+                Err(e) => {
+                    tracing::error!("compile task failed: {e}");
+                    return;
+                }
+            };
+            {
+                let mut st = this.state();
+                if !still_current(&st) {
+                    return;
+                }
+                if let Some(open) = st.docs.get_mut(&uri) {
+                    open.compile = Some(Arc::new(outcome));
+                }
+            }
+            this.publish(uri.clone()).await;
+            this.client.send_request::<request::InlayHintRefreshRequest>(()).await.ok();
+        });
+    }
+
+    async fn warn_nvrtc_once(&self, why: String) {
+        let first = {
+            let mut st = self.state();
+            !std::mem::replace(&mut st.nvrtc_warned, true)
+        };
+        if first {
+            self.client
+                .show_message(
+                    MessageType::WARNING,
+                    format!("kernel-lsp: compile checks are off: {why}. Syntax and @bench checks still run."),
+                )
+                .await;
+        }
+    }
+
+    fn with_doc<T>(&self, uri: &Url, f: impl FnOnce(&OpenDoc, PositionEncoding, &Settings) -> T) -> Result<T> {
+        let st = self.state();
+        let open = st.docs.get(uri).ok_or_else(|| not_open(uri))?;
+        Ok(f(open, st.encoding, &st.settings))
+    }
+}
+
+fn empty_analysis(lang: Lang) -> FileAnalysis {
+    FileAnalysis {
+        model: syntax::FileModel { lang, kernels: Vec::new(), device_slice: String::new(), syntax_errors: Vec::new() },
+        specs: Vec::new(),
+        size_note: None,
+    }
+}
+
+fn negotiate_encoding(params: &InitializeParams) -> PositionEncoding {
+    let offered = params
+        .capabilities
+        .general
+        .as_ref()
+        .and_then(|g| g.position_encodings.as_ref());
+    match offered {
+        Some(list) if list.contains(&PositionEncodingKind::UTF8) => PositionEncoding::Utf8,
+        _ => PositionEncoding::Utf16,
+    }
+}
+
+#[tower_lsp::async_trait]
+impl LanguageServer for Backend {
+    async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
+        guarded("initialize", async {
+            let encoding = negotiate_encoding(&params);
+            let mut warn = None;
+            {
+                let mut st = self.state();
+                st.encoding = encoding;
+                if let Some(opts) = &params.initialization_options {
+                    let (s, msg) = Settings::from_json(opts);
+                    st.settings = s;
+                    warn = msg;
+                }
+            }
+            if let Some(w) = warn {
+                self.client.show_message(MessageType::WARNING, w).await;
+            }
+            Ok(InitializeResult {
+                server_info: Some(ServerInfo {
+                    name: "kernel-lsp".into(),
+                    version: Some(env!("CARGO_PKG_VERSION").into()),
+                }),
+                capabilities: ServerCapabilities {
+                    position_encoding: Some(match encoding {
+                        PositionEncoding::Utf8 => PositionEncodingKind::UTF8,
+                        PositionEncoding::Utf16 => PositionEncodingKind::UTF16,
+                    }),
+                    text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
+                        open_close: Some(true),
+                        change: Some(TextDocumentSyncKind::INCREMENTAL),
+                        save: Some(TextDocumentSyncSaveOptions::Supported(true)),
+                        ..Default::default()
+                    })),
+                    hover_provider: Some(HoverProviderCapability::Simple(true)),
+                    document_symbol_provider: Some(OneOf::Left(true)),
+                    code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
+                        code_action_kinds: Some(vec![CodeActionKind::REFACTOR_REWRITE]),
+                        ..Default::default()
+                    })),
+                    inlay_hint_provider: Some(OneOf::Left(true)),
+                    ..Default::default()
+                },
+            })
+        })
+        .await
+    }
+
+    async fn initialized(&self, _: InitializedParams) {
+        tracing::info!("kernel-lsp {} ready", env!("CARGO_PKG_VERSION"));
+    }
+
+    async fn shutdown(&self) -> Result<()> {
+        Ok(())
+    }
+
+    async fn did_open(&self, params: DidOpenTextDocumentParams) {
+        let _ = guarded("didOpen", async {
+            let td = params.text_document;
+            let Some(lang) = syntax::lang_for(td.uri.path(), Some(&td.language_id)) else {
+                tracing::debug!("ignoring {} ({})", td.uri, td.language_id);
+                return Ok(());
+            };
+            {
+                let mut st = self.state();
+                let doc = Document::new(lang, td.version, &td.text);
+                st.docs.insert(
+                    td.uri.clone(),
+                    OpenDoc {
+                        doc,
+                        kernel_file: false,
+                        analysis: Arc::new(empty_analysis(lang)),
+                        compile: None,
+                        compile_gen: 0,
+                        published_any: false,
+                    },
+                );
+                Self::refresh(&mut st, &td.uri);
+            }
+            self.publish(td.uri.clone()).await;
+            self.schedule_compile(td.uri, true);
+            Ok(())
+        })
+        .await;
+    }
+
+    async fn did_change(&self, params: DidChangeTextDocumentParams) {
+        let _ = guarded("didChange", async {
+            let uri = params.text_document.uri;
+            let problem = {
+                let mut st = self.state();
+                let enc = st.encoding;
+                let Some(open) = st.docs.get_mut(&uri) else {
+                    tracing::warn!("didChange for {uri}, which is not open; ignored");
+                    return Ok(());
+                };
+                let mut problem = None;
+                for change in &params.content_changes {
+                    match change.range {
+                        None => open.doc.replace_all(&change.text),
+                        Some(r) => {
+                            let start = LinePos { line: r.start.line, col: r.start.character };
+                            let end = LinePos { line: r.end.line, col: r.end.character };
+                            if let Err(e) = open.doc.apply_change(start, end, &change.text, enc) {
+                                // The client and server now disagree on the text. Say so;
+                                // the client's next full sync (reopen) repairs it.
+                                problem = Some(format!(
+                                    "kernel-lsp could not apply an edit to {uri}: {e}. Its view of the file may be out of date; close and reopen the file."
+                                ));
+                                break;
+                            }
+                        }
+                    }
+                }
+                open.doc.reparse();
+                open.doc.version = params.text_document.version;
+                Self::refresh(&mut st, &uri);
+                problem
+            };
+            if let Some(p) = problem {
+                tracing::error!("{p}");
+                self.client.show_message(MessageType::ERROR, p).await;
+            }
+            self.publish(uri.clone()).await;
+            self.schedule_compile(uri, false);
+            Ok(())
+        })
+        .await;
+    }
+
+    async fn did_save(&self, params: DidSaveTextDocumentParams) {
+        self.schedule_compile(params.text_document.uri, true);
+    }
+
+    async fn did_close(&self, params: DidCloseTextDocumentParams) {
+        let uri = params.text_document.uri;
+        let had = self.state().docs.remove(&uri).is_some_and(|o| o.published_any);
+        if had {
+            self.client.publish_diagnostics(uri, Vec::new(), None).await;
+        }
+    }
+
+    async fn did_change_configuration(&self, params: DidChangeConfigurationParams) {
+        let _ = guarded("didChangeConfiguration", async {
+            let (settings, warn) = Settings::from_json(&params.settings);
+            let uris: Vec<Url> = {
+                let mut st = self.state();
+                if st.settings.toolchain() != settings.toolchain() {
+                    st.toolchain = None;
+                    st.nvrtc_warned = false;
+                }
+                st.settings = settings;
+                let uris: Vec<Url> = st.docs.keys().cloned().collect();
+                for u in &uris {
+                    Self::refresh(&mut st, u);
+                }
+                uris
+            };
+            if let Some(w) = warn {
+                self.client.show_message(MessageType::WARNING, w).await;
+            }
+            for u in uris {
+                self.publish(u.clone()).await;
+                self.schedule_compile(u, true);
+            }
+            Ok(())
+        })
+        .await;
+    }
+
+    async fn hover(&self, params: HoverParams) -> Result<Option<Hover>> {
+        guarded("hover", async {
+            let p = params.text_document_position_params;
+            self.with_doc(&p.text_document.uri, |open, enc, settings| {
+                hover::hover(open.doc_ref(), &open.analysis, open.compile.as_deref(), p.position, enc, settings)
+            })
+        })
+        .await
+    }
+
+    async fn document_symbol(&self, params: DocumentSymbolParams) -> Result<Option<DocumentSymbolResponse>> {
+        guarded("documentSymbol", async {
+            self.with_doc(&params.text_document.uri, |open, enc, _| {
+                let syms = open
+                    .analysis
+                    .model
+                    .kernels
+                    .iter()
+                    .zip(&open.analysis.specs)
+                    .map(|(k, report)| {
+                        let detail = match (k.lang, &report.plan) {
+                            (Lang::Cuda, Some(p)) => format!("__global__ · {} case(s)", p.cases.len()),
+                            (Lang::Cuda, None) => "__global__ · no @bench spec".to_string(),
+                            (Lang::Triton, Some(p)) => format!("@triton.jit · {} case(s)", p.cases.len()),
+                            (Lang::Triton, None) => "@triton.jit · no @bench spec".to_string(),
+                        };
+                        #[allow(deprecated)] // `deprecated` is a required field of the struct
+                        DocumentSymbol {
+                            name: k.name.clone(),
+                            detail: Some(detail),
+                            kind: SymbolKind::FUNCTION,
+                            tags: None,
+                            deprecated: None,
+                            range: lsp_range(&open.doc, &k.def_range, enc),
+                            selection_range: lsp_range(&open.doc, &k.name_range, enc),
+                            children: None,
+                        }
+                    })
+                    .collect();
+                Some(DocumentSymbolResponse::Nested(syms))
+            })
+        })
+        .await
+    }
+
+    async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
+        guarded("codeAction", async {
+            let uri = params.text_document.uri.clone();
+            self.with_doc(&uri, |open, enc, _| {
+                let doc = &open.doc;
+                let start = doc
+                    .offset(LinePos { line: params.range.start.line, col: params.range.start.character }, enc)
+                    .unwrap_or(doc.text().len());
+                let mut actions = Vec::new();
+                if let Some(k) = open.analysis.model.kernel_at(start) {
+                    if k.spec.lines.is_empty() {
+                        let sk = crate::spec::skeleton(k, doc.text());
+                        let at = doc.position(sk.insert_at, enc);
+                        let pos = Position { line: at.line, character: at.col };
+                        let edit = TextDocumentEdit {
+                            text_document: OptionalVersionedTextDocumentIdentifier {
+                                uri: uri.clone(),
+                                version: Some(doc.version),
+                            },
+                            edits: vec![OneOf::Left(TextEdit { range: Range { start: pos, end: pos }, new_text: sk.text })],
+                        };
+                        actions.push(CodeActionOrCommand::CodeAction(CodeAction {
+                            title: format!("Insert @bench spec for `{}`", k.name),
+                            kind: Some(CodeActionKind::REFACTOR_REWRITE),
+                            edit: Some(WorkspaceEdit {
+                                document_changes: Some(DocumentChanges::Edits(vec![edit])),
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        }));
+                    }
+                }
+                (!actions.is_empty()).then_some(actions)
+            })
+        })
+        .await
+    }
+
+    async fn inlay_hint(&self, params: InlayHintParams) -> Result<Option<Vec<InlayHint>>> {
+        guarded("inlayHint", async {
+            self.with_doc(&params.text_document.uri, |open, enc, settings| {
+                let Some(compile) = &open.compile else { return None };
+                let hints: Vec<InlayHint> = open
+                    .analysis
+                    .model
+                    .kernels
+                    .iter()
+                    .filter_map(|k| {
+                        let r = analysis::resources_for(&compile.resources, k)?;
+                        let p = open.doc.position(k.name_range.end, enc);
+                        Some(InlayHint {
+                            position: Position { line: p.line, character: p.col },
+                            label: InlayHintLabel::String(analysis::resources_label(r)),
+                            kind: None,
+                            text_edits: None,
+                            tooltip: Some(InlayHintTooltip::String(format!(
+                                "ptxas -arch={} for `{}`: {} registers, {} B shared, {} B stack, {} B spill stores, {} B spill loads",
+                                settings.arch, r.symbol, r.registers, r.shared_bytes, r.stack_bytes, r.spill_stores, r.spill_loads
+                            ))),
+                            padding_left: Some(true),
+                            padding_right: None,
+                            data: None,
+                        })
+                    })
+                    .filter(|h| h.position.line >= params.range.start.line && h.position.line <= params.range.end.line)
+                    .collect();
+                Some(hints)
+            })
+        })
+        .await
+    }
+}
+
+impl OpenDoc {
+    fn doc_ref(&self) -> &Document {
+        &self.doc
+    }
+}

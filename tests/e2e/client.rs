@@ -1,0 +1,207 @@
+//! A minimal LSP client for tests: frames JSON-RPC over any async byte stream, answers
+//! the server's own requests, and keeps notifications so tests can wait for them.
+//! `in_process` runs the real backend over an in-memory duplex; `spawn_binary` runs the
+//! built `kernel-lsp` over stdio.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+
+pub struct TestClient {
+    writer: Box<dyn AsyncWrite + Unpin + Send>,
+    reader: BufReader<Box<dyn AsyncRead + Unpin + Send>>,
+    next_id: i64,
+    /// Notifications received and not yet taken by a test.
+    pub notifications: VecDeque<Value>,
+    _child: Option<tokio::process::Child>,
+}
+
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+
+impl TestClient {
+    /// The backend in this process, over an in-memory pipe.
+    pub fn in_process() -> Self {
+        let (client_end, server_end) = tokio::io::duplex(1 << 20);
+        let (server_read, server_write) = tokio::io::split(server_end);
+        let (service, socket) = kernel_lsp::lsp::service();
+        tokio::spawn(tower_lsp::Server::new(server_read, server_write, socket).serve(service));
+        let (r, w) = tokio::io::split(client_end);
+        TestClient::from_parts(Box::new(r), Box::new(w), None)
+    }
+
+    /// The built binary, over stdio, with extra environment variables.
+    pub fn spawn_binary(env: &[(&str, &str)]) -> Self {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kernel-lsp"));
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn kernel-lsp");
+        let stdin = child.stdin.take().expect("stdin piped");
+        let stdout = child.stdout.take().expect("stdout piped");
+        TestClient::from_parts(Box::new(stdout), Box::new(stdin), Some(child))
+    }
+
+    fn from_parts(
+        r: Box<dyn AsyncRead + Unpin + Send>,
+        w: Box<dyn AsyncWrite + Unpin + Send>,
+        child: Option<tokio::process::Child>,
+    ) -> Self {
+        TestClient { writer: w, reader: BufReader::new(r), next_id: 1, notifications: VecDeque::new(), _child: child }
+    }
+
+    pub fn child(&mut self) -> Option<&mut tokio::process::Child> {
+        self._child.as_mut()
+    }
+
+    async fn send(&mut self, msg: &Value) {
+        let body = serde_json::to_vec(msg).unwrap();
+        let head = format!("Content-Length: {}\r\n\r\n", body.len());
+        self.writer.write_all(head.as_bytes()).await.unwrap();
+        self.writer.write_all(&body).await.unwrap();
+        self.writer.flush().await.unwrap();
+    }
+
+    /// Read one message; None at end of stream.
+    async fn recv(&mut self) -> Option<Value> {
+        let mut len = None;
+        loop {
+            let mut line = String::new();
+            if self.reader.read_line(&mut line).await.ok()? == 0 {
+                return None;
+            }
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some(v) = line.strip_prefix("Content-Length:") {
+                len = v.trim().parse::<usize>().ok();
+            }
+        }
+        let mut buf = vec![0u8; len?];
+        self.reader.read_exact(&mut buf).await.ok()?;
+        serde_json::from_slice(&buf).ok()
+    }
+
+    /// Handle one incoming message: keep notifications, answer server requests.
+    async fn pump_one(&mut self) -> Option<Value> {
+        let msg = self.recv().await?;
+        if msg.get("method").is_some() {
+            if let Some(id) = msg.get("id").cloned() {
+                // A server->client request (inlayHint/refresh, applyEdit, progress create).
+                self.send(&json!({"jsonrpc": "2.0", "id": id, "result": null})).await;
+            }
+            self.notifications.push_back(msg.clone());
+            return Some(Value::Null);
+        }
+        Some(msg)
+    }
+
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        let fut = async {
+            loop {
+                let msg = self.pump_one().await.expect("server closed the connection");
+                if msg.get("id") == Some(&json!(id)) {
+                    return msg;
+                }
+            }
+        };
+        tokio::time::timeout(TIMEOUT, fut).await.unwrap_or_else(|_| panic!("no answer to {method}"))
+    }
+
+    pub async fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params})).await;
+    }
+
+    /// Wait for a notification matching `pred`, consuming notifications before it.
+    pub async fn wait_for(&mut self, what: &str, mut pred: impl FnMut(&Value) -> bool) -> Value {
+        let fut = async {
+            loop {
+                while let Some(n) = self.notifications.pop_front() {
+                    if pred(&n) {
+                        return n;
+                    }
+                }
+                self.pump_one().await.expect("server closed the connection");
+            }
+        };
+        tokio::time::timeout(TIMEOUT, fut).await.unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+    }
+
+    /// The next diagnostics published for `uri` at `version` (or any version).
+    pub async fn diagnostics(&mut self, uri: &str, version: Option<i64>) -> Vec<Value> {
+        let n = self
+            .wait_for("publishDiagnostics", |n| {
+                n["method"] == "textDocument/publishDiagnostics"
+                    && n["params"]["uri"] == uri
+                    && version.is_none_or(|v| n["params"]["version"] == v)
+            })
+            .await;
+        n["params"]["diagnostics"].as_array().cloned().unwrap_or_default()
+    }
+
+    pub async fn initialize(&mut self, init_options: Value, encodings: &[&str]) -> Value {
+        let resp = self
+            .request(
+                "initialize",
+                json!({
+                    "processId": null,
+                    "rootUri": null,
+                    "capabilities": {"general": {"positionEncodings": encodings}},
+                    "initializationOptions": init_options,
+                }),
+            )
+            .await;
+        self.notify("initialized", json!({})).await;
+        resp
+    }
+
+    pub async fn open(&mut self, uri: &str, language_id: &str, text: &str) {
+        self.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": uri, "languageId": language_id, "version": 1, "text": text}}),
+        )
+        .await;
+    }
+
+    /// One ranged edit: replace (line, col)..(line, col) with `text`.
+    pub async fn edit(&mut self, uri: &str, version: i64, start: (u32, u32), end: (u32, u32), text: &str) {
+        self.notify(
+            "textDocument/didChange",
+            json!({
+                "textDocument": {"uri": uri, "version": version},
+                "contentChanges": [{
+                    "range": {"start": {"line": start.0, "character": start.1}, "end": {"line": end.0, "character": end.1}},
+                    "text": text
+                }]
+            }),
+        )
+        .await;
+    }
+}
+
+/// Render diagnostics as `line:col-line:col severity [source] message` lines (1-based
+/// severity numbers as LSP sends them), sorted, for snapshots.
+pub fn render_diagnostics(diags: &[Value]) -> String {
+    let mut lines: Vec<String> = diags
+        .iter()
+        .map(|d| {
+            let r = &d["range"];
+            format!(
+                "{}:{}-{}:{} sev{} [{}] {}",
+                r["start"]["line"], r["start"]["character"], r["end"]["line"], r["end"]["character"],
+                d["severity"], d["source"].as_str().unwrap_or(""), d["message"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    lines.sort();
+    lines.join("\n")
+}

@@ -1,0 +1,224 @@
+//! LSP sessions against the real backend: what an editor would receive.
+
+use expect_test::expect;
+use serde_json::{json, Value};
+
+use crate::client::{render_diagnostics, TestClient};
+use crate::tools;
+
+const SAXPY_BAD: &str = r#"// @bench n = 1 << 20
+// @bench x: in f33[n]
+// @bench y: inout f32[n]
+// @bench a = 2.0
+// @bench grid = cdiv(n, 256); block = 256
+extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+"#;
+
+async fn started(encodings: &[&str]) -> TestClient {
+    let mut c = TestClient::in_process();
+    // No compile: these tests are about syntax and spec; NVRTC has its own test.
+    c.initialize(json!({"compileOnType": false}), encodings).await;
+    c
+}
+
+#[tokio::test]
+async fn spec_mistake_is_reported_on_its_columns_and_clears_when_fixed() {
+    let mut c = started(&["utf-16"]).await;
+    let uri = "file:///w/saxpy.cu";
+    c.open(uri, "cuda", SAXPY_BAD).await;
+    let diags = c.diagnostics(uri, Some(1)).await;
+    expect![[r#""#]].assert_eq(&render_diagnostics(&diags));
+    // Fix `f33` -> `f32` (line 1, columns 15..18) as an editor would: a ranged edit.
+    c.edit(uri, 2, (1, 15), (1, 18), "f32").await;
+    let diags = c.diagnostics(uri, Some(2)).await;
+    assert_eq!(render_diagnostics(&diags), "", "the fix clears the diagnostic");
+}
+
+#[tokio::test]
+async fn positions_follow_the_negotiated_encoding() {
+    // An astral character (2 UTF-16 units, 4 UTF-8 bytes) before a syntax error.
+    let src = "__global__ void k(int n) { /* 😀 */ int x = ; }\n";
+    let mut cols = Vec::new();
+    for enc in ["utf-16", "utf-8"] {
+        let mut c = TestClient::in_process();
+        let init = c.initialize(json!({"compileOnType": false}), &[enc]).await;
+        assert_eq!(init["result"]["capabilities"]["positionEncoding"], json!(enc));
+        c.open("file:///w/k.cu", "cuda", src).await;
+        let diags = c.diagnostics("file:///w/k.cu", Some(1)).await;
+        let d = diags.iter().find(|d| d["source"] == "syntax").expect("a syntax diagnostic");
+        cols.push(d["range"]["start"]["character"].as_u64().unwrap());
+    }
+    // `int x = ;` starts after the emoji; UTF-8 counts it as 4 units, UTF-16 as 2.
+    assert_eq!(cols[1] - cols[0], 2, "{cols:?}");
+    // Without any offered encoding the server uses UTF-16, as LSP requires.
+    let mut c = TestClient::in_process();
+    let init = c.initialize(json!({}), &[]).await;
+    assert_eq!(init["result"]["capabilities"]["positionEncoding"], "utf-16");
+}
+
+#[tokio::test]
+async fn symbols_hover_and_skeleton_action() {
+    let mut c = started(&["utf-16"]).await;
+    let uri = "file:///w/two.cu";
+    let src = format!(
+        "{}\n__device__ float twice(float v) {{ return 2 * v; }}\n__global__ void scale(const float* __restrict__ in, float* out, int n) {{\n    int i = threadIdx.x;\n    if (i < n) out[i] = twice(in[i]);\n}}\n",
+        SAXPY_BAD.replace("f33", "f32")
+    );
+    c.open(uri, "cuda-cpp", &src).await;
+    let _ = c.diagnostics(uri, Some(1)).await;
+
+    let syms = c.request("textDocument/documentSymbol", json!({"textDocument": {"uri": uri}})).await;
+    let names: Vec<String> = syms["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| format!("{} ({})", s["name"].as_str().unwrap(), s["detail"].as_str().unwrap()))
+        .collect();
+    expect![[r#""#]].assert_eq(&names.join("\n"));
+
+    // Hover on `saxpy` (line 5, inside the name).
+    let hover = c
+        .request("textDocument/hover", json!({"textDocument": {"uri": uri}, "position": {"line": 5, "character": 30}}))
+        .await;
+    expect![[r#""#]].assert_eq(hover["result"]["contents"]["value"].as_str().unwrap());
+
+    // Code action on `scale`, which has no spec: insert a skeleton.
+    let actions = c
+        .request(
+            "textDocument/codeAction",
+            json!({"textDocument": {"uri": uri}, "range": {"start": {"line": 12, "character": 20}, "end": {"line": 12, "character": 20}}, "context": {"diagnostics": []}}),
+        )
+        .await;
+    let action = &actions["result"][0];
+    assert_eq!(action["title"], "Insert @bench spec for `scale`");
+    let edit = &action["edit"]["documentChanges"][0];
+    assert_eq!(edit["textDocument"]["version"], 1);
+    let te = &edit["edits"][0];
+    expect![[r#""#]].assert_eq(&format!("{} {}", te["range"]["start"], te["newText"].as_str().unwrap()));
+
+    // Apply it as the editor would; the inserted spec must check clean.
+    let line = te["range"]["start"]["line"].as_u64().unwrap() as u32;
+    c.edit(uri, 2, (line, 0), (line, 0), te["newText"].as_str().unwrap()).await;
+    let diags = c.diagnostics(uri, Some(2)).await;
+    assert_eq!(render_diagnostics(&diags), "", "the skeleton analyzes without errors");
+}
+
+#[tokio::test]
+async fn bad_requests_get_errors_and_the_server_keeps_serving() {
+    let mut c = started(&["utf-16"]).await;
+    // A request for a document never opened.
+    let r = c
+        .request("textDocument/hover", json!({"textDocument": {"uri": "file:///nope.cu"}, "position": {"line": 0, "character": 0}}))
+        .await;
+    assert_eq!(r["error"]["code"], -32602);
+    assert!(r["error"]["message"].as_str().unwrap().contains("is not open"), "{r}");
+
+    // An edit past the end of the document: an error message, text unchanged.
+    let uri = "file:///w/a.cu";
+    c.open(uri, "cuda", SAXPY_BAD).await;
+    let _ = c.diagnostics(uri, Some(1)).await;
+    c.edit(uri, 2, (500, 0), (501, 0), "garbage").await;
+    let msg = c.wait_for("showMessage", |n| n["method"] == "window/showMessage").await;
+    assert!(msg["params"]["message"].as_str().unwrap().contains("line 500 is past the end"), "{msg}");
+    let syms = c.request("textDocument/documentSymbol", json!({"textDocument": {"uri": uri}})).await;
+    assert_eq!(syms["result"][0]["name"], "saxpy");
+}
+
+#[tokio::test]
+async fn plain_python_is_ignored_and_triton_is_checked() {
+    let mut c = started(&["utf-16"]).await;
+    c.open("file:///w/plain.py", "python", "def f(:\n  pass\n").await;
+    let tri = "import triton\nimport triton.language as tl\n\n# @bench n = 1000; BLOCK = 128\n# @bench x_ptr: in f32[n]\n# @bench grid = cdiv(n, BLOCK) extra\n@triton.jit\ndef k(x_ptr, n, BLOCK: tl.constexpr):\n    pass\n";
+    c.open("file:///w/tri.py", "python", tri).await;
+    let diags = c.diagnostics("file:///w/tri.py", Some(1)).await;
+    expect![[r#""#]].assert_eq(&render_diagnostics(&diags));
+    // Nothing was ever published for the plain Python file.
+    assert!(
+        !c.notifications.iter().any(|n| n["params"]["uri"] == "file:///w/plain.py"),
+        "plain Python files get no diagnostics"
+    );
+}
+
+#[tokio::test]
+async fn syntax_errors_are_one_per_region() {
+    let mut c = started(&["utf-16"]).await;
+    let src = "__global__ void k(float* x, int n) {\n    int i = threadIdx.x\n    x[i] = (1.0f;\n}\n";
+    c.open("file:///w/s.cu", "cuda", src).await;
+    let diags = c.diagnostics("file:///w/s.cu", Some(1)).await;
+    expect![[r#""#]].assert_eq(&render_diagnostics(&diags));
+}
+
+#[tokio::test]
+async fn huge_files_get_syntax_checks_only_and_say_so() {
+    let mut c = started(&["utf-16"]).await;
+    let mut src = String::from("// @bench n = 4; bogus\n__global__ void k(int n) {}\n");
+    while src.len() < 2_200_000 {
+        src.push_str("// padding padding padding padding padding padding padding padding\n");
+    }
+    c.open("file:///w/big.cu", "cuda", &src).await;
+    let diags = c.diagnostics("file:///w/big.cu", Some(1)).await;
+    expect![[r#""#]].assert_eq(&render_diagnostics(&diags));
+}
+
+#[tokio::test]
+async fn a_panicking_handler_answers_an_error_and_the_server_lives() {
+    let mut c = TestClient::spawn_binary(&[("KERNEL_LSP_DEBUG_COMMANDS", "1")]);
+    c.initialize(json!({"compileOnType": false}), &["utf-16"]).await;
+    let r = c.request("kernel-lsp/debugPanic", json!({})).await;
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    assert!(r["error"]["message"].as_str().unwrap().contains("deliberate panic"), "{r}");
+    c.open("file:///w/a.cu", "cuda", SAXPY_BAD).await;
+    let diags = c.diagnostics("file:///w/a.cu", Some(1)).await;
+    assert_eq!(diags.len(), 1, "still serving after the panic: {diags:?}");
+    let r = c.request("shutdown", Value::Null).await;
+    assert_eq!(r["result"], Value::Null);
+    c.notify("exit", Value::Null).await;
+    let status = c.child().unwrap().wait().await.unwrap();
+    assert!(status.success(), "clean exit after shutdown: {status}");
+}
+
+#[tokio::test]
+async fn nvrtc_errors_and_ptxas_hints_arrive_after_typing() {
+    if let Err(why) = tools::nvrtc_available() {
+        return tools::skip("nvrtc_errors_and_ptxas_hints_arrive_after_typing", &why);
+    }
+    let mut c = TestClient::in_process();
+    c.initialize(json!({"compileDebounceMs": 50}), &["utf-16"]).await;
+    let uri = "file:///w/k.cu";
+    let good = SAXPY_BAD.replace("f33", "f32");
+    c.open(uri, "cuda", &good).await;
+    // Wait until the compile has run: inlay hints then show registers.
+    let mut hint = Value::Null;
+    for _ in 0..100 {
+        let r = c
+            .request("textDocument/inlayHint", json!({"textDocument": {"uri": uri}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 20, "character": 0}}}))
+            .await;
+        if r["result"].as_array().is_some_and(|a| !a.is_empty()) {
+            hint = r["result"][0].clone();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    if hint.is_null() {
+        if tools::required() {
+            panic!("no ptxas inlay hint after 10 s");
+        }
+        return tools::skip("nvrtc_errors_and_ptxas_hints_arrive_after_typing", "ptxas not found: no hint");
+    }
+    assert_eq!(hint["position"], json!({"line": 5, "character": 32}));
+    let label = hint["label"].as_str().unwrap();
+    assert!(label.ends_with("regs · 0 spills"), "{label}");
+
+    // Type an undefined identifier in the body (line 7: `    if (i < n) ...`).
+    c.edit(uri, 2, (7, 19), (7, 20), "q").await;
+    let diags = c
+        .wait_for("nvrtc diagnostics", |n| {
+            n["method"] == "textDocument/publishDiagnostics"
+                && n["params"]["diagnostics"].as_array().is_some_and(|d| d.iter().any(|d| d["source"] == "nvrtc"))
+        })
+        .await;
+    expect![[r#""#]].assert_eq(&render_diagnostics(diags["params"]["diagnostics"].as_array().unwrap()));
+}

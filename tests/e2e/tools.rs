@@ -1,0 +1,37 @@
+//! Finding optional tools for tests, with the skip-or-fail rule in one place.
+
+use std::path::PathBuf;
+
+pub fn required() -> bool {
+    std::env::var("KERNEL_LSP_REQUIRE_TOOLS").is_ok_and(|v| v == "1")
+}
+
+/// Call when a tool is missing: fails under KERNEL_LSP_REQUIRE_TOOLS=1, else prints a
+/// visible skip line. Returns so the test can `return`.
+pub fn skip(test: &str, why: &str) {
+    if required() {
+        panic!("{test}: {why} (KERNEL_LSP_REQUIRE_TOOLS=1, so this is a failure, not a skip)");
+    }
+    eprintln!("SKIP {test}: {why}");
+}
+
+/// NVRTC as the server would find it, if any.
+pub fn nvrtc_available() -> Result<(), String> {
+    let tc = kernel_lsp::toolchain::locate(&Default::default());
+    tc.nvrtc.map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// `nvim` from KERNEL_LSP_NVIM, the active virtualenv, or PATH.
+pub fn nvim() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("KERNEL_LSP_NVIM") {
+        return Some(PathBuf::from(p));
+    }
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(v) = std::env::var_os("VIRTUAL_ENV") {
+        dirs.push(PathBuf::from(v).join("bin"));
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&path));
+    }
+    dirs.into_iter().map(|d| d.join("nvim")).find(|p| p.is_file())
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The test suite: every Rust test (unit, LSP sessions, CLI, real Neovim) with the tools
+# from ./.venv on PATH (run tests/setup.sh first). Under CI=true a missing tool fails
+# the tests that need it instead of skipping them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -d .venv ]; then
+  export VIRTUAL_ENV="$PWD/.venv"
+  export PATH="$VIRTUAL_ENV/bin:$PATH"
+fi
+if [ "${CI:-}" = "true" ]; then
+  export KERNEL_LSP_REQUIRE_TOOLS=1
+fi
+cargo test --workspace --locked

@@ -311,78 +311,92 @@ fn find_nvrtc(
 ) -> Result<Nvrtc, ToolError> {
     let mut searched = Searched(Vec::new());
     let mut failures: Vec<String> = Vec::new();
-    let try_dir_or_file =
-        |p: &Path, origin: &str, searched: &mut Searched, failures: &mut Vec<String>| {
-            let files = if p.is_file() {
-                vec![p.to_path_buf()]
-            } else if p.is_dir() {
-                let mut files = nvrtc_files_in(p);
-                for sub in root_lib_dirs(p) {
-                    files.extend(nvrtc_files_in(&sub));
-                }
-                files
-            } else {
-                Vec::new()
-            };
-            if files.is_empty() {
-                searched.note(format!("{} ({origin})", p.display()));
+    // Loads the first usable libnvrtc in `p` (a file, a folder, or a CUDA root);
+    // found-but-broken files are remembered, since that says more than "not found".
+    let mut try_path = |p: &Path| -> Option<Nvrtc> {
+        let files = if p.is_file() {
+            vec![p.to_path_buf()]
+        } else if p.is_dir() {
+            let mut files = nvrtc_files_in(p);
+            for sub in root_lib_dirs(p) {
+                files.extend(nvrtc_files_in(&sub));
             }
-            for f in files {
-                match Nvrtc::load(&f) {
-                    Ok(n) => return Some(n),
-                    Err(e) => {
-                        searched.note(format!("{} ({origin})", f.display()));
-                        failures.push(e.to_string());
-                    }
-                }
-            }
-            None
+            files
+        } else {
+            Vec::new()
         };
+        for f in files {
+            match Nvrtc::load(&f) {
+                Ok(n) => return Some(n),
+                Err(e) => failures.push(e.to_string()),
+            }
+        }
+        None
+    };
 
     if let Some(p) = &settings.nvrtc_path {
-        if let Some(n) = try_dir_or_file(p, "kernel-lsp.nvrtcPath", &mut searched, &mut failures) {
+        if let Some(n) = try_path(p) {
             return Ok(n);
         }
+        searched.note(format!("{} (kernel-lsp.nvrtcPath)", p.display()));
         notes.push(format!(
             "kernel-lsp.nvrtcPath = {} has no usable libnvrtc; searching the usual places",
             p.display()
         ));
     }
     if let Some(p) = &env.nvrtc_env {
-        if let Some(n) = try_dir_or_file(p, "KERNEL_LSP_NVRTC", &mut searched, &mut failures) {
+        if let Some(n) = try_path(p) {
             return Ok(n);
         }
+        searched.note(format!("{} (KERNEL_LSP_NVRTC)", p.display()));
     }
     for root in &env.cuda_roots {
         for dir in root_lib_dirs(root) {
-            if let Some(n) = try_dir_or_file(&dir, "CUDA install", &mut searched, &mut failures) {
+            if let Some(n) = try_path(&dir) {
                 return Ok(n);
             }
         }
     }
-    for sp in env.python_dirs() {
+    if !env.cuda_roots.is_empty() {
+        searched.note(format!(
+            "CUDA installs {} (lib64, lib, targets/{}/lib)",
+            list(&env.cuda_roots),
+            target_triple_dir()
+        ));
+    }
+    let python_dirs = env.python_dirs();
+    for sp in &python_dirs {
         for sub in ["nvidia/cuda_nvrtc/lib", "nvidia/cu13/lib"] {
-            let dir = sp.join(sub);
-            if let Some(n) = try_dir_or_file(&dir, "pip wheel", &mut searched, &mut failures) {
+            if let Some(n) = try_path(&sp.join(sub)) {
                 return Ok(n);
             }
         }
+    }
+    if !python_dirs.is_empty() {
+        searched.note(format!(
+            "pip wheels (nvidia/cuda_nvrtc/lib, nvidia/cu13/lib) in {}",
+            list(&python_dirs)
+        ));
     }
     if env.try_loader_names {
         for name in NVRTC_NAMES {
-            match Nvrtc::load(Path::new(name)) {
-                Ok(n) => return Ok(n),
-                Err(_) => searched.note(format!("{name} (system loader)")),
+            if let Ok(n) = Nvrtc::load(Path::new(name)) {
+                return Ok(n);
             }
         }
+        searched.note(format!("the system loader ({})", NVRTC_NAMES.join(", ")));
     }
     if let Some(reason) = failures.into_iter().next() {
-        // Found but unusable says more than "not found".
         searched.note(format!("first load failure: {reason}"));
     }
     Err(ToolError::NvrtcNotFound {
         searched: searched.0,
     })
+}
+
+fn list(paths: &[PathBuf]) -> String {
+    let v: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    v.join(" ")
 }
 
 fn exe_name(name: &str) -> String {
@@ -624,7 +638,7 @@ mod tests {
             Err(e) => e.to_string(),
         };
         let msg = msg.replace(&tmp.display().to_string(), "$TMP");
-        expect_test::expect!["libnvrtc not found, so kernels cannot be compiled as you type. Searched: /nonexistent/libnvrtc.so.99 (kernel-lsp.nvrtcPath), $TMP/cuda-root/lib64 (CUDA install), $TMP/cuda-root/lib (CUDA install), $TMP/cuda-root/targets/x86_64-linux/lib (CUDA install), $TMP/site/nvidia/cuda_nvrtc/lib (pip wheel), $TMP/site/nvidia/cu13/lib (pip wheel). Install the nvidia-cuda-nvrtc-cu12 wheel (pip install nvidia-cuda-nvrtc-cu12) or the CUDA toolkit, or set kernel-lsp.nvrtcPath to libnvrtc.so or its folder"].assert_eq(&msg);
+        expect_test::expect!["libnvrtc not found, so kernels cannot be compiled as you type. Searched: /nonexistent/libnvrtc.so.99 (kernel-lsp.nvrtcPath), CUDA installs $TMP/cuda-root (lib64, lib, targets/x86_64-linux/lib), pip wheels (nvidia/cuda_nvrtc/lib, nvidia/cu13/lib) in $TMP/site. Install the nvidia-cuda-nvrtc-cu12 wheel (pip install nvidia-cuda-nvrtc-cu12) or the CUDA toolkit, or set kernel-lsp.nvrtcPath to libnvrtc.so or its folder"].assert_eq(&msg);
         assert!(tc.ptxas.is_none());
         assert!(tc.include_dirs.is_empty());
         expect_test::expect![[r#"
@@ -632,6 +646,26 @@ mod tests {
             ptxas not found, so no register or spill counts (searched: $TMP/cuda-root/bin, $TMP/site/nvidia/cuda_nvcc/bin, $TMP/site/nvidia/cu13/bin, $PATH). Install the nvidia-cuda-nvcc-cu12 wheel or the CUDA toolkit, or set kernel-lsp.ptxasPath
             cuda_fp16.h not found, so kernels that include CUDA headers will not compile (searched: $TMP/cuda-root/include, $TMP/cuda-root/targets/x86_64-linux/include, $TMP/site/nvidia/cuda_runtime/include, $TMP/site/nvidia/cu13/include). Install the nvidia-cuda-runtime-cu12 wheel or the CUDA toolkit, or set kernel-lsp.cudaInclude"#]]
             .assert_eq(&tc.notes.join("\n").replace(&tmp.display().to_string(), "$TMP"));
+    }
+
+    #[test]
+    fn a_broken_library_is_reported_not_loaded() {
+        let tmp = std::env::temp_dir().join(format!("kernel-lsp-broken-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&tmp);
+        let _ = std::fs::write(tmp.join("libnvrtc.so"), "not an ELF file");
+        let settings = ToolchainSettings {
+            nvrtc_path: Some(tmp.clone()),
+            ..Default::default()
+        };
+        let env = SearchEnv {
+            python_sys_path: Some(Vec::new()),
+            ..Default::default()
+        };
+        let tc = locate_in(&settings, &env);
+        let _ = std::fs::remove_dir_all(&tmp);
+        let msg = tc.nvrtc.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(msg.contains("first load failure"), "{msg}");
+        assert!(msg.contains("cannot be used as NVRTC"), "{msg}");
     }
 
     #[test]

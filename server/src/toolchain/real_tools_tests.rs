@@ -19,7 +19,14 @@ fn skip(test: &str, why: &str) {
         !require_tools(),
         "{test}: {why} (KERNEL_LSP_REQUIRE_TOOLS=1 forbids skipping)"
     );
-    eprintln!("SKIP {test}: {why}");
+    say(&format!("SKIP {test}: {why}"));
+}
+
+/// Straight to the process's stderr: libtest captures `eprintln!` of passing tests,
+/// and a skip must be seen.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
 
 /// The toolchain, or `None` after printing why the test is skipped.
@@ -169,7 +176,9 @@ extern "C" __global__ void k(float* x) {
         assert!(r.messages.is_empty(), "{}", render(src, &r.messages));
     } else {
         // Without CCCL the error must still point at the #include the author wrote.
-        eprintln!("SKIP {test} (compile part): no CCCL headers found");
+        say(&format!(
+            "SKIP {test} (compile part): no CCCL headers (nv/target) found"
+        ));
         assert!(!r.ptx_ok);
         assert_eq!(
             r.messages.first().map(|m| m.line),
@@ -365,4 +374,28 @@ fn version_and_path_are_reported() {
         tc.ptxas,
         tc.include_dirs
     );
+}
+
+#[test]
+fn a_folder_setting_finds_the_library_without_any_environment() {
+    let test = "a_folder_setting_finds_the_library_without_any_environment";
+    let Some(tc) = toolchain(test) else { return };
+    let Ok(found) = &tc.nvrtc else { return };
+    let Some(dir) = found.path().parent().filter(|d| d.is_dir()) else {
+        return skip(test, "NVRTC came from the system loader, not a folder");
+    };
+    let settings = ToolchainSettings {
+        nvrtc_path: Some(dir.to_path_buf()),
+        ..Default::default()
+    };
+    let env = SearchEnv {
+        python_sys_path: Some(Vec::new()),
+        ..Default::default()
+    };
+    let again = locate_in(&settings, &env);
+    let path = again.nvrtc.as_ref().map(|n| n.path().to_path_buf());
+    assert_eq!(path.ok().as_deref(), Some(found.path()));
+    // Headers and ptxas are found next to it, from the same release.
+    assert_eq!(again.include_dirs.first(), tc.include_dirs.first());
+    assert_eq!(again.ptxas, tc.ptxas);
 }

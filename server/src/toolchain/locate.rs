@@ -668,6 +668,58 @@ mod tests {
         assert!(msg.contains("cannot be used as NVRTC"), "{msg}");
     }
 
+    fn touch(p: &Path) {
+        if let Some(d) = p.parent() {
+            let _ = std::fs::create_dir_all(d);
+        }
+        let _ = std::fs::write(p, "");
+    }
+
+    #[test]
+    fn cuda13_toolkit_and_cu12_wheel_layouts() {
+        let tmp = std::env::temp_dir().join(format!("kernel-lsp-layouts-{}", std::process::id()));
+        // CUDA 13 toolkit: CCCL moved to include/cccl.
+        let root = tmp.join("cuda-13.0");
+        touch(&root.join("include/cuda_fp16.h"));
+        touch(&root.join("include/cccl/nv/target"));
+        touch(&root.join("bin/ptxas"));
+        // CUDA 12 pip wheels: runtime headers and CCCL in separate wheels.
+        let sp = tmp.join("site-packages");
+        touch(&sp.join("nvidia/cuda_runtime/include/cuda_fp16.h"));
+        touch(&sp.join("nvidia/cuda_cccl/include/nv/target"));
+        touch(&sp.join("nvidia/cuda_nvcc/bin/ptxas"));
+
+        let toolkit = locate_in(
+            &ToolchainSettings::default(),
+            &SearchEnv {
+                cuda_roots: vec![root.clone()],
+                python_sys_path: Some(Vec::new()),
+                ..Default::default()
+            },
+        );
+        let wheels = locate_in(
+            &ToolchainSettings::default(),
+            &SearchEnv {
+                python_sys_path: Some(vec![sp.clone()]),
+                ..Default::default()
+            },
+        );
+        let _ = std::fs::remove_dir_all(&tmp);
+        assert_eq!(toolkit.ptxas, Some(root.join("bin/ptxas")));
+        assert_eq!(
+            toolkit.include_dirs,
+            [root.join("include"), root.join("include/cccl")]
+        );
+        assert_eq!(wheels.ptxas, Some(sp.join("nvidia/cuda_nvcc/bin/ptxas")));
+        assert_eq!(
+            wheels.include_dirs,
+            [
+                sp.join("nvidia/cuda_runtime/include"),
+                sp.join("nvidia/cuda_cccl/include")
+            ]
+        );
+    }
+
     #[test]
     fn versioned_dirs_newest_first() {
         let tmp = std::env::temp_dir().join(format!("kernel-lsp-ver-{}", std::process::id()));

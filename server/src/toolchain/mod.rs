@@ -1,2 +1,142 @@
 //! Finding and running the CPU-side CUDA toolchain: NVRTC (loaded dynamically, never the
 //! driver) and ptxas. Turns compiler output into messages at the author's lines.
+//!
+//! - [`locate`] finds libnvrtc, ptxas and the CUDA headers (toolkit or pip wheels).
+//! - [`Nvrtc`] compiles a source string to PTX; [`parse_nvrtc_log`] places its log.
+//! - [`ptxas_resources`] runs `ptxas -v`; [`parse_ptxas_verbose`] reads registers,
+//!   shared memory, stack and spills; [`symbol_matches`] ties mangled symbols to kernels.
+//! - [`check_device_slice`] does all of it for the LSP layer, on a blocking thread.
+//!
+//! Invariants: nothing here loads `libcuda` or needs a GPU; a missing tool is a value
+//! ([`ToolError`]), never a panic or a link-time dependency; every function may be
+//! called from several threads at once.
+
+mod locate;
+mod nvrtc;
+mod nvrtc_log;
+mod process;
+mod ptxas;
+
+#[cfg(test)]
+mod real_tools_tests;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use locate::{locate, locate_in, SearchEnv, Toolchain, ToolchainSettings};
+pub use nvrtc::{default_options, std_header_shims, CompileOutput, CompileRequest, Nvrtc};
+pub use nvrtc_log::{parse_nvrtc_log, CompilerMessage, MessageSeverity};
+pub use ptxas::{
+    parse_ptxas_verbose, ptxas_resources, ptxas_resources_with_args, symbol_matches,
+    KernelResources,
+};
+
+/// Why a tool could not be found or run. Messages say what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    #[error(
+        "libnvrtc not found, so kernels cannot be compiled as you type. Searched: {}. \
+         Install the nvidia-cuda-nvrtc-cu12 wheel (pip install nvidia-cuda-nvrtc-cu12) or \
+         the CUDA toolkit, or set kernel-lsp.nvrtcPath to libnvrtc.so or its folder",
+        .searched.join(", ")
+    )]
+    NvrtcNotFound { searched: Vec<String> },
+    #[error("{} cannot be used as NVRTC: {reason}", .path.display())]
+    NvrtcUnusable { path: PathBuf, reason: String },
+    #[error("define {name}={value}: {reason}")]
+    InvalidDefine {
+        name: String,
+        value: String,
+        reason: String,
+    },
+    #[error("`{arch}` is not a GPU architecture; use a form like sm_90 or sm_90a")]
+    InvalidArch { arch: String },
+    #[error("ptxas failed ({status}): {stderr}")]
+    PtxasFailed { status: String, stderr: String },
+    #[error("{what} did not finish within {millis} ms and was stopped")]
+    Timeout { what: String, millis: u64 },
+    #[error("{what}: {reason}")]
+    Io { what: String, reason: String },
+}
+
+/// What checking one device slice found, for diagnostics and inlay hints.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckResult {
+    /// NVRTC's errors and warnings, placed in the slice's lines.
+    pub messages: Vec<CompilerMessage>,
+    /// One entry per kernel ptxas assembled; empty without ptxas or PTX.
+    pub resources: Vec<KernelResources>,
+    /// NVRTC produced PTX (whether or not ptxas then ran).
+    pub ptx_ok: bool,
+    /// Why something is missing, e.g. "ptxas not found: no register counts".
+    pub note: Option<String>,
+    /// `(name expression, lowered name)` for the requested name expressions.
+    pub lowered_names: Vec<(String, String)>,
+}
+
+/// How long ptxas may take for one slice before it is stopped.
+pub const PTXAS_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Compiles `device_slice` with NVRTC and, on success, runs ptxas for resources.
+///
+/// Blocking (tens to hundreds of milliseconds); run it on a blocking thread. Safe to
+/// call concurrently. Standard headers NVRTC lacks (`<cstdint>`, `<cstddef>`) are
+/// supplied in memory when the include folders have none.
+pub fn check_device_slice(
+    tc: &Toolchain,
+    device_slice: &str,
+    program_name: &str,
+    defines: &[(String, String)],
+    name_expressions: &[String],
+) -> CheckResult {
+    let nvrtc = match &tc.nvrtc {
+        Ok(n) => n,
+        Err(e) => {
+            return CheckResult {
+                note: Some(e.to_string()),
+                ..CheckResult::default()
+            }
+        }
+    };
+    let options = match default_options(&tc.arch, &tc.include_dirs, defines) {
+        Ok(o) => o,
+        Err(e) => {
+            // A bad define or arch comes from the author's spec or settings: show it.
+            return CheckResult {
+                messages: vec![CompilerMessage {
+                    line: 0,
+                    col_start: 0,
+                    col_end: device_slice.lines().next().map_or(0, |l| l.len()) as u32,
+                    severity: MessageSeverity::Error,
+                    message: e.to_string(),
+                }],
+                note: Some(e.to_string()),
+                ..CheckResult::default()
+            };
+        }
+    };
+    let out = nvrtc.compile(&CompileRequest {
+        source: device_slice.to_string(),
+        program_name: program_name.to_string(),
+        options,
+        name_expressions: name_expressions.to_vec(),
+        headers: std_header_shims(&tc.include_dirs),
+    });
+    let mut result = CheckResult {
+        messages: out.messages,
+        ptx_ok: out.success && out.ptx.is_some(),
+        lowered_names: out.lowered_names,
+        ..CheckResult::default()
+    };
+    let Some(ptx) = out.ptx.filter(|_| out.success) else {
+        return result;
+    };
+    match &tc.ptxas {
+        None => result.note = Some("ptxas not found: no register counts".to_string()),
+        Some(ptxas) => match ptxas_resources(ptxas, &ptx, &tc.arch, PTXAS_TIMEOUT) {
+            Ok(r) => result.resources = r,
+            Err(e) => result.note = Some(format!("no register counts: {e}")),
+        },
+    }
+    result
+}

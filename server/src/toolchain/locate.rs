@@ -63,6 +63,20 @@ pub struct Toolchain {
     pub notes: Vec<String>,
 }
 
+impl Toolchain {
+    /// A toolchain with nothing in it, for when locating itself failed (e.g. the
+    /// search thread died); `why` becomes the NVRTC error the author sees.
+    pub fn unavailable(why: String) -> Self {
+        Toolchain {
+            nvrtc: Err(ToolError::Io { what: "locating NVRTC".into(), reason: why }),
+            ptxas: None,
+            include_dirs: Vec::new(),
+            arch: String::new(),
+            notes: Vec::new(),
+        }
+    }
+}
+
 /// Where to look, in order. Built from the process environment by
 /// [`SearchEnv::from_process`]; tests build one that does not depend on the machine.
 #[derive(Debug, Clone, Default)]

@@ -272,7 +272,13 @@ fn build(
             let line = cx.line_of(prev);
             cx.error(
                 name.span.clone(),
-                format!("`{}` is already given on line {line}; give each name one statement (several cases: `{} = 1024, 4099`)", name.text, name.text),
+                match kind {
+                    StmtKind::Assign { .. } if !is_keyword(lang, &name.text) => format!(
+                        "`{0}` is already given on line {line}; give each name one statement (several cases: `{0} = 1024, 4099`)",
+                        name.text
+                    ),
+                    _ => format!("`{}` is already given on line {line}; remove one of the two", name.text),
+                },
             );
             broken.insert(name.text.clone());
             continue;
@@ -324,6 +330,16 @@ fn build(
                         list_span(values),
                         format!("`{}` takes one value for all cases", name.text),
                     );
+                    broken.insert(name.text.clone());
+                    continue;
+                }
+                let launch_dims = param.is_none() && (name.text == "grid" || name.text == "block");
+                if let Some(t) = values
+                    .iter()
+                    .find(|e| matches!(e.kind, ExprKind::Tuple(_)))
+                    .filter(|_| !launch_dims)
+                {
+                    cx.error(t.span.clone(), "a tuple `(x, y, z)` is only allowed as the whole value of `grid` or `block`");
                     broken.insert(name.text.clone());
                     continue;
                 }
@@ -501,7 +517,10 @@ fn build(
                     node_deps[*o].push(j);
                 }
                 if tuple_valued(&n) {
-                    cx.error(span, format!("`{n}` is a tuple here; name its parts (e.g. `bx = 256; {n} = (bx, 1)`) and use those"));
+                    cx.error(
+                        span,
+                        format!("`{n}` is a tuple `(x, y, z)`; to use one part here, name it: `bx = 256; {n} = (bx, 1)`"),
+                    );
                     unknown.insert(n);
                 }
                 continue;
@@ -545,9 +564,19 @@ fn build(
         let pre = cx.prefix();
         match &p.kind {
             ParamKind::Pointer { pointee, is_const } if !has_buf => {
-                let dt = pointee_dtype(pointee).map_or("f32".to_string(), |(d, _)| d.to_string());
                 let role = guess_role(lang, &p.name, *is_const);
-                cx.error(p.range.clone(), format!("parameter `{0}` has no value in the @bench spec; add a line like `{pre} {0}: {role} {dt}[{size_hint}]`", p.name));
+                let msg = match pointee_dtype(pointee) {
+                    Some((dt, _)) => format!(
+                        "parameter `{0}` has no value in the @bench spec; add a line like `{pre} {0}: {role} {dt}[{size_hint}]`",
+                        p.name
+                    ),
+                    None => format!(
+                        "parameter `{}` is `{pointee}*`, which matches no @bench element type ({}); this kernel cannot be benchmarked as written",
+                        p.name,
+                        DType::ALL.map(DType::name).join(", ")
+                    ),
+                };
+                cx.error(p.range.clone(), msg);
             }
             ParamKind::Scalar { ty } => {
                 if scalar_ty(ty).is_none() {
@@ -557,10 +586,16 @@ fn build(
                 }
             }
             ParamKind::TritonArg { .. } if !has_node && !has_buf => {
-                cx.error(
-                    p.range.clone(),
-                    format!("parameter `{0}` has no value in the @bench spec; add `{pre} {0} = ...` for a number or `{pre} {0}: in f32[{size_hint}]` for a tensor", p.name),
-                );
+                let msg = if p.name.to_ascii_lowercase().ends_with("ptr") {
+                    let role = guess_role(lang, &p.name, false);
+                    format!("parameter `{0}` has no value in the @bench spec; add a line like `{pre} {0}: {role} f32[{size_hint}]`", p.name)
+                } else {
+                    format!(
+                        "parameter `{0}` has no value in the @bench spec; add `{pre} {0} = ...` for a number or `{pre} {0}: in f32[{size_hint}]` for a tensor",
+                        p.name
+                    )
+                };
+                cx.error(p.range.clone(), msg);
             }
             ParamKind::Constexpr if !has_node => {
                 cx.error(p.range.clone(), format!("parameter `{0}` has no value in the @bench spec; add `{pre} {0} = 1024` or `{pre} tune {0} in [...]`", p.name));
@@ -683,7 +718,8 @@ fn build(
         cases.push(case);
         case_envs.push(vals);
     }
-    let cases: Vec<Case> = cases.into_iter().collect::<Option<Vec<_>>>()?;
+    // Plan-level checks still run when a case failed, so every cause shows at once.
+    let cases: Option<Vec<Case>> = cases.into_iter().collect();
 
     // ---- Plan-level values ----------------------------------------------------------------
     let env0 = case_envs.first()?;
@@ -691,11 +727,15 @@ fn build(
         Some(Ok(EvalVal::Num(v))) => Some(*v),
         _ => None,
     };
-    let span_of = |name: &str| {
-        index
-            .get(name)
-            .and_then(|&i| nodes[i].span.clone())
-            .unwrap_or(0..0)
+    // Plan-level values come from case 0; blame the expression that gave them.
+    let first_line = cx.first_line();
+    let span_of = |name: &str| match index.get(name).map(|&i| &nodes[i]) {
+        Some(Node {
+            src: Source::Exprs(v),
+            ..
+        }) => v.first().map_or(first_line.clone(), |e| e.span.clone()),
+        Some(Node { span: Some(s), .. }) => s.clone(),
+        _ => first_line.clone(),
     };
     let tol = |cx: &mut Ctx<'_>, name: &str| -> Option<f64> {
         if params.contains_key(name) {
@@ -748,7 +788,7 @@ fn build(
     Some(BenchPlan {
         kernel: kernel.name.clone(),
         lang,
-        cases,
+        cases: cases?,
         tunables,
         defines,
         atol,
@@ -1062,7 +1102,7 @@ fn check_reference(
         };
         cx.error(
             span,
-            format!("`{target}` is not a kernel in this file{hint}; {list}"),
+            format!("`{target}` is not a kernel in this file; {list}{hint}"),
         );
         return None;
     };
@@ -1424,7 +1464,7 @@ fn build_case(
             }
         }
         Lang::Triton => {
-            let grid = dims_n(cx, nodes, vals, "grid", ci)?;
+            let grid = dims_n(cx, nodes, vals, "grid", ci);
             let mut opt =
                 |name: &str, check: fn(i64) -> bool, rule: &str| -> Result<Option<u64>, ()> {
                     match vals.get(name) {
@@ -1450,8 +1490,8 @@ fn build_case(
                 |v| (1..=16).contains(&v),
                 "it must be a whole number from 1 to 16",
             );
-            match (num_warps, num_stages) {
-                (Ok(num_warps), Ok(num_stages)) => Launch::Triton {
+            match (grid, num_warps, num_stages) {
+                (Some(grid), Ok(num_warps), Ok(num_stages)) => Launch::Triton {
                     grid,
                     num_warps,
                     num_stages,
@@ -1507,9 +1547,10 @@ fn positive(cx: &mut Ctx<'_>, name: &str, v: Value, span: ByteRange) -> Option<u
     match v {
         Value::Int(i) if i > 0 => Some(i as u64),
         v => {
+            let text = text_of(cx.lines, &span);
             cx.error(
                 span,
-                format!("`{name}` dimension is {v}; launch dimensions must be positive integers"),
+                format!("`{name}` dimension `{text}` is {v}; launch dimensions must be positive integers"),
             );
             None
         }

@@ -517,6 +517,10 @@ fn finite(v: f64, e: &Expr, scope: &dyn Scope) -> Result<Value, EvalError> {
 
 /// "(n = 4099, m = 3)" for the names an operand reads, or "" for a literal operand.
 pub(crate) fn name_values(e: &Expr, scope: &dyn Scope) -> String {
+    if matches!(e.kind, ExprKind::Name(_)) {
+        // "`n` is 0 (n = 0)" says nothing new.
+        return String::new();
+    }
     let mut names = Vec::new();
     e.names(&mut names);
     let mut seen: Vec<String> = Vec::new();

@@ -88,10 +88,10 @@ pub(crate) fn did_you_mean<'a>(word: &str, candidates: impl Iterator<Item = &'a 
     let best = candidates
         .filter(|c| *c != word)
         .map(|c| {
-            (
-                edit_distance(&word.to_ascii_lowercase(), &c.to_ascii_lowercase()),
-                c,
-            )
+            let (w, l) = (word.to_ascii_lowercase(), c.to_ascii_lowercase());
+            // `output` for `out`, `inp` for `in`: a prefix is as good as one edit.
+            let prefix = w.len() >= 2 && l.len() >= 2 && (w.starts_with(&l) || l.starts_with(&w));
+            (if prefix { 1 } else { edit_distance(&w, &l) }, c)
         })
         .filter(|(d, _)| *d <= limit)
         .min_by_key(|(d, _)| *d);

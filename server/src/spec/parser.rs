@@ -173,6 +173,9 @@ fn parse_stmt(toks: &[Token], line: &SpecLine) -> Result<StmtKind, StmtError> {
         parse_buffer(&mut c, name).map_err(with_name)?
     } else {
         let message = match c.peek() {
+            Some(t) if matches!(t.ident(), Some("in" | "out" | "inout")) => {
+                format!("missing `:` after `{word}`; write `{word}: {} ...`", t.ident().unwrap_or("in"))
+            }
             Some(t) => format!(
                 "expected `=` or `:` after `{word}` (`{word} = ...` gives a value, `{word}: in f32[n]` describes a buffer), found {}",
                 describe(t)
@@ -268,7 +271,11 @@ fn parse_buffer(c: &mut Cursor<'_>, name: Name) -> Result<StmtKind, ParseError> 
         Some(s) => match DType::parse(s) {
             Some(d) => d,
             None => {
-                let hint = super::did_you_mean(s, DType::ALL.iter().map(|d| d.name()));
+                let hint = match super::ctype::pointee_dtype(s) {
+                    // `float`, `int`, `half`: the C spelling of an element type.
+                    Some((d, 1)) => format!("; did you mean `{d}`?"),
+                    _ => super::did_you_mean(s, DType::ALL.iter().map(|d| d.name())),
+                };
                 return Err(ParseError {
                     span: dt.span.clone(),
                     message: format!("`{s}` is not an element type; use one of {dtype_list}{hint}"),

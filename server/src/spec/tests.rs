@@ -408,8 +408,8 @@ fn syntax_errors_say_what_to_write() {
         &saxpy("n = \nx in f32[n]\ny: output f32[n]\na = n // 2\ngrid = ceil(n); block = (256,\ntune B [1, 2]\n42\nk = 99999999999999999999"),
         expect![[r#"
             1:13-14 error `=`: expected an expression, but the statement ends here
-            2:13-15 error `in`: expected `=` or `:` after `x` (`x = ...` gives a value, `x: in f32[n]` describes a buffer), found `in`
-            3:14-20 error `output`: `output` is not a role; use in, out or inout
+            2:13-15 error `in`: missing `:` after `x`; write `x: in ...`
+            3:14-20 error `output`: `output` is not a role; use in, out or inout; did you mean `out`?
             4:17-19 error `//`: `//` is not an operator here: `/` already divides integers exactly (an error if it does not); use cdiv(a, b) to round up
             5:18-22 error `ceil`: `ceil` is not a function; use cdiv, min, max or next_pow2
             5:39-40 error `,`: expected an expression, but the statement ends here
@@ -427,7 +427,7 @@ fn bad_element_type_with_suggestion() {
         &saxpy("n = 1024; a = 1.0\nx: in f33[n]\ny: inout float[n]\ngrid = 4; block = 256"),
         expect![[r#"
             2:17-20 error `f33`: `f33` is not an element type; use one of f16, bf16, f32, f64, i8, i16, i32, i64, u8, u32, bool; did you mean `f32`?
-            3:20-25 error `float`: `float` is not an element type; use one of f16, bf16, f32, f64, i8, i16, i32, i64, u8, u32, bool
+            3:20-25 error `float`: `float` is not an element type; use one of f16, bf16, f32, f64, i8, i16, i32, i64, u8, u32, bool; did you mean `f32`?
         "#]],
     );
 }
@@ -470,8 +470,8 @@ fn division_by_zero_overflow_and_bad_sizes() {
     check_cuda(
         &saxpy("n = 4, 0; z = n - n; a = 1.0\nx: in f32[n]; y: inout f32[8 / z]\nbig = 1 << 63; huge = 9223372036854775807 + 1; p = 2 ** 64; s = 1 >> 64\ngrid = big + huge + p + s; block = 256"),
         expect![[r#"
-            2:21-22 error `n`: shape dimension `n` is 0 (n = 0); sizes must be positive
-            2:42-43 error `z`: division by zero: `z` is 0 (z = 0)
+            2:21-22 error `n`: shape dimension `n` is 0; sizes must be positive
+            2:42-43 error `z`: division by zero: `z` is 0
             3:17-24 error `1 << 63`: `1 << 63` overflows a 64-bit integer
             3:33-56 error `9223372036854775807 + 1`: `9223372036854775807 + 1` overflows a 64-bit integer
             3:62-69 error `2 ** 64`: `2 ** 64` overflows a 64-bit integer
@@ -527,10 +527,10 @@ fn buffer_above_4_gib() {
 #[test]
 fn negative_and_zero_shapes_and_launch() {
     check_cuda(&saxpy("n = 16, -4; a = 1.0\nx: in f32[n]; y: inout f32[n - 16 + 1]\ngrid = (n, 0); block = (32, 64)"), expect![[r#"
-        2:21-22 error `n`: shape dimension `n` is -4 (n = -4); sizes must be positive
+        2:21-22 error `n`: shape dimension `n` is -4; sizes must be positive
         2:38-48 error `n - 16 + 1`: shape dimension `n - 16 + 1` is -19 (n = -4); sizes must be positive
-        3:19-20 error `n`: `grid` dimension is -4; launch dimensions must be positive integers
-        3:22-23 error `0`: `grid` dimension is 0; launch dimensions must be positive integers
+        3:19-20 error `n`: `grid` dimension `n` is -4; launch dimensions must be positive integers
+        3:22-23 error `0`: `grid` dimension `0` is 0; launch dimensions must be positive integers
         3:34-42 error `(32, 64)`: `block` is (32, 64, 1) = 2048 threads; CUDA allows at most 1024 per block (and z <= 64)
     "#]]);
 }
@@ -566,11 +566,14 @@ fn nesting_limit_and_long_lines_do_not_panic() {
 
 #[test]
 fn missing_parameters_block_and_grid() {
-    check_cuda(&saxpy("n = 1024\nx: in f32[n]"), expect![[r#"
+    check_cuda(
+        &saxpy("n = 1024\nx: in f32[n]"),
+        expect![[r#"
         1:11-19 error `n = 1024`: the spec has no `grid`; add `// @bench grid = cdiv(n, 256)`
         3:41-48 error `float a`: parameter `a` has no value in the @bench spec; add a line like `// @bench a = ...`
         3:66-74 error `float* y`: parameter `y` has no value in the @bench spec; add a line like `// @bench y: out f32[n]`
-    "#]]);
+    "#]],
+    );
 }
 
 #[test]
@@ -642,7 +645,7 @@ __global__ void odd(Params& p, my_t q, const uint64_t* r) { }
         expect![[r#"
             2:21-30 error `Params& p`: parameter `p` has type `Params&`, which @bench cannot pass; only pointers and plain numbers can be benchmarked
             2:32-38 error `my_t q`: parameter `q` has type `my_t`, which @bench cannot pass yet; pass a pointer or a plain C number type
-            2:40-57 error `const uint64_t* r`: parameter `r` has no value in the @bench spec; add a line like `// @bench r: in f32[n]`
+            2:40-57 error `const uint64_t* r`: parameter `r` is `uint64_t*`, which matches no @bench element type (f16, bf16, f32, f64, i8, i16, i32, i64, u8, u32, bool); this kernel cannot be benchmarked as written
         "#]],
     );
 }
@@ -694,7 +697,8 @@ __global__ void saxpy_t(int n, float a, const float* x, float* y) { }
         tune UNROLL ["1", "2", "4"] current=2 Define
         defines [("UNROLL", "2")]
         atol=None rtol=None reference=None trials=3
-    "#]].assert_eq(&run_lang(src, Lang::Cuda, &overrides));
+    "#]]
+    .assert_eq(&run_lang(src, Lang::Cuda, &overrides));
     let bad = BTreeMap::from([("NOPE".to_string(), Value::Int(1))]);
     expect![[r#"
         1:11-42 error `n = 1 << 20; a = 1.0; ITEMS = 4`: override `NOPE` does not name a size variable, tunable or scalar parameter of `saxpy_t`
@@ -758,7 +762,7 @@ def norm(x_ptr, out_ptr, n, eps, BLOCK: tl.constexpr, flag: int):
             2:33-34 error `n`: `n` cannot be tuned: a Triton tunable is a tl.constexpr parameter of `norm`, num_warps or num_stages
             2:43-48 error `block`: `block` is a CUDA launch setting; a Triton kernel takes `num_warps = ...`
             2:56-60 error `smem`: `smem` is a CUDA launch setting; Triton sizes shared memory itself
-            5:17-24 error `out_ptr`: parameter `out_ptr` has no value in the @bench spec; add `# @bench out_ptr = ...` for a number or `# @bench out_ptr: in f32[n]` for a tensor
+            5:17-24 error `out_ptr`: parameter `out_ptr` has no value in the @bench spec; add a line like `# @bench out_ptr: out f32[n]`
             5:34-53 error `BLOCK: tl.constexpr`: parameter `BLOCK` has no value in the @bench spec; add `# @bench BLOCK = 1024` or `# @bench tune BLOCK in [...]`
             5:55-64 error `flag: int`: parameter `flag` has no value in the @bench spec; add `# @bench flag = ...` for a number or `# @bench flag: in f32[n]` for a tensor
         "#]],
@@ -862,7 +866,8 @@ __global__ void fast(int n, float a, const float* __restrict__ x, float* __restr
           launch Cuda { grid: [4, 1, 1], block: [256, 1, 1], smem: 49152 }
           bytes=12288 flops=None
         atol=Some(0.001) rtol=None reference=Some("naive") trials=5
-    "#]].assert_eq(&render_plan(&plan));
+    "#]]
+    .assert_eq(&render_plan(&plan));
     expect![[r#"
         **@bench `fast`**: 1 case (case 0 is timed), 5 trials per case
 
@@ -882,7 +887,8 @@ __global__ void fast(int n, float a, const float* __restrict__ x, float* __restr
         **Tolerance**: f32 atol 0.001 rtol 0.0001
 
         **Reference**: kernel `naive`
-    "#]].assert_eq(&plan.hover_markdown());
+    "#]]
+    .assert_eq(&plan.hover_markdown());
 }
 
 #[test]
@@ -916,7 +922,8 @@ fn default_tolerances() {
             "u32 (0.0, 0.0)",
             "bool (0.0, 0.0)",
         ]
-    "#]].assert_debug_eq(&all);
+    "#]]
+    .assert_debug_eq(&all);
 }
 
 #[test]
@@ -932,17 +939,98 @@ __global__ void naiv(int n, float a, const double* x, float* y) { }
 __global__ void saxpy(int n, float a, const float* x, float* y) { }
 "#,
         expect![[r#"
-            5:87-92 error `naive`: `naive` is not a kernel in this file; did you mean `naiv`?; kernels here: other, naiv
+            5:87-92 error `naive`: `naive` is not a kernel in this file; kernels here: other, naiv; did you mean `naiv`?
             6:29-33 error `1, 2`: `rtol` takes one value for all cases
         "#]],
     );
+    let mut seen = String::new();
     for target in ["saxpy", "other", "naiv", "n + 1"] {
-        let src = format!("// @bench n = 4; grid = 1; block = 1; a = 1; x: in f32[n]; y: out f32[n]\n__global__ void other(int n, const float* x) {{ }}\n__global__ void naiv(int n, float a, const double* x, float* y) {{ }}\n// @bench n = 4; grid = 1; block = 1; a = 1; x: in f32[n]; y: out f32[n]; reference = {target}\n{SAXPY}\n");
+        let src = format!(
+            "__global__ void other(int n, const float* x) {{ }}\n__global__ void naiv(int n, float a, const double* x, float* y) {{ }}\n// @bench n = 4; grid = 1; block = 1; a = 1; x: in f32[n]; y: out f32[n]; reference = {target}\n{SAXPY}\n"
+        );
         let ks = kernels(&src, Lang::Cuda);
         let r = analyze(&ks[2], &ks, &EvalEnv::default());
-        println!("{}", render_diags(&src, &r.diagnostics));
         assert!(r.plan.is_none(), "{target}");
+        seen.push_str(&render_diags(&src, &r.diagnostics));
     }
+    expect![[r#"
+        3:87-92 error `saxpy`: a kernel cannot be its own reference; name another kernel, or remove the line to compare against the recorded baseline
+        3:87-92 error `other`: `other` cannot be the reference: its parameters (n, x) differ from `saxpy`'s (n, a, x, y)
+        3:87-91 error `naiv`: `naiv` cannot be the reference: parameter `x` is `float*` here but `double*` in `naiv`
+        3:87-92 error `n + 1`: write `reference = KERNEL`, the name of another kernel in this file
+    "#]].assert_eq(&seen);
+}
+
+#[test]
+fn settings_with_bad_values() {
+    check_cuda(&saxpy("n = 4; a = 1.0; x: in f32[n]; y: inout f32[n]; grid = 1; block = 1\natol = -1; trials = 0; flops = -n; bytes = 1.5"), expect![[r#"
+        2:18-20 error `-1`: `atol` is -1.0; a tolerance must be zero or positive
+        2:31-32 error `0`: `trials` is 0; write a whole number from 1 to 1000
+        2:42-44 error `-n`: `flops` is -4; it must be zero or more
+    "#]]);
+}
+
+#[test]
+fn distribution_values_per_case() {
+    check_cuda(
+        r#"
+// @bench n = 100, 3; d: in u8[n] ~ randint(0, 1000); f: in i64[n] ~ randint(5, 5); g: in f32[n] ~ normal(0, n - 50)
+// @bench h: in f32[n] ~ uniform(2, 1); i: in i32[n] ~ randint(0, n / 2)
+// @bench grid = 1; block = 1
+__global__ void dists(const uint8_t* d, const long long* f, const float* g, const float* h, const int* i) { }
+"#,
+        expect![[r#"
+            1:37-53 error `randint(0, 1000)`: `randint(0, 1000)` gives values outside what u8 holds (0..=255)
+            1:70-83 error `randint(5, 5)`: `randint(5, 5)` is half-open, so hi must be greater than lo (lo is 5, hi is 5)
+            1:110-116 error `n - 50`: the standard deviation in `normal(0, n - 50)` is -47; it must be zero or more
+            2:26-39 error `uniform(2, 1)`: `uniform(2, 1)` needs lo <= hi, but lo is 2 and hi is 1
+            2:67-72 error `n / 2`: `n / 2` does not divide evenly (n = 3); use cdiv(n, 2) or make n a multiple of 2
+        "#]],
+    );
+}
+
+#[test]
+fn triton_launch_values() {
+    check_triton(
+        r#"
+# @bench n = 1000; x_ptr: in f32[n]; out_ptr: out f32[n]; BLOCK = 128
+# @bench grid = (cdiv(n, 64), 2, 1, 1); num_warps = 3; num_stages = 0
+@triton.jit
+def k(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+"#,
+        expect![[r#"
+            2:17-39 error `(cdiv(n, 64), 2, 1, 1)`: `grid` has at most 3 dimensions (x, y, z), but 4 are given
+            2:53-54 error `3`: `num_warps` is 3; it must be a power of two from 1 to 64
+            2:69-70 error `0`: `num_stages` is 0; it must be a whole number from 1 to 16
+        "#]],
+    );
+}
+
+#[test]
+fn tuples_only_for_grid_and_block() {
+    check_cuda(&saxpy("n = (4, 2); a = 1.0; x: in f32[n]; y: inout f32[n]\nblock = (8, 8); grid = cdiv(n, block)"), expect![[r#"
+        1:15-21 error `(4, 2)`: a tuple `(x, y, z)` is only allowed as the whole value of `grid` or `block`
+        2:42-47 error `block`: `block` is a tuple `(x, y, z)`; to use one part here, name it: `bx = 256; block = (bx, 1)`
+    "#]]);
+}
+
+#[test]
+fn kernel_params_win_over_setting_keywords() {
+    check_cuda(
+        r#"
+// @bench bytes = 1 << 10; flops = 3; x: in u8[bytes]; grid = 1; block = 1
+__global__ void count(int bytes, float flops, const unsigned char* x) { }
+"#,
+        expect![[r#"
+            case 0: sizes []
+              bytes = 1024 (I32)
+              flops = 3.0 (F32)
+              x: in u8[1024] elems=1024 bytes=1024 ~ randint(0, 100)
+              launch Cuda { grid: [1, 1, 1], block: [1, 1, 1], smem: 0 }
+              bytes=1024 flops=None
+            atol=None rtol=None reference=None trials=3
+        "#]],
+    );
 }
 
 #[test]
@@ -950,8 +1038,8 @@ fn duplicates_and_unused() {
     check_cuda(&saxpy("n = 8; n = 16; a = 1.0; unused = 3\nx: in f32[n]; x: in f32[n]; y: inout f32[n]\ngrid = 1; block = 32; grid = 2"), expect![[r#"
         1:18-19 error `n`: `n` is already given on line 1; give each name one statement (several cases: `n = 1024, 4099`)
         1:35-41 warning `unused`: `unused` is never used; use it in a shape or launch expression, or remove it
-        2:25-26 error `x`: `x` is already given on line 2; give each name one statement (several cases: `x = 1024, 4099`)
-        3:33-37 error `grid`: `grid` is already given on line 3; give each name one statement (several cases: `grid = 1024, 4099`)
+        2:25-26 error `x`: `x` is already given on line 2; remove one of the two
+        3:33-37 error `grid`: `grid` is already given on line 3; remove one of the two
     "#]]);
 }
 
@@ -1030,7 +1118,8 @@ fn skeleton_cuda_saxpy() {
         // @bench y: out f32[n]
         // @bench grid = cdiv(n, 256); block = 256
         extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) { }
-    "##]].assert_eq(&out);
+    "##]]
+    .assert_eq(&out);
 }
 
 #[test]
@@ -1046,7 +1135,8 @@ fn skeleton_cuda_template_and_no_size_param() {
             template <int BLOCK>
             __global__ void fill(float4* out, const __half* in) { }
         }
-    "#]].assert_eq(&out);
+    "#]]
+    .assert_eq(&out);
 }
 
 #[test]

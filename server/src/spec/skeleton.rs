@@ -38,8 +38,15 @@ const FLOAT_NAMES: [&str; 12] = [
 
 pub fn skeleton(kernel: &Kernel, source: &str) -> Skeleton {
     let start = kernel.def_range.start.min(source.len());
-    let insert_at = source[..start].rfind('\n').map_or(0, |i| i + 1);
-    let line = source[insert_at..].lines().next().unwrap_or("");
+    // `get` so that an offset off a char boundary (a stale kernel model) cannot panic.
+    let insert_at = source
+        .get(..start)
+        .and_then(|s| s.rfind('\n'))
+        .map_or(0, |i| i + 1);
+    let line = source
+        .get(insert_at..)
+        .and_then(|s| s.lines().next())
+        .unwrap_or("");
     let indent: String = line
         .chars()
         .take_while(|c| *c == ' ' || *c == '\t')

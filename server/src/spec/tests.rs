@@ -1337,3 +1337,87 @@ fn hostile_sizes_do_not_panic() {
     let ks = kernels(&src, Lang::Cuda);
     let _ = analyze(&ks[0], &ks, &EvalEnv::default());
 }
+
+#[test]
+fn launch_settings_belong_to_their_language() {
+    check_cuda(
+        &saxpy("n = 8; a = 1.0; x: in f32[n]; y: inout f32[n]; grid = 1; block = 1; num_warps = 4"),
+        expect![[r#"
+            1:79-88 error `num_warps`: `num_warps` is a Triton launch setting; a CUDA kernel takes `block = ...`
+        "#]],
+    );
+}
+
+#[test]
+fn overriding_a_size_variable_makes_one_case() {
+    let src = saxpy("n = 1 << 20, 4099; a = 1.0; x: in f32[n]; y: inout f32[n]; grid = cdiv(n, 256); block = 256");
+    let overrides = BTreeMap::from([
+        ("n".to_string(), Value::Int(512)),
+        ("a".to_string(), Value::Float(0.25)),
+    ]);
+    expect![[r#"
+        case 0: sizes []
+          n = 512 (I32)
+          a = 0.25 (F32)
+          x: in f32[512] elems=512 bytes=2048 ~ uniform(-1.0, 1.0)
+          y: inout f32[512] elems=512 bytes=2048 ~ uniform(-1.0, 1.0)
+          launch Cuda { grid: [2, 1, 1], block: [256, 1, 1], smem: 0 }
+          bytes=6144 flops=None
+        atol=None rtol=None reference=None trials=3
+    "#]].assert_eq(&run_lang(&src, Lang::Cuda, &overrides));
+}
+
+#[test]
+fn hover_for_a_tuned_triton_kernel() {
+    let src = r#"# @bench n = 1 << 24, 1000
+# @bench x_ptr: in f32[n]; y_ptr: in f32[n]; out_ptr: out f32[n]
+# @bench grid = cdiv(n, BLOCK); BLOCK = 1024; num_warps = 4; flops = n
+# @bench tune BLOCK in [256, 512, 1024, 2048]
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+"#;
+    let ks = kernels(src, Lang::Triton);
+    let plan = analyze(&ks[0], &ks, &EvalEnv::default())
+        .plan
+        .expect("plan");
+    expect![[r#"
+        **@bench `add_kernel`**: 2 cases (case 0 is timed), 3 trials per case
+
+        | case | n | BLOCK |
+        |---|---|---|
+        | 0 (timed) | 16777216 | 1024 |
+        | 1 | 1000 | 1024 |
+
+        | buffer (case 0) | role | dtype | shape | bytes | init |
+        |---|---|---|---|---|---|
+        | `x_ptr` | in | f32 | [16777216] | 64.0 MiB | uniform(-1.0, 1.0) |
+        | `y_ptr` | in | f32 | [16777216] | 64.0 MiB | uniform(-1.0, 1.0) |
+        | `out_ptr` | out | f32 | [16777216] | 64.0 MiB | poisoned |
+
+        **Launch** (case 0): grid (16384), num_warps 4
+
+        **Moves** (case 0): 192.0 MiB, 16.8 M FLOP
+
+        **Tunables**:
+        - `BLOCK` = 1024 of [256, 512, 1024, 2048] (tl.constexpr)
+
+        **Tolerance**: f32 atol 1e-5 rtol 0.0001
+
+        **Reference**: the recorded baseline of this kernel
+    "#]].assert_eq(&plan.hover_markdown());
+}
+
+#[test]
+fn skeleton_of_a_kernel_at_the_start_of_the_file() {
+    let src = "__global__ void k(const double* a, double* out, long long count) { }\n";
+    let ks = kernels(src, Lang::Cuda);
+    let sk = skeleton(&ks[0], src);
+    assert_eq!(sk.insert_at, 0);
+    expect![[r#"
+        // @bench a: in f64[count]
+        // @bench out: out f64[count]
+        // @bench count = 1 << 20
+        // @bench grid = cdiv(count, 256); block = 256
+    "#]].assert_eq(&sk.text);
+    skeleton_roundtrip(src, Lang::Cuda);
+}

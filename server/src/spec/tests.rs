@@ -1364,7 +1364,8 @@ fn overriding_a_size_variable_makes_one_case() {
           launch Cuda { grid: [2, 1, 1], block: [256, 1, 1], smem: 0 }
           bytes=6144 flops=None
         atol=None rtol=None reference=None trials=3
-    "#]].assert_eq(&run_lang(&src, Lang::Cuda, &overrides));
+    "#]]
+    .assert_eq(&run_lang(&src, Lang::Cuda, &overrides));
 }
 
 #[test]
@@ -1404,7 +1405,8 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
         **Tolerance**: f32 atol 1e-5 rtol 0.0001
 
         **Reference**: the recorded baseline of this kernel
-    "#]].assert_eq(&plan.hover_markdown());
+    "#]]
+    .assert_eq(&plan.hover_markdown());
 }
 
 #[test]
@@ -1418,6 +1420,7 @@ fn skeleton_of_a_kernel_at_the_start_of_the_file() {
         // @bench out: out f64[count]
         // @bench count = 1 << 20
         // @bench grid = cdiv(count, 256); block = 256
-    "#]].assert_eq(&sk.text);
+    "#]]
+    .assert_eq(&sk.text);
     skeleton_roundtrip(src, Lang::Cuda);
 }

@@ -1,7 +1,8 @@
 // y = a * x + y, one element per thread: the hello world of kernel tuning.
 #include <cstdio>
 
-// @bench n = 1 << 24, 4099            sizes: the first case is timed, every case is verified
+// The first case is timed; every case is verified.
+// @bench n = 1 << 24, 4099
 // @bench x: in f32[n]
 // @bench y: inout f32[n] ~ normal(0, 1)
 // @bench a = 2.5

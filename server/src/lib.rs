@@ -3,7 +3,11 @@
 //! language), `toolchain` (NVRTC and ptxas, no driver), then the front-ends `lsp` and
 //! `cli`. See docs/architecture.md.
 
+pub mod analysis;
+pub mod cli;
 pub mod document;
+pub mod lsp;
+pub mod settings;
 pub mod spec;
 pub mod syntax;
 pub mod toolchain;

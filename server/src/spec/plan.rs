@@ -335,6 +335,25 @@ pub struct BenchPlan {
 }
 
 impl BenchPlan {
+    /// The C++ name expression that instantiates a template kernel with the timed case's
+    /// template arguments (`reduce<256, 4>`), for NVRTC's `nvrtcAddNameExpression`.
+    /// `None` when the kernel takes no template arguments.
+    pub fn template_instance(&self) -> Option<String> {
+        let c0 = self.cases.first()?;
+        if c0.template_args.is_empty() {
+            return None;
+        }
+        let args: Vec<String> = c0
+            .template_args
+            .iter()
+            .map(|a| match a {
+                Arg::Constexpr { value, .. } | Arg::Scalar { value, .. } => value.to_string(),
+                Arg::Buffer { name, .. } => name.clone(),
+            })
+            .collect();
+        Some(format!("{}<{}>", self.kernel, args.join(", ")))
+    }
+
     /// (atol, rtol) for comparing a buffer of `dtype`: the spec's overrides, else SPEC.md's
     /// defaults for the type.
     pub fn tolerance(&self, dtype: DType) -> (f64, f64) {

@@ -380,16 +380,8 @@ impl<'s> SliceWalk<'s> {
     /// Handles one item; returns a container to walk into.
     fn item<'t>(&mut self, n: Node<'t>) -> Option<Node<'t>> {
         match n.kind() {
-            "preproc_include" => {
-                if !self.device_include(n) {
-                    self.blank(n.byte_range());
-                }
-            }
-            "function_definition" => {
-                if !self.device_or_constexpr(n) {
-                    self.blank(n.byte_range());
-                }
-            }
+            "preproc_include" if !self.device_include(n) => self.blank(n.byte_range()),
+            "function_definition" if !self.device_or_constexpr(n) => self.blank(n.byte_range()),
             "template_declaration" => {
                 // `template <...> template <...> item`: judge the item, blank the whole.
                 let mut inner = n;
@@ -431,29 +423,22 @@ impl<'s> SliceWalk<'s> {
             "namespace_definition" => return n.child_by_field_name("body"),
             "declaration_list" | "preproc_if" | "preproc_ifdef" | "preproc_else"
             | "preproc_elif" | "preproc_elifdef" => return Some(n),
-            "declaration" => {
-                if self.host_declaration(n) {
-                    self.blank(n.byte_range());
-                }
-            }
-            "using_declaration" | "namespace_alias_definition" => {
-                if self.names_host_namespace(n) {
-                    self.blank(n.byte_range());
-                }
+            "declaration" if self.host_declaration(n) => self.blank(n.byte_range()),
+            "using_declaration" | "namespace_alias_definition" if self.names_host_namespace(n) => {
+                self.blank(n.byte_range())
             }
             "struct_specifier" | "class_specifier" | "union_specifier" => self.record_struct(n),
-            "type_definition" => {
+            "type_definition"
                 if n.child_by_field_name("type")
-                    .is_some_and(|t| t.kind().ends_with("_specifier"))
-                {
-                    let mut cursor = n.walk();
-                    let names: Vec<String> = n
-                        .children_by_field_name("declarator", &mut cursor)
-                        .filter(|d| d.kind() == "type_identifier")
-                        .map(|d| text(self.src, d).to_string())
-                        .collect();
-                    self.struct_names.extend(names);
-                }
+                    .is_some_and(|t| t.kind().ends_with("_specifier")) =>
+            {
+                let mut cursor = n.walk();
+                let names: Vec<String> = n
+                    .children_by_field_name("declarator", &mut cursor)
+                    .filter(|d| d.kind() == "type_identifier")
+                    .map(|d| text(self.src, d).to_string())
+                    .collect();
+                self.struct_names.extend(names);
             }
             _ => {}
         }

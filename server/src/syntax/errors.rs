@@ -90,16 +90,19 @@ fn missing(src: &str, node: Node) -> (ByteRange, String) {
 
 fn error(src: &str, node: Node) -> (ByteRange, String) {
     let range = node.byte_range();
-    let message = match first_leaf(node) {
-        Some(leaf) => {
-            let text = src.get(leaf.byte_range()).unwrap_or("").trim();
-            if text.is_empty() || text.len() > 24 || text.contains('\n') {
-                "syntax error".to_string()
-            } else {
-                format!("syntax error: unexpected `{text}`")
-            }
+    // Name the token only when the region is one token: for a longer region tree-sitter's
+    // first token is where recovery started, rarely what is wrong.
+    let single = match node.child_count() {
+        0 => Some(node),
+        1 => node.child(0).filter(|c| c.child_count() == 0),
+        _ => None,
+    };
+    let token = single.map(|t| src.get(t.byte_range()).unwrap_or("").trim());
+    let message = match token {
+        Some(t) if !t.is_empty() && t.len() <= 24 && !t.contains('\n') => {
+            format!("syntax error: unexpected `{t}`")
         }
-        None => "syntax error".to_string(),
+        _ => "syntax error".to_string(),
     };
     if range.is_empty() {
         (one_char(src, range.start), message)
@@ -108,17 +111,12 @@ fn error(src: &str, node: Node) -> (ByteRange, String) {
     }
 }
 
-fn first_leaf(node: Node) -> Option<Node> {
-    let mut n = node.child(0)?;
-    while let Some(c) = n.child(0) {
-        n = c;
-    }
-    Some(n)
-}
-
 /// A one-character range at `at` (the character before it when `at` is a line end).
 fn one_char(src: &str, at: usize) -> ByteRange {
     let at = at.min(src.len());
+    if !src.is_char_boundary(at) {
+        return at..at;
+    }
     let next = src[at..].chars().next();
     match next {
         Some(c) if c != '\n' && c != '\r' => at..at + c.len_utf8(),

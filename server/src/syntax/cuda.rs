@@ -38,9 +38,10 @@ pub(crate) fn analyze(src: &str, tree: &Tree, lines: &LineIndex) -> (Vec<Kernel>
     let (c_kernel, c_device, c_decl, c_body) =
         (cap("kernel"), cap("device"), cap("declarator"), cap("body"));
 
-    // Every kernel and device function, in document order.
+    // Every kernel and device function, in document order. The query runs on each
+    // definition the item walk found, at its root only: function bodies are not visited.
     struct Found<'t> {
-        def: Node<'t>,
+        site: usize,
         declarator: Node<'t>,
         name: Node<'t>,
         kernel: bool,
@@ -48,51 +49,54 @@ pub(crate) fn analyze(src: &str, tree: &Tree, lines: &LineIndex) -> (Vec<Kernel>
     let mut found: Vec<Found> = Vec::new();
     let mut funcs: Vec<Func> = Vec::new();
     let mut cursor = QueryCursor::new();
-    let mut matches = cursor.matches(query, root, src.as_bytes());
-    while let Some(m) = matches.next() {
-        let (mut def, mut declarator, mut body, mut kernel) = (None, None, None, false);
-        for c in m.captures {
-            let i = Some(c.index);
-            if i == c_kernel {
-                def = Some(c.node);
-                kernel = true;
-            } else if i == c_device {
-                def = Some(c.node);
-            } else if i == c_decl {
-                declarator = Some(c.node);
-            } else if i == c_body {
-                body = Some(c.node);
+    cursor.set_max_start_depth(Some(0));
+    for (site_index, site) in slice.sites.iter().enumerate() {
+        let mut matches = cursor.matches(query, site.def, src.as_bytes());
+        while let Some(m) = matches.next() {
+            let (mut declarator, mut body, mut kernel) = (None, None, None);
+            for c in m.captures {
+                let i = Some(c.index);
+                if i == c_kernel {
+                    kernel = Some(true);
+                } else if i == c_device {
+                    kernel = Some(false);
+                } else if i == c_decl {
+                    declarator = Some(c.node);
+                } else if i == c_body {
+                    body = Some(c.node);
+                }
             }
+            let (Some(kernel), Some(declarator), Some(body)) = (kernel, declarator, body) else {
+                continue;
+            };
+            let Some(fdecl) = function_declarator(declarator) else {
+                continue;
+            };
+            let Some(name) = fdecl.child_by_field_name("declarator").and_then(name_of) else {
+                continue;
+            };
+            funcs.push(Func {
+                name: text(src, name).to_string(),
+                def_range: site.outer.clone(),
+                body,
+                helper: !kernel,
+            });
+            found.push(Found {
+                site: site_index,
+                declarator: fdecl,
+                name,
+                kernel,
+            });
         }
-        let (Some(def), Some(declarator), Some(body)) = (def, declarator, body) else {
-            continue;
-        };
-        let Some(fdecl) = function_declarator(declarator) else {
-            continue;
-        };
-        let Some(name) = fdecl.child_by_field_name("declarator").and_then(name_of) else {
-            continue;
-        };
-        funcs.push(Func {
-            name: text(src, name).to_string(),
-            def_range: outer_definition(def).byte_range(),
-            body: body.byte_range(),
-            helper: !kernel,
-        });
-        found.push(Found {
-            def,
-            declarator: fdecl,
-            name,
-            kernel,
-        });
     }
 
-    let mut graph = CallGraph::new(Lang::Cuda, src, tree, &funcs);
+    let mut graph = CallGraph::new(Lang::Cuda, src, &funcs);
     let mut kernels = Vec::new();
     for (i, f) in found.iter().enumerate() {
         if !f.kernel {
             continue;
         }
+        let site = &slice.sites[f.site];
         let def_range = funcs[i].def_range.clone();
         let (callees, unit_ranges) = graph.unit(i);
         kernels.push(Kernel {
@@ -101,9 +105,12 @@ pub(crate) fn analyze(src: &str, tree: &Tree, lines: &LineIndex) -> (Vec<Kernel>
             name_range: f.name.byte_range(),
             def_range: def_range.clone(),
             params: params(src, f.declarator, &slice.struct_names),
-            template_params: template_params(src, f.def),
-            extern_c: is_extern_c(src, f.def),
-            spec: spec_block(Lang::Cuda, src, lines, root, def_range.start),
+            template_params: site
+                .template
+                .map(|t| template_params(src, t))
+                .unwrap_or_default(),
+            extern_c: site.extern_c,
+            spec: spec_block(Lang::Cuda, src, lines, &site.leading, def_range.start),
             callees,
             unit_ranges,
         });
@@ -158,47 +165,8 @@ fn name_of(n: Node) -> Option<Node> {
     None
 }
 
-/// The node a definition's `def_range` covers: the function plus enclosing
-/// `template <...>` headers and a single-declaration `extern "C"` prefix.
-fn outer_definition(def: Node) -> Node {
-    let mut n = def;
-    while let Some(p) = n.parent() {
-        let wraps = match p.kind() {
-            "template_declaration" => true,
-            "linkage_specification" => p
-                .child_by_field_name("body")
-                .is_some_and(|b| b.id() == n.id()),
-            _ => false,
-        };
-        if !wraps {
-            break;
-        }
-        n = p;
-    }
-    n
-}
-
-/// Inside `extern "C"` (either form), at any depth of namespaces or `#if` groups.
-fn is_extern_c(src: &str, def: Node) -> bool {
-    let mut n = def.parent();
-    while let Some(p) = n {
-        if p.kind() == "linkage_specification" {
-            if let Some(v) = p.child_by_field_name("value") {
-                if text(src, v).trim_matches('"') == "C" {
-                    return true;
-                }
-            }
-        }
-        n = p.parent();
-    }
-    false
-}
-
-/// Names of the template parameters of the innermost `template <...>` around `def`.
-fn template_params(src: &str, def: Node) -> Vec<String> {
-    let Some(tpl) = def.parent().filter(|p| p.kind() == "template_declaration") else {
-        return Vec::new();
-    };
+/// Names of the parameters of a `template <...>` header.
+fn template_params(src: &str, tpl: Node) -> Vec<String> {
     let Some(list) = tpl.child_by_field_name("parameters") else {
         return Vec::new();
     };
@@ -342,33 +310,61 @@ fn normalize_type(s: &str) -> String {
         .join(" ")
 }
 
-/// The top-level walk that builds the device slice and collects struct names.
-struct SliceWalk<'s> {
+/// A function definition at item level (namespace scope) that may be a kernel or a
+/// device function.
+struct DefSite<'t> {
+    /// The `function_definition`.
+    def: Node<'t>,
+    /// The item around it: with `template <...>` headers and a one-declaration
+    /// `extern "C"` prefix.
+    outer: ByteRange,
+    /// The innermost `template <...>` header, if any.
+    template: Option<Node<'t>>,
+    extern_c: bool,
+    /// The comment items right before the item, nearest last.
+    leading: Vec<ByteRange>,
+}
+
+/// The item walk: builds the device slice, collects struct names and the definitions
+/// that may be kernels. Visits items (top level, namespaces, `extern "C"` blocks,
+/// `#if` groups, ERROR regions), never function bodies.
+struct SliceWalk<'s, 't> {
     src: &'s str,
     bytes: Vec<u8>,
     struct_names: std::collections::HashSet<String>,
+    sites: Vec<DefSite<'t>>,
     text: String,
 }
 
-impl<'s> SliceWalk<'s> {
-    fn run(src: &'s str, root: Node) -> Self {
+impl<'s, 't> SliceWalk<'s, 't> {
+    fn run(src: &'s str, root: Node<'t>) -> Self {
         let mut w = SliceWalk {
             src,
             bytes: src.as_bytes().to_vec(),
             struct_names: Default::default(),
+            sites: Vec::new(),
             text: String::new(),
         };
         // An explicit stack: nesting depth is input-controlled.
-        let mut stack: Vec<Node> = vec![root];
+        let mut stack: Vec<(Node, bool)> = vec![(root, false)];
         let mut cursor = root.walk();
-        while let Some(container) = stack.pop() {
+        let mut comments: Vec<ByteRange> = Vec::new();
+        while let Some((container, extern_c)) = stack.pop() {
             let children: Vec<Node> = container.named_children(&mut cursor).collect();
+            comments.clear();
             for item in children {
+                if item.kind() == "comment" {
+                    comments.push(item.byte_range());
+                    continue;
+                }
+                w.site(item, extern_c, &comments);
+                comments.clear();
                 if let Some(inner) = w.item(item) {
-                    stack.push(inner);
+                    stack.push((inner, extern_c || item.kind() == "linkage_specification"));
                 }
             }
         }
+        w.sites.sort_by_key(|s| s.outer.start);
         let bytes = std::mem::take(&mut w.bytes);
         // Only whole nodes were blanked, byte by byte with ASCII spaces: still UTF-8 when
         // node boundaries are character boundaries, which they are for a `&str` source.
@@ -377,29 +373,45 @@ impl<'s> SliceWalk<'s> {
         w
     }
 
+    /// Records `item` if it carries a `__global__`/`__device__` function definition.
+    fn site(&mut self, item: Node<'t>, extern_c: bool, comments: &[ByteRange]) {
+        let (def, template, linkage) = match item.kind() {
+            "function_definition" => (item, None, false),
+            "template_declaration" => {
+                let (inner, tpl) = template_item(item);
+                (inner, Some(tpl), false)
+            }
+            "linkage_specification" => match item.child_by_field_name("body") {
+                Some(b) => (b, None, true),
+                None => return,
+            },
+            _ => return,
+        };
+        if def.kind() != "function_definition" || !has_token(def, &["__global__", "__device__"]) {
+            return;
+        }
+        let extern_c = extern_c
+            || (linkage
+                && item
+                    .child_by_field_name("value")
+                    .is_some_and(|v| text(self.src, v).trim_matches('"') == "C"));
+        self.sites.push(DefSite {
+            def,
+            outer: item.byte_range(),
+            template,
+            extern_c,
+            leading: comments.to_vec(),
+        });
+    }
+
     /// Handles one item; returns a container to walk into.
-    fn item<'t>(&mut self, n: Node<'t>) -> Option<Node<'t>> {
+    fn item<'n>(&mut self, n: Node<'n>) -> Option<Node<'n>> {
         match n.kind() {
             "preproc_include" if !self.device_include(n) => self.blank(n.byte_range()),
             "function_definition" if !self.device_or_constexpr(n) => self.blank(n.byte_range()),
             "template_declaration" => {
                 // `template <...> template <...> item`: judge the item, blank the whole.
-                let mut inner = n;
-                for _ in 0..64 {
-                    let mut cursor = inner.walk();
-                    let last = inner
-                        .named_children(&mut cursor)
-                        .filter(|c| c.kind() != "comment")
-                        .last();
-                    match last {
-                        Some(c) if c.kind() == "template_declaration" => inner = c,
-                        Some(c) => {
-                            inner = c;
-                            break;
-                        }
-                        None => break,
-                    }
-                }
+                let (inner, _) = template_item(n);
                 match inner.kind() {
                     "function_definition" if !self.device_or_constexpr(inner) => {
                         self.blank(n.byte_range())
@@ -459,23 +471,46 @@ impl<'s> SliceWalk<'s> {
             }
         }
     }
+}
 
-    fn has_token(n: Node, tokens: &[&str]) -> bool {
-        let mut cursor = n.walk();
-        let found = n.children(&mut cursor).any(|c| {
-            (!c.is_named() && tokens.contains(&c.kind()))
-                || (c.kind() == "type_qualifier"
-                    && c.child(0).is_some_and(|q| tokens.contains(&q.kind())))
-        });
-        found
+/// The item under `template <...>` headers and the innermost header.
+fn template_item(n: Node) -> (Node, Node) {
+    let (mut inner, mut tpl) = (n, n);
+    for _ in 0..64 {
+        let mut cursor = inner.walk();
+        let last = inner
+            .named_children(&mut cursor)
+            .filter(|c| c.kind() != "comment")
+            .last();
+        match last {
+            Some(c) if c.kind() == "template_declaration" => {
+                inner = c;
+                tpl = c;
+            }
+            Some(c) => return (c, tpl),
+            None => break,
+        }
     }
+    (inner, tpl)
+}
 
+fn has_token(n: Node, tokens: &[&str]) -> bool {
+    let mut cursor = n.walk();
+    let found = n.children(&mut cursor).any(|c| {
+        (!c.is_named() && tokens.contains(&c.kind()))
+            || (c.kind() == "type_qualifier"
+                && c.child(0).is_some_and(|q| tokens.contains(&q.kind())))
+    });
+    found
+}
+
+impl SliceWalk<'_, '_> {
     fn device_or_constexpr(&self, f: Node) -> bool {
-        Self::has_token(f, &["__global__", "__device__", "constexpr"])
+        has_token(f, &["__global__", "__device__", "constexpr"])
     }
 
     fn host_declaration(&self, d: Node) -> bool {
-        if Self::has_token(
+        if has_token(
             d,
             &[
                 "__global__",

@@ -2,52 +2,48 @@
 //! comment-only lines ending on the line right before the kernel's `def_range` (which
 //! already starts at `template <...>`, `extern "C"` or the first Python decorator). A
 //! blank line or a line with code ends the block; other comments may be mixed in.
-//! Comments are found through the tree (`comment` nodes), so `//` inside a string or a
-//! `#` inside a Python string never counts. Parsing the statements is `spec`'s job.
-
-use tree_sitter::Node;
+//! The candidates are the `comment` nodes right before the definition among its
+//! siblings (the caller collects them while walking items, so no tree search per kernel):
+//! `//` inside a string or `#` inside a Python string never counts. Parsing the statements
+//! is `spec`'s job.
 
 use super::{ByteRange, Lang, SpecBlock, SpecLine};
 
-/// The spec block of a kernel whose definition starts at byte `def_start`.
+/// The spec block of a kernel whose definition starts at byte `def_start`; `leading` are
+/// the comment siblings right before the definition, nearest last.
 pub(crate) fn spec_block(
     lang: Lang,
     src: &str,
     lines: &LineIndex,
-    root: Node,
+    leading: &[ByteRange],
     def_start: usize,
 ) -> SpecBlock {
     let bytes = src.as_bytes();
-    // Comments of the block, last first.
+    // Comments of the block, nearest first: each separated from the next by blanks and at
+    // most one line break.
     let mut comments: Vec<ByteRange> = Vec::new();
-    let mut line_start = line_start_of(bytes, def_start.min(bytes.len()));
-    'lines: while line_start > 0 {
-        let prev_start = line_start_of(bytes, line_start - 1);
-        let Some(last) = last_non_space(bytes, prev_start, line_start - 1) else {
-            break; // blank line
+    let mut next_start = def_start.min(bytes.len());
+    for c in leading.iter().rev() {
+        let Some(gap) = bytes.get(c.end..next_start) else {
+            break;
         };
-        let line_comments = comments.len();
-        let mut probe = last;
-        loop {
-            match comment_at(root, probe) {
-                Some(c) => {
-                    let c_start = c.start;
-                    comments.push(c);
-                    let c_line_start = line_start_of(bytes, c_start);
-                    match last_non_space(bytes, c_line_start, c_start) {
-                        None => {
-                            line_start = c_line_start;
-                            continue 'lines;
-                        }
-                        Some(b) => probe = b, // another comment (or code) before it on that line
-                    }
-                }
-                None => {
-                    // Code on this line: its comments are not part of the block.
-                    comments.truncate(line_comments);
-                    break 'lines;
-                }
-            }
+        if !gap.iter().all(u8::is_ascii_whitespace)
+            || gap.iter().filter(|&&b| b == b'\n').count() > 1
+        {
+            break;
+        }
+        comments.push(c.clone());
+        next_start = c.start;
+    }
+    // The top line of the block must hold only comments; if code precedes its first
+    // comment (`int x; // note`), that line is code and ends the block below it.
+    if let Some(top) = comments.last() {
+        let top_line = line_start_of(bytes, top.start);
+        if bytes[top_line..top.start]
+            .iter()
+            .any(|b| !b.is_ascii_whitespace())
+        {
+            comments.retain(|c| line_start_of(bytes, c.start) != top_line);
         }
     }
     comments.reverse();
@@ -62,25 +58,12 @@ pub(crate) fn spec_block(
     SpecBlock { lines, range }
 }
 
-/// The comment node covering byte `at`, if any.
-fn comment_at(root: Node, at: usize) -> Option<ByteRange> {
-    let node = root.descendant_for_byte_range(at, at + 1)?;
-    (node.kind() == "comment" && node.start_byte() <= at && at < node.end_byte())
-        .then(|| node.byte_range())
-}
-
 pub(crate) fn line_start_of(bytes: &[u8], at: usize) -> usize {
     let at = at.min(bytes.len());
     bytes[..at]
         .iter()
         .rposition(|&b| b == b'\n')
         .map_or(0, |i| i + 1)
-}
-
-/// The last byte in `from..to` that is not ASCII whitespace.
-fn last_non_space(bytes: &[u8], from: usize, to: usize) -> Option<usize> {
-    let to = to.min(bytes.len());
-    (from..to).rev().find(|&i| !bytes[i].is_ascii_whitespace())
 }
 
 /// Line starts of a text, to turn byte offsets into 0-based line numbers in O(log n).

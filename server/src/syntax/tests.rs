@@ -768,6 +768,7 @@ __device__ float combine_{i}(float x, float y, float a) {{
 }}
 
 // Kernel number {i}.
+// Generated for the timing test.
 // @bench n = 1 << 20
 // @bench x: in f32[n]; y: in f32[n]
 // @bench out: out f32[n]
@@ -785,6 +786,8 @@ __global__ void __launch_bounds__(256) kernel_{i}(int n, float a, const float* _
         }}
         out[i] = r;
     }}
+    // Tail handled above; nothing else to do.
+    __syncthreads();
 }}
 
 void launch_{i}(int n, float a, const float* x, const float* y, float* out) {{
@@ -793,7 +796,12 @@ void launch_{i}(int n, float a, const float* x, const float* y, float* out) {{
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) {{
         printf("launch failed: %s\n", cudaGetErrorString(err));
+        return;
     }}
+    // Synchronise only in debug builds.
+#ifdef DEBUG_SYNC
+    cudaDeviceSynchronize();
+#endif
 }}
 
 "#
@@ -822,6 +830,39 @@ fn timing() {
         })
         .collect();
     times.sort_by(f64::total_cmp);
+    // For scale: what merely visiting every node costs (analyze must not).
+    let time = |what: &str, f: &dyn Fn()| {
+        let t = std::time::Instant::now();
+        for _ in 0..10 {
+            f();
+        }
+        println!("  {what}: {:.2} ms", t.elapsed().as_secs_f64() * 1e2);
+    };
+    time("tree cursor walk, whole tree", &|| {
+        let mut c = tree.walk();
+        let mut n = 0usize;
+        'outer: loop {
+            n += 1;
+            if c.goto_first_child() || c.goto_next_sibling() {
+                continue;
+            }
+            loop {
+                if !c.goto_parent() {
+                    break 'outer;
+                }
+                if c.goto_next_sibling() {
+                    break;
+                }
+            }
+        }
+        std::hint::black_box(n);
+    });
+    time("syntax errors", &|| {
+        std::hint::black_box(errors::syntax_errors(&src, &tree));
+    });
+    time("line index", &|| {
+        std::hint::black_box(spec_block::LineIndex::new(&src));
+    });
     let t = std::time::Instant::now();
     let _ = parse(Lang::Cuda, &src);
     let parse_ms = t.elapsed().as_secs_f64() * 1e3;

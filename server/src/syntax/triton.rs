@@ -4,14 +4,14 @@
 //! of the file calls is a helper, part of its callers' units, not a kernel, unless it
 //! has its own `@bench` block.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use streaming_iterator::StreamingIterator;
 use tree_sitter::{Node, QueryCursor, Tree};
 
 use super::spec_block::{spec_block, LineIndex};
 use super::unit::{CallGraph, Func};
-use super::{queries, text, Kernel, Lang, Param, ParamKind, SpecBlock};
+use super::{queries, text, ByteRange, Kernel, Lang, Param, ParamKind, SpecBlock};
 
 pub(crate) fn analyze(src: &str, tree: &Tree, lines: &LineIndex) -> Vec<Kernel> {
     let root = tree.root_node();
@@ -30,7 +30,11 @@ pub(crate) fn analyze(src: &str, tree: &Tree, lines: &LineIndex) -> Vec<Kernel> 
     }
     let mut found: Vec<Found> = Vec::new();
     let mut funcs: Vec<Func> = Vec::new();
+    let leading = leading_comments(root);
+    // Kernels sit at module level or one level down (class, function, `if`): the query
+    // does not start deeper, so expression trees are not walked.
     let mut cursor = QueryCursor::new();
+    cursor.set_max_start_depth(Some(3));
     let mut matches = cursor.matches(query, root, src.as_bytes());
     while let Some(m) = matches.next() {
         let (mut def, mut name, mut params, mut body) = (None, None, None, None);
@@ -55,17 +59,23 @@ pub(crate) fn analyze(src: &str, tree: &Tree, lines: &LineIndex) -> Vec<Kernel> 
         funcs.push(Func {
             name: text(src, name).to_string(),
             def_range: def.byte_range(),
-            body: body.byte_range(),
+            body,
             helper: true,
         });
         found.push(Found {
             name,
             params,
-            spec: spec_block(Lang::Triton, src, lines, root, def.start_byte()),
+            spec: spec_block(
+                Lang::Triton,
+                src,
+                lines,
+                leading.get(&def.start_byte()).map_or(&[], Vec::as_slice),
+                def.start_byte(),
+            ),
         });
     }
 
-    let mut graph = CallGraph::new(Lang::Triton, src, tree, &funcs);
+    let mut graph = CallGraph::new(Lang::Triton, src, &funcs);
     let mut called: HashSet<&str> = HashSet::new();
     for (i, f) in funcs.iter().enumerate() {
         called.extend(graph.calls(i).into_iter().filter(|c| *c != f.name));
@@ -92,6 +102,34 @@ pub(crate) fn analyze(src: &str, tree: &Tree, lines: &LineIndex) -> Vec<Kernel> 
     }
     kernels.sort_by_key(|k| k.def_range.start);
     kernels
+}
+
+/// For each decorated definition at module level or in a class body: the comment
+/// statements right before it (nearest last), keyed by its start byte.
+fn leading_comments(root: Node) -> HashMap<usize, Vec<ByteRange>> {
+    let mut out = HashMap::new();
+    let mut stack = vec![root];
+    let mut cursor = root.walk();
+    let mut run: Vec<ByteRange> = Vec::new();
+    while let Some(container) = stack.pop() {
+        run.clear();
+        let children: Vec<Node> = container.named_children(&mut cursor).collect();
+        for item in children {
+            match item.kind() {
+                "comment" => {
+                    run.push(item.byte_range());
+                    continue;
+                }
+                "decorated_definition" => {
+                    out.insert(item.start_byte(), std::mem::take(&mut run));
+                }
+                "class_definition" => stack.extend(item.child_by_field_name("body")),
+                _ => {}
+            }
+            run.clear();
+        }
+    }
+    out
 }
 
 /// Decorator spellings that mean `triton.jit`: `triton.jit` and the local names of

@@ -1,39 +1,43 @@
 //! Kernel units: a kernel plus the same-file helpers it calls, transitively
-//! (`__device__` functions in CUDA, `@triton.jit` helpers in Triton). Calls are found with
-//! `grammars/*/calls.scm` over each function body once (memoized), helpers are looked up
-//! by name in a map, so the cost is linear in the size of the bodies visited.
+//! (`__device__` functions in CUDA, `@triton.jit` helpers in Triton).
+//!
+//! Finding calls must not visit every node of every body (this runs per keystroke, and
+//! on a slow machine a full tree walk of a 10,000-line file already costs milliseconds).
+//! So a byte scan of each body picks candidates, identifiers that name a helper and are
+//! followed by `(` (or `<` in CUDA), and `grammars/*/calls.scm`, run only over each
+//! candidate's bytes, confirms it is the callee of a call. Each body is scanned once
+//! (memoized) and helpers are looked up by name in a map.
 
 use std::collections::{HashMap, HashSet};
 
 use streaming_iterator::StreamingIterator;
-use tree_sitter::{Node, Query, QueryCursor, Tree};
+use tree_sitter::{Node, Query, QueryCursor};
 
-use super::{queries, text, ByteRange, Lang};
+use super::{queries, ByteRange, Lang};
 
 /// A function that can be a kernel or a kernel-unit member.
 #[derive(Debug)]
-pub(crate) struct Func {
+pub(crate) struct Func<'t> {
     pub name: String,
     pub def_range: ByteRange,
     /// The body searched for calls.
-    pub body: ByteRange,
+    pub body: Node<'t>,
     /// Can be a callee (`__device__` / jit function).
     pub helper: bool,
 }
 
 pub(crate) struct CallGraph<'a> {
-    funcs: &'a [Func],
+    funcs: &'a [Func<'a>],
     by_name: HashMap<&'a str, Vec<usize>>,
     /// Per function: the helper names it calls, first call first, no duplicates.
     calls: Vec<Option<Vec<&'a str>>>,
     src: &'a str,
-    tree: &'a Tree,
     lang: Lang,
     cursor: QueryCursor,
 }
 
 impl<'a> CallGraph<'a> {
-    pub(crate) fn new(lang: Lang, src: &'a str, tree: &'a Tree, funcs: &'a [Func]) -> Self {
+    pub(crate) fn new(lang: Lang, src: &'a str, funcs: &'a [Func<'a>]) -> Self {
         let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
         for (i, f) in funcs.iter().enumerate() {
             if f.helper {
@@ -45,7 +49,6 @@ impl<'a> CallGraph<'a> {
             by_name,
             calls: vec![None; funcs.len()],
             src,
-            tree,
             lang,
             cursor: QueryCursor::new(),
         }
@@ -73,29 +76,61 @@ impl<'a> CallGraph<'a> {
             return Vec::new();
         };
         let mut out: Vec<&'a str> = Vec::new();
-        let mut seen: HashSet<&'a str> = HashSet::new();
-        let (src, by_name, lang) = (self.src, &self.by_name, self.lang);
-        self.cursor.set_byte_range(self.funcs[i].body.clone());
-        let mut matches = self
-            .cursor
-            .matches(query, self.tree.root_node(), src.as_bytes());
+        let (src, lang) = (self.src, self.lang);
+        let body = self.funcs[i].body;
+        let bytes = src.as_bytes();
+        let end = body.end_byte().min(bytes.len());
+        let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
+        let mut j = body.start_byte().min(end);
+        while j < end {
+            if !ident(bytes[j]) {
+                j += 1;
+                continue;
+            }
+            let start = j;
+            while j < end && ident(bytes[j]) {
+                j += 1;
+            }
+            let Some(word) = src.get(start..j) else {
+                continue;
+            };
+            let Some((&key, _)) = self.by_name.get_key_value(word) else {
+                continue;
+            };
+            if out.contains(&key) {
+                continue;
+            }
+            let mut k = j;
+            while k < end && bytes[k].is_ascii_whitespace() {
+                k += 1;
+            }
+            let opens = bytes
+                .get(k)
+                .is_some_and(|&b| b == b'(' || (lang == Lang::Cuda && b == b'<'));
+            if opens && self.is_callee(query, callee, body, start..j) {
+                out.push(key);
+            }
+        }
+        out
+    }
+
+    /// Does `calls.scm` see the identifier at `range` as the callee of a call?
+    fn is_callee(&mut self, query: &Query, callee: u32, body: Node, range: ByteRange) -> bool {
+        let (src, lang) = (self.src, self.lang);
+        self.cursor.set_byte_range(range.clone());
+        let mut matches = self.cursor.matches(query, body, src.as_bytes());
         while let Some(m) = matches.next() {
             for cap in m.captures.iter().filter(|c| c.index == callee) {
                 let name = match lang {
                     Lang::Cuda => called_name(cap.node),
                     Lang::Triton => Some(cap.node),
                 };
-                let Some(name) = name.map(|n| text(src, n)) else {
-                    continue;
-                };
-                if let Some((key, _)) = by_name.get_key_value(name) {
-                    if seen.insert(key) {
-                        out.push(key);
-                    }
+                if name.is_some_and(|n| n.byte_range() == range) {
+                    return true;
                 }
             }
         }
-        out
+        false
     }
 
     /// The callees of function `i` (depth-first, first call first, each name once; the

@@ -89,7 +89,9 @@ impl LineIndex {
 /// The `@bench` lines of one comment.
 fn bench_lines(lang: Lang, src: &str, index: &LineIndex, comment: ByteRange) -> Vec<SpecLine> {
     let bytes = src.as_bytes();
-    let text = &src[comment.clone()];
+    let Some(text) = src.get(comment.clone()) else {
+        return Vec::new(); // a tree that does not match the text
+    };
     let block = lang == Lang::Cuda && text.starts_with("/*");
     // Where the comment's content ends: before a closing `*/`.
     let content_end = if block && text.ends_with("*/") && text.len() >= 4 {
@@ -114,12 +116,9 @@ fn bench_lines(lang: Lang, src: &str, index: &LineIndex, comment: ByteRange) -> 
         };
         if first {
             // The comment opener and its decoration: `//`, `///`, `//!`, `/*`, `/**`, `#`, `##`.
-            match lang {
-                Lang::Cuda if block => i += 2,
-                Lang::Cuda => i += 2,
-                Lang::Triton => {}
+            if lang == Lang::Cuda {
+                i = (i + 2).min(line_end); // `//` or `/*`
             }
-            i = i.min(line_end);
             skip(&mut i, &|b| {
                 b == b'/' || b == b'!' || b == b'*' || b == b'#'
             });
@@ -140,11 +139,13 @@ fn bench_lines(lang: Lang, src: &str, index: &LineIndex, comment: ByteRange) -> 
                     end -= 1;
                 }
                 let end = end.min(content_end).max(after);
-                out.push(SpecLine {
-                    line: line_no,
-                    offset: after,
-                    text: src[after..end].to_string(),
-                });
+                if let Some(text) = src.get(after..end) {
+                    out.push(SpecLine {
+                        line: line_no,
+                        offset: after,
+                        text: text.to_string(),
+                    });
+                }
             }
         }
         if line_end >= content_end {

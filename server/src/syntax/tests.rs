@@ -611,6 +611,16 @@ fn lookups_and_language_detection() {
     assert_eq!(model.kernel("b").map(|k| k.params.len()), Some(0));
     assert!(model.kernel("c").is_none());
 
+    let crlf = "// @bench n = 1\r\n/* @bench m = 2\r\n */\r\n__global__ void a(int n) {}\r\n";
+    let tree = parse(Lang::Cuda, crlf);
+    let texts: Vec<String> = analyze(Lang::Cuda, crlf, &tree).kernels[0]
+        .spec
+        .lines
+        .iter()
+        .map(|l| l.text.clone())
+        .collect();
+    assert_eq!(texts, [" n = 1", " m = 2"]);
+
     assert_eq!(lang_for("file:///w/k.cu", None), Some(Lang::Cuda));
     assert_eq!(lang_for("/w/include/k.CUH", None), Some(Lang::Cuda));
     assert_eq!(
@@ -718,6 +728,18 @@ fn byte_soup_and_extreme_shapes_do_not_panic() {
     }
     analyze_str(Lang::Cuda, "");
     analyze_str(Lang::Triton, "");
+    // A stale tree (from other text) gives a wrong model, not a panic.
+    for (lang, src) in FIXTURES {
+        let tree = parse(lang, src);
+        for other in [
+            "",
+            "é",
+            &src[..src.len() / 2],
+            "\u{1F600}\u{1F600}\u{1F600}",
+        ] {
+            analyze(lang, other, &tree);
+        }
+    }
     let many: Vec<String> = (0..200)
         .map(|i| format!("const float* __restrict__ p{i}"))
         .collect();

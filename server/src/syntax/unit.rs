@@ -91,15 +91,7 @@ impl<'a> CallGraph<'a> {
             while j < end && ident(bytes[j]) {
                 j += 1;
             }
-            let Some(word) = src.get(start..j) else {
-                continue;
-            };
-            let Some((&key, _)) = self.by_name.get_key_value(word) else {
-                continue;
-            };
-            if out.contains(&key) {
-                continue;
-            }
+            // Cheap test first: most identifiers are not followed by `(` or `<`.
             let mut k = j;
             while k < end && bytes[k].is_ascii_whitespace() {
                 k += 1;
@@ -107,7 +99,16 @@ impl<'a> CallGraph<'a> {
             let opens = bytes
                 .get(k)
                 .is_some_and(|&b| b == b'(' || (lang == Lang::Cuda && b == b'<'));
-            if opens && self.is_callee(query, callee, body, start..j) {
+            if !opens {
+                continue;
+            }
+            let Some(word) = src.get(start..j) else {
+                continue;
+            };
+            let Some((&key, _)) = self.by_name.get_key_value(word) else {
+                continue;
+            };
+            if !out.contains(&key) && self.is_callee(query, callee, body, start..j) {
                 out.push(key);
             }
         }

@@ -1,8 +1,25 @@
 //! Kernel discovery: finds kernels, their parameters, spec blocks, kernel units and the
 //! device slice in a tree-sitter tree, using the queries in `grammars/`. Pure: text and
-//! tree in, `FileModel` out. Does not parse `@bench` statements (that is `spec`).
+//! tree in, `FileModel` out. Does not parse `@bench` statements (that is `spec`), does
+//! not parse (that is `document`), never panics on any input.
+//!
+//! - `cuda`: `__global__` kernels, `__device__` unit members, the device slice (its
+//!   module doc has the keep/drop rule).
+//! - `triton`: `@triton.jit` kernels and helpers.
+//! - `spec_block`: the `@bench` comment block above a kernel.
+//! - `unit`: callees and unit ranges.
+//! - `errors`: one syntax error per ERROR/MISSING region.
 
+mod cuda;
+mod errors;
 pub mod model;
+mod queries;
+mod spec_block;
+mod triton;
+mod unit;
+
+#[cfg(test)]
+mod tests;
 
 pub use model::*;
 
@@ -14,9 +31,73 @@ pub fn ts_language(lang: Lang) -> tree_sitter::Language {
     }
 }
 
-/// Analyze a parsed file. `tree` must be the tree of `source`.
+/// Analyze a parsed file. `tree` must be the tree of `source` (a stale tree gives a
+/// wrong model, never a panic).
 pub fn analyze(lang: Lang, source: &str, tree: &tree_sitter::Tree) -> FileModel {
-    // Filled in by the syntax work in progress; see the issue for kernel discovery.
-    let _ = (source, tree);
-    FileModel { lang, kernels: Vec::new(), device_slice: String::new(), syntax_errors: Vec::new() }
+    let lines = spec_block::LineIndex::new(source);
+    let syntax_errors = errors::syntax_errors(source, tree);
+    let (kernels, device_slice) = match lang {
+        Lang::Cuda => cuda::analyze(source, tree, &lines),
+        Lang::Triton => (triton::analyze(source, tree, &lines), String::new()),
+    };
+    FileModel {
+        lang,
+        kernels,
+        device_slice,
+        syntax_errors,
+    }
+}
+
+/// Cheap text check: does this Python file use Triton's `jit` decorator? The LSP layer
+/// uses it to leave ordinary Python files alone without parsing them.
+pub fn is_triton_source(source: &str) -> bool {
+    if !source.contains("triton") {
+        return false;
+    }
+    source.lines().any(|l| {
+        let l = l.trim_start();
+        l.starts_with("@triton.jit")
+            || l.starts_with("@jit")
+            || (l.starts_with("from triton") && l.contains("jit"))
+    })
+}
+
+/// The language of a document from its URI or path and the editor's language id:
+/// `.cu`, `.cuh`, `cuda`, `cuda-cpp` are CUDA; `.py`, `python` are Triton candidates
+/// (see [`is_triton_source`]). A known language id wins over the extension.
+pub fn lang_for(uri_or_path: &str, language_id: Option<&str>) -> Option<Lang> {
+    match language_id.map(str::to_ascii_lowercase).as_deref() {
+        Some("cuda" | "cuda-cpp" | "cuda-c") => return Some(Lang::Cuda),
+        Some("python") => return Some(Lang::Triton),
+        _ => {}
+    }
+    let path = uri_or_path.split(['?', '#']).next().unwrap_or(uri_or_path);
+    let file = path.rsplit(['/', '\\']).next().unwrap_or(path);
+    let ext = file.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase())?;
+    match ext.as_str() {
+        "cu" | "cuh" => Some(Lang::Cuda),
+        "py" => Some(Lang::Triton),
+        _ => None,
+    }
+}
+
+impl FileModel {
+    /// The kernel whose definition or spec block holds byte `offset` (a cursor right
+    /// after the closing brace counts as inside).
+    pub fn kernel_at(&self, offset: usize) -> Option<&Kernel> {
+        let inside = |r: &ByteRange| r.start <= offset && offset <= r.end;
+        self.kernels
+            .iter()
+            .find(|k| inside(&k.def_range) || k.spec.range.as_ref().is_some_and(inside))
+    }
+
+    /// The kernel named `name` (the first one, if several share it).
+    pub fn kernel(&self, name: &str) -> Option<&Kernel> {
+        self.kernels.iter().find(|k| k.name == name)
+    }
+}
+
+/// The text of `node`, or "" when the tree does not match the text.
+fn text<'s>(src: &'s str, node: tree_sitter::Node) -> &'s str {
+    src.get(node.byte_range()).unwrap_or("")
 }

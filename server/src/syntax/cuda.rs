@@ -1,0 +1,585 @@
+//! CUDA kernel discovery and the device slice.
+//!
+//! Kernels are `__global__` function definitions found by `grammars/cuda/kernels.scm`;
+//! unit members are `__device__` definitions (also `__host__ __device__`).
+//!
+//! # The device slice
+//! The source with host-only parts overwritten by spaces (newlines kept, byte length
+//! unchanged), so NVRTC's line:column is the author's. Top-level items, walked through
+//! namespaces, `extern "C" { }` blocks and `#if`/`#ifdef` groups:
+//! - dropped: function definitions without `__global__`/`__device__` (host functions,
+//!   `main`, `PYBIND11_MODULE(...) {}` and `TORCH_LIBRARY(...) {}`, which parse as
+//!   functions) unless `constexpr`; host function prototypes; variables without
+//!   `__device__`/`__constant__`/`__shared__`/`__managed__`/`const`/`constexpr` (device
+//!   code cannot read them anyway); `#include <...>` not in
+//!   `grammars/cuda/device_includes.txt`; `using namespace X;`, `using X::y;` and
+//!   `namespace a = X;` for X in `grammars/cuda/host_namespaces.txt`.
+//! - kept: everything else: kernels, device functions, device variables, `#define`s and
+//!   other preprocessor lines, types, aliases, templates other than host functions,
+//!   quoted includes, comments, and anything unrecognised (including ERROR regions).
+//!   A wrong keep shows up as an NVRTC error the author can read; a wrong drop would
+//!   hide code, so doubt means keep.
+
+use streaming_iterator::StreamingIterator;
+use tree_sitter::{Node, QueryCursor, Tree};
+
+use super::spec_block::{spec_block, LineIndex};
+use super::unit::{CallGraph, Func};
+use super::{queries, text, ByteRange, Kernel, Lang, Param, ParamKind};
+
+/// Kernels and the device slice of a CUDA file.
+pub(crate) fn analyze(src: &str, tree: &Tree, lines: &LineIndex) -> (Vec<Kernel>, String) {
+    let root = tree.root_node();
+    let slice = SliceWalk::run(src, root);
+    let Some(query) = queries::CUDA_KERNELS.as_ref() else {
+        return (Vec::new(), slice.text);
+    };
+    let cap = |n| queries::capture(query, n);
+    let (c_kernel, c_device, c_decl, c_body) =
+        (cap("kernel"), cap("device"), cap("declarator"), cap("body"));
+
+    // Every kernel and device function, in document order. The query runs on each
+    // definition the item walk found, at its root only: function bodies are not visited.
+    struct Found<'t> {
+        site: usize,
+        declarator: Node<'t>,
+        name: Node<'t>,
+        kernel: bool,
+    }
+    let mut found: Vec<Found> = Vec::new();
+    let mut funcs: Vec<Func> = Vec::new();
+    let mut cursor = QueryCursor::new();
+    cursor.set_max_start_depth(Some(0));
+    for (site_index, site) in slice.sites.iter().enumerate() {
+        let mut matches = cursor.matches(query, site.def, src.as_bytes());
+        while let Some(m) = matches.next() {
+            let (mut declarator, mut body, mut kernel) = (None, None, None);
+            for c in m.captures {
+                let i = Some(c.index);
+                if i == c_kernel {
+                    kernel = Some(true);
+                } else if i == c_device {
+                    kernel = Some(false);
+                } else if i == c_decl {
+                    declarator = Some(c.node);
+                } else if i == c_body {
+                    body = Some(c.node);
+                }
+            }
+            let (Some(kernel), Some(declarator), Some(body)) = (kernel, declarator, body) else {
+                continue;
+            };
+            let Some(fdecl) = function_declarator(declarator) else {
+                continue;
+            };
+            let Some(name) = fdecl.child_by_field_name("declarator").and_then(name_of) else {
+                continue;
+            };
+            funcs.push(Func {
+                name: text(src, name).to_string(),
+                def_range: site.outer.clone(),
+                body,
+                helper: !kernel,
+            });
+            found.push(Found {
+                site: site_index,
+                declarator: fdecl,
+                name,
+                kernel,
+            });
+        }
+    }
+
+    let mut graph = CallGraph::new(Lang::Cuda, src, &funcs);
+    let mut kernels = Vec::new();
+    for (i, f) in found.iter().enumerate() {
+        if !f.kernel {
+            continue;
+        }
+        let site = &slice.sites[f.site];
+        let def_range = funcs[i].def_range.clone();
+        let (callees, unit_ranges) = graph.unit(i);
+        kernels.push(Kernel {
+            name: funcs[i].name.clone(),
+            lang: Lang::Cuda,
+            name_range: f.name.byte_range(),
+            def_range: def_range.clone(),
+            params: params(src, f.declarator, &slice.struct_names),
+            template_params: site
+                .template
+                .map(|t| template_params(src, t))
+                .unwrap_or_default(),
+            extern_c: site.extern_c,
+            spec: spec_block(Lang::Cuda, src, lines, &site.leading, def_range.start),
+            callees,
+            unit_ranges,
+        });
+    }
+    kernels.sort_by_key(|k| k.def_range.start);
+    (kernels, slice.text)
+}
+
+/// The `function_declarator` under a definition's declarator (through the pointer and
+/// reference declarators of the return type).
+fn function_declarator(declarator: Node) -> Option<Node> {
+    let mut n = declarator;
+    for _ in 0..64 {
+        match n.kind() {
+            "function_declarator" => return Some(n),
+            "pointer_declarator"
+            | "reference_declarator"
+            | "parenthesized_declarator"
+            | "attributed_declarator" => n = inner_declarator(n)?,
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// A declarator's inner declarator (`declarator` field, or the last named child for the
+/// node kinds that have no field for it).
+fn inner_declarator(n: Node) -> Option<Node> {
+    n.child_by_field_name("declarator").or_else(|| {
+        let count = n.named_child_count();
+        (0..count)
+            .rev()
+            .filter_map(|i| n.named_child(i))
+            .find(|c| c.kind() != "type_qualifier" && c.kind() != "ms_pointer_modifier")
+    })
+}
+
+/// The identifier naming a function: `k`, `ns::k` -> `k`, `k<float>` -> `k`.
+fn name_of(n: Node) -> Option<Node> {
+    let mut n = n;
+    for _ in 0..64 {
+        match n.kind() {
+            "identifier" | "field_identifier" | "operator_name" | "destructor_name" => {
+                return Some(n)
+            }
+            "qualified_identifier" | "template_function" | "template_method" => {
+                n = n.child_by_field_name("name")?
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// Names of the parameters of a `template <...>` header.
+fn template_params(src: &str, tpl: Node) -> Vec<String> {
+    let Some(list) = tpl.child_by_field_name("parameters") else {
+        return Vec::new();
+    };
+    let mut cursor = list.walk();
+    let mut out = Vec::new();
+    for p in list.named_children(&mut cursor) {
+        if p.kind() == "comment" {
+            continue;
+        }
+        if let Some(name) = template_param_name(p) {
+            out.push(text(src, name).to_string());
+        }
+    }
+    out
+}
+
+fn template_param_name(p: Node) -> Option<Node> {
+    if let Some(n) = p.child_by_field_name("name") {
+        return Some(n);
+    }
+    if let Some(mut d) = p.child_by_field_name("declarator") {
+        for _ in 0..64 {
+            if d.kind() == "identifier" {
+                return Some(d);
+            }
+            d = inner_declarator(d)?;
+        }
+        return None;
+    }
+    let mut cursor = p.walk();
+    let found = p
+        .named_children(&mut cursor)
+        .find(|c| c.kind() == "type_identifier" || c.kind() == "identifier");
+    found
+}
+
+/// The kernel's parameters, in order.
+fn params(src: &str, fdecl: Node, struct_names: &std::collections::HashSet<String>) -> Vec<Param> {
+    let Some(list) = fdecl.child_by_field_name("parameters") else {
+        return Vec::new();
+    };
+    let mut cursor = list.walk();
+    let decls = list.named_children(&mut cursor).filter(|p| {
+        matches!(
+            p.kind(),
+            "parameter_declaration" | "optional_parameter_declaration"
+        )
+    });
+    decls
+        .enumerate()
+        .map(|(index, p)| param(src, p, index, struct_names))
+        .collect()
+}
+
+fn param(
+    src: &str,
+    p: Node,
+    index: usize,
+    struct_names: &std::collections::HashSet<String>,
+) -> Param {
+    let mut pointers = 0;
+    let mut other = false;
+    let mut name = String::new();
+    let mut d = p.child_by_field_name("declarator");
+    let mut guard = 0;
+    while let Some(n) = d {
+        guard += 1;
+        if guard > 64 {
+            other = true;
+            break;
+        }
+        match n.kind() {
+            "identifier" => {
+                name = text(src, n).to_string();
+                break;
+            }
+            "pointer_declarator" | "abstract_pointer_declarator" => {
+                pointers += 1;
+                d = n.child_by_field_name("declarator");
+            }
+            _ => {
+                // References, arrays, function pointers, parenthesised declarators.
+                other = true;
+                d = inner_declarator(n);
+            }
+        }
+    }
+    let ty_node = p.child_by_field_name("type");
+    let ty = ty_node
+        .map(|t| normalize_type(text(src, t)))
+        .unwrap_or_default();
+    let mut cursor = p.walk();
+    let is_const = p
+        .children(&mut cursor)
+        .any(|c| c.kind() == "type_qualifier" && text(src, c) == "const");
+    let by_value_scalar = ty_node.is_some_and(|t| match t.kind() {
+        "primitive_type" | "sized_type_specifier" | "qualified_identifier" => true,
+        "type_identifier" => !struct_names.contains(text(src, t)),
+        _ => false,
+    });
+    let kind = if other || pointers > 1 || ty.is_empty() {
+        ParamKind::Other {
+            ty: normalize_space(text(src, p)),
+        }
+    } else if pointers == 1 {
+        ParamKind::Pointer {
+            pointee: ty,
+            is_const,
+        }
+    } else if by_value_scalar {
+        ParamKind::Scalar { ty }
+    } else {
+        ParamKind::Other {
+            ty: normalize_space(text(src, p)),
+        }
+    };
+    Param {
+        name,
+        index,
+        range: p.byte_range(),
+        kind,
+    }
+}
+
+fn normalize_space(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A type's text without qualifiers, whitespace normalised to single spaces.
+fn normalize_type(s: &str) -> String {
+    const QUALIFIERS: [&str; 5] = [
+        "const",
+        "volatile",
+        "__restrict__",
+        "__restrict",
+        "restrict",
+    ];
+    s.split_whitespace()
+        .filter(|w| !QUALIFIERS.contains(w))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A function definition at item level (namespace scope) that may be a kernel or a
+/// device function.
+struct DefSite<'t> {
+    /// The `function_definition`.
+    def: Node<'t>,
+    /// The item around it: with `template <...>` headers and a one-declaration
+    /// `extern "C"` prefix.
+    outer: ByteRange,
+    /// The innermost `template <...>` header, if any.
+    template: Option<Node<'t>>,
+    extern_c: bool,
+    /// The comment items right before the item, nearest last.
+    leading: Vec<ByteRange>,
+}
+
+/// The item walk: builds the device slice, collects struct names and the definitions
+/// that may be kernels. Visits items (top level, namespaces, `extern "C"` blocks,
+/// `#if` groups, ERROR regions), never function bodies.
+struct SliceWalk<'s, 't> {
+    src: &'s str,
+    bytes: Vec<u8>,
+    struct_names: std::collections::HashSet<String>,
+    sites: Vec<DefSite<'t>>,
+    text: String,
+}
+
+impl<'s, 't> SliceWalk<'s, 't> {
+    fn run(src: &'s str, root: Node<'t>) -> Self {
+        let mut w = SliceWalk {
+            src,
+            bytes: src.as_bytes().to_vec(),
+            struct_names: Default::default(),
+            sites: Vec::new(),
+            text: String::new(),
+        };
+        // An explicit stack: nesting depth is input-controlled.
+        let mut stack: Vec<(Node, bool)> = vec![(root, false)];
+        let mut cursor = root.walk();
+        let mut comments: Vec<ByteRange> = Vec::new();
+        while let Some((container, extern_c)) = stack.pop() {
+            let children: Vec<Node> = container.named_children(&mut cursor).collect();
+            comments.clear();
+            for item in children {
+                if item.kind() == "comment" {
+                    comments.push(item.byte_range());
+                    continue;
+                }
+                w.site(item, extern_c, &comments);
+                comments.clear();
+                if let Some(inner) = w.item(item) {
+                    stack.push((inner, extern_c || item.kind() == "linkage_specification"));
+                }
+            }
+        }
+        w.sites.sort_by_key(|s| s.outer.start);
+        let bytes = std::mem::take(&mut w.bytes);
+        // Only whole nodes were blanked, byte by byte with ASCII spaces: still UTF-8 when
+        // node boundaries are character boundaries, which they are for a `&str` source.
+        w.text = String::from_utf8(bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        w
+    }
+
+    /// Records `item` if it carries a `__global__`/`__device__` function definition.
+    fn site(&mut self, item: Node<'t>, extern_c: bool, comments: &[ByteRange]) {
+        let (def, template, linkage) = match item.kind() {
+            "function_definition" => (item, None, false),
+            "template_declaration" => {
+                let (inner, tpl) = template_item(item);
+                (inner, Some(tpl), false)
+            }
+            "linkage_specification" => match item.child_by_field_name("body") {
+                Some(b) => (b, None, true),
+                None => return,
+            },
+            _ => return,
+        };
+        if def.kind() != "function_definition" || !has_token(def, &["__global__", "__device__"]) {
+            return;
+        }
+        let extern_c = extern_c
+            || (linkage
+                && item
+                    .child_by_field_name("value")
+                    .is_some_and(|v| text(self.src, v).trim_matches('"') == "C"));
+        self.sites.push(DefSite {
+            def,
+            outer: item.byte_range(),
+            template,
+            extern_c,
+            leading: comments.to_vec(),
+        });
+    }
+
+    /// Handles one item; returns a container to walk into.
+    fn item<'n>(&mut self, n: Node<'n>) -> Option<Node<'n>> {
+        match n.kind() {
+            "preproc_include" if !self.device_include(n) => self.blank(n.byte_range()),
+            "function_definition" if !self.device_or_constexpr(n) => self.blank(n.byte_range()),
+            "template_declaration" => {
+                // `template <...> template <...> item`: judge the item, blank the whole.
+                let (inner, _) = template_item(n);
+                match inner.kind() {
+                    "function_definition" if !self.device_or_constexpr(inner) => {
+                        self.blank(n.byte_range())
+                    }
+                    "struct_specifier" | "class_specifier" | "union_specifier" => {
+                        self.record_struct(inner)
+                    }
+                    _ => {}
+                }
+            }
+            "linkage_specification" => match n.child_by_field_name("body") {
+                Some(b) if b.kind() == "declaration_list" => return Some(b),
+                Some(b) if b.kind() == "function_definition" && !self.device_or_constexpr(b) => {
+                    self.blank(n.byte_range())
+                }
+                Some(b) if b.kind() == "declaration" && self.host_declaration(b) => {
+                    self.blank(n.byte_range())
+                }
+                _ => {}
+            },
+            "namespace_definition" => return n.child_by_field_name("body"),
+            "declaration_list" | "preproc_if" | "preproc_ifdef" | "preproc_else"
+            | "preproc_elif" | "preproc_elifdef" => return Some(n),
+            "declaration" if self.host_declaration(n) => self.blank(n.byte_range()),
+            "using_declaration" | "namespace_alias_definition" if self.names_host_namespace(n) => {
+                self.blank(n.byte_range())
+            }
+            "struct_specifier" | "class_specifier" | "union_specifier" => self.record_struct(n),
+            "type_definition"
+                if n.child_by_field_name("type")
+                    .is_some_and(|t| t.kind().ends_with("_specifier")) =>
+            {
+                let mut cursor = n.walk();
+                let names: Vec<String> = n
+                    .children_by_field_name("declarator", &mut cursor)
+                    .filter(|d| d.kind() == "type_identifier")
+                    .map(|d| text(self.src, d).to_string())
+                    .collect();
+                self.struct_names.extend(names);
+            }
+            _ => {}
+        }
+        None
+    }
+
+    fn record_struct(&mut self, n: Node) {
+        if let Some(name) = n.child_by_field_name("name") {
+            self.struct_names.insert(text(self.src, name).to_string());
+        }
+    }
+
+    fn blank(&mut self, range: ByteRange) {
+        let end = range.end.min(self.bytes.len());
+        for b in &mut self.bytes[range.start.min(end)..end] {
+            if *b != b'\n' && *b != b'\r' {
+                *b = b' ';
+            }
+        }
+    }
+}
+
+/// The item under `template <...>` headers and the innermost header.
+fn template_item(n: Node) -> (Node, Node) {
+    let (mut inner, mut tpl) = (n, n);
+    for _ in 0..64 {
+        let mut cursor = inner.walk();
+        let last = inner
+            .named_children(&mut cursor)
+            .filter(|c| c.kind() != "comment")
+            .last();
+        match last {
+            Some(c) if c.kind() == "template_declaration" => {
+                inner = c;
+                tpl = c;
+            }
+            Some(c) => return (c, tpl),
+            None => break,
+        }
+    }
+    (inner, tpl)
+}
+
+fn has_token(n: Node, tokens: &[&str]) -> bool {
+    let mut cursor = n.walk();
+    let found = n.children(&mut cursor).any(|c| {
+        (!c.is_named() && tokens.contains(&c.kind()))
+            || (c.kind() == "type_qualifier"
+                && c.child(0).is_some_and(|q| tokens.contains(&q.kind())))
+    });
+    found
+}
+
+impl SliceWalk<'_, '_> {
+    fn device_or_constexpr(&self, f: Node) -> bool {
+        has_token(f, &["__global__", "__device__", "constexpr"])
+    }
+
+    fn host_declaration(&self, d: Node) -> bool {
+        if has_token(
+            d,
+            &[
+                "__global__",
+                "__device__",
+                "__constant__",
+                "__shared__",
+                "__managed__",
+                "const",
+                "constexpr",
+            ],
+        ) {
+            return false;
+        }
+        // A type defined along with the variable (`struct S {...} s;`) stays.
+        if d.child_by_field_name("type").is_some_and(|t| {
+            t.kind().ends_with("_specifier") && t.child_by_field_name("body").is_some()
+        }) {
+            return false;
+        }
+        // Host prototypes and host variables; `typedef`-like or unparsed shapes stay.
+        let mut cursor = d.walk();
+        let declarators: Vec<Node> = d
+            .children_by_field_name("declarator", &mut cursor)
+            .collect();
+        !declarators.is_empty()
+            && declarators.iter().all(|x| {
+                matches!(
+                    x.kind(),
+                    "function_declarator"
+                        | "identifier"
+                        | "init_declarator"
+                        | "array_declarator"
+                        | "pointer_declarator"
+                        | "reference_declarator"
+                )
+            })
+    }
+
+    fn names_host_namespace(&self, n: Node) -> bool {
+        // The first namespace name after `using`, `using namespace` or `namespace a =`.
+        let t = text(self.src, n);
+        let t = t.trim_start_matches("using").trim_start();
+        let t = t.strip_prefix("namespace").unwrap_or(t).trim_start();
+        let t = match n.kind() {
+            "namespace_alias_definition" => t.split_once('=').map_or("", |(_, r)| r),
+            _ => t,
+        };
+        let first = t.trim_start().trim_start_matches("::");
+        let first: &str = first
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .next()
+            .unwrap_or("");
+        queries::data_lines(queries::HOST_NAMESPACES).any(|ns| ns == first)
+    }
+
+    fn device_include(&self, n: Node) -> bool {
+        let Some(path) = n.child_by_field_name("path") else {
+            return true;
+        };
+        if path.kind() != "system_lib_string" {
+            return true; // "local.cuh" and macro includes stay
+        }
+        let name = text(self.src, path)
+            .trim_start_matches('<')
+            .trim_end_matches('>')
+            .trim();
+        queries::data_lines(queries::DEVICE_INCLUDES).any(|entry| match entry.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == entry,
+        })
+    }
+}

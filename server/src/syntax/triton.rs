@@ -1,0 +1,234 @@
+//! Triton kernel discovery. A kernel is a function decorated with `@triton.jit` (or
+//! `@jit` imported from triton, with or without call arguments; `@triton.autotune` and
+//! `@triton.heuristics` may be stacked above). A jit function that another jit function
+//! of the file calls is a helper, part of its callers' units, not a kernel, unless it
+//! has its own `@bench` block.
+
+use std::collections::{HashMap, HashSet};
+
+use streaming_iterator::StreamingIterator;
+use tree_sitter::{Node, QueryCursor, Tree};
+
+use super::spec_block::{spec_block, LineIndex};
+use super::unit::{CallGraph, Func};
+use super::{queries, text, ByteRange, Kernel, Lang, Param, ParamKind, SpecBlock};
+
+pub(crate) fn analyze(src: &str, tree: &Tree, lines: &LineIndex) -> Vec<Kernel> {
+    let root = tree.root_node();
+    let Some(query) = queries::TRITON_KERNELS.as_ref() else {
+        return Vec::new();
+    };
+    let cap = |n| queries::capture(query, n);
+    let (c_def, c_name, c_params, c_body) =
+        (cap("definition"), cap("name"), cap("params"), cap("body"));
+    let jit_names = jit_decorator_names(src, root);
+
+    struct Found<'t> {
+        name: Node<'t>,
+        params: Node<'t>,
+        spec: SpecBlock,
+    }
+    let mut found: Vec<Found> = Vec::new();
+    let mut funcs: Vec<Func> = Vec::new();
+    let leading = leading_comments(root);
+    // Kernels sit at module level or one level down (class, function, `if`): the query
+    // does not start deeper, so expression trees are not walked.
+    let mut cursor = QueryCursor::new();
+    cursor.set_max_start_depth(Some(3));
+    let mut matches = cursor.matches(query, root, src.as_bytes());
+    while let Some(m) = matches.next() {
+        let (mut def, mut name, mut params, mut body) = (None, None, None, None);
+        for c in m.captures {
+            let i = Some(c.index);
+            if i == c_def {
+                def = Some(c.node);
+            } else if i == c_name {
+                name = Some(c.node);
+            } else if i == c_params {
+                params = Some(c.node);
+            } else if i == c_body {
+                body = Some(c.node);
+            }
+        }
+        let (Some(def), Some(name), Some(params), Some(body)) = (def, name, params, body) else {
+            continue;
+        };
+        if !is_jit(src, def, &jit_names) {
+            continue;
+        }
+        funcs.push(Func {
+            name: text(src, name).to_string(),
+            def_range: def.byte_range(),
+            body,
+            helper: true,
+        });
+        found.push(Found {
+            name,
+            params,
+            spec: spec_block(
+                Lang::Triton,
+                src,
+                lines,
+                leading.get(&def.start_byte()).map_or(&[], Vec::as_slice),
+                def.start_byte(),
+            ),
+        });
+    }
+
+    let mut graph = CallGraph::new(Lang::Triton, src, &funcs);
+    let mut called: HashSet<&str> = HashSet::new();
+    for (i, f) in funcs.iter().enumerate() {
+        called.extend(graph.calls(i).into_iter().filter(|c| *c != f.name));
+    }
+    let mut kernels = Vec::new();
+    for (i, f) in found.into_iter().enumerate() {
+        let name = funcs[i].name.as_str();
+        if called.contains(name) && f.spec.lines.is_empty() {
+            continue; // a helper
+        }
+        let (callees, unit_ranges) = graph.unit(i);
+        kernels.push(Kernel {
+            name: name.to_string(),
+            lang: Lang::Triton,
+            name_range: f.name.byte_range(),
+            def_range: funcs[i].def_range.clone(),
+            params: params(src, f.params),
+            template_params: Vec::new(),
+            extern_c: false,
+            spec: f.spec,
+            callees,
+            unit_ranges,
+        });
+    }
+    kernels.sort_by_key(|k| k.def_range.start);
+    kernels
+}
+
+/// For each decorated definition at module level or in a class body: the comment
+/// statements right before it (nearest last), keyed by its start byte.
+fn leading_comments(root: Node) -> HashMap<usize, Vec<ByteRange>> {
+    let mut out = HashMap::new();
+    let mut stack = vec![root];
+    let mut cursor = root.walk();
+    let mut run: Vec<ByteRange> = Vec::new();
+    while let Some(container) = stack.pop() {
+        run.clear();
+        let children: Vec<Node> = container.named_children(&mut cursor).collect();
+        for item in children {
+            match item.kind() {
+                "comment" => {
+                    run.push(item.byte_range());
+                    continue;
+                }
+                "decorated_definition" => {
+                    out.insert(item.start_byte(), std::mem::take(&mut run));
+                }
+                "class_definition" => stack.extend(item.child_by_field_name("body")),
+                _ => {}
+            }
+            run.clear();
+        }
+    }
+    out
+}
+
+/// Decorator spellings that mean `triton.jit`: `triton.jit` and the local names of
+/// `from triton import jit [as x]` at the top level.
+fn jit_decorator_names(src: &str, root: Node) -> HashSet<String> {
+    let mut names = HashSet::from(["triton.jit".to_string()]);
+    let mut cursor = root.walk();
+    for stmt in root.named_children(&mut cursor) {
+        if stmt.kind() != "import_from_statement" {
+            continue;
+        }
+        if stmt
+            .child_by_field_name("module_name")
+            .is_none_or(|m| text(src, m) != "triton")
+        {
+            continue;
+        }
+        let mut c2 = stmt.walk();
+        for n in stmt.children_by_field_name("name", &mut c2) {
+            match n.kind() {
+                "dotted_name" if text(src, n) == "jit" => {
+                    names.insert("jit".to_string());
+                }
+                "aliased_import" => {
+                    let is_jit = n
+                        .child_by_field_name("name")
+                        .is_some_and(|x| text(src, x) == "jit");
+                    if let (true, Some(alias)) = (is_jit, n.child_by_field_name("alias")) {
+                        names.insert(text(src, alias).to_string());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    names
+}
+
+/// Does one decorator of `def` (a `decorated_definition`) mean `triton.jit`?
+fn is_jit(src: &str, def: Node, jit_names: &HashSet<String>) -> bool {
+    let mut cursor = def.walk();
+    let found = def
+        .named_children(&mut cursor)
+        .filter(|d| d.kind() == "decorator")
+        .any(|d| {
+            let Some(mut expr) = d.named_child(0) else {
+                return false;
+            };
+            if expr.kind() == "call" {
+                match expr.child_by_field_name("function") {
+                    Some(f) => expr = f,
+                    None => return false,
+                }
+            }
+            let spelled: String = text(src, expr)
+                .chars()
+                .filter(|c| !c.is_whitespace())
+                .collect();
+            jit_names.contains(&spelled)
+        });
+    found
+}
+
+fn params(src: &str, list: Node) -> Vec<Param> {
+    let mut cursor = list.walk();
+    let mut out = Vec::new();
+    for p in list.named_children(&mut cursor) {
+        let (name, annotation) = match p.kind() {
+            "identifier" => (Some(p), None),
+            "typed_parameter" => (p.named_child(0), p.child_by_field_name("type")),
+            "default_parameter" => (p.child_by_field_name("name"), None),
+            "typed_default_parameter" => {
+                (p.child_by_field_name("name"), p.child_by_field_name("type"))
+            }
+            "list_splat_pattern" | "dictionary_splat_pattern" => (p.named_child(0), None),
+            _ => continue, // `*`, `/` separators, comments
+        };
+        let Some(name) = name else { continue };
+        let annotation: Option<String> = annotation.map(|a| {
+            text(src, a)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        });
+        let constexpr = annotation.as_deref().is_some_and(|a| {
+            let compact: String = a.chars().filter(|c| !c.is_whitespace()).collect();
+            compact == "constexpr" || compact.ends_with(".constexpr")
+        });
+        let kind = if constexpr {
+            ParamKind::Constexpr
+        } else {
+            ParamKind::TritonArg { annotation }
+        };
+        out.push(Param {
+            name: text(src, name).to_string(),
+            index: out.len(),
+            range: p.byte_range(),
+            kind,
+        });
+    }
+    out
+}

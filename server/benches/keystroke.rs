@@ -72,11 +72,15 @@ async fn main() {
     let text = generated_file(200);
     let lines = text.lines().count();
     let mut c = TestClient::spawn_binary(&[]);
-    c.initialize(json!({"compileOnType": false}), &["utf-16"]).await;
+    c.initialize(json!({"compileOnType": false}), &["utf-16"])
+        .await;
     let uri = "file:///bench/gen0.cu";
     c.open(uri, "cuda", &text).await;
     let first = c.diagnostics(uri, None).await;
-    assert!(first.is_empty() || first.iter().all(|d| d["severity"] != 1), "generated file has errors: {first:?}");
+    assert!(
+        first.is_empty() || first.iter().all(|d| d["severity"] != 1),
+        "generated file has errors: {first:?}"
+    );
 
     // Keystrokes in the middle of the file, inside a kernel body: type a character,
     // then delete it, alternating, so the file stays valid.
@@ -111,7 +115,9 @@ async fn main() {
     let pid = c.child().and_then(|ch| ch.id()).unwrap_or(0);
     let rss = rss_mb(pid);
 
-    println!("keystroke -> publishDiagnostics, {lines}-line CUDA file, 200 kernels, {rounds} edits");
+    println!(
+        "keystroke -> publishDiagnostics, {lines}-line CUDA file, 200 kernels, {rounds} edits"
+    );
     println!("| metric | value | target |");
     println!("| --- | --- | --- |");
     println!("| p50 | {p50:.2} ms | |");

@@ -11,3 +11,4 @@ pub mod settings;
 pub mod spec;
 pub mod syntax;
 pub mod toolchain;
+pub mod worker;

@@ -1,13 +1,16 @@
 //! The `kernel-lsp` binary: `serve` (the default) speaks LSP on stdio; `check` prints
 //! the diagnostics an editor would get. Logs go to stderr, never stdout (the LSP channel).
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "kernel-lsp", version, about = "A language server that makes GPU kernels faster and proves it")]
+#[command(
+    name = "kernel-lsp",
+    version,
+    about = "A language server that makes GPU kernels faster and proves it"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -25,7 +28,11 @@ enum Command {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("KERNEL_LSP_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).with_ansi(false).init();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .init();
 }
 
 fn main() -> ExitCode {
@@ -33,17 +40,22 @@ fn main() -> ExitCode {
     init_logging();
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
-            let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            let rt = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
                 Ok(rt) => rt,
                 Err(e) => {
                     eprintln!("kernel-lsp: cannot start the async runtime: {e}");
                     return ExitCode::from(2);
                 }
             };
-            rt.block_on(kernel_lsp::lsp::serve_stdio());
-            ExitCode::SUCCESS
+            let code = rt.block_on(kernel_lsp::lsp::serve_stdio());
+            // tokio's stdin reader is a blocking thread stuck in read(); waiting for it
+            // would keep the process alive after `exit` until the client closes stdin.
+            rt.shutdown_background();
+            ExitCode::from(code as u8)
         }
         Command::Check(args) => kernel_lsp::cli::check::run(&args),
     }
 }
-

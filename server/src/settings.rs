@@ -73,7 +73,10 @@ impl Settings {
             }
         }
         let msg = (!bad.is_empty()).then(|| {
-            format!("kernel-lsp ignored settings with the wrong type: {}", bad.join("; "))
+            format!(
+                "kernel-lsp ignored settings with the wrong type: {}",
+                bad.join("; ")
+            )
         });
         (settings, msg)
     }

@@ -52,7 +52,13 @@ impl TestClient {
         w: Box<dyn AsyncWrite + Unpin + Send>,
         child: Option<tokio::process::Child>,
     ) -> Self {
-        TestClient { writer: w, reader: BufReader::new(r), next_id: 1, notifications: VecDeque::new(), _child: child }
+        TestClient {
+            writer: w,
+            reader: BufReader::new(r),
+            next_id: 1,
+            notifications: VecDeque::new(),
+            _child: child,
+        }
     }
 
     pub fn child(&mut self) -> Option<&mut tokio::process::Child> {
@@ -94,7 +100,8 @@ impl TestClient {
         if msg.get("method").is_some() {
             if let Some(id) = msg.get("id").cloned() {
                 // A server->client request (inlayHint/refresh, applyEdit, progress create).
-                self.send(&json!({"jsonrpc": "2.0", "id": id, "result": null})).await;
+                self.send(&json!({"jsonrpc": "2.0", "id": id, "result": null}))
+                    .await;
             }
             self.notifications.push_back(msg.clone());
             return Some(Value::Null);
@@ -105,7 +112,7 @@ impl TestClient {
     pub async fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        self.send(&message(Some(id), method, params)).await;
         let fut = async {
             loop {
                 let msg = self.pump_one().await.expect("server closed the connection");
@@ -114,11 +121,13 @@ impl TestClient {
                 }
             }
         };
-        tokio::time::timeout(TIMEOUT, fut).await.unwrap_or_else(|_| panic!("no answer to {method}"))
+        tokio::time::timeout(TIMEOUT, fut)
+            .await
+            .unwrap_or_else(|_| panic!("no answer to {method}"))
     }
 
     pub async fn notify(&mut self, method: &str, params: Value) {
-        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params})).await;
+        self.send(&message(None, method, params)).await;
     }
 
     /// Wait for a notification matching `pred`, consuming notifications before it.
@@ -133,7 +142,9 @@ impl TestClient {
                 self.pump_one().await.expect("server closed the connection");
             }
         };
-        tokio::time::timeout(TIMEOUT, fut).await.unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+        tokio::time::timeout(TIMEOUT, fut)
+            .await
+            .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
     }
 
     /// The next diagnostics published for `uri` at `version` (or any version).
@@ -145,7 +156,10 @@ impl TestClient {
                     && version.is_none_or(|v| n["params"]["version"] == v)
             })
             .await;
-        n["params"]["diagnostics"].as_array().cloned().unwrap_or_default()
+        n["params"]["diagnostics"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     }
 
     pub async fn initialize(&mut self, init_options: Value, encodings: &[&str]) -> Value {
@@ -173,7 +187,14 @@ impl TestClient {
     }
 
     /// One ranged edit: replace (line, col)..(line, col) with `text`.
-    pub async fn edit(&mut self, uri: &str, version: i64, start: (u32, u32), end: (u32, u32), text: &str) {
+    pub async fn edit(
+        &mut self,
+        uri: &str,
+        version: i64,
+        start: (u32, u32),
+        end: (u32, u32),
+        text: &str,
+    ) {
         self.notify(
             "textDocument/didChange",
             json!({
@@ -188,6 +209,18 @@ impl TestClient {
     }
 }
 
+/// A JSON-RPC message; `null` params are left out, as editors do (`shutdown`, `exit`).
+fn message(id: Option<i64>, method: &str, params: Value) -> Value {
+    let mut m = json!({"jsonrpc": "2.0", "method": method});
+    if let Some(id) = id {
+        m["id"] = json!(id);
+    }
+    if !params.is_null() {
+        m["params"] = params;
+    }
+    m
+}
+
 /// Render diagnostics as `line:col-line:col severity [source] message` lines (1-based
 /// severity numbers as LSP sends them), sorted, for snapshots.
 pub fn render_diagnostics(diags: &[Value]) -> String {
@@ -197,8 +230,13 @@ pub fn render_diagnostics(diags: &[Value]) -> String {
             let r = &d["range"];
             format!(
                 "{}:{}-{}:{} sev{} [{}] {}",
-                r["start"]["line"], r["start"]["character"], r["end"]["line"], r["end"]["character"],
-                d["severity"], d["source"].as_str().unwrap_or(""), d["message"].as_str().unwrap_or("")
+                r["start"]["line"],
+                r["start"]["character"],
+                r["end"]["line"],
+                r["end"]["character"],
+                d["severity"],
+                d["source"].as_str().unwrap_or(""),
+                d["message"].as_str().unwrap_or("")
             )
         })
         .collect();

@@ -20,7 +20,8 @@ extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {
 async fn started(encodings: &[&str]) -> TestClient {
     let mut c = TestClient::in_process();
     // No compile: these tests are about syntax and spec; NVRTC has its own test.
-    c.initialize(json!({"compileOnType": false}), encodings).await;
+    c.initialize(json!({"compileOnType": false}), encodings)
+        .await;
     c
 }
 
@@ -30,11 +31,15 @@ async fn spec_mistake_is_reported_on_its_columns_and_clears_when_fixed() {
     let uri = "file:///w/saxpy.cu";
     c.open(uri, "cuda", SAXPY_BAD).await;
     let diags = c.diagnostics(uri, Some(1)).await;
-    expect![[r#""#]].assert_eq(&render_diagnostics(&diags));
-    // Fix `f33` -> `f32` (line 1, columns 15..18) as an editor would: a ranged edit.
-    c.edit(uri, 2, (1, 15), (1, 18), "f32").await;
+    expect!["1:16-1:19 sev1 [@bench] `f33` is not an element type; use one of f16, bf16, f32, f64, i8, i16, i32, i64, u8, u32, bool; did you mean `f32`?"].assert_eq(&render_diagnostics(&diags));
+    // Fix `f33` -> `f32` (line 1, columns 16..19) as an editor would: a ranged edit.
+    c.edit(uri, 2, (1, 16), (1, 19), "f32").await;
     let diags = c.diagnostics(uri, Some(2)).await;
-    assert_eq!(render_diagnostics(&diags), "", "the fix clears the diagnostic");
+    assert_eq!(
+        render_diagnostics(&diags),
+        "",
+        "the fix clears the diagnostic"
+    );
 }
 
 #[tokio::test]
@@ -45,10 +50,16 @@ async fn positions_follow_the_negotiated_encoding() {
     for enc in ["utf-16", "utf-8"] {
         let mut c = TestClient::in_process();
         let init = c.initialize(json!({"compileOnType": false}), &[enc]).await;
-        assert_eq!(init["result"]["capabilities"]["positionEncoding"], json!(enc));
+        assert_eq!(
+            init["result"]["capabilities"]["positionEncoding"],
+            json!(enc)
+        );
         c.open("file:///w/k.cu", "cuda", src).await;
         let diags = c.diagnostics("file:///w/k.cu", Some(1)).await;
-        let d = diags.iter().find(|d| d["source"] == "syntax").expect("a syntax diagnostic");
+        let d = diags
+            .iter()
+            .find(|d| d["source"] == "syntax")
+            .expect("a syntax diagnostic");
         cols.push(d["range"]["start"]["character"].as_u64().unwrap());
     }
     // `int x = ;` starts after the emoji; UTF-8 counts it as 4 units, UTF-16 as 2.
@@ -70,20 +81,65 @@ async fn symbols_hover_and_skeleton_action() {
     c.open(uri, "cuda-cpp", &src).await;
     let _ = c.diagnostics(uri, Some(1)).await;
 
-    let syms = c.request("textDocument/documentSymbol", json!({"textDocument": {"uri": uri}})).await;
+    let syms = c
+        .request(
+            "textDocument/documentSymbol",
+            json!({"textDocument": {"uri": uri}}),
+        )
+        .await;
     let names: Vec<String> = syms["result"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| format!("{} ({})", s["name"].as_str().unwrap(), s["detail"].as_str().unwrap()))
+        .map(|s| {
+            format!(
+                "{} ({})",
+                s["name"].as_str().unwrap(),
+                s["detail"].as_str().unwrap()
+            )
+        })
         .collect();
-    expect![[r#""#]].assert_eq(&names.join("\n"));
+    expect![[r#"
+        saxpy (__global__ · 1 case(s))
+        scale (__global__ · no @bench spec)"#]]
+    .assert_eq(&names.join("\n"));
 
     // Hover on `saxpy` (line 5, inside the name).
     let hover = c
-        .request("textDocument/hover", json!({"textDocument": {"uri": uri}, "position": {"line": 5, "character": 30}}))
+        .request(
+            "textDocument/hover",
+            json!({"textDocument": {"uri": uri}, "position": {"line": 5, "character": 30}}),
+        )
         .await;
-    expect![[r#""#]].assert_eq(hover["result"]["contents"]["value"].as_str().unwrap());
+    expect![[r#"
+        ```cuda
+        extern "C" __global__ void saxpy(int n, float a, const float* x, float* y)
+        ```
+
+        ---
+        **@bench `saxpy`**: 1 case (case 0 is timed), 3 trials per case
+
+        | case | n | a |
+        |---|---|---|
+        | 0 (timed) | 1048576 | 2.0 |
+
+        | buffer (case 0) | role | dtype | shape | bytes | init |
+        |---|---|---|---|---|---|
+        | `x` | in | f32 | [1048576] | 4.0 MiB | uniform(-1.0, 1.0) |
+        | `y` | inout | f32 | [1048576] | 4.0 MiB | uniform(-1.0, 1.0) |
+
+        **Launch** (case 0): grid (4096, 1, 1) × block (256, 1, 1), 0 B dynamic shared memory
+
+        **Moves** (case 0): 12.0 MiB
+
+        **Tolerance**: f32 atol 1e-5 rtol 0.0001
+
+        **Reference**: the recorded baseline of this kernel
+
+        ---
+        **Resources**: unknown (compile checks are off (setting compileOnType))
+    "#]]
+    .assert_eq(hover["result"]["contents"]["value"].as_str().unwrap());
 
     // Code action on `scale`, which has no spec: insert a skeleton.
     let actions = c
@@ -97,13 +153,34 @@ async fn symbols_hover_and_skeleton_action() {
     let edit = &action["edit"]["documentChanges"][0];
     assert_eq!(edit["textDocument"]["version"], 1);
     let te = &edit["edits"][0];
-    expect![[r#""#]].assert_eq(&format!("{} {}", te["range"]["start"], te["newText"].as_str().unwrap()));
+    expect![[r#"
+        {"character":0,"line":11} // @bench in: in f32[n]
+        // @bench out: out f32[n]
+        // @bench n = 1 << 20
+        // @bench grid = cdiv(n, 256); block = 256
+    "#]]
+    .assert_eq(&format!(
+        "{} {}",
+        te["range"]["start"],
+        te["newText"].as_str().unwrap()
+    ));
 
     // Apply it as the editor would; the inserted spec must check clean.
     let line = te["range"]["start"]["line"].as_u64().unwrap() as u32;
-    c.edit(uri, 2, (line, 0), (line, 0), te["newText"].as_str().unwrap()).await;
+    c.edit(
+        uri,
+        2,
+        (line, 0),
+        (line, 0),
+        te["newText"].as_str().unwrap(),
+    )
+    .await;
     let diags = c.diagnostics(uri, Some(2)).await;
-    assert_eq!(render_diagnostics(&diags), "", "the skeleton analyzes without errors");
+    assert_eq!(
+        render_diagnostics(&diags),
+        "",
+        "the skeleton analyzes without errors"
+    );
 }
 
 #[tokio::test]
@@ -114,30 +191,52 @@ async fn bad_requests_get_errors_and_the_server_keeps_serving() {
         .request("textDocument/hover", json!({"textDocument": {"uri": "file:///nope.cu"}, "position": {"line": 0, "character": 0}}))
         .await;
     assert_eq!(r["error"]["code"], -32602);
-    assert!(r["error"]["message"].as_str().unwrap().contains("is not open"), "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not open"),
+        "{r}"
+    );
 
     // An edit past the end of the document: an error message, text unchanged.
     let uri = "file:///w/a.cu";
     c.open(uri, "cuda", SAXPY_BAD).await;
     let _ = c.diagnostics(uri, Some(1)).await;
     c.edit(uri, 2, (500, 0), (501, 0), "garbage").await;
-    let msg = c.wait_for("showMessage", |n| n["method"] == "window/showMessage").await;
-    assert!(msg["params"]["message"].as_str().unwrap().contains("line 500 is past the end"), "{msg}");
-    let syms = c.request("textDocument/documentSymbol", json!({"textDocument": {"uri": uri}})).await;
+    let msg = c
+        .wait_for("showMessage", |n| n["method"] == "window/showMessage")
+        .await;
+    assert!(
+        msg["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("line 500 is past the end"),
+        "{msg}"
+    );
+    let syms = c
+        .request(
+            "textDocument/documentSymbol",
+            json!({"textDocument": {"uri": uri}}),
+        )
+        .await;
     assert_eq!(syms["result"][0]["name"], "saxpy");
 }
 
 #[tokio::test]
 async fn plain_python_is_ignored_and_triton_is_checked() {
     let mut c = started(&["utf-16"]).await;
-    c.open("file:///w/plain.py", "python", "def f(:\n  pass\n").await;
+    c.open("file:///w/plain.py", "python", "def f(:\n  pass\n")
+        .await;
     let tri = "import triton\nimport triton.language as tl\n\n# @bench n = 1000; BLOCK = 128\n# @bench x_ptr: in f32[n]\n# @bench grid = cdiv(n, BLOCK) extra\n@triton.jit\ndef k(x_ptr, n, BLOCK: tl.constexpr):\n    pass\n";
     c.open("file:///w/tri.py", "python", tri).await;
     let diags = c.diagnostics("file:///w/tri.py", Some(1)).await;
-    expect![[r#""#]].assert_eq(&render_diagnostics(&diags));
+    expect!["5:31-5:36 sev1 [@bench] unexpected `extra` after the statement; separate statements with `;` and put remarks on a comment line without @bench"].assert_eq(&render_diagnostics(&diags));
     // Nothing was ever published for the plain Python file.
     assert!(
-        !c.notifications.iter().any(|n| n["params"]["uri"] == "file:///w/plain.py"),
+        !c.notifications
+            .iter()
+            .any(|n| n["params"]["uri"] == "file:///w/plain.py"),
         "plain Python files get no diagnostics"
     );
 }
@@ -145,10 +244,12 @@ async fn plain_python_is_ignored_and_triton_is_checked() {
 #[tokio::test]
 async fn syntax_errors_are_one_per_region() {
     let mut c = started(&["utf-16"]).await;
-    let src = "__global__ void k(float* x, int n) {\n    int i = threadIdx.x\n    x[i] = (1.0f;\n}\n";
+    let src =
+        "__global__ void k(float* x, int n) {\n    int i = threadIdx.x\n    x[i] = (1.0f;\n}\n";
     c.open("file:///w/s.cu", "cuda", src).await;
     let diags = c.diagnostics("file:///w/s.cu", Some(1)).await;
-    expect![[r#""#]].assert_eq(&render_diagnostics(&diags));
+    expect!["2:4-2:17 sev1 [syntax] syntax error: unexpected `x`"]
+        .assert_eq(&render_diagnostics(&diags));
 }
 
 #[tokio::test]
@@ -160,16 +261,23 @@ async fn huge_files_get_syntax_checks_only_and_say_so() {
     }
     c.open("file:///w/big.cu", "cuda", &src).await;
     let diags = c.diagnostics("file:///w/big.cu", Some(1)).await;
-    expect![[r#""#]].assert_eq(&render_diagnostics(&diags));
+    expect!["0:0-0:0 sev3 [kernel-lsp] this file is 2.1 MiB: past 2.0 MiB kernel-lsp checks syntax only (setting maxFileBytes)"].assert_eq(&render_diagnostics(&diags));
 }
 
 #[tokio::test]
 async fn a_panicking_handler_answers_an_error_and_the_server_lives() {
     let mut c = TestClient::spawn_binary(&[("KERNEL_LSP_DEBUG_COMMANDS", "1")]);
-    c.initialize(json!({"compileOnType": false}), &["utf-16"]).await;
+    c.initialize(json!({"compileOnType": false}), &["utf-16"])
+        .await;
     let r = c.request("kernel-lsp/debugPanic", json!({})).await;
     assert_eq!(r["error"]["code"], -32603, "{r}");
-    assert!(r["error"]["message"].as_str().unwrap().contains("deliberate panic"), "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("deliberate panic"),
+        "{r}"
+    );
     c.open("file:///w/a.cu", "cuda", SAXPY_BAD).await;
     let diags = c.diagnostics("file:///w/a.cu", Some(1)).await;
     assert_eq!(diags.len(), 1, "still serving after the panic: {diags:?}");
@@ -186,7 +294,8 @@ async fn nvrtc_errors_and_ptxas_hints_arrive_after_typing() {
         return tools::skip("nvrtc_errors_and_ptxas_hints_arrive_after_typing", &why);
     }
     let mut c = TestClient::in_process();
-    c.initialize(json!({"compileDebounceMs": 50}), &["utf-16"]).await;
+    c.initialize(json!({"compileDebounceMs": 50}), &["utf-16"])
+        .await;
     let uri = "file:///w/k.cu";
     let good = SAXPY_BAD.replace("f33", "f32");
     c.open(uri, "cuda", &good).await;
@@ -206,19 +315,26 @@ async fn nvrtc_errors_and_ptxas_hints_arrive_after_typing() {
         if tools::required() {
             panic!("no ptxas inlay hint after 10 s");
         }
-        return tools::skip("nvrtc_errors_and_ptxas_hints_arrive_after_typing", "ptxas not found: no hint");
+        return tools::skip(
+            "nvrtc_errors_and_ptxas_hints_arrive_after_typing",
+            "ptxas not found: no hint",
+        );
     }
     assert_eq!(hint["position"], json!({"line": 5, "character": 32}));
     let label = hint["label"].as_str().unwrap();
     assert!(label.ends_with("regs · 0 spills"), "{label}");
 
-    // Type an undefined identifier in the body (line 7: `    if (i < n) ...`).
-    c.edit(uri, 2, (7, 19), (7, 20), "q").await;
+    // Rename `a` in the body to an undefined `alpha` (line 7: `    if (i < n) y[i] = a * ...`).
+    c.edit(uri, 2, (7, 22), (7, 23), "alpha").await;
     let diags = c
         .wait_for("nvrtc diagnostics", |n| {
             n["method"] == "textDocument/publishDiagnostics"
-                && n["params"]["diagnostics"].as_array().is_some_and(|d| d.iter().any(|d| d["source"] == "nvrtc"))
+                && n["params"]["diagnostics"]
+                    .as_array()
+                    .is_some_and(|d| d.iter().any(|d| d["source"] == "nvrtc"))
         })
         .await;
-    expect![[r#""#]].assert_eq(&render_diagnostics(diags["params"]["diagnostics"].as_array().unwrap()));
+    expect![[r#"7:22-7:27 sev1 [nvrtc] identifier "alpha" is undefined"#]].assert_eq(
+        &render_diagnostics(diags["params"]["diagnostics"].as_array().unwrap()),
+    );
 }

@@ -54,19 +54,44 @@ fn neovim_shows_a_spec_mistake_and_clears_it_after_the_fix() {
     let r: Value = serde_json::from_str(&text).unwrap();
     assert!(r.get("error").is_none(), "nvim script failed: {r:#}");
     assert_eq!(r["filetype"], "cuda");
-    assert_eq!(r["steps"], serde_json::json!(["started", "diagnostics", "symbols", "hover", "fixed"]));
+    assert_eq!(
+        r["steps"],
+        serde_json::json!([
+            "started",
+            "diagnostics",
+            "symbols",
+            "hover",
+            "fixed",
+            "hover after fix"
+        ])
+    );
 
     // The user sees one error, on the `f33` of line 4 (0-based 3), from the spec checker.
     let initial = r["initial"].as_array().unwrap();
     assert_eq!(initial.len(), 1, "{initial:?}");
     let d = &initial[0];
-    assert_eq!((d["lnum"].as_u64(), d["col"].as_u64(), d["end_col"].as_u64()), (Some(3), Some(15), Some(18)));
+    assert_eq!(
+        (d["lnum"].as_u64(), d["col"].as_u64(), d["end_col"].as_u64()),
+        (Some(3), Some(16), Some(19))
+    );
     assert_eq!(d["severity"], 1);
-    assert!(d["message"].as_str().unwrap().starts_with("`f33` is not an element type"), "{d}");
+    assert!(
+        d["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("`f33` is not an element type"),
+        "{d}"
+    );
     assert_eq!(r["symbols"], serde_json::json!(["saxpy"]));
+    let before = r["hover_with_error"].as_str().unwrap();
+    assert!(before.contains("The `@bench` spec has errors"), "{before}");
     let hover = r["hover"].as_str().unwrap();
-    assert!(hover.contains("saxpy(int n, float a, const float* x, float* y)"), "{hover}");
+    assert!(
+        hover.contains("saxpy(int n, float a, const float* x, float* y)"),
+        "{hover}"
+    );
     assert!(hover.contains("4099"), "hover shows both cases: {hover}");
+    assert!(hover.contains("compile checks are off"), "{hover}");
     assert_eq!(r["after_fix"], serde_json::json!([]));
     assert_eq!(r["fixed_line"], "// @bench x: in f32[n]");
     std::fs::remove_dir_all(&dir).ok();

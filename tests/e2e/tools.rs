@@ -33,5 +33,7 @@ pub fn nvim() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("PATH") {
         dirs.extend(std::env::split_paths(&path));
     }
-    dirs.into_iter().map(|d| d.join("nvim")).find(|p| p.is_file())
+    dirs.into_iter()
+        .map(|d| d.join("nvim"))
+        .find(|p| p.is_file())
 }

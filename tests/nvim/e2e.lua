@@ -51,13 +51,16 @@ local ok, err = pcall(function()
   results.symbols = vim.tbl_map(function(s) return s.name end, (resp and resp.result) or {})
   step("symbols")
 
-  -- Hover with the cursor on the kernel's name, as `K` would.
-  local lnum = vim.fn.search("saxpy(", "n")
-  local col = vim.fn.match(vim.fn.getline(lnum), "saxpy")
-  vim.api.nvim_win_set_cursor(0, { lnum, col + 1 })
-  local hp = vim.lsp.util.make_position_params(0, client.offset_encoding)
-  resp = client:request_sync("textDocument/hover", hp, 5000, buf)
-  results.hover = resp and resp.result and resp.result.contents.value or vim.NIL
+  local function hover()
+    -- Cursor on the kernel's name, as `K` would.
+    local lnum = vim.fn.search("saxpy(", "n")
+    local col = vim.fn.match(vim.fn.getline(lnum), "saxpy")
+    vim.api.nvim_win_set_cursor(0, { lnum, col + 1 })
+    local hp = vim.lsp.util.make_position_params(0, client.offset_encoding)
+    local r = client:request_sync("textDocument/hover", hp, 5000, buf)
+    return r and r.result and r.result.contents.value or vim.NIL
+  end
+  results.hover_with_error = hover()
   step("hover")
 
   -- Fix the spec mistake by editing the buffer: Neovim sends an incremental didChange.
@@ -70,6 +73,8 @@ local ok, err = pcall(function()
   results.after_fix = diags(buf)
   results.fixed_line = vim.api.nvim_buf_get_lines(buf, bad.lnum, bad.lnum + 1, false)[1]
   step("fixed")
+  results.hover = hover()
+  step("hover after fix")
   client:stop()
 end)
 if not ok then results.error = tostring(err) end

@@ -72,11 +72,19 @@ pub struct AnalyzeOptions {
 
 impl Default for AnalyzeOptions {
     fn default() -> Self {
-        AnalyzeOptions { env: EvalEnv::default(), max_file_bytes: 2 * 1024 * 1024 }
+        AnalyzeOptions {
+            env: EvalEnv::default(),
+            max_file_bytes: 2 * 1024 * 1024,
+        }
     }
 }
 
-pub fn analyze(lang: Lang, text: &str, tree: Option<&tree_sitter::Tree>, opts: &AnalyzeOptions) -> FileAnalysis {
+pub fn analyze(
+    lang: Lang,
+    text: &str,
+    tree: Option<&tree_sitter::Tree>,
+    opts: &AnalyzeOptions,
+) -> FileAnalysis {
     let Some(tree) = tree else {
         // The parser only gives up on cancellation or a time-out; say so rather than
         // showing an empty file as clean.
@@ -89,24 +97,37 @@ pub fn analyze(lang: Lang, text: &str, tree: Option<&tree_sitter::Tree>, opts: &
     let mut model = syntax::analyze(lang, text, tree);
     if text.len() > opts.max_file_bytes {
         let note = format!(
-            "this file is {:.1} MB: past {:.1} MB kernel-lsp checks syntax only (setting maxFileBytes)",
-            text.len() as f64 / 1e6,
-            opts.max_file_bytes as f64 / 1e6
+            "this file is {}: past {} kernel-lsp checks syntax only (setting maxFileBytes)",
+            human_bytes(text.len() as u64),
+            human_bytes(opts.max_file_bytes as u64)
         );
         model.kernels.clear();
         model.device_slice.clear();
-        return FileAnalysis { model, specs: Vec::new(), size_note: Some(note) };
+        return FileAnalysis {
+            model,
+            specs: Vec::new(),
+            size_note: Some(note),
+        };
     }
     let specs = model
         .kernels
         .iter()
         .map(|k| spec::analyze(k, &model.kernels, &opts.env))
         .collect();
-    FileAnalysis { model, specs, size_note: None }
+    FileAnalysis {
+        model,
+        specs,
+        size_note: None,
+    }
 }
 
 fn empty_model(lang: Lang) -> FileModel {
-    FileModel { lang, kernels: Vec::new(), device_slice: String::new(), syntax_errors: Vec::new() }
+    FileModel {
+        lang,
+        kernels: Vec::new(),
+        device_slice: String::new(),
+        syntax_errors: Vec::new(),
+    }
 }
 
 impl FileAnalysis {
@@ -187,7 +208,12 @@ pub struct CompileOutcome {
 
 /// Run NVRTC (and ptxas when found) on the device slice. Blocking: call it from
 /// `spawn_blocking` or a CLI thread. `text` is the author's text, for mapping columns.
-pub fn compile(tc: &Toolchain, text: &str, inputs: &CompileInputs, program_name: &str) -> CompileOutcome {
+pub fn compile(
+    tc: &Toolchain,
+    text: &str,
+    inputs: &CompileInputs,
+    program_name: &str,
+) -> CompileOutcome {
     if tc.nvrtc.is_err() {
         return CompileOutcome::default();
     }
@@ -226,12 +252,21 @@ pub fn compile(tc: &Toolchain, text: &str, inputs: &CompileInputs, program_name:
             }
         })
         .collect();
-    CompileOutcome { findings, resources: result.resources, note: result.note }
+    CompileOutcome {
+        findings,
+        resources: result.resources,
+        note: result.note,
+    }
 }
 
 /// Resource usage reported by ptxas for a kernel, if it was compiled.
-pub fn resources_for<'a>(resources: &'a [KernelResources], kernel: &syntax::Kernel) -> Option<&'a KernelResources> {
-    resources.iter().find(|r| toolchain::symbol_matches(&r.symbol, &kernel.name))
+pub fn resources_for<'a>(
+    resources: &'a [KernelResources],
+    kernel: &syntax::Kernel,
+) -> Option<&'a KernelResources> {
+    resources
+        .iter()
+        .find(|r| toolchain::symbol_matches(&r.symbol, &kernel.name))
 }
 
 /// A short line for a hint: `32 regs · 1.0 KiB smem · 0 spills`.
@@ -242,7 +277,10 @@ pub fn resources_label(r: &KernelResources) -> String {
     }
     let spills = r.spill_stores + r.spill_loads;
     if spills > 0 {
-        s.push_str(&format!(" · {} B spilled ({} st / {} ld)", spills, r.spill_stores, r.spill_loads));
+        s.push_str(&format!(
+            " · {} B spilled ({} st / {} ld)",
+            spills, r.spill_stores, r.spill_loads
+        ));
     } else {
         s.push_str(" · 0 spills");
     }
@@ -265,7 +303,9 @@ pub fn human_bytes(b: u64) -> String {
 }
 
 fn line_starts(text: &str) -> Vec<usize> {
-    std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect()
+    std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .collect()
 }
 
 fn trim_eol(text: &str, start: usize, mut end: usize) -> usize {

@@ -60,8 +60,15 @@ fn read_source(path: &PathBuf) -> Result<String, String> {
 }
 
 pub fn run(args: &CheckArgs) -> ExitCode {
-    let settings = Settings { arch: args.arch.clone(), nvrtc_path: args.nvrtc.clone(), ..Settings::default() };
-    let opts = AnalyzeOptions { env: EvalEnv { sms: settings.sms }, max_file_bytes: settings.max_file_bytes };
+    let settings = Settings {
+        arch: args.arch.clone(),
+        nvrtc_path: args.nvrtc.clone(),
+        ..Settings::default()
+    };
+    let opts = AnalyzeOptions {
+        env: EvalEnv { sms: settings.sms },
+        max_file_bytes: settings.max_file_bytes,
+    };
     let mut tc = None;
     let mut errors = 0usize;
     let mut unreadable = false;
@@ -97,7 +104,9 @@ pub fn run(args: &CheckArgs) -> ExitCode {
                 }
                 tc
             });
-            let name = path.file_name().map_or("kernel.cu".into(), |n| n.to_string_lossy().to_string());
+            let name = path
+                .file_name()
+                .map_or("kernel.cu".into(), |n| n.to_string_lossy().to_string());
             let outcome = analysis::compile(tc, &text, &result.compile_inputs(), &name);
             findings.extend(outcome.findings);
         }
@@ -136,7 +145,10 @@ pub fn run(args: &CheckArgs) -> ExitCode {
         }
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&json_out).expect("findings serialize"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json_out).expect("findings serialize")
+        );
     } else {
         print!("{text_out}");
     }

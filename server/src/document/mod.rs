@@ -133,7 +133,9 @@ impl Document {
             let (chunk, chunk_start, _, _) = rope.chunk_at_byte(byte);
             &chunk.as_bytes()[byte - chunk_start..]
         };
-        self.tree = self.parser.parse_with_options(&mut read, self.tree.as_ref(), None);
+        self.tree = self
+            .parser
+            .parse_with_options(&mut read, self.tree.as_ref(), None);
     }
 
     /// Byte offset of an LSP position. A column past the end of its line is clamped to
@@ -143,7 +145,10 @@ impl Document {
         let line = pos.line as usize;
         let lines = self.rope.len_lines();
         if line >= lines {
-            return Err(PositionError::LinePastEnd { line: pos.line, lines });
+            return Err(PositionError::LinePastEnd {
+                line: pos.line,
+                lines,
+            });
         }
         let line_start_byte = self.rope.line_to_byte(line);
         let line_end_byte = self.line_content_end(line);
@@ -187,7 +192,10 @@ impl Document {
                 self.rope.char_to_utf16_cu(c1) - self.rope.char_to_utf16_cu(c0)
             }
         };
-        LinePos { line: line as u32, col: col as u32 }
+        LinePos {
+            line: line as u32,
+            col: col as u32,
+        }
     }
 
     pub fn range(&self, r: &ByteRange, enc: PositionEncoding) -> (LinePos, LinePos) {
@@ -225,8 +233,14 @@ impl Document {
     fn point(&self, byte: usize) -> Point {
         let before = &self.text.as_bytes()[..byte.min(self.text.len())];
         let row = memchr_count(before);
-        let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        Point { row, column: byte - line_start }
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        Point {
+            row,
+            column: byte - line_start,
+        }
     }
 }
 
@@ -273,8 +287,13 @@ mod tests {
         // Rename x to yy in the body and insert a parameter, as two edits in one batch.
         doc.apply_change(pos(0, 30), pos(0, 31), "yy", PositionEncoding::Utf16)
             .unwrap();
-        doc.apply_change(pos(0, 26), pos(0, 26), ", float* yy", PositionEncoding::Utf16)
-            .unwrap();
+        doc.apply_change(
+            pos(0, 26),
+            pos(0, 26),
+            ", float* yy",
+            PositionEncoding::Utf16,
+        )
+        .unwrap();
         doc.reparse();
         let expected = "__global__ void k(float* x, float* yy) { yy[0] = 1.0f; }\n";
         assert_eq!(doc.text(), expected);

@@ -9,8 +9,14 @@ use crate::syntax::ByteRange;
 pub fn lsp_range(doc: &Document, r: &ByteRange, enc: PositionEncoding) -> Range {
     let (s, e) = doc.range(r, enc);
     Range {
-        start: Position { line: s.line, character: s.col },
-        end: Position { line: e.line, character: e.col },
+        start: Position {
+            line: s.line,
+            character: s.col,
+        },
+        end: Position {
+            line: e.line,
+            character: e.col,
+        },
     }
 }
 

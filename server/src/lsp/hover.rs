@@ -17,23 +17,52 @@ pub fn hover(
     enc: PositionEncoding,
     settings: &Settings,
 ) -> Option<Hover> {
-    let offset = doc.offset(LinePos { line: pos.line, col: pos.character }, enc).ok()?;
+    let offset = doc
+        .offset(
+            LinePos {
+                line: pos.line,
+                col: pos.character,
+            },
+            enc,
+        )
+        .ok()?;
     let model = &analysis.model;
     // On the kernel's name, or anywhere in its spec block.
     let idx = model.kernels.iter().position(|k| {
         (k.name_range.start..=k.name_range.end).contains(&offset)
-            || k.spec.range.as_ref().is_some_and(|r| (r.start..=r.end).contains(&offset))
+            || k.spec
+                .range
+                .as_ref()
+                .is_some_and(|r| (r.start..=r.end).contains(&offset))
     })?;
     let kernel = &model.kernels[idx];
     let report = analysis.specs.get(idx)?;
 
     let text = doc.text();
     let mut md = String::new();
-    let sig = signature_text(text, kernel.def_range.clone(), kernel.name_range.start, kernel.lang);
-    let fence = if kernel.lang == Lang::Cuda { "cuda" } else { "python" };
+    let sig = signature_text(
+        text,
+        kernel.def_range.clone(),
+        kernel.name_range.start,
+        kernel.lang,
+    );
+    let fence = if kernel.lang == Lang::Cuda {
+        "cuda"
+    } else {
+        "python"
+    };
     md.push_str(&format!("```{fence}\n{sig}\n```\n"));
     if !kernel.callees.is_empty() {
-        md.push_str(&format!("\nKernel unit: `{}` + {}\n", kernel.name, kernel.callees.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")));
+        md.push_str(&format!(
+            "\nKernel unit: `{}` + {}\n",
+            kernel.name,
+            kernel
+                .callees
+                .iter()
+                .map(|c| format!("`{c}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
     }
     md.push_str("\n---\n");
     match &report.plan {
@@ -56,23 +85,38 @@ pub fn hover(
                 r.spill_loads
             )),
             None => {
-                let why = compile.and_then(|c| c.note.clone()).unwrap_or_else(|| "not compiled yet".to_string());
+                let why = if !settings.compile_on_type {
+                    "compile checks are off (setting compileOnType)".to_string()
+                } else {
+                    compile.and_then(|c| c.note.clone()).unwrap_or_else(|| "not compiled yet".to_string())
+                };
                 md.push_str(&format!("**Resources**: unknown ({why})\n"));
             }
         }
     }
     Some(Hover {
-        contents: HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value: md }),
+        contents: HoverContents::Markup(MarkupContent {
+            kind: MarkupKind::Markdown,
+            value: md,
+        }),
         range: Some(lsp_range(doc, &kernel.name_range, enc)),
     })
 }
 
 /// The kernel's declaration up to its body, whitespace-collapsed for display.
-fn signature_text(text: &str, def: std::ops::Range<usize>, name_start: usize, lang: Lang) -> String {
+fn signature_text(
+    text: &str,
+    def: std::ops::Range<usize>,
+    name_start: usize,
+    lang: Lang,
+) -> String {
     let def_text = text.get(def.clone()).unwrap_or("");
     let rel_name = name_start.saturating_sub(def.start);
     let end = match lang {
-        Lang::Cuda => def_text.get(rel_name..).and_then(|t| t.find('{')).map(|i| rel_name + i),
+        Lang::Cuda => def_text
+            .get(rel_name..)
+            .and_then(|t| t.find('{'))
+            .map(|i| rel_name + i),
         Lang::Triton => {
             // Up to the `:` that ends the `def` line: the first `:` after the closing
             // parenthesis of the parameter list at depth zero.

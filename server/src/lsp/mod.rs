@@ -32,14 +32,60 @@ use crate::toolchain::{self, Toolchain};
 
 use convert::{lsp_diagnostic, lsp_range};
 
-/// Serve LSP over stdin/stdout until the client exits.
-pub async fn serve_stdio() {
+/// Serve LSP over stdin/stdout until the client sends `exit` (or closes stdin).
+/// Returns the process exit code LSP asks for: 0 after `shutdown`, 1 otherwise.
+pub async fn serve_stdio() -> i32 {
     let stdin = tokio::io::stdin();
     let stdout = tokio::io::stdout();
-    let (service, socket) = LspService::build(Backend::new)
-        .custom_method("kernel-lsp/debugPanic", Backend::debug_panic)
-        .finish();
-    Server::new(stdin, stdout, socket).serve(service).await;
+    let (service, socket) = service();
+    let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();
+    let service = ExitWatch {
+        inner: service,
+        shutdown_seen: false,
+        exit_tx: Some(exit_tx),
+    };
+    // tower-lsp's serve loop only notices `exit` at the next message; stop on it now.
+    tokio::select! {
+        _ = Server::new(stdin, stdout, socket).serve(service) => 0,
+        code = exit_rx => code.unwrap_or(1),
+    }
+}
+
+/// Passes every message through, and reports the `exit` notification with the exit
+/// code (0 if `shutdown` came first).
+struct ExitWatch<S> {
+    inner: S,
+    shutdown_seen: bool,
+    exit_tx: Option<tokio::sync::oneshot::Sender<i32>>,
+}
+
+impl<S> tower::Service<tower_lsp::jsonrpc::Request> for ExitWatch<S>
+where
+    S: tower::Service<tower_lsp::jsonrpc::Request>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::result::Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: tower_lsp::jsonrpc::Request) -> Self::Future {
+        match req.method() {
+            "shutdown" => self.shutdown_seen = true,
+            "exit" => {
+                if let Some(tx) = self.exit_tx.take() {
+                    let _ = tx.send(if self.shutdown_seen { 0 } else { 1 });
+                }
+            }
+            _ => {}
+        }
+        self.inner.call(req)
+    }
 }
 
 /// The service for in-process tests: same backend, caller-provided transport.
@@ -80,11 +126,17 @@ struct OpenDoc {
 }
 
 fn internal(msg: impl Into<String>) -> Error {
-    Error { code: ErrorCode::InternalError, message: msg.into().into(), data: None }
+    Error {
+        code: ErrorCode::InternalError,
+        message: msg.into().into(),
+        data: None,
+    }
 }
 
 fn not_open(uri: &Url) -> Error {
-    Error::invalid_params(format!("document {uri} is not open; send textDocument/didOpen first"))
+    Error::invalid_params(format!(
+        "document {uri} is not open; send textDocument/didOpen first"
+    ))
 }
 
 /// Run a handler body, turning a panic into a logged internal error.
@@ -98,7 +150,9 @@ async fn guarded<T>(what: &str, fut: impl Future<Output = Result<T>>) -> Result<
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
             tracing::error!(handler = what, "handler panicked: {msg}");
-            Err(internal(format!("kernel-lsp hit an internal error in {what}: {msg}")))
+            Err(internal(format!(
+                "kernel-lsp hit an internal error in {what}: {msg}"
+            )))
         }
     }
 }
@@ -136,13 +190,18 @@ impl Backend {
     }
 
     fn analyze_opts(settings: &Settings) -> AnalyzeOptions {
-        AnalyzeOptions { env: EvalEnv { sms: settings.sms }, max_file_bytes: settings.max_file_bytes }
+        AnalyzeOptions {
+            env: EvalEnv { sms: settings.sms },
+            max_file_bytes: settings.max_file_bytes,
+        }
     }
 
     /// Re-analyze a document after its text changed. Synchronous and cheap (no compiler).
     fn refresh(state: &mut State, uri: &Url) {
         let opts = Self::analyze_opts(&state.settings);
-        let Some(open) = state.docs.get_mut(uri) else { return };
+        let Some(open) = state.docs.get_mut(uri) else {
+            return;
+        };
         open.kernel_file = match open.doc.lang {
             Lang::Cuda => true,
             Lang::Triton => syntax::is_triton_source(open.doc.text()),
@@ -169,14 +228,19 @@ impl Backend {
             return None;
         }
         open.published_any = !findings.is_empty();
-        let diags = findings.iter().map(|f| lsp_diagnostic(&open.doc, f, enc)).collect();
+        let diags = findings
+            .iter()
+            .map(|f| lsp_diagnostic(&open.doc, f, enc))
+            .collect();
         Some((diags, open.doc.version))
     }
 
     async fn publish(&self, uri: Url) {
         let out = Self::diagnostics(&mut self.state(), &uri);
         if let Some((diags, version)) = out {
-            self.client.publish_diagnostics(uri, diags, Some(version)).await;
+            self.client
+                .publish_diagnostics(uri, diags, Some(version))
+                .await;
         }
     }
 
@@ -193,7 +257,9 @@ impl Backend {
             Ok(tc) => Arc::new(tc),
             Err(e) => {
                 tracing::error!("locating the CUDA toolchain failed: {e}");
-                Arc::new(Toolchain::unavailable(format!("locating the CUDA toolchain failed: {e}")))
+                Arc::new(Toolchain::unavailable(format!(
+                    "locating the CUDA toolchain failed: {e}"
+                )))
             }
         };
         match &tc.nvrtc {
@@ -208,17 +274,24 @@ impl Backend {
     fn schedule_compile(&self, uri: Url, immediate: bool) {
         let (gen, delay) = {
             let st = self.state();
-            let Some(open) = st.docs.get(&uri) else { return };
+            let Some(open) = st.docs.get(&uri) else {
+                return;
+            };
             if open.doc.lang != Lang::Cuda || !st.settings.compile_on_type {
                 return;
             }
-            let delay = if immediate { 0 } else { st.settings.compile_debounce_ms };
+            let delay = if immediate {
+                0
+            } else {
+                st.settings.compile_debounce_ms
+            };
             (open.compile_gen, delay)
         };
         let this = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(delay)).await;
-            let still_current = |st: &State| st.docs.get(&uri).is_some_and(|o| o.compile_gen == gen);
+            let still_current =
+                |st: &State| st.docs.get(&uri).is_some_and(|o| o.compile_gen == gen);
             if !still_current(&this.state()) {
                 return;
             }
@@ -229,7 +302,9 @@ impl Backend {
             }
             let job = {
                 let st = this.state();
-                let Some(open) = st.docs.get(&uri) else { return };
+                let Some(open) = st.docs.get(&uri) else {
+                    return;
+                };
                 if open.compile_gen != gen || open.analysis.size_note.is_some() {
                     return;
                 }
@@ -238,11 +313,16 @@ impl Backend {
                     .and_then(|mut s| s.next_back().map(str::to_string))
                     .filter(|s| !s.is_empty())
                     .unwrap_or_else(|| "kernel.cu".into());
-                (open.doc.text().to_string(), open.analysis.compile_inputs(), name)
+                (
+                    open.doc.text().to_string(),
+                    open.analysis.compile_inputs(),
+                    name,
+                )
             };
             let (text, inputs, name) = job;
             let outcome =
-                tokio::task::spawn_blocking(move || analysis::compile(&tc, &text, &inputs, &name)).await;
+                tokio::task::spawn_blocking(move || analysis::compile(&tc, &text, &inputs, &name))
+                    .await;
             let outcome = match outcome {
                 Ok(o) => o,
                 Err(e) => {
@@ -260,7 +340,10 @@ impl Backend {
                 }
             }
             this.publish(uri.clone()).await;
-            this.client.send_request::<request::InlayHintRefreshRequest>(()).await.ok();
+            this.client
+                .send_request::<request::InlayHintRefreshRequest>(())
+                .await
+                .ok();
         });
     }
 
@@ -279,7 +362,11 @@ impl Backend {
         }
     }
 
-    fn with_doc<T>(&self, uri: &Url, f: impl FnOnce(&OpenDoc, PositionEncoding, &Settings) -> T) -> Result<T> {
+    fn with_doc<T>(
+        &self,
+        uri: &Url,
+        f: impl FnOnce(&OpenDoc, PositionEncoding, &Settings) -> T,
+    ) -> Result<T> {
         let st = self.state();
         let open = st.docs.get(uri).ok_or_else(|| not_open(uri))?;
         Ok(f(open, st.encoding, &st.settings))
@@ -288,7 +375,12 @@ impl Backend {
 
 fn empty_analysis(lang: Lang) -> FileAnalysis {
     FileAnalysis {
-        model: syntax::FileModel { lang, kernels: Vec::new(), device_slice: String::new(), syntax_errors: Vec::new() },
+        model: syntax::FileModel {
+            lang,
+            kernels: Vec::new(),
+            device_slice: String::new(),
+            syntax_errors: Vec::new(),
+        },
         specs: Vec::new(),
         size_note: None,
     }
@@ -334,18 +426,22 @@ impl LanguageServer for Backend {
                         PositionEncoding::Utf8 => PositionEncodingKind::UTF8,
                         PositionEncoding::Utf16 => PositionEncodingKind::UTF16,
                     }),
-                    text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
-                        open_close: Some(true),
-                        change: Some(TextDocumentSyncKind::INCREMENTAL),
-                        save: Some(TextDocumentSyncSaveOptions::Supported(true)),
-                        ..Default::default()
-                    })),
+                    text_document_sync: Some(TextDocumentSyncCapability::Options(
+                        TextDocumentSyncOptions {
+                            open_close: Some(true),
+                            change: Some(TextDocumentSyncKind::INCREMENTAL),
+                            save: Some(TextDocumentSyncSaveOptions::Supported(true)),
+                            ..Default::default()
+                        },
+                    )),
                     hover_provider: Some(HoverProviderCapability::Simple(true)),
                     document_symbol_provider: Some(OneOf::Left(true)),
-                    code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
-                        code_action_kinds: Some(vec![CodeActionKind::REFACTOR_REWRITE]),
-                        ..Default::default()
-                    })),
+                    code_action_provider: Some(CodeActionProviderCapability::Options(
+                        CodeActionOptions {
+                            code_action_kinds: Some(vec![CodeActionKind::REFACTOR_REWRITE]),
+                            ..Default::default()
+                        },
+                    )),
                     inlay_hint_provider: Some(OneOf::Left(true)),
                     ..Default::default()
                 },
@@ -442,7 +538,11 @@ impl LanguageServer for Backend {
 
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
         let uri = params.text_document.uri;
-        let had = self.state().docs.remove(&uri).is_some_and(|o| o.published_any);
+        let had = self
+            .state()
+            .docs
+            .remove(&uri)
+            .is_some_and(|o| o.published_any);
         if had {
             self.client.publish_diagnostics(uri, Vec::new(), None).await;
         }
@@ -480,13 +580,23 @@ impl LanguageServer for Backend {
         guarded("hover", async {
             let p = params.text_document_position_params;
             self.with_doc(&p.text_document.uri, |open, enc, settings| {
-                hover::hover(open.doc_ref(), &open.analysis, open.compile.as_deref(), p.position, enc, settings)
+                hover::hover(
+                    open.doc_ref(),
+                    &open.analysis,
+                    open.compile.as_deref(),
+                    p.position,
+                    enc,
+                    settings,
+                )
             })
         })
         .await
     }
 
-    async fn document_symbol(&self, params: DocumentSymbolParams) -> Result<Option<DocumentSymbolResponse>> {
+    async fn document_symbol(
+        &self,
+        params: DocumentSymbolParams,
+    ) -> Result<Option<DocumentSymbolResponse>> {
         guarded("documentSymbol", async {
             self.with_doc(&params.text_document.uri, |open, enc, _| {
                 let syms = open
@@ -497,9 +607,13 @@ impl LanguageServer for Backend {
                     .zip(&open.analysis.specs)
                     .map(|(k, report)| {
                         let detail = match (k.lang, &report.plan) {
-                            (Lang::Cuda, Some(p)) => format!("__global__ · {} case(s)", p.cases.len()),
+                            (Lang::Cuda, Some(p)) => {
+                                format!("__global__ · {} case(s)", p.cases.len())
+                            }
                             (Lang::Cuda, None) => "__global__ · no @bench spec".to_string(),
-                            (Lang::Triton, Some(p)) => format!("@triton.jit · {} case(s)", p.cases.len()),
+                            (Lang::Triton, Some(p)) => {
+                                format!("@triton.jit · {} case(s)", p.cases.len())
+                            }
                             (Lang::Triton, None) => "@triton.jit · no @bench spec".to_string(),
                         };
                         #[allow(deprecated)] // `deprecated` is a required field of the struct
@@ -527,20 +641,35 @@ impl LanguageServer for Backend {
             self.with_doc(&uri, |open, enc, _| {
                 let doc = &open.doc;
                 let start = doc
-                    .offset(LinePos { line: params.range.start.line, col: params.range.start.character }, enc)
+                    .offset(
+                        LinePos {
+                            line: params.range.start.line,
+                            col: params.range.start.character,
+                        },
+                        enc,
+                    )
                     .unwrap_or(doc.text().len());
                 let mut actions = Vec::new();
                 if let Some(k) = open.analysis.model.kernel_at(start) {
                     if k.spec.lines.is_empty() {
                         let sk = crate::spec::skeleton(k, doc.text());
                         let at = doc.position(sk.insert_at, enc);
-                        let pos = Position { line: at.line, character: at.col };
+                        let pos = Position {
+                            line: at.line,
+                            character: at.col,
+                        };
                         let edit = TextDocumentEdit {
                             text_document: OptionalVersionedTextDocumentIdentifier {
                                 uri: uri.clone(),
                                 version: Some(doc.version),
                             },
-                            edits: vec![OneOf::Left(TextEdit { range: Range { start: pos, end: pos }, new_text: sk.text })],
+                            edits: vec![OneOf::Left(TextEdit {
+                                range: Range {
+                                    start: pos,
+                                    end: pos,
+                                },
+                                new_text: sk.text,
+                            })],
                         };
                         actions.push(CodeActionOrCommand::CodeAction(CodeAction {
                             title: format!("Insert @bench spec for `{}`", k.name),

@@ -68,7 +68,10 @@ impl Toolchain {
     /// search thread died); `why` becomes the NVRTC error the author sees.
     pub fn unavailable(why: String) -> Self {
         Toolchain {
-            nvrtc: Err(ToolError::Io { what: "locating NVRTC".into(), reason: why }),
+            nvrtc: Err(ToolError::Io {
+                what: "locating NVRTC".into(),
+                reason: why,
+            }),
             ptxas: None,
             include_dirs: Vec::new(),
             arch: String::new(),

@@ -32,12 +32,14 @@ pub enum Op {
     /// Device description, measured ceilings and which backends work.
     Hello,
     /// Compile one version (CUDA: NVRTC for the device's own arch; Triton: first launch).
-    Compile { version: Version },
+    Compile {
+        version: Version,
+    },
     /// Run `candidate` and `reference` on the same fresh inputs for every case and trial
     /// and compare (SPEC.md, "verify").
     Verify {
-        candidate: Version,
-        reference: Version,
+        candidate: Box<Version>,
+        reference: Box<Version>,
         /// Base seed; trial `t` of case `c` uses a seed derived from (seed, c, t) and the
         /// report names it, so a failure replays exactly.
         seed: u64,
@@ -84,7 +86,12 @@ pub struct TimeSettings {
 
 impl Default for TimeSettings {
     fn default() -> Self {
-        TimeSettings { warmup_ms: 25.0, rep_ms: 100.0, min_reps: 10, flush_l2: true }
+        TimeSettings {
+            warmup_ms: 25.0,
+            rep_ms: 100.0,
+            min_reps: 10,
+            flush_l2: true,
+        }
     }
 }
 
@@ -100,9 +107,15 @@ pub struct Reply {
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum ReplyBody {
     /// Not final: what the request is doing now ("compiling", "verifying case 2/3").
-    Progress { stage: String },
-    Ok { result: Box<OpResult> },
-    Error { error: WorkerError },
+    Progress {
+        stage: String,
+    },
+    Ok {
+        result: Box<OpResult>,
+    },
+    Error {
+        error: WorkerError,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -314,21 +327,38 @@ mod tests {
 
     #[test]
     fn request_and_reply_lines_are_flat_json() {
-        let req = Request { id: 7, time_limit_ms: Some(1000), op: Op::Hello };
-        assert_eq!(serde_json::to_string(&req).unwrap(), r#"{"id":7,"time_limit_ms":1000,"op":"hello"}"#);
+        let req = Request {
+            id: 7,
+            time_limit_ms: Some(1000),
+            op: Op::Hello,
+        };
+        assert_eq!(
+            serde_json::to_string(&req).unwrap(),
+            r#"{"id":7,"time_limit_ms":1000,"op":"hello"}"#
+        );
         let back: Request = serde_json::from_str(r#"{"id":7,"op":"shutdown"}"#).unwrap();
         assert_eq!(back.op, Op::Shutdown);
         let reply = Reply {
             id: 7,
             body: ReplyBody::Error {
-                error: WorkerError { kind: ErrorKind::NoDevice, message: "no CUDA driver".into(), log: None },
+                error: WorkerError {
+                    kind: ErrorKind::NoDevice,
+                    message: "no CUDA driver".into(),
+                    log: None,
+                },
             },
         };
         assert_eq!(
             serde_json::to_string(&reply).unwrap(),
             r#"{"id":7,"status":"error","error":{"kind":"no_device","message":"no CUDA driver"}}"#
         );
-        let progress: Reply = serde_json::from_str(r#"{"id":7,"status":"progress","stage":"compiling"}"#).unwrap();
-        assert_eq!(progress.body, ReplyBody::Progress { stage: "compiling".into() });
+        let progress: Reply =
+            serde_json::from_str(r#"{"id":7,"status":"progress","stage":"compiling"}"#).unwrap();
+        assert_eq!(
+            progress.body,
+            ReplyBody::Progress {
+                stage: "compiling".into()
+            }
+        );
     }
 }

@@ -1,3 +1,8 @@
-//! GPU workers: the protocol (this issue), the worker process and the pool (next).
+//! GPU workers. `protocol`: the JSON-lines messages. `backend`: the trait a language
+//! backend implements. `cuda`, `triton`: the backends (worker side). The worker's request
+//! loop and the server-side pool come with their own modules.
 
+pub mod backend;
+pub mod cuda;
 pub mod protocol;
+pub mod triton;

@@ -1,0 +1,1 @@
+//! The triton backend of the worker (in progress).

@@ -45,7 +45,7 @@ fn generated_file(kernels: usize) -> String {
              \x20   }}\n\
              }}\n\n"
         ));
-        for _ in 0..21 {
+        for _ in 0..22 {
             s.push_str("// filler: notes about the kernel above, as real files have\n");
         }
     }

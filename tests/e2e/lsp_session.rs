@@ -338,3 +338,21 @@ async fn nvrtc_errors_and_ptxas_hints_arrive_after_typing() {
         &render_diagnostics(diags["params"]["diagnostics"].as_array().unwrap()),
     );
 }
+
+#[tokio::test]
+async fn editing_a_file_whose_tree_was_dropped_still_checks_correctly() {
+    // Six open files: the first one opened loses its tree to the memory budget.
+    let mut c = started(&["utf-16"]).await;
+    for i in 0..6 {
+        let uri = format!("file:///w/f{i}.cu");
+        c.open(&uri, "cuda", &SAXPY_BAD.replace("f33", "f32")).await;
+        let _ = c.diagnostics(&uri, Some(1)).await;
+    }
+    // Break the first file's spec, then fix it again.
+    c.edit("file:///w/f0.cu", 2, (1, 16), (1, 19), "f33").await;
+    let diags = c.diagnostics("file:///w/f0.cu", Some(2)).await;
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert_eq!(diags[0]["range"]["start"], json!({"line": 1, "character": 16}));
+    c.edit("file:///w/f0.cu", 3, (1, 16), (1, 19), "f32").await;
+    assert_eq!(c.diagnostics("file:///w/f0.cu", Some(3)).await, Vec::<Value>::new());
+}

@@ -3,7 +3,8 @@
 //! `check` command both call this and only differ in how they render a `Finding`.
 //! Pure except for [`compile`], which runs NVRTC/ptxas and belongs on a blocking thread.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -79,11 +80,120 @@ impl Default for AnalyzeOptions {
     }
 }
 
+/// Spec reports of one document's kernels, keyed by what a report depends on, with
+/// ranges stored relative to the kernel, so typing elsewhere in a file with hundreds of
+/// kernels re-evaluates only the kernel whose spec or signature changed.
+#[derive(Default)]
+pub struct SpecCache {
+    reports: HashMap<u64, SpecReport>,
+}
+
+impl SpecCache {
+    fn report(
+        &mut self,
+        kernel: &syntax::Kernel,
+        kernels: &[syntax::Kernel],
+        file_key: u64,
+        env: &EvalEnv,
+        next: &mut HashMap<u64, SpecReport>,
+    ) -> SpecReport {
+        let anchor = kernel
+            .spec
+            .range
+            .as_ref()
+            .map_or(kernel.def_range.start, |r| {
+                r.start.min(kernel.def_range.start)
+            });
+        let key = spec_key(kernel, anchor, file_key, env);
+        let relative = match self
+            .reports
+            .remove(&key)
+            .or_else(|| next.get(&key).cloned())
+        {
+            Some(r) => r,
+            None => shift(spec::analyze(kernel, kernels, env), anchor, false),
+        };
+        let absolute = shift(relative.clone(), anchor, true);
+        next.insert(key, relative);
+        absolute
+    }
+}
+
+/// What a kernel's spec report depends on: its spec lines, name and signature (with
+/// positions relative to `anchor`), the other kernels' signatures (for `reference =`),
+/// and the evaluation environment.
+fn spec_key(k: &syntax::Kernel, anchor: usize, file_key: u64, env: &EvalEnv) -> u64 {
+    let rel = |x: usize| x.saturating_sub(anchor);
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    file_key.hash(&mut h);
+    env.sms.hash(&mut h);
+    k.name.hash(&mut h);
+    (rel(k.name_range.start), rel(k.name_range.end)).hash(&mut h);
+    k.lang.hash(&mut h);
+    k.extern_c.hash(&mut h);
+    k.template_params.hash(&mut h);
+    for l in &k.spec.lines {
+        (rel(l.offset), &l.text).hash(&mut h);
+    }
+    for p in &k.params {
+        (&p.name, rel(p.range.start), rel(p.range.end)).hash(&mut h);
+        hash_param_kind(&p.kind, &mut h);
+    }
+    h.finish()
+}
+
+fn hash_param_kind(kind: &syntax::ParamKind, h: &mut impl Hasher) {
+    use syntax::ParamKind::*;
+    match kind {
+        Pointer { pointee, is_const } => (0u8, pointee, is_const).hash(h),
+        Scalar { ty } => (1u8, ty).hash(h),
+        TritonArg { annotation } => (2u8, annotation).hash(h),
+        Constexpr => 3u8.hash(h),
+        Other { ty } => (4u8, ty).hash(h),
+    }
+}
+
+/// The kernels' names and parameters, which `reference = K` checks read.
+fn file_key(kernels: &[syntax::Kernel]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for k in kernels {
+        k.name.hash(&mut h);
+        for p in &k.params {
+            p.name.hash(&mut h);
+            hash_param_kind(&p.kind, &mut h);
+        }
+    }
+    h.finish()
+}
+
+fn shift(mut r: SpecReport, anchor: usize, to_absolute: bool) -> SpecReport {
+    for d in &mut r.diagnostics {
+        d.range = if to_absolute {
+            d.range.start + anchor..d.range.end + anchor
+        } else {
+            d.range.start.saturating_sub(anchor)..d.range.end.saturating_sub(anchor)
+        };
+    }
+    r
+}
+
 pub fn analyze(
     lang: Lang,
     text: &str,
     tree: Option<&tree_sitter::Tree>,
     opts: &AnalyzeOptions,
+) -> FileAnalysis {
+    analyze_cached(lang, text, tree, opts, &mut SpecCache::default())
+}
+
+/// [`analyze`], reusing the spec reports of kernels that did not change since the last
+/// call with the same cache.
+pub fn analyze_cached(
+    lang: Lang,
+    text: &str,
+    tree: Option<&tree_sitter::Tree>,
+    opts: &AnalyzeOptions,
+    cache: &mut SpecCache,
 ) -> FileAnalysis {
     let Some(tree) = tree else {
         // The parser only gives up on cancellation or a time-out; say so rather than
@@ -109,11 +219,14 @@ pub fn analyze(
             size_note: Some(note),
         };
     }
+    let fk = file_key(&model.kernels);
+    let mut next = HashMap::with_capacity(model.kernels.len());
     let specs = model
         .kernels
         .iter()
-        .map(|k| spec::analyze(k, &model.kernels, &opts.env))
+        .map(|k| cache.report(k, &model.kernels, fk, &opts.env, &mut next))
         .collect();
+    cache.reports = next;
     FileAnalysis {
         model,
         specs,
@@ -326,3 +439,41 @@ fn snap(text: &str, mut i: usize) -> usize {
 
 /// Shared handle type: analyses are immutable once made and shared between handlers.
 pub type SharedAnalysis = Arc<FileAnalysis>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::document::Document;
+
+    fn findings(text: &str, cache: Option<&mut SpecCache>) -> Vec<Finding> {
+        let doc = Document::new(Lang::Cuda, 0, text);
+        let opts = AnalyzeOptions::default();
+        match cache {
+            Some(c) => analyze_cached(Lang::Cuda, text, doc.tree(), &opts, c).findings(),
+            None => analyze(Lang::Cuda, text, doc.tree(), &opts).findings(),
+        }
+    }
+
+    #[test]
+    fn cached_spec_reports_match_fresh_ones_after_edits() {
+        let k = |name: &str, dtype: &str| {
+            format!("// @bench n = 64\n// @bench x: in {dtype}[n]\n// @bench grid = 1; block = n\n__global__ void {name}(int n, const float* x) {{}}\n\n")
+        };
+        let v1 = format!("{}{}", k("a", "f33"), k("b", "f32"));
+        // Text inserted above shifts every range; then the second kernel's spec breaks.
+        let v2 = format!("// a new comment\n\n{v1}");
+        let v3 = v2.replace(
+            "// @bench grid = 1; block = n\n__global__ void b",
+            "// @bench grid = 1; block = m\n__global__ void b",
+        );
+        let mut cache = SpecCache::default();
+        for text in [&v1, &v2, &v3, &v1] {
+            assert_eq!(
+                findings(text, Some(&mut cache)),
+                findings(text, None),
+                "{text}"
+            );
+        }
+        assert_eq!(findings(&v3, None).len(), 2, "one error per broken kernel");
+    }
+}

@@ -123,7 +123,19 @@ impl Document {
         Ok(())
     }
 
-    /// Reparse incrementally after edits, reusing the edited old tree.
+    /// Drop the tree to save memory (a 10,000-line file's tree is several MB). The next
+    /// [`Document::reparse`] parses from scratch; analyses made earlier stay valid.
+    pub fn drop_tree(&mut self) {
+        self.tree = None;
+    }
+
+    /// A fresh tree of the current text that the document does not keep (for analyzing
+    /// a document whose tree was dropped, without growing memory again).
+    pub fn parse_detached(&mut self) -> Option<Tree> {
+        self.parser.parse(&self.text, None)
+    }
+
+    /// Reparse after edits: incrementally, reusing the edited old tree, when there is one.
     pub fn reparse(&mut self) {
         let rope = &self.rope;
         let mut read = |byte: usize, _: Point| -> &[u8] {

@@ -109,7 +109,14 @@ struct State {
     toolchain: Option<Arc<Toolchain>>,
     /// The missing-NVRTC message is shown once per server (and again after settings change).
     nvrtc_warned: bool,
+    /// Counts edits, to know which documents were edited least recently.
+    edit_clock: u64,
 }
+
+/// Documents that keep their tree-sitter tree between edits (for incremental reparse).
+/// Trees are the largest per-file cost; a document beyond this many, edited least
+/// recently, drops its tree and reparses fully on its next edit.
+const TREES_KEPT: usize = 4;
 
 struct OpenDoc {
     doc: Document,
@@ -118,8 +125,11 @@ struct OpenDoc {
     analysis: Arc<FileAnalysis>,
     /// The last finished compile (its ranges refer to the text it compiled).
     compile: Option<Arc<CompileOutcome>>,
+    spec_cache: analysis::SpecCache,
     /// Bumped on every change; a debounced compile runs only if it is still current.
     compile_gen: u64,
+    /// `State::edit_clock` at this document's last edit or open.
+    last_edit: u64,
     /// Whether the last publish sent any diagnostics (so a file that stops being a
     /// kernel file gets one clearing publish).
     published_any: bool,
@@ -167,6 +177,7 @@ impl Backend {
                 docs: HashMap::new(),
                 toolchain: None,
                 nvrtc_warned: false,
+                edit_clock: 0,
             })),
         }
     }
@@ -208,10 +219,45 @@ impl Backend {
         };
         open.compile_gen += 1;
         open.analysis = Arc::new(if open.kernel_file {
-            analysis::analyze(open.doc.lang, open.doc.text(), open.doc.tree(), &opts)
+            let detached = match open.doc.tree() {
+                Some(_) => None,
+                None => open.doc.parse_detached(),
+            };
+            let tree = detached.as_ref().or(open.doc.tree());
+            analysis::analyze_cached(
+                open.doc.lang,
+                open.doc.text(),
+                tree,
+                &opts,
+                &mut open.spec_cache,
+            )
         } else {
             empty_analysis(open.doc.lang)
         });
+    }
+
+    /// Mark `uri` as just edited and drop the trees of the documents edited least
+    /// recently, beyond `TREES_KEPT`.
+    fn touch(state: &mut State, uri: &Url) {
+        state.edit_clock += 1;
+        let now = state.edit_clock;
+        if let Some(open) = state.docs.get_mut(uri) {
+            open.last_edit = now;
+        }
+        let mut with_trees: Vec<(u64, Url)> = state
+            .docs
+            .iter()
+            .filter(|(_, o)| o.doc.tree().is_some())
+            .map(|(u, o)| (o.last_edit, u.clone()))
+            .collect();
+        if with_trees.len() > TREES_KEPT {
+            with_trees.sort();
+            for (_, u) in &with_trees[..with_trees.len() - TREES_KEPT] {
+                if let Some(o) = state.docs.get_mut(u) {
+                    o.doc.drop_tree();
+                }
+            }
+        }
     }
 
     /// Diagnostics for the current text of `uri`, or None when there is nothing to send.
@@ -475,11 +521,14 @@ impl LanguageServer for Backend {
                         kernel_file: false,
                         analysis: Arc::new(empty_analysis(lang)),
                         compile: None,
+                        spec_cache: Default::default(),
                         compile_gen: 0,
+                        last_edit: 0,
                         published_any: false,
                     },
                 );
                 Self::refresh(&mut st, &td.uri);
+                Self::touch(&mut st, &td.uri);
             }
             self.publish(td.uri.clone()).await;
             self.schedule_compile(td.uri, true);
@@ -519,6 +568,7 @@ impl LanguageServer for Backend {
                 open.doc.reparse();
                 open.doc.version = params.text_document.version;
                 Self::refresh(&mut st, &uri);
+                Self::touch(&mut st, &uri);
                 problem
             };
             if let Some(p) = problem {

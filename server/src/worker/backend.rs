@@ -2,7 +2,7 @@
 //! language's versions (CUDA through cudarc, Triton through a Python helper); the loop
 //! (`worker::serve`) picks the backend by `Version::lang` and writes the replies.
 
-use super::protocol::{BackendStatus, DeviceInfo, OpResult, Op, WorkerError};
+use super::protocol::{BackendStatus, DeviceInfo, Op, OpResult, WorkerError};
 
 pub trait Backend {
     /// Whether this backend can run anything, and why not. Cheap after the first call.

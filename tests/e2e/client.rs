@@ -130,14 +130,12 @@ impl TestClient {
         self.send(&message(None, method, params)).await;
     }
 
-    /// Wait for a notification matching `pred`, consuming notifications before it.
+    /// Wait for a notification matching `pred` and take it; others stay queued.
     pub async fn wait_for(&mut self, what: &str, mut pred: impl FnMut(&Value) -> bool) -> Value {
         let fut = async {
             loop {
-                while let Some(n) = self.notifications.pop_front() {
-                    if pred(&n) {
-                        return n;
-                    }
+                if let Some(i) = self.notifications.iter().position(&mut pred) {
+                    return self.notifications.remove(i).expect("index from position");
                 }
                 self.pump_one().await.expect("server closed the connection");
             }

@@ -352,7 +352,104 @@ async fn editing_a_file_whose_tree_was_dropped_still_checks_correctly() {
     c.edit("file:///w/f0.cu", 2, (1, 16), (1, 19), "f33").await;
     let diags = c.diagnostics("file:///w/f0.cu", Some(2)).await;
     assert_eq!(diags.len(), 1, "{diags:?}");
-    assert_eq!(diags[0]["range"]["start"], json!({"line": 1, "character": 16}));
+    assert_eq!(
+        diags[0]["range"]["start"],
+        json!({"line": 1, "character": 16})
+    );
     c.edit("file:///w/f0.cu", 3, (1, 16), (1, 19), "f32").await;
-    assert_eq!(c.diagnostics("file:///w/f0.cu", Some(3)).await, Vec::<Value>::new());
+    assert_eq!(
+        c.diagnostics("file:///w/f0.cu", Some(3)).await,
+        Vec::<Value>::new()
+    );
+}
+
+#[tokio::test]
+async fn without_nvrtc_the_server_says_so_once_and_keeps_checking() {
+    // Hide every place NVRTC could come from: no venv, no CUDA variables, a PATH whose
+    // python3 (if any) has no NVIDIA wheels, and a setting that points nowhere.
+    let mut c = TestClient::spawn_binary(&[
+        ("VIRTUAL_ENV", ""),
+        ("CONDA_PREFIX", ""),
+        ("CUDA_HOME", ""),
+        ("CUDA_PATH", ""),
+        ("KERNEL_LSP_NVRTC", ""),
+        ("PATH", "/nonexistent"),
+    ]);
+    if std::path::Path::new("/usr/local/cuda").exists() {
+        return tools::skip(
+            "without_nvrtc_the_server_says_so_once",
+            "/usr/local/cuda exists on this machine",
+        );
+    }
+    c.initialize(
+        json!({"compileDebounceMs": 0, "nvrtcPath": "/nonexistent/libnvrtc.so"}),
+        &["utf-16"],
+    )
+    .await;
+    for i in 0..2 {
+        let uri = format!("file:///w/n{i}.cu");
+        c.open(&uri, "cuda", SAXPY_BAD).await;
+        let diags = c.diagnostics(&uri, Some(1)).await;
+        assert_eq!(diags.len(), 1, "spec checks still run: {diags:?}");
+    }
+    let msg = c
+        .wait_for("showMessage", |n| n["method"] == "window/showMessage")
+        .await;
+    let text = msg["params"]["message"].as_str().unwrap();
+    assert!(
+        text.starts_with("kernel-lsp: compile checks are off:"),
+        "{text}"
+    );
+    assert!(
+        text.contains("nvidia-cuda-nvrtc-cu12"),
+        "says what to install: {text}"
+    );
+    // A third file, and still only the one message.
+    c.open("file:///w/n2.cu", "cuda", SAXPY_BAD).await;
+    let _ = c.diagnostics("file:///w/n2.cu", Some(1)).await;
+    let r = c
+        .request(
+            "textDocument/documentSymbol",
+            json!({"textDocument": {"uri": "file:///w/n2.cu"}}),
+        )
+        .await;
+    assert_eq!(r["result"][0]["name"], "saxpy");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let _ = c
+        .request(
+            "textDocument/documentSymbol",
+            json!({"textDocument": {"uri": "file:///w/n2.cu"}}),
+        )
+        .await;
+    assert!(
+        !c.notifications
+            .iter()
+            .any(|n| n["method"] == "window/showMessage"),
+        "the message is shown once: {:?}",
+        c.notifications
+    );
+}
+
+#[tokio::test]
+async fn empty_files_and_huge_signatures_are_fine() {
+    let mut c = started(&["utf-16"]).await;
+    c.open("file:///w/empty.cu", "cuda", "").await;
+    assert_eq!(
+        c.diagnostics("file:///w/empty.cu", Some(1)).await,
+        Vec::<Value>::new()
+    );
+    let params: Vec<String> = (0..200).map(|i| format!("float* p{i}")).collect();
+    let src = format!("__global__ void wide({}) {{}}\n", params.join(", "));
+    c.open("file:///w/wide.cu", "cuda", &src).await;
+    let diags = c.diagnostics("file:///w/wide.cu", Some(1)).await;
+    assert_eq!(diags, Vec::<Value>::new(), "no spec, no errors");
+    let hover = c
+        .request("textDocument/hover", json!({"textDocument": {"uri": "file:///w/wide.cu"}, "position": {"line": 0, "character": 17}}))
+        .await;
+    let text = hover["result"]["contents"]["value"].as_str().unwrap();
+    assert!(
+        text.contains("float* p199") || text.ends_with(" …\n```\n") || text.contains("…"),
+        "{text}"
+    );
+    assert!(text.contains("Insert @bench spec"), "{text}");
 }

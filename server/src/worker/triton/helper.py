@@ -10,6 +10,8 @@ stdin/stdout, one JSON object a line:
 - Then, per request line (a protocol `Request`: `compile`, `verify`, `time`, `shutdown`),
   zero or more `{"id", "status": "progress", "stage"}` lines and one final
   `{"id", "status": "ok", "result": {...}}` or `{"id", "status": "error", "error": {...}}`.
+  A final reply with `"helper_exiting": true` means the helper exits right after it (a
+  CUDA fault left its context unusable).
 
 User code never writes to the protocol channel: fd 1 is redirected to stderr and replies
 go to a private duplicate of the original stdout. After a CUDA fault the CUDA context is
@@ -419,6 +421,7 @@ def _is_fault(exc):
         or "illegal memory access" in text
         or "misaligned address" in text
         or "unspecified launch failure" in text
+        or "Triton Error [CUDA]" in text
         or names in ("AcceleratorError",)
     )
 
@@ -660,6 +663,7 @@ def op_verify(req, progress):
                 rbufs = _run_version(ref, ref_kernel, case, inputs)
             except (HelperError, KernelFault) as e:
                 msg = e.message if isinstance(e, HelperError) else str(e)
+                report["_fatal"] = isinstance(e, KernelFault)
                 return fail(case=case, trial=trial, seed=seed, kind="reference_failed",
                             message="reference %s (%s)" % (msg, where))
             for rb in rbufs.values():
@@ -809,23 +813,23 @@ def time_versions(versions, settings, progress=lambda s: None):
     def one(kernel, grid, kwargs):
         kernel[grid](**kwargs)
 
-    # Warm-up and a per-launch estimate, per version.
+    # A per-launch estimate from a few launches (do_bench's way: a time-based warm-up loop
+    # would queue thousands of launches of a long kernel before the first sync), then the
+    # warm-up proper.
     progress("warming up")
     est = []
     for v, kernel, grid, kwargs in prepared:
-        t_end = time.perf_counter() + warmup_ms / 1e3
-        n = 0
         _sync()
         t0 = time.perf_counter()
-        while True:
+        for _ in range(3):
             one(kernel, grid, kwargs)
-            n += 1
-            if time.perf_counter() >= t_end:
-                break
         _sync()
-        est.append((time.perf_counter() - t0) * 1e3 / n)
-    reps = max(min_reps, int(rep_ms / max(max(est), 1e-6)))
-    reps = min(reps, 100000)
+        est.append(max((time.perf_counter() - t0) * 1e3 / 3, 1e-4))
+    for (v, kernel, grid, kwargs), e in zip(prepared, est):
+        for _ in range(max(1, min(int(warmup_ms / e), 10000))):
+            one(kernel, grid, kwargs)
+    _sync()
+    reps = max(min_reps, min(int(rep_ms / max(est)), 100000))
     times = [[] for _ in prepared]
     progress("timing %d versions x %d launches" % (len(prepared), reps))
     try:
@@ -931,16 +935,23 @@ def main():
             if fn is None:
                 raise HelperError("bad_request", "the Triton helper does not run `%s`" % op)
             result = fn(req, lambda stage: send({"id": rid, "status": "progress", "stage": stage}))
-            fatal = result.pop("_fatal", False) if isinstance(result, dict) else False
-            send({"id": rid, "status": "ok", "result": result})
-            if fatal and _state["device"] == "cuda":
+            fatal = result.pop("_fatal", False) and _state["device"] == "cuda"
+            reply = {"id": rid, "status": "ok", "result": result}
+            if fatal:
+                reply["helper_exiting"] = True
+            send(reply)
+            if fatal:
                 return 3  # the CUDA context is gone after a fault
         except HelperError as e:
             err = {"kind": e.kind, "message": e.message}
             if e.log:
                 err["log"] = e.log
-            send({"id": rid, "status": "error", "error": err})
-            if e.kind == "fault" and _state["device"] == "cuda":
+            fatal = e.kind == "fault" and _state["device"] == "cuda"
+            reply = {"id": rid, "status": "error", "error": err}
+            if fatal:
+                reply["helper_exiting"] = True
+            send(reply)
+            if fatal:
                 return 3
         except Exception as e:
             send({"id": rid, "status": "error",

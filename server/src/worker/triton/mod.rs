@@ -10,7 +10,9 @@
 //! forwarded as is, and the helper answers with the protocol's own `Reply` lines: zero or
 //! more `progress`, then one `ok` or `error`. The helper's stderr is drained into a tail
 //! kept for error messages. A helper that dies is reported with that tail and started
-//! again on the next request; after a CUDA fault it exits by itself (its context is gone).
+//! again on the next request. After a CUDA fault its context is gone: it marks its final
+//! reply with `"helper_exiting": true` (an extra field the protocol types ignore), exits,
+//! and the next request starts a fresh one.
 //!
 //! Not here: the request loop (`worker::serve`) and the pool; the CUDA backend.
 
@@ -26,7 +28,7 @@ use serde::Deserialize;
 
 use super::backend::Backend;
 use super::protocol::{
-    BackendStatus, ErrorKind, FailureKind, Op, OpResult, Reply, ReplyBody, Request, WorkerError,
+    BackendStatus, ErrorKind, Op, OpResult, Reply, ReplyBody, Request, WorkerError,
 };
 use crate::syntax::Lang;
 
@@ -59,6 +61,13 @@ struct Hello {
     missing: Option<String>,
     #[serde(default)]
     error: Option<String>,
+}
+
+/// The helper's mark on a final reply after which it exits (`helper.py`'s doc).
+#[derive(Deserialize)]
+struct ExitFlag {
+    #[serde(default)]
+    helper_exiting: bool,
 }
 
 #[derive(Deserialize)]
@@ -339,41 +348,25 @@ impl TritonBackend {
             if reply.id != id {
                 continue;
             }
+            let exiting = serde_json::from_str::<ExitFlag>(&buf)
+                .map(|f| f.helper_exiting)
+                .unwrap_or(false);
+            if exiting && !matches!(reply.body, ReplyBody::Progress { .. }) {
+                // A CUDA fault left the helper's context unusable: it exits now; reap it
+                // so the next request starts a fresh one.
+                if let Some(h) = self.helper.take() {
+                    h.reap();
+                }
+            }
             match reply.body {
                 ReplyBody::Progress { stage: s } => {
                     progress(&s);
                     stage = s;
                 }
-                ReplyBody::Ok { result } => {
-                    if let OpResult::Verify(v) = result.as_ref() {
-                        if v.failure.as_ref().map(|f| f.kind) == Some(FailureKind::Fault) {
-                            self.after_fault();
-                        }
-                    }
-                    return Ok(*result);
-                }
-                ReplyBody::Error { error } => {
-                    if error.kind == ErrorKind::Fault {
-                        self.after_fault();
-                    }
-                    return Err(error);
-                }
+                ReplyBody::Ok { result } => return Ok(*result),
+                ReplyBody::Error { error } => return Err(error),
             }
         }
-    }
-
-    /// A device fault leaves the helper's CUDA context unusable: it exits by itself; make
-    /// sure it is gone so the next request starts a fresh one.
-    fn after_fault(&mut self) {
-        if !self.started_interpreter() {
-            if let Some(h) = self.helper.take() {
-                h.reap();
-            }
-        }
-    }
-
-    fn started_interpreter(&self) -> bool {
-        matches!(&self.started, Some(Ok(h)) if h.interpreter || !h.cuda)
     }
 
     /// The helper died or stopped answering: reap it, report its exit and stderr tail.

@@ -126,9 +126,11 @@ def init():
     else:
         _state["device"] = "cuda"
     # Modules go under kernel-lsp's private directory when it gives one (removed with it).
+    # kernel-lsp's directory (this script's) is removed at exit too: a worker that never
+    # drops its backend still leaves nothing behind.
     base = os.environ.get("KERNEL_LSP_TRITON_TMP") or None
     _state["tmpdir"] = tempfile.mkdtemp(prefix="modules-" if base else "kernel-lsp-triton-", dir=base)
-    atexit.register(shutil.rmtree, _state["tmpdir"], True)
+    atexit.register(shutil.rmtree, base or _state["tmpdir"], True)
     if _state["tmpdir"] not in sys.path:
         sys.path.insert(0, _state["tmpdir"])
     return hello

@@ -83,7 +83,6 @@ pub struct TritonBackend {
     helper: Option<Helper>,
     /// The last start's outcome: the helper's hello, or why it could not start.
     started: Option<Result<Hello, WorkerError>>,
-    dir: Option<PrivateDir>,
     next_id: u64,
 }
 
@@ -103,7 +102,6 @@ impl TritonBackend {
             env: Vec::new(),
             helper: None,
             started: None,
-            dir: None,
             next_id: 1,
         }
     }
@@ -145,22 +143,14 @@ impl TritonBackend {
     }
 
     fn start(&mut self) -> Result<Hello, WorkerError> {
-        let dir = match &self.dir {
-            Some(d) => d.path.clone(),
-            None => {
-                let d = PrivateDir::create().map_err(|e| WorkerError {
-                    kind: ErrorKind::Internal,
-                    message: format!(
-                        "cannot create a temporary directory for the Triton helper: {e}"
-                    ),
-                    log: None,
-                })?;
-                let p = d.path.clone();
-                self.dir = Some(d);
-                p
-            }
-        };
-        let script = dir.join("helper.py");
+        // A fresh directory per start: the helper removes it when it exits, and so does
+        // `Helper::reap`.
+        let dir = PrivateDir::create().map_err(|e| WorkerError {
+            kind: ErrorKind::Internal,
+            message: format!("cannot create a temporary directory for the Triton helper: {e}"),
+            log: None,
+        })?;
+        let script = dir.path.join("helper.py");
         std::fs::write(&script, HELPER_PY).map_err(|e| WorkerError {
             kind: ErrorKind::Internal,
             message: format!(
@@ -173,7 +163,7 @@ impl TritonBackend {
         cmd.arg("-u")
             .arg(&script)
             .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env("KERNEL_LSP_TRITON_TMP", &dir)
+            .env("KERNEL_LSP_TRITON_TMP", &dir.path)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -208,6 +198,7 @@ impl TritonBackend {
             stdin,
             stdout,
             tail,
+            _dir: dir,
         };
         let mut line = String::new();
         let read = helper.stdout.read_line(&mut line);
@@ -515,6 +506,8 @@ struct Helper {
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     tail: StderrTail,
+    /// Removed when the helper is reaped (the helper also removes it at exit).
+    _dir: PrivateDir,
 }
 
 impl Helper {

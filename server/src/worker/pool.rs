@@ -544,6 +544,8 @@ struct Worker {
 }
 
 /// How one request/reply exchange ended.
+// Built once per request and matched at once: boxing the reply would buy nothing.
+#[allow(clippy::large_enum_variant)]
 enum Exchange {
     Reply(Result<OpResult, WorkerError>),
     /// Past the limit (plus grace); the worker is still running.

@@ -347,6 +347,49 @@ async fn a_fault_reply_passes_through_and_the_worker_is_replaced() {
 }
 
 #[tokio::test]
+async fn progress_lines_reach_the_caller() {
+    let dir = scratch("progress");
+    let pool = WorkerPool::new(config(
+        fake(
+            &dir,
+            r#"echo '{"id":'$id',"status":"progress","stage":"compiling"}'; echo '{"id":'$id',"status":"progress","stage":"verifying case 1/2"}'; ok"#,
+        ),
+        1,
+    ));
+    let mut stages = Vec::new();
+    let r = pool
+        .request_with_progress(compile_op("k"), None, &mut |s| stages.push(s.to_string()))
+        .await;
+    assert!(matches!(r, Ok(OpResult::Compile(_))), "{r:?}");
+    assert_eq!(stages, ["compiling", "verifying case 1/2"]);
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_cancelled_request_kills_its_worker_and_the_pool_goes_on() {
+    let dir = scratch("cancel");
+    let pool = WorkerPool::new(config(
+        fake(&dir, r#"if [ "$n" = 0 ]; then sleep 1000; else ok; fi"#),
+        1,
+    ));
+    pool.connect().await.unwrap();
+    let pid = pool.worker_pids()[0];
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(200),
+        pool.request(compile_op("k"), None),
+    )
+    .await;
+    assert!(cancelled.is_err(), "the fake should still be busy");
+    assert!(
+        gone_soon(pid).await,
+        "worker {pid} of a cancelled request still runs"
+    );
+    let ok = pool.request(compile_op("k"), None).await;
+    assert!(matches!(ok, Ok(OpResult::Compile(_))), "{ok:?}");
+    pool.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_worker_command_that_cannot_start_is_reported() {
     let pool = WorkerPool::new(config(
         vec!["/nonexistent/kernel-lsp".into(), "worker".into()],

@@ -269,29 +269,39 @@ impl WorkerPool {
         }
         let limit = time_limit.unwrap_or_else(|| inner.config.limits.for_op(&op));
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
-        let worker = slot.as_mut().expect("a worker was just put in the slot");
+        // The worker is owned by this future while it works: if the caller drops the
+        // future (cancels), the worker is dropped too, which kills it, because its state
+        // (a request still running) is unknown. The slot stays locked meanwhile.
+        let mut worker = slot.take().expect("a worker was just put in the slot");
         let outcome = worker
             .exchange(id, &op, limit, inner.config.kill_grace, progress)
             .await;
         match outcome {
             Exchange::Reply(Ok(OpResult::Hello(h))) => {
+                *slot = Some(worker);
                 if let Ok(mut cached) = inner.hello.lock() {
                     *cached = Some(h.clone());
                 }
                 Ok(OpResult::Hello(h))
             }
-            Exchange::Reply(Ok(result)) => Ok(result),
+            Exchange::Reply(Ok(result)) => {
+                *slot = Some(worker);
+                Ok(result)
+            }
             Exchange::Reply(Err(error)) if error.kind == ErrorKind::Fault => {
                 // The worker exits by itself after a fault; make sure, then replace it.
-                let w = slot.take().expect("worker in slot");
+                let w = worker;
                 w.stop(Duration::from_millis(200)).await;
                 drop(slot);
                 self.replace_in_background();
                 Err(error)
             }
-            Exchange::Reply(Err(error)) => Err(error),
+            Exchange::Reply(Err(error)) => {
+                *slot = Some(worker);
+                Err(error)
+            }
             Exchange::TimedOut => {
-                let w = slot.take().expect("worker in slot");
+                let w = worker;
                 w.kill().await;
                 drop(slot);
                 self.replace_in_background();
@@ -306,7 +316,7 @@ impl WorkerPool {
                 })
             }
             Exchange::Lost(why) => {
-                let w = slot.take().expect("worker in slot");
+                let w = worker;
                 let message = w.lost_message(&why, &op).await;
                 drop(slot);
                 self.replace_in_background();
@@ -844,6 +854,20 @@ mod tests {
         );
         assert!(split_command("  ").is_err());
         assert!(split_command("ssh 'x").is_err());
+    }
+
+    /// The LSP layer spawns requests on tokio tasks and shares the pool between them.
+    #[test]
+    fn the_pool_and_its_futures_can_cross_threads() {
+        fn is_send<T: Send>(_: &T) {}
+        fn is_send_sync<T: Send + Sync>() {}
+        is_send_sync::<WorkerPool>();
+        let pool = WorkerPool::new(PoolConfig::default());
+        let mut progress = |_: &str| {};
+        is_send(&pool.request(Op::Hello, None));
+        is_send(&pool.request_with_progress(Op::Hello, None, &mut progress));
+        is_send(&pool.shutdown());
+        is_send(&pool.connect());
     }
 
     #[test]

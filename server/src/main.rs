@@ -1,5 +1,6 @@
 //! The `kernel-lsp` binary: `serve` (the default) speaks LSP on stdio; `check` prints
-//! the diagnostics an editor would get. Logs go to stderr, never stdout (the LSP channel).
+//! the diagnostics an editor would get; `bench` and `device` run on a worker; `worker` is
+//! the GPU worker process itself. Logs go to stderr, never stdout (the LSP channel).
 
 use std::process::ExitCode;
 
@@ -23,6 +24,15 @@ enum Command {
     /// Check kernel files: syntax, @bench specs and NVRTC compile, printed compiler-style.
     /// Exits 1 when any error is found, 2 when a file cannot be read.
     Check(kernel_lsp::cli::check::CheckArgs),
+    /// Verify and time the kernels of a file that have a @bench spec, on a worker.
+    /// Exits 1 when a verification fails or the worker cannot run the file's language.
+    Bench(kernel_lsp::cli::bench::BenchArgs),
+    /// Start one worker and print its GPU, measured ceilings and backend status.
+    /// Exits 1 when the worker has no GPU.
+    Device(kernel_lsp::cli::device::DeviceArgs),
+    /// Run a GPU worker: JSON lines on stdin/stdout (docs/worker-protocol.md). Started
+    /// by the server, locally or as `ssh HOST kernel-lsp worker`.
+    Worker,
 }
 
 fn init_logging() {
@@ -57,5 +67,8 @@ fn main() -> ExitCode {
             ExitCode::from(code as u8)
         }
         Command::Check(args) => kernel_lsp::cli::check::run(&args),
+        Command::Bench(args) => kernel_lsp::cli::bench::run(&args),
+        Command::Device(args) => kernel_lsp::cli::device::run(&args),
+        Command::Worker => kernel_lsp::worker::serve::run(),
     }
 }

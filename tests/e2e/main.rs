@@ -8,3 +8,4 @@ mod client;
 mod lsp_session;
 mod nvim;
 mod tools;
+mod worker_pool;

@@ -1,3 +1,5 @@
 //! Command-line front-ends over the same engine the language server uses.
 
+pub mod bench;
 pub mod check;
+pub mod device;

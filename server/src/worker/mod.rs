@@ -4,5 +4,7 @@
 
 pub mod backend;
 pub mod cuda;
+pub mod pool;
 pub mod protocol;
+pub mod serve;
 pub mod triton;

@@ -1,0 +1,451 @@
+//! `kernel-lsp bench FILE`: verify and time every kernel of a file that has a `@bench`
+//! spec, on a worker. A kernel with `reference = R` is verified against R first, then
+//! timed interleaved with R so the speedup is a side-by-side ratio (SPEC.md, "What the
+//! tool does with it"). Same analysis engine as `check`; the worker does all GPU work.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+use crate::analysis::{self, AnalyzeOptions, FileAnalysis, Severity};
+use crate::document::{Document, PositionEncoding};
+use crate::spec::{BenchPlan, EvalEnv};
+use crate::syntax::{self, Lang};
+use crate::worker::pool::WorkerPool;
+use crate::worker::protocol::{
+    ErrorKind, HelloResult, Op, OpResult, TimeSettings, Timing, VerifyReport, Version, WorkerError,
+};
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// A CUDA (.cu, .cuh) or Triton (.py) file with `@bench` specs.
+    pub file: PathBuf,
+    /// Only this kernel (its reference still runs).
+    #[arg(long, value_name = "K")]
+    pub kernel: Option<String>,
+    /// Print the reports as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The command that starts a worker, e.g. "ssh gpu-box kernel-lsp worker".
+    #[arg(long, value_name = "CMD")]
+    pub worker: Option<String>,
+    /// Base seed for verification inputs (failures name the seed that replays them).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+/// What happened to one kernel.
+#[derive(Debug, Serialize)]
+pub struct KernelBench {
+    pub kernel: String,
+    /// "ok", "no_spec", "verify_failed", "error".
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify: Option<VerifyReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timing: Option<Timing>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference_timing: Option<Timing>,
+    /// Reference median over this kernel's median.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speedup: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<WorkerError>,
+}
+
+#[derive(Debug, Serialize)]
+struct BenchReport<'a> {
+    file: String,
+    seed: u64,
+    hello: &'a HelloResult,
+    kernels: &'a [KernelBench],
+}
+
+pub fn run(args: &BenchArgs) -> ExitCode {
+    match run_inner(args) {
+        Ok(code) => code,
+        Err((code, message)) => {
+            eprintln!("{message}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn run_inner(args: &BenchArgs) -> Result<ExitCode, (u8, String)> {
+    let shown = args.file.display().to_string();
+    let lang = syntax::lang_for(&shown, None).ok_or_else(|| {
+        (
+            2,
+            format!("{shown}: error: not a CUDA (.cu, .cuh) or Python file"),
+        )
+    })?;
+    let text = read_text(&args.file).map_err(|e| (2, format!("{shown}: error: {e}")))?;
+    if lang == Lang::Triton && !syntax::is_triton_source(&text) {
+        return Err((1, format!("{shown}: error: no @triton.jit kernels")));
+    }
+    let doc = Document::new(lang, 0, &text);
+    let opts = AnalyzeOptions::default();
+    let analysis = analysis::analyze(lang, &text, doc.tree(), &opts);
+    refuse_errors(&shown, &doc, &analysis)?;
+    if let Some(k) = &args.kernel {
+        if !analysis.model.kernels.iter().any(|x| &x.name == k) {
+            let names: Vec<&str> = analysis
+                .model
+                .kernels
+                .iter()
+                .map(|k| k.name.as_str())
+                .collect();
+            return Err((
+                2,
+                format!(
+                    "{shown}: error: no kernel `{k}`; the file has: {}",
+                    names.join(", ")
+                ),
+            ));
+        }
+    }
+
+    let config = super::device::pool_config(args.worker.as_deref()).map_err(|e| (2, e))?;
+    let rt = super::device::runtime().map_err(|e| (2, e))?;
+    let pool = WorkerPool::new(config);
+    let outcome = rt.block_on(async {
+        let out = bench(&pool, args, lang, &text, &doc, analysis, &shown).await;
+        pool.shutdown().await;
+        out
+    });
+    let (hello, reports) = outcome?;
+    if args.json {
+        let report = BenchReport {
+            file: shown.clone(),
+            seed: args.seed,
+            hello: &hello,
+            kernels: &reports,
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("reports serialize")
+        );
+    } else {
+        print!("{}", table(&hello, &reports));
+    }
+    let failed = reports
+        .iter()
+        .any(|r| matches!(r.status, "verify_failed" | "error"));
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+async fn bench(
+    pool: &WorkerPool,
+    args: &BenchArgs,
+    lang: Lang,
+    text: &str,
+    doc: &Document,
+    mut analysis: FileAnalysis,
+    shown: &str,
+) -> Result<(HelloResult, Vec<KernelBench>), (u8, String)> {
+    let hello = pool.connect().await.map_err(|e| {
+        (
+            1,
+            format!("kernel-lsp bench: cannot start the worker: {}", e.message),
+        )
+    })?;
+    let status = match lang {
+        Lang::Cuda => &hello.cuda,
+        Lang::Triton => &hello.triton,
+    };
+    if !status.available {
+        let what = match lang {
+            Lang::Cuda => "CUDA",
+            Lang::Triton => "Triton",
+        };
+        return Err((
+            1,
+            format!(
+                "kernel-lsp bench: {shown}: the worker cannot run {what} kernels: {}",
+                status.message
+            ),
+        ));
+    }
+    // Specs may use `sms`: evaluate them for the device that runs them.
+    if let Some(d) = &hello.device {
+        if u64::from(d.sms) != AnalyzeOptions::default().env.sms && d.sms > 0 {
+            let opts = AnalyzeOptions {
+                env: EvalEnv {
+                    sms: u64::from(d.sms),
+                },
+                ..AnalyzeOptions::default()
+            };
+            analysis = analysis::analyze(lang, text, doc.tree(), &opts);
+            refuse_errors(shown, doc, &analysis)?;
+        }
+    }
+    let source = match lang {
+        Lang::Cuda => analysis.model.device_slice.clone(),
+        Lang::Triton => text.to_string(),
+    };
+    let version = |name: &str, plan: &BenchPlan| Version {
+        label: name.to_string(),
+        lang,
+        source: source.clone(),
+        plan: plan.clone(),
+        options: Vec::new(),
+    };
+    let plan_of = |name: &str| {
+        analysis
+            .model
+            .kernels
+            .iter()
+            .position(|k| k.name == name)
+            .and_then(|i| analysis.specs[i].plan.as_ref())
+    };
+
+    let mut reports = Vec::new();
+    for (kernel, spec) in analysis.model.kernels.iter().zip(&analysis.specs) {
+        if args.kernel.as_ref().is_some_and(|k| k != &kernel.name) {
+            continue;
+        }
+        let mut report = KernelBench {
+            kernel: kernel.name.clone(),
+            status: "ok",
+            reference: None,
+            verify: None,
+            timing: None,
+            reference_timing: None,
+            speedup: None,
+            error: None,
+        };
+        let Some(plan) = &spec.plan else {
+            report.status = "no_spec";
+            reports.push(report);
+            continue;
+        };
+        let candidate = version(&kernel.name, plan);
+        let mut versions = vec![candidate.clone()];
+        if let Some(r) = &plan.reference {
+            report.reference = Some(r.clone());
+            // `reference = R` requires R to take the same parameters: without a spec of
+            // its own, R runs with this kernel's plan.
+            let ref_plan = plan_of(r).cloned().unwrap_or_else(|| BenchPlan {
+                kernel: r.clone(),
+                ..plan.clone()
+            });
+            let reference = version(r, &ref_plan);
+            if !args.json {
+                eprintln!("{}: verifying against `{r}`...", kernel.name);
+            }
+            let verified = pool
+                .request(
+                    Op::Verify {
+                        candidate: Box::new(candidate.clone()),
+                        reference: Box::new(reference.clone()),
+                        seed: args.seed,
+                        sanitize: false,
+                    },
+                    None,
+                )
+                .await;
+            match verified {
+                Ok(OpResult::Verify(v)) => {
+                    let passed = v.passed;
+                    report.verify = Some(v);
+                    if !passed {
+                        report.status = "verify_failed";
+                        reports.push(report);
+                        continue;
+                    }
+                }
+                Ok(other) => {
+                    report.status = "error";
+                    report.error = Some(unexpected("verify", &other));
+                    reports.push(report);
+                    continue;
+                }
+                Err(e) => {
+                    report.status = if e.kind == ErrorKind::Fault || e.kind == ErrorKind::Timeout {
+                        "verify_failed"
+                    } else {
+                        "error"
+                    };
+                    report.error = Some(e);
+                    reports.push(report);
+                    continue;
+                }
+            }
+            versions.push(reference);
+        }
+        if !args.json {
+            eprintln!("{}: timing...", kernel.name);
+        }
+        let timed = pool
+            .request(
+                Op::Time {
+                    versions,
+                    settings: TimeSettings::default(),
+                },
+                None,
+            )
+            .await;
+        match timed {
+            Ok(OpResult::Time(t)) => {
+                let mut timings = t.timings.into_iter();
+                report.timing = timings.next();
+                report.reference_timing = timings.next();
+                if let (Some(c), Some(r)) = (&report.timing, &report.reference_timing) {
+                    if c.median_ms > 0.0 {
+                        report.speedup = Some(r.median_ms / c.median_ms);
+                    }
+                }
+            }
+            Ok(other) => {
+                report.status = "error";
+                report.error = Some(unexpected("time", &other));
+            }
+            Err(e) => {
+                report.status = "error";
+                report.error = Some(e);
+            }
+        }
+        reports.push(report);
+    }
+    Ok((hello, reports))
+}
+
+fn unexpected(op: &str, got: &OpResult) -> WorkerError {
+    WorkerError {
+        kind: ErrorKind::WorkerLost,
+        message: format!("the worker answered `{op}` with another kind of result: {got:?}"),
+        log: None,
+    }
+}
+
+/// Prints the file's syntax and spec errors compiler-style and refuses to run.
+fn refuse_errors(shown: &str, doc: &Document, analysis: &FileAnalysis) -> Result<(), (u8, String)> {
+    let mut out = String::new();
+    for f in analysis.findings() {
+        if f.severity != Severity::Error {
+            continue;
+        }
+        let (s, _) = doc.range(&f.range, PositionEncoding::Utf8);
+        out.push_str(&format!(
+            "{shown}:{}:{}: error: {} [{}]\n",
+            s.line + 1,
+            s.col + 1,
+            f.message,
+            f.source.label()
+        ));
+    }
+    if let Some(note) = &analysis.size_note {
+        out.push_str(&format!("{shown}: error: {note}\n"));
+    }
+    if out.is_empty() {
+        Ok(())
+    } else {
+        out.push_str("kernel-lsp bench: fix the errors above first; nothing was run");
+        Err((1, out))
+    }
+}
+
+fn read_text(path: &PathBuf) -> Result<String, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "is not UTF-8 text (invalid byte at offset {}); save it as UTF-8",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+/// The human-readable table, one row per kernel.
+pub fn table(hello: &HelloResult, reports: &[KernelBench]) -> String {
+    let header = [
+        "kernel",
+        "time (ms)",
+        "GB/s",
+        "% copy",
+        "TFLOP/s",
+        "speedup",
+        "verify",
+    ];
+    let mut rows: Vec<[String; 7]> = Vec::new();
+    for r in reports {
+        let dash = || "-".to_string();
+        let verify = match (&r.verify, &r.error) {
+            _ if r.status == "no_spec" => "no @bench spec".to_string(),
+            (Some(v), _) if v.passed => {
+                format!("passed ({} cases × {} trials)", v.cases, v.trials)
+            }
+            (Some(v), _) => format!(
+                "FAILED: {}",
+                v.failure
+                    .as_ref()
+                    .map_or("(no detail)", |f| f.message.as_str())
+            ),
+            (None, Some(e)) if r.status == "verify_failed" => format!("FAILED: {}", e.message),
+            (None, Some(_)) => "error (below)".to_string(),
+            (None, None) => "no reference".to_string(),
+        };
+        let mut row = [
+            r.kernel.clone(),
+            dash(),
+            dash(),
+            dash(),
+            dash(),
+            dash(),
+            verify,
+        ];
+        if let Some(t) = &r.timing {
+            row[1] = format!("{:.4} ± {:.0}%", t.median_ms, t.spread() * 100.0);
+            row[2] = format!("{:.1}", t.gbps);
+            row[3] = t
+                .frac_copy
+                .map_or_else(dash, |f| format!("{:.0}%", f * 100.0));
+            row[4] = t.tflops.map_or_else(dash, |f| format!("{f:.2}"));
+        }
+        if let (Some(s), Some(rf)) = (r.speedup, &r.reference) {
+            row[5] = format!("{s:.2}× vs {rf}");
+        }
+        rows.push(row);
+    }
+    let mut widths = header.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut s = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(cell);
+            } else {
+                s.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = String::new();
+    if let Some(d) = &hello.device {
+        out.push_str(&format!("{} ({}, {} SMs)\n", d.name, d.arch, d.sms));
+    }
+    out.push_str(&line(&header.map(String::from)));
+    for row in &rows {
+        out.push_str(&line(row));
+    }
+    for r in reports {
+        let Some(e) = &r.error else { continue };
+        if r.status == "error" {
+            out.push_str(&format!("{}: error: {}\n", r.kernel, e.message));
+        }
+        if let Some(log) = &e.log {
+            out.push_str(&format!("{}: log:\n{log}\n", r.kernel));
+        }
+    }
+    out
+}

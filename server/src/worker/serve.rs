@@ -40,10 +40,9 @@ fn cuda_backend() -> Box<dyn Backend> {
 
 /// The Triton backend this worker runs. Replaced by the real one when it lands.
 fn triton_backend() -> Box<dyn Backend> {
-    Box::new(Unavailable::new(
-        ErrorKind::NoBackend,
-        "the Triton backend is not built yet",
-    ))
+    // The interpreter comes from KERNEL_LSP_PYTHON, else `python3`; TRITON_INTERPRET
+    // and the rest of the environment pass through to the helper.
+    Box::new(super::triton::TritonBackend::new(None))
 }
 
 /// A backend that cannot run anything and says why.

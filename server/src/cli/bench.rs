@@ -52,6 +52,9 @@ pub struct KernelBench {
     /// Reference median over this kernel's median.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speedup: Option<f64>,
+    /// Timed on Triton's CPU interpreter: results real, times not GPU times.
+    #[serde(default)]
+    pub interpreter: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<WorkerError>,
 }
@@ -219,6 +222,7 @@ async fn bench(
             timing: None,
             reference_timing: None,
             speedup: None,
+            interpreter: false,
             error: None,
         };
         let Some(plan) = &spec.plan else {
@@ -294,6 +298,7 @@ async fn bench(
             .await;
         match timed {
             Ok(OpResult::Time(t)) => {
+                report.interpreter = t.interpreter;
                 let mut timings = t.timings.into_iter();
                 report.timing = timings.next();
                 report.reference_timing = timings.next();
@@ -446,6 +451,11 @@ pub fn table(hello: &HelloResult, reports: &[KernelBench]) -> String {
         if let Some(log) = &e.log {
             out.push_str(&format!("{}: log:\n{log}\n", r.kernel));
         }
+    }
+    if reports.iter().any(|r| r.interpreter) {
+        out.push_str(
+            "note: interpreter timings: Triton ran on the CPU (TRITON_INTERPRET=1); results are verified for real, times are not GPU times\n",
+        );
     }
     out
 }

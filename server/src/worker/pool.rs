@@ -81,7 +81,7 @@ impl Default for PoolConfig {
             size: 1,
             limits: TimeLimits::default(),
             kill_grace: Duration::from_secs(2),
-            shutdown_grace: Duration::from_millis(500),
+            shutdown_grace: Duration::from_millis(2000),
         }
     }
 }

@@ -453,7 +453,7 @@ impl Drop for TritonBackend {
             // Ask politely so the helper removes its files; kill if it does not go.
             let _ = h.stdin.write_all(b"{\"id\":0,\"op\":\"shutdown\"}\n");
             let _ = h.stdin.flush();
-            let deadline = Instant::now() + Duration::from_millis(500);
+            let deadline = Instant::now() + Duration::from_millis(150);
             while Instant::now() < deadline {
                 if let Ok(Some(_)) = h.child.try_wait() {
                     break;
@@ -568,7 +568,7 @@ impl StderrTail {
 
     /// The tail, after waiting briefly for the reader to reach the end of the pipe.
     fn finish(&self) -> String {
-        let deadline = Instant::now() + Duration::from_millis(500);
+        let deadline = Instant::now() + Duration::from_millis(150);
         loop {
             let g = self.buf.lock().unwrap_or_else(|e| e.into_inner());
             if g.1 || Instant::now() >= deadline {

@@ -1,0 +1,112 @@
+//! `kernel-lsp bench` on Triton kernels, for real, on Triton's CPU interpreter: the
+//! worker, the Python helper, verification against a reference and interleaved timing.
+
+use std::process::Command;
+
+use crate::tools;
+
+/// A python3 that has torch and triton: KERNEL_LSP_PYTHON, else the active venv's.
+fn python() -> Result<String, String> {
+    let py = std::env::var("KERNEL_LSP_PYTHON")
+        .ok()
+        .or_else(|| {
+            std::env::var("VIRTUAL_ENV")
+                .ok()
+                .map(|v| format!("{v}/bin/python3"))
+        })
+        .ok_or("no KERNEL_LSP_PYTHON or VIRTUAL_ENV with torch and triton (run tests/setup.sh)")?;
+    let ok = Command::new(&py)
+        .args(["-c", "import torch, triton"])
+        .output()
+        .map_err(|e| format!("{py}: {e}"))?;
+    if !ok.status.success() {
+        return Err(format!("{py} cannot import torch and triton"));
+    }
+    Ok(py)
+}
+
+const KERNELS: &str = r#"import triton
+import triton.language as tl
+
+
+# @bench n = 4096, 1000
+# @bench x_ptr: in f32[n]; y_ptr: in f32[n]; out_ptr: out f32[n]
+# @bench grid = cdiv(n, BLOCK); BLOCK = 1024
+@triton.jit
+def add_ref(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+
+# @bench n = 4096, 1000
+# @bench x_ptr: in f32[n]; y_ptr: in f32[n]; out_ptr: out f32[n]
+# @bench grid = cdiv(n, BLOCK); BLOCK = 256
+# @bench reference = add_ref
+@triton.jit
+def add_new(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) OP tl.load(y_ptr + offs, mask=m), mask=m)
+"#;
+
+fn bench(py: &str, src: &str, name: &str) -> (i32, String, String) {
+    let dir = std::env::temp_dir().join(format!("kernel-lsp-bench-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{name}.py"));
+    std::fs::write(&file, src).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
+        .arg("bench")
+        .arg(&file)
+        .env("KERNEL_LSP_PYTHON", py)
+        .env("TRITON_INTERPRET", "1")
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bench_verifies_and_times_triton_kernels_on_the_interpreter() {
+    let py = match python() {
+        Ok(p) => p,
+        Err(why) => {
+            return tools::skip(
+                "bench_verifies_and_times_triton_kernels_on_the_interpreter",
+                &why,
+            )
+        }
+    };
+    let (code, out, err) = bench(&py, &KERNELS.replace("OP", "+"), "good");
+    assert_eq!(code, 0, "{out}\n{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("add_new"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(row.contains("passed (2 cases × 3 trials)"), "{row}");
+    assert!(
+        row.contains("× vs add_ref"),
+        "a side-by-side speedup: {row}"
+    );
+    assert!(out.contains("note: interpreter timings"), "{out}");
+}
+
+#[test]
+fn bench_reports_a_wrong_triton_kernel_with_buffer_index_and_seed() {
+    let py = match python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip("bench_reports_a_wrong_triton_kernel", &why),
+    };
+    let (code, out, err) = bench(&py, &KERNELS.replace("OP", "-"), "bad");
+    assert_eq!(code, 1, "{out}\n{err}");
+    let all = format!("{out}\n{err}");
+    assert!(
+        all.contains("out_ptr[0]"),
+        "names the buffer and first bad index: {all}"
+    );
+    assert!(all.contains("seed"), "names the seed: {all}");
+}

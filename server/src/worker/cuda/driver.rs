@@ -59,7 +59,9 @@ impl CuError {
             CUDA_ERROR_MISALIGNED_ADDRESS => "misaligned memory access",
             CUDA_ERROR_LAUNCH_FAILED => "kernel exception (trap or unspecified launch failure)",
             CUDA_ERROR_ASSERT => "device-side assert failed",
-            CUDA_ERROR_HARDWARE_STACK_ERROR => "hardware stack error (stack overflow or deep recursion)",
+            CUDA_ERROR_HARDWARE_STACK_ERROR => {
+                "hardware stack error (stack overflow or deep recursion)"
+            }
             CUDA_ERROR_ILLEGAL_INSTRUCTION => "illegal instruction",
             CUDA_ERROR_INVALID_ADDRESS_SPACE => "memory access in the wrong address space",
             CUDA_ERROR_INVALID_PC => "invalid program counter",
@@ -78,7 +80,13 @@ impl CuError {
 
 impl std::fmt::Display for CuError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} failed: {} ({})", self.call, self.describe(), self.name())
+        write!(
+            f,
+            "{} failed: {} ({})",
+            self.call,
+            self.describe(),
+            self.name()
+        )
     }
 }
 
@@ -131,7 +139,10 @@ impl Context {
             let mut device = 0;
             check("cuDeviceGet", sys::cuDeviceGet(&mut device, 0))?;
             let mut ctx = ptr::null_mut();
-            check("cuDevicePrimaryCtxRetain", sys::cuDevicePrimaryCtxRetain(&mut ctx, device))?;
+            check(
+                "cuDevicePrimaryCtxRetain",
+                sys::cuDevicePrimaryCtxRetain(&mut ctx, device),
+            )?;
             check("cuCtxSetCurrent", sys::cuCtxSetCurrent(ctx))?;
             let mut stream = ptr::null_mut();
             // A blocking stream (flags 0): it waits for legacy-stream work such as the
@@ -156,35 +167,47 @@ impl Context {
     pub fn attr(&self, a: CUdevice_attribute) -> CuResult<i32> {
         let mut v = 0;
         // SAFETY: valid out-pointer and device.
-        check("cuDeviceGetAttribute", unsafe { sys::cuDeviceGetAttribute(&mut v, a, self.device) })?;
+        check("cuDeviceGetAttribute", unsafe {
+            sys::cuDeviceGetAttribute(&mut v, a, self.device)
+        })?;
         Ok(v)
     }
 
     pub fn name(&self) -> CuResult<String> {
         let mut buf = [0 as std::ffi::c_char; 256];
         // SAFETY: the buffer's length is passed; the driver NUL-terminates.
-        check("cuDeviceGetName", unsafe { sys::cuDeviceGetName(buf.as_mut_ptr(), 255, self.device) })?;
+        check("cuDeviceGetName", unsafe {
+            sys::cuDeviceGetName(buf.as_mut_ptr(), 255, self.device)
+        })?;
         // SAFETY: NUL-terminated within the buffer (last byte is still 0).
-        Ok(unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+        Ok(unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned())
     }
 
     pub fn total_mem(&self) -> CuResult<usize> {
         let mut b = 0;
         // SAFETY: valid out-pointer.
-        check("cuDeviceTotalMem", unsafe { sys::cuDeviceTotalMem_v2(&mut b, self.device) })?;
+        check("cuDeviceTotalMem", unsafe {
+            sys::cuDeviceTotalMem_v2(&mut b, self.device)
+        })?;
         Ok(b)
     }
 
     pub fn free_mem(&self) -> CuResult<usize> {
         let (mut free, mut total) = (0, 0);
         // SAFETY: valid out-pointers.
-        check("cuMemGetInfo", unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) })?;
+        check("cuMemGetInfo", unsafe {
+            sys::cuMemGetInfo_v2(&mut free, &mut total)
+        })?;
         Ok(free)
     }
 
     pub fn sync(&self) -> CuResult<()> {
         // SAFETY: our stream.
-        check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(self.stream) })
+        check("cuStreamSynchronize", unsafe {
+            sys::cuStreamSynchronize(self.stream)
+        })
     }
 }
 
@@ -210,13 +233,18 @@ impl DeviceBuffer {
         let mut p = 0;
         // SAFETY: valid out-pointer; a zero-byte request is bumped to 1 (the driver
         // rejects 0).
-        check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut p, bytes.max(1)) })?;
+        check("cuMemAlloc", unsafe {
+            sys::cuMemAlloc_v2(&mut p, bytes.max(1))
+        })?;
         Ok(DeviceBuffer { ptr: p, bytes })
     }
 
     /// Copies `data` to `self.ptr + offset` (synchronous).
     pub fn upload(&self, offset: usize, data: &[u8]) -> CuResult<()> {
-        assert!(offset + data.len() <= self.bytes, "upload past the allocation");
+        assert!(
+            offset + data.len() <= self.bytes,
+            "upload past the allocation"
+        );
         // SAFETY: the range lies inside this allocation (checked above).
         check("cuMemcpyHtoD", unsafe {
             sys::cuMemcpyHtoD_v2(self.ptr + offset as u64, data.as_ptr().cast(), data.len())
@@ -255,7 +283,9 @@ impl Module {
         })?;
         let mut m = ptr::null_mut();
         // SAFETY: NUL-terminated PTX text, valid out-pointer.
-        check("cuModuleLoadData", unsafe { sys::cuModuleLoadData(&mut m, image.as_ptr().cast()) })?;
+        check("cuModuleLoadData", unsafe {
+            sys::cuModuleLoadData(&mut m, image.as_ptr().cast())
+        })?;
         Ok(Module { raw: m })
     }
 
@@ -266,7 +296,9 @@ impl Module {
         })?;
         let mut f = ptr::null_mut();
         // SAFETY: valid module and NUL-terminated name.
-        check("cuModuleGetFunction", unsafe { sys::cuModuleGetFunction(&mut f, self.raw, c.as_ptr()) })?;
+        check("cuModuleGetFunction", unsafe {
+            sys::cuModuleGetFunction(&mut f, self.raw, c.as_ptr())
+        })?;
         Ok(f)
     }
 }
@@ -281,7 +313,9 @@ impl Drop for Module {
 pub fn func_attr(f: CUfunction, a: CUfunction_attribute) -> CuResult<i32> {
     let mut v = 0;
     // SAFETY: valid function handle and out-pointer.
-    check("cuFuncGetAttribute", unsafe { sys::cuFuncGetAttribute(&mut v, a, f) })?;
+    check("cuFuncGetAttribute", unsafe {
+        sys::cuFuncGetAttribute(&mut v, a, f)
+    })?;
     Ok(v)
 }
 
@@ -328,12 +362,21 @@ pub fn launch(
 
 pub fn memset_async(ptr: CUdeviceptr, value: u8, bytes: usize, stream: CUstream) -> CuResult<()> {
     // SAFETY: the caller passes a range inside one allocation.
-    check("cuMemsetD8Async", unsafe { sys::cuMemsetD8Async(ptr, value, bytes, stream) })
+    check("cuMemsetD8Async", unsafe {
+        sys::cuMemsetD8Async(ptr, value, bytes, stream)
+    })
 }
 
-pub fn copy_dtod_async(dst: CUdeviceptr, src: CUdeviceptr, bytes: usize, stream: CUstream) -> CuResult<()> {
+pub fn copy_dtod_async(
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    bytes: usize,
+    stream: CUstream,
+) -> CuResult<()> {
     // SAFETY: the caller passes ranges inside live allocations.
-    check("cuMemcpyDtoDAsync", unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, stream) })
+    check("cuMemcpyDtoDAsync", unsafe {
+        sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, stream)
+    })
 }
 
 /// A timing event, destroyed on drop.
@@ -351,14 +394,18 @@ impl Event {
 
     pub fn record(&self, stream: CUstream) -> CuResult<()> {
         // SAFETY: valid event and stream.
-        check("cuEventRecord", unsafe { sys::cuEventRecord(self.raw, stream) })
+        check("cuEventRecord", unsafe {
+            sys::cuEventRecord(self.raw, stream)
+        })
     }
 
     /// Milliseconds from `start` to `self`; both must have completed.
     pub fn since(&self, start: &Event) -> CuResult<f64> {
         let mut ms = 0f32;
         // SAFETY: valid events, valid out-pointer.
-        check("cuEventElapsedTime", unsafe { sys::cuEventElapsedTime(&mut ms, start.raw, self.raw) })?;
+        check("cuEventElapsedTime", unsafe {
+            sys::cuEventElapsedTime(&mut ms, start.raw, self.raw)
+        })?;
         Ok(f64::from(ms))
     }
 }

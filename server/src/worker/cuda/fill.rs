@@ -80,7 +80,13 @@ pub fn f32_to_f16(x: f32) -> u16 {
     let man = bits & 0x7f_ffff;
     if exp == 0xff {
         // Keep NaN a (quiet) NaN; infinity stays infinity.
-        return sign | 0x7c00 | if man != 0 { 0x200 | (man >> 13) as u16 } else { 0 };
+        return sign
+            | 0x7c00
+            | if man != 0 {
+                0x200 | (man >> 13) as u16
+            } else {
+                0
+            };
     }
     let e = exp - 127 + 15;
     if e >= 0x1f {
@@ -158,9 +164,13 @@ pub fn encode(dtype: DType, v: f64, out: &mut [u8]) {
         DType::F64 => out.copy_from_slice(&v.to_le_bytes()),
         DType::I8 => out.copy_from_slice(&(int(v, -128.0, 127.0) as i8).to_le_bytes()),
         DType::I16 => out.copy_from_slice(&(int(v, -32768.0, 32767.0) as i16).to_le_bytes()),
-        DType::I32 => out.copy_from_slice(&(int(v, i32::MIN as f64, i32::MAX as f64) as i32).to_le_bytes()),
+        DType::I32 => {
+            out.copy_from_slice(&(int(v, i32::MIN as f64, i32::MAX as f64) as i32).to_le_bytes())
+        }
         // `as` saturates at the i64 range, which is what clamping means here.
-        DType::I64 => out.copy_from_slice(&(int(v, i64::MIN as f64, i64::MAX as f64) as i64).to_le_bytes()),
+        DType::I64 => {
+            out.copy_from_slice(&(int(v, i64::MIN as f64, i64::MAX as f64) as i64).to_le_bytes())
+        }
         DType::U8 => out.copy_from_slice(&(int(v, 0.0, 255.0) as u8).to_le_bytes()),
         DType::U32 => out.copy_from_slice(&(int(v, 0.0, u32::MAX as f64) as u32).to_le_bytes()),
         DType::Bool => out[0] = u8::from(v != 0.0 && !v.is_nan()),
@@ -173,9 +183,15 @@ pub fn encode_int(dtype: DType, v: i128, out: &mut [u8]) {
     let c = |lo: i128, hi: i128| v.clamp(lo, hi);
     match dtype {
         DType::I8 => out.copy_from_slice(&(c(i8::MIN.into(), i8::MAX.into()) as i8).to_le_bytes()),
-        DType::I16 => out.copy_from_slice(&(c(i16::MIN.into(), i16::MAX.into()) as i16).to_le_bytes()),
-        DType::I32 => out.copy_from_slice(&(c(i32::MIN.into(), i32::MAX.into()) as i32).to_le_bytes()),
-        DType::I64 => out.copy_from_slice(&(c(i64::MIN.into(), i64::MAX.into()) as i64).to_le_bytes()),
+        DType::I16 => {
+            out.copy_from_slice(&(c(i16::MIN.into(), i16::MAX.into()) as i16).to_le_bytes())
+        }
+        DType::I32 => {
+            out.copy_from_slice(&(c(i32::MIN.into(), i32::MAX.into()) as i32).to_le_bytes())
+        }
+        DType::I64 => {
+            out.copy_from_slice(&(c(i64::MIN.into(), i64::MAX.into()) as i64).to_le_bytes())
+        }
         DType::U8 => out.copy_from_slice(&(c(0, u8::MAX.into()) as u8).to_le_bytes()),
         DType::U32 => out.copy_from_slice(&(c(0, u32::MAX.into()) as u32).to_le_bytes()),
         DType::Bool => out[0] = u8::from(v != 0),
@@ -384,10 +400,34 @@ mod tests {
     #[test]
     fn same_seed_same_values_and_different_trials_differ() {
         let d = Dist::Uniform { lo: -1.0, hi: 1.0 };
-        let a = fill_buffer(DType::F32, Role::In, &d, 1000, &mut Rng::new(trial_seed(42, 0, 0)));
-        let b = fill_buffer(DType::F32, Role::In, &d, 1000, &mut Rng::new(trial_seed(42, 0, 0)));
-        let c = fill_buffer(DType::F32, Role::In, &d, 1000, &mut Rng::new(trial_seed(42, 0, 1)));
-        let e = fill_buffer(DType::F32, Role::In, &d, 1000, &mut Rng::new(trial_seed(42, 1, 0)));
+        let a = fill_buffer(
+            DType::F32,
+            Role::In,
+            &d,
+            1000,
+            &mut Rng::new(trial_seed(42, 0, 0)),
+        );
+        let b = fill_buffer(
+            DType::F32,
+            Role::In,
+            &d,
+            1000,
+            &mut Rng::new(trial_seed(42, 0, 0)),
+        );
+        let c = fill_buffer(
+            DType::F32,
+            Role::In,
+            &d,
+            1000,
+            &mut Rng::new(trial_seed(42, 0, 1)),
+        );
+        let e = fill_buffer(
+            DType::F32,
+            Role::In,
+            &d,
+            1000,
+            &mut Rng::new(trial_seed(42, 1, 0)),
+        );
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_ne!(a, e);
@@ -410,8 +450,14 @@ mod tests {
 
     #[test]
     fn normal_has_the_asked_mean_and_std() {
-        let d = Dist::Normal { mean: 3.0, std: 2.0 };
-        let v = vals(DType::F64, &fill_buffer(DType::F64, Role::InOut, &d, 50_000, &mut Rng::new(9)));
+        let d = Dist::Normal {
+            mean: 3.0,
+            std: 2.0,
+        };
+        let v = vals(
+            DType::F64,
+            &fill_buffer(DType::F64, Role::InOut, &d, 50_000, &mut Rng::new(9)),
+        );
         let mean = v.iter().sum::<f64>() / v.len() as f64;
         let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / v.len() as f64;
         assert!((mean - 3.0).abs() < 0.05, "mean {mean}");
@@ -428,10 +474,22 @@ mod tests {
                 assert!(v.contains(&f64::from(want)), "{dt} never drew {want}");
             }
         }
-        let v = vals(DType::U8, &fill_buffer(DType::U8, Role::In, &Dist::RandInt { lo: 0, hi: 256 }, 5000, &mut Rng::new(3)));
+        let v = vals(
+            DType::U8,
+            &fill_buffer(
+                DType::U8,
+                Role::In,
+                &Dist::RandInt { lo: 0, hi: 256 },
+                5000,
+                &mut Rng::new(3),
+            ),
+        );
         assert!(v.contains(&255.0) && v.contains(&0.0));
         // i64 keeps values beyond 2^53 exactly.
-        let big = Dist::RandInt { lo: i64::MAX - 2, hi: i64::MAX };
+        let big = Dist::RandInt {
+            lo: i64::MAX - 2,
+            hi: i64::MAX,
+        };
         let b = fill_buffer(DType::I64, Role::In, &big, 100, &mut Rng::new(5));
         for c in b.chunks_exact(8) {
             let x = i64::from_le_bytes(c.try_into().unwrap());
@@ -442,10 +500,34 @@ mod tests {
     #[test]
     fn constant_and_arange_fills() {
         let mut r = Rng::new(0);
-        assert_eq!(vals(DType::Bf16, &fill_buffer(DType::Bf16, Role::In, &Dist::Ones, 3, &mut r)), [1.0; 3]);
-        assert_eq!(vals(DType::I32, &fill_buffer(DType::I32, Role::In, &Dist::Zeros, 3, &mut r)), [0.0; 3]);
-        assert_eq!(vals(DType::F16, &fill_buffer(DType::F16, Role::In, &Dist::Arange, 4, &mut r)), [0.0, 1.0, 2.0, 3.0]);
-        assert_eq!(vals(DType::Bool, &fill_buffer(DType::Bool, Role::In, &Dist::Ones, 2, &mut r)), [1.0; 2]);
+        assert_eq!(
+            vals(
+                DType::Bf16,
+                &fill_buffer(DType::Bf16, Role::In, &Dist::Ones, 3, &mut r)
+            ),
+            [1.0; 3]
+        );
+        assert_eq!(
+            vals(
+                DType::I32,
+                &fill_buffer(DType::I32, Role::In, &Dist::Zeros, 3, &mut r)
+            ),
+            [0.0; 3]
+        );
+        assert_eq!(
+            vals(
+                DType::F16,
+                &fill_buffer(DType::F16, Role::In, &Dist::Arange, 4, &mut r)
+            ),
+            [0.0, 1.0, 2.0, 3.0]
+        );
+        assert_eq!(
+            vals(
+                DType::Bool,
+                &fill_buffer(DType::Bool, Role::In, &Dist::Ones, 2, &mut r)
+            ),
+            [1.0; 2]
+        );
     }
 
     #[test]
@@ -458,7 +540,10 @@ mod tests {
         assert!(vals(DType::Bf16, &bf).iter().all(|x| x.is_nan()));
         let d = fill_buffer(DType::F64, Role::Out, &Dist::Ones, 2, &mut Rng::new(0));
         assert!(vals(DType::F64, &d).iter().all(|x| x.is_nan()));
-        assert_eq!(fill_buffer(DType::I32, Role::Out, &Dist::Ones, 1, &mut Rng::new(0)), [0xa5; 4]);
+        assert_eq!(
+            fill_buffer(DType::I32, Role::Out, &Dist::Ones, 1, &mut Rng::new(0)),
+            [0xa5; 4]
+        );
     }
 
     #[test]
@@ -545,13 +630,34 @@ mod tests {
 
     #[test]
     fn scalar_arguments_have_their_c_size_and_value() {
-        assert_eq!(scalar_bytes(ScalarTy::I32, Value::Int(-2)), (-2i32).to_le_bytes());
-        assert_eq!(scalar_bytes(ScalarTy::F32, Value::Float(2.5)), 2.5f32.to_le_bytes());
-        assert_eq!(scalar_bytes(ScalarTy::F32, Value::Int(3)), 3f32.to_le_bytes());
-        assert_eq!(scalar_bytes(ScalarTy::F64, Value::Float(0.1)), 0.1f64.to_le_bytes());
-        assert_eq!(scalar_bytes(ScalarTy::U64, Value::Int(1 << 40)), (1u64 << 40).to_le_bytes());
-        assert_eq!(scalar_bytes(ScalarTy::F16, Value::Float(1.0)), 0x3c00u16.to_le_bytes());
-        assert_eq!(scalar_bytes(ScalarTy::Bf16, Value::Float(1.0)), 0x3f80u16.to_le_bytes());
+        assert_eq!(
+            scalar_bytes(ScalarTy::I32, Value::Int(-2)),
+            (-2i32).to_le_bytes()
+        );
+        assert_eq!(
+            scalar_bytes(ScalarTy::F32, Value::Float(2.5)),
+            2.5f32.to_le_bytes()
+        );
+        assert_eq!(
+            scalar_bytes(ScalarTy::F32, Value::Int(3)),
+            3f32.to_le_bytes()
+        );
+        assert_eq!(
+            scalar_bytes(ScalarTy::F64, Value::Float(0.1)),
+            0.1f64.to_le_bytes()
+        );
+        assert_eq!(
+            scalar_bytes(ScalarTy::U64, Value::Int(1 << 40)),
+            (1u64 << 40).to_le_bytes()
+        );
+        assert_eq!(
+            scalar_bytes(ScalarTy::F16, Value::Float(1.0)),
+            0x3c00u16.to_le_bytes()
+        );
+        assert_eq!(
+            scalar_bytes(ScalarTy::Bf16, Value::Float(1.0)),
+            0x3f80u16.to_le_bytes()
+        );
         assert_eq!(scalar_bytes(ScalarTy::Bool, Value::Int(5)), [1]);
         assert_eq!(scalar_bytes(ScalarTy::I8, Value::Int(-1)).len(), 1);
     }

@@ -13,7 +13,9 @@ use super::driver::{self, Context, CuError, CuResult, DeviceBuffer, Event, Modul
 use super::fill::{elem_size, guard_bytes, guard_fill, guard_violation, scalar_bytes};
 use super::limits::{check_launch, KernelAttrs, LaunchPlan};
 use crate::spec::{Arg, Case, DType, Launch, Role};
-use crate::toolchain::{self, default_options, std_header_shims, CompileRequest, Toolchain, ToolchainSettings};
+use crate::toolchain::{
+    self, default_options, std_header_shims, CompileRequest, Toolchain, ToolchainSettings,
+};
 use crate::worker::protocol::{Ceilings, DeviceInfo, ErrorKind, Version, WorkerError};
 
 /// Loaded modules kept at most; past it the cache starts over (an optimize session makes
@@ -73,7 +75,8 @@ impl Gpu {
                 i(DA::CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
             ],
             smem_per_block: i(DA::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?.into(),
-            smem_per_block_optin: i(DA::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?.into(),
+            smem_per_block_optin: i(DA::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
+                .into(),
             smem_per_sm: i(DA::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?.into(),
             regs_per_block: i(DA::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK)?,
             l2_bytes: i(DA::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?.into(),
@@ -110,7 +113,9 @@ impl Gpu {
         let kind = match e.code {
             _ if e.is_sticky() => ErrorKind::Fault,
             cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY
-            | cudarc::driver::sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES => ErrorKind::LimitExceeded,
+            | cudarc::driver::sys::CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES => {
+                ErrorKind::LimitExceeded
+            }
             _ => ErrorKind::Internal,
         };
         err(kind, format!("{what}: {e}"))
@@ -122,15 +127,22 @@ impl Gpu {
     /// Returns the kernel and whether it came from the cache.
     pub fn kernel(&mut self, v: &Version, case: usize) -> Result<(Arc<Kernel>, bool), WorkerError> {
         let c = v.plan.cases.get(case).ok_or_else(|| {
-            err(ErrorKind::BadRequest, format!("`{}` has no case {case}", v.label))
+            err(
+                ErrorKind::BadRequest,
+                format!("`{}` has no case {case}", v.label),
+            )
         })?;
         let name_expr = instance_name(&v.plan.kernel, c);
         let nvrtc = match &self.toolchain.nvrtc {
             Ok(n) => n.clone(),
             Err(e) => return Err(err(ErrorKind::NoBackend, e.to_string())),
         };
-        let mut options = default_options(&self.info.arch, &self.toolchain.include_dirs, &v.plan.defines)
-            .map_err(|e| err(ErrorKind::BadRequest, format!("`{}`: {e}", v.label)))?;
+        let mut options = default_options(
+            &self.info.arch,
+            &self.toolchain.include_dirs,
+            &v.plan.defines,
+        )
+        .map_err(|e| err(ErrorKind::BadRequest, format!("`{}`: {e}", v.label)))?;
         options.extend(v.options.iter().cloned());
 
         let mut h = Sha256::new();
@@ -190,7 +202,11 @@ impl Gpu {
                     self.driver_version()
                 ));
             }
-            w.kind = if w.kind == ErrorKind::Fault { ErrorKind::Fault } else { ErrorKind::CompileFailed };
+            w.kind = if w.kind == ErrorKind::Fault {
+                ErrorKind::Fault
+            } else {
+                ErrorKind::CompileFailed
+            };
             w.log = Some(out.log.clone());
             w
         })?;
@@ -231,15 +247,29 @@ impl Gpu {
 
     /// Checks case `c`'s launch of `k` against the device, opting in to large dynamic
     /// shared memory when needed. `LimitExceeded` names the limit.
-    pub fn prepare_launch(&mut self, label: &str, k: &Kernel, c: &Case) -> Result<LaunchPlan, WorkerError> {
+    pub fn prepare_launch(
+        &mut self,
+        label: &str,
+        k: &Kernel,
+        c: &Case,
+    ) -> Result<LaunchPlan, WorkerError> {
         let Launch::Cuda { grid, block, smem } = &c.launch else {
-            return Err(err(ErrorKind::BadRequest, format!("`{label}`: a CUDA version needs a CUDA launch (grid, block)")));
+            return Err(err(
+                ErrorKind::BadRequest,
+                format!("`{label}`: a CUDA version needs a CUDA launch (grid, block)"),
+            ));
         };
         let plan = check_launch(&self.info, &k.display, *grid, *block, *smem, &k.attrs)
             .map_err(|m| err(ErrorKind::LimitExceeded, m))?;
         if plan.needs_smem_opt_in {
             driver::set_max_dynamic_smem(k.func, plan.smem).map_err(|e| {
-                let mut w = self.fault(e, &format!("`{}`: opting in to {} bytes of dynamic shared memory", k.display, plan.smem));
+                let mut w = self.fault(
+                    e,
+                    &format!(
+                        "`{}`: opting in to {} bytes of dynamic shared memory",
+                        k.display, plan.smem
+                    ),
+                );
                 if w.kind == ErrorKind::Internal {
                     w.kind = ErrorKind::LimitExceeded;
                 }
@@ -251,13 +281,23 @@ impl Gpu {
 
     /// Launches and waits. The error is the driver's, for the caller to word.
     pub fn launch_sync(&self, k: &Kernel, plan: &LaunchPlan, args: &mut [Vec<u8>]) -> CuResult<()> {
-        driver::launch(k.func, plan.grid, plan.block, plan.smem, self.ctx.stream, args)?;
+        driver::launch(
+            k.func,
+            plan.grid,
+            plan.block,
+            plan.smem,
+            self.ctx.stream,
+            args,
+        )?;
         self.ctx.sync()
     }
 
     /// Fails with `LimitExceeded` when `bytes` more device memory would not fit.
     pub fn check_memory(&mut self, bytes: u64, what: &str) -> Result<(), WorkerError> {
-        let free = self.ctx.free_mem().map_err(|e| self.fault(e, "cuMemGetInfo"))? as u64;
+        let free = self
+            .ctx
+            .free_mem()
+            .map_err(|e| self.fault(e, "cuMemGetInfo"))? as u64;
         if bytes > free {
             return Err(err(
                 ErrorKind::LimitExceeded,
@@ -292,7 +332,10 @@ impl Gpu {
             let fma = self.measure_fma_tflops();
             match (copy, fma) {
                 (Ok(copy_gbps), Ok(fma_tflops)) => {
-                    self.info.ceilings = Some(Ceilings { copy_gbps, fma_tflops })
+                    self.info.ceilings = Some(Ceilings {
+                        copy_gbps,
+                        fma_tflops,
+                    })
                 }
                 (c, f) => tracing::warn!(
                     copy = ?c.err(),
@@ -341,7 +384,8 @@ impl Gpu {
         let grid = self.info.sms.max(1) * 8;
         let block = 256u32;
         let iters = 512i32;
-        let out = DeviceBuffer::alloc(grid as usize * block as usize * 4).map_err(|e| e.to_string())?;
+        let out =
+            DeviceBuffer::alloc(grid as usize * block as usize * 4).map_err(|e| e.to_string())?;
         let mut args = vec![
             out.ptr.to_le_bytes().to_vec(),
             0.999_9f32.to_le_bytes().to_vec(),
@@ -503,7 +547,12 @@ impl Guarded {
     pub fn download(&self) -> CuResult<(Vec<u8>, Option<i64>)> {
         let all = self.mem.download()?;
         let end = self.guard + self.data_bytes();
-        let bad = guard_violation(&all[..self.guard], &all[end..], self.elems, elem_size(self.dtype));
+        let bad = guard_violation(
+            &all[..self.guard],
+            &all[end..],
+            self.elems,
+            elem_size(self.dtype),
+        );
         Ok((all[self.guard..end].to_vec(), bad))
     }
 }

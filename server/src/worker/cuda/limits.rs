@@ -171,7 +171,10 @@ mod tests {
         let e = check_launch(&h100(), "saxpy", [1, 1, 1], [2048, 1, 1], 0, &SAXPY).unwrap_err();
         assert!(e.contains("block.x = 2048 is above the 1024"), "{e}");
         let e = check_launch(&h100(), "k", [1, 1, 1], [64, 32, 1], 0, &SAXPY).unwrap_err();
-        assert!(e.contains("block of 2048 threads is above the 1024 threads per block"), "{e}");
+        assert!(
+            e.contains("block of 2048 threads is above the 1024 threads per block"),
+            "{e}"
+        );
         let e = check_launch(&h100(), "k", [1, 1, 1], [1, 1, 65], 0, &SAXPY).unwrap_err();
         assert!(e.contains("block.z = 65"), "{e}");
     }

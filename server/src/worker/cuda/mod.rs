@@ -25,7 +25,9 @@ mod verify;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::backend::Backend;
-use super::protocol::{BackendStatus, CompileReport, DeviceInfo, ErrorKind, Op, OpResult, Version, WorkerError};
+use super::protocol::{
+    BackendStatus, CompileReport, DeviceInfo, ErrorKind, Op, OpResult, Version, WorkerError,
+};
 use crate::syntax::Lang;
 use gpu::{err, Gpu};
 
@@ -99,14 +101,19 @@ fn cuda_only(v: &Version) -> Result<(), WorkerError> {
     if v.lang != Lang::Cuda || v.plan.lang != Lang::Cuda {
         return Err(err(
             ErrorKind::BadRequest,
-            format!("`{}` is not a CUDA version; the Triton backend runs it", v.label),
+            format!(
+                "`{}` is not a CUDA version; the Triton backend runs it",
+                v.label
+            ),
         ));
     }
     Ok(())
 }
 
 fn run_op(gpu: &mut Gpu, op: &Op, progress: &mut dyn FnMut(&str)) -> Result<OpResult, WorkerError> {
-    gpu.ctx.make_current().map_err(|e| gpu.fault(e, "making the CUDA context current"))?;
+    gpu.ctx
+        .make_current()
+        .map_err(|e| gpu.fault(e, "making the CUDA context current"))?;
     match op {
         Op::Compile { version } => {
             cuda_only(version)?;
@@ -127,7 +134,8 @@ fn run_op(gpu: &mut Gpu, op: &Op, progress: &mut dyn FnMut(&str)) -> Result<OpRe
         } => {
             cuda_only(candidate)?;
             cuda_only(reference)?;
-            verify::verify(gpu, candidate, reference, *seed, *sanitize, progress).map(OpResult::Verify)
+            verify::verify(gpu, candidate, reference, *seed, *sanitize, progress)
+                .map(OpResult::Verify)
         }
         Op::Time { versions, settings } => {
             for v in versions {
@@ -166,7 +174,10 @@ impl Backend for CudaBackend {
                 }
                 Err(e) => BackendStatus {
                     available: false,
-                    message: format!("{} ({}) found, but kernels cannot be compiled: {e}", g.info.name, g.info.arch),
+                    message: format!(
+                        "{} ({}) found, but kernels cannot be compiled: {e}",
+                        g.info.name, g.info.arch
+                    ),
                     interpreter: false,
                 },
             },
@@ -203,7 +214,10 @@ impl Backend for CudaBackend {
             Err(p) => {
                 // Unknown state inside the driver wrapper: do not trust the context.
                 gpu.poisoned = true;
-                Err(err(ErrorKind::Internal, format!("the CUDA backend panicked: {}", panic_text(&p))))
+                Err(err(
+                    ErrorKind::Internal,
+                    format!("the CUDA backend panicked: {}", panic_text(&p)),
+                ))
             }
         }
     }
@@ -227,7 +241,9 @@ mod tests {
         assert!(matches!(b.state, State::NotOpened));
         assert!(!b.poisoned());
         if has_libcuda() {
-            eprintln!("SKIP new_is_cheap_and_status_without_libcuda_says_why: this machine has libcuda");
+            eprintln!(
+                "SKIP new_is_cheap_and_status_without_libcuda_says_why: this machine has libcuda"
+            );
             return;
         }
         let s = b.status();

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use super::driver::{self, CuError, Event};
 use super::fill::{buffer_seed, fill_buffer, trial_seed, Rng};
-use super::gpu::{alloc_buffers, buffer_args, case_device_bytes, err, kernel_args, Gpu, Guarded, Kernel};
+use super::gpu::{
+    alloc_buffers, buffer_args, case_device_bytes, err, kernel_args, Gpu, Guarded, Kernel,
+};
 use super::limits::{summarize, LaunchPlan};
 use crate::worker::protocol::{ErrorKind, TimeReport, TimeSettings, Timing, Version, WorkerError};
 
@@ -47,7 +49,10 @@ pub fn time(
     for v in versions {
         progress(&format!("compiling {}", v.label));
         let c = v.plan.cases.first().ok_or_else(|| {
-            err(ErrorKind::BadRequest, format!("`{}` has no case to time", v.label))
+            err(
+                ErrorKind::BadRequest,
+                format!("`{}` has no case to time", v.label),
+            )
         })?;
         let (k, _) = gpu.kernel(v, 0)?;
         let plan = gpu.prepare_launch(&v.label, &k, c)?;
@@ -59,11 +64,14 @@ pub fn time(
             Some(i) => i,
             None => {
                 gpu.check_memory(case_device_bytes(c), &format!("timing `{}`", v.label))?;
-                let bufs = alloc_buffers(c).map_err(|e| gpu.fault(e, "allocating buffers for timing"))?;
+                let bufs =
+                    alloc_buffers(c).map_err(|e| gpu.fault(e, "allocating buffers for timing"))?;
                 let ts = trial_seed(0, 0, 0);
                 for (i, (b, (_, d, r, _, e, dist))) in bufs.iter().zip(buffer_args(c)).enumerate() {
-                    let data = fill_buffer(d, r, dist, e as usize, &mut Rng::new(buffer_seed(ts, i)));
-                    b.upload(&data).map_err(|e| gpu.fault(e, "uploading inputs for timing"))?;
+                    let data =
+                        fill_buffer(d, r, dist, e as usize, &mut Rng::new(buffer_seed(ts, i)));
+                    b.upload(&data)
+                        .map_err(|e| gpu.fault(e, "uploading inputs for timing"))?;
                 }
                 layouts.push(layout);
                 sets.push(bufs);
@@ -131,7 +139,14 @@ pub fn time(
                     gpu.flush_l2(round)?;
                 }
                 events[i].0.record(stream)?;
-                driver::launch(p.kernel.func, p.plan.grid, p.plan.block, p.plan.smem, stream, &mut p.args)?;
+                driver::launch(
+                    p.kernel.func,
+                    p.plan.grid,
+                    p.plan.block,
+                    p.plan.smem,
+                    stream,
+                    &mut p.args,
+                )?;
                 events[i].1.record(stream)
             })();
             if let Err(e) = step {
@@ -142,13 +157,17 @@ pub fn time(
             return Err(fault(gpu, e, &versions[0], &prepared[0].kernel));
         }
         for i in 0..n {
-            let ms = events[i].1.since(&events[i].0).map_err(|e| gpu.fault(e, "reading timing events"))?;
+            let ms = events[i]
+                .1
+                .since(&events[i].0)
+                .map_err(|e| gpu.fault(e, "reading timing events"))?;
             samples[i].push(ms);
             spent[i] += ms;
         }
         round += 1;
         let reps = samples[0].len();
-        let enough = reps >= settings.min_reps.max(1) as usize && spent.iter().all(|s| *s >= settings.rep_ms);
+        let enough = reps >= settings.min_reps.max(1) as usize
+            && spent.iter().all(|s| *s >= settings.rep_ms);
         if enough || reps >= MAX_REPS || started.elapsed() >= wall_cap {
             break;
         }
@@ -161,7 +180,11 @@ pub fn time(
             let (median, min, p10, p90) = summarize(s);
             let c0 = &v.plan.cases[0];
             let secs = median * 1e-3;
-            let gbps = if secs > 0.0 { c0.bytes / secs / 1e9 } else { 0.0 };
+            let gbps = if secs > 0.0 {
+                c0.bytes / secs / 1e9
+            } else {
+                0.0
+            };
             let tflops = c0.flops.filter(|_| secs > 0.0).map(|f| f / secs / 1e12);
             Timing {
                 label: v.label.clone(),

@@ -5,13 +5,19 @@
 
 use std::time::Instant;
 
-use super::compare::{compare, element_name, first_unwritten, show, unravel, where_suffix, BadKind};
+use super::compare::{
+    compare, element_name, first_unwritten, show, unravel, where_suffix, BadKind,
+};
 use super::driver::CuError;
 use super::fill::{buffer_seed, fill_buffer, trial_seed, Rng};
-use super::gpu::{alloc_buffers, buffer_args, case_device_bytes, err, kernel_args, Gpu, Guarded, Kernel};
+use super::gpu::{
+    alloc_buffers, buffer_args, case_device_bytes, err, kernel_args, Gpu, Guarded, Kernel,
+};
 use super::limits::LaunchPlan;
 use crate::spec::{BenchPlan, Role};
-use crate::worker::protocol::{ErrorKind, Failure, FailureKind, Version, VerifyReport, WorkerError};
+use crate::worker::protocol::{
+    ErrorKind, Failure, FailureKind, VerifyReport, Version, WorkerError,
+};
 
 /// Where we are, for failure records.
 #[derive(Clone, Copy)]
@@ -34,7 +40,10 @@ impl At {
             actual: None,
             max_abs_err: None,
             max_rel_err: None,
-            message: format!("{message} {}", where_suffix(self.case, self.trial, self.seed)),
+            message: format!(
+                "{message} {}",
+                where_suffix(self.case, self.trial, self.seed)
+            ),
         }
     }
 }
@@ -57,7 +66,12 @@ pub fn check_compatible(cand: &BenchPlan, refp: &BenchPlan) -> Result<(), String
                 .collect::<Vec<_>>()
         };
         let (ka, kb) = (key(a), key(b));
-        if ka.len() != kb.len() || ka.iter().zip(&kb).any(|(x, y)| (x.1, x.2, &x.3, x.4) != (y.1, y.2, &y.3, y.4)) {
+        if ka.len() != kb.len()
+            || ka
+                .iter()
+                .zip(&kb)
+                .any(|(x, y)| (x.1, x.2, &x.3, x.4) != (y.1, y.2, &y.3, y.4))
+        {
             return Err(format!(
                 "case {i}: the candidate's buffers ({}) differ from the reference's ({}) in number, \
                  type, shape or role",
@@ -99,7 +113,8 @@ pub fn verify(
         failure: None,
         nondeterministic: false,
         sanitizer: sanitize.then(|| {
-            "compute-sanitizer is not run in-process yet; the candidate was verified without it".to_string()
+            "compute-sanitizer is not run in-process yet; the candidate was verified without it"
+                .to_string()
         }),
         interpreter: false,
         elapsed_ms: 0.0,
@@ -116,9 +131,14 @@ pub fn verify(
         let r_plan = gpu.prepare_launch(&refv.label, &rk, r_case)?;
         let c_plan = gpu.prepare_launch(&cand.label, &ck, c_case)?;
         let need = case_device_bytes(c_case) + case_device_bytes(r_case);
-        gpu.check_memory(need, &format!("case {ci} (candidate and reference buffers)"))?;
-        let r_bufs = alloc_buffers(r_case).map_err(|e| gpu.fault(e, "allocating reference buffers"))?;
-        let c_bufs = alloc_buffers(c_case).map_err(|e| gpu.fault(e, "allocating candidate buffers"))?;
+        gpu.check_memory(
+            need,
+            &format!("case {ci} (candidate and reference buffers)"),
+        )?;
+        let r_bufs =
+            alloc_buffers(r_case).map_err(|e| gpu.fault(e, "allocating reference buffers"))?;
+        let c_bufs =
+            alloc_buffers(c_case).map_err(|e| gpu.fault(e, "allocating candidate buffers"))?;
         let mut r_args = kernel_args(&refv.label, r_case, &r_bufs)?;
         let mut c_args = kernel_args(&cand.label, c_case, &c_bufs)?;
         let (atol_rtol, compared): (Vec<(f64, f64)>, Vec<bool>) = c_bufs
@@ -127,8 +147,16 @@ pub fn verify(
             .unzip();
 
         for t in 0..trials {
-            progress(&format!("verifying case {}/{cases}, trial {}/{trials}", ci + 1, t + 1));
-            let at = At { case: ci, trial: t, seed };
+            progress(&format!(
+                "verifying case {}/{cases}, trial {}/{trials}",
+                ci + 1,
+                t + 1
+            ));
+            let at = At {
+                case: ci,
+                trial: t,
+                seed,
+            };
             let ts = trial_seed(seed, ci, t);
             let inputs: Vec<Vec<u8>> = buffer_args(c_case)
                 .iter()
@@ -142,7 +170,11 @@ pub fn verify(
             let r_out = match run_once(gpu, &rk, &r_plan, &mut r_args, &r_bufs, &inputs) {
                 Ok(o) => o,
                 Err(e) => {
-                    return Ok(fail(report, t0, fault_failure(gpu, e, &rk, at, FailureKind::ReferenceFailed, "reference ")));
+                    return Ok(fail(
+                        report,
+                        t0,
+                        fault_failure(gpu, e, &rk, at, FailureKind::ReferenceFailed, "reference "),
+                    ));
                 }
             };
             if let Some(f) = reference_problem(&r_bufs, &r_out, at) {
@@ -151,7 +183,13 @@ pub fn verify(
 
             let c_out = match run_once(gpu, &ck, &c_plan, &mut c_args, &c_bufs, &inputs) {
                 Ok(o) => o,
-                Err(e) => return Ok(fail(report, t0, fault_failure(gpu, e, &ck, at, FailureKind::Fault, ""))),
+                Err(e) => {
+                    return Ok(fail(
+                        report,
+                        t0,
+                        fault_failure(gpu, e, &ck, at, FailureKind::Fault, ""),
+                    ))
+                }
             };
             if let Some(f) = guard_problem(&c_bufs, &c_out, at, FailureKind::OutOfBounds, "") {
                 return Ok(fail(report, t0, f));
@@ -170,8 +208,16 @@ pub fn verify(
                         show(bad.actual)
                     };
                     let mut f = at.failure(
-                        if bad.kind == BadKind::Nan { FailureKind::Nan } else { FailureKind::Mismatch },
-                        format!("{}: expected {}, got {got}", element_name(&b.name, &coords), show(bad.expected)),
+                        if bad.kind == BadKind::Nan {
+                            FailureKind::Nan
+                        } else {
+                            FailureKind::Mismatch
+                        },
+                        format!(
+                            "{}: expected {}, got {got}",
+                            element_name(&b.name, &coords),
+                            show(bad.expected)
+                        ),
                     );
                     f.buffer = Some(b.name.clone());
                     f.index = Some(coords);
@@ -189,16 +235,28 @@ pub fn verify(
                 progress("checking determinism");
                 let again = match run_once(gpu, &ck, &c_plan, &mut c_args, &c_bufs, &inputs) {
                     Ok(o) => o,
-                    Err(e) => return Ok(fail(report, t0, fault_failure(gpu, e, &ck, at, FailureKind::Fault, ""))),
+                    Err(e) => {
+                        return Ok(fail(
+                            report,
+                            t0,
+                            fault_failure(gpu, e, &ck, at, FailureKind::Fault, ""),
+                        ))
+                    }
                 };
                 if let Some(f) = guard_problem(&c_bufs, &again, at, FailureKind::OutOfBounds, "") {
                     return Ok(fail(report, t0, f));
                 }
                 report.nondeterministic = c_bufs.iter().enumerate().any(|(i, b)| {
                     compared[i]
-                        && compare(b.dtype, &c_out[i].0, &again[i].0, atol_rtol[i].0, atol_rtol[i].1)
-                            .first_bad
-                            .is_some()
+                        && compare(
+                            b.dtype,
+                            &c_out[i].0,
+                            &again[i].0,
+                            atol_rtol[i].0,
+                            atol_rtol[i].1,
+                        )
+                        .first_bad
+                        .is_some()
                 });
             }
         }
@@ -231,16 +289,32 @@ fn run_once(
     bufs.iter().map(Guarded::download).collect()
 }
 
-fn fault_failure(gpu: &mut Gpu, e: CuError, k: &Kernel, at: At, kind: FailureKind, who: &str) -> Failure {
+fn fault_failure(
+    gpu: &mut Gpu,
+    e: CuError,
+    k: &Kernel,
+    at: At,
+    kind: FailureKind,
+    who: &str,
+) -> Failure {
     if e.is_sticky() {
         gpu.poisoned = true;
     }
     let what = if e.call == "cuLaunchKernel" || e.call == "cuStreamSynchronize" {
-        format!("{who}{} at launch of `{}` ({})", e.describe(), k.display, e.name())
+        format!(
+            "{who}{} at launch of `{}` ({})",
+            e.describe(),
+            k.display,
+            e.name()
+        )
     } else {
         format!("{who}`{}`: {e}", k.display)
     };
-    let tail = if e.is_sticky() { "; the CUDA context is lost and the worker restarts" } else { "" };
+    let tail = if e.is_sticky() {
+        "; the CUDA context is lost and the worker restarts"
+    } else {
+        ""
+    };
     at.failure(kind, format!("{what}{tail}"))
 }
 
@@ -254,11 +328,18 @@ fn guard_problem(
     bufs.iter().zip(out).find_map(|(b, (_, bad))| {
         let idx = (*bad)?;
         let place = if idx < 0 {
-            format!("{} element{} before the start", -idx, if idx == -1 { "" } else { "s" })
+            format!(
+                "{} element{} before the start",
+                -idx,
+                if idx == -1 { "" } else { "s" }
+            )
         } else {
             format!("element {idx}, past the end at {}", b.elems)
         };
-        let mut f = at.failure(kind, format!("{who}out-of-bounds write to `{}`: {place}", b.name));
+        let mut f = at.failure(
+            kind,
+            format!("{who}out-of-bounds write to `{}`: {place}", b.name),
+        );
         f.buffer = Some(b.name.clone());
         f.index = u64::try_from(idx).ok().map(|i| vec![i]);
         Some(f)
@@ -334,12 +415,30 @@ mod tests {
 
     #[test]
     fn compatible_plans_and_mismatched_buffers() {
-        let a = plan(&[("x", DType::F32, Role::In, 8), ("y", DType::F32, Role::Out, 8)], 2);
+        let a = plan(
+            &[
+                ("x", DType::F32, Role::In, 8),
+                ("y", DType::F32, Role::Out, 8),
+            ],
+            2,
+        );
         assert!(check_compatible(&a, &a).is_ok());
-        let b = plan(&[("x", DType::F32, Role::In, 8), ("y", DType::F16, Role::Out, 8)], 2);
+        let b = plan(
+            &[
+                ("x", DType::F32, Role::In, 8),
+                ("y", DType::F16, Role::Out, 8),
+            ],
+            2,
+        );
         let e = check_compatible(&a, &b).unwrap_err();
         assert!(e.contains("y: out f16[8]"), "{e}");
-        let c = plan(&[("x", DType::F32, Role::In, 8), ("y", DType::F32, Role::Out, 8)], 1);
+        let c = plan(
+            &[
+                ("x", DType::F32, Role::In, 8),
+                ("y", DType::F32, Role::Out, 8),
+            ],
+            1,
+        );
         assert!(check_compatible(&a, &c).unwrap_err().contains("2 cases"));
     }
 }

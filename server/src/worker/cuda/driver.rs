@@ -211,6 +211,11 @@ impl Context {
     }
 }
 
+// SAFETY: driver handles are process-wide and the driver API is thread-safe; the backend
+// calls `make_current` on whatever thread it runs before using them, so the worker loop
+// may move the backend to another thread.
+unsafe impl Send for Context {}
+
 impl Drop for Context {
     fn drop(&mut self) {
         // SAFETY: handles we created; errors (e.g. after a sticky fault) are ignored
@@ -302,6 +307,9 @@ impl Module {
         Ok(f)
     }
 }
+
+// SAFETY: see `Context`: a module handle is valid on any thread of the process.
+unsafe impl Send for Module {}
 
 impl Drop for Module {
     fn drop(&mut self) {
@@ -409,6 +417,9 @@ impl Event {
         Ok(f64::from(ms))
     }
 }
+
+// SAFETY: see `Context`.
+unsafe impl Send for Event {}
 
 impl Drop for Event {
     fn drop(&mut self) {

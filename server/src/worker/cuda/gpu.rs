@@ -41,6 +41,12 @@ pub struct Kernel {
     pub compile_ms: f64,
 }
 
+// SAFETY: a CUfunction is a process-wide driver handle; the driver API is thread-safe and
+// the backend makes its context current on the calling thread before every use.
+unsafe impl Send for Kernel {}
+// SAFETY: as above; the handle is only passed by value to driver calls.
+unsafe impl Sync for Kernel {}
+
 pub struct Gpu {
     pub ctx: Context,
     pub info: DeviceInfo,
@@ -349,7 +355,7 @@ impl Gpu {
 
     fn measure_copy_gbps(&mut self) -> Result<f64, String> {
         let free = self.ctx.free_mem().map_err(|e| e.to_string())?;
-        let bytes = (free / 8).min(512 << 20).max(1 << 20) & !0xfff;
+        let bytes = (free / 8).clamp(1 << 20, 512 << 20) & !0xfff;
         let a = DeviceBuffer::alloc(bytes).map_err(|e| e.to_string())?;
         let b = DeviceBuffer::alloc(bytes).map_err(|e| e.to_string())?;
         let s = self.ctx.stream;
@@ -558,7 +564,10 @@ impl Guarded {
 }
 
 /// The buffer arguments of a case, in parameter order.
-pub fn buffer_args(c: &Case) -> Vec<(&str, DType, Role, &[u64], u64, &crate::spec::Dist)> {
+/// One buffer argument: name, dtype, role, shape, elements, distribution.
+pub type BufferSpec<'a> = (&'a str, DType, Role, &'a [u64], u64, &'a crate::spec::Dist);
+
+pub fn buffer_args(c: &Case) -> Vec<BufferSpec<'_>> {
     c.args
         .iter()
         .filter_map(|a| match a {

@@ -236,6 +236,12 @@ mod tests {
     }
 
     #[test]
+    fn backend_can_move_to_another_thread() {
+        fn is_send<T: Send>() {}
+        is_send::<CudaBackend>();
+    }
+
+    #[test]
     fn new_is_cheap_and_status_without_libcuda_says_why() {
         let mut b = CudaBackend::new();
         assert!(matches!(b.state, State::NotOpened));

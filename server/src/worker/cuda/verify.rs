@@ -272,6 +272,9 @@ fn fail(mut report: VerifyReport, t0: Instant, f: Failure) -> VerifyReport {
     report
 }
 
+/// Every buffer's data as read back, with where its guard was overwritten, if anywhere.
+type Readback = Vec<(Vec<u8>, Option<i64>)>;
+
 /// Uploads `inputs` (poisoned `out`s included) with fresh guards, launches, waits, and
 /// reads every buffer back with its guard verdict.
 fn run_once(
@@ -281,7 +284,7 @@ fn run_once(
     args: &mut [Vec<u8>],
     bufs: &[Guarded],
     inputs: &[Vec<u8>],
-) -> Result<Vec<(Vec<u8>, Option<i64>)>, CuError> {
+) -> Result<Readback, CuError> {
     for (b, data) in bufs.iter().zip(inputs) {
         b.upload(data)?;
     }

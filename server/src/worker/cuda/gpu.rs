@@ -166,13 +166,23 @@ impl Gpu {
         }
 
         let t0 = Instant::now();
-        let out = nvrtc.compile(&CompileRequest {
+        let request = |exprs: Vec<String>| CompileRequest {
             source: v.source.clone(),
             program_name: format!("{}.cu", v.plan.kernel),
-            options,
-            name_expressions: vec![name_expr.clone()],
+            options: options.clone(),
+            name_expressions: exprs,
             headers: std_header_shims(&self.toolchain.include_dirs),
-        });
+        };
+        let mut out = nvrtc.compile(&request(vec![name_expr.clone()]));
+        if !out.success && c.template_args.is_empty() {
+            // A plain kernel needs no name expression to exist (extern "C" is its own
+            // symbol); if the expression itself is what NVRTC rejects (a kernel inside a
+            // namespace), compiling without it tells the two failures apart.
+            let plain = nvrtc.compile(&request(Vec::new()));
+            if plain.success {
+                out = plain;
+            }
+        }
         let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
         let ptx = match out.ptx {
             Some(p) if out.success => p,

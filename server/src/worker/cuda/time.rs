@@ -1,0 +1,213 @@
+//! `Op::Time` on the GPU (SPEC.md, "What the tool does with it": time and roofline): case 0
+//! only, inputs made once, a warm-up per version, then interleaved rounds (each timed
+//! launch after an L2 flush, bracketed by events) until every version has spent its
+//! budget and reached `min_reps`.
+//!
+//! `inout` buffers are not re-uploaded between launches: a kernel that updates them in
+//! place sees drifting values across repetitions. That changes the numbers, not the
+//! memory traffic, so the timing stays representative; correctness is `verify`'s job.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::driver::{self, CuError, Event};
+use super::fill::{buffer_seed, fill_buffer, trial_seed, Rng};
+use super::gpu::{
+    alloc_buffers, buffer_args, case_device_bytes, err, kernel_args, Gpu, Guarded, Kernel,
+};
+use super::limits::{summarize, LaunchPlan};
+use crate::worker::protocol::{ErrorKind, TimeReport, TimeSettings, Timing, Version, WorkerError};
+
+/// Hard stops so a host loop never runs away, whatever the settings say.
+const MAX_REPS: usize = 100_000;
+const MAX_WARMUP_LAUNCHES: usize = 10_000;
+
+struct Prepared {
+    kernel: Arc<Kernel>,
+    plan: LaunchPlan,
+    /// Point into `sets` in `time`, which outlives every launch.
+    args: Vec<Vec<u8>>,
+}
+
+pub fn time(
+    gpu: &mut Gpu,
+    versions: &[Version],
+    settings: &TimeSettings,
+    progress: &mut dyn FnMut(&str),
+) -> Result<TimeReport, WorkerError> {
+    if versions.is_empty() {
+        return Err(err(ErrorKind::BadRequest, "time: no versions given"));
+    }
+    progress("measuring device ceilings");
+    let ceilings = gpu.ceilings();
+
+    // Versions whose case-0 buffers are the same (usually all of them) share one set of
+    // device buffers, so N versions do not need N times the memory.
+    let mut layouts: Vec<Vec<(String, crate::spec::DType, crate::spec::Role, u64)>> = Vec::new();
+    let mut sets: Vec<Vec<Guarded>> = Vec::new();
+    let mut prepared = Vec::with_capacity(versions.len());
+    for v in versions {
+        progress(&format!("compiling {}", v.label));
+        let c = v.plan.cases.first().ok_or_else(|| {
+            err(
+                ErrorKind::BadRequest,
+                format!("`{}` has no case to time", v.label),
+            )
+        })?;
+        let (k, _) = gpu.kernel(v, 0)?;
+        let plan = gpu.prepare_launch(&v.label, &k, c)?;
+        let layout: Vec<_> = buffer_args(c)
+            .into_iter()
+            .map(|(n, d, r, _, e, _)| (n.to_string(), d, r, e))
+            .collect();
+        let set = match layouts.iter().position(|l| *l == layout) {
+            Some(i) => i,
+            None => {
+                gpu.check_memory(case_device_bytes(c), &format!("timing `{}`", v.label))?;
+                let bufs =
+                    alloc_buffers(c).map_err(|e| gpu.fault(e, "allocating buffers for timing"))?;
+                let ts = trial_seed(0, 0, 0);
+                for (i, (b, (_, d, r, _, e, dist))) in bufs.iter().zip(buffer_args(c)).enumerate() {
+                    let data =
+                        fill_buffer(d, r, dist, e as usize, &mut Rng::new(buffer_seed(ts, i)));
+                    b.upload(&data)
+                        .map_err(|e| gpu.fault(e, "uploading inputs for timing"))?;
+                }
+                layouts.push(layout);
+                sets.push(bufs);
+                sets.len() - 1
+            }
+        };
+        let args = kernel_args(&v.label, c, &sets[set])?;
+        prepared.push(Prepared {
+            kernel: k,
+            plan,
+            args,
+        });
+    }
+
+    let fault = |gpu: &mut Gpu, e: CuError, v: &Version, k: &Kernel| {
+        let mut w = gpu.fault(e, &format!("`{}` ({}) while timing", v.label, k.display));
+        if e.is_sticky() {
+            w.message = format!(
+                "{} at launch of `{}` while timing `{}` ({}); the CUDA context is lost and the worker restarts",
+                e.describe(),
+                k.display,
+                v.label,
+                e.name()
+            );
+        }
+        w
+    };
+
+    // Warm-up: caches, clocks, lazy module loading.
+    for (v, p) in versions.iter().zip(prepared.iter_mut()) {
+        progress(&format!("warming up {}", v.label));
+        let start = Instant::now();
+        let budget = Duration::from_secs_f64(settings.warmup_ms.max(0.0) / 1e3);
+        for n in 0.. {
+            if let Err(e) = gpu.launch_sync(&p.kernel, &p.plan, &mut p.args) {
+                return Err(fault(gpu, e, v, &p.kernel));
+            }
+            if start.elapsed() >= budget || n + 1 >= MAX_WARMUP_LAUNCHES {
+                break;
+            }
+        }
+    }
+
+    progress("timing");
+    let n = versions.len();
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut spent = vec![0.0f64; n];
+    let events: Vec<(Event, Event)> = (0..n)
+        .map(|_| Ok((Event::new()?, Event::new()?)))
+        .collect::<Result<_, CuError>>()
+        .map_err(|e| gpu.fault(e, "creating timing events"))?;
+    let wall_cap = Duration::from_secs_f64(
+        120.0 + 4.0 * n as f64 * (settings.rep_ms.max(0.0) + settings.warmup_ms.max(0.0)) / 1e3,
+    );
+    let started = Instant::now();
+    let stream = gpu.ctx.stream;
+    let mut round: u32 = 0;
+    loop {
+        // Rotate who goes first so no version always follows the same neighbour.
+        for j in 0..n {
+            let i = (j + round as usize) % n;
+            let p = &mut prepared[i];
+            let step = (|| -> Result<(), CuError> {
+                if settings.flush_l2 {
+                    gpu.flush_l2(round)?;
+                }
+                events[i].0.record(stream)?;
+                driver::launch(
+                    p.kernel.func,
+                    p.plan.grid,
+                    p.plan.block,
+                    p.plan.smem,
+                    stream,
+                    &mut p.args,
+                )?;
+                events[i].1.record(stream)
+            })();
+            if let Err(e) = step {
+                return Err(fault(gpu, e, &versions[i], &p.kernel));
+            }
+        }
+        if let Err(e) = gpu.ctx.sync() {
+            return Err(fault(gpu, e, &versions[0], &prepared[0].kernel));
+        }
+        for i in 0..n {
+            let ms = events[i]
+                .1
+                .since(&events[i].0)
+                .map_err(|e| gpu.fault(e, "reading timing events"))?;
+            samples[i].push(ms);
+            spent[i] += ms;
+        }
+        round += 1;
+        let reps = samples[0].len();
+        let enough = reps >= settings.min_reps.max(1) as usize
+            && spent.iter().all(|s| *s >= settings.rep_ms);
+        if enough || reps >= MAX_REPS || started.elapsed() >= wall_cap {
+            break;
+        }
+    }
+
+    let timings = versions
+        .iter()
+        .zip(&samples)
+        .map(|(v, s)| {
+            let (median, min, p10, p90) = summarize(s);
+            let c0 = &v.plan.cases[0];
+            let secs = median * 1e-3;
+            let gbps = if secs > 0.0 {
+                c0.bytes / secs / 1e9
+            } else {
+                0.0
+            };
+            let tflops = c0.flops.filter(|_| secs > 0.0).map(|f| f / secs / 1e12);
+            Timing {
+                label: v.label.clone(),
+                median_ms: median,
+                min_ms: min,
+                p10_ms: p10,
+                p90_ms: p90,
+                reps: s.len() as u32,
+                gbps,
+                frac_copy: ceilings
+                    .as_ref()
+                    .filter(|c| c.copy_gbps > 0.0)
+                    .map(|c| gbps / c.copy_gbps),
+                tflops,
+                frac_fma: match (tflops, ceilings.as_ref()) {
+                    (Some(t), Some(c)) if c.fma_tflops > 0.0 => Some(t / c.fma_tflops),
+                    _ => None,
+                },
+            }
+        })
+        .collect();
+    Ok(TimeReport {
+        timings,
+        interpreter: false,
+    })
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The one script for the GPU machine. It builds nothing (no cargo, no network there):
+#   KERNEL_LSP_BIN  prebuilt release `kernel-lsp`
+#   KERNEL_LSP_E2E  prebuilt release e2e test executable (tests/e2e, which includes tests/gpu)
+# Runs the CUDA backend's GPU tests with KERNEL_LSP_REQUIRE_GPU=1 (a missing GPU fails),
+# then the KernelBench-style turnaround for comparison, and prints a short table last.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+: "${KERNEL_LSP_E2E:?set KERNEL_LSP_E2E to the prebuilt e2e test executable}"
+: "${KERNEL_LSP_BIN:?set KERNEL_LSP_BIN to the prebuilt release kernel-lsp}"
+log="$(mktemp -d)"
+trap 'rm -rf "$log"' EXIT
+
+echo "== device"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || echo "nvidia-smi not available"
+"$KERNEL_LSP_BIN" --version 2>&1 | head -1 || true
+
+echo "== GPU tests"
+KERNEL_LSP_REQUIRE_GPU=1 "$KERNEL_LSP_E2E" gpu --test-threads=1 --nocapture 2>&1 | tee "$log/tests.txt"
+tests_rc=${PIPESTATUS[0]}
+
+echo "== KernelBench-style turnaround (torch load_inline)"
+python3 "$here/kernelbench_compare.py" 2>&1 | tee "$log/kb.txt"
+kb_rc=${PIPESTATUS[0]}
+
+val() { grep -o "^$1=[^ ]*" "$2" | tail -1 | cut -d= -f2; }
+# --nocapture interleaves prints with `test ... ok` lines: read the harness's summary.
+result=$(grep -o 'test result: .*' "$log/tests.txt" | tail -1)
+passed=$(sed -n 's/.* \([0-9]*\) passed.*/\1/p' <<<"$result")
+failed=$(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$result")
+ours=$(val TURNAROUND_MS "$log/tests.txt")
+theirs=$(val KERNELBENCH_TURNAROUND_MS "$log/kb.txt")
+kb_compile=$(val KERNELBENCH_COMPILE_MS "$log/kb.txt")
+ceil=$(grep -o 'CEILINGS .*' "$log/tests.txt" | tail -1)
+
+echo
+echo "== summary"
+printf '%-44s %s\n' "GPU tests passed / failed" "${passed:-0} / ${failed:-0} (exit ${tests_rc})"
+printf '%-44s %s\n' "device ceilings" "${ceil:-n/a}"
+printf '%-44s %s\n' "kernel-lsp compile+verify+time (median ms)" "${ours:-n/a}"
+printf '%-44s %s\n' "KernelBench load_inline+check+time (ms)" "${theirs:-n/a} (compile ${kb_compile:-n/a} ms, exit ${kb_rc})"
+if [[ -n "${ours:-}" && -n "${theirs:-}" ]]; then
+  printf '%-44s %s\n' "turnaround ratio (KernelBench / kernel-lsp)" "$(python3 -c "print(f'{${theirs}/max(${ours},1e-9):.1f}x')")"
+fi
+[[ $tests_rc -eq 0 ]]

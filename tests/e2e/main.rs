@@ -6,6 +6,8 @@
 mod bench_triton;
 mod cli_check;
 mod client;
+#[path = "../gpu/cuda_backend.rs"]
+mod gpu;
 mod lsp_session;
 mod nvim;
 mod tools;

@@ -19,6 +19,22 @@ echo "== GPU tests"
 KERNEL_LSP_REQUIRE_GPU=1 "$KERNEL_LSP_E2E" gpu --test-threads=1 --nocapture 2>&1 | tee "$log/tests.txt"
 tests_rc=${PIPESTATUS[0]}
 
+echo "== kernel-lsp device"
+"$KERNEL_LSP_BIN" device 2>&1 | tee "$log/device.txt"
+
+root="$(cd "$here/../.." && pwd)"
+bench_rc=0
+for ex in saxpy.cu reduce_sum.cu matmul_naive.cu vector_add.py softmax.py; do
+  echo "== kernel-lsp bench examples/$ex"
+  timeout 300 "$KERNEL_LSP_BIN" bench "$root/examples/$ex" 2>&1 | tee "$log/bench-$ex.txt"
+  rc=${PIPESTATUS[0]}
+  echo "bench $ex exit $rc" >> "$log/bench-rc.txt"
+  [[ $rc -eq 0 ]] || bench_rc=1
+done
+
+echo "== Triton timing fidelity (helper vs triton.testing.do_bench)"
+timeout 300 python3 "$here/triton_fidelity.py" 2>&1 | tee "$log/fidelity.txt"
+
 echo "== KernelBench-style turnaround (torch load_inline)"
 python3 "$here/kernelbench_compare.py" 2>&1 | tee "$log/kb.txt"
 kb_rc=${PIPESTATUS[0]}
@@ -32,14 +48,18 @@ ours=$(val TURNAROUND_MS "$log/tests.txt")
 theirs=$(val KERNELBENCH_TURNAROUND_MS "$log/kb.txt")
 kb_compile=$(val KERNELBENCH_COMPILE_MS "$log/kb.txt")
 ceil=$(grep -o 'CEILINGS .*' "$log/tests.txt" | tail -1)
+fidelity=$(grep -o 'FIDELITY .*' "$log/fidelity.txt" | tail -1)
 
 echo
 echo "== summary"
 printf '%-44s %s\n' "GPU tests passed / failed" "${passed:-0} / ${failed:-0} (exit ${tests_rc})"
 printf '%-44s %s\n' "device ceilings" "${ceil:-n/a}"
+while read -r _ ex _ rc; do printf '%-44s %s\n' "bench examples/$ex" "exit $rc"; done < "$log/bench-rc.txt"
+printf '%-44s %s\n' "Triton fidelity" "${fidelity:-n/a}"
 printf '%-44s %s\n' "kernel-lsp compile+verify+time (median ms)" "${ours:-n/a}"
 printf '%-44s %s\n' "KernelBench load_inline+check+time (ms)" "${theirs:-n/a} (compile ${kb_compile:-n/a} ms, exit ${kb_rc})"
 if [[ -n "${ours:-}" && -n "${theirs:-}" ]]; then
   printf '%-44s %s\n' "turnaround ratio (KernelBench / kernel-lsp)" "$(python3 -c "print(f'{${theirs}/max(${ours},1e-9):.1f}x')")"
 fi
-[[ $tests_rc -eq 0 ]]
+if [[ -n "${OUT:-}" ]]; then for f in "$log"/*.txt; do echo "=== $(basename "$f")"; cat "$f"; done > "$OUT/gpu-logs.txt"; fi
+[[ $tests_rc -eq 0 && $bench_rc -eq 0 ]]

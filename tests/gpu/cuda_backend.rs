@@ -462,3 +462,86 @@ fn gpu_turnaround() {
     println!("TURNAROUND_RUNS_MS={ms:?}");
     println!("TURNAROUND_MS={:.0}", ms[ms.len() / 2]);
 }
+
+/// A pool of one real worker: `KERNEL_LSP_BIN` (the GPU machine's copy) or this build's.
+fn gpu_pool() -> kernel_lsp::worker::pool::WorkerPool {
+    let bin = std::env::var("KERNEL_LSP_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_kernel-lsp").to_string());
+    kernel_lsp::worker::pool::WorkerPool::new(kernel_lsp::worker::pool::PoolConfig {
+        command: vec![bin, "worker".into()],
+        ..Default::default()
+    })
+}
+
+fn verify_op(cand: &Version, reference: &Version) -> Op {
+    Op::Verify {
+        candidate: Box::new(cand.clone()),
+        reference: Box::new(reference.clone()),
+        seed: 7,
+        sanitize: false,
+    }
+}
+
+#[tokio::test]
+async fn gpu_pool_replaces_a_worker_whose_kernel_faulted() {
+    if backend("gpu_pool_replaces_a_worker_whose_kernel_faulted").is_none() {
+        return;
+    }
+    let pool = gpu_pool();
+    let (bad, reference) = saxpy("if (i < n) y[i + (1 << 30)] = a * x[i];");
+    let r = pool.request(verify_op(&bad, &reference), None).await;
+    let Ok(OpResult::Verify(report)) = r else {
+        panic!("expected a verify report, got {r:?}")
+    };
+    let f = report.failure.expect("a fault is a failure");
+    assert_eq!(f.kind, FailureKind::Fault, "{f:?}");
+    assert!(
+        f.message
+            .contains("illegal memory access at launch of `saxpy`"),
+        "{}",
+        f.message
+    );
+    // The worker lost its context and exited; the pool starts a fresh one.
+    let (good, reference) = saxpy("if (i < n) y[i] = a * x[i] + y[i];");
+    let r = pool.request(verify_op(&good, &reference), None).await;
+    let Ok(OpResult::Verify(report)) = r else {
+        panic!("expected a verify report, got {r:?}")
+    };
+    assert!(report.passed, "{report:?}");
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn gpu_pool_stops_a_hung_kernel_and_serves_the_next_request() {
+    if backend("gpu_pool_stops_a_hung_kernel_and_serves_the_next_request").is_none() {
+        return;
+    }
+    let pool = gpu_pool();
+    let (hung, reference) = saxpy("volatile int spin = 1; while (spin) { } if (i < n) y[i] = 0.f;");
+    let t0 = Instant::now();
+    let r = pool
+        .request(
+            verify_op(&hung, &reference),
+            Some(std::time::Duration::from_secs(5)),
+        )
+        .await;
+    let e = r.expect_err("a hung kernel is stopped");
+    assert_eq!(e.kind, ErrorKind::Timeout, "{e:?}");
+    assert!(
+        e.message.contains("did not finish within 5 s"),
+        "{}",
+        e.message
+    );
+    assert!(
+        t0.elapsed().as_secs_f64() < 20.0,
+        "stopped promptly: {:?}",
+        t0.elapsed()
+    );
+    let (good, reference) = saxpy("if (i < n) y[i] = a * x[i] + y[i];");
+    let r = pool.request(verify_op(&good, &reference), None).await;
+    let Ok(OpResult::Verify(report)) = r else {
+        panic!("expected a verify report, got {r:?}")
+    };
+    assert!(report.passed, "{report:?}");
+    pool.shutdown().await;
+}

@@ -277,6 +277,37 @@ impl FileAnalysis {
         out
     }
 
+    /// The source a worker gets for one kernel. CUDA: the device slice with every
+    /// other kernel that is not part of this kernel's unit blanked (lines kept, so
+    /// compiler positions stay the author's), so one kernel's tunables or errors never
+    /// break another's compile. Triton: the whole file (Python needs its imports).
+    pub fn kernel_source(&self, kernel_name: &str, text: &str) -> String {
+        if self.model.lang == Lang::Triton {
+            return text.to_string();
+        }
+        let Some(kernel) = self.model.kernel(kernel_name) else {
+            return self.model.device_slice.clone();
+        };
+        let mut bytes = self.model.device_slice.clone().into_bytes();
+        for other in &self.model.kernels {
+            let in_unit = kernel
+                .unit_ranges
+                .iter()
+                .any(|r| r.start <= other.def_range.start && other.def_range.end <= r.end);
+            if other.name == kernel.name || in_unit {
+                continue;
+            }
+            if let Some(span) = bytes.get_mut(other.def_range.clone()) {
+                for b in span.iter_mut().filter(|b| **b != b'\n' && **b != b'\r') {
+                    *b = b' ';
+                }
+            }
+        }
+        // Only ASCII bytes were written over whole characters' bytes, one for one.
+        String::from_utf8(bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    }
+
     /// What NVRTC needs besides the device slice: `-D` values of the kernels' current
     /// tunables (first writer wins when two kernels set the same name) and name
     /// expressions that instantiate template kernels with their spec's values, so that
@@ -475,5 +506,20 @@ mod tests {
             );
         }
         assert_eq!(findings(&v3, None).len(), 2, "one error per broken kernel");
+    }
+
+    #[test]
+    fn a_kernels_source_blanks_the_other_kernels_and_keeps_lines() {
+        let text = "__device__ float h(float v) { return v; }\n__global__ void a(float* x) { x[0] = h(1.f); }\n__global__ void b(float* x) { x[0] = BLOCK; }\nint main() { return 0; }\n";
+        let doc = Document::new(Lang::Cuda, 0, text);
+        let a = analyze(Lang::Cuda, text, doc.tree(), &AnalyzeOptions::default());
+        let src = a.kernel_source("a", text);
+        assert_eq!(src.len(), text.len());
+        assert_eq!(src.lines().count(), text.lines().count());
+        assert!(
+            src.contains("__global__ void a(") && src.contains("__device__ float h("),
+            "{src}"
+        );
+        assert!(!src.contains("BLOCK") && !src.contains("main"), "{src}");
     }
 }

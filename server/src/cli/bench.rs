@@ -189,14 +189,10 @@ async fn bench(
             refuse_errors(shown, doc, &analysis)?;
         }
     }
-    let source = match lang {
-        Lang::Cuda => analysis.model.device_slice.clone(),
-        Lang::Triton => text.to_string(),
-    };
     let version = |name: &str, plan: &BenchPlan| Version {
         label: name.to_string(),
         lang,
-        source: source.clone(),
+        source: analysis.kernel_source(name, text),
         plan: plan.clone(),
         options: Vec::new(),
     };

@@ -18,8 +18,8 @@ use std::process::ExitCode;
 
 use super::backend::Backend;
 use super::protocol::{
-    BackendStatus, ErrorKind, HelloResult, Op, OpResult, Reply, ReplyBody, Request, WorkerError,
-    PROTOCOL_VERSION,
+    BackendStatus, ErrorKind, HelloResult, Op, OpResult, Reply, ReplyBody, Request, TimeReport,
+    WorkerError, PROTOCOL_VERSION,
 };
 use crate::syntax::Lang;
 
@@ -265,6 +265,13 @@ pub fn serve(input: impl BufRead, mut out: impl Write, mut backends: Backends) -
                 }
             },
         };
+        let body = match body {
+            Ok(OpResult::Time(mut t)) => {
+                fill_roofline(&mut t, &mut backends);
+                Ok(OpResult::Time(t))
+            }
+            other => other,
+        };
         let reply = Reply {
             id,
             body: match body {
@@ -284,6 +291,28 @@ pub fn serve(input: impl BufRead, mut out: impl Write, mut backends: Backends) -
         }
     }
     ServeExit::Done
+}
+
+/// The roofline position of timings whose backend does not know the device's ceilings
+/// (the Triton helper): taken against the ceilings the CUDA backend measured on this
+/// worker's GPU. Interpreter timings get none; they are not GPU times.
+fn fill_roofline(t: &mut TimeReport, backends: &mut Backends) {
+    if t.interpreter || t.timings.iter().all(|x| x.frac_copy.is_some()) {
+        return;
+    }
+    let Some(ceilings) = backends.cuda.device().and_then(|d| d.ceilings) else {
+        return;
+    };
+    for x in &mut t.timings {
+        if x.frac_copy.is_none() && ceilings.copy_gbps > 0.0 {
+            x.frac_copy = Some(x.gbps / ceilings.copy_gbps);
+        }
+        if let (None, Some(tf)) = (x.frac_fma, x.tflops) {
+            if ceilings.fma_tflops > 0.0 {
+                x.frac_fma = Some(tf / ceilings.fma_tflops);
+            }
+        }
+    }
 }
 
 fn hello(backends: &mut Backends) -> HelloResult {

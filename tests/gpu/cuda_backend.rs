@@ -438,6 +438,7 @@ fn gpu_turnaround() {
     };
     let _ = b.device();
     let mut ms = Vec::new();
+    let mut parts: Vec<[f64; 3]> = Vec::new();
     for round in 0..5 {
         let (mut c, r) = saxpy("if (i < n) y[i] = a * x[i] + y[i];");
         c.source
@@ -447,7 +448,9 @@ fn gpu_turnaround() {
             Ok(OpResult::Compile(rep)) => assert!(!rep.cached),
             other => panic!("{other:?}"),
         }
+        let t_compile = t0.elapsed().as_secs_f64() * 1e3;
         let rep = verify(&mut b, &c, &r);
+        let t_verify = t0.elapsed().as_secs_f64() * 1e3 - t_compile;
         assert!(rep.passed, "{:?}", rep.failure);
         let settings = TimeSettings {
             warmup_ms: 10.0,
@@ -456,10 +459,23 @@ fn gpu_turnaround() {
             flush_l2: true,
         };
         let _ = time(&mut b, vec![r, c], settings);
-        ms.push(t0.elapsed().as_secs_f64() * 1e3);
+        let total = t0.elapsed().as_secs_f64() * 1e3;
+        parts.push([t_compile, t_verify, total - t_compile - t_verify]);
+        ms.push(total);
     }
     ms.sort_by(f64::total_cmp);
     println!("TURNAROUND_RUNS_MS={ms:?}");
+    let median = |k: usize| {
+        let mut v: Vec<f64> = parts.iter().map(|p| p[k]).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!(
+        "TURNAROUND_PARTS compile_ms={:.0} verify_ms={:.0} time_ms={:.0}",
+        median(0),
+        median(1),
+        median(2)
+    );
     println!("TURNAROUND_MS={:.0}", ms[ms.len() / 2]);
 }
 
@@ -517,7 +533,10 @@ async fn gpu_pool_stops_a_hung_kernel_and_serves_the_next_request() {
         return;
     }
     let pool = gpu_pool();
-    let (hung, reference) = saxpy("volatile int spin = 1; while (spin) { } if (i < n) y[i] = 0.f;");
+    // clock64() is an opaque read, so the compiler cannot drop the loop.
+    let (hung, reference) = saxpy(
+        "long long t0 = clock64(); while (clock64() - t0 < (1LL << 62)) { } if (i < n) y[i] = 0.f;",
+    );
     let t0 = Instant::now();
     let r = pool
         .request(

@@ -166,8 +166,13 @@ pub fn time(
         }
         round += 1;
         let reps = samples[0].len();
+        // The budget is wall time (flushes, launches and syncs included), as in
+        // triton.testing.do_bench: counting kernel time alone made a 9 us kernel take
+        // thousands of flushed rounds per request.
+        let wall_budget_ms = settings.rep_ms * n as f64;
         let enough = reps >= settings.min_reps.max(1) as usize
-            && spent.iter().all(|s| *s >= settings.rep_ms);
+            && (started.elapsed().as_secs_f64() * 1e3 >= wall_budget_ms
+                || spent.iter().all(|s| *s >= settings.rep_ms));
         if enough || reps >= MAX_REPS || started.elapsed() >= wall_cap {
             break;
         }

@@ -347,6 +347,34 @@ async fn a_fault_reply_passes_through_and_the_worker_is_replaced() {
 }
 
 #[tokio::test]
+async fn a_verify_report_with_a_fault_retires_the_worker_that_exits_after_it() {
+    // As the CUDA worker does: reply with a verify report whose failure is a fault,
+    // then exit (status 3). The next request must reach a fresh worker.
+    let dir = scratch("fault-in-report");
+    let pool = WorkerPool::new(config(
+        fake(
+            &dir,
+            r#"if [ "$n" = 0 ]; then echo '{"id":'$id',"status":"ok","result":{"kind":"verify","passed":false,"cases":1,"trials":1,"seed":1,"failure":{"case":0,"trial":0,"seed":1,"kind":"fault","message":"illegal memory access at launch of `k`"},"elapsed_ms":1.0}}'; exit 3; else ok; fi"#,
+        ),
+        1,
+    ));
+    pool.connect().await.unwrap();
+    let first = pool.worker_pids()[0];
+    let r = pool.request(compile_op("k"), None).await;
+    let Ok(OpResult::Verify(report)) = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(
+        report.failure.unwrap().kind,
+        kernel_lsp::worker::protocol::FailureKind::Fault
+    );
+    assert!(gone_soon(first).await, "faulted worker {first} still runs");
+    let r = pool.request(compile_op("k"), None).await;
+    assert!(matches!(r, Ok(OpResult::Compile(_))), "{r:?}");
+    pool.shutdown().await;
+}
+
+#[tokio::test]
 async fn progress_lines_reach_the_caller() {
     let dir = scratch("progress");
     let pool = WorkerPool::new(config(

@@ -21,7 +21,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::protocol::{
-    ErrorKind, HelloResult, Op, OpResult, Reply, ReplyBody, Request, WorkerError, PROTOCOL_VERSION,
+    ErrorKind, Failure, FailureKind, HelloResult, Op, OpResult, Reply, ReplyBody, Request,
+    VerifyReport, WorkerError, PROTOCOL_VERSION,
 };
 use super::serve::op_name;
 
@@ -283,6 +284,16 @@ impl WorkerPool {
                     *cached = Some(h.clone());
                 }
                 Ok(OpResult::Hello(h))
+            }
+            // A kernel that faulted while being verified is reported as a failure inside
+            // a successful reply, and the worker exits right after it (its CUDA context
+            // is gone): retire it now rather than hand it the next request.
+            Exchange::Reply(Ok(result)) if reports_fault(&result) => {
+                let w = worker;
+                w.stop(Duration::from_millis(500)).await;
+                drop(slot);
+                self.replace_in_background();
+                Ok(result)
             }
             Exchange::Reply(Ok(result)) => {
                 *slot = Some(worker);
@@ -840,6 +851,20 @@ fn closed() -> WorkerError {
         message: "the worker pool is shut down".into(),
         log: None,
     }
+}
+
+/// Whether a result says a kernel faulted (the worker then exits: see `serve`).
+fn reports_fault(result: &OpResult) -> bool {
+    matches!(
+        result,
+        OpResult::Verify(VerifyReport {
+            failure: Some(Failure {
+                kind: FailureKind::Fault,
+                ..
+            }),
+            ..
+        })
+    )
 }
 
 #[cfg(test)]

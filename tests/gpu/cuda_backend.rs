@@ -569,3 +569,82 @@ async fn gpu_pool_stops_a_hung_kernel_and_serves_the_next_request() {
     assert!(report.passed, "{report:?}");
     pool.shutdown().await;
 }
+
+const REVERSE: &str = r#"
+// @bench n = 4096
+// @bench x: in f32[n]; out: out f32[n]
+// @bench grid = cdiv(n, 256); block = 256
+extern "C" __global__ void rev(int n, const float* x, float* out) {
+    __shared__ float t[256];
+    int i = blockIdx.x * 256 + threadIdx.x;
+    t[threadIdx.x] = i < n ? x[i] : 0.f;
+    SYNC
+    if (i < n) out[i] = READ;
+}
+
+// @bench n = 4096
+// @bench x: in f32[n]; out: out f32[n]
+// @bench grid = cdiv(n, 256); block = 256
+extern "C" __global__ void rev_ref(int n, const float* x, float* out) {
+    __shared__ float t[256];
+    int i = blockIdx.x * 256 + threadIdx.x;
+    t[threadIdx.x] = i < n ? x[i] : 0.f;
+    __syncthreads();
+    if (i < n) out[i] = t[255 - threadIdx.x];
+}
+"#;
+
+#[tokio::test]
+async fn gpu_sanitize_finds_races_and_stray_reads_and_passes_clean_kernels() {
+    if backend("gpu_sanitize_finds_races_and_stray_reads_and_passes_clean_kernels").is_none() {
+        return;
+    }
+    let pool = gpu_pool();
+    let run = |sync: &str, read: &str| {
+        let src = REVERSE.replace("SYNC", sync).replace("READ", read);
+        let op = Op::Verify {
+            candidate: Box::new(version(&src, "rev", "candidate")),
+            reference: Box::new(version(&src, "rev_ref", "reference")),
+            seed: 3,
+            sanitize: true,
+        };
+        let pool = pool.clone();
+        async move {
+            match pool.request(op, None).await {
+                Ok(OpResult::Verify(r)) => r,
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    let clean = run("__syncthreads();", "t[255 - threadIdx.x]").await;
+    println!("SANITIZE clean: {:?}", clean.sanitizer);
+    assert!(clean.passed, "{clean:?}");
+    let s = clean.sanitizer.unwrap();
+    assert!(
+        s.contains("memcheck: 0 errors") && s.contains("racecheck: 0 errors"),
+        "{s}"
+    );
+
+    let racy = run("", "t[255 - threadIdx.x]").await;
+    println!("SANITIZE race: {:?}", racy.sanitizer);
+    assert!(!racy.passed, "{racy:?}");
+    let s = racy.sanitizer.unwrap();
+    assert!(
+        s.contains("racecheck: ") && !s.contains("racecheck: 0 errors"),
+        "{s}"
+    );
+
+    let stray = run(
+        "__syncthreads();",
+        "t[255 - threadIdx.x] + 0.f * x[i + 4096]",
+    )
+    .await;
+    println!("SANITIZE stray read: {:?}", stray.sanitizer);
+    assert!(!stray.passed, "{stray:?}");
+    let s = stray.sanitizer.unwrap();
+    assert!(
+        s.contains("memcheck: ") && !s.contains("memcheck: 0 errors"),
+        "{s}"
+    );
+    pool.shutdown().await;
+}

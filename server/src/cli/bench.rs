@@ -33,6 +33,10 @@ pub struct BenchArgs {
     /// Base seed for verification inputs (failures name the seed that replays them).
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// CUDA: also run each verified kernel once under compute-sanitizer (memcheck,
+    /// racecheck) on its smallest case; errors fail the verification.
+    #[arg(long)]
+    pub sanitize: bool,
 }
 
 /// What happened to one kernel.
@@ -246,7 +250,7 @@ async fn bench(
                         candidate: Box::new(candidate.clone()),
                         reference: Box::new(reference.clone()),
                         seed: args.seed,
-                        sanitize: false,
+                        sanitize: args.sanitize,
                     },
                     None,
                 )
@@ -446,6 +450,13 @@ pub fn table(hello: &HelloResult, reports: &[KernelBench]) -> String {
         }
         if let Some(log) = &e.log {
             out.push_str(&format!("{}: log:\n{log}\n", r.kernel));
+        }
+    }
+    for r in reports {
+        if let Some(sz) = r.verify.as_ref().and_then(|v| v.sanitizer.as_ref()) {
+            for line in sz.lines() {
+                out.push_str(&format!("{}: compute-sanitizer {line}\n", r.kernel));
+            }
         }
     }
     if reports.iter().any(|r| r.interpreter) {

@@ -6,5 +6,6 @@ pub mod backend;
 pub mod cuda;
 pub mod pool;
 pub mod protocol;
+pub mod sanitize;
 pub mod serve;
 pub mod triton;

@@ -280,6 +280,8 @@ pub enum FailureKind {
     Timeout,
     /// The reference itself failed (faulted, or gave NaN); the candidate was not judged.
     ReferenceFailed,
+    /// compute-sanitizer (memcheck or racecheck) reported errors in the candidate's run.
+    Sanitizer,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

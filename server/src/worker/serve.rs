@@ -18,8 +18,8 @@ use std::process::ExitCode;
 
 use super::backend::Backend;
 use super::protocol::{
-    BackendStatus, ErrorKind, HelloResult, Op, OpResult, Reply, ReplyBody, Request, TimeReport,
-    WorkerError, PROTOCOL_VERSION,
+    BackendStatus, ErrorKind, Failure, FailureKind, HelloResult, Op, OpResult, Reply, ReplyBody,
+    Request, TimeReport, VerifyReport, Version, WorkerError, PROTOCOL_VERSION,
 };
 use crate::syntax::Lang;
 
@@ -270,6 +270,20 @@ pub fn serve(input: impl BufRead, mut out: impl Write, mut backends: Backends) -
                 fill_roofline(&mut t, &mut backends);
                 Ok(OpResult::Time(t))
             }
+            Ok(OpResult::Verify(mut r)) => {
+                if let Op::Verify {
+                    candidate,
+                    reference,
+                    seed,
+                    sanitize: true,
+                } = &request.op
+                {
+                    if candidate.lang == Lang::Cuda {
+                        sanitize_report(&mut r, candidate, reference, *seed, request.time_limit_ms);
+                    }
+                }
+                Ok(OpResult::Verify(r))
+            }
             other => other,
         };
         let reply = Reply {
@@ -291,6 +305,51 @@ pub fn serve(input: impl BufRead, mut out: impl Write, mut backends: Backends) -
         }
     }
     ServeExit::Done
+}
+
+/// `sanitize`: run the candidate once more under compute-sanitizer in a child worker and
+/// fold what it finds into the report. Skipped after a fault (this worker is exiting).
+fn sanitize_report(
+    r: &mut VerifyReport,
+    candidate: &Version,
+    reference: &Version,
+    seed: u64,
+    limit_ms: Option<u64>,
+) {
+    if r.failure
+        .as_ref()
+        .is_some_and(|f| f.kind == FailureKind::Fault)
+    {
+        return;
+    }
+    let Some(tool) = super::sanitize::find_sanitizer() else {
+        r.sanitizer = Some(
+            "compute-sanitizer not found (PATH, CUDA_HOME, /usr/local/cuda); install the CUDA toolkit to use sanitize".into(),
+        );
+        return;
+    };
+    let limit = std::time::Duration::from_millis(limit_ms.unwrap_or(120_000));
+    let outcome = super::sanitize::run(&tool, candidate, reference, seed, limit);
+    if outcome.errors > 0 && r.passed {
+        r.passed = false;
+        r.failure = Some(Failure {
+            case: 0,
+            trial: 0,
+            seed,
+            kind: FailureKind::Sanitizer,
+            buffer: None,
+            index: None,
+            expected: None,
+            actual: None,
+            max_abs_err: None,
+            max_rel_err: None,
+            message: format!(
+                "`{}`: compute-sanitizer found {} error(s); see the sanitizer report",
+                candidate.plan.kernel, outcome.errors
+            ),
+        });
+    }
+    r.sanitizer = Some(outcome.summary);
 }
 
 /// The roofline position of timings whose backend does not know the device's ceilings

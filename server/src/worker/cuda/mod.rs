@@ -126,16 +126,16 @@ fn run_op(gpu: &mut Gpu, op: &Op, progress: &mut dyn FnMut(&str)) -> Result<OpRe
                 registers: Some(k.attrs.registers),
             }))
         }
+        // `sanitize` is the worker loop's job (a child worker under compute-sanitizer).
         Op::Verify {
             candidate,
             reference,
             seed,
-            sanitize,
+            ..
         } => {
             cuda_only(candidate)?;
             cuda_only(reference)?;
-            verify::verify(gpu, candidate, reference, *seed, *sanitize, progress)
-                .map(OpResult::Verify)
+            verify::verify(gpu, candidate, reference, *seed, progress).map(OpResult::Verify)
         }
         Op::Time { versions, settings } => {
             for v in versions {

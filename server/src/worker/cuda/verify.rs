@@ -98,7 +98,6 @@ pub fn verify(
     cand: &Version,
     refv: &Version,
     seed: u64,
-    sanitize: bool,
     progress: &mut dyn FnMut(&str),
 ) -> Result<VerifyReport, WorkerError> {
     let t0 = Instant::now();
@@ -112,10 +111,8 @@ pub fn verify(
         seed,
         failure: None,
         nondeterministic: false,
-        sanitizer: sanitize.then(|| {
-            "compute-sanitizer is not run in-process yet; the candidate was verified without it"
-                .to_string()
-        }),
+        // Filled by the worker loop, which re-runs the request under compute-sanitizer.
+        sanitizer: None,
         interpreter: false,
         elapsed_ms: 0.0,
     };

@@ -175,8 +175,9 @@ fn run_tool(
 
 /// `(line for the author, error count)` from a compute-sanitizer log.
 pub fn summarize(tool: &str, log: &str) -> (String, usize) {
-    let count = |marker: &str| {
-        log.lines().find_map(|l| {
+    // The number right after `marker` on the line that holds `summary`.
+    let count = |summary: &str, marker: &str| {
+        log.lines().filter(|l| l.contains(summary)).find_map(|l| {
             let rest = l.split(marker).nth(1)?;
             rest.trim_start()
                 .split(|c: char| !c.is_ascii_digit())
@@ -188,9 +189,9 @@ pub fn summarize(tool: &str, log: &str) -> (String, usize) {
     // memcheck: "ERROR SUMMARY: 3 errors"; racecheck: "RACECHECK SUMMARY: 1 hazard
     // displayed (1 error, 0 warnings)" (hazards that are only warnings do not fail).
     let n = if tool == "racecheck" {
-        count("(").or_else(|| count("ERROR SUMMARY:"))
+        count("RACECHECK SUMMARY", "(").or_else(|| count("ERROR SUMMARY:", "ERROR SUMMARY:"))
     } else {
-        count("ERROR SUMMARY:")
+        count("ERROR SUMMARY:", "ERROR SUMMARY:")
     };
     let Some(n) = n else {
         let tail: Vec<&str> = log.lines().rev().take(3).collect();
@@ -230,7 +231,7 @@ mod tests {
             summarize("memcheck", clean),
             ("memcheck: 0 errors".to_string(), 0)
         );
-        let race = "========= COMPUTE-SANITIZER\n========= Error: Race reported between Write access at k+0x1b0\n=========     and Read access at k+0x210 [4 hazards]\n========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n";
+        let race = "========= COMPUTE-SANITIZER\n========= Error: Race reported between Write access at k+0x1b0 (in thread (0,0,0))\n=========     and Read access at k+0x210 [4 hazards]\n========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n";
         let (line, n) = summarize("racecheck", race);
         assert_eq!(n, 1, "{line}");
         assert!(

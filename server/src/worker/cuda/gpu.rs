@@ -48,7 +48,6 @@ unsafe impl Send for Kernel {}
 unsafe impl Sync for Kernel {}
 
 pub struct Gpu {
-    pub ctx: Context,
     pub info: DeviceInfo,
     pub toolchain: Toolchain,
     modules: HashMap<[u8; 32], Arc<Kernel>>,
@@ -56,6 +55,10 @@ pub struct Gpu {
     pub poisoned: bool,
     flush: Option<DeviceBuffer>,
     ceilings_tried: bool,
+    /// Last field on purpose: fields drop in order, and modules and buffers must be
+    /// freed while the context still exists (compute-sanitizer flagged
+    /// `cuModuleUnload` after the context was released).
+    pub ctx: Context,
 }
 
 impl Gpu {

@@ -640,3 +640,27 @@ async fn gpu_sanitize_finds_races_and_passes_clean_kernels() {
     // skipped after a fault). It did catch a real teardown bug in this worker.
     pool.shutdown().await;
 }
+
+#[test]
+fn gpu_a_spec_larger_than_device_memory_is_refused_before_allocating() {
+    let Some(mut b) = backend("gpu_a_spec_larger_than_device_memory_is_refused_before_allocating")
+    else {
+        return;
+    };
+    // 24 buffers of 4 GiB (the per-buffer maximum): 96 GiB, more than an H100 or H200 has
+    // free once the reference's copies count too.
+    let params: Vec<String> = (0..24).map(|i| format!("float* b{i}")).collect();
+    let lines: Vec<String> = (0..24)
+        .map(|i| format!("// @bench b{i}: inout f32[1 << 30]"))
+        .collect();
+    let src = format!(
+        "{}\n// @bench grid = 1; block = 32\nextern \"C\" __global__ void big({}) {{ b0[threadIdx.x] = 1.f; }}\n",
+        lines.join("\n"),
+        params.join(", ")
+    );
+    let v = version(&src, "big", "candidate");
+    let e = verify_err(&mut b, &v, &v);
+    assert_eq!(e.kind, ErrorKind::LimitExceeded, "{}", e.message);
+    println!("MEMORY message: {}", e.message);
+    assert!(!b.poisoned());
+}

@@ -89,7 +89,8 @@ fn run_inner(args: &BenchArgs) -> Result<ExitCode, (u8, String)> {
             format!("{shown}: error: not a CUDA (.cu, .cuh) or Python file"),
         )
     })?;
-    let text = read_text(&args.file).map_err(|e| (2, format!("{shown}: error: {e}")))?;
+    let text =
+        super::check::read_source(&args.file).map_err(|e| (2, format!("{shown}: error: {e}")))?;
     if lang == Lang::Triton && !syntax::is_triton_source(&text) {
         return Err((1, format!("{shown}: error: no @triton.jit kernels")));
     }
@@ -355,16 +356,6 @@ fn refuse_errors(shown: &str, doc: &Document, analysis: &FileAnalysis) -> Result
         out.push_str("kernel-lsp bench: fix the errors above first; nothing was run");
         Err((1, out))
     }
-}
-
-fn read_text(path: &PathBuf) -> Result<String, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
-    String::from_utf8(bytes).map_err(|e| {
-        format!(
-            "is not UTF-8 text (invalid byte at offset {}); save it as UTF-8",
-            e.utf8_error().valid_up_to()
-        )
-    })
 }
 
 /// The human-readable table, one row per kernel.

@@ -46,7 +46,7 @@ struct JsonFinding {
 }
 
 /// What went wrong reading one input file.
-fn read_source(path: &PathBuf) -> Result<String, String> {
+pub(crate) fn read_source(path: &PathBuf) -> Result<String, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
     if bytes.iter().take(8192).any(|&b| b == 0) {
         return Err("looks like a binary file (it contains NUL bytes); kernel-lsp checks CUDA and Triton source text".into());

@@ -96,6 +96,7 @@ pub fn run(args: &CheckArgs) -> ExitCode {
         let doc = Document::new(lang, 0, &text);
         let result = analysis::analyze(lang, &text, doc.tree(), &opts);
         let mut findings: Vec<Finding> = result.findings();
+        let mut resources = Vec::new();
         if lang == Lang::Cuda && !args.no_compile && result.size_note.is_none() {
             let tc = tc.get_or_insert_with(|| {
                 let tc = toolchain::locate(&settings.toolchain());
@@ -109,8 +110,35 @@ pub fn run(args: &CheckArgs) -> ExitCode {
                 .map_or("kernel.cu".into(), |n| n.to_string_lossy().to_string());
             let outcome = analysis::compile(tc, &text, &result.compile_inputs(), &name);
             findings.extend(outcome.findings);
+            resources = outcome.resources;
         }
         findings.sort_by_key(|f| (f.range.start, f.range.end));
+        // One line per file on stderr, so a clean run still says what was checked.
+        let kernels: Vec<String> = result
+            .model
+            .kernels
+            .iter()
+            .zip(&result.specs)
+            .map(|(k, spec)| {
+                let mut d = k.name.clone();
+                if spec.plan.is_none() && k.spec.lines.is_empty() {
+                    d.push_str(" (no @bench spec)");
+                }
+                if let Some(r) = analysis::resources_for(&resources, k) {
+                    d.push_str(&format!(": {}", analysis::resources_label(r)));
+                }
+                d
+            })
+            .collect();
+        let count = |sev| findings.iter().filter(|f| f.severity == sev).count();
+        eprintln!(
+            "{shown}: {} kernel(s){}{}, {} error(s), {} warning(s)",
+            kernels.len(),
+            if kernels.is_empty() { "" } else { ": " },
+            kernels.join("; "),
+            count(Severity::Error),
+            count(Severity::Warning)
+        );
         for f in &findings {
             if f.severity == Severity::Error {
                 errors += 1;

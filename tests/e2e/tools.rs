@@ -12,7 +12,10 @@ pub fn skip(test: &str, why: &str) {
     if required() {
         panic!("{test}: {why} (KERNEL_LSP_REQUIRE_TOOLS=1, so this is a failure, not a skip)");
     }
-    eprintln!("SKIP {test}: {why}");
+    {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "SKIP {test}: {why}");
+    }
 }
 
 /// NVRTC as the server would find it, if any.

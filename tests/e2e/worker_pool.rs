@@ -466,7 +466,10 @@ async fn bench_without_a_gpu_fails_with_the_workers_reason() {
     let hello = pool.connect().await.unwrap();
     pool.shutdown().await;
     if hello.cuda.available {
-        eprintln!("SKIP bench_without_a_gpu_fails_with_the_workers_reason: this machine has a CUDA device");
+        {
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "SKIP bench_without_a_gpu_fails_with_the_workers_reason: this machine has a CUDA device");
+        }
         return;
     }
     let saxpy = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/saxpy.cu");

@@ -27,7 +27,14 @@ fn backend(test: &str) -> Option<CudaBackend> {
             s.message
         );
     }
-    println!("SKIP {test}: no CUDA device ({})", s.message);
+    {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIP {test}: no CUDA device ({})",
+            s.message
+        );
+    }
     None
 }
 

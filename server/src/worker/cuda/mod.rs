@@ -247,9 +247,10 @@ mod tests {
         assert!(matches!(b.state, State::NotOpened));
         assert!(!b.poisoned());
         if has_libcuda() {
-            eprintln!(
-                "SKIP new_is_cheap_and_status_without_libcuda_says_why: this machine has libcuda"
-            );
+            {
+                use std::io::Write as _;
+                let _ = writeln!(std::io::stderr(), "SKIP new_is_cheap_and_status_without_libcuda_says_why: this machine has libcuda");
+            }
             return;
         }
         let s = b.status();

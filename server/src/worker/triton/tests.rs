@@ -109,7 +109,10 @@ fn shared(test: &str) -> Option<std::sync::MutexGuard<'static, TritonBackend>> {
             st.message
         );
     }
-    println!("SKIP {test}: {}", st.message);
+    {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "SKIP {test}: {}", st.message);
+    }
     None
 }
 
@@ -443,14 +446,21 @@ fn python_without_torch_names_the_module_and_pip() {
     let mut b = TritonBackend::new(Some(PathBuf::from("/usr/bin/python3")));
     let st = b.status();
     if st.available || st.message.contains("not found") {
-        println!("SKIP python_without_torch_names_the_module_and_pip: /usr/bin/python3 is missing or has torch and triton");
+        {
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "SKIP python_without_torch_names_the_module_and_pip: /usr/bin/python3 is missing or has torch and triton");
+        }
         return;
     }
     if !st.message.contains("cannot import") {
-        println!(
-            "SKIP python_without_torch_names_the_module_and_pip: {}",
-            st.message
-        );
+        {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIP python_without_torch_names_the_module_and_pip: {}",
+                st.message
+            );
+        }
         return;
     }
     assert!(

@@ -7,6 +7,7 @@ pub mod analysis;
 pub mod cli;
 pub mod document;
 pub mod lsp;
+pub mod optimize;
 pub mod settings;
 pub mod spec;
 pub mod syntax;

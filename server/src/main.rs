@@ -27,6 +27,10 @@ enum Command {
     /// Verify and time the kernels of a file that have a @bench spec, on a worker.
     /// Exits 1 when a verification fails or the worker cannot run the file's language.
     Bench(kernel_lsp::cli::bench::BenchArgs),
+    /// Optimize one kernel step by step (verified and timed through a worker); print a
+    /// table per step, append to `.kernel-lsp/` history, and with --apply write the best
+    /// verified version back (backup kept).
+    Optimize(kernel_lsp::cli::optimize::OptimizeArgs),
     /// Start one worker and print its GPU, measured ceilings and backend status.
     /// Exits 1 when the worker has no GPU.
     Device(kernel_lsp::cli::device::DeviceArgs),
@@ -68,6 +72,7 @@ fn main() -> ExitCode {
         }
         Command::Check(args) => kernel_lsp::cli::check::run(&args),
         Command::Bench(args) => kernel_lsp::cli::bench::run(&args),
+        Command::Optimize(args) => kernel_lsp::cli::optimize::run(&args),
         Command::Device(args) => kernel_lsp::cli::device::run(&args),
         Command::Worker => kernel_lsp::worker::serve::run(),
     }

@@ -110,3 +110,126 @@ fn bench_reports_a_wrong_triton_kernel_with_buffer_index_and_seed() {
     );
     assert!(all.contains("seed"), "names the seed: {all}");
 }
+
+const TUNABLE: &str = r#"import triton
+import triton.language as tl
+
+
+# @bench n = 4096, 1000
+# @bench x_ptr: in f32[n]; y_ptr: in f32[n]; out_ptr: out f32[n]
+# @bench grid = cdiv(n, BLOCK); BLOCK = 64
+# @bench tune BLOCK in [64, 1024]
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+"#;
+
+fn optimize(
+    py: &str,
+    dir: &std::path::Path,
+    src: &str,
+    extra: &[&str],
+) -> (i32, String, String, String) {
+    std::fs::create_dir_all(dir).unwrap();
+    let file = dir.join("add.py");
+    std::fs::write(&file, src).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
+        .current_dir(dir)
+        .args(["optimize", "add.py", "--steps", "2", "--json"])
+        .args(extra)
+        .env("KERNEL_LSP_PYTHON", py)
+        .env("TRITON_INTERPRET", "1")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        std::fs::read_to_string(&file).unwrap(),
+    )
+}
+
+#[test]
+fn optimize_sweeps_a_tunable_verifies_and_applies_the_winner_with_history() {
+    let py = match python() {
+        Ok(p) => p,
+        Err(why) => {
+            return tools::skip(
+                "optimize_sweeps_a_tunable_verifies_and_applies_the_winner_with_history",
+                &why,
+            )
+        }
+    };
+    let dir = std::env::temp_dir().join(format!("kernel-lsp-opt-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // Without --apply the file is untouched.
+    let (code, out, err, after) = optimize(&py, &dir, TUNABLE, &[]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(after, TUNABLE);
+    let run: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let step = &run["steps"][0];
+    assert_eq!(step["strategy"], "tune BLOCK");
+    assert_eq!(step["candidates"][0]["label"], "BLOCK=1024");
+    assert_eq!(step["candidates"][0]["verified"], true, "{step}");
+    assert_eq!(
+        run["steps"].as_array().unwrap().len(),
+        1,
+        "one tunable, one step: {run}"
+    );
+
+    // With --apply: the accepted value is written into the spec line, with a backup.
+    let (code, out, err, after) = optimize(&py, &dir, TUNABLE, &["--apply"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let run: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        run["steps"][0]["outcome"], "accepted",
+        "64 → 1024 programs: {run}"
+    );
+    assert!(
+        after.contains("# @bench grid = cdiv(n, BLOCK); BLOCK = 1024\n"),
+        "{after}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("add.py.orig")).unwrap(),
+        TUNABLE
+    );
+    assert!(err.contains("applied BLOCK = 1024"), "{err}");
+    let history =
+        std::fs::read_to_string(dir.join(".kernel-lsp/history/add.py/add_kernel.jsonl")).unwrap();
+    assert_eq!(
+        history.lines().count(),
+        2,
+        "one line per step, both runs: {history}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn optimize_rejects_a_value_that_breaks_the_kernel() {
+    let py = match python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip("optimize_rejects_a_value_that_breaks_the_kernel", &why),
+    };
+    // No mask: any BLOCK that does not divide n writes out of bounds.
+    let src = TUNABLE
+        .replace("tune BLOCK in [64, 1024]", "tune BLOCK in [64, 3000]")
+        .replace("n = 4096, 1000", "n = 4096")
+        .replace(
+            ", mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)",
+            ") + tl.load(y_ptr + offs))",
+        );
+    let dir = std::env::temp_dir().join(format!("kernel-lsp-opt-bad-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (code, out, err, after) = optimize(&py, &dir, &src, &["--apply"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let run: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let c = &run["steps"][0]["candidates"][0];
+    assert_eq!(c["label"], "BLOCK=3000");
+    assert_eq!(c["verified"], false, "{c}");
+    assert_eq!(run["steps"][0]["outcome"], "failed");
+    assert_eq!(after, src, "nothing unverified reaches the file");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,0 +1,97 @@
+//! Writing an accepted value back into the author's `@bench` spec: `NAME = V` replaces
+//! the value of an existing `NAME = ...` statement, keeping everything else on the line,
+//! or becomes a new `@bench` line after the block's last one, with that line's comment
+//! prefix. Pure: text in, text out.
+
+use crate::syntax::Kernel;
+
+pub fn set_spec_value(text: &str, kernel: &Kernel, name: &str, value: &str) -> String {
+    for line in &kernel.spec.lines {
+        let mut at = 0;
+        for segment in line.text.split(';') {
+            let seg_start = at;
+            at += segment.len() + 1;
+            let Some(rest) = segment.trim_start().strip_prefix(name) else {
+                continue;
+            };
+            let after = rest.trim_start();
+            if !after.starts_with('=') || after.starts_with("==") {
+                continue;
+            }
+            // `NAME = expr`: replace `expr` (trailing spaces kept, so column comments
+            // and alignment survive).
+            let eq = segment.len() - after.len();
+            let expr = &segment[eq + 1..];
+            let expr_trim_end = expr.trim_end().len();
+            let start = line.offset + seg_start + eq + 1;
+            let end = start + expr_trim_end;
+            let mut out = String::with_capacity(text.len() + value.len());
+            out.push_str(&text[..start]);
+            out.push(' ');
+            out.push_str(value);
+            out.push_str(&text[end..]);
+            return out;
+        }
+    }
+    // No statement to update: a new line after the last @bench line, same prefix.
+    let Some(last) = kernel.spec.lines.last() else {
+        return text.to_string();
+    };
+    let line_start = text[..last.offset].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[last.offset..]
+        .find('\n')
+        .map_or(text.len(), |i| last.offset + i);
+    let prefix = &text[line_start..last.offset]; // e.g. "// @bench"
+    let nl = if text[..line_end].ends_with('\r') {
+        "\r\n"
+    } else {
+        "\n"
+    };
+    let insert_at = (line_end + 1).min(text.len());
+    let mut out = String::with_capacity(text.len() + prefix.len() + value.len() + 8);
+    out.push_str(&text[..insert_at]);
+    if insert_at == text.len() && !text.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(&format!("{prefix} {name} = {value}{nl}"));
+    out.push_str(&text[insert_at..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::document::Document;
+    use crate::syntax::{self, Lang};
+
+    fn set(src: &str, name: &str, v: &str) -> String {
+        let d = Document::new(Lang::Triton, 0, src);
+        let m = syntax::analyze(Lang::Triton, src, d.tree().unwrap());
+        set_spec_value(src, &m.kernels[0], name, v)
+    }
+
+    const K: &str = "import triton\nimport triton.language as tl\n\n# @bench n = 4096\n# @bench x_ptr: in f32[n]\n# @bench grid = cdiv(n, BLOCK); BLOCK = 64; num_warps = 4\n# @bench tune BLOCK in [64, 1024]\n@triton.jit\ndef k(x_ptr, n, BLOCK: tl.constexpr):\n    pass\n";
+
+    #[test]
+    fn replaces_the_value_and_keeps_the_rest_of_the_line() {
+        let out = set(K, "BLOCK", "1024");
+        assert!(
+            out.contains("# @bench grid = cdiv(n, BLOCK); BLOCK = 1024; num_warps = 4\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("# @bench tune BLOCK in [64, 1024]\n"),
+            "tune lines stay: {out}"
+        );
+        assert_eq!(out.lines().count(), K.lines().count());
+    }
+
+    #[test]
+    fn adds_a_line_when_the_name_has_no_statement() {
+        let out = set(&K.replace("; BLOCK = 64", ""), "BLOCK", "256");
+        assert!(
+            out.contains("# @bench tune BLOCK in [64, 1024]\n# @bench BLOCK = 256\n@triton.jit"),
+            "{out}"
+        );
+    }
+}

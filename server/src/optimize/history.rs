@@ -1,0 +1,62 @@
+//! Every optimization step, appended as a JSON line to the kernel's history under
+//! `.kernel-lsp/` at the workspace root (the nearest folder above the file holding
+//! `.git`, else the file's folder), so a run can be audited, replayed and reverted.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use super::StepRecord;
+
+/// `sha256:` and the first 16 hex digits of the text's SHA-256.
+pub fn hash(text: &str) -> String {
+    let d = Sha256::digest(text.as_bytes());
+    let hex: String = d.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+pub fn workspace_root(file: &Path) -> PathBuf {
+    let dir = file
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let dir = if dir.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        dir
+    };
+    let abs = dir.canonicalize().unwrap_or(dir.clone());
+    abs.ancestors()
+        .find(|a| a.join(".git").exists())
+        .map_or(abs.clone(), Path::to_path_buf)
+}
+
+/// `.kernel-lsp/history/<file name>/<kernel>.jsonl` under the workspace root.
+pub fn path_for(file: &Path, kernel: &str) -> PathBuf {
+    let name = file
+        .file_name()
+        .map_or("file".into(), |n| n.to_string_lossy().to_string());
+    workspace_root(file)
+        .join(".kernel-lsp")
+        .join("history")
+        .join(name)
+        .join(format!("{kernel}.jsonl"))
+}
+
+pub fn append(file: &Path, kernel: &str, steps: &[StepRecord]) -> Result<PathBuf, String> {
+    let path = path_for(file, kernel);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    for s in steps {
+        let line = serde_json::to_string(s).map_err(|e| e.to_string())?;
+        writeln!(f, "{line}").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(path)
+}

@@ -54,29 +54,30 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
     if lang == Lang::Triton && !syntax::is_triton_source(&text) {
         return Err(format!("{shown}: error: no @triton.jit kernels"));
     }
-    let kernel =
-        match &args.kernel {
-            Some(k) => k.clone(),
-            None => {
-                let doc = Document::new(lang, 0, &text);
-                let a = analysis::analyze(lang, &text, doc.tree(), &AnalyzeOptions::default());
-                let specd: Vec<&str> = a
-                    .model
-                    .kernels
-                    .iter()
-                    .filter(|k| !k.spec.lines.is_empty())
-                    .map(|k| k.name.as_str())
-                    .collect();
-                match specd.as_slice() {
-                    [one] => one.to_string(),
-                    [] => return Err(format!("{shown}: error: no kernel has a @bench spec")),
-                    many => return Err(format!(
+    let kernel = match &args.kernel {
+        Some(k) => k.clone(),
+        None => {
+            let doc = Document::new(lang, 0, &text);
+            let a = analysis::analyze(lang, &text, doc.tree(), &AnalyzeOptions::default());
+            let specd: Vec<&str> = a
+                .model
+                .kernels
+                .iter()
+                .filter(|k| !k.spec.lines.is_empty())
+                .map(|k| k.name.as_str())
+                .collect();
+            match specd.as_slice() {
+                [one] => one.to_string(),
+                [] => return Err(format!("{shown}: error: no kernel has a @bench spec")),
+                many => {
+                    return Err(format!(
                         "{shown}: error: several kernels have specs ({}); pick one with --kernel",
                         many.join(", ")
-                    )),
+                    ))
                 }
             }
-        };
+        }
+    };
     let config = super::device::pool_config(args.worker.as_deref())?;
     let rt = super::device::runtime()?;
     let pool = WorkerPool::new(config);

@@ -178,19 +178,10 @@ pub fn verify(
                 return Ok(fail(report, t0, f));
             }
 
-            let c_out = match run_once(gpu, &ck, &c_plan, &mut c_args, &c_bufs, &inputs) {
+            let c_out = match run_candidate(gpu, &ck, &c_plan, &mut c_args, &c_bufs, &inputs, at) {
                 Ok(o) => o,
-                Err(e) => {
-                    return Ok(fail(
-                        report,
-                        t0,
-                        fault_failure(gpu, e, &ck, at, FailureKind::Fault, ""),
-                    ))
-                }
+                Err(f) => return Ok(fail(report, t0, *f)),
             };
-            if let Some(f) = guard_problem(&c_bufs, &c_out, at, FailureKind::OutOfBounds, "") {
-                return Ok(fail(report, t0, f));
-            }
             for (i, b) in c_bufs.iter().enumerate() {
                 if !compared[i] {
                     continue;
@@ -230,19 +221,11 @@ pub fn verify(
             // atomics may reorder float sums).
             if ci == 0 && t == 0 {
                 progress("checking determinism");
-                let again = match run_once(gpu, &ck, &c_plan, &mut c_args, &c_bufs, &inputs) {
-                    Ok(o) => o,
-                    Err(e) => {
-                        return Ok(fail(
-                            report,
-                            t0,
-                            fault_failure(gpu, e, &ck, at, FailureKind::Fault, ""),
-                        ))
-                    }
-                };
-                if let Some(f) = guard_problem(&c_bufs, &again, at, FailureKind::OutOfBounds, "") {
-                    return Ok(fail(report, t0, f));
-                }
+                let again =
+                    match run_candidate(gpu, &ck, &c_plan, &mut c_args, &c_bufs, &inputs, at) {
+                        Ok(o) => o,
+                        Err(f) => return Ok(fail(report, t0, *f)),
+                    };
                 report.nondeterministic = c_bufs.iter().enumerate().any(|(i, b)| {
                     compared[i]
                         && compare(
@@ -287,6 +270,24 @@ fn run_once(
     }
     gpu.launch_sync(k, plan, args)?;
     bufs.iter().map(Guarded::download).collect()
+}
+
+/// One candidate launch on `inputs`, as a failure when it faults or writes past a buffer.
+fn run_candidate(
+    gpu: &mut Gpu,
+    k: &Kernel,
+    plan: &LaunchPlan,
+    args: &mut [Vec<u8>],
+    bufs: &[Guarded],
+    inputs: &[Vec<u8>],
+    at: At,
+) -> Result<Readback, Box<Failure>> {
+    let out = run_once(gpu, k, plan, args, bufs, inputs)
+        .map_err(|e| Box::new(fault_failure(gpu, e, k, at, FailureKind::Fault, "")))?;
+    match guard_problem(bufs, &out, at, FailureKind::OutOfBounds, "") {
+        Some(f) => Err(Box::new(f)),
+        None => Ok(out),
+    }
 }
 
 fn fault_failure(

@@ -8,8 +8,13 @@
 //! `WorkerPool`. The strategy catalog, static facts, the bandit policy, code rewrites and
 //! the LLM coder (issue #4) come next.
 
+pub mod catalog;
 pub mod edit;
+pub mod facts;
 pub mod history;
+pub mod llm;
+pub mod policy;
+pub mod rewrite;
 
 use std::collections::BTreeMap;
 

@@ -1,0 +1,1 @@
+//! Static facts about one kernel for the strategy (being written).

@@ -1,0 +1,1 @@
+//! The LLM strategist and coder (being written).

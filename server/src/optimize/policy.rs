@@ -1,0 +1,1 @@
+//! The embedded strategy policy: a contextual bandit (being written).

@@ -301,7 +301,7 @@ pub fn launch_bounds(cx: &RewriteContext<'_>) -> R {
     let mut out = Vec::new();
     let mut too_many = Vec::new();
     for m in min_blocks {
-        if check_t * m > 2048 {
+        if check_t.saturating_mul(m) > 2048 {
             too_many.push(m);
             continue;
         }
@@ -1560,8 +1560,7 @@ mod tests {
     }
 
     /// Each candidate's label and its kernel unit.
-    fn render(src: &str, kernel: &str, out: Result<Vec<Candidate>, RewriteError>) -> String {
-        let _ = src;
+    fn render(kernel: &str, out: Result<Vec<Candidate>, RewriteError>) -> String {
         match out {
             Err(e) => format!("error: {e}\n"),
             Ok(cands) => {
@@ -1582,7 +1581,7 @@ mod tests {
     }
 
     fn check(id: &str, src: &str, kernel: &str, params: serde_json::Value, want: Expect) {
-        want.assert_eq(&render(src, kernel, run(id, src, kernel, params)));
+        want.assert_eq(&render(kernel, run(id, src, kernel, params)));
     }
 
     fn params(json: &str) -> serde_json::Value {
@@ -2059,6 +2058,17 @@ extern "C" __global__ void k(int n,
                 for (int s = n; s > 0; s /= 2) {}
             }
         "#]],
+        );
+    }
+
+    #[test]
+    fn unroll_keeps_crlf_line_ends() {
+        let src =
+            "__global__ void k(float* y) {\r\n  for (int i = 0; i < 8; i++) y[i] = 0.0f;\r\n}\r\n";
+        let out = run("unroll", src, "k", params(r#"{"factors": [2]}"#)).expect("a candidate");
+        assert_eq!(
+            out[0].text,
+            "__global__ void k(float* y) {\r\n  #pragma unroll 2\r\n  for (int i = 0; i < 8; i++) y[i] = 0.0f;\r\n}\r\n"
         );
     }
 

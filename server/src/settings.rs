@@ -294,7 +294,10 @@ mod tests {
         assert_eq!(coder.provider, Provider::Anthropic);
         assert_eq!(coder.base_url(), "https://api.anthropic.com");
         assert_eq!(coder.key_env(), "MY_KEY");
-        assert_eq!((coder.timeout_ms, coder.max_retries, coder.max_tokens), (120_000, 3, 4096));
+        assert_eq!(
+            (coder.timeout_ms, coder.max_retries, coder.max_tokens),
+            (120_000, 3, 4096)
+        );
         assert_eq!(coder.temperature, 0.2);
         assert_eq!(Settings::default().llm.calls_per_step, 6);
     }
@@ -312,7 +315,10 @@ mod tests {
         assert_eq!(s.llm.coder, None);
         assert_eq!(s.llm.repair_rounds, 2);
         let msg = msg.unwrap();
-        assert!(msg.contains("`llm.coder`: unknown variant `gemini`"), "{msg}");
+        assert!(
+            msg.contains("`llm.coder`: unknown variant `gemini`"),
+            "{msg}"
+        );
         assert!(msg.contains("`llm.repairRounds`"), "{msg}");
     }
 }

@@ -245,9 +245,11 @@ impl LlmClient {
         let http = builder
             .build()
             .map_err(|e| LlmError::Config(format!("cannot set up HTTP: {}", error_chain(&e))))?;
-        let seed = splitmix64(endpoint.bytes().fold(0u64, |h, b| {
-            h.wrapping_mul(0x100_0000_01b3) ^ u64::from(b)
-        }));
+        let seed = splitmix64(
+            endpoint
+                .bytes()
+                .fold(0u64, |h, b| h.wrapping_mul(0x100_0000_01b3) ^ u64::from(b)),
+        );
         Ok(LlmClient {
             http,
             provider: settings.provider,
@@ -628,7 +630,8 @@ mod tests {
         let bad = |p, b: &str| parse_response(p, b.as_bytes()).unwrap_err();
         expect![[r#"the body does not parse as JSON (expected value at line 1 column 1); it starts "<html>oops</html>""#]]
             .assert_eq(&bad(Provider::OpenAi, "<html>oops</html>"));
-        expect!["there is no `choices` array"].assert_eq(&bad(Provider::OpenAi, r#"{"content":[]}"#));
+        expect!["there is no `choices` array"]
+            .assert_eq(&bad(Provider::OpenAi, r#"{"content":[]}"#));
         expect!["`choices` is empty"].assert_eq(&bad(Provider::OpenAi, r#"{"choices":[]}"#));
         expect!["`choices[0].message.content` is not a string"].assert_eq(&bad(
             Provider::OpenAi,
@@ -654,7 +657,14 @@ mod tests {
             retry_after_cap: Duration::from_secs(30),
         };
         let ms = |a| b.delay(a, 7).as_millis() as u64;
-        for (attempt, exp) in [(0, 100), (1, 200), (2, 400), (3, 800), (4, 1000), (30, 1000)] {
+        for (attempt, exp) in [
+            (0, 100),
+            (1, 200),
+            (2, 400),
+            (3, 800),
+            (4, 1000),
+            (30, 1000),
+        ] {
             let d = ms(attempt);
             assert!(d >= exp && d <= exp + exp / 4, "attempt {attempt}: {d} ms");
         }
@@ -670,8 +680,10 @@ mod tests {
             output_tokens: None,
         });
         assert_eq!((b.used(), b.remaining(), b.input_tokens), (2, 0, 10));
-        expect!["this step's budget of 2 model calls is spent; raise `llm.callsPerStep` to allow more"]
-            .assert_eq(&b.spend().unwrap_err().to_string());
+        expect![
+            "this step's budget of 2 model calls is spent; raise `llm.callsPerStep` to allow more"
+        ]
+        .assert_eq(&b.spend().unwrap_err().to_string());
     }
 
     #[test]
@@ -683,7 +695,10 @@ mod tests {
         let c = LlmClient::new(&s).unwrap();
         let shown = format!("{c:?}");
         assert!(!shown.contains("sk-secret"), "{shown}");
-        assert!(shown.contains("<from $KERNEL_LSP_UNIT_TEST_KEY_DEBUG>"), "{shown}");
+        assert!(
+            shown.contains("<from $KERNEL_LSP_UNIT_TEST_KEY_DEBUG>"),
+            "{shown}"
+        );
     }
 
     #[test]
@@ -695,8 +710,10 @@ mod tests {
         s.provider = Provider::OpenAi;
         assert!(LlmClient::new(&s).is_ok(), "openai needs no key");
         s.url = Some("localhost:11434".into());
-        expect![[r#"invalid model settings: `url` "localhost:11434" must start with http:// or https://"#]]
-            .assert_eq(&LlmClient::new(&s).unwrap_err().to_string());
+        expect![[
+            r#"invalid model settings: `url` "localhost:11434" must start with http:// or https://"#
+        ]]
+        .assert_eq(&LlmClient::new(&s).unwrap_err().to_string());
         s.url = Some("http://localhost:11434/v1".into());
         s.model = " ".into();
         expect!["invalid model settings: `model` is empty; name the model the endpoint serves"]

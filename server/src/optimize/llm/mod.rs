@@ -262,13 +262,17 @@ impl LlmCoder {
         user: &str,
     ) -> Result<String, LlmStepError> {
         let reply = call(&self.client, Role::Coder, budget, system, user).await?;
-        parse_code_reply(&reply.text, input.lang, &input.kernel_name, &input.param_names).map_err(
-            |source| LlmStepError::Reply {
-                role: Role::Coder,
-                model: self.client.model().to_string(),
-                source,
-                raw: reply.text,
-            },
+        parse_code_reply(
+            &reply.text,
+            input.lang,
+            &input.kernel_name,
+            &input.param_names,
         )
+        .map_err(|source| LlmStepError::Reply {
+            role: Role::Coder,
+            model: self.client.model().to_string(),
+            source,
+            raw: reply.text,
+        })
     }
 }

@@ -47,7 +47,14 @@ impl Template {
                 "history",
                 "catalog",
             ],
-            Template::Coder => &["kernel_name", "lang", "kernel_unit", "step", "facts", "device"],
+            Template::Coder => &[
+                "kernel_name",
+                "lang",
+                "kernel_unit",
+                "step",
+                "facts",
+                "device",
+            ],
             Template::Repair => &[
                 "kernel_name",
                 "lang",
@@ -138,12 +145,11 @@ impl Prompts {
             let user_file = dir.map(|d| d.join(t.file_name())).filter(|p| p.is_file());
             let parsed = match user_file {
                 Some(path) => {
-                    let text = std::fs::read_to_string(&path).map_err(|source| {
-                        PromptError::Read {
+                    let text =
+                        std::fs::read_to_string(&path).map_err(|source| PromptError::Read {
                             path: path.clone(),
                             source,
-                        }
-                    })?;
+                        })?;
                     parse(t, &path.display().to_string(), &text)?
                 }
                 None => parse(
@@ -246,8 +252,7 @@ fn parse(which: Template, file: &str, text: &str) -> Result<Parsed, PromptError>
                 if system.is_none() {
                     return Err(layout(
                         line,
-                        "`# user` comes before `# system`; the system message comes first"
-                            .into(),
+                        "`# user` comes before `# system`; the system message comes first".into(),
                     ));
                 }
                 user = Some((line, next));
@@ -277,13 +282,7 @@ fn parse(which: Template, file: &str, text: &str) -> Result<Parsed, PromptError>
         ));
     }
     let mut used: Vec<&'static str> = Vec::new();
-    let system_pieces = pieces(
-        which,
-        file,
-        text,
-        sys_start..user_heading_start,
-        &mut used,
-    )?;
+    let system_pieces = pieces(which, file, text, sys_start..user_heading_start, &mut used)?;
     let user_pieces = pieces(which, file, text, user_start..text.len(), &mut used)?;
     if let Some(name) = which.required().iter().find(|n| !used.contains(n)) {
         return Err(PromptError::MissingPlaceholder {
@@ -472,12 +471,18 @@ mod tests {
             .assert_eq(&err(Template::Coder, "<!-- c -->\n# system\nS {{step}}\n# user\n{{kernel_src}}\n"));
         expect![[r#"my/coder.md: the template never uses `{{step}}`, which it needs; put it where the model should see it"#]]
             .assert_eq(&err(Template::Coder, "# system\nS\n# user\n{{ kernel_unit }}\n"));
-        expect![[r#"my/coder.md:2: `{{` without a closing `}}` on the same line"#]]
-            .assert_eq(&err(Template::Coder, "# system\nS {{step\n}}\n# user\n{{kernel_unit}}\n"));
+        expect![[r#"my/coder.md:2: `{{` without a closing `}}` on the same line"#]].assert_eq(
+            &err(
+                Template::Coder,
+                "# system\nS {{step\n}}\n# user\n{{kernel_unit}}\n",
+            ),
+        );
         expect![[r#"my/coder.md:1: no `# user` line; a template has a `# system` line, then a `# user` line, each starting its message"#]]
             .assert_eq(&err(Template::Coder, "# system\n{{step}} {{kernel_unit}}\n"));
-        expect![[r#"my/coder.md:1: `# user` comes before `# system`; the system message comes first"#]]
-            .assert_eq(&err(Template::Coder, "# user\nU\n# system\nS\n"));
+        expect![[
+            r#"my/coder.md:1: `# user` comes before `# system`; the system message comes first"#
+        ]]
+        .assert_eq(&err(Template::Coder, "# user\nU\n# system\nS\n"));
         expect![[r#"my/coder.md:1: text before `# system` belongs to no message; move it below `# system` or into the header comment"#]]
             .assert_eq(&err(Template::Coder, "hello\n# system\nS\n# user\nU\n"));
         expect![[r#"my/coder.md:1: the header comment `<!--` is never closed with `-->`"#]]

@@ -177,9 +177,11 @@ fn fenced_blocks(reply: &str) -> Result<Vec<Block>, ReplyError> {
         let trimmed = raw.trim_start();
         let indent = raw.len() - trimmed.len();
         let ticks = trimmed.bytes().take_while(|&b| b == b'`').count();
-        let closes = matches!(&open, Some((n, ..)) if ticks >= *n && trimmed[ticks..].trim().is_empty());
+        let closes =
+            matches!(&open, Some((n, ..)) if ticks >= *n && trimmed[ticks..].trim().is_empty());
         if closes {
-            let (_, indent, tag, line, lines) = open.take().expect("`closes` implies an open block");
+            let (_, indent, tag, line, lines) =
+                open.take().expect("`closes` implies an open block");
             let code = lines
                 .iter()
                 .map(|l| {
@@ -364,7 +366,10 @@ impl Analyzed {
                     shift(r);
                 }
             }
-            model.syntax_errors.iter_mut().for_each(|e| shift(&mut e.range));
+            model
+                .syntax_errors
+                .iter_mut()
+                .for_each(|e| shift(&mut e.range));
         }
         Analyzed {
             lang,
@@ -391,7 +396,12 @@ impl Analyzed {
 
     /// The one kernel named `name`, with the errors of [`parse_code_reply`].
     fn kernel(&self, name: &str) -> Result<&Kernel, ReplyError> {
-        let matching: Vec<&Kernel> = self.model.kernels.iter().filter(|k| k.name == name).collect();
+        let matching: Vec<&Kernel> = self
+            .model
+            .kernels
+            .iter()
+            .filter(|k| k.name == name)
+            .collect();
         let others: Vec<String> = self
             .model
             .kernels
@@ -431,7 +441,8 @@ impl Analyzed {
                 let def = match (self.lang, item.kind()) {
                     (Lang::Cuda, "function_definition") => Some(item),
                     (Lang::Cuda, "template_declaration") => template_inner(item),
-                    (Lang::Cuda, "linkage_specification") => match item.child_by_field_name("body") {
+                    (Lang::Cuda, "linkage_specification") => match item.child_by_field_name("body")
+                    {
                         Some(b) if b.kind() == "function_definition" => Some(b),
                         Some(b) => {
                             stack.push(b);
@@ -620,7 +631,9 @@ pub fn splice_unit(
     let staying: Vec<FunctionDef> = file
         .functions()
         .into_iter()
-        .filter(|f| !inside(&f.range, &kernel.def_range) && !removed.iter().any(|r| inside(&f.range, r)))
+        .filter(|f| {
+            !inside(&f.range, &kernel.def_range) && !removed.iter().any(|r| inside(&f.range, r))
+        })
         .collect();
 
     // New functions whose names the file keeps: identical shared helpers are dropped
@@ -628,7 +641,9 @@ pub fn splice_unit(
     let mut dropped: Vec<ByteRange> = Vec::new();
     for f in unit.functions() {
         let same_name: Vec<&FunctionDef> = staying.iter().filter(|s| s.name == f.name).collect();
-        if same_name.is_empty() || (f.name == kernel.name && inside(&f.range, &new_kernel.def_range)) {
+        if same_name.is_empty()
+            || (f.name == kernel.name && inside(&f.range, &new_kernel.def_range))
+        {
             continue;
         }
         let new_text = squashed(&new_unit[f.range.clone()]);
@@ -707,16 +722,29 @@ pub fn splice_unit(
 }
 
 /// The invariants of a spliced file (see [`splice_unit`]).
-fn check_spliced(lang: Lang, model: &FileModel, kernel: &Kernel, out: &str) -> Result<(), ReplyError> {
+fn check_spliced(
+    lang: Lang,
+    model: &FileModel,
+    kernel: &Kernel,
+    out: &str,
+) -> Result<(), ReplyError> {
     let after = Analyzed::file(lang, out);
     if after.model.syntax_errors.len() > model.syntax_errors.len() {
         let e = &after.model.syntax_errors[0];
         let (line, column) = after.line_col(e.range.start);
         return Err(ReplyError::SpliceBroken {
-            what: format!("does not parse: line {line}, column {column}: {}", e.message),
+            what: format!(
+                "does not parse: line {line}, column {column}: {}",
+                e.message
+            ),
         });
     }
-    let found: Vec<&Kernel> = after.model.kernels.iter().filter(|k| k.name == kernel.name).collect();
+    let found: Vec<&Kernel> = after
+        .model
+        .kernels
+        .iter()
+        .filter(|k| k.name == kernel.name)
+        .collect();
     let [k] = found.as_slice() else {
         return Err(ReplyError::SpliceBroken {
             what: format!("defines the kernel `{}` {} times", kernel.name, found.len()),
@@ -740,12 +768,22 @@ fn check_spliced(lang: Lang, model: &FileModel, kernel: &Kernel, out: &str) -> R
         });
     }
     if k.extern_c != kernel.extern_c {
-        let had = if kernel.extern_c { "had" } else { "did not have" };
+        let had = if kernel.extern_c {
+            "had"
+        } else {
+            "did not have"
+        };
         return Err(ReplyError::SignatureChanged {
             what: format!("linkage: it {had} `extern \"C\"`"),
         });
     }
-    let spec = |k: &Kernel| k.spec.lines.iter().map(|l| l.text.clone()).collect::<Vec<_>>();
+    let spec = |k: &Kernel| {
+        k.spec
+            .lines
+            .iter()
+            .map(|l| l.text.clone())
+            .collect::<Vec<_>>()
+    };
     if spec(k) != spec(kernel) {
         return Err(ReplyError::SpliceBroken {
             what: "no longer has the kernel's `@bench` lines right above it".into(),

@@ -51,7 +51,10 @@ fn a_good_triton_reply_with_helpers_and_imports() {
     let reply = "```python\nimport triton\nimport triton.language as tl\n\n@triton.jit\ndef _add(a, b):\n    return a + b\n\n@triton.jit\ndef add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    m = offs < n\n    tl.store(out_ptr + offs, _add(tl.load(x_ptr + offs, mask=m), tl.load(y_ptr + offs, mask=m)), mask=m)\n```";
     let params = ["x_ptr", "y_ptr", "out_ptr", "n", "BLOCK"].map(String::from);
     let unit = parse_code_reply(reply, Lang::Triton, "add_kernel", &params).unwrap();
-    assert!(unit.starts_with("import triton\n") && unit.ends_with("mask=m)"), "{unit}");
+    assert!(
+        unit.starts_with("import triton\n") && unit.ends_with("mask=m)"),
+        "{unit}"
+    );
     // `@jit` kernels are found as in a file that imports it.
     let jit = "```py\n@jit\ndef add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):\n    pass\n```";
     assert!(parse_code_reply(jit, Lang::Triton, "add_kernel", &params).is_ok());
@@ -63,7 +66,10 @@ fn every_bad_code_reply_has_its_own_message() {
         "I would add __restrict__ to the pointers, which lets the compiler\nuse the read-only data cache.",
         expect![[r#"the reply has no fenced code block; it starts: "I would add __restrict__ to the pointers, which lets the compiler\nuse the read-only data cache.""#]],
     );
-    code_err("", expect![[r#"the reply has no fenced code block; it starts: (an empty reply)"#]]);
+    code_err(
+        "",
+        expect![[r#"the reply has no fenced code block; it starts: (an empty reply)"#]],
+    );
     code_err(
         "```cuda\n```",
         expect!["the code block is empty; it must hold the complete kernel unit"],
@@ -222,11 +228,23 @@ fn splice_refuses_to_change_a_helper_another_kernel_uses() {
 #[test]
 fn splice_checks_the_signature_and_spec_survive() {
     let unit = "__global__ void saxpy(int n, float a, const float* x, float* y) {}";
-    expect![[r#"the new code changes the kernel's linkage: it had `extern "C"`; keep it as it was"#]]
-        .assert_eq(&splice(SAXPY, Lang::Cuda, "saxpy", unit).unwrap_err().to_string());
+    expect![[
+        r#"the new code changes the kernel's linkage: it had `extern "C"`; keep it as it was"#
+    ]]
+    .assert_eq(
+        &splice(SAXPY, Lang::Cuda, "saxpy", unit)
+            .unwrap_err()
+            .to_string(),
+    );
     let unit = "template <int B>\n__global__ void a(int n, float* x) {}";
-    expect!["the new code changes the kernel's template parameters from <> to <B>; keep it as it was"]
-        .assert_eq(&splice(TWO_KERNELS, Lang::Cuda, "a", unit).unwrap_err().to_string());
+    expect![
+        "the new code changes the kernel's template parameters from <> to <B>; keep it as it was"
+    ]
+    .assert_eq(
+        &splice(TWO_KERNELS, Lang::Cuda, "a", unit)
+            .unwrap_err()
+            .to_string(),
+    );
 }
 
 const VECTOR_ADD: &str = r#"import triton
@@ -308,7 +326,11 @@ fn catalog() -> Catalog {
 }
 
 fn strategy_err(reply: &str, want: Expect) {
-    want.assert_eq(&parse_strategy_reply(reply, &catalog()).unwrap_err().to_string());
+    want.assert_eq(
+        &parse_strategy_reply(reply, &catalog())
+            .unwrap_err()
+            .to_string(),
+    );
 }
 
 #[test]
@@ -320,7 +342,10 @@ fn strategy_replies_parse() {
     .unwrap();
     assert_eq!(p.id, "launch_bounds");
     assert_eq!(p.params.get("max_threads"), Some(&serde_json::json!(128)));
-    assert_eq!((p.rationale.as_str(), p.free_form), ("fewer registers,", None));
+    assert_eq!(
+        (p.rationale.as_str(), p.free_form),
+        ("fewer registers,", None)
+    );
     let bare = parse_strategy_reply("{\"id\": \"restrict_const\"}", &catalog()).unwrap();
     assert_eq!((bare.id.as_str(), bare.params.len()), ("restrict_const", 0));
     let free = parse_strategy_reply(
@@ -338,7 +363,9 @@ fn strategy_replies_parse() {
 fn bad_strategy_replies() {
     strategy_err(
         "I suggest restrict_const.",
-        expect![[r#"the reply has no JSON object (no fenced json block, and the reply is not JSON); it starts: "I suggest restrict_const.""#]],
+        expect![[
+            r#"the reply has no JSON object (no fenced json block, and the reply is not JSON); it starts: "I suggest restrict_const.""#
+        ]],
     );
     strategy_err(
         "```json\n{\"id\": \"restrict_const\", \"params\": {,}}\n```",
@@ -346,7 +373,9 @@ fn bad_strategy_replies() {
     );
     strategy_err(
         "```json\n[\"restrict_const\"]\n```",
-        expect![[r#"the strategy reply is not valid JSON: it is not an object `{"id": ..., ...}`"#]],
+        expect![[
+            r#"the strategy reply is not valid JSON: it is not an object `{"id": ..., ...}`"#
+        ]],
     );
     strategy_err(
         "```json\n{\"params\": {}}\n```",
@@ -358,7 +387,9 @@ fn bad_strategy_replies() {
     );
     strategy_err(
         "```json\n{\"id\": \"launch_bounds\", \"params\": {\"min_blocks\": 2}}\n```",
-        expect!["`min_blocks` is not a parameter of `launch_bounds`; its parameters are `max_threads`"],
+        expect![
+            "`min_blocks` is not a parameter of `launch_bounds`; its parameters are `max_threads`"
+        ],
     );
     strategy_err(
         "```json\n{\"id\": \"restrict_const\", \"params\": {\"x\": 1}}\n```",
@@ -370,7 +401,9 @@ fn bad_strategy_replies() {
     );
     strategy_err(
         "```json\n{\"id\": \"free\"}\n```\n```json\n{\"id\": \"restrict_const\"}\n```",
-        expect!["the reply has 2 fenced code blocks (at reply lines 1, 4); answer with exactly one"],
+        expect![
+            "the reply has 2 fenced code blocks (at reply lines 1, 4); answer with exactly one"
+        ],
     );
     strategy_err(
         "```yaml\nid: restrict_const\n```",

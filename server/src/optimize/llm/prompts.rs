@@ -88,6 +88,8 @@ impl Template {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PromptError {
+    #[error("the prompt folder {} (`llm.promptsDir`) is not a folder; fix the setting or create it", .path.display())]
+    NoFolder { path: PathBuf },
     #[error("cannot read the prompt template {}: {source}", path.display())]
     Read {
         path: PathBuf,
@@ -139,7 +141,14 @@ pub struct Prompts {
 
 impl Prompts {
     /// The embedded templates, each replaced by `dir/<file name>` when that file exists.
+    /// A `dir` that is not a folder is an error (a mistyped setting should not silently
+    /// fall back to the built-in prompts).
     pub fn load(dir: Option<&Path>) -> Result<Prompts, PromptError> {
+        if let Some(d) = dir.filter(|d| !d.is_dir()) {
+            return Err(PromptError::NoFolder {
+                path: d.to_path_buf(),
+            });
+        }
         let mut templates = BTreeMap::new();
         for t in Template::ALL {
             let user_file = dir.map(|d| d.join(t.file_name())).filter(|p| p.is_file());
@@ -362,6 +371,9 @@ mod tests {
     fn the_built_in_templates_load() {
         let p = Prompts::load(None).unwrap();
         assert_eq!(p.source(Template::Coder), "prompts/coder.md (built in)");
+        let missing = Path::new("/nonexistent/kernel-lsp-prompts");
+        expect!["the prompt folder /nonexistent/kernel-lsp-prompts (`llm.promptsDir`) is not a folder; fix the setting or create it"]
+            .assert_eq(&Prompts::load(Some(missing)).unwrap_err().to_string());
     }
 
     #[test]

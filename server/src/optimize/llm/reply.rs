@@ -585,7 +585,8 @@ fn squashed(s: &str) -> String {
 ///   block, which stays exactly as it is. What the new unit has before its kernel (its
 ///   helpers) goes above the `@bench` block, with a blank line between, so the spec
 ///   still belongs to the kernel; what it has after the kernel goes right after it.
-/// - Comments above a removed helper stay where they were.
+/// - Unindented `#include` / `import` lines of the new unit that the file already has
+///   are left out. Comments above a removed helper stay where they were.
 /// - Checked on the result: it parses with no more syntax errors than `text` had, and
 ///   defines the kernel once, with the same parameters, template parameters,
 ///   `extern "C"` and the same `@bench` lines.
@@ -681,8 +682,8 @@ pub fn splice_unit(
         out
     };
     let kr = new_kernel.def_range.clone();
-    let before = keep(0..kr.start);
-    let after = keep(kr.end..new_unit.len());
+    let before = without_known_imports(lang, text, &keep(0..kr.start));
+    let after = without_known_imports(lang, text, &keep(kr.end..new_unit.len()));
     let kernel_text = &new_unit[kr];
 
     // Edits on the file, as (range, replacement).
@@ -790,6 +791,20 @@ fn check_spliced(
         });
     }
     Ok(())
+}
+
+/// `part` without the unindented `#include` (CUDA) or `import` (Python) lines that
+/// `file` already has, word for word: a model repeating the file's imports should not
+/// add a second copy above the kernel.
+fn without_known_imports(lang: Lang, file: &str, part: &str) -> String {
+    let is_import = |l: &str| match lang {
+        Lang::Cuda => l.starts_with("#include"),
+        Lang::Triton => l.starts_with("import ") || l.starts_with("from "),
+    };
+    let known = |l: &str| file.lines().any(|f| f.trim_end() == l.trim_end());
+    part.split_inclusive('\n')
+        .filter(|l| !(is_import(l) && known(l)))
+        .collect()
 }
 
 fn line_start(text: &str, at: usize) -> usize {

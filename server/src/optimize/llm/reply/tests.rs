@@ -118,6 +118,10 @@ fn every_bad_code_reply_has_its_own_message() {
         "```cuda\nextern \"C\" __global__ void saxpy(int n, float a, float* y, const float* x) {}\n```",
         expect!["the kernel `saxpy` takes (n, a, y, x) but must take (n, a, x, y), the same names in the same order"],
     );
+    code_err(
+        "```cuda\nextern \"C\" __global__ void saxpy(int n, float a, const float* x, float* y) {}\nextern \"C\" __global__ void saxpy(int n, float a, const float* x, float* y) { }\n```",
+        expect!["the code block defines the kernel `saxpy` 2 times; define it once"],
+    );
     let params = ["x_ptr", "n"].map(String::from);
     expect!["line 5 of the code block defines `launch`, which is host code (not a `@triton.jit` function); write only the kernel and its device helpers"]
         .assert_eq(
@@ -144,10 +148,12 @@ fn splice(text: &str, lang: Lang, kernel: &str, unit: &str) -> Result<String, Re
 
 #[test]
 fn splice_replaces_the_kernel_under_its_spec_and_puts_helpers_above_it() {
-    let unit = "__device__ __forceinline__ float fma_(float a, float x, float y) { return fmaf(a, x, y); }\n\nextern \"C\" __global__ void saxpy(int n, float a, const float* __restrict__ x, float* __restrict__ y) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = fma_(a, x[i], y[i]);\n}";
+    let unit = "#include <cstdio>\n#include <cuda_fp16.h>\n\n__device__ __forceinline__ float fma_(float a, float x, float y) { return fmaf(a, x, y); }\n\nextern \"C\" __global__ void saxpy(int n, float a, const float* __restrict__ x, float* __restrict__ y) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = fma_(a, x[i], y[i]);\n}";
     expect![[r#"
         // y = a * x + y
         #include <cstdio>
+
+        #include <cuda_fp16.h>
 
         __device__ __forceinline__ float fma_(float a, float x, float y) { return fmaf(a, x, y); }
 
@@ -277,8 +283,6 @@ fn splice_a_triton_kernel() {
         import triton
         import triton.language as tl
 
-
-        import triton.language as tl
 
         # @bench n = 1 << 24, 1000
         # @bench x_ptr: in f32[n]; y_ptr: in f32[n]; out_ptr: out f32[n]

@@ -27,6 +27,8 @@ pub struct Settings {
     pub max_file_bytes: usize,
     /// Multiprocessor count used for `sms` in specs when no GPU has been seen.
     pub sms: u64,
+    /// The optional LLM strategist and coder (`optimize::llm`).
+    pub llm: LlmSettings,
 }
 
 impl Default for Settings {
@@ -40,7 +42,155 @@ impl Default for Settings {
             compile_debounce_ms: 300,
             max_file_bytes: 2 * 1024 * 1024,
             sms: 132,
+            llm: LlmSettings::default(),
         }
+    }
+}
+
+/// The `llm` section. With neither `strategy` nor `coder` set, no model is called and
+/// the embedded policy and rewrites do all the work.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct LlmSettings {
+    /// The model that picks the next step (macro). None: the embedded policy picks.
+    pub strategy: Option<ModelSettings>,
+    /// The model that rewrites the kernel unit (micro). None: embedded rewrites only.
+    pub coder: Option<ModelSettings>,
+    /// Most model calls one optimization step may make (strategy, code, repairs).
+    pub calls_per_step: u32,
+    /// How many times a failing candidate goes back to the coder with the failure.
+    pub repair_rounds: u32,
+    /// A folder whose `strategy.md`, `coder.md`, `repair.md` and `strategies.toml`
+    /// replace the embedded ones (each file separately; missing files keep the default).
+    pub prompts_dir: Option<PathBuf>,
+}
+
+impl Default for LlmSettings {
+    fn default() -> Self {
+        LlmSettings {
+            strategy: None,
+            coder: None,
+            calls_per_step: 6,
+            repair_rounds: 2,
+            prompts_dir: None,
+        }
+    }
+}
+
+/// The wire format an endpoint speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Provider {
+    /// OpenAI-compatible chat completions: OpenAI, vLLM, Ollama, llama.cpp, LM Studio.
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// The Anthropic Messages API.
+    #[serde(rename = "anthropic")]
+    Anthropic,
+}
+
+impl Provider {
+    /// The environment variable read for the key when `apiKeyEnv` is not set.
+    pub fn default_key_env(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "OPENAI_API_KEY",
+            Provider::Anthropic => "ANTHROPIC_API_KEY",
+        }
+    }
+
+    /// The base URL used when `url` is not set.
+    pub fn default_url(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "https://api.openai.com/v1",
+            Provider::Anthropic => "https://api.anthropic.com",
+        }
+    }
+}
+
+impl std::fmt::Display for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Provider::OpenAi => "openai",
+            Provider::Anthropic => "anthropic",
+        })
+    }
+}
+
+/// One model endpoint. Holds the *name* of the environment variable with the API key,
+/// never the key itself, so these settings can be logged and echoed freely.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelSettings {
+    #[serde(default = "defaults::provider")]
+    pub provider: Provider,
+    /// Base URL: `http://localhost:11434/v1` (Ollama), `https://api.openai.com/v1`,
+    /// `https://api.anthropic.com`. None: the provider's public API.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The model name the endpoint expects (`gpt-4o`, `qwen2.5-coder:32b`, ...).
+    pub model: String,
+    /// Name of the environment variable that holds the key. None: `OPENAI_API_KEY` or
+    /// `ANTHROPIC_API_KEY`. A missing variable is fine for `openai` (local servers need
+    /// none) and an error for `anthropic`.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Time limit of one HTTP call, reading the whole answer included.
+    #[serde(default = "defaults::timeout_ms")]
+    pub timeout_ms: u64,
+    /// Retries after 429, 5xx and connection errors (so at most `maxRetries + 1` calls).
+    #[serde(default = "defaults::max_retries")]
+    pub max_retries: u32,
+    #[serde(default = "defaults::max_tokens")]
+    pub max_tokens: u32,
+    #[serde(default = "defaults::temperature")]
+    pub temperature: f64,
+}
+
+impl ModelSettings {
+    /// Settings with every default, for `provider` and `model`.
+    pub fn new(provider: Provider, model: impl Into<String>) -> Self {
+        ModelSettings {
+            provider,
+            url: None,
+            model: model.into(),
+            api_key_env: None,
+            timeout_ms: defaults::timeout_ms(),
+            max_retries: defaults::max_retries(),
+            max_tokens: defaults::max_tokens(),
+            temperature: defaults::temperature(),
+        }
+    }
+
+    /// The base URL in use, without a trailing `/`.
+    pub fn base_url(&self) -> &str {
+        self.url
+            .as_deref()
+            .unwrap_or(self.provider.default_url())
+            .trim_end_matches('/')
+    }
+
+    /// The environment variable read for the key.
+    pub fn key_env(&self) -> &str {
+        self.api_key_env
+            .as_deref()
+            .unwrap_or(self.provider.default_key_env())
+    }
+}
+
+mod defaults {
+    pub fn provider() -> super::Provider {
+        super::Provider::OpenAi
+    }
+    pub fn timeout_ms() -> u64 {
+        120_000
+    }
+    pub fn max_retries() -> u32 {
+        3
+    }
+    pub fn max_tokens() -> u32 {
+        4096
+    }
+    pub fn temperature() -> f64 {
+        0.2
     }
 }
 
@@ -57,19 +207,36 @@ impl Settings {
         let Some(map) = obj.as_object() else {
             return (Settings::default(), None);
         };
-        // Field by field, so one bad value does not throw away the others.
+        // Field by field, so one bad value does not throw away the others. Objects that
+        // are sections of their own (`llm`) merge one level down the same way, so a bad
+        // `llm.coder` keeps a good `llm.strategy`.
         let mut settings = Settings::default();
         let mut bad = Vec::new();
         let mut merged = serde_json::to_value(&settings).expect("Settings serializes");
-        for (key, v) in map {
+        let mut try_set = |path: &[&str], v: &serde_json::Value, merged: &mut serde_json::Value| {
             let mut trial = merged.clone();
-            trial[key.as_str()] = v.clone();
+            let mut slot = &mut trial;
+            for p in path {
+                slot = &mut slot[*p];
+            }
+            *slot = v.clone();
             match serde_json::from_value::<Settings>(trial.clone()) {
                 Ok(s) => {
                     settings = s;
-                    merged = trial;
+                    *merged = trial;
                 }
-                Err(e) => bad.push(format!("`{key}`: {e}")),
+                Err(e) => bad.push(format!("`{}`: {e}", path.join("."))),
+            }
+        };
+        for (key, v) in map {
+            let section = merged.get(key.as_str()).is_some_and(|m| m.is_object());
+            match v.as_object() {
+                Some(fields) if section => {
+                    for (field, fv) in fields {
+                        try_set(&[key.as_str(), field.as_str()], fv, &mut merged);
+                    }
+                }
+                _ => try_set(&[key.as_str()], v, &mut merged),
             }
         }
         let msg = (!bad.is_empty()).then(|| {
@@ -111,5 +278,47 @@ mod tests {
         assert_eq!(s.compile_debounce_ms, 300);
         let msg = msg.unwrap();
         assert!(msg.contains("`compileDebounceMs`"), "{msg}");
+    }
+
+    #[test]
+    fn llm_section_defaults_and_model_fields() {
+        let (s, msg) = Settings::from_json(&json!({"llm": {
+            "coder": {"provider": "anthropic", "model": "claude-sonnet-4-5", "apiKeyEnv": "MY_KEY"},
+            "callsPerStep": 4
+        }}));
+        assert_eq!(msg, None);
+        assert_eq!(s.llm.calls_per_step, 4);
+        assert_eq!(s.llm.repair_rounds, 2);
+        assert_eq!(s.llm.strategy, None);
+        let coder = s.llm.coder.unwrap();
+        assert_eq!(coder.provider, Provider::Anthropic);
+        assert_eq!(coder.base_url(), "https://api.anthropic.com");
+        assert_eq!(coder.key_env(), "MY_KEY");
+        assert_eq!(
+            (coder.timeout_ms, coder.max_retries, coder.max_tokens),
+            (120_000, 3, 4096)
+        );
+        assert_eq!(coder.temperature, 0.2);
+        assert_eq!(Settings::default().llm.calls_per_step, 6);
+    }
+
+    #[test]
+    fn a_bad_llm_field_is_named_with_its_section_and_the_rest_applies() {
+        let (s, msg) = Settings::from_json(&json!({"llm": {
+            "strategy": {"provider": "openai", "url": "http://localhost:11434/v1/", "model": "qwen"},
+            "coder": {"provider": "gemini", "model": "x"},
+            "repairRounds": "two"
+        }}));
+        let strategy = s.llm.strategy.unwrap();
+        assert_eq!(strategy.base_url(), "http://localhost:11434/v1");
+        assert_eq!(strategy.key_env(), "OPENAI_API_KEY");
+        assert_eq!(s.llm.coder, None);
+        assert_eq!(s.llm.repair_rounds, 2);
+        let msg = msg.unwrap();
+        assert!(
+            msg.contains("`llm.coder`: unknown variant `gemini`"),
+            "{msg}"
+        );
+        assert!(msg.contains("`llm.repairRounds`"), "{msg}");
     }
 }

@@ -8,6 +8,8 @@ mod cli_check;
 mod client;
 #[path = "../gpu/cuda_backend.rs"]
 mod gpu;
+mod llm_client;
+mod llm_server;
 mod lsp_session;
 mod nvim;
 mod rewrites_cuda;

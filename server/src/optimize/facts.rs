@@ -79,7 +79,7 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
         "block_1d" => ("1-D thread blocks", "thread blocks are not 1-D"),
         "block_2d" => ("2-D thread blocks", "thread blocks are not 2-D"),
         "block_resizable" => (
-            "the block shape is plain numbers in the spec and the kernel reads blockDim",
+            "the spec sets the block size and the kernel reads blockDim",
             "the block size is fixed by the code or a tunable",
         ),
         "has_counted_loop" => ("the kernel has a counted loop", "no counted loop"),

@@ -24,6 +24,7 @@
 //! [`FACT_NAMES`] are the boolean facts a catalog step may require (`requires` in
 //! `prompts/strategies.toml`); [`Facts::features`] is the policy's context vector.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
@@ -983,7 +984,7 @@ fn simulate_trip_count(init: i64, cmp: &str, bound: i64, op: &str, step: i64) ->
             "+=" => v.checked_add(step)?,
             "-=" => v.checked_sub(step)?,
             "*=" => v.checked_mul(step)?,
-            "/=" if step != 0 => v / step,
+            "/=" => v.checked_div(step)?,
             "<<=" if (0..63).contains(&step) => v.checked_shl(u32::try_from(step).ok()?)?,
             ">>=" if (0..63).contains(&step) => v >> step,
             _ => return None,
@@ -1195,6 +1196,10 @@ mod cuda {
         bindings: HashMap<String, Binding>,
         defs: HashMap<String, Vec<Def<'t>>>,
         memo: HashMap<String, Memo>,
+        /// Per-name results of `konst` and `buffer_of` (None while being computed), so
+        /// chains like `a2 = a1 + a1` stay linear.
+        konst_memo: RefCell<HashMap<String, Option<i64>>>,
+        buffer_memo: RefCell<HashMap<String, Option<String>>>,
         /// The helper's name, or None in the kernel itself.
         via: Option<String>,
     }
@@ -1211,6 +1216,8 @@ mod cuda {
                 bindings,
                 defs: HashMap::new(),
                 memo: HashMap::new(),
+                konst_memo: RefCell::default(),
+                buffer_memo: RefCell::default(),
                 via,
             };
             cx.collect_defs(body, 0);
@@ -1286,7 +1293,7 @@ mod cuda {
 
         /// A literal integer value (numbers, arithmetic on them, single-definition locals).
         fn konst(&self, n: Node, depth: usize) -> Option<i64> {
-            if depth > 32 {
+            if depth > MAX_DEPTH {
                 return None;
             }
             match n.kind() {
@@ -1319,7 +1326,11 @@ mod cuda {
                     if self.bindings.contains_key(name) {
                         return None;
                     }
-                    match self.defs.get(name).map(Vec::as_slice) {
+                    if let Some(k) = self.konst_memo.borrow().get(name) {
+                        return *k;
+                    }
+                    self.konst_memo.borrow_mut().insert(name.to_string(), None);
+                    let k = match self.defs.get(name).map(Vec::as_slice) {
                         Some(
                             [Def {
                                 op: "=",
@@ -1327,7 +1338,9 @@ mod cuda {
                             }],
                         ) => self.konst(*v, depth + 1),
                         _ => None,
-                    }
+                    };
+                    self.konst_memo.borrow_mut().insert(name.to_string(), k);
+                    k
                 }
                 _ => None,
             }
@@ -1499,7 +1512,7 @@ mod cuda {
 
         /// The kernel buffer an expression points into, if any.
         fn buffer_of(&mut self, n: Node<'t>, depth: usize) -> Option<String> {
-            if depth > 32 {
+            if depth > MAX_DEPTH {
                 return None;
             }
             match n.kind() {
@@ -1511,8 +1524,16 @@ mod cuda {
                         None => {}
                     }
                     // A local pointer alias: the buffer its first definition points into.
+                    if let Some(b) = self.buffer_memo.borrow().get(name) {
+                        return b.clone();
+                    }
+                    self.buffer_memo.borrow_mut().insert(name.to_string(), None);
                     let first = self.defs.get(name)?.first().copied()?;
-                    self.buffer_of(first.value?, depth + 1)
+                    let b = self.buffer_of(first.value?, depth + 1);
+                    self.buffer_memo
+                        .borrow_mut()
+                        .insert(name.to_string(), b.clone());
+                    b
                 }
                 "parenthesized_expression" => {
                     self.buffer_of(*named_children(n).first()?, depth + 1)
@@ -2028,6 +2049,7 @@ mod triton {
             params,
             defs: HashMap::new(),
             memo: HashMap::new(),
+            buffer_memo: RefCell::default(),
         };
         cx.collect_defs(body, 0);
         let mut scan = Scan {
@@ -2070,6 +2092,8 @@ mod triton {
         params: HashSet<String>,
         defs: HashMap<String, Vec<Def<'t>>>,
         memo: HashMap<String, Memo>,
+        /// Per-name results of `buffer_of` (None while being computed).
+        buffer_memo: RefCell<HashMap<String, Option<String>>>,
     }
 
     impl<'t> Cx<'t> {
@@ -2279,7 +2303,7 @@ mod triton {
 
         /// The pointer parameter an address expression is based on.
         fn buffer_of(&self, n: Node, depth: usize) -> Option<String> {
-            if depth > 32 {
+            if depth > MAX_DEPTH {
                 return None;
             }
             match n.kind() {
@@ -2288,8 +2312,16 @@ mod triton {
                     if self.params.contains(name) {
                         return Some(name.to_string());
                     }
+                    if let Some(b) = self.buffer_memo.borrow().get(name) {
+                        return b.clone();
+                    }
+                    self.buffer_memo.borrow_mut().insert(name.to_string(), None);
                     let first = self.defs.get(name)?.first().copied()?;
-                    self.buffer_of(first.value?, depth + 1)
+                    let b = self.buffer_of(first.value?, depth + 1);
+                    self.buffer_memo
+                        .borrow_mut()
+                        .insert(name.to_string(), b.clone());
+                    b
                 }
                 "parenthesized_expression" => {
                     self.buffer_of(*named_children(n).first()?, depth + 1)
@@ -2944,5 +2976,24 @@ __global__ void __launch_bounds__(256) k(const float* __restrict__ a, float* b, 
         let recursive = "__device__ void h(float* p, int i) { h(p, i + 1); p[i] = 0; }\n__global__ void k(float* x) { h(x, threadIdx.x); }";
         let f = facts_of(Lang::Cuda, recursive, None);
         assert_eq!(f.accesses.len(), 1, "{:?}", f.accesses);
+        // Doubling chains: linear, not 2^40 (pointer aliases, constants, Triton pointers).
+        let mut chain = String::from("__global__ void k(float* x) { float* p0 = x; int c0 = 1;");
+        let mut py = String::from("import triton\n@triton.jit\ndef k(x_ptr):\n    p0 = x_ptr\n");
+        for i in 1..=40 {
+            chain.push_str(&format!(
+                " float* p{i} = p{j} + p{j}; int c{i} = c{j} + c{j};",
+                j = i - 1
+            ));
+            py.push_str(&format!("    p{i} = p{j} + p{j}\n", j = i - 1));
+        }
+        chain.push_str(" p40[c40 + threadIdx.x] = 0; for (int i = 0; i < c40; i++) {} }");
+        py.push_str("    tl.store(p40, 1)\n");
+        let f = facts_of(Lang::Cuda, &chain, None);
+        assert_eq!(f.accesses.len(), 1);
+        let t = facts_of(Lang::Triton, &py, None);
+        assert_eq!(t.accesses.len(), 1);
+        let overflow = "__global__ void k(float* x) { for (long long i = -9223372036854775807 - 1; i < 0; i /= -1) {} }";
+        let f = facts_of(Lang::Cuda, overflow, None);
+        assert_eq!(f.loops.len(), 1);
     }
 }

@@ -31,6 +31,9 @@ enum Command {
     /// table per step, append to `.kernel-lsp/` history, and with --apply write the best
     /// verified version back (backup kept).
     Optimize(kernel_lsp::cli::optimize::OptimizeArgs),
+    /// Write a kernel's optimization history as an HTML page with an SVG chart of the
+    /// time per step and the table of every attempt.
+    Report(kernel_lsp::cli::report::ReportArgs),
     /// Start one worker and print its GPU, measured ceilings and backend status.
     /// Exits 1 when the worker has no GPU.
     Device(kernel_lsp::cli::device::DeviceArgs),
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
         Command::Check(args) => kernel_lsp::cli::check::run(&args),
         Command::Bench(args) => kernel_lsp::cli::bench::run(&args),
         Command::Optimize(args) => kernel_lsp::cli::optimize::run(&args),
+        Command::Report(args) => kernel_lsp::cli::report::run(&args),
         Command::Device(args) => kernel_lsp::cli::device::run(&args),
         Command::Worker => kernel_lsp::worker::serve::run(),
     }

@@ -137,8 +137,10 @@ fn optimize(
     std::fs::write(&file, src).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
         .current_dir(dir)
-        .args(["optimize", "add.py", "--steps", "2", "--json"])
+        .args(["optimize", "add.py", "--steps", "1", "--json"])
+        .args(["--only", "tunable_sweep"])
         .args(extra)
+        .env("KERNEL_LSP_DATA_DIR", dir.join("data"))
         .env("KERNEL_LSP_PYTHON", py)
         .env("TRITON_INTERPRET", "1")
         .output()
@@ -171,13 +173,13 @@ fn optimize_sweeps_a_tunable_verifies_and_applies_the_winner_with_history() {
     assert_eq!(after, TUNABLE);
     let run: serde_json::Value = serde_json::from_str(&out).unwrap();
     let step = &run["steps"][0];
-    assert_eq!(step["strategy"], "tune BLOCK");
+    assert_eq!(step["strategy_id"], "tunable_sweep");
     assert_eq!(step["candidates"][0]["label"], "BLOCK=1024");
     assert_eq!(step["candidates"][0]["verified"], true, "{step}");
     assert_eq!(
         run["steps"].as_array().unwrap().len(),
         1,
-        "one tunable, one step: {run}"
+        "--steps 1: {run}"
     );
 
     // With --apply: the accepted value is written into the spec line, with a backup.
@@ -196,7 +198,11 @@ fn optimize_sweeps_a_tunable_verifies_and_applies_the_winner_with_history() {
         std::fs::read_to_string(dir.join("add.py.orig")).unwrap(),
         TUNABLE
     );
-    assert!(err.contains("applied BLOCK = 1024"), "{err}");
+    assert!(err.contains("applied tunable_sweep (BLOCK=1024)"), "{err}");
+    assert!(
+        dir.join("data/policy.json").exists(),
+        "the policy learned from the step"
+    );
     let history =
         std::fs::read_to_string(dir.join(".kernel-lsp/history/add.py/add_kernel.jsonl")).unwrap();
     assert_eq!(

@@ -4,3 +4,4 @@ pub mod bench;
 pub mod check;
 pub mod device;
 pub mod optimize;
+pub mod report;

@@ -1,14 +1,17 @@
-//! `kernel-lsp optimize FILE [--kernel K] [--steps N] [--apply] [--json]`: run the step
-//! loop on one kernel through a worker, print a table per step, append the steps to the
-//! kernel's history in `.kernel-lsp/`, and with `--apply` write the best verified
-//! version back (keeping a backup). Without `--apply` the author's file is not touched.
+//! `kernel-lsp optimize FILE [--kernel K] [--steps N] [--llm] [--apply] [--json]`: run the
+//! step loop on one kernel through a worker, print a table per step, append every step to
+//! the kernel's history in `.kernel-lsp/` as it ends, and with `--apply` write the best
+//! verified version back (keeping a backup). Without `--apply` the author's file is not
+//! touched.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::analysis::{self, AnalyzeOptions};
 use crate::document::Document;
-use crate::optimize::{self, history, OptimizeRun, Outcome};
+use crate::optimize::catalog::Catalog;
+use crate::settings::Settings;
+use crate::optimize::{self, history, policy, Event, OptimizeOptions, OptimizeRun};
 use crate::syntax::{self, Lang};
 use crate::worker::pool::WorkerPool;
 
@@ -34,6 +37,26 @@ pub struct OptimizeArgs {
     /// Base seed for verification inputs.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Only these catalog steps (comma-separated ids, e.g. `tunable_sweep,block_size`).
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub only: Vec<String>,
+    /// A folder whose `strategies.toml` (and prompt files) replace the embedded ones.
+    #[arg(long, value_name = "DIR")]
+    pub prompts: Option<PathBuf>,
+    /// Use the LLM strategist and coder from the settings (`llm.strategy`, `llm.coder`).
+    #[arg(long)]
+    pub llm: bool,
+    /// Use the LLM coder for every step, also those with an embedded rewrite.
+    #[arg(long, requires = "llm")]
+    pub llm_coder_always: bool,
+    /// Settings as JSON, the shape editors send as initializationOptions (default:
+    /// `.kernel-lsp/settings.json` at the workspace root, if it exists).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Keep the strategy policy in memory only (do not read or update the learned state
+    /// in the user data folder).
+    #[arg(long)]
+    pub fresh_policy: bool,
 }
 
 pub fn run(args: &OptimizeArgs) -> ExitCode {
@@ -78,29 +101,53 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
             }
         }
     };
+    let settings = load_settings(args)?;
+    let prompts_dir = args
+        .prompts
+        .clone()
+        .or_else(|| settings.llm.prompts_dir.clone());
+    let catalog = Catalog::load(prompts_dir.as_deref()).map_err(|e| e.to_string())?;
+    let (past, bad) = history::read(&args.file, &kernel)?;
+    if bad > 0 {
+        eprintln!("{kernel}: warning: {bad} history lines could not be read and were skipped");
+    }
+    let mut opts = OptimizeOptions::new(args.steps, args.seed, catalog);
+    opts.only = args.only.clone();
+    opts.tried = history::tried(&past);
+    opts.policy_path = (!args.fresh_policy).then(policy::default_path);
+    if args.llm {
+        let mut llm_settings = settings.llm.clone();
+        llm_settings.prompts_dir = prompts_dir.clone();
+        let mut setup = optimize::LlmSetup::from_settings(&llm_settings)
+            .map_err(|e| format!("{shown}: error: --llm: {e}"))?;
+        setup.prefer_coder = args.llm_coder_always;
+        opts.llm = Some(setup);
+    }
     let config = super::device::pool_config(args.worker.as_deref())?;
     let rt = super::device::runtime()?;
     let pool = WorkerPool::new(config);
+    let file = args.file.clone();
     let run = rt.block_on(async {
-        let mut progress = |s: &str| eprintln!("{kernel}: {s}");
-        let r = optimize::optimize(
-            &pool,
-            lang,
-            &text,
-            &kernel,
-            args.steps,
-            args.seed,
-            &mut progress,
-        )
-        .await;
+        let mut on = |e: Event<'_>| match e {
+            Event::Stage(s) => eprintln!("{kernel}: {s}"),
+            Event::Step(step) => {
+                if let Err(e) = history::append(&file, &kernel, std::slice::from_ref(step)) {
+                    eprintln!("{kernel}: warning: history not written: {e}");
+                }
+            }
+        };
+        let r = optimize::optimize(&pool, lang, &text, &kernel, &opts, &mut on).await;
         pool.shutdown().await;
         r
     });
     let run = run.map_err(|e| format!("{shown}: error: {e}"))?;
-    match history::append(&args.file, &kernel, &run.steps) {
-        Ok(p) => eprintln!("{kernel}: history appended to {}", p.display()),
-        Err(e) => eprintln!("{kernel}: warning: history not written: {e}"),
+    for w in &run.warnings {
+        eprintln!("{kernel}: warning: {w}");
     }
+    eprintln!(
+        "{kernel}: history in {}",
+        history::path_for(&args.file, &kernel).display()
+    );
     if args.json {
         println!(
             "{}",
@@ -110,11 +157,7 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
         print!("{}", table(&run));
     }
     if let Some(new_text) = &run.new_text {
-        let change: Vec<String> = run
-            .values
-            .iter()
-            .map(|(k, v)| format!("{k} = {v}"))
-            .collect();
+        let change = run.accepted();
         if args.apply {
             // Refuse if the file changed while the run was going on.
             let now = std::fs::read_to_string(&args.file)
@@ -135,7 +178,7 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
             );
         } else {
             eprintln!(
-                "{kernel}: best verified version sets {}; run again with --apply to write it",
+                "{kernel}: the best verified version applies {}; run again with --apply to write it",
                 change.join(", ")
             );
         }
@@ -145,16 +188,36 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--config FILE`, else `.kernel-lsp/settings.json` at the workspace root, else defaults.
+fn load_settings(args: &OptimizeArgs) -> Result<Settings, String> {
+    let path = match &args.config {
+        Some(p) => p.clone(),
+        None => {
+            let p = history::workspace_root(&args.file)
+                .join(".kernel-lsp")
+                .join("settings.json");
+            if !p.exists() {
+                return Ok(Settings::default());
+            }
+            p
+        }
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("{}: error: cannot read settings: {e}", path.display()))?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| format!("{}: error: not JSON: {e}", path.display()))?;
+    let (settings, warning) = Settings::from_json(&value);
+    if let Some(w) = warning {
+        eprintln!("{}: warning: {w}", path.display());
+    }
+    Ok(settings)
+}
+
 fn table(run: &OptimizeRun) -> String {
     let mut out = String::from(
-        "step  strategy        outcome   time (ms)  speedup  cumulative  candidates\n",
+        "step  strategy         outcome   time (ms)  speedup  cumulative  candidates\n",
     );
     for s in &run.steps {
-        let outcome = match s.outcome {
-            Outcome::Accepted => "accepted",
-            Outcome::NoGain => "no gain",
-            Outcome::Failed => "failed",
-        };
         let time = s
             .best_ms
             .or(s.before_ms)
@@ -168,19 +231,24 @@ fn table(run: &OptimizeRun) -> String {
                 (None, None) => c.label.clone(),
             })
             .collect();
+        let step = if s.outcome == optimize::Outcome::NotApplicable {
+            "-".to_string()
+        } else {
+            s.step.to_string()
+        };
         out.push_str(&format!(
-            "{:<5} {:<15} {:<9} {:<10} {:<8} {:<11} {}\n",
-            s.step,
-            s.strategy,
-            outcome,
+            "{:<5} {:<16} {:<9} {:<10} {:<8} {:<11} {}\n",
+            step,
+            s.strategy_id,
+            s.outcome.label(),
             time,
             format!("{:.2}×", s.speedup),
             format!("{:.2}×", s.cumulative),
             cands.join("; ")
         ));
     }
-    if run.steps.is_empty() {
-        out.push_str("(no step applies: the embedded catalog has only the tunable sweep so far, and this spec has no `tune` line with two or more values)\n");
+    if let Some(why) = &run.stopped {
+        out.push_str(&format!("stopped: {why}\n"));
     }
     if run.steps.iter().any(|s| s.interpreter) {
         out.push_str("note: interpreter timings: Triton ran on the CPU (TRITON_INTERPRET=1); results are verified for real, times are not GPU times\n");

@@ -60,3 +60,51 @@ pub fn append(file: &Path, kernel: &str, steps: &[StepRecord]) -> Result<PathBuf
     }
     Ok(path)
 }
+
+/// The steps recorded for `kernel` of `file`, oldest first. A missing history is empty;
+/// a line that does not parse is skipped and counted in the second value.
+pub fn read(file: &Path, kernel: &str) -> Result<(Vec<StepRecord>, usize), String> {
+    let path = path_for(file, kernel);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let mut steps = Vec::new();
+    let mut bad = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str::<StepRecord>(line) {
+            Ok(s) => steps.push(s),
+            Err(_) => bad += 1,
+        }
+    }
+    Ok((steps, bad))
+}
+
+/// Kernels of `file` that have a history, sorted by name.
+pub fn kernels(file: &Path) -> Vec<String> {
+    let Some(dir) = path_for(file, "x").parent().map(Path::to_path_buf) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            name.strip_suffix(".jsonl").map(str::to_string)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// `(strategy id, kernel hash)` of every step that did not win: the step loop never
+/// repeats one of these on the same kernel text.
+pub fn tried(steps: &[StepRecord]) -> std::collections::BTreeSet<(String, String)> {
+    steps
+        .iter()
+        .filter(|s| s.outcome != super::Outcome::Accepted && !s.kernel_hash.is_empty())
+        .map(|s| (s.strategy_id.clone(), s.kernel_hash.clone()))
+        .collect()
+}

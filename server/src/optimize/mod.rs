@@ -1,33 +1,42 @@
-//! The optimization step loop, shared by `kernel-lsp optimize` and (later) the editor's
-//! code action. This first slice implements one embedded step, the tunable sweep: for a
-//! `tune NAME in [...]` line, every listed value is planned (`spec::analyze_with`),
-//! verified against the current version, and the verified ones are timed interleaved
-//! with it in one worker; the best is accepted only if it is faster by more than the
-//! measured noise. Steps sweep the kernel's tunables in spec order, each starting from
-//! the values accepted so far. Knows nothing about LSP; talks to GPUs only through a
-//! `WorkerPool`. The strategy catalog, static facts, the bandit policy, code rewrites and
-//! the LLM coder (issue #4) come next.
+//! The optimization step loop, shared by `kernel-lsp optimize` and the editor's code
+//! actions: propose → rewrite → compile → verify → time against the current version →
+//! accept only if correct and faster by more than the measured noise (ARCHITECTURE.md,
+//! "One optimization step"). The strategy is the embedded contextual bandit
+//! (`policy`) over the catalog (`catalog`, data in `prompts/strategies.toml`) with the
+//! kernel's static facts (`facts`) as context, or an LLM strategist; the coder is an
+//! embedded rewrite (`rewrite`) or an LLM coder (`llm`) with bounded repair rounds.
+//! Candidates are evaluated as a batch (`evaluate`). Knows nothing about LSP; talks to
+//! GPUs only through a `WorkerPool`; writes no file (the caller appends `StepRecord`s to
+//! the history as `Event::Step` arrives, and decides what to do with the new text).
 
 pub mod catalog;
 pub mod edit;
+pub mod evaluate;
 pub mod facts;
 pub mod history;
 pub mod llm;
 pub mod policy;
+pub mod report;
 pub mod rewrite;
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::analysis::{self, AnalyzeOptions};
 use crate::document::Document;
-use crate::spec::{self, BenchPlan, EvalEnv, Value};
+use crate::spec::EvalEnv;
 use crate::syntax::Lang;
 use crate::worker::pool::WorkerPool;
-use crate::worker::protocol::{Op, OpResult, TimeSettings, Timing, Version};
+use crate::worker::protocol::{Op, OpResult, Timing};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+use catalog::{Catalog, Strategy};
+use facts::Facts;
+use policy::Policy;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// A verified candidate was faster by more than the noise; it is the new current.
@@ -36,67 +45,159 @@ pub enum Outcome {
     NoGain,
     /// No candidate passed verification (or none could be planned or timed).
     Failed,
+    /// The step had nothing to change in this kernel (no candidate was made); it does
+    /// not count as one of the run's steps.
+    NotApplicable,
+}
+
+impl Outcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Accepted => "accepted",
+            Outcome::NoGain => "no gain",
+            Outcome::Failed => "failed",
+            Outcome::NotApplicable => "n/a",
+        }
+    }
 }
 
 /// One candidate of a step.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CandidateRecord {
     pub label: String,
     pub verified: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub median_ms: Option<f64>,
     /// Why it was rejected (spec error, verification failure, worker error).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
 
 /// One step, as printed and as appended to the kernel's history.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StepRecord {
     pub step: usize,
-    /// The catalog step that was tried, e.g. `tune BLOCK`.
+    /// The catalog id (`restrict_const`, `block_size`) or `free` for an LLM's own step.
+    #[serde(default)]
+    pub strategy_id: String,
+    /// What was tried, for tables: the catalog title or the LLM's description.
     pub strategy: String,
+    /// Why this step was picked (the policy's or the strategist's one line).
     pub rationale: String,
+    /// `embedded` (a tree-sitter rewrite) or `llm`.
+    #[serde(default)]
+    pub coder: String,
     pub outcome: Outcome,
     pub candidates: Vec<CandidateRecord>,
     /// Median of the current version before the step, and of the best candidate.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before_ms: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub best_ms: Option<f64>,
     /// before / best of this step; 1.0 when nothing was accepted.
     pub speedup: f64,
-    /// Speedup of the current version after this step over the starting version.
+    /// Speedup of the current version after this step over the run's starting version.
     pub cumulative: f64,
-    /// The accepted values so far (`NAME = V`).
-    pub values: BTreeMap<String, String>,
+    /// The accepted candidate's label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted: Option<String>,
     pub seed: u64,
     /// Hash of the kernel's file text the step started from.
     pub source_hash: String,
+    /// Hash of the kernel's spec lines and unit text the step started from.
+    #[serde(default)]
+    pub kernel_hash: String,
+    /// The accepted version's spec lines and unit text (for audit and revert).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_after: Option<String>,
     /// Timings came from Triton's CPU interpreter.
     pub interpreter: bool,
+    /// Milliseconds since the Unix epoch when the step ended.
+    #[serde(default)]
+    pub unix_ms: u64,
 }
 
-/// A finished run: the steps, and the file text with the accepted values written into
-/// the kernel's spec (None when nothing was accepted).
+/// A finished run: the steps, and the file text with every accepted step applied (None
+/// when nothing was accepted).
 #[derive(Debug, Serialize)]
 pub struct OptimizeRun {
     pub kernel: String,
     pub steps: Vec<StepRecord>,
-    pub values: BTreeMap<String, String>,
+    /// Why the run stopped before its step count, if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+    /// Warnings for the author (a policy file that had to be reset, an LLM that failed
+    /// and was replaced by the embedded policy).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     #[serde(skip)]
     pub new_text: Option<String>,
 }
 
-/// Run up to `steps` steps on `kernel` of a file. Errors are for the author as is.
+impl OptimizeRun {
+    /// Labels of the accepted candidates, in order.
+    pub fn accepted(&self) -> Vec<String> {
+        self.steps
+            .iter()
+            .filter_map(|s| {
+                s.accepted
+                    .as_ref()
+                    .map(|a| format!("{} ({a})", s.strategy_id))
+            })
+            .collect()
+    }
+}
+
+/// What a run may do.
+pub struct OptimizeOptions {
+    /// Steps to run (steps that turn out not applicable don't count).
+    pub steps: usize,
+    pub seed: u64,
+    pub catalog: Catalog,
+    /// Where the policy's state lives; `None` keeps it in memory for this run only.
+    pub policy_path: Option<PathBuf>,
+    /// Only these catalog ids (empty: all). "Tune parameters" passes the sweeps.
+    pub only: Vec<String>,
+    /// `(strategy id, kernel hash)` pairs that already failed or gave no gain (from the
+    /// history): never repeated on the same kernel text.
+    pub tried: BTreeSet<(String, String)>,
+    /// The LLM strategist and coder, when configured and asked for.
+    pub llm: Option<LlmSetup>,
+    /// Set from outside to stop between stages.
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+impl OptimizeOptions {
+    pub fn new(steps: usize, seed: u64, catalog: Catalog) -> Self {
+        OptimizeOptions {
+            steps,
+            seed,
+            catalog,
+            policy_path: None,
+            only: Vec::new(),
+            tried: BTreeSet::new(),
+            llm: None,
+            cancel: None,
+        }
+    }
+}
+
+/// What a run reports as it goes.
+pub enum Event<'a> {
+    /// The current stage, for progress ("step 2: unroll", "verifying x=4 (2/3)").
+    Stage(String),
+    /// A step ended; append it to the history now, so a cancelled run keeps it.
+    Step(&'a StepRecord),
+}
+
+/// `Err` is a message for the author; nothing was tried.
 pub async fn optimize(
     pool: &WorkerPool,
     lang: Lang,
     text: &str,
     kernel_name: &str,
-    steps: usize,
-    seed: u64,
-    progress: &mut (dyn FnMut(&str) + Send),
+    opts: &OptimizeOptions,
+    on: &mut (dyn FnMut(Event<'_>) + Send),
 ) -> Result<OptimizeRun, String> {
     let hello = pool.connect().await.map_err(|e| e.message)?;
     let env = EvalEnv {
@@ -105,243 +206,606 @@ pub async fn optimize(
             .as_ref()
             .map_or(EvalEnv::default().sms, |d| u64::from(d.sms)),
     };
-    let doc = Document::new(lang, 0, text);
-    let opts = AnalyzeOptions {
-        env: env.clone(),
-        ..AnalyzeOptions::default()
-    };
-    let file = analysis::analyze(lang, text, doc.tree(), &opts);
-    let Some(idx) = file
-        .model
-        .kernels
-        .iter()
-        .position(|k| k.name == kernel_name)
-    else {
-        let names: Vec<&str> = file.model.kernels.iter().map(|k| k.name.as_str()).collect();
-        return Err(format!(
-            "no kernel `{kernel_name}`; the file has: {}",
-            names.join(", ")
-        ));
-    };
-    let kernel = &file.model.kernels[idx];
-    let Some(plan) = file.specs[idx].plan.clone() else {
-        return Err(if kernel.spec.lines.is_empty() {
-            format!("`{kernel_name}` has no @bench spec; add one (the editor's code action \"Insert @bench spec\" writes a skeleton) before optimizing")
-        } else {
-            format!("`{kernel_name}`'s @bench spec has errors; run `kernel-lsp check` and fix them first")
-        });
-    };
-    let source = file.kernel_source(kernel_name, text);
-    let version = |label: &str, plan: BenchPlan| Version {
-        label: label.into(),
-        lang,
-        source: source.clone(),
-        plan,
-        options: Vec::new(),
-    };
-    let source_hash = history::hash(text);
+    // The starting version must plan; its errors are the author's to fix.
+    evaluate::plan(lang, text, kernel_name, &env)?;
 
-    let sweeps: Vec<_> = plan
-        .tunables
-        .iter()
-        .filter(|t| t.values.len() > 1)
-        .cloned()
-        .collect();
-    let mut overrides: BTreeMap<String, Value> = BTreeMap::new();
-    let mut current = version("current", plan);
+    let mut warnings = Vec::new();
+    let mut policy = match &opts.policy_path {
+        Some(p) => {
+            let (policy, warning) = Policy::load(p);
+            warnings.extend(warning);
+            policy
+        }
+        None => Policy::default(),
+    };
+    let mut tried = opts.tried.clone();
+    let mut current_text = text.to_string();
     let mut start_ms: Option<f64> = None;
-    let mut current_ms: Option<f64> = None;
-    let mut records = Vec::new();
+    let mut last: Option<Timing> = None;
+    let mut records: Vec<StepRecord> = Vec::new();
+    let mut steps_done = 0;
+    let mut stopped = None;
+    let cancelled = || {
+        opts.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+    };
 
-    for (step, tunable) in sweeps.iter().enumerate().take(steps) {
-        progress(&format!("step {}: tune {}", step + 1, tunable.name));
-        let mut candidates = Vec::new();
-        let mut planned = Vec::new();
-        for v in tunable
-            .values
-            .iter()
-            .filter(|v| **v != current_value(&current.plan, &tunable.name, &tunable.current))
-        {
-            let label = format!("{}={v}", tunable.name);
-            let mut o = overrides.clone();
-            o.insert(tunable.name.clone(), *v);
-            let report = spec::analyze_with(kernel, &file.model.kernels, &env, &o);
-            match report.plan {
-                Some(p) => planned.push((label, o, version(&format!("{}={v}", tunable.name), p))),
-                None => candidates.push(CandidateRecord {
-                    label,
-                    verified: false,
-                    median_ms: None,
-                    message: Some(
-                        report
-                            .diagnostics
-                            .first()
-                            .map_or("the spec does not plan with this value".into(), |d| {
-                                d.message.clone()
-                            }),
-                    ),
-                }),
-            }
+    while steps_done < opts.steps {
+        if cancelled() {
+            stopped = Some("cancelled".to_string());
+            break;
         }
-        // Verify each against the current version on the same fresh inputs.
-        let mut verified = Vec::new();
-        for (label, o, cand) in planned {
-            progress(&format!("verifying {label}"));
-            let op = Op::Verify {
-                candidate: Box::new(cand.clone()),
-                reference: Box::new(current.clone()),
-                seed,
-                sanitize: false,
-            };
-            match pool.request(op, None).await {
-                Ok(OpResult::Verify(r)) if r.passed => verified.push((label, o, cand)),
-                Ok(OpResult::Verify(r)) => candidates.push(CandidateRecord {
-                    label,
-                    verified: false,
-                    median_ms: None,
-                    message: Some(
-                        r.failure
-                            .map_or("failed verification".into(), |f| f.message),
-                    ),
-                }),
-                Ok(_) => candidates.push(CandidateRecord {
-                    label,
-                    verified: false,
-                    median_ms: None,
-                    message: Some("unexpected worker reply".into()),
-                }),
-                Err(e) => candidates.push(CandidateRecord {
-                    label,
-                    verified: false,
-                    median_ms: None,
-                    message: Some(e.message),
-                }),
-            }
+        let current = evaluate::plan(lang, &current_text, kernel_name, &env)?;
+        let doc = Document::new(lang, 0, &current_text);
+        let tree = doc.tree().ok_or("the parser gave up on the current text")?;
+        let model = crate::syntax::analyze(lang, &current_text, tree);
+        let kernel = model
+            .kernel(kernel_name)
+            .ok_or("the kernel disappeared from the current text")?;
+        let mut facts = facts::static_facts(lang, &current_text, tree, &model, kernel);
+        if let Some(d) = &hello.device {
+            facts.set_device(d, d.ceilings.as_ref());
         }
-        let mut record = StepRecord {
-            step: step + 1,
-            strategy: format!("tune {}", tunable.name),
-            rationale: format!(
-                "sweep the listed values of `{}` ({} candidates)",
-                tunable.name,
-                tunable.values.len() - 1
-            ),
-            outcome: Outcome::Failed,
-            candidates: Vec::new(),
-            before_ms: current_ms,
-            best_ms: None,
-            speedup: 1.0,
-            cumulative: 1.0,
-            values: BTreeMap::new(),
-            seed,
-            source_hash: source_hash.clone(),
-            interpreter: false,
-        };
-        if !verified.is_empty() {
-            progress(&format!("timing {} versions", verified.len() + 1));
-            let mut versions = vec![current.clone()];
-            versions.extend(verified.iter().map(|(_, _, v)| v.clone()));
-            match pool
+        if let Some(t) = &last {
+            facts.set_timing(t.median_ms, t.frac_copy, t.frac_fma);
+        }
+        if lang == Lang::Cuda {
+            if let Ok(OpResult::Compile(c)) = pool
                 .request(
-                    Op::Time {
-                        versions,
-                        settings: TimeSettings::default(),
+                    Op::Compile {
+                        version: current.version.clone(),
                     },
                     None,
                 )
                 .await
             {
-                Ok(OpResult::Time(t)) if t.timings.len() == verified.len() + 1 => {
-                    record.interpreter = t.interpreter;
-                    let base = &t.timings[0];
-                    start_ms.get_or_insert(base.median_ms);
-                    record.before_ms = Some(base.median_ms);
-                    let mut best: Option<(usize, &Timing)> = None;
-                    for (i, tm) in t.timings[1..].iter().enumerate() {
-                        candidates.push(CandidateRecord {
-                            label: verified[i].0.clone(),
-                            verified: true,
-                            median_ms: Some(tm.median_ms),
-                            message: None,
-                        });
-                        if best.is_none_or(|(_, b)| tm.median_ms < b.median_ms) {
-                            best = Some((i, tm));
-                        }
-                    }
-                    if let Some((i, tm)) = best {
-                        record.best_ms = Some(tm.median_ms);
-                        let noise = 0.02f64.max(base.spread()).max(tm.spread());
-                        let speedup = base.median_ms / tm.median_ms.max(1e-12);
-                        if speedup > 1.0 + noise {
-                            record.outcome = Outcome::Accepted;
-                            record.speedup = speedup;
-                            overrides = verified[i].1.clone();
-                            current = verified[i].2.clone();
-                            current.label = "current".into();
-                            current_ms = Some(tm.median_ms);
-                        } else {
-                            record.outcome = Outcome::NoGain;
-                            current_ms = Some(base.median_ms);
-                        }
-                    }
+                if let Some(r) = c.registers {
+                    facts.set_resources(r, 0);
                 }
-                Ok(_) => candidates.push(CandidateRecord {
-                    label: "time".into(),
-                    verified: true,
-                    median_ms: None,
-                    message: Some("unexpected worker reply".into()),
-                }),
-                Err(e) => candidates.push(CandidateRecord {
-                    label: "time".into(),
-                    verified: true,
-                    median_ms: None,
-                    message: Some(e.message),
-                }),
             }
         }
-        record.candidates = candidates;
-        record.values = overrides
+        let excluded: BTreeSet<String> = tried
             .iter()
-            .map(|(k, v)| (k.clone(), v.to_string()))
+            .filter(|(_, h)| *h == current.kernel_hash)
+            .map(|(id, _)| id.clone())
             .collect();
-        if let (Some(s), Some(c)) = (start_ms, current_ms) {
-            record.cumulative = s / c.max(1e-12);
+        let have_coder = opts.llm.as_ref().is_some_and(|l| l.coder.is_some());
+        let arms: Vec<&Strategy> = opts
+            .catalog
+            .applicable(lang, &facts)
+            .into_iter()
+            .filter(|s| s.rewrite.is_some() || have_coder)
+            .filter(|s| opts.only.is_empty() || opts.only.contains(&s.id))
+            .collect();
+
+        // Propose.
+        let mut budget = llm::Budget::new(opts.llm.as_ref().map_or(0, |l| l.calls_per_step));
+        let cx = StepContext {
+            hello: &hello,
+            text: &current_text,
+            model: &model,
+            kernel,
+            facts: &facts,
+            last: last.as_ref(),
+        };
+        let mut proposal: Option<llm::Proposal> = None;
+        if let Some(setup) = &opts.llm {
+            if setup.strategist.is_some() {
+                on(Event::Stage(format!("step {}: proposing", steps_done + 1)));
+                match llm_propose(setup, &mut budget, &cx, &records, &arms, &excluded).await
+                {
+                    Ok(p) => proposal = Some(p),
+                    Err(e) => warnings.push(format!(
+                        "the LLM strategist failed ({e}); the embedded policy chose instead"
+                    )),
+                }
+            }
         }
+        let proposal = match proposal {
+            Some(p) => p,
+            None => match policy.choose(&facts, &arms, &excluded) {
+                Some(c) => llm::Proposal {
+                    id: c.id,
+                    params: Default::default(),
+                    rationale: c.rationale,
+                    free_form: None,
+                },
+                None => {
+                    stopped = Some(if arms.is_empty() {
+                        "no catalog step applies to this kernel".to_string()
+                    } else {
+                        "every applicable step was tried on this kernel text".to_string()
+                    });
+                    break;
+                }
+            },
+        };
+        let strategy = opts.catalog.get(&proposal.id).cloned();
+        let title = match (&strategy, &proposal.free_form) {
+            (_, Some(d)) => d.clone(),
+            (Some(s), None) => s.title.clone(),
+            (None, None) => proposal.id.clone(),
+        };
+        on(Event::Stage(format!("step {}: {title}", steps_done + 1)));
+
+        let mut record = StepRecord {
+            step: steps_done + 1,
+            strategy_id: proposal.id.clone(),
+            strategy: title.clone(),
+            rationale: proposal.rationale.clone(),
+            coder: "embedded".into(),
+            outcome: Outcome::Failed,
+            candidates: Vec::new(),
+            before_ms: last.as_ref().map(|t| t.median_ms),
+            best_ms: None,
+            speedup: 1.0,
+            cumulative: 1.0,
+            accepted: None,
+            seed: opts.seed,
+            source_hash: history::hash(&current_text),
+            kernel_hash: current.kernel_hash.clone(),
+            kernel_after: None,
+            interpreter: false,
+            unix_ms: 0,
+        };
+
+        // Rewrite: the embedded coder when the step has one and no LLM coder is asked
+        // for; the LLM coder otherwise.
+        let use_llm_coder = have_coder
+            && (strategy.as_ref().is_none_or(|s| s.rewrite.is_none())
+                || opts.llm.as_ref().is_some_and(|l| l.prefer_coder));
+        let mut batch_candidates: Vec<(String, String)> = Vec::new();
+        let mut llm_failure: Option<String> = None;
+        if use_llm_coder {
+            record.coder = "llm".into();
+        } else if let Some(rw) = strategy.as_ref().and_then(|s| s.rewrite.clone()) {
+            let mut params = strategy
+                .as_ref()
+                .map(|s| s.params.clone())
+                .unwrap_or_default();
+            params.extend(proposal.params.clone());
+            let cx = rewrite::RewriteContext {
+                lang,
+                text: &current_text,
+                tree,
+                model: &model,
+                kernel,
+                params: &params,
+            };
+            on(Event::Stage(format!("step {}: rewriting", steps_done + 1)));
+            match rewrite::apply(&rw, &cx) {
+                Ok(c) => batch_candidates = c.into_iter().map(|c| (c.label, c.text)).collect(),
+                Err(e) => {
+                    record.outcome = Outcome::NotApplicable;
+                    record.candidates.push(CandidateRecord {
+                        label: proposal.id.clone(),
+                        verified: false,
+                        median_ms: None,
+                        message: Some(e.to_string()),
+                    });
+                }
+            }
+        } else {
+            record.outcome = Outcome::NotApplicable;
+            record.candidates.push(CandidateRecord {
+                label: proposal.id.clone(),
+                verified: false,
+                median_ms: None,
+                message: Some(
+                    "a model-only step; configure an LLM coder (settings `llm.coder`) to try it"
+                        .into(),
+                ),
+            });
+        }
+
+        let mut stage = |s: String| on(Event::Stage(s));
+        let result = if use_llm_coder {
+            let setup = opts.llm.as_ref().expect("use_llm_coder implies llm");
+            let step = match (&strategy, &proposal.free_form) {
+                (_, Some(d)) => d.clone(),
+                (Some(s), None) => {
+                    let mut params = s.params.clone();
+                    params.extend(proposal.params.clone());
+                    format!(
+                        "{} (`{}`)\n\n{}\n\nParameters: {}",
+                        s.title,
+                        s.id,
+                        s.description,
+                        serde_json::to_string(&params).unwrap_or_default()
+                    )
+                }
+                (None, None) => proposal.id.clone(),
+            };
+            match llm_code(
+                setup,
+                &mut budget,
+                pool,
+                &env,
+                &current,
+                &cx,
+                &step,
+                opts.seed,
+                &mut stage,
+            )
+            .await
+            {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    llm_failure = Some(e);
+                    None
+                }
+            }
+        } else if batch_candidates.is_empty() {
+            None
+        } else {
+            Some(
+                evaluate::batch(
+                    pool,
+                    lang,
+                    kernel_name,
+                    &env,
+                    &current.version,
+                    &batch_candidates,
+                    opts.seed,
+                    &mut stage,
+                )
+                .await,
+            )
+        };
+        if let Some(message) = llm_failure {
+            record.candidates.push(CandidateRecord {
+                label: "llm".into(),
+                verified: false,
+                median_ms: None,
+                message: Some(message),
+            });
+        }
+
+        let mut accepted_text: Option<String> = None;
+        if let Some(b) = result {
+            record.interpreter = b.interpreter;
+            record.candidates.extend(b.records);
+            if let Some(base) = &b.base {
+                start_ms.get_or_insert(base.median_ms);
+                record.before_ms = Some(base.median_ms);
+                let best = b
+                    .timings
+                    .iter()
+                    .enumerate()
+                    .min_by(|x, y| x.1.median_ms.total_cmp(&y.1.median_ms));
+                if let Some((i, tm)) = best {
+                    record.best_ms = Some(tm.median_ms);
+                    let noise = 0.02f64.max(base.spread()).max(tm.spread());
+                    let speedup = base.median_ms / tm.median_ms.max(1e-12);
+                    if speedup > 1.0 + noise {
+                        let v = &b.verified[i];
+                        record.outcome = Outcome::Accepted;
+                        record.speedup = speedup;
+                        record.accepted = Some(v.label.clone());
+                        record.kernel_after = Some(v.planned.kernel_text.clone());
+                        accepted_text = Some(v.text.clone());
+                        last = Some(tm.clone());
+                    } else {
+                        record.outcome = Outcome::NoGain;
+                        record.speedup = speedup;
+                        last = Some(base.clone());
+                    }
+                }
+            }
+        }
+        if let (Some(s), Some(c)) = (start_ms, last.as_ref()) {
+            record.cumulative = s / c.median_ms.max(1e-12);
+        }
+        record.unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+
+        if record.outcome != Outcome::NotApplicable {
+            steps_done += 1;
+            let measured = if record.outcome == Outcome::Failed {
+                1.0
+            } else {
+                record.speedup
+            };
+            policy.update(
+                &record.strategy_id,
+                &facts,
+                policy::reward(record.outcome, measured),
+            );
+            if let Some(p) = &opts.policy_path {
+                if let Err(e) = policy.save(p) {
+                    warnings.push(format!(
+                        "the strategy policy could not be saved to {}: {e}",
+                        p.display()
+                    ));
+                }
+            }
+        }
+        if record.outcome != Outcome::Accepted {
+            tried.insert((record.strategy_id.clone(), current.kernel_hash.clone()));
+        }
+        if let Some(t) = accepted_text {
+            current_text = t;
+        }
+        on(Event::Step(&record));
         records.push(record);
     }
-
-    let values: BTreeMap<String, String> = overrides
-        .iter()
-        .map(|(k, v)| (k.clone(), v.to_string()))
-        .collect();
-    let new_text = if values.is_empty() {
-        None
-    } else {
-        let mut t = text.to_string();
-        for (name, v) in &values {
-            // Re-analyze after each edit: spec line offsets move.
-            let d = Document::new(lang, 0, &t);
-            let m = crate::syntax::analyze(lang, &t, d.tree().ok_or("the parser gave up")?);
-            let k = m
-                .kernel(kernel_name)
-                .ok_or("the kernel disappeared while editing")?;
-            t = edit::set_spec_value(&t, k, name, v);
-        }
-        Some(t)
-    };
     Ok(OptimizeRun {
         kernel: kernel_name.to_string(),
         steps: records,
-        values,
-        new_text,
+        stopped,
+        warnings,
+        new_text: (current_text != text).then_some(current_text),
     })
 }
 
-/// The value a tunable has in `plan`: the case-0 constexpr/template argument or define of
-/// that name, else `fallback` (the tunable's own current value).
-fn current_value(plan: &BenchPlan, name: &str, fallback: &Value) -> Value {
-    plan.tunables
+/// The LLM strategist and coder of a run, built from the `llm` settings.
+pub struct LlmSetup {
+    pub strategist: Option<llm::Strategist>,
+    pub coder: Option<llm::LlmCoder>,
+    /// Use the LLM coder even for steps that have an embedded rewrite.
+    pub prefer_coder: bool,
+    /// Model calls one step may make (strategy, code and repairs together).
+    pub calls_per_step: u32,
+    /// Times a failing candidate goes back to the coder with the failure.
+    pub repair_rounds: u32,
+}
+
+impl LlmSetup {
+    /// `Err` names what is missing or wrong, for the author. Neither model configured
+    /// is an error: the caller asked for the LLM.
+    pub fn from_settings(s: &crate::settings::LlmSettings) -> Result<Self, String> {
+        if s.strategy.is_none() && s.coder.is_none() {
+            return Err("no LLM is configured: set `llm.strategy` and/or `llm.coder` in the settings (docs/configuration.md)".into());
+        }
+        let prompts = llm::Prompts::load(s.prompts_dir.as_deref()).map_err(|e| e.to_string())?;
+        let strategist = s
+            .strategy
+            .as_ref()
+            .map(|m| llm::Strategist::new(m, prompts.clone()))
+            .transpose()
+            .map_err(|e| format!("llm.strategy: {e}"))?;
+        let coder = s
+            .coder
+            .as_ref()
+            .map(|m| llm::LlmCoder::new(m, prompts.clone()))
+            .transpose()
+            .map_err(|e| format!("llm.coder: {e}"))?;
+        Ok(LlmSetup {
+            strategist,
+            coder,
+            prefer_coder: false,
+            calls_per_step: s.calls_per_step.max(1),
+            repair_rounds: s.repair_rounds,
+        })
+    }
+}
+
+/// The kernel unit's text without the `@bench` block, as models see it.
+fn unit_text(text: &str, kernel: &crate::syntax::Kernel) -> String {
+    let mut ranges = kernel.unit_ranges.clone();
+    if ranges.is_empty() {
+        ranges.push(kernel.def_range.clone());
+    }
+    ranges.sort_by_key(|r| r.start);
+    ranges
         .iter()
-        .find(|t| t.name == name)
-        .map_or(*fallback, |t| t.current)
+        .filter_map(|r| text.get(r.clone()))
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+fn device_text(hello: &crate::worker::protocol::HelloResult) -> String {
+    match &hello.device {
+        Some(d) => {
+            let mut s = format!(
+                "- {} ({}), {} SMs, {} KiB shared memory per block ({} KiB opt-in), {} MiB L2, {} registers per block",
+                d.name,
+                d.arch,
+                d.sms,
+                d.smem_per_block / 1024,
+                d.smem_per_block_optin / 1024,
+                d.l2_bytes >> 20,
+                d.regs_per_block
+            );
+            if let Some(c) = &d.ceilings {
+                s.push_str(&format!(
+                    "\n- measured: {:.0} GB/s copy bandwidth, {:.1} TFLOP/s FP32 FMA",
+                    c.copy_gbps, c.fma_tflops
+                ));
+            }
+            s
+        }
+        None => format!("- no CUDA device ({})", hello.cuda.message),
+    }
+}
+
+fn history_text(records: &[StepRecord]) -> String {
+    if records.is_empty() {
+        return "(no steps yet in this run)".into();
+    }
+    records
+        .iter()
+        .map(|r| {
+            format!(
+                "- {} ({}): {}{}",
+                r.strategy_id,
+                r.strategy,
+                r.outcome.label(),
+                match (r.outcome, r.candidates.iter().find_map(|c| c.message.as_ref())) {
+                    (Outcome::Accepted, _) => format!(", {:.2}× faster", r.speedup),
+                    (_, Some(m)) => format!(": {m}"),
+                    _ => String::new(),
+                }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+struct StepContext<'a> {
+    hello: &'a crate::worker::protocol::HelloResult,
+    text: &'a str,
+    model: &'a crate::syntax::FileModel,
+    kernel: &'a crate::syntax::Kernel,
+    facts: &'a Facts,
+    last: Option<&'a Timing>,
+}
+
+async fn llm_propose(
+    setup: &LlmSetup,
+    budget: &mut llm::Budget,
+    cx: &StepContext<'_>,
+    records: &[StepRecord],
+    arms: &[&Strategy],
+    excluded: &BTreeSet<String>,
+) -> Result<llm::Proposal, String> {
+    let strategist = setup.strategist.as_ref().ok_or("no strategy model")?;
+    let allowed: Vec<Strategy> = arms
+        .iter()
+        .filter(|s| !excluded.contains(&s.id))
+        .map(|s| (*s).clone())
+        .collect();
+    let sub = Catalog {
+        strategies: allowed,
+    };
+    let refs: Vec<&Strategy> = sub.strategies.iter().collect();
+    let input = llm::StrategyInput {
+        kernel_name: cx.kernel.name.clone(),
+        lang: llm::lang_label(cx.kernel.lang).to_string(),
+        kernel_unit: unit_text(cx.text, cx.kernel),
+        facts: cx.facts.describe(),
+        device: device_text(cx.hello),
+        timing: cx.last.map_or("(not timed yet)".to_string(), |t| {
+            format!(
+                "median {:.4} ms (p10 {:.4}, p90 {:.4}), {:.0} GB/s{}",
+                t.median_ms,
+                t.p10_ms,
+                t.p90_ms,
+                t.gbps,
+                t.frac_copy
+                    .map_or(String::new(), |f| format!(", {:.0}% of copy bandwidth", f * 100.0))
+            )
+        }),
+        history: history_text(records),
+        catalog: sub.describe_for_model(&refs),
+    };
+    let p = strategist
+        .propose(budget, &input, &sub)
+        .await
+        .map_err(|e| e.to_string())?;
+    if p.id != "free" && excluded.contains(&p.id) {
+        return Err(format!(
+            "it proposed `{}`, which already failed on this kernel text",
+            p.id
+        ));
+    }
+    Ok(p)
+}
+
+/// Ask the coder for the step, then repair with the failure (a reply that breaks the
+/// rules, a compile log, a verification report) up to `repair_rounds` times while the
+/// step's budget lasts. Every attempt is a candidate record; the first that verifies
+/// is timed against the current version.
+#[allow(clippy::too_many_arguments)]
+async fn llm_code(
+    setup: &LlmSetup,
+    budget: &mut llm::Budget,
+    pool: &WorkerPool,
+    env: &EvalEnv,
+    current: &evaluate::Planned,
+    cx: &StepContext<'_>,
+    step: &str,
+    seed: u64,
+    stage: &mut (dyn FnMut(String) + Send),
+) -> Result<evaluate::BatchResult, String> {
+    let coder = setup.coder.as_ref().ok_or("no coder model")?;
+    let kernel = cx.kernel;
+    let input = llm::CoderInput {
+        kernel_name: kernel.name.clone(),
+        lang: kernel.lang,
+        param_names: kernel.params.iter().map(|p| p.name.clone()).collect(),
+        kernel_unit: unit_text(cx.text, kernel),
+        step: step.to_string(),
+        facts: cx.facts.describe(),
+        device: device_text(cx.hello),
+    };
+    let mut records = Vec::new();
+    let mut round = 0u32;
+    stage("asking the coder".into());
+    let mut attempt = coder.rewrite(budget, &input).await;
+    loop {
+        let label = if round == 0 {
+            "llm".to_string()
+        } else {
+            format!("llm repair {round}")
+        };
+        // (previous code, feedback) for the next repair round, if any.
+        let failure: (String, String) = match attempt {
+            Err(e) => {
+                let message = e.to_string();
+                records.push(CandidateRecord {
+                    label: label.clone(),
+                    verified: false,
+                    median_ms: None,
+                    message: Some(message.clone()),
+                });
+                match e.raw_reply() {
+                    Some(raw) => (raw.to_string(), message),
+                    // The call itself failed (endpoint, key, budget): no repair.
+                    None => break,
+                }
+            }
+            Ok(unit) => match llm::splice_unit(cx.text, cx.model, kernel, &unit) {
+                Err(e) => {
+                    records.push(CandidateRecord {
+                        label: label.clone(),
+                        verified: false,
+                        median_ms: None,
+                        message: Some(e.to_string()),
+                    });
+                    (unit, e.to_string())
+                }
+                Ok(new_text) => {
+                    let mut b = evaluate::batch(
+                        pool,
+                        kernel.lang,
+                        &kernel.name,
+                        env,
+                        &current.version,
+                        &[(label.clone(), new_text)],
+                        seed,
+                        stage,
+                    )
+                    .await;
+                    if !b.verified.is_empty() {
+                        records.append(&mut b.records);
+                        b.records = records;
+                        return Ok(b);
+                    }
+                    let feedback = b
+                        .first_failure
+                        .clone()
+                        .unwrap_or_else(|| "the candidate failed".into());
+                    records.append(&mut b.records);
+                    (unit, feedback)
+                }
+            },
+        };
+        if round >= setup.repair_rounds || budget.remaining() == 0 {
+            break;
+        }
+        round += 1;
+        stage(format!("repair round {round}"));
+        attempt = coder.repair(budget, &input, &failure.0, &failure.1).await;
+    }
+    Ok(evaluate::BatchResult {
+        records,
+        verified: Vec::new(),
+        base: None,
+        timings: Vec::new(),
+        interpreter: false,
+        first_failure: None,
+    })
 }

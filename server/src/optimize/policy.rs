@@ -59,6 +59,9 @@ pub fn reward(outcome: Outcome, speedup: f64) -> f64 {
         Outcome::Accepted => 0.0,
         Outcome::NoGain => -STEP_COST,
         Outcome::Failed => -FAILURE_PENALTY,
+        // Nothing ran; the step loop does not report these (the step is only excluded
+        // for this kernel text).
+        Outcome::NotApplicable => 0.0,
     }
 }
 

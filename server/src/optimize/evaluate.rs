@@ -1,0 +1,270 @@
+//! Evaluating one step's candidates as a batch: each candidate text is analyzed and
+//! planned like the author's file would be, verified against the current version on
+//! the same fresh inputs, and the verified ones are timed interleaved with the current
+//! version in one worker. Nothing here decides acceptance; `optimize` does, from the
+//! timings this returns.
+
+use crate::analysis::{self, AnalyzeOptions};
+use crate::document::Document;
+use crate::spec::{BenchPlan, EvalEnv};
+use crate::syntax::Lang;
+use crate::worker::pool::WorkerPool;
+use crate::worker::protocol::{Op, OpResult, TimeSettings, Timing, VerifyReport, Version};
+
+use super::CandidateRecord;
+
+/// The kernel of one file text, ready to run: its version and what identifies it.
+#[derive(Clone, Debug)]
+pub struct Planned {
+    pub version: Version,
+    /// Hash of the kernel's `@bench` lines and unit text: "the same kernel text".
+    pub kernel_hash: String,
+    /// The spec lines and the unit's source, as stored in the history.
+    pub kernel_text: String,
+}
+
+/// Analyze `text` and plan `kernel_name`. `Err` is a message for the author.
+pub fn plan(lang: Lang, text: &str, kernel_name: &str, env: &EvalEnv) -> Result<Planned, String> {
+    let doc = Document::new(lang, 0, text);
+    let opts = AnalyzeOptions {
+        env: env.clone(),
+        ..AnalyzeOptions::default()
+    };
+    let file = analysis::analyze(lang, text, doc.tree(), &opts);
+    let Some(idx) = file
+        .model
+        .kernels
+        .iter()
+        .position(|k| k.name == kernel_name)
+    else {
+        let names: Vec<&str> = file.model.kernels.iter().map(|k| k.name.as_str()).collect();
+        return Err(if names.is_empty() {
+            format!("no kernel `{kernel_name}`: the file has no kernels")
+        } else {
+            format!(
+                "no kernel `{kernel_name}`; the file has: {}",
+                names.join(", ")
+            )
+        });
+    };
+    let kernel = &file.model.kernels[idx];
+    let Some(report) = file.specs.get(idx) else {
+        return Err(format!(
+            "`{kernel_name}` could not be analyzed (the file is too large or did not parse)"
+        ));
+    };
+    let plan: BenchPlan = match report.plan.clone() {
+        Some(p) => p,
+        None if kernel.spec.lines.is_empty() => return Err(format!(
+            "`{kernel_name}` has no @bench spec; add one (the editor's code action \"Insert @bench spec\" writes a skeleton) before optimizing"
+        )),
+        None => {
+            let first = report
+                .diagnostics
+                .iter()
+                .find(|d| d.severity == crate::spec::Severity::Error)
+                .map(|d| d.message.clone())
+                .unwrap_or_default();
+            return Err(format!(
+                "`{kernel_name}`'s @bench spec has errors ({first}); run `kernel-lsp check` and fix them first"
+            ));
+        }
+    };
+    let kernel_text = kernel_text(text, kernel);
+    Ok(Planned {
+        version: Version {
+            label: "current".into(),
+            lang,
+            source: file.kernel_source(kernel_name, text),
+            plan,
+            options: Vec::new(),
+        },
+        kernel_hash: super::history::hash(&kernel_text),
+        kernel_text,
+    })
+}
+
+/// The kernel's `@bench` lines (the whole block) and its unit ranges, in file order.
+pub fn kernel_text(text: &str, kernel: &crate::syntax::Kernel) -> String {
+    let mut ranges: Vec<std::ops::Range<usize>> = kernel.unit_ranges.clone();
+    if ranges.is_empty() {
+        ranges.push(kernel.def_range.clone());
+    }
+    if let Some(spec) = &kernel.spec.range {
+        ranges.push(spec.clone());
+    }
+    ranges.sort_by_key(|r| r.start);
+    let mut out = String::new();
+    for r in ranges {
+        if let Some(s) = text.get(r) {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(s);
+        }
+    }
+    out
+}
+
+/// A candidate that verified, with its index in the input.
+pub struct Verified {
+    pub index: usize,
+    pub label: String,
+    /// The candidate's whole file text.
+    pub text: String,
+    pub planned: Planned,
+}
+
+/// What a batch gave: a record per candidate, the current version's timing and each
+/// verified candidate's timing (same order as `verified`).
+pub struct BatchResult {
+    pub records: Vec<CandidateRecord>,
+    pub verified: Vec<Verified>,
+    pub base: Option<Timing>,
+    pub timings: Vec<Timing>,
+    pub interpreter: bool,
+    /// The first verification report that failed, for a repair prompt.
+    pub first_failure: Option<String>,
+}
+
+fn rejected(label: &str, message: String) -> CandidateRecord {
+    CandidateRecord {
+        label: label.to_string(),
+        verified: false,
+        median_ms: None,
+        message: Some(message),
+    }
+}
+
+/// Verify one planned candidate against `current`. `Err` is the reason it failed.
+pub async fn verify(
+    pool: &WorkerPool,
+    current: &Version,
+    cand: &Version,
+    seed: u64,
+) -> Result<VerifyReport, String> {
+    let op = Op::Verify {
+        candidate: Box::new(cand.clone()),
+        reference: Box::new(current.clone()),
+        seed,
+        sanitize: false,
+    };
+    match pool.request(op, None).await {
+        Ok(OpResult::Verify(r)) if r.passed => Ok(r),
+        Ok(OpResult::Verify(r)) => Err(r.failure.map_or_else(
+            || {
+                if r.nondeterministic {
+                    "gave different results on the same inputs".to_string()
+                } else {
+                    "failed verification".to_string()
+                }
+            },
+            |f| f.message,
+        )),
+        Ok(_) => Err("unexpected worker reply".into()),
+        Err(e) => Err(e.message),
+    }
+}
+
+/// Plan and verify each `(label, text)`, then time the verified ones with `current`.
+#[allow(clippy::too_many_arguments)]
+pub async fn batch(
+    pool: &WorkerPool,
+    lang: Lang,
+    kernel_name: &str,
+    env: &EvalEnv,
+    current: &Version,
+    candidates: &[(String, String)],
+    seed: u64,
+    stage: &mut (dyn FnMut(String) + Send),
+) -> BatchResult {
+    let mut out = BatchResult {
+        records: Vec::new(),
+        verified: Vec::new(),
+        base: None,
+        timings: Vec::new(),
+        interpreter: false,
+        first_failure: None,
+    };
+    let n = candidates.len();
+    for (i, (label, text)) in candidates.iter().enumerate() {
+        let planned = match plan(lang, text, kernel_name, env) {
+            Ok(p) => p,
+            Err(e) => {
+                out.first_failure.get_or_insert(e.clone());
+                out.records.push(rejected(label, e));
+                continue;
+            }
+        };
+        stage(format!("verifying {label} ({}/{n})", i + 1));
+        let mut cand = planned.version.clone();
+        cand.label = label.clone();
+        match verify(pool, current, &cand, seed).await {
+            Ok(r) => {
+                out.interpreter |= r.interpreter;
+                out.verified.push(Verified {
+                    index: i,
+                    label: label.clone(),
+                    text: text.clone(),
+                    planned,
+                });
+            }
+            Err(e) => {
+                out.first_failure.get_or_insert(e.clone());
+                out.records.push(rejected(label, e));
+            }
+        }
+    }
+    if out.verified.is_empty() {
+        return out;
+    }
+    stage(format!("timing {} versions", out.verified.len() + 1));
+    let mut versions = vec![current.clone()];
+    for v in &out.verified {
+        let mut version = v.planned.version.clone();
+        version.label = candidates[v.index].0.clone();
+        versions.push(version);
+    }
+    let want = versions.len();
+    match pool
+        .request(
+            Op::Time {
+                versions,
+                settings: TimeSettings::default(),
+            },
+            None,
+        )
+        .await
+    {
+        Ok(OpResult::Time(t)) if t.timings.len() == want => {
+            out.interpreter |= t.interpreter;
+            let mut it = t.timings.into_iter();
+            out.base = it.next();
+            out.timings = it.collect();
+            for (v, tm) in out.verified.iter().zip(&out.timings) {
+                out.records.push(CandidateRecord {
+                    label: candidates[v.index].0.clone(),
+                    verified: true,
+                    median_ms: Some(tm.median_ms),
+                    message: None,
+                });
+            }
+        }
+        other => {
+            let message = match other {
+                Err(e) => e.message,
+                _ => "unexpected worker reply to a time request".into(),
+            };
+            for v in &out.verified {
+                out.records.push(CandidateRecord {
+                    label: candidates[v.index].0.clone(),
+                    verified: true,
+                    median_ms: None,
+                    message: Some(format!("verified, but timing failed: {message}")),
+                });
+            }
+            out.verified.clear();
+        }
+    }
+    out
+}

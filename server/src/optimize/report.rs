@@ -1,0 +1,377 @@
+//! The history as a page: `kernel-lsp report FILE` renders each kernel's recorded steps
+//! (`.kernel-lsp/history/`) as one self-contained HTML file with an inline SVG chart of
+//! the time per step and the table of every attempt. Pure: records in, HTML out; no
+//! scripts, no external assets, so the page opens anywhere and can be attached to a PR.
+
+use std::fmt::Write as _;
+
+use super::{Outcome, StepRecord};
+
+/// One kernel's history for the page.
+pub struct KernelHistory<'a> {
+    pub name: &'a str,
+    pub steps: &'a [StepRecord],
+}
+
+fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `2026-11-22 19:04 UTC` from milliseconds since the epoch (civil-from-days, no tz).
+pub fn utc(unix_ms: u64) -> String {
+    if unix_ms == 0 {
+        return "-".into();
+    }
+    let secs = unix_ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let (h, m) = ((secs % 86_400) / 3600, (secs % 3600) / 60);
+    // Howard Hinnant's days-to-civil.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    format!("{y:04}-{mo:02}-{d:02} {h:02}:{m:02} UTC")
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or("-".into(), |t| format!("{t:.4}"))
+}
+
+/// The time of the current version after each step that ran (not-applicable ones are
+/// left out): the accepted candidate's time, else the time measured before the step.
+fn series(steps: &[StepRecord]) -> Vec<(usize, &StepRecord, Option<f64>)> {
+    steps
+        .iter()
+        .filter(|s| s.outcome != Outcome::NotApplicable)
+        .enumerate()
+        .map(|(i, s)| {
+            let after = if s.outcome == Outcome::Accepted {
+                s.best_ms
+            } else {
+                s.before_ms
+            };
+            (i, s, after)
+        })
+        .collect()
+}
+
+/// The SVG chart: one point per step at the current version's time after it (green:
+/// accepted, grey: no gain, red: failed, drawn on the axis), joined by a line; the best
+/// candidate of a step that did not win is a hollow circle.
+pub fn chart(steps: &[StepRecord]) -> String {
+    let pts = series(steps);
+    let (w, h, left, right, top, bottom) = (720.0, 280.0, 64.0, 16.0, 16.0, 40.0);
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="time per step">"#
+    );
+    let ymax = pts
+        .iter()
+        .flat_map(|(_, s, a)| [*a, s.best_ms, s.before_ms])
+        .flatten()
+        .fold(0.0f64, f64::max);
+    if pts.is_empty() || ymax <= 0.0 {
+        let _ = write!(
+            svg,
+            r##"<text x="{}" y="{}" text-anchor="middle" fill="#666">no timed steps yet</text></svg>"##,
+            w / 2.0,
+            h / 2.0
+        );
+        return svg;
+    }
+    let ymax = ymax * 1.1;
+    let pw = w - left - right;
+    let ph = h - top - bottom;
+    let n = pts.len();
+    let x = |i: usize| {
+        left + if n == 1 {
+            pw / 2.0
+        } else {
+            pw * i as f64 / (n - 1) as f64
+        }
+    };
+    let y = |v: f64| top + ph * (1.0 - v / ymax);
+    // Axes and grid.
+    for k in 0..=4 {
+        let v = ymax * f64::from(k) / 4.0;
+        let yy = y(v);
+        let _ = write!(
+            svg,
+            r##"<line x1="{left}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end" fill="#444">{v:.3}</text>"##,
+            w - right,
+            left - 6.0,
+            yy + 4.0
+        );
+    }
+    let _ = write!(
+        svg,
+        r##"<text x="14" y="{:.1}" font-size="11" fill="#444" transform="rotate(-90 14 {:.1})" text-anchor="middle">ms</text>"##,
+        top + ph / 2.0,
+        top + ph / 2.0
+    );
+    for (i, s, _) in &pts {
+        let _ = write!(
+            svg,
+            r##"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle" fill="#444">{}</text>"##,
+            x(*i),
+            h - bottom + 14.0,
+            i + 1
+        );
+        let _ = s;
+    }
+    let _ = write!(
+        svg,
+        r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#444">step</text>"##,
+        left + pw / 2.0,
+        h - 6.0
+    );
+    // The current version's time, as a line through the steps that have one.
+    let line: Vec<String> = pts
+        .iter()
+        .filter_map(|(i, _, a)| a.map(|v| format!("{:.1},{:.1}", x(*i), y(v))))
+        .collect();
+    if line.len() > 1 {
+        let _ = write!(
+            svg,
+            r##"<polyline fill="none" stroke="#2b6cb0" stroke-width="2" points="{}"/>"##,
+            line.join(" ")
+        );
+    }
+    for (i, s, a) in &pts {
+        let title = esc(&format!(
+            "step {}: {} — {}{}",
+            i + 1,
+            s.strategy,
+            s.outcome.label(),
+            s.best_ms
+                .map_or(String::new(), |b| format!(", best {b:.4} ms"))
+        ));
+        match (s.outcome, a) {
+            (Outcome::Accepted, Some(v)) => {
+                let _ = write!(
+                    svg,
+                    r##"<circle cx="{:.1}" cy="{:.1}" r="5" fill="#2f855a"><title>{title}</title></circle>"##,
+                    x(*i),
+                    y(*v)
+                );
+            }
+            (Outcome::Failed, _) => {
+                let (cx, cy) = (x(*i), y(0.0));
+                let _ = write!(
+                    svg,
+                    r##"<path d="M{:.1},{:.1} l8,8 m0,-8 l-8,8" stroke="#c53030" stroke-width="2"><title>{title}</title></path>"##,
+                    cx - 4.0,
+                    cy - 12.0
+                );
+            }
+            (_, a) => {
+                if let Some(v) = a {
+                    let _ = write!(
+                        svg,
+                        r##"<circle cx="{:.1}" cy="{:.1}" r="4" fill="#a0aec0"><title>{title}</title></circle>"##,
+                        x(*i),
+                        y(*v)
+                    );
+                }
+                if let Some(b) = s.best_ms {
+                    let _ = write!(
+                        svg,
+                        r##"<circle cx="{:.1}" cy="{:.1}" r="4" fill="none" stroke="#718096"><title>{title}</title></circle>"##,
+                        x(*i),
+                        y(b)
+                    );
+                }
+            }
+        }
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// The whole page for `file`.
+pub fn html(file: &str, kernels: &[KernelHistory<'_>]) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>kernel-lsp report: {f}</title>\n<style>body{{font-family:system-ui,sans-serif;margin:2em;color:#1a202c}}table{{border-collapse:collapse;font-size:13px}}td,th{{border:1px solid #e2e8f0;padding:4px 8px;text-align:left;vertical-align:top}}th{{background:#f7fafc}}.accepted{{color:#2f855a;font-weight:600}}.failed{{color:#c53030}}.no_gain{{color:#718096}}.not_applicable{{color:#a0aec0}}code{{font-size:12px}}</style></head><body>\n<h1>kernel-lsp report: <code>{f}</code></h1>\n",
+        f = esc(file)
+    );
+    if kernels.is_empty() {
+        out.push_str(
+            "<p>No history yet: run <code>kernel-lsp optimize</code> on this file first.</p>\n",
+        );
+    }
+    for k in kernels {
+        let ran: Vec<&StepRecord> = k
+            .steps
+            .iter()
+            .filter(|s| s.outcome != Outcome::NotApplicable)
+            .collect();
+        let accepted = ran
+            .iter()
+            .filter(|s| s.outcome == Outcome::Accepted)
+            .count();
+        let first = ran.iter().find_map(|s| s.before_ms);
+        let best = series(k.steps)
+            .iter()
+            .filter_map(|(_, _, a)| *a)
+            .fold(f64::INFINITY, f64::min);
+        let _ = write!(
+            out,
+            "<h2><code>{}</code></h2>\n<p>{} steps, {accepted} accepted",
+            esc(k.name),
+            ran.len()
+        );
+        if let Some(f) = first {
+            if best.is_finite() && best > 0.0 {
+                let _ = write!(
+                    out,
+                    "; first measured {f:.4} ms, best {best:.4} ms ({:.2}× overall)",
+                    f / best
+                );
+            }
+        }
+        if k.steps.iter().any(|s| s.interpreter) {
+            out.push_str("; some timings come from Triton's CPU interpreter and are not GPU times");
+        }
+        out.push_str(".</p>\n");
+        out.push_str(&chart(k.steps));
+        out.push_str("\n<table><tr><th>#</th><th>when</th><th>step</th><th>why</th><th>coder</th><th>outcome</th><th>before (ms)</th><th>best (ms)</th><th>speedup</th><th>cumulative</th><th>candidates</th><th>seed</th><th>kernel</th></tr>\n");
+        for (i, s) in k.steps.iter().enumerate() {
+            let cands: Vec<String> = s
+                .candidates
+                .iter()
+                .map(|c| match (c.median_ms, &c.message) {
+                    (Some(m), _) => format!("{} {m:.4} ms", esc(&c.label)),
+                    (None, Some(msg)) => format!("{}: {}", esc(&c.label), esc(msg)),
+                    (None, None) => esc(&c.label),
+                })
+                .collect();
+            let class = match s.outcome {
+                Outcome::Accepted => "accepted",
+                Outcome::NoGain => "no_gain",
+                Outcome::Failed => "failed",
+                Outcome::NotApplicable => "not_applicable",
+            };
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}<br><code>{}</code></td><td>{}</td><td>{}</td><td class=\"{class}\">{}{}</td><td>{}</td><td>{}</td><td>{:.2}×</td><td>{:.2}×</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+                i + 1,
+                utc(s.unix_ms),
+                esc(&s.strategy),
+                esc(&s.strategy_id),
+                esc(&s.rationale),
+                esc(&s.coder),
+                s.outcome.label(),
+                s.accepted
+                    .as_ref()
+                    .map_or(String::new(), |a| format!(": {}", esc(a))),
+                ms(s.before_ms),
+                ms(s.best_ms),
+                s.speedup,
+                s.cumulative,
+                cands.join("<br>"),
+                s.seed,
+                esc(&s.kernel_hash)
+            );
+        }
+        out.push_str("</table>\n");
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optimize::CandidateRecord;
+
+    fn step(id: &str, outcome: Outcome, before: f64, best: Option<f64>) -> StepRecord {
+        StepRecord {
+            step: 1,
+            strategy_id: id.into(),
+            strategy: format!("<{id}>"),
+            rationale: "because".into(),
+            coder: "embedded".into(),
+            outcome,
+            candidates: vec![CandidateRecord {
+                label: "x=1".into(),
+                verified: best.is_some(),
+                median_ms: best,
+                message: best
+                    .is_none()
+                    .then(|| "y[3]: expected 1, got NaN".to_string()),
+            }],
+            before_ms: Some(before),
+            best_ms: best,
+            speedup: best.map_or(1.0, |b| before / b),
+            cumulative: 1.0,
+            accepted: (outcome == Outcome::Accepted).then(|| "x=1".into()),
+            seed: 42,
+            source_hash: "sha256:00".into(),
+            kernel_hash: "sha256:11".into(),
+            kernel_after: None,
+            interpreter: false,
+            unix_ms: 1_795_000_000_000,
+        }
+    }
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(0), "-");
+        assert_eq!(utc(1_795_000_000_000), "2026-11-18 08:26 UTC");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00 UTC");
+    }
+
+    #[test]
+    fn page_has_chart_table_and_escapes() {
+        let steps = vec![
+            step("block_size", Outcome::Accepted, 2.0, Some(1.0)),
+            step("unroll", Outcome::NoGain, 1.0, Some(0.99)),
+            step("vectorize", Outcome::Failed, 1.0, None),
+            step("fast_math", Outcome::NotApplicable, 1.0, None),
+        ];
+        let page = html(
+            "a<b>.cu",
+            &[KernelHistory {
+                name: "matmul",
+                steps: &steps,
+            }],
+        );
+        assert!(page.contains("<code>a&lt;b&gt;.cu</code>"));
+        assert!(page.contains(
+            "3 steps, 1 accepted; first measured 2.0000 ms, best 1.0000 ms (2.00× overall)"
+        ));
+        assert!(page.contains("<svg"));
+        // One accepted point, one grey point with its hollow best, one red cross.
+        assert_eq!(page.matches("fill=\"#2f855a\"").count(), 1);
+        assert_eq!(page.matches("stroke=\"#c53030\"").count(), 1);
+        assert!(page.contains("&lt;block_size&gt;"));
+        assert!(page.contains("y[3]: expected 1, got NaN"));
+        assert_eq!(page.matches("<tr><td>").count(), 4);
+    }
+
+    #[test]
+    fn empty_history_says_so() {
+        let page = html("k.cu", &[]);
+        assert!(page.contains("No history yet"));
+        assert!(chart(&[]).contains("no timed steps yet"));
+    }
+}

@@ -6,7 +6,7 @@ use std::process::Command;
 use crate::tools;
 
 /// A python3 that has torch and triton: KERNEL_LSP_PYTHON, else the active venv's.
-fn python() -> Result<String, String> {
+pub(crate) fn python() -> Result<String, String> {
     let py = std::env::var("KERNEL_LSP_PYTHON")
         .ok()
         .or_else(|| {

@@ -107,6 +107,7 @@ fn catalog() -> Catalog {
         requires: Vec::new(),
         params: BTreeMap::new(),
         rewrite: None,
+        prior: 0.0,
     };
     Catalog {
         strategies: vec![step("restrict_const"), step("launch_bounds")],

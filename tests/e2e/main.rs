@@ -12,6 +12,7 @@ mod llm_client;
 mod llm_server;
 mod lsp_session;
 mod nvim;
+mod optimize_llm;
 mod rewrites_cuda;
 mod tools;
 mod worker_pool;

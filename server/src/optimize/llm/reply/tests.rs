@@ -320,6 +320,7 @@ fn catalog() -> Catalog {
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect(),
         rewrite: None,
+        prior: 0.0,
     };
     Catalog {
         strategies: vec![

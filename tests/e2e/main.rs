@@ -10,5 +10,6 @@ mod client;
 mod gpu;
 mod lsp_session;
 mod nvim;
+mod rewrites_geometry;
 mod tools;
 mod worker_pool;

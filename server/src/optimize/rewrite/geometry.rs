@@ -337,7 +337,7 @@ pub fn block_size(cx: &RewriteContext<'_>) -> R {
     let mut drafts = Vec::new();
     let mut dropped = Vec::new();
     for new in shapes {
-        let threads: u64 = new.iter().product();
+        let threads = new.iter().fold(1u64, |a, d| a.saturating_mul(*d));
         if new == old || threads > 1024 || bound.is_some_and(|b| threads > b) {
             continue;
         }
@@ -438,7 +438,7 @@ fn launch_bounds(src: &str, func: Node<'_>) -> Option<u64> {
 fn hard_coded(src: &str, func: Node<'_>, old: &[u64]) -> Option<u64> {
     let body = func.child_by_field_name("body")?;
     let mut watch: Vec<u64> = old.iter().copied().filter(|d| *d > 1).collect();
-    watch.push(old.iter().product());
+    watch.push(old.iter().fold(1u64, |a, d| a.saturating_mul(*d)));
     let mut found = None;
     walk(body, &mut |n| {
         if found.is_none() && n.kind() == "number_literal" {
@@ -1886,6 +1886,17 @@ mod tests {
         let bad = cuda(SAXPY, "saxpy", "block_size", json!({"shapes_2d": [[32]]}));
         expect!["parameter `shapes_2d`: expected a list of [x, y] pairs of positive integers, found `[[32]]`"]
             .assert_eq(&bad.unwrap_err().to_string());
+        let huge = cuda(
+            MATMUL,
+            "matmul",
+            "block_size",
+            json!({"shapes_2d": [[1u64 << 40, 1u64 << 40], [32, 8]]}),
+        );
+        assert_eq!(
+            labels(&huge.unwrap()),
+            ["block=(32, 8)"],
+            "oversized shapes are skipped"
+        );
         let bad = cuda(SAXPY, "saxpy", "block_size", json!({"sizes_1d": "big"}));
         expect![
             r#"parameter `sizes_1d`: expected a non-empty list of integers >= 1, found `"big"`"#

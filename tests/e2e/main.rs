@@ -14,5 +14,6 @@ mod lsp_session;
 mod nvim;
 mod optimize_llm;
 mod rewrites_cuda;
+mod rewrites_geometry;
 mod tools;
 mod worker_pool;

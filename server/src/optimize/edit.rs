@@ -1,9 +1,68 @@
 //! Writing an accepted value back into the author's `@bench` spec: `NAME = V` replaces
 //! the value of an existing `NAME = ...` statement, keeping everything else on the line,
 //! or becomes a new `@bench` line after the block's last one, with that line's comment
-//! prefix. Pure: text in, text out.
+//! prefix. [`spec_assignment`] finds a statement's expression and [`replace_ranges`]
+//! applies several edits at once (a rewrite that changes `block` and `grid` together).
+//! Pure: text in, text out.
 
-use crate::syntax::Kernel;
+use crate::syntax::{ByteRange, Kernel};
+
+/// The expression of a spec statement `NAME = EXPR`, located in the document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpecAssignment {
+    /// Document byte range of `text`.
+    pub range: ByteRange,
+    /// The expression, trimmed (`cdiv(n, 256)`, `(16, 16)`, `1 << 24, 4099`).
+    pub text: String,
+}
+
+/// The first `NAME = EXPR` statement of the kernel's spec, found the way
+/// [`set_spec_value`] finds the statement it updates.
+pub fn spec_assignment(kernel: &Kernel, name: &str) -> Option<SpecAssignment> {
+    for line in &kernel.spec.lines {
+        let mut at = 0;
+        for segment in line.text.split(';') {
+            let seg_start = at;
+            at += segment.len() + 1;
+            let Some(rest) = segment.trim_start().strip_prefix(name) else {
+                continue;
+            };
+            let after = rest.trim_start();
+            if !after.starts_with('=') || after.starts_with("==") {
+                continue;
+            }
+            let eq = segment.len() - after.len();
+            let expr = &segment[eq + 1..];
+            let lead = expr.len() - expr.trim_start().len();
+            let text = expr.trim();
+            let start = line.offset + seg_start + eq + 1 + lead;
+            return Some(SpecAssignment {
+                range: start..start + text.len(),
+                text: text.to_string(),
+            });
+        }
+    }
+    None
+}
+
+/// `text` with every range replaced by its new text. Ranges must not overlap; their
+/// order does not matter. A range that is out of bounds or not on character boundaries
+/// leaves the text unchanged there (callers pass ranges taken from the same text).
+pub fn replace_ranges(text: &str, mut edits: Vec<(ByteRange, String)>) -> String {
+    edits.sort_by_key(|(r, _)| r.start);
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (range, new) in edits {
+        if range.start < at || text.get(range.clone()).is_none() {
+            continue;
+        }
+        out.push_str(&text[at..range.start]);
+        out.push_str(&new);
+        at = range.end;
+    }
+    out.push_str(&text[at..]);
+    out
+}
 
 pub fn set_spec_value(text: &str, kernel: &Kernel, name: &str, value: &str) -> String {
     for line in &kernel.spec.lines {
@@ -84,6 +143,32 @@ mod tests {
             "tune lines stay: {out}"
         );
         assert_eq!(out.lines().count(), K.lines().count());
+    }
+
+    #[test]
+    fn finds_an_assignment_and_replaces_ranges_out_of_order() {
+        let src = K;
+        let d = Document::new(Lang::Triton, 0, src);
+        let m = syntax::analyze(Lang::Triton, src, d.tree().unwrap());
+        let k = &m.kernels[0];
+        let grid = spec_assignment(k, "grid").unwrap();
+        assert_eq!(grid.text, "cdiv(n, BLOCK)");
+        assert_eq!(&src[grid.range.clone()], "cdiv(n, BLOCK)");
+        let block = spec_assignment(k, "BLOCK").unwrap();
+        assert_eq!(&src[block.range.clone()], "64");
+        assert_eq!(spec_assignment(k, "BLOCK_M"), None);
+        assert_eq!(spec_assignment(k, "num_stages"), None);
+        let out = replace_ranges(
+            src,
+            vec![
+                (block.range, "128".into()),
+                (grid.range, "cdiv(n, 2 * BLOCK)".into()),
+            ],
+        );
+        assert!(
+            out.contains("# @bench grid = cdiv(n, 2 * BLOCK); BLOCK = 128; num_warps = 4\n"),
+            "{out}"
+        );
     }
 
     #[test]

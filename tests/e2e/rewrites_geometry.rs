@@ -1,0 +1,453 @@
+//! The embedded launch-geometry rewrites against the real tools: every CUDA candidate
+//! that `tunable_sweep`, `block_size`, `vectorize` and `grid_stride` produce for the
+//! examples and fixtures plans and compiles with NVRTC; Triton candidates of
+//! `triton_block`, `triton_num_warps` and `tunable_sweep` verify against the original
+//! through a real worker on Triton's CPU interpreter; and the rewritten bodies of
+//! `vectorize` and `grid_stride` compute what the original computes, checked on the CPU
+//! by compiling original and candidates as C++ (g++) and running every thread in turn,
+//! with guard elements past each buffer. Missing NVRTC, torch/triton or g++ skips (or
+//! fails under KERNEL_LSP_REQUIRE_TOOLS=1).
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use kernel_lsp::analysis::{self, AnalyzeOptions, Severity};
+use kernel_lsp::document::Document;
+use kernel_lsp::optimize::rewrite::{self, Candidate, RewriteContext, RewriteError};
+use kernel_lsp::spec::{Arg, BenchPlan, DType, EvalEnv, Launch};
+use kernel_lsp::syntax::{self, Lang};
+use kernel_lsp::worker::pool::{PoolConfig, WorkerPool};
+use kernel_lsp::worker::protocol::{Op, OpResult, Version};
+
+use crate::tools;
+
+const SAXPY: &str = include_str!("../../examples/saxpy.cu");
+const MATMUL: &str = include_str!("../../examples/matmul_naive.cu");
+const REDUCE: &str = include_str!("../../examples/reduce_sum.cu");
+const VECTOR_ADD: &str = include_str!("../../examples/vector_add.py");
+const LEAKY: &str = include_str!("../fixtures/rewrites/geometry/leaky_relu.cu");
+const HALF: &str = include_str!("../fixtures/rewrites/geometry/half_scale.cu");
+const DAXPY: &str = include_str!("../fixtures/rewrites/geometry/daxpy.cu");
+
+fn apply(lang: Lang, src: &str, kernel: &str, id: &str) -> Result<Vec<Candidate>, RewriteError> {
+    let doc = Document::new(lang, 0, src);
+    let tree = doc.tree().expect("fixture parses");
+    let model = syntax::analyze(lang, src, tree);
+    let k = model.kernel(kernel).expect("fixture has the kernel");
+    let params = BTreeMap::new();
+    rewrite::apply(
+        id,
+        &RewriteContext {
+            lang,
+            text: src,
+            tree,
+            model: &model,
+            kernel: k,
+            params: &params,
+        },
+    )
+}
+
+/// (file, kernel, rewrite, how many candidates; 0 = NotApplicable)
+const CUDA_CASES: &[(&str, &str, &str, usize)] = &[
+    ("saxpy.cu", "saxpy", "tunable_sweep", 0),
+    ("saxpy.cu", "saxpy", "block_size", 4),
+    ("saxpy.cu", "saxpy", "vectorize", 2),
+    ("saxpy.cu", "saxpy", "grid_stride", 4),
+    ("matmul_naive.cu", "matmul", "block_size", 6),
+    ("matmul_naive.cu", "matmul", "vectorize", 0),
+    ("matmul_naive.cu", "matmul", "grid_stride", 0),
+    ("reduce_sum.cu", "reduce_tree", "tunable_sweep", 2),
+    ("reduce_sum.cu", "reduce_tree", "block_size", 0),
+    ("reduce_sum.cu", "reduce_naive", "block_size", 4),
+    ("reduce_sum.cu", "reduce_naive", "vectorize", 0),
+    ("reduce_sum.cu", "reduce_naive", "grid_stride", 4),
+    ("leaky_relu.cu", "leaky", "vectorize", 2),
+    ("leaky_relu.cu", "leaky", "grid_stride", 4),
+    ("half_scale.cu", "half_scale", "vectorize", 1),
+    ("half_scale.cu", "half_scale", "grid_stride", 4),
+    ("daxpy.cu", "daxpy_pos", "vectorize", 1),
+];
+
+fn source(file: &str) -> &'static str {
+    match file {
+        "saxpy.cu" => SAXPY,
+        "matmul_naive.cu" => MATMUL,
+        "reduce_sum.cu" => REDUCE,
+        "leaky_relu.cu" => LEAKY,
+        "half_scale.cu" => HALF,
+        "daxpy.cu" => DAXPY,
+        other => panic!("no fixture {other}"),
+    }
+}
+
+#[test]
+fn every_cuda_geometry_candidate_plans_and_compiles_with_nvrtc() {
+    let mut all: Vec<(String, Candidate)> = Vec::new();
+    for (file, kernel, id, want) in CUDA_CASES {
+        let what = format!("{id} on {file}:{kernel}");
+        match apply(Lang::Cuda, source(file), kernel, id) {
+            Ok(out) => {
+                assert_eq!(out.len(), *want, "{what}: {:?}", labels(&out));
+                all.extend(out.into_iter().map(|c| (what.clone(), c)));
+            }
+            Err(RewriteError::NotApplicable(why)) => {
+                assert_eq!(*want, 0, "{what} is not applicable: {why}")
+            }
+            Err(e) => panic!("{what}: {e}"),
+        }
+    }
+    let expected: usize = CUDA_CASES.iter().map(|c| c.3).sum();
+    assert_eq!(all.len(), expected);
+
+    let analyzed: Vec<_> = all
+        .iter()
+        .map(|(what, c)| {
+            let doc = Document::new(Lang::Cuda, 0, &c.text);
+            let file =
+                analysis::analyze(Lang::Cuda, &c.text, doc.tree(), &AnalyzeOptions::default());
+            for (k, report) in file.model.kernels.iter().zip(&file.specs) {
+                assert!(
+                    report.plan.is_some(),
+                    "{what} [{}]: `{}` does not plan: {:?}\n{}",
+                    c.label,
+                    k.name,
+                    report.diagnostics,
+                    c.text
+                );
+            }
+            file
+        })
+        .collect();
+
+    if let Err(why) = tools::nvrtc_available() {
+        return tools::skip(
+            "every_cuda_geometry_candidate_plans_and_compiles_with_nvrtc",
+            &why,
+        );
+    }
+    let tc = kernel_lsp::toolchain::locate(&Default::default());
+    let errors = |text: &str, file: &analysis::FileAnalysis| -> Vec<String> {
+        analysis::compile(&tc, text, &file.compile_inputs(), "candidate.cu")
+            .findings
+            .into_iter()
+            .filter(|f| f.severity == Severity::Error)
+            .map(|f| f.message)
+            .collect()
+    };
+    for ((what, c), file) in all.iter().zip(&analyzed) {
+        let errors = errors(&c.text, file);
+        assert!(
+            errors.is_empty(),
+            "{what} [{}] does not compile: {errors:?}\n{}",
+            c.label,
+            c.text
+        );
+    }
+    // Control: the same check catches a candidate that does not compile.
+    let (_, c) = all
+        .iter()
+        .find(|(_, c)| c.label == "VEC=4 (float4)")
+        .expect("saxpy's float4 candidate");
+    let broken = c.text.replace("y4.w", "y4.q");
+    let doc = Document::new(Lang::Cuda, 0, &broken);
+    let file = analysis::analyze(Lang::Cuda, &broken, doc.tree(), &AnalyzeOptions::default());
+    assert!(
+        !errors(&broken, &file).is_empty(),
+        "NVRTC accepted {broken}"
+    );
+}
+
+fn labels(out: &[Candidate]) -> Vec<&str> {
+    out.iter().map(|c| c.label.as_str()).collect()
+}
+
+/// A python3 that has torch and triton: KERNEL_LSP_PYTHON, else the active venv's.
+fn python() -> Result<String, String> {
+    let py = std::env::var("KERNEL_LSP_PYTHON")
+        .ok()
+        .or_else(|| {
+            std::env::var("VIRTUAL_ENV")
+                .ok()
+                .map(|v| format!("{v}/bin/python3"))
+        })
+        .ok_or("no KERNEL_LSP_PYTHON or VIRTUAL_ENV with torch and triton (run tests/setup.sh)")?;
+    let ok = Command::new(&py)
+        .args(["-c", "import torch, triton"])
+        .output()
+        .map_err(|e| format!("{py}: {e}"))?;
+    if !ok.status.success() {
+        return Err(format!("{py} cannot import torch and triton"));
+    }
+    Ok(py)
+}
+
+fn version(label: &str, text: &str) -> Version {
+    let doc = Document::new(Lang::Triton, 0, text);
+    let file = analysis::analyze(Lang::Triton, text, doc.tree(), &AnalyzeOptions::default());
+    let idx = file
+        .model
+        .kernels
+        .iter()
+        .position(|k| k.name == "add_kernel")
+        .expect("add_kernel");
+    let plan = file.specs[idx]
+        .plan
+        .clone()
+        .unwrap_or_else(|| panic!("{label} does not plan: {:?}", file.specs[idx].diagnostics));
+    Version {
+        label: label.to_string(),
+        lang: Lang::Triton,
+        source: file.kernel_source("add_kernel", text),
+        plan,
+        options: Vec::new(),
+    }
+}
+
+#[tokio::test]
+async fn triton_candidates_verify_against_the_original_on_the_interpreter() {
+    let test = "triton_candidates_verify_against_the_original_on_the_interpreter";
+    let py = match python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip(test, &why),
+    };
+    // The example with small sizes, so the interpreter takes seconds; without its tune
+    // line for triton_block (a tuned BLOCK is tunable_sweep's).
+    let small = VECTOR_ADD.replace("n = 1 << 24, 1000", "n = 1000, 77");
+    assert_ne!(
+        small, VECTOR_ADD,
+        "the example's sizes line moved; update this test"
+    );
+    let untuned = small.replace("# @bench tune BLOCK in [64, 256, 1024, 2048]\n", "");
+    assert_ne!(
+        untuned, small,
+        "the example's tune line moved; update this test"
+    );
+
+    let mut jobs: Vec<(String, Candidate)> = Vec::new();
+    for (src, id, want) in [
+        (&small, "tunable_sweep", 3),
+        (&untuned, "triton_block", 4),
+        (&small, "triton_num_warps", 4),
+    ] {
+        let out =
+            apply(Lang::Triton, src, "add_kernel", id).unwrap_or_else(|e| panic!("{id}: {e}"));
+        assert_eq!(out.len(), want, "{id}: {:?}", labels(&out));
+        jobs.extend(out.into_iter().map(|c| (src.clone(), c)));
+    }
+
+    // Control: a launch that covers half the elements must fail verification.
+    let half = untuned.replace("grid = cdiv(n, BLOCK)", "grid = cdiv(n, 2 * BLOCK)");
+    assert_ne!(half, untuned);
+    jobs.push((
+        untuned.clone(),
+        Candidate {
+            label: "control: half the grid".into(),
+            text: half,
+        },
+    ));
+
+    let bin = env!("CARGO_BIN_EXE_kernel-lsp");
+    let pool = WorkerPool::new(PoolConfig {
+        command: vec![
+            "env".into(),
+            format!("KERNEL_LSP_PYTHON={py}"),
+            "TRITON_INTERPRET=1".into(),
+            bin.into(),
+            "worker".into(),
+        ],
+        ..PoolConfig::default()
+    });
+    for (original, c) in &jobs {
+        let op = Op::Verify {
+            candidate: Box::new(version(&c.label, &c.text)),
+            reference: Box::new(version("original", original)),
+            seed: 7,
+            sanitize: false,
+        };
+        let control = c.label.starts_with("control");
+        match pool.request(op, None).await {
+            Ok(OpResult::Verify(r)) if control => {
+                assert!(
+                    !r.passed,
+                    "verification passed a launch that skips half of `out_ptr`"
+                )
+            }
+            Ok(OpResult::Verify(r)) => assert!(
+                r.passed,
+                "{} failed verification: {:?}\n{}",
+                c.label,
+                r.failure.map(|f| f.message),
+                c.text
+            ),
+            Ok(other) => panic!("{}: unexpected reply {other:?}", c.label),
+            Err(e) => panic!("{}: worker error: {}", c.label, e.message),
+        }
+    }
+    pool.shutdown().await;
+}
+
+/// The host-side stand-ins for what the emulated kernels use.
+const EMULATION_PRELUDE: &str = r#"
+#include <cstdio>
+struct float4 { float x, y, z, w; };
+struct float2 { float x, y; };
+struct double2 { double x, y; };
+struct uint3 { unsigned x, y, z; };
+static uint3 blockIdx, blockDim, threadIdx, gridDim;
+#define __global__
+#define __restrict__
+"#;
+
+/// One version of a kernel for the emulator: its definition renamed to `fn_name`, and the
+/// plan's cases (evaluated with 1 SM, so a capped grid-stride grid loops several times).
+fn emulated(text: &str, kernel: &str, fn_name: &str) -> (String, BenchPlan) {
+    let doc = Document::new(Lang::Cuda, 0, text);
+    let opts = AnalyzeOptions {
+        env: EvalEnv { sms: 1 },
+        ..AnalyzeOptions::default()
+    };
+    let file = analysis::analyze(Lang::Cuda, text, doc.tree(), &opts);
+    let idx = file
+        .model
+        .kernels
+        .iter()
+        .position(|k| k.name == kernel)
+        .expect("kernel");
+    let k = &file.model.kernels[idx];
+    let plan = file.specs[idx].plan.clone().expect("plans");
+    let def = format!(
+        "{}{fn_name}{}",
+        &text[k.def_range.start..k.name_range.start],
+        &text[k.name_range.end..k.def_range.end]
+    );
+    (def, plan)
+}
+
+fn c_type(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "float",
+        DType::F64 => "double",
+        DType::I32 => "int",
+        other => panic!("no emulation for {other} buffers"),
+    }
+}
+
+/// A C++ program that runs version 0 and every other version on the same inputs for
+/// every case, thread by thread, and prints the first difference in any buffer
+/// (64 guard elements included).
+fn emulation_program(versions: &[(String, BenchPlan)]) -> String {
+    let mut p = EMULATION_PRELUDE.to_string();
+    for (def, _) in versions {
+        p.push_str(def);
+        p.push('\n');
+    }
+    p.push_str("int main() {\n    int bad = 0;\n");
+    for case in 0..versions[0].1.cases.len() {
+        p.push_str("    {\n");
+        for (v, (_, plan)) in versions.iter().enumerate() {
+            let c = &plan.cases[case];
+            let mut call = Vec::new();
+            for (b, a) in c.args.iter().enumerate() {
+                match a {
+                    Arg::Buffer {
+                        name, dtype, elems, ..
+                    } => {
+                        let (t, n) = (c_type(*dtype), elems + 64);
+                        p.push_str(&format!(
+                            "        {t}* {name}_{v} = new {t}[{n}];\n        for (long i = 0; i < {n}; ++i) {name}_{v}[i] = ({t})((i * 37 + {b} * 11) % 2001 - 1000) / 128;\n"
+                        ));
+                        call.push(format!("{name}_{v}"));
+                    }
+                    Arg::Scalar { value, .. } | Arg::Constexpr { value, .. } => {
+                        call.push(value.to_string())
+                    }
+                }
+            }
+            let Launch::Cuda { grid, block, .. } = &c.launch else {
+                panic!("a CUDA launch")
+            };
+            p.push_str(&format!(
+                "        gridDim = {{{}, {}, {}}}; blockDim = {{{}, {}, {}}};\n        for (unsigned bz = 0; bz < gridDim.z; ++bz) for (unsigned by = 0; by < gridDim.y; ++by) for (unsigned bx = 0; bx < gridDim.x; ++bx)\n        for (unsigned tz = 0; tz < blockDim.z; ++tz) for (unsigned ty = 0; ty < blockDim.y; ++ty) for (unsigned tx = 0; tx < blockDim.x; ++tx) {{\n            blockIdx = {{bx, by, bz}}; threadIdx = {{tx, ty, tz}};\n            k{v}({});\n        }}\n",
+                grid[0], grid[1], grid[2], block[0], block[1], block[2], call.join(", ")
+            ));
+            if v > 0 {
+                for a in &c.args {
+                    if let Arg::Buffer { name, elems, .. } = a {
+                        p.push_str(&format!(
+                            "        for (long i = 0; i < {n}; ++i) if ({name}_{v}[i] != {name}_0[i]) {{ printf(\"version %d case {case}: {name}[%ld] = %g, original %g\\n\", {v}, i, (double){name}_{v}[i], (double){name}_0[i]); bad = 1; break; }}\n",
+                            n = elems + 64
+                        ));
+                    }
+                }
+            }
+        }
+        p.push_str("    }\n");
+    }
+    p.push_str("    return bad;\n}\n");
+    p
+}
+
+#[test]
+fn vectorized_and_grid_stride_bodies_compute_what_the_original_computes() {
+    let test = "vectorized_and_grid_stride_bodies_compute_what_the_original_computes";
+    if Command::new("g++").arg("--version").output().is_err() {
+        return tools::skip(test, "no g++ on PATH to run the kernels' C++ on the CPU");
+    }
+    let dir = std::env::temp_dir().join(format!("kernel-lsp-emulate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (src, kernel) in [(SAXPY, "saxpy"), (LEAKY, "leaky"), (DAXPY, "daxpy_pos")] {
+        let mut versions = vec![emulated(src, kernel, "k0")];
+        let mut labels = vec!["original".to_string()];
+        for id in ["vectorize", "grid_stride"] {
+            for c in apply(Lang::Cuda, src, kernel, id).unwrap_or_else(|e| panic!("{id}: {e}")) {
+                versions.push(emulated(&c.text, kernel, &format!("k{}", versions.len())));
+                labels.push(format!("{id} {}", c.label));
+            }
+        }
+        assert!(versions.len() >= 3, "{kernel}: {labels:?}");
+        let cpp = dir.join(format!("{kernel}.cpp"));
+        let exe = dir.join(kernel);
+        std::fs::write(&cpp, emulation_program(&versions)).unwrap();
+        let built = Command::new("g++")
+            .args(["-std=c++17", "-O1", "-w", "-ffp-contract=off", "-o"])
+            .arg(&exe)
+            .arg(&cpp)
+            .output()
+            .unwrap();
+        assert!(
+            built.status.success(),
+            "{kernel}: g++ failed:\n{}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        let ran = Command::new(&exe).output().unwrap();
+        assert!(
+            ran.status.success(),
+            "{kernel}: versions {labels:?} differ from the original:\n{}",
+            String::from_utf8_lossy(&ran.stdout)
+        );
+    }
+    // Control: a lane that reads its neighbour's element is caught.
+    let good = apply(Lang::Cuda, SAXPY, "saxpy", "vectorize")
+        .unwrap()
+        .remove(0);
+    let wrong = good.text.replace("y4.w = a * x4.w", "y4.w = a * x4.z");
+    assert_ne!(wrong, good.text);
+    let versions = [
+        emulated(SAXPY, "saxpy", "k0"),
+        emulated(&wrong, "saxpy", "k1"),
+    ];
+    let cpp = dir.join("control.cpp");
+    let exe = dir.join("control");
+    std::fs::write(&cpp, emulation_program(&versions)).unwrap();
+    let built = Command::new("g++")
+        .args(["-std=c++17", "-O1", "-w", "-o"])
+        .arg(&exe)
+        .arg(&cpp)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let ran = Command::new(&exe).output().unwrap();
+    assert!(!ran.status.success(), "the emulator missed a wrong lane");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -36,6 +36,27 @@ for ex in saxpy.cu reduce_sum.cu matmul_naive.cu vector_add.py softmax.py; do
   [[ $rc -eq 0 ]] || bench_rc=1
 done
 
+echo "== kernel-lsp optimize on the examples (embedded policy and rewrites, no LLM)"
+work="$log/opt"; mkdir -p "$work"; cp "$root"/examples/* "$work/"
+export KERNEL_LSP_DATA_DIR="$log/policy"   # one policy across the runs: it learns between kernels
+opt_rc=0
+while read -r ex kernel steps; do
+  echo "== optimize $ex --kernel $kernel --steps $steps"
+  ( cd "$work" && timeout 300 "$KERNEL_LSP_BIN" optimize "$ex" --kernel "$kernel" --steps "$steps" --json > "$log/opt-$kernel.json" 2> "$log/opt-$kernel.err" )
+  rc=$?
+  cat "$log/opt-$kernel.err"
+  python3 "$here/optimize_table.py" "$log/opt-$kernel.json" "$ex" "$kernel" | tee -a "$log/opt-table.txt"
+  [[ $rc -eq 0 ]] || { opt_rc=1; echo "optimize $ex exit $rc"; }
+done <<'LIST'
+matmul_naive.cu matmul 8
+saxpy.cu saxpy 6
+reduce_sum.cu reduce_tree 4
+vector_add.py add_kernel 4
+softmax.py softmax_kernel 3
+LIST
+( cd "$work" && "$KERNEL_LSP_BIN" report matmul_naive.cu -o "$log/report-matmul.html" ) 2>&1
+if [[ -n "${OUT:-}" ]]; then cp "$log"/opt-*.json "$log"/report-*.html "$log/policy/policy.json" "$OUT/" 2>/dev/null; fi
+
 echo "== Triton timing fidelity (helper vs triton.testing.do_bench)"
 timeout 300 python3 "$here/triton_fidelity.py" 2>&1 | tee "$log/fidelity.txt"
 
@@ -65,5 +86,7 @@ printf '%-44s %s\n' "KernelBench load_inline+check+time (ms)" "${theirs:-n/a} (c
 if [[ -n "${ours:-}" && -n "${theirs:-}" ]]; then
   printf '%-44s %s\n' "turnaround ratio (KernelBench / kernel-lsp)" "$(python3 -c "print(f'{${theirs}/max(${ours},1e-9):.1f}x')")"
 fi
+echo "== optimize (per kernel: steps run, accepted, verified/failed candidates, speedup)"
+cat "$log/opt-table.txt" 2>/dev/null
 if [[ -n "${OUT:-}" ]]; then for f in "$log"/*.txt; do echo "=== $(basename "$f")"; cat "$f"; done > "$OUT/gpu-logs.txt"; fi
-[[ $tests_rc -eq 0 && $bench_rc -eq 0 ]]
+[[ $tests_rc -eq 0 && $bench_rc -eq 0 && $opt_rc -eq 0 ]]

@@ -336,7 +336,7 @@ mod tests {
     #[test]
     fn utc_dates() {
         assert_eq!(utc(0), "-");
-        assert_eq!(utc(1_795_000_000_000), "2026-11-18 08:26 UTC");
+        assert_eq!(utc(1_795_000_000_000), "2026-11-18 11:06 UTC");
         assert_eq!(utc(951_782_400_000), "2000-02-29 00:00 UTC");
     }
 

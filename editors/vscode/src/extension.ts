@@ -18,7 +18,6 @@ import {
   ServerOptions,
   State,
   SymbolInformation,
-  TransportKind,
   WorkDoneProgress,
   WorkDoneProgressCancelNotification,
 } from "vscode-languageclient/node";
@@ -34,7 +33,7 @@ import {
   parseResult,
   unsupportedMessage,
 } from "./commands";
-import { fsProbe, resolveServerPath } from "./serverPath";
+import { fsProbe, resolveServerPath, serverExecutable } from "./serverPath";
 import {
   configurationItem,
   didChangeConfigurationSettings,
@@ -107,12 +106,7 @@ async function startClient(): Promise<void> {
   }
   log(`starting ${resolved.path}`);
 
-  const serverOptions: ServerOptions = {
-    command: resolved.path,
-    args: [],
-    transport: TransportKind.stdio,
-    options: { cwd: workspaceFolder() },
-  };
+  const serverOptions: ServerOptions = serverExecutable(resolved.path, workspaceFolder());
   const clientOptions: LanguageClientOptions = {
     documentSelector: [
       ...LANGUAGES.flatMap((language) => [

@@ -136,3 +136,16 @@ export function resolveServerPath(setting: string | undefined, env: ResolveEnv):
       };
   }
 }
+
+/**
+ * How the client starts the server: `kernel-lsp` with no arguments serves LSP on stdio.
+ * No `transport` on purpose: with `TransportKind.stdio` vscode-languageclient appends
+ * `--stdio` to the arguments, and kernel-lsp rejects unknown arguments.
+ */
+export function serverExecutable(binary: string, cwd: string | undefined): {
+  command: string;
+  args: string[];
+  options: { cwd?: string };
+} {
+  return { command: binary, args: [], options: cwd === undefined ? {} : { cwd } };
+}

@@ -4,7 +4,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { test } from "node:test";
 
-import { fsProbe, Probe, ResolveEnv, resolveServerPath } from "../serverPath";
+import { fsProbe, Probe, ResolveEnv, resolveServerPath, serverExecutable } from "../serverPath";
 
 /** A fake file system: path -> kind. */
 function env(files: Record<string, ReturnType<Probe>>, over: Partial<ResolveEnv> = {}): ResolveEnv {
@@ -108,4 +108,11 @@ test("fsProbe on the real file system", { skip: process.platform === "win32" ? "
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test("the server starts with no arguments and no transport (which would append --stdio)", () => {
+  const exe = serverExecutable("/opt/kernel-lsp", "/src/kernels");
+  assert.deepEqual(exe, { command: "/opt/kernel-lsp", args: [], options: { cwd: "/src/kernels" } });
+  assert.equal("transport" in exe, false);
+  assert.deepEqual(serverExecutable("/opt/kernel-lsp", undefined).options, {});
 });

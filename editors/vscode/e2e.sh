@@ -3,7 +3,9 @@
 # code-server (VS Code in the browser) and drives it with headless Chromium
 # (test/e2e.test.js): the spec diagnostic in the Problems panel, the hover, the
 # "Insert @bench spec" code action, the kernel-lsp commands in the Command Palette, one
-# command's answer, the status bar item.
+# command's answer, the status bar item; then (test/e2e-contract.test.js) the settings,
+# commands, progress, cancellation and status against test/contract-server.js, a double
+# of the contract's server side. E2E_TESTS picks the test files.
 #
 # Tools, each from the environment or found here:
 #   CODE_SERVER     code-server; else editors/vscode/.e2e/node_modules/.bin/code-server
@@ -59,4 +61,4 @@ rm -rf "$out"
 mkdir -p "$out"
 echo "e2e: code-server $("$code_server" --version | head -n1), $("$chromium" --version), $("$bin" --version)" >&2
 CODE_SERVER="$code_server" CHROMIUM="$chromium" KERNEL_LSP_BIN="$bin" VSIX="$vsix" E2E_OUT="$out" \
-  node --test --test-concurrency=1 test/e2e.test.js
+  node --test --test-concurrency=1 ${E2E_TESTS:-test/e2e.test.js test/e2e-contract.test.js}

@@ -18,7 +18,7 @@ npx --no-install tsc --noEmit -p .
 echo "== unit tests" >&2
 rm -rf out
 npx --no-install tsc -p tsconfig.test.json
-node --test out/test/
+node --test out/test/*.test.js
 echo "== package" >&2
 version=$(node -p 'require("./package.json").version')
 rm -f "kernel-lsp-$version.vsix"

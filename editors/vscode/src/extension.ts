@@ -259,10 +259,10 @@ async function forward(spec: CommandSpec, arg: unknown): Promise<void> {
     void showError(unsupported);
     return;
   }
-  const args = explicitArgs(arg) ?? (await argsFromEditor(c, spec));
-  if (args === undefined) return;
-  log(`${spec.server} ${JSON.stringify(args)}`);
   try {
+    const args = explicitArgs(arg) ?? (await argsFromEditor(c, spec));
+    if (args === undefined) return;
+    log(`${spec.server} ${JSON.stringify(args)}`);
     const raw = await execute(c, spec, args);
     const result = parseResult(raw);
     // The server shows the message itself (window/showMessage); keep a record here.

@@ -5,10 +5,13 @@
 # is missing.
 set -euo pipefail
 cd "$(dirname "$0")"
+# code-server writes a config file and data on any run, --version included: keep them
+# under .e2e/ rather than in the user's home.
+export XDG_CONFIG_HOME="$PWD/.e2e/xdg/config" XDG_DATA_HOME="$PWD/.e2e/xdg/data"
 # The last code-server on Node 20 (it bundles VS Code 1.100.3); newer ones need Node 22+.
 version=4.100.3
 cs=.e2e/node_modules/.bin/code-server
-if [ -x "$cs" ] && [ "$("$cs" --version 2>/dev/null | head -n1 | cut -d' ' -f1)" = "$version" ] && command -v chromium >/dev/null; then
+if [ -x "$cs" ] && [ "$("$cs" --version 2>/dev/null | grep -m1 -oE '^[0-9]+\.[0-9]+\.[0-9]+ ')" = "$version " ] && command -v chromium >/dev/null; then
   echo "editors/vscode/e2e-setup.sh: code-server $version and chromium ready" >&2
   exit 0
 fi
@@ -41,7 +44,7 @@ echo "editors/vscode/e2e-setup.sh: npm install code-server@$version (builds nati
 # yes: node-pty's postinstall runs `npx node-gyp`, which would otherwise ask.
 (cd .e2e && TMPDIR="$PWD/tmp" npm_config_unsafe_perm=true npm_config_yes=true \
   npm install --no-audit --no-fund --no-save "code-server@$version")
-"$cs" --version | head -n1
+"$cs" --version | grep -m1 -E '^[0-9]+\.[0-9]+\.[0-9]+ '
 [ -x .e2e/node_modules/code-server/lib/vscode/node_modules/@vscode/ripgrep/bin/rg ] || {
   echo "editors/vscode/e2e-setup.sh: code-server installed without its rg binary" >&2
   exit 1

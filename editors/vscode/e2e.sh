@@ -17,6 +17,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 here=$PWD
+# code-server writes a config file and data on any run, --version included: keep them
+# under .e2e/ rather than in the user's home.
+export XDG_CONFIG_HOME="$PWD/.e2e/xdg/config" XDG_DATA_HOME="$PWD/.e2e/xdg/data"
 repo=$(cd ../.. && pwd)
 
 skip() {
@@ -59,6 +62,6 @@ fi
 out="$here/.e2e/out"
 rm -rf "$out"
 mkdir -p "$out"
-echo "e2e: code-server $("$code_server" --version | head -n1), $("$chromium" --version), $("$bin" --version)" >&2
+echo "e2e: code-server $("$code_server" --version | grep -m1 -E '^[0-9]+\.[0-9]+\.[0-9]+ ' || echo '?'), $("$chromium" --version), $("$bin" --version)" >&2
 CODE_SERVER="$code_server" CHROMIUM="$chromium" KERNEL_LSP_BIN="$bin" VSIX="$vsix" E2E_OUT="$out" \
   node --test --test-concurrency=1 ${E2E_TESTS:-test/e2e.test.js test/e2e-contract.test.js}

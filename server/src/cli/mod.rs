@@ -3,4 +3,5 @@
 pub mod bench;
 pub mod check;
 pub mod device;
+pub mod health;
 pub mod optimize;

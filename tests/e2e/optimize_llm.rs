@@ -48,7 +48,14 @@ fn run(py: &str, dir: &Path, settings: &Value, extra: &[&str]) -> (i32, Value, S
     std::fs::write(dir.join("settings.json"), settings.to_string()).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
         .current_dir(dir)
-        .args(["optimize", "add.py", "--json", "--llm", "--config", "settings.json"])
+        .args([
+            "optimize",
+            "add.py",
+            "--json",
+            "--llm",
+            "--config",
+            "settings.json",
+        ])
         .args(extra)
         .env("KERNEL_LSP_PYTHON", py)
         .env("TRITON_INTERPRET", "1")
@@ -111,7 +118,10 @@ fn strategist_coder_and_two_repair_rounds_reach_a_verified_candidate() {
     assert_eq!(c.len(), 3, "{step}");
     assert_eq!(c[0]["label"], "llm");
     assert!(
-        c[0]["message"].as_str().unwrap().contains("no fenced code block"),
+        c[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no fenced code block"),
         "{step}"
     );
     assert_eq!(c[1]["label"], "llm repair 1");
@@ -134,7 +144,10 @@ fn strategist_coder_and_two_repair_rounds_reach_a_verified_candidate() {
         assert_eq!(r.headers["authorization"], "Bearer sk-test-123");
         assert_eq!(r.body["model"], "replay-coder");
     }
-    assert!(user_message(&reqs[0].body).contains("def add_kernel"), "the strategist sees the kernel");
+    assert!(
+        user_message(&reqs[0].body).contains("def add_kernel"),
+        "the strategist sees the kernel"
+    );
     assert!(
         user_message(&reqs[1].body).contains("load both operands inside the store"),
         "the coder gets the step"
@@ -147,7 +160,10 @@ fn strategist_coder_and_two_repair_rounds_reach_a_verified_candidate() {
         user_message(&reqs[3].body).contains("out_ptr["),
         "the second repair gets the verification report"
     );
-    assert!(!err.contains("sk-test-123"), "the key is never printed: {err}");
+    assert!(
+        !err.contains("sk-test-123"),
+        "the key is never printed: {err}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -170,11 +186,21 @@ fn bad_answers_end_the_attempt_and_leave_the_file_alone() {
         &py,
         &dir,
         &settings,
-        &["--steps", "1", "--llm-coder-always", "--apply", "--only", "triton_num_warps"],
+        &[
+            "--steps",
+            "1",
+            "--llm-coder-always",
+            "--apply",
+            "--only",
+            "triton_num_warps",
+        ],
     );
     assert_eq!(code, 0, "{run}\n{err}");
     assert_eq!(after, ADD, "nothing unverified reaches the file");
-    assert!(!dir.join("add.py.orig").exists(), "no backup: nothing was applied");
+    assert!(
+        !dir.join("add.py.orig").exists(),
+        "no backup: nothing was applied"
+    );
     let step = &run["steps"][0];
     assert_eq!(step["outcome"], "failed", "{run}");
     assert_eq!(step["coder"], "llm");
@@ -187,7 +213,10 @@ fn bad_answers_end_the_attempt_and_leave_the_file_alone() {
     assert_eq!(msgs.len(), 3, "{step}");
     assert!(msgs[0].contains("no fenced code block"), "{msgs:?}");
     assert!(msgs[1].contains("empty"), "{msgs:?}");
-    assert!(msgs[2].contains("add_kernel"), "names the kernel it wanted: {msgs:?}");
+    assert!(
+        msgs[2].contains("add_kernel"),
+        "names the kernel it wanted: {msgs:?}"
+    );
     assert!(err.contains("no verified improvement"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -201,7 +230,12 @@ fn unreachable_models_fall_back_to_the_embedded_policy_with_a_warning() {
     let dead = closed_port_url();
     let dir = workdir("opt-llm-down");
     let settings = json!({"llm": {"strategy": model(&dead), "coder": model(&dead)}});
-    let (code, run, err, after) = run(&py, &dir, &settings, &["--steps", "1", "--only", "triton_num_warps"]);
+    let (code, run, err, after) = run(
+        &py,
+        &dir,
+        &settings,
+        &["--steps", "1", "--only", "triton_num_warps"],
+    );
     assert_eq!(code, 0, "{run}\n{err}");
     assert_eq!(after, ADD);
     assert!(
@@ -213,7 +247,11 @@ fn unreachable_models_fall_back_to_the_embedded_policy_with_a_warning() {
     assert_eq!(step["strategy_id"], "triton_num_warps", "{run}");
     assert_eq!(step["coder"], "embedded");
     assert!(
-        step["candidates"].as_array().unwrap().iter().any(|c| c["verified"] == true),
+        step["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["verified"] == true),
         "{step}"
     );
     std::fs::remove_dir_all(&dir).ok();

@@ -61,6 +61,7 @@ fn config(command: Vec<String>, size: usize) -> PoolConfig {
         },
         kill_grace: Duration::ZERO,
         shutdown_grace: Duration::from_millis(300),
+        env: Vec::new(),
     }
 }
 

@@ -10,8 +10,8 @@ use std::process::ExitCode;
 use crate::analysis::{self, AnalyzeOptions};
 use crate::document::Document;
 use crate::optimize::catalog::Catalog;
-use crate::settings::Settings;
 use crate::optimize::{self, history, policy, Event, OptimizeOptions, OptimizeRun};
+use crate::settings::Settings;
 use crate::syntax::{self, Lang};
 use crate::worker::pool::WorkerPool;
 

@@ -10,6 +10,7 @@
 
 mod convert;
 mod hover;
+mod jobs;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -92,6 +93,7 @@ where
 pub fn service() -> (LspService<Backend>, tower_lsp::ClientSocket) {
     LspService::build(Backend::new)
         .custom_method("kernel-lsp/debugPanic", Backend::debug_panic)
+        .custom_method("window/workDoneProgress/cancel", Backend::progress_cancel)
         .finish()
 }
 
@@ -99,6 +101,8 @@ pub fn service() -> (LspService<Backend>, tower_lsp::ClientSocket) {
 pub struct Backend {
     client: Client,
     inner: Arc<Mutex<State>>,
+    /// Progress tokens of running jobs → their cancel flags.
+    progress_tokens: Arc<Mutex<HashMap<String, Arc<std::sync::atomic::AtomicBool>>>>,
 }
 
 struct State {
@@ -111,6 +115,12 @@ struct State {
     nvrtc_warned: bool,
     /// Counts edits, to know which documents were edited least recently.
     edit_clock: u64,
+    /// The worker pool for jobs, started on first use.
+    pool: Option<Arc<crate::worker::pool::WorkerPool>>,
+    /// What jobs learned per (document, kernel): timings, failures, pending rewrites.
+    kernels: HashMap<(Url, String), jobs::KernelStatus>,
+    /// The client accepts `window/workDoneProgress/create`.
+    can_create_progress: bool,
 }
 
 /// Documents that keep their tree-sitter tree between edits (for incremental reparse).
@@ -178,7 +188,11 @@ impl Backend {
                 toolchain: None,
                 nvrtc_warned: false,
                 edit_clock: 0,
+                pool: None,
+                kernels: HashMap::new(),
+                can_create_progress: false,
             })),
+            progress_tokens: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -263,6 +277,7 @@ impl Backend {
     /// Diagnostics for the current text of `uri`, or None when there is nothing to send.
     fn diagnostics(state: &mut State, uri: &Url) -> Option<(Vec<Diagnostic>, i32)> {
         let enc = state.encoding;
+        let state = &mut *state;
         let open = state.docs.get_mut(uri)?;
         let mut findings = open.analysis.findings();
         if let Some(c) = &open.compile {
@@ -273,11 +288,16 @@ impl Backend {
         if !open.kernel_file && !open.published_any {
             return None;
         }
-        open.published_any = !findings.is_empty();
-        let diags = findings
+        let mut diags: Vec<Diagnostic> = findings
             .iter()
             .map(|f| lsp_diagnostic(&open.doc, f, enc))
             .collect();
+        for k in &open.analysis.model.kernels {
+            if let Some(s) = state.kernels.get(&(uri.clone(), k.name.clone())) {
+                diags.extend(jobs::job_diagnostics(&open.doc, k, s, uri, enc));
+            }
+        }
+        open.published_any = !diags.is_empty();
         Some((diags, open.doc.version))
     }
 
@@ -453,6 +473,12 @@ impl LanguageServer for Backend {
             {
                 let mut st = self.state();
                 st.encoding = encoding;
+                st.can_create_progress = params
+                    .capabilities
+                    .window
+                    .as_ref()
+                    .and_then(|w| w.work_done_progress)
+                    .unwrap_or(false);
                 if let Some(opts) = &params.initialization_options {
                     let (s, msg) = Settings::from_json(opts);
                     st.settings = s;
@@ -489,6 +515,12 @@ impl LanguageServer for Backend {
                         },
                     )),
                     inlay_hint_provider: Some(OneOf::Left(true)),
+                    execute_command_provider: Some(ExecuteCommandOptions {
+                        commands: jobs::COMMANDS.iter().map(|c| c.to_string()).collect(),
+                        work_done_progress_options: WorkDoneProgressOptions {
+                            work_done_progress: Some(true),
+                        },
+                    }),
                     ..Default::default()
                 },
             })
@@ -501,7 +533,15 @@ impl LanguageServer for Backend {
     }
 
     async fn shutdown(&self) -> Result<()> {
+        let pool = self.state().pool.take();
+        if let Some(p) = pool {
+            p.shutdown().await;
+        }
         Ok(())
+    }
+
+    async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<Value>> {
+        guarded("executeCommand", self.execute(params)).await
     }
 
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
@@ -583,6 +623,7 @@ impl LanguageServer for Backend {
     }
 
     async fn did_save(&self, params: DidSaveTextDocumentParams) {
+        self.bench_on_save(&params.text_document.uri);
         self.schedule_compile(params.text_document.uri, true);
     }
 
@@ -606,6 +647,15 @@ impl LanguageServer for Backend {
                 if st.settings.toolchain() != settings.toolchain() {
                     st.toolchain = None;
                     st.nvrtc_warned = false;
+                }
+                if (
+                    &st.settings.worker,
+                    st.settings.workers,
+                    &st.settings.python,
+                ) != (&settings.worker, settings.workers, &settings.python)
+                {
+                    // Jobs holding the old pool finish on it; the next job starts anew.
+                    st.pool = None;
                 }
                 st.settings = settings;
                 let uris: Vec<Url> = st.docs.keys().cloned().collect();
@@ -688,6 +738,14 @@ impl LanguageServer for Backend {
     async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
         guarded("codeAction", async {
             let uri = params.text_document.uri.clone();
+            let kernels: HashMap<(Url, String), jobs::KernelStatus> = {
+                let st = self.state();
+                st.kernels
+                    .iter()
+                    .filter(|((u, _), _)| *u == uri)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            };
             self.with_doc(&uri, |open, enc, _| {
                 let doc = &open.doc;
                 let start = doc
@@ -701,6 +759,98 @@ impl LanguageServer for Backend {
                     .unwrap_or(doc.text().len());
                 let mut actions = Vec::new();
                 if let Some(k) = open.analysis.model.kernel_at(start) {
+                    let status = kernels.get(&(uri.clone(), k.name.clone()));
+                    let arg = serde_json::json!({"uri": uri, "kernel": k.name});
+                    let cmd = |title: String,
+                               command: &str,
+                               kind: CodeActionKind,
+                               diags: Option<Vec<Diagnostic>>| {
+                        CodeActionOrCommand::CodeAction(CodeAction {
+                            title: title.clone(),
+                            kind: Some(kind),
+                            diagnostics: diags,
+                            command: Some(Command {
+                                title,
+                                command: command.to_string(),
+                                arguments: Some(vec![arg.clone()]),
+                            }),
+                            ..Default::default()
+                        })
+                    };
+                    // Quick fixes for a verification failure shown on this kernel.
+                    let failing: Vec<Diagnostic> = params
+                        .context
+                        .diagnostics
+                        .iter()
+                        .filter(|d| d.code == Some(NumberOrString::String("verify".into())))
+                        .cloned()
+                        .collect();
+                    if !failing.is_empty() || status.is_some_and(|s| s.failure.is_some()) {
+                        let d = (!failing.is_empty()).then_some(failing);
+                        actions.push(cmd(
+                            "Revert to last verified version".into(),
+                            jobs::REVERT,
+                            CodeActionKind::QUICKFIX,
+                            d.clone(),
+                        ));
+                        actions.push(cmd(
+                            "Ask the coder to fix".into(),
+                            jobs::FIX,
+                            CodeActionKind::QUICKFIX,
+                            d,
+                        ));
+                    }
+                    if let Some(p) = status.and_then(|s| s.pending.as_ref()) {
+                        actions.push(cmd(
+                            format!("Apply verified rewrite ({:.2}×)", p.speedup),
+                            jobs::APPLY,
+                            CodeActionKind::REFACTOR_REWRITE,
+                            None,
+                        ));
+                    }
+                    if !k.spec.lines.is_empty() {
+                        let busy = status.is_some_and(|s| s.running.is_some());
+                        if !busy {
+                            actions.push(cmd(
+                                format!("Optimize `{}`: next step", k.name),
+                                jobs::OPTIMIZE,
+                                CodeActionKind::REFACTOR_REWRITE,
+                                None,
+                            ));
+                            actions.push(cmd(
+                                format!("Tune parameters of `{}`", k.name),
+                                jobs::TUNE,
+                                CodeActionKind::REFACTOR_REWRITE,
+                                None,
+                            ));
+                            actions.push(cmd(
+                                format!("Benchmark `{}`", k.name),
+                                jobs::BENCH,
+                                CodeActionKind::EMPTY,
+                                None,
+                            ));
+                        }
+                        actions.push(cmd(
+                            format!("Pin `{}` as baseline", k.name),
+                            jobs::PIN,
+                            CodeActionKind::EMPTY,
+                            None,
+                        ));
+                        if status.is_none_or(|s| s.failure.is_none()) {
+                            actions.push(cmd(
+                                "Revert to last verified version".into(),
+                                jobs::REVERT,
+                                CodeActionKind::EMPTY,
+                                None,
+                            ));
+                        }
+                        actions.push(cmd(
+                            format!("Show history of `{}`", k.name),
+                            jobs::HISTORY,
+                            CodeActionKind::EMPTY,
+                            None,
+                        ));
+                    }
                     if k.spec.lines.is_empty() {
                         let sk = crate::spec::skeleton(k, doc.text());
                         let at = doc.position(sk.insert_at, enc);
@@ -740,13 +890,44 @@ impl LanguageServer for Backend {
 
     async fn inlay_hint(&self, params: InlayHintParams) -> Result<Option<Vec<InlayHint>>> {
         guarded("inlayHint", async {
+            let uri = params.text_document.uri.clone();
+            let timed: HashMap<String, String> = {
+                let st = self.state();
+                st.kernels
+                    .iter()
+                    .filter(|((u, _), _)| *u == uri)
+                    .filter_map(|((_, k), s)| Some((k.clone(), jobs::timing_label(s)?)))
+                    .collect()
+            };
             self.with_doc(&params.text_document.uri, |open, enc, settings| {
-                let Some(compile) = &open.compile else { return None };
-                let hints: Vec<InlayHint> = open
+                let mut hints: Vec<InlayHint> = Vec::new();
+                for k in &open.analysis.model.kernels {
+                    if let Some(label) = timed.get(&k.name) {
+                        let p = open.doc.position(k.name_range.end, enc);
+                        hints.push(InlayHint {
+                            position: Position { line: p.line, character: p.col },
+                            label: InlayHintLabel::String(label.clone()),
+                            kind: None,
+                            text_edits: None,
+                            tooltip: Some(InlayHintTooltip::String(format!(
+                                "kernel-lsp: last benchmark of `{}` (median time · speedup vs baseline · share of the measured copy bandwidth · registers)",
+                                k.name
+                            ))),
+                            padding_left: Some(true),
+                            padding_right: None,
+                            data: None,
+                        });
+                    }
+                }
+                let Some(compile) = &open.compile else {
+                    return Some(hints);
+                };
+                let ptxas: Vec<InlayHint> = open
                     .analysis
                     .model
                     .kernels
                     .iter()
+                    .filter(|k| !timed.contains_key(&k.name))
                     .filter_map(|k| {
                         let r = analysis::resources_for(&compile.resources, k)?;
                         let p = open.doc.position(k.name_range.end, enc);
@@ -764,8 +945,9 @@ impl LanguageServer for Backend {
                             data: None,
                         })
                     })
-                    .filter(|h| h.position.line >= params.range.start.line && h.position.line <= params.range.end.line)
                     .collect();
+                hints.extend(ptxas);
+                hints.retain(|h| h.position.line >= params.range.start.line && h.position.line <= params.range.end.line);
                 Some(hints)
             })
         })

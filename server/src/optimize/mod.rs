@@ -304,8 +304,7 @@ pub async fn optimize(
         if let Some(setup) = &opts.llm {
             if setup.strategist.is_some() {
                 on(Event::Stage(format!("step {}: proposing", steps_done + 1)));
-                match llm_propose(setup, &mut budget, &cx, &records, &arms, &excluded).await
-                {
+                match llm_propose(setup, &mut budget, &cx, &records, &arms, &excluded).await {
                     Ok(p) => proposal = Some(p),
                     Err(e) => warnings.push(format!(
                         "the LLM strategist failed ({e}); the embedded policy chose instead"
@@ -644,7 +643,10 @@ fn history_text(records: &[StepRecord]) -> String {
                 r.strategy_id,
                 r.strategy,
                 r.outcome.label(),
-                match (r.outcome, r.candidates.iter().find_map(|c| c.message.as_ref())) {
+                match (
+                    r.outcome,
+                    r.candidates.iter().find_map(|c| c.message.as_ref())
+                ) {
                     (Outcome::Accepted, _) => format!(", {:.2}× faster", r.speedup),
                     (_, Some(m)) => format!(": {m}"),
                     _ => String::new(),
@@ -695,8 +697,10 @@ async fn llm_propose(
                 t.p10_ms,
                 t.p90_ms,
                 t.gbps,
-                t.frac_copy
-                    .map_or(String::new(), |f| format!(", {:.0}% of copy bandwidth", f * 100.0))
+                t.frac_copy.map_or(String::new(), |f| format!(
+                    ", {:.0}% of copy bandwidth",
+                    f * 100.0
+                ))
             )
         }),
         history: history_text(records),

@@ -73,6 +73,8 @@ pub struct PoolConfig {
     pub kill_grace: Duration,
     /// How long `shutdown` waits for a worker to exit by itself before killing it.
     pub shutdown_grace: Duration,
+    /// Extra environment for the worker process (e.g. `KERNEL_LSP_PYTHON`).
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for PoolConfig {
@@ -83,6 +85,7 @@ impl Default for PoolConfig {
             limits: TimeLimits::default(),
             kill_grace: Duration::from_secs(2),
             shutdown_grace: Duration::from_millis(2000),
+            env: Vec::new(),
         }
     }
 }
@@ -444,6 +447,7 @@ impl Inner {
         };
         let mut cmd = Command::new(program);
         cmd.args(args)
+            .envs(self.config.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

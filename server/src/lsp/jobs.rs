@@ -1,0 +1,1200 @@
+//! Editor jobs: the `kernel-lsp.*` commands behind the code actions (optimize, tune,
+//! benchmark, pin, revert, history, apply). Long ones report `$/progress` with the
+//! current stage and stop when the editor cancels (`window/workDoneProgress/cancel` or
+//! `$/cancelRequest`). A verified faster result becomes a versioned `workspace/applyEdit`
+//! over the kernel's region (its `@bench` lines and unit) — or a code action, with
+//! `applyMode = "offer"` — and is refused when the author typed in that region since the
+//! job started. One job per kernel at a time. GPU work goes through the worker pool;
+//! this module never touches CUDA.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tower_lsp::jsonrpc::{Error, Result};
+use tower_lsp::lsp_types::notification::{Notification, Progress};
+use tower_lsp::lsp_types::request::WorkDoneProgressCreate;
+use tower_lsp::lsp_types::*;
+
+use crate::document::{Document, LinePos};
+use crate::optimize::catalog::Catalog;
+use crate::optimize::{self, evaluate, history, policy, Event, OptimizeOptions};
+use crate::settings::{ApplyMode, Settings};
+use crate::spec::{BenchPlan, EvalEnv};
+use crate::syntax::{self, Kernel, Lang};
+use crate::worker::pool::{self, PoolConfig, WorkerPool};
+use crate::worker::protocol::{Op, OpResult, Timing, Version};
+
+use super::Backend;
+
+pub const OPTIMIZE: &str = "kernel-lsp.optimize";
+pub const TUNE: &str = "kernel-lsp.tune";
+pub const BENCH: &str = "kernel-lsp.bench";
+pub const PIN: &str = "kernel-lsp.pinBaseline";
+pub const REVERT: &str = "kernel-lsp.revert";
+pub const HISTORY: &str = "kernel-lsp.showHistory";
+pub const APPLY: &str = "kernel-lsp.applyRewrite";
+pub const FIX: &str = "kernel-lsp.fix";
+pub const COMMANDS: &[&str] = &[OPTIMIZE, TUNE, BENCH, PIN, REVERT, HISTORY, APPLY, FIX];
+
+/// The catalog steps "Tune parameters" runs: sweeps only, no code changes.
+const TUNE_STEPS: &[&str] = &[
+    "tunable_sweep",
+    "block_size",
+    "triton_block",
+    "triton_num_warps",
+    "triton_num_stages",
+];
+
+/// What a command names: a kernel by name, or the kernel at a position.
+#[derive(Debug, Deserialize)]
+struct Target {
+    uri: Url,
+    #[serde(default)]
+    kernel: Option<String>,
+    #[serde(default)]
+    position: Option<Position>,
+}
+
+/// What the server knows about one kernel from jobs (not from the text).
+#[derive(Clone, Debug, Default)]
+pub(super) struct KernelStatus {
+    /// The last timing of the version in the editor, and its speedup over the baseline.
+    pub timing: Option<Timing>,
+    pub speedup: Option<f64>,
+    pub registers: Option<u32>,
+    /// The last verification failure: (message, buffer).
+    pub failure: Option<(String, Option<String>)>,
+    /// The last win, as an information diagnostic.
+    pub win: Option<String>,
+    /// A verified rewrite waiting for the author (`applyMode = "offer"`).
+    pub pending: Option<Pending>,
+    /// Set while a job runs on this kernel; setting it to true cancels the job.
+    pub running: Option<Arc<AtomicBool>>,
+    /// The region text the last bench measured (benchOnSave skips unchanged kernels).
+    pub benched_region: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Pending {
+    /// The kernel's region when the job started, and the verified replacement.
+    pub start_region: String,
+    pub new_region: String,
+    pub speedup: f64,
+    pub label: String,
+}
+
+/// The kernel's region: from its `@bench` block (or its first unit range) to the end of
+/// its last unit range. Edits of a job cover exactly this.
+pub(super) fn region(k: &Kernel) -> std::ops::Range<usize> {
+    let mut start = k.def_range.start;
+    let mut end = k.def_range.end;
+    for r in &k.unit_ranges {
+        start = start.min(r.start);
+        end = end.max(r.end);
+    }
+    if let Some(s) = &k.spec.range {
+        start = start.min(s.start);
+    }
+    start..end
+}
+
+fn find_kernel(lang: Lang, text: &str, name: &str) -> Option<(Kernel, std::ops::Range<usize>)> {
+    let doc = Document::new(lang, 0, text);
+    let model = syntax::analyze(lang, text, doc.tree()?);
+    let k = model.kernel(name)?.clone();
+    let r = region(&k);
+    Some((k, r))
+}
+
+fn message(outcome: &str, text: impl Into<String>) -> Value {
+    json!({"outcome": outcome, "message": text.into()})
+}
+
+/// The `.kernel-lsp/<what>/<file>/<kernel>.txt` store next to the history.
+fn store_path(file: &Path, what: &str, kernel: &str) -> PathBuf {
+    let name = file
+        .file_name()
+        .map_or("file".into(), |n| n.to_string_lossy().to_string());
+    history::workspace_root(file)
+        .join(".kernel-lsp")
+        .join(what)
+        .join(name)
+        .join(format!("{kernel}.txt"))
+}
+
+fn store(file: &Path, what: &str, kernel: &str, text: &str) -> std::result::Result<(), String> {
+    let p = store_path(file, what, kernel);
+    if let Some(d) = p.parent() {
+        std::fs::create_dir_all(d).map_err(|e| format!("cannot create {}: {e}", d.display()))?;
+    }
+    std::fs::write(&p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))
+}
+
+fn load(file: &Path, what: &str, kernel: &str) -> Option<String> {
+    std::fs::read_to_string(store_path(file, what, kernel)).ok()
+}
+
+/// Sends `$/progress` for one job (when the client gave or accepted a token) and the
+/// `kernel-lsp/status` job line.
+struct Reporter {
+    client: tower_lsp::Client,
+    token: Option<NumberOrString>,
+    title: String,
+}
+
+impl Reporter {
+    async fn begin(
+        client: &tower_lsp::Client,
+        given: Option<NumberOrString>,
+        can_create: bool,
+        title: String,
+        cancel: &Arc<AtomicBool>,
+        tokens: &Arc<std::sync::Mutex<HashMap<String, Arc<AtomicBool>>>>,
+    ) -> Reporter {
+        let token = match given {
+            Some(t) => Some(t),
+            None if can_create => {
+                let t = NumberOrString::String(format!(
+                    "kernel-lsp/{}",
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos())
+                ));
+                client
+                    .send_request::<WorkDoneProgressCreate>(WorkDoneProgressCreateParams {
+                        token: t.clone(),
+                    })
+                    .await
+                    .ok()
+                    .map(|_| t)
+            }
+            None => None,
+        };
+        if let Some(t) = &token {
+            if let Ok(mut m) = tokens.lock() {
+                m.insert(token_key(t), cancel.clone());
+            }
+            client
+                .send_notification::<Progress>(ProgressParams {
+                    token: t.clone(),
+                    value: ProgressParamsValue::WorkDone(WorkDoneProgress::Begin(
+                        WorkDoneProgressBegin {
+                            title: title.clone(),
+                            cancellable: Some(true),
+                            message: None,
+                            percentage: None,
+                        },
+                    )),
+                })
+                .await;
+        }
+        Reporter {
+            client: client.clone(),
+            token,
+            title,
+        }
+    }
+
+    async fn report(&self, stage: &str) {
+        if let Some(t) = &self.token {
+            self.client
+                .send_notification::<Progress>(ProgressParams {
+                    token: t.clone(),
+                    value: ProgressParamsValue::WorkDone(WorkDoneProgress::Report(
+                        WorkDoneProgressReport {
+                            cancellable: Some(true),
+                            message: Some(stage.to_string()),
+                            percentage: None,
+                        },
+                    )),
+                })
+                .await;
+        }
+        self.client
+            .send_notification::<StatusNotification>(StatusParams {
+                worker: None,
+                message: None,
+                job: Some(format!("{}: {stage}", self.title)),
+            })
+            .await;
+    }
+
+    async fn end(&self, message: &str) {
+        if let Some(t) = &self.token {
+            self.client
+                .send_notification::<Progress>(ProgressParams {
+                    token: t.clone(),
+                    value: ProgressParamsValue::WorkDone(WorkDoneProgress::End(
+                        WorkDoneProgressEnd {
+                            message: Some(message.to_string()),
+                        },
+                    )),
+                })
+                .await;
+        }
+        self.client
+            .send_notification::<StatusNotification>(StatusParams {
+                worker: None,
+                message: None,
+                job: None,
+            })
+            .await;
+    }
+}
+
+fn token_key(t: &NumberOrString) -> String {
+    match t {
+        NumberOrString::Number(n) => n.to_string(),
+        NumberOrString::String(s) => s.clone(),
+    }
+}
+
+/// `kernel-lsp/status`: the worker (GPU name, or none and why) and the running job.
+pub enum StatusNotification {}
+
+#[derive(Debug, serde::Serialize, Deserialize)]
+pub struct StatusParams {
+    /// The GPU's name; absent in job-only updates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The running job, or null when none runs.
+    pub job: Option<String>,
+}
+
+impl Notification for StatusNotification {
+    type Params = StatusParams;
+    const METHOD: &'static str = "kernel-lsp/status";
+}
+
+/// Clears the kernel's `running` flag when the job ends, and cancels the job if its
+/// request was dropped (`$/cancelRequest` drops the handler's future).
+struct JobGuard {
+    backend: Backend,
+    key: (Url, String),
+    cancel: Arc<AtomicBool>,
+    token: Option<String>,
+}
+
+impl Drop for JobGuard {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+        let mut st = self.backend.state();
+        if let Some(s) = st.kernels.get_mut(&self.key) {
+            s.running = None;
+        }
+        if let (Some(t), Ok(mut m)) = (&self.token, self.backend.progress_tokens.lock()) {
+            m.remove(t);
+        }
+    }
+}
+
+/// A snapshot of an open document for a job.
+struct Snapshot {
+    lang: Lang,
+    text: String,
+    kernel: Kernel,
+    file: Option<PathBuf>,
+    settings: Settings,
+}
+
+impl Backend {
+    /// `workspace/executeCommand` for the `kernel-lsp.*` commands.
+    pub(super) async fn execute(&self, params: ExecuteCommandParams) -> Result<Option<Value>> {
+        let cmd = params.command.as_str();
+        if !COMMANDS.contains(&cmd) {
+            return Err(Error::invalid_params(format!(
+                "unknown command `{cmd}`; kernel-lsp offers {}",
+                COMMANDS.join(", ")
+            )));
+        }
+        let arg = params.arguments.first().cloned().ok_or_else(|| {
+            Error::invalid_params(format!(
+                "{cmd} needs one argument: {{uri, kernel | position}}"
+            ))
+        })?;
+        let target: Target = serde_json::from_value(arg).map_err(|e| {
+            Error::invalid_params(format!(
+                "{cmd}: the argument must be {{uri, kernel | position}}: {e}"
+            ))
+        })?;
+        let token = params.work_done_progress_params.work_done_token;
+        let snap = match self.snapshot(&target) {
+            Ok(s) => s,
+            Err(e) => return Ok(Some(self.tell(MessageType::WARNING, "failed", e).await)),
+        };
+        let result = match cmd {
+            OPTIMIZE | TUNE | FIX => self.optimize_job(cmd, &target.uri, snap, token).await,
+            BENCH => self.bench_job(&target.uri, snap, token).await,
+            PIN => self.pin(&target.uri, &snap),
+            REVERT => self.revert(&target.uri, &snap).await,
+            HISTORY => self.show_history(&snap).await,
+            APPLY => self.apply_pending(&target.uri, &snap.kernel.name).await,
+            _ => unreachable!("checked against COMMANDS"),
+        };
+        let value = match result {
+            Ok(v) => v,
+            Err(e) => message("failed", e),
+        };
+        let failed = value["outcome"] == "failed";
+        let text = value["message"].as_str().unwrap_or_default().to_string();
+        let kind = if failed {
+            MessageType::WARNING
+        } else {
+            MessageType::INFO
+        };
+        self.client.show_message(kind, text).await;
+        let uri = target.uri.clone();
+        self.publish(uri).await;
+        let _ = self.client.inlay_hint_refresh().await;
+        Ok(Some(value))
+    }
+
+    async fn tell(&self, kind: MessageType, outcome: &str, text: String) -> Value {
+        self.client.show_message(kind, text.clone()).await;
+        message(outcome, text)
+    }
+
+    fn snapshot(&self, t: &Target) -> std::result::Result<Snapshot, String> {
+        let st = self.state();
+        let enc = st.encoding;
+        let open = st
+            .docs
+            .get(&t.uri)
+            .ok_or_else(|| format!("{} is not open in the editor", t.uri))?;
+        let model = &open.analysis.model;
+        let kernel = match (&t.kernel, &t.position) {
+            (Some(name), _) => model
+                .kernel(name)
+                .ok_or_else(|| format!("this file has no kernel `{name}`"))?,
+            (None, Some(p)) => {
+                let off = open
+                    .doc
+                    .offset(
+                        LinePos {
+                            line: p.line,
+                            col: p.character,
+                        },
+                        enc,
+                    )
+                    .unwrap_or(0);
+                model
+                    .kernel_at(off)
+                    .or_else(|| (model.kernels.len() == 1).then(|| &model.kernels[0]))
+                    .ok_or("put the cursor inside a kernel (or name it)")?
+            }
+            (None, None) => match model.kernels.as_slice() {
+                [one] => one,
+                [] => return Err("this file has no kernels".into()),
+                _ => {
+                    return Err(
+                        "this file has several kernels: name one or put the cursor in it".into(),
+                    )
+                }
+            },
+        };
+        if let Some(e) = model.syntax_errors.first() {
+            let at = open.doc.position(e.range.start, enc);
+            return Err(format!(
+                "the file has a syntax error at line {}; fix it before running `{}`",
+                at.line + 1,
+                kernel.name
+            ));
+        }
+        Ok(Snapshot {
+            lang: open.doc.lang,
+            text: open.doc.text().to_string(),
+            kernel: kernel.clone(),
+            file: t.uri.to_file_path().ok(),
+            settings: st.settings.clone(),
+        })
+    }
+
+    /// The worker pool (started on first use, rebuilt when the worker settings change).
+    async fn pool(&self) -> std::result::Result<Arc<WorkerPool>, String> {
+        let (existing, settings) = {
+            let st = self.state();
+            (st.pool.clone(), st.settings.clone())
+        };
+        let pool = match existing {
+            Some(p) => p,
+            None => {
+                let mut config = PoolConfig::default();
+                if let Some(w) = settings.worker.as_deref().filter(|w| !w.trim().is_empty()) {
+                    config.command =
+                        pool::split_command(w).map_err(|e| format!("setting `worker`: {e}"))?;
+                }
+                config.size = settings.workers.max(1);
+                if let Some(py) = &settings.python {
+                    config.env.push(("KERNEL_LSP_PYTHON".into(), py.clone()));
+                }
+                let p = Arc::new(WorkerPool::new(config));
+                self.state().pool.get_or_insert(p).clone()
+            }
+        };
+        let hello = pool.connect().await.map_err(|e| e.message)?;
+        let (worker, msg) = match &hello.device {
+            Some(d) => (Some(d.name.clone()), String::new()),
+            None => (None, format!("no GPU: {}", hello.cuda.message)),
+        };
+        self.client
+            .send_notification::<StatusNotification>(StatusParams {
+                worker: worker.or(Some(String::new())).filter(|w| !w.is_empty()),
+                message: Some(msg),
+                job: None,
+            })
+            .await;
+        Ok(pool)
+    }
+
+    /// Marks the kernel busy; `Err` when another job runs on it.
+    fn claim(&self, uri: &Url, kernel: &str) -> std::result::Result<Arc<AtomicBool>, String> {
+        let mut st = self.state();
+        let s = st
+            .kernels
+            .entry((uri.clone(), kernel.to_string()))
+            .or_default();
+        if s.running.is_some() {
+            return Err(format!(
+                "a job is already running on `{kernel}`; wait for it or cancel it"
+            ));
+        }
+        let c = Arc::new(AtomicBool::new(false));
+        s.running = Some(c.clone());
+        Ok(c)
+    }
+
+    async fn start_job(
+        &self,
+        uri: &Url,
+        kernel: &str,
+        title: String,
+        token: Option<NumberOrString>,
+    ) -> std::result::Result<(JobGuard, Reporter), String> {
+        let cancel = self.claim(uri, kernel)?;
+        let can_create = self.state().can_create_progress;
+        let reporter = Reporter::begin(
+            &self.client,
+            token,
+            can_create,
+            title,
+            &cancel,
+            &self.progress_tokens,
+        )
+        .await;
+        let guard = JobGuard {
+            backend: self.clone(),
+            key: (uri.clone(), kernel.to_string()),
+            cancel,
+            token: reporter.token.as_ref().map(token_key),
+        };
+        Ok((guard, reporter))
+    }
+
+    async fn optimize_job(
+        &self,
+        cmd: &str,
+        uri: &Url,
+        snap: Snapshot,
+        token: Option<NumberOrString>,
+    ) -> std::result::Result<Value, String> {
+        let name = snap.kernel.name.clone();
+        let s = &snap.settings;
+        if cmd == FIX {
+            let failure = self
+                .state()
+                .kernels
+                .get(&(uri.clone(), name.clone()))
+                .and_then(|k| k.failure.clone());
+            if failure.is_none() {
+                return Ok(message(
+                    "ok",
+                    format!("`{name}` has no verification failure to fix; run Benchmark first"),
+                ));
+            }
+            if s.llm.coder.is_none() {
+                return Err("\"Ask the coder to fix\" needs an LLM coder: set `llm.coder` in the settings (docs/configuration.md); meanwhile \"Revert to last verified version\" restores the last text that passed".into());
+            }
+            return Err("\"Ask the coder to fix\" is not built yet; use \"Revert to last verified version\"".into());
+        }
+        let title = if cmd == TUNE {
+            format!("Tune {name}")
+        } else {
+            format!("Optimize {name}")
+        };
+        let (guard, reporter) = self.start_job(uri, &name, title, token).await?;
+        reporter.report("starting the worker").await;
+        let pool = self.pool().await?;
+        let prompts_dir = s.llm.prompts_dir.clone();
+        let catalog = Catalog::load(prompts_dir.as_deref()).map_err(|e| e.to_string())?;
+        let mut opts = OptimizeOptions::new(s.steps_per_action.max(1), 42, catalog);
+        opts.cancel = Some(guard.cancel.clone());
+        opts.policy_path = Some(policy::default_path());
+        if cmd == TUNE {
+            opts.only = TUNE_STEPS.iter().map(|s| s.to_string()).collect();
+        }
+        if let Some(file) = &snap.file {
+            if let Ok((past, _)) = history::read(file, &name) {
+                opts.tried = history::tried(&past);
+            }
+            // The job's starting version is benchmarked against: it becomes the baseline
+            // when there is none yet (SPEC.md, `reference`).
+            if load(file, "baseline", &name).is_none() {
+                store(file, "baseline", &name, &snap.text)?;
+            }
+        }
+        if cmd == OPTIMIZE && s.use_llm {
+            opts.llm = Some(optimize::LlmSetup::from_settings(&s.llm)?);
+        }
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let file = snap.file.clone();
+        let kname = name.clone();
+        let mut history_errors = Vec::new();
+        let mut on = |e: Event<'_>| match e {
+            Event::Stage(stage) => {
+                let _ = tx.send(stage);
+            }
+            Event::Step(step) => {
+                if let Some(f) = &file {
+                    if let Err(e) = history::append(f, &kname, std::slice::from_ref(step)) {
+                        history_errors.push(e);
+                    }
+                }
+            }
+        };
+        let run = {
+            let fut = optimize::optimize(&pool, snap.lang, &snap.text, &name, &opts, &mut on);
+            tokio::pin!(fut);
+            loop {
+                tokio::select! {
+                    r = &mut fut => break r,
+                    Some(stage) = rx.recv() => reporter.report(&stage).await,
+                }
+            }
+        };
+        let run = match run {
+            Ok(r) => r,
+            Err(e) => {
+                reporter.end(&e).await;
+                return Err(e);
+            }
+        };
+        let cancelled =
+            guard.cancel.load(Ordering::Relaxed) && run.stopped.as_deref() == Some("cancelled");
+        let steps: Vec<_> = run
+            .steps
+            .iter()
+            .filter(|s| s.outcome != optimize::Outcome::NotApplicable)
+            .collect();
+        let tried: Vec<String> = steps
+            .iter()
+            .map(|s| format!("{} {}", s.strategy_id, s.outcome.label()))
+            .collect();
+        let mut text = match &run.new_text {
+            None if cancelled => format!(
+                "`{name}`: cancelled after {} step(s); they are in the history",
+                steps.len()
+            ),
+            None => format!(
+                "`{name}`: no verified improvement ({})",
+                if tried.is_empty() {
+                    run.stopped.clone().unwrap_or_else(|| "no step ran".into())
+                } else {
+                    tried.join(", ")
+                }
+            ),
+            Some(_) => String::new(),
+        };
+        for w in run.warnings.iter().chain(&history_errors) {
+            text.push_str(&format!(" (warning: {w})"));
+        }
+        let Some(new_text) = run.new_text.clone() else {
+            reporter.end(&text).await;
+            let outcome = if steps.iter().any(|s| s.outcome == optimize::Outcome::Failed)
+                && steps.iter().all(|s| s.outcome == optimize::Outcome::Failed)
+            {
+                "failed"
+            } else {
+                "no_gain"
+            };
+            return Ok(message(outcome, text));
+        };
+        let speedup = steps.last().map_or(1.0, |s| s.cumulative);
+        let label = run.accepted().join(", ");
+        let start_region = snap.text[region(&snap.kernel)].to_string();
+        let (_, new_r) = find_kernel(snap.lang, &new_text, &name)
+            .ok_or("the optimized text lost the kernel (a kernel-lsp bug; nothing was applied)")?;
+        let pending = Pending {
+            start_region,
+            new_region: new_text[new_r].to_string(),
+            speedup,
+            label: label.clone(),
+        };
+        let cases = steps
+            .iter()
+            .rev()
+            .find(|s| s.outcome == optimize::Outcome::Accepted)
+            .map_or(String::new(), |s| format!(" (seed {})", s.seed));
+        {
+            let mut st = self.state();
+            let k = st.kernels.entry((uri.clone(), name.clone())).or_default();
+            k.pending = Some(pending);
+            k.failure = None;
+            k.win = Some(format!(
+                "verified on every spec case{cases}, {speedup:.2}× faster than before the job: {label}"
+            ));
+            // The hint shows the verified winner's time and the job's speedup.
+            k.timing = steps
+                .iter()
+                .rev()
+                .find_map(|s| {
+                    s.best_ms
+                        .filter(|_| s.outcome == optimize::Outcome::Accepted)
+                })
+                .map(|ms| Timing {
+                    label: name.clone(),
+                    median_ms: ms,
+                    min_ms: ms,
+                    p10_ms: ms,
+                    p90_ms: ms,
+                    reps: 0,
+                    gbps: 0.0,
+                    frac_copy: None,
+                    tflops: None,
+                    frac_fma: None,
+                });
+            k.speedup = Some(speedup);
+        }
+        drop(guard);
+        let r = if snap.settings.apply_mode == ApplyMode::Apply {
+            self.apply_pending(uri, &name).await
+        } else {
+            Ok(message(
+                "accepted",
+                format!("`{name}`: a verified rewrite is ready ({speedup:.2}×: {label}); use the code action \"Apply verified rewrite\""),
+            ))
+        };
+        reporter
+            .end(r.as_ref().map_or_else(
+                |e| e.as_str(),
+                |v| v["message"].as_str().unwrap_or_default(),
+            ))
+            .await;
+        r
+    }
+
+    /// Apply the kernel's pending rewrite to the document, if the author did not edit
+    /// the kernel's region since the job started.
+    pub(super) async fn apply_pending(
+        &self,
+        uri: &Url,
+        kernel: &str,
+    ) -> std::result::Result<Value, String> {
+        let (pending, edit) = {
+            let st = self.state();
+            let key = (uri.clone(), kernel.to_string());
+            let Some(p) = st.kernels.get(&key).and_then(|k| k.pending.clone()) else {
+                return Err(format!("no verified rewrite is waiting for `{kernel}`"));
+            };
+            let Some(open) = st.docs.get(uri) else {
+                return Err(format!(
+                    "{uri} was closed; the verified rewrite is in the history (.kernel-lsp/)"
+                ));
+            };
+            let text = open.doc.text();
+            let Some((_, r)) = find_kernel(open.doc.lang, text, kernel) else {
+                return Err(format!(
+                    "`{kernel}` is no longer in the file; nothing was applied"
+                ));
+            };
+            if text[r.clone()] != p.start_region {
+                return Err(format!("you edited `{kernel}` while the job ran; the verified rewrite was not applied (it is in the history, .kernel-lsp/)"));
+            }
+            let enc = st.encoding;
+            let edit = TextDocumentEdit {
+                text_document: OptionalVersionedTextDocumentIdentifier {
+                    uri: uri.clone(),
+                    version: Some(open.doc.version),
+                },
+                edits: vec![OneOf::Left(TextEdit {
+                    range: super::convert::lsp_range(&open.doc, &r, enc),
+                    new_text: p.new_region.clone(),
+                })],
+            };
+            (p, edit)
+        };
+        let resp = self
+            .client
+            .apply_edit(WorkspaceEdit {
+                document_changes: Some(DocumentChanges::Edits(vec![edit])),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| format!("the editor did not take the edit: {e}"))?;
+        if !resp.applied {
+            return Err(format!(
+                "the editor refused the edit{}; the verified rewrite stays available",
+                resp.failure_reason
+                    .map_or(String::new(), |r| format!(": {r}"))
+            ));
+        }
+        let file = uri.to_file_path().ok();
+        {
+            let mut st = self.state();
+            if let Some(k) = st.kernels.get_mut(&(uri.clone(), kernel.to_string())) {
+                k.pending = None;
+            }
+        }
+        if let Some(f) = &file {
+            let _ = store(f, "verified", kernel, &pending.new_region);
+        }
+        Ok(message(
+            "accepted",
+            format!(
+                "`{kernel}`: applied a verified rewrite, {:.2}× faster ({})",
+                pending.speedup, pending.label
+            ),
+        ))
+    }
+
+    async fn bench_job(
+        &self,
+        uri: &Url,
+        snap: Snapshot,
+        token: Option<NumberOrString>,
+    ) -> std::result::Result<Value, String> {
+        let name = snap.kernel.name.clone();
+        let (guard, reporter) = self
+            .start_job(uri, &name, format!("Benchmark {name}"), token)
+            .await?;
+        reporter.report("starting the worker").await;
+        let pool = self.pool().await?;
+        let env = EvalEnv {
+            sms: pool
+                .hello()
+                .and_then(|h| h.device.map(|d| u64::from(d.sms)))
+                .unwrap_or(snap.settings.sms),
+        };
+        let current = evaluate::plan(snap.lang, &snap.text, &name, &env)?;
+        let region_text = snap.text[region(&snap.kernel)].to_string();
+        // The reference: `reference = K` in the spec, else the pinned baseline (pinned
+        // now when there is none: SPEC.md, "the version recorded when it was first
+        // benchmarked").
+        let mut pinned_now = false;
+        let reference: Option<Version> = if let Some(r) = current.version.plan.reference.clone() {
+            let doc = Document::new(snap.lang, 0, &snap.text);
+            let a =
+                crate::analysis::analyze(snap.lang, &snap.text, doc.tree(), &Default::default());
+            let plan = a
+                .model
+                .kernels
+                .iter()
+                .position(|k| k.name == r)
+                .and_then(|i| a.specs.get(i).and_then(|s| s.plan.clone()))
+                .unwrap_or_else(|| BenchPlan {
+                    kernel: r.clone(),
+                    ..current.version.plan.clone()
+                });
+            Some(Version {
+                label: r.clone(),
+                lang: snap.lang,
+                source: a.kernel_source(&r, &snap.text),
+                plan,
+                options: Vec::new(),
+            })
+        } else if let Some(base) = snap.file.as_ref().and_then(|f| load(f, "baseline", &name)) {
+            match evaluate::plan(snap.lang, &base, &name, &env) {
+                Ok(p) => {
+                    let mut v = p.version;
+                    v.label = "baseline".into();
+                    Some(v)
+                }
+                Err(e) => return Err(format!("the pinned baseline of `{name}` no longer plans ({e}); pin the current version again")),
+            }
+        } else {
+            if let Some(f) = &snap.file {
+                store(f, "baseline", &name, &snap.text)?;
+                pinned_now = true;
+            }
+            None
+        };
+        let mut cand = current.version.clone();
+        cand.label = name.clone();
+        if let Some(r) = &reference {
+            reporter
+                .report(&format!("verifying against {}", r.label))
+                .await;
+            let op = Op::Verify {
+                candidate: Box::new(cand.clone()),
+                reference: Box::new(r.clone()),
+                seed: 42,
+                sanitize: false,
+            };
+            let verdict = pool.request(op, None).await;
+            let failure = match verdict {
+                Ok(OpResult::Verify(v)) if v.passed => None,
+                Ok(OpResult::Verify(v)) => Some(match v.failure {
+                    Some(f) => (f.message, f.buffer),
+                    None if v.nondeterministic => {
+                        ("gives different results on the same inputs".into(), None)
+                    }
+                    None => ("failed verification".into(), None),
+                }),
+                Ok(_) => Some(("unexpected worker reply".into(), None)),
+                Err(e) => Some((e.message, None)),
+            };
+            if let Some((msg, buffer)) = failure {
+                {
+                    let mut st = self.state();
+                    let k = st.kernels.entry((uri.clone(), name.clone())).or_default();
+                    k.failure = Some((msg.clone(), buffer));
+                    k.win = None;
+                    k.timing = None;
+                    k.benched_region = Some(region_text);
+                }
+                drop(guard);
+                let text = format!("`{name}` fails verification against {}: {msg}", r.label);
+                reporter.end(&text).await;
+                return Ok(message("failed", text));
+            }
+        }
+        reporter.report("timing").await;
+        let mut versions = vec![cand];
+        versions.extend(reference.clone());
+        let timed = pool
+            .request(
+                Op::Time {
+                    versions,
+                    settings: Default::default(),
+                },
+                None,
+            )
+            .await;
+        let (timing, speedup, interp) = match timed {
+            Ok(OpResult::Time(t)) => {
+                let mut it = t.timings.into_iter();
+                let c = it.next().ok_or("the worker returned no timing")?;
+                let s = it.next().map(|r| r.median_ms / c.median_ms.max(1e-12));
+                (c, s, t.interpreter)
+            }
+            Ok(_) => return Err("unexpected worker reply to a time request".into()),
+            Err(e) => return Err(e.message),
+        };
+        let registers = if snap.lang == Lang::Cuda {
+            match pool
+                .request(
+                    Op::Compile {
+                        version: current.version.clone(),
+                    },
+                    None,
+                )
+                .await
+            {
+                Ok(OpResult::Compile(c)) => c.registers,
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let verified = reference.as_ref().map_or(String::new(), |r| {
+            format!(
+                "verified against {} ({} case(s) × {} trials), ",
+                r.label,
+                current.version.plan.cases.len(),
+                current.version.plan.trials
+            )
+        });
+        let text = format!(
+            "`{name}`: {verified}{:.4} ms{}{}{}",
+            timing.median_ms,
+            speedup.map_or(String::new(), |s| format!(
+                ", {s:.2}× vs {}",
+                reference.as_ref().map_or("", |r| r.label.as_str())
+            )),
+            if pinned_now {
+                " (pinned as the baseline)"
+            } else {
+                ""
+            },
+            if interp {
+                " (Triton CPU interpreter: not GPU time)"
+            } else {
+                ""
+            }
+        );
+        {
+            let mut st = self.state();
+            let k = st.kernels.entry((uri.clone(), name.clone())).or_default();
+            k.failure = None;
+            k.timing = Some(timing);
+            k.speedup = speedup;
+            k.registers = registers;
+            k.benched_region = Some(region_text.clone());
+            if reference.is_some() {
+                k.win = speedup
+                    .filter(|s| *s > 1.0)
+                    .map(|s| format!("{verified}{s:.2}× faster than the baseline"));
+            }
+        }
+        if let (Some(f), true) = (&snap.file, reference.is_some()) {
+            let _ = store(f, "verified", &name, &region_text);
+        }
+        drop(guard);
+        reporter.end(&text).await;
+        Ok(message("ok", text))
+    }
+
+    fn pin(&self, uri: &Url, snap: &Snapshot) -> std::result::Result<Value, String> {
+        let name = &snap.kernel.name;
+        let file = snap
+            .file
+            .as_ref()
+            .ok_or("only files on disk can have a baseline (the history lives next to them)")?;
+        store(file, "baseline", name, &snap.text)?;
+        store(file, "verified", name, &snap.text[region(&snap.kernel)])?;
+        let mut st = self.state();
+        let k = st.kernels.entry((uri.clone(), name.clone())).or_default();
+        k.failure = None;
+        k.speedup = None;
+        Ok(message(
+            "ok",
+            format!("`{name}`: the current version is now the baseline it is verified and timed against"),
+        ))
+    }
+
+    async fn revert(&self, uri: &Url, snap: &Snapshot) -> std::result::Result<Value, String> {
+        let name = &snap.kernel.name;
+        let file = snap
+            .file
+            .as_ref()
+            .ok_or("no history for a file that is not on disk")?;
+        let saved = load(file, "verified", name)
+            .or_else(|| {
+                let base = load(file, "baseline", name)?;
+                let (_, r) = find_kernel(snap.lang, &base, name)?;
+                Some(base[r].to_string())
+            })
+            .ok_or_else(|| {
+                format!("`{name}` has no verified version yet: run Benchmark or Optimize first")
+            })?;
+        let edit = {
+            let st = self.state();
+            let open = st.docs.get(uri).ok_or("the document was closed")?;
+            let (_, r) = find_kernel(open.doc.lang, open.doc.text(), name)
+                .ok_or_else(|| format!("`{name}` is no longer in the file"))?;
+            if open.doc.text()[r.clone()] == saved {
+                return Ok(message(
+                    "ok",
+                    format!("`{name}` is already the last verified version"),
+                ));
+            }
+            TextDocumentEdit {
+                text_document: OptionalVersionedTextDocumentIdentifier {
+                    uri: uri.clone(),
+                    version: Some(open.doc.version),
+                },
+                edits: vec![OneOf::Left(TextEdit {
+                    range: super::convert::lsp_range(&open.doc, &r, st.encoding),
+                    new_text: saved,
+                })],
+            }
+        };
+        let resp = self
+            .client
+            .apply_edit(WorkspaceEdit {
+                document_changes: Some(DocumentChanges::Edits(vec![edit])),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| format!("the editor did not take the edit: {e}"))?;
+        if !resp.applied {
+            return Err(format!(
+                "the editor refused the edit{}",
+                resp.failure_reason
+                    .map_or(String::new(), |r| format!(": {r}"))
+            ));
+        }
+        let mut st = self.state();
+        if let Some(k) = st.kernels.get_mut(&(uri.clone(), name.clone())) {
+            k.failure = None;
+        }
+        Ok(message(
+            "ok",
+            format!("`{name}`: reverted to the last verified version"),
+        ))
+    }
+
+    async fn show_history(&self, snap: &Snapshot) -> std::result::Result<Value, String> {
+        let name = &snap.kernel.name;
+        let file = snap
+            .file
+            .as_ref()
+            .ok_or("no history for a file that is not on disk")?;
+        let (steps, _) = history::read(file, name)?;
+        if steps.is_empty() {
+            return Ok(message(
+                "ok",
+                format!("`{name}` has no history yet: run Optimize or Tune first"),
+            ));
+        }
+        let page = optimize::report::html(
+            &file.display().to_string(),
+            &[optimize::report::KernelHistory {
+                name,
+                steps: &steps,
+            }],
+        );
+        let out = history::workspace_root(file)
+            .join(".kernel-lsp")
+            .join(format!("report-{name}.html"));
+        std::fs::write(&out, page).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+        if let Ok(u) = Url::from_file_path(&out) {
+            let _ = self
+                .client
+                .show_document(ShowDocumentParams {
+                    uri: u,
+                    external: Some(true),
+                    take_focus: Some(true),
+                    selection: None,
+                })
+                .await;
+        }
+        Ok(message(
+            "ok",
+            format!(
+                "`{name}`: {} steps; report written to {}",
+                steps.len(),
+                out.display()
+            ),
+        ))
+    }
+
+    /// benchOnSave: re-verify and re-time kernels whose region changed since their last
+    /// bench, in the background.
+    pub(super) fn bench_on_save(&self, uri: &Url) {
+        let targets: Vec<String> = {
+            let st = self.state();
+            if !st.settings.bench_on_save {
+                return;
+            }
+            let Some(open) = st.docs.get(uri) else { return };
+            open.analysis
+                .model
+                .kernels
+                .iter()
+                .zip(&open.analysis.specs)
+                .filter(|(_, s)| s.plan.is_some())
+                .filter(|(k, _)| {
+                    let now = &open.doc.text()[region(k)];
+                    st.kernels
+                        .get(&(uri.clone(), k.name.clone()))
+                        .and_then(|s| s.benched_region.as_deref())
+                        != Some(now)
+                })
+                .map(|(k, _)| k.name.clone())
+                .collect()
+        };
+        for name in targets {
+            let this = self.clone();
+            let uri = uri.clone();
+            tokio::spawn(async move {
+                let t = Target {
+                    uri: uri.clone(),
+                    kernel: Some(name),
+                    position: None,
+                };
+                let Ok(snap) = this.snapshot(&t) else { return };
+                let _ = this.bench_job(&uri, snap, None).await;
+                this.publish(uri).await;
+                let _ = this.client.inlay_hint_refresh().await;
+            });
+        }
+    }
+
+    /// `window/workDoneProgress/cancel`.
+    pub(super) async fn progress_cancel(&self, params: WorkDoneProgressCancelParams) {
+        if let Ok(m) = self.progress_tokens.lock() {
+            if let Some(c) = m.get(&token_key(&params.token)) {
+                c.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Job diagnostics for one kernel: a verification failure (error, with the spec line of
+/// the failing buffer as related information) or the last win (information).
+pub(super) fn job_diagnostics(
+    doc: &Document,
+    kernel: &Kernel,
+    status: &KernelStatus,
+    uri: &Url,
+    enc: crate::document::PositionEncoding,
+) -> Vec<Diagnostic> {
+    let range = super::convert::lsp_range(doc, &kernel.name_range, enc);
+    let mut out = Vec::new();
+    if let Some((msg, buffer)) = &status.failure {
+        let related = buffer.as_ref().and_then(|b| {
+            let line = kernel.spec.lines.iter().find(|l| {
+                l.text.split(';').any(|seg| {
+                    seg.trim_start()
+                        .strip_prefix(b.as_str())
+                        .is_some_and(|r| r.trim_start().starts_with(':'))
+                })
+            })?;
+            let start = line.offset;
+            let r =
+                super::convert::lsp_range(doc, &(start..start + line.text.trim_end().len()), enc);
+            Some(vec![DiagnosticRelatedInformation {
+                location: Location {
+                    uri: uri.clone(),
+                    range: r,
+                },
+                message: format!("`{b}` is declared here"),
+            }])
+        });
+        out.push(Diagnostic {
+            range,
+            severity: Some(DiagnosticSeverity::ERROR),
+            source: Some("kernel-lsp".into()),
+            code: Some(NumberOrString::String("verify".into())),
+            message: format!("`{}` fails verification: {msg}", kernel.name),
+            related_information: related,
+            ..Default::default()
+        });
+    } else if let Some(w) = &status.win {
+        out.push(Diagnostic {
+            range,
+            severity: Some(DiagnosticSeverity::INFORMATION),
+            source: Some("kernel-lsp".into()),
+            code: Some(NumberOrString::String("verified".into())),
+            message: w.clone(),
+            ..Default::default()
+        });
+    }
+    out
+}
+
+/// The inlay hint text after a benchmark: `0.27 ms · 1.10× · 92% BW · 32 regs`.
+pub(super) fn timing_label(s: &KernelStatus) -> Option<String> {
+    let t = s.timing.as_ref()?;
+    let mut parts = vec![if t.median_ms >= 0.1 {
+        format!("{:.2} ms", t.median_ms)
+    } else {
+        format!("{:.1} µs", t.median_ms * 1000.0)
+    }];
+    if let Some(sp) = s.speedup {
+        parts.push(format!("{sp:.2}×"));
+    }
+    if let Some(f) = t.frac_copy {
+        parts.push(format!("{:.0}% BW", f * 100.0));
+    }
+    if let Some(r) = s.registers {
+        parts.push(format!("{r} regs"));
+    }
+    Some(parts.join(" · "))
+}

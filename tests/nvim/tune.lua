@@ -1,0 +1,117 @@
+-- Headless Neovim runs kernel-lsp's jobs as an author would: open a Triton kernel with a
+-- deliberately poor BLOCK, pick "Tune parameters" from the code actions (the worker
+-- verifies every candidate on Triton's CPU interpreter), see the verified edit land in
+-- the buffer and the timing hint appear; then break the kernel, pick "Benchmark", see
+-- the verification error on the kernel name, and pick the "Revert to last verified
+-- version" quick fix. Results go to $KERNEL_LSP_OUT as JSON for the Rust test.
+local bin = assert(os.getenv("KERNEL_LSP_BIN"), "KERNEL_LSP_BIN")
+local fixture = assert(os.getenv("KERNEL_LSP_FIXTURE"), "KERNEL_LSP_FIXTURE")
+local out = assert(os.getenv("KERNEL_LSP_OUT"), "KERNEL_LSP_OUT")
+local results = { steps = {}, messages = {} }
+
+local function step(name) table.insert(results.steps, name) end
+local function finish()
+  local f = assert(io.open(out, "w"))
+  f:write(vim.json.encode(results))
+  f:close()
+  vim.cmd("qa!")
+end
+local function fail(msg)
+  results.error = msg
+  finish()
+end
+
+-- Collect what the server tells the user.
+vim.lsp.handlers["window/showMessage"] = function(_, r)
+  table.insert(results.messages, r.message)
+end
+
+local function text(buf) return table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n") end
+
+-- Picks the code action whose title contains `pattern` (the answer comes back
+-- asynchronously; the picked title is stored in results[key]).
+local function run_action(key, pattern)
+  local lnum = vim.fn.search("def add_kernel", "n")
+  vim.api.nvim_win_set_cursor(0, { lnum + 1, 4 })
+  vim.lsp.buf.code_action({
+    filter = function(a)
+      if a.title:find(pattern, 1, true) then
+        results[key] = a.title
+        return true
+      end
+      return false
+    end,
+    apply = true,
+  })
+end
+
+local ok, err = pcall(function()
+  vim.cmd.edit(fixture)
+  local buf = vim.api.nvim_get_current_buf()
+  local client_id = vim.lsp.start({
+    name = "kernel-lsp",
+    cmd = { bin },
+    root_dir = vim.fs.dirname(fixture),
+    init_options = { compileOnType = false },
+  })
+  if not client_id then return fail("vim.lsp.start returned nil") end
+  local client = vim.lsp.get_client_by_id(client_id)
+  if not vim.wait(15000, function() return client.initialized end, 20) then
+    return fail("the client did not initialize")
+  end
+  vim.wait(500)
+  step("started")
+  results.before = text(buf)
+
+  -- 1. Tune parameters through the code action.
+  run_action("tune_action", "Tune parameters")
+  if not vim.wait(180000, function() return text(buf):find("BLOCK = 1024", 1, true) ~= nil end, 50) then
+    results.text = text(buf)
+    return fail("the tuned edit did not arrive within 180 s")
+  end
+  results.tuned = text(buf)
+  step("tuned")
+
+  local hp = { textDocument = vim.lsp.util.make_text_document_params(buf),
+               range = { start = { line = 0, character = 0 }, ["end"] = { line = 100, character = 0 } } }
+  local r = client:request_sync("textDocument/inlayHint", hp, 5000, buf)
+  results.hints = vim.tbl_map(function(h)
+    local label = h.label
+    if type(label) ~= "string" then label = table.concat(vim.tbl_map(function(p) return p.value end, label)) end
+    return { line = h.position.line, label = label }
+  end, (r and r.result) or {})
+  step("hint")
+
+  -- 2. Break the kernel, benchmark it: the verification error shows on the kernel.
+  local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  for i, l in ipairs(lines) do
+    if l:find("x + y", 1, true) then
+      vim.api.nvim_buf_set_lines(buf, i - 1, i, false, { (l:gsub("x %+ y", "x - y")) })
+    end
+  end
+  results.broken = text(buf)
+  vim.wait(300)
+  run_action("bench_action", "Benchmark")
+  local function verify_diag()
+    for _, d in ipairs(vim.diagnostic.get(buf)) do
+      if d.code == "verify" then return d end
+    end
+  end
+  if not vim.wait(120000, function() return verify_diag() ~= nil end, 50) then
+    return fail("no verification diagnostic within 120 s")
+  end
+  local d = verify_diag()
+  results.failure = { lnum = d.lnum, col = d.col, severity = d.severity, message = d.message,
+                      related = d.user_data and d.user_data.lsp and d.user_data.lsp.relatedInformation }
+  step("failure shown")
+
+  -- 3. The quick fix restores the last verified text.
+  run_action("revert_action", "Revert to last verified version")
+  if not vim.wait(20000, function() return text(buf) == results.tuned end, 50) then
+    results.text = text(buf)
+    return fail("the revert did not restore the verified text")
+  end
+  step("reverted")
+  finish()
+end)
+if not ok then fail(tostring(err)) end

@@ -1033,7 +1033,7 @@ mod cuda {
             .get(kernel.def_range.start.min(body.start_byte())..body.start_byte())
             .unwrap_or("");
         f.launch_bounds = header.contains("__launch_bounds__");
-        f.maxnreg = header.contains("__maxnreg__");
+        f.maxnreg = header.contains("__maxnreg__") || header.contains("maxnreg(");
 
         let mut bindings = HashMap::new();
         for p in &kernel.params {

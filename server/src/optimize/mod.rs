@@ -242,7 +242,12 @@ pub async fn optimize(
             .is_some_and(|c| c.load(Ordering::Relaxed))
     };
 
-    while steps_done < opts.steps {
+    // Steps that turn out not applicable don't count, but every attempt excludes its
+    // step on this text, so this bound is only a guard.
+    let mut attempts = 0usize;
+    let mut strategist_down = false;
+    while steps_done < opts.steps && attempts < opts.steps * 4 + 16 {
+        attempts += 1;
         if cancelled() {
             stopped = Some("cancelled".to_string());
             break;
@@ -302,13 +307,17 @@ pub async fn optimize(
         };
         let mut proposal: Option<llm::Proposal> = None;
         if let Some(setup) = &opts.llm {
-            if setup.strategist.is_some() {
+            if setup.strategist.is_some() && !strategist_down {
                 on(Event::Stage(format!("step {}: proposing", steps_done + 1)));
                 match llm_propose(setup, &mut budget, &cx, &records, &arms, &excluded).await {
                     Ok(p) => proposal = Some(p),
-                    Err(e) => warnings.push(format!(
-                        "the LLM strategist failed ({e}); the embedded policy chose instead"
-                    )),
+                    Err(e) => {
+                        // One warning; the embedded policy picks for the rest of the run.
+                        strategist_down = true;
+                        warnings.push(format!(
+                            "the LLM strategist failed ({e}); the embedded policy chose instead for the rest of the run"
+                        ))
+                    }
                 }
             }
         }
@@ -463,6 +472,9 @@ pub async fn optimize(
                 .await,
             )
         };
+        // The coder could not be reached at all (endpoint, key, budget): not the step's
+        // fault, so the policy learns nothing and the step is not marked as tried.
+        let infra_failure = llm_failure.is_some();
         if let Some(message) = llm_failure {
             record.candidates.push(CandidateRecord {
                 label: "llm".into(),
@@ -511,7 +523,7 @@ pub async fn optimize(
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
 
-        if record.outcome != Outcome::NotApplicable {
+        if record.outcome != Outcome::NotApplicable && !infra_failure {
             steps_done += 1;
             let measured = if record.outcome == Outcome::Failed {
                 1.0
@@ -532,7 +544,9 @@ pub async fn optimize(
                 }
             }
         }
-        if record.outcome != Outcome::Accepted {
+        if infra_failure {
+            steps_done += 1;
+        } else if record.outcome != Outcome::Accepted {
             tried.insert((record.strategy_id.clone(), current.kernel_hash.clone()));
         }
         if let Some(t) = accepted_text {
@@ -760,6 +774,11 @@ async fn llm_code(
         let failure: (String, String) = match attempt {
             Err(e) => {
                 let message = e.to_string();
+                if e.raw_reply().is_none() && round == 0 {
+                    // The first call itself failed (endpoint, key, budget): no candidate
+                    // was ever made.
+                    return Err(message);
+                }
                 records.push(CandidateRecord {
                     label: label.clone(),
                     verified: false,
@@ -768,7 +787,7 @@ async fn llm_code(
                 });
                 match e.raw_reply() {
                     Some(raw) => (raw.to_string(), message),
-                    // The call itself failed (endpoint, key, budget): no repair.
+                    // A later call failed: no more repairs.
                     None => break,
                 }
             }

@@ -15,6 +15,8 @@ pub struct TestClient {
     next_id: i64,
     /// Notifications received and not yet taken by a test.
     pub notifications: VecDeque<Value>,
+    /// Answers that arrived while waiting for another request's.
+    answers: std::collections::HashMap<u64, Value>,
     _child: Option<tokio::process::Child>,
 }
 
@@ -57,6 +59,7 @@ impl TestClient {
             reader: BufReader::new(r),
             next_id: 1,
             notifications: VecDeque::new(),
+            answers: std::collections::HashMap::new(),
             _child: child,
         }
     }
@@ -124,6 +127,37 @@ impl TestClient {
         tokio::time::timeout(TIMEOUT, fut)
             .await
             .unwrap_or_else(|_| panic!("no answer to {method}"))
+    }
+
+    /// Send a request without waiting; `response` waits for its answer.
+    pub async fn send_request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id as u64;
+        self.next_id += 1;
+        self.send(&message(Some(id as i64), method, params)).await;
+        id
+    }
+
+    /// The answer to request `id`; answers to other requests that arrive first are kept.
+    pub async fn response(&mut self, id: u64, limit: Duration) -> Value {
+        let fut = async {
+            loop {
+                if let Some(r) = self.answers.remove(&id) {
+                    return r;
+                }
+                let msg = self.pump_one().await.expect("server closed the connection");
+                if let Some(got) = msg.get("id").and_then(Value::as_u64) {
+                    self.answers.insert(got, msg);
+                }
+            }
+        };
+        tokio::time::timeout(limit, fut)
+            .await
+            .unwrap_or_else(|_| panic!("no answer to request {id}"))
+    }
+
+    /// Notifications received so far (not taken).
+    pub fn seen(&self) -> impl Iterator<Item = &Value> {
+        self.notifications.iter()
     }
 
     pub async fn notify(&mut self, method: &str, params: Value) {

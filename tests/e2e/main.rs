@@ -11,6 +11,7 @@ mod gpu;
 mod health;
 mod llm_client;
 mod llm_server;
+mod lsp_jobs;
 mod lsp_session;
 mod nvim;
 mod optimize_llm;

@@ -1,0 +1,146 @@
+//! Editor jobs over the real binary's stdio: "Tune parameters" runs on Triton's CPU
+//! interpreter with `$/progress`, a second job on the same kernel is refused while the
+//! first runs, a client that does not take the edit leaves the document alone, and
+//! unknown commands are errors.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::bench_triton::python;
+use crate::client::TestClient;
+use crate::tools;
+
+const ADD: &str = "import triton\nimport triton.language as tl\n\n\n# @bench n = 4096, 1000\n# @bench x_ptr: in f32[n]; y_ptr: in f32[n]; out_ptr: out f32[n]\n# @bench grid = cdiv(n, BLOCK); BLOCK = 64\n# @bench tune BLOCK in [64, 1024]\n@triton.jit\ndef add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    m = offs < n\n    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)\n";
+
+#[tokio::test]
+async fn a_second_job_on_the_same_kernel_is_refused_and_progress_is_reported() {
+    let py = match python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip("a_second_job_on_the_same_kernel_is_refused", &why),
+    };
+    let dir = std::env::temp_dir().join(format!("kernel-lsp-jobs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("add.py");
+    std::fs::write(&file, ADD).unwrap();
+    let data = dir.join("policy");
+    let mut c = TestClient::spawn_binary(&[
+        ("KERNEL_LSP_PYTHON", py.as_str()),
+        ("TRITON_INTERPRET", "1"),
+        ("KERNEL_LSP_DATA_DIR", data.to_str().unwrap()),
+    ]);
+    let init = c
+        .initialize(json!({"compileOnType": false}), &["utf-16"])
+        .await;
+    let cmds = init["result"]["capabilities"]["executeCommandProvider"]["commands"].clone();
+    assert!(
+        cmds.as_array().unwrap().contains(&json!("kernel-lsp.tune")),
+        "{cmds}"
+    );
+    let uri = format!("file://{}", file.display());
+    c.open(&uri, "python", ADD).await;
+
+    let exec = |command: &str, token: Option<&str>| {
+        let mut p =
+            json!({"command": command, "arguments": [{"uri": uri, "kernel": "add_kernel"}]});
+        if let Some(t) = token {
+            p["workDoneToken"] = json!(t);
+        }
+        p
+    };
+    let tune = c
+        .send_request(
+            "workspace/executeCommand",
+            exec("kernel-lsp.tune", Some("job-1")),
+        )
+        .await;
+    let bench = c
+        .send_request("workspace/executeCommand", exec("kernel-lsp.bench", None))
+        .await;
+    let refused = c.response(bench, Duration::from_secs(20)).await;
+    assert_eq!(refused["result"]["outcome"], "failed", "{refused}");
+    assert!(
+        refused["result"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("a job is already running on `add_kernel`"),
+        "{refused}"
+    );
+
+    // This test client answers `workspace/applyEdit` with null: the edit is not taken,
+    // the user is told, and the verified result stays in the history.
+    let done = c.response(tune, Duration::from_secs(240)).await;
+    let msg = done["result"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(done["result"]["outcome"], "failed", "{done}");
+    assert!(msg.contains("the editor did not take the edit"), "{msg}");
+    let progress: Vec<&Value> = c
+        .seen()
+        .filter(|n| n["method"] == "$/progress" && n["params"]["token"] == "job-1")
+        .collect();
+    let kinds: Vec<&str> = progress
+        .iter()
+        .filter_map(|n| n["params"]["value"]["kind"].as_str())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"begin"), "{progress:?}");
+    assert_eq!(kinds.last(), Some(&"end"), "{progress:?}");
+    assert!(
+        progress.iter().any(|n| n["params"]["value"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("verifying BLOCK=1024"))),
+        "a stage names the candidate being verified: {progress:?}"
+    );
+    let history =
+        std::fs::read_to_string(dir.join(".kernel-lsp/history/add.py/add_kernel.jsonl")).unwrap();
+    assert!(history.contains("\"accepted\":\"BLOCK=1024\""), "{history}");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        ADD,
+        "the server never writes the file"
+    );
+
+    // Unknown commands and bad arguments are errors, and the server goes on.
+    let bad = c
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "kernel-lsp.nope", "arguments": []}),
+        )
+        .await;
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown command"),
+        "{bad}"
+    );
+    let bad = c
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "kernel-lsp.bench", "arguments": [{"kernel": 3}]}),
+        )
+        .await;
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("{uri, kernel | position}"),
+        "{bad}"
+    );
+    let again = c
+        .request(
+            "workspace/executeCommand",
+            exec("kernel-lsp.showHistory", None),
+        )
+        .await;
+    assert!(
+        again["result"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("report written to"),
+        "{again}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

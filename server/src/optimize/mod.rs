@@ -163,7 +163,8 @@ pub struct OptimizeOptions {
     pub tried: BTreeSet<(String, String)>,
     /// The LLM strategist and coder, when configured and asked for.
     pub llm: Option<LlmSetup>,
-    /// Set from outside to stop between stages.
+    /// Set from outside to stop the run; checked before each step (a step that has
+    /// started finishes, so its result is recorded).
     pub cancel: Option<Arc<AtomicBool>>,
 }
 

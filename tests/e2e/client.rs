@@ -102,8 +102,14 @@ impl TestClient {
         let msg = self.recv().await?;
         if msg.get("method").is_some() {
             if let Some(id) = msg.get("id").cloned() {
-                // A server->client request (inlayHint/refresh, applyEdit, progress create).
-                self.send(&json!({"jsonrpc": "2.0", "id": id, "result": null}))
+                // A server->client request (inlayHint/refresh, progress create): null.
+                // This client applies no edits, and says so.
+                let result = if msg["method"] == "workspace/applyEdit" {
+                    json!({"applied": false, "failureReason": "the test client applies no edits"})
+                } else {
+                    Value::Null
+                };
+                self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
                     .await;
             }
             self.notifications.push_back(msg.clone());

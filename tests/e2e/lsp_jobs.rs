@@ -68,15 +68,18 @@ async fn a_second_job_on_the_same_kernel_is_refused_and_progress_is_reported() {
         "{refused}"
     );
 
-    // This test client answers `workspace/applyEdit` with null: the edit is not taken,
-    // the user is told, and the verified result stays in the history.
+    // This test client refuses `workspace/applyEdit`: the user is told, and the verified
+    // result stays available (and in the history).
     let done = c.response(tune, Duration::from_secs(240)).await;
     let msg = done["result"]["message"]
         .as_str()
         .unwrap_or_default()
         .to_string();
     assert_eq!(done["result"]["outcome"], "failed", "{done}");
-    assert!(msg.contains("the editor did not take the edit"), "{msg}");
+    assert!(
+        msg.contains("the editor refused the edit: the test client applies no edits"),
+        "{msg}"
+    );
     let progress: Vec<&Value> = c
         .seen()
         .filter(|n| n["method"] == "$/progress" && n["params"]["token"] == "job-1")
@@ -141,6 +144,152 @@ async fn a_second_job_on_the_same_kernel_is_refused_and_progress_is_reported() {
             .unwrap()
             .contains("report written to"),
         "{again}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+const BROKEN_OP: (&str, &str) = (
+    "tl.load(x_ptr + offs, mask=m) + tl.load",
+    "tl.load(x_ptr + offs, mask=m) - tl.load",
+);
+
+#[tokio::test]
+async fn a_failing_kernel_gets_the_diagnostic_quick_fixes_and_a_verified_fix_from_the_coder() {
+    let py = match python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip("a_failing_kernel_gets_the_diagnostic", &why),
+    };
+    use crate::llm_server::{ReplayServer, Scripted};
+    let fixed = "```python\n@triton.jit\ndef add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    m = offs < n\n    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)\n```";
+    let server = ReplayServer::start(vec![Scripted::openai(fixed)]);
+    let dir = std::env::temp_dir().join(format!("kernel-lsp-fix-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("add.py");
+    std::fs::write(&file, ADD).unwrap();
+    let data = dir.join("policy");
+    let mut c = TestClient::spawn_binary(&[
+        ("KERNEL_LSP_PYTHON", py.as_str()),
+        ("TRITON_INTERPRET", "1"),
+        ("KERNEL_LSP_DATA_DIR", data.to_str().unwrap()),
+    ]);
+    let settings = json!({
+        "compileOnType": false,
+        "applyMode": "offer",
+        "llm": {"coder": {"provider": "openai", "url": server.url(), "model": "replay", "maxRetries": 0}}
+    });
+    c.initialize(settings, &["utf-16"]).await;
+    let uri = format!("file://{}", file.display());
+    c.open(&uri, "python", ADD).await;
+    let exec = |command: &str| json!({"command": command, "arguments": [{"uri": uri, "kernel": "add_kernel"}]});
+
+    // The first benchmark pins the baseline.
+    let r = c
+        .request("workspace/executeCommand", exec("kernel-lsp.bench"))
+        .await;
+    assert!(
+        r["result"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("pinned as the baseline"),
+        "{r}"
+    );
+
+    // Break the kernel in the editor (not on disk), benchmark again: it fails.
+    let line = 12u32;
+    let col = ADD
+        .lines()
+        .nth(line as usize)
+        .unwrap()
+        .find(BROKEN_OP.0)
+        .unwrap() as u32;
+    let plus = col + BROKEN_OP.0.rfind('+').unwrap() as u32;
+    c.edit(&uri, 2, (line, plus), (line, plus + 1), "-").await;
+    let r = c
+        .request("workspace/executeCommand", exec("kernel-lsp.bench"))
+        .await;
+    assert_eq!(r["result"]["outcome"], "failed", "{r}");
+    let diags = c
+        .wait_for("the verification diagnostic", |n| {
+            n["method"] == "textDocument/publishDiagnostics"
+                && n["params"]["diagnostics"]
+                    .as_array()
+                    .is_some_and(|d| d.iter().any(|d| d["code"] == "verify"))
+        })
+        .await;
+    let d = diags["params"]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["code"] == "verify")
+        .unwrap()
+        .clone();
+    assert_eq!(d["severity"], 1);
+    assert_eq!(
+        d["range"]["start"],
+        json!({"line": 9, "character": 4}),
+        "on the kernel name"
+    );
+    assert!(d["message"].as_str().unwrap().contains("out_ptr["), "{d}");
+    let related = &d["relatedInformation"][0];
+    assert_eq!(
+        related["location"]["range"]["start"]["line"], 5,
+        "the spec line of out_ptr: {d}"
+    );
+
+    // The quick fixes are offered for that diagnostic.
+    let actions = c
+        .request(
+            "textDocument/codeAction",
+            json!({"textDocument": {"uri": uri}, "range": d["range"], "context": {"diagnostics": [d]}}),
+        )
+        .await;
+    let titles: Vec<&str> = actions["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "quickfix")
+        .map(|a| a["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        titles,
+        ["Revert to last verified version", "Ask the coder to fix"]
+    );
+
+    // Ask the coder: the repair prompt carries the failure; the fix verifies against the
+    // baseline and waits as a code action (applyMode "offer").
+    let r = c
+        .request("workspace/executeCommand", exec("kernel-lsp.fix"))
+        .await;
+    assert_eq!(r["result"]["outcome"], "accepted", "{r}");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1);
+    let user = reqs[0].body["messages"][1]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        user.contains("out_ptr[") && user.contains("tl.load(x_ptr + offs, mask=m) - tl.load"),
+        "{user}"
+    );
+    let actions = c
+        .request(
+            "textDocument/codeAction",
+            json!({"textDocument": {"uri": uri}, "range": d["range"], "context": {"diagnostics": []}}),
+        )
+        .await;
+    assert!(
+        actions["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["title"] == "Apply verified rewrite (1.00×)"),
+        "{actions}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        ADD,
+        "the server never writes the file"
     );
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -144,6 +144,31 @@ struct Reporter {
     client: tower_lsp::Client,
     token: Option<NumberOrString>,
     title: String,
+    /// `end` was sent; otherwise dropping the reporter sends it (a job that returned
+    /// early with an error still closes its progress and clears the status line).
+    ended: AtomicBool,
+}
+
+impl Drop for Reporter {
+    fn drop(&mut self) {
+        if self.ended.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let client = self.client.clone();
+        let token = self.token.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let r = Reporter {
+                    client,
+                    token,
+                    title: String::new(),
+                    ended: AtomicBool::new(false),
+                };
+                r.end("stopped").await;
+                r.ended.store(true, Ordering::Relaxed);
+            });
+        }
+    }
 }
 
 impl Reporter {
@@ -196,6 +221,7 @@ impl Reporter {
             client: client.clone(),
             token,
             title,
+            ended: AtomicBool::new(false),
         }
     }
 
@@ -224,6 +250,9 @@ impl Reporter {
     }
 
     async fn end(&self, message: &str) {
+        if self.ended.swap(true, Ordering::Relaxed) {
+            return;
+        }
         if let Some(t) = &self.token {
             self.client
                 .send_notification::<Progress>(ProgressParams {
@@ -452,6 +481,25 @@ impl Backend {
         Ok(pool)
     }
 
+    /// The pool, refused up front when its worker cannot run `lang` (no GPU, no Triton).
+    async fn pool_for(&self, lang: Lang) -> std::result::Result<Arc<WorkerPool>, String> {
+        let pool = self.pool().await?;
+        if let Some(h) = pool.hello() {
+            let b = match lang {
+                Lang::Cuda => &h.cuda,
+                Lang::Triton => &h.triton,
+            };
+            if !b.available {
+                return Err(format!(
+                    "the worker cannot run {} kernels: {}",
+                    optimize::llm::lang_label(lang),
+                    b.message
+                ));
+            }
+        }
+        Ok(pool)
+    }
+
     /// Marks the kernel busy; `Err` when another job runs on it.
     fn claim(&self, uri: &Url, kernel: &str) -> std::result::Result<Arc<AtomicBool>, String> {
         let mut st = self.state();
@@ -505,31 +553,42 @@ impl Backend {
     ) -> std::result::Result<Value, String> {
         let name = snap.kernel.name.clone();
         let s = &snap.settings;
+        let mut repair = None;
         if cmd == FIX {
             let failure = self
                 .state()
                 .kernels
                 .get(&(uri.clone(), name.clone()))
                 .and_then(|k| k.failure.clone());
-            if failure.is_none() {
+            let Some((feedback, _)) = failure else {
                 return Ok(message(
                     "ok",
                     format!("`{name}` has no verification failure to fix; run Benchmark first"),
                 ));
-            }
+            };
             if s.llm.coder.is_none() {
                 return Err("\"Ask the coder to fix\" needs an LLM coder: set `llm.coder` in the settings (docs/configuration.md); meanwhile \"Revert to last verified version\" restores the last text that passed".into());
             }
-            return Err("\"Ask the coder to fix\" is not built yet; use \"Revert to last verified version\"".into());
+            let reference_text = snap
+                .file
+                .as_ref()
+                .and_then(|f| load(f, "baseline", &name))
+                .ok_or_else(|| format!("`{name}` has no baseline to verify a fix against; revert or pin a version that passes"))?;
+            repair = Some(optimize::Repair {
+                feedback,
+                reference_text,
+            });
         }
         let title = if cmd == TUNE {
             format!("Tune {name}")
+        } else if cmd == FIX {
+            format!("Fix {name}")
         } else {
             format!("Optimize {name}")
         };
         let (guard, reporter) = self.start_job(uri, &name, title, token).await?;
         reporter.report("starting the worker").await;
-        let pool = self.pool().await?;
+        let pool = self.pool_for(snap.lang).await?;
         let prompts_dir = s.llm.prompts_dir.clone();
         let catalog = Catalog::load(prompts_dir.as_deref()).map_err(|e| e.to_string())?;
         let mut opts = OptimizeOptions::new(s.steps_per_action.max(1), 42, catalog);
@@ -548,8 +607,12 @@ impl Backend {
                 store(file, "baseline", &name, &snap.text)?;
             }
         }
-        if cmd == OPTIMIZE && s.use_llm {
+        if (cmd == OPTIMIZE && s.use_llm) || cmd == FIX {
             opts.llm = Some(optimize::LlmSetup::from_settings(&s.llm)?);
+        }
+        if repair.is_some() {
+            opts.repair = repair;
+            opts.steps = 1;
         }
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
         let file = snap.file.clone();
@@ -645,9 +708,11 @@ impl Backend {
             let k = st.kernels.entry((uri.clone(), name.clone())).or_default();
             k.pending = Some(pending);
             k.failure = None;
-            k.win = Some(format!(
-                "verified on every spec case{cases}, {speedup:.2}× faster than before the job: {label}"
-            ));
+            k.win = Some(if cmd == FIX {
+                format!("the coder's fix passes verification against the baseline on every spec case{cases}")
+            } else {
+                format!("verified on every spec case{cases}, {speedup:.2}× faster than before the job: {label}")
+            });
             // The hint shows the verified winner's time and the job's speedup.
             k.timing = steps
                 .iter()
@@ -755,10 +820,14 @@ impl Backend {
         }
         Ok(message(
             "accepted",
-            format!(
-                "`{kernel}`: applied a verified rewrite, {:.2}× faster ({})",
-                pending.speedup, pending.label
-            ),
+            if pending.label.starts_with("repair") {
+                format!("`{kernel}`: applied the coder's fix; it passes verification against the baseline")
+            } else {
+                format!(
+                    "`{kernel}`: applied a verified rewrite, {:.2}× faster ({})",
+                    pending.speedup, pending.label
+                )
+            },
         ))
     }
 
@@ -773,7 +842,7 @@ impl Backend {
             .start_job(uri, &name, format!("Benchmark {name}"), token)
             .await?;
         reporter.report("starting the worker").await;
-        let pool = self.pool().await?;
+        let pool = self.pool_for(snap.lang).await?;
         let env = EvalEnv {
             sms: pool
                 .hello()

@@ -166,7 +166,8 @@ pub async fn verify(
     }
 }
 
-/// Plan and verify each `(label, text)`, then time the verified ones with `current`.
+/// Plan and verify each `(label, text)` against `current`, then (with `time`) time the
+/// verified ones side by side with it.
 #[allow(clippy::too_many_arguments)]
 pub async fn batch(
     pool: &WorkerPool,
@@ -176,6 +177,7 @@ pub async fn batch(
     current: &Version,
     candidates: &[(String, String)],
     seed: u64,
+    time: bool,
     stage: &mut (dyn FnMut(String) + Send),
 ) -> BatchResult {
     let mut out = BatchResult {
@@ -216,6 +218,17 @@ pub async fn batch(
         }
     }
     if out.verified.is_empty() {
+        return out;
+    }
+    if !time {
+        for v in &out.verified {
+            out.records.push(CandidateRecord {
+                label: candidates[v.index].0.clone(),
+                verified: true,
+                median_ms: None,
+                message: None,
+            });
+        }
         return out;
     }
     stage(format!("timing {} versions", out.verified.len() + 1));

@@ -166,6 +166,19 @@ pub struct OptimizeOptions {
     /// Set from outside to stop the run; checked before each step (a step that has
     /// started finishes, so its result is recorded).
     pub cancel: Option<Arc<AtomicBool>>,
+    /// Repair mode ("Ask the coder to fix"): one LLM coder step whose candidates are
+    /// verified against `reference_text` (the last version that passed) and accepted on
+    /// correctness alone, because the current version is the one that fails.
+    pub repair: Option<Repair>,
+}
+
+/// What the coder is asked to fix.
+#[derive(Clone, Debug)]
+pub struct Repair {
+    /// The verification report of the current version.
+    pub feedback: String,
+    /// A file text whose version of the kernel passed verification.
+    pub reference_text: String,
 }
 
 impl OptimizeOptions {
@@ -179,6 +192,7 @@ impl OptimizeOptions {
             tried: BTreeSet::new(),
             llm: None,
             cancel: None,
+            repair: None,
         }
     }
 }
@@ -220,6 +234,18 @@ pub async fn optimize(
     }
     // The starting version must plan; its errors are the author's to fix.
     evaluate::plan(lang, text, kernel_name, &env)?;
+    let repair_reference = match &opts.repair {
+        Some(r) => {
+            if opts.llm.as_ref().is_none_or(|l| l.coder.is_none()) {
+                return Err("fixing a kernel needs an LLM coder: set `llm.coder` in the settings (docs/configuration.md)".into());
+            }
+            let mut p = evaluate::plan(lang, &r.reference_text, kernel_name, &env)
+                .map_err(|e| format!("the last verified version does not plan: {e}"))?;
+            p.version.label = "last verified".into();
+            Some(p)
+        }
+        None => None,
+    };
 
     let mut warnings = Vec::new();
     let mut policy = match &opts.policy_path {
@@ -306,9 +332,17 @@ pub async fn optimize(
             facts: &facts,
             last: last.as_ref(),
         };
-        let mut proposal: Option<llm::Proposal> = None;
+        let mut proposal: Option<llm::Proposal> = opts.repair.as_ref().map(|r| llm::Proposal {
+            id: "repair".into(),
+            params: Default::default(),
+            rationale: "the kernel fails verification; the coder fixes it with the report".into(),
+            free_form: Some(format!(
+                "Fix `{kernel_name}` so that it passes verification again (same results as its last verified version), keeping any optimization that is correct. The verification report of the current code: {}",
+                r.feedback
+            )),
+        });
         if let Some(setup) = &opts.llm {
-            if setup.strategist.is_some() && !strategist_down {
+            if setup.strategist.is_some() && !strategist_down && proposal.is_none() {
                 on(Event::Stage(format!("step {}: proposing", steps_done + 1)));
                 match llm_propose(setup, &mut budget, &cx, &records, &arms, &excluded).await {
                     Ok(p) => proposal = Some(p),
@@ -442,7 +476,8 @@ pub async fn optimize(
                 &mut budget,
                 pool,
                 &env,
-                &current,
+                repair_reference.as_ref().unwrap_or(&current),
+                repair_reference.is_none(),
                 &cx,
                 &step,
                 opts.seed,
@@ -468,6 +503,7 @@ pub async fn optimize(
                     &current.version,
                     &batch_candidates,
                     opts.seed,
+                    true,
                     &mut stage,
                 )
                 .await,
@@ -489,7 +525,15 @@ pub async fn optimize(
         if let Some(b) = result {
             record.interpreter = b.interpreter;
             record.candidates.extend(b.records);
-            if let Some(base) = &b.base {
+            if opts.repair.is_some() {
+                // A repair wins by passing verification against the last verified version.
+                if let Some(v) = b.verified.first() {
+                    record.outcome = Outcome::Accepted;
+                    record.accepted = Some(v.label.clone());
+                    record.kernel_after = Some(v.planned.kernel_text.clone());
+                    accepted_text = Some(v.text.clone());
+                }
+            } else if let Some(base) = &b.base {
                 start_ms.get_or_insert(base.median_ms);
                 record.before_ms = Some(base.median_ms);
                 let best = b
@@ -524,7 +568,10 @@ pub async fn optimize(
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
 
-        if record.outcome != Outcome::NotApplicable && !infra_failure {
+        if opts.repair.is_some() {
+            // One repair step; the policy does not learn from repairs.
+            steps_done = opts.steps;
+        } else if record.outcome != Outcome::NotApplicable && !infra_failure {
             steps_done += 1;
             let measured = if record.outcome == Outcome::Failed {
                 1.0
@@ -745,6 +792,7 @@ async fn llm_code(
     pool: &WorkerPool,
     env: &EvalEnv,
     current: &evaluate::Planned,
+    time: bool,
     cx: &StepContext<'_>,
     step: &str,
     seed: u64,
@@ -811,6 +859,7 @@ async fn llm_code(
                         &current.version,
                         &[(label.clone(), new_text)],
                         seed,
+                        time,
                         stage,
                     )
                     .await;

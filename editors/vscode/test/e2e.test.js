@@ -91,7 +91,15 @@ test("a palette command answers with a visible notification", async () => {
 
 test("the status bar item is kernel-lsp's, running", async () => {
   await s.expectVisible(s.statusItem(), "status", 10000);
-  const text = (await s.statusItem().first().innerText()).trim();
+  // The command above may still be running (the item then shows the job's stage); wait
+  // for the job to end and the worker status to come back.
+  let text = "";
+  const deadline = Date.now() + 60000;
+  do {
+    text = (await s.statusItem().first().innerText()).trim();
+    if (/kernel-lsp|GPU|NVIDIA/.test(text)) break;
+    await new Promise((r) => setTimeout(r, 250));
+  } while (Date.now() < deadline);
   assert.match(text, /kernel-lsp|GPU|NVIDIA/, text);
   assert.doesNotMatch(text, /not found|stopped/, text);
 });

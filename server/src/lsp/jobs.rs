@@ -142,6 +142,8 @@ fn load(file: &Path, what: &str, kernel: &str) -> Option<String> {
 /// `kernel-lsp/status` job line.
 struct Reporter {
     client: tower_lsp::Client,
+    /// The last worker status (GPU name, message), repeated in every status update.
+    worker: Arc<std::sync::Mutex<(Option<String>, String)>>,
     token: Option<NumberOrString>,
     title: String,
     /// `end` was sent; otherwise dropping the reporter sends it (a job that returned
@@ -156,9 +158,11 @@ impl Drop for Reporter {
         }
         let client = self.client.clone();
         let token = self.token.clone();
+        let worker = self.worker.clone();
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
                 let r = Reporter {
+                    worker,
                     client,
                     token,
                     title: String::new(),
@@ -179,6 +183,7 @@ impl Reporter {
         title: String,
         cancel: &Arc<AtomicBool>,
         tokens: &Arc<std::sync::Mutex<HashMap<String, Arc<AtomicBool>>>>,
+        worker: Arc<std::sync::Mutex<(Option<String>, String)>>,
     ) -> Reporter {
         let token = match given {
             Some(t) => Some(t),
@@ -219,6 +224,7 @@ impl Reporter {
         }
         Reporter {
             client: client.clone(),
+            worker,
             token,
             title,
             ended: AtomicBool::new(false),
@@ -241,11 +247,9 @@ impl Reporter {
                 .await;
         }
         self.client
-            .send_notification::<StatusNotification>(StatusParams {
-                worker: None,
-                message: None,
-                job: Some(format!("{}: {stage}", self.title)),
-            })
+            .send_notification::<StatusNotification>(
+                self.status(Some(format!("{}: {stage}", self.title))),
+            )
             .await;
     }
 
@@ -266,12 +270,23 @@ impl Reporter {
                 .await;
         }
         self.client
-            .send_notification::<StatusNotification>(StatusParams {
-                worker: None,
-                message: None,
-                job: None,
-            })
+            .send_notification::<StatusNotification>(self.status(None))
             .await;
+    }
+}
+
+impl Reporter {
+    fn status(&self, job: Option<String>) -> StatusParams {
+        let (worker, message) = self
+            .worker
+            .lock()
+            .map(|w| w.clone())
+            .unwrap_or((None, String::new()));
+        StatusParams {
+            worker,
+            message,
+            job,
+        }
     }
 }
 
@@ -287,11 +302,10 @@ pub enum StatusNotification {}
 
 #[derive(Debug, serde::Serialize, Deserialize)]
 pub struct StatusParams {
-    /// The GPU's name; absent in job-only updates.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The GPU's name; null when the worker has none (or has not started yet).
     pub worker: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    /// "no GPU: <reason>", or "".
+    pub message: String,
     /// The running job, or null when none runs.
     pub job: Option<String>,
 }
@@ -471,10 +485,13 @@ impl Backend {
             Some(d) => (Some(d.name.clone()), String::new()),
             None => (None, format!("no GPU: {}", hello.cuda.message)),
         };
+        if let Ok(mut w) = self.worker_status.lock() {
+            *w = (worker.clone(), msg.clone());
+        }
         self.client
             .send_notification::<StatusNotification>(StatusParams {
-                worker: worker.or(Some(String::new())).filter(|w| !w.is_empty()),
-                message: Some(msg),
+                worker,
+                message: msg,
                 job: None,
             })
             .await;
@@ -533,6 +550,7 @@ impl Backend {
             title,
             &cancel,
             &self.progress_tokens,
+            self.worker_status.clone(),
         )
         .await;
         let guard = JobGuard {

@@ -103,6 +103,8 @@ pub struct Backend {
     inner: Arc<Mutex<State>>,
     /// Progress tokens of running jobs → their cancel flags.
     progress_tokens: Arc<Mutex<HashMap<String, Arc<std::sync::atomic::AtomicBool>>>>,
+    /// The worker's last status for `kernel-lsp/status`: GPU name, "no GPU: why".
+    worker_status: Arc<Mutex<(Option<String>, String)>>,
 }
 
 struct State {
@@ -193,6 +195,7 @@ impl Backend {
                 can_create_progress: false,
             })),
             progress_tokens: Arc::new(Mutex::new(HashMap::new())),
+            worker_status: Arc::new(Mutex::new((None, String::new()))),
         }
     }
 

@@ -293,3 +293,91 @@ async fn a_failing_kernel_gets_the_diagnostic_quick_fixes_and_a_verified_fix_fro
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[tokio::test]
+async fn a_cancelled_job_stops_and_a_document_closed_mid_job_is_left_alone() {
+    let py = match python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip("a_cancelled_job_stops", &why),
+    };
+    let dir = std::env::temp_dir().join(format!("kernel-lsp-cancel-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("add.py");
+    // Four candidates, so a cancel lands between them.
+    let src = ADD.replace(
+        "tune BLOCK in [64, 1024]",
+        "tune BLOCK in [64, 128, 256, 512, 1024]",
+    );
+    std::fs::write(&file, &src).unwrap();
+    let data = dir.join("policy");
+    let mut c = TestClient::spawn_binary(&[
+        ("KERNEL_LSP_PYTHON", py.as_str()),
+        ("TRITON_INTERPRET", "1"),
+        ("KERNEL_LSP_DATA_DIR", data.to_str().unwrap()),
+    ]);
+    c.initialize(json!({"compileOnType": false}), &["utf-16"])
+        .await;
+    let uri = format!("file://{}", file.display());
+    c.open(&uri, "python", &src).await;
+    let tune = |token: &str| json!({"command": "kernel-lsp.tune", "arguments": [{"uri": uri, "kernel": "add_kernel"}], "workDoneToken": token});
+
+    // Cancel as soon as the job reports its first stage.
+    let id = c
+        .send_request("workspace/executeCommand", tune("cancel-me"))
+        .await;
+    c.wait_for("the job's first report", |n| {
+        n["method"] == "$/progress" && n["params"]["value"]["kind"] == "report"
+    })
+    .await;
+    c.notify(
+        "window/workDoneProgress/cancel",
+        json!({"token": "cancel-me"}),
+    )
+    .await;
+    let r = c.response(id, Duration::from_secs(240)).await;
+    let msg = r["result"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("cancelled"), "{r}");
+    let history = std::fs::read_to_string(dir.join(".kernel-lsp/history/add.py/add_kernel.jsonl"))
+        .unwrap_or_default();
+    assert!(!history.contains("\"outcome\":\"accepted\""), "{history}");
+
+    // Closed mid-job: the result is not applied anywhere; the user is told.
+    let id = c
+        .send_request("workspace/executeCommand", tune("closing"))
+        .await;
+    c.notify(
+        "textDocument/didClose",
+        json!({"textDocument": {"uri": uri}}),
+    )
+    .await;
+    let r = c.response(id, Duration::from_secs(240)).await;
+    let msg = r["result"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        msg.contains("is not open in the editor") || msg.contains("was closed"),
+        "{r}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        src,
+        "the server never writes the file"
+    );
+    // The server is still alive and answers.
+    let again = c
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "kernel-lsp.bench", "arguments": [{"uri": uri}]}),
+        )
+        .await;
+    assert!(
+        again["result"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not open"),
+        "{again}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

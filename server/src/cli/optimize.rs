@@ -111,6 +111,13 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
     if bad > 0 {
         eprintln!("{kernel}: warning: {bad} history lines could not be read and were skipped");
     }
+    if let Some(bad) = args.only.iter().find(|id| catalog.get(id).is_none()) {
+        let ids: Vec<&str> = catalog.strategies.iter().map(|s| s.id.as_str()).collect();
+        return Err(format!(
+            "{shown}: error: --only: no catalog step `{bad}`; the steps are {}",
+            ids.join(", ")
+        ));
+    }
     let mut opts = OptimizeOptions::new(args.steps, args.seed, catalog);
     opts.only = args.only.clone();
     opts.tried = history::tried(&past);

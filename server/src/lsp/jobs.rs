@@ -116,13 +116,10 @@ fn message(outcome: &str, text: impl Into<String>) -> Value {
 
 /// The `.kernel-lsp/<what>/<file>/<kernel>.txt` store next to the history.
 fn store_path(file: &Path, what: &str, kernel: &str) -> PathBuf {
-    let name = file
-        .file_name()
-        .map_or("file".into(), |n| n.to_string_lossy().to_string());
     history::workspace_root(file)
         .join(".kernel-lsp")
         .join(what)
-        .join(name)
+        .join(history::relative(file))
         .join(format!("{kernel}.txt"))
 }
 

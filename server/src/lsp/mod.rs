@@ -632,11 +632,14 @@ impl LanguageServer for Backend {
 
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
         let uri = params.text_document.uri;
-        let had = self
-            .state()
-            .docs
-            .remove(&uri)
-            .is_some_and(|o| o.published_any);
+        let had = {
+            let mut st = self.state();
+            // What jobs learned about a closed document goes (its history stays on disk);
+            // a running job keeps its entry until it ends.
+            st.kernels
+                .retain(|(u, _), s| *u != uri || s.running.is_some());
+            st.docs.remove(&uri).is_some_and(|o| o.published_any)
+        };
         if had {
             self.client.publish_diagnostics(uri, Vec::new(), None).await;
         }

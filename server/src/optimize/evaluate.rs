@@ -142,6 +142,7 @@ pub async fn verify(
     current: &Version,
     cand: &Version,
     seed: u64,
+    progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<VerifyReport, String> {
     let op = Op::Verify {
         candidate: Box::new(cand.clone()),
@@ -149,7 +150,7 @@ pub async fn verify(
         seed,
         sanitize: false,
     };
-    match pool.request(op, None).await {
+    match pool.request_with_progress(op, None, progress).await {
         Ok(OpResult::Verify(r)) if r.passed => Ok(r),
         Ok(OpResult::Verify(r)) => Err(r.failure.map_or_else(
             || {
@@ -178,6 +179,7 @@ pub async fn batch(
     candidates: &[(String, String)],
     seed: u64,
     time: bool,
+    cancel: Option<&std::sync::atomic::AtomicBool>,
     stage: &mut (dyn FnMut(String) + Send),
 ) -> BatchResult {
     let mut out = BatchResult {
@@ -190,6 +192,11 @@ pub async fn batch(
     };
     let n = candidates.len();
     for (i, (label, text)) in candidates.iter().enumerate() {
+        if cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed)) {
+            out.records
+                .push(rejected(label, "not tried: the job was cancelled".into()));
+            continue;
+        }
         let planned = match plan(lang, text, kernel_name, env) {
             Ok(p) => p,
             Err(e) => {
@@ -198,10 +205,12 @@ pub async fn batch(
                 continue;
             }
         };
-        stage(format!("verifying {label} ({}/{n})", i + 1));
+        let head = format!("verifying {label} ({}/{n})", i + 1);
+        stage(head.clone());
         let mut cand = planned.version.clone();
         cand.label = label.clone();
-        match verify(pool, current, &cand, seed).await {
+        let mut worker_stage = |s: &str| stage(format!("{head}: {s}"));
+        match verify(pool, current, &cand, seed, &mut worker_stage).await {
             Ok(r) => {
                 out.interpreter |= r.interpreter;
                 out.verified.push(Verified {
@@ -217,7 +226,15 @@ pub async fn batch(
             }
         }
     }
-    if out.verified.is_empty() {
+    let cancelled = cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed));
+    if out.verified.is_empty() || (cancelled && time) {
+        for v in &out.verified {
+            out.records.push(rejected(
+                &candidates[v.index].0,
+                "verified; not timed: the job was cancelled".into(),
+            ));
+        }
+        out.verified.clear();
         return out;
     }
     if !time {

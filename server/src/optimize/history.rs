@@ -1,6 +1,6 @@
 //! Every optimization step, appended as a JSON line to the kernel's history under
 //! `.kernel-lsp/` at the workspace root (the nearest folder above the file holding
-//! `.git`, else the file's folder), so a run can be audited, replayed and reverted.
+//! `.git`, else the file's folder), under the file's path from that root, so a run can be audited, replayed and reverted.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -31,15 +31,30 @@ pub fn workspace_root(file: &Path) -> PathBuf {
         .map_or(abs.clone(), Path::to_path_buf)
 }
 
-/// `.kernel-lsp/history/<file name>/<kernel>.jsonl` under the workspace root.
+/// The file's path relative to the workspace root (its name when it is not under it),
+/// so two `kernel.cu` in different folders keep separate histories.
+pub fn relative(file: &Path) -> PathBuf {
+    let name = || {
+        file.file_name()
+            .map_or_else(|| PathBuf::from("file"), PathBuf::from)
+    };
+    let root = workspace_root(file);
+    let abs = match file.canonicalize() {
+        Ok(a) => a,
+        Err(_) => return name(),
+    };
+    match abs.strip_prefix(&root) {
+        Ok(rel) if !rel.as_os_str().is_empty() => rel.to_path_buf(),
+        _ => name(),
+    }
+}
+
+/// `.kernel-lsp/history/<file path from the workspace root>/<kernel>.jsonl`.
 pub fn path_for(file: &Path, kernel: &str) -> PathBuf {
-    let name = file
-        .file_name()
-        .map_or("file".into(), |n| n.to_string_lossy().to_string());
     workspace_root(file)
         .join(".kernel-lsp")
         .join("history")
-        .join(name)
+        .join(relative(file))
         .join(format!("{kernel}.jsonl"))
 }
 
@@ -104,7 +119,36 @@ pub fn kernels(file: &Path) -> Vec<String> {
 pub fn tried(steps: &[StepRecord]) -> std::collections::BTreeSet<(String, String)> {
     steps
         .iter()
-        .filter(|s| s.outcome != super::Outcome::Accepted && !s.kernel_hash.is_empty())
+        .filter(|s| {
+            s.outcome != super::Outcome::Accepted && !s.cancelled && !s.kernel_hash.is_empty()
+        })
         .map(|s| (s.strategy_id.clone(), s.kernel_hash.clone()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_of_the_same_name_in_different_folders_keep_separate_histories() {
+        let root = std::env::temp_dir().join(format!("kernel-lsp-hist-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        for d in [".git", "a", "b"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        let (a, b) = (root.join("a/k.cu"), root.join("b/k.cu"));
+        std::fs::write(&a, "").unwrap();
+        std::fs::write(&b, "").unwrap();
+        let root = root.canonicalize().unwrap();
+        assert_eq!(
+            path_for(&a, "k"),
+            root.join(".kernel-lsp/history/a/k.cu/k.jsonl")
+        );
+        assert_eq!(
+            path_for(&b, "k"),
+            root.join(".kernel-lsp/history/b/k.cu/k.jsonl")
+        );
+        std::fs::remove_dir_all(&root).ok();
+    }
 }

@@ -115,6 +115,10 @@ pub struct StepRecord {
     /// Milliseconds since the Unix epoch when the step ended.
     #[serde(default)]
     pub unix_ms: u64,
+    /// The job was cancelled during this step: its outcome says nothing about the step
+    /// (not learned from, not counted as tried).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
 }
 
 /// A finished run: the steps, and the file text with every accepted step applied (None
@@ -402,6 +406,7 @@ pub async fn optimize(
             kernel_after: None,
             interpreter: false,
             unix_ms: 0,
+            cancelled: false,
         };
 
         // Rewrite: the embedded coder when the step has one and no LLM coder is asked
@@ -504,6 +509,7 @@ pub async fn optimize(
                     &batch_candidates,
                     opts.seed,
                     true,
+                    opts.cancel.as_deref(),
                     &mut stage,
                 )
                 .await,
@@ -568,7 +574,13 @@ pub async fn optimize(
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
 
-        if opts.repair.is_some() {
+        // A step cut short by a cancel says nothing about the step: nothing is learned.
+        let cut_short = cancelled() && record.outcome != Outcome::Accepted;
+        if cut_short {
+            record.cancelled = true;
+            stopped = Some("cancelled".to_string());
+            steps_done = opts.steps;
+        } else if opts.repair.is_some() {
             // One repair step; the policy does not learn from repairs.
             steps_done = opts.steps;
         } else if record.outcome != Outcome::NotApplicable && !infra_failure {
@@ -594,7 +606,7 @@ pub async fn optimize(
         }
         if infra_failure {
             steps_done += 1;
-        } else if record.outcome != Outcome::Accepted {
+        } else if record.outcome != Outcome::Accepted && !cut_short {
             tried.insert((record.strategy_id.clone(), current.kernel_hash.clone()));
         }
         if let Some(t) = accepted_text {
@@ -860,6 +872,7 @@ async fn llm_code(
                         &[(label.clone(), new_text)],
                         seed,
                         time,
+                        None,
                         stage,
                     )
                     .await;

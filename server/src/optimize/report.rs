@@ -336,6 +336,7 @@ mod tests {
             kernel_after: None,
             interpreter: false,
             unix_ms: 1_795_000_000_000,
+            cancelled: false,
         }
     }
 

@@ -35,7 +35,12 @@ impl TestClient {
 
     /// The built binary, over stdio, with extra environment variables.
     pub fn spawn_binary(env: &[(&str, &str)]) -> Self {
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_kernel-lsp"));
+        Self::spawn_program(env!("CARGO_BIN_EXE_kernel-lsp"), env)
+    }
+
+    /// `program` (a kernel-lsp binary, e.g. the GPU machine's copy) over stdio.
+    pub fn spawn_program(program: &str, env: &[(&str, &str)]) -> Self {
+        let mut cmd = tokio::process::Command::new(program);
         cmd.stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())

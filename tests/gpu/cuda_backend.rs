@@ -671,3 +671,76 @@ fn gpu_a_spec_larger_than_device_memory_is_refused_before_allocating() {
     println!("MEMORY message: {}", e.message);
     assert!(!b.poisoned());
 }
+
+/// The editor path on a real GPU: the language server over stdio benchmarks saxpy
+/// (the hint shows time, % of bandwidth and registers) and runs optimization steps on
+/// it (the verified winner is offered as an edit; this client refuses edits, so the
+/// message says so and the file stays as it was).
+#[tokio::test]
+async fn gpu_lsp_benchmark_hint_and_optimize_from_the_editor() {
+    if backend("gpu_lsp_benchmark_hint_and_optimize_from_the_editor").is_none() {
+        return;
+    }
+    use serde_json::json;
+    let bin = std::env::var("KERNEL_LSP_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_kernel-lsp").to_string());
+    let dir = std::env::temp_dir().join(format!("kernel-lsp-gpu-lsp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = include_str!("../../examples/saxpy.cu");
+    let file = dir.join("saxpy.cu");
+    std::fs::write(&file, src).unwrap();
+    let data = dir.join("policy");
+    let mut c = crate::client::TestClient::spawn_program(
+        &bin,
+        &[("KERNEL_LSP_DATA_DIR", data.to_str().unwrap())],
+    );
+    c.initialize(
+        json!({"compileOnType": false, "stepsPerAction": 3}),
+        &["utf-16"],
+    )
+    .await;
+    let uri = format!("file://{}", file.display());
+    c.open(&uri, "cuda", src).await;
+    let exec =
+        |command: &str| json!({"command": command, "arguments": [{"uri": uri, "kernel": "saxpy"}]});
+    let id = c
+        .send_request("workspace/executeCommand", exec("kernel-lsp.bench"))
+        .await;
+    let r = c.response(id, std::time::Duration::from_secs(120)).await;
+    let msg = r["result"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    println!("LSP_BENCH={msg}");
+    assert_eq!(r["result"]["outcome"], "ok", "{r}");
+    assert!(msg.contains("pinned as the baseline"), "{msg}");
+    let hints = c
+        .request(
+            "textDocument/inlayHint",
+            json!({"textDocument": {"uri": uri}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 40, "character": 0}}}),
+        )
+        .await;
+    let label = hints["result"][0]["label"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    println!("LSP_HINT={label}");
+    assert!(label.contains("% BW") && label.contains("regs"), "{hints}");
+
+    let id = c
+        .send_request("workspace/executeCommand", exec("kernel-lsp.optimize"))
+        .await;
+    let r = c.response(id, std::time::Duration::from_secs(300)).await;
+    let msg = r["result"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    println!("LSP_OPTIMIZE={msg}");
+    assert!(
+        msg.contains("the editor refused the edit") || msg.contains("no verified improvement"),
+        "{r}"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), src);
+    std::fs::remove_dir_all(&dir).ok();
+}

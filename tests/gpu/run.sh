@@ -91,7 +91,7 @@ if [[ -n "${ours:-}" && -n "${theirs:-}" ]]; then
   printf '%-44s %s\n' "turnaround ratio (KernelBench / kernel-lsp)" "$(python3 -c "print(f'{${theirs}/max(${ours},1e-9):.1f}x')")"
 fi
 for k in LSP_BENCH LSP_HINT LSP_OPTIMIZE; do
-  printf '%-44s %s\n' "editor path: $k" "$(grep -ho "^$k=.*" "$log/tests.txt" | tail -1 | cut -d= -f2-)"
+  printf '%-44s %s\n' "editor path: $k" "$(grep -ho "$k=.*" "$log/tests.txt" | tail -1 | cut -d= -f2-)"
 done
 echo "== optimize (per kernel: steps run, accepted, verified/failed candidates, speedup)"
 cat "$log/opt-table.txt" 2>/dev/null

@@ -265,7 +265,7 @@ fn neovim_plugin_attaches_runs_commands_and_reports_health() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// Issue #5, item 8: "Tune parameters" from a real Neovim, verified on Triton's CPU
+/// Issue #5, item 8: "Tune parameters" from a real Neovim with the plugin, verified on Triton's CPU
 /// interpreter, applied in the buffer with a hint and a history entry; then a broken
 /// kernel shows the verification error and the revert quick fix restores the verified text.
 #[test]
@@ -289,6 +289,7 @@ fn neovim_tunes_a_triton_kernel_then_reverts_a_broken_edit() {
     std::fs::write(&fixture, source).unwrap();
     let out = dir.join("result.json");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/nvim/tune.lua");
+    let plugin = concat!(env!("CARGO_MANIFEST_DIR"), "/../editors/nvim");
     let mut child = Command::new(&nvim)
         .args(["--headless", "--clean", "-n", "-c"])
         .arg(format!("luafile {script}"))
@@ -296,6 +297,7 @@ fn neovim_tunes_a_triton_kernel_then_reverts_a_broken_edit() {
         .env("KERNEL_LSP_FIXTURE", &fixture)
         .env("KERNEL_LSP_OUT", &out)
         .env("KERNEL_LSP_PYTHON", &py)
+        .env("KERNEL_LSP_PLUGIN", plugin)
         .env("TRITON_INTERPRET", "1")
         .env("KERNEL_LSP_DATA_DIR", dir.join("policy"))
         .env("XDG_CONFIG_HOME", dir.join("config"))
@@ -323,7 +325,7 @@ fn neovim_tunes_a_triton_kernel_then_reverts_a_broken_edit() {
         r["steps"],
         serde_json::json!(["started", "tuned", "hint", "failure shown", "reverted"])
     );
-    assert_eq!(r["tune_action"], "Tune parameters of `add_kernel`");
+    assert_eq!(r["tune_action"], "KernelTune");
     // Only the spec value changed in the buffer.
     assert_eq!(
         r["tuned"].as_str().unwrap(),

@@ -1,12 +1,14 @@
--- Headless Neovim runs kernel-lsp's jobs as an author would: open a Triton kernel with a
--- deliberately poor BLOCK, pick "Tune parameters" from the code actions (the worker
--- verifies every candidate on Triton's CPU interpreter), see the verified edit land in
--- the buffer and the timing hint appear; then break the kernel, pick "Benchmark", see
--- the verification error on the kernel name, and pick the "Revert to last verified
--- version" quick fix. Results go to $KERNEL_LSP_OUT as JSON for the Rust test.
+-- Headless Neovim runs kernel-lsp's jobs as an author would, with the plugin from
+-- editors/nvim (runtimepath + setup()): open a Triton kernel with a deliberately poor
+-- BLOCK, run :KernelTune with the cursor in it (the worker verifies every candidate on
+-- Triton's CPU interpreter), see the verified edit land in the buffer and the timing
+-- hint appear; then break the kernel, pick "Benchmark" from the code actions, see the
+-- verification error on the kernel name, and pick the "Revert to last verified version"
+-- quick fix. Results go to $KERNEL_LSP_OUT as JSON for the Rust test.
 local bin = assert(os.getenv("KERNEL_LSP_BIN"), "KERNEL_LSP_BIN")
 local fixture = assert(os.getenv("KERNEL_LSP_FIXTURE"), "KERNEL_LSP_FIXTURE")
 local out = assert(os.getenv("KERNEL_LSP_OUT"), "KERNEL_LSP_OUT")
+local plugin = assert(os.getenv("KERNEL_LSP_PLUGIN"), "KERNEL_LSP_PLUGIN")
 local results = { steps = {}, messages = {} }
 
 local function step(name) table.insert(results.steps, name) end
@@ -46,25 +48,27 @@ local function run_action(key, pattern)
 end
 
 local ok, err = pcall(function()
+  vim.opt.rtp:append(plugin)
+  local kl = require("kernel_lsp")
+  kl.setup({ cmd = { bin }, settings = { compileOnType = false } })
   vim.cmd.edit(fixture)
   local buf = vim.api.nvim_get_current_buf()
-  local client_id = vim.lsp.start({
-    name = "kernel-lsp",
-    cmd = { bin },
-    root_dir = vim.fs.dirname(fixture),
-    init_options = { compileOnType = false },
-  })
-  if not client_id then return fail("vim.lsp.start returned nil") end
-  local client = vim.lsp.get_client_by_id(client_id)
-  if not vim.wait(15000, function() return client.initialized end, 20) then
-    return fail("the client did not initialize")
+  if not vim.wait(15000, function()
+    local c = kl.client(buf)
+    return c ~= nil and c.initialized == true
+  end, 20) then
+    return fail("the plugin's client did not attach to the Triton file")
   end
+  local client = kl.client(buf)
   vim.wait(500)
   step("started")
   results.before = text(buf)
 
-  -- 1. Tune parameters through the code action.
-  run_action("tune_action", "Tune parameters")
+  -- 1. Tune parameters with the plugin's command, cursor in the kernel.
+  local lnum = vim.fn.search("def add_kernel", "n")
+  vim.api.nvim_win_set_cursor(0, { lnum + 1, 4 })
+  vim.cmd("KernelTune")
+  results.tune_action = "KernelTune"
   if not vim.wait(180000, function() return text(buf):find("BLOCK = 1024", 1, true) ~= nil end, 50) then
     results.text = text(buf)
     return fail("the tuned edit did not arrive within 180 s")

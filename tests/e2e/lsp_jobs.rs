@@ -381,3 +381,160 @@ async fn a_cancelled_job_stops_and_a_document_closed_mid_job_is_left_alone() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[tokio::test]
+async fn edits_during_a_job_bad_files_and_bench_on_save() {
+    let py = match python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip("edits_during_a_job_bad_files_and_bench_on_save", &why),
+    };
+    let dir = std::env::temp_dir().join(format!("kernel-lsp-edits-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("policy");
+    let mut c = TestClient::spawn_binary(&[
+        ("KERNEL_LSP_PYTHON", py.as_str()),
+        ("TRITON_INTERPRET", "1"),
+        ("KERNEL_LSP_DATA_DIR", data.to_str().unwrap()),
+    ]);
+    c.initialize(
+        json!({"compileOnType": false, "benchOnSave": true}),
+        &["utf-16"],
+    )
+    .await;
+    let open = |name: &str, text: &str| {
+        let file = dir.join(name);
+        std::fs::write(&file, text).unwrap();
+        format!("file://{}", file.display())
+    };
+    let exec = |command: &str, uri: &str| json!({"command": command, "arguments": [{"uri": uri, "kernel": "add_kernel"}]});
+
+    // A file with a syntax error: jobs are refused with where to look.
+    let broken = ADD.replace("m = offs < n", "m = offs < (n");
+    let uri_bad = open("bad.py", &broken);
+    c.open(&uri_bad, "python", &broken).await;
+    let r = c
+        .request(
+            "workspace/executeCommand",
+            exec("kernel-lsp.tune", &uri_bad),
+        )
+        .await;
+    assert!(
+        r["result"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("syntax error"),
+        "{r}"
+    );
+
+    // A kernel without a spec: a clear message, no job.
+    let bare: String = ADD
+        .lines()
+        .filter(|l| !l.contains("@bench"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let uri_bare = open("bare.py", &bare);
+    c.open(&uri_bare, "python", &bare).await;
+    let r = c
+        .request(
+            "workspace/executeCommand",
+            exec("kernel-lsp.tune", &uri_bare),
+        )
+        .await;
+    assert!(
+        r["result"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("has no @bench spec"),
+        "{r}"
+    );
+
+    // An edit elsewhere in the file during the job: the edit is still offered, with its
+    // range moved down one line and the document's new version.
+    let uri = open("add.py", ADD);
+    c.open(&uri, "python", ADD).await;
+    let id = c
+        .send_request("workspace/executeCommand", exec("kernel-lsp.tune", &uri))
+        .await;
+    c.edit(&uri, 2, (0, 0), (0, 0), "# a note\n").await;
+    let r = c.response(id, Duration::from_secs(240)).await;
+    assert!(
+        r["result"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the editor refused the edit"),
+        "{r}"
+    );
+    let apply = c
+        .seen()
+        .find(|n| n["method"] == "workspace/applyEdit")
+        .cloned()
+        .expect("the server sent workspace/applyEdit");
+    let change = &apply["params"]["edit"]["documentChanges"][0];
+    assert_eq!(change["textDocument"]["version"], 2, "{apply}");
+    assert_eq!(
+        change["edits"][0]["range"]["start"]["line"], 5,
+        "spec block moved from line 4 to 5: {apply}"
+    );
+    assert!(
+        change["edits"][0]["newText"]
+            .as_str()
+            .unwrap()
+            .contains("BLOCK = 1024"),
+        "{apply}"
+    );
+    assert!(
+        !change["edits"][0]["newText"]
+            .as_str()
+            .unwrap()
+            .contains("import"),
+        "only the kernel's region is edited: {apply}"
+    );
+
+    // An edit inside the kernel during the job: the result is not applied.
+    let now = format!("# a note\n{ADD}");
+    let uri2 = open("add2.py", &now);
+    c.open(&uri2, "python", &now).await;
+    let id = c
+        .send_request("workspace/executeCommand", exec("kernel-lsp.tune", &uri2))
+        .await;
+    c.edit(&uri2, 2, (12, 4), (12, 4), "m = m & (offs >= 0)\n    ")
+        .await;
+    let r = c.response(id, Duration::from_secs(240)).await;
+    assert!(
+        r["result"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("you edited `add_kernel` while the job ran"),
+        "{r}"
+    );
+
+    // benchOnSave: saving re-verifies and re-times the kernel; the hint shows the time.
+    c.notify(
+        "textDocument/didSave",
+        json!({"textDocument": {"uri": uri}}),
+    )
+    .await;
+    let mut label = String::new();
+    for _ in 0..400 {
+        let h = c
+            .request(
+                "textDocument/inlayHint",
+                json!({"textDocument": {"uri": uri}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 40, "character": 0}}}),
+            )
+            .await;
+        label = h["result"][0]["label"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if label.contains("µs") || label.contains("ms") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        label.contains("µs") || label.contains("ms"),
+        "no timing hint after save: {label:?}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -105,6 +105,28 @@ async fn a_second_job_on_the_same_kernel_is_refused_and_progress_is_reported() {
         "the server never writes the file"
     );
 
+    // Code lenses for clients that prefer them: the actions above the kernel.
+    let lenses = c
+        .request(
+            "textDocument/codeLens",
+            json!({"textDocument": {"uri": uri}}),
+        )
+        .await;
+    let titles: Vec<&str> = lenses["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["command"]["title"].as_str().unwrap())
+        .collect();
+    assert!(
+        titles.ends_with(&["▶ Benchmark", "⚡ Optimize", "↺ Revert"]),
+        "{titles:?}"
+    );
+    assert_eq!(
+        lenses["result"][0]["range"]["start"]["line"], 9,
+        "at the kernel's name"
+    );
+
     // Unknown commands and bad arguments are errors, and the server goes on.
     let bad = c
         .request(

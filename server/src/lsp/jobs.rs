@@ -392,6 +392,7 @@ impl Backend {
         let uri = target.uri.clone();
         self.publish(uri).await;
         let _ = self.client.inlay_hint_refresh().await;
+        let _ = self.client.code_lens_refresh().await;
         Ok(Some(value))
     }
 
@@ -1196,6 +1197,7 @@ impl Backend {
                 let _ = this.bench_job(&uri, snap, None).await;
                 this.publish(uri).await;
                 let _ = this.client.inlay_hint_refresh().await;
+                let _ = this.client.code_lens_refresh().await;
             });
         }
     }

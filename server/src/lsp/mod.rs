@@ -518,6 +518,9 @@ impl LanguageServer for Backend {
                         },
                     )),
                     inlay_hint_provider: Some(OneOf::Left(true)),
+                    code_lens_provider: Some(CodeLensOptions {
+                        resolve_provider: Some(false),
+                    }),
                     execute_command_provider: Some(ExecuteCommandOptions {
                         commands: jobs::COMMANDS.iter().map(|c| c.to_string()).collect(),
                         work_done_progress_options: WorkDoneProgressOptions {
@@ -889,6 +892,52 @@ impl LanguageServer for Backend {
                     }
                 }
                 (!actions.is_empty()).then_some(actions)
+            })
+        })
+        .await
+    }
+
+    /// Code lenses above each kernel with a spec, for clients that prefer them to inlay
+    /// hints: the last timing (if any), then "▶ Benchmark", "⚡ Optimize", "↺ Revert".
+    async fn code_lens(&self, params: CodeLensParams) -> Result<Option<Vec<CodeLens>>> {
+        guarded("codeLens", async {
+            let uri = params.text_document.uri.clone();
+            let timed: HashMap<String, String> = {
+                let st = self.state();
+                st.kernels
+                    .iter()
+                    .filter(|((u, _), _)| *u == uri)
+                    .filter_map(|((_, k), s)| Some((k.clone(), jobs::timing_label(s)?)))
+                    .collect()
+            };
+            self.with_doc(&uri, |open, enc, _| {
+                let mut lenses = Vec::new();
+                for (k, report) in open.analysis.model.kernels.iter().zip(&open.analysis.specs) {
+                    if report.plan.is_none() {
+                        continue;
+                    }
+                    let range = lsp_range(&open.doc, &k.name_range, enc);
+                    let arg = serde_json::json!({"uri": uri, "kernel": k.name});
+                    let mut items = Vec::new();
+                    if let Some(t) = timed.get(&k.name) {
+                        items.push((t.clone(), jobs::BENCH));
+                    }
+                    items.push(("▶ Benchmark".to_string(), jobs::BENCH));
+                    items.push(("⚡ Optimize".to_string(), jobs::OPTIMIZE));
+                    items.push(("↺ Revert".to_string(), jobs::REVERT));
+                    for (title, command) in items {
+                        lenses.push(CodeLens {
+                            range,
+                            command: Some(Command {
+                                title,
+                                command: command.to_string(),
+                                arguments: Some(vec![arg.clone()]),
+                            }),
+                            data: None,
+                        });
+                    }
+                }
+                Some(lenses)
             })
         })
         .await

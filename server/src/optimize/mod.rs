@@ -237,7 +237,7 @@ pub async fn optimize(
         ));
     }
     // The starting version must plan; its errors are the author's to fix.
-    evaluate::plan(lang, text, kernel_name, &env)?;
+    let start = evaluate::plan(lang, text, kernel_name, &env)?;
     let repair_reference = match &opts.repair {
         Some(r) => {
             if opts.llm.as_ref().is_none_or(|l| l.coder.is_none()) {
@@ -551,7 +551,33 @@ pub async fn optimize(
                     record.best_ms = Some(tm.median_ms);
                     let noise = 0.02f64.max(base.spread()).max(tm.spread());
                     let speedup = base.median_ms / tm.median_ms.max(1e-12);
-                    if speedup > 1.0 + noise {
+                    // Each candidate is verified against the current version; after an
+                    // accepted step, the winner is also checked against the run's starting
+                    // version, so differences within tolerance cannot pile up across steps.
+                    let drift = if speedup > 1.0 + noise && current_text != text {
+                        let v = &b.verified[i];
+                        let mut cand = v.planned.version.clone();
+                        cand.label = v.label.clone();
+                        let mut quiet = |_: &str| {};
+                        evaluate::verify(pool, &start.version, &cand, opts.seed, &mut quiet)
+                            .await
+                            .err()
+                    } else {
+                        None
+                    };
+                    if let Some(why) = drift {
+                        record.outcome = Outcome::Failed;
+                        record.best_ms = Some(tm.median_ms);
+                        record.candidates.push(CandidateRecord {
+                            label: b.verified[i].label.clone(),
+                            verified: false,
+                            median_ms: Some(tm.median_ms),
+                            message: Some(format!(
+                                "matches the current version but drifted from the run's starting version beyond tolerance: {why}"
+                            )),
+                        });
+                        last = Some(base.clone());
+                    } else if speedup > 1.0 + noise {
                         let v = &b.verified[i];
                         record.outcome = Outcome::Accepted;
                         record.speedup = speedup;

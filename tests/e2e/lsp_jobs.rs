@@ -13,23 +13,37 @@ use crate::tools;
 
 const ADD: &str = "import triton\nimport triton.language as tl\n\n\n# @bench n = 4096, 1000\n# @bench x_ptr: in f32[n]; y_ptr: in f32[n]; out_ptr: out f32[n]\n# @bench grid = cdiv(n, BLOCK); BLOCK = 64\n# @bench tune BLOCK in [64, 1024]\n@triton.jit\ndef add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    m = offs < n\n    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)\n";
 
-#[tokio::test]
-async fn a_second_job_on_the_same_kernel_is_refused_and_progress_is_reported() {
+/// A scratch folder and a server over stdio whose worker runs Triton on the CPU
+/// interpreter, with the policy state inside the folder. None (after a visible SKIP)
+/// when no Python with torch and triton is available.
+fn job_session(test: &str, tag: &str) -> Option<(std::path::PathBuf, TestClient)> {
     let py = match python() {
         Ok(p) => p,
-        Err(why) => return tools::skip("a_second_job_on_the_same_kernel_is_refused", &why),
+        Err(why) => {
+            tools::skip(test, &why);
+            return None;
+        }
     };
-    let dir = std::env::temp_dir().join(format!("kernel-lsp-jobs-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("kernel-lsp-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("add.py");
-    std::fs::write(&file, ADD).unwrap();
     let data = dir.join("policy");
-    let mut c = TestClient::spawn_binary(&[
+    let c = TestClient::spawn_binary(&[
         ("KERNEL_LSP_PYTHON", py.as_str()),
         ("TRITON_INTERPRET", "1"),
         ("KERNEL_LSP_DATA_DIR", data.to_str().unwrap()),
     ]);
+    Some((dir, c))
+}
+
+#[tokio::test]
+async fn a_second_job_on_the_same_kernel_is_refused_and_progress_is_reported() {
+    let Some((dir, mut c)) = job_session("a_second_job_on_the_same_kernel_is_refused", "jobs")
+    else {
+        return;
+    };
+    let file = dir.join("add.py");
+    std::fs::write(&file, ADD).unwrap();
     let init = c
         .initialize(json!({"compileOnType": false}), &["utf-16"])
         .await;
@@ -177,24 +191,14 @@ const BROKEN_OP: (&str, &str) = (
 
 #[tokio::test]
 async fn a_failing_kernel_gets_the_diagnostic_quick_fixes_and_a_verified_fix_from_the_coder() {
-    let py = match python() {
-        Ok(p) => p,
-        Err(why) => return tools::skip("a_failing_kernel_gets_the_diagnostic", &why),
-    };
     use crate::llm_server::{ReplayServer, Scripted};
     let fixed = "```python\n@triton.jit\ndef add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    m = offs < n\n    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)\n```";
     let server = ReplayServer::start(vec![Scripted::openai(fixed)]);
-    let dir = std::env::temp_dir().join(format!("kernel-lsp-fix-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let Some((dir, mut c)) = job_session("a_failing_kernel_gets_the_diagnostic", "fix") else {
+        return;
+    };
     let file = dir.join("add.py");
     std::fs::write(&file, ADD).unwrap();
-    let data = dir.join("policy");
-    let mut c = TestClient::spawn_binary(&[
-        ("KERNEL_LSP_PYTHON", py.as_str()),
-        ("TRITON_INTERPRET", "1"),
-        ("KERNEL_LSP_DATA_DIR", data.to_str().unwrap()),
-    ]);
     let settings = json!({
         "compileOnType": false,
         "applyMode": "offer",
@@ -318,13 +322,9 @@ async fn a_failing_kernel_gets_the_diagnostic_quick_fixes_and_a_verified_fix_fro
 
 #[tokio::test]
 async fn a_cancelled_job_stops_and_a_document_closed_mid_job_is_left_alone() {
-    let py = match python() {
-        Ok(p) => p,
-        Err(why) => return tools::skip("a_cancelled_job_stops", &why),
+    let Some((dir, mut c)) = job_session("a_cancelled_job_stops", "cancel") else {
+        return;
     };
-    let dir = std::env::temp_dir().join(format!("kernel-lsp-cancel-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("add.py");
     // Four candidates, so a cancel lands between them.
     let src = ADD.replace(
@@ -332,12 +332,6 @@ async fn a_cancelled_job_stops_and_a_document_closed_mid_job_is_left_alone() {
         "tune BLOCK in [64, 128, 256, 512, 1024]",
     );
     std::fs::write(&file, &src).unwrap();
-    let data = dir.join("policy");
-    let mut c = TestClient::spawn_binary(&[
-        ("KERNEL_LSP_PYTHON", py.as_str()),
-        ("TRITON_INTERPRET", "1"),
-        ("KERNEL_LSP_DATA_DIR", data.to_str().unwrap()),
-    ]);
     c.initialize(json!({"compileOnType": false}), &["utf-16"])
         .await;
     let uri = format!("file://{}", file.display());
@@ -406,19 +400,10 @@ async fn a_cancelled_job_stops_and_a_document_closed_mid_job_is_left_alone() {
 
 #[tokio::test]
 async fn edits_during_a_job_bad_files_and_bench_on_save() {
-    let py = match python() {
-        Ok(p) => p,
-        Err(why) => return tools::skip("edits_during_a_job_bad_files_and_bench_on_save", &why),
+    let Some((dir, mut c)) = job_session("edits_during_a_job_bad_files_and_bench_on_save", "edits")
+    else {
+        return;
     };
-    let dir = std::env::temp_dir().join(format!("kernel-lsp-edits-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let data = dir.join("policy");
-    let mut c = TestClient::spawn_binary(&[
-        ("KERNEL_LSP_PYTHON", py.as_str()),
-        ("TRITON_INTERPRET", "1"),
-        ("KERNEL_LSP_DATA_DIR", data.to_str().unwrap()),
-    ]);
     c.initialize(
         json!({"compileOnType": false, "benchOnSave": true}),
         &["utf-16"],

@@ -26,30 +26,17 @@ fn neovim_shows_a_spec_mistake_and_clears_it_after_the_fix() {
     .unwrap();
     let out = dir.join("result.json");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/nvim/e2e.lua");
-    let mut child = Command::new(&nvim)
-        .args(["--headless", "--clean", "-n", "-c"])
-        .arg(format!("luafile {script}"))
-        .env("KERNEL_LSP_BIN", env!("CARGO_BIN_EXE_kernel-lsp"))
-        .env("KERNEL_LSP_FIXTURE", &fixture)
-        .env("KERNEL_LSP_OUT", &out)
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .env("XDG_DATA_HOME", dir.join("data"))
-        .env("XDG_STATE_HOME", dir.join("state"))
-        .env("XDG_CACHE_HOME", dir.join("cache"))
-        .stdin(std::process::Stdio::null())
-        .spawn()
-        .expect("start nvim");
-    let deadline = std::time::Instant::now() + Duration::from_secs(90);
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if std::time::Instant::now() > deadline {
-            child.kill().ok();
-            panic!("nvim did not finish within 90 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    run_nvim_script(
+        &nvim,
+        script,
+        &dir,
+        &[
+            ("KERNEL_LSP_BIN", env!("CARGO_BIN_EXE_kernel-lsp").as_ref()),
+            ("KERNEL_LSP_FIXTURE", fixture.as_os_str()),
+            ("KERNEL_LSP_OUT", out.as_os_str()),
+        ],
+        Duration::from_secs(90),
+    );
     let text = std::fs::read_to_string(&out).expect("nvim wrote its results");
     let r: Value = serde_json::from_str(&text).unwrap();
     assert!(r.get("error").is_none(), "nvim script failed: {r:#}");
@@ -290,34 +277,22 @@ fn neovim_tunes_a_triton_kernel_then_reverts_a_broken_edit() {
     let out = dir.join("result.json");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/nvim/tune.lua");
     let plugin = concat!(env!("CARGO_MANIFEST_DIR"), "/../editors/nvim");
-    let mut child = Command::new(&nvim)
-        .args(["--headless", "--clean", "-n", "-c"])
-        .arg(format!("luafile {script}"))
-        .env("KERNEL_LSP_BIN", env!("CARGO_BIN_EXE_kernel-lsp"))
-        .env("KERNEL_LSP_FIXTURE", &fixture)
-        .env("KERNEL_LSP_OUT", &out)
-        .env("KERNEL_LSP_PYTHON", &py)
-        .env("KERNEL_LSP_PLUGIN", plugin)
-        .env("TRITON_INTERPRET", "1")
-        .env("KERNEL_LSP_DATA_DIR", dir.join("policy"))
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .env("XDG_DATA_HOME", dir.join("data"))
-        .env("XDG_STATE_HOME", dir.join("state"))
-        .env("XDG_CACHE_HOME", dir.join("cache"))
-        .stdin(std::process::Stdio::null())
-        .spawn()
-        .expect("start nvim");
-    let deadline = std::time::Instant::now() + Duration::from_secs(420);
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if std::time::Instant::now() > deadline {
-            child.kill().ok();
-            panic!("nvim did not finish within 420 s");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let policy = dir.join("policy");
+    run_nvim_script(
+        &nvim,
+        script,
+        &dir,
+        &[
+            ("KERNEL_LSP_BIN", env!("CARGO_BIN_EXE_kernel-lsp").as_ref()),
+            ("KERNEL_LSP_FIXTURE", fixture.as_os_str()),
+            ("KERNEL_LSP_OUT", out.as_os_str()),
+            ("KERNEL_LSP_PYTHON", py.as_ref()),
+            ("KERNEL_LSP_PLUGIN", plugin.as_ref()),
+            ("TRITON_INTERPRET", "1".as_ref()),
+            ("KERNEL_LSP_DATA_DIR", policy.as_os_str()),
+        ],
+        Duration::from_secs(420),
+    );
     let text = std::fs::read_to_string(&out).expect("nvim wrote its results");
     let r: Value = serde_json::from_str(&text).unwrap();
     assert!(r.get("error").is_none(), "nvim script failed: {r:#}");

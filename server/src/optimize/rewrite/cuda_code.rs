@@ -1456,35 +1456,12 @@ fn int_list(
     default: &[u64],
     range: std::ops::RangeInclusive<u64>,
 ) -> Result<Vec<u64>, RewriteError> {
-    let bad = |message: String| RewriteError::BadParam {
-        name: name.to_string(),
-        message,
-    };
-    let Some(v) = cx.params.get(name) else {
-        return Ok(default.to_vec());
-    };
-    let items = match v {
-        serde_json::Value::Array(items) => items.as_slice(),
-        serde_json::Value::Number(_) => std::slice::from_ref(v),
-        other => return Err(bad(format!("expected a list of integers, got `{other}`"))),
-    };
-    if items.is_empty() {
-        return Err(bad("the list is empty; give at least one value".into()));
-    }
-    let mut out: Vec<u64> = Vec::new();
-    for item in items {
-        let n = item.as_u64().filter(|n| range.contains(n)).ok_or_else(|| {
-            bad(format!(
-                "`{item}` is not an integer from {} to {}",
-                range.start(),
-                range.end()
-            ))
-        })?;
-        if !out.contains(&n) {
-            out.push(n);
-        }
-    }
-    Ok(out)
+    let to_i = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let default: Vec<i64> = default.iter().map(|v| to_i(*v)).collect();
+    let range = to_i(*range.start())..=to_i(*range.end());
+    let list = super::int_param(cx.params, name, &default, range)?;
+    // Every value is within a range of non-negative numbers.
+    Ok(list.into_iter().map(|v| v.unsigned_abs()).collect())
 }
 
 fn bool_param(cx: &RewriteContext<'_>, name: &str, default: bool) -> Result<bool, RewriteError> {
@@ -1921,8 +1898,8 @@ extern "C" __global__ void k(int n,
             "saxpy",
             params(r#"{"min_blocks": "two"}"#),
             expect![[r#"
-            error: parameter `min_blocks`: expected a list of integers, got `"two"`
-        "#]],
+                error: parameter `min_blocks`: expected a non-empty list of integers from 1 to 32, found `"two"`
+            "#]],
         );
         check(
             "launch_bounds",
@@ -1930,8 +1907,8 @@ extern "C" __global__ void k(int n,
             "saxpy",
             params(r#"{"min_blocks": [0]}"#),
             expect![[r#"
-            error: parameter `min_blocks`: `0` is not an integer from 1 to 32
-        "#]],
+                error: parameter `min_blocks`: expected a list of integers from 1 to 32, found `0`
+            "#]],
         );
         check(
             "unroll",
@@ -1939,8 +1916,8 @@ extern "C" __global__ void k(int n,
             "matmul",
             params(r#"{"factors": []}"#),
             expect![[r#"
-            error: parameter `factors`: the list is empty; give at least one value
-        "#]],
+                error: parameter `factors`: expected a non-empty list of integers from 1 to 1024, found `[]`
+            "#]],
         );
         check(
             "maxnreg",
@@ -1948,8 +1925,8 @@ extern "C" __global__ void k(int n,
             "saxpy",
             params(r#"{"values": [8]}"#),
             expect![[r#"
-            error: parameter `values`: `8` is not an integer from 16 to 255
-        "#]],
+                error: parameter `values`: expected a list of integers from 16 to 255, found `8`
+            "#]],
         );
         check(
             "fast_math",

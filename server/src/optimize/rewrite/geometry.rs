@@ -148,25 +148,7 @@ pub(super) fn param_ints(
     default: &[i64],
     min: i64,
 ) -> Result<Vec<i64>, RewriteError> {
-    let one = |v: &serde_json::Value| {
-        v.as_i64().filter(|x| *x >= min).ok_or_else(|| {
-            bad_param(
-                name,
-                format!("expected a list of integers >= {min}, found `{v}`"),
-            )
-        })
-    };
-    match params.get(name) {
-        None => Ok(default.to_vec()),
-        Some(serde_json::Value::Array(items)) if !items.is_empty() => {
-            items.iter().map(one).collect()
-        }
-        Some(v @ serde_json::Value::Number(_)) => Ok(vec![one(v)?]),
-        Some(v) => Err(bad_param(
-            name,
-            format!("expected a non-empty list of integers >= {min}, found `{v}`"),
-        )),
-    }
+    super::int_param(params, name, default, min..=i64::MAX)
 }
 
 /// A non-empty list of positive numbers, or `default`.

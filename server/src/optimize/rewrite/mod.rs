@@ -91,3 +91,45 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
     }
     Ok(out)
 }
+
+/// A catalog parameter that is a list of integers within `range` (a single integer
+/// counts as a list of one; repeats are dropped), or `default` when it is absent.
+pub(super) fn int_param(
+    params: &BTreeMap<String, serde_json::Value>,
+    name: &str,
+    default: &[i64],
+    range: std::ops::RangeInclusive<i64>,
+) -> Result<Vec<i64>, RewriteError> {
+    let bad = |message: String| RewriteError::BadParam {
+        name: name.to_string(),
+        message,
+    };
+    let wanted = if *range.end() == i64::MAX {
+        format!("integers >= {}", range.start())
+    } else {
+        format!("integers from {} to {}", range.start(), range.end())
+    };
+    let Some(v) = params.get(name) else {
+        return Ok(default.to_vec());
+    };
+    let items = match v {
+        serde_json::Value::Array(items) if !items.is_empty() => items.as_slice(),
+        serde_json::Value::Number(_) => std::slice::from_ref(v),
+        other => {
+            return Err(bad(format!(
+                "expected a non-empty list of {wanted}, found `{other}`"
+            )))
+        }
+    };
+    let mut out: Vec<i64> = Vec::new();
+    for item in items {
+        let n = item
+            .as_i64()
+            .filter(|n| range.contains(n))
+            .ok_or_else(|| bad(format!("expected a list of {wanted}, found `{item}`")))?;
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    Ok(out)
+}

@@ -19,6 +19,7 @@ use kernel_lsp::syntax::{self, Lang};
 use kernel_lsp::worker::pool::{PoolConfig, WorkerPool};
 use kernel_lsp::worker::protocol::{Op, OpResult, Version};
 
+use crate::bench_triton::python;
 use crate::tools;
 
 const SAXPY: &str = include_str!("../../examples/saxpy.cu");
@@ -160,26 +161,6 @@ fn every_cuda_geometry_candidate_plans_and_compiles_with_nvrtc() {
 
 fn labels(out: &[Candidate]) -> Vec<&str> {
     out.iter().map(|c| c.label.as_str()).collect()
-}
-
-/// A python3 that has torch and triton: KERNEL_LSP_PYTHON, else the active venv's.
-fn python() -> Result<String, String> {
-    let py = std::env::var("KERNEL_LSP_PYTHON")
-        .ok()
-        .or_else(|| {
-            std::env::var("VIRTUAL_ENV")
-                .ok()
-                .map(|v| format!("{v}/bin/python3"))
-        })
-        .ok_or("no KERNEL_LSP_PYTHON or VIRTUAL_ENV with torch and triton (run tests/setup.sh)")?;
-    let ok = Command::new(&py)
-        .args(["-c", "import torch, triton"])
-        .output()
-        .map_err(|e| format!("{py}: {e}"))?;
-    if !ok.status.success() {
-        return Err(format!("{py} cannot import torch and triton"));
-    }
-    Ok(py)
 }
 
 fn version(label: &str, text: &str) -> Version {

@@ -110,6 +110,26 @@ fn find_kernel(lang: Lang, text: &str, name: &str) -> Option<(Kernel, std::ops::
     Some((k, r))
 }
 
+/// Replace `range` of the document at its current version with `new_text`.
+fn region_edit(
+    uri: &Url,
+    doc: &Document,
+    range: &std::ops::Range<usize>,
+    enc: crate::document::PositionEncoding,
+    new_text: String,
+) -> TextDocumentEdit {
+    TextDocumentEdit {
+        text_document: OptionalVersionedTextDocumentIdentifier {
+            uri: uri.clone(),
+            version: Some(doc.version),
+        },
+        edits: vec![OneOf::Left(TextEdit {
+            range: super::convert::lsp_range(doc, range, enc),
+            new_text,
+        })],
+    }
+}
+
 fn message(outcome: &str, text: impl Into<String>) -> Value {
     json!({"outcome": outcome, "message": text.into()})
 }
@@ -797,33 +817,12 @@ impl Backend {
                 return Err(format!("you edited `{kernel}` while the job ran; the verified rewrite was not applied (it is in the history, .kernel-lsp/)"));
             }
             let enc = st.encoding;
-            let edit = TextDocumentEdit {
-                text_document: OptionalVersionedTextDocumentIdentifier {
-                    uri: uri.clone(),
-                    version: Some(open.doc.version),
-                },
-                edits: vec![OneOf::Left(TextEdit {
-                    range: super::convert::lsp_range(&open.doc, &r, enc),
-                    new_text: p.new_region.clone(),
-                })],
-            };
+            let edit = region_edit(uri, &open.doc, &r, enc, p.new_region.clone());
             (p, edit)
         };
-        let resp = self
-            .client
-            .apply_edit(WorkspaceEdit {
-                document_changes: Some(DocumentChanges::Edits(vec![edit])),
-                ..Default::default()
-            })
+        self.send_edit(edit)
             .await
-            .map_err(|e| format!("the editor did not take the edit: {e}"))?;
-        if !resp.applied {
-            return Err(format!(
-                "the editor refused the edit{}; the verified rewrite stays available",
-                resp.failure_reason
-                    .map_or(String::new(), |r| format!(": {r}"))
-            ));
-        }
+            .map_err(|e| format!("{e}; the verified rewrite stays available"))?;
         let file = uri.to_file_path().ok();
         {
             let mut st = self.state();
@@ -844,6 +843,26 @@ impl Backend {
                     pending.speedup, pending.label
                 )
             },
+        ))
+    }
+
+    /// `workspace/applyEdit` with one document edit; `Err` says why it was not applied.
+    async fn send_edit(&self, edit: TextDocumentEdit) -> std::result::Result<(), String> {
+        let resp = self
+            .client
+            .apply_edit(WorkspaceEdit {
+                document_changes: Some(DocumentChanges::Edits(vec![edit])),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| format!("the editor did not take the edit: {e}"))?;
+        if resp.applied {
+            return Ok(());
+        }
+        Err(format!(
+            "the editor refused the edit{}",
+            resp.failure_reason
+                .map_or(String::new(), |r| format!(": {r}"))
         ))
     }
 
@@ -1078,32 +1097,9 @@ impl Backend {
                     format!("`{name}` is already the last verified version"),
                 ));
             }
-            TextDocumentEdit {
-                text_document: OptionalVersionedTextDocumentIdentifier {
-                    uri: uri.clone(),
-                    version: Some(open.doc.version),
-                },
-                edits: vec![OneOf::Left(TextEdit {
-                    range: super::convert::lsp_range(&open.doc, &r, st.encoding),
-                    new_text: saved,
-                })],
-            }
+            region_edit(uri, &open.doc, &r, st.encoding, saved)
         };
-        let resp = self
-            .client
-            .apply_edit(WorkspaceEdit {
-                document_changes: Some(DocumentChanges::Edits(vec![edit])),
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| format!("the editor did not take the edit: {e}"))?;
-        if !resp.applied {
-            return Err(format!(
-                "the editor refused the edit{}",
-                resp.failure_reason
-                    .map_or(String::new(), |r| format!(": {r}"))
-            ));
-        }
+        self.send_edit(edit).await?;
         let mut st = self.state();
         if let Some(k) = st.kernels.get_mut(&(uri.clone(), name.clone())) {
             k.failure = None;

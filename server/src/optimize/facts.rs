@@ -924,6 +924,37 @@ enum Memo {
     Done(Deriv),
 }
 
+/// Settling a name's lane stride when it has several definitions (loop updates
+/// included), shared by the CUDA and Triton analyses: the first definition, evaluated
+/// without assumption, is assumed; every other definition must keep it, else the stride
+/// is unknown. Memoized; a name met again while it is being settled reads the assumption.
+trait Settle<'t> {
+    fn memo(&mut self) -> &mut HashMap<String, Memo>;
+    fn deriv_def(&mut self, def: Def<'t>, cur: Deriv) -> Deriv;
+
+    fn settle(&mut self, name: &str, defs: &[Def<'t>]) -> Deriv {
+        match self.memo().get(name) {
+            Some(Memo::Done(d)) => return *d,
+            Some(Memo::Assume(a)) => return a.unwrap_or(Unknown),
+            None => {}
+        }
+        let Some((first_def, rest)) = defs.split_first() else {
+            return ZERO;
+        };
+        self.memo().insert(name.to_string(), Memo::Assume(None));
+        let first = self.deriv_def(*first_def, ZERO);
+        self.memo()
+            .insert(name.to_string(), Memo::Assume(Some(first)));
+        let result = if rest.iter().all(|d| self.deriv_def(*d, first) == first) {
+            first
+        } else {
+            Unknown
+        };
+        self.memo().insert(name.to_string(), Memo::Done(result));
+        result
+    }
+}
+
 /// Nesting limit for expression evaluation and tree walks: deeper input is "unknown",
 /// never a stack overflow.
 const MAX_DEPTH: usize = 200;
@@ -1204,6 +1235,15 @@ mod cuda {
         via: Option<String>,
     }
 
+    impl<'t> Settle<'t> for FnCx<'t> {
+        fn memo(&mut self) -> &mut HashMap<String, Memo> {
+            &mut self.memo
+        }
+        fn deriv_def(&mut self, def: Def<'t>, cur: Deriv) -> Deriv {
+            FnCx::deriv_def(self, def, cur)
+        }
+    }
+
     impl<'t> FnCx<'t> {
         fn new(
             src: &'t str,
@@ -1355,26 +1395,7 @@ mod cuda {
                 // Macros, globals, `warpSize`: the same for every lane.
                 return ZERO;
             };
-            match self.memo.get(name) {
-                Some(Memo::Done(d)) => return *d,
-                Some(Memo::Assume(a)) => return a.unwrap_or(Unknown),
-                None => {}
-            }
-            // The first definition, evaluated without assumption, is the assumption under
-            // which every definition (updates included) must agree.
-            self.memo.insert(name.to_string(), Memo::Assume(None));
-            let first = self.deriv_def(defs[0], ZERO);
-            self.memo
-                .insert(name.to_string(), Memo::Assume(Some(first)));
-            let mut result = first;
-            for def in &defs[1..] {
-                if self.deriv_def(*def, first) != first {
-                    result = Unknown;
-                    break;
-                }
-            }
-            self.memo.insert(name.to_string(), Memo::Done(result));
-            result
+            self.settle(name, &defs)
         }
 
         /// The derivative of the name after one definition, given `cur` before it.
@@ -2096,6 +2117,15 @@ mod triton {
         buffer_memo: RefCell<HashMap<String, Option<String>>>,
     }
 
+    impl<'t> Settle<'t> for Cx<'t> {
+        fn memo(&mut self) -> &mut HashMap<String, Memo> {
+            &mut self.memo
+        }
+        fn deriv_def(&mut self, def: Def<'t>, cur: Deriv) -> Deriv {
+            Cx::deriv_def(self, def, cur)
+        }
+    }
+
     impl<'t> Cx<'t> {
         fn collect_defs(&mut self, n: Node<'t>, depth: usize) {
             if depth > MAX_DEPTH {
@@ -2179,24 +2209,7 @@ mod triton {
             let Some(defs) = self.defs.get(name).cloned() else {
                 return ZERO;
             };
-            match self.memo.get(name) {
-                Some(Memo::Done(d)) => return *d,
-                Some(Memo::Assume(a)) => return a.unwrap_or(Unknown),
-                None => {}
-            }
-            self.memo.insert(name.to_string(), Memo::Assume(None));
-            let first = self.deriv_def(defs[0], ZERO);
-            self.memo
-                .insert(name.to_string(), Memo::Assume(Some(first)));
-            let mut result = first;
-            for def in &defs[1..] {
-                if self.deriv_def(*def, first) != first {
-                    result = Unknown;
-                    break;
-                }
-            }
-            self.memo.insert(name.to_string(), Memo::Done(result));
-            result
+            self.settle(name, &defs)
         }
 
         fn deriv_def(&mut self, def: Def<'t>, cur: Deriv) -> Deriv {

@@ -46,6 +46,32 @@ pub struct Settings {
     pub steps_per_action: usize,
     /// Use the configured LLM strategist/coder for "Optimize" (else the embedded policy).
     pub use_llm: bool,
+    /// How candidates are verified (docs/verification.md).
+    pub verify: VerifySettings,
+}
+
+/// The `verify` section: what a version must pass before it is accepted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct VerifySettings {
+    /// Base seed of the random inputs (every failure names its trial's seed).
+    pub seed: u64,
+    /// Run a version once under compute-sanitizer (memcheck, racecheck; every buffer at
+    /// its exact size) before it is accepted, where the worker's machine has it.
+    pub sanitize: bool,
+    /// A speedup above this is re-verified on extra seeds before it is accepted, and
+    /// marked in the history and the report.
+    pub suspicious_speedup: f64,
+}
+
+impl Default for VerifySettings {
+    fn default() -> Self {
+        VerifySettings {
+            seed: 42,
+            sanitize: true,
+            suspicious_speedup: 10.0,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +103,7 @@ impl Default for Settings {
             bench_on_save: false,
             steps_per_action: 1,
             use_llm: false,
+            verify: VerifySettings::default(),
         }
     }
 }

@@ -34,9 +34,9 @@ pub struct OptimizeArgs {
     /// The command that starts a worker, e.g. "ssh gpu-box kernel-lsp worker".
     #[arg(long, value_name = "CMD")]
     pub worker: Option<String>,
-    /// Base seed for verification inputs.
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
+    /// Base seed for verification inputs (default: the `verify.seed` setting, 42).
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Only these catalog steps (comma-separated ids, e.g. `tunable_sweep,block_size`).
     #[arg(long, value_delimiter = ',', value_name = "IDS")]
     pub only: Vec<String>,
@@ -118,7 +118,12 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
             ids.join(", ")
         ));
     }
-    let mut opts = OptimizeOptions::new(args.steps, args.seed, catalog);
+    let seed = args.seed.unwrap_or(settings.verify.seed);
+    let mut opts = OptimizeOptions::new(args.steps, seed, catalog);
+    opts.verify = crate::settings::VerifySettings {
+        seed,
+        ..settings.verify.clone()
+    };
     opts.only = args.only.clone();
     opts.tried = history::tried(&past);
     opts.policy_path = (!args.fresh_policy).then(policy::default_path);
@@ -253,6 +258,9 @@ fn table(run: &OptimizeRun) -> String {
             format!("{:.2}×", s.cumulative),
             cands.join("; ")
         ));
+        for c in &s.checks {
+            out.push_str(&format!("      checked: {c}\n"));
+        }
     }
     if let Some(why) = &run.stopped {
         out.push_str(&format!("stopped: {why}\n"));

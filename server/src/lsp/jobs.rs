@@ -627,7 +627,8 @@ impl Backend {
         let pool = self.pool_for(snap.lang).await?;
         let prompts_dir = s.llm.prompts_dir.clone();
         let catalog = Catalog::load(prompts_dir.as_deref()).map_err(|e| e.to_string())?;
-        let mut opts = OptimizeOptions::new(s.steps_per_action.max(1), 42, catalog);
+        let mut opts = OptimizeOptions::new(s.steps_per_action.max(1), s.verify.seed, catalog);
+        opts.verify = s.verify.clone();
         opts.cancel = Some(guard.cancel.clone());
         opts.policy_path = Some(policy::default_path());
         if cmd == TUNE {
@@ -936,7 +937,7 @@ impl Backend {
             let op = Op::Verify {
                 candidate: Box::new(cand.clone()),
                 reference: Box::new(r.clone()),
-                seed: 42,
+                seed: snap.settings.verify.seed,
                 sanitize: false,
             };
             let verdict = pool.request(op, None).await;

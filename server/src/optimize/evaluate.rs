@@ -167,6 +167,113 @@ pub async fn verify(
     }
 }
 
+/// The current version must pass its own check (compiled, run, every output written,
+/// within its guards, deterministic within tolerance) before anything is verified
+/// against it. It also leaves the reference's outputs in the worker's cache, so the
+/// step's candidates reuse them.
+pub async fn check_current(
+    pool: &WorkerPool,
+    current: &Version,
+    seed: u64,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<(), String> {
+    verify(pool, current, current, seed, progress)
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            format!(
+                "the current version of `{}` does not pass its own check, so no candidate can be verified against it; fix it first: {e}",
+                current.plan.kernel
+            )
+        })
+}
+
+/// Whether a speedup is large enough to be re-verified before it is accepted (a
+/// threshold of 0 or less turns the check off).
+pub fn needs_reverify(speedup: f64, threshold: f64) -> bool {
+    threshold > 0.0 && speedup > threshold
+}
+
+/// Extra seeds a suspicious winner is re-verified on, with two more trials per case.
+const EXTRA_SEEDS: u64 = 2;
+
+/// What a winner must pass beyond its verification before it is accepted
+/// (docs/verification.md): a re-verification on extra seeds when its speedup is
+/// suspicious, and one run under compute-sanitizer when `settings.sanitize` is on.
+/// Each check's result and cost goes into `notes`. `Err` is why it is refused.
+#[allow(clippy::too_many_arguments)]
+pub async fn confirm(
+    pool: &WorkerPool,
+    current: &Version,
+    cand: &Version,
+    speedup: f64,
+    settings: &crate::settings::VerifySettings,
+    seed: u64,
+    notes: &mut Vec<String>,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<(), String> {
+    if needs_reverify(speedup, settings.suspicious_speedup) {
+        let t0 = std::time::Instant::now();
+        let (mut c, mut r) = (cand.clone(), current.clone());
+        c.plan.trials = c.plan.trials.max(1) + 2;
+        r.plan.trials = c.plan.trials;
+        for k in 1..=EXTRA_SEEDS {
+            progress(&format!(
+                "{:.1}x is above {}x: re-verifying `{}` on extra seed {k}/{EXTRA_SEEDS}",
+                speedup, settings.suspicious_speedup, cand.label
+            ));
+            let s = seed ^ (0x5eed_0000_0000 + k);
+            if let Err(e) = verify(pool, &r, &c, s, progress).await {
+                return Err(format!(
+                    "anti-cheat (large speedup): {speedup:.1}x over the current version, so it was re-verified on extra seeds, and failed: {e}"
+                ));
+            }
+        }
+        notes.push(format!(
+            "{speedup:.1}x is above {}x: re-verified on {EXTRA_SEEDS} extra seeds with {} trials per case ({:.1} s)",
+            settings.suspicious_speedup,
+            c.plan.trials,
+            t0.elapsed().as_secs_f64()
+        ));
+    }
+    if settings.sanitize && cand.lang == Lang::Cuda {
+        let t0 = std::time::Instant::now();
+        progress(&format!("running `{}` under compute-sanitizer", cand.label));
+        let op = Op::Verify {
+            candidate: Box::new(cand.clone()),
+            reference: Box::new(current.clone()),
+            seed,
+            sanitize: true,
+        };
+        let secs = |t0: std::time::Instant| t0.elapsed().as_secs_f64();
+        match pool.request_with_progress(op, None, progress).await {
+            Ok(OpResult::Verify(r)) => {
+                let summary = r.sanitizer.unwrap_or_default();
+                if !r.passed {
+                    let why = r
+                        .failure
+                        .map_or_else(|| "failed".to_string(), |f| f.message);
+                    return Err(format!("{why}\n{summary}").trim().to_string());
+                }
+                if summary.contains("not found") {
+                    notes.push(
+                        "compute-sanitizer is not on the worker's machine; the exact-size memory check was skipped"
+                            .into(),
+                    );
+                } else {
+                    notes.push(format!(
+                        "compute-sanitizer (memcheck, racecheck; exact-size buffers): no errors ({:.1} s)",
+                        secs(t0)
+                    ));
+                }
+            }
+            Ok(_) => return Err("unexpected worker reply to a sanitize request".into()),
+            Err(e) => return Err(format!("compute-sanitizer run: {}", e.message)),
+        }
+    }
+    Ok(())
+}
+
 /// Plan and verify each `(label, text)` against `current`, then (with `time`) time the
 /// verified ones side by side with it.
 #[allow(clippy::too_many_arguments)]

@@ -288,7 +288,9 @@ pub fn html(file: &str, kernels: &[KernelHistory<'_>]) -> String {
                 s.outcome.label(),
                 s.accepted
                     .as_ref()
-                    .map_or(String::new(), |a| format!(": {}", esc(a))),
+                    .map_or(String::new(), |a| format!(": {}", esc(a)))
+                    + &if s.suspicious { " ⚠ large speedup, re-verified".to_string() } else { String::new() }
+                    + &s.checks.iter().map(|c| format!("<br><small>{}</small>", esc(c))).collect::<String>(),
                 ms(s.before_ms),
                 ms(s.best_ms),
                 s.speedup,
@@ -337,6 +339,8 @@ mod tests {
             interpreter: false,
             unix_ms: 1_795_000_000_000,
             cancelled: false,
+            checks: vec![],
+            suspicious: false,
         }
     }
 

@@ -282,6 +282,14 @@ pub enum FailureKind {
     ReferenceFailed,
     /// compute-sanitizer (memcheck or racecheck) reported errors in the candidate's run.
     Sanitizer,
+    /// The candidate changed an `in` buffer.
+    InputWritten,
+    /// Two runs of the candidate on the same inputs differ beyond the tolerance.
+    Nondeterministic,
+    /// One of the anti-cheat checks (docs/verification.md): the output did not follow
+    /// the inputs, equals an input, or is constant where the reference's is not. The
+    /// message names the check.
+    Cheat,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

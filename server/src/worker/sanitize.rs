@@ -1,7 +1,9 @@
 //! `sanitize`: re-run a CUDA verify request once under NVIDIA compute-sanitizer, first
 //! with memcheck (out-of-bounds and misaligned accesses, including reads the guard
 //! elements cannot see), then racecheck (shared-memory hazards), in a child worker, on
-//! the spec's smallest case with one trial. The sanitizer writes its report to a log file,
+//! the spec's smallest case with one trial. The child allocates every buffer at its
+//! exact size, with no guards (`KERNEL_LSP_EXACT_BUFFERS=1`), so that memcheck sees any
+//! access past a buffer's end. The sanitizer writes its report to a log file,
 //! never into the protocol stream. Runs only in the worker; the server never starts it.
 
 use std::io::Write;
@@ -132,6 +134,9 @@ fn run_tool(
         .args(["--print-limit", "10", "--error-exitcode", "0"])
         .arg(exe)
         .arg("worker")
+        // Every buffer at its exact size: a guard region would sit inside the allocation,
+        // where memcheck cannot see an access past the buffer's end.
+        .env("KERNEL_LSP_EXACT_BUFFERS", "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

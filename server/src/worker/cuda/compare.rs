@@ -1,11 +1,17 @@
 //! Comparing a candidate's output buffer with the reference's (SPEC.md, "Statements":
 //! `atol`/`rtol`; "What the tool does with it": verify), and the words of a failure.
 //!
-//! Pure: bytes in, the first bad element and the error statistics out.
+//! Pure. The comparison itself runs on the device (`klsp_compare` in `helpers.cu`); the
+//! host comparison here is its CPU twin, kept for the tests that pin the rule
+//! (`within`) and check the device against it. The anti-cheat rules decide from the
+//! device's counts.
 
-use super::fill::{decode, elem_size, poison_elem, Elem};
+#[cfg(test)]
+use super::fill::{decode, Elem};
+use super::fill::{elem_size, poison_elem};
 use crate::spec::DType;
 
+#[cfg(test)]
 /// Why one element failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BadKind {
@@ -16,6 +22,7 @@ pub enum BadKind {
     Nan,
 }
 
+#[cfg(test)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BadElem {
     /// Row-major flat index.
@@ -27,6 +34,7 @@ pub struct BadElem {
     pub unwritten: bool,
 }
 
+#[cfg(test)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Comparison {
     pub first_bad: Option<BadElem>,
@@ -36,6 +44,7 @@ pub struct Comparison {
     pub max_rel_err: f64,
 }
 
+#[cfg(test)]
 /// Whether `actual` is within tolerance of `expected`: |a - b| <= atol + rtol * |b|;
 /// NaN matches only NaN; equal infinities match.
 pub fn within(expected: f64, actual: f64, atol: f64, rtol: f64) -> bool {
@@ -52,6 +61,7 @@ pub fn within(expected: f64, actual: f64, atol: f64, rtol: f64) -> bool {
     (actual - expected).abs() <= atol + rtol * expected.abs()
 }
 
+#[cfg(test)]
 /// Compares two buffers of `dtype` element by element. Integers with zero tolerance are
 /// compared exactly (no rounding through f64, so i64 keeps every bit).
 pub fn compare(dtype: DType, expected: &[u8], actual: &[u8], atol: f64, rtol: f64) -> Comparison {
@@ -138,6 +148,33 @@ pub fn show(v: f64) -> String {
     }
 }
 
+// ---- anti-cheat rules (docs/verification.md) ----------------------------------------
+// Decided from the device's scan counts over n elements; each guards a way a wrong
+// kernel can pass a comparison within tolerance.
+
+/// Every element of the candidate's output is the same value while the reference's are
+/// not: an all-zero (or constant) output that the tolerance alone let through.
+pub fn constant_where_reference_varies(
+    n: u64,
+    cand_same_as_first: u64,
+    ref_same_as_first: u64,
+) -> bool {
+    n > 1 && cand_same_as_first == n && ref_same_as_first < n
+}
+
+/// The candidate's output is bit for bit equal to some other bytes (an input, or the
+/// buffer's own initial contents) while the reference's output is not: a copy or a no-op
+/// passing within tolerance.
+pub fn equal_where_reference_differs(n: u64, cand_equal: u64, ref_equal: u64) -> bool {
+    n > 1 && cand_equal == n && ref_equal < n
+}
+
+/// A mismatch on a later input set whose output equals the reference's result for the
+/// previous input set: results kept from an earlier launch (cached by pointer).
+pub fn stale_results(mismatch_now: bool, bad_against_previous: Option<u64>) -> bool {
+    mismatch_now && bad_against_previous == Some(0)
+}
+
 /// `(case 1, trial 0, seed 0x2a)`.
 pub fn where_suffix(case: usize, trial: u32, seed: u64) -> String {
     format!("(case {case}, trial {trial}, seed {seed:#x})")
@@ -146,6 +183,25 @@ pub fn where_suffix(case: usize, trial: u32, seed: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn anti_cheat_rules() {
+        // A constant candidate against a varying reference; not when both are constant
+        // (a kernel that fills), nor for one element.
+        assert!(constant_where_reference_varies(100, 100, 3));
+        assert!(!constant_where_reference_varies(100, 100, 100));
+        assert!(!constant_where_reference_varies(100, 99, 3));
+        assert!(!constant_where_reference_varies(1, 1, 0));
+        // A copy of an input (or an untouched inout) where the reference computes.
+        assert!(equal_where_reference_differs(64, 64, 0));
+        assert!(!equal_where_reference_differs(64, 64, 64)); // the op is a copy
+        assert!(!equal_where_reference_differs(64, 63, 0));
+        // Stale results: only a mismatch that equals the previous answer.
+        assert!(stale_results(true, Some(0)));
+        assert!(!stale_results(true, Some(5)));
+        assert!(!stale_results(true, None));
+        assert!(!stale_results(false, Some(0)));
+    }
     use crate::worker::cuda::fill::encode;
 
     fn f32s(v: &[f32]) -> Vec<u8> {

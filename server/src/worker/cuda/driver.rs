@@ -258,11 +258,24 @@ impl DeviceBuffer {
 
     /// Copies the whole allocation back (synchronous; waits for prior work in the
     /// legacy stream semantics, so callers sync their stream first).
+    #[cfg(test)]
     pub fn download(&self) -> CuResult<Vec<u8>> {
         let mut out = vec![0u8; self.bytes];
         // SAFETY: `out` has exactly `bytes` bytes.
         check("cuMemcpyDtoH", unsafe {
             sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), self.ptr, self.bytes)
+        })?;
+        Ok(out)
+    }
+
+    /// Copies `len` bytes from `self.ptr + offset` back (synchronous, as `download`).
+    pub fn download_range(&self, offset: usize, len: usize) -> CuResult<Vec<u8>> {
+        assert!(offset + len <= self.bytes, "download past the allocation");
+        let mut out = vec![0u8; len];
+        // SAFETY: the range lies inside this allocation (checked above); `out` has `len`
+        // bytes.
+        check("cuMemcpyDtoH", unsafe {
+            sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), self.ptr + offset as u64, len)
         })?;
         Ok(out)
     }

@@ -1,9 +1,12 @@
-//! Host-side inputs for verification and timing: a seeded RNG, the SPEC.md distributions
-//! (SPEC.md, "Distributions"), element encoding for every `DType` (f16 and bf16 by hand),
-//! and the byte patterns used to poison `out` buffers and to fill guard regions.
+//! The inputs of verification and timing, described on the host and made on the device:
+//! the counter-based generator of the SPEC.md distributions (SPEC.md, "Distributions"),
+//! element encoding for every `DType` (f16 and bf16 by hand), the poison of `out`
+//! buffers and the guard bytes around every buffer.
 //!
-//! Pure: no CUDA. Inputs are made on the host so that the reference and the candidate get
-//! byte-identical data and a failure replays exactly from (seed, case, trial).
+//! Pure: no CUDA. The device generates the same bytes with `helpers.cu`, whose `klsp_gen`
+//! is the twin of [`element_bits`]: element `i` of a buffer depends only on (key, i), so
+//! the reference and the candidate get byte-identical data, a failure replays exactly
+//! from (seed, case, trial), and nothing crosses PCIe to make inputs.
 
 use crate::spec::{DType, Dist, Role, ScalarTy, Value};
 
@@ -20,49 +23,6 @@ pub fn trial_seed(base: u64, case: usize, trial: u32) -> u64 {
     let c = mix64((case as u64).wrapping_add(0x9e37_79b9_7f4a_7c15));
     let t = mix64(u64::from(trial).wrapping_add(0x6a09_e667_f3bc_c909) ^ c.rotate_left(17));
     mix64(base ^ c ^ t.rotate_left(29))
-}
-
-/// xoshiro256**: fast, good quality, and fully specified here so that results do not
-/// depend on a crate's version.
-#[derive(Clone, Debug)]
-pub struct Rng {
-    s: [u64; 4],
-}
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        let mut x = seed;
-        let mut next = || {
-            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            mix64(x)
-        };
-        Rng {
-            s: [next(), next(), next(), next()],
-        }
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
-        let t = self.s[1] << 17;
-        self.s[2] ^= self.s[0];
-        self.s[3] ^= self.s[1];
-        self.s[1] ^= self.s[2];
-        self.s[0] ^= self.s[3];
-        self.s[2] ^= t;
-        self.s[3] = self.s[3].rotate_left(45);
-        result
-    }
-
-    /// Uniform in [0, 1) with 53 random bits.
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    /// Uniform in [0, span) for span > 0 (Lemire's multiply-shift; the bias is at most
-    /// span / 2^64, far below anything a test can see).
-    fn below(&mut self, span: u128) -> u128 {
-        (u128::from(self.next_u64()) * span) >> 64
-    }
 }
 
 /// Element size in bytes.
@@ -256,39 +216,129 @@ pub fn guard_bytes(dtype: DType) -> usize {
     b.div_ceil(256) * 256
 }
 
-/// The guard pattern: a 4-byte word unlikely to be written by accident (not 0, not a
-/// small integer, not a common float).
-pub const GUARD_WORD: [u8; 4] = [0xc7, 0x3b, 0x5e, 0x91];
-
-pub fn guard_fill(len: usize) -> Vec<u8> {
-    (0..len).map(|i| GUARD_WORD[i % 4]).collect()
+/// Byte `j` of a guard filled from stream `key`: the CPU twin of `klsp_guard_byte`,
+/// for tests.
+#[cfg(test)]
+pub fn guard_byte(key: u64, j: u64) -> u8 {
+    (counter_bits(key, j >> 3, 7) >> ((j & 7) * 8)) as u8
 }
 
-/// Index (in elements of `elem` bytes) of the first guard element that differs from the
-/// pattern, or None when the guard is intact.
-pub fn first_changed_guard(guard: &[u8], elem: usize) -> Option<usize> {
-    guard
-        .iter()
-        .enumerate()
-        .find(|(i, b)| **b != GUARD_WORD[i % 4])
-        .map(|(i, _)| i / elem.max(1))
+/// The bytes of a guard of `len` bytes from stream `key` (what `klsp_guard_fill` writes).
+#[cfg(test)]
+pub fn guard_fill(key: u64, len: usize) -> Vec<u8> {
+    (0..len as u64).map(|j| guard_byte(key, j)).collect()
 }
 
-/// Where a guard was overwritten, in elements relative to the buffer's start: `elems + k`
-/// for the k-th element past the end, negative for elements before the start (the one
-/// nearest the buffer is reported, as the likeliest off-by-one).
-pub fn guard_violation(front: &[u8], back: &[u8], elems: usize, elem: usize) -> Option<i64> {
-    if let Some(k) = first_changed_guard(back, elem) {
-        return Some((elems + k) as i64);
+/// Changed bytes in one guard: how many, and the byte range they span (offsets within
+/// the guard, end exclusive). What `klsp_guard_check` reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GuardDamage {
+    pub bytes: u64,
+    pub first: u64,
+    pub end: u64,
+}
+
+/// The CPU twin of `klsp_guard_check`, for tests.
+#[cfg(test)]
+pub fn guard_damage(guard: &[u8], key: u64) -> Option<GuardDamage> {
+    let mut d: Option<GuardDamage> = None;
+    for (j, b) in guard.iter().enumerate() {
+        let j = j as u64;
+        if *b != guard_byte(key, j) {
+            let e = d.get_or_insert(GuardDamage {
+                bytes: 0,
+                first: j,
+                end: j,
+            });
+            e.bytes += 1;
+            e.end = j + 1;
+        }
     }
-    let last = front
-        .iter()
-        .enumerate()
-        .rev()
-        .find(|(i, b)| **b != GUARD_WORD[i % 4])
-        .map(|(i, _)| i)?;
-    let before = (front.len() - last).div_ceil(elem.max(1));
-    Some(-(before as i64))
+    d
+}
+
+/// An out-of-bounds write, as the guards saw it: the damage before the buffer's start
+/// (offsets counted backwards from the start: 0 is the byte just before it) and after
+/// its end (0 is the byte just past it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutOfBounds {
+    pub before: Option<GuardDamage>,
+    pub after: Option<GuardDamage>,
+}
+
+impl OutOfBounds {
+    /// From the two guards' damage as measured (front offsets from the allocation's
+    /// start, `guard` bytes long).
+    pub fn from_guards(
+        front: Option<GuardDamage>,
+        back: Option<GuardDamage>,
+        guard: u64,
+    ) -> Option<Self> {
+        if front.is_none() && back.is_none() {
+            return None;
+        }
+        Some(OutOfBounds {
+            before: front.map(|d| GuardDamage {
+                bytes: d.bytes,
+                first: guard - d.end,
+                end: guard - d.first,
+            }),
+            after: back,
+        })
+    }
+
+    /// The element index of the first bad element: past the end (`elems + k`), else the
+    /// nearest one before the start (negative).
+    pub fn first_element(&self, elems: u64, elem: u64) -> i64 {
+        let elem = elem.max(1);
+        match (self.after, self.before) {
+            (Some(a), _) => (elems + a.first / elem) as i64,
+            (None, Some(b)) => -((b.first / elem) as i64) - 1,
+            (None, None) => elems as i64,
+        }
+    }
+
+    /// "past the end of `y`: 16 bytes changed, at elements 4099 to 4102 (bytes 0 to 15
+    /// past the end)", and the same for damage before the start.
+    pub fn describe(&self, name: &str, elems: u64, elem: u64) -> String {
+        let elem = elem.max(1);
+        let span = |d: &GuardDamage, past: bool| {
+            let (lo, hi) = (d.first / elem, (d.end - 1) / elem);
+            let (lo, hi) = if past {
+                ((elems + lo) as i64, (elems + hi) as i64)
+            } else {
+                (-(hi as i64) - 1, -(lo as i64) - 1)
+            };
+            let els = if lo == hi {
+                format!("element {lo}")
+            } else {
+                format!("elements {lo} to {hi}")
+            };
+            let bytes = if d.first + 1 == d.end {
+                format!("byte {}", d.first)
+            } else {
+                format!("bytes {} to {}", d.first, d.end - 1)
+            };
+            format!(
+                "{} byte{} changed, at {els} ({bytes} {})",
+                d.bytes,
+                if d.bytes == 1 { "" } else { "s" },
+                if past {
+                    "past the end"
+                } else {
+                    "before the start"
+                }
+            )
+        };
+        let mut parts = Vec::new();
+        if let Some(a) = &self.after {
+            parts.push(format!("past the end of `{name}`: {}", span(a, true)));
+        }
+        if let Some(b) = &self.before {
+            parts.push(format!("before the start of `{name}`: {}", span(b, false)));
+        }
+        parts.join("; ")
+    }
 }
 
 /// The bytes of a by-value kernel argument of C type `ty` (what `cuLaunchKernel` copies).
@@ -317,115 +367,116 @@ pub fn scalar_bytes(ty: ScalarTy, v: Value) -> Vec<u8> {
 
 // ---- filling ------------------------------------------------------------------------
 
-/// Elements per independently seeded block of a buffer.
-const FILL_BLOCK: usize = 1 << 16;
-
-/// The bytes of one buffer's initial contents (without guards). `out` buffers are
-/// poisoned; `in`/`inout` are drawn from `dist`. The buffer is filled in blocks of
-/// `FILL_BLOCK` elements, block `i` from its own stream seeded by (one draw of `rng`,
-/// `i`), on all cores: the values depend on the seed only, never on the thread count,
-/// and a 16M-element buffer fills in milliseconds instead of a second.
-pub fn fill_buffer(dtype: DType, role: Role, dist: &Dist, elems: usize, rng: &mut Rng) -> Vec<u8> {
-    let es = elem_size(dtype);
-    let mut out = vec![0u8; elems * es];
-    let base = rng.next_u64();
-    let mut blocks: Vec<(usize, &mut [u8])> = out.chunks_mut(FILL_BLOCK * es).enumerate().collect();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(16);
-    if threads <= 1 || blocks.len() <= 1 {
-        for (i, block) in blocks {
-            fill_block(
-                dtype,
-                role,
-                dist,
-                i * FILL_BLOCK,
-                block,
-                &mut Rng::new(buffer_seed(base, i)),
-            );
-        }
-    } else {
-        let per = blocks.len().div_ceil(threads);
-        std::thread::scope(|scope| {
-            while !blocks.is_empty() {
-                let take = per.min(blocks.len());
-                let mine: Vec<(usize, &mut [u8])> = blocks.drain(..take).collect();
-                scope.spawn(move || {
-                    for (i, block) in mine {
-                        fill_block(
-                            dtype,
-                            role,
-                            dist,
-                            i * FILL_BLOCK,
-                            block,
-                            &mut Rng::new(buffer_seed(base, i)),
-                        );
-                    }
-                });
-            }
-        });
-    }
-    out
+/// How a buffer is filled, as the device's `klsp_fill` takes it: the distribution's code
+/// (spec::Dist order, then poison) and its parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Fill {
+    pub code: u32,
+    pub p1: f64,
+    pub p2: f64,
+    pub ilo: i64,
+    pub ispan: u64,
 }
 
-/// Fill one block whose first element has index `first` in the buffer.
-fn fill_block(dtype: DType, role: Role, dist: &Dist, first: usize, out: &mut [u8], rng: &mut Rng) {
+impl Fill {
+    const POISON: u32 = 6;
+
+    /// `out` buffers are poisoned; `in`/`inout` are drawn from `dist`.
+    pub fn of(role: Role, dist: &Dist) -> Fill {
+        let f = |code, p1, p2| Fill {
+            code,
+            p1,
+            p2,
+            ilo: 0,
+            ispan: 1,
+        };
+        if role == Role::Out {
+            return f(Fill::POISON, 0.0, 0.0);
+        }
+        match *dist {
+            Dist::Uniform { lo, hi } => f(0, lo, hi),
+            Dist::Normal { mean, std } => f(1, mean, std),
+            Dist::RandInt { lo, hi } => Fill {
+                ilo: lo,
+                ispan: (i128::from(hi) - i128::from(lo)).clamp(1, i128::from(u64::MAX)) as u64,
+                ..f(2, 0.0, 0.0)
+            },
+            Dist::Zeros => f(3, 0.0, 0.0),
+            Dist::Ones => f(4, 0.0, 0.0),
+            Dist::Arange => f(5, 0.0, 0.0),
+        }
+    }
+}
+
+/// The element type's code in `helpers.cu` (the order of `DType::ALL`).
+pub fn dtype_code(dtype: DType) -> i32 {
+    DType::ALL
+        .iter()
+        .position(|d| *d == dtype)
+        .expect("DType::ALL lists every type") as i32
+}
+
+/// Word `k` of the stream `key` at element `i` (`klsp_bits`).
+pub fn counter_bits(key: u64, i: u64, k: u64) -> u64 {
+    mix64(
+        key ^ mix64(
+            i.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                .wrapping_add(k.wrapping_mul(0xd1b5_4a32_d192_ed03))
+                .wrapping_add(1),
+        ),
+    )
+}
+
+/// 53 random bits as a double in [0, 1).
+fn unit(bits: u64) -> f64 {
+    (bits >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// The bits (little-endian, `elem_size` bytes used) of element `i` of a buffer filled by
+/// `fill` from stream `key`: the CPU twin of `klsp_gen`. Uniform, randint, the constants
+/// and arange are bit-exact with the device; normal goes through `ln` and `cos`, which
+/// the device's libm may round differently in the last place.
+pub fn element_bits(dtype: DType, fill: &Fill, key: u64, i: u64) -> u64 {
+    let mut out = [0u8; 8];
     let es = elem_size(dtype);
-    if role == Role::Out {
-        let p = poison_elem(dtype);
-        for chunk in out.chunks_exact_mut(es) {
-            chunk.copy_from_slice(&p);
+    let o = &mut out[..es];
+    match fill.code {
+        0 => encode(
+            dtype,
+            fill.p1 + (fill.p2 - fill.p1) * unit(counter_bits(key, i, 0)),
+            o,
+        ),
+        1 => {
+            let u1 = ((counter_bits(key, i, 0) >> 11) + 1) as f64 * (1.0 / (1u64 << 53) as f64);
+            let u2 = unit(counter_bits(key, i, 1));
+            let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+            encode(dtype, fill.p1 + fill.p2 * z, o)
         }
-        return;
+        2 => {
+            let off = ((u128::from(counter_bits(key, i, 0)) * u128::from(fill.ispan)) >> 64) as u64;
+            encode_int(
+                dtype,
+                i128::from((fill.ilo as u64).wrapping_add(off) as i64),
+                o,
+            )
+        }
+        3 => encode_int(dtype, 0, o),
+        4 => encode_int(dtype, 1, o),
+        5 => encode_int(dtype, i128::from(i as i64), o),
+        _ => o.copy_from_slice(&poison_elem(dtype)),
     }
-    match *dist {
-        Dist::Uniform { lo, hi } => {
-            for chunk in out.chunks_exact_mut(es) {
-                let v = lo + (hi - lo) * rng.next_f64();
-                encode(dtype, v, chunk);
-            }
-        }
-        Dist::Normal { mean, std } => {
-            let mut spare: Option<f64> = None;
-            for chunk in out.chunks_exact_mut(es) {
-                let z = match spare.take() {
-                    Some(z) => z,
-                    None => {
-                        // Box-Muller; 1 - u keeps the logarithm's argument in (0, 1].
-                        let u1 = 1.0 - rng.next_f64();
-                        let u2 = rng.next_f64();
-                        let r = (-2.0 * u1.ln()).sqrt();
-                        let th = std::f64::consts::TAU * u2;
-                        spare = Some(r * th.sin());
-                        r * th.cos()
-                    }
-                };
-                encode(dtype, mean + std * z, chunk);
-            }
-        }
-        Dist::RandInt { lo, hi } => {
-            let span = (i128::from(hi) - i128::from(lo)).max(1) as u128;
-            for chunk in out.chunks_exact_mut(es) {
-                let v = i128::from(lo) + rng.below(span) as i128;
-                encode_int(dtype, v, chunk);
-            }
-        }
-        Dist::Zeros => {
-            for chunk in out.chunks_exact_mut(es) {
-                encode(dtype, 0.0, chunk);
-            }
-        }
-        Dist::Ones => {
-            for chunk in out.chunks_exact_mut(es) {
-                encode(dtype, 1.0, chunk);
-            }
-        }
-        Dist::Arange => {
-            for (i, chunk) in out.chunks_exact_mut(es).enumerate() {
-                encode_int(dtype, (first + i) as i128, chunk);
-            }
-        }
+    u64::from_le_bytes(out)
+}
+
+/// The bytes `klsp_fill` writes into a buffer of `n` elements (the twin, for tests).
+#[cfg(test)]
+pub fn fill_host(dtype: DType, fill: &Fill, key: u64, n: usize) -> Vec<u8> {
+    let es = elem_size(dtype);
+    let mut out = Vec::with_capacity(n * es);
+    for i in 0..n as u64 {
+        out.extend_from_slice(&element_bits(dtype, fill, key, i).to_le_bytes()[..es]);
     }
+    out
 }
 
 /// The seed of buffer `index` within a trial: each buffer gets its own stream, so adding
@@ -434,29 +485,65 @@ pub fn buffer_seed(trial_seed: u64, index: usize) -> u64 {
     mix64(trial_seed ^ mix64(index as u64 + 1))
 }
 
+/// The streams of a buffer's front and back guards, from the buffer's own key: guards
+/// differ per buffer, case and trial, so bytes copied from another buffer's guard (or
+/// from any input) into this one's show as a change.
+pub fn guard_keys(buffer_key: u64) -> (u64, u64) {
+    (
+        mix64(buffer_key ^ 0x6775_6172_645f_6672),
+        mix64(buffer_key ^ 0x6775_6172_645f_6261),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The twin's fill of a whole buffer, as the device makes it.
+    fn fill_buffer(dtype: DType, role: Role, dist: &Dist, n: usize, key: u64) -> Vec<u8> {
+        fill_host(dtype, &Fill::of(role, dist), key, n)
+    }
+
     #[test]
-    fn blocks_continue_indices_and_depend_only_on_the_seed() {
-        let n = 3 * FILL_BLOCK + 17;
-        let a = fill_buffer(DType::I32, Role::In, &Dist::Arange, n, &mut Rng::new(1));
+    fn elements_depend_only_on_the_key_and_the_index() {
+        let n = 70_000;
+        let a = fill_buffer(DType::I32, Role::In, &Dist::Arange, n, 1);
         let at = |i: usize| i32::from_le_bytes(a[i * 4..i * 4 + 4].try_into().unwrap());
-        assert_eq!(
-            (at(FILL_BLOCK - 1), at(FILL_BLOCK), at(n - 1)),
-            (FILL_BLOCK as i32 - 1, FILL_BLOCK as i32, n as i32 - 1)
-        );
+        assert_eq!((at(0), at(65_536), at(n - 1)), (0, 65_536, n as i32 - 1));
         let d = Dist::Normal {
             mean: 0.0,
             std: 1.0,
         };
-        let x = fill_buffer(DType::F32, Role::In, &d, n, &mut Rng::new(9));
-        let y = fill_buffer(DType::F32, Role::In, &d, n, &mut Rng::new(9));
+        let x = fill_buffer(DType::F32, Role::In, &d, n, 9);
+        let y = fill_buffer(DType::F32, Role::In, &d, n, 9);
         assert_eq!(x, y);
-        // Different blocks are different streams.
-        assert_ne!(x[..64], x[FILL_BLOCK * 4..FILL_BLOCK * 4 + 64]);
+        // Element i is the same whatever the buffer's length (the device fills in any
+        // order and with any grid).
+        let short = fill_buffer(DType::F32, Role::In, &d, 100, 9);
+        assert_eq!(short[..], x[..400]);
+        assert_ne!(x[..64], fill_buffer(DType::F32, Role::In, &d, 16, 10)[..]);
     }
+
+    /// Pins the generator: the device's `klsp_gen` computes the same function, and a
+    /// change here changes every recorded seed's inputs.
+    #[test]
+    fn the_generator_is_pinned() {
+        assert_eq!(counter_bits(0, 0, 0), PINNED[0]);
+        assert_eq!(counter_bits(42, 7, 1), PINNED[1]);
+        let u = Fill::of(Role::In, &Dist::Uniform { lo: -1.0, hi: 1.0 });
+        assert_eq!(element_bits(DType::F32, &u, 5, 3), PINNED[2]);
+        let r = Fill::of(Role::In, &Dist::RandInt { lo: -5, hi: 1000 });
+        assert_eq!(element_bits(DType::I64, &r, 5, 3), PINNED[3]);
+        assert_eq!(guard_byte(77, 13), PINNED[4] as u8);
+    }
+
+    const PINNED: [u64; 5] = [
+        8_841_707_400_507_832_957,
+        13_015_299_223_696_974_318,
+        1_026_799_503, // 0.0439 as f32 bits
+        519,
+        38,
+    ];
 
     fn vals(dtype: DType, bytes: &[u8]) -> Vec<f64> {
         bytes
@@ -468,34 +555,10 @@ mod tests {
     #[test]
     fn same_seed_same_values_and_different_trials_differ() {
         let d = Dist::Uniform { lo: -1.0, hi: 1.0 };
-        let a = fill_buffer(
-            DType::F32,
-            Role::In,
-            &d,
-            1000,
-            &mut Rng::new(trial_seed(42, 0, 0)),
-        );
-        let b = fill_buffer(
-            DType::F32,
-            Role::In,
-            &d,
-            1000,
-            &mut Rng::new(trial_seed(42, 0, 0)),
-        );
-        let c = fill_buffer(
-            DType::F32,
-            Role::In,
-            &d,
-            1000,
-            &mut Rng::new(trial_seed(42, 0, 1)),
-        );
-        let e = fill_buffer(
-            DType::F32,
-            Role::In,
-            &d,
-            1000,
-            &mut Rng::new(trial_seed(42, 1, 0)),
-        );
+        let a = fill_buffer(DType::F32, Role::In, &d, 1000, trial_seed(42, 0, 0));
+        let b = fill_buffer(DType::F32, Role::In, &d, 1000, trial_seed(42, 0, 0));
+        let c = fill_buffer(DType::F32, Role::In, &d, 1000, trial_seed(42, 0, 1));
+        let e = fill_buffer(DType::F32, Role::In, &d, 1000, trial_seed(42, 1, 0));
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_ne!(a, e);
@@ -507,7 +570,7 @@ mod tests {
     fn uniform_stays_in_range_and_covers_it() {
         let d = Dist::Uniform { lo: 2.0, hi: 5.0 };
         for dt in [DType::F32, DType::F64, DType::F16, DType::Bf16] {
-            let v = vals(dt, &fill_buffer(dt, Role::In, &d, 20_000, &mut Rng::new(1)));
+            let v = vals(dt, &fill_buffer(dt, Role::In, &d, 20_000, 1));
             // f16/bf16 rounding may land exactly on hi; never beyond it.
             assert!(v.iter().all(|x| (2.0..=5.0).contains(x)), "{dt}");
             let mean = v.iter().sum::<f64>() / v.len() as f64;
@@ -524,7 +587,7 @@ mod tests {
         };
         let v = vals(
             DType::F64,
-            &fill_buffer(DType::F64, Role::InOut, &d, 50_000, &mut Rng::new(9)),
+            &fill_buffer(DType::F64, Role::InOut, &d, 50_000, 9),
         );
         let mean = v.iter().sum::<f64>() / v.len() as f64;
         let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / v.len() as f64;
@@ -536,7 +599,7 @@ mod tests {
     fn randint_is_half_open_and_hits_every_value() {
         let d = Dist::RandInt { lo: -3, hi: 4 };
         for dt in [DType::I8, DType::I16, DType::I32, DType::I64, DType::F32] {
-            let v = vals(dt, &fill_buffer(dt, Role::In, &d, 5000, &mut Rng::new(3)));
+            let v = vals(dt, &fill_buffer(dt, Role::In, &d, 5000, 3));
             assert!(v.iter().all(|x| (-3.0..4.0).contains(x)), "{dt}");
             for want in -3..4 {
                 assert!(v.contains(&f64::from(want)), "{dt} never drew {want}");
@@ -549,7 +612,7 @@ mod tests {
                 Role::In,
                 &Dist::RandInt { lo: 0, hi: 256 },
                 5000,
-                &mut Rng::new(3),
+                3,
             ),
         );
         assert!(v.contains(&255.0) && v.contains(&0.0));
@@ -558,7 +621,7 @@ mod tests {
             lo: i64::MAX - 2,
             hi: i64::MAX,
         };
-        let b = fill_buffer(DType::I64, Role::In, &big, 100, &mut Rng::new(5));
+        let b = fill_buffer(DType::I64, Role::In, &big, 100, 5);
         for c in b.chunks_exact(8) {
             let x = i64::from_le_bytes(c.try_into().unwrap());
             assert!(x == i64::MAX - 2 || x == i64::MAX - 1, "{x}");
@@ -567,32 +630,32 @@ mod tests {
 
     #[test]
     fn constant_and_arange_fills() {
-        let mut r = Rng::new(0);
+        let r = 0u64;
         assert_eq!(
             vals(
                 DType::Bf16,
-                &fill_buffer(DType::Bf16, Role::In, &Dist::Ones, 3, &mut r)
+                &fill_buffer(DType::Bf16, Role::In, &Dist::Ones, 3, r)
             ),
             [1.0; 3]
         );
         assert_eq!(
             vals(
                 DType::I32,
-                &fill_buffer(DType::I32, Role::In, &Dist::Zeros, 3, &mut r)
+                &fill_buffer(DType::I32, Role::In, &Dist::Zeros, 3, r)
             ),
             [0.0; 3]
         );
         assert_eq!(
             vals(
                 DType::F16,
-                &fill_buffer(DType::F16, Role::In, &Dist::Arange, 4, &mut r)
+                &fill_buffer(DType::F16, Role::In, &Dist::Arange, 4, r)
             ),
             [0.0, 1.0, 2.0, 3.0]
         );
         assert_eq!(
             vals(
                 DType::Bool,
-                &fill_buffer(DType::Bool, Role::In, &Dist::Ones, 2, &mut r)
+                &fill_buffer(DType::Bool, Role::In, &Dist::Ones, 2, r)
             ),
             [1.0; 2]
         );
@@ -600,16 +663,16 @@ mod tests {
 
     #[test]
     fn out_buffers_are_poisoned() {
-        let b = fill_buffer(DType::F32, Role::Out, &Dist::Ones, 4, &mut Rng::new(0));
+        let b = fill_buffer(DType::F32, Role::Out, &Dist::Ones, 4, 0);
         assert!(vals(DType::F32, &b).iter().all(|x| x.is_nan()));
-        let h = fill_buffer(DType::F16, Role::Out, &Dist::Ones, 2, &mut Rng::new(0));
+        let h = fill_buffer(DType::F16, Role::Out, &Dist::Ones, 2, 0);
         assert!(vals(DType::F16, &h).iter().all(|x| x.is_nan()));
-        let bf = fill_buffer(DType::Bf16, Role::Out, &Dist::Ones, 2, &mut Rng::new(0));
+        let bf = fill_buffer(DType::Bf16, Role::Out, &Dist::Ones, 2, 0);
         assert!(vals(DType::Bf16, &bf).iter().all(|x| x.is_nan()));
-        let d = fill_buffer(DType::F64, Role::Out, &Dist::Ones, 2, &mut Rng::new(0));
+        let d = fill_buffer(DType::F64, Role::Out, &Dist::Ones, 2, 0);
         assert!(vals(DType::F64, &d).iter().all(|x| x.is_nan()));
         assert_eq!(
-            fill_buffer(DType::I32, Role::Out, &Dist::Ones, 1, &mut Rng::new(0)),
+            fill_buffer(DType::I32, Role::Out, &Dist::Ones, 1, 0),
             [0xa5; 4]
         );
     }
@@ -670,30 +733,50 @@ mod tests {
     }
 
     #[test]
-    fn guard_pattern_and_first_changed_element() {
+    fn guards_differ_per_buffer_and_trial_and_name_the_damage() {
         assert_eq!(guard_bytes(DType::U8), 1024);
         assert_eq!(guard_bytes(DType::F32), 1024);
         assert_eq!(guard_bytes(DType::F64), 2048);
-        let mut g = guard_fill(1024);
-        assert_eq!(first_changed_guard(&g, 4), None);
-        g[13] ^= 1;
-        g[900] = 0;
-        assert_eq!(first_changed_guard(&g, 4), Some(3));
-        assert_eq!(first_changed_guard(&g, 2), Some(6));
-    }
+        let k0 = buffer_seed(trial_seed(1, 0, 0), 0);
+        let k1 = buffer_seed(trial_seed(1, 0, 0), 1);
+        let k2 = buffer_seed(trial_seed(1, 0, 1), 0);
+        let (f0, b0) = guard_keys(k0);
+        let g = |k| guard_fill(k, 1024);
+        // Every buffer, trial and side has its own bytes: copying one guard into another
+        // is a change.
+        for (x, y) in [(f0, b0), (b0, guard_keys(k1).1), (b0, guard_keys(k2).1)] {
+            let same = g(x).iter().zip(g(y)).filter(|(a, b)| **a == *b).count();
+            assert!(same < 20, "{same} equal bytes");
+        }
+        // Not a repeating word, and no long runs of zeros or of one byte.
+        let bytes = g(b0);
+        assert!(bytes.windows(4).filter(|w| w == &&bytes[..4]).count() < 3);
+        assert_eq!(guard_damage(&bytes, b0), None);
 
-    #[test]
-    fn guard_violation_names_elements_past_the_end_and_before_the_start() {
-        let g = guard_fill(1024);
-        assert_eq!(guard_violation(&g, &g, 100, 4), None);
-        let mut back = g.clone();
-        back[8] = 0;
-        assert_eq!(guard_violation(&g, &back, 100, 4), Some(102));
-        let mut front = g.clone();
-        front[1020] = 0; // the last element before the buffer
-        assert_eq!(guard_violation(&front, &g, 100, 4), Some(-1));
-        front[0] = 0; // farther away: the nearest one is still reported
-        assert_eq!(guard_violation(&front, &g, 100, 4), Some(-1));
+        let mut back = bytes.clone();
+        back[8..24].copy_from_slice(&[0; 16]);
+        let d = guard_damage(&back, b0).unwrap();
+        assert_eq!((d.first, d.end), (8, 24));
+        assert!(d.bytes >= 14, "{d:?}"); // a random byte may already be 0
+        let oob = OutOfBounds::from_guards(None, Some(d), 1024).unwrap();
+        assert_eq!(oob.first_element(100, 4), 102);
+        assert_eq!(
+            oob.describe("y", 100, 4),
+            format!(
+                "past the end of `y`: {} bytes changed, at elements 102 to 105 (bytes 8 to 23 past the end)",
+                d.bytes
+            )
+        );
+
+        let mut front = bytes.clone();
+        front[1020] ^= 0xff; // the last element before the buffer
+        let d = guard_damage(&front, b0).unwrap();
+        let oob = OutOfBounds::from_guards(Some(d), None, 1024).unwrap();
+        assert_eq!(oob.first_element(100, 4), -1);
+        assert_eq!(
+            oob.describe("x", 100, 4),
+            "before the start of `x`: 1 byte changed, at element -1 (byte 3 before the start)"
+        );
     }
 
     #[test]

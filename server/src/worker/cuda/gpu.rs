@@ -6,12 +6,18 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::sys::{CUdevice_attribute as DA, CUfunction, CUfunction_attribute as FA};
+use cudarc::driver::sys::{
+    CUdevice_attribute as DA, CUfunction, CUfunction_attribute as FA, CUstream,
+};
 use sha2::{Digest, Sha256};
 
+use super::devgen::{Collected, DevHelpers, Slot};
 use super::driver::{self, Context, CuError, CuResult, DeviceBuffer, Event, Module};
-use super::fill::{elem_size, guard_bytes, guard_fill, guard_violation, scalar_bytes};
+use super::fill::{
+    elem_size, guard_bytes, guard_keys, scalar_bytes, Fill, GuardDamage, OutOfBounds,
+};
 use super::limits::{check_launch, KernelAttrs, LaunchPlan};
+use super::refcache::RefCache;
 use crate::spec::{Arg, Case, DType, Launch, Role};
 use crate::toolchain::{
     self, default_options, std_header_shims, CompileRequest, Toolchain, ToolchainSettings,
@@ -55,6 +61,10 @@ pub struct Gpu {
     pub poisoned: bool,
     flush: Option<DeviceBuffer>,
     ceilings_tried: bool,
+    /// `helpers.cu`, compiled on first use.
+    helpers: Option<Arc<DevHelpers>>,
+    /// Reference outputs reused across the candidates of a step.
+    pub ref_cache: RefCache,
     /// Last field on purpose: fields drop in order, and modules and buffers must be
     /// freed while the context still exists (compute-sanitizer flagged
     /// `cuModuleUnload` after the context was released).
@@ -104,6 +114,8 @@ impl Gpu {
             poisoned: false,
             flush: None,
             ceilings_tried: false,
+            helpers: None,
+            ref_cache: RefCache::default(),
         })
     }
 
@@ -128,6 +140,29 @@ impl Gpu {
             _ => ErrorKind::Internal,
         };
         err(kind, format!("{what}: {e}"))
+    }
+
+    /// The verification helpers, compiled and loaded on first use.
+    pub fn helpers(&mut self) -> Result<Arc<DevHelpers>, WorkerError> {
+        if let Some(h) = &self.helpers {
+            return Ok(h.clone());
+        }
+        let nvrtc = match &self.toolchain.nvrtc {
+            Ok(n) => n.clone(),
+            Err(e) => return Err(err(ErrorKind::NoBackend, e.to_string())),
+        };
+        let h = Arc::new(
+            DevHelpers::load(&nvrtc, &self.info.arch, self.info.sms)
+                .map_err(|m| err(ErrorKind::Internal, m))?,
+        );
+        self.helpers = Some(h.clone());
+        Ok(h)
+    }
+
+    /// Bytes the reference cache may hold: a quarter of the free memory, at most 4 GiB.
+    pub fn ref_cache_budget(&self) -> u64 {
+        let free = self.ctx.free_mem().unwrap_or(0) as u64;
+        (free / 4).min(4 << 30)
     }
 
     // ---- compiling --------------------------------------------------------------------
@@ -531,7 +566,16 @@ fn human_bytes(b: f64) -> String {
 
 // ---- guarded buffers ----------------------------------------------------------------
 
+/// Whether buffers get guard regions. The compute-sanitizer child worker sets
+/// `KERNEL_LSP_EXACT_BUFFERS=1`: there every buffer is allocated at its exact size, so
+/// that memcheck sees any access past its end (a guard would be "inside" the allocation).
+pub fn exact_buffers() -> bool {
+    std::env::var_os("KERNEL_LSP_EXACT_BUFFERS").is_some_and(|v| v == "1")
+}
+
 /// One buffer argument on the device: `[guard | data | guard]`, the kernel seeing `data`.
+/// Guards hold bytes from their own streams (`fill::guard_keys`), different for every
+/// buffer, case and trial.
 pub struct Guarded {
     pub name: String,
     pub dtype: DType,
@@ -539,7 +583,15 @@ pub struct Guarded {
     pub shape: Vec<u64>,
     pub elems: usize,
     pub guard: usize,
+    /// How `prepare` fills the data: the spec's distribution, or poison for `out`.
+    pub fill: Fill,
     pub mem: DeviceBuffer,
+}
+
+/// The two guard scans of one buffer, queued by [`Guarded::check_guards`].
+pub struct GuardSlots {
+    front: Option<Slot>,
+    back: Option<Slot>,
 }
 
 impl Guarded {
@@ -551,28 +603,76 @@ impl Guarded {
         self.elems * elem_size(self.dtype)
     }
 
-    /// Uploads `[guard pattern | data | guard pattern]`.
-    pub fn upload(&self, data: &[u8]) -> CuResult<()> {
-        debug_assert_eq!(data.len(), self.data_bytes());
-        let g = guard_fill(self.guard);
-        let mut all = Vec::with_capacity(self.mem.bytes);
-        all.extend_from_slice(&g);
-        all.extend_from_slice(data);
-        all.extend_from_slice(&g);
-        self.mem.upload(0, &all)
+    /// Queues the fill of the data (inputs from `key`, or poison) and of both guards.
+    pub fn prepare(&self, h: &DevHelpers, stream: CUstream, key: u64) -> CuResult<()> {
+        h.fill(
+            stream,
+            self.data_ptr(),
+            self.elems as u64,
+            self.dtype,
+            &self.fill,
+            key,
+        )?;
+        if self.guard > 0 {
+            let (front, back) = guard_keys(key);
+            h.guard_fill(stream, self.mem.ptr, self.guard as u64, front)?;
+            let end = self.data_ptr() + self.data_bytes() as u64;
+            h.guard_fill(stream, end, self.guard as u64, back)?;
+        }
+        Ok(())
     }
 
-    /// Reads back: (data, guard violation in elements relative to the start, if any).
-    pub fn download(&self) -> CuResult<(Vec<u8>, Option<i64>)> {
-        let all = self.mem.download()?;
-        let end = self.guard + self.data_bytes();
-        let bad = guard_violation(
-            &all[..self.guard],
-            &all[end..],
-            self.elems,
-            elem_size(self.dtype),
-        );
-        Ok((all[self.guard..end].to_vec(), bad))
+    /// Queues the scans of both guards against the bytes `prepare(key)` wrote.
+    pub fn check_guards(&self, h: &DevHelpers, stream: CUstream, key: u64) -> CuResult<GuardSlots> {
+        if self.guard == 0 {
+            return Ok(GuardSlots {
+                front: None,
+                back: None,
+            });
+        }
+        let (front, back) = guard_keys(key);
+        let end = self.data_ptr() + self.data_bytes() as u64;
+        Ok(GuardSlots {
+            front: Some(h.guard_check(stream, self.mem.ptr, self.guard as u64, front)?),
+            back: Some(h.guard_check(stream, end, self.guard as u64, back)?),
+        })
+    }
+
+    /// The out-of-bounds write the collected guard scans show, if any.
+    pub fn out_of_bounds(&self, slots: &GuardSlots, got: &Collected) -> Option<OutOfBounds> {
+        let damage = |s: Option<Slot>| {
+            let st = got.get(s?);
+            (st.bad > 0).then(|| GuardDamage {
+                bytes: st.bad,
+                first: st.first_bad.unwrap_or(0),
+                end: st.end_bad,
+            })
+        };
+        OutOfBounds::from_guards(damage(slots.front), damage(slots.back), self.guard as u64)
+    }
+
+    /// Queues the check that the data still holds what `prepare(key)` wrote (an `in`
+    /// buffer after the launch).
+    pub fn check_unchanged(&self, h: &DevHelpers, stream: CUstream, key: u64) -> CuResult<Slot> {
+        h.matches(
+            stream,
+            self.data_ptr(),
+            self.elems as u64,
+            self.dtype,
+            &self.fill,
+            key,
+        )
+    }
+
+    /// The bytes of element `i` (synchronous).
+    pub fn element(&self, i: u64) -> CuResult<Vec<u8>> {
+        let es = elem_size(self.dtype);
+        self.mem.download_range(self.guard + i as usize * es, es)
+    }
+
+    /// The whole data region (synchronous): only where a failure must be described.
+    pub fn download_data(&self) -> CuResult<Vec<u8>> {
+        self.mem.download_range(self.guard, self.data_bytes())
     }
 }
 
@@ -598,20 +698,30 @@ pub fn buffer_args(c: &Case) -> Vec<BufferSpec<'_>> {
         .collect()
 }
 
+/// Guard bytes on each side of a buffer of `dtype` (none in the sanitizer's child).
+fn guard_len(dtype: DType) -> usize {
+    if exact_buffers() {
+        0
+    } else {
+        guard_bytes(dtype)
+    }
+}
+
 /// Device bytes (with guards) that `c`'s buffers take.
 pub fn case_device_bytes(c: &Case) -> u64 {
     buffer_args(c)
         .iter()
-        .map(|(_, d, _, _, elems, _)| elems * d.size_bytes() + 2 * guard_bytes(*d) as u64)
+        .map(|(_, d, _, _, elems, _)| elems * d.size_bytes() + 2 * guard_len(*d) as u64)
         .sum()
 }
 
-/// Allocates every buffer argument of `c` with guards (contents undefined until upload).
+/// Allocates every buffer argument of `c` with guards (contents undefined until
+/// `prepare`).
 pub fn alloc_buffers(c: &Case) -> CuResult<Vec<Guarded>> {
     buffer_args(c)
         .into_iter()
-        .map(|(name, dtype, role, shape, elems, _)| {
-            let guard = guard_bytes(dtype);
+        .map(|(name, dtype, role, shape, elems, dist)| {
+            let guard = guard_len(dtype);
             let elems = elems as usize;
             Ok(Guarded {
                 name: name.to_string(),
@@ -620,6 +730,7 @@ pub fn alloc_buffers(c: &Case) -> CuResult<Vec<Guarded>> {
                 shape: shape.to_vec(),
                 elems,
                 guard,
+                fill: Fill::of(role, dist),
                 mem: DeviceBuffer::alloc(2 * guard + elems * elem_size(dtype))?,
             })
         })

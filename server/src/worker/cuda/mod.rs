@@ -15,10 +15,12 @@
 //! the loop exits and the pool starts a fresh worker.
 
 mod compare;
+mod devgen;
 mod driver;
 mod fill;
 mod gpu;
 mod limits;
+mod refcache;
 mod time;
 mod verify;
 

@@ -1,5 +1,5 @@
 //! `Op::Time` on the GPU (SPEC.md, "What the tool does with it": time and roofline): case 0
-//! only, inputs made once, a warm-up per version, then interleaved rounds (each timed
+//! only, inputs made once on the device, a warm-up per version, then interleaved rounds (each timed
 //! launch after an L2 flush, bracketed by events) until every version has spent its
 //! budget and reached `min_reps`.
 //!
@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::driver::{self, CuError, Event};
-use super::fill::{buffer_seed, fill_buffer, trial_seed, Rng};
+use super::fill::{buffer_seed, trial_seed};
 use super::gpu::{
     alloc_buffers, buffer_args, case_device_bytes, err, kernel_args, Gpu, Guarded, Kernel,
 };
@@ -66,13 +66,15 @@ pub fn time(
                 gpu.check_memory(case_device_bytes(c), &format!("timing `{}`", v.label))?;
                 let bufs =
                     alloc_buffers(c).map_err(|e| gpu.fault(e, "allocating buffers for timing"))?;
+                // Inputs made on the device, from the same generator as verification.
+                let h = gpu.helpers()?;
                 let ts = trial_seed(0, 0, 0);
-                for (i, (b, (_, d, r, _, e, dist))) in bufs.iter().zip(buffer_args(c)).enumerate() {
-                    let data =
-                        fill_buffer(d, r, dist, e as usize, &mut Rng::new(buffer_seed(ts, i)));
-                    b.upload(&data)
-                        .map_err(|e| gpu.fault(e, "uploading inputs for timing"))?;
-                }
+                let stream = gpu.ctx.stream;
+                bufs.iter()
+                    .enumerate()
+                    .try_for_each(|(i, b)| b.prepare(&h, stream, buffer_seed(ts, i)))
+                    .and_then(|()| gpu.ctx.sync())
+                    .map_err(|e| gpu.fault(e, "making inputs for timing"))?;
                 layouts.push(layout);
                 sets.push(bufs);
                 sets.len() - 1

@@ -8,6 +8,8 @@ mod cli_check;
 mod client;
 #[path = "../gpu/cuda_backend.rs"]
 mod gpu;
+#[path = "../gpu/cheats.rs"]
+mod gpu_cheats;
 mod health;
 mod llm_client;
 mod llm_server;

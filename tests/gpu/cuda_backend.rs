@@ -438,52 +438,56 @@ fn gpu_device_reports_limits_and_ceilings() {
 /// Compile + verify (3 trials, 2 cases) + time (two versions) with a warm backend, five
 /// times with a fresh source each time (no compile cache), median printed as
 /// TURNAROUND_MS for tests/gpu/run.sh to compare with the KernelBench-style path.
+/// Per-candidate turnaround as an optimization step sees it: compile a new candidate,
+/// verify it against the same current version (whose outputs the worker keeps after the
+/// first candidate), and time the two side by side with the optimizer's default timing
+/// settings. Ten candidates at n = 2^20 ("small") and ten at n = 2^24 (issue #10's
+/// targets: <= 0.35 s and <= 0.5 s, medians).
 #[test]
 fn gpu_turnaround() {
     let Some(mut b) = backend("gpu_turnaround") else {
         return;
     };
     let _ = b.device();
-    let mut ms = Vec::new();
-    let mut parts: Vec<[f64; 3]> = Vec::new();
-    for round in 0..5 {
-        let (mut c, r) = saxpy("if (i < n) y[i] = a * x[i] + y[i];");
-        c.source
-            .push_str(&format!("\n// turnaround round {round}\n"));
-        let t0 = Instant::now();
-        match b.run(&Op::Compile { version: c.clone() }, &mut |_| {}) {
-            Ok(OpResult::Compile(rep)) => assert!(!rep.cached),
-            other => panic!("{other:?}"),
+    for (tag, n) in [("", "1 << 20"), ("_24", "1 << 24")] {
+        let mut ms = Vec::new();
+        let mut parts: Vec<[f64; 3]> = Vec::new();
+        for round in 0..10 {
+            let src = SAXPY.replace("n = 1 << 20, 4099", &format!("n = {n}, 4099"));
+            let src = src.replace("BODY", "if (i < n) y[i] = a * x[i] + y[i];");
+            let mut c = version(&src, "saxpy", "candidate");
+            let r = version(&src, "saxpy_ref", "reference");
+            c.source
+                .push_str(&format!("\n// turnaround round {round}\n"));
+            let t0 = Instant::now();
+            match b.run(&Op::Compile { version: c.clone() }, &mut |_| {}) {
+                Ok(OpResult::Compile(rep)) => assert!(!rep.cached),
+                other => panic!("{other:?}"),
+            }
+            let t_compile = t0.elapsed().as_secs_f64() * 1e3;
+            let rep = verify(&mut b, &c, &r);
+            let t_verify = t0.elapsed().as_secs_f64() * 1e3 - t_compile;
+            assert!(rep.passed, "{:?}", rep.failure);
+            let _ = time(&mut b, vec![r, c], TimeSettings::default());
+            let total = t0.elapsed().as_secs_f64() * 1e3;
+            parts.push([t_compile, t_verify, total - t_compile - t_verify]);
+            ms.push(total);
         }
-        let t_compile = t0.elapsed().as_secs_f64() * 1e3;
-        let rep = verify(&mut b, &c, &r);
-        let t_verify = t0.elapsed().as_secs_f64() * 1e3 - t_compile;
-        assert!(rep.passed, "{:?}", rep.failure);
-        let settings = TimeSettings {
-            warmup_ms: 10.0,
-            rep_ms: 50.0,
-            min_reps: 10,
-            flush_l2: true,
+        ms.sort_by(f64::total_cmp);
+        println!("TURNAROUND{tag}_RUNS_MS={ms:?}");
+        let median = |k: usize| {
+            let mut v: Vec<f64> = parts.iter().map(|p| p[k]).collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
         };
-        let _ = time(&mut b, vec![r, c], settings);
-        let total = t0.elapsed().as_secs_f64() * 1e3;
-        parts.push([t_compile, t_verify, total - t_compile - t_verify]);
-        ms.push(total);
+        println!(
+            "TURNAROUND{tag}_PARTS compile_ms={:.0} verify_ms={:.0} time_ms={:.0}",
+            median(0),
+            median(1),
+            median(2)
+        );
+        println!("TURNAROUND{tag}_MS={:.0}", ms[ms.len() / 2]);
     }
-    ms.sort_by(f64::total_cmp);
-    println!("TURNAROUND_RUNS_MS={ms:?}");
-    let median = |k: usize| {
-        let mut v: Vec<f64> = parts.iter().map(|p| p[k]).collect();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    println!(
-        "TURNAROUND_PARTS compile_ms={:.0} verify_ms={:.0} time_ms={:.0}",
-        median(0),
-        median(1),
-        median(2)
-    );
-    println!("TURNAROUND_MS={:.0}", ms[ms.len() / 2]);
 }
 
 /// A pool of one real worker: `KERNEL_LSP_BIN` (the GPU machine's copy) or this build's.

@@ -2,6 +2,8 @@
 # The one script for the GPU machine. It builds nothing (no cargo, no network there):
 #   KERNEL_LSP_BIN  prebuilt release `kernel-lsp`
 #   KERNEL_LSP_E2E  prebuilt release e2e test executable (tests/e2e, which includes tests/gpu)
+#   KERNEL_LSP_LIB  (optional) prebuilt release unit-test executable of the library: its
+#                   GPU tests check the device helpers against their CPU twins
 # Runs the CUDA backend's GPU tests with KERNEL_LSP_REQUIRE_GPU=1 (a missing GPU fails),
 # then the KernelBench-style turnaround for comparison, and prints a short table last.
 set -uo pipefail
@@ -16,8 +18,12 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 "$KERNEL_LSP_BIN" --version 2>&1 | head -1 || true
 
 echo "== GPU tests"
-KERNEL_LSP_REQUIRE_GPU=1 "$KERNEL_LSP_E2E" gpu:: --skip gpu_illegal_address --test-threads=1 --nocapture 2>&1 | tee "$log/tests.txt"
+KERNEL_LSP_REQUIRE_GPU=1 "$KERNEL_LSP_E2E" gpu:: gpu_cheats:: --skip gpu_illegal_address --test-threads=1 --nocapture 2>&1 | tee "$log/tests.txt"
 tests_rc=${PIPESTATUS[0]}
+if [[ -n "${KERNEL_LSP_LIB:-}" ]]; then
+  KERNEL_LSP_REQUIRE_GPU=1 "$KERNEL_LSP_LIB" gpu_ --test-threads=1 --nocapture 2>&1 | tee "$log/tests-lib.txt"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || tests_rc=1
+fi
 # A fault loses the process's CUDA context (every later test in that process would fail):
 # the in-process fault test runs alone, in its own process.
 KERNEL_LSP_REQUIRE_GPU=1 "$KERNEL_LSP_E2E" gpu::gpu_illegal_address --test-threads=1 --nocapture 2>&1 | tee "$log/tests-fault.txt"
@@ -70,11 +76,13 @@ fi
 
 val() { grep -o "^$1=[^ ]*" "$2" | tail -1 | cut -d= -f2; }
 # --nocapture interleaves prints with `test ... ok` lines: read the harness's summary.
-count() { grep -ho 'test result: .*' "$log/tests.txt" "$log/tests-fault.txt" | sed -n "s/.* \([0-9]*\) $1.*/\1/p" | awk '{s+=$1} END {print s+0}'; }
+count() { grep -ho 'test result: .*' "$log/tests.txt" "$log/tests-fault.txt" "$log"/tests-lib.txt 2>/dev/null | sed -n "s/.* \([0-9]*\) $1.*/\1/p" | awk '{s+=$1} END {print s+0}'; }
 passed=$(count passed)
 failed=$(count failed)
 ours=$(val TURNAROUND_MS "$log/tests.txt")
 theirs=$(val KERNELBENCH_TURNAROUND_MS "$log/kb.txt")
+ours24=$(val TURNAROUND_24_MS "$log/tests.txt")
+theirs24=$(val KERNELBENCH_TURNAROUND_24_MS "$log/kb.txt")
 kb_compile=$(val KERNELBENCH_COMPILE_MS "$log/kb.txt")
 ceil=$(grep -o 'CEILINGS .*' "$log/tests.txt" | tail -1)
 fidelity=$(grep -o 'FIDELITY .*' "$log/fidelity.txt" | tail -1)
@@ -85,7 +93,9 @@ printf '%-44s %s\n' "GPU tests passed / failed" "${passed:-0} / ${failed:-0} (ex
 printf '%-44s %s\n' "device ceilings" "${ceil:-n/a}"
 while read -r _ ex _ rc; do printf '%-44s %s\n' "bench examples/$ex" "exit $rc"; done < "$log/bench-rc.txt"
 printf '%-44s %s\n' "Triton fidelity" "${fidelity:-n/a}"
-printf '%-44s %s\n' "kernel-lsp compile+verify+time (median ms)" "${ours:-n/a}"
+printf '%-44s %s\n' "kernel-lsp compile+verify+time (median ms)" "${ours:-n/a} at 2^20 ($(grep -o 'TURNAROUND_PARTS.*' "$log/tests.txt" | tail -1 | cut -d' ' -f2-)); ${ours24:-n/a} at 2^24 ($(grep -o 'TURNAROUND_24_PARTS.*' "$log/tests.txt" | tail -1 | cut -d' ' -f2-))"
+printf '%-44s %s\n' "KernelBench-style at 2^24 (ms)" "${theirs24:-n/a}"
+printf '%-44s %s\n' "anti-cheat rejections seen" "$(grep -o 'CHEAT gpu_[a-z_]*' "$log/tests.txt" | sort -u | wc -l)"
 printf '%-44s %s\n' "KernelBench load_inline+check+time (ms)" "${theirs:-n/a} (compile ${kb_compile:-n/a} ms, exit ${kb_rc})"
 if [[ -n "${ours:-}" && -n "${theirs:-}" ]]; then
   printf '%-44s %s\n' "turnaround ratio (KernelBench / kernel-lsp)" "$(python3 -c "print(f'{${theirs}/max(${ours},1e-9):.1f}x')")"

@@ -234,6 +234,29 @@ pub fn analyze_cached(
     }
 }
 
+/// A hint on a spec with buffers and a single case: with one (usually round) size, the
+/// tail of the grid and the kernel's bounds checks are never verified (issue #10).
+fn single_case_hint(kernel: &crate::syntax::Kernel, report: &SpecReport) -> Option<Finding> {
+    let plan = report.plan.as_ref()?;
+    let has_buffers = plan.cases.first().is_some_and(|c| {
+        c.args
+            .iter()
+            .any(|a| matches!(a, crate::spec::Arg::Buffer { .. }))
+    });
+    if plan.cases.len() != 1 || !has_buffers {
+        return None;
+    }
+    let line = kernel.spec.lines.first()?;
+    let text = line.text.trim_end();
+    let lead = text.len() - text.trim_start().len();
+    Some(Finding {
+        range: line.offset + lead..line.offset + text.len(),
+        severity: Severity::Hint,
+        source: FindingSource::Spec,
+        message: "this spec has one case: give a size a second value that is not a multiple of the block (e.g. `n = 1 << 20, 4099`) so that tails and bounds checks are verified too".into(),
+    })
+}
+
 fn empty_model(lang: Lang) -> FileModel {
     FileModel {
         lang,
@@ -261,6 +284,9 @@ impl FileAnalysis {
             source: FindingSource::Syntax,
             message: e.message.clone(),
         }));
+        for (kernel, report) in self.model.kernels.iter().zip(&self.specs) {
+            out.extend(single_case_hint(kernel, report));
+        }
         for report in &self.specs {
             out.extend(report.diagnostics.iter().map(|d| Finding {
                 range: d.range.clone(),

@@ -5,7 +5,8 @@
 //!
 //! Guesses: pointers (CUDA `T*`, Triton names ending in `ptr`) become buffers of shape
 //! `[n]`, role by [`guess_role`](super::check::guess_role); the first integer parameter is
-//! the size (`= 1 << 20`), other integers are `1024` (strides `1`); float scalars `1.0`;
+//! the size (`= 1 << 20, 4099`: a second case whose size is not a multiple of the block,
+//! rounded up to the widest vector type among the buffers), other integers are `1024` (strides `1`); float scalars `1.0`;
 //! constexpr / template parameters `1024` / `256`; the grid covers the size with a block of
 //! 256 (CUDA) or the kernel's BLOCK-like constexpr (Triton).
 
@@ -91,9 +92,21 @@ pub fn skeleton(kernel: &Kernel, source: &str) -> Skeleton {
         }
     });
 
+    // The second case is odd on purpose: tails and bounds checks get tried.
+    let width = kernel
+        .params
+        .iter()
+        .filter_map(|p| match &p.kind {
+            ParamKind::Pointer { pointee, .. } => pointee_dtype(pointee).map(|(_, w)| w),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let sizes = format!("1 << 20, {}", 4099u64.div_ceil(width as u64) * width as u64);
     let mut stmts: Vec<String> = Vec::new();
     if size_param.is_none() {
-        stmts.push(format!("{size} = 1 << 20"));
+        stmts.push(format!("{size} = {sizes}"));
     }
     for t in &kernel.template_params {
         stmts.push(format!("{t} = 256"));
@@ -117,7 +130,7 @@ pub fn skeleton(kernel: &Kernel, source: &str) -> Skeleton {
             k if is_float_scalar(k, n) => stmts.push(format!("{n} = 1.0")),
             ParamKind::Scalar { .. } | ParamKind::TritonArg { .. } => {
                 let v = if Some(n) == size_param.as_ref() {
-                    "1 << 20"
+                    sizes.as_str()
                 } else if n.starts_with("stride") {
                     "1"
                 } else {

@@ -1112,7 +1112,7 @@ fn skeleton_cuda_saxpy() {
     expect![[r##"
         #include <cuda.h>
 
-        // @bench n = 1 << 20
+        // @bench n = 1 << 20, 4099
         // @bench a = 1.0
         // @bench x: in f32[n]
         // @bench y: out f32[n]
@@ -1127,7 +1127,7 @@ fn skeleton_cuda_template_and_no_size_param() {
     let out = skeleton_roundtrip("namespace {\n    template <int BLOCK>\n    __global__ void fill(float4* out, const __half* in) { }\n}\n", Lang::Cuda);
     expect![[r#"
         namespace {
-            // @bench n = 1 << 20
+            // @bench n = 1 << 20, 4100
             // @bench BLOCK = 256
             // @bench out: out f32[n]
             // @bench in: in f16[n]
@@ -1152,7 +1152,7 @@ fn skeleton_triton() {
             # @bench a_ptr: in f32[M]
             # @bench b_ptr: in f32[M]
             # @bench c_ptr: out f32[M]
-            # @bench M = 1 << 20
+            # @bench M = 1 << 20, 4099
             # @bench N = 1024
             # @bench K = 1024
             # @bench stride_am = 1
@@ -1418,7 +1418,7 @@ fn skeleton_of_a_kernel_at_the_start_of_the_file() {
     expect![[r#"
         // @bench a: in f64[count]
         // @bench out: out f64[count]
-        // @bench count = 1 << 20
+        // @bench count = 1 << 20, 4099
         // @bench grid = cdiv(count, 256); block = 256
     "#]]
     .assert_eq(&sk.text);

@@ -104,7 +104,13 @@ pub enum ReplyError {
     },
     #[error("a `free` step needs a `description` that tells the coder what to do")]
     FreeWithoutDescription,
+    #[error("line {line} of the code block is top-level code ({what}); a Triton reply holds only imports, `@triton.jit` functions and constants, because everything else would run when the worker loads the file")]
+    TopLevelCode { line: usize, what: String },
 }
+
+/// Modules a Triton reply may import (the kernel's own needs; importing runs the
+/// module's code in the worker, so nothing else).
+const TRITON_IMPORTS: [&str; 5] = ["triton", "torch", "math", "numpy", "typing"];
 
 fn join(lines: &[usize]) -> String {
     lines
@@ -288,6 +294,9 @@ pub fn parse_code_reply(
         });
     }
     let kernel = unit.kernel(kernel_name)?;
+    if lang == Lang::Triton {
+        unit.check_top_level()?;
+    }
     if let Some(f) = unit.functions().into_iter().find(|f| !f.device) {
         return Err(ReplyError::HostCode {
             line: unit.line_col(f.range.start).0,
@@ -382,6 +391,101 @@ impl Analyzed {
 
     fn code(&self) -> &str {
         &self.text[self.prefix..]
+    }
+
+    /// Triton: every top-level statement is an import of a module the kernel may need,
+    /// a function definition (checked for `@jit` by the caller), or a constant
+    /// (`NAME = literal` or `NAME = tl.constexpr(literal)`). Anything else would run
+    /// when the worker imports the file, before verification.
+    fn check_top_level(&self) -> Result<(), ReplyError> {
+        let Some(tree) = &self.tree else {
+            return Ok(());
+        };
+        let root = tree.root_node();
+        let mut cursor = root.walk();
+        for item in root.named_children(&mut cursor) {
+            if item.end_byte() <= self.prefix {
+                continue;
+            }
+            let text = &self.text[item.byte_range()];
+            let fail = |what: String| ReplyError::TopLevelCode {
+                line: self.line_col(item.start_byte() - self.prefix).0,
+                what,
+            };
+            match item.kind() {
+                "comment" | "function_definition" | "decorated_definition" => {}
+                "import_statement" | "import_from_statement" => {
+                    let module = text
+                        .split_whitespace()
+                        .nth(1)
+                        .unwrap_or("")
+                        .trim_end_matches(',');
+                    let root_module = module.split('.').next().unwrap_or("");
+                    if !TRITON_IMPORTS.contains(&root_module) {
+                        return Err(fail(format!(
+                            "an import of `{module}`; allowed are {}",
+                            TRITON_IMPORTS.join(", ")
+                        )));
+                    }
+                }
+                "expression_statement" => {
+                    let Some(e) = item.named_child(0) else {
+                        return Err(fail("an empty statement".into()));
+                    };
+                    // A docstring is a string expression: harmless.
+                    if e.kind() == "string" {
+                        continue;
+                    }
+                    if e.kind() != "assignment" || !self.is_constant(e) {
+                        return Err(fail(format!("`{}`", first_line(text))));
+                    }
+                }
+                _ => return Err(fail(format!("`{}`", first_line(text)))),
+            }
+        }
+        Ok(())
+    }
+
+    /// `NAME = literal` or `NAME = tl.constexpr(literal)` (`triton.language.constexpr`).
+    fn is_constant(&self, assignment: Node) -> bool {
+        let (Some(left), Some(right)) = (
+            assignment.child_by_field_name("left"),
+            assignment.child_by_field_name("right"),
+        ) else {
+            return false;
+        };
+        let literal = |n: Node| {
+            matches!(
+                n.kind(),
+                "integer" | "float" | "string" | "true" | "false" | "none"
+            ) || (n.kind() == "unary_operator"
+                && n.named_child(0)
+                    .is_some_and(|c| matches!(c.kind(), "integer" | "float")))
+        };
+        if left.kind() != "identifier" {
+            return false;
+        }
+        if literal(right) {
+            return true;
+        }
+        if right.kind() != "call" {
+            return false;
+        }
+        let callee = right
+            .child_by_field_name("function")
+            .map_or("", |f| &self.text[f.byte_range()]);
+        let args: Vec<Node> = right
+            .child_by_field_name("arguments")
+            .map(|a| {
+                let mut c = a.walk();
+                a.named_children(&mut c).collect()
+            })
+            .unwrap_or_default();
+        matches!(
+            callee,
+            "tl.constexpr" | "triton.language.constexpr" | "constexpr"
+        ) && args.len() == 1
+            && literal(args[0])
     }
 
     /// 1-based line and column (in characters) of a code offset.
@@ -548,6 +652,11 @@ fn function_name(lang: Lang, src: &str, def: Node) -> Option<String> {
         };
     }
     None
+}
+
+/// The first line of a statement, for messages.
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("").trim()
 }
 
 fn has_word(text: &str, word: &str) -> bool {

@@ -33,7 +33,8 @@ import time
 import traceback
 
 GUARD = 1024  # guard elements before and after every buffer (a multiple of 16 bytes)
-SENTINEL_BYTE = 0xA5  # poison for integer `out` buffers and every guard byte
+SENTINEL_BYTE = 0xA5  # poison for integer `out` buffers
+REF_CACHE_BYTES = 2 << 30  # reference outputs kept between verify requests, at most
 FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current L2
 
 torch = None
@@ -45,6 +46,10 @@ _state = {
     "launched": set(),  # (sha, kernel, constexprs, warps, stages) compiled before
     "flush": None,
     "tmpdir": None,
+    # (reference sha, case, trial seed) -> {buffer name: flat output}, oldest first: the
+    # candidates of a step are all verified against the same reference and inputs.
+    "ref_cache": {},
+    "ref_cache_bytes": 0,
 }
 
 
@@ -264,29 +269,29 @@ def derive_seed(seed, case, trial):
     return (x ^ (x >> 31)) & ((1 << 63) - 1)  # torch seeds are signed 64-bit
 
 
-def fill_values(arg, gen):
-    """The initial values of a buffer (a flat CPU tensor of the buffer's dtype)."""
+def fill_values(arg, gen, device="cpu"):
+    """The initial values of a buffer (a flat tensor of the buffer's dtype on `device`)."""
     dt = arg["dtype"]
     n = int(arg["elems"])
     d = arg["dist"]
     kind = d["kind"]
     tdt = _torch_dtype(dt)
     if kind == "zeros":
-        v = torch.zeros(n, dtype=torch.float64)
+        v = torch.zeros(n, dtype=torch.float64, device=device)
     elif kind == "ones":
-        v = torch.ones(n, dtype=torch.float64)
+        v = torch.ones(n, dtype=torch.float64, device=device)
     elif kind == "arange":
-        v = torch.arange(n, dtype=torch.int64 if dt not in FLOATS else torch.float64)
+        v = torch.arange(n, dtype=torch.int64 if dt not in FLOATS else torch.float64, device=device)
     elif kind == "uniform":
-        v = torch.rand(n, generator=gen, dtype=torch.float64) * (d["hi"] - d["lo"]) + d["lo"]
+        v = torch.rand(n, generator=gen, dtype=torch.float64, device=device) * (d["hi"] - d["lo"]) + d["lo"]
         if dt not in FLOATS:
             v = torch.floor(v)
     elif kind == "normal":
-        v = torch.randn(n, generator=gen, dtype=torch.float64) * d["std"] + d["mean"]
+        v = torch.randn(n, generator=gen, dtype=torch.float64, device=device) * d["std"] + d["mean"]
         if dt not in FLOATS:
             v = torch.round(v)
     elif kind == "randint":
-        v = torch.randint(int(d["lo"]), int(d["hi"]), (n,), generator=gen, dtype=torch.int64)
+        v = torch.randint(int(d["lo"]), int(d["hi"]), (n,), generator=gen, dtype=torch.int64, device=device)
     else:
         raise HelperError("bad_request", "unknown distribution `%s`" % kind)
     if dt == "bool":
@@ -297,14 +302,16 @@ def fill_values(arg, gen):
 
 
 def make_inputs(plan, case, seed):
-    """Initial values of every buffer of `case` by name (CPU), in parameter order so a
-    seed always gives the same values."""
-    gen = torch.Generator(device="cpu")
+    """Initial values of every buffer of `case` by name, made on the device that runs the
+    kernels (nothing crosses PCIe), in parameter order so a seed always gives the same
+    values on that device."""
+    device = _state["device"] or "cpu"
+    gen = torch.Generator(device=device)
     gen.manual_seed(seed)
     vals = {}
     for a in plan["cases"][case]["args"]:
         if a["kind"] == "buffer" and a["role"] != "out":
-            vals[a["name"]] = fill_values(a, gen)
+            vals[a["name"]] = fill_values(a, gen, device)
     return vals
 
 
@@ -312,10 +319,17 @@ def _bytes_view(t):
     return t.view(torch.uint8) if t.dtype != torch.bool else t.view(torch.uint8)
 
 
-class Guarded:
-    """A buffer with GUARD sentinel elements before and after it."""
+def guard_seed(seed, index):
+    """The guard bytes' seed of buffer `index` in the trial with `seed`: guards differ per
+    buffer, case and trial, so bytes copied from another buffer's guard show."""
+    return derive_seed(seed ^ 0x6775617264, 1000 + index, 7)
 
-    def __init__(self, arg, init, device):
+
+class Guarded:
+    """A buffer with GUARD elements before and after it, holding random bytes of its own
+    (from `gseed`), so an out-of-bounds write of any value is seen."""
+
+    def __init__(self, arg, init, device, gseed):
         self.arg = arg
         self.name = arg["name"]
         self.elems = int(arg["elems"])
@@ -323,37 +337,57 @@ class Guarded:
         self.dtype = arg["dtype"]
         tdt = _torch_dtype(self.dtype)
         self.full = torch.empty(self.elems + 2 * GUARD, dtype=tdt, device=device)
-        _bytes_view(self.full).fill_(SENTINEL_BYTE)
         self.flat = self.full[GUARD : GUARD + self.elems]
-        if init is not None:
-            self.flat.copy_(init.to(device))
-        elif self.dtype in FLOATS:
-            self.flat.fill_(float("nan"))
-        # integer and bool `out` buffers keep the 0xA5 byte pattern as their poison
         self.view = self.flat.view(self.shape) if self.shape else self.flat
+        es = _bytes_view(self.full).numel() // max(1, self.full.numel())
+        g = torch.Generator(device=device)
+        g.manual_seed(gseed)
+        self.guard_bytes = torch.randint(0, 256, (2, GUARD * es), generator=g, dtype=torch.int64,
+                                         device=device).to(torch.uint8)
+        self.reset(init)
+
+    def _guards(self):
+        b = _bytes_view(self.full).reshape(self.full.numel(), -1)
+        return b[:GUARD].reshape(-1), b[GUARD + self.elems :].reshape(-1)
 
     def reset(self, init):
-        """Restore the initial state (poison for `out`) before another launch."""
+        """Restore the initial state (poison for `out`, the guards) before a launch."""
         if init is not None:
             self.flat.copy_(init.to(self.flat.device))
         elif self.dtype in FLOATS:
             self.flat.fill_(float("nan"))
         else:
             _bytes_view(self.flat).fill_(SENTINEL_BYTE)
+        front, back = self._guards()
+        front.copy_(self.guard_bytes[0])
+        back.copy_(self.guard_bytes[1])
 
     def guard_violation(self):
-        """(flat index relative to the buffer start, count) of the first changed guard
-        element, or None."""
-        b = _bytes_view(self.full).reshape(self.full.numel(), -1)
-        bad = (b != SENTINEL_BYTE).any(dim=1)
-        head = bad[:GUARD].nonzero()
-        tail = bad[GUARD + self.elems :].nonzero()
-        count = int(bad[:GUARD].sum()) + int(bad[GUARD + self.elems :].sum())
-        if head.numel():
-            return int(head[0]) - GUARD, count
+        """(flat index relative to the buffer start, changed elements, changed bytes) of
+        the first changed guard element past the end (else the nearest one before the
+        start), or None."""
+        front, back = self._guards()
+        n = front.numel() // GUARD
+        bad_front = (front != self.guard_bytes[0]).reshape(GUARD, n)
+        bad_back = (back != self.guard_bytes[1]).reshape(GUARD, n)
+        nbytes = int(bad_front.sum()) + int(bad_back.sum())
+        fe, be = bad_front.any(dim=1), bad_back.any(dim=1)
+        count = int(fe.sum()) + int(be.sum())
+        tail = be.nonzero()
         if tail.numel():
-            return self.elems + int(tail[0]), count
+            return self.elems + int(tail[0]), count, nbytes
+        head = fe.nonzero()
+        if head.numel():
+            return int(head[-1]) - GUARD, count, nbytes
         return None
+
+
+def _bitwise_equal(a, b):
+    """Elementwise bit-for-bit equality of two flat tensors of one dtype (`b` may have
+    one element: then every element of `a` is compared with it)."""
+    a = a.contiguous()
+    b = b.contiguous()
+    return (_bytes_view(a).reshape(a.numel(), -1) == _bytes_view(b).reshape(b.numel(), -1)).all(dim=1)
 
 
 def unravel(flat, shape):
@@ -450,10 +484,11 @@ def launch(version, kernel, case, buffers):
         )
 
 
-def _make_buffers(plan, case, inputs, device):
+def _make_buffers(plan, case, inputs, device, seed=0):
     return {
-        a["name"]: Guarded(a, inputs.get(a["name"]) if a["role"] != "out" else None, device)
-        for a in _buffer_args(plan, case)
+        a["name"]: Guarded(a, inputs.get(a["name"]) if a["role"] != "out" else None, device,
+                           guard_seed(seed, i))
+        for i, a in enumerate(_buffer_args(plan, case))
     }
 
 
@@ -505,10 +540,11 @@ def _num(x, dtype="f64"):
 
 
 def compare(name, shape, dtype, actual, expected, atol, rtol):
-    """Compare flat CPU tensors. Returns None when they match, else a dict with kind
-    ("mismatch", "nan" or "reference_nan"), flat index, values and max errors."""
-    a = _as_compare(actual.cpu(), dtype)
-    b = _as_compare(expected.cpu(), dtype)
+    """Compare flat tensors on their device (only the verdict's numbers come back).
+    Returns None when they match, else a dict with kind ("mismatch", "nan" or
+    "reference_nan"), flat index, values and max errors."""
+    a = _as_compare(actual, dtype)
+    b = _as_compare(expected, dtype)
     if dtype in FLOATS:
         a_nan = torch.isnan(a)
         b_nan = torch.isnan(b)
@@ -605,11 +641,28 @@ def _tolerance(plan, dtype):
     return a, r
 
 
-def _run_version(version, kernel, case, inputs):
-    """Fresh guarded buffers from `inputs`, one launch. Returns the buffers."""
-    buffers = _make_buffers(version["plan"], case, inputs, _state["device"])
+def _run_version(version, kernel, case, inputs, seed=0):
+    """Fresh guarded buffers from `inputs` (guards from `seed`), one launch. Returns the
+    buffers."""
+    buffers = _make_buffers(version["plan"], case, inputs, _state["device"], seed)
     launch(version, kernel, case, buffers)
     return buffers
+
+
+def _ref_cache_get(key):
+    return _state["ref_cache"].get(key)
+
+
+def _ref_cache_put(key, outputs):
+    size = sum(t.numel() * t.element_size() for t in outputs.values())
+    if size > REF_CACHE_BYTES:
+        return
+    cache = _state["ref_cache"]
+    while cache and _state["ref_cache_bytes"] + size > REF_CACHE_BYTES:
+        old = cache.pop(next(iter(cache)))
+        _state["ref_cache_bytes"] -= sum(t.numel() * t.element_size() for t in old.values())
+    cache[key] = outputs
+    _state["ref_cache_bytes"] += size
 
 
 def op_verify(req, progress):
@@ -655,48 +708,74 @@ def op_verify(req, progress):
         report["failure"] = _failure(**f)
         return _finish(report, t0)
 
+    ref_sha = _sha(ref)
     for case in range(ncases):
-        for trial in range(trials):
+        # Case 0 always sees two input sets at the same addresses: results kept between
+        # launches are caught even when the spec asks for one trial.
+        runs = max(trials, 2) if case == 0 else trials
+        previous = None
+        for trial in range(runs):
             seed = derive_seed(base_seed, case, trial)
             where = "case %d, trial %d, seed 0x%x" % (case, trial, seed)
-            progress("verifying case %d/%d trial %d/%d" % (case + 1, ncases, trial + 1, trials))
+            progress("verifying case %d/%d trial %d/%d" % (case + 1, ncases, trial + 1, runs))
             inputs = make_inputs(plan, case, seed)
-            try:
-                rbufs = _run_version(ref, ref_kernel, case, inputs)
-            except (HelperError, KernelFault) as e:
-                msg = e.message if isinstance(e, HelperError) else str(e)
-                report["_fatal"] = isinstance(e, KernelFault)
-                return fail(case=case, trial=trial, seed=seed, kind="reference_failed",
-                            message="reference %s (%s)" % (msg, where))
-            for rb in rbufs.values():
-                v = rb.guard_violation()
-                if v is not None:
+            key = (ref_sha, json.dumps(ref["plan"], sort_keys=True), case, seed)
+            ref_out = _ref_cache_get(key)
+            if ref_out is None:
+                try:
+                    rbufs = _run_version(ref, ref_kernel, case, inputs, seed)
+                except (HelperError, KernelFault) as e:
+                    msg = e.message if isinstance(e, HelperError) else str(e)
+                    report["_fatal"] = isinstance(e, KernelFault)
                     return fail(case=case, trial=trial, seed=seed, kind="reference_failed",
-                                buffer=rb.name,
-                                message="reference %s wrote %s, outside the buffer (%s)"
-                                % (ref["plan"]["kernel"], fmt_index(rb.name, unravel(v[0], rb.shape)) if v[0] >= 0 else "%s[%d]" % (rb.name, v[0]), where))
+                                message="reference %s (%s)" % (msg, where))
+                for rb in rbufs.values():
+                    v = rb.guard_violation()
+                    if v is not None:
+                        return fail(case=case, trial=trial, seed=seed, kind="reference_failed",
+                                    buffer=rb.name,
+                                    message="reference %s wrote %s, outside the buffer (%s)"
+                                    % (ref["plan"]["kernel"], fmt_index(rb.name, unravel(v[0], rb.shape)) if v[0] >= 0 else "%s[%d]" % (rb.name, v[0]), where))
+                ref_out = {
+                    a["name"]: rbufs[a["name"]].flat.clone()
+                    for a in _buffer_args(ref["plan"], case)
+                    if a["role"] != "in"
+                }
+                _ref_cache_put(key, ref_out)
             try:
-                cbufs = _run_version(cand, cand_kernel, case, inputs)
+                cbufs = _run_version(cand, cand_kernel, case, inputs, seed)
             except KernelFault as e:
                 return _fault(report, t0, case, trial, seed, str(e) + " (%s)" % where)
-            r = _judge(cand, ref, case, trial, seed, where, inputs, cbufs, rbufs)
+            r = _judge(cand, case, trial, seed, where, inputs, cbufs, ref_out, previous)
             if r is not None:
                 report["passed"] = False
                 report["failure"] = r
                 return _finish(report, t0)
             if case == 0 and trial == 0:
+                # The same inputs again: a correct kernel agrees within tolerance
+                # (atomics may reorder float sums, nothing more).
                 progress("checking determinism")
                 try:
-                    again = _run_version(cand, cand_kernel, case, inputs)
+                    again = _run_version(cand, cand_kernel, case, inputs, seed)
                 except KernelFault as e:
                     return _fault(report, t0, case, trial, seed, str(e) + " (%s)" % where)
                 for a in _buffer_args(plan, case):
                     if a["role"] == "in":
                         continue
                     atol, rtol = _tolerance(plan, a["dtype"])
-                    if compare(a["name"], cbufs[a["name"]].shape, a["dtype"], again[a["name"]].flat,
-                               cbufs[a["name"]].flat, atol, rtol) is not None:
+                    b = cbufs[a["name"]]
+                    c = compare(a["name"], b.shape, a["dtype"], again[a["name"]].flat, b.flat, atol, rtol)
+                    if c is not None:
                         report["nondeterministic"] = True
+                        return fail(
+                            case=case, trial=trial, seed=seed, kind="nondeterministic",
+                            buffer=b.name, index=c["coords"],
+                            expected=_finite_or_none(c["expected"]), actual=_finite_or_none(c["actual"]),
+                            message="%s: nondeterministic: two runs on the same inputs differ beyond the tolerance at %s: %s then %s (%d element%s, max abs diff %s); results must not depend on timing or scheduling (%s)"
+                            % (name, fmt_index(b.name, c["coords"]), _num(c["expected"], a["dtype"]),
+                               _num(c["actual"], a["dtype"]), c["count"], "" if c["count"] == 1 else "s",
+                               "%.3g" % c["max_abs"], where))
+            previous = ref_out
     return _finish(report, t0)
 
 
@@ -707,8 +786,10 @@ def _fault(report, t0, case, trial, seed, message):
     return _finish(report, t0)
 
 
-def _judge(cand, ref, case, trial, seed, where, inputs, cbufs, rbufs):
-    """The first failure of the candidate's buffers against the reference's, or None."""
+def _judge(cand, case, trial, seed, where, inputs, cbufs, ref_out, previous):
+    """The first failure of the candidate's buffers against the reference's outputs
+    (`ref_out`: flat tensors by name), or None. `previous` holds the reference's outputs
+    for the previous input set of this case (the stale-results check)."""
     plan = cand["plan"]
     name = plan["kernel"]
     # Out-of-bounds writes first: they explain any mismatch that follows.
@@ -716,47 +797,59 @@ def _judge(cand, ref, case, trial, seed, where, inputs, cbufs, rbufs):
         b = cbufs[a["name"]]
         v = b.guard_violation()
         if v is not None:
-            flat, count = v
+            flat, count, nbytes = v
             plural = "" if count == 1 else "s"
             if flat >= 0:
                 coords = unravel(flat, b.shape)
-                what = "%s: out-of-bounds write to %s, past the end of `%s` (%d elements; %d guard element%s changed)" % (
-                    name, fmt_index(b.name, coords), b.name, b.elems, count, plural)
+                what = "%s: out-of-bounds write past the end of `%s`: %d byte%s changed, first at %s (%d element%s past the end at %d)" % (
+                    name, b.name, nbytes, "" if nbytes == 1 else "s", fmt_index(b.name, coords), count, plural, b.elems)
             else:
                 coords = None
-                what = "%s: out-of-bounds write to %s[%d], before the start of `%s` (%d guard element%s changed)" % (
-                    name, b.name, flat, b.name, count, plural)
+                what = "%s: out-of-bounds write before the start of `%s`: %d byte%s changed, nearest at %s[%d] (%d element%s)" % (
+                    name, b.name, nbytes, "" if nbytes == 1 else "s", b.name, flat, count, plural)
             return _failure(case, trial, seed, "out_of_bounds", "%s (%s)" % (what, where),
                             buffer=b.name, index=coords)
     for a in _buffer_args(plan, case):
         b = cbufs[a["name"]]
-        if a["role"] == "in":
-            # An `in` buffer must come back as it went in.
-            if a["name"] in inputs:
-                c = compare(a["name"], b.shape, a["dtype"], b.flat, inputs[a["name"]], 0.0, 0.0)
-                if c is not None:
-                    return _failure(case, trial, seed, "mismatch",
-                                    "%s: wrote to `in` buffer at %s: was %s, now %s (%s)"
-                                    % (name, fmt_index(b.name, c["coords"]), _num(c["expected"]),
-                                       _num(c["actual"]), where),
-                                    buffer=b.name, index=c["coords"],
-                                    expected=_finite_or_none(c["expected"]),
-                                    actual=_finite_or_none(c["actual"]))
+        if a["role"] != "in" or a["name"] not in inputs:
             continue
+        # An `in` buffer must come back as it went in.
+        c = compare(a["name"], b.shape, a["dtype"], b.flat, inputs[a["name"]], 0.0, 0.0)
+        if c is not None:
+            return _failure(case, trial, seed, "input_written",
+                            "%s: wrote into the input buffer `%s`: %d element%s changed, first %s: was %s, now %s; "
+                            "an `in` buffer must be left as it is (make it `inout` in the spec if the kernel updates it) (%s)"
+                            % (name, b.name, c["count"], "" if c["count"] == 1 else "s",
+                               fmt_index(b.name, c["coords"]), _num(c["expected"]), _num(c["actual"]), where),
+                            buffer=b.name, index=c["coords"],
+                            expected=_finite_or_none(c["expected"]),
+                            actual=_finite_or_none(c["actual"]))
+    for a in _buffer_args(plan, case):
+        if a["role"] == "in" or a["name"] not in ref_out:
+            continue
+        b = cbufs[a["name"]]
+        expected = ref_out[a["name"]]
         atol, rtol = _tolerance(plan, a["dtype"])
-        rname = a["name"] if a["name"] in rbufs else None
-        if rname is None:
-            continue
-        c = compare(a["name"], b.shape, a["dtype"], b.flat, rbufs[rname].flat, atol, rtol)
+        dt = a["dtype"]
+        c = compare(a["name"], b.shape, dt, b.flat, expected, atol, rtol)
         if c is None:
+            cheat = _cheat(name, a, b, expected, inputs, cbufs, plan, case, atol, rtol)
+            if cheat is not None:
+                return _failure(case, trial, seed, "cheat", "%s (%s)" % (cheat, where), buffer=b.name)
             continue
         at = fmt_index(b.name, c["coords"])
+        if previous is not None and a["name"] in previous and compare(
+                a["name"], b.shape, dt, b.flat, previous[a["name"]], atol, rtol) is None:
+            return _failure(case, trial, seed, "cheat",
+                            "%s: anti-cheat (outputs follow inputs): `%s` still holds the results for the previous inputs after they changed "
+                            "(%s: expected %s, got %s); `%s` must not reuse results between launches (%s)"
+                            % (name, b.name, at, _num(c["expected"], dt), _num(c["actual"], dt), name, where),
+                            buffer=b.name, index=c["coords"])
         extra = ""
         if c["count"] > 1:
             extra = "; %d elements differ, max abs err %s, max rel err %s" % (
                 c["count"], "%.3g" % c["max_abs"], "%.3g" % c["max_rel"])
         kind = c["kind"]
-        dt = a["dtype"]
         if kind == "reference_nan":
             kind = "reference_failed"
             msg = "%s: the reference gave NaN at %s, the candidate %s (%s)" % (name, at, _num(c["actual"], dt), where)
@@ -769,6 +862,37 @@ def _judge(cand, ref, case, trial, seed, where, inputs, cbufs, rbufs):
         return _failure(case, trial, seed, kind, msg, buffer=b.name, index=c["coords"],
                         expected=_finite_or_none(c["expected"]), actual=_finite_or_none(c["actual"]),
                         max_abs_err=_finite_or_none(c["max_abs"]), max_rel_err=_finite_or_none(c["max_rel"]))
+    return None
+
+
+def _cheat(name, a, b, expected, inputs, cbufs, plan, case, atol, rtol):
+    """The anti-cheat rules of docs/verification.md for an output that passed the
+    comparison only within tolerance; the same rules as the CUDA worker's
+    (worker/cuda/compare.rs). Returns the message, or None."""
+    n = b.flat.numel()
+    if n <= 1:
+        return None
+    got = b.flat
+    if bool(_bitwise_equal(got, got[:1]).all()) and not bool(
+            _bitwise_equal(expected, expected[:1]).all()):
+        return ("%s: anti-cheat (constant output): every element of `%s` is %s while the reference's vary; "
+                "it passed the comparison only because the tolerance (atol %s, rtol %s) is wider than the values"
+                % (name, b.name, _num(float(_as_compare(got[:1], a["dtype"])[0]), a["dtype"]), _num(atol), _num(rtol)))
+    if a["role"] == "inout" and a["name"] in inputs:
+        init = inputs[a["name"]]
+        if bool(_bitwise_equal(got, init).all()) and not bool(_bitwise_equal(expected, init).all()):
+            return ("%s: anti-cheat (output unchanged): `%s` still holds its initial values while the reference changes them; "
+                    "it passed only within the tolerance" % (name, b.name))
+    for other in _buffer_args(plan, case):
+        if other["role"] != "in" or other["dtype"] != a["dtype"] or other["name"] not in inputs:
+            continue
+        src = inputs[other["name"]]
+        if src.numel() < n:
+            continue
+        src = src[:n]
+        if bool(_bitwise_equal(got, src).all()) and not bool(_bitwise_equal(expected, src).all()):
+            return ("%s: anti-cheat (output copies an input): `%s` is a copy of the input `%s` while the reference's is not; "
+                    "it passed only within the tolerance" % (name, b.name, other["name"]))
     return None
 
 

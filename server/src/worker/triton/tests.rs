@@ -470,3 +470,179 @@ fn python_without_torch_names_the_module_and_pip() {
     );
     assert!(st.message.contains("-m pip install"), "{}", st.message);
 }
+
+/// Kernels that cheat or are subtly wrong, each against an honest reference of the same
+/// signature (issue #10; the same checks as the CUDA worker's, docs/verification.md).
+const CHEATS: &str = r#"import triton
+import triton.language as tl
+
+
+# @bench n = 1000, 77
+# @bench x_ptr: in f32[n]; out_ptr: out f32[n]
+# @bench grid = cdiv(n, BLOCK); BLOCK = 256
+@triton.jit
+def copy_ref(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+# @bench n = 1000, 77
+# @bench x_ptr: in f32[n]; out_ptr: out f32[n]
+# @bench grid = cdiv(n, BLOCK); BLOCK = 256
+@triton.jit
+def copy_unmasked(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs))
+
+
+# @bench n = 1000, 77
+# @bench x_ptr: in f32[n]; out_ptr: out f32[n]
+# @bench grid = cdiv(n, BLOCK); BLOCK = 256
+@triton.jit
+def scaled_ref(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * 1.000001, mask=m)
+
+
+# @bench n = 1000, 77
+# @bench x_ptr: in f32[n]; out_ptr: out f32[n]
+# @bench grid = cdiv(n, BLOCK); BLOCK = 256
+@triton.jit
+def tiny_ref(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * 1e-7, mask=m)
+
+
+# @bench n = 1000, 77
+# @bench x_ptr: in f32[n]; out_ptr: out f32[n]
+# @bench grid = cdiv(n, BLOCK); BLOCK = 256
+@triton.jit
+def all_zero(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.zeros([BLOCK], dtype=tl.float32), mask=m)
+
+
+# @bench n = 1000, 77
+# @bench x_ptr: in f32[n]; out_ptr: out f32[n]
+# @bench grid = cdiv(n, BLOCK); BLOCK = 256
+@triton.jit
+def clobbers_input(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * 1.000001, mask=m)
+    tl.store(x_ptr + offs, tl.zeros([BLOCK], dtype=tl.float32), mask=m)
+
+
+# @bench n = 1000, 77
+# @bench x_ptr: in f32[n]; y_ptr: inout f32[n]
+# @bench grid = cdiv(n, BLOCK); BLOCK = 256
+@triton.jit
+def nudge_ref(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    y = tl.load(y_ptr + offs, mask=m)
+    tl.store(y_ptr + offs, y + 1e-7 * tl.load(x_ptr + offs, mask=m), mask=m)
+
+
+# @bench n = 1000, 77
+# @bench x_ptr: in f32[n]; y_ptr: inout f32[n]
+# @bench grid = cdiv(n, BLOCK); BLOCK = 256
+@triton.jit
+def leaves_y(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(y_ptr + offs, mask=m), mask=m)
+"#;
+
+/// The failure of `cand` against `reference` (both in `CHEATS`), after checking that the
+/// reference passes its own check.
+fn cheat_failure(
+    test: &str,
+    cand: &str,
+    reference: &str,
+) -> Option<crate::worker::protocol::Failure> {
+    let mut b = shared(test)?;
+    let v = |k: &str| version(k, CHEATS, plan_with(CHEATS, k, &[]));
+    let own = verify(&mut b, v(reference), v(reference)).unwrap();
+    assert!(own.passed, "{test}: reference fails its own check: {own:?}");
+    let r = verify(&mut b, v(cand), v(reference)).unwrap();
+    assert!(!r.passed, "{test}: `{cand}` passed");
+    r.failure
+}
+
+#[test]
+fn cheat_guard_bytes_copied_from_another_buffer_are_out_of_bounds() {
+    let Some(f) = cheat_failure("cheat_guard_copy", "copy_unmasked", "copy_ref") else {
+        return;
+    };
+    assert_eq!(f.kind, FailureKind::OutOfBounds, "{}", f.message);
+    assert_eq!(f.buffer.as_deref(), Some("out_ptr"));
+    assert_eq!(f.index, Some(vec![1000]));
+    assert!(
+        f.message
+            .contains("out-of-bounds write past the end of `out_ptr`"),
+        "{}",
+        f.message
+    );
+}
+
+#[test]
+fn cheat_constant_output_within_tolerance() {
+    let Some(f) = cheat_failure("cheat_constant", "all_zero", "tiny_ref") else {
+        return;
+    };
+    assert_eq!(f.kind, FailureKind::Cheat, "{}", f.message);
+    assert!(
+        f.message
+            .contains("anti-cheat (constant output): every element of `out_ptr` is 0"),
+        "{}",
+        f.message
+    );
+}
+
+#[test]
+fn cheat_output_that_copies_an_input() {
+    let Some(f) = cheat_failure("cheat_copies_input", "copy_ref", "scaled_ref") else {
+        return;
+    };
+    assert_eq!(f.kind, FailureKind::Cheat, "{}", f.message);
+    assert!(
+        f.message.contains(
+            "anti-cheat (output copies an input): `out_ptr` is a copy of the input `x_ptr`"
+        ),
+        "{}",
+        f.message
+    );
+}
+
+#[test]
+fn cheat_writes_into_an_input() {
+    let Some(f) = cheat_failure("cheat_writes_input", "clobbers_input", "scaled_ref") else {
+        return;
+    };
+    assert_eq!(f.kind, FailureKind::InputWritten, "{}", f.message);
+    assert_eq!(f.buffer.as_deref(), Some("x_ptr"));
+    assert!(
+        f.message
+            .contains("wrote into the input buffer `x_ptr`: 1000 elements changed"),
+        "{}",
+        f.message
+    );
+}
+
+#[test]
+fn cheat_inout_left_as_it_was() {
+    let Some(f) = cheat_failure("cheat_noop", "leaves_y", "nudge_ref") else {
+        return;
+    };
+    assert_eq!(f.kind, FailureKind::Cheat, "{}", f.message);
+    assert!(
+        f.message
+            .contains("anti-cheat (output unchanged): `y_ptr` still holds its initial values"),
+        "{}",
+        f.message
+    );
+}

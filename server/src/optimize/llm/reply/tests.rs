@@ -415,3 +415,46 @@ fn bad_strategy_replies() {
         expect!["the code block is tagged `yaml`, but the answer must be JSON; open the block with ```json"],
     );
 }
+
+/// A Triton reply runs in the worker when its file is imported: only imports the kernel
+/// needs, `@jit` functions and constants may stand at the top level (issue #10).
+#[test]
+fn triton_replies_with_top_level_code_are_refused_before_anything_runs() {
+    let params: Vec<String> = ["x_ptr", "y_ptr", "out_ptr", "n", "BLOCK"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let kernel = "@triton.jit\ndef add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    tl.store(out_ptr + offs, tl.load(x_ptr + offs) + tl.load(y_ptr + offs), mask=offs < n)\n";
+    let reply = |top: &str| {
+        format!("```python\nimport triton\nimport triton.language as tl\n{top}\n{kernel}```")
+    };
+    let err = |top: &str| {
+        parse_code_reply(&reply(top), Lang::Triton, "add_kernel", &params)
+            .unwrap_err()
+            .to_string()
+    };
+    // Allowed: constants, tl.constexpr constants, a docstring, math and torch imports.
+    for ok in [
+        "SCALE = 2.0",
+        "LIMIT = -1",
+        "BLOCK_DEFAULT = tl.constexpr(1024)",
+        "\"\"\"A faster add.\"\"\"",
+        "import math\nfrom torch import float32",
+        "# a comment",
+    ] {
+        assert!(
+            parse_code_reply(&reply(ok), Lang::Triton, "add_kernel", &params).is_ok(),
+            "{ok}"
+        );
+    }
+    expect![[r#"line 3 of the code block is top-level code (`os.system("rm -rf /tmp/x")`); a Triton reply holds only imports, `@triton.jit` functions and constants, because everything else would run when the worker loads the file"#]]
+        .assert_eq(&err("os.system(\"rm -rf /tmp/x\")"));
+    expect![[r#"line 3 of the code block is top-level code (an import of `subprocess`; allowed are triton, torch, math, numpy, typing); a Triton reply holds only imports, `@triton.jit` functions and constants, because everything else would run when the worker loads the file"#]]
+        .assert_eq(&err("import subprocess"));
+    expect![[r#"line 3 of the code block is top-level code (`x = torch.randn(4)`); a Triton reply holds only imports, `@triton.jit` functions and constants, because everything else would run when the worker loads the file"#]]
+        .assert_eq(&err("x = torch.randn(4)"));
+    expect![[r#"line 3 of the code block is top-level code (`if True:`); a Triton reply holds only imports, `@triton.jit` functions and constants, because everything else would run when the worker loads the file"#]]
+        .assert_eq(&err("if True:\n    print('hi')"));
+    expect![[r#"line 3 of the code block is top-level code (`class Helper:`); a Triton reply holds only imports, `@triton.jit` functions and constants, because everything else would run when the worker loads the file"#]]
+        .assert_eq(&err("class Helper:\n    pass"));
+}

@@ -276,7 +276,35 @@ pub(super) struct BufferUse {
     pub writes_unconditional: bool,
 }
 
-pub(super) fn is_collective(name: &str) -> bool {
+/// What ties code to the thread that runs it.
+pub(super) enum ThreadBound<'s> {
+    /// A barrier or warp collective (`__syncthreads`, `__shfl_xor_sync`, ...).
+    Collective(&'s str),
+    /// `threadIdx`, `blockIdx`, `blockDim` or `gridDim` (the `.x` read of it).
+    Index(&'s str),
+}
+
+/// A call or field expression that ties code to its thread, if `n` is one.
+pub(super) fn thread_bound<'s>(src: &'s str, n: Node<'_>) -> Option<ThreadBound<'s>> {
+    match n.kind() {
+        "call_expression" => {
+            let f = n
+                .child_by_field_name("function")
+                .map_or("", |f| text(src, f));
+            is_collective(f).then_some(ThreadBound::Collective(f))
+        }
+        "field_expression" => {
+            let a = n
+                .child_by_field_name("argument")
+                .map_or("", |a| text(src, a));
+            matches!(a, "threadIdx" | "blockIdx" | "blockDim" | "gridDim")
+                .then_some(ThreadBound::Index(a))
+        }
+        _ => None,
+    }
+}
+
+fn is_collective(name: &str) -> bool {
     const PREFIXES: [&str; 8] = [
         "__sync",
         "__shfl",
@@ -356,26 +384,19 @@ pub(super) fn inspect_body(
                 {
                     err = Some("`continue` leaves the guarded body".into());
                 }
-                "call_expression" => {
-                    let f = n
-                        .child_by_field_name("function")
-                        .map_or("", |f| text(src, f));
-                    if is_collective(f) {
+                "call_expression" | "field_expression" => match thread_bound(src, n) {
+                    Some(ThreadBound::Collective(f)) => {
                         err = Some(format!(
                             "the body calls `{f}`; once a thread handles several elements, barriers and warp collectives no longer line up"
                         ));
                     }
-                }
-                "field_expression" => {
-                    let a = n
-                        .child_by_field_name("argument")
-                        .map_or("", |a| text(src, a));
-                    if a == "threadIdx" || a == "blockIdx" {
+                    Some(ThreadBound::Index("threadIdx" | "blockIdx")) => {
                         err = Some(format!(
                             "the body reads `{t}`; once a thread handles several elements it no longer names the element"
                         ));
                     }
-                }
+                    _ => {}
+                },
                 "declaration" => {
                     let mut c = n.walk();
                     for d in n.children_by_field_name("declarator", &mut c) {

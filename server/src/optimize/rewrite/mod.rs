@@ -19,6 +19,7 @@
 
 mod block_size;
 mod check;
+mod cooperative_rows;
 mod edits;
 mod elementwise;
 mod fast_math;
@@ -26,6 +27,7 @@ mod grid_stride;
 mod launch_bounds;
 mod maxnreg;
 mod params;
+mod poly;
 mod restrict_const;
 mod spec_expr;
 mod tree;
@@ -86,6 +88,7 @@ pub const IDS: &[&str] = &[
     "triton_block",
     "triton_num_warps",
     "triton_num_stages",
+    "cooperative_rows",
 ];
 
 /// Run one embedded rewrite. `Ok` always holds at least one candidate whose text differs
@@ -104,6 +107,7 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         "triton_block" => triton_block::block(cx),
         "triton_num_warps" => triton_launch::num_warps(cx),
         "triton_num_stages" => triton_launch::num_stages(cx),
+        "cooperative_rows" => cooperative_rows::cooperative_rows(cx),
         other => return Err(RewriteError::Unknown(other.to_string())),
     }?;
     let out: Vec<Candidate> = out.into_iter().filter(|c| c.text != cx.text).collect();

@@ -109,6 +109,36 @@ impl<'a> Params<'a> {
         }
     }
 
+    /// A list of strings, each one of `allowed` (a single string counts as a list of
+    /// one; repeats are dropped), or `default`.
+    pub fn choices(
+        &self,
+        name: &str,
+        default: &[&str],
+        allowed: &[&str],
+    ) -> Result<Vec<String>, RewriteError> {
+        let Some(v) = self.get(name) else {
+            return Ok(default.iter().map(|s| s.to_string()).collect());
+        };
+        let wanted = || format!("a non-empty list of {}", allowed.join(", "));
+        let items = match v {
+            serde_json::Value::Array(items) if !items.is_empty() => items.as_slice(),
+            serde_json::Value::String(_) => std::slice::from_ref(v),
+            other => return Err(bad(name, format!("expected {}, found `{other}`", wanted()))),
+        };
+        let mut out: Vec<String> = Vec::new();
+        for item in items {
+            let s = item
+                .as_str()
+                .filter(|s| allowed.contains(s))
+                .ok_or_else(|| bad(name, format!("expected {}, found `{item}`", wanted())))?;
+            if !out.iter().any(|o| o == s) {
+                out.push(s.to_string());
+            }
+        }
+        Ok(out)
+    }
+
     pub fn bool(&self, name: &str, default: bool) -> Result<bool, RewriteError> {
         match self.get(name) {
             None => Ok(default),
@@ -156,8 +186,9 @@ mod tests {
 
     #[test]
     fn every_kind_of_parameter_reads_its_default_value_and_errors() {
-        let m =
-            map(json!({"a": [4, 2, 4], "b": 3, "c": "x", "d": [[32, 8]], "e": true, "z": null}));
+        let m = map(
+            json!({"a": [4, 2, 4], "b": 3, "c": "x", "d": [[32, 8]], "e": true, "f": ["warp", "block", "warp"], "z": null}),
+        );
         let p = Params(&m);
         assert_eq!(p.ints("a", &[1], 1..=8).unwrap(), [4, 2]);
         assert_eq!(p.ints("b", &[1], 1..=8).unwrap(), [3]);
@@ -178,6 +209,20 @@ mod tests {
         assert_eq!(
             p.bool("c", false).unwrap_err().to_string(),
             "parameter `c`: expected true or false, got `\"x\"`"
+        );
+        assert_eq!(
+            p.choices("f", &["warp"], &["warp", "block"]).unwrap(),
+            ["warp", "block"]
+        );
+        assert_eq!(
+            p.choices("missing", &["warp"], &["warp"]).unwrap(),
+            ["warp"]
+        );
+        assert_eq!(
+            p.choices("c", &["warp"], &["warp", "block"])
+                .unwrap_err()
+                .to_string(),
+            "parameter `c`: expected a non-empty list of warp, block, found `\"x\"`"
         );
     }
 }

@@ -85,6 +85,26 @@ pub(super) fn render(
     Edits::from_pairs(reps.iter().cloned()).apply_within(src, span.clone())
 }
 
+/// Every name the file's code uses (identifiers, fields, types, macro names), not the
+/// words of its comments: what a new local must not shadow or collide with.
+pub(super) fn code_names(cx: &RewriteContext<'_>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    walk(cx.tree.root_node(), &mut |n| {
+        if n.kind() == "comment" {
+            return false;
+        }
+        if n.child_count() == 0 {
+            let t = text(cx.text, n);
+            if t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+                out.insert(t.to_string());
+            }
+        }
+        true
+    });
+    out
+}
+
+/// `base`, or `base_2`, `base_3`, ... : the first that is not taken (and now is).
 pub(super) fn fresh(base: &str, taken: &mut BTreeSet<String>) -> String {
     let mut name = base.to_string();
     let mut n = 2;

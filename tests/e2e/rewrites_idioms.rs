@@ -1,0 +1,277 @@
+//! The embedded idiom rewrites (issue #13) against real tools: every CUDA candidate
+//! plans and compiles with NVRTC, and computes what the original computes when both run
+//! on the CPU emulator (`emulate.rs`: barriers, shared memory and warp shuffles
+//! included); every Triton candidate verifies against the original on Triton's CPU
+//! interpreter. Missing g++, NVRTC or torch/triton skips (or fails under
+//! KERNEL_LSP_REQUIRE_TOOLS=1).
+
+use crate::emulate;
+use crate::tools;
+
+const NORMS: &str = include_str!("../fixtures/rewrites/cuda/norms.cu");
+
+/// The emulator itself: a kernel matches itself, a wrong shuffle is a difference, and a
+/// shuffle whose mask names an exited lane is an error, not a silent pass.
+#[test]
+fn the_emulator_runs_shuffles_and_catches_what_it_must() {
+    let test = "the_emulator_runs_shuffles_and_catches_what_it_must";
+    if let Err(why) = emulate::gxx() {
+        return tools::skip(test, &why);
+    }
+    let small = NORMS.replace(
+        "rows = 4096, 33; cols = 1024, 100",
+        "rows = 9, 5; cols = 70, 33",
+    );
+    assert_ne!(small, NORMS, "the fixture's sizes line moved");
+    emulate::compare(&small, "softmax_rows", &[("same".into(), small.clone())], 2)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let wrong = small.replace("16 >> k", "8 >> k");
+    let err = emulate::compare(&small, "softmax_rows", &[("wrong offset".into(), wrong)], 2)
+        .expect_err("a wrong butterfly must differ");
+    assert!(err.contains("wrong offset case 0: y["), "{err}");
+    let exited = small.replace(
+        "    if (row >= rows) return;\n",
+        "    if (row >= rows || threadIdx.x == 3) return;\n",
+    );
+    let err = emulate::compare(&small, "softmax_rows", &[("exited".into(), exited)], 2)
+        .expect_err("a shuffle with an exited lane must fail");
+    assert!(
+        err.contains("EMULATOR: a warp collective's mask names a lane that has exited"),
+        "{err}"
+    );
+}
+
+use std::collections::BTreeMap;
+
+use kernel_lsp::analysis::{self, AnalyzeOptions, Severity};
+use kernel_lsp::document::Document;
+use kernel_lsp::optimize::rewrite::{self, Candidate, RewriteContext, RewriteError};
+use kernel_lsp::syntax::Lang;
+
+fn apply(src: &str, kernel: &str, id: &str) -> Result<Vec<Candidate>, RewriteError> {
+    let doc = Document::new(Lang::Cuda, 0, src);
+    let tree = doc.tree().expect("fixture parses");
+    let model = kernel_lsp::syntax::analyze(Lang::Cuda, src, tree);
+    let k = model.kernel(kernel).expect("fixture has the kernel");
+    let params = BTreeMap::new();
+    rewrite::apply(
+        id,
+        &RewriteContext {
+            lang: Lang::Cuda,
+            text: src,
+            tree,
+            model: &model,
+            kernel: k,
+            params: &params,
+        },
+    )
+}
+
+fn root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// One CUDA idiom case: a file, a kernel, a rewrite, how many candidates it must give
+/// (0: it must refuse), and the spec's sizes line with small sizes for the emulator.
+struct Case {
+    file: &'static str,
+    kernel: &'static str,
+    id: &'static str,
+    want: usize,
+    sizes: (&'static str, &'static str),
+}
+
+const CASES: &[Case] = &[
+    Case {
+        file: "examples/softmax_rows.cu",
+        kernel: "softmax_rows",
+        id: "cooperative_rows",
+        want: 4,
+        sizes: (
+            "rows = 8192, 37; cols = 1024, 100",
+            "rows = 70, 37; cols = 300, 5",
+        ),
+    },
+    Case {
+        file: ROWS,
+        kernel: "row_sum_while",
+        id: "cooperative_rows",
+        want: 4,
+        sizes: (
+            "rows = 4096, 19; cols = 512, 33",
+            "rows = 45, 19; cols = 100, 33",
+        ),
+    },
+    Case {
+        file: ROWS,
+        kernel: "layer_norm",
+        id: "cooperative_rows",
+        want: 4,
+        sizes: (
+            "rows = 2048, 7; cols = 768, 45",
+            "rows = 20, 7; cols = 200, 45",
+        ),
+    },
+    Case {
+        file: ROWS,
+        kernel: "row_max_count",
+        id: "cooperative_rows",
+        want: 4,
+        sizes: (
+            "rows = 1000, 3; cols = 96, 17",
+            "rows = 40, 3; cols = 96, 17",
+        ),
+    },
+    Case {
+        file: ROWS,
+        kernel: "spmv_csr",
+        id: "cooperative_rows",
+        want: 4,
+        sizes: (
+            "rows = 8192, 50; cols = 4096, 20",
+            "rows = 80, 50; cols = 60, 20",
+        ),
+    },
+    Case {
+        file: ROWS,
+        kernel: "spmv_ell_accumulate",
+        id: "cooperative_rows",
+        want: 4,
+        sizes: (
+            "rows = 4096, 10; width = 32, 5; cols = 2048, 40",
+            "rows = 40, 10; width = 70, 5; cols = 50, 40",
+        ),
+    },
+    Case {
+        file: REFUSALS,
+        kernel: "prefix_rows",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
+    },
+    Case {
+        file: REFUSALS,
+        kernel: "smooth_rows",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
+    },
+    Case {
+        file: REFUSALS,
+        kernel: "argmax_rows",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
+    },
+    Case {
+        file: REFUSALS,
+        kernel: "online_lse",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
+    },
+    Case {
+        file: REFUSALS,
+        kernel: "permute_rows",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
+    },
+    Case {
+        file: REFUSALS,
+        kernel: "sum_until_negative",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
+    },
+];
+
+const ROWS: &str = "tests/fixtures/rewrites/rows/row_stats.cu";
+const REFUSALS: &str = "tests/fixtures/rewrites/rows/refusals.cu";
+
+/// The case's file with the sizes line made small.
+fn small(c: &Case) -> String {
+    let text =
+        std::fs::read_to_string(root().join(c.file)).unwrap_or_else(|e| panic!("{}: {e}", c.file));
+    // Only the kernel's own spec: the first occurrence after its comment block starts.
+    let at = text
+        .find(&format!("void {}(", c.kernel))
+        .unwrap_or_else(|| panic!("{}: no kernel {}", c.file, c.kernel));
+    let spec = text[..at].rfind(c.sizes.0).unwrap_or_else(|| {
+        panic!(
+            "{}: the sizes line `{}` of {} moved; update this test",
+            c.file, c.sizes.0, c.kernel
+        )
+    });
+    format!(
+        "{}{}{}",
+        &text[..spec],
+        c.sizes.1,
+        &text[spec + c.sizes.0.len()..]
+    )
+}
+
+#[test]
+fn every_cuda_idiom_candidate_compiles_and_computes_what_the_original_computes() {
+    let test = "every_cuda_idiom_candidate_compiles_and_computes_what_the_original_computes";
+    let nvrtc = tools::nvrtc_available();
+    let gxx = emulate::gxx();
+    let tc = kernel_lsp::toolchain::locate(&Default::default());
+    let mut compiled = 0;
+    let mut emulated = 0;
+    for c in CASES {
+        let what = format!("{} on {}:{}", c.id, c.file, c.kernel);
+        let src = small(c);
+        let out = match apply(&src, c.kernel, c.id) {
+            Ok(out) => out,
+            Err(RewriteError::NotApplicable(why)) => {
+                assert_eq!(c.want, 0, "{what} is not applicable: {why}");
+                continue;
+            }
+            Err(e) => panic!("{what}: {e}"),
+        };
+        assert_eq!(
+            out.len(),
+            c.want,
+            "{what}: {:?}",
+            out.iter().map(|c| &c.label).collect::<Vec<_>>()
+        );
+        if nvrtc.is_ok() {
+            for cand in &out {
+                let doc = Document::new(Lang::Cuda, 0, &cand.text);
+                let file = analysis::analyze(
+                    Lang::Cuda,
+                    &cand.text,
+                    doc.tree(),
+                    &AnalyzeOptions::default(),
+                );
+                let errors: Vec<String> =
+                    analysis::compile(&tc, &cand.text, &file.compile_inputs(), "candidate.cu")
+                        .findings
+                        .into_iter()
+                        .filter(|f| f.severity == Severity::Error)
+                        .map(|f| f.message)
+                        .collect();
+                assert!(
+                    errors.is_empty(),
+                    "{what} [{}] does not compile: {errors:?}\n{}",
+                    cand.label,
+                    cand.text
+                );
+                compiled += 1;
+            }
+        }
+        if gxx.is_ok() {
+            let cands: Vec<(String, String)> = out
+                .iter()
+                .map(|c| (c.label.clone(), c.text.clone()))
+                .collect();
+            emulate::compare(&src, c.kernel, &cands, 2).unwrap_or_else(|e| panic!("{what}: {e}"));
+            emulated += out.len();
+        }
+    }
+    match (nvrtc, gxx) {
+        (Err(why), _) | (_, Err(why)) => tools::skip(test, &why),
+        _ => eprintln!("{compiled} idiom candidates compiled with NVRTC, {emulated} emulated"),
+    }
+}

@@ -101,6 +101,11 @@ fn what_each_code_rewrite_offers_on_the_examples_and_fixtures() {
         table.push_str(&format!("{file} {kernel} {id}: {what}\n"));
     }
     expect![[r#"
+        examples/histogram.cu histogram restrict_const: __restrict__ on data, hist
+        examples/histogram.cu histogram launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
+        examples/histogram.cu histogram unroll: n/a: `histogram` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
+        examples/histogram.cu histogram fast_math: n/a: `histogram` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/histogram.cu histogram maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
         examples/matmul_naive.cu matmul restrict_const: __restrict__ on a, b, c
         examples/matmul_naive.cu matmul launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
         examples/matmul_naive.cu matmul unroll: #pragma unroll 2 on 1 loop | #pragma unroll 4 on 1 loop | #pragma unroll 8 on 1 loop

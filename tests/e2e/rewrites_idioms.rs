@@ -184,8 +184,54 @@ const CASES: &[Case] = &[
         want: 0,
         sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
     },
+    Case {
+        file: "examples/histogram.cu",
+        kernel: "histogram",
+        id: "privatize_atomics",
+        want: 3,
+        sizes: ("n = 1 << 26, 1000003", "n = 5000, 1003"),
+    },
+    Case {
+        file: SCATTER,
+        kernel: "histogram_range",
+        id: "privatize_atomics",
+        want: 3,
+        sizes: (
+            "n = 1 << 20, 3001; nbins = 100, 7",
+            "n = 4000, 3001; nbins = 100, 7",
+        ),
+    },
+    Case {
+        file: SCATTER,
+        kernel: "segment_sum",
+        id: "privatize_atomics",
+        want: 3,
+        sizes: ("n = 1 << 20, 999; segs = 64", "n = 3000, 999; segs = 64"),
+    },
+    Case {
+        file: SCATTER,
+        kernel: "capped_histogram",
+        id: "privatize_atomics",
+        want: 0,
+        sizes: ("n = 1000; bins = 16", "n = 100; bins = 16"),
+    },
+    Case {
+        file: SCATTER,
+        kernel: "bucket_max",
+        id: "privatize_atomics",
+        want: 0,
+        sizes: ("n = 1000; bins = 16", "n = 100; bins = 16"),
+    },
+    Case {
+        file: SCATTER,
+        kernel: "wide_histogram",
+        id: "privatize_atomics",
+        want: 0,
+        sizes: ("n = 1000; bins = 1 << 20", "n = 100; bins = 1 << 20"),
+    },
 ];
 
+const SCATTER: &str = "tests/fixtures/rewrites/atomics/scatter.cu";
 const ROWS: &str = "tests/fixtures/rewrites/rows/row_stats.cu";
 const REFUSALS: &str = "tests/fixtures/rewrites/rows/refusals.cu";
 

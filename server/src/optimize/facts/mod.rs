@@ -70,6 +70,7 @@ pub const FACT_NAMES: &[&str] = &[
     "register_limited_occupancy",
     "far_from_roofline",
     "thread_walks_a_row",
+    "scatter_atomics",
 ];
 
 /// One line for a human or a model: what `name` holding (or not holding) means. `None` for
@@ -149,6 +150,10 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
         "far_from_roofline" => (
             "the last run reached under half of its roofline ceiling",
             "the last run is near its roofline ceiling",
+        ),
+        "scatter_atomics" => (
+            "global atomics at data-dependent addresses (a histogram, a scatter-add), no shared memory",
+            "no data-dependent global atomics",
         ),
         "thread_walks_a_row" => (
             "each thread loops over a row of its own (neighbouring threads a row apart), with no shared memory or warp cooperation",
@@ -490,6 +495,13 @@ impl Facts {
             "compute_bound" => self.bound() == Some(Bound::Compute),
             "has_spills" => self.spills.is_some_and(|s| s > 0),
             "register_limited_occupancy" => self.registers.is_some_and(|r| r > 32),
+            "scatter_atomics" => {
+                cuda && self.holds("uses_shared_memory") == Some(false)
+                    && self
+                        .accesses
+                        .iter()
+                        .any(|a| a.kind == AccessKind::Atomic && a.stride == Stride::Unknown)
+            }
             "thread_walks_a_row" => {
                 cuda && self.block_dims() == Some(1)
                     && self.holds("uses_shared_memory") == Some(false)

@@ -480,36 +480,24 @@ fn hostile_input_does_not_panic() {
 /// kernel with the idiom facts that hold.
 #[test]
 fn idiom_facts_pick_out_their_shapes() {
-    const IDIOMS: &[&str] = &["thread_walks_a_row"];
-    let files: &[(&str, &str)] = &[
-        (
-            "softmax_rows.cu",
-            include_str!("../../../../examples/softmax_rows.cu"),
-        ),
-        ("saxpy.cu", include_str!("../../../../examples/saxpy.cu")),
-        (
-            "matmul_naive.cu",
-            include_str!("../../../../examples/matmul_naive.cu"),
-        ),
-        (
-            "reduce_sum.cu",
-            include_str!("../../../../examples/reduce_sum.cu"),
-        ),
-        (
-            "row_stats.cu",
-            include_str!("../../../../tests/fixtures/rewrites/rows/row_stats.cu"),
-        ),
-        (
-            "refusals.cu",
-            include_str!("../../../../tests/fixtures/rewrites/rows/refusals.cu"),
-        ),
-        (
-            "stencil.cu",
-            include_str!("../../../../tests/fixtures/rewrites/cuda/stencil.cu"),
-        ),
+    const IDIOMS: &[&str] = &["thread_walks_a_row", "scatter_atomics"];
+    const FILES: &[&str] = &[
+        "examples/softmax_rows.cu",
+        "examples/saxpy.cu",
+        "examples/matmul_naive.cu",
+        "examples/reduce_sum.cu",
+        "examples/histogram.cu",
+        "tests/fixtures/rewrites/rows/row_stats.cu",
+        "tests/fixtures/rewrites/rows/refusals.cu",
+        "tests/fixtures/rewrites/cuda/stencil.cu",
+        "tests/fixtures/rewrites/atomics/scatter.cu",
     ];
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut out = String::new();
-    for (file, src) in files {
+    for file in FILES {
+        let text = std::fs::read_to_string(root.join(file)).expect("fixture");
+        let src = text.as_str();
+        let file = file.rsplit('/').next().unwrap_or(file);
         let doc = Document::new(Lang::Cuda, 0, src);
         let tree = doc.tree().expect("parses");
         let model = syntax::analyze(Lang::Cuda, src, tree);
@@ -529,6 +517,7 @@ fn idiom_facts_pick_out_their_shapes() {
         matmul_naive.cu matmul: 
         reduce_sum.cu reduce_naive: 
         reduce_sum.cu reduce_tree: 
+        histogram.cu histogram: scatter_atomics
         row_stats.cu row_sum_while: thread_walks_a_row
         row_stats.cu layer_norm: thread_walks_a_row
         row_stats.cu row_max_count: thread_walks_a_row
@@ -541,6 +530,11 @@ fn idiom_facts_pick_out_their_shapes() {
         refusals.cu permute_rows: thread_walks_a_row
         refusals.cu sum_until_negative: thread_walks_a_row
         stencil.cu stencil: thread_walks_a_row
+        scatter.cu histogram_range: scatter_atomics
+        scatter.cu segment_sum: scatter_atomics
+        scatter.cu capped_histogram: scatter_atomics
+        scatter.cu bucket_max: scatter_atomics
+        scatter.cu wide_histogram: scatter_atomics
     "#]]
     .assert_eq(&out);
 }

@@ -28,6 +28,7 @@ mod launch_bounds;
 mod maxnreg;
 mod params;
 mod poly;
+mod privatize_atomics;
 mod restrict_const;
 mod spec_expr;
 mod tree;
@@ -89,6 +90,7 @@ pub const IDS: &[&str] = &[
     "triton_num_warps",
     "triton_num_stages",
     "cooperative_rows",
+    "privatize_atomics",
 ];
 
 /// Run one embedded rewrite. `Ok` always holds at least one candidate whose text differs
@@ -108,6 +110,7 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         "triton_num_warps" => triton_launch::num_warps(cx),
         "triton_num_stages" => triton_launch::num_stages(cx),
         "cooperative_rows" => cooperative_rows::cooperative_rows(cx),
+        "privatize_atomics" => privatize_atomics::privatize_atomics(cx),
         other => return Err(RewriteError::Unknown(other.to_string())),
     }?;
     let out: Vec<Candidate> = out.into_iter().filter(|c| c.text != cx.text).collect();

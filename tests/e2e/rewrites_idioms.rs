@@ -229,8 +229,57 @@ const CASES: &[Case] = &[
         want: 0,
         sizes: ("n = 1000; bins = 1 << 20", "n = 100; bins = 1 << 20"),
     },
+    Case {
+        file: "examples/transpose.cu",
+        kernel: "transpose",
+        id: "transpose_tile",
+        want: 2,
+        sizes: (
+            "rows = 8192, 1000; cols = 4096, 333",
+            "rows = 70, 33; cols = 45, 100",
+        ),
+    },
+    Case {
+        file: TILES,
+        kernel: "scaled_transpose",
+        id: "transpose_tile",
+        want: 2,
+        sizes: ("n = 1000, 77; m = 900, 130", "n = 50, 77; m = 40, 13"),
+    },
+    Case {
+        file: TILES,
+        kernel: "add_transposed",
+        id: "transpose_tile",
+        want: 2,
+        sizes: (
+            "rows = 700, 33; cols = 500, 65",
+            "rows = 70, 33; cols = 50, 65",
+        ),
+    },
+    Case {
+        file: TILES,
+        kernel: "permute_transpose",
+        id: "transpose_tile",
+        want: 0,
+        sizes: ("rows = 100; cols = 100", "rows = 40; cols = 70"),
+    },
+    Case {
+        file: TILES,
+        kernel: "copy2d",
+        id: "transpose_tile",
+        want: 0,
+        sizes: ("rows = 100; cols = 100", "rows = 40; cols = 70"),
+    },
+    Case {
+        file: TILES,
+        kernel: "symmetrize",
+        id: "transpose_tile",
+        want: 0,
+        sizes: ("n = 100", "n = 40"),
+    },
 ];
 
+const TILES: &str = "tests/fixtures/rewrites/tiles/transposes.cu";
 const SCATTER: &str = "tests/fixtures/rewrites/atomics/scatter.cu";
 const ROWS: &str = "tests/fixtures/rewrites/rows/row_stats.cu";
 const REFUSALS: &str = "tests/fixtures/rewrites/rows/refusals.cu";

@@ -71,6 +71,7 @@ pub const FACT_NAMES: &[&str] = &[
     "far_from_roofline",
     "thread_walks_a_row",
     "scatter_atomics",
+    "transposed_access",
 ];
 
 /// One line for a human or a model: what `name` holding (or not holding) means. `None` for
@@ -150,6 +151,10 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
         "far_from_roofline" => (
             "the last run reached under half of its roofline ceiling",
             "the last run is near its roofline ceiling",
+        ),
+        "transposed_access" => (
+            "2-D threads whose reads and write are coalesced along different axes (a transpose)",
+            "reads and writes are not coalesced along different axes",
         ),
         "scatter_atomics" => (
             "global atomics at data-dependent addresses (a histogram, a scatter-add), no shared memory",
@@ -495,6 +500,23 @@ impl Facts {
             "compute_bound" => self.bound() == Some(Bound::Compute),
             "has_spills" => self.spills.is_some_and(|s| s > 0),
             "register_limited_occupancy" => self.registers.is_some_and(|r| r > 32),
+            "transposed_access" => {
+                let strided = |a: &&Access| {
+                    matches!(
+                        a.stride,
+                        Stride::Strided(_) | Stride::Symbolic | Stride::Unknown
+                    )
+                };
+                let loads = || global().filter(|a| a.kind == AccessKind::Load);
+                let stores = || global().filter(|a| a.kind != AccessKind::Load);
+                cuda && self.block_dims() == Some(2)
+                    && self.holds("uses_shared_memory") == Some(false)
+                    && self.loops.iter().all(|l| l.global_loads == 0)
+                    && ((stores().any(|a| strided(&a))
+                        && loads().any(|a| a.stride == Stride::Unit))
+                        || (loads().any(|a| strided(&a))
+                            && stores().any(|a| a.stride == Stride::Unit)))
+            }
             "scatter_atomics" => {
                 cuda && self.holds("uses_shared_memory") == Some(false)
                     && self

@@ -480,7 +480,7 @@ fn hostile_input_does_not_panic() {
 /// kernel with the idiom facts that hold.
 #[test]
 fn idiom_facts_pick_out_their_shapes() {
-    const IDIOMS: &[&str] = &["thread_walks_a_row", "scatter_atomics"];
+    const IDIOMS: &[&str] = &["thread_walks_a_row", "scatter_atomics", "transposed_access"];
     const FILES: &[&str] = &[
         "examples/softmax_rows.cu",
         "examples/saxpy.cu",
@@ -491,6 +491,8 @@ fn idiom_facts_pick_out_their_shapes() {
         "tests/fixtures/rewrites/rows/refusals.cu",
         "tests/fixtures/rewrites/cuda/stencil.cu",
         "tests/fixtures/rewrites/atomics/scatter.cu",
+        "examples/transpose.cu",
+        "tests/fixtures/rewrites/tiles/transposes.cu",
     ];
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut out = String::new();
@@ -535,6 +537,12 @@ fn idiom_facts_pick_out_their_shapes() {
         scatter.cu capped_histogram: scatter_atomics
         scatter.cu bucket_max: scatter_atomics
         scatter.cu wide_histogram: scatter_atomics
+        transpose.cu transpose: transposed_access
+        transposes.cu scaled_transpose: transposed_access
+        transposes.cu add_transposed: transposed_access
+        transposes.cu copy2d: 
+        transposes.cu permute_transpose: transposed_access
+        transposes.cu symmetrize: transposed_access
     "#]]
     .assert_eq(&out);
 }

@@ -73,6 +73,59 @@ pub(super) fn one_d_index_forms() -> Vec<String> {
     out
 }
 
+/// The statements a bounds check guards, the end of the last one, and the end of what a
+/// rewrite replaces: `Block`, the `if`'s body, which must end the kernel (`rest` holds
+/// only comments); `EarlyReturn`, everything after a plain `return;`.
+pub(super) fn guarded_body<'t>(
+    src: &str,
+    guard: Node<'t>,
+    form: Guard,
+    rest: &[Node<'t>],
+) -> Result<(Vec<Node<'t>>, usize, usize), String> {
+    let consequence = guard
+        .child_by_field_name("consequence")
+        .ok_or("the bounds check has no body")?;
+    match form {
+        Guard::Block => {
+            if let Some(s) = rest.iter().find(|s| s.kind() != "comment") {
+                return Err(format!(
+                    "`{}` follows the bounds check; the check must end the kernel",
+                    first_line(text(src, *s))
+                ));
+            }
+            let inner = if consequence.kind() == "compound_statement" {
+                named_children(consequence)
+            } else {
+                vec![consequence]
+            };
+            let body_end = inner.last().map_or(guard.end_byte(), |n| n.end_byte());
+            Ok((inner, body_end, guard.end_byte()))
+        }
+        Guard::EarlyReturn => {
+            if !is_plain_return(consequence) {
+                return Err(format!(
+                    "`{}` must be followed by a plain `return;`",
+                    first_line(text(src, guard))
+                ));
+            }
+            let last = rest
+                .iter()
+                .rposition(|s| s.kind() != "comment")
+                .ok_or("nothing follows the early return")?;
+            let end = rest[last].end_byte();
+            Ok((rest[..=last].to_vec(), end, end))
+        }
+    }
+}
+
+/// `return;` or `{ return; }`.
+pub(super) fn is_plain_return(n: Node<'_>) -> bool {
+    let plain = |n: Node| n.kind() == "return_statement" && n.named_child_count() == 0;
+    plain(n)
+        || (n.kind() == "compound_statement"
+            && matches!(named_children(n).as_slice(), [r] if plain(*r)))
+}
+
 pub(super) fn match_elementwise<'t>(src: &str, func: Node<'t>) -> Result<Elementwise<'t>, String> {
     let body = func
         .child_by_field_name("body")
@@ -187,45 +240,7 @@ pub(super) fn match_elementwise<'t>(src: &str, func: Node<'t>) -> Result<Element
             text(src, bound)
         ));
     }
-    let consequence = guard
-        .child_by_field_name("consequence")
-        .ok_or("the bounds check has no body")?;
-    let rest: Vec<Node> = stmts[idx..].to_vec();
-    let (guarded, body_end, end) = match form {
-        Guard::Block => {
-            if let Some(s) = rest.iter().find(|s| s.kind() != "comment") {
-                return Err(format!(
-                    "`{}` follows the bounds check; the check must end the kernel",
-                    first_line(text(src, *s))
-                ));
-            }
-            let inner = if consequence.kind() == "compound_statement" {
-                named_children(consequence)
-            } else {
-                vec![consequence]
-            };
-            let body_end = inner.last().map_or(guard.end_byte(), |n| n.end_byte());
-            (inner, body_end, guard.end_byte())
-        }
-        Guard::EarlyReturn => {
-            let plain_return =
-                |n: Node| n.kind() == "return_statement" && n.named_child_count() == 0;
-            let ok = plain_return(consequence)
-                || (consequence.kind() == "compound_statement"
-                    && matches!(named_children(consequence).as_slice(), [r] if plain_return(*r)));
-            if !ok {
-                return Err(format!(
-                    "`{guard_text}` must be followed by a plain `return;`"
-                ));
-            }
-            let last = rest
-                .iter()
-                .rposition(|s| s.kind() != "comment")
-                .ok_or("nothing follows the early return")?;
-            let end = rest[last].end_byte();
-            (rest[..=last].to_vec(), end, end)
-        }
-    };
+    let (guarded, body_end, end) = guarded_body(src, guard, form, &stmts[idx..])?;
     if !guarded.iter().any(|s| s.kind() != "comment") {
         return Err("the guarded body is empty".into());
     }

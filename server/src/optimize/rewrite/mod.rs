@@ -17,12 +17,14 @@
 //! `spec_expr.rs` (grid and block expression text) and `elementwise.rs` (the 1-D
 //! one-element-per-thread shape).
 
+mod access;
 mod block_size;
 mod check;
 mod cooperative_rows;
 mod edits;
 mod elementwise;
 mod fast_math;
+mod grid2d;
 mod grid_stride;
 mod launch_bounds;
 mod maxnreg;
@@ -31,6 +33,7 @@ mod poly;
 mod privatize_atomics;
 mod restrict_const;
 mod spec_expr;
+mod transpose_tile;
 mod tree;
 mod triton_block;
 mod triton_launch;
@@ -91,6 +94,7 @@ pub const IDS: &[&str] = &[
     "triton_num_stages",
     "cooperative_rows",
     "privatize_atomics",
+    "transpose_tile",
 ];
 
 /// Run one embedded rewrite. `Ok` always holds at least one candidate whose text differs
@@ -111,6 +115,7 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         "triton_num_stages" => triton_launch::num_stages(cx),
         "cooperative_rows" => cooperative_rows::cooperative_rows(cx),
         "privatize_atomics" => privatize_atomics::privatize_atomics(cx),
+        "transpose_tile" => transpose_tile::transpose_tile(cx),
         other => return Err(RewriteError::Unknown(other.to_string())),
     }?;
     let out: Vec<Candidate> = out.into_iter().filter(|c| c.text != cx.text).collect();

@@ -277,8 +277,60 @@ const CASES: &[Case] = &[
         want: 0,
         sizes: ("n = 100", "n = 40"),
     },
+    Case {
+        file: "examples/matmul_naive.cu",
+        kernel: "matmul",
+        id: "tile_matmul",
+        want: 4,
+        sizes: (
+            "m = 1024, 67; n = 1024, 45; k = 1024, 33",
+            "m = 70, 67; n = 45, 33; k = 40, 33",
+        ),
+    },
+    Case {
+        file: MATMULS,
+        kernel: "gemm_nt",
+        id: "tile_matmul",
+        want: 4,
+        sizes: (
+            "m = 300, 33; n = 200, 70; k = 150, 17",
+            "m = 40, 33; n = 70, 19; k = 37, 17",
+        ),
+    },
+    Case {
+        file: MATMULS,
+        kernel: "min_plus",
+        id: "tile_matmul",
+        want: 4,
+        sizes: ("n = 130, 40", "n = 70, 40"),
+    },
+    Case {
+        file: MATMULS,
+        kernel: "gemm_tn_bias",
+        id: "tile_matmul",
+        want: 4,
+        sizes: (
+            "m = 200, 31; n = 96, 50; k = 64, 9",
+            "m = 40, 31; n = 66, 50; k = 20, 9",
+        ),
+    },
+    Case {
+        file: MATMULS,
+        kernel: "conv_rows",
+        id: "tile_matmul",
+        want: 0,
+        sizes: ("rows = 64; n = 64; taps = 5", "rows = 20; n = 20; taps = 5"),
+    },
+    Case {
+        file: MATMULS,
+        kernel: "ragged_rows",
+        id: "tile_matmul",
+        want: 0,
+        sizes: ("m = 64; n = 64; k = 32", "m = 20; n = 20; k = 32"),
+    },
 ];
 
+const MATMULS: &str = "tests/fixtures/rewrites/tiles/matmuls.cu";
 const TILES: &str = "tests/fixtures/rewrites/tiles/transposes.cu";
 const SCATTER: &str = "tests/fixtures/rewrites/atomics/scatter.cu";
 const ROWS: &str = "tests/fixtures/rewrites/rows/row_stats.cu";

@@ -72,6 +72,7 @@ pub const FACT_NAMES: &[&str] = &[
     "thread_walks_a_row",
     "scatter_atomics",
     "transposed_access",
+    "matmul_like_loop",
 ];
 
 /// One line for a human or a model: what `name` holding (or not holding) means. `None` for
@@ -151,6 +152,10 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
         "far_from_roofline" => (
             "the last run reached under half of its roofline ceiling",
             "the last run is near its roofline ceiling",
+        ),
+        "matmul_like_loop" => (
+            "2-D threads each loop over k reading a row operand (the same for a row of threads) and a column operand, with no shared memory",
+            "no matmul-shaped loop",
         ),
         "transposed_access" => (
             "2-D threads whose reads and write are coalesced along different axes (a transpose)",
@@ -500,6 +505,14 @@ impl Facts {
             "compute_bound" => self.bound() == Some(Bound::Compute),
             "has_spills" => self.spills.is_some_and(|s| s > 0),
             "register_limited_occupancy" => self.registers.is_some_and(|r| r > 32),
+            "matmul_like_loop" => {
+                let in_loop = || global().filter(|a| a.in_loop && a.kind == AccessKind::Load);
+                cuda && self.block_dims() == Some(2)
+                    && self.holds("uses_shared_memory") == Some(false)
+                    && self.loops.iter().any(|l| l.global_loads >= 2)
+                    && in_loop().any(|a| a.stride == Stride::Uniform)
+                    && in_loop().any(|a| a.stride != Stride::Uniform)
+            }
             "transposed_access" => {
                 let strided = |a: &&Access| {
                     matches!(

@@ -50,17 +50,17 @@ fn matmul_naive() {
         include_str!("../../../../examples/matmul_naive.cu"),
         None,
         expect![[r#"
-                - kernel `matmul` (CUDA), block (16, 16, 1)
-                - loop at line 14: counted over `i`, trip count known at run time, no unroll pragma, 2 global loads and 0 stores inside
-                - line 15: load `a` via `row * k + i`, same address for every lane (broadcast), in a loop
-                - line 15: load `b` via `i * n + col`, unit-stride, in a loop
-                - line 17: store `c` via `row * n + col`, unit-stride
-                - pointers without `__restrict__`: a, b, c; read-only without `const`: none
-                - shared memory: none; barriers 0; atomics 0; shuffles 0
-                - `__launch_bounds__`: no; `__maxnreg__`: no; reads blockDim: yes
-                - fast-math-able calls: none
-                - arithmetic intensity 170.7 FLOP/byte (ridge 20.0)
-                - facts: block_2d, block_resizable, has_counted_loop, loop_without_unroll_pragma, loop_over_global_memory, pointer_without_restrict, unit_stride_access, compute_bound"#]],
+            - kernel `matmul` (CUDA), block (16, 16, 1)
+            - loop at line 14: counted over `i`, trip count known at run time, no unroll pragma, 2 global loads and 0 stores inside
+            - line 15: load `a` via `row * k + i`, same address for every lane (broadcast), in a loop
+            - line 15: load `b` via `i * n + col`, unit-stride, in a loop
+            - line 17: store `c` via `row * n + col`, unit-stride
+            - pointers without `__restrict__`: a, b, c; read-only without `const`: none
+            - shared memory: none; barriers 0; atomics 0; shuffles 0
+            - `__launch_bounds__`: no; `__maxnreg__`: no; reads blockDim: yes
+            - fast-math-able calls: none
+            - arithmetic intensity 170.7 FLOP/byte (ridge 20.0)
+            - facts: block_2d, block_resizable, has_counted_loop, loop_without_unroll_pragma, loop_over_global_memory, pointer_without_restrict, unit_stride_access, compute_bound, matmul_like_loop"#]],
     );
 }
 
@@ -480,7 +480,12 @@ fn hostile_input_does_not_panic() {
 /// kernel with the idiom facts that hold.
 #[test]
 fn idiom_facts_pick_out_their_shapes() {
-    const IDIOMS: &[&str] = &["thread_walks_a_row", "scatter_atomics", "transposed_access"];
+    const IDIOMS: &[&str] = &[
+        "thread_walks_a_row",
+        "scatter_atomics",
+        "transposed_access",
+        "matmul_like_loop",
+    ];
     const FILES: &[&str] = &[
         "examples/softmax_rows.cu",
         "examples/saxpy.cu",
@@ -493,6 +498,7 @@ fn idiom_facts_pick_out_their_shapes() {
         "tests/fixtures/rewrites/atomics/scatter.cu",
         "examples/transpose.cu",
         "tests/fixtures/rewrites/tiles/transposes.cu",
+        "tests/fixtures/rewrites/tiles/matmuls.cu",
     ];
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut out = String::new();
@@ -516,7 +522,7 @@ fn idiom_facts_pick_out_their_shapes() {
     expect![[r#"
         softmax_rows.cu softmax_rows: thread_walks_a_row
         saxpy.cu saxpy: 
-        matmul_naive.cu matmul: 
+        matmul_naive.cu matmul: matmul_like_loop
         reduce_sum.cu reduce_naive: 
         reduce_sum.cu reduce_tree: 
         histogram.cu histogram: scatter_atomics
@@ -543,6 +549,11 @@ fn idiom_facts_pick_out_their_shapes() {
         transposes.cu copy2d: 
         transposes.cu permute_transpose: transposed_access
         transposes.cu symmetrize: transposed_access
+        matmuls.cu gemm_nt: matmul_like_loop
+        matmuls.cu min_plus: matmul_like_loop
+        matmuls.cu gemm_tn_bias: matmul_like_loop
+        matmuls.cu conv_rows: matmul_like_loop
+        matmuls.cu ragged_rows: matmul_like_loop
     "#]]
     .assert_eq(&out);
 }

@@ -30,8 +30,6 @@ pub(super) struct Scope<'s, 't> {
     pub types: BTreeMap<String, String>,
 }
 
-/// One global access: the node (`p[i]` or `*e`), its buffer, and the pieces of its
-/// address (alias offset and index).
 impl<'s, 't> Scope<'s, 't> {
     /// The kernel's pointer parameters (each its own buffer) and scalar parameter types;
     /// aliases and local types are added by [`declare`].
@@ -63,6 +61,8 @@ impl<'s, 't> Scope<'s, 't> {
     }
 }
 
+/// One global access: the node (`p[i]` or `*e`), its buffer, and the pieces of its
+/// address (alias offset and index).
 pub(super) struct Access<'t> {
     pub node: Node<'t>,
     pub buffer: String,

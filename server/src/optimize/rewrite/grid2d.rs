@@ -7,8 +7,13 @@
 
 use tree_sitter::Node;
 
+use super::edits::Edit;
 use super::elementwise::{guarded_body, is_plain_return, Guard};
+use super::spec_expr::{components, format_dims, literal_dims, rescale};
 use super::tree::{first_line, line_indent, named_children, text, walk};
+use super::RewriteContext;
+use crate::optimize::edit;
+use crate::syntax::ByteRange;
 
 /// One of the two thread indices.
 pub(super) struct Index2 {
@@ -174,4 +179,63 @@ pub(super) fn match_2d<'t>(src: &str, func: Node<'t>) -> Result<Shape2d<'t>, Str
         end,
         unit,
     })
+}
+
+/// A 2-D launch of literal block dims whose grid dims count blocks with `cdiv(X, B)`.
+pub(super) struct Launch2d {
+    block: edit::SpecAssignment,
+    /// The block's dims (2 or 3).
+    pub old: Vec<u64>,
+    grid: edit::SpecAssignment,
+    parts: Vec<ByteRange>,
+}
+
+impl Launch2d {
+    pub fn of(cx: &RewriteContext<'_>) -> Result<Launch2d, String> {
+        let block =
+            edit::spec_assignment(cx.kernel, "block").ok_or("the spec has no `block = ...`")?;
+        let old = literal_dims(&block.text)
+            .filter(|d| d.len() >= 2)
+            .ok_or_else(|| format!("`block = {}` is not a 2-D block of literals", block.text))?;
+        let grid =
+            edit::spec_assignment(cx.kernel, "grid").ok_or("the spec has no `grid = ...`")?;
+        let parts = components(&grid.text);
+        if parts.len() < 2 {
+            return Err(format!("`grid = {}` is not 2-D", grid.text));
+        }
+        Ok(Launch2d {
+            block,
+            old,
+            grid,
+            parts,
+        })
+    }
+
+    /// The edits for block (bx, by) (z kept) and a grid whose x and y dims count blocks
+    /// covering `cover_x` and `cover_y` elements.
+    pub fn edits(&self, bx: u64, by: u64, cover_x: u64, cover_y: u64) -> Result<Vec<Edit>, String> {
+        let mut out = Vec::new();
+        for (d, (part, new)) in self.parts.iter().zip([cover_x, cover_y]).enumerate() {
+            let comp = &self.grid.text[part.clone()];
+            let text = if self.old[d] == new {
+                comp.to_string()
+            } else {
+                rescale(comp, self.old[d], new).ok_or_else(|| {
+                    format!(
+                        "grid {} `{comp}` has no `cdiv(X, {})` to rescale",
+                        ["x", "y"][d],
+                        self.old[d]
+                    )
+                })?
+            };
+            out.push(Edit::replace(
+                self.grid.range.start + part.start..self.grid.range.start + part.end,
+                text,
+            ));
+        }
+        let mut dims = vec![bx, by];
+        dims.extend(self.old.get(2));
+        out.push(Edit::replace(self.block.range.clone(), format_dims(&dims)));
+        Ok(out)
+    }
 }

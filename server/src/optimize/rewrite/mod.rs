@@ -33,6 +33,7 @@ mod poly;
 mod privatize_atomics;
 mod restrict_const;
 mod spec_expr;
+mod tile_matmul;
 mod transpose_tile;
 mod tree;
 mod triton_block;
@@ -95,6 +96,7 @@ pub const IDS: &[&str] = &[
     "cooperative_rows",
     "privatize_atomics",
     "transpose_tile",
+    "tile_matmul",
 ];
 
 /// Run one embedded rewrite. `Ok` always holds at least one candidate whose text differs
@@ -116,6 +118,7 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         "cooperative_rows" => cooperative_rows::cooperative_rows(cx),
         "privatize_atomics" => privatize_atomics::privatize_atomics(cx),
         "transpose_tile" => transpose_tile::transpose_tile(cx),
+        "tile_matmul" => tile_matmul::tile_matmul(cx),
         other => return Err(RewriteError::Unknown(other.to_string())),
     }?;
     let out: Vec<Candidate> = out.into_iter().filter(|c| c.text != cx.text).collect();

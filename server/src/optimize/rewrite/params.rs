@@ -76,6 +76,19 @@ impl<'a> Params<'a> {
         Ok(list.into_iter().map(i64::unsigned_abs).collect())
     }
 
+    /// [`Params::uints`], where an empty list is allowed (a kind of candidate left out).
+    pub fn uints_or_none(
+        &self,
+        name: &str,
+        default: &[u64],
+        range: RangeInclusive<u64>,
+    ) -> Result<Vec<u64>, RewriteError> {
+        match self.get(name) {
+            Some(serde_json::Value::Array(items)) if items.is_empty() => Ok(Vec::new()),
+            _ => self.uints(name, default, range),
+        }
+    }
+
     /// A non-empty list of positive finite numbers, or `default`.
     pub fn positive_numbers(&self, name: &str, default: &[f64]) -> Result<Vec<f64>, RewriteError> {
         let one = |v: &serde_json::Value| {

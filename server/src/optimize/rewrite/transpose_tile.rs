@@ -31,15 +31,13 @@ use super::access::{collect_accesses, declare, Scope};
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::edits::{Edit, Edits};
 use super::elementwise::{thread_bound, ThreadBound};
-use super::grid2d::{match_2d, Shape2d, SHAPE_2D};
+use super::grid2d::{match_2d, Launch2d, Shape2d, SHAPE_2D};
 use super::params::Params;
 use super::poly::{poly, Atom, Names, Poly};
-use super::spec_expr::{components, format_dims, literal_dims, rescale};
 use super::tree::{
     code_names, first_line, fresh, kernel_function, line_indent, newline, reindent, text, walk,
 };
 use super::RewriteContext;
-use crate::optimize::edit;
 use crate::syntax::{Lang, ParamKind};
 
 const ID: &str = "transpose_tile";
@@ -94,62 +92,24 @@ pub fn transpose_tile(cx: &RewriteContext<'_>) -> R {
     })?;
     let na = |why: String| not_applicable(format!("`{k}` cannot be staged through a tile: {why}"));
     let plan_body = analyze(cx, &shape).map_err(na)?;
-    // The launch: literal 2-D block, grid dims that divide by it.
-    let block = edit::spec_assignment(cx.kernel, "block")
-        .ok_or_else(|| na("the spec has no `block = ...`".into()))?;
-    let old = literal_dims(&block.text)
-        .filter(|d| d.len() >= 2)
-        .ok_or_else(|| {
-            na(format!(
-                "`block = {}` is not a 2-D block of literals",
-                block.text
-            ))
-        })?;
-    let grid = edit::spec_assignment(cx.kernel, "grid")
-        .ok_or_else(|| na("the spec has no `grid = ...`".into()))?;
-    let parts = components(&grid.text);
-    if parts.len() < 2 {
-        return Err(na(format!("`grid = {}` is not 2-D", grid.text)));
-    }
-    let mut grid_edits = Vec::new();
-    for (d, part) in parts.iter().take(2).enumerate() {
-        let comp = &grid.text[part.clone()];
-        let new = if old[d] == TILE {
-            comp.to_string()
-        } else {
-            rescale(comp, old[d], TILE).ok_or_else(|| {
-                na(format!(
-                    "grid {} `{comp}` has no `cdiv(X, {})` to count tiles of {TILE}",
-                    ["x", "y"][d],
-                    old[d]
-                ))
-            })?
-        };
-        grid_edits.push(Edit::replace(
-            grid.range.start + part.start..grid.range.start + part.end,
-            new,
-        ));
-    }
+    let launch = Launch2d::of(cx).map_err(na)?;
     let mut names = code_names(cx);
     let code = emit(cx, &shape, &plan_body, &mut names);
     let mut drafts = Vec::new();
     let mut dropped = Vec::new();
     for r in passes {
-        let new_block = if old.len() == 3 {
-            vec![TILE, r, old[2]]
-        } else {
-            vec![TILE, r]
-        };
-        let label = format!(
-            "{TILE}x{TILE} tile through shared memory, block {}",
-            format_dims(&new_block)
-        );
+        let label = format!("{TILE}x{TILE} tile through shared memory, block (32, {r})");
         let mut e = Edits::new();
-        e.extend(grid_edits.iter().cloned());
-        e.extend([
-            Edit::replace(block.range.clone(), format_dims(&new_block)),
-            Edit::replace(shape.start..shape.end, code.clone()),
-        ]);
+        match launch.edits(TILE, r, TILE, TILE) {
+            Ok(l) => {
+                e.extend(l);
+            }
+            Err(why) => {
+                dropped.push(format!("{label}: {why}"));
+                continue;
+            }
+        }
+        e.extend([Edit::replace(shape.start..shape.end, code.clone())]);
         match e.apply(src) {
             Ok(text) => drafts.push(Draft { label, text }),
             Err(err) => dropped.push(format!("{label}: {err}")),

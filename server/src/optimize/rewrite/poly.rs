@@ -55,6 +55,24 @@ impl<'t> Names<'t> for VarNames<'t> {
     }
 }
 
+/// [`Names`] that only rename: each listed name becomes its atom (`row` -> `$r`).
+pub(super) struct Renamed<'a>(pub Vec<(&'a str, &'static str)>);
+
+impl<'t> Names<'t> for Renamed<'_> {
+    fn rename(&self, name: &str) -> Option<Atom> {
+        self.0
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, a)| (*a).to_string())
+    }
+    fn definition(&self, _: &str) -> Option<Node<'t>> {
+        None
+    }
+    fn varies(&self, _: &str) -> bool {
+        false
+    }
+}
+
 const MAX_DEPTH: usize = 64;
 
 impl Poly {

@@ -42,7 +42,7 @@ use super::edits::{Edit, Edits};
 use super::elementwise::{thread_bound, ThreadBound};
 use super::grid2d::{match_2d, Launch2d, Shape2d, SHAPE_2D};
 use super::params::Params;
-use super::poly::{poly, Atom, Names, Poly};
+use super::poly::{poly, Poly, Renamed};
 use super::tree::{
     code_names, first_line, fresh, kernel_function, line_indent, named_children, newline, reindent,
     text, walk,
@@ -166,33 +166,6 @@ pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
     }
     names.clear();
     finish(cx, drafts, dropped)
-}
-
-/// Row, column and loop variable renamed, so a polynomial says what a load moves with.
-struct MatNames<'a> {
-    row: &'a str,
-    col: &'a str,
-    var: &'a str,
-}
-
-impl<'t> Names<'t> for MatNames<'_> {
-    fn rename(&self, name: &str) -> Option<Atom> {
-        if name == self.row {
-            Some("$r".into())
-        } else if name == self.col {
-            Some("$c".into())
-        } else if name == self.var {
-            Some("$k".into())
-        } else {
-            None
-        }
-    }
-    fn definition(&self, _: &str) -> Option<Node<'t>> {
-        None
-    }
-    fn varies(&self, _: &str) -> bool {
-        false
-    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -430,11 +403,12 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Matmul<'t
             first_line(text(src, w.node))
         ));
     }
-    let names = MatNames {
-        row: &shape.y.name,
-        col: &shape.x.name,
-        var: &var,
-    };
+    // Row, column and loop variable renamed, so a polynomial says what a load moves with.
+    let names = Renamed(vec![
+        (&shape.y.name, "$r"),
+        (&shape.x.name, "$c"),
+        (&var, "$k"),
+    ]);
     let mut shared: Vec<Shared> = Vec::new();
     for a in &acc {
         if a.parts.len() != 1 {

@@ -33,7 +33,7 @@ use super::edits::{Edit, Edits};
 use super::elementwise::{thread_bound, ThreadBound};
 use super::grid2d::{match_2d, Launch2d, Shape2d, SHAPE_2D};
 use super::params::Params;
-use super::poly::{poly, Atom, Names, Poly};
+use super::poly::{poly, Poly, Renamed};
 use super::tree::{
     code_names, first_line, fresh, kernel_function, line_indent, newline, reindent, text, walk,
 };
@@ -42,30 +42,6 @@ use crate::syntax::{Lang, ParamKind};
 
 const ID: &str = "transpose_tile";
 const TILE: u64 = 32;
-
-/// Both thread indices renamed, so a polynomial says how an address moves along each.
-struct Axes<'a> {
-    x: &'a str,
-    y: &'a str,
-}
-
-impl<'t> Names<'t> for Axes<'_> {
-    fn rename(&self, name: &str) -> Option<Atom> {
-        if name == self.x {
-            Some("$x".into())
-        } else if name == self.y {
-            Some("$y".into())
-        } else {
-            None
-        }
-    }
-    fn definition(&self, _: &str) -> Option<Node<'t>> {
-        None
-    }
-    fn varies(&self, _: &str) -> bool {
-        false
-    }
-}
 
 /// `Some(true)`: unit-stride along `axis`; `Some(false)`: does not move along it; None:
 /// anything else.
@@ -237,10 +213,8 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Staged<'t
     let value = asg
         .child_by_field_name("right")
         .ok_or("the store has no value")?;
-    let axes = Axes {
-        x: &shape.x.name,
-        y: &shape.y.name,
-    };
+    // Both thread indices renamed, so a polynomial says how an address moves along each.
+    let axes = Renamed(vec![(&shape.x.name, "$x"), (&shape.y.name, "$y")]);
     let addr = |parts: &[Node<'t>]| {
         parts
             .iter()

@@ -14,11 +14,10 @@ use kernel_lsp::analysis::{self, AnalyzeOptions, Severity};
 use kernel_lsp::document::Document;
 use kernel_lsp::optimize::rewrite::{self, Candidate, RewriteContext, RewriteError};
 use kernel_lsp::syntax::{self, Lang};
-use kernel_lsp::worker::pool::{PoolConfig, WorkerPool};
-use kernel_lsp::worker::protocol::{Op, OpResult, Version};
 
 use crate::bench_triton::python;
 use crate::emulate;
+use crate::rewrites_idioms::verify_on_interpreter;
 use crate::tools;
 
 const SAXPY: &str = include_str!("../../examples/saxpy.cu");
@@ -162,28 +161,6 @@ fn labels(out: &[Candidate]) -> Vec<&str> {
     out.iter().map(|c| c.label.as_str()).collect()
 }
 
-fn version(label: &str, text: &str) -> Version {
-    let doc = Document::new(Lang::Triton, 0, text);
-    let file = analysis::analyze(Lang::Triton, text, doc.tree(), &AnalyzeOptions::default());
-    let idx = file
-        .model
-        .kernels
-        .iter()
-        .position(|k| k.name == "add_kernel")
-        .expect("add_kernel");
-    let plan = file.specs[idx]
-        .plan
-        .clone()
-        .unwrap_or_else(|| panic!("{label} does not plan: {:?}", file.specs[idx].diagnostics));
-    Version {
-        label: label.to_string(),
-        lang: Lang::Triton,
-        source: file.kernel_source("add_kernel", text),
-        plan,
-        options: Vec::new(),
-    }
-}
-
 #[tokio::test]
 async fn triton_candidates_verify_against_the_original_on_the_interpreter() {
     let test = "triton_candidates_verify_against_the_original_on_the_interpreter";
@@ -227,44 +204,11 @@ async fn triton_candidates_verify_against_the_original_on_the_interpreter() {
         },
     ));
 
-    let bin = env!("CARGO_BIN_EXE_kernel-lsp");
-    let pool = WorkerPool::new(PoolConfig {
-        command: vec![
-            "env".into(),
-            format!("KERNEL_LSP_PYTHON={py}"),
-            "TRITON_INTERPRET=1".into(),
-            bin.into(),
-            "worker".into(),
-        ],
-        ..PoolConfig::default()
-    });
-    for (original, c) in &jobs {
-        let op = Op::Verify {
-            candidate: Box::new(version(&c.label, &c.text)),
-            reference: Box::new(version("original", original)),
-            seed: 7,
-            sanitize: false,
-        };
-        let control = c.label.starts_with("control");
-        match pool.request(op, None).await {
-            Ok(OpResult::Verify(r)) if control => {
-                assert!(
-                    !r.passed,
-                    "verification passed a launch that skips half of `out_ptr`"
-                )
-            }
-            Ok(OpResult::Verify(r)) => assert!(
-                r.passed,
-                "{} failed verification: {:?}\n{}",
-                c.label,
-                r.failure.map(|f| f.message),
-                c.text
-            ),
-            Ok(other) => panic!("{}: unexpected reply {other:?}", c.label),
-            Err(e) => panic!("{}: worker error: {}", c.label, e.message),
-        }
-    }
-    pool.shutdown().await;
+    let jobs: Vec<(String, &str, Candidate)> = jobs
+        .into_iter()
+        .map(|(original, c)| (original, "add_kernel", c))
+        .collect();
+    verify_on_interpreter(&py, &jobs, 7).await;
 }
 
 #[test]

@@ -422,3 +422,174 @@ fn every_cuda_idiom_candidate_compiles_and_computes_what_the_original_computes()
         _ => eprintln!("{compiled} idiom candidates compiled with NVRTC, {emulated} emulated"),
     }
 }
+
+fn triton_apply(src: &str, kernel: &str, id: &str, params: serde_json::Value) -> Vec<Candidate> {
+    let doc = Document::new(Lang::Triton, 0, src);
+    let tree = doc.tree().expect("fixture parses");
+    let model = kernel_lsp::syntax::analyze(Lang::Triton, src, tree);
+    let k = model.kernel(kernel).expect("fixture has the kernel");
+    let params: BTreeMap<String, serde_json::Value> = match params {
+        serde_json::Value::Object(m) => m.into_iter().collect(),
+        _ => BTreeMap::new(),
+    };
+    rewrite::apply(
+        id,
+        &RewriteContext {
+            lang: Lang::Triton,
+            text: src,
+            tree,
+            model: &model,
+            kernel: k,
+            params: &params,
+        },
+    )
+    .unwrap_or_else(|e| panic!("{id} on {kernel}: {e}"))
+}
+
+pub(crate) fn triton_version(
+    label: &str,
+    text: &str,
+    kernel: &str,
+) -> kernel_lsp::worker::protocol::Version {
+    let doc = Document::new(Lang::Triton, 0, text);
+    let file = analysis::analyze(Lang::Triton, text, doc.tree(), &AnalyzeOptions::default());
+    let idx = file
+        .model
+        .kernels
+        .iter()
+        .position(|k| k.name == kernel)
+        .expect("the kernel");
+    let plan = file.specs[idx]
+        .plan
+        .clone()
+        .unwrap_or_else(|| panic!("{label} does not plan: {:?}", file.specs[idx].diagnostics));
+    kernel_lsp::worker::protocol::Version {
+        label: label.to_string(),
+        lang: Lang::Triton,
+        source: file.kernel_source(kernel, text),
+        plan,
+        options: Vec::new(),
+    }
+}
+
+/// Every Triton idiom candidate (grouped program order, configuration sweeps) verifies
+/// against the original through a real worker on Triton's CPU interpreter, on two
+/// kernels of different styles each; a candidate that skips a tile must fail.
+#[tokio::test]
+async fn triton_idiom_candidates_verify_on_the_interpreter() {
+    let test = "triton_idiom_candidates_verify_on_the_interpreter";
+    let py = match crate::bench_triton::python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip(test, &why),
+    };
+    let read = |f: &str| std::fs::read_to_string(root().join(f)).unwrap();
+    let shrink = |text: String, from: &str, to: &str| {
+        let out = text.replace(from, to);
+        assert_ne!(out, text, "the sizes line `{from}` moved; update this test");
+        out
+    };
+    let matmul = shrink(
+        read("examples/matmul.py"),
+        "M = 4096, 100; N = 4096, 72; K = 4096, 40",
+        "M = 100, 37; N = 72, 150; K = 40, 70",
+    );
+    let grid2d = shrink(
+        read("tests/fixtures/rewrites/triton/grid2d.py"),
+        "R = 300, 70; C = 200, 33",
+        "R = 70, 33; C = 90, 5",
+    );
+    let mut jobs: Vec<(String, &str, Candidate)> = Vec::new();
+    for (src, kernel, id, params, want) in [
+        (
+            &matmul,
+            "matmul_kernel",
+            "triton_swizzle",
+            serde_json::json!({}),
+            2,
+        ),
+        (
+            &grid2d,
+            "add_bias_2d",
+            "triton_swizzle",
+            serde_json::json!({}),
+            2,
+        ),
+        (
+            &matmul,
+            "matmul_kernel",
+            "triton_configs",
+            serde_json::json!({"max_candidates": 4}),
+            4,
+        ),
+        (
+            &grid2d,
+            "add_bias_2d",
+            "triton_configs",
+            serde_json::json!({"max_candidates": 4}),
+            4,
+        ),
+    ] {
+        let out = triton_apply(src, kernel, id, params);
+        assert_eq!(out.len(), want, "{id} on {kernel}");
+        jobs.extend(out.into_iter().map(|c| (src.clone(), kernel, c)));
+    }
+    // Control: a grouped order that drops the last group's remainder must fail.
+    let (_, _, good) = jobs
+        .iter()
+        .find(|(_, k, c)| *k == "matmul_kernel" && c.label.contains("GROUP=8"))
+        .expect("a GROUP=8 candidate");
+    let wrong = good.text.replace("min(num_pid_0 - first_pid_0, 8)", "8");
+    assert_ne!(wrong, good.text);
+    jobs.push((
+        matmul.clone(),
+        "matmul_kernel",
+        Candidate {
+            label: "control: groups of 8 past the last row of tiles".into(),
+            text: wrong,
+        },
+    ));
+    verify_on_interpreter(&py, &jobs, 11).await;
+}
+
+/// Verifies each (original, kernel, candidate) against its original through one worker
+/// on Triton's CPU interpreter; a candidate labelled `control...` must fail, every other
+/// must pass.
+pub(crate) async fn verify_on_interpreter(py: &str, jobs: &[(String, &str, Candidate)], seed: u64) {
+    use kernel_lsp::worker::pool::{PoolConfig, WorkerPool};
+    use kernel_lsp::worker::protocol::{Op, OpResult};
+    let bin = env!("CARGO_BIN_EXE_kernel-lsp");
+    let pool = WorkerPool::new(PoolConfig {
+        command: vec![
+            "env".into(),
+            format!("KERNEL_LSP_PYTHON={py}"),
+            "TRITON_INTERPRET=1".into(),
+            bin.into(),
+            "worker".into(),
+        ],
+        ..PoolConfig::default()
+    });
+    for (original, kernel, c) in jobs {
+        let op = Op::Verify {
+            candidate: Box::new(triton_version(&c.label, &c.text, kernel)),
+            reference: Box::new(triton_version("original", original, kernel)),
+            seed,
+            sanitize: false,
+        };
+        let control = c.label.starts_with("control");
+        match pool.request(op, None).await {
+            Ok(OpResult::Verify(r)) if control => {
+                assert!(!r.passed, "{kernel}: the control `{}` passed", c.label)
+            }
+            Ok(OpResult::Verify(r)) => assert!(
+                r.passed,
+                "{kernel} {} failed verification: {:?}\n{}",
+                c.label,
+                r.failure.map(|f| f.message),
+                c.text
+            ),
+            Ok(other) => panic!("{}: unexpected reply {other:?}", c.label),
+            Err(e) => panic!("{}: worker error: {}", c.label, e.message),
+        }
+    }
+    pool.shutdown().await;
+}

@@ -73,6 +73,7 @@ pub const FACT_NAMES: &[&str] = &[
     "scatter_atomics",
     "transposed_access",
     "matmul_like_loop",
+    "program_grid_2d",
 ];
 
 /// One line for a human or a model: what `name` holding (or not holding) means. `None` for
@@ -152,6 +153,10 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
         "far_from_roofline" => (
             "the last run reached under half of its roofline ceiling",
             "the last run is near its roofline ceiling",
+        ),
+        "program_grid_2d" => (
+            "Triton programs are laid out over a 2-D grid (`tl.program_id(0)` and `(1)`)",
+            "Triton programs are not on a 2-D grid",
         ),
         "matmul_like_loop" => (
             "2-D threads each loop over k reading a row operand (the same for a row of threads) and a column operand, with no shared memory",
@@ -505,6 +510,9 @@ impl Facts {
             "compute_bound" => self.bound() == Some(Bound::Compute),
             "has_spills" => self.spills.is_some_and(|s| s > 0),
             "register_limited_occupancy" => self.registers.is_some_and(|r| r > 32),
+            "program_grid_2d" => {
+                self.lang == Some(Lang::Triton) && self.thread_axes == [true, true, false]
+            }
             "matmul_like_loop" => {
                 let in_loop = || global().filter(|a| a.in_loop && a.kind == AccessKind::Load);
                 cuda && self.block_dims() == Some(2)

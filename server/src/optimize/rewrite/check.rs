@@ -61,6 +61,49 @@ pub(super) fn current_plan(cx: &RewriteContext<'_>) -> Result<BenchPlan, Rewrite
     })
 }
 
+/// `text` with several spec values set at once: `NAME = V` replaces the value of an
+/// existing `NAME = ...` statement; names without one go on one new `@bench` line after
+/// the block's last, with that line's comment prefix. (One value at a time is
+/// `edit::set_spec_value`; setting several that way would move the offsets under the
+/// later ones.)
+pub(super) fn set_spec_values(
+    text: &str,
+    kernel: &crate::syntax::Kernel,
+    values: &[(String, String)],
+) -> Result<String, super::edits::EditError> {
+    use super::edits::{Edit, Edits};
+    let mut e = Edits::new();
+    let mut new_line: Vec<String> = Vec::new();
+    for (name, value) in values {
+        match crate::optimize::edit::spec_assignment(kernel, name) {
+            Some(a) => e.extend([Edit::replace(a.range, value.clone())]),
+            None => new_line.push(format!("{name} = {value}")),
+        }
+    }
+    if let (Some(last), false) = (kernel.spec.lines.last(), new_line.is_empty()) {
+        let line_start = text[..last.offset].rfind('\n').map_or(0, |i| i + 1);
+        let line_end = text[last.offset..]
+            .find('\n')
+            .map_or(text.len(), |i| last.offset + i);
+        let prefix = &text[line_start..last.offset];
+        let nl = if text[..line_end].ends_with('\r') {
+            "\r\n"
+        } else {
+            "\n"
+        };
+        let at = if text[..line_end].ends_with('\r') {
+            line_end - 1
+        } else {
+            line_end
+        };
+        e.extend([Edit::insert(
+            at,
+            format!("{nl}{} {}", prefix.trim_end(), new_line.join("; ")),
+        )]);
+    }
+    e.apply(text)
+}
+
 /// A candidate before [`finish`] has checked it.
 pub(super) struct Draft {
     pub label: String,

@@ -51,9 +51,8 @@ impl Edits {
         Edits::default()
     }
 
-    pub fn extend(&mut self, more: impl IntoIterator<Item = Edit>) -> &mut Edits {
+    pub fn extend(&mut self, more: impl IntoIterator<Item = Edit>) {
         self.edits.extend(more);
-        self
     }
 
     /// Edits from (range, new text) pairs.

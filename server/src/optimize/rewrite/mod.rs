@@ -37,7 +37,9 @@ mod tile_matmul;
 mod transpose_tile;
 mod tree;
 mod triton_block;
+mod triton_configs;
 mod triton_launch;
+mod triton_swizzle;
 mod tunable_sweep;
 mod unit;
 mod unroll;
@@ -97,6 +99,8 @@ pub const IDS: &[&str] = &[
     "privatize_atomics",
     "transpose_tile",
     "tile_matmul",
+    "triton_swizzle",
+    "triton_configs",
 ];
 
 /// Run one embedded rewrite. `Ok` always holds at least one candidate whose text differs
@@ -119,6 +123,8 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         "privatize_atomics" => privatize_atomics::privatize_atomics(cx),
         "transpose_tile" => transpose_tile::transpose_tile(cx),
         "tile_matmul" => tile_matmul::tile_matmul(cx),
+        "triton_swizzle" => triton_swizzle::triton_swizzle(cx),
+        "triton_configs" => triton_configs::triton_configs(cx),
         other => return Err(RewriteError::Unknown(other.to_string())),
     }?;
     let out: Vec<Candidate> = out.into_iter().filter(|c| c.text != cx.text).collect();

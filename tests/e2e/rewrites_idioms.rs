@@ -328,6 +328,27 @@ const CASES: &[Case] = &[
         want: 0,
         sizes: ("m = 64; n = 64; k = 32", "m = 20; n = 20; k = 32"),
     },
+    Case {
+        file: "examples/saxpy.cu",
+        kernel: "saxpy",
+        id: "coarsen",
+        want: 4,
+        sizes: ("n = 1 << 24, 4099", "n = 5000, 4099"),
+    },
+    Case {
+        file: "tests/fixtures/rewrites/geometry/leaky_relu.cu",
+        kernel: "leaky",
+        id: "coarsen",
+        want: 4,
+        sizes: ("n = 1 << 20, 4097", "n = 3001, 4097"),
+    },
+    Case {
+        file: "tests/fixtures/rewrites/geometry/daxpy.cu",
+        kernel: "daxpy_pos",
+        id: "coarsen",
+        want: 2,
+        sizes: ("n = 1 << 20, 999", "n = 2000, 999"),
+    },
 ];
 
 const MATMULS: &str = "tests/fixtures/rewrites/tiles/matmuls.cu";

@@ -20,6 +20,7 @@
 mod access;
 mod block_size;
 mod check;
+mod coarsen;
 mod cooperative_rows;
 mod edits;
 mod elementwise;
@@ -101,6 +102,7 @@ pub const IDS: &[&str] = &[
     "tile_matmul",
     "triton_swizzle",
     "triton_configs",
+    "coarsen",
 ];
 
 /// Run one embedded rewrite. `Ok` always holds at least one candidate whose text differs
@@ -125,6 +127,7 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         "tile_matmul" => tile_matmul::tile_matmul(cx),
         "triton_swizzle" => triton_swizzle::triton_swizzle(cx),
         "triton_configs" => triton_configs::triton_configs(cx),
+        "coarsen" => coarsen::coarsen(cx),
         other => return Err(RewriteError::Unknown(other.to_string())),
     }?;
     let out: Vec<Candidate> = out.into_iter().filter(|c| c.text != cx.text).collect();

@@ -17,107 +17,144 @@ use super::elementwise::{
 use super::params::Params;
 use super::spec_expr::{widen, words};
 use super::tree::{fresh, kernel_function, line_indent, newline, reindent, render};
-use super::RewriteContext;
+use super::{RewriteContext, RewriteError};
 use crate::syntax::{ByteRange, Lang};
 
 /// Each thread handles VEC consecutive elements with one vector load per read buffer and
 /// one vector store per written buffer, and a scalar tail for the last `n % VEC`. Param
 /// `widths` (default [4, 2]).
 pub fn vectorize(cx: &RewriteContext<'_>) -> R {
-    require_lang(cx, Lang::Cuda, "vectorize")?;
-    let plan = current_plan(cx)?;
-    let widths = Params(cx.params).ints("widths", &[4, 2], 2..=i64::MAX)?;
-    if let Some(w) = widths.iter().find(|w| !matches!(w, 2 | 4)) {
-        return Err(bad_param(
-            "widths",
-            format!("{w} is not a vector width; use 2 or 4"),
-        ));
-    }
-    let k = &cx.kernel.name;
-    let func = kernel_function(cx)
-        .ok_or_else(|| not_applicable(format!("`{k}`'s definition is not in the syntax tree")))?;
-    let shape = match_elementwise(cx.text, func).map_err(|why| {
-        not_applicable(format!(
-            "`{k}` is not a 1-D elementwise kernel: {why}; vectorize needs {INDEX_SHAPE} with every global access `p[i]`"
-        ))
-    })?;
-    let pointers = pointer_params(cx);
-    let facts = inspect_body(cx.text, &shape, &pointers, true)
-        .map_err(|why| not_applicable(format!("`{k}` cannot be vectorized: {why}")))?;
-    if facts.buffers.is_empty() {
-        return Err(not_applicable(format!(
-            "`{k}`'s guarded body accesses no pointer parameter as `p[{}]`",
-            shape.index
-        )));
-    }
-    let (grid, first) = one_d_grid(cx, &plan, "vectorize")?;
-    let taken: BTreeSet<String> = words(cx.text).into_iter().map(str::to_string).collect();
-    // Buffers in parameter order, for stable output.
-    let order: Vec<&String> = cx
-        .kernel
-        .params
-        .iter()
-        .filter_map(|p| facts.buffers.get_key_value(&p.name).map(|(k, _)| k))
-        .collect();
-
+    let v = Vectorized::of(cx, "vectorize")?;
     let mut drafts = Vec::new();
-    let mut dropped = Vec::new();
-    'width: for width in widths {
-        let width = width as usize;
-        let mut types: BTreeMap<&str, &'static str> = BTreeMap::new();
-        for p in &order {
-            let u = &facts.buffers[*p];
-            match vector_type(&u.pointee, width) {
-                Some(vt) => {
-                    types.insert(p.as_str(), vt);
-                }
-                None => {
-                    dropped.push(format!(
-                        "VEC={width}: `{p}` is `{}*`, which has no {width}-wide vector type",
-                        u.pointee
-                    ));
-                    continue 'width;
+    let mut dropped = v.dropped.clone();
+    for w in &v.widths {
+        let edits = vec![
+            (v.shape.guard.start_byte()..v.shape.end, w.code.clone()),
+            (v.grid_range.clone(), w.grid.clone()),
+        ];
+        match Edits::from_pairs(edits).apply(cx.text) {
+            Ok(text) => drafts.push(Draft {
+                label: w.label.clone(),
+                text,
+            }),
+            Err(e) => dropped.push(format!("{}: {e}", w.label)),
+        }
+    }
+    finish(cx, drafts, dropped)
+}
+
+/// One vector width's rewrite of the guarded body.
+pub(super) struct Width {
+    /// `VEC=4 (float4)`.
+    pub label: String,
+    /// VEC.
+    pub width: usize,
+    /// Replaces the bounds check and its body (`shape.guard` to `shape.end`).
+    pub code: String,
+    /// The grid's first component with its division made VEC times coarser.
+    pub grid: String,
+}
+
+/// The elementwise shape of a kernel and its vectorized bodies, one per width that fits;
+/// shared by `vectorize` and `coarsen`.
+pub(super) struct Vectorized<'t> {
+    pub shape: Elementwise<'t>,
+    pub widths: Vec<Width>,
+    /// Widths that did not fit, with the reason.
+    pub dropped: Vec<String>,
+    /// Document range of the grid's first component.
+    pub grid_range: ByteRange,
+}
+
+impl<'t> Vectorized<'t> {
+    pub fn of(cx: &RewriteContext<'t>, id: &str) -> Result<Vectorized<'t>, RewriteError> {
+        require_lang(cx, Lang::Cuda, id)?;
+        let plan = current_plan(cx)?;
+        let widths = Params(cx.params).ints("widths", &[4, 2], 2..=i64::MAX)?;
+        if let Some(w) = widths.iter().find(|w| !matches!(w, 2 | 4)) {
+            return Err(bad_param(
+                "widths",
+                format!("{w} is not a vector width; use 2 or 4"),
+            ));
+        }
+        let k = &cx.kernel.name;
+        let func = kernel_function(cx).ok_or_else(|| {
+            not_applicable(format!("`{k}`'s definition is not in the syntax tree"))
+        })?;
+        let shape = match_elementwise(cx.text, func).map_err(|why| {
+            not_applicable(format!(
+                "`{k}` is not a 1-D elementwise kernel: {why}; {id} needs {INDEX_SHAPE} with every global access `p[i]`"
+            ))
+        })?;
+        let pointers = pointer_params(cx);
+        let facts = inspect_body(cx.text, &shape, &pointers, true)
+            .map_err(|why| not_applicable(format!("`{k}` cannot be vectorized: {why}")))?;
+        if facts.buffers.is_empty() {
+            return Err(not_applicable(format!(
+                "`{k}`'s guarded body accesses no pointer parameter as `p[{}]`",
+                shape.index
+            )));
+        }
+        let (grid, first) = one_d_grid(cx, &plan, id)?;
+        let taken: BTreeSet<String> = words(cx.text).into_iter().map(str::to_string).collect();
+        // Buffers in parameter order, for stable output.
+        let order: Vec<&String> = cx
+            .kernel
+            .params
+            .iter()
+            .filter_map(|p| facts.buffers.get_key_value(&p.name).map(|(k, _)| k))
+            .collect();
+        let mut out = Vec::new();
+        let mut dropped = Vec::new();
+        'width: for width in widths {
+            let width = width as usize;
+            let mut types: BTreeMap<&str, &'static str> = BTreeMap::new();
+            for p in &order {
+                let u = &facts.buffers[*p];
+                match vector_type(&u.pointee, width) {
+                    Some(vt) => {
+                        types.insert(p.as_str(), vt);
+                    }
+                    None => {
+                        dropped.push(format!(
+                            "VEC={width}: `{p}` is `{}*`, which has no {width}-wide vector type",
+                            u.pointee
+                        ));
+                        continue 'width;
+                    }
                 }
             }
-        }
-        let Some(new_grid) = widen(&grid.text[first.clone()], width) else {
-            return Err(not_applicable(format!(
-                "grid = {} has no `cdiv(n, B)` or `(n + B - 1) / B` to divide by the vector width",
-                grid.text
-            )));
-        };
-        let mut names = taken.clone();
-        let label_types = {
+            let Some(new_grid) = widen(&grid.text[first.clone()], width) else {
+                return Err(not_applicable(format!(
+                    "grid = {} has no `cdiv(n, B)` or `(n + B - 1) / B` to divide by the vector width",
+                    grid.text
+                )));
+            };
+            let mut names = taken.clone();
             let mut shown: Vec<&str> = Vec::new();
             for p in &order {
                 if !shown.contains(&types[p.as_str()]) {
                     shown.push(types[p.as_str()]);
                 }
             }
-            shown.join(", ")
-        };
-        let label = format!("VEC={width} ({label_types})");
-        let code = match emit_vectorized(cx.text, &shape, &facts, &order, &types, width, &mut names)
-        {
-            Ok(code) => code,
-            Err(e) => {
-                dropped.push(format!("{label}: {e}"));
-                continue;
+            let label = format!("VEC={width} ({})", shown.join(", "));
+            match emit_vectorized(cx.text, &shape, &facts, &order, &types, width, &mut names) {
+                Ok(code) => out.push(Width {
+                    label,
+                    width,
+                    code,
+                    grid: new_grid,
+                }),
+                Err(e) => dropped.push(format!("{label}: {e}")),
             }
-        };
-        let edits = vec![
-            (shape.guard.start_byte()..shape.end, code),
-            (
-                grid.range.start + first.start..grid.range.start + first.end,
-                new_grid,
-            ),
-        ];
-        match Edits::from_pairs(edits).apply(cx.text) {
-            Ok(text) => drafts.push(Draft { label, text }),
-            Err(e) => dropped.push(format!("{label}: {e}")),
         }
+        Ok(Vectorized {
+            shape,
+            widths: out,
+            dropped,
+            grid_range: grid.range.start + first.start..grid.range.start + first.end,
+        })
     }
-    finish(cx, drafts, dropped)
 }
 
 /// The CUDA vector type of `width` elements of `pointee`.

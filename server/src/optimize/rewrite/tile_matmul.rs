@@ -24,6 +24,8 @@
 //! computes a value it never stores); POST runs under the author's bounds check. With
 //! several outputs per thread, each output gets its own copy of PRE's variables.
 //! Launch: block (BX, BY), grid dims `cdiv(X, B)` rescaled to the outputs a block covers.
+//! The block's shape is written into the code as literals (not read from `blockDim`): the
+//! tiles are sized for it, so a later block-size sweep must not apply.
 //!
 //! **Refuses**: another shape; global accesses in PRE, writes or barriers in the loop,
 //! `break`/`return` in it; a loop that is not counted with step 1 or whose bounds depend
@@ -742,7 +744,8 @@ fn emit(
             (format!("{e} % {rows_n}"), format!("{e} / {rows_n}"))
         };
         o.push_str(&format!(
-            "{i1}for (int {e} = threadIdx.y * blockDim.x + threadIdx.x; {e} < {elems}; {e} += {threads}) {{{nl}"
+            "{i1}for (int {e} = threadIdx.y * {} + threadIdx.x; {e} < {elems}; {e} += {threads}) {{{nl}",
+            g.bx
         ));
         let (decl, slot) = match s.operand {
             Operand::A => (

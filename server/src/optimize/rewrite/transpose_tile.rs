@@ -15,7 +15,8 @@
 //! **Writes**: `__shared__ T tile[32][33]` (T the store's element type); a first loop in
 //! which `threadIdx.x` walks the read axis and `threadIdx.y` steps over the tile's other
 //! rows, running the body with the store replaced by a tile write; `__syncthreads()`; a
-//! second loop in which `threadIdx.x` walks the write axis and stores from the tile. The
+//! second loop in which `threadIdx.x` walks the write axis and stores from the tile (the
+//! block's height is written as a literal, so a block-size sweep leaves it alone). The
 //! bounds check is evaluated for each element as the author wrote it. The launch becomes
 //! block (32, R) for R in param `rows_per_pass` (default [8, 16]) and each grid dim
 //! `cdiv(X, B)` becomes `cdiv(X, 32)`.
@@ -69,11 +70,12 @@ pub fn transpose_tile(cx: &RewriteContext<'_>) -> R {
     let na = |why: String| not_applicable(format!("`{k}` cannot be staged through a tile: {why}"));
     let plan_body = analyze(cx, &shape).map_err(na)?;
     let launch = Launch2d::of(cx).map_err(na)?;
-    let mut names = code_names(cx);
-    let code = emit(cx, &shape, &plan_body, &mut names);
+    let names = code_names(cx);
+
     let mut drafts = Vec::new();
     let mut dropped = Vec::new();
     for r in passes {
+        let code = emit(cx, &shape, &plan_body, r, &mut names.clone());
         let label = format!("{TILE}x{TILE} tile through shared memory, block (32, {r})");
         let mut e = Edits::new();
         match launch.edits(TILE, r, TILE, TILE) {
@@ -303,6 +305,7 @@ fn emit(
     cx: &RewriteContext<'_>,
     shape: &Shape2d<'_>,
     st: &Staged<'_>,
+    rows: u64,
     names: &mut std::collections::BTreeSet<String>,
 ) -> String {
     let src = cx.text;
@@ -340,7 +343,7 @@ fn emit(
         st.ty
     );
     o.push_str(&format!(
-        "{ind}for (int {j} = threadIdx.y; {j} < {TILE}; {j} += blockDim.y) {{{nl}"
+        "{ind}for (int {j} = threadIdx.y; {j} < {TILE}; {j} += {rows}) {{{nl}"
     ));
     o.push_str(&coords(st.read_x));
     o.push_str(&format!("{i1}if ({}) {{{nl}", shape.active));
@@ -353,7 +356,7 @@ fn emit(
     ));
     o.push_str(&format!("{ind}__syncthreads();{nl}"));
     o.push_str(&format!(
-        "{ind}for (int {j} = threadIdx.y; {j} < {TILE}; {j} += blockDim.y) {{{nl}"
+        "{ind}for (int {j} = threadIdx.y; {j} < {TILE}; {j} += {rows}) {{{nl}"
     ));
     o.push_str(&coords(!st.read_x));
     o.push_str(&format!(

@@ -40,12 +40,12 @@ fn the_naive_matmul_gets_tiles_and_register_blocks() {
             int col = blockIdx.x * 16 + threadIdx.x;
             float acc = 0.0f;
             for (int k0 = 0; k0 < k; k0 += 16) {
-                for (int e = threadIdx.y * blockDim.x + threadIdx.x; e < 256; e += 256) {
+                for (int e = threadIdx.y * 16 + threadIdx.x; e < 256; e += 256) {
                     int row = blockIdx.y * 16 + e / 16;
                     int i = k0 + e % 16;
                     if (row < m && i < k) a_tile[e / 16][e % 16] = a[row * k + i];
                 }
-                for (int e = threadIdx.y * blockDim.x + threadIdx.x; e < 256; e += 256) {
+                for (int e = threadIdx.y * 16 + threadIdx.x; e < 256; e += 256) {
                     int col = blockIdx.x * 16 + e % 16;
                     int i = k0 + e / 16;
                     if (col < n && i < k) b_tile[e / 16][e % 16] = b[i * n + col];
@@ -82,12 +82,12 @@ fn a_register_block_gives_each_output_its_own_accumulator() {
             float acc_1_0 = 0.0f;
             float acc_1_1 = 0.0f;
             for (int k0 = 0; k0 < k; k0 += 16) {
-                for (int e = threadIdx.y * blockDim.x + threadIdx.x; e < 512; e += 256) {
+                for (int e = threadIdx.y * 16 + threadIdx.x; e < 512; e += 256) {
                     int row = blockIdx.y * 32 + e / 16;
                     int i = k0 + e % 16;
                     if (row < m && i < k) a_tile[e / 16][e % 16] = a[row * k + i];
                 }
-                for (int e = threadIdx.y * blockDim.x + threadIdx.x; e < 512; e += 256) {
+                for (int e = threadIdx.y * 16 + threadIdx.x; e < 512; e += 256) {
                     int col = blockIdx.x * 32 + e % 32;
                     int i = k0 + e / 32;
                     if (col < n && i < k) b_tile[e / 32][e % 32] = b[i * n + col];
@@ -153,12 +153,12 @@ fn a_transposed_operand_is_loaded_along_k_and_the_epilogue_keeps_its_reads() {
             const int j = blockIdx.x * 16 + threadIdx.x;
             double sum = 0.0;
             for (int k0 = 0; k0 < k; k0 += 16) {
-                for (int e = threadIdx.y * blockDim.x + threadIdx.x; e < 256; e += 256) {
+                for (int e = threadIdx.y * 16 + threadIdx.x; e < 256; e += 256) {
                     const int i = blockIdx.y * 16 + e / 16;
                     int p = k0 + e % 16;
                     if (!(i >= m) && p < k) a_tile[e / 16][e % 16] = a[(size_t)i * k + p];
                 }
-                for (int e = threadIdx.y * blockDim.x + threadIdx.x; e < 256; e += 256) {
+                for (int e = threadIdx.y * 16 + threadIdx.x; e < 256; e += 256) {
                     const int j = blockIdx.x * 16 + e / 16;
                     int p = k0 + e % 16;
                     if (!(j >= n) && p < k) b_tile[e % 16][e / 16] = b[(size_t)j * k + p];

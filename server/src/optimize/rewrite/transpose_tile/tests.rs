@@ -37,7 +37,7 @@ fn a_transpose_is_staged_through_a_padded_tile() {
         // @bench grid = (cdiv(cols, 32), cdiv(rows, 32)); block = (32, 8)
         extern "C" __global__ void transpose(const float* src, float* dst, int rows, int cols) {
             __shared__ float tile[32][32 + 1];  // + 1: the column-wise reads below hit 32 banks
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += blockDim.y) {
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
                 int col = blockIdx.x * 32 + threadIdx.x;
                 int row = blockIdx.y * 32 + tile_row;
                 if (row < rows && col < cols) {
@@ -45,7 +45,7 @@ fn a_transpose_is_staged_through_a_padded_tile() {
                 }
             }
             __syncthreads();
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += blockDim.y) {
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
                 int col = blockIdx.x * 32 + tile_row;
                 int row = blockIdx.y * 32 + threadIdx.x;
                 if (row < rows && col < cols) dst[col * rows + row] = tile[threadIdx.x][tile_row];
@@ -65,7 +65,7 @@ fn an_early_return_and_locals_run_in_the_read_phase() {
         extern "C" __global__ void scaled_transpose(int n, int m, double alpha, const double* __restrict__ a,
                                                     const double* __restrict__ bias, double* __restrict__ at) {
             __shared__ double tile[32][32 + 1];  // + 1: the column-wise reads below hit 32 banks
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += blockDim.y) {
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
                 const int j = blockIdx.x * 32 + threadIdx.x;
                 const int i = blockIdx.y * 32 + tile_row;
                 if (!(i >= n || j >= m)) {
@@ -74,7 +74,7 @@ fn an_early_return_and_locals_run_in_the_read_phase() {
                 }
             }
             __syncthreads();
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += blockDim.y) {
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
                 const int j = blockIdx.x * 32 + tile_row;
                 const int i = blockIdx.y * 32 + threadIdx.x;
                 if (!(i >= n || j >= m)) at[(size_t)j * n + i] = tile[threadIdx.x][tile_row];
@@ -92,7 +92,7 @@ fn reads_down_columns_swap_the_phases() {
         // @bench grid = (cdiv(cols, 32), cdiv(rows, 32)); block = (32, 8)
         extern "C" __global__ void add_transposed(const float* p, const float* q, float* out, int rows, int cols) {
             __shared__ float tile[32][32 + 1];  // + 1: the column-wise reads below hit 32 banks
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += blockDim.y) {
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
                 int x = blockIdx.x * 32 + tile_row;
                 int y = blockIdx.y * 32 + threadIdx.x;
                 if (x < cols && y < rows) {
@@ -100,7 +100,7 @@ fn reads_down_columns_swap_the_phases() {
                 }
             }
             __syncthreads();
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += blockDim.y) {
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
                 int x = blockIdx.x * 32 + threadIdx.x;
                 int y = blockIdx.y * 32 + tile_row;
                 if (x < cols && y < rows) out[y * cols + x] += tile[threadIdx.x][tile_row];

@@ -143,6 +143,16 @@ const CASES: &[Case] = &[
         ),
     },
     Case {
+        file: ROWS,
+        kernel: "col_major_row_max",
+        id: "cooperative_rows",
+        want: 4,
+        sizes: (
+            "rows = 3000, 41; cols = 200, 9",
+            "rows = 50, 41; cols = 70, 9",
+        ),
+    },
+    Case {
         file: REFUSALS,
         kernel: "prefix_rows",
         id: "cooperative_rows",

@@ -531,6 +531,7 @@ fn idiom_facts_pick_out_their_shapes() {
         row_stats.cu row_max_count: thread_walks_a_row
         row_stats.cu spmv_csr: thread_walks_a_row
         row_stats.cu spmv_ell_accumulate: thread_walks_a_row
+        row_stats.cu col_major_row_max: 
         refusals.cu prefix_rows: thread_walks_a_row
         refusals.cu smooth_rows: thread_walks_a_row
         refusals.cu argmax_rows: thread_walks_a_row

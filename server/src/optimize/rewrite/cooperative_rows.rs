@@ -327,7 +327,12 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Elementwise<'t>) -> Result<RowPl
                         declare(&mut scope, d, ty.as_deref(), &mut err);
                     }
                 }
-                "identifier" if t == shape.index => {}
+                "identifier" if shape.thread_aliases.contains_key(t) => {
+                    err = Some(format!(
+                        "the row body reads `{t}` (`{}`); once a team shares the row it no longer means what it did",
+                        shape.thread_aliases[t]
+                    ));
+                }
                 _ => {}
             }
             true

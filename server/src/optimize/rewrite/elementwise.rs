@@ -30,6 +30,9 @@ pub(super) enum Guard {
 /// `int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { ... }` (or the
 /// early-return form), located in the tree.
 pub(super) struct Elementwise<'t> {
+    /// Helper variables declared before the index that hold `threadIdx.x`, `blockIdx.x`
+    /// or `blockDim.x` (name -> the field).
+    pub thread_aliases: BTreeMap<String, String>,
     pub index: String,
     /// The index's type without qualifiers (`int`, `unsigned int`, `size_t`).
     pub index_ty: String,
@@ -118,6 +121,70 @@ pub(super) fn guarded_body<'t>(
     }
 }
 
+/// `int tid = threadIdx.x;` (or `blockIdx.x`, `blockDim.x`, or a `known` alias of one;
+/// several in one declaration too): each (name, field), or None unless every declarator
+/// is one.
+fn thread_field_aliases(
+    src: &str,
+    decl: Node<'_>,
+    known: &BTreeMap<String, String>,
+) -> Option<Vec<(String, String)>> {
+    let mut c = decl.walk();
+    let ds: Vec<Node> = decl.children_by_field_name("declarator", &mut c).collect();
+    if ds.is_empty() {
+        return None;
+    }
+    ds.iter()
+        .map(|d| {
+            let name = d
+                .child_by_field_name("declarator")
+                .filter(|n| n.kind() == "identifier")?;
+            let value: String = text(src, d.child_by_field_name("value")?)
+                .chars()
+                .filter(|c| !c.is_whitespace())
+                .collect();
+            let field = match known.get(&value) {
+                Some(f) => f.clone(),
+                None => value,
+            };
+            matches!(field.as_str(), "threadIdx.x" | "blockIdx.x" | "blockDim.x")
+                .then(|| (text(src, name).to_string(), field))
+        })
+        .collect()
+}
+
+/// The identifier-like words of `s`.
+fn words_of(s: &str) -> impl Iterator<Item = &str> {
+    s.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+}
+
+/// `s` with whole words replaced by their value in `map`; a word right after `.` (a
+/// field, the `x` of `threadIdx.x`) is left alone.
+fn words_replaced(s: &str, map: &BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut word = String::new();
+    let mut after_dot = false;
+    let flush = |word: &mut String, after_dot: bool, out: &mut String| {
+        match map.get(word.as_str()).filter(|_| !after_dot) {
+            Some(v) => out.push_str(v),
+            None => out.push_str(word),
+        }
+        word.clear();
+    };
+    for ch in s.chars() {
+        if ch.is_ascii_alphanumeric() || ch == '_' {
+            word.push(ch);
+            continue;
+        }
+        flush(&mut word, after_dot, &mut out);
+        after_dot = ch == '.';
+        out.push(ch);
+    }
+    flush(&mut word, after_dot, &mut out);
+    out
+}
+
 /// `return;` or `{ return; }`.
 pub(super) fn is_plain_return(n: Node<'_>) -> bool {
     let plain = |n: Node| n.kind() == "return_statement" && n.named_child_count() == 0;
@@ -132,6 +199,8 @@ pub(super) fn match_elementwise<'t>(src: &str, func: Node<'t>) -> Result<Element
         .ok_or("the kernel has no body")?;
     let stmts = named_children(body);
     let mut idx = 0;
+    // Helper variables before the index: `int tid = threadIdx.x;`, `int stride = blockDim.x;`.
+    let mut aliases: BTreeMap<String, String> = BTreeMap::new();
     let decl = loop {
         let Some(&s) = stmts.get(idx) else {
             return Err(
@@ -141,7 +210,15 @@ pub(super) fn match_elementwise<'t>(src: &str, func: Node<'t>) -> Result<Element
         };
         idx += 1;
         let t = text(src, s);
-        let reads_index = t.contains("threadIdx") || t.contains("blockIdx");
+        if s.kind() == "declaration" {
+            if let Some(found) = thread_field_aliases(src, s, &aliases) {
+                aliases.extend(found);
+                continue;
+            }
+        }
+        let reads_index = t.contains("threadIdx")
+            || t.contains("blockIdx")
+            || aliases.keys().any(|a| words_of(t).any(|w| w == a));
         match s.kind() {
             "comment" => continue,
             "declaration" if !reads_index => continue,
@@ -163,7 +240,8 @@ pub(super) fn match_elementwise<'t>(src: &str, func: Node<'t>) -> Result<Element
         return Err(format!("`{decl_text}` is not `int i = ...;`"));
     };
     let init = text(src, value);
-    let norm: String = init.chars().filter(|c| !c.is_whitespace()).collect();
+    let expanded = words_replaced(init, &aliases);
+    let norm: String = expanded.chars().filter(|c| !c.is_whitespace()).collect();
     if !one_d_index_forms().contains(&norm) {
         if [".y", ".z"].iter().any(|d| norm.contains(d)) {
             return Err(format!(
@@ -251,6 +329,7 @@ pub(super) fn match_elementwise<'t>(src: &str, func: Node<'t>) -> Result<Element
         _ => "    ".to_string(),
     };
     Ok(Elementwise {
+        thread_aliases: aliases,
         index,
         index_ty,
         init: init.to_string(),
@@ -506,6 +585,17 @@ pub(super) fn inspect_body(
                 "identifier" if t == i => {
                     facts.index_uses.push(n.byte_range());
                     facts.all_index.push(n.byte_range());
+                }
+                "identifier"
+                    if shape
+                        .thread_aliases
+                        .get(t)
+                        .is_some_and(|f| f != "blockDim.x") =>
+                {
+                    err = Some(format!(
+                        "the body reads `{t}` (`{}`); once a thread handles several elements it no longer names the element",
+                        shape.thread_aliases[t]
+                    ));
                 }
                 "identifier" if strict && pointers.contains_key(t) => {
                     let mut context = n;

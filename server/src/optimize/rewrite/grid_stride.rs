@@ -172,6 +172,12 @@ mod tests {
         let tid = SAXPY.replace("a * x[i]", "a * x[threadIdx.x]");
         expect!["`saxpy` cannot become a grid-stride loop: the body reads `threadIdx.x`; once a thread handles several elements it no longer names the element"]
             .assert_eq(&why(&tid, "saxpy"));
+        let helpers = SAXPY.replace(
+            "int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = a * x[i] + y[i];",
+            "int t = threadIdx.x, b = blockIdx.x;\n    int lane = t;\n    int i = b * blockDim.x + lane;\n    if (i < n) y[i] = a * x[i] + y[lane];",
+        );
+        assert_ne!(helpers, SAXPY);
+        expect!["`saxpy` cannot become a grid-stride loop: the body reads `lane` (`threadIdx.x`); once a thread handles several elements it no longer names the element"].assert_eq(&why(&helpers, "saxpy"));
         let strided = SAXPY.replace("grid = cdiv(n, 256)", "grid = min(cdiv(n, 256), sms * 2)");
         expect!["`saxpy`'s grid = min(cdiv(n, 256), sms * 2) already depends on `sms`"]
             .assert_eq(&why(&strided, "saxpy"));

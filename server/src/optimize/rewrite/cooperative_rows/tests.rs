@@ -205,6 +205,12 @@ fn other_shapes_and_launches_are_refused() {
     expect!["`softmax_rows` cannot share a row between threads: `__shared__ float t[4];` declares shared memory"].assert_eq(&why(&shared, "softmax_rows"));
     let tid = SOFTMAX.replace("out[c] /= sum;", "out[c] /= sum + threadIdx.x;");
     expect!["`softmax_rows` cannot share a row between threads: the row body reads `threadIdx.x`; once a team shares the row it no longer means what it did"].assert_eq(&why(&tid, "softmax_rows"));
+    let helper = ROWS.replace(
+        "float v = a[c * rows + row];",
+        "float v = a[c * rows + row] + tid;",
+    );
+    assert_ne!(helper, ROWS);
+    expect!["`col_major_row_max` cannot share a row between threads: the row body reads `tid` (`threadIdx.x`); once a team shares the row it no longer means what it did"].assert_eq(&why(&helper, "col_major_row_max"));
     let bad = cuda(
         SOFTMAX,
         "softmax_rows",

@@ -227,6 +227,16 @@ const CASES: &[Case] = &[
     },
     Case {
         file: SCATTER,
+        kernel: "bucket_append",
+        id: "privatize_atomics",
+        want: 0,
+        sizes: (
+            "n = 1000; bins = 16; cap = 1000",
+            "n = 100; bins = 16; cap = 1000",
+        ),
+    },
+    Case {
+        file: SCATTER,
         kernel: "bucket_max",
         id: "privatize_atomics",
         want: 0,

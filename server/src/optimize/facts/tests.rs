@@ -544,6 +544,7 @@ fn idiom_facts_pick_out_their_shapes() {
         scatter.cu capped_histogram: scatter_atomics
         scatter.cu bucket_max: scatter_atomics
         scatter.cu wide_histogram: scatter_atomics
+        scatter.cu bucket_append: scatter_atomics
         transpose.cu transpose: transposed_access
         transposes.cu scaled_transpose: transposed_access
         transposes.cu add_transposed: transposed_access

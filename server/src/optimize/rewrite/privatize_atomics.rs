@@ -340,7 +340,15 @@ fn atomic_targets(
             if let Some(first) = first {
                 let base = address_base(src, first, pointers);
                 if let Some(b) = base {
-                    if f == "atomicAdd" {
+                    let value_used = n
+                        .parent()
+                        .is_none_or(|p| p.kind() != "expression_statement");
+                    if f == "atomicAdd" && value_used && wrong_atomic.is_none() {
+                        wrong_atomic = Some(format!(
+                            "the value of `{}` is used; a private copy would return a per-block count",
+                            text(src, n)
+                        ));
+                    } else if f == "atomicAdd" {
                         *in_atomic.entry(b.to_string()).or_default() += 1;
                     } else if f.starts_with("atomic") && wrong_atomic.is_none() {
                         wrong_atomic = Some(format!(

@@ -208,6 +208,36 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Staged<'t
                 first_line(text(src, store.node))
             )
         })?;
+    // The second pass evaluates the write's address without the body's locals.
+    let mut locals = std::collections::BTreeSet::new();
+    for b in before {
+        walk(*b, &mut |n| {
+            if n.kind() == "init_declarator" || n.kind() == "declaration" {
+                let mut c = n.walk();
+                for d in n.children_by_field_name("declarator", &mut c) {
+                    let mut d = d;
+                    while let Some(inner) = d.child_by_field_name("declarator") {
+                        d = inner;
+                    }
+                    locals.insert(text(src, d).to_string());
+                }
+            }
+            true
+        });
+    }
+    let mut uses_local = None;
+    walk(store.node, &mut |n| {
+        if n.kind() == "identifier" && locals.contains(text(src, n)) {
+            uses_local = Some(text(src, n).to_string());
+        }
+        true
+    });
+    if let Some(l) = uses_local {
+        return Err(format!(
+            "the write `{}` names `{l}`, which the body computes; the second pass writes without the body",
+            text(src, store.node)
+        ));
+    }
     let op = asg
         .child_by_field_name("operator")
         .map_or("=", |o| text(src, o))

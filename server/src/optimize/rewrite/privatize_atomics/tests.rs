@@ -107,6 +107,7 @@ fn several_targets_each_get_a_copy() {
 fn what_a_private_copy_cannot_do_is_refused_with_the_reason() {
     let why = |src: &str, k: &str| not_applicable(cuda(src, k, "privatize_atomics", json!({})));
     expect!["`capped_histogram` cannot privatize its atomics: `hist` is used other than as an atomicAdd address (in `if (hist[key[i]] < 10) atomicAdd(&hist[key[i]], 1);`); its private copy would not see that"].assert_eq(&why(SCATTER, "capped_histogram"));
+    expect!["`bucket_append` cannot privatize its atomics: the value of `atomicAdd(&fill[key[i]], 1u)` is used; a private copy would return a per-block count"].assert_eq(&why(SCATTER, "bucket_append"));
     expect!["`bucket_max` cannot privatize its atomics: `atomicMax(&best[key[i]], v[i])` is not an atomicAdd; a private copy needs a zero to start from"].assert_eq(&why(SCATTER, "bucket_max"));
     expect!["`wide_histogram` cannot privatize its atomics: `hist` has 1048576 elements (4096 KiB), more than the 48 KiB of shared memory a block can count on"].assert_eq(&why(SCATTER, "wide_histogram"));
     expect!["`saxpy` has no `atomicAdd(&h[e], v)` on a pointer parameter"]

@@ -116,6 +116,12 @@ fn what_a_tile_cannot_help_is_refused_with_the_reason() {
     expect!["`symmetrize` cannot be staged through a tile: the body reads `a`, the buffer it writes; staged, it would read another element's old value"].assert_eq(&why(FIXTURES, "symmetrize"));
     expect!["`matmul` cannot be staged through a tile: `for (int i = 0; i < k; ++i)` loops inside the element's body"].assert_eq(&why(MATMUL, "matmul"));
     expect!["`saxpy` is not a 2-D one-thread-per-element kernel: `if (i < n) y[i] = a * x[i] + y[i];` comes before the thread indices; transpose_tile needs `int col = blockIdx.x * blockDim.x + threadIdx.x; int row = blockIdx.y * blockDim.y + threadIdx.y; if (row < m && col < n) { ... }` (or `if (row >= m || col >= n) return;`)"].assert_eq(&why(SAXPY, "saxpy"));
+    let local = TRANSPOSE.replace(
+        "dst[col * rows + row] = src[row * cols + col];",
+        "int at = col * rows + row;\n        dst[at] = src[row * cols + col];",
+    );
+    assert_ne!(local, TRANSPOSE);
+    expect!["`transpose` cannot be staged through a tile: the write `dst[at]` names `at`, which the body computes; the second pass writes without the body"].assert_eq(&why(&local, "transpose"));
     let two = TRANSPOSE.replace(
         "dst[col * rows + row] = src[row * cols + col];",
         "dst[col * rows + row] = src[row * cols + col];\n        dst[0] = 1.0f;",

@@ -485,6 +485,7 @@ fn idiom_facts_pick_out_their_shapes() {
         "scatter_atomics",
         "transposed_access",
         "matmul_like_loop",
+        "program_grid_2d",
     ];
     const FILES: &[&str] = &[
         "examples/softmax_rows.cu",
@@ -499,18 +500,27 @@ fn idiom_facts_pick_out_their_shapes() {
         "examples/transpose.cu",
         "tests/fixtures/rewrites/tiles/transposes.cu",
         "tests/fixtures/rewrites/tiles/matmuls.cu",
+        "examples/matmul.py",
+        "examples/vector_add.py",
+        "examples/softmax.py",
+        "tests/fixtures/rewrites/triton/grid2d.py",
     ];
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut out = String::new();
     for file in FILES {
         let text = std::fs::read_to_string(root.join(file)).expect("fixture");
         let src = text.as_str();
+        let lang = if file.ends_with(".py") {
+            Lang::Triton
+        } else {
+            Lang::Cuda
+        };
         let file = file.rsplit('/').next().unwrap_or(file);
-        let doc = Document::new(Lang::Cuda, 0, src);
+        let doc = Document::new(lang, 0, src);
         let tree = doc.tree().expect("parses");
-        let model = syntax::analyze(Lang::Cuda, src, tree);
+        let model = syntax::analyze(lang, src, tree);
         for k in &model.kernels {
-            let f = static_facts(Lang::Cuda, src, tree, &model, k);
+            let f = static_facts(lang, src, tree, &model, k);
             let holding: Vec<&str> = IDIOMS
                 .iter()
                 .copied()
@@ -556,6 +566,12 @@ fn idiom_facts_pick_out_their_shapes() {
         matmuls.cu gemm_tn_bias: matmul_like_loop
         matmuls.cu conv_rows: matmul_like_loop
         matmuls.cu ragged_rows: matmul_like_loop
+        matmul.py matmul_kernel: program_grid_2d
+        vector_add.py add_kernel: 
+        softmax.py softmax_kernel: 
+        grid2d.py add_bias_2d: program_grid_2d
+        grid2d.py uses_num_programs: program_grid_2d
+        grid2d.py grid_from_sizes: program_grid_2d
     "#]]
     .assert_eq(&out);
 }

@@ -634,3 +634,77 @@ pub(crate) async fn verify_on_interpreter(py: &str, jobs: &[(String, &str, Candi
     }
     pool.shutdown().await;
 }
+
+/// Every embedded rewrite on every kernel of the examples and fixtures, and on damaged
+/// copies of them (a line dropped, the text cut short, braces and parentheses nested
+/// thousands deep): an answer or a refusal, never a panic or a hang.
+#[test]
+fn every_rewrite_on_damaged_kernels_answers_or_refuses() {
+    let mut files = Vec::new();
+    for dir in [
+        "examples",
+        "tests/fixtures/rewrites/rows",
+        "tests/fixtures/rewrites/atomics",
+        "tests/fixtures/rewrites/tiles",
+        "tests/fixtures/rewrites/triton",
+        "tests/fixtures/rewrites/cuda",
+        "tests/fixtures/rewrites/geometry",
+    ] {
+        let mut paths: Vec<_> = std::fs::read_dir(root().join(dir))
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "cu" || x == "py"))
+            .collect();
+        paths.sort();
+        files.extend(paths);
+    }
+    let mut runs = 0;
+    for path in files {
+        let lang = if path.extension().is_some_and(|x| x == "py") {
+            Lang::Triton
+        } else {
+            Lang::Cuda
+        };
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let mut variants = vec![text.clone()];
+        for drop in (0..lines.len()).step_by(9) {
+            let mut l = lines.clone();
+            l.remove(drop);
+            variants.push(l.join("\n"));
+        }
+        for cut in [text.len() / 3, text.len() / 2, text.len() * 9 / 10] {
+            let cut = (0..=cut)
+                .rev()
+                .find(|c| text.is_char_boundary(*c))
+                .unwrap_or(0);
+            variants.push(text[..cut].to_string());
+        }
+        let deep = format!("{}{}{}", "(".repeat(3000), "row < rows", ")".repeat(3000));
+        variants.push(text.replace("row < rows", &deep));
+        variants.push(text.replace("{\n", &"{".repeat(2000)));
+        for v in &variants {
+            let doc = Document::new(lang, 0, v);
+            let Some(tree) = doc.tree() else { continue };
+            let model = kernel_lsp::syntax::analyze(lang, v, tree);
+            let params = BTreeMap::new();
+            for k in &model.kernels {
+                for id in rewrite::IDS {
+                    let _ = rewrite::apply(
+                        id,
+                        &RewriteContext {
+                            lang,
+                            text: v,
+                            tree,
+                            model: &model,
+                            kernel: k,
+                            params: &params,
+                        },
+                    );
+                    runs += 1;
+                }
+            }
+        }
+    }
+    assert!(runs > 2000, "only {runs} rewrite runs");
+}

@@ -524,8 +524,13 @@ fn split_bounds(
     let e = ret.ok_or("the bounds check does not parse")?;
     // `!(a || b)` is `!(a) && !(b)`.
     let mut conj: Vec<String> = Vec::new();
-    fn split(src: &str, n: Node<'_>, neg: bool, out: &mut Vec<String>) {
+    fn split(src: &str, n: Node<'_>, neg: bool, out: &mut Vec<String>, depth: usize) {
         let mut n = n;
+        if depth > 64 {
+            // Too deep to split: one conjunct naming both indices, refused below.
+            out.push(text(src, n).to_string());
+            return;
+        }
         while n.kind() == "parenthesized_expression" {
             match named_children(n).into_iter().next() {
                 Some(c) => n = c,
@@ -536,7 +541,7 @@ fn split_bounds(
             && n.child_by_field_name("operator").map(|o| text(src, o)) == Some("!")
         {
             if let Some(a) = n.child_by_field_name("argument") {
-                return split(src, a, !neg, out);
+                return split(src, a, !neg, out, depth + 1);
             }
         }
         if n.kind() == "binary_expression" {
@@ -547,8 +552,8 @@ fn split_bounds(
                     n.child_by_field_name("left"),
                     n.child_by_field_name("right"),
                 ) {
-                    split(src, l, neg, out);
-                    split(src, r, neg, out);
+                    split(src, l, neg, out, depth + 1);
+                    split(src, r, neg, out, depth + 1);
                     return;
                 }
             }
@@ -556,7 +561,7 @@ fn split_bounds(
         let t = text(src, n).to_string();
         out.push(if neg { format!("!({t})") } else { t });
     }
-    split(src, e, false, &mut conj);
+    split(src, e, false, &mut conj, 0);
     let mentions = |c: &str, name: &str| {
         c.split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
             .any(|w| w == name)

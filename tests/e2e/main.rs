@@ -6,6 +6,7 @@
 mod bench_triton;
 mod cli_check;
 mod client;
+mod emulate;
 #[path = "../gpu/cuda_backend.rs"]
 mod gpu;
 #[path = "../gpu/cheats.rs"]
@@ -19,5 +20,6 @@ mod nvim;
 mod optimize_llm;
 mod rewrites_cuda;
 mod rewrites_geometry;
+mod rewrites_idioms;
 mod tools;
 mod worker_pool;

@@ -101,6 +101,11 @@ fn what_each_code_rewrite_offers_on_the_examples_and_fixtures() {
         table.push_str(&format!("{file} {kernel} {id}: {what}\n"));
     }
     expect![[r#"
+        examples/histogram.cu histogram restrict_const: __restrict__ on data, hist
+        examples/histogram.cu histogram launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
+        examples/histogram.cu histogram unroll: n/a: `histogram` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
+        examples/histogram.cu histogram fast_math: n/a: `histogram` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/histogram.cu histogram maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
         examples/matmul_naive.cu matmul restrict_const: __restrict__ on a, b, c
         examples/matmul_naive.cu matmul launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
         examples/matmul_naive.cu matmul unroll: #pragma unroll 2 on 1 loop | #pragma unroll 4 on 1 loop | #pragma unroll 8 on 1 loop
@@ -121,6 +126,16 @@ fn what_each_code_rewrite_offers_on_the_examples_and_fixtures() {
         examples/saxpy.cu saxpy unroll: n/a: `saxpy` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
         examples/saxpy.cu saxpy fast_math: n/a: `saxpy` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
         examples/saxpy.cu saxpy maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
+        examples/softmax_rows.cu softmax_rows restrict_const: __restrict__ on x, y
+        examples/softmax_rows.cu softmax_rows launch_bounds: __launch_bounds__(128) | __launch_bounds__(128, 2) | __launch_bounds__(128, 4)
+        examples/softmax_rows.cu softmax_rows unroll: #pragma unroll 2 on 3 loops | #pragma unroll 4 on 3 loops | #pragma unroll 8 on 3 loops
+        examples/softmax_rows.cu softmax_rows fast_math: expf→__expf
+        examples/softmax_rows.cu softmax_rows maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
+        examples/transpose.cu transpose restrict_const: __restrict__ on src, dst
+        examples/transpose.cu transpose launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
+        examples/transpose.cu transpose unroll: n/a: `transpose` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
+        examples/transpose.cu transpose fast_math: n/a: `transpose` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/transpose.cu transpose maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
         tests/fixtures/rewrites/cuda/norms.cu softmax_rows restrict_const: __restrict__ on x, y
         tests/fixtures/rewrites/cuda/norms.cu softmax_rows launch_bounds: __launch_bounds__(128) | __launch_bounds__(128, 2) | __launch_bounds__(128, 4)
         tests/fixtures/rewrites/cuda/norms.cu softmax_rows unroll: #pragma unroll 2 on 4 loops | #pragma unroll 4 on 4 loops | #pragma unroll 8 on 4 loops | #pragma unroll (full) on 1 loop of ≤ 32 trips

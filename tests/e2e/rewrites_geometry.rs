@@ -4,22 +4,20 @@
 //! `triton_block`, `triton_num_warps` and `tunable_sweep` verify against the original
 //! through a real worker on Triton's CPU interpreter; and the rewritten bodies of
 //! `vectorize` and `grid_stride` compute what the original computes, checked on the CPU
-//! by compiling original and candidates as C++ (g++) and running every thread in turn,
-//! with guard elements past each buffer. Missing NVRTC, torch/triton or g++ skips (or
-//! fails under KERNEL_LSP_REQUIRE_TOOLS=1).
+//! emulator (`emulate.rs`: original and candidates compiled as C++ with g++, every
+//! thread run, guard elements past each buffer). Missing NVRTC, torch/triton or g++
+//! skips (or fails under KERNEL_LSP_REQUIRE_TOOLS=1).
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use kernel_lsp::analysis::{self, AnalyzeOptions, Severity};
 use kernel_lsp::document::Document;
 use kernel_lsp::optimize::rewrite::{self, Candidate, RewriteContext, RewriteError};
-use kernel_lsp::spec::{Arg, BenchPlan, DType, EvalEnv, Launch};
 use kernel_lsp::syntax::{self, Lang};
-use kernel_lsp::worker::pool::{PoolConfig, WorkerPool};
-use kernel_lsp::worker::protocol::{Op, OpResult, Version};
 
 use crate::bench_triton::python;
+use crate::emulate;
+use crate::rewrites_idioms::verify_on_interpreter;
 use crate::tools;
 
 const SAXPY: &str = include_str!("../../examples/saxpy.cu");
@@ -163,28 +161,6 @@ fn labels(out: &[Candidate]) -> Vec<&str> {
     out.iter().map(|c| c.label.as_str()).collect()
 }
 
-fn version(label: &str, text: &str) -> Version {
-    let doc = Document::new(Lang::Triton, 0, text);
-    let file = analysis::analyze(Lang::Triton, text, doc.tree(), &AnalyzeOptions::default());
-    let idx = file
-        .model
-        .kernels
-        .iter()
-        .position(|k| k.name == "add_kernel")
-        .expect("add_kernel");
-    let plan = file.specs[idx]
-        .plan
-        .clone()
-        .unwrap_or_else(|| panic!("{label} does not plan: {:?}", file.specs[idx].diagnostics));
-    Version {
-        label: label.to_string(),
-        lang: Lang::Triton,
-        source: file.kernel_source("add_kernel", text),
-        plan,
-        options: Vec::new(),
-    }
-}
-
 #[tokio::test]
 async fn triton_candidates_verify_against_the_original_on_the_interpreter() {
     let test = "triton_candidates_verify_against_the_original_on_the_interpreter";
@@ -228,207 +204,48 @@ async fn triton_candidates_verify_against_the_original_on_the_interpreter() {
         },
     ));
 
-    let bin = env!("CARGO_BIN_EXE_kernel-lsp");
-    let pool = WorkerPool::new(PoolConfig {
-        command: vec![
-            "env".into(),
-            format!("KERNEL_LSP_PYTHON={py}"),
-            "TRITON_INTERPRET=1".into(),
-            bin.into(),
-            "worker".into(),
-        ],
-        ..PoolConfig::default()
-    });
-    for (original, c) in &jobs {
-        let op = Op::Verify {
-            candidate: Box::new(version(&c.label, &c.text)),
-            reference: Box::new(version("original", original)),
-            seed: 7,
-            sanitize: false,
-        };
-        let control = c.label.starts_with("control");
-        match pool.request(op, None).await {
-            Ok(OpResult::Verify(r)) if control => {
-                assert!(
-                    !r.passed,
-                    "verification passed a launch that skips half of `out_ptr`"
-                )
-            }
-            Ok(OpResult::Verify(r)) => assert!(
-                r.passed,
-                "{} failed verification: {:?}\n{}",
-                c.label,
-                r.failure.map(|f| f.message),
-                c.text
-            ),
-            Ok(other) => panic!("{}: unexpected reply {other:?}", c.label),
-            Err(e) => panic!("{}: worker error: {}", c.label, e.message),
-        }
-    }
-    pool.shutdown().await;
-}
-
-/// The host-side stand-ins for what the emulated kernels use.
-const EMULATION_PRELUDE: &str = r#"
-#include <cstdio>
-struct float4 { float x, y, z, w; };
-struct float2 { float x, y; };
-struct double2 { double x, y; };
-struct uint3 { unsigned x, y, z; };
-static uint3 blockIdx, blockDim, threadIdx, gridDim;
-#define __global__
-#define __restrict__
-"#;
-
-/// One version of a kernel for the emulator: its definition renamed to `fn_name`, and the
-/// plan's cases (evaluated with 1 SM, so a capped grid-stride grid loops several times).
-fn emulated(text: &str, kernel: &str, fn_name: &str) -> (String, BenchPlan) {
-    let doc = Document::new(Lang::Cuda, 0, text);
-    let opts = AnalyzeOptions {
-        env: EvalEnv { sms: 1 },
-        ..AnalyzeOptions::default()
-    };
-    let file = analysis::analyze(Lang::Cuda, text, doc.tree(), &opts);
-    let idx = file
-        .model
-        .kernels
-        .iter()
-        .position(|k| k.name == kernel)
-        .expect("kernel");
-    let k = &file.model.kernels[idx];
-    let plan = file.specs[idx].plan.clone().expect("plans");
-    let def = format!(
-        "{}{fn_name}{}",
-        &text[k.def_range.start..k.name_range.start],
-        &text[k.name_range.end..k.def_range.end]
-    );
-    (def, plan)
-}
-
-fn c_type(d: DType) -> &'static str {
-    match d {
-        DType::F32 => "float",
-        DType::F64 => "double",
-        DType::I32 => "int",
-        other => panic!("no emulation for {other} buffers"),
-    }
-}
-
-/// A C++ program that runs version 0 and every other version on the same inputs for
-/// every case, thread by thread, and prints the first difference in any buffer
-/// (64 guard elements included).
-fn emulation_program(versions: &[(String, BenchPlan)]) -> String {
-    let mut p = EMULATION_PRELUDE.to_string();
-    for (def, _) in versions {
-        p.push_str(def);
-        p.push('\n');
-    }
-    p.push_str("int main() {\n    int bad = 0;\n");
-    for case in 0..versions[0].1.cases.len() {
-        p.push_str("    {\n");
-        for (v, (_, plan)) in versions.iter().enumerate() {
-            let c = &plan.cases[case];
-            let mut call = Vec::new();
-            for (b, a) in c.args.iter().enumerate() {
-                match a {
-                    Arg::Buffer {
-                        name, dtype, elems, ..
-                    } => {
-                        let (t, n) = (c_type(*dtype), elems + 64);
-                        p.push_str(&format!(
-                            "        {t}* {name}_{v} = new {t}[{n}];\n        for (long i = 0; i < {n}; ++i) {name}_{v}[i] = ({t})((i * 37 + {b} * 11) % 2001 - 1000) / 128;\n"
-                        ));
-                        call.push(format!("{name}_{v}"));
-                    }
-                    Arg::Scalar { value, .. } | Arg::Constexpr { value, .. } => {
-                        call.push(value.to_string())
-                    }
-                }
-            }
-            let Launch::Cuda { grid, block, .. } = &c.launch else {
-                panic!("a CUDA launch")
-            };
-            p.push_str(&format!(
-                "        gridDim = {{{}, {}, {}}}; blockDim = {{{}, {}, {}}};\n        for (unsigned bz = 0; bz < gridDim.z; ++bz) for (unsigned by = 0; by < gridDim.y; ++by) for (unsigned bx = 0; bx < gridDim.x; ++bx)\n        for (unsigned tz = 0; tz < blockDim.z; ++tz) for (unsigned ty = 0; ty < blockDim.y; ++ty) for (unsigned tx = 0; tx < blockDim.x; ++tx) {{\n            blockIdx = {{bx, by, bz}}; threadIdx = {{tx, ty, tz}};\n            k{v}({});\n        }}\n",
-                grid[0], grid[1], grid[2], block[0], block[1], block[2], call.join(", ")
-            ));
-            if v > 0 {
-                for a in &c.args {
-                    if let Arg::Buffer { name, elems, .. } = a {
-                        p.push_str(&format!(
-                            "        for (long i = 0; i < {n}; ++i) if ({name}_{v}[i] != {name}_0[i]) {{ printf(\"version %d case {case}: {name}[%ld] = %g, original %g\\n\", {v}, i, (double){name}_{v}[i], (double){name}_0[i]); bad = 1; break; }}\n",
-                            n = elems + 64
-                        ));
-                    }
-                }
-            }
-        }
-        p.push_str("    }\n");
-    }
-    p.push_str("    return bad;\n}\n");
-    p
+    let jobs: Vec<(String, &str, Candidate)> = jobs
+        .into_iter()
+        .map(|(original, c)| (original, "add_kernel", c))
+        .collect();
+    verify_on_interpreter(&py, &jobs, 7).await;
 }
 
 #[test]
 fn vectorized_and_grid_stride_bodies_compute_what_the_original_computes() {
     let test = "vectorized_and_grid_stride_bodies_compute_what_the_original_computes";
-    if Command::new("g++").arg("--version").output().is_err() {
-        return tools::skip(test, "no g++ on PATH to run the kernels' C++ on the CPU");
+    if let Err(why) = emulate::gxx() {
+        return tools::skip(test, &why);
     }
-    let dir = std::env::temp_dir().join(format!("kernel-lsp-emulate-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    for (src, kernel) in [(SAXPY, "saxpy"), (LEAKY, "leaky"), (DAXPY, "daxpy_pos")] {
-        let mut versions = vec![emulated(src, kernel, "k0")];
-        let mut labels = vec!["original".to_string()];
+    // Small sizes (the emulator runs every thread), with `sms` = 1 so a capped
+    // grid-stride grid loops several times.
+    for (src, kernel, sizes) in [
+        (SAXPY, "saxpy", ("n = 1 << 24, 4099", "n = 5000, 4099")),
+        (LEAKY, "leaky", ("n = 1 << 20, 4097", "n = 3001, 4097")),
+        (DAXPY, "daxpy_pos", ("n = 1 << 20, 999", "n = 2000, 999")),
+    ] {
+        let small = src.replacen(sizes.0, sizes.1, 1);
+        assert_ne!(
+            small, src,
+            "{kernel}: the sizes line moved; update this test"
+        );
+        let mut cands = Vec::new();
         for id in ["vectorize", "grid_stride"] {
-            for c in apply(Lang::Cuda, src, kernel, id).unwrap_or_else(|e| panic!("{id}: {e}")) {
-                versions.push(emulated(&c.text, kernel, &format!("k{}", versions.len())));
-                labels.push(format!("{id} {}", c.label));
+            for c in apply(Lang::Cuda, &small, kernel, id).unwrap_or_else(|e| panic!("{id}: {e}")) {
+                cands.push((format!("{id} {}", c.label), c.text));
             }
         }
-        assert!(versions.len() >= 3, "{kernel}: {labels:?}");
-        let cpp = dir.join(format!("{kernel}.cpp"));
-        let exe = dir.join(kernel);
-        std::fs::write(&cpp, emulation_program(&versions)).unwrap();
-        let built = Command::new("g++")
-            .args(["-std=c++17", "-O1", "-w", "-ffp-contract=off", "-o"])
-            .arg(&exe)
-            .arg(&cpp)
-            .output()
-            .unwrap();
-        assert!(
-            built.status.success(),
-            "{kernel}: g++ failed:\n{}",
-            String::from_utf8_lossy(&built.stderr)
-        );
-        let ran = Command::new(&exe).output().unwrap();
-        assert!(
-            ran.status.success(),
-            "{kernel}: versions {labels:?} differ from the original:\n{}",
-            String::from_utf8_lossy(&ran.stdout)
-        );
+        assert!(cands.len() >= 2, "{kernel}: {cands:?}");
+        emulate::compare(&small, kernel, &cands, 1).unwrap_or_else(|e| panic!("{kernel}: {e}"));
     }
     // Control: a lane that reads its neighbour's element is caught.
-    let good = apply(Lang::Cuda, SAXPY, "saxpy", "vectorize")
+    let small = SAXPY.replacen("n = 1 << 24, 4099", "n = 5000, 4099", 1);
+    let good = apply(Lang::Cuda, &small, "saxpy", "vectorize")
         .unwrap()
         .remove(0);
     let wrong = good.text.replace("y4.w = a * x4.w", "y4.w = a * x4.z");
     assert_ne!(wrong, good.text);
-    let versions = [
-        emulated(SAXPY, "saxpy", "k0"),
-        emulated(&wrong, "saxpy", "k1"),
-    ];
-    let cpp = dir.join("control.cpp");
-    let exe = dir.join("control");
-    std::fs::write(&cpp, emulation_program(&versions)).unwrap();
-    let built = Command::new("g++")
-        .args(["-std=c++17", "-O1", "-w", "-o"])
-        .arg(&exe)
-        .arg(&cpp)
-        .status()
-        .unwrap();
-    assert!(built.success());
-    let ran = Command::new(&exe).output().unwrap();
-    assert!(!ran.status.success(), "the emulator missed a wrong lane");
-    std::fs::remove_dir_all(&dir).ok();
+    let err = emulate::compare(&small, "saxpy", &[("wrong lane".into(), wrong)], 1)
+        .expect_err("the emulator missed a wrong lane");
+    assert!(err.contains("wrong lane case 0: y["), "{err}");
 }

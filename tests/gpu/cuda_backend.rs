@@ -748,3 +748,7 @@ async fn gpu_lsp_benchmark_hint_and_optimize_from_the_editor() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), src);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The idiom rewrites on the GPU.
+#[path = "idioms.rs"]
+mod idioms;

@@ -4,8 +4,12 @@
 #   KERNEL_LSP_E2E  prebuilt release e2e test executable (tests/e2e, which includes tests/gpu)
 #   KERNEL_LSP_LIB  (optional) prebuilt release unit-test executable of the library: its
 #                   GPU tests check the device helpers against their CPU twins
-# Runs the CUDA backend's GPU tests with KERNEL_LSP_REQUIRE_GPU=1 (a missing GPU fails),
-# then the KernelBench-style turnaround for comparison, and prints a short table last.
+# Runs the CUDA backend's GPU tests with KERNEL_LSP_REQUIRE_GPU=1 (a missing GPU fails;
+# gpu::idioms verifies every idiom rewrite on two or more kernels and prints IDIOM lines),
+# `kernel-lsp optimize` with no LLM on every bundled example, PyTorch's time for the same
+# operations (torch_baselines.py), then the KernelBench-style turnaround for comparison,
+# and prints a short table last: the summary, the idioms, and the no-LLM benchmark
+# (draft vs optimized vs PyTorch, geomean, worst ratio to PyTorch; bench_table.py).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 : "${KERNEL_LSP_E2E:?set KERNEL_LSP_E2E to the prebuilt e2e test executable}"
@@ -34,7 +38,7 @@ echo "== kernel-lsp device"
 
 root="$(cd "$here/../.." && pwd)"
 bench_rc=0
-for ex in saxpy.cu reduce_sum.cu matmul_naive.cu vector_add.py softmax.py; do
+for ex in saxpy.cu reduce_sum.cu matmul_naive.cu vector_add.py softmax.py softmax_rows.cu histogram.cu transpose.cu matmul.py; do
   echo "== kernel-lsp bench examples/$ex"
   timeout 300 "$KERNEL_LSP_BIN" bench "$root/examples/$ex" 2>&1 | tee "$log/bench-$ex.txt"
   rc=${PIPESTATUS[0]}
@@ -46,20 +50,29 @@ echo "== kernel-lsp optimize on the examples (embedded policy and rewrites, no L
 work="$log/opt"; mkdir -p "$work"; cp "$root"/examples/* "$work/"
 export KERNEL_LSP_DATA_DIR="$log/policy"   # one policy across the runs: it learns between kernels
 opt_rc=0
+bench_args=()
 while read -r ex kernel steps; do
   echo "== optimize $ex --kernel $kernel --steps $steps"
-  ( cd "$work" && timeout 300 "$KERNEL_LSP_BIN" optimize "$ex" --kernel "$kernel" --steps "$steps" --json > "$log/opt-$kernel.json" 2> "$log/opt-$kernel.err" )
+  ( cd "$work" && timeout 420 "$KERNEL_LSP_BIN" optimize "$ex" --kernel "$kernel" --steps "$steps" --json > "$log/opt-$kernel.json" 2> "$log/opt-$kernel.err" )
   rc=$?
   cat "$log/opt-$kernel.err"
   python3 "$here/optimize_table.py" "$log/opt-$kernel.json" "$ex" "$kernel" | tee -a "$log/opt-table.txt"
   [[ $rc -eq 0 ]] || { opt_rc=1; echo "optimize $ex exit $rc"; }
+  bench_args+=("$log/opt-$kernel.json:$ex:$kernel")
 done <<'LIST'
-matmul_naive.cu matmul 8
-saxpy.cu saxpy 6
+matmul_naive.cu matmul 6
+saxpy.cu saxpy 5
 reduce_sum.cu reduce_tree 4
 vector_add.py add_kernel 4
 softmax.py softmax_kernel 3
+softmax_rows.cu softmax_rows 4
+histogram.cu histogram 4
+transpose.cu transpose 4
+matmul.py matmul_kernel 4
 LIST
+# PyTorch's time for the same operations, in this run, for the no-LLM benchmark table.
+echo "== PyTorch baselines"
+timeout 300 python3 "$here/torch_baselines.py" 2>&1 | tee "$log/torch.txt"
 ( cd "$work" && "$KERNEL_LSP_BIN" report matmul_naive.cu -o "$log/report-matmul.html" ) 2>&1
 if [[ -n "${OUT:-}" ]]; then cp "$log"/opt-*.json "$log"/report-*.html "$log/policy/policy.json" "$OUT/" 2>/dev/null; fi
 
@@ -105,5 +118,9 @@ for k in LSP_BENCH LSP_HINT LSP_OPTIMIZE; do
 done
 echo "== optimize (per kernel: steps run, accepted, verified/failed candidates, speedup)"
 cat "$log/opt-table.txt" 2>/dev/null
+echo "== idioms on the GPU (per kernel: candidates verified, best speedup over the original)"
+grep -h -A3 '^IDIOM ' "$log/tests.txt" | grep -E '^(IDIOM|    rejected)' || echo "no IDIOM lines (did gpu::idioms run?)"
+echo "== no-LLM benchmark: first draft vs optimized vs PyTorch, measured in this run"
+python3 "$here/bench_table.py" "$log/torch.txt" "${bench_args[@]}" | tee "$log/bench-table.txt"
 if [[ -n "${OUT:-}" ]]; then for f in "$log"/*.txt; do echo "=== $(basename "$f")"; cat "$f"; done > "$OUT/gpu-logs.txt"; fi
 [[ $tests_rc -eq 0 && $bench_rc -eq 0 && $opt_rc -eq 0 ]]

@@ -458,6 +458,7 @@ mod tests {
         let f = matmul();
         let arms = embedded_arms(&c, Lang::Cuda, &f);
         expect![[r#"
+            tile_matmul 1.137: 2-D threads each loop over k reading a row operand (the same for a row of threads) and a column operand, with no shared memory; expected +172% (untried, catalog prior)
             block_size 0.337: the spec sets the block size and the kernel reads blockDim; expected +22% (untried, catalog prior)
             restrict_const 0.287: pointer params lack `__restrict__`; expected +16% (untried, catalog prior)
             unroll 0.257: a counted loop has no `#pragma unroll`; expected +13% (untried, catalog prior)
@@ -473,10 +474,15 @@ mod tests {
         let ex = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
         assert_eq!(
             p.choose(&f, &arms, &ex(&[])).map(|c| c.id),
+            Some("tile_matmul".into())
+        );
+        assert_eq!(
+            p.choose(&f, &arms, &ex(&["tile_matmul"])).map(|c| c.id),
             Some("block_size".into())
         );
         assert_eq!(
-            p.choose(&f, &arms, &ex(&["block_size"])).map(|c| c.id),
+            p.choose(&f, &arms, &ex(&["tile_matmul", "block_size"]))
+                .map(|c| c.id),
             Some("restrict_const".into())
         );
         let all: Vec<&str> = arms.iter().map(|s| s.id.as_str()).collect();
@@ -495,6 +501,7 @@ mod tests {
         p.update("block_size", &f, reward(Outcome::Failed, 1.0));
         p.update("restrict_const", &f, reward(Outcome::Accepted, 1.3));
         expect![[r#"
+            tile_matmul 1.137: 2-D threads each loop over k reading a row operand (the same for a row of threads) and a column operand, with no shared memory; expected +172% (untried, catalog prior)
             restrict_const 0.296: pointer params lack `__restrict__`; expected +28% (1 try)
             unroll 0.257: a counted loop has no `#pragma unroll`; expected +13% (untried, catalog prior)
             launch_bounds 0.177: no `__launch_bounds__`; expected +4.1% (untried, catalog prior)

@@ -7,10 +7,44 @@
 //! candidate is only text until the worker has compiled, verified and timed it.
 //!
 //! The rewrite ids are what `prompts/strategies.toml` names in `rewrite = "..."`.
+//!
+//! Layout: one rewrite per file, named by its id (`block_size.rs`, `vectorize.rs`, ...),
+//! each with its doc paragraph (what it matches, what it refuses, what launch it writes)
+//! and its fixture tests. What they share: `edits.rs` (the one edit builder and splice
+//! applier, which refuses overlapping edits), `params.rs` (the one parameter parser),
+//! `check.rs` (drafts to candidates: still parses, still plans), `unit.rs` (the kernel
+//! unit's nodes and the check of code-only rewrites), `tree.rs` (tree-sitter helpers),
+//! `spec_expr.rs` (grid and block expression text) and `elementwise.rs` (the 1-D
+//! one-element-per-thread shape).
 
-mod cuda_code;
-mod geometry;
-mod triton;
+mod access;
+mod block_size;
+mod check;
+mod coarsen;
+mod cooperative_rows;
+mod edits;
+mod elementwise;
+mod fast_math;
+mod grid2d;
+mod grid_stride;
+mod launch_bounds;
+mod maxnreg;
+mod params;
+mod poly;
+mod privatize_atomics;
+mod restrict_const;
+mod spec_expr;
+mod tile_matmul;
+mod transpose_tile;
+mod tree;
+mod triton_block;
+mod triton_configs;
+mod triton_launch;
+mod triton_swizzle;
+mod tunable_sweep;
+mod unit;
+mod unroll;
+mod vectorize;
 
 use std::collections::BTreeMap;
 
@@ -62,24 +96,38 @@ pub const IDS: &[&str] = &[
     "triton_block",
     "triton_num_warps",
     "triton_num_stages",
+    "cooperative_rows",
+    "privatize_atomics",
+    "transpose_tile",
+    "tile_matmul",
+    "triton_swizzle",
+    "triton_configs",
+    "coarsen",
 ];
 
 /// Run one embedded rewrite. `Ok` always holds at least one candidate whose text differs
 /// from `cx.text`.
 pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, RewriteError> {
     let out = match id {
-        "tunable_sweep" => geometry::tunable_sweep(cx),
-        "block_size" => geometry::block_size(cx),
-        "vectorize" => geometry::vectorize(cx),
-        "grid_stride" => geometry::grid_stride(cx),
-        "restrict_const" => cuda_code::restrict_const(cx),
-        "launch_bounds" => cuda_code::launch_bounds(cx),
-        "unroll" => cuda_code::unroll(cx),
-        "fast_math" => cuda_code::fast_math(cx),
-        "maxnreg" => cuda_code::maxnreg(cx),
-        "triton_block" => triton::block(cx),
-        "triton_num_warps" => triton::num_warps(cx),
-        "triton_num_stages" => triton::num_stages(cx),
+        "tunable_sweep" => tunable_sweep::tunable_sweep(cx),
+        "block_size" => block_size::block_size(cx),
+        "vectorize" => vectorize::vectorize(cx),
+        "grid_stride" => grid_stride::grid_stride(cx),
+        "restrict_const" => restrict_const::restrict_const(cx),
+        "launch_bounds" => launch_bounds::launch_bounds(cx),
+        "unroll" => unroll::unroll(cx),
+        "fast_math" => fast_math::fast_math(cx),
+        "maxnreg" => maxnreg::maxnreg(cx),
+        "triton_block" => triton_block::block(cx),
+        "triton_num_warps" => triton_launch::num_warps(cx),
+        "triton_num_stages" => triton_launch::num_stages(cx),
+        "cooperative_rows" => cooperative_rows::cooperative_rows(cx),
+        "privatize_atomics" => privatize_atomics::privatize_atomics(cx),
+        "transpose_tile" => transpose_tile::transpose_tile(cx),
+        "tile_matmul" => tile_matmul::tile_matmul(cx),
+        "triton_swizzle" => triton_swizzle::triton_swizzle(cx),
+        "triton_configs" => triton_configs::triton_configs(cx),
+        "coarsen" => coarsen::coarsen(cx),
         other => return Err(RewriteError::Unknown(other.to_string())),
     }?;
     let out: Vec<Candidate> = out.into_iter().filter(|c| c.text != cx.text).collect();
@@ -88,48 +136,6 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
             "`{id}` would not change `{}`",
             cx.kernel.name
         )));
-    }
-    Ok(out)
-}
-
-/// A catalog parameter that is a list of integers within `range` (a single integer
-/// counts as a list of one; repeats are dropped), or `default` when it is absent.
-pub(super) fn int_param(
-    params: &BTreeMap<String, serde_json::Value>,
-    name: &str,
-    default: &[i64],
-    range: std::ops::RangeInclusive<i64>,
-) -> Result<Vec<i64>, RewriteError> {
-    let bad = |message: String| RewriteError::BadParam {
-        name: name.to_string(),
-        message,
-    };
-    let wanted = if *range.end() == i64::MAX {
-        format!("integers >= {}", range.start())
-    } else {
-        format!("integers from {} to {}", range.start(), range.end())
-    };
-    let Some(v) = params.get(name) else {
-        return Ok(default.to_vec());
-    };
-    let items = match v {
-        serde_json::Value::Array(items) if !items.is_empty() => items.as_slice(),
-        serde_json::Value::Number(_) => std::slice::from_ref(v),
-        other => {
-            return Err(bad(format!(
-                "expected a non-empty list of {wanted}, found `{other}`"
-            )))
-        }
-    };
-    let mut out: Vec<i64> = Vec::new();
-    for item in items {
-        let n = item
-            .as_i64()
-            .filter(|n| range.contains(n))
-            .ok_or_else(|| bad(format!("expected a list of {wanted}, found `{item}`")))?;
-        if !out.contains(&n) {
-            out.push(n);
-        }
     }
     Ok(out)
 }

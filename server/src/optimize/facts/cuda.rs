@@ -1,0 +1,1006 @@
+//! The CUDA scan: the kernel body, and each `__device__` helper it calls with the
+//! call's arguments bound to the helper's parameters.
+
+use super::*;
+
+/// Float math calls with a fast intrinsic (`--use_fast_math` picks these).
+const FAST_MATH: &[&str] = &[
+    "expf", "exp10f", "logf", "log2f", "log10f", "sinf", "cosf", "tanf", "powf", "sincosf",
+];
+
+/// How deep helper calls are followed.
+const MAX_CALL_DEPTH: usize = 4;
+
+pub(super) fn scan(f: &mut Facts, src: &str, tree: &Tree, kernel: &Kernel) {
+    let root = tree.root_node();
+    // Every function definition of the unit, by name.
+    let mut funcs: HashMap<String, Node> = HashMap::new();
+    for r in &kernel.unit_ranges {
+        let mut found = Vec::new();
+        find_functions(root, r, &mut found, 0);
+        for func in found {
+            if let Some(name) = function_name(src, func) {
+                funcs.entry(name).or_insert(func);
+            }
+        }
+    }
+    let Some(kfunc) = find_kernel(root, src, kernel) else {
+        return;
+    };
+    let Some(body) = kfunc.child_by_field_name("body") else {
+        return;
+    };
+    // Launch bounds and maxnreg sit between the definition's start and its body.
+    let header = src
+        .get(kernel.def_range.start.min(body.start_byte())..body.start_byte())
+        .unwrap_or("");
+    f.launch_bounds = header.contains("__launch_bounds__");
+    f.maxnreg = header.contains("__maxnreg__") || header.contains("maxnreg(");
+
+    let mut bindings = HashMap::new();
+    for p in &kernel.params {
+        let b = match &p.kind {
+            ParamKind::Pointer { .. } => Binding::Buffer {
+                buffer: p.name.clone(),
+                d: ZERO,
+            },
+            _ => Binding::Scalar(ZERO),
+        };
+        bindings.insert(p.name.clone(), b);
+    }
+    let mut scan = Scan {
+        src,
+        funcs: &funcs,
+        facts: f,
+        loops: Vec::new(),
+        written: HashSet::new(),
+        call_stack: vec![kernel.name.clone()],
+    };
+    let mut cx = FnCx::new(src, body, bindings, None);
+    scan.visit(&mut cx, body, 0);
+    let written = std::mem::take(&mut scan.written);
+
+    for p in &kernel.params {
+        let ParamKind::Pointer { is_const, .. } = &p.kind else {
+            continue;
+        };
+        let decl = src.get(p.range.clone()).unwrap_or("");
+        let restrict =
+            identifiers(decl).any(|w| matches!(w, "__restrict__" | "__restrict" | "restrict"));
+        if !restrict {
+            f.pointers_without_restrict.push(p.name.clone());
+        }
+        if !is_const && !written.contains(&p.name) {
+            f.read_only_pointers_without_const.push(p.name.clone());
+        }
+    }
+}
+
+/// Outermost `function_definition`s inside `r`.
+fn find_functions<'t>(
+    n: Node<'t>,
+    r: &std::ops::Range<usize>,
+    out: &mut Vec<Node<'t>>,
+    depth: usize,
+) {
+    if depth > MAX_DEPTH || n.end_byte() <= r.start || n.start_byte() >= r.end {
+        return;
+    }
+    if n.kind() == "function_definition" && n.start_byte() >= r.start && n.end_byte() <= r.end {
+        out.push(n);
+        return;
+    }
+    let mut c = n.walk();
+    for ch in n.children(&mut c) {
+        find_functions(ch, r, out, depth + 1);
+    }
+}
+
+fn find_kernel<'t>(root: Node<'t>, src: &str, kernel: &Kernel) -> Option<Node<'t>> {
+    let mut found = Vec::new();
+    find_functions(root, &kernel.def_range, &mut found, 0);
+    found
+        .into_iter()
+        .find(|f| function_name(src, *f).as_deref() == Some(kernel.name.as_str()))
+}
+
+/// The function declarator under a definition's declarator (through pointers,
+/// references and attributes).
+fn function_declarator(mut n: Node) -> Option<Node> {
+    for _ in 0..16 {
+        if n.kind() == "function_declarator" {
+            return Some(n);
+        }
+        n = n.child_by_field_name("declarator")?;
+    }
+    None
+}
+
+fn function_name(src: &str, func: Node) -> Option<String> {
+    let fd = function_declarator(func.child_by_field_name("declarator")?)?;
+    let d = fd.child_by_field_name("declarator")?;
+    let d = match d.kind() {
+        "template_function" => d.child_by_field_name("name")?,
+        "qualified_identifier" => d.child_by_field_name("name")?,
+        _ => d,
+    };
+    Some(node_text(src, d).to_string())
+}
+
+/// The parameter names of a function definition, in order (None for an unnamed one).
+fn param_names(src: &str, func: Node) -> Vec<Option<String>> {
+    let Some(fd) = func
+        .child_by_field_name("declarator")
+        .and_then(function_declarator)
+    else {
+        return Vec::new();
+    };
+    let Some(list) = fd.child_by_field_name("parameters") else {
+        return Vec::new();
+    };
+    named_children(list)
+        .into_iter()
+        .filter(|p| p.kind() == "parameter_declaration")
+        .map(|p| {
+            p.child_by_field_name("declarator")
+                .and_then(|d| declared_name(src, d))
+        })
+        .collect()
+}
+
+/// The identifier a declarator declares (through pointer, reference, array, init).
+fn declared_name(src: &str, mut d: Node) -> Option<String> {
+    for _ in 0..16 {
+        match d.kind() {
+            "identifier" => return Some(node_text(src, d).to_string()),
+            "reference_declarator" => d = named_children(d).into_iter().next()?,
+            _ => d = d.child_by_field_name("declarator")?,
+        }
+    }
+    None
+}
+
+/// The callee name of a call: `f`, `ns::f`, `f<T>`, `obj.f`.
+fn call_name(src: &str, call: Node) -> String {
+    let Some(mut f) = call.child_by_field_name("function") else {
+        return String::new();
+    };
+    for _ in 0..4 {
+        f = match f.kind() {
+            "template_function" | "qualified_identifier" => match f.child_by_field_name("name") {
+                Some(n) => n,
+                None => break,
+            },
+            "field_expression" => match f.child_by_field_name("field") {
+                Some(n) => n,
+                None => break,
+            },
+            _ => break,
+        };
+    }
+    node_text(src, f).to_string()
+}
+
+#[derive(Clone)]
+enum Binding {
+    Scalar(Deriv),
+    /// A pointer into a kernel buffer; `d` is the derivative of its offset.
+    Buffer {
+        buffer: String,
+        d: Deriv,
+    },
+}
+
+/// One function being scanned: its bindings (parameters) and local definitions.
+struct FnCx<'t> {
+    src: &'t str,
+    bindings: HashMap<String, Binding>,
+    defs: HashMap<String, Vec<Def<'t>>>,
+    memo: HashMap<String, Memo>,
+    /// Per-name results of `konst` and `buffer_of` (None while being computed), so
+    /// chains like `a2 = a1 + a1` stay linear.
+    konst_memo: RefCell<HashMap<String, Option<i64>>>,
+    buffer_memo: RefCell<HashMap<String, Option<String>>>,
+    /// The helper's name, or None in the kernel itself.
+    via: Option<String>,
+}
+
+impl<'t> Settle<'t> for FnCx<'t> {
+    fn memo(&mut self) -> &mut HashMap<String, Memo> {
+        &mut self.memo
+    }
+    fn deriv_def(&mut self, def: Def<'t>, cur: Deriv) -> Deriv {
+        FnCx::deriv_def(self, def, cur)
+    }
+}
+
+impl<'t> FnCx<'t> {
+    fn new(
+        src: &'t str,
+        body: Node<'t>,
+        bindings: HashMap<String, Binding>,
+        via: Option<String>,
+    ) -> Self {
+        let mut cx = FnCx {
+            src,
+            bindings,
+            defs: HashMap::new(),
+            memo: HashMap::new(),
+            konst_memo: RefCell::default(),
+            buffer_memo: RefCell::default(),
+            via,
+        };
+        cx.collect_defs(body, 0);
+        cx
+    }
+
+    fn collect_defs(&mut self, n: Node<'t>, depth: usize) {
+        if depth > MAX_DEPTH {
+            return;
+        }
+        match n.kind() {
+            "init_declarator" => {
+                if let (Some(d), Some(v)) = (
+                    n.child_by_field_name("declarator"),
+                    n.child_by_field_name("value"),
+                ) {
+                    if let Some(name) = declared_name(self.src, d) {
+                        // `T x(v)` and `T x{v}` hold the value in an argument list.
+                        let v = match v.kind() {
+                            "argument_list" | "initializer_list" => {
+                                let ch = named_children(v);
+                                if ch.len() == 1 {
+                                    ch[0]
+                                } else {
+                                    v
+                                }
+                            }
+                            _ => v,
+                        };
+                        self.defs.entry(name).or_default().push(Def {
+                            op: "=",
+                            value: Some(v),
+                        });
+                    }
+                }
+            }
+            "assignment_expression" => {
+                if let (Some(l), Some(r)) = (
+                    n.child_by_field_name("left"),
+                    n.child_by_field_name("right"),
+                ) {
+                    if l.kind() == "identifier" {
+                        let op = n
+                            .child_by_field_name("operator")
+                            .map_or("=", |o| node_text(self.src, o));
+                        self.defs
+                            .entry(node_text(self.src, l).to_string())
+                            .or_default()
+                            .push(Def { op, value: Some(r) });
+                    }
+                }
+            }
+            "update_expression" => {
+                if let Some(a) = n.child_by_field_name("argument") {
+                    if a.kind() == "identifier" {
+                        self.defs
+                            .entry(node_text(self.src, a).to_string())
+                            .or_default()
+                            .push(Def {
+                                op: "++",
+                                value: None,
+                            });
+                    }
+                }
+            }
+            _ => {}
+        }
+        let mut c = n.walk();
+        for ch in n.children(&mut c) {
+            self.collect_defs(ch, depth + 1);
+        }
+    }
+
+    /// A literal integer value (numbers, arithmetic on them, single-definition locals).
+    fn konst(&self, n: Node, depth: usize) -> Option<i64> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match n.kind() {
+            "number_literal" => int_literal(node_text(self.src, n)),
+            "parenthesized_expression" => self.konst(*named_children(n).first()?, depth + 1),
+            "cast_expression" => self.konst(n.child_by_field_name("value")?, depth + 1),
+            "unary_expression" => {
+                let a = self.konst(n.child_by_field_name("argument")?, depth + 1)?;
+                match node_text(self.src, n.child_by_field_name("operator")?) {
+                    "-" => a.checked_neg(),
+                    "+" => Some(a),
+                    _ => None,
+                }
+            }
+            "binary_expression" => {
+                let a = self.konst(n.child_by_field_name("left")?, depth + 1)?;
+                let b = self.konst(n.child_by_field_name("right")?, depth + 1)?;
+                match node_text(self.src, n.child_by_field_name("operator")?) {
+                    "+" => a.checked_add(b),
+                    "-" => a.checked_sub(b),
+                    "*" => a.checked_mul(b),
+                    "/" if b != 0 => a.checked_div(b),
+                    "<<" => a.checked_shl(u32::try_from(b).ok()?),
+                    ">>" => a.checked_shr(u32::try_from(b).ok()?),
+                    _ => None,
+                }
+            }
+            "identifier" => {
+                let name = node_text(self.src, n);
+                if self.bindings.contains_key(name) {
+                    return None;
+                }
+                if let Some(k) = self.konst_memo.borrow().get(name) {
+                    return *k;
+                }
+                self.konst_memo.borrow_mut().insert(name.to_string(), None);
+                let k = match self.defs.get(name).map(Vec::as_slice) {
+                    Some(
+                        [Def {
+                            op: "=",
+                            value: Some(v),
+                        }],
+                    ) => self.konst(*v, depth + 1),
+                    _ => None,
+                };
+                self.konst_memo.borrow_mut().insert(name.to_string(), k);
+                k
+            }
+            _ => None,
+        }
+    }
+
+    fn deriv_name(&mut self, name: &str) -> Deriv {
+        match self.bindings.get(name) {
+            Some(Binding::Scalar(d)) | Some(Binding::Buffer { d, .. }) => return *d,
+            None => {}
+        }
+        let Some(defs) = self.defs.get(name).cloned() else {
+            // Macros, globals, `warpSize`: the same for every lane.
+            return ZERO;
+        };
+        self.settle(name, &defs)
+    }
+
+    /// The derivative of the name after one definition, given `cur` before it.
+    fn deriv_def(&mut self, def: Def<'t>, cur: Deriv) -> Deriv {
+        let Some(v) = def.value else {
+            // `++`/`--`: shifts by a constant.
+            return cur;
+        };
+        let dv = self.deriv(v, 0);
+        match def.op {
+            "=" => dv,
+            "+=" => cur.add(dv),
+            "-=" => cur.add(dv.neg()),
+            "*=" => Deriv::mul(cur, None, dv, self.konst(v, 0)),
+            _ => Deriv::opaque(&[cur, dv]),
+        }
+    }
+
+    /// The lane derivative of an expression.
+    fn deriv(&mut self, n: Node<'t>, depth: usize) -> Deriv {
+        if depth > MAX_DEPTH {
+            return Unknown;
+        }
+        let src = self.src;
+        match n.kind() {
+            "number_literal" | "char_literal" | "string_literal" | "true" | "false" | "null"
+            | "nullptr" | "sizeof_expression" => ZERO,
+            "identifier" => self.deriv_name(node_text(src, n)),
+            "field_expression" => {
+                let (Some(a), Some(fld)) = (
+                    n.child_by_field_name("argument"),
+                    n.child_by_field_name("field"),
+                ) else {
+                    return Unknown;
+                };
+                match (node_text(src, a), node_text(src, fld)) {
+                    ("threadIdx", "x") => Const(1),
+                    ("threadIdx" | "blockIdx" | "blockDim" | "gridDim", _) => ZERO,
+                    _ => self.deriv(a, depth + 1),
+                }
+            }
+            "parenthesized_expression" => match named_children(n).first() {
+                Some(c) => self.deriv(*c, depth + 1),
+                None => Unknown,
+            },
+            "cast_expression" => match n.child_by_field_name("value") {
+                Some(v) => self.deriv(v, depth + 1),
+                None => Unknown,
+            },
+            "unary_expression" => {
+                let Some(a) = n.child_by_field_name("argument") else {
+                    return Unknown;
+                };
+                let d = self.deriv(a, depth + 1);
+                match n.child_by_field_name("operator").map(|o| node_text(src, o)) {
+                    Some("-") => d.neg(),
+                    Some("+") => d,
+                    _ => Deriv::opaque(&[d]),
+                }
+            }
+            "binary_expression" => {
+                let (Some(l), Some(r), Some(op)) = (
+                    n.child_by_field_name("left"),
+                    n.child_by_field_name("right"),
+                    n.child_by_field_name("operator"),
+                ) else {
+                    return Unknown;
+                };
+                let (dl, dr) = (self.deriv(l, depth + 1), self.deriv(r, depth + 1));
+                match node_text(src, op) {
+                    "+" => dl.add(dr),
+                    "-" => dl.add(dr.neg()),
+                    "*" => Deriv::mul(dl, self.konst(l, 0), dr, self.konst(r, 0)),
+                    "<<" => match (dr.is_zero(), self.konst(r, 0)) {
+                        (true, Some(k)) if (0..62).contains(&k) => dl.scale(1 << k),
+                        (true, _) if dl.is_zero() => ZERO,
+                        (true, _) if dl != Unknown => Sym,
+                        _ => Unknown,
+                    },
+                    _ => Deriv::opaque(&[dl, dr]),
+                }
+            }
+            "conditional_expression" => {
+                let (Some(c), Some(a), Some(b)) = (
+                    n.child_by_field_name("condition"),
+                    n.child_by_field_name("consequence"),
+                    n.child_by_field_name("alternative"),
+                ) else {
+                    return Unknown;
+                };
+                let (da, db) = (self.deriv(a, depth + 1), self.deriv(b, depth + 1));
+                if da == db && da != Unknown {
+                    da
+                } else {
+                    Deriv::opaque(&[self.deriv(c, depth + 1), da, db])
+                }
+            }
+            "call_expression" => {
+                let args: Vec<Node> = n
+                    .child_by_field_name("arguments")
+                    .map(named_children)
+                    .unwrap_or_default();
+                let ds: Vec<Deriv> = args.iter().map(|a| self.deriv(*a, depth + 1)).collect();
+                Deriv::opaque(&ds)
+            }
+            // A value read from memory at a lane-independent address is itself
+            // lane-independent; anything else read from memory is data.
+            "subscript_expression" => {
+                let idx = n
+                    .child_by_field_name("indices")
+                    .or_else(|| n.child_by_field_name("index"))
+                    .map(named_children)
+                    .unwrap_or_default();
+                let mut ds: Vec<Deriv> = idx.iter().map(|i| self.deriv(*i, depth + 1)).collect();
+                if let Some(a) = n.child_by_field_name("argument") {
+                    ds.push(self.deriv(a, depth + 1));
+                }
+                Deriv::opaque(&ds)
+            }
+            "pointer_expression" => match n.child_by_field_name("argument") {
+                Some(a) => {
+                    let d = self.deriv(a, depth + 1);
+                    match n.child_by_field_name("operator").map(|o| node_text(src, o)) {
+                        // `&x`: an address moves with the lvalue.
+                        Some("&") => d,
+                        _ => Deriv::opaque(&[d]),
+                    }
+                }
+                None => Unknown,
+            },
+            _ => Unknown,
+        }
+    }
+
+    /// The kernel buffer an expression points into, if any.
+    fn buffer_of(&mut self, n: Node<'t>, depth: usize) -> Option<String> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match n.kind() {
+            "identifier" => {
+                let name = node_text(self.src, n);
+                match self.bindings.get(name) {
+                    Some(Binding::Buffer { buffer, .. }) => return Some(buffer.clone()),
+                    Some(Binding::Scalar(_)) => return None,
+                    None => {}
+                }
+                // A local pointer alias: the buffer its first definition points into.
+                if let Some(b) = self.buffer_memo.borrow().get(name) {
+                    return b.clone();
+                }
+                self.buffer_memo.borrow_mut().insert(name.to_string(), None);
+                let first = self.defs.get(name)?.first().copied()?;
+                let b = self.buffer_of(first.value?, depth + 1);
+                self.buffer_memo
+                    .borrow_mut()
+                    .insert(name.to_string(), b.clone());
+                b
+            }
+            "parenthesized_expression" => self.buffer_of(*named_children(n).first()?, depth + 1),
+            "cast_expression" => self.buffer_of(n.child_by_field_name("value")?, depth + 1),
+            "binary_expression" => {
+                let op = node_text(self.src, n.child_by_field_name("operator")?);
+                let l = n.child_by_field_name("left")?;
+                let r = n.child_by_field_name("right")?;
+                match op {
+                    "+" => self
+                        .buffer_of(l, depth + 1)
+                        .or_else(|| self.buffer_of(r, depth + 1)),
+                    "-" => self.buffer_of(l, depth + 1),
+                    _ => None,
+                }
+            }
+            "pointer_expression" => {
+                // `&p[i]`
+                let a = n.child_by_field_name("argument")?;
+                if node_text(self.src, n.child_by_field_name("operator")?) == "&"
+                    && a.kind() == "subscript_expression"
+                {
+                    self.buffer_of(a.child_by_field_name("argument")?, depth + 1)
+                } else {
+                    None
+                }
+            }
+            // `reinterpret_cast<float4*>(p)`, `static_cast<...>(p)`
+            "call_expression" => {
+                let name = node_text(self.src, n.child_by_field_name("function")?);
+                if name.contains("_cast") {
+                    let a = *named_children(n.child_by_field_name("arguments")?).first()?;
+                    self.buffer_of(a, depth + 1)
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+struct Scan<'a, 't> {
+    src: &'t str,
+    funcs: &'a HashMap<String, Node<'t>>,
+    facts: &'a mut Facts,
+    /// Indices into `facts.loops` of the loops around the current node.
+    loops: Vec<usize>,
+    /// Buffers that may be written: stored to, atomics, or passed to unknown code.
+    written: HashSet<String>,
+    call_stack: Vec<String>,
+}
+
+impl<'t> Scan<'_, 't> {
+    fn visit(&mut self, cx: &mut FnCx<'t>, n: Node<'t>, depth: usize) {
+        if depth > MAX_DEPTH {
+            return;
+        }
+        let src = self.src;
+        let mut pushed_loop = false;
+        match n.kind() {
+            "for_statement" | "while_statement" | "do_statement" => {
+                let fact = self.loop_fact(cx, n);
+                self.facts.loops.push(fact);
+                self.loops.push(self.facts.loops.len() - 1);
+                pushed_loop = true;
+            }
+            "subscript_expression" => {
+                if let Some(a) = n.child_by_field_name("argument") {
+                    if let Some(buffer) = cx.buffer_of(a, 0) {
+                        let idx = n
+                            .child_by_field_name("indices")
+                            .or_else(|| n.child_by_field_name("index"))
+                            .map(named_children)
+                            .unwrap_or_default();
+                        let mut d = cx.deriv(a, 0);
+                        for i in &idx {
+                            d = d.add(cx.deriv(*i, 0));
+                        }
+                        let index = idx
+                            .first()
+                            .map_or(String::new(), |i| node_text(src, *i).to_string());
+                        let kind = self.kind_in_context(n);
+                        self.record(cx, buffer, index, kind, d, n);
+                    }
+                }
+            }
+            "pointer_expression" => {
+                let deref =
+                    n.child_by_field_name("operator").map(|o| node_text(src, o)) == Some("*");
+                if let (true, Some(a)) = (deref, n.child_by_field_name("argument")) {
+                    if let Some(buffer) = cx.buffer_of(a, 0) {
+                        let d = cx.deriv(a, 0);
+                        let kind = self.kind_in_context(n);
+                        let text = node_text(src, a);
+                        let text = text
+                            .strip_prefix('(')
+                            .and_then(|t| t.strip_suffix(')'))
+                            .unwrap_or(text);
+                        self.record(cx, buffer, text.to_string(), kind, d, n);
+                    }
+                }
+            }
+            "field_expression" => {
+                if let (Some(a), Some(fld)) = (
+                    n.child_by_field_name("argument"),
+                    n.child_by_field_name("field"),
+                ) {
+                    match node_text(src, a) {
+                        "blockDim" => self.facts.uses_block_dim = true,
+                        "threadIdx" => match node_text(src, fld) {
+                            "x" => self.facts.thread_axes[0] = true,
+                            "y" => self.facts.thread_axes[1] = true,
+                            "z" => self.facts.thread_axes[2] = true,
+                            _ => {}
+                        },
+                        _ => {}
+                    }
+                }
+            }
+            "declaration" => self.shared_decl(cx, n),
+            "call_expression" => self.call(cx, n, depth),
+            _ => {}
+        }
+        let mut c = n.walk();
+        let children: Vec<Node> = n.children(&mut c).collect();
+        for ch in children {
+            self.visit(cx, ch, depth + 1);
+        }
+        if pushed_loop {
+            self.loops.pop();
+        }
+    }
+
+    fn record(
+        &mut self,
+        cx: &FnCx<'t>,
+        buffer: String,
+        index: String,
+        kind: AccessKind,
+        d: Deriv,
+        n: Node,
+    ) {
+        if kind != AccessKind::Load {
+            self.written.insert(buffer.clone());
+        }
+        for &i in &self.loops {
+            if let Some(l) = self.facts.loops.get_mut(i) {
+                match kind {
+                    AccessKind::Load => l.global_loads += 1,
+                    AccessKind::Store => l.global_stores += 1,
+                    AccessKind::LoadStore | AccessKind::Atomic => {
+                        l.global_loads += 1;
+                        l.global_stores += 1;
+                    }
+                }
+            }
+        }
+        self.facts.accesses.push(Access {
+            buffer,
+            index: collapse_ws(&index),
+            kind,
+            stride: d.stride(),
+            in_loop: !self.loops.is_empty(),
+            line: line_of(n),
+            via: cx.via.clone(),
+        });
+    }
+
+    /// Load, store or both, from where an lvalue sits.
+    fn kind_in_context(&self, n: Node) -> AccessKind {
+        let Some(p) = n.parent() else {
+            return AccessKind::Load;
+        };
+        match p.kind() {
+            "assignment_expression" if p.child_by_field_name("left") == Some(n) => {
+                match p
+                    .child_by_field_name("operator")
+                    .map(|o| node_text(self.src, o))
+                {
+                    Some("=") | None => AccessKind::Store,
+                    _ => AccessKind::LoadStore,
+                }
+            }
+            "update_expression" => AccessKind::LoadStore,
+            "pointer_expression"
+                if p.child_by_field_name("operator")
+                    .map(|o| node_text(self.src, o))
+                    == Some("&") =>
+            {
+                // `&p[i]` handed to a call: atomics, `__ldg`, `__stcs`, or unknown.
+                let call = p
+                    .parent()
+                    .filter(|a| a.kind() == "argument_list")
+                    .and_then(|a| a.parent());
+                match call.map(|c| call_name(self.src, c)) {
+                    Some(name) if name.starts_with("atomic") => AccessKind::Atomic,
+                    Some(name) if name.starts_with("__ld") => AccessKind::Load,
+                    Some(name) if name.starts_with("__st") => AccessKind::Store,
+                    _ => AccessKind::LoadStore,
+                }
+            }
+            _ => AccessKind::Load,
+        }
+    }
+
+    fn loop_fact(&mut self, cx: &mut FnCx<'t>, n: Node<'t>) -> LoopFact {
+        let src = self.src;
+        let mut fact = LoopFact {
+            line: line_of(n),
+            counted: false,
+            var: None,
+            trip_count: None,
+            unroll_pragma: false,
+            global_loads: 0,
+            global_stores: 0,
+            via: cx.via.clone(),
+        };
+        // `#pragma unroll` right before the loop (comments in between allowed).
+        let mut prev = n.prev_named_sibling();
+        while let Some(p) = prev.filter(|p| p.kind() == "comment") {
+            prev = p.prev_named_sibling();
+        }
+        if let Some(p) = prev.filter(|p| p.kind() == "preproc_call") {
+            let dir = p
+                .child_by_field_name("directive")
+                .map(|d| node_text(src, d));
+            let arg = p
+                .child_by_field_name("argument")
+                .map_or("", |a| node_text(src, a));
+            fact.unroll_pragma = dir == Some("#pragma") && arg.trim_start().starts_with("unroll");
+        }
+        if n.kind() != "for_statement" {
+            return fact;
+        }
+        // init: `int v = e` or `v = e`
+        let (var, init) = match n.child_by_field_name("initializer") {
+            Some(i) if i.kind() == "declaration" => {
+                let d = named_children(i)
+                    .into_iter()
+                    .find(|c| c.kind() == "init_declarator");
+                let name = d
+                    .and_then(|d| d.child_by_field_name("declarator"))
+                    .and_then(|d| declared_name(src, d));
+                (name, d.and_then(|d| d.child_by_field_name("value")))
+            }
+            Some(i) if i.kind() == "assignment_expression" => (
+                i.child_by_field_name("left")
+                    .filter(|l| l.kind() == "identifier")
+                    .map(|l| node_text(src, l).to_string()),
+                i.child_by_field_name("right"),
+            ),
+            _ => (None, None),
+        };
+        let Some(var) = var else {
+            return fact;
+        };
+        // condition: `v <op> bound` (or `bound <op> v`, flipped)
+        let Some(cond) = n
+            .child_by_field_name("condition")
+            .filter(|c| c.kind() == "binary_expression")
+        else {
+            return fact;
+        };
+        let (Some(l), Some(r), Some(op)) = (
+            cond.child_by_field_name("left"),
+            cond.child_by_field_name("right"),
+            cond.child_by_field_name("operator")
+                .map(|o| node_text(src, o)),
+        ) else {
+            return fact;
+        };
+        let (cmp, bound) = if node_text(src, l) == var {
+            (op, r)
+        } else if node_text(src, r) == var {
+            let flipped = match op {
+                "<" => ">",
+                "<=" => ">=",
+                ">" => "<",
+                ">=" => "<=",
+                o => o,
+            };
+            (flipped, l)
+        } else {
+            return fact;
+        };
+        if !matches!(cmp, "<" | "<=" | ">" | ">=" | "!=") {
+            return fact;
+        }
+        // update: `++v`, `v--`, `v += c`, `v >>= 1`, `v = v + c`
+        let Some(upd) = n.child_by_field_name("update") else {
+            return fact;
+        };
+        let (uop, step) = match upd.kind() {
+            "update_expression" => {
+                let arg = upd
+                    .child_by_field_name("argument")
+                    .map(|a| node_text(src, a));
+                if arg != Some(var.as_str()) {
+                    return fact;
+                }
+                let dec = node_text(src, upd).contains("--");
+                (if dec { "-=" } else { "+=" }, Some(1))
+            }
+            "assignment_expression" => {
+                let left = upd.child_by_field_name("left").map(|a| node_text(src, a));
+                let op = upd
+                    .child_by_field_name("operator")
+                    .map_or("=", |o| node_text(src, o));
+                if left != Some(var.as_str()) || op == "=" {
+                    return fact;
+                }
+                (
+                    op,
+                    upd.child_by_field_name("right")
+                        .and_then(|r| cx.konst(r, 0)),
+                )
+            }
+            _ => return fact,
+        };
+        fact.counted = true;
+        fact.var = Some(var);
+        if let (Some(i), Some(b), Some(s)) =
+            (init.and_then(|i| cx.konst(i, 0)), cx.konst(bound, 0), step)
+        {
+            fact.trip_count = simulate_trip_count(i, cmp, b, uop, s);
+        }
+        fact
+    }
+
+    fn shared_decl(&mut self, cx: &FnCx<'t>, n: Node<'t>) {
+        let src = self.src;
+        let children = named_children(n);
+        let has = |kind: &str, word: &str| {
+            children
+                .iter()
+                .any(|c| c.kind() == kind && node_text(src, *c) == word)
+        };
+        if !has("type_qualifier", "__shared__") && !has("attribute_specifier", "__shared__") {
+            return;
+        }
+        if has("storage_class_specifier", "extern") {
+            self.facts.dynamic_smem = true;
+            return;
+        }
+        let ty = n
+            .child_by_field_name("type")
+            .map_or("", |t| node_text(src, t));
+        let elem = elem_bytes(ty);
+        let mut c = n.walk();
+        for d in n.children_by_field_name("declarator", &mut c) {
+            let mut d = if d.kind() == "init_declarator" {
+                d.child_by_field_name("declarator").unwrap_or(d)
+            } else {
+                d
+            };
+            let mut count: Option<u64> = Some(1);
+            while d.kind() == "array_declarator" {
+                let size = d.child_by_field_name("size").and_then(|s| cx.konst(s, 0));
+                count = match (count, size) {
+                    (Some(c), Some(s)) if s > 0 => c.checked_mul(s.unsigned_abs()),
+                    _ => None,
+                };
+                match d.child_by_field_name("declarator") {
+                    Some(inner) => d = inner,
+                    None => break,
+                }
+            }
+            match (count, elem) {
+                (Some(c), Some(e)) => {
+                    self.facts.static_smem_bytes = self
+                        .facts
+                        .static_smem_bytes
+                        .saturating_add(c.saturating_mul(e));
+                }
+                _ => self.facts.static_smem_unsized = true,
+            }
+        }
+    }
+
+    fn call(&mut self, cx: &mut FnCx<'t>, n: Node<'t>, depth: usize) {
+        let src = self.src;
+        let name = call_name(src, n);
+        let args: Vec<Node> = n
+            .child_by_field_name("arguments")
+            .map(named_children)
+            .unwrap_or_default();
+        if name.starts_with("atomic") {
+            self.facts.atomics += 1;
+            // `atomicAdd(out, v)` / `atomicAdd(out + i, v)`; `&p[i]` is recorded by
+            // the subscript itself.
+            if let Some(a) = args.first().filter(|a| a.kind() != "pointer_expression") {
+                if let Some(buffer) = cx.buffer_of(*a, 0) {
+                    let d = cx.deriv(*a, 0);
+                    let index = match a.kind() {
+                        "identifier" => "0".to_string(),
+                        _ => node_text(src, *a).to_string(),
+                    };
+                    self.record(cx, buffer, index, AccessKind::Atomic, d, n);
+                }
+            }
+            return;
+        }
+        match name.as_str() {
+            "__syncthreads"
+            | "__syncwarp"
+            | "__syncthreads_or"
+            | "__syncthreads_and"
+            | "__syncthreads_count" => {
+                self.facts.barriers += 1;
+            }
+            n if n.starts_with("__shfl") => self.facts.shuffles += 1,
+            "mma_sync" | "wgmma" | "mma" => self.facts.tensor_core_ops += 1,
+            n if FAST_MATH.contains(&n) => {
+                *self.facts.fast_math_calls.entry(n.to_string()).or_default() += 1;
+            }
+            _ => {}
+        }
+        if let Some(func) = self.funcs.get(&name).copied() {
+            if self.call_stack.len() <= MAX_CALL_DEPTH && !self.call_stack.contains(&name) {
+                self.inline_call(cx, func, &name, &args, depth);
+                return;
+            }
+        }
+        // A buffer passed to code we do not follow may be written there.
+        if !name.starts_with("__ld") {
+            for a in &args {
+                if a.kind() == "identifier" || a.kind() == "binary_expression" {
+                    if let Some(b) = cx.buffer_of(*a, 0) {
+                        self.written.insert(b);
+                    }
+                }
+            }
+        }
+    }
+
+    fn inline_call(
+        &mut self,
+        cx: &mut FnCx<'t>,
+        func: Node<'t>,
+        name: &str,
+        args: &[Node<'t>],
+        depth: usize,
+    ) {
+        let Some(body) = func.child_by_field_name("body") else {
+            return;
+        };
+        let mut bindings = HashMap::new();
+        for (p, a) in param_names(self.src, func).into_iter().zip(args) {
+            let Some(p) = p else { continue };
+            let b = match cx.buffer_of(*a, 0) {
+                Some(buffer) => Binding::Buffer {
+                    buffer,
+                    d: cx.deriv(*a, 0),
+                },
+                None => Binding::Scalar(cx.deriv(*a, 0)),
+            };
+            bindings.insert(p, b);
+        }
+        let mut inner = FnCx::new(self.src, body, bindings, Some(name.to_string()));
+        self.call_stack.push(name.to_string());
+        self.visit(&mut inner, body, depth + 1);
+        self.call_stack.pop();
+    }
+}
+
+/// Bytes of one element of a shared array's type, when known.
+fn elem_bytes(ty: &str) -> Option<u64> {
+    let t = collapse_ws(ty);
+    Some(match t.as_str() {
+        "char" | "unsigned char" | "signed char" | "bool" | "int8_t" | "uint8_t" => 1,
+        "short" | "unsigned short" | "__half" | "half" | "__nv_bfloat16" | "int16_t"
+        | "uint16_t" => 2,
+        "float" | "int" | "unsigned" | "unsigned int" | "__half2" | "half2" | "__nv_bfloat162"
+        | "int32_t" | "uint32_t" => 4,
+        "double" | "long long" | "unsigned long long" | "int64_t" | "uint64_t" | "float2"
+        | "int2" | "size_t" => 8,
+        "float4" | "int4" | "double2" | "uint4" => 16,
+        _ => return None,
+    })
+}

@@ -1,0 +1,200 @@
+//! The analyses both languages share: the lane derivative of an index expression
+//! ([`Deriv`], how an address changes from one lane to the next) and the settling of a
+//! name with several definitions ([`Settle`]), so that the CUDA and Triton lowerings
+//! (`cuda.rs`, `triton.rs`) compute strides one way and cannot disagree; and the small
+//! literal helpers both use.
+
+use std::collections::HashMap;
+
+use tree_sitter::Node;
+
+use super::Stride;
+
+/// d(expr)/d(lane): a literal, a run-time nonzero value, or not linear in the lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Deriv {
+    Const(i64),
+    Sym,
+    Unknown,
+}
+
+pub(super) use Deriv::{Const, Sym, Unknown};
+
+pub(super) const ZERO: Deriv = Const(0);
+
+impl Deriv {
+    pub(super) fn is_zero(self) -> bool {
+        self == ZERO
+    }
+    pub(super) fn add(self, o: Deriv) -> Deriv {
+        match (self, o) {
+            (Unknown, _) | (_, Unknown) => Unknown,
+            (Const(a), Const(b)) => a.checked_add(b).map_or(Unknown, Const),
+            (Const(0), x) | (x, Const(0)) => x,
+            _ => Sym,
+        }
+    }
+    pub(super) fn neg(self) -> Deriv {
+        match self {
+            Const(a) => a.checked_neg().map_or(Unknown, Const),
+            x => x,
+        }
+    }
+    pub(super) fn scale(self, c: i64) -> Deriv {
+        match self {
+            Const(a) => a.checked_mul(c).map_or(Unknown, Const),
+            Sym if c == 0 => ZERO,
+            x => x,
+        }
+    }
+    /// Derivative of a product `a * b`, where `ka`/`kb` are the factors' literal values.
+    pub(super) fn mul(da: Deriv, ka: Option<i64>, db: Deriv, kb: Option<i64>) -> Deriv {
+        match (da.is_zero(), db.is_zero()) {
+            (true, true) => ZERO,
+            (true, false) => ka.map_or(if db == Unknown { Unknown } else { Sym }, |c| db.scale(c)),
+            (false, true) => kb.map_or(if da == Unknown { Unknown } else { Sym }, |c| da.scale(c)),
+            (false, false) => Unknown,
+        }
+    }
+    /// An operation that is not linear: uniform in, uniform out, else unknown.
+    pub(super) fn opaque(parts: &[Deriv]) -> Deriv {
+        if parts.iter().all(|d| d.is_zero()) {
+            ZERO
+        } else {
+            Unknown
+        }
+    }
+    pub(super) fn stride(self) -> Stride {
+        match self {
+            Const(0) => Stride::Uniform,
+            Const(1) => Stride::Unit,
+            Const(k) => Stride::Strided(k),
+            Sym => Stride::Symbolic,
+            Unknown => Stride::Unknown,
+        }
+    }
+}
+
+/// One definition of a local name: `v = value`, `v += value`, a loop variable...
+#[derive(Clone, Copy)]
+pub(super) struct Def<'t> {
+    /// `=`, `+=`, `-=`, ... ; `++` for increments; `opaque` for a definition we cannot
+    /// follow (tuple unpacking).
+    pub(super) op: &'t str,
+    pub(super) value: Option<Node<'t>>,
+}
+
+#[derive(Clone, Copy)]
+pub(super) enum Memo {
+    /// Being computed; a self-reference reads this assumption (None: no assumption yet).
+    Assume(Option<Deriv>),
+    Done(Deriv),
+}
+
+/// Settling a name's lane stride when it has several definitions (loop updates
+/// included), shared by the CUDA and Triton analyses: the first definition, evaluated
+/// without assumption, is assumed; every other definition must keep it, else the stride
+/// is unknown. Memoized; a name met again while it is being settled reads the assumption.
+pub(super) trait Settle<'t> {
+    fn memo(&mut self) -> &mut HashMap<String, Memo>;
+    fn deriv_def(&mut self, def: Def<'t>, cur: Deriv) -> Deriv;
+
+    fn settle(&mut self, name: &str, defs: &[Def<'t>]) -> Deriv {
+        match self.memo().get(name) {
+            Some(Memo::Done(d)) => return *d,
+            Some(Memo::Assume(a)) => return a.unwrap_or(Unknown),
+            None => {}
+        }
+        let Some((first_def, rest)) = defs.split_first() else {
+            return ZERO;
+        };
+        self.memo().insert(name.to_string(), Memo::Assume(None));
+        let first = self.deriv_def(*first_def, ZERO);
+        self.memo()
+            .insert(name.to_string(), Memo::Assume(Some(first)));
+        let result = if rest.iter().all(|d| self.deriv_def(*d, first) == first) {
+            first
+        } else {
+            Unknown
+        };
+        self.memo().insert(name.to_string(), Memo::Done(result));
+        result
+    }
+}
+
+/// Nesting limit for expression evaluation and tree walks: deeper input is "unknown",
+/// never a stack overflow.
+pub(super) const MAX_DEPTH: usize = 200;
+
+pub(super) fn node_text<'s>(src: &'s str, n: Node) -> &'s str {
+    src.get(n.byte_range()).unwrap_or("")
+}
+
+pub(super) fn collapse_ws(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+pub(super) fn line_of(n: Node) -> u32 {
+    u32::try_from(n.start_position().row + 1).unwrap_or(u32::MAX)
+}
+
+pub(super) fn named_children(n: Node) -> Vec<Node> {
+    let mut c = n.walk();
+    n.named_children(&mut c)
+        .filter(|k| k.kind() != "comment")
+        .collect()
+}
+
+/// Parse a C or Python integer literal (`16`, `0x10`, `256u`, `1_024`).
+pub(super) fn int_literal(s: &str) -> Option<i64> {
+    let s: String = s
+        .trim()
+        .trim_end_matches(['u', 'U', 'l', 'L'])
+        .chars()
+        .filter(|c| *c != '_' && *c != '\'')
+        .collect();
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        i64::from_str_radix(h, 16).ok()
+    } else {
+        s.parse().ok()
+    }
+}
+
+/// The loop's trip count when init, bound and step are literals, by running it (at most
+/// 2^20 iterations; more is "unknown").
+pub(super) fn simulate_trip_count(
+    init: i64,
+    cmp: &str,
+    bound: i64,
+    op: &str,
+    step: i64,
+) -> Option<u64> {
+    let mut v = init;
+    let mut n: u64 = 0;
+    let holds = |v: i64| match cmp {
+        "<" => v < bound,
+        "<=" => v <= bound,
+        ">" => v > bound,
+        ">=" => v >= bound,
+        "!=" => v != bound,
+        _ => false,
+    };
+    while holds(v) {
+        n += 1;
+        if n > 1 << 20 {
+            return None;
+        }
+        v = match op {
+            "+=" => v.checked_add(step)?,
+            "-=" => v.checked_sub(step)?,
+            "*=" => v.checked_mul(step)?,
+            "/=" => v.checked_div(step)?,
+            "<<=" if (0..63).contains(&step) => v.checked_shl(u32::try_from(step).ok()?)?,
+            ">>=" if (0..63).contains(&step) => v >> step,
+            _ => return None,
+        };
+    }
+    Some(n)
+}
+
+// ---------------------------------------------------------------------------------------

@@ -1,0 +1,488 @@
+//! The Triton scan: the `@triton.jit` kernel body. The lane is a `tl.arange`
+//! element: `x_ptr + pid * BLOCK + tl.arange(0, BLOCK)` is unit-stride. A 2-D tile
+//! (`offs[:, None]`) is reported as irregular rather than guessed.
+
+use super::*;
+
+pub(super) fn scan(f: &mut Facts, src: &str, tree: &Tree, kernel: &Kernel) {
+    let root = tree.root_node();
+    let Some(def) = root
+        .descendant_for_byte_range(kernel.name_range.start, kernel.name_range.end)
+        .and_then(|n| n.parent())
+        .filter(|n| n.kind() == "function_definition")
+    else {
+        return;
+    };
+    let Some(body) = def.child_by_field_name("body") else {
+        return;
+    };
+    let params: HashSet<String> = kernel
+        .params
+        .iter()
+        .filter(|p| matches!(p.kind, ParamKind::TritonArg { .. }))
+        .map(|p| p.name.clone())
+        .collect();
+    let mut cx = Cx {
+        src,
+        params,
+        defs: HashMap::new(),
+        memo: HashMap::new(),
+        buffer_memo: RefCell::default(),
+    };
+    cx.collect_defs(body, 0);
+    let mut scan = Scan {
+        facts: f,
+        loops: Vec::new(),
+    };
+    scan.visit(&mut cx, body, 0);
+}
+
+/// `tl.load`, or `triton.language.load` as `tl.load`.
+fn callee(src: &str, call: Node) -> String {
+    let f = call
+        .child_by_field_name("function")
+        .map_or("", |f| node_text(src, f));
+    match f.strip_prefix("triton.language.") {
+        Some(rest) => format!("tl.{rest}"),
+        None => f.to_string(),
+    }
+}
+
+fn positional(args: Node) -> Vec<Node> {
+    named_children(args)
+        .into_iter()
+        .filter(|a| a.kind() != "keyword_argument")
+        .collect()
+}
+
+fn keyword<'t>(src: &str, args: Node<'t>, name: &str) -> Option<Node<'t>> {
+    named_children(args).into_iter().find_map(|a| {
+        (a.kind() == "keyword_argument"
+            && a.child_by_field_name("name").map(|n| node_text(src, n)) == Some(name))
+        .then(|| a.child_by_field_name("value"))
+        .flatten()
+    })
+}
+
+struct Cx<'t> {
+    src: &'t str,
+    /// Non-constexpr parameters: pointers or scalars, both lane-independent.
+    params: HashSet<String>,
+    defs: HashMap<String, Vec<Def<'t>>>,
+    memo: HashMap<String, Memo>,
+    /// Per-name results of `buffer_of` (None while being computed).
+    buffer_memo: RefCell<HashMap<String, Option<String>>>,
+}
+
+impl<'t> Settle<'t> for Cx<'t> {
+    fn memo(&mut self) -> &mut HashMap<String, Memo> {
+        &mut self.memo
+    }
+    fn deriv_def(&mut self, def: Def<'t>, cur: Deriv) -> Deriv {
+        Cx::deriv_def(self, def, cur)
+    }
+}
+
+impl<'t> Cx<'t> {
+    fn collect_defs(&mut self, n: Node<'t>, depth: usize) {
+        if depth > MAX_DEPTH {
+            return;
+        }
+        match n.kind() {
+            "assignment" | "augmented_assignment" => {
+                if let (Some(l), r) = (
+                    n.child_by_field_name("left"),
+                    n.child_by_field_name("right"),
+                ) {
+                    let op = if n.kind() == "assignment" {
+                        "="
+                    } else {
+                        n.child_by_field_name("operator")
+                            .map_or("opaque", |o| node_text(self.src, o))
+                    };
+                    if l.kind() == "identifier" {
+                        self.defs
+                            .entry(node_text(self.src, l).to_string())
+                            .or_default()
+                            .push(Def { op, value: r });
+                    } else {
+                        for name in named_children(l)
+                            .into_iter()
+                            .filter(|c| c.kind() == "identifier")
+                        {
+                            self.defs
+                                .entry(node_text(self.src, name).to_string())
+                                .or_default()
+                                .push(Def {
+                                    op: "opaque",
+                                    value: None,
+                                });
+                        }
+                    }
+                }
+            }
+            "for_statement" => {
+                if let Some(l) = n
+                    .child_by_field_name("left")
+                    .filter(|l| l.kind() == "identifier")
+                {
+                    // A loop counter is the same for every lane.
+                    self.defs
+                        .entry(node_text(self.src, l).to_string())
+                        .or_default()
+                        .push(Def {
+                            op: "loop",
+                            value: None,
+                        });
+                }
+            }
+            _ => {}
+        }
+        let mut c = n.walk();
+        for ch in n.children(&mut c) {
+            self.collect_defs(ch, depth + 1);
+        }
+    }
+
+    fn konst(&self, n: Node) -> Option<i64> {
+        match n.kind() {
+            "integer" => int_literal(node_text(self.src, n)),
+            "unary_operator"
+                if n.child_by_field_name("operator")
+                    .map(|o| node_text(self.src, o))
+                    == Some("-") =>
+            {
+                self.konst(n.child_by_field_name("argument")?)?
+                    .checked_neg()
+            }
+            _ => None,
+        }
+    }
+
+    fn deriv_name(&mut self, name: &str) -> Deriv {
+        if self.params.contains(name) {
+            return ZERO;
+        }
+        let Some(defs) = self.defs.get(name).cloned() else {
+            return ZERO;
+        };
+        self.settle(name, &defs)
+    }
+
+    fn deriv_def(&mut self, def: Def<'t>, cur: Deriv) -> Deriv {
+        match (def.op, def.value) {
+            ("loop", _) => ZERO,
+            (_, None) => Unknown,
+            ("=", Some(v)) => self.deriv(v, 0),
+            ("+=", Some(v)) => {
+                let d = self.deriv(v, 0);
+                cur.add(d)
+            }
+            ("-=", Some(v)) => {
+                let d = self.deriv(v, 0);
+                cur.add(d.neg())
+            }
+            (_, Some(v)) => {
+                let d = self.deriv(v, 0);
+                Deriv::opaque(&[cur, d])
+            }
+        }
+    }
+
+    fn deriv(&mut self, n: Node<'t>, depth: usize) -> Deriv {
+        if depth > MAX_DEPTH {
+            return Unknown;
+        }
+        let src = self.src;
+        match n.kind() {
+            "integer" | "float" | "true" | "false" | "none" | "string" => ZERO,
+            "identifier" => self.deriv_name(node_text(src, n)),
+            "parenthesized_expression" => match named_children(n).first() {
+                Some(c) => self.deriv(*c, depth + 1),
+                None => Unknown,
+            },
+            "unary_operator" => {
+                let Some(a) = n.child_by_field_name("argument") else {
+                    return Unknown;
+                };
+                let d = self.deriv(a, depth + 1);
+                match n.child_by_field_name("operator").map(|o| node_text(src, o)) {
+                    Some("-") => d.neg(),
+                    Some("+") => d,
+                    _ => Deriv::opaque(&[d]),
+                }
+            }
+            "binary_operator" => {
+                let (Some(l), Some(r), Some(op)) = (
+                    n.child_by_field_name("left"),
+                    n.child_by_field_name("right"),
+                    n.child_by_field_name("operator"),
+                ) else {
+                    return Unknown;
+                };
+                let (dl, dr) = (self.deriv(l, depth + 1), self.deriv(r, depth + 1));
+                match node_text(src, op) {
+                    "+" => dl.add(dr),
+                    "-" => dl.add(dr.neg()),
+                    "*" => Deriv::mul(dl, self.konst(l), dr, self.konst(r)),
+                    _ => Deriv::opaque(&[dl, dr]),
+                }
+            }
+            "call" => {
+                let name = callee(src, n);
+                let args = n
+                    .child_by_field_name("arguments")
+                    .map(positional)
+                    .unwrap_or_default();
+                match name.as_str() {
+                    "tl.arange" => Const(1),
+                    "tl.multiple_of" | "tl.max_contiguous" | "tl.max_constancy" => {
+                        match args.first() {
+                            Some(a) => self.deriv(*a, depth + 1),
+                            None => Unknown,
+                        }
+                    }
+                    _ => {
+                        let ds: Vec<Deriv> =
+                            args.iter().map(|a| self.deriv(*a, depth + 1)).collect();
+                        Deriv::opaque(&ds)
+                    }
+                }
+            }
+            // `offs[:, None]`: a 2-D tile; which axis is contiguous is not tracked.
+            "subscript" => match n.child_by_field_name("value") {
+                Some(v) => Deriv::opaque(&[self.deriv(v, depth + 1)]),
+                None => Unknown,
+            },
+            "conditional_expression" => {
+                let ch = named_children(n);
+                let ds: Vec<Deriv> = ch.iter().map(|c| self.deriv(*c, depth + 1)).collect();
+                match ds.as_slice() {
+                    [a, _, b] if a == b && *a != Unknown => *a,
+                    _ => Deriv::opaque(&ds),
+                }
+            }
+            "comparison_operator" | "boolean_operator" | "not_operator" => {
+                let ch = named_children(n);
+                let ds: Vec<Deriv> = ch.iter().map(|c| self.deriv(*c, depth + 1)).collect();
+                Deriv::opaque(&ds)
+            }
+            _ => Unknown,
+        }
+    }
+
+    /// The pointer parameter an address expression is based on.
+    fn buffer_of(&self, n: Node, depth: usize) -> Option<String> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match n.kind() {
+            "identifier" => {
+                let name = node_text(self.src, n);
+                if self.params.contains(name) {
+                    return Some(name.to_string());
+                }
+                if let Some(b) = self.buffer_memo.borrow().get(name) {
+                    return b.clone();
+                }
+                self.buffer_memo.borrow_mut().insert(name.to_string(), None);
+                let first = self.defs.get(name)?.first().copied()?;
+                let b = self.buffer_of(first.value?, depth + 1);
+                self.buffer_memo
+                    .borrow_mut()
+                    .insert(name.to_string(), b.clone());
+                b
+            }
+            "parenthesized_expression" => self.buffer_of(*named_children(n).first()?, depth + 1),
+            "binary_operator" => {
+                let op = node_text(self.src, n.child_by_field_name("operator")?);
+                let l = n.child_by_field_name("left")?;
+                let r = n.child_by_field_name("right")?;
+                match op {
+                    "+" => self
+                        .buffer_of(l, depth + 1)
+                        .or_else(|| self.buffer_of(r, depth + 1)),
+                    "-" => self.buffer_of(l, depth + 1),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// A literal trip count for `range(a[, b[, c]])`.
+    fn range_count(&self, args: &[Node]) -> Option<u64> {
+        let k: Vec<i64> = args.iter().map(|a| self.konst(*a)).collect::<Option<_>>()?;
+        let (start, stop, step) = match k.as_slice() {
+            [stop] => (0, *stop, 1),
+            [start, stop] => (*start, *stop, 1),
+            [start, stop, step] => (*start, *stop, *step),
+            _ => return None,
+        };
+        if step > 0 {
+            simulate_trip_count(start, "<", stop, "+=", step)
+        } else if step < 0 {
+            simulate_trip_count(start, ">", stop, "+=", step)
+        } else {
+            None
+        }
+    }
+}
+
+struct Scan<'a> {
+    facts: &'a mut Facts,
+    loops: Vec<usize>,
+}
+
+impl<'t> Scan<'_> {
+    fn visit(&mut self, cx: &mut Cx<'t>, n: Node<'t>, depth: usize) {
+        if depth > MAX_DEPTH {
+            return;
+        }
+        let src = cx.src;
+        let mut pushed = false;
+        match n.kind() {
+            "for_statement" | "while_statement" => {
+                let mut fact = LoopFact {
+                    line: line_of(n),
+                    counted: false,
+                    var: None,
+                    trip_count: None,
+                    unroll_pragma: false,
+                    global_loads: 0,
+                    global_stores: 0,
+                    via: None,
+                };
+                if n.kind() == "for_statement" {
+                    let right = n
+                        .child_by_field_name("right")
+                        .filter(|r| r.kind() == "call");
+                    let name = right.map(|r| callee(src, r));
+                    if let (Some(r), Some(name)) = (right, name) {
+                        if matches!(name.as_str(), "range" | "tl.range" | "tl.static_range") {
+                            fact.counted = true;
+                            fact.var = n
+                                .child_by_field_name("left")
+                                .filter(|l| l.kind() == "identifier")
+                                .map(|l| node_text(src, l).to_string());
+                            fact.unroll_pragma = name == "tl.static_range";
+                            let args = r
+                                .child_by_field_name("arguments")
+                                .map(positional)
+                                .unwrap_or_default();
+                            fact.trip_count = cx.range_count(&args);
+                        }
+                    }
+                }
+                self.facts.loops.push(fact);
+                self.loops.push(self.facts.loops.len() - 1);
+                pushed = true;
+            }
+            "attribute" => {
+                let t = node_text(src, n);
+                if t == "tl.program_id" {
+                    if let Some(call) = n.parent().filter(|p| p.kind() == "call") {
+                        let args = call.child_by_field_name("arguments");
+                        let axis = args
+                            .and_then(|a| {
+                                positional(a)
+                                    .first()
+                                    .copied()
+                                    .or_else(|| keyword(src, a, "axis"))
+                            })
+                            .and_then(|a| cx.konst(a));
+                        if let Some(ax) = axis
+                            .and_then(|a| usize::try_from(a).ok())
+                            .filter(|a| *a < 3)
+                        {
+                            self.facts.thread_axes[ax] = true;
+                        }
+                    }
+                }
+            }
+            "call" => self.call(cx, n),
+            _ => {}
+        }
+        let mut c = n.walk();
+        let children: Vec<Node> = n.children(&mut c).collect();
+        for ch in children {
+            self.visit(cx, ch, depth + 1);
+        }
+        if pushed {
+            self.loops.pop();
+        }
+    }
+
+    fn call(&mut self, cx: &mut Cx<'t>, n: Node<'t>) {
+        let src = cx.src;
+        let name = callee(src, n);
+        let Some(args) = n.child_by_field_name("arguments") else {
+            return;
+        };
+        let kind = match name.as_str() {
+            "tl.load" => Some(AccessKind::Load),
+            "tl.store" => Some(AccessKind::Store),
+            a if a.starts_with("tl.atomic_") => {
+                self.facts.atomics += 1;
+                Some(AccessKind::Atomic)
+            }
+            "tl.dot" | "tl.dot_scaled" => {
+                self.facts.tensor_core_ops += 1;
+                None
+            }
+            "tl.sum"
+            | "tl.max"
+            | "tl.min"
+            | "tl.reduce"
+            | "tl.argmax"
+            | "tl.argmin"
+            | "tl.xor_sum"
+            | "tl.cumsum"
+            | "tl.cumprod"
+            | "tl.associative_scan" => {
+                self.facts.reductions += 1;
+                None
+            }
+            "tl.debug_barrier" => {
+                self.facts.barriers += 1;
+                None
+            }
+            _ => None,
+        };
+        let Some(kind) = kind else {
+            return;
+        };
+        let ptr = positional(args)
+            .first()
+            .copied()
+            .or_else(|| keyword(src, args, "pointer"));
+        let Some(ptr) = ptr else {
+            return;
+        };
+        let Some(buffer) = cx.buffer_of(ptr, 0) else {
+            return;
+        };
+        let d = cx.deriv(ptr, 0);
+        for &i in &self.loops {
+            if let Some(l) = self.facts.loops.get_mut(i) {
+                match kind {
+                    AccessKind::Load => l.global_loads += 1,
+                    AccessKind::Store => l.global_stores += 1,
+                    AccessKind::LoadStore | AccessKind::Atomic => {
+                        l.global_loads += 1;
+                        l.global_stores += 1;
+                    }
+                }
+            }
+        }
+        self.facts.accesses.push(Access {
+            buffer,
+            index: collapse_ws(node_text(src, ptr)),
+            kind,
+            stride: d.stride(),
+            in_loop: !self.loops.is_empty(),
+            line: line_of(n),
+            via: None,
+        });
+    }
+}

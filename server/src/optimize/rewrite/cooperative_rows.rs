@@ -1,0 +1,1641 @@
+//! `cooperative_rows`: a kernel where one thread owns a row and loops over its columns
+//! becomes one where a team of threads shares each row: a warp (32 lanes), half or a
+//! quarter of a warp (2 or 4 rows per warp, for short rows), or a whole block with a
+//! shared-memory combine (long rows).
+//!
+//! **Matches** the 1-D shape `int row = blockIdx.x * blockDim.x + threadIdx.x;` followed
+//! by `if (row < rows) { ... }` ending the kernel or `if (row >= rows) return;`. Inside
+//! the row body, a *column loop* is a counted loop (`for (int c = S; c < E; c++)`, any
+//! literal step, or `int c = S; while (c < E) { ...; c++; }`) whose variable indexes a
+//! global access. Each column loop becomes lane-strided (`c = S + lane; c += 32`), so
+//! column `c` is always handled by the same lane; the rest of the row body runs in every
+//! lane of the team, identically.
+//!
+//! **Inside a column loop** a variable declared outside it may only be an accumulator:
+//! `s += e`, `s -= e`, `s++`, `s = s + e`, `s *= e`, `s |= e`, `s ^= e`,
+//! `s = fmaxf(s, e)` (`fmax`, `max`, `fminf`, `fmin`, `min`), `s = e > s ? e : s`, or
+//! `if (e > s) s = e;` (any comparison that keeps the larger or the smaller), and it may
+//! not be read otherwise in the loop. Right after the loop the team all-reduces it with
+//! `__shfl_xor_sync` (the author's own update replayed with the other lane's value), so
+//! every lane holds the row's result; a sum or product whose value before the loop is
+//! not a literal zero is first reset in every lane but the team's first. Global writes in
+//! a column loop must hit the loop's own column (`base + k*c`, `k` nonzero, `base` the
+//! same in every lane), and a buffer written anywhere may be read in a column loop only
+//! at the very element the same lane writes; read-only buffers may be read anywhere.
+//!
+//! **Outside column loops**, a statement that writes global memory (`out[row] = s;`, an
+//! atomic) runs in the team's first lane only (`if (lane == 0) ...`); it may not assign
+//! a local, and no other row-level code may read a buffer written this way.
+//!
+//! **Refuses**, with the reason: another index or guard shape, a 2-D launch, a grid that
+//! does not count blocks of `block` threads, barriers, shared memory, warp collectives,
+//! `threadIdx`/`blockIdx` in the row body, `break`/`return`/`goto` in a column loop, a
+//! column loop whose bound or start depends on the loop, a variable assigned in a column
+//! loop that is not an accumulator, an accumulator read mid-loop, a write whose owner
+//! cannot be told (`y[idx[c]]`, `y[c + 1]` next to `y[c]`), a row-level read of a buffer
+//! one lane writes, a written buffer passed to a function.
+//!
+//! **Launch**: warp teams keep the block size (256 when it is not a multiple of 32) and
+//! divide the grid's `cdiv(rows, B)` by the rows a block now covers; block teams launch
+//! `grid = rows` with param `block_threads` (default 256) threads. Param `modes` picks
+//! among `warp`, `rows2`, `rows4`, `block` (default all).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use tree_sitter::Node;
+
+use super::access::{
+    base_of, canon, collect_accesses, contains, declare, enclosing_statement, Access, Scope,
+};
+use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
+use super::edits::{Edit, Edits};
+use super::elementwise::{
+    match_elementwise, one_d_grid, thread_bound, Elementwise, Guard, ThreadBound,
+};
+use super::params::Params;
+use super::poly::{poly, Poly, VarNames};
+use super::spec_expr::divisions;
+use super::tree::{
+    code_names, first_line, fresh, kernel_function, line_indent, named_children, newline, reindent,
+    text, walk,
+};
+use super::RewriteContext;
+use crate::optimize::edit;
+use crate::spec::Launch;
+use crate::syntax::Lang;
+
+const ID: &str = "cooperative_rows";
+const MODES: &[&str] = &["warp", "rows2", "rows4", "block"];
+const ROW_SHAPE: &str = "`int row = blockIdx.x * blockDim.x + threadIdx.x; if (row < rows) { ... }` (or `if (row >= rows) return;`) with loops over the row's columns";
+
+/// How a team combines lane partials of one accumulator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    Sum,
+    Prod,
+    Or,
+    Xor,
+    Max,
+    Min,
+}
+
+impl Family {
+    /// The value that lanes other than the first start from, when the accumulator's
+    /// value before the loop may be nonzero; None when combining is idempotent.
+    fn reset(self) -> Option<&'static str> {
+        match self {
+            Family::Sum | Family::Xor => Some("0"),
+            Family::Prod => Some("1"),
+            Family::Or | Family::Max | Family::Min => None,
+        }
+    }
+    fn compound(self) -> Option<&'static str> {
+        match self {
+            Family::Sum => Some("+="),
+            Family::Prod => Some("*="),
+            Family::Or => Some("|="),
+            Family::Xor => Some("^="),
+            Family::Max | Family::Min => None,
+        }
+    }
+    fn word(self) -> &'static str {
+        match self {
+            Family::Sum => "sum",
+            Family::Prod => "product",
+            Family::Or => "or",
+            Family::Xor => "xor",
+            Family::Max => "max",
+            Family::Min => "min",
+        }
+    }
+}
+
+/// Placeholder for the other lane's value in a replayed update.
+const OTHER: &str = "\u{1}";
+
+struct Acc {
+    name: String,
+    /// The declared type, for temporaries and shared partials.
+    ty: Option<String>,
+    family: Family,
+    /// Max/min: the author's update with the compared value replaced by [`OTHER`].
+    template: Option<String>,
+    /// `template` uses the other value once, in an unconditional place (`fmaxf(s, O)`).
+    inline_ok: bool,
+    /// Lanes but the first reset it before the loop.
+    reset: bool,
+}
+
+struct ColumnLoop<'t> {
+    /// The first node of the construct (the `while` form's declaration) and the loop.
+    start: usize,
+    node: Node<'t>,
+    var: String,
+    init: Node<'t>,
+    step: i64,
+    update: Node<'t>,
+    accs: Vec<Acc>,
+}
+
+struct RowPlan<'t> {
+    loops: Vec<ColumnLoop<'t>>,
+    lane0: Vec<Node<'t>>,
+}
+
+/// The team a row is given to.
+#[derive(Clone, Copy)]
+enum Team {
+    /// `width` lanes of a warp (32, 16 or 8).
+    Warp { width: u32 },
+    /// A whole block of `threads`.
+    Block { threads: u64 },
+}
+
+pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
+    require_lang(cx, Lang::Cuda, ID)?;
+    let plan = current_plan(cx)?;
+    let p = Params(cx.params);
+    let modes = p.choices("modes", MODES, MODES)?;
+    let block_threads = p.uints("block_threads", &[256], 32..=1024)?;
+    if let Some(t) = block_threads.iter().find(|t| *t % 32 != 0) {
+        return Err(super::RewriteError::BadParam {
+            name: "block_threads".into(),
+            message: format!("{t} is not a multiple of 32"),
+        });
+    }
+    let k = &cx.kernel.name;
+    let func = kernel_function(cx)
+        .ok_or_else(|| not_applicable(format!("`{k}`'s definition is not in the syntax tree")))?;
+    let shape = match_elementwise(cx.text, func).map_err(|why| {
+        not_applicable(format!(
+            "`{k}` does not give one row to each thread: {why}; {ID} needs {ROW_SHAPE}"
+        ))
+    })?;
+    let rows = analyze(cx, &shape).map_err(|why| {
+        not_applicable(format!("`{k}` cannot share a row between threads: {why}"))
+    })?;
+    let (grid, first) = one_d_grid(cx, &plan, ID)?;
+    let block = edit::spec_assignment(cx.kernel, "block")
+        .ok_or_else(|| not_applicable(format!("`{k}`'s spec has no `block = ...`")))?;
+    let old_block = match plan.cases.first().map(|c| &c.launch) {
+        Some(Launch::Cuda { block, .. }) => block[0],
+        _ => return Err(not_applicable(format!("`{k}` has no CUDA launch"))),
+    };
+    let component = &grid.text[first.clone()];
+    let grid_range = grid.range.start + first.start..grid.range.start + first.end;
+    let divs: Vec<_> = divisions(component)
+        .into_iter()
+        .filter(|d| {
+            d.den.trim() == block.text.trim() || d.den.trim().parse::<u64>() == Ok(old_block)
+        })
+        .collect();
+    if divs.is_empty() {
+        return Err(not_applicable(format!(
+            "`{k}`'s grid = {} does not count blocks of `block = {}` threads (`cdiv(rows, {})`)",
+            grid.text, block.text, block.text
+        )));
+    }
+    let taken = code_names(cx);
+
+    let mut drafts = Vec::new();
+    let mut dropped = Vec::new();
+    for mode in &modes {
+        let teams: Vec<Team> = match mode.as_str() {
+            "warp" => vec![Team::Warp { width: 32 }],
+            "rows2" => vec![Team::Warp { width: 16 }],
+            "rows4" => vec![Team::Warp { width: 8 }],
+            _ => block_threads
+                .iter()
+                .map(|t| Team::Block { threads: *t })
+                .collect(),
+        };
+        for team in teams {
+            let (label, new_block, new_grid) = match team {
+                Team::Warp { width } => {
+                    let b = if old_block % 32 == 0 && old_block <= 1024 {
+                        old_block
+                    } else {
+                        256
+                    };
+                    let per_block = b / u64::from(width);
+                    let mut e = Edits::new();
+                    for d in &divs {
+                        e.extend([Edit::replace(
+                            d.range.clone(),
+                            format!("cdiv({}, {per_block})", d.num),
+                        )]);
+                    }
+                    let g = match e.apply(component) {
+                        Ok(g) => g,
+                        Err(err) => {
+                            dropped.push(format!("{mode}: {err}"));
+                            continue;
+                        }
+                    };
+                    let label = match width {
+                        32 => format!("warp per row (block {b})"),
+                        w => format!("{} rows per warp (block {b})", 32 / w),
+                    };
+                    (label, b, g)
+                }
+                Team::Block { threads } => {
+                    let [d] = divs.as_slice() else {
+                        dropped.push(format!(
+                            "block per row: grid = {} has several divisions by the block",
+                            grid.text
+                        ));
+                        continue;
+                    };
+                    if d.range != (0..component.len())
+                        && component.trim() != &component[d.range.clone()]
+                    {
+                        dropped.push(format!(
+                            "block per row: grid `{component}` is more than `cdiv(rows, {})`",
+                            block.text
+                        ));
+                        continue;
+                    }
+                    (
+                        format!("block per row ({threads} threads)"),
+                        threads,
+                        d.num.trim().to_string(),
+                    )
+                }
+            };
+            let mut names = taken.clone();
+            let mut e = match emit(cx, &shape, &rows, team, &mut names) {
+                Ok(e) => e,
+                Err(why) => {
+                    dropped.push(format!("{label}: {why}"));
+                    continue;
+                }
+            };
+            e.extend([
+                Edit::replace(grid_range.clone(), new_grid),
+                Edit::replace(block.range.clone(), new_block.to_string()),
+            ]);
+            match e.apply(cx.text) {
+                Ok(text) => drafts.push(Draft { label, text }),
+                Err(err) => dropped.push(format!("{label}: {err}")),
+            }
+        }
+    }
+    finish(cx, drafts, dropped)
+}
+
+// ---------------------------------------------------------------------------------------
+// Analysis
+
+fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Elementwise<'t>) -> Result<RowPlan<'t>, String> {
+    let src = cx.text;
+    let mut scope = Scope::of_kernel(cx, src);
+    // Forbidden things anywhere in the row body; declarations and aliases.
+    let mut err: Option<String> = None;
+    for &root in &shape.body {
+        walk(root, &mut |n| {
+            if err.is_some() {
+                return false;
+            }
+            let t = text(src, n);
+            match n.kind() {
+                "call_expression" | "field_expression" => match thread_bound(src, n) {
+                    Some(ThreadBound::Collective(f)) => {
+                        err = Some(format!(
+                            "the row body calls `{f}`; lanes that share a row would meet it out of step"
+                        ));
+                    }
+                    Some(ThreadBound::Index(_)) => {
+                        err = Some(format!(
+                            "the row body reads `{t}`; once a team shares the row it no longer means what it did"
+                        ));
+                    }
+                    None => {}
+                },
+                "goto_statement" | "labeled_statement" => {
+                    err = Some(format!("`{}` jumps inside the row body", first_line(t)))
+                }
+                "declaration" => {
+                    if t.contains("__shared__") {
+                        err = Some(format!("`{}` declares shared memory", first_line(t)));
+                        return false;
+                    }
+                    let ty = n
+                        .child_by_field_name("type")
+                        .map(|ty| text(src, ty).to_string());
+                    let mut c = n.walk();
+                    for d in n.children_by_field_name("declarator", &mut c) {
+                        declare(&mut scope, d, ty.as_deref(), &mut err);
+                    }
+                }
+                "identifier" if shape.thread_aliases.contains_key(t) => {
+                    err = Some(format!(
+                        "the row body reads `{t}` (`{}`); once a team shares the row it no longer means what it did",
+                        shape.thread_aliases[t]
+                    ));
+                }
+                _ => {}
+            }
+            true
+        });
+    }
+    if let Some(e) = err {
+        return Err(e);
+    }
+    // Every access and whether it writes.
+    let mut accesses: Vec<Access<'t>> = Vec::new();
+    for &root in &shape.body {
+        collect_accesses(&scope, root, &mut accesses)?;
+    }
+    for a in &accesses {
+        if a.write {
+            scope.written.insert(a.buffer.clone());
+        }
+    }
+    // Pointers passed to calls: a written buffer may not be.
+    for &root in &shape.body {
+        let mut bad = None;
+        walk(root, &mut |n| {
+            if bad.is_some() || n.kind() != "call_expression" {
+                return bad.is_none();
+            }
+            let f = n
+                .child_by_field_name("function")
+                .map_or("", |f| text(src, f));
+            if f.starts_with("atomic") {
+                return true;
+            }
+            for arg in n
+                .child_by_field_name("arguments")
+                .map(named_children)
+                .unwrap_or_default()
+            {
+                if let Some(a) = base_of(&scope, arg, 0) {
+                    if scope.written.contains(&a.0) {
+                        bad = Some(format!(
+                            "passes the written buffer `{}` to `{f}`; which lane writes what cannot be told",
+                            a.0
+                        ));
+                    }
+                }
+            }
+            true
+        });
+        if let Some(b) = bad {
+            return Err(b);
+        }
+    }
+
+    // Column loops, found from the row level down.
+    let mut loops = Vec::new();
+    let mut row_level: Vec<Node<'t>> = Vec::new();
+    for (i, &s) in shape.body.iter().enumerate() {
+        find_loops(
+            &scope,
+            shape,
+            &shape.body[..i],
+            s,
+            &mut loops,
+            &mut row_level,
+            0,
+        )?;
+    }
+    if loops.is_empty() {
+        return Err("no loop in the row body indexes global memory with its variable".into());
+    }
+    // A loop variable declared outside its loop is read nowhere else: after the rewrite
+    // its value after the loop differs from lane to lane.
+    for l in &loops {
+        let decl_inside = l.node.kind() == "for_statement"
+            && l.node
+                .child_by_field_name("initializer")
+                .is_some_and(|i| i.kind() == "declaration");
+        if decl_inside {
+            continue;
+        }
+        let mut bad = None;
+        for &root in &shape.body {
+            walk(root, &mut |n| {
+                if bad.is_some()
+                    || contains(l.node, n)
+                    || (l.start <= n.start_byte() && n.end_byte() <= l.node.start_byte())
+                {
+                    return false;
+                }
+                if n.kind() == "identifier" && text(src, n) == l.var {
+                    let in_other_header = loops.iter().any(|o| {
+                        o.var == l.var
+                            && (contains(o.node, n)
+                                || (o.start <= n.start_byte()
+                                    && n.end_byte() <= o.node.start_byte()))
+                    });
+                    let declaration = n
+                        .parent()
+                        .is_some_and(|p| matches!(p.kind(), "declaration" | "init_declarator"));
+                    if !in_other_header && !declaration {
+                        bad = Some(format!(
+                            "`{}` is read outside its column loop; each lane would end it at a different value",
+                            l.var
+                        ));
+                    }
+                }
+                true
+            });
+        }
+        if let Some(b) = bad {
+            return Err(b);
+        }
+    }
+    // Accesses inside column loops, and at row level.
+    let in_loop = |n: Node| loops.iter().any(|l: &ColumnLoop| contains(l.node, n));
+    let mut loop_buffers: BTreeSet<String> = BTreeSet::new();
+    for l in &loops {
+        let names = loop_names(&scope, l);
+        let mut addr: BTreeMap<String, (Poly, Node)> = BTreeMap::new();
+        for a in accesses.iter().filter(|a| contains(l.node, a.node)) {
+            if !scope.written.contains(&a.buffer) {
+                continue;
+            }
+            loop_buffers.insert(a.buffer.clone());
+            let p = a.parts.iter().fold(Poly::default(), |acc, part| {
+                acc.add(&poly(src, *part, &names), 1)
+            });
+            let at = first_line(text(src, a.node));
+            if p.tainted() {
+                return Err(format!(
+                    "`{at}` uses a value that differs between the lanes of a row; which lane owns the element cannot be told"
+                ));
+            }
+            match p.linear_in("$c") {
+                Some(coef) if !coef.is_zero() => {}
+                _ => {
+                    return Err(format!(
+                        "`{at}` touches the written buffer `{}` at an element that is not its own column `base + c`",
+                        a.buffer
+                    ))
+                }
+            }
+            if let Some((q, other)) = addr.get(&a.buffer) {
+                if *q != p {
+                    return Err(format!(
+                        "`{at}` and `{}` touch `{}` at different elements in one column loop; another lane may own one of them",
+                        first_line(text(src, *other)),
+                        a.buffer
+                    ));
+                }
+            } else {
+                addr.insert(a.buffer.clone(), (p, a.node));
+            }
+        }
+    }
+    // Several loops touching one written buffer: same start and step, same address.
+    let mut seen: BTreeMap<String, (String, i64)> = BTreeMap::new();
+    for l in &loops {
+        let touched: BTreeSet<&String> = accesses
+            .iter()
+            .filter(|a| contains(l.node, a.node) && scope.written.contains(&a.buffer))
+            .map(|a| &a.buffer)
+            .collect();
+        let start = canon(text(src, l.init));
+        for b in touched {
+            if let Some((s, k)) = seen.get(b) {
+                if *s != start || *k != l.step {
+                    return Err(format!(
+                        "column loops over `{b}` start at `{s}` and `{start}` (or step differently); a column would change lanes between them"
+                    ));
+                }
+            } else {
+                seen.insert(b.clone(), (start.clone(), l.step));
+            }
+        }
+    }
+    // Row-level accesses.
+    let mut lane0: Vec<Node<'t>> = Vec::new();
+    for a in accesses.iter().filter(|a| !in_loop(a.node)) {
+        let at = first_line(text(src, a.node));
+        if a.write {
+            if loop_buffers.contains(&a.buffer) {
+                return Err(format!(
+                    "`{}` is written both per column and per row (`{at}`)",
+                    a.buffer
+                ));
+            }
+            let stmt = enclosing_statement(a.node)
+                .filter(|s| s.kind() == "expression_statement")
+                .ok_or_else(|| format!("`{at}` writes memory inside an expression that is not a statement of its own"))?;
+            if !lane0.iter().any(|s| s.id() == stmt.id()) {
+                lane0.push(stmt);
+            }
+        }
+    }
+    for s in &lane0 {
+        let mut bad = None;
+        walk(*s, &mut |n| {
+            if matches!(n.kind(), "assignment_expression" | "update_expression") {
+                let t = n
+                    .child_by_field_name("left")
+                    .or_else(|| n.child_by_field_name("argument"));
+                if let Some(t) = t.filter(|t| t.kind() == "identifier") {
+                    bad = Some(format!(
+                        "`{}` writes memory and assigns `{}`; given to one lane, the other lanes would not see it",
+                        first_line(text(src, *s)),
+                        text(src, t)
+                    ));
+                }
+            }
+            bad.is_none()
+        });
+        if let Some(b) = bad {
+            return Err(b);
+        }
+    }
+    // A row-level read of a buffer one lane writes is safe only before every write, with a
+    // team reduction (shuffles, barriers) between them, and no loop around both.
+    let row_loops: Vec<Node> = row_level.clone();
+    let writes_of = |b: &str| -> Vec<Node<'t>> {
+        accesses
+            .iter()
+            .filter(|w| w.write && w.buffer == b && !in_loop(w.node))
+            .map(|w| w.node)
+            .collect()
+    };
+    for a in accesses.iter().filter(|a| !in_loop(a.node) && !a.write) {
+        let one_lane = lane0.iter().any(|s| contains(*s, a.node));
+        let writes = writes_of(&a.buffer);
+        let separated = !writes.is_empty()
+            && writes.iter().all(|w| {
+                w.start_byte() > a.node.end_byte()
+                    && loops.iter().any(|l| {
+                        !l.accs.is_empty()
+                            && l.node.end_byte() <= w.start_byte()
+                            && l.start >= a.node.end_byte()
+                    })
+                    && !row_loops
+                        .iter()
+                        .any(|rl| contains(*rl, a.node) && contains(*rl, *w))
+            });
+        if scope.written.contains(&a.buffer) && !one_lane && !separated {
+            return Err(format!(
+                "`{}` reads `{}`, which is written by one lane of the row",
+                first_line(text(src, a.node)),
+                a.buffer
+            ));
+        }
+    }
+    // Accumulator types.
+    for l in &mut loops {
+        for acc in &mut l.accs {
+            acc.ty = scope.types.get(&acc.name).cloned();
+        }
+    }
+    Ok(RowPlan { loops, lane0 })
+}
+
+/// Loops in the row body from `s` down; a loop whose variable indexes a global access in
+/// its body is a column loop (not descended into), others are row level.
+fn find_loops<'t>(
+    scope: &Scope<'_, 't>,
+    shape: &Elementwise<'t>,
+    before: &[Node<'t>],
+    s: Node<'t>,
+    loops: &mut Vec<ColumnLoop<'t>>,
+    row_level: &mut Vec<Node<'t>>,
+    depth: usize,
+) -> Result<(), String> {
+    if depth > 64 {
+        return Err("the row body nests too deeply".into());
+    }
+    match s.kind() {
+        "for_statement" | "while_statement" => {
+            let header = column_header(scope, s, before)?;
+            if let Some((var, init, step, update, start)) = header {
+                if indexes_memory(scope, s, &var) {
+                    let accs = loop_accumulators(scope, s, &var, update, shape)?;
+                    loops.push(ColumnLoop {
+                        start,
+                        node: s,
+                        var,
+                        init,
+                        step,
+                        update,
+                        accs,
+                    });
+                    return Ok(());
+                }
+            }
+            row_level.push(s);
+            if let Some(b) = s.child_by_field_name("body") {
+                descend(scope, shape, b, loops, row_level, depth)?;
+            }
+        }
+        "do_statement" => {
+            if let Some(b) = s.child_by_field_name("body") {
+                let mut inner = Vec::new();
+                let mut rl = Vec::new();
+                descend(scope, shape, b, &mut inner, &mut rl, depth)?;
+                if !inner.is_empty() {
+                    return Err(
+                        "a column loop sits inside a `do ... while`; write it as a `for` loop"
+                            .into(),
+                    );
+                }
+            }
+        }
+        "compound_statement" | "if_statement" | "else_clause" => {
+            descend(scope, shape, s, loops, row_level, depth)?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn descend<'t>(
+    scope: &Scope<'_, 't>,
+    shape: &Elementwise<'t>,
+    n: Node<'t>,
+    loops: &mut Vec<ColumnLoop<'t>>,
+    row_level: &mut Vec<Node<'t>>,
+    depth: usize,
+) -> Result<(), String> {
+    let kids = named_children(n);
+    for (i, &k) in kids.iter().enumerate() {
+        find_loops(scope, shape, &kids[..i], k, loops, row_level, depth + 1)?;
+    }
+    Ok(())
+}
+
+/// Does the loop variable appear in the address of a global access inside the loop?
+fn indexes_memory(scope: &Scope<'_, '_>, l: Node<'_>, var: &str) -> bool {
+    let mut acc = Vec::new();
+    if let Some(b) = l.child_by_field_name("body") {
+        if collect_accesses(scope, b, &mut acc).is_err() {
+            return true; // let the loop analysis say why
+        }
+    }
+    let src = scope.src;
+    // Loop-local names defined from the variable count as the variable.
+    let mut derived: BTreeSet<String> = BTreeSet::from([var.to_string()]);
+    if let Some(b) = l.child_by_field_name("body") {
+        for _ in 0..4 {
+            walk(b, &mut |n| {
+                if n.kind() == "init_declarator" {
+                    if let (Some(d), Some(v)) = (
+                        n.child_by_field_name("declarator"),
+                        n.child_by_field_name("value"),
+                    ) {
+                        let mut uses = false;
+                        walk(v, &mut |x| {
+                            uses |= x.kind() == "identifier" && derived.contains(text(src, x));
+                            true
+                        });
+                        if uses && d.kind() == "identifier" {
+                            derived.insert(text(src, d).to_string());
+                        }
+                    }
+                }
+                true
+            });
+        }
+    }
+    acc.iter().any(|a| {
+        a.parts.iter().any(|p| {
+            let mut uses = false;
+            walk(*p, &mut |x| {
+                uses |= x.kind() == "identifier" && derived.contains(text(src, x));
+                true
+            });
+            uses
+        })
+    })
+}
+
+/// The header of a counted loop: (variable, init value node, step, update node, start
+/// byte of the construct); Ok(None) when the loop is not counted.
+#[allow(clippy::type_complexity)]
+fn column_header<'t>(
+    scope: &Scope<'_, 't>,
+    l: Node<'t>,
+    before: &[Node<'t>],
+) -> Result<Option<(String, Node<'t>, i64, Node<'t>, usize)>, String> {
+    let src = scope.src;
+    let cond = l.child_by_field_name("condition");
+    let cond = cond.map(|c| {
+        if c.kind() == "condition_clause" {
+            c.child_by_field_name("value").unwrap_or(c)
+        } else {
+            c
+        }
+    });
+    let Some(cond) = cond.filter(|c| c.kind() == "binary_expression") else {
+        return Ok(None);
+    };
+    let (Some(cl), Some(cop), Some(cr)) = (
+        cond.child_by_field_name("left"),
+        cond.child_by_field_name("operator"),
+        cond.child_by_field_name("right"),
+    ) else {
+        return Ok(None);
+    };
+    let (var, bound) = match text(src, cop) {
+        "<" | "<=" if cl.kind() == "identifier" => (text(src, cl).to_string(), cr),
+        ">" | ">=" if cr.kind() == "identifier" => (text(src, cr).to_string(), cl),
+        _ => return Ok(None),
+    };
+    let mut bound_uses_var = false;
+    walk(bound, &mut |n| {
+        bound_uses_var |= n.kind() == "identifier" && text(src, n) == var;
+        true
+    });
+    if bound_uses_var {
+        return Ok(None);
+    }
+    if l.kind() == "for_statement" {
+        let Some(init) = l.child_by_field_name("initializer") else {
+            return Ok(None);
+        };
+        let value = match init.kind() {
+            "declaration" => {
+                let mut c = init.walk();
+                let ds: Vec<Node> = init.children_by_field_name("declarator", &mut c).collect();
+                match ds.as_slice() {
+                    [d] if d.kind() == "init_declarator"
+                        && d.child_by_field_name("declarator").map(|x| text(src, x))
+                            == Some(var.as_str()) =>
+                    {
+                        d.child_by_field_name("value")
+                    }
+                    _ => None,
+                }
+            }
+            "assignment_expression"
+                if init.child_by_field_name("left").map(|x| text(src, x)) == Some(var.as_str())
+                    && init.child_by_field_name("operator").map(|o| text(src, o)) == Some("=") =>
+            {
+                // `c` declared outside: it must not be read outside loops that set it.
+                init.child_by_field_name("right")
+            }
+            _ => None,
+        };
+        let Some(value) = value else { return Ok(None) };
+        let Some(update) = l.child_by_field_name("update") else {
+            return Ok(None);
+        };
+        let Some(step) = step_of(src, update, &var) else {
+            return Ok(None);
+        };
+        return Ok(Some((var, value, step, update, l.start_byte())));
+    }
+    // while (c < E) { ...; c++; } right after `int c = S;`
+    let Some(decl) = before.iter().rev().find(|n| n.kind() != "comment").copied() else {
+        return Ok(None);
+    };
+    if decl.kind() != "declaration" {
+        return Ok(None);
+    }
+    let mut c = decl.walk();
+    let ds: Vec<Node> = decl.children_by_field_name("declarator", &mut c).collect();
+    let value = match ds.as_slice() {
+        [d] if d.kind() == "init_declarator"
+            && d.child_by_field_name("declarator").map(|x| text(src, x)) == Some(var.as_str()) =>
+        {
+            d.child_by_field_name("value")
+        }
+        _ => None,
+    };
+    let Some(value) = value else { return Ok(None) };
+    let Some(body) = l
+        .child_by_field_name("body")
+        .filter(|b| b.kind() == "compound_statement")
+    else {
+        return Ok(None);
+    };
+    let stmts = named_children(body);
+    let Some(last) = stmts.iter().rev().find(|s| s.kind() != "comment").copied() else {
+        return Ok(None);
+    };
+    let Some(update) = named_children(last)
+        .into_iter()
+        .next()
+        .filter(|_| last.kind() == "expression_statement")
+    else {
+        return Ok(None);
+    };
+    let Some(step) = step_of(src, update, &var) else {
+        return Ok(None);
+    };
+    let mut bad = None;
+    walk(body, &mut |n| {
+        if n.kind() == "continue_statement" {
+            bad =
+                Some("a `continue` in a `while` column loop would skip its increment".to_string());
+        }
+        true
+    });
+    if let Some(b) = bad {
+        return Err(b);
+    }
+    Ok(Some((var, value, step, update, decl.start_byte())))
+}
+
+/// `c++`, `++c`, `c += K`, `c = c + K`: K (a positive literal).
+fn step_of(src: &str, u: Node<'_>, var: &str) -> Option<i64> {
+    match u.kind() {
+        "update_expression" => {
+            let a = u.child_by_field_name("argument")?;
+            let op = u.child_by_field_name("operator").map(|o| text(src, o))?;
+            (text(src, a) == var && op == "++").then_some(1)
+        }
+        "assignment_expression" => {
+            let l = u.child_by_field_name("left")?;
+            let op = text(src, u.child_by_field_name("operator")?);
+            let r = u.child_by_field_name("right")?;
+            if text(src, l) != var {
+                return None;
+            }
+            let k = match op {
+                "+=" => super::poly::int_literal(text(src, r))?,
+                "=" if r.kind() == "binary_expression" => {
+                    let (a, o, b) = (
+                        r.child_by_field_name("left")?,
+                        text(src, r.child_by_field_name("operator")?),
+                        r.child_by_field_name("right")?,
+                    );
+                    if o != "+" {
+                        return None;
+                    }
+                    if text(src, a) == var {
+                        super::poly::int_literal(text(src, b))?
+                    } else if text(src, b) == var {
+                        super::poly::int_literal(text(src, a))?
+                    } else {
+                        return None;
+                    }
+                }
+                _ => return None,
+            };
+            (k > 0).then_some(k)
+        }
+        _ => None,
+    }
+}
+
+/// The accumulators a column loop updates, after checking every other rule of its body.
+fn loop_accumulators(
+    scope: &Scope<'_, '_>,
+    l: Node<'_>,
+    var: &str,
+    update: Node<'_>,
+    shape: &Elementwise<'_>,
+) -> Result<Vec<Acc>, String> {
+    let src = scope.src;
+    let body = l
+        .child_by_field_name("body")
+        .ok_or("a loop without a body")?;
+    let header = first_line(text(src, l));
+    // Names declared inside the loop body.
+    let mut locals: BTreeSet<String> = BTreeSet::new();
+    walk(body, &mut |n| {
+        if n.kind() == "init_declarator" || n.kind() == "declaration" {
+            let mut c = n.walk();
+            for d in n.children_by_field_name("declarator", &mut c) {
+                let mut d = d;
+                while let Some(inner) = d.child_by_field_name("declarator") {
+                    d = inner;
+                }
+                if d.kind() == "identifier" {
+                    locals.insert(text(src, d).to_string());
+                }
+            }
+        }
+        true
+    });
+    let mut accs: Vec<Acc> = Vec::new();
+    let mut own: BTreeSet<usize> = BTreeSet::new(); // identifier nodes that are accumulator updates' own
+    let mut err: Option<String> = None;
+    let in_nested = |n: Node, kinds: &[&str]| {
+        let mut cur = n;
+        while let Some(p) = cur.parent() {
+            if p.id() == body.id() {
+                return false;
+            }
+            if kinds.contains(&p.kind()) {
+                return true;
+            }
+            cur = p;
+        }
+        false
+    };
+    let add = |accs: &mut Vec<Acc>,
+               name: &str,
+               family: Family,
+               template: Option<String>,
+               inline_ok: bool|
+     -> Result<(), String> {
+        match accs.iter_mut().find(|a| a.name == name) {
+            Some(a) if a.family != family => Err(format!(
+                "`{name}` is combined as a {} and as a {} in one column loop",
+                a.family.word(),
+                family.word()
+            )),
+            Some(_) => Ok(()),
+            None => {
+                accs.push(Acc {
+                    name: name.to_string(),
+                    ty: None,
+                    family,
+                    template,
+                    inline_ok,
+                    reset: false,
+                });
+                Ok(())
+            }
+        }
+    };
+    walk(body, &mut |n| {
+        if err.is_some() || n.id() == update.id() {
+            return false;
+        }
+        let t = text(src, n);
+        match n.kind() {
+            "return_statement" => {
+                err = Some(format!(
+                    "`{}` returns from inside the column loop `{header}`",
+                    first_line(t)
+                ));
+            }
+            "break_statement"
+                if !in_nested(
+                    n,
+                    &[
+                        "for_statement",
+                        "while_statement",
+                        "do_statement",
+                        "switch_statement",
+                    ],
+                ) =>
+            {
+                err = Some(format!("`break` leaves the column loop `{header}` early; lanes cannot know where another lane stopped"));
+            }
+            "if_statement" => {
+                if let Some((name, fam, tmpl, ids)) = if_max(src, n) {
+                    if name == var || locals.contains(&name) {
+                        return true;
+                    }
+                    if let Err(e) = add(&mut accs, &name, fam, Some(tmpl), false) {
+                        err = Some(e);
+                    }
+                    own.extend(ids);
+                    return false;
+                }
+            }
+            "assignment_expression" | "update_expression" => {
+                let target = n
+                    .child_by_field_name("left")
+                    .or_else(|| n.child_by_field_name("argument"));
+                let Some(target) = target.filter(|x| x.kind() == "identifier") else {
+                    return true;
+                };
+                let name = text(src, target).to_string();
+                if name == var {
+                    err = Some(format!(
+                        "`{}` assigns the loop variable `{var}` inside the column loop",
+                        t
+                    ));
+                    return false;
+                }
+                if locals.contains(&name) {
+                    return true;
+                }
+                if name == shape.index {
+                    err = Some(format!("`{t}` assigns the row index"));
+                    return false;
+                }
+                match accumulate(src, n, &name) {
+                    Some((fam, tmpl, inline_ok, ids)) => {
+                        if let Err(e) = add(&mut accs, &name, fam, tmpl, inline_ok) {
+                            err = Some(e);
+                        }
+                        own.extend(ids);
+                        own.insert(target.id());
+                    }
+                    None => {
+                        err = Some(format!(
+                            "`{t}` assigns `{name}` in the column loop `{header}`, and it is not a sum, product, max or min of `{name}`; kernel-lsp cannot split it between lanes"
+                        ));
+                    }
+                }
+                return err.is_none();
+            }
+            _ => {}
+        }
+        true
+    });
+    if let Some(e) = err {
+        return Err(e);
+    }
+    // No other read of an accumulator in the loop; the bound and start do not use them.
+    let names: BTreeSet<&str> = accs.iter().map(|a| a.name.as_str()).collect();
+    let mut bad = None;
+    walk(l, &mut |n| {
+        if bad.is_none()
+            && n.kind() == "identifier"
+            && names.contains(text(src, n))
+            && !own.contains(&n.id())
+        {
+            bad = Some(format!(
+                "the column loop `{header}` reads the running value of `{}`; each lane only has its own part of it until the loop ends",
+                text(src, n)
+            ));
+        }
+        bad.is_none()
+    });
+    if let Some(b) = bad {
+        return Err(b);
+    }
+    // Resets: unless the accumulator's declaration holds a literal zero and nothing
+    // touches it before this loop (and no loop around this one repeats it).
+    for acc in &mut accs {
+        if acc.family.reset().is_none() {
+            continue;
+        }
+        acc.reset = !starts_at_zero(src, shape, l, &acc.name);
+    }
+    Ok(accs)
+}
+
+/// The declaration of `name` in the row body is `T name = 0` (any zero literal), no
+/// statement between it and `l` mentions `name`, and every loop around `l` also holds
+/// the declaration.
+fn starts_at_zero(src: &str, shape: &Elementwise<'_>, l: Node<'_>, name: &str) -> bool {
+    let mut decl: Option<Node> = None;
+    let mut mentioned_between = false;
+    for &root in &shape.body {
+        walk(root, &mut |n| {
+            if n.start_byte() >= l.start_byte() {
+                return false;
+            }
+            if n.kind() == "init_declarator"
+                && n.child_by_field_name("declarator").map(|d| text(src, d)) == Some(name)
+            {
+                decl = Some(n);
+                mentioned_between = false;
+                return false;
+            }
+            if decl.is_some() && n.kind() == "identifier" && text(src, n) == name {
+                mentioned_between = true;
+            }
+            true
+        });
+    }
+    let Some(d) = decl else { return false };
+    let zero = d
+        .child_by_field_name("value")
+        .map(|v| {
+            text(src, v)
+                .trim()
+                .trim_end_matches(['f', 'F', 'u', 'U', 'l', 'L'])
+                .to_string()
+        })
+        .is_some_and(|v| matches!(v.as_str(), "0" | "0.0" | "0." | ".0" | "0.0e0" | "0x0"));
+    if !zero || mentioned_between {
+        return false;
+    }
+    let mut cur = l;
+    while let Some(p) = cur.parent() {
+        if matches!(
+            p.kind(),
+            "for_statement" | "while_statement" | "do_statement"
+        ) && !contains(p, d)
+        {
+            return false;
+        }
+        if shape.body.iter().any(|b| b.id() == p.id()) {
+            break;
+        }
+        cur = p;
+    }
+    true
+}
+
+type Update = (Family, Option<String>, bool, Vec<usize>);
+
+/// An accumulator update of `name` (an assignment or increment node).
+fn accumulate(src: &str, n: Node<'_>, name: &str) -> Option<Update> {
+    let uses_name = |e: Node| {
+        let mut u = false;
+        walk(e, &mut |x| {
+            u |= x.kind() == "identifier" && text(src, x) == name;
+            true
+        });
+        u
+    };
+    if n.kind() == "update_expression" {
+        let op = n.child_by_field_name("operator").map(|o| text(src, o))?;
+        return matches!(op, "++" | "--").then(|| (Family::Sum, None, true, Vec::new()));
+    }
+    let op = text(src, n.child_by_field_name("operator")?);
+    let r = n.child_by_field_name("right")?;
+    let simple = |f: Family| (!uses_name(r)).then(|| (f, None, true, Vec::new()));
+    match op {
+        "+=" | "-=" => return simple(Family::Sum),
+        "*=" => return simple(Family::Prod),
+        "|=" => return simple(Family::Or),
+        "^=" => return simple(Family::Xor),
+        "=" => {}
+        _ => return None,
+    }
+    let r = strip(r);
+    let is_name = |e: Node| {
+        let e = strip(e);
+        e.kind() == "identifier" && text(src, e) == name
+    };
+    match r.kind() {
+        "binary_expression" => {
+            let (a, o, b) = (
+                r.child_by_field_name("left")?,
+                text(src, r.child_by_field_name("operator")?),
+                r.child_by_field_name("right")?,
+            );
+            let (other, own) = if is_name(a) {
+                (b, strip(a))
+            } else if is_name(b) && o != "-" {
+                (a, strip(b))
+            } else {
+                return None;
+            };
+            if uses_name(other) {
+                return None;
+            }
+            let fam = match o {
+                "+" | "-" => Family::Sum,
+                "*" => Family::Prod,
+                "|" => Family::Or,
+                "^" => Family::Xor,
+                _ => return None,
+            };
+            Some((fam, None, true, vec![own.id()]))
+        }
+        "call_expression" => {
+            let f = text(src, r.child_by_field_name("function")?);
+            let fam = match f {
+                "fmaxf" | "fmax" | "max" => Family::Max,
+                "fminf" | "fmin" | "min" => Family::Min,
+                _ => return None,
+            };
+            let args = named_children(r.child_by_field_name("arguments")?);
+            let [a, b] = args.as_slice() else { return None };
+            let (other, own) = if is_name(*a) {
+                (*b, strip(*a))
+            } else if is_name(*b) {
+                (*a, strip(*b))
+            } else {
+                return None;
+            };
+            if uses_name(other) {
+                return None;
+            }
+            let stmt = n.parent().filter(|p| p.kind() == "expression_statement")?;
+            let tmpl = replace_nodes(src, stmt, &[other], OTHER);
+            Some((fam, Some(tmpl), true, vec![own.id()]))
+        }
+        "conditional_expression" => {
+            let (c, a, b) = (
+                strip(r.child_by_field_name("condition")?),
+                r.child_by_field_name("consequence")?,
+                r.child_by_field_name("alternative")?,
+            );
+            let (fam, ids, others) = compare_pick(src, c, a, b, name)?;
+            let stmt = n.parent().filter(|p| p.kind() == "expression_statement")?;
+            let tmpl = replace_nodes(src, stmt, &others, OTHER);
+            Some((fam, Some(tmpl), false, ids))
+        }
+        _ => None,
+    }
+}
+
+/// `e` without the parentheses around it.
+fn strip(mut e: Node<'_>) -> Node<'_> {
+    while e.kind() == "parenthesized_expression" {
+        match named_children(e).first() {
+            Some(c) => e = *c,
+            None => break,
+        }
+    }
+    e
+}
+
+/// `C ? A : B` where C compares `name` with E and {A, B} = {name, E}: max or min, the
+/// ids of `name`'s own occurrences, and E's occurrences.
+fn compare_pick<'t>(
+    src: &str,
+    c: Node<'t>,
+    a: Node<'t>,
+    b: Node<'t>,
+    name: &str,
+) -> Option<(Family, Vec<usize>, Vec<Node<'t>>)> {
+    if c.kind() != "binary_expression" {
+        return None;
+    }
+    let (l, o, r) = (
+        c.child_by_field_name("left")?,
+        text(src, c.child_by_field_name("operator")?),
+        c.child_by_field_name("right")?,
+    );
+    let same = |x: Node, y: Node| canon(text(src, x)) == canon(text(src, y));
+    let named = |x: Node| x.kind() == "identifier" && text(src, x) == name;
+    // Which side of the comparison is the accumulator, and is the larger picked?
+    let (e, acc_on_left) = if named(l) {
+        (r, true)
+    } else if named(r) {
+        (l, false)
+    } else {
+        return None;
+    };
+    let greater = match o {
+        ">" | ">=" => acc_on_left,
+        "<" | "<=" => !acc_on_left,
+        _ => return None,
+    };
+    // `greater`: the condition holds when acc > e.
+    let picks_acc_when_true = if named(a) && same(b, e) {
+        true
+    } else if named(b) && same(a, e) {
+        false
+    } else {
+        return None;
+    };
+    let fam = if greater == picks_acc_when_true {
+        Family::Max
+    } else {
+        Family::Min
+    };
+    let acc_nodes = [
+        if acc_on_left { l } else { r },
+        if named(a) { a } else { b },
+    ];
+    let e_nodes = vec![e, if named(a) { b } else { a }];
+    if e_nodes.iter().any(|x| {
+        let mut u = false;
+        walk(*x, &mut |y| {
+            u |= y.kind() == "identifier" && text(src, y) == name;
+            true
+        });
+        u
+    }) {
+        return None;
+    }
+    Some((fam, acc_nodes.iter().map(|n| n.id()).collect(), e_nodes))
+}
+
+/// `if (e > m) m = e;` (any comparison, `{ m = e; }` too): (name, family, template, own ids).
+fn if_max(src: &str, n: Node<'_>) -> Option<(String, Family, String, Vec<usize>)> {
+    if n.child_by_field_name("alternative").is_some() {
+        return None;
+    }
+    let cond = n.child_by_field_name("condition")?;
+    let cond = cond.child_by_field_name("value").unwrap_or(cond);
+    let mut cons = n.child_by_field_name("consequence")?;
+    if cons.kind() == "compound_statement" {
+        let kids: Vec<Node> = named_children(cons)
+            .into_iter()
+            .filter(|k| k.kind() != "comment")
+            .collect();
+        let [only] = kids.as_slice() else { return None };
+        cons = *only;
+    }
+    if cons.kind() != "expression_statement" {
+        return None;
+    }
+    let asg = named_children(cons).into_iter().next()?;
+    if asg.kind() != "assignment_expression"
+        || text(src, asg.child_by_field_name("operator")?) != "="
+    {
+        return None;
+    }
+    let target = asg.child_by_field_name("left")?;
+    if target.kind() != "identifier" {
+        return None;
+    }
+    let name = text(src, target);
+    let value = asg.child_by_field_name("right")?;
+    // `if (C) name = value;` is `name = C ? value : name`.
+    let (fam, mut ids, mut others) = compare_pick(src, cond, value, target, name)?;
+    ids.push(target.id());
+    others.dedup_by_key(|x| x.id());
+    let tmpl = replace_nodes(src, n, &others, OTHER);
+    Some((name.to_string(), fam, tmpl, ids))
+}
+
+/// The text of `n` with each of `nodes` replaced by `with`.
+fn replace_nodes(src: &str, n: Node<'_>, nodes: &[Node<'_>], with: &str) -> String {
+    let mut e = Edits::new();
+    let mut seen = BTreeSet::new();
+    for x in nodes {
+        if contains(n, *x) && seen.insert(x.id()) {
+            e.extend([Edit::replace(x.byte_range(), with)]);
+        }
+    }
+    walk(n, &mut |x| {
+        if x.kind() == "comment" {
+            e.extend([Edit::replace(x.byte_range(), " ")]);
+        }
+        true
+    });
+    let out = e
+        .apply_within(src, n.byte_range())
+        .unwrap_or_else(|_| text(src, n).to_string());
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Names as a column loop sees them: its variable is `$c`, single-definition locals
+/// expand, other locals and the loop's accumulators vary between lanes.
+fn loop_names<'t>(scope: &Scope<'_, 't>, l: &ColumnLoop<'t>) -> VarNames<'t> {
+    let src = scope.src;
+    let mut defs: BTreeMap<String, Node<'t>> = BTreeMap::new();
+    let mut count: BTreeMap<String, usize> = BTreeMap::new();
+    let mut varying: BTreeSet<String> = l.accs.iter().map(|a| a.name.clone()).collect();
+    if let Some(body) = l.node.child_by_field_name("body") {
+        walk(body, &mut |n| {
+            match n.kind() {
+                "init_declarator" => {
+                    if let (Some(d), Some(v)) = (
+                        n.child_by_field_name("declarator"),
+                        n.child_by_field_name("value"),
+                    ) {
+                        if d.kind() == "identifier" {
+                            let name = text(src, d).to_string();
+                            *count.entry(name.clone()).or_default() += 1;
+                            defs.insert(name, v);
+                        }
+                    }
+                }
+                "declaration" => {
+                    let mut c = n.walk();
+                    for d in n.children_by_field_name("declarator", &mut c) {
+                        if d.kind() == "identifier" {
+                            varying.insert(text(src, d).to_string());
+                        }
+                    }
+                }
+                "assignment_expression" | "update_expression" => {
+                    let t = n
+                        .child_by_field_name("left")
+                        .or_else(|| n.child_by_field_name("argument"));
+                    if let Some(t) = t.filter(|t| t.kind() == "identifier") {
+                        *count.entry(text(src, t).to_string()).or_default() += 1;
+                    }
+                }
+                _ => {}
+            }
+            true
+        });
+    }
+    for (name, c) in &count {
+        if *c > 1 {
+            defs.remove(name);
+            varying.insert(name.clone());
+        }
+    }
+    VarNames {
+        var: l.var.clone(),
+        defs,
+        varying,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Emission
+
+fn emit(
+    cx: &RewriteContext<'_>,
+    shape: &Elementwise<'_>,
+    rows: &RowPlan<'_>,
+    team: Team,
+    names: &mut BTreeSet<String>,
+) -> Result<Edits, String> {
+    let src = cx.text;
+    let nl = newline(src);
+    let unit = &shape.unit;
+    let mut e = Edits::new();
+    let lane = fresh("lane", names);
+    let off = fresh("offset", names);
+    let w = fresh("w", names);
+    let decl_indent = line_indent(src, shape.decl.start_byte()).to_string();
+    // The row index and the lane.
+    let value = {
+        let mut c = shape.decl.walk();
+        let d = shape
+            .decl
+            .children_by_field_name("declarator", &mut c)
+            .next()
+            .ok_or("the row index has no declarator")?;
+        d.child_by_field_name("value")
+            .ok_or("the row index has no value")?
+    };
+    let (mask, step) = match team {
+        Team::Warp { width } => {
+            e.extend([Edit::replace(
+                value.byte_range(),
+                format!("({}) / {width}", text(src, value)),
+            )]);
+            let mut after = format!("{nl}{decl_indent}int {lane} = threadIdx.x % {width};");
+            let mask = if width == 32 {
+                "0xffffffff".to_string()
+            } else {
+                let m = fresh("mask", names);
+                let cond = shape
+                    .guard
+                    .child_by_field_name("condition")
+                    .and_then(|c| c.child_by_field_name("value"))
+                    .map_or("", |v| text(src, v));
+                let active = match shape.form {
+                    Guard::Block => cond.to_string(),
+                    Guard::EarlyReturn => format!("!({cond})"),
+                };
+                after.push_str(&format!(
+                    "{nl}{decl_indent}// each {width} lanes share a row; the shuffles name only lanes whose row exists{nl}{decl_indent}unsigned {m} = __ballot_sync(0xffffffff, {active});"
+                ));
+                m
+            };
+            e.extend([Edit::insert(shape.decl.end_byte(), after)]);
+            (mask, width.to_string())
+        }
+        Team::Block { .. } => {
+            e.extend([Edit::replace(value.byte_range(), "blockIdx.x")]);
+            e.extend([Edit::insert(
+                shape.decl.end_byte(),
+                format!("{nl}{decl_indent}int {lane} = threadIdx.x;"),
+            )]);
+            ("0xffffffff".to_string(), "blockDim.x".to_string())
+        }
+    };
+    for l in &rows.loops {
+        let ind = line_indent(src, l.start).to_string();
+        let init = text(src, l.init).trim();
+        let lane_term = if l.step == 1 {
+            lane.clone()
+        } else {
+            format!("{} * {lane}", l.step)
+        };
+        let new_init = if init == "0" {
+            lane_term
+        } else {
+            format!("{init} + {lane_term}")
+        };
+        e.extend([Edit::replace(l.init.byte_range(), new_init)]);
+        let stride = if l.step == 1 {
+            step.clone()
+        } else {
+            format!("{} * {step}", l.step)
+        };
+        e.extend([Edit::replace(
+            l.update.byte_range(),
+            format!("{} += {stride}", l.var),
+        )]);
+        let mut before = String::new();
+        for acc in l.accs.iter().filter(|a| a.reset) {
+            let id = acc
+                .family
+                .reset()
+                .expect("reset only for families with one");
+            before.push_str(&format!("if ({lane} != 0) {} = {id};{nl}{ind}", acc.name));
+        }
+        if !before.is_empty() {
+            e.extend([Edit::insert(l.start, before)]);
+        }
+        if l.accs.is_empty() {
+            continue;
+        }
+        let top = match team {
+            Team::Warp { width } => width / 2,
+            Team::Block { .. } => 16,
+        };
+        let mut lines: Vec<String> = Vec::new();
+        for acc in &l.accs {
+            let shfl = format!("__shfl_xor_sync({mask}, {}, {off})", acc.name);
+            lines.extend(combine(acc, &shfl, names)?);
+        }
+        let mut code = format!("{nl}{ind}");
+        if let [one] = lines.as_slice() {
+            code.push_str(&format!(
+                "for (int {off} = {top}; {off} > 0; {off} /= 2) {one}"
+            ));
+        } else {
+            code.push_str(&format!(
+                "for (int {off} = {top}; {off} > 0; {off} /= 2) {{"
+            ));
+            for c in &lines {
+                let (extra, c) = match c.strip_prefix('\t') {
+                    Some(rest) => (unit.as_str(), rest),
+                    None => ("", c.as_str()),
+                };
+                code.push_str(&format!("{nl}{ind}{unit}{extra}{c}"));
+            }
+            code.push_str(&format!("{nl}{ind}}}"));
+        }
+        if let Team::Block { .. } = team {
+            let i1 = format!("{ind}{unit}");
+            code.push_str(&format!(
+                "{nl}{ind}{{ // one partial per warp, combined by every thread"
+            ));
+            let mut parts = Vec::new();
+            for acc in &l.accs {
+                let ty = acc.ty.clone().ok_or_else(|| {
+                    format!("the type of `{}` is not declared in the row body", acc.name)
+                })?;
+                let part = fresh(&format!("{}_part", acc.name), names);
+                code.push_str(&format!("{nl}{i1}__shared__ {ty} {part}[32];"));
+                parts.push((acc, part));
+            }
+            for (acc, part) in &parts {
+                code.push_str(&format!(
+                    "{nl}{i1}if ({lane} % 32 == 0) {part}[{lane} / 32] = {};",
+                    acc.name
+                ));
+            }
+            code.push_str(&format!("{nl}{i1}__syncthreads();"));
+            for (acc, part) in &parts {
+                code.push_str(&format!("{nl}{i1}{} = {part}[0];", acc.name));
+            }
+            let mut inner = Vec::new();
+            for (acc, part) in &parts {
+                inner.push(combine_plain(acc, &format!("{part}[{w}]")));
+            }
+            if inner.len() == 1 {
+                code.push_str(&format!(
+                    "{nl}{i1}for (int {w} = 1; {w} < blockDim.x / 32; ++{w}) {}",
+                    inner[0]
+                ));
+            } else {
+                code.push_str(&format!(
+                    "{nl}{i1}for (int {w} = 1; {w} < blockDim.x / 32; ++{w}) {{"
+                ));
+                for c in &inner {
+                    code.push_str(&format!("{nl}{i1}{unit}{c}"));
+                }
+                code.push_str(&format!("{nl}{i1}}}"));
+            }
+            code.push_str(&format!("{nl}{i1}__syncthreads();{nl}{ind}}}"));
+        }
+        e.extend([Edit::insert(l.node.end_byte(), code)]);
+    }
+    for s in &rows.lane0 {
+        let t = text(src, *s);
+        // Under an `if` with an `else`, a bare `if` would take the `else`: brace it.
+        let under_if = s.parent().is_some_and(|p| p.kind() == "if_statement");
+        if !t.contains('\n') && !under_if {
+            e.extend([Edit::insert(s.start_byte(), format!("if ({lane} == 0) "))]);
+        } else if !t.contains('\n') {
+            e.extend([Edit::replace(
+                s.byte_range(),
+                format!("{{ if ({lane} == 0) {t} }}"),
+            )]);
+        } else {
+            let ind = line_indent(src, s.start_byte());
+            let body = reindent(t, ind, &format!("{ind}{unit}"));
+            e.extend([Edit::replace(
+                s.byte_range(),
+                format!("if ({lane} == 0) {{{nl}{ind}{unit}{body}{nl}{ind}}}"),
+            )]);
+        }
+    }
+    Ok(e)
+}
+
+/// One combine step with the other value `other` (an expression evaluated once, in
+/// every lane): the family's compound assignment, or the author's update replayed.
+/// Lines; a leading tab is one more level of indentation.
+fn combine(acc: &Acc, other: &str, names: &mut BTreeSet<String>) -> Result<Vec<String>, String> {
+    if let Some(op) = acc.family.compound() {
+        return Ok(vec![format!("{} {op} {other};", acc.name)]);
+    }
+    let tmpl = acc
+        .template
+        .as_deref()
+        .ok_or("a max/min without its update")?;
+    if acc.inline_ok && tmpl.matches(OTHER).count() == 1 {
+        return Ok(vec![tmpl.replace(OTHER, other)]);
+    }
+    let ty = acc.ty.as_deref().unwrap_or("auto");
+    let tmp = fresh(&format!("{}_other", acc.name), names);
+    Ok(vec![
+        "{".to_string(),
+        format!("\t{ty} {tmp} = {other};"),
+        format!("\t{}", tmpl.replace(OTHER, &tmp)),
+        "}".to_string(),
+    ])
+}
+
+/// A combine step with a value that may be read twice (a shared-memory partial).
+fn combine_plain(acc: &Acc, other: &str) -> String {
+    match acc.family.compound() {
+        Some(op) => format!("{} {op} {other};", acc.name),
+        None => acc
+            .template
+            .as_deref()
+            .unwrap_or_default()
+            .replace(OTHER, other),
+    }
+}
+
+#[cfg(test)]
+mod tests;

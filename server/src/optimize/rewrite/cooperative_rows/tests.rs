@@ -1,0 +1,229 @@
+use expect_test::expect;
+use serde_json::json;
+
+use super::super::check::testing::{cuda, labels, not_applicable, show};
+use crate::syntax::Lang;
+
+const SOFTMAX: &str = include_str!("../../../../../examples/softmax_rows.cu");
+const ROWS: &str = include_str!("../../../../../tests/fixtures/rewrites/rows/row_stats.cu");
+const REFUSALS: &str = include_str!("../../../../../tests/fixtures/rewrites/rows/refusals.cu");
+const MATMUL: &str = include_str!("../../../../../examples/matmul_naive.cu");
+const SAXPY: &str = include_str!("../../../../../examples/saxpy.cu");
+
+fn one(src: &str, kernel: &str, mode: &str) -> String {
+    let out = cuda(src, kernel, "cooperative_rows", json!({ "modes": [mode] }))
+        .unwrap_or_else(|e| panic!("{kernel}: {e}"));
+    assert_eq!(out.len(), 1, "{:?}", labels(&out));
+    show(Lang::Cuda, src, &out[0], kernel)
+}
+
+#[test]
+fn softmax_becomes_a_warp_per_row_with_lane_strided_passes() {
+    let out = cuda(SOFTMAX, "softmax_rows", "cooperative_rows", json!({})).unwrap();
+    assert_eq!(
+        labels(&out),
+        [
+            "warp per row (block 128)",
+            "2 rows per warp (block 128)",
+            "4 rows per warp (block 128)",
+            "block per row (256 threads)"
+        ]
+    );
+    expect![[r#"
+        // @bench rows = 8192, 37; cols = 1024, 100
+        // @bench x: in f32[rows, cols]; y: out f32[rows, cols]
+        // @bench grid = cdiv(rows, 4); block = 128
+        // @bench atol = 1e-6; rtol = 1e-4
+        extern "C" __global__ void softmax_rows(const float* x, float* y, int rows, int cols) {
+            int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+            int lane = threadIdx.x % 32;
+            if (row < rows) {
+                const float* in = x + (size_t)row * cols;
+                float* out = y + (size_t)row * cols;
+                float m = in[0];
+                for (int c = 1 + lane; c < cols; c += 32)
+                    m = fmaxf(m, in[c]);
+                for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, offset));
+                float sum = 0.0f;
+                for (int c = lane; c < cols; c += 32) {
+                    float e = expf(in[c] - m);
+                    out[c] = e;
+                    sum += e;
+                }
+                for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffff, sum, offset);
+                for (int c = lane; c < cols; c += 32)
+                    out[c] /= sum;
+            }
+        }"#]].assert_eq(&one(SOFTMAX, "softmax_rows", "warp"));
+}
+
+#[test]
+fn short_rows_share_a_warp_and_name_only_active_rows_in_the_shuffle_mask() {
+    expect![[r#"
+        // Layer norm in three passes: mean, variance, normalize; per-column writes through a
+        // dereferenced pointer, per-column parameters gamma and beta.
+        // @bench rows = 2048, 7; cols = 768, 45
+        // @bench x: in f32[rows, cols]; gamma: in f32[cols]; beta: in f32[cols]; y: out f32[rows, cols]
+        // @bench eps = 1e-5
+        // @bench grid = cdiv(rows, 8); block = 64
+        // @bench atol = 1e-4; rtol = 1e-3
+        extern "C" __global__ void layer_norm(int rows, int cols, float eps, const float* x,
+                                              const float* gamma, const float* beta, float* y) {
+            int row = (blockIdx.x * blockDim.x + threadIdx.x) / 8;
+            int lane = threadIdx.x % 8;
+            // each 8 lanes share a row; the shuffles name only lanes whose row exists
+            unsigned mask = __ballot_sync(0xffffffff, row < rows);
+            if (row < rows) {
+                float mean = 0.0f;
+                for (int c = lane; c < cols; c += 8) mean += x[row * cols + c];
+                for (int offset = 4; offset > 0; offset /= 2) mean += __shfl_xor_sync(mask, mean, offset);
+                mean /= cols;
+                float var = 0.0f;
+                for (int c = lane; c < cols; c += 8) {
+                    float d = x[row * cols + c] - mean;
+                    var += d * d;
+                }
+                for (int offset = 4; offset > 0; offset /= 2) var += __shfl_xor_sync(mask, var, offset);
+                var /= cols;
+                float rstd = rsqrtf(var + eps);
+                for (int c = lane; c < cols; c += 8)
+                    *(y + row * cols + c) = (x[row * cols + c] - mean) * rstd * gamma[c] + beta[c];
+            }
+        }"#]].assert_eq(&one(ROWS, "layer_norm", "rows4"));
+}
+
+#[test]
+fn a_while_loop_over_a_nonzero_start_gets_a_block_per_row() {
+    expect![[r#"
+        // A `while` loop, doubles, an early return, and a running sum that starts from a
+        // bias (not zero: every lane but the first restarts it at zero).
+        // @bench rows = 4096, 19; cols = 512, 33
+        // @bench x: in f64[rows, cols]; bias: in f64[rows]; out: out f64[rows]
+        // @bench grid = rows; block = 256
+        extern "C" __global__ void row_sum_while(int rows, int cols, const double* __restrict__ x,
+                                                 const double* __restrict__ bias, double* __restrict__ out) {
+            const int r = blockIdx.x;
+            int lane = threadIdx.x;
+            if (r >= rows) return;
+            double s = bias[r];
+            if (lane != 0) s = 0;
+            int j = lane;
+            while (j < cols) {
+                s += x[(size_t)r * cols + j];
+                j += blockDim.x;
+            }
+            for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffff, s, offset);
+            { // one partial per warp, combined by every thread
+                __shared__ double s_part[32];
+                if (lane % 32 == 0) s_part[lane / 32] = s;
+                __syncthreads();
+                s = s_part[0];
+                for (int w = 1; w < blockDim.x / 32; ++w) s += s_part[w];
+                __syncthreads();
+            }
+            if (lane == 0) out[r] = s;
+        }"#]].assert_eq(&one(ROWS, "row_sum_while", "block"));
+}
+
+#[test]
+fn an_if_max_and_a_counter_replay_the_authors_update() {
+    expect![[r#"
+        // The largest value with `if (v > m) m = v;`, and a count of positives with `++`.
+        // @bench rows = 1000, 3; cols = 96, 17
+        // @bench x: in f32[rows, cols] ~ normal(0, 1); mx: out f32[rows]; npos: out i32[rows]
+        // @bench grid = cdiv(rows, 4); block = 128
+        extern "C" __global__ void row_max_count(const float* x, float* mx, int* npos, int rows, int cols) {
+            int i = (blockDim.x * blockIdx.x + threadIdx.x) / 32;
+            int lane = threadIdx.x % 32;
+            if (i < rows) {
+                const float* p = &x[i * cols];
+                float m = -3.402823466e38f;  // -FLT_MAX
+                int n = 0;
+                for (int k = lane; k < cols; k += 32) {
+                    float v = p[k];
+                    if (v > m) m = v;
+                    if (v > 0.0f) n++;
+                }
+                for (int offset = 16; offset > 0; offset /= 2) {
+                    {
+                        float m_other = __shfl_xor_sync(0xffffffff, m, offset);
+                        if (m_other > m) m = m_other;
+                    }
+                    n += __shfl_xor_sync(0xffffffff, n, offset);
+                }
+                if (lane == 0) mx[i] = m;
+                if (lane == 0) npos[i] = n;
+            }
+        }"#]].assert_eq(&one(ROWS, "row_max_count", "warp"));
+}
+
+#[test]
+fn csr_rows_read_their_range_from_memory() {
+    expect![[r#"
+        // Sparse matrix-vector product, CSR: the row's range comes from memory (the same for
+        // every lane of the row) and `x` is gathered through column indices.
+        // @bench rows = 8192, 50; cols = 4096, 20
+        // @bench rowptr: in i32[rows + 1] ~ arange; colidx: in i32[rows] ~ randint(0, cols)
+        // @bench val: in f32[rows]; x: in f32[cols]; y: out f32[rows]
+        // @bench grid = cdiv(rows, 8); block = 256
+        extern "C" __global__ void spmv_csr(int rows, const int* rowptr, const int* colidx,
+                                            const float* val, const float* x, float* y) {
+            int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+            int lane = threadIdx.x % 32;
+            if (row < rows) {
+                float dot = 0;
+                for (int jj = rowptr[row] + lane; jj < rowptr[row + 1]; jj += 32)
+                    dot += val[jj] * x[colidx[jj]];
+                for (int offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffff, dot, offset);
+                if (lane == 0) y[row] = dot;
+            }
+        }"#]].assert_eq(&one(ROWS, "spmv_csr", "warp"));
+}
+
+#[test]
+fn what_cannot_be_shared_between_lanes_is_refused_with_the_reason() {
+    let why = |k: &str| not_applicable(cuda(REFUSALS, k, "cooperative_rows", json!({})));
+    expect!["`prefix_rows` cannot share a row between threads: the column loop `for (int c = 0; c < cols; ++c)` reads the running value of `acc`; each lane only has its own part of it until the loop ends"].assert_eq(&why("prefix_rows"));
+    expect!["`smooth_rows` cannot share a row between threads: `y[row * cols + c - 1]` and `y[row * cols + c]` touch `y` at different elements in one column loop; another lane may own one of them"].assert_eq(&why("smooth_rows"));
+    expect!["`argmax_rows` cannot share a row between threads: `m = x[row * cols + c]` assigns `m` in the column loop `for (int c = 1; c < cols; ++c)`, and it is not a sum, product, max or min of `m`; kernel-lsp cannot split it between lanes"].assert_eq(&why("argmax_rows"));
+    expect!["`online_lse` cannot share a row between threads: `sum = sum * expf(m - m_new) + expf(v - m_new)` assigns `sum` in the column loop `for (int c = 0; c < cols; ++c)`, and it is not a sum, product, max or min of `sum`; kernel-lsp cannot split it between lanes"].assert_eq(&why("online_lse"));
+    expect!["`permute_rows` cannot share a row between threads: `y[row * cols + perm[c]]` uses a value that differs between the lanes of a row; which lane owns the element cannot be told"].assert_eq(&why("permute_rows"));
+    expect!["`sum_until_negative` cannot share a row between threads: `break` leaves the column loop `for (int c = 0; c < cols; ++c)` early; lanes cannot know where another lane stopped"].assert_eq(&why("sum_until_negative"));
+}
+
+#[test]
+fn other_shapes_and_launches_are_refused() {
+    let why = |src: &str, k: &str| not_applicable(cuda(src, k, "cooperative_rows", json!({})));
+    expect!["`matmul` does not give one row to each thread: `int row = blockIdx.y * blockDim.y + threadIdx.y;` is a 2-D or 3-D index; only 1-D kernels are handled; cooperative_rows needs `int row = blockIdx.x * blockDim.x + threadIdx.x; if (row < rows) { ... }` (or `if (row >= rows) return;`) with loops over the row's columns"].assert_eq(&why(MATMUL, "matmul"));
+    expect!["`saxpy` cannot share a row between threads: no loop in the row body indexes global memory with its variable"].assert_eq(&why(SAXPY, "saxpy"));
+    let odd_grid = SOFTMAX.replace("grid = cdiv(rows, 128)", "grid = rows");
+    expect!["`softmax_rows`'s grid = rows does not count blocks of `block = 128` threads (`cdiv(rows, 128)`)"].assert_eq(&why(&odd_grid, "softmax_rows"));
+    let shared = SOFTMAX.replace(
+        "        float m = in[0];\n",
+        "        __shared__ float t[4];\n        float m = in[0];\n",
+    );
+    expect!["`softmax_rows` cannot share a row between threads: `__shared__ float t[4];` declares shared memory"].assert_eq(&why(&shared, "softmax_rows"));
+    let tid = SOFTMAX.replace("out[c] /= sum;", "out[c] /= sum + threadIdx.x;");
+    expect!["`softmax_rows` cannot share a row between threads: the row body reads `threadIdx.x`; once a team shares the row it no longer means what it did"].assert_eq(&why(&tid, "softmax_rows"));
+    let helper = ROWS.replace(
+        "float v = a[c * rows + row];",
+        "float v = a[c * rows + row] + tid;",
+    );
+    assert_ne!(helper, ROWS);
+    expect!["`col_major_row_max` cannot share a row between threads: the row body reads `tid` (`threadIdx.x`); once a team shares the row it no longer means what it did"].assert_eq(&why(&helper, "col_major_row_max"));
+    let bad = cuda(
+        SOFTMAX,
+        "softmax_rows",
+        "cooperative_rows",
+        json!({"modes": ["team"]}),
+    );
+    expect![[r#"parameter `modes`: expected a non-empty list of warp, rows2, rows4, block, found `"team"`"#]].assert_eq(&bad.unwrap_err().to_string());
+    let bad = cuda(
+        SOFTMAX,
+        "softmax_rows",
+        "cooperative_rows",
+        json!({"block_threads": [100]}),
+    );
+    expect!["parameter `block_threads`: 100 is not a multiple of 32"]
+        .assert_eq(&bad.unwrap_err().to_string());
+}

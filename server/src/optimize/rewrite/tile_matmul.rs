@@ -1,0 +1,922 @@
+//! `tile_matmul`: a 2-D kernel where each thread computes one output with a loop over
+//! `k` that reads a row of A and a column of B becomes a shared-memory tiled kernel: the
+//! block loads a tile of every such operand into shared memory cooperatively, once per
+//! step of `k`, and every thread reads the tiles many times. Two kinds of candidates:
+//! *tiles* (a T x T block, one output per thread, tile sizes swept) and *register
+//! blocks* (each thread computes RM x RN outputs from the same tiles, so every value read
+//! from shared memory serves several outputs).
+//!
+//! **Matches** [`super::grid2d`]'s shape whose guarded body is declarations (PRE), one
+//! counted loop `for (int i = S; i < K; i++)` with uniform S and K, and statements after
+//! it (POST). Each global load in the loop is classified by its index polynomial
+//! ([`super::poly`]): *A-like* (moves with the row index and `i`, not the column), *B-like*
+//! (column and `i`, not the row), or neither (left as it is). A load may name only the
+//! row and column indices, the loop variable and kernel parameters. The loop body runs
+//! for the same `i` in the same order as before, so every output is computed exactly as
+//! the author wrote it (no reassociation).
+//!
+//! **Writes** one `__shared__` tile per distinct A-like or B-like load (padded by one),
+//! filled by a loop over the tile's elements in which the author's row, column and loop
+//! variable are redeclared for the element being loaded (so the load expression is the
+//! author's text), guarded by the author's bounds on that operand; `__syncthreads()`; the
+//! loop over the tile's `k` with the author's body, its A/B loads replaced by tile reads;
+//! `__syncthreads()`. PRE and the loop body run in every thread (a thread past the edge
+//! computes a value it never stores); POST runs under the author's bounds check. With
+//! several outputs per thread, each output gets its own copy of PRE's variables.
+//! Launch: block (BX, BY), grid dims `cdiv(X, B)` rescaled to the outputs a block covers.
+//! The block's shape is written into the code as literals (not read from `blockDim`): the
+//! tiles are sized for it, so a later block-size sweep must not apply.
+//!
+//! **Refuses**: another shape; global accesses in PRE, writes or barriers in the loop,
+//! `break`/`return` in it; a loop that is not counted with step 1 or whose bounds depend
+//! on the thread; a load moving with both the row and the column; loads that name other
+//! locals; a bounds check with a condition on both indices at once; no A-like or B-like
+//! load (nothing to share). A tensor-core variant is not written: f32 operands in TF32
+//! lose 13 bits of mantissa, which a spec's default f32 tolerance does not allow.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use tree_sitter::Node;
+
+use super::access::{collect_accesses, declare, Scope};
+use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
+use super::edits::{Edit, Edits};
+use super::elementwise::{thread_bound, ThreadBound};
+use super::grid2d::{match_2d, Launch2d, Shape2d, SHAPE_2D};
+use super::params::Params;
+use super::poly::{poly, Poly, Renamed};
+use super::tree::{
+    code_names, first_line, fresh, kernel_function, line_indent, named_children, newline, reindent,
+    text, walk,
+};
+use super::RewriteContext;
+use crate::syntax::{Lang, ParamKind};
+
+const ID: &str = "tile_matmul";
+
+/// One candidate's geometry: block (bx, by), outputs per thread (rm, rn), tile depth tk.
+#[derive(Clone, Copy, Debug)]
+struct Geometry {
+    bx: u64,
+    by: u64,
+    rm: u64,
+    rn: u64,
+    tk: u64,
+}
+
+impl Geometry {
+    fn bm(self) -> u64 {
+        self.by * self.rm
+    }
+    fn bn(self) -> u64 {
+        self.bx * self.rn
+    }
+    fn label(self) -> String {
+        if self.rm == 1 && self.rn == 1 {
+            format!(
+                "{}x{} shared tiles, block ({}, {})",
+                self.bm(),
+                self.bn(),
+                self.bx,
+                self.by
+            )
+        } else {
+            format!(
+                "{}x{} register block per thread, {}x{}x{} tiles, block ({}, {})",
+                self.rm,
+                self.rn,
+                self.bm(),
+                self.bn(),
+                self.tk,
+                self.bx,
+                self.by
+            )
+        }
+    }
+}
+
+pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
+    require_lang(cx, Lang::Cuda, ID)?;
+    current_plan(cx)?;
+    let p = Params(cx.params);
+    let tiles = p.uints_or_none("tiles", &[16, 32], 4..=32)?;
+    let blocks = p.uints_or_none("register_blocks", &[4, 8], 1..=8)?;
+    let k = &cx.kernel.name;
+    let src = cx.text;
+    let func = kernel_function(cx)
+        .ok_or_else(|| not_applicable(format!("`{k}`'s definition is not in the syntax tree")))?;
+    let shape = match_2d(src, func).map_err(|why| {
+        not_applicable(format!(
+            "`{k}` is not a 2-D one-thread-per-output kernel: {why}; {ID} needs {SHAPE_2D} with a loop over k"
+        ))
+    })?;
+    let na = |why: String| not_applicable(format!("`{k}` cannot be tiled: {why}"));
+    let mm = analyze(cx, &shape).map_err(na)?;
+    let launch = Launch2d::of(cx).map_err(na)?;
+    let mut geometries: Vec<Geometry> = tiles
+        .iter()
+        .map(|t| Geometry {
+            bx: *t,
+            by: *t,
+            rm: 1,
+            rn: 1,
+            tk: *t,
+        })
+        .collect();
+    for r in &blocks {
+        // 16 x 16 threads, r x r outputs each; a k-step that keeps each tile near 4 KiB.
+        geometries.push(Geometry {
+            bx: 16,
+            by: 16,
+            rm: *r,
+            rn: *r,
+            tk: (64 / r).clamp(4, 16),
+        });
+    }
+    let mut names = code_names(cx);
+    let mut drafts = Vec::new();
+    let mut dropped = Vec::new();
+    for g in geometries {
+        let label = g.label();
+        if g.bx * g.by > 1024 {
+            dropped.push(format!("{label}: more than 1024 threads"));
+            continue;
+        }
+        let mut e = Edits::new();
+        match launch.edits(g.bx, g.by, g.bn(), g.bm()) {
+            Ok(l) => {
+                e.extend(l);
+            }
+            Err(why) => {
+                dropped.push(format!("{label}: {why}"));
+                continue;
+            }
+        }
+        let mut local_names = names.clone();
+        let code = match emit(cx, &shape, &mm, g, &mut local_names) {
+            Ok(c) => c,
+            Err(why) => {
+                dropped.push(format!("{label}: {why}"));
+                continue;
+            }
+        };
+        e.extend([Edit::replace(shape.start..shape.end, code)]);
+        match e.apply(src) {
+            Ok(text) => drafts.push(Draft { label, text }),
+            Err(err) => dropped.push(format!("{label}: {err}")),
+        }
+    }
+    names.clear();
+    finish(cx, drafts, dropped)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Operand {
+    /// Moves with the row and `k`: tile `[BM][TK]`.
+    A,
+    /// Moves with the column and `k`: tile `[TK][BN]`.
+    B,
+}
+
+/// One distinct shared operand: its load text, where it occurs, its element type, and
+/// whether the load is coalesced along `k` (a row-major A, a column-major B) or along
+/// the row/column.
+struct Shared<'t> {
+    operand: Operand,
+    text: String,
+    nodes: Vec<Node<'t>>,
+    ty: String,
+    along_k: bool,
+}
+
+struct Matmul<'t> {
+    pre: Vec<Node<'t>>,
+    post: Vec<Node<'t>>,
+    /// The k loop, its variable and type, its start and bound (texts).
+    body: Node<'t>,
+    var: String,
+    var_ty: String,
+    start: String,
+    bound: String,
+    shared: Vec<Shared<'t>>,
+    /// Names PRE declares (each output gets its own copy).
+    pre_names: BTreeSet<String>,
+    /// The bounds check's conjuncts that name only the row, only the column, or neither.
+    row_cond: Vec<String>,
+    col_cond: Vec<String>,
+}
+
+fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Matmul<'t>, String> {
+    let src = cx.text;
+    let stmts: Vec<Node> = shape
+        .body
+        .iter()
+        .copied()
+        .filter(|n| n.kind() != "comment")
+        .collect();
+    let li = stmts
+        .iter()
+        .position(|s| s.kind() == "for_statement")
+        .ok_or("the guarded body has no `for` loop over k")?;
+    let l = stmts[li];
+    let (pre, post) = (stmts[..li].to_vec(), stmts[li + 1..].to_vec());
+    let mut scope = Scope::of_kernel(cx, src);
+    let mut pre_names = BTreeSet::new();
+    let mut err: Option<String> = None;
+    for s in &pre {
+        if s.kind() != "declaration" {
+            return Err(format!(
+                "`{}` comes before the k loop; only declarations may",
+                first_line(text(src, *s))
+            ));
+        }
+        let ty = s
+            .child_by_field_name("type")
+            .map(|t| text(src, t).to_string());
+        let mut c = s.walk();
+        for d in s.children_by_field_name("declarator", &mut c) {
+            declare(&mut scope, d, ty.as_deref(), &mut err);
+            let mut n = d;
+            while let Some(inner) = n.child_by_field_name("declarator") {
+                n = inner;
+            }
+            pre_names.insert(text(src, n).to_string());
+        }
+    }
+    if let Some(e) = err {
+        return Err(e);
+    }
+    for s in post.iter().chain(&pre) {
+        let mut bad = None;
+        walk(*s, &mut |n| {
+            if matches!(
+                n.kind(),
+                "for_statement" | "while_statement" | "do_statement"
+            ) {
+                bad = Some(format!("`{}` is a second loop", first_line(text(src, n))));
+            }
+            if let Some(ThreadBound::Collective(f)) = thread_bound(src, n) {
+                bad = Some(format!("the body calls `{f}`"));
+            }
+            bad.is_none()
+        });
+        if let Some(b) = bad {
+            return Err(b);
+        }
+    }
+    let mut pre_acc = Vec::new();
+    for s in &pre {
+        collect_accesses(&scope, *s, &mut pre_acc)?;
+    }
+    if let Some(a) = pre_acc.first() {
+        return Err(format!(
+            "`{}` reads global memory before the k loop; every thread of a tile runs that part, in bounds or not",
+            text(src, a.node)
+        ));
+    }
+    // The loop header.
+    let header = first_line(text(src, l)).to_string();
+    let not_counted = || format!("`{header}` is not `for (int i = S; i < K; i++)`");
+    let init = l
+        .child_by_field_name("initializer")
+        .ok_or_else(not_counted)?;
+    let (var, var_ty, start) = if init.kind() == "declaration" {
+        let mut c = init.walk();
+        let ds: Vec<Node> = init.children_by_field_name("declarator", &mut c).collect();
+        let [d] = ds.as_slice() else {
+            return Err(not_counted());
+        };
+        let name = d
+            .child_by_field_name("declarator")
+            .ok_or_else(not_counted)?;
+        let value = d.child_by_field_name("value").ok_or_else(not_counted)?;
+        let ty = init
+            .child_by_field_name("type")
+            .map_or("int", |t| text(src, t))
+            .to_string();
+        (text(src, name).to_string(), ty, value)
+    } else {
+        return Err(format!(
+            "{}; declare the loop variable in the loop",
+            not_counted()
+        ));
+    };
+    let cond = l.child_by_field_name("condition").ok_or_else(not_counted)?;
+    let (cl, cop, cr) = (
+        cond.child_by_field_name("left"),
+        cond.child_by_field_name("operator").map(|o| text(src, o)),
+        cond.child_by_field_name("right"),
+    );
+    let bound = match (cl, cop, cr) {
+        (Some(a), Some("<"), Some(b)) if text(src, a) == var => b,
+        (Some(a), Some(">"), Some(b)) if text(src, b) == var => a,
+        _ => return Err(not_counted()),
+    };
+    let update = l.child_by_field_name("update").ok_or_else(not_counted)?;
+    let u = text(src, update).replace(' ', "");
+    if ![
+        format!("{var}++"),
+        format!("++{var}"),
+        format!("{var}+=1"),
+        format!("{var}={var}+1"),
+    ]
+    .contains(&u)
+    {
+        return Err(format!("`{header}` does not step by 1"));
+    }
+    let params: BTreeSet<&str> = cx.kernel.params.iter().map(|p| p.name.as_str()).collect();
+    let uniform = |n: Node| {
+        let mut ok = true;
+        walk(n, &mut |x| {
+            if x.kind() == "identifier" && !params.contains(text(src, x)) {
+                ok = false;
+            }
+            if thread_bound(src, x).is_some() {
+                ok = false;
+            }
+            ok
+        });
+        ok
+    };
+    if !uniform(start) || !uniform(bound) {
+        return Err(format!(
+            "the bounds of `{header}` name more than kernel parameters; every thread of a tile must run the same steps"
+        ));
+    }
+    let body = l
+        .child_by_field_name("body")
+        .ok_or("the k loop has no body")?;
+    let mut bad = None;
+    walk(body, &mut |n| {
+        let t = text(src, n);
+        match n.kind() {
+            "return_statement" | "goto_statement" | "break_statement" => {
+                bad = Some(format!("`{}` leaves the k loop", first_line(t)));
+            }
+            "continue_statement" => {
+                let mut cur = n;
+                let mut nested = false;
+                while let Some(p) = cur.parent() {
+                    if p.id() == body.id() {
+                        break;
+                    }
+                    nested |= matches!(
+                        p.kind(),
+                        "for_statement" | "while_statement" | "do_statement"
+                    );
+                    cur = p;
+                }
+                if !nested {
+                    // `continue` in the k loop skips to the next k: the same in the tile loop.
+                }
+            }
+            "call_expression" | "field_expression" => match thread_bound(src, n) {
+                Some(ThreadBound::Collective(f)) => bad = Some(format!("the k loop calls `{f}`")),
+                Some(ThreadBound::Index(_)) => {
+                    bad = Some(format!(
+                        "the k loop reads `{t}`; in a tile it names another thread"
+                    ))
+                }
+                None => {}
+            },
+            "assignment_expression" | "update_expression" => {
+                let target = n
+                    .child_by_field_name("left")
+                    .or_else(|| n.child_by_field_name("argument"));
+                if target.is_some_and(|x| x.kind() == "identifier" && text(src, x) == var) {
+                    bad = Some(format!("`{t}` assigns the loop variable"));
+                }
+            }
+            "declaration" if t.contains("__shared__") => {
+                bad = Some("the k loop declares shared memory".into());
+            }
+            _ => {}
+        }
+        bad.is_none()
+    });
+    if let Some(b) = bad {
+        return Err(b);
+    }
+    let mut acc = Vec::new();
+    collect_accesses(&scope, body, &mut acc)?;
+    if let Some(w) = acc.iter().find(|a| a.write) {
+        return Err(format!(
+            "`{}` writes global memory inside the k loop",
+            first_line(text(src, w.node))
+        ));
+    }
+    // Row, column and loop variable renamed, so a polynomial says what a load moves with.
+    let names = Renamed(vec![
+        (&shape.y.name, "$r"),
+        (&shape.x.name, "$c"),
+        (&var, "$k"),
+    ]);
+    let mut shared: Vec<Shared> = Vec::new();
+    for a in &acc {
+        if a.parts.len() != 1 {
+            continue; // through an alias: leave it as it is
+        }
+        let p = a
+            .parts
+            .iter()
+            .fold(Poly::default(), |s, x| s.add(&poly(src, *x, &names), 1));
+        let moves = |v: &str| p.linear_in(v).map(|c| !c.is_zero());
+        let (r, c, kk) = (moves("$r"), moves("$c"), moves("$k"));
+        let op = match (r, c) {
+            (Some(true), Some(false)) => Operand::A,
+            (Some(false), Some(true)) => Operand::B,
+            (Some(true), Some(true)) => {
+                return Err(format!(
+                    "`{}` moves with both the row and the column; no tile serves it",
+                    text(src, a.node)
+                ))
+            }
+            _ => continue,
+        };
+        if kk != Some(true) {
+            continue; // the same for every k: no tile needed
+        }
+        // Only the indices, the loop variable and parameters: the load is re-evaluated
+        // for other elements with those redeclared.
+        let mut other = None;
+        walk(a.node, &mut |x| {
+            if x.kind() == "identifier" {
+                let t = text(src, x);
+                let known =
+                    t == shape.y.name || t == shape.x.name || t == var || params.contains(t);
+                if !known && other.is_none() {
+                    other = Some(t.to_string());
+                }
+            }
+            true
+        });
+        if let Some(o) = other {
+            return Err(format!(
+                "`{}` names `{o}`; a tile load may name only the indices, the loop variable and parameters",
+                text(src, a.node)
+            ));
+        }
+        let ktext: String = text(src, a.node).split_whitespace().collect();
+        let coef_k = p.linear_in("$k").and_then(|c| c.as_constant());
+        let coef_i = p
+            .linear_in(if op == Operand::A { "$r" } else { "$c" })
+            .and_then(|c| c.as_constant());
+        let along_k = coef_k == Some(1) || coef_i != Some(1);
+        let ty = cx
+            .kernel
+            .params
+            .iter()
+            .find_map(|q| match &q.kind {
+                ParamKind::Pointer { pointee, .. } if q.name == a.buffer => Some(pointee.clone()),
+                _ => None,
+            })
+            .ok_or("a load's buffer is not a pointer parameter")?;
+        match shared.iter_mut().find(|s| s.text == ktext) {
+            Some(s) => s.nodes.push(a.node),
+            None => shared.push(Shared {
+                operand: op,
+                text: ktext,
+                nodes: vec![a.node],
+                ty,
+                along_k,
+            }),
+        }
+    }
+    if shared.is_empty() {
+        return Err("no load in the k loop moves with k and only one of the row and the column; there is nothing to share".into());
+    }
+    // The bounds check, split into conjuncts on the row and on the column.
+    let (row_cond, col_cond) = split_bounds(cx, shape)?;
+    Ok(Matmul {
+        pre,
+        post,
+        body,
+        var,
+        var_ty,
+        start: text(src, start).to_string(),
+        bound: text(src, bound).to_string(),
+        shared,
+        pre_names,
+        row_cond,
+        col_cond,
+    })
+}
+
+/// The bounds check as conjuncts that hold for a row (naming no column) and for a column.
+fn split_bounds(
+    cx: &RewriteContext<'_>,
+    shape: &Shape2d<'_>,
+) -> Result<(Vec<String>, Vec<String>), String> {
+    let doc = crate::document::Document::new(
+        Lang::Cuda,
+        0,
+        &format!("bool f() {{ return {}; }}", shape.active),
+    );
+    let tree = doc.tree().ok_or("the bounds check does not parse")?;
+    let src = doc.text();
+    let mut ret = None;
+    walk(tree.root_node(), &mut |n| {
+        if n.kind() == "return_statement" && ret.is_none() {
+            ret = named_children(n).into_iter().next();
+        }
+        ret.is_none()
+    });
+    let e = ret.ok_or("the bounds check does not parse")?;
+    // `!(a || b)` is `!(a) && !(b)`.
+    let mut conj: Vec<String> = Vec::new();
+    fn split(src: &str, n: Node<'_>, neg: bool, out: &mut Vec<String>, depth: usize) {
+        let mut n = n;
+        if depth > 64 {
+            // Too deep to split: one conjunct naming both indices, refused below.
+            out.push(text(src, n).to_string());
+            return;
+        }
+        while n.kind() == "parenthesized_expression" {
+            match named_children(n).into_iter().next() {
+                Some(c) => n = c,
+                None => break,
+            }
+        }
+        if n.kind() == "unary_expression"
+            && n.child_by_field_name("operator").map(|o| text(src, o)) == Some("!")
+        {
+            if let Some(a) = n.child_by_field_name("argument") {
+                return split(src, a, !neg, out, depth + 1);
+            }
+        }
+        if n.kind() == "binary_expression" {
+            let op = n.child_by_field_name("operator").map(|o| text(src, o));
+            let joins = if neg { Some("||") } else { Some("&&") };
+            if op == joins {
+                if let (Some(l), Some(r)) = (
+                    n.child_by_field_name("left"),
+                    n.child_by_field_name("right"),
+                ) {
+                    split(src, l, neg, out, depth + 1);
+                    split(src, r, neg, out, depth + 1);
+                    return;
+                }
+            }
+        }
+        let t = text(src, n).to_string();
+        out.push(if neg { format!("!({t})") } else { t });
+    }
+    split(src, e, false, &mut conj, 0);
+    let mentions = |c: &str, name: &str| {
+        c.split(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
+            .any(|w| w == name)
+    };
+    let (mut rows, mut cols) = (Vec::new(), Vec::new());
+    for c in conj {
+        let (r, col) = (mentions(&c, &shape.y.name), mentions(&c, &shape.x.name));
+        match (r, col) {
+            (true, true) => {
+                return Err(format!(
+                    "the bounds check `{c}` ties the row and the column together; a tile load could not be guarded"
+                ))
+            }
+            (true, false) => rows.push(c),
+            (false, true) => cols.push(c),
+            (false, false) => {
+                rows.push(c.clone());
+                cols.push(c);
+            }
+        }
+    }
+    let _ = cx;
+    Ok((rows, cols))
+}
+
+/// `text` of `n` with PRE's names suffixed and shared loads replaced.
+fn rewrite_text(
+    src: &str,
+    n: Node<'_>,
+    renames: &BTreeMap<String, String>,
+    loads: &[(usize, String)],
+) -> String {
+    let mut e = Edits::new();
+    let load_nodes: BTreeMap<usize, &String> = loads.iter().map(|(id, t)| (*id, t)).collect();
+    walk(n, &mut |x| {
+        if let Some(t) = load_nodes.get(&x.id()) {
+            e.extend([Edit::replace(x.byte_range(), (*t).clone())]);
+            return false;
+        }
+        if x.kind() == "identifier" {
+            if let Some(r) = renames.get(text(src, x)) {
+                e.extend([Edit::replace(x.byte_range(), r.clone())]);
+            }
+        }
+        true
+    });
+    e.apply_within(src, n.byte_range())
+        .unwrap_or_else(|_| text(src, n).to_string())
+}
+
+fn emit(
+    cx: &RewriteContext<'_>,
+    shape: &Shape2d<'_>,
+    mm: &Matmul<'_>,
+    g: Geometry,
+    names: &mut BTreeSet<String>,
+) -> Result<String, String> {
+    let src = cx.text;
+    let nl = newline(src);
+    let ind = line_indent(src, shape.start).to_string();
+    let u = shape.unit.clone();
+    let (row, col) = (&shape.y, &shape.x);
+    let (bm, bn, tk) = (g.bm(), g.bn(), g.tk);
+    let outputs: Vec<(u64, u64)> = (0..g.rm)
+        .flat_map(|p| (0..g.rn).map(move |q| (p, q)))
+        .collect();
+    let single = outputs.len() == 1;
+    let k0 = fresh("k0", names);
+    let kk = fresh("kk", names);
+    let e = fresh("e", names);
+    let tile_names: Vec<String> = mm
+        .shared
+        .iter()
+        .map(|s| {
+            fresh(
+                if s.operand == Operand::A {
+                    "a_tile"
+                } else {
+                    "b_tile"
+                },
+                names,
+            )
+        })
+        .collect();
+    let row_of = |p: u64| {
+        if single {
+            row.name.clone()
+        } else {
+            format!("{}_{p}", row.name)
+        }
+    };
+    let col_of = |q: u64| {
+        if single {
+            col.name.clone()
+        } else {
+            format!("{}_{q}", col.name)
+        }
+    };
+    let suffix = |p: u64, q: u64| {
+        if single {
+            String::new()
+        } else {
+            format!("_{p}_{q}")
+        }
+    };
+    let renames = |p: u64, q: u64| -> BTreeMap<String, String> {
+        mm.pre_names
+            .iter()
+            .map(|n| (n.clone(), format!("{n}{}", suffix(p, q))))
+            .collect()
+    };
+    let mut o = String::new();
+    // Tiles.
+    for (s, t) in mm.shared.iter().zip(&tile_names) {
+        let dims = match s.operand {
+            Operand::A => format!("[{bm}][{tk} + 1]"),
+            Operand::B => format!("[{tk}][{bn} + 1]"),
+        };
+        o.push_str(&format!("__shared__ {} {t}{dims};{nl}{ind}", s.ty));
+    }
+    // Each output's coordinates.
+    if single {
+        o.push_str(&format!(
+            "{} {} = blockIdx.y * {bm} + threadIdx.y;{nl}{ind}{} {} = blockIdx.x * {bn} + threadIdx.x;{nl}{ind}",
+            row.ty, row.name, col.ty, col.name
+        ));
+    } else {
+        for p in 0..g.rm {
+            let off = if p == 0 {
+                String::new()
+            } else {
+                format!(" + {}", p * g.by)
+            };
+            o.push_str(&format!(
+                "{} {} = blockIdx.y * {bm} + threadIdx.y{off};{nl}{ind}",
+                row.ty,
+                row_of(p)
+            ));
+        }
+        for q in 0..g.rn {
+            let off = if q == 0 {
+                String::new()
+            } else {
+                format!(" + {}", q * g.bx)
+            };
+            o.push_str(&format!(
+                "{} {} = blockIdx.x * {bn} + threadIdx.x{off};{nl}{ind}",
+                col.ty,
+                col_of(q)
+            ));
+        }
+    }
+    // PRE, once per output.
+    for &(p, q) in &outputs {
+        for s in &mm.pre {
+            let mut t = rewrite_text(src, *s, &renames(p, q), &[]);
+            if !single {
+                // PRE may name the indices: give it this output's.
+                t = rename_words(&t, &[(&row.name, &row_of(p)), (&col.name, &col_of(q))]);
+            }
+            o.push_str(&format!("{t}{nl}{ind}"));
+        }
+    }
+    let i1 = format!("{ind}{u}");
+    let i2 = format!("{i1}{u}");
+    let i3 = format!("{i2}{u}");
+    let var = &mm.var;
+    o.push_str(&format!(
+        "for ({} {k0} = {}; {k0} < {}; {k0} += {tk}) {{{nl}",
+        mm.var_ty, mm.start, mm.bound
+    ));
+    // Cooperative loads: every thread of the block, each element of each tile once.
+    let threads = g.bx * g.by;
+    for (s, t) in mm.shared.iter().zip(&tile_names) {
+        let (rows_n, cond) = match s.operand {
+            Operand::A => (bm, &mm.row_cond),
+            Operand::B => (bn, &mm.col_cond),
+        };
+        let elems = rows_n * tk;
+        // Consecutive threads take consecutive addresses: along k for a row-major A or a
+        // column-major B, along the row or column otherwise.
+        let (ix, kx) = if s.along_k {
+            (format!("{e} / {tk}"), format!("{e} % {tk}"))
+        } else {
+            (format!("{e} % {rows_n}"), format!("{e} / {rows_n}"))
+        };
+        o.push_str(&format!(
+            "{i1}for (int {e} = threadIdx.y * {} + threadIdx.x; {e} < {elems}; {e} += {threads}) {{{nl}",
+            g.bx
+        ));
+        let (decl, slot) = match s.operand {
+            Operand::A => (
+                format!("{} {} = blockIdx.y * {bm} + {ix};", row.ty, row.name),
+                format!("{t}[{ix}][{kx}]"),
+            ),
+            Operand::B => (
+                format!("{} {} = blockIdx.x * {bn} + {ix};", col.ty, col.name),
+                format!("{t}[{kx}][{ix}]"),
+            ),
+        };
+        o.push_str(&format!(
+            "{i2}{decl}{nl}{i2}{} {var} = {k0} + {kx};{nl}",
+            mm.var_ty
+        ));
+        let mut guard: Vec<String> = cond.clone();
+        guard.push(format!("{var} < {}", mm.bound));
+        o.push_str(&format!(
+            "{i2}if ({}) {slot} = {};{nl}{i1}}}{nl}",
+            guard.join(" && "),
+            s.nodes.first().map_or("", |n| text(src, *n))
+        ));
+    }
+    o.push_str(&format!("{i1}__syncthreads();{nl}"));
+    // The tile's k steps, the author's body per output.
+    // The author's loop variable, where the body still names it outside its tiled loads.
+    let tiled: BTreeSet<usize> = mm
+        .shared
+        .iter()
+        .flat_map(|s| s.nodes.iter().map(|n| n.id()))
+        .collect();
+    let mut names_var = false;
+    walk(mm.body, &mut |x| {
+        if tiled.contains(&x.id()) {
+            return false;
+        }
+        names_var |= x.kind() == "identifier" && text(src, x) == var.as_str();
+        true
+    });
+    o.push_str(&format!(
+        "{i1}for (int {kk} = 0; {kk} < {tk} && {k0} + {kk} < {}; ++{kk}) {{{nl}",
+        mm.bound
+    ));
+    if names_var {
+        o.push_str(&format!("{i2}{} {var} = {k0} + {kk};{nl}", mm.var_ty));
+    }
+    for &(p, q) in &outputs {
+        let mut loads = Vec::new();
+        for (s, t) in mm.shared.iter().zip(&tile_names) {
+            let slot = match s.operand {
+                Operand::A => format!("{t}[threadIdx.y + {}][{kk}]", p * g.by),
+                Operand::B => format!("{t}[{kk}][threadIdx.x + {}]", q * g.bx),
+            };
+            let slot = slot.replace(" + 0]", "]");
+            for n in &s.nodes {
+                loads.push((n.id(), slot.clone()));
+            }
+        }
+        let stmts: Vec<Node> = if mm.body.kind() == "compound_statement" {
+            named_children(mm.body)
+        } else {
+            vec![mm.body]
+        };
+        let replaced: BTreeSet<usize> = loads.iter().map(|(id, _)| *id).collect();
+        let uses_index = |n: Node| {
+            let mut u = false;
+            walk(n, &mut |x| {
+                if replaced.contains(&x.id()) {
+                    return false;
+                }
+                u |= x.kind() == "identifier"
+                    && (text(src, x) == row.name || text(src, x) == col.name);
+                true
+            });
+            u
+        };
+        let shadow = if single || !stmts.iter().any(|s| uses_index(*s)) {
+            String::new()
+        } else {
+            format!(
+                " {} {} = {}; {} {} = {};",
+                row.ty,
+                row.name,
+                row_of(p),
+                col.ty,
+                col.name,
+                col_of(q)
+            )
+        };
+        let lines: Vec<String> = stmts
+            .iter()
+            .map(|st| {
+                let t = rewrite_text(src, *st, &renames(p, q), &loads);
+                reindent(&t, line_indent(src, st.start_byte()), &i3)
+            })
+            .collect();
+        if single && lines.len() == 1 && !lines[0].contains('\n') {
+            o.push_str(&format!("{i2}{}{nl}", lines[0]));
+        } else {
+            o.push_str(&format!("{i2}{{{shadow}{nl}"));
+            for l in &lines {
+                o.push_str(&format!("{i3}{l}{nl}"));
+            }
+            o.push_str(&format!("{i2}}}{nl}"));
+        }
+    }
+    o.push_str(&format!("{i1}}}{nl}{i1}__syncthreads();{nl}{ind}}}"));
+    // POST under the bounds check, per output.
+    for &(p, q) in &outputs {
+        if mm.post.is_empty() {
+            continue;
+        }
+        let depth = if single { i1.clone() } else { i2.clone() };
+        let body: Vec<String> = mm
+            .post
+            .iter()
+            .map(|s| {
+                let t = rewrite_text(src, *s, &renames(p, q), &[]);
+                reindent(&t, line_indent(src, s.start_byte()), &depth)
+            })
+            .collect();
+        let body = body.join(&format!("{nl}{depth}"));
+        if single {
+            o.push_str(&format!(
+                "{nl}{ind}if ({}) {{{nl}{i1}{body}{nl}{ind}}}",
+                shape.active
+            ));
+        } else {
+            o.push_str(&format!(
+                "{nl}{ind}{{{nl}{i1}{} {} = {}; {} {} = {};{nl}{i1}if ({}) {{{nl}{i2}{body}{nl}{i1}}}{nl}{ind}}}",
+                row.ty,
+                row.name,
+                row_of(p),
+                col.ty,
+                col.name,
+                col_of(q),
+                shape.active
+            ));
+        }
+    }
+    Ok(o)
+}
+
+/// `s` with whole-word occurrences renamed (`row` -> `row_1`, not `rows`).
+fn rename_words(s: &str, pairs: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        let w = pairs
+            .iter()
+            .find(|(from, _)| *from == word.as_str())
+            .map_or(word.as_str(), |(_, to)| to);
+        out.push_str(w);
+        word.clear();
+    };
+    for ch in s.chars() {
+        if ch.is_ascii_alphanumeric() || ch == '_' {
+            word.push(ch);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(ch);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,194 @@
+use expect_test::expect;
+use serde_json::json;
+
+use super::super::check::testing::{cuda, labels, not_applicable, show};
+use crate::syntax::Lang;
+
+const MATMUL: &str = include_str!("../../../../../examples/matmul_naive.cu");
+const FIXTURES: &str = include_str!("../../../../../tests/fixtures/rewrites/tiles/matmuls.cu");
+const SAXPY: &str = include_str!("../../../../../examples/saxpy.cu");
+const TRANSPOSE: &str = include_str!("../../../../../examples/transpose.cu");
+
+fn one(src: &str, kernel: &str, params: serde_json::Value) -> String {
+    let out = cuda(src, kernel, "tile_matmul", params).unwrap_or_else(|e| panic!("{kernel}: {e}"));
+    assert_eq!(out.len(), 1, "{:?}", labels(&out));
+    show(Lang::Cuda, src, &out[0], kernel)
+}
+
+#[test]
+fn the_naive_matmul_gets_tiles_and_register_blocks() {
+    let out = cuda(MATMUL, "matmul", "tile_matmul", json!({})).unwrap();
+    assert_eq!(
+        labels(&out),
+        [
+            "16x16 shared tiles, block (16, 16)",
+            "32x32 shared tiles, block (32, 32)",
+            "4x4 register block per thread, 64x64x16 tiles, block (16, 16)",
+            "8x8 register block per thread, 128x128x8 tiles, block (16, 16)"
+        ]
+    );
+    expect![[r#"
+        // @bench m = 1024, 67; n = 1024, 45; k = 1024, 33
+        // @bench a: in f32[m, k]; b: in f32[k, n]; c: out f32[m, n]
+        // @bench grid = (cdiv(n, 16), cdiv(m, 16)); block = (16, 16)
+        // @bench flops = 2 * m * n * k
+        // @bench rtol = 1e-3
+        extern "C" __global__ void matmul(int m, int n, int k, const float* a, const float* b, float* c) {
+            __shared__ float a_tile[16][16 + 1];
+            __shared__ float b_tile[16][16 + 1];
+            int row = blockIdx.y * 16 + threadIdx.y;
+            int col = blockIdx.x * 16 + threadIdx.x;
+            float acc = 0.0f;
+            for (int k0 = 0; k0 < k; k0 += 16) {
+                for (int e = threadIdx.y * 16 + threadIdx.x; e < 256; e += 256) {
+                    int row = blockIdx.y * 16 + e / 16;
+                    int i = k0 + e % 16;
+                    if (row < m && i < k) a_tile[e / 16][e % 16] = a[row * k + i];
+                }
+                for (int e = threadIdx.y * 16 + threadIdx.x; e < 256; e += 256) {
+                    int col = blockIdx.x * 16 + e % 16;
+                    int i = k0 + e / 16;
+                    if (col < n && i < k) b_tile[e / 16][e % 16] = b[i * n + col];
+                }
+                __syncthreads();
+                for (int kk = 0; kk < 16 && k0 + kk < k; ++kk) {
+                    acc += a_tile[threadIdx.y][kk] * b_tile[kk][threadIdx.x];
+                }
+                __syncthreads();
+            }
+            if (row < m && col < n) {
+                c[row * n + col] = acc;
+            }
+        }"#]].assert_eq(&one(MATMUL, "matmul", json!({"tiles": [16], "register_blocks": []})));
+}
+
+#[test]
+fn a_register_block_gives_each_output_its_own_accumulator() {
+    expect![[r#"
+        // @bench m = 1024, 67; n = 1024, 45; k = 1024, 33
+        // @bench a: in f32[m, k]; b: in f32[k, n]; c: out f32[m, n]
+        // @bench grid = (cdiv(n, 32), cdiv(m, 32)); block = (16, 16)
+        // @bench flops = 2 * m * n * k
+        // @bench rtol = 1e-3
+        extern "C" __global__ void matmul(int m, int n, int k, const float* a, const float* b, float* c) {
+            __shared__ float a_tile[32][16 + 1];
+            __shared__ float b_tile[16][32 + 1];
+            int row_0 = blockIdx.y * 32 + threadIdx.y;
+            int row_1 = blockIdx.y * 32 + threadIdx.y + 16;
+            int col_0 = blockIdx.x * 32 + threadIdx.x;
+            int col_1 = blockIdx.x * 32 + threadIdx.x + 16;
+            float acc_0_0 = 0.0f;
+            float acc_0_1 = 0.0f;
+            float acc_1_0 = 0.0f;
+            float acc_1_1 = 0.0f;
+            for (int k0 = 0; k0 < k; k0 += 16) {
+                for (int e = threadIdx.y * 16 + threadIdx.x; e < 512; e += 256) {
+                    int row = blockIdx.y * 32 + e / 16;
+                    int i = k0 + e % 16;
+                    if (row < m && i < k) a_tile[e / 16][e % 16] = a[row * k + i];
+                }
+                for (int e = threadIdx.y * 16 + threadIdx.x; e < 512; e += 256) {
+                    int col = blockIdx.x * 32 + e % 32;
+                    int i = k0 + e / 32;
+                    if (col < n && i < k) b_tile[e / 32][e % 32] = b[i * n + col];
+                }
+                __syncthreads();
+                for (int kk = 0; kk < 16 && k0 + kk < k; ++kk) {
+                    {
+                        acc_0_0 += a_tile[threadIdx.y][kk] * b_tile[kk][threadIdx.x];
+                    }
+                    {
+                        acc_0_1 += a_tile[threadIdx.y][kk] * b_tile[kk][threadIdx.x + 16];
+                    }
+                    {
+                        acc_1_0 += a_tile[threadIdx.y + 16][kk] * b_tile[kk][threadIdx.x];
+                    }
+                    {
+                        acc_1_1 += a_tile[threadIdx.y + 16][kk] * b_tile[kk][threadIdx.x + 16];
+                    }
+                }
+                __syncthreads();
+            }
+            {
+                int row = row_0; int col = col_0;
+                if (row < m && col < n) {
+                    c[row * n + col] = acc_0_0;
+                }
+            }
+            {
+                int row = row_0; int col = col_1;
+                if (row < m && col < n) {
+                    c[row * n + col] = acc_0_1;
+                }
+            }
+            {
+                int row = row_1; int col = col_0;
+                if (row < m && col < n) {
+                    c[row * n + col] = acc_1_0;
+                }
+            }
+            {
+                int row = row_1; int col = col_1;
+                if (row < m && col < n) {
+                    c[row * n + col] = acc_1_1;
+                }
+            }
+        }"#]].assert_eq(&one(MATMUL, "matmul", json!({"tiles": [], "register_blocks": [2]})));
+}
+
+#[test]
+fn a_transposed_operand_is_loaded_along_k_and_the_epilogue_keeps_its_reads() {
+    expect![[r#"
+        // C = alpha * A * B^T + beta * C in doubles: B is stored transposed, an early return,
+        // the column index declared first.
+        // @bench m = 300, 33; n = 200, 70; k = 150, 17
+        // @bench a: in f64[m, k]; b: in f64[n, k]; c: inout f64[m, n]
+        // @bench alpha = 1.5; beta = -0.5
+        // @bench grid = (cdiv(n, 16), cdiv(m, 16)); block = (16, 16)
+        extern "C" __global__ void gemm_nt(int m, int n, int k, double alpha, const double* __restrict__ a,
+                                           const double* __restrict__ b, double beta, double* __restrict__ c) {
+            __shared__ double a_tile[16][16 + 1];
+            __shared__ double b_tile[16][16 + 1];
+            const int i = blockIdx.y * 16 + threadIdx.y;
+            const int j = blockIdx.x * 16 + threadIdx.x;
+            double sum = 0.0;
+            for (int k0 = 0; k0 < k; k0 += 16) {
+                for (int e = threadIdx.y * 16 + threadIdx.x; e < 256; e += 256) {
+                    const int i = blockIdx.y * 16 + e / 16;
+                    int p = k0 + e % 16;
+                    if (!(i >= m) && p < k) a_tile[e / 16][e % 16] = a[(size_t)i * k + p];
+                }
+                for (int e = threadIdx.y * 16 + threadIdx.x; e < 256; e += 256) {
+                    const int j = blockIdx.x * 16 + e / 16;
+                    int p = k0 + e % 16;
+                    if (!(j >= n) && p < k) b_tile[e % 16][e / 16] = b[(size_t)j * k + p];
+                }
+                __syncthreads();
+                for (int kk = 0; kk < 16 && k0 + kk < k; ++kk) {
+                    sum += a_tile[threadIdx.y][kk] * b_tile[kk][threadIdx.x];
+                }
+                __syncthreads();
+            }
+            if (!(i >= m || j >= n)) {
+                c[(size_t)i * n + j] = alpha * sum + beta * c[(size_t)i * n + j];
+            }
+        }"#]].assert_eq(&one(FIXTURES, "gemm_nt", json!({"tiles": [16], "register_blocks": []})));
+}
+
+#[test]
+fn what_tiles_cannot_serve_is_refused_with_the_reason() {
+    let why = |src: &str, k: &str| not_applicable(cuda(src, k, "tile_matmul", json!({})));
+    expect!["`conv_rows` cannot be tiled: `x[row * (n + taps) + col + t]` moves with both the row and the column; no tile serves it"].assert_eq(&why(FIXTURES, "conv_rows"));
+    expect!["`ragged_rows` cannot be tiled: the bounds of `for (int i = 0; i < len[row]; ++i) s += a[row * k + i] * b[i * n + col];` name more than kernel parameters; every thread of a tile must run the same steps"].assert_eq(&why(FIXTURES, "ragged_rows"));
+    expect!["`saxpy` is not a 2-D one-thread-per-output kernel: `if (i < n) y[i] = a * x[i] + y[i];` comes before the thread indices; tile_matmul needs `int col = blockIdx.x * blockDim.x + threadIdx.x; int row = blockIdx.y * blockDim.y + threadIdx.y; if (row < m && col < n) { ... }` (or `if (row >= m || col >= n) return;`) with a loop over k"].assert_eq(&why(SAXPY, "saxpy"));
+    expect!["`transpose` cannot be tiled: the guarded body has no `for` loop over k"]
+        .assert_eq(&why(TRANSPOSE, "transpose"));
+    let writes = MATMUL.replace(
+        "acc += a[row * k + i] * b[i * n + col];",
+        "acc += a[row * k + i] * b[i * n + col];\n            c[row * n + col] = acc;",
+    );
+    expect!["`matmul` cannot be tiled: `c[row * n + col]` writes global memory inside the k loop"]
+        .assert_eq(&why(&writes, "matmul"));
+    let pre = MATMUL.replace("float acc = 0.0f;", "float acc = c[row * n + col];");
+    expect!["`matmul` cannot be tiled: `c[row * n + col]` reads global memory before the k loop; every thread of a tile runs that part, in bounds or not"].assert_eq(&why(&pre, "matmul"));
+}

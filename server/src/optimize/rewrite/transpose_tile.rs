@@ -1,0 +1,402 @@
+//! `transpose_tile`: a 2-D kernel whose reads are coalesced along one thread axis and whose
+//! one write is coalesced along the other (a transpose, `out[col * rows + row] =
+//! in[row * cols + col]`, or the same with the roles swapped) is staged through a padded
+//! `__shared__` tile: the block reads a 32x32 tile with neighbouring threads on
+//! neighbouring addresses, computes each value there, and writes the tile back with
+//! neighbouring threads on the write's neighbouring addresses. The tile has 33 columns,
+//! so the column-wise read of the second phase hits 32 different banks.
+//!
+//! **Matches** [`super::grid2d`]'s shape whose guarded body is local declarations and one
+//! global store, last, `out[G] = V;` (or a compound assignment). Every global load must
+//! be unit-stride along the *read axis* or not depend on it; `G` must be unit-stride
+//! along the other axis. Which axis is which comes from the index polynomials
+//! ([`super::poly`]).
+//!
+//! **Writes**: `__shared__ T tile[32][33]` (T the store's element type); a first loop in
+//! which `threadIdx.x` walks the read axis and `threadIdx.y` steps over the tile's other
+//! rows, running the body with the store replaced by a tile write; `__syncthreads()`; a
+//! second loop in which `threadIdx.x` walks the write axis and stores from the tile (the
+//! block's height is written as a literal, so a block-size sweep leaves it alone). The
+//! bounds check is evaluated for each element as the author wrote it. The launch becomes
+//! block (32, R) for R in param `rows_per_pass` (default [8, 16]) and each grid dim
+//! `cdiv(X, B)` becomes `cdiv(X, 32)`.
+//!
+//! **Refuses**: another shape; loops, barriers, atomics or `threadIdx` in the body; more
+//! than one store or a store that is not last; a read that is coalesced along neither
+//! axis; a write already coalesced along the read axis (nothing to gain); a store whose
+//! buffer the body also reads; a block or grid that is not literal `cdiv(X, B)` dims.
+
+use tree_sitter::Node;
+
+use super::access::{collect_accesses, declare, Scope};
+use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
+use super::edits::{Edit, Edits};
+use super::elementwise::{thread_bound, ThreadBound};
+use super::grid2d::{match_2d, Launch2d, Shape2d, SHAPE_2D};
+use super::params::Params;
+use super::poly::{poly, Poly, Renamed};
+use super::tree::{
+    code_names, first_line, fresh, kernel_function, line_indent, newline, reindent, text, walk,
+};
+use super::RewriteContext;
+use crate::syntax::{Lang, ParamKind};
+
+const ID: &str = "transpose_tile";
+const TILE: u64 = 32;
+
+/// `Some(true)`: unit-stride along `axis`; `Some(false)`: does not move along it; None:
+/// anything else.
+fn along(p: &Poly, axis: &str) -> Option<bool> {
+    let c = p.linear_in(axis)?;
+    if c.is_zero() {
+        return Some(false);
+    }
+    (c.as_constant() == Some(1)).then_some(true)
+}
+
+pub fn transpose_tile(cx: &RewriteContext<'_>) -> R {
+    require_lang(cx, Lang::Cuda, ID)?;
+    current_plan(cx)?;
+    let passes = Params(cx.params).uints("rows_per_pass", &[8, 16], 1..=32)?;
+    let k = &cx.kernel.name;
+    let src = cx.text;
+    let func = kernel_function(cx)
+        .ok_or_else(|| not_applicable(format!("`{k}`'s definition is not in the syntax tree")))?;
+    let shape = match_2d(src, func).map_err(|why| {
+        not_applicable(format!(
+            "`{k}` is not a 2-D one-thread-per-element kernel: {why}; {ID} needs {SHAPE_2D}"
+        ))
+    })?;
+    let na = |why: String| not_applicable(format!("`{k}` cannot be staged through a tile: {why}"));
+    let plan_body = analyze(cx, &shape).map_err(na)?;
+    let launch = Launch2d::of(cx).map_err(na)?;
+    let names = code_names(cx);
+
+    let mut drafts = Vec::new();
+    let mut dropped = Vec::new();
+    for r in passes {
+        let code = emit(cx, &shape, &plan_body, r, &mut names.clone());
+        let label = format!("{TILE}x{TILE} tile through shared memory, block (32, {r})");
+        let mut e = Edits::new();
+        match launch.edits(TILE, r, TILE, TILE) {
+            Ok(l) => {
+                e.extend(l);
+            }
+            Err(why) => {
+                dropped.push(format!("{label}: {why}"));
+                continue;
+            }
+        }
+        e.extend([Edit::replace(shape.start..shape.end, code.clone())]);
+        match e.apply(src) {
+            Ok(text) => drafts.push(Draft { label, text }),
+            Err(err) => dropped.push(format!("{label}: {err}")),
+        }
+    }
+    finish(cx, drafts, dropped)
+}
+
+/// What the guarded body is: statements before the store, the store, and the axes.
+struct Staged<'t> {
+    /// Statements before the store (declarations, comments).
+    before: Vec<Node<'t>>,
+    /// The store's target (`out[G]`), operator and value.
+    target: Node<'t>,
+    op: String,
+    value: Node<'t>,
+    /// The store's element type.
+    ty: String,
+    /// Reads are coalesced along x (true) or along y.
+    read_x: bool,
+}
+
+fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Staged<'t>, String> {
+    let src = cx.text;
+    let mut scope = Scope::of_kernel(cx, src);
+    let mut err = None;
+    for &s in &shape.body {
+        walk(s, &mut |n| {
+            if err.is_some() {
+                return false;
+            }
+            match n.kind() {
+                "for_statement" | "while_statement" | "do_statement" => {
+                    err = Some(format!(
+                        "`{}` loops inside the element's body",
+                        first_line(text(src, n))
+                    ))
+                }
+                "return_statement" | "goto_statement" | "break_statement"
+                | "continue_statement" => {
+                    err = Some(format!(
+                        "`{}` leaves the element's body",
+                        first_line(text(src, n))
+                    ))
+                }
+                "call_expression" | "field_expression" => match thread_bound(src, n) {
+                    Some(ThreadBound::Collective(f)) => err = Some(format!("the body calls `{f}`")),
+                    Some(ThreadBound::Index(_)) => {
+                        err = Some(format!(
+                            "the body reads `{}`; in a tile it names another element",
+                            text(src, n)
+                        ))
+                    }
+                    None => {
+                        let f = n
+                            .child_by_field_name("function")
+                            .map_or("", |f| text(src, f));
+                        if f.starts_with("atomic") {
+                            err = Some(format!("`{}` is an atomic", text(src, n)));
+                        }
+                    }
+                },
+                "declaration" => {
+                    if text(src, n).contains("__shared__") {
+                        err = Some("the body declares shared memory".into());
+                    }
+                    let ty = n
+                        .child_by_field_name("type")
+                        .map(|t| text(src, t).to_string());
+                    let mut c = n.walk();
+                    for d in n.children_by_field_name("declarator", &mut c) {
+                        declare(&mut scope, d, ty.as_deref(), &mut err);
+                    }
+                }
+                _ => {}
+            }
+            true
+        });
+    }
+    if let Some(e) = err {
+        return Err(e);
+    }
+    if scope.pointers.values().any(|a| a.offset.is_some()) {
+        return Err(
+            "the body makes a pointer into a buffer; kernel-lsp stages plain subscripts only"
+                .into(),
+        );
+    }
+    let stmts: Vec<Node> = shape
+        .body
+        .iter()
+        .copied()
+        .filter(|n| n.kind() != "comment")
+        .collect();
+    let (last, before) = stmts.split_last().ok_or("the body is empty")?;
+    let mut accesses = Vec::new();
+    for &s in &shape.body {
+        collect_accesses(&scope, s, &mut accesses)?;
+    }
+    let stores: Vec<_> = accesses.iter().filter(|a| a.write).collect();
+    let [store] = stores.as_slice() else {
+        return Err(format!(
+            "the body has {} global stores; a tile stages exactly one",
+            stores.len()
+        ));
+    };
+    let asg = (last.kind() == "expression_statement")
+        .then(|| last.named_child(0))
+        .flatten()
+        .filter(|a| a.kind() == "assignment_expression")
+        .filter(|a| {
+            a.child_by_field_name("left")
+                .is_some_and(|l| l.id() == store.node.id())
+        })
+        .ok_or_else(|| {
+            format!(
+                "the store `{}` is not the body's last statement",
+                first_line(text(src, store.node))
+            )
+        })?;
+    // The second pass evaluates the write's address without the body's locals.
+    let mut locals = std::collections::BTreeSet::new();
+    for b in before {
+        walk(*b, &mut |n| {
+            if n.kind() == "init_declarator" || n.kind() == "declaration" {
+                let mut c = n.walk();
+                for d in n.children_by_field_name("declarator", &mut c) {
+                    let mut d = d;
+                    while let Some(inner) = d.child_by_field_name("declarator") {
+                        d = inner;
+                    }
+                    locals.insert(text(src, d).to_string());
+                }
+            }
+            true
+        });
+    }
+    let mut uses_local = None;
+    walk(store.node, &mut |n| {
+        if n.kind() == "identifier" && locals.contains(text(src, n)) {
+            uses_local = Some(text(src, n).to_string());
+        }
+        true
+    });
+    if let Some(l) = uses_local {
+        return Err(format!(
+            "the write `{}` names `{l}`, which the body computes; the second pass writes without the body",
+            text(src, store.node)
+        ));
+    }
+    let op = asg
+        .child_by_field_name("operator")
+        .map_or("=", |o| text(src, o))
+        .to_string();
+    let value = asg
+        .child_by_field_name("right")
+        .ok_or("the store has no value")?;
+    // Both thread indices renamed, so a polynomial says how an address moves along each.
+    let axes = Renamed(vec![(&shape.x.name, "$x"), (&shape.y.name, "$y")]);
+    let addr = |parts: &[Node<'t>]| {
+        parts
+            .iter()
+            .fold(Poly::default(), |acc, p| acc.add(&poly(src, *p, &axes), 1))
+    };
+    let sp = addr(&store.parts);
+    if sp.tainted() || sp.linear_in("$x").is_none() || sp.linear_in("$y").is_none() {
+        return Err(format!(
+            "the write `{}` goes to an address that is not linear in the thread indices; that each element has its own cannot be told",
+            text(src, store.node)
+        ));
+    }
+    let (sx, sy) = (along(&sp, "$x"), along(&sp, "$y"));
+    // The write's coalesced axis; the reads must be coalesced along the other.
+    let read_x = match (sx, sy) {
+        (Some(true), Some(true)) => {
+            return Err(format!(
+                "the write `{}` moves along both thread axes at once",
+                text(src, store.node)
+            ))
+        }
+        (_, Some(true)) => true,
+        (Some(true), _) => false,
+        _ => {
+            return Err(format!(
+                "the write `{}` is unit-stride along neither thread axis",
+                text(src, store.node)
+            ))
+        }
+    };
+    let (r, w) = if read_x { ("x", "y") } else { ("y", "x") };
+    let mut along_read = 0;
+    for a in accesses.iter().filter(|a| !a.write) {
+        if a.buffer == store.buffer {
+            return Err(format!(
+                "the body reads `{}`, the buffer it writes; staged, it would read another element's old value",
+                a.buffer
+            ));
+        }
+        let p = addr(&a.parts);
+        match along(&p, &format!("${r}")) {
+            Some(true) => along_read += 1,
+            // The same for every thread along the read axis: a broadcast there.
+            Some(false) => {}
+            None if along(&p, &format!("${w}")) == Some(true) => {
+                return Err(format!(
+                    "the read `{}` and the write `{}` are both coalesced along {w}; there is nothing to transpose",
+                    text(src, a.node),
+                    text(src, store.node)
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "the read `{}` is coalesced along neither thread axis; staging it would not help",
+                    text(src, a.node)
+                ))
+            }
+        }
+    }
+    if along_read == 0 {
+        return Err(format!(
+            "no read is coalesced along {r}, the axis the write `{}` is not coalesced along",
+            text(src, store.node)
+        ));
+    }
+    let ty = cx
+        .kernel
+        .params
+        .iter()
+        .find_map(|p| match &p.kind {
+            ParamKind::Pointer { pointee, .. } if p.name == store.buffer => Some(pointee.clone()),
+            _ => None,
+        })
+        .ok_or("the store's buffer is not a pointer parameter")?;
+    Ok(Staged {
+        before: before.to_vec(),
+        target: store.node,
+        op,
+        value,
+        ty,
+        read_x,
+    })
+}
+
+fn emit(
+    cx: &RewriteContext<'_>,
+    shape: &Shape2d<'_>,
+    st: &Staged<'_>,
+    rows: u64,
+    names: &mut std::collections::BTreeSet<String>,
+) -> String {
+    let src = cx.text;
+    let nl = newline(src);
+    let ind = line_indent(src, shape.start).to_string();
+    let u = &shape.unit;
+    let (i1, i2) = (format!("{ind}{u}"), format!("{ind}{u}{u}"));
+    let tile = fresh("tile", names);
+    let j = fresh("tile_row", names);
+    let (x, y) = (&shape.x, &shape.y);
+    // Phase 1: threadIdx.x along the read axis; phase 2: along the write axis.
+    let coords = |x_fast: bool| {
+        let fast = "threadIdx.x".to_string();
+        let (xv, yv) = if x_fast {
+            (
+                format!("blockIdx.x * {TILE} + {fast}"),
+                format!("blockIdx.y * {TILE} + {j}"),
+            )
+        } else {
+            (
+                format!("blockIdx.x * {TILE} + {j}"),
+                format!("blockIdx.y * {TILE} + {fast}"),
+            )
+        };
+        format!(
+            "{i1}{} {} = {xv};{nl}{i1}{} {} = {yv};{nl}",
+            x.ty, x.name, y.ty, y.name
+        )
+    };
+    let from = st.before.first().map_or(String::new(), |n| {
+        line_indent(src, n.start_byte()).to_string()
+    });
+    let mut o = format!(
+        "__shared__ {} {tile}[{TILE}][{TILE} + 1];  // + 1: the column-wise reads below hit 32 banks{nl}",
+        st.ty
+    );
+    o.push_str(&format!(
+        "{ind}for (int {j} = threadIdx.y; {j} < {TILE}; {j} += {rows}) {{{nl}"
+    ));
+    o.push_str(&coords(st.read_x));
+    o.push_str(&format!("{i1}if ({}) {{{nl}", shape.active));
+    for s in &st.before {
+        o.push_str(&format!("{i2}{}{nl}", reindent(text(src, *s), &from, &i2)));
+    }
+    o.push_str(&format!(
+        "{i2}{tile}[{j}][threadIdx.x] = {};{nl}{i1}}}{nl}{ind}}}{nl}",
+        text(src, st.value)
+    ));
+    o.push_str(&format!("{ind}__syncthreads();{nl}"));
+    o.push_str(&format!(
+        "{ind}for (int {j} = threadIdx.y; {j} < {TILE}; {j} += {rows}) {{{nl}"
+    ));
+    o.push_str(&coords(!st.read_x));
+    o.push_str(&format!(
+        "{i1}if ({}) {} {} {tile}[threadIdx.x][{j}];{nl}{ind}}}",
+        shape.active,
+        text(src, st.target),
+        st.op
+    ));
+    o
+}
+
+#[cfg(test)]
+mod tests;

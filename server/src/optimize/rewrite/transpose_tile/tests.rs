@@ -1,0 +1,140 @@
+use expect_test::expect;
+use serde_json::json;
+
+use super::super::check::testing::{cuda, labels, not_applicable, show};
+use crate::syntax::Lang;
+
+const TRANSPOSE: &str = include_str!("../../../../../examples/transpose.cu");
+const FIXTURES: &str = include_str!("../../../../../tests/fixtures/rewrites/tiles/transposes.cu");
+const MATMUL: &str = include_str!("../../../../../examples/matmul_naive.cu");
+const SAXPY: &str = include_str!("../../../../../examples/saxpy.cu");
+
+fn one(src: &str, kernel: &str) -> String {
+    let out = cuda(
+        src,
+        kernel,
+        "transpose_tile",
+        json!({ "rows_per_pass": [8] }),
+    )
+    .unwrap_or_else(|e| panic!("{kernel}: {e}"));
+    assert_eq!(out.len(), 1, "{:?}", labels(&out));
+    show(Lang::Cuda, src, &out[0], kernel)
+}
+
+#[test]
+fn a_transpose_is_staged_through_a_padded_tile() {
+    let out = cuda(TRANSPOSE, "transpose", "transpose_tile", json!({})).unwrap();
+    assert_eq!(
+        labels(&out),
+        [
+            "32x32 tile through shared memory, block (32, 8)",
+            "32x32 tile through shared memory, block (32, 16)"
+        ]
+    );
+    expect![[r#"
+        // @bench rows = 8192, 1000; cols = 4096, 333
+        // @bench src: in f32[rows, cols]; dst: out f32[cols, rows]
+        // @bench grid = (cdiv(cols, 32), cdiv(rows, 32)); block = (32, 8)
+        extern "C" __global__ void transpose(const float* src, float* dst, int rows, int cols) {
+            __shared__ float tile[32][32 + 1];  // + 1: the column-wise reads below hit 32 banks
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+                int col = blockIdx.x * 32 + threadIdx.x;
+                int row = blockIdx.y * 32 + tile_row;
+                if (row < rows && col < cols) {
+                    tile[tile_row][threadIdx.x] = src[row * cols + col];
+                }
+            }
+            __syncthreads();
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+                int col = blockIdx.x * 32 + tile_row;
+                int row = blockIdx.y * 32 + threadIdx.x;
+                if (row < rows && col < cols) dst[col * rows + row] = tile[threadIdx.x][tile_row];
+            }
+        }"#]]
+    .assert_eq(&one(TRANSPOSE, "transpose"));
+}
+
+#[test]
+fn an_early_return_and_locals_run_in_the_read_phase() {
+    expect![[r#"
+        // Doubles, an early return, the row index declared first, a scale and a bias per row.
+        // @bench n = 1000, 77; m = 900, 130
+        // @bench a: in f64[n, m]; bias: in f64[n]; at: out f64[m, n]
+        // @bench alpha = 0.5
+        // @bench grid = (cdiv(m, 32), cdiv(n, 32)); block = (32, 8)
+        extern "C" __global__ void scaled_transpose(int n, int m, double alpha, const double* __restrict__ a,
+                                                    const double* __restrict__ bias, double* __restrict__ at) {
+            __shared__ double tile[32][32 + 1];  // + 1: the column-wise reads below hit 32 banks
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+                const int j = blockIdx.x * 32 + threadIdx.x;
+                const int i = blockIdx.y * 32 + tile_row;
+                if (!(i >= n || j >= m)) {
+                    double v = alpha * a[(size_t)i * m + j];
+                    tile[tile_row][threadIdx.x] = v + bias[i];
+                }
+            }
+            __syncthreads();
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+                const int j = blockIdx.x * 32 + tile_row;
+                const int i = blockIdx.y * 32 + threadIdx.x;
+                if (!(i >= n || j >= m)) at[(size_t)j * n + i] = tile[threadIdx.x][tile_row];
+            }
+        }"#]].assert_eq(&one(FIXTURES, "scaled_transpose"));
+}
+
+#[test]
+fn reads_down_columns_swap_the_phases() {
+    expect![[r#"
+        // The other way round: reads walk down a column, the write is coalesced; a sum of two
+        // transposed inputs accumulated into the output.
+        // @bench rows = 700, 33; cols = 500, 65
+        // @bench p: in f32[cols, rows]; q: in f32[cols, rows]; out: inout f32[rows, cols]
+        // @bench grid = (cdiv(cols, 32), cdiv(rows, 32)); block = (32, 8)
+        extern "C" __global__ void add_transposed(const float* p, const float* q, float* out, int rows, int cols) {
+            __shared__ float tile[32][32 + 1];  // + 1: the column-wise reads below hit 32 banks
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+                int x = blockIdx.x * 32 + tile_row;
+                int y = blockIdx.y * 32 + threadIdx.x;
+                if (x < cols && y < rows) {
+                    tile[tile_row][threadIdx.x] = p[x * rows + y] + q[x * rows + y];
+                }
+            }
+            __syncthreads();
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+                int x = blockIdx.x * 32 + threadIdx.x;
+                int y = blockIdx.y * 32 + tile_row;
+                if (x < cols && y < rows) out[y * cols + x] += tile[threadIdx.x][tile_row];
+            }
+        }"#]].assert_eq(&one(FIXTURES, "add_transposed"));
+}
+
+#[test]
+fn what_a_tile_cannot_help_is_refused_with_the_reason() {
+    let why = |src: &str, k: &str| not_applicable(cuda(src, k, "transpose_tile", json!({})));
+    expect!["`permute_transpose` cannot be staged through a tile: the write `b[perm[c] * rows + r]` goes to an address that is not linear in the thread indices; that each element has its own cannot be told"].assert_eq(&why(FIXTURES, "permute_transpose"));
+    expect!["`copy2d` cannot be staged through a tile: the read `a[r * cols + c]` and the write `b[r * cols + c]` are both coalesced along x; there is nothing to transpose"].assert_eq(&why(FIXTURES, "copy2d"));
+    expect!["`symmetrize` cannot be staged through a tile: the body reads `a`, the buffer it writes; staged, it would read another element's old value"].assert_eq(&why(FIXTURES, "symmetrize"));
+    expect!["`matmul` cannot be staged through a tile: `for (int i = 0; i < k; ++i)` loops inside the element's body"].assert_eq(&why(MATMUL, "matmul"));
+    expect!["`saxpy` is not a 2-D one-thread-per-element kernel: `if (i < n) y[i] = a * x[i] + y[i];` comes before the thread indices; transpose_tile needs `int col = blockIdx.x * blockDim.x + threadIdx.x; int row = blockIdx.y * blockDim.y + threadIdx.y; if (row < m && col < n) { ... }` (or `if (row >= m || col >= n) return;`)"].assert_eq(&why(SAXPY, "saxpy"));
+    let local = TRANSPOSE.replace(
+        "dst[col * rows + row] = src[row * cols + col];",
+        "int at = col * rows + row;\n        dst[at] = src[row * cols + col];",
+    );
+    assert_ne!(local, TRANSPOSE);
+    expect!["`transpose` cannot be staged through a tile: the write `dst[at]` names `at`, which the body computes; the second pass writes without the body"].assert_eq(&why(&local, "transpose"));
+    let two = TRANSPOSE.replace(
+        "dst[col * rows + row] = src[row * cols + col];",
+        "dst[col * rows + row] = src[row * cols + col];\n        dst[0] = 1.0f;",
+    );
+    expect!["`transpose` cannot be staged through a tile: the body has 2 global stores; a tile stages exactly one"].assert_eq(&why(&two, "transpose"));
+    let tunable = TRANSPOSE
+        .replace(
+            "block = (16, 16)",
+            "block = (B, B)\n// @bench tune B in [16, 32]",
+        )
+        .replace(
+            "cdiv(cols, 16), cdiv(rows, 16)",
+            "cdiv(cols, B), cdiv(rows, B)",
+        );
+    expect!["`transpose` cannot be staged through a tile: `block = (B, B)` is not a 2-D block of literals"].assert_eq(&why(&tunable, "transpose"));
+}

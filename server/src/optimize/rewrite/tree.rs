@@ -1,0 +1,125 @@
+//! tree-sitter helpers the CUDA rewrites share: node text, walks, the kernel's
+//! definition node, indentation, and splicing replacements into a slice of the text.
+
+use std::collections::BTreeSet;
+
+use tree_sitter::Node;
+
+use super::edits::{EditError, Edits};
+use super::RewriteContext;
+use crate::syntax::ByteRange;
+
+pub(super) fn text<'s>(src: &'s str, n: Node<'_>) -> &'s str {
+    src.get(n.byte_range()).unwrap_or("")
+}
+
+pub(super) fn first_line(s: &str) -> &str {
+    let l = s.lines().next().unwrap_or("").trim_end();
+    l.trim_end_matches('{').trim_end()
+}
+
+/// Pre-order walk; `f` returns whether to visit the node's children.
+pub(super) fn walk<'t>(node: Node<'t>, f: &mut dyn FnMut(Node<'t>) -> bool) {
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        if f(n) {
+            let mut c = n.walk();
+            let children: Vec<Node<'t>> = n.children(&mut c).collect();
+            stack.extend(children.into_iter().rev());
+        }
+    }
+}
+
+pub(super) fn named_children(n: Node<'_>) -> Vec<Node<'_>> {
+    let mut c = n.walk();
+    n.named_children(&mut c).collect()
+}
+
+/// The kernel's `function_definition` node.
+pub(super) fn kernel_function<'a>(cx: &RewriteContext<'a>) -> Option<Node<'a>> {
+    let r = &cx.kernel.name_range;
+    let mut n = cx
+        .tree
+        .root_node()
+        .descendant_for_byte_range(r.start, r.end)?;
+    loop {
+        if n.kind() == "function_definition" {
+            return Some(n);
+        }
+        n = n.parent()?;
+    }
+}
+
+/// The leading whitespace of the line holding byte `pos`.
+pub(super) fn line_indent(src: &str, pos: usize) -> &str {
+    let start = src[..pos].rfind('\n').map_or(0, |i| i + 1);
+    let line = &src[start..];
+    &line[..line.len() - line.trim_start_matches([' ', '\t']).len()]
+}
+
+/// Lines after the first that start with `from` start with `to` instead.
+pub(super) fn reindent(s: &str, from: &str, to: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for (i, line) in s.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+            if !line.trim().is_empty() {
+                if let Some(rest) = line.strip_prefix(from) {
+                    out.push_str(to);
+                    out.push_str(rest);
+                    continue;
+                }
+            }
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+/// `src[span]` with the replacements made (they lie inside `span` and do not overlap).
+pub(super) fn render(
+    src: &str,
+    span: &ByteRange,
+    reps: &[(ByteRange, String)],
+) -> Result<String, EditError> {
+    Edits::from_pairs(reps.iter().cloned()).apply_within(src, span.clone())
+}
+
+/// Every name the file's code uses (identifiers, fields, types, macro names), not the
+/// words of its comments: what a new local must not shadow or collide with.
+pub(super) fn code_names(cx: &RewriteContext<'_>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    walk(cx.tree.root_node(), &mut |n| {
+        if n.kind() == "comment" {
+            return false;
+        }
+        if n.child_count() == 0 {
+            let t = text(cx.text, n);
+            if t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+                out.insert(t.to_string());
+            }
+        }
+        true
+    });
+    out
+}
+
+/// `base`, or `base_2`, `base_3`, ... : the first that is not taken (and now is).
+pub(super) fn fresh(base: &str, taken: &mut BTreeSet<String>) -> String {
+    let mut name = base.to_string();
+    let mut n = 2;
+    while taken.contains(&name) {
+        name = format!("{base}_{n}");
+        n += 1;
+    }
+    taken.insert(name.clone());
+    name
+}
+
+pub(super) fn newline(src: &str) -> &'static str {
+    if src.contains("\r\n") {
+        "\r\n"
+    } else {
+        "\n"
+    }
+}

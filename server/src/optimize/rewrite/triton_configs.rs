@@ -1,0 +1,334 @@
+//! `triton_configs`: one sweep over a grid of launch configurations — every block-size
+//! `tl.constexpr` the spec sets as a power-of-two literal (halved, kept, doubled; also
+//! quadrupled outside a `tl.dot`) ×
+//! `num_warps` × `num_stages` — pruned by what the device can hold, ranked, and the best
+//! few offered, in place of one knob at a time (`triton_block`, `triton_num_warps`,
+//! `triton_num_stages` move one value and keep the others; the best configuration often
+//! needs several to move together).
+//!
+//! For a kernel that multiplies tiles (`tl.dot`, an accumulator `tl.zeros((BM, BN))`,
+//! a loop `range(..., ..., BK)`), a configuration is kept when its pipelined tiles fit in
+//! shared memory (`num_stages × (BM·BK + BK·BN) × element bytes` ≤ 227 KiB) and its
+//! accumulator in registers (`BM·BN / (32·num_warps)` ≤ 128 per thread, as f32), and
+//! ranked by the tile's arithmetic intensity `BM·BN / (BM + BN)` times the warps an SM
+//! can keep resident (up to 16) and by a deeper k step (+15% per doubling of BK over 16),
+//! with fewer than 3 stages counted as 20% worse. For
+//! other kernels every block holds `BLOCK / (32·num_warps)` elements per thread; 1 to 64
+//! are kept, ranked closest to 8 (a few vector loads per thread). Param
+//! `max_candidates` (default 12) bounds what is verified and timed.
+//!
+//! **Refuses** kernels with no such literal block size (a size from a `tune` line is
+//! `tunable_sweep`'s), and a spec that tunes `num_warps` or `num_stages`.
+
+use std::collections::BTreeMap;
+
+use super::check::{current_plan, finish, not_applicable, require_lang, set_spec_values, Draft, R};
+use super::params::Params;
+use super::tree::{kernel_function, named_children, text, walk};
+use super::triton_launch::{DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS};
+use super::RewriteContext;
+use crate::optimize::edit;
+use crate::spec::{Arg, DType, Launch, Role, TunableKind};
+use crate::syntax::{Lang, ParamKind};
+
+const ID: &str = "triton_configs";
+/// Shared memory one program may use on the device kernel-lsp targets (H100: 227 KiB).
+const SMEM_BYTES: u64 = 227 * 1024;
+
+/// The tile roles of a kernel that multiplies tiles.
+struct DotShape {
+    bm: String,
+    bn: String,
+    bk: String,
+    elem_bytes: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Config {
+    blocks: BTreeMap<String, u64>,
+    warps: u64,
+    stages: u64,
+    score: f64,
+}
+
+pub fn triton_configs(cx: &RewriteContext<'_>) -> R {
+    require_lang(cx, Lang::Triton, ID)?;
+    let plan = current_plan(cx)?;
+    let p = Params(cx.params);
+    let max = p.uints("max_candidates", &[12], 1..=64)?[0] as usize;
+    let warps_list = p.uints("num_warps", &[2, 4, 8], 1..=32)?;
+    let stages_list = p.uints("num_stages", &[2, 3, 4], 1..=8)?;
+    let k = &cx.kernel.name;
+    let na =
+        |why: String| not_applicable(format!("`{k}` has no configuration grid to sweep: {why}"));
+    if plan.tunables.iter().any(|t| {
+        t.values.len() > 1 && matches!(t.kind, TunableKind::NumWarps | TunableKind::NumStages)
+    }) {
+        return Err(na(
+            "the spec tunes `num_warps` or `num_stages` itself; tunable_sweep covers it".into(),
+        ));
+    }
+    // Block sizes: literal powers of two, not tuned.
+    let mut blocks: BTreeMap<String, u64> = BTreeMap::new();
+    let mut reasons = Vec::new();
+    for prm in cx
+        .kernel
+        .params
+        .iter()
+        .filter(|p| matches!(p.kind, ParamKind::Constexpr))
+    {
+        let name = &prm.name;
+        if plan
+            .tunables
+            .iter()
+            .any(|t| t.name == *name && t.values.len() > 1)
+        {
+            reasons.push(format!(
+                "`{name}` has a `tune` line (tunable_sweep covers it)"
+            ));
+            continue;
+        }
+        let Some(v) = edit::spec_assignment(cx.kernel, name)
+            .and_then(|a| a.text.parse::<u64>().ok())
+            .filter(|v| v.is_power_of_two() && *v >= 16)
+        else {
+            reasons.push(format!(
+                "`{name}` is not set to a power-of-two literal of at least 16"
+            ));
+            continue;
+        };
+        blocks.insert(name.clone(), v);
+    }
+    if blocks.is_empty() {
+        return Err(na(if reasons.is_empty() {
+            "it has no `tl.constexpr` parameter".into()
+        } else {
+            reasons.join("; ")
+        }));
+    }
+    let (cur_warps, cur_stages) = match plan.cases.first().map(|c| &c.launch) {
+        Some(Launch::Triton {
+            num_warps,
+            num_stages,
+            ..
+        }) => (
+            num_warps.unwrap_or(DEFAULT_NUM_WARPS),
+            num_stages.unwrap_or(DEFAULT_NUM_STAGES),
+        ),
+        _ => (DEFAULT_NUM_WARPS, DEFAULT_NUM_STAGES),
+    };
+    let dot = dot_shape(
+        cx,
+        &plan
+            .cases
+            .first()
+            .map(|c| c.args.clone())
+            .unwrap_or_default(),
+        &blocks,
+    );
+    let has_loop = {
+        let mut l = false;
+        if let Some(f) = kernel_function(cx) {
+            walk(f, &mut |n| {
+                l |= n.kind() == "for_statement";
+                true
+            });
+        }
+        l
+    };
+    let stages_list: Vec<u64> = if has_loop {
+        stages_list
+    } else {
+        vec![cur_stages]
+    };
+    // The grid: each block size halved, kept or doubled.
+    let mut combos: Vec<BTreeMap<String, u64>> = vec![BTreeMap::new()];
+    for (name, v) in &blocks {
+        let (lo, hi) = match &dot {
+            Some(d) if *name == d.bk => (16, 128),
+            Some(_) => (16, 256),
+            None => (16, 16384),
+        };
+        // Tiles of a dot move by one factor of two; other blocks may also grow fourfold.
+        let wider = if dot.is_some() { *v * 2 } else { *v * 4 };
+        let mut options: Vec<u64> = [*v / 2, *v, *v * 2, wider]
+            .into_iter()
+            .filter(|x| (lo..=hi).contains(x))
+            .collect();
+        options.dedup();
+        combos = combos
+            .into_iter()
+            .flat_map(|c| {
+                options.iter().map(move |o| {
+                    let mut c = c.clone();
+                    c.insert(name.clone(), *o);
+                    c
+                })
+            })
+            .collect();
+    }
+    let mut configs: Vec<Config> = Vec::new();
+    for c in &combos {
+        for &w in &warps_list {
+            for &s in &stages_list {
+                if c == &blocks && w == cur_warps && s == cur_stages {
+                    continue;
+                }
+                if let Some(score) = score(&dot, c, w, s) {
+                    configs.push(Config {
+                        blocks: c.clone(),
+                        warps: w,
+                        stages: s,
+                        score,
+                    });
+                }
+            }
+        }
+    }
+    if configs.is_empty() {
+        return Err(na(
+            "every configuration of the grid is pruned by shared memory or registers".into(),
+        ));
+    }
+    configs.sort_by(|a, b| b.score.total_cmp(&a.score));
+    configs.truncate(max);
+    let mut drafts = Vec::new();
+    let mut dropped = Vec::new();
+    for c in configs {
+        let mut values: Vec<(String, String)> = c
+            .blocks
+            .iter()
+            .map(|(n, v)| (n.clone(), v.to_string()))
+            .collect();
+        values.push(("num_warps".into(), c.warps.to_string()));
+        if has_loop {
+            values.push(("num_stages".into(), c.stages.to_string()));
+        }
+        let label = values
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        match set_spec_values(cx.text, cx.kernel, &values) {
+            Ok(text) => drafts.push(Draft { label, text }),
+            Err(e) => dropped.push(format!("{label}: {e}")),
+        }
+    }
+    finish(cx, drafts, dropped)
+}
+
+/// The kernel multiplies tiles: `tl.dot`, an accumulator `tl.zeros((BM, BN), ...)` and a
+/// loop stepping by BK, all three literal block sizes; element bytes from the spec's
+/// input buffers.
+fn dot_shape(
+    cx: &RewriteContext<'_>,
+    args: &[Arg],
+    blocks: &BTreeMap<String, u64>,
+) -> Option<DotShape> {
+    let src = cx.text;
+    let f = kernel_function(cx)?;
+    let (mut has_dot, mut acc, mut step) = (false, None, None);
+    walk(f, &mut |n| {
+        if n.kind() == "call" {
+            let callee = n
+                .child_by_field_name("function")
+                .map_or("", |c| text(src, c));
+            if callee.ends_with(".dot") {
+                has_dot = true;
+            }
+            if callee.ends_with(".zeros") && acc.is_none() {
+                let first = n
+                    .child_by_field_name("arguments")
+                    .and_then(|a| named_children(a).into_iter().next())
+                    .filter(|t| t.kind() == "tuple");
+                if let Some(t) = first {
+                    let dims: Vec<String> = named_children(t)
+                        .iter()
+                        .map(|d| text(src, *d).to_string())
+                        .collect();
+                    if let [a, b] = dims.as_slice() {
+                        acc = Some((a.clone(), b.clone()));
+                    }
+                }
+            }
+            if callee == "range" && step.is_none() {
+                let args = n
+                    .child_by_field_name("arguments")
+                    .map(named_children)
+                    .unwrap_or_default();
+                if let [_, _, s] = args.as_slice() {
+                    step = Some(text(src, *s).to_string());
+                }
+            }
+        }
+        true
+    });
+    let (bm, bn) = acc?;
+    let bk = step?;
+    if !has_dot || ![&bm, &bn, &bk].iter().all(|n| blocks.contains_key(*n)) {
+        return None;
+    }
+    // The loaded tiles are inputs: their element size sets the tiles' bytes.
+    let elem_bytes = args
+        .iter()
+        .filter_map(|a| match a {
+            Arg::Buffer { dtype, role, .. } if *role != Role::Out => Some(match dtype {
+                DType::F16 | DType::Bf16 | DType::I16 => 2,
+                DType::I8 | DType::U8 | DType::Bool => 1,
+                DType::F64 | DType::I64 => 8,
+                _ => 4,
+            }),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(4);
+    Some(DotShape {
+        bm,
+        bn,
+        bk,
+        elem_bytes,
+    })
+}
+
+/// The configuration's rank, or None when it does not fit.
+fn score(
+    dot: &Option<DotShape>,
+    blocks: &BTreeMap<String, u64>,
+    warps: u64,
+    stages: u64,
+) -> Option<f64> {
+    match dot {
+        Some(d) => {
+            let (bm, bn, bk) = (blocks[&d.bm], blocks[&d.bn], blocks[&d.bk]);
+            let smem = stages * (bm * bk + bk * bn) * d.elem_bytes;
+            let acc_regs = bm * bn / (32 * warps);
+            if smem > SMEM_BYTES || acc_regs > 128 || acc_regs == 0 {
+                return None;
+            }
+            let regs = acc_regs + 40;
+            let by_smem = SMEM_BYTES / smem.max(1);
+            let by_regs = 65536 / (regs * 32 * warps);
+            let programs = by_smem.min(by_regs).min(32);
+            if programs == 0 {
+                return None;
+            }
+            let resident = (programs * warps).min(16) as f64 / 16.0;
+            let intensity = (bm * bn) as f64 / (bm + bn) as f64;
+            let pipeline = if stages >= 3 { 1.0 } else { 0.8 };
+            // A deeper k step: fewer iterations and longer runs of MMAs per load.
+            let depth = 1.0 + 0.15 * (bk as f64 / 16.0).log2();
+            Some(intensity * resident * pipeline * depth)
+        }
+        None => {
+            let block: u64 = blocks.values().product();
+            let per_thread = block as f64 / (32 * warps) as f64;
+            if !(1.0..=64.0).contains(&per_thread) {
+                return None;
+            }
+            Some(-(per_thread.log2() - 3.0).abs())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

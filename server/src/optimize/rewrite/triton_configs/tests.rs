@@ -1,0 +1,78 @@
+use expect_test::expect;
+use serde_json::json;
+
+use super::super::check::testing::{labels, not_applicable, run};
+use crate::syntax::Lang;
+
+const MATMUL: &str = include_str!("../../../../../examples/matmul.py");
+const VECTOR_ADD: &str = include_str!("../../../../../examples/vector_add.py");
+const SOFTMAX: &str = include_str!("../../../../../examples/softmax.py");
+
+#[test]
+fn a_matmul_sweeps_tiles_warps_and_stages_together() {
+    let out = run(
+        Lang::Triton,
+        MATMUL,
+        "matmul_kernel",
+        "triton_configs",
+        json!({"max_candidates": 6}),
+    )
+    .unwrap();
+    expect![[r#"
+        [
+            "BLOCK_K=64, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3",
+            "BLOCK_K=32, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3",
+            "BLOCK_K=32, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=4",
+            "BLOCK_K=64, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2",
+            "BLOCK_K=16, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3",
+            "BLOCK_K=16, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=4",
+        ]
+    "#]]
+    .assert_debug_eq(&labels(&out));
+    let spec: Vec<&str> = out[0]
+        .text
+        .lines()
+        .filter(|l| l.starts_with("# @bench"))
+        .collect();
+    expect![[r##"
+        [
+            "# @bench M = 4096, 100; N = 4096, 72; K = 4096, 40",
+            "# @bench a_ptr: in f16[M, K]; b_ptr: in f16[K, N]; c_ptr: out f32[M, N]",
+            "# @bench grid = (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)); BLOCK_M = 128; BLOCK_N = 128; BLOCK_K = 64",
+            "# @bench atol = 1e-2; rtol = 1e-2",
+            "# @bench num_warps = 8; num_stages = 3",
+        ]
+    "##]].assert_debug_eq(&spec);
+}
+
+#[test]
+fn an_elementwise_kernel_keeps_a_few_elements_per_thread() {
+    let untuned = VECTOR_ADD.replace("# @bench tune BLOCK in [64, 256, 1024, 2048]\n", "");
+    let out = run(
+        Lang::Triton,
+        &untuned,
+        "add_kernel",
+        "triton_configs",
+        json!({}),
+    )
+    .unwrap();
+    expect![[r#"
+        [
+            "BLOCK=256, num_warps=2",
+            "BLOCK=128, num_warps=2",
+            "BLOCK=256, num_warps=4",
+            "BLOCK=64, num_warps=2",
+            "BLOCK=128, num_warps=4",
+            "BLOCK=256, num_warps=8",
+        ]
+    "#]]
+    .assert_debug_eq(&labels(&out));
+}
+
+#[test]
+fn tuned_values_are_left_to_the_tunable_sweep() {
+    let why =
+        |src: &str, k: &str| not_applicable(run(Lang::Triton, src, k, "triton_configs", json!({})));
+    expect!["`add_kernel` has no configuration grid to sweep: `BLOCK` has a `tune` line (tunable_sweep covers it)"].assert_eq(&why(VECTOR_ADD, "add_kernel"));
+    expect!["`softmax_kernel` has no configuration grid to sweep: the spec tunes `num_warps` or `num_stages` itself; tunable_sweep covers it"].assert_eq(&why(SOFTMAX, "softmax_kernel"));
+}

@@ -1,0 +1,415 @@
+//! `vectorize`: each thread of the 1-D elementwise shape handles VEC consecutive
+//! elements with one vector load per read buffer and one vector store per written buffer
+//! (`float4`, `float2`, `double2`, `__half2`, `__nv_bfloat162`, `int4`/`int2`,
+//! `uint4`/`uint2`), and a scalar tail for the last `n % VEC`; the grid's `cdiv` is
+//! divided by VEC. Refuses another shape, a global access other than `p[i]`, a 2-D
+//! launch, a grid with no division, or a pointee with no vector type. Param `widths`
+//! (default [4, 2]).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::check::{bad_param, current_plan, finish, not_applicable, require_lang, Draft, R};
+use super::edits::{EditError, Edits};
+use super::elementwise::{
+    bound_text, inspect_body, match_elementwise, one_d_grid, pointer_params, BodyFacts,
+    Elementwise, INDEX_SHAPE,
+};
+use super::params::Params;
+use super::spec_expr::{widen, words};
+use super::tree::{fresh, kernel_function, line_indent, newline, reindent, render};
+use super::{RewriteContext, RewriteError};
+use crate::syntax::{ByteRange, Lang};
+
+/// Each thread handles VEC consecutive elements with one vector load per read buffer and
+/// one vector store per written buffer, and a scalar tail for the last `n % VEC`. Param
+/// `widths` (default [4, 2]).
+pub fn vectorize(cx: &RewriteContext<'_>) -> R {
+    let v = Vectorized::of(cx, "vectorize")?;
+    let mut drafts = Vec::new();
+    let mut dropped = v.dropped.clone();
+    for w in &v.widths {
+        let edits = vec![
+            (v.shape.guard.start_byte()..v.shape.end, w.code.clone()),
+            (v.grid_range.clone(), w.grid.clone()),
+        ];
+        match Edits::from_pairs(edits).apply(cx.text) {
+            Ok(text) => drafts.push(Draft {
+                label: w.label.clone(),
+                text,
+            }),
+            Err(e) => dropped.push(format!("{}: {e}", w.label)),
+        }
+    }
+    finish(cx, drafts, dropped)
+}
+
+/// One vector width's rewrite of the guarded body.
+pub(super) struct Width {
+    /// `VEC=4 (float4)`.
+    pub label: String,
+    /// VEC.
+    pub width: usize,
+    /// Replaces the bounds check and its body (`shape.guard` to `shape.end`).
+    pub code: String,
+    /// The grid's first component with its division made VEC times coarser.
+    pub grid: String,
+}
+
+/// The elementwise shape of a kernel and its vectorized bodies, one per width that fits;
+/// shared by `vectorize` and `coarsen`.
+pub(super) struct Vectorized<'t> {
+    pub shape: Elementwise<'t>,
+    pub widths: Vec<Width>,
+    /// Widths that did not fit, with the reason.
+    pub dropped: Vec<String>,
+    /// Document range of the grid's first component.
+    pub grid_range: ByteRange,
+}
+
+impl<'t> Vectorized<'t> {
+    pub fn of(cx: &RewriteContext<'t>, id: &str) -> Result<Vectorized<'t>, RewriteError> {
+        require_lang(cx, Lang::Cuda, id)?;
+        let plan = current_plan(cx)?;
+        let widths = Params(cx.params).ints("widths", &[4, 2], 2..=i64::MAX)?;
+        if let Some(w) = widths.iter().find(|w| !matches!(w, 2 | 4)) {
+            return Err(bad_param(
+                "widths",
+                format!("{w} is not a vector width; use 2 or 4"),
+            ));
+        }
+        let k = &cx.kernel.name;
+        let func = kernel_function(cx).ok_or_else(|| {
+            not_applicable(format!("`{k}`'s definition is not in the syntax tree"))
+        })?;
+        let shape = match_elementwise(cx.text, func).map_err(|why| {
+            not_applicable(format!(
+                "`{k}` is not a 1-D elementwise kernel: {why}; {id} needs {INDEX_SHAPE} with every global access `p[i]`"
+            ))
+        })?;
+        let pointers = pointer_params(cx);
+        let facts = inspect_body(cx.text, &shape, &pointers, true)
+            .map_err(|why| not_applicable(format!("`{k}` cannot be vectorized: {why}")))?;
+        if facts.buffers.is_empty() {
+            return Err(not_applicable(format!(
+                "`{k}`'s guarded body accesses no pointer parameter as `p[{}]`",
+                shape.index
+            )));
+        }
+        let (grid, first) = one_d_grid(cx, &plan, id)?;
+        let taken: BTreeSet<String> = words(cx.text).into_iter().map(str::to_string).collect();
+        // Buffers in parameter order, for stable output.
+        let order: Vec<&String> = cx
+            .kernel
+            .params
+            .iter()
+            .filter_map(|p| facts.buffers.get_key_value(&p.name).map(|(k, _)| k))
+            .collect();
+        let mut out = Vec::new();
+        let mut dropped = Vec::new();
+        'width: for width in widths {
+            let width = width as usize;
+            let mut types: BTreeMap<&str, &'static str> = BTreeMap::new();
+            for p in &order {
+                let u = &facts.buffers[*p];
+                match vector_type(&u.pointee, width) {
+                    Some(vt) => {
+                        types.insert(p.as_str(), vt);
+                    }
+                    None => {
+                        dropped.push(format!(
+                            "VEC={width}: `{p}` is `{}*`, which has no {width}-wide vector type",
+                            u.pointee
+                        ));
+                        continue 'width;
+                    }
+                }
+            }
+            let Some(new_grid) = widen(&grid.text[first.clone()], width) else {
+                return Err(not_applicable(format!(
+                    "grid = {} has no `cdiv(n, B)` or `(n + B - 1) / B` to divide by the vector width",
+                    grid.text
+                )));
+            };
+            let mut names = taken.clone();
+            let mut shown: Vec<&str> = Vec::new();
+            for p in &order {
+                if !shown.contains(&types[p.as_str()]) {
+                    shown.push(types[p.as_str()]);
+                }
+            }
+            let label = format!("VEC={width} ({})", shown.join(", "));
+            match emit_vectorized(cx.text, &shape, &facts, &order, &types, width, &mut names) {
+                Ok(code) => out.push(Width {
+                    label,
+                    width,
+                    code,
+                    grid: new_grid,
+                }),
+                Err(e) => dropped.push(format!("{label}: {e}")),
+            }
+        }
+        Ok(Vectorized {
+            shape,
+            widths: out,
+            dropped,
+            grid_range: grid.range.start + first.start..grid.range.start + first.end,
+        })
+    }
+}
+
+/// The CUDA vector type of `width` elements of `pointee`.
+pub(super) fn vector_type(pointee: &str, width: usize) -> Option<&'static str> {
+    Some(match (pointee, width) {
+        ("float", 4) => "float4",
+        ("float", 2) => "float2",
+        ("double", 2) => "double2",
+        ("__half" | "half", 2) => "__half2",
+        ("__nv_bfloat16", 2) => "__nv_bfloat162",
+        ("int", 4) => "int4",
+        ("int", 2) => "int2",
+        ("unsigned int" | "unsigned", 4) => "uint4",
+        ("unsigned int" | "unsigned", 2) => "uint2",
+        _ => return None,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn emit_vectorized(
+    src: &str,
+    shape: &Elementwise<'_>,
+    facts: &BodyFacts,
+    order: &[&String],
+    types: &BTreeMap<&str, &'static str>,
+    width: usize,
+    names: &mut BTreeSet<String>,
+) -> Result<String, EditError> {
+    const LANES: [&str; 4] = ["x", "y", "z", "w"];
+    let nl = newline(src);
+    let i = &shape.index;
+    let ind = &shape.indent;
+    let in1 = format!("{ind}{}", shape.unit);
+    let in2 = format!("{in1}{}", shape.unit);
+    let bound = bound_text(src, shape.bound);
+    let regs: BTreeMap<&str, String> = order
+        .iter()
+        .map(|p| (p.as_str(), fresh(&format!("{p}{width}"), names)))
+        .collect();
+    let span = shape.body_span();
+    let from = line_indent(src, span.start);
+    let single = shape.body.len() == 1 && !src[span.clone()].contains('\n') && !facts.declares;
+
+    let mut o = format!("if ({width} * {i} + {} < {bound}) {{{nl}", width - 1);
+    for p in order {
+        let (u, vt, reg) = (&facts.buffers[*p], types[p.as_str()], &regs[p.as_str()]);
+        if u.read || !u.writes_unconditional {
+            let c = if u.written { "" } else { "const " };
+            o.push_str(&format!(
+                "{in1}{c}{vt} {reg} = reinterpret_cast<const {vt}*>({p})[{i}];{nl}"
+            ));
+        } else {
+            o.push_str(&format!("{in1}{vt} {reg};{nl}"));
+        }
+    }
+    for (lane, comp) in LANES.iter().enumerate().take(width) {
+        let mut reps: Vec<(ByteRange, String)> = facts
+            .subscripts
+            .iter()
+            .map(|(r, p)| (r.clone(), format!("{}.{comp}", regs[p.as_str()])))
+            .collect();
+        let elem = if lane == 0 {
+            format!("({width} * {i})")
+        } else {
+            format!("({width} * {i} + {lane})")
+        };
+        reps.extend(facts.index_uses.iter().map(|r| (r.clone(), elem.clone())));
+        let body = render(src, &span, &reps)?;
+        if facts.declares {
+            o.push_str(&format!(
+                "{in1}{{{nl}{in2}{}{nl}{in1}}}{nl}",
+                reindent(&body, from, &in2)
+            ));
+        } else {
+            o.push_str(&format!("{in1}{}{nl}", reindent(&body, from, &in1)));
+        }
+    }
+    for p in order {
+        if facts.buffers[*p].written {
+            let (vt, reg) = (types[p.as_str()], &regs[p.as_str()]);
+            o.push_str(&format!(
+                "{in1}reinterpret_cast<{vt}*>({p})[{i}] = {reg};{nl}"
+            ));
+        }
+    }
+    o.push_str(&format!("{ind}}} else {{{nl}"));
+    let t = ["j", "k", "e"]
+        .iter()
+        .find(|n| !names.contains(**n))
+        .map_or_else(|| fresh(&format!("{i}_tail"), names), |n| n.to_string());
+    let reps: Vec<(ByteRange, String)> = facts
+        .all_index
+        .iter()
+        .map(|r| (r.clone(), t.clone()))
+        .collect();
+    let body = render(src, &span, &reps)?;
+    let head = format!(
+        "for ({} {t} = {width} * {i}; {t} < {bound}; ++{t})",
+        shape.index_ty
+    );
+    if single {
+        o.push_str(&format!("{in1}{head} {body}{nl}"));
+    } else {
+        o.push_str(&format!(
+            "{in1}{head} {{{nl}{in2}{}{nl}{in1}}}{nl}",
+            reindent(&body, from, &in2)
+        ));
+    }
+    o.push_str(&format!("{ind}}}"));
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use expect_test::expect;
+    use serde_json::json;
+
+    use super::super::check::testing::{cuda, labels, not_applicable, show, LEAKY_RELU};
+    use super::*;
+
+    const SAXPY: &str = include_str!("../../../../examples/saxpy.cu");
+    const MATMUL: &str = include_str!("../../../../examples/matmul_naive.cu");
+    const REDUCE: &str = include_str!("../../../../examples/reduce_sum.cu");
+
+    #[test]
+    fn vectorize_saxpy_with_float4_loads_and_a_scalar_tail() {
+        let out = cuda(SAXPY, "saxpy", "vectorize", json!({})).unwrap();
+        assert_eq!(labels(&out), ["VEC=4 (float4)", "VEC=2 (float2)"]);
+        expect![[r#"
+            // The first case is timed; every case is verified.
+            // @bench n = 1 << 24, 4099
+            // @bench x: in f32[n]
+            // @bench y: inout f32[n] ~ normal(0, 1)
+            // @bench a = 2.5
+            // @bench grid = cdiv(n, 4 * 256); block = 256
+            extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {
+                int i = blockIdx.x * blockDim.x + threadIdx.x;
+                if (4 * i + 3 < n) {
+                    const float4 x4 = reinterpret_cast<const float4*>(x)[i];
+                    float4 y4 = reinterpret_cast<const float4*>(y)[i];
+                    y4.x = a * x4.x + y4.x;
+                    y4.y = a * x4.y + y4.y;
+                    y4.z = a * x4.z + y4.z;
+                    y4.w = a * x4.w + y4.w;
+                    reinterpret_cast<float4*>(y)[i] = y4;
+                } else {
+                    for (int j = 4 * i; j < n; ++j) y[j] = a * x[j] + y[j];
+                }
+            }"#]]
+        .assert_eq(&show(Lang::Cuda, SAXPY, &out[0], "saxpy"));
+    }
+
+    #[test]
+    fn vectorize_early_return_body_with_locals_and_index_uses() {
+        let out = cuda(LEAKY_RELU, "leaky", "vectorize", json!({"widths": [2]})).unwrap();
+        expect![[r#"
+            // @bench n = 1000, 77
+            // @bench x: in f32[n]; y: out f32[n]
+            // @bench grid = cdiv(n, 2 * 128); block = 128
+            __global__ void leaky(int n, const float* __restrict__ x, float* __restrict__ y) {
+                const int i = blockIdx.x * blockDim.x + threadIdx.x;
+                // past the end
+                if (2 * i + 1 < n) {
+                    const float2 x2 = reinterpret_cast<const float2*>(x)[i];
+                    float2 y2;
+                    {
+                        float v = x2.x;
+                        // keep small negatives
+                        y2.x = v > 0.0f ? v : 1e-6f * (2 * i);
+                    }
+                    {
+                        float v = x2.y;
+                        // keep small negatives
+                        y2.y = v > 0.0f ? v : 1e-6f * (2 * i + 1);
+                    }
+                    reinterpret_cast<float2*>(y)[i] = y2;
+                } else {
+                    for (int j = 2 * i; j < n; ++j) {
+                        float v = x[j];
+                        // keep small negatives
+                        y[j] = v > 0.0f ? v : 1e-6f * j;
+                    }
+                }
+            }"#]]
+        .assert_eq(&show(Lang::Cuda, LEAKY_RELU, &out[0], "leaky"));
+    }
+
+    #[test]
+    fn vectorize_loads_a_written_buffer_when_a_write_is_conditional() {
+        let src = LEAKY_RELU.replace(
+            "y[i] = v > 0.0f ? v : 1e-6f * i;",
+            "if (v > 0.0f) y[i] = v;",
+        );
+        let out = cuda(&src, "leaky", "vectorize", json!({"widths": [4]})).unwrap();
+        assert!(
+            out[0]
+                .text
+                .contains("float4 y4 = reinterpret_cast<const float4*>(y)[i];"),
+            "{}",
+            out[0].text
+        );
+    }
+
+    #[test]
+    fn vectorize_half_only_pairs() {
+        let src = "#include <cuda_fp16.h>\n// @bench n = 1000\n// @bench x: in f16[n]; y: out f16[n]\n// @bench grid = cdiv(n, 256); block = 256\n__global__ void h(int n, const __half* x, __half* y) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) {\n        y[i] = __hmul(x[i], x[i]);\n    }\n}\n";
+        let out = cuda(src, "h", "vectorize", json!({})).unwrap();
+        assert_eq!(labels(&out), ["VEC=2 (__half2)"]);
+        expect![[r#"
+            // @bench n = 1000
+            // @bench x: in f16[n]; y: out f16[n]
+            // @bench grid = cdiv(n, 2 * 256); block = 256
+            __global__ void h(int n, const __half* x, __half* y) {
+                int i = blockIdx.x * blockDim.x + threadIdx.x;
+                if (2 * i + 1 < n) {
+                    const __half2 x2 = reinterpret_cast<const __half2*>(x)[i];
+                    __half2 y2;
+                    y2.x = __hmul(x2.x, x2.x);
+                    y2.y = __hmul(x2.y, x2.y);
+                    reinterpret_cast<__half2*>(y)[i] = y2;
+                } else {
+                    for (int j = 2 * i; j < n; ++j) y[j] = __hmul(x[j], x[j]);
+                }
+            }"#]]
+        .assert_eq(&show(Lang::Cuda, src, &out[0], "h"));
+        let only4 = cuda(src, "h", "vectorize", json!({"widths": [4]}));
+        expect![
+            "no usable candidate for `h`: VEC=4: `x` is `__half*`, which has no 4-wide vector type"
+        ]
+        .assert_eq(&not_applicable(only4));
+    }
+
+    #[test]
+    fn vectorize_says_why_a_kernel_does_not_fit() {
+        let why = |src: &str, k: &str| not_applicable(cuda(src, k, "vectorize", json!({})));
+        expect!["`matmul` is not a 1-D elementwise kernel: `int row = blockIdx.y * blockDim.y + threadIdx.y;` is a 2-D or 3-D index; only 1-D kernels are handled; vectorize needs `int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { ... }` (or `if (i >= n) return;`) with every global access `p[i]`"]
+            .assert_eq(&why(MATMUL, "matmul"));
+        expect!["`reduce_naive` cannot be vectorized: `out` is used other than as `out[i]` (in `atomicAdd(out, load_as_float(x, i));`)"]
+            .assert_eq(&why(REDUCE, "reduce_naive"));
+        expect!["`reduce_tree` is not a 1-D elementwise kernel: `int i = blockIdx.x * BLOCK + threadIdx.x;` is not the 1-D index `blockIdx.x * blockDim.x + threadIdx.x`; vectorize needs `int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { ... }` (or `if (i >= n) return;`) with every global access `p[i]`"]
+            .assert_eq(&why(REDUCE, "reduce_tree"));
+        let shifted = SAXPY.replace("a * x[i]", "a * x[i + 1]");
+        expect!["`saxpy` cannot be vectorized: `x[i + 1]` is not the thread's own element `x[i]`"]
+            .assert_eq(&why(&shifted, "saxpy"));
+        let address = SAXPY.replace("y[i] = a * x[i] + y[i];", "atomicAdd(&y[i], a * x[i]);");
+        expect!["`saxpy` cannot be vectorized: `&y[i]` takes an element's address"]
+            .assert_eq(&why(&address, "saxpy"));
+        let after = SAXPY.replace(
+            "y[i] = a * x[i] + y[i];\n",
+            "y[i] = a * x[i] + y[i];\n    __syncthreads();\n",
+        );
+        expect!["`saxpy` is not a 1-D elementwise kernel: `__syncthreads();` follows the bounds check; the check must end the kernel; vectorize needs `int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { ... }` (or `if (i >= n) return;`) with every global access `p[i]`"]
+            .assert_eq(&why(&after, "saxpy"));
+        let bad = cuda(SAXPY, "saxpy", "vectorize", json!({"widths": [8]}));
+        expect!["parameter `widths`: 8 is not a vector width; use 2 or 4"]
+            .assert_eq(&bad.unwrap_err().to_string());
+    }
+}

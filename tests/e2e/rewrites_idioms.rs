@@ -1,0 +1,710 @@
+//! The embedded idiom rewrites (issue #13) against real tools: every CUDA candidate
+//! plans and compiles with NVRTC, and computes what the original computes when both run
+//! on the CPU emulator (`emulate.rs`: barriers, shared memory and warp shuffles
+//! included); every Triton candidate verifies against the original on Triton's CPU
+//! interpreter. Missing g++, NVRTC or torch/triton skips (or fails under
+//! KERNEL_LSP_REQUIRE_TOOLS=1).
+
+use crate::emulate;
+use crate::tools;
+
+const NORMS: &str = include_str!("../fixtures/rewrites/cuda/norms.cu");
+
+/// The emulator itself: a kernel matches itself, a wrong shuffle is a difference, and a
+/// shuffle whose mask names an exited lane is an error, not a silent pass.
+#[test]
+fn the_emulator_runs_shuffles_and_catches_what_it_must() {
+    let test = "the_emulator_runs_shuffles_and_catches_what_it_must";
+    if let Err(why) = emulate::gxx() {
+        return tools::skip(test, &why);
+    }
+    let small = NORMS.replace(
+        "rows = 4096, 33; cols = 1024, 100",
+        "rows = 9, 5; cols = 70, 33",
+    );
+    assert_ne!(small, NORMS, "the fixture's sizes line moved");
+    emulate::compare(&small, "softmax_rows", &[("same".into(), small.clone())], 2)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let wrong = small.replace("16 >> k", "8 >> k");
+    let err = emulate::compare(&small, "softmax_rows", &[("wrong offset".into(), wrong)], 2)
+        .expect_err("a wrong butterfly must differ");
+    assert!(err.contains("wrong offset case 0: y["), "{err}");
+    let exited = small.replace(
+        "    if (row >= rows) return;\n",
+        "    if (row >= rows || threadIdx.x == 3) return;\n",
+    );
+    let err = emulate::compare(&small, "softmax_rows", &[("exited".into(), exited)], 2)
+        .expect_err("a shuffle with an exited lane must fail");
+    assert!(
+        err.contains("EMULATOR: a warp collective's mask names a lane that has exited"),
+        "{err}"
+    );
+}
+
+use std::collections::BTreeMap;
+
+use kernel_lsp::analysis::{self, AnalyzeOptions, Severity};
+use kernel_lsp::document::Document;
+use kernel_lsp::optimize::rewrite::{self, Candidate, RewriteContext, RewriteError};
+use kernel_lsp::syntax::Lang;
+
+fn apply(src: &str, kernel: &str, id: &str) -> Result<Vec<Candidate>, RewriteError> {
+    let doc = Document::new(Lang::Cuda, 0, src);
+    let tree = doc.tree().expect("fixture parses");
+    let model = kernel_lsp::syntax::analyze(Lang::Cuda, src, tree);
+    let k = model.kernel(kernel).expect("fixture has the kernel");
+    let params = BTreeMap::new();
+    rewrite::apply(
+        id,
+        &RewriteContext {
+            lang: Lang::Cuda,
+            text: src,
+            tree,
+            model: &model,
+            kernel: k,
+            params: &params,
+        },
+    )
+}
+
+fn root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// One CUDA idiom case: a file, a kernel, a rewrite, how many candidates it must give
+/// (0: it must refuse), and the spec's sizes line with small sizes for the emulator.
+struct Case {
+    file: &'static str,
+    kernel: &'static str,
+    id: &'static str,
+    want: usize,
+    sizes: (&'static str, &'static str),
+}
+
+const CASES: &[Case] = &[
+    Case {
+        file: "examples/softmax_rows.cu",
+        kernel: "softmax_rows",
+        id: "cooperative_rows",
+        want: 4,
+        sizes: (
+            "rows = 8192, 37; cols = 1024, 100",
+            "rows = 70, 37; cols = 300, 5",
+        ),
+    },
+    Case {
+        file: ROWS,
+        kernel: "row_sum_while",
+        id: "cooperative_rows",
+        want: 4,
+        sizes: (
+            "rows = 4096, 19; cols = 512, 33",
+            "rows = 45, 19; cols = 100, 33",
+        ),
+    },
+    Case {
+        file: ROWS,
+        kernel: "layer_norm",
+        id: "cooperative_rows",
+        want: 4,
+        sizes: (
+            "rows = 2048, 7; cols = 768, 45",
+            "rows = 20, 7; cols = 200, 45",
+        ),
+    },
+    Case {
+        file: ROWS,
+        kernel: "row_max_count",
+        id: "cooperative_rows",
+        want: 4,
+        sizes: (
+            "rows = 1000, 3; cols = 96, 17",
+            "rows = 40, 3; cols = 96, 17",
+        ),
+    },
+    Case {
+        file: ROWS,
+        kernel: "spmv_csr",
+        id: "cooperative_rows",
+        want: 4,
+        sizes: (
+            "rows = 8192, 50; cols = 4096, 20",
+            "rows = 80, 50; cols = 60, 20",
+        ),
+    },
+    Case {
+        file: ROWS,
+        kernel: "spmv_ell_accumulate",
+        id: "cooperative_rows",
+        want: 4,
+        sizes: (
+            "rows = 4096, 10; width = 32, 5; cols = 2048, 40",
+            "rows = 40, 10; width = 70, 5; cols = 50, 40",
+        ),
+    },
+    Case {
+        file: ROWS,
+        kernel: "col_major_row_max",
+        id: "cooperative_rows",
+        want: 4,
+        sizes: (
+            "rows = 3000, 41; cols = 200, 9",
+            "rows = 50, 41; cols = 70, 9",
+        ),
+    },
+    Case {
+        file: REFUSALS,
+        kernel: "prefix_rows",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
+    },
+    Case {
+        file: REFUSALS,
+        kernel: "smooth_rows",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
+    },
+    Case {
+        file: REFUSALS,
+        kernel: "argmax_rows",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
+    },
+    Case {
+        file: REFUSALS,
+        kernel: "online_lse",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
+    },
+    Case {
+        file: REFUSALS,
+        kernel: "permute_rows",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
+    },
+    Case {
+        file: REFUSALS,
+        kernel: "sum_until_negative",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
+    },
+    Case {
+        file: "examples/histogram.cu",
+        kernel: "histogram",
+        id: "privatize_atomics",
+        want: 3,
+        sizes: ("n = 1 << 26, 1000003", "n = 5000, 1003"),
+    },
+    Case {
+        file: SCATTER,
+        kernel: "histogram_range",
+        id: "privatize_atomics",
+        want: 3,
+        sizes: (
+            "n = 1 << 20, 3001; nbins = 100, 7",
+            "n = 4000, 3001; nbins = 100, 7",
+        ),
+    },
+    Case {
+        file: SCATTER,
+        kernel: "segment_sum",
+        id: "privatize_atomics",
+        want: 3,
+        sizes: ("n = 1 << 20, 999; segs = 64", "n = 3000, 999; segs = 64"),
+    },
+    Case {
+        file: SCATTER,
+        kernel: "capped_histogram",
+        id: "privatize_atomics",
+        want: 0,
+        sizes: ("n = 1000; bins = 16", "n = 100; bins = 16"),
+    },
+    Case {
+        file: SCATTER,
+        kernel: "bucket_append",
+        id: "privatize_atomics",
+        want: 0,
+        sizes: (
+            "n = 1000; bins = 16; cap = 1000",
+            "n = 100; bins = 16; cap = 1000",
+        ),
+    },
+    Case {
+        file: SCATTER,
+        kernel: "bucket_max",
+        id: "privatize_atomics",
+        want: 0,
+        sizes: ("n = 1000; bins = 16", "n = 100; bins = 16"),
+    },
+    Case {
+        file: SCATTER,
+        kernel: "wide_histogram",
+        id: "privatize_atomics",
+        want: 0,
+        sizes: ("n = 1000; bins = 1 << 20", "n = 100; bins = 1 << 20"),
+    },
+    Case {
+        file: "examples/transpose.cu",
+        kernel: "transpose",
+        id: "transpose_tile",
+        want: 2,
+        sizes: (
+            "rows = 8192, 1000; cols = 4096, 333",
+            "rows = 70, 33; cols = 45, 100",
+        ),
+    },
+    Case {
+        file: TILES,
+        kernel: "scaled_transpose",
+        id: "transpose_tile",
+        want: 2,
+        sizes: ("n = 1000, 77; m = 900, 130", "n = 50, 77; m = 40, 13"),
+    },
+    Case {
+        file: TILES,
+        kernel: "add_transposed",
+        id: "transpose_tile",
+        want: 2,
+        sizes: (
+            "rows = 700, 33; cols = 500, 65",
+            "rows = 70, 33; cols = 50, 65",
+        ),
+    },
+    Case {
+        file: TILES,
+        kernel: "permute_transpose",
+        id: "transpose_tile",
+        want: 0,
+        sizes: ("rows = 100; cols = 100", "rows = 40; cols = 70"),
+    },
+    Case {
+        file: TILES,
+        kernel: "copy2d",
+        id: "transpose_tile",
+        want: 0,
+        sizes: ("rows = 100; cols = 100", "rows = 40; cols = 70"),
+    },
+    Case {
+        file: TILES,
+        kernel: "symmetrize",
+        id: "transpose_tile",
+        want: 0,
+        sizes: ("n = 100", "n = 40"),
+    },
+    Case {
+        file: "examples/matmul_naive.cu",
+        kernel: "matmul",
+        id: "tile_matmul",
+        want: 4,
+        sizes: (
+            "m = 1024, 67; n = 1024, 45; k = 1024, 33",
+            "m = 70, 67; n = 45, 33; k = 40, 33",
+        ),
+    },
+    Case {
+        file: MATMULS,
+        kernel: "gemm_nt",
+        id: "tile_matmul",
+        want: 4,
+        sizes: (
+            "m = 300, 33; n = 200, 70; k = 150, 17",
+            "m = 40, 33; n = 70, 19; k = 37, 17",
+        ),
+    },
+    Case {
+        file: MATMULS,
+        kernel: "min_plus",
+        id: "tile_matmul",
+        want: 4,
+        sizes: ("n = 130, 40", "n = 70, 40"),
+    },
+    Case {
+        file: MATMULS,
+        kernel: "gemm_tn_bias",
+        id: "tile_matmul",
+        want: 4,
+        sizes: (
+            "m = 200, 31; n = 96, 50; k = 64, 9",
+            "m = 40, 31; n = 66, 50; k = 20, 9",
+        ),
+    },
+    Case {
+        file: MATMULS,
+        kernel: "conv_rows",
+        id: "tile_matmul",
+        want: 0,
+        sizes: ("rows = 64; n = 64; taps = 5", "rows = 20; n = 20; taps = 5"),
+    },
+    Case {
+        file: MATMULS,
+        kernel: "ragged_rows",
+        id: "tile_matmul",
+        want: 0,
+        sizes: ("m = 64; n = 64; k = 32", "m = 20; n = 20; k = 32"),
+    },
+    Case {
+        file: "examples/saxpy.cu",
+        kernel: "saxpy",
+        id: "coarsen",
+        want: 4,
+        sizes: ("n = 1 << 24, 4099", "n = 5000, 4099"),
+    },
+    Case {
+        file: "tests/fixtures/rewrites/geometry/leaky_relu.cu",
+        kernel: "leaky",
+        id: "coarsen",
+        want: 4,
+        sizes: ("n = 1 << 20, 4097", "n = 3001, 4097"),
+    },
+    Case {
+        file: "tests/fixtures/rewrites/geometry/daxpy.cu",
+        kernel: "daxpy_pos",
+        id: "coarsen",
+        want: 2,
+        sizes: ("n = 1 << 20, 999", "n = 2000, 999"),
+    },
+];
+
+const MATMULS: &str = "tests/fixtures/rewrites/tiles/matmuls.cu";
+const TILES: &str = "tests/fixtures/rewrites/tiles/transposes.cu";
+const SCATTER: &str = "tests/fixtures/rewrites/atomics/scatter.cu";
+const ROWS: &str = "tests/fixtures/rewrites/rows/row_stats.cu";
+const REFUSALS: &str = "tests/fixtures/rewrites/rows/refusals.cu";
+
+/// The case's file with the sizes line made small.
+fn small(c: &Case) -> String {
+    let text =
+        std::fs::read_to_string(root().join(c.file)).unwrap_or_else(|e| panic!("{}: {e}", c.file));
+    // Only the kernel's own spec: the first occurrence after its comment block starts.
+    let at = text
+        .find(&format!("void {}(", c.kernel))
+        .unwrap_or_else(|| panic!("{}: no kernel {}", c.file, c.kernel));
+    let spec = text[..at].rfind(c.sizes.0).unwrap_or_else(|| {
+        panic!(
+            "{}: the sizes line `{}` of {} moved; update this test",
+            c.file, c.sizes.0, c.kernel
+        )
+    });
+    format!(
+        "{}{}{}",
+        &text[..spec],
+        c.sizes.1,
+        &text[spec + c.sizes.0.len()..]
+    )
+}
+
+#[test]
+fn every_cuda_idiom_candidate_compiles_and_computes_what_the_original_computes() {
+    let test = "every_cuda_idiom_candidate_compiles_and_computes_what_the_original_computes";
+    let nvrtc = tools::nvrtc_available();
+    let gxx = emulate::gxx();
+    let tc = kernel_lsp::toolchain::locate(&Default::default());
+    let mut compiled = 0;
+    let mut emulated = 0;
+    for c in CASES {
+        let what = format!("{} on {}:{}", c.id, c.file, c.kernel);
+        let src = small(c);
+        let out = match apply(&src, c.kernel, c.id) {
+            Ok(out) => out,
+            Err(RewriteError::NotApplicable(why)) => {
+                assert_eq!(c.want, 0, "{what} is not applicable: {why}");
+                continue;
+            }
+            Err(e) => panic!("{what}: {e}"),
+        };
+        assert_eq!(
+            out.len(),
+            c.want,
+            "{what}: {:?}",
+            out.iter().map(|c| &c.label).collect::<Vec<_>>()
+        );
+        if nvrtc.is_ok() {
+            for cand in &out {
+                let doc = Document::new(Lang::Cuda, 0, &cand.text);
+                let file = analysis::analyze(
+                    Lang::Cuda,
+                    &cand.text,
+                    doc.tree(),
+                    &AnalyzeOptions::default(),
+                );
+                let errors: Vec<String> =
+                    analysis::compile(&tc, &cand.text, &file.compile_inputs(), "candidate.cu")
+                        .findings
+                        .into_iter()
+                        .filter(|f| f.severity == Severity::Error)
+                        .map(|f| f.message)
+                        .collect();
+                assert!(
+                    errors.is_empty(),
+                    "{what} [{}] does not compile: {errors:?}\n{}",
+                    cand.label,
+                    cand.text
+                );
+                compiled += 1;
+            }
+        }
+        if gxx.is_ok() {
+            let cands: Vec<(String, String)> = out
+                .iter()
+                .map(|c| (c.label.clone(), c.text.clone()))
+                .collect();
+            emulate::compare(&src, c.kernel, &cands, 2).unwrap_or_else(|e| panic!("{what}: {e}"));
+            emulated += out.len();
+        }
+    }
+    match (nvrtc, gxx) {
+        (Err(why), _) | (_, Err(why)) => tools::skip(test, &why),
+        _ => eprintln!("{compiled} idiom candidates compiled with NVRTC, {emulated} emulated"),
+    }
+}
+
+fn triton_apply(src: &str, kernel: &str, id: &str, params: serde_json::Value) -> Vec<Candidate> {
+    let doc = Document::new(Lang::Triton, 0, src);
+    let tree = doc.tree().expect("fixture parses");
+    let model = kernel_lsp::syntax::analyze(Lang::Triton, src, tree);
+    let k = model.kernel(kernel).expect("fixture has the kernel");
+    let params: BTreeMap<String, serde_json::Value> = match params {
+        serde_json::Value::Object(m) => m.into_iter().collect(),
+        _ => BTreeMap::new(),
+    };
+    rewrite::apply(
+        id,
+        &RewriteContext {
+            lang: Lang::Triton,
+            text: src,
+            tree,
+            model: &model,
+            kernel: k,
+            params: &params,
+        },
+    )
+    .unwrap_or_else(|e| panic!("{id} on {kernel}: {e}"))
+}
+
+pub(crate) fn triton_version(
+    label: &str,
+    text: &str,
+    kernel: &str,
+) -> kernel_lsp::worker::protocol::Version {
+    let doc = Document::new(Lang::Triton, 0, text);
+    let file = analysis::analyze(Lang::Triton, text, doc.tree(), &AnalyzeOptions::default());
+    let idx = file
+        .model
+        .kernels
+        .iter()
+        .position(|k| k.name == kernel)
+        .expect("the kernel");
+    let plan = file.specs[idx]
+        .plan
+        .clone()
+        .unwrap_or_else(|| panic!("{label} does not plan: {:?}", file.specs[idx].diagnostics));
+    kernel_lsp::worker::protocol::Version {
+        label: label.to_string(),
+        lang: Lang::Triton,
+        source: file.kernel_source(kernel, text),
+        plan,
+        options: Vec::new(),
+    }
+}
+
+/// Every Triton idiom candidate (grouped program order, configuration sweeps) verifies
+/// against the original through a real worker on Triton's CPU interpreter, on two
+/// kernels of different styles each; a candidate that skips a tile must fail.
+#[tokio::test]
+async fn triton_idiom_candidates_verify_on_the_interpreter() {
+    let test = "triton_idiom_candidates_verify_on_the_interpreter";
+    let py = match crate::bench_triton::python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip(test, &why),
+    };
+    let read = |f: &str| std::fs::read_to_string(root().join(f)).unwrap();
+    let shrink = |text: String, from: &str, to: &str| {
+        let out = text.replace(from, to);
+        assert_ne!(out, text, "the sizes line `{from}` moved; update this test");
+        out
+    };
+    let matmul = shrink(
+        read("examples/matmul.py"),
+        "M = 4096, 100; N = 4096, 72; K = 4096, 40",
+        "M = 100, 37; N = 72, 150; K = 40, 70",
+    );
+    let grid2d = shrink(
+        read("tests/fixtures/rewrites/triton/grid2d.py"),
+        "R = 300, 70; C = 200, 33",
+        "R = 70, 33; C = 90, 5",
+    );
+    let mut jobs: Vec<(String, &str, Candidate)> = Vec::new();
+    for (src, kernel, id, params, want) in [
+        (
+            &matmul,
+            "matmul_kernel",
+            "triton_swizzle",
+            serde_json::json!({}),
+            2,
+        ),
+        (
+            &grid2d,
+            "add_bias_2d",
+            "triton_swizzle",
+            serde_json::json!({}),
+            2,
+        ),
+        (
+            &matmul,
+            "matmul_kernel",
+            "triton_configs",
+            serde_json::json!({"max_candidates": 4}),
+            4,
+        ),
+        (
+            &grid2d,
+            "add_bias_2d",
+            "triton_configs",
+            serde_json::json!({"max_candidates": 4}),
+            4,
+        ),
+    ] {
+        let out = triton_apply(src, kernel, id, params);
+        assert_eq!(out.len(), want, "{id} on {kernel}");
+        jobs.extend(out.into_iter().map(|c| (src.clone(), kernel, c)));
+    }
+    // Control: a grouped order that drops the last group's remainder must fail.
+    let (_, _, good) = jobs
+        .iter()
+        .find(|(_, k, c)| *k == "matmul_kernel" && c.label.contains("GROUP=8"))
+        .expect("a GROUP=8 candidate");
+    let wrong = good.text.replace("min(num_pid_0 - first_pid_0, 8)", "8");
+    assert_ne!(wrong, good.text);
+    jobs.push((
+        matmul.clone(),
+        "matmul_kernel",
+        Candidate {
+            label: "control: groups of 8 past the last row of tiles".into(),
+            text: wrong,
+        },
+    ));
+    verify_on_interpreter(&py, &jobs, 11).await;
+}
+
+/// Verifies each (original, kernel, candidate) against its original through one worker
+/// on Triton's CPU interpreter; a candidate labelled `control...` must fail, every other
+/// must pass.
+pub(crate) async fn verify_on_interpreter(py: &str, jobs: &[(String, &str, Candidate)], seed: u64) {
+    use kernel_lsp::worker::pool::{PoolConfig, WorkerPool};
+    use kernel_lsp::worker::protocol::{Op, OpResult};
+    let bin = env!("CARGO_BIN_EXE_kernel-lsp");
+    let pool = WorkerPool::new(PoolConfig {
+        command: vec![
+            "env".into(),
+            format!("KERNEL_LSP_PYTHON={py}"),
+            "TRITON_INTERPRET=1".into(),
+            bin.into(),
+            "worker".into(),
+        ],
+        ..PoolConfig::default()
+    });
+    for (original, kernel, c) in jobs {
+        let op = Op::Verify {
+            candidate: Box::new(triton_version(&c.label, &c.text, kernel)),
+            reference: Box::new(triton_version("original", original, kernel)),
+            seed,
+            sanitize: false,
+        };
+        let control = c.label.starts_with("control");
+        match pool.request(op, None).await {
+            Ok(OpResult::Verify(r)) if control => {
+                assert!(!r.passed, "{kernel}: the control `{}` passed", c.label)
+            }
+            Ok(OpResult::Verify(r)) => assert!(
+                r.passed,
+                "{kernel} {} failed verification: {:?}\n{}",
+                c.label,
+                r.failure.map(|f| f.message),
+                c.text
+            ),
+            Ok(other) => panic!("{}: unexpected reply {other:?}", c.label),
+            Err(e) => panic!("{}: worker error: {}", c.label, e.message),
+        }
+    }
+    pool.shutdown().await;
+}
+
+/// Every embedded rewrite on every kernel of the examples and fixtures, and on damaged
+/// copies of them (a line dropped, the text cut short, braces and parentheses nested
+/// thousands deep): an answer or a refusal, never a panic or a hang.
+#[test]
+fn every_rewrite_on_damaged_kernels_answers_or_refuses() {
+    let mut files = Vec::new();
+    for dir in [
+        "examples",
+        "tests/fixtures/rewrites/rows",
+        "tests/fixtures/rewrites/atomics",
+        "tests/fixtures/rewrites/tiles",
+        "tests/fixtures/rewrites/triton",
+        "tests/fixtures/rewrites/cuda",
+        "tests/fixtures/rewrites/geometry",
+    ] {
+        let mut paths: Vec<_> = std::fs::read_dir(root().join(dir))
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "cu" || x == "py"))
+            .collect();
+        paths.sort();
+        files.extend(paths);
+    }
+    let mut runs = 0;
+    for path in files {
+        let lang = if path.extension().is_some_and(|x| x == "py") {
+            Lang::Triton
+        } else {
+            Lang::Cuda
+        };
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let mut variants = vec![text.clone()];
+        for drop in (0..lines.len()).step_by(9) {
+            let mut l = lines.clone();
+            l.remove(drop);
+            variants.push(l.join("\n"));
+        }
+        for cut in [text.len() / 3, text.len() / 2, text.len() * 9 / 10] {
+            let cut = (0..=cut)
+                .rev()
+                .find(|c| text.is_char_boundary(*c))
+                .unwrap_or(0);
+            variants.push(text[..cut].to_string());
+        }
+        let deep = format!("{}{}{}", "(".repeat(3000), "row < rows", ")".repeat(3000));
+        variants.push(text.replace("row < rows", &deep));
+        variants.push(text.replace("{\n", &"{".repeat(2000)));
+        for v in &variants {
+            let doc = Document::new(lang, 0, v);
+            let Some(tree) = doc.tree() else { continue };
+            let model = kernel_lsp::syntax::analyze(lang, v, tree);
+            let params = BTreeMap::new();
+            for k in &model.kernels {
+                for id in rewrite::IDS {
+                    let _ = rewrite::apply(
+                        id,
+                        &RewriteContext {
+                            lang,
+                            text: v,
+                            tree,
+                            model: &model,
+                            kernel: k,
+                            params: &params,
+                        },
+                    );
+                    runs += 1;
+                }
+            }
+        }
+    }
+    assert!(runs > 2000, "only {runs} rewrite runs");
+}

@@ -7,7 +7,6 @@
 //! KERNEL_LSP_REQUIRE_GPU=1), like the other `gpu_` tests.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use kernel_lsp::analysis::{self, AnalyzeOptions};
 use kernel_lsp::document::Document;
@@ -90,8 +89,36 @@ const CASES: &[(&str, &str, &str)] = &[
     ),
 ];
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+/// The case files, compiled in: the GPU machine runs a prebuilt test binary, and the
+/// checkout it was built from need not be there.
+fn source(file: &str) -> &'static str {
+    match file {
+        "examples/softmax_rows.cu" => include_str!("../../examples/softmax_rows.cu"),
+        "examples/histogram.cu" => include_str!("../../examples/histogram.cu"),
+        "examples/transpose.cu" => include_str!("../../examples/transpose.cu"),
+        "examples/matmul_naive.cu" => include_str!("../../examples/matmul_naive.cu"),
+        "examples/saxpy.cu" => include_str!("../../examples/saxpy.cu"),
+        "examples/matmul.py" => include_str!("../../examples/matmul.py"),
+        "tests/fixtures/rewrites/rows/row_stats.cu" => {
+            include_str!("../fixtures/rewrites/rows/row_stats.cu")
+        }
+        "tests/fixtures/rewrites/atomics/scatter.cu" => {
+            include_str!("../fixtures/rewrites/atomics/scatter.cu")
+        }
+        "tests/fixtures/rewrites/tiles/transposes.cu" => {
+            include_str!("../fixtures/rewrites/tiles/transposes.cu")
+        }
+        "tests/fixtures/rewrites/tiles/matmuls.cu" => {
+            include_str!("../fixtures/rewrites/tiles/matmuls.cu")
+        }
+        "tests/fixtures/rewrites/geometry/leaky_relu.cu" => {
+            include_str!("../fixtures/rewrites/geometry/leaky_relu.cu")
+        }
+        "tests/fixtures/rewrites/triton/grid2d.py" => {
+            include_str!("../fixtures/rewrites/triton/grid2d.py")
+        }
+        other => panic!("no case file {other}"),
+    }
 }
 
 fn lang_of(file: &str) -> Lang {
@@ -159,7 +186,7 @@ fn gpu_idiom_cases_have_candidates_that_plan_without_a_gpu() {
     let mut per_idiom: BTreeMap<&str, usize> = BTreeMap::new();
     for (id, file, kernel) in CASES {
         let lang = lang_of(file);
-        let text = std::fs::read_to_string(root().join(file)).unwrap();
+        let text = source(file).to_string();
         version(lang, &text, kernel, "original");
         let cands = candidates(lang, &text, kernel, id);
         assert!(!cands.is_empty(), "{id} on {kernel}");
@@ -182,7 +209,7 @@ async fn gpu_idioms_verify_on_two_kernels_each_and_report_their_speedup() {
     let mut per_idiom: BTreeMap<&str, usize> = BTreeMap::new();
     for (id, file, kernel) in CASES {
         let lang = lang_of(file);
-        let text = std::fs::read_to_string(root().join(file)).unwrap();
+        let text = source(file).to_string();
         let original = version(lang, &text, kernel, "original");
         let cands = candidates(lang, &text, kernel, id);
         let mut verified = vec![original.clone()];

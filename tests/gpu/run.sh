@@ -16,11 +16,20 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 : "${KERNEL_LSP_BIN:?set KERNEL_LSP_BIN to the prebuilt release kernel-lsp}"
 log="$(mktemp -d)"
 trap 'rm -rf "$log"' EXIT
+# KERNEL_LSP_GPU_PARTS picks sections (default all): tests (the GPU tests), bench
+# (`kernel-lsp bench` on the examples), optimize (the no-LLM benchmark: optimize every
+# example, PyTorch baselines, the table), compare (Triton fidelity, KernelBench). Each
+# section stays under ten minutes on an H100, so they can run as separate commands.
+parts=" ${KERNEL_LSP_GPU_PARTS:-tests bench optimize compare} "
+part() { [[ "$parts" == *" $1 "* ]]; }
+touch "$log/tests.txt" "$log/tests-fault.txt" "$log/bench-rc.txt" "$log/opt-table.txt" "$log/torch.txt"
 
 echo "== device"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 || echo "nvidia-smi not available"
 "$KERNEL_LSP_BIN" --version 2>&1 | head -1 || true
 
+tests_rc=0
+if part tests; then
 echo "== GPU tests"
 KERNEL_LSP_REQUIRE_GPU=1 "$KERNEL_LSP_E2E" gpu:: gpu_cheats:: --skip gpu_illegal_address --test-threads=1 --nocapture 2>&1 | tee "$log/tests.txt"
 tests_rc=${PIPESTATUS[0]}
@@ -32,12 +41,14 @@ fi
 # the in-process fault test runs alone, in its own process.
 KERNEL_LSP_REQUIRE_GPU=1 "$KERNEL_LSP_E2E" gpu::gpu_illegal_address --test-threads=1 --nocapture 2>&1 | tee "$log/tests-fault.txt"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || tests_rc=1
+fi
 
 echo "== kernel-lsp device"
 "$KERNEL_LSP_BIN" device 2>&1 | tee "$log/device.txt"
 
 root="$(cd "$here/../.." && pwd)"
 bench_rc=0
+if part bench; then
 for ex in saxpy.cu reduce_sum.cu matmul_naive.cu vector_add.py softmax.py softmax_rows.cu histogram.cu transpose.cu matmul.py; do
   echo "== kernel-lsp bench examples/$ex"
   timeout 300 "$KERNEL_LSP_BIN" bench "$root/examples/$ex" 2>&1 | tee "$log/bench-$ex.txt"
@@ -45,12 +56,14 @@ for ex in saxpy.cu reduce_sum.cu matmul_naive.cu vector_add.py softmax.py softma
   echo "bench $ex exit $rc" >> "$log/bench-rc.txt"
   [[ $rc -eq 0 ]] || bench_rc=1
 done
+fi
 
+opt_rc=0
+bench_args=()
+if part optimize; then
 echo "== kernel-lsp optimize on the examples (embedded policy and rewrites, no LLM)"
 work="$log/opt"; mkdir -p "$work"; cp "$root"/examples/* "$work/"
 export KERNEL_LSP_DATA_DIR="$log/policy"   # one policy across the runs: it learns between kernels
-opt_rc=0
-bench_args=()
 while read -r ex kernel steps; do
   echo "== optimize $ex --kernel $kernel --steps $steps"
   ( cd "$work" && timeout 420 "$KERNEL_LSP_BIN" optimize "$ex" --kernel "$kernel" --steps "$steps" --json > "$log/opt-$kernel.json" 2> "$log/opt-$kernel.err" )
@@ -75,10 +88,11 @@ echo "== PyTorch baselines"
 timeout 300 python3 "$here/torch_baselines.py" 2>&1 | tee "$log/torch.txt"
 ( cd "$work" && "$KERNEL_LSP_BIN" report matmul_naive.cu -o "$log/report-matmul.html" ) 2>&1
 if [[ -n "${OUT:-}" ]]; then cp "$log"/opt-*.json "$log"/report-*.html "$log/policy/policy.json" "$OUT/" 2>/dev/null; fi
+fi
 
 kb_rc=0
 touch "$log/fidelity.txt" "$log/kb.txt"
-if [[ -z "${KERNEL_LSP_GPU_QUICK:-}" ]]; then  # QUICK=1 skips the two slow comparisons
+if part compare && [[ -z "${KERNEL_LSP_GPU_QUICK:-}" ]]; then  # QUICK=1 skips the two slow comparisons
 echo "== Triton timing fidelity (helper vs triton.testing.do_bench)"
 timeout 300 python3 "$here/triton_fidelity.py" 2>&1 | tee "$log/fidelity.txt"
 
@@ -119,8 +133,10 @@ done
 echo "== optimize (per kernel: steps run, accepted, verified/failed candidates, speedup)"
 cat "$log/opt-table.txt" 2>/dev/null
 echo "== idioms on the GPU (per kernel: candidates verified, best speedup over the original)"
-grep -h -A3 '^IDIOM ' "$log/tests.txt" | grep -E '^(IDIOM|    rejected)' || echo "no IDIOM lines (did gpu::idioms run?)"
+awk '/^IDIOM /{p=1; print; next} p && /^    rejected/{print; next} {p=0}' "$log/tests.txt" | grep . || echo "no IDIOM lines (did gpu::idioms run?)"
+if part optimize; then
 echo "== no-LLM benchmark: first draft vs optimized vs PyTorch, measured in this run"
 python3 "$here/bench_table.py" "$log/torch.txt" "${bench_args[@]}" | tee "$log/bench-table.txt"
+fi
 if [[ -n "${OUT:-}" ]]; then for f in "$log"/*.txt; do echo "=== $(basename "$f")"; cat "$f"; done > "$OUT/gpu-logs.txt"; fi
 [[ $tests_rc -eq 0 && $bench_rc -eq 0 && $opt_rc -eq 0 ]]

@@ -1,3 +1,6 @@
+//! Tests of the static facts: strides, loops, qualifiers, the boolean facts and the
+//! features, on the examples, the rewrite fixtures and hostile input.
+
 use expect_test::{expect, Expect};
 
 use super::*;

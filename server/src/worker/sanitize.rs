@@ -126,9 +126,15 @@ fn run_tool(
         std::process::id()
     ));
     let _ = std::fs::remove_file(&log);
-    let child = Command::new(sanitizer)
-        .arg("--tool")
-        .arg(tool)
+    let mut cmd = Command::new(sanitizer);
+    cmd.arg("--tool").arg(tool);
+    if tool == "memcheck" {
+        // Buffers are allocated at their exact size, but the driver may place the next
+        // allocation right after one, where a read past the end would land in valid
+        // memory; padding after every allocation makes such an access visible.
+        cmd.args(["--padding", "4096"]);
+    }
+    let child = cmd
         .arg("--log-file")
         .arg(&log)
         .args(["--print-limit", "10", "--error-exitcode", "0"])

@@ -412,6 +412,9 @@ mod tests {
               grid, constexpr values, num_warps and num_stages for Triton. The kernel must work
               with that launch.
             - No host code: no `main`, no launch code, no allocations, no tests, no host headers.
+            - Triton: the block holds only imports (triton, torch, math, numpy, typing), `@triton.jit`
+              functions and constants (`NAME = 4` or `NAME = tl.constexpr(4)`); any other top-level
+              statement is refused before anything runs.
             - Leave out the `@bench` comment lines above the kernel: they are the author's spec and
               stay exactly as they are.
             - Keep bounds checks and masks, so sizes that are not multiples of the block size stay

@@ -53,7 +53,7 @@ fn json_output_has_positions_and_severity() {
 
 #[test]
 fn clean_files_exit_0_and_unreadable_ones_exit_2() {
-    let good = b"// @bench n = 1 << 20\n// @bench x: in f32[n]\n// @bench grid = cdiv(n, 128); block = 128\n__global__ void k(int n, const float* x) {}\n";
+    let good = b"// @bench n = 1 << 20, 4099\n// @bench x: in f32[n]\n// @bench grid = cdiv(n, 128); block = 128\n__global__ void k(int n, const float* x) {}\n";
     let (code, out, _) = check(&["--no-compile"], &[("good.cu", good)]);
     assert_eq!((code, out.as_str()), (0, ""));
 

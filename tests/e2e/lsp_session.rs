@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use crate::client::{render_diagnostics, TestClient};
 use crate::tools;
 
-const SAXPY_BAD: &str = r#"// @bench n = 1 << 20
+const SAXPY_BAD: &str = r#"// @bench n = 1 << 20, 4099
 // @bench x: in f33[n]
 // @bench y: inout f32[n]
 // @bench a = 2.0
@@ -100,7 +100,7 @@ async fn symbols_hover_and_skeleton_action() {
         })
         .collect();
     expect![[r#"
-        saxpy (__global__ · 1 case(s))
+        saxpy (__global__ · 2 case(s))
         scale (__global__ · no @bench spec)"#]]
     .assert_eq(&names.join("\n"));
 
@@ -117,11 +117,12 @@ async fn symbols_hover_and_skeleton_action() {
         ```
 
         ---
-        **@bench `saxpy`**: 1 case (case 0 is timed), 3 trials per case
+        **@bench `saxpy`**: 2 cases (case 0 is timed), 3 trials per case
 
         | case | n | a |
         |---|---|---|
         | 0 (timed) | 1048576 | 2.0 |
+        | 1 | 4099 | 2.0 |
 
         | buffer (case 0) | role | dtype | shape | bytes | init |
         |---|---|---|---|---|---|
@@ -156,7 +157,7 @@ async fn symbols_hover_and_skeleton_action() {
     expect![[r#"
         {"character":0,"line":11} // @bench in: in f32[n]
         // @bench out: out f32[n]
-        // @bench n = 1 << 20
+        // @bench n = 1 << 20, 4099
         // @bench grid = cdiv(n, 256); block = 256
     "#]]
     .assert_eq(&format!(

@@ -191,7 +191,9 @@ fn gpu_out_of_bounds_write_fails() {
     assert_eq!(f.buffer.as_deref(), Some("y"));
     assert_eq!(f.index, Some(vec![1 << 20]));
     assert!(
-        f.message.contains("out-of-bounds write past the end of `y`: 4 bytes changed, at element 1048576"),
+        f.message.contains(
+            "out-of-bounds write past the end of `y`: 4 bytes changed, at element 1048576"
+        ),
         "{}",
         f.message
     );

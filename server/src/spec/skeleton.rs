@@ -103,7 +103,7 @@ pub fn skeleton(kernel: &Kernel, source: &str) -> Skeleton {
         .max()
         .unwrap_or(1)
         .max(1);
-    let sizes = format!("1 << 20, {}", 4099u64.div_ceil(width as u64) * width as u64);
+    let sizes = format!("1 << 20, {}", 4099u64.div_ceil(width) * width);
     let mut stmts: Vec<String> = Vec::new();
     if size_param.is_none() {
         stmts.push(format!("{size} = {sizes}"));

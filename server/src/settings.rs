@@ -48,6 +48,20 @@ pub struct Settings {
     pub use_llm: bool,
     /// How candidates are verified (docs/verification.md).
     pub verify: VerifySettings,
+    /// Include folders and defines for the compile checks (docs/project-setup.md).
+    pub cuda: CudaSettings,
+}
+
+/// The `cuda` section: what a project's compile_commands.json would say, for projects
+/// without one (or on top of it).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct CudaSettings {
+    /// Folders searched for includes after the file's own folder and compile_commands.json's;
+    /// relative ones from the workspace root.
+    pub include_paths: Vec<PathBuf>,
+    /// `NAME` or `NAME=VALUE`.
+    pub defines: Vec<String>,
 }
 
 /// The `verify` section: what a version must pass before it is accepted.
@@ -104,6 +118,7 @@ impl Default for Settings {
             steps_per_action: 1,
             use_llm: false,
             verify: VerifySettings::default(),
+            cuda: CudaSettings::default(),
         }
     }
 }

@@ -174,6 +174,8 @@ fn check_text(text: &str, kernel: &str) -> (Vec<String>, Option<CompileInputs>) 
         device_slice: fa.kernel_source(kernel, text),
         defines: plan.defines.clone(),
         name_expressions: plan.template_instance().into_iter().collect(),
+        project: Default::default(),
+        headers: Vec::new(),
     };
     (errors, Some(inputs))
 }

@@ -356,6 +356,8 @@ impl FileAnalysis {
             device_slice: self.model.device_slice.clone(),
             defines: defines.into_iter().collect(),
             name_expressions,
+            project: toolchain::ProjectFlags::default(),
+            headers: Vec::new(),
         }
     }
 }
@@ -366,6 +368,50 @@ pub struct CompileInputs {
     pub device_slice: String,
     pub defines: Vec<(String, String)>,
     pub name_expressions: Vec<String>,
+    /// The file's include folders and defines (its folder, compile_commands.json, the
+    /// `cuda` settings); empty for a buffer with no file.
+    pub project: toolchain::ProjectFlags,
+    /// The project headers the file includes, as `(include name, device slice)`: their
+    /// host code is blanked as the file's is, so a `common.h` full of host helpers
+    /// compiles under NVRTC.
+    pub headers: Vec<(String, String)>,
+}
+
+/// The compile inputs of the file at `path`: its project flags ([`toolchain::project`])
+/// and its project headers, each reduced to its device slice. Reads the disk.
+pub fn with_project(
+    mut inputs: CompileInputs,
+    path: &std::path::Path,
+    include_paths: &[std::path::PathBuf],
+    defines: &[String],
+    tc: &Toolchain,
+) -> CompileInputs {
+    inputs.project = toolchain::project::flags_for_file(path, include_paths, defines);
+    let dir = path
+        .parent()
+        .map_or_else(|| std::path::PathBuf::from("."), |d| d.to_path_buf());
+    let slice = |t: &str| -> String {
+        let mut parser = tree_sitter::Parser::new();
+        if parser
+            .set_language(&syntax::ts_language(Lang::Cuda))
+            .is_err()
+        {
+            return t.to_string();
+        }
+        match syntax::parse_text(&mut parser, Lang::Cuda, t) {
+            Some(tree) => syntax::analyze(Lang::Cuda, t, &tree).device_slice,
+            None => t.to_string(),
+        }
+    };
+    inputs.headers = toolchain::project::collect_headers(
+        &inputs.device_slice,
+        &dir,
+        &inputs.project.include_dirs,
+        &tc.include_dirs,
+        8 << 20,
+        &slice,
+    );
+    inputs
 }
 
 /// The outcome of compiling one version of a CUDA file.
@@ -374,6 +420,41 @@ pub struct CompileOutcome {
     pub findings: Vec<Finding>,
     pub resources: Vec<KernelResources>,
     pub note: Option<String>,
+    /// The compiler read the whole file (it ran and did not stop at a fatal error), so
+    /// it can overrule syntax errors ([`merge_findings`]).
+    pub read_whole_file: bool,
+}
+
+/// The file's findings with the compiler's, where the compiler wins as in clangd: a
+/// syntax error (tree-sitter's grammar has gaps; docs/compat.md) on lines where the
+/// compiler, having read the whole file, found no error is dropped.
+pub fn merge_findings(
+    mut findings: Vec<Finding>,
+    compile: Option<&CompileOutcome>,
+    text: &str,
+) -> Vec<Finding> {
+    let Some(c) = compile else {
+        return findings;
+    };
+    if c.read_whole_file {
+        let line_of = |b: usize| text[..b.min(text.len())].matches('\n').count();
+        let error_lines: Vec<(usize, usize)> = c
+            .findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .map(|f| (line_of(f.range.start), line_of(f.range.end)))
+            .collect();
+        findings.retain(|f| {
+            if f.source != FindingSource::Syntax {
+                return true;
+            }
+            let (a, b) = (line_of(f.range.start), line_of(f.range.end));
+            error_lines.iter().any(|(s, e)| *s <= b && a <= *e)
+        });
+    }
+    findings.extend(c.findings.iter().cloned());
+    findings.sort_by_key(|f| (f.range.start, f.range.end));
+    findings
 }
 
 /// Run NVRTC (and ptxas when found) on the device slice. Blocking: call it from
@@ -387,12 +468,14 @@ pub fn compile(
     if tc.nvrtc.is_err() {
         return CompileOutcome::default();
     }
-    let result: CheckResult = toolchain::check_device_slice(
+    let result: CheckResult = toolchain::check_device_slice_with(
         tc,
         &inputs.device_slice,
         program_name,
         &inputs.defines,
         &inputs.name_expressions,
+        &inputs.project,
+        &inputs.headers,
     );
     let line_starts = line_starts(text);
     let findings = result
@@ -422,10 +505,14 @@ pub fn compile(
             }
         })
         .collect();
+    let read_whole_file = !result.messages.iter().any(|m| {
+        m.message.contains("catastrophic") || m.message.contains("Compilation terminated")
+    }) && result.note.as_ref().is_none_or(|n| !n.contains("libnvrtc"));
     CompileOutcome {
         findings,
         resources: result.resources,
         note: result.note,
+        read_whole_file,
     }
 }
 

@@ -108,8 +108,15 @@ pub fn run(args: &CheckArgs) -> ExitCode {
             let name = path
                 .file_name()
                 .map_or("kernel.cu".into(), |n| n.to_string_lossy().to_string());
-            let outcome = analysis::compile(tc, &text, &result.compile_inputs(), &name);
-            findings.extend(outcome.findings);
+            let inputs = analysis::with_project(
+                result.compile_inputs(),
+                path,
+                &settings.cuda.include_paths,
+                &settings.cuda.defines,
+                tc,
+            );
+            let outcome = analysis::compile(tc, &text, &inputs, &name);
+            findings = analysis::merge_findings(findings, Some(&outcome), &text);
             resources = outcome.resources;
         }
         findings.sort_by_key(|f| (f.range.start, f.range.end));

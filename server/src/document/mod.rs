@@ -44,6 +44,8 @@ pub struct Document {
     text: String,
     parser: Parser,
     tree: Option<Tree>,
+    /// The last parse read a masked text (syntax::mask).
+    masked: bool,
 }
 
 impl Document {
@@ -61,8 +63,10 @@ impl Document {
             text: text.to_string(),
             parser,
             tree: None,
+            masked: false,
         };
-        doc.tree = doc.parser.parse(text, None);
+        doc.tree = crate::syntax::parse_text(&mut doc.parser, lang, text);
+        doc.masked = doc.tree.is_some() && crate::syntax::mask::masked(lang, text).is_some();
         doc
     }
 
@@ -82,7 +86,8 @@ impl Document {
     pub fn replace_all(&mut self, text: &str) {
         self.rope = Rope::from_str(text);
         self.text = text.to_string();
-        self.tree = self.parser.parse(&self.text, None);
+        self.tree = crate::syntax::parse_text(&mut self.parser, self.lang, &self.text);
+        self.masked = crate::syntax::mask::masked(self.lang, &self.text).is_some();
     }
 
     /// Apply one ranged edit to the rope and the tree. Does not reparse: call
@@ -132,11 +137,19 @@ impl Document {
     /// A fresh tree of the current text that the document does not keep (for analyzing
     /// a document whose tree was dropped, without growing memory again).
     pub fn parse_detached(&mut self) -> Option<Tree> {
-        self.parser.parse(&self.text, None)
+        crate::syntax::parse_text(&mut self.parser, self.lang, &self.text)
     }
 
     /// Reparse after edits: incrementally, reusing the edited old tree, when there is one.
     pub fn reparse(&mut self) {
+        // Text with hidden regions (syntax::mask) is parsed whole: an edit can move them.
+        let masked = crate::syntax::mask::masked(self.lang, &self.text);
+        if masked.is_some() || self.masked {
+            self.masked = masked.is_some();
+            let text = masked.as_deref().unwrap_or(&self.text);
+            self.tree = self.parser.parse(text, None);
+            return;
+        }
         let rope = &self.rope;
         let mut read = |byte: usize, _: Point| -> &[u8] {
             if byte >= rope.len_bytes() {

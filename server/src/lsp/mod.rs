@@ -282,10 +282,11 @@ impl Backend {
         let enc = state.encoding;
         let state = &mut *state;
         let open = state.docs.get_mut(uri)?;
-        let mut findings = open.analysis.findings();
-        if let Some(c) = &open.compile {
-            findings.extend(c.findings.iter().cloned());
-        }
+        let findings = analysis::merge_findings(
+            open.analysis.findings(),
+            open.compile.as_deref(),
+            open.doc.text(),
+        );
         // Kernel files get a publish for every version (clients then know the edit was
         // checked); other files only once, to clear what an earlier version showed.
         if !open.kernel_file && !open.published_any {
@@ -388,10 +389,16 @@ impl Backend {
                     name,
                 )
             };
-            let (text, inputs, name) = job;
-            let outcome =
-                tokio::task::spawn_blocking(move || analysis::compile(&tc, &text, &inputs, &name))
-                    .await;
+            let (text, mut inputs, name) = job;
+            let (file, cuda) = (uri.to_file_path().ok(), this.state().settings.cuda.clone());
+            let outcome = tokio::task::spawn_blocking(move || {
+                if let Some(f) = &file {
+                    inputs =
+                        analysis::with_project(inputs, f, &cuda.include_paths, &cuda.defines, &tc);
+                }
+                analysis::compile(&tc, &text, &inputs, &name)
+            })
+            .await;
             let outcome = match outcome {
                 Ok(o) => o,
                 Err(e) => {

@@ -17,18 +17,7 @@ pub fn hash(text: &str) -> String {
 }
 
 pub fn workspace_root(file: &Path) -> PathBuf {
-    let dir = file
-        .parent()
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    let dir = if dir.as_os_str().is_empty() {
-        PathBuf::from(".")
-    } else {
-        dir
-    };
-    let abs = dir.canonicalize().unwrap_or(dir.clone());
-    abs.ancestors()
-        .find(|a| a.join(".git").exists())
-        .map_or(abs.clone(), Path::to_path_buf)
+    crate::toolchain::project::workspace_root(file)
 }
 
 /// The file's path relative to the workspace root (its name when it is not under it),

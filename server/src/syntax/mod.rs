@@ -12,6 +12,7 @@
 
 mod cuda;
 mod errors;
+pub mod mask;
 pub mod model;
 mod queries;
 mod spec_block;
@@ -100,4 +101,18 @@ impl FileModel {
 /// The text of `node`, or "" when the tree does not match the text.
 fn text<'s>(src: &'s str, node: tree_sitter::Node) -> &'s str {
     src.get(node.byte_range()).unwrap_or("")
+}
+
+/// Parses `text` as the grammar should see it: the regions of [`mask`] hidden (same
+/// byte length, so the tree's ranges are the text's). `old` is reused only when nothing
+/// is hidden in the text (hidden regions may move anywhere with an edit).
+pub fn parse_text(
+    parser: &mut tree_sitter::Parser,
+    lang: Lang,
+    text: &str,
+) -> Option<tree_sitter::Tree> {
+    match mask::masked(lang, text) {
+        Some(m) => parser.parse(&m, None),
+        None => parser.parse(text, None),
+    }
 }

@@ -11,10 +11,12 @@
 //! ([`ToolError`]), never a panic or a link-time dependency; every function may be
 //! called from several threads at once.
 
+pub mod compat;
 mod locate;
 mod nvrtc;
 mod nvrtc_log;
 mod process;
+pub mod project;
 mod ptxas;
 
 #[cfg(test)]
@@ -26,6 +28,7 @@ use std::time::Duration;
 pub use locate::{locate, locate_in, SearchEnv, Toolchain, ToolchainSettings};
 pub use nvrtc::{default_options, std_header_shims, CompileOutput, CompileRequest, Nvrtc};
 pub use nvrtc_log::{parse_nvrtc_log, CompilerMessage, MessageSeverity};
+pub use project::ProjectFlags;
 pub use ptxas::{
     parse_ptxas_verbose, ptxas_resources, ptxas_resources_with_args, symbol_matches,
     KernelResources,
@@ -74,6 +77,26 @@ pub struct CheckResult {
     pub lowered_names: Vec<(String, String)>,
 }
 
+/// [`default_options`] plus the prelude, and `-std=` from the project when it names a
+/// standard NVRTC knows (else C++17 stays).
+pub fn project_options(
+    arch: &str,
+    include_dirs: &[PathBuf],
+    defines: &[(String, String)],
+    std: Option<&str>,
+) -> Result<Vec<String>, ToolError> {
+    let mut opts = default_options(arch, include_dirs, defines)?;
+    if let Some(s) = std.filter(|s| matches!(*s, "c++11" | "c++14" | "c++17" | "c++20")) {
+        for o in &mut opts {
+            if o.starts_with("-std=") {
+                *o = format!("-std={s}");
+            }
+        }
+    }
+    opts.push(compat::prelude_option());
+    Ok(opts)
+}
+
 /// How long ptxas may take for one slice before it is stopped.
 pub const PTXAS_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -89,6 +112,31 @@ pub fn check_device_slice(
     defines: &[(String, String)],
     name_expressions: &[String],
 ) -> CheckResult {
+    check_device_slice_with(
+        tc,
+        device_slice,
+        program_name,
+        defines,
+        name_expressions,
+        &ProjectFlags::default(),
+        &[],
+    )
+}
+
+/// [`check_device_slice`] with the file's project flags (its folder, its
+/// compile_commands.json entry, the settings): their include folders come before the
+/// toolkit's, their defines before the spec's (which win), their `-std` replaces C++17.
+/// A header no folder has becomes one warning on its `#include` line, and the rest of
+/// the file is still checked ([`compat::compile`]).
+pub fn check_device_slice_with(
+    tc: &Toolchain,
+    device_slice: &str,
+    program_name: &str,
+    defines: &[(String, String)],
+    name_expressions: &[String],
+    project: &ProjectFlags,
+    headers: &[(String, String)],
+) -> CheckResult {
     let nvrtc = match &tc.nvrtc {
         Ok(n) => n,
         Err(e) => {
@@ -98,7 +146,19 @@ pub fn check_device_slice(
             }
         }
     };
-    let options = match default_options(&tc.arch, &tc.include_dirs, defines) {
+    let mut all_defines = project.defines.clone();
+    for (n, v) in defines {
+        all_defines.retain(|(m, _)| m != n);
+        all_defines.push((n.clone(), v.clone()));
+    }
+    let mut include_dirs = project.include_dirs.clone();
+    include_dirs.extend(tc.include_dirs.iter().cloned());
+    let options = match project_options(
+        &tc.arch,
+        &include_dirs,
+        &all_defines,
+        project.std.as_deref(),
+    ) {
         Ok(o) => o,
         Err(e) => {
             // A bad define or arch comes from the author's spec or settings: show it.
@@ -115,13 +175,39 @@ pub fn check_device_slice(
             };
         }
     };
-    let out = nvrtc.compile(&CompileRequest {
-        source: device_slice.to_string(),
-        program_name: program_name.to_string(),
-        options,
-        name_expressions: name_expressions.to_vec(),
-        headers: std_header_shims(&tc.include_dirs),
-    });
+    let (mut out, missing) = compat::compile(
+        nvrtc,
+        &CompileRequest {
+            source: device_slice.to_string(),
+            program_name: program_name.to_string(),
+            options,
+            name_expressions: name_expressions.to_vec(),
+            headers: headers.to_vec(),
+        },
+        &tc.include_dirs,
+    );
+    for m in &missing {
+        let text = device_slice.split('\n').nth(m.line as usize).unwrap_or("");
+        let lead = text.len() - text.trim_start().len();
+        let searched: Vec<String> = project
+            .include_dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .chain(std::iter::once("the CUDA headers".to_string()))
+            .collect();
+        out.messages.push(CompilerMessage {
+            line: m.line,
+            col_start: lead as u32,
+            col_end: text.trim_end().len() as u32,
+            severity: MessageSeverity::Warning,
+            message: format!(
+                "cannot open `{}` (searched: {}); the rest of the file was checked without it. Add its folder to the `cuda.includePaths` setting or to compile_commands.json (docs/project-setup.md)",
+                m.header,
+                searched.join(", ")
+            ),
+        });
+    }
+    out.messages.sort_by_key(|m| (m.line, m.col_start));
     let mut result = CheckResult {
         messages: out.messages,
         ptx_ok: out.success && out.ptx.is_some(),

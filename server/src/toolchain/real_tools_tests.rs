@@ -399,3 +399,111 @@ fn a_folder_setting_finds_the_library_without_any_environment() {
     assert_eq!(again.include_dirs.first(), tc.include_dirs.first());
     assert_eq!(again.ptxas, tc.ptxas);
 }
+
+/// Issue #10, item 3: what nvcc accepts compiles the same way here (docs/compat.md):
+/// the math constants and limits with no include, the standard and CUDA headers, the
+/// cooperative groups and CUB's block-level primitives (CCCL from the pip wheel).
+#[test]
+fn nvcc_compatible_names_and_headers_compile() {
+    let Some(tc) = toolchain("nvcc_compatible_names_and_headers_compile") else {
+        return;
+    };
+    let cccl = tc
+        .include_dirs
+        .iter()
+        .any(|d| d.join("cub/cub.cuh").is_file());
+    let src = format!(
+        r#"#include <cstdint>
+#include <cfloat>
+#include <climits>
+#include <math.h>
+#include <cmath>
+#include <cassert>
+#include <cstdio>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+{cub}
+namespace cg = cooperative_groups;
+extern "C" __global__ void k(int n, const float* x, float* y) {{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float m = -INFINITY;
+    float lim = FLT_MAX + FLT_MIN * 0 + FLT_EPSILON * 0;
+    double d = DBL_MAX * 0 + DBL_MIN * 0 + DBL_EPSILON;
+    float pi = (float)M_PI + (float)M_SQRT2 * 0 + (float)M_E * 0 + (float)M_LN2 * 0;
+    int big = INT_MAX + INT_MIN * 0 + (int)(UINT_MAX * 0u) + (int)(LLONG_MAX * 0) + CHAR_BIT * 0;
+    int64_t w = INT64_MAX * 0; uint32_t u = UINT32_MAX * 0u; std::int8_t s8 = 0;
+    __half h = __float2half(1.0f); __nv_bfloat16 bf = __float2bfloat16(2.0f);
+    cg::thread_block tb = cg::this_thread_block();
+    cg::thread_block_tile<32> warp = cg::tiled_partition<32>(tb);
+    float r = cg::reduce(warp, 1.0f, cg::plus<float>());
+    assert(n >= 0);
+    if (isnan(NAN) && i == 0) printf("%f\n", (double)HUGE_VALF);
+    constexpr float ninf = -INFINITY;
+    {cub_use}
+    if (i < n) y[i] = fmaxf(fmaxf(m, ninf), x[i]) + lim * 0 + (float)d * 0 + pi * 0 + big * 0 + w + u + s8
+        + __half2float(h) * 0 + __bfloat162float(bf) * 0 + r * 0;
+}}
+"#,
+        cub = if cccl {
+            "#include <cub/cub.cuh>\n#include <cub/block/block_reduce.cuh>"
+        } else {
+            ""
+        },
+        cub_use = if cccl {
+            "typedef cub::BlockReduce<float, 256> R; __shared__ typename R::TempStorage tmp; float t = R(tmp).Sum(1.0f); (void)t;"
+        } else {
+            ""
+        },
+    );
+    let r = check_device_slice(&tc, &src, "kernel.cu", &[], &[]);
+    let errors: Vec<String> = r
+        .messages
+        .iter()
+        .filter(|m| m.severity == MessageSeverity::Error || m.severity == MessageSeverity::Warning)
+        .filter(|m| !m.message.contains("declared but never referenced"))
+        .map(|m| format!("{}: {}", m.line + 1, m.message))
+        .collect();
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+    assert!(r.ptx_ok);
+    if !cccl {
+        skip(
+            "nvcc_compatible_names_and_headers_compile (CUB part)",
+            "no CCCL headers",
+        );
+    }
+}
+
+/// A header no folder has costs one warning on its line; the rest of the file is still
+/// checked (here: a real error further down is reported).
+#[test]
+fn a_missing_include_is_one_warning_and_the_rest_is_checked() {
+    let Some(tc) = toolchain("a_missing_include_is_one_warning_and_the_rest_is_checked") else {
+        return;
+    };
+    let src = "#include \"nowhere/common.h\"\nextern \"C\" __global__ void k(float* y) {\n    y[0] = undefined_thing;\n}\n";
+    let r = check_device_slice(&tc, src, "kernel.cu", &[], &[]);
+    let shown: Vec<String> = r
+        .messages
+        .iter()
+        .map(|m| {
+            format!(
+                "{}:{:?}: {}",
+                m.line + 1,
+                m.severity,
+                m.message.lines().next().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(shown.len(), 2, "{shown:#?}");
+    assert!(
+        shown[0]
+            .starts_with("1:Warning: cannot open `nowhere/common.h` (searched: the CUDA headers)"),
+        "{shown:#?}"
+    );
+    assert!(
+        shown[1].starts_with("3:Error: identifier \"undefined_thing\" is undefined"),
+        "{shown:#?}"
+    );
+}

@@ -349,7 +349,7 @@ impl Analyzed {
         let tree = parser
             .set_language(&syntax::ts_language(lang))
             .ok()
-            .and_then(|()| parser.parse(&text, None));
+            .and_then(|()| syntax::parse_text(&mut parser, lang, &text));
         let mut model = match &tree {
             Some(t) => syntax::analyze(lang, &text, t),
             None => FileModel {

@@ -262,7 +262,7 @@ pub(super) fn finish(
     {
         return Err(bug("the CUDA grammar did not load"));
     }
-    let Some(tree) = parser.parse(&out, None) else {
+    let Some(tree) = syntax::parse_text(&mut parser, Lang::Cuda, &out) else {
         return Err(bug("the parser gave up"));
     };
     let model = syntax::analyze(Lang::Cuda, &out, &tree);

@@ -19,9 +19,7 @@ use super::fill::{
 use super::limits::{check_launch, KernelAttrs, LaunchPlan};
 use super::refcache::RefCache;
 use crate::spec::{Arg, Case, DType, Launch, Role};
-use crate::toolchain::{
-    self, default_options, std_header_shims, CompileRequest, Toolchain, ToolchainSettings,
-};
+use crate::toolchain::{self, CompileRequest, Toolchain, ToolchainSettings};
 use crate::worker::protocol::{Ceilings, DeviceInfo, ErrorKind, Version, WorkerError};
 
 /// Loaded modules kept at most; past it the cache starts over (an optimize session makes
@@ -181,10 +179,13 @@ impl Gpu {
             Ok(n) => n.clone(),
             Err(e) => return Err(err(ErrorKind::NoBackend, e.to_string())),
         };
-        let mut options = default_options(
+        // The editor's compile options (toolchain::project_options: the prelude of nvcc's
+        // implicit includes, C++17), so a kernel compiles here as it does in the editor.
+        let mut options = toolchain::project_options(
             &self.info.arch,
             &self.toolchain.include_dirs,
             &v.plan.defines,
+            None,
         )
         .map_err(|e| err(ErrorKind::BadRequest, format!("`{}`: {e}", v.label)))?;
         options.extend(v.options.iter().cloned());
@@ -209,14 +210,16 @@ impl Gpu {
             program_name: format!("{}.cu", v.plan.kernel),
             options: options.clone(),
             name_expressions: exprs,
-            headers: std_header_shims(&self.toolchain.include_dirs),
+            headers: Vec::new(),
         };
-        let mut out = nvrtc.compile(&request(vec![name_expr.clone()]));
+        let include_dirs = self.toolchain.include_dirs.clone();
+        let compile = |r: &CompileRequest| toolchain::compat::compile(&nvrtc, r, &include_dirs).0;
+        let mut out = compile(&request(vec![name_expr.clone()]));
         if !out.success && c.template_args.is_empty() {
             // A plain kernel needs no name expression to exist (extern "C" is its own
             // symbol); if the expression itself is what NVRTC rejects (a kernel inside a
             // namespace), compiling without it tells the two failures apart.
-            let plain = nvrtc.compile(&request(Vec::new()));
+            let plain = compile(&request(Vec::new()));
             if plain.success {
                 out = plain;
             }

@@ -205,7 +205,23 @@ pub fn headers(include_dirs: &[PathBuf]) -> Vec<(String, String)> {
             ));
         }
     }
+    for (name, text) in LIBRARY_HEADERS {
+        out.push((name.to_string(), text.to_string()));
+    }
+    if cccl {
+        for h in STD_OVER_CCCL {
+            if has(include_dirs, &format!("cuda/std/{h}")) {
+                out.push((
+                    h.to_string(),
+                    format!("#pragma once\n/* kernel-lsp: <{h}> from CCCL under NVRTC (docs/compat.md) */\n#include <cuda/std/{h}>\nnamespace cuda {{ namespace std {{}} }}\nnamespace std {{ using namespace ::cuda::std; }}\n"),
+                ));
+            }
+        }
+    }
     for h in HOST_ONLY_HEADERS {
+        if out.iter().any(|(n, _)| n == h) {
+            continue;
+        }
         out.push((
             (*h).to_string(),
             format!(
@@ -284,6 +300,69 @@ using ::uint_least8_t; using ::uint_least16_t; using ::uint_least32_t; using ::u
 using ::int_fast8_t; using ::int_fast16_t; using ::int_fast32_t; using ::int_fast64_t;
 using ::uint_fast8_t; using ::uint_fast16_t; using ::uint_fast32_t; using ::uint_fast64_t;
 }
+";
+
+/// Standard headers whose device-usable part CCCL provides as `cuda/std/...`: with
+/// CCCL, `std::numeric_limits`, `std::integral_constant`, `std::min` and the like work
+/// in device code as under nvcc (with `--expt-relaxed-constexpr`).
+const STD_OVER_CCCL: &[&str] = &[
+    "type_traits",
+    "limits",
+    "utility",
+    "tuple",
+    "array",
+    "functional",
+    "numeric",
+    "cmath",
+    "cstdlib",
+    "climits",
+    "cfloat",
+    "cassert",
+];
+
+/// The CUDA libraries' host headers: what a kernel file's top-level declarations may
+/// use from them (the fp16/bf16 types their headers pull in, the opaque handle types),
+/// and nothing else: their APIs are host code.
+const LIBRARY_HEADERS: &[(&str, &str)] = &[
+    ("cublas_v2.h", CUBLAS),
+    ("cublas.h", CUBLAS),
+    ("cublas_api.h", CUBLAS),
+    ("cublasLt.h", CUBLAS),
+    (
+        "nccl.h",
+        "#pragma once\ntypedef struct ncclComm* ncclComm_t;\ntypedef struct { char internal[128]; } ncclUniqueId;\ntypedef int ncclResult_t;\ntypedef int ncclDataType_t;\ntypedef int ncclRedOp_t;\n",
+    ),
+    (
+        "cusparse.h",
+        "#pragma once\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\ntypedef struct cusparseContext* cusparseHandle_t;\ntypedef int cusparseStatus_t;\n",
+    ),
+    (
+        "cufft.h",
+        "#pragma once\ntypedef int cufftHandle;\ntypedef int cufftResult;\ntypedef float cufftReal;\ntypedef float2 cufftComplex;\ntypedef double2 cufftDoubleComplex;\n",
+    ),
+    (
+        "curand.h",
+        "#pragma once\ntypedef struct curandGenerator_st* curandGenerator_t;\ntypedef int curandStatus_t;\n",
+    ),
+    (
+        "cudnn.h",
+        "#pragma once\n#include <cuda_fp16.h>\ntypedef struct cudnnContext* cudnnHandle_t;\ntypedef int cudnnStatus_t;\n",
+    ),
+];
+
+const CUBLAS: &str = "#pragma once
+/* kernel-lsp: cuBLAS under NVRTC: the types its header brings along (docs/compat.md) */
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <library_types.h>
+typedef struct cublasContext* cublasHandle_t;
+typedef struct cublasLtContext* cublasLtHandle_t;
+typedef struct cublasLtMatmulDescOpaque_t* cublasLtMatmulDesc_t;
+typedef struct cublasLtMatrixLayoutOpaque_t* cublasLtMatrixLayout_t;
+typedef struct cublasLtMatmulPreferenceOpaque_t* cublasLtMatmulPreference_t;
+typedef int cublasStatus_t;
+typedef int cublasOperation_t;
+typedef int cublasComputeType_t;
 ";
 
 /// The option that pre-includes the prelude.

@@ -77,7 +77,7 @@ pub struct CheckResult {
     pub lowered_names: Vec<(String, String)>,
 }
 
-/// [`default_options`] plus the prelude, and `-std=` from the project when it names a
+/// [`default_options`] plus the prelude and `-default-device`, and `-std=` from the project when it names a
 /// standard NVRTC knows (else C++17 stays).
 pub fn project_options(
     arch: &str,
@@ -94,6 +94,12 @@ pub fn project_options(
         }
     }
     opts.push(compat::prelude_option());
+    // Unannotated functions that reach NVRTC are the ones the device slice keeps:
+    // `constexpr` helpers and class members, which nvcc lets device code call (with
+    // --expt-relaxed-constexpr, as most projects build). NVRTC's JIT mode refuses every
+    // host function, so they are taken as device functions. Unannotated non-constexpr
+    // helpers are blanked from the slice, so calling one is still an error.
+    opts.push("-default-device".to_string());
     Ok(opts)
 }
 

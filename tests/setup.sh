@@ -20,6 +20,21 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]} into .venv" >&2
   .venv/bin/python3 -m pip install -q --disable-pip-version-check "${missing[@]}"
 fi
+# nvcc from CUDA 13's wheels (driver, front end, headers, CCCL; g++ is the host compiler)
+# in its own folder, not .venv: the tests that check files with nvcc point at it, and
+# every other test checks with NVRTC as a machine without nvcc does.
+if ! command -v g++ >/dev/null 2>&1; then
+  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  echo "setup: apt-get install g++ (nvcc's host compiler)" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq g++ >/dev/null
+fi
+if [ ! -x .tools/nvcc/nvidia/cu13/bin/nvcc ]; then
+  echo "setup: installing nvcc (CUDA 13 wheels) into .tools/nvcc" >&2
+  .venv/bin/python3 -m pip install -q --disable-pip-version-check --no-deps --target .tools/nvcc \
+    nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88 \
+    nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85
+fi
 echo "setup: .venv ready ($(.venv/bin/nvim --version | head -n1))" >&2
 
 # The VS Code extension (editors/vscode): its locked npm packages (needs Node 20+), and

@@ -54,7 +54,7 @@ pub struct Settings {
 
 /// The `cuda` section: what a project's compile_commands.json would say, for projects
 /// without one (or on top of it).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct CudaSettings {
     /// Folders searched for includes after the file's own folder and compile_commands.json's;
@@ -62,6 +62,22 @@ pub struct CudaSettings {
     pub include_paths: Vec<PathBuf>,
     /// `NAME` or `NAME=VALUE`.
     pub defines: Vec<String>,
+    /// Check files with nvcc when one is found (a device-side compile of the whole file
+    /// with the project's flags: the ground truth); `false` checks with NVRTC alone.
+    pub use_nvcc: bool,
+    /// nvcc itself, or its folder. Default: searched (CUDA installs, pip wheels, `$PATH`).
+    pub nvcc_path: Option<PathBuf>,
+}
+
+impl Default for CudaSettings {
+    fn default() -> Self {
+        CudaSettings {
+            include_paths: Vec::new(),
+            defines: Vec::new(),
+            use_nvcc: true,
+            nvcc_path: None,
+        }
+    }
 }
 
 /// The `verify` section: what a version must pass before it is accepted.
@@ -330,6 +346,8 @@ impl Settings {
             ptxas_path: self.ptxas_path.clone(),
             cuda_include: self.cuda_include.clone(),
             arch: self.arch.clone(),
+            nvcc_path: self.cuda.nvcc_path.clone(),
+            use_nvcc: self.cuda.use_nvcc,
         }
     }
 }

@@ -221,3 +221,144 @@ int main() {
     assert_eq!(stdout.lines().count(), 2, "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A project in the style of a large inference library: headers full of host classes
+/// (`std::vector`, `std::string`, a cuBLAS handle from a header this machine lacks), macro
+/// statements the grammar cannot read, templates and a device error planted later. With
+/// nvcc (the CUDA 13 wheels) the file is checked as the project builds it: clean but for
+/// the missing header, and the planted error is found at its place. With NVRTC alone
+/// there is no false error either.
+#[test]
+fn nvcc_checks_a_project_file_as_the_project_builds_it() {
+    let test = "nvcc_checks_a_project_file_as_the_project_builds_it";
+    let nvcc = match crate::tools::test_nvcc() {
+        Ok(p) => p,
+        Err(e) => return crate::tools::skip(test, &e),
+    };
+    let dir = std::env::temp_dir().join(format!("kernel-lsp-nvcc-proj-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("src/cuda")).unwrap();
+    std::fs::create_dir_all(dir.join("include")).unwrap();
+    std::fs::create_dir_all(dir.join(".git")).unwrap();
+    std::fs::write(
+        dir.join("include/lib.h"),
+        "#pragma once\n#include <stdio.h>\n#include <stdint.h>\nstruct tensor { int64_t ne[4]; void* data; };\nFILE* lib_log_file(void);\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("src/cuda/common.cuh"),
+        r#"#pragma once
+#include "lib.h"
+#include <cublas_v2.h>
+#include <string>
+#include <vector>
+#include <cuda_fp16.h>
+#define TENSOR_LOCALS const int64_t ne0 = t->ne[0]; const int64_t ne1 = t->ne[1];
+#define CUDA_CHECK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s\n", cudaGetErrorString(e_)); } } while (0)
+struct cuda_context {
+    std::vector<cudaStream_t> streams;
+    std::string name;
+    cublasHandle_t handle = nullptr;
+    cublasHandle_t cublas() { if (!handle) { cublasCreate(&handle); } return handle; }
+};
+template <typename T> static __device__ __forceinline__ float to_float(T v) { return (float) v; }
+static constexpr __device__ int warp_size() { return 32; }
+"#,
+    )
+    .unwrap();
+    let kernel = r#"#include "common.cuh"
+
+template <typename src_t, typename dst_t>
+static __global__ void scale(const src_t* x, dst_t* y, const int64_t n, const float s) {
+    const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) {
+        return;
+    }
+    float m = -INFINITY;
+    m = fmaxf(m, to_float(x[i]) * s);
+    y[i] = (dst_t) m;
+}
+
+#define LAUNCH(S, D) scale<S, D><<<(n + 255) / 256, 256, 0, stream>>>((const S*) t->data, (D*) out, n, s)
+
+void scale_cuda(cuda_context& ctx, const tensor* t, void* out, int type, float s) {
+    TENSOR_LOCALS
+    const int64_t n = ne0 * ne1;
+    cudaStream_t stream = ctx.streams.empty() ? nullptr : ctx.streams[0];
+    switch (type) {
+        case 0: LAUNCH(float, float); break;
+        case 1: LAUNCH(half, float); break;
+        default: break;
+    }
+    CUDA_CHECK(cudaGetLastError());
+    cublasSetStream(ctx.cublas(), stream);
+}
+"#;
+    std::fs::write(dir.join("src/cuda/scale.cu"), kernel).unwrap();
+    let db = format!(
+        r#"[{{"directory": "{d}", "file": "src/cuda/scale.cu", "command": "nvcc -Iinclude -Isrc -Isrc/cuda -DNDEBUG -std=c++17 --expt-relaxed-constexpr -O3 -c src/cuda/scale.cu -o scale.o"}}]"#,
+        d = dir.display()
+    );
+    std::fs::write(dir.join("compile_commands.json"), db).unwrap();
+    let check = |nvcc_env: &std::path::Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
+            .current_dir(&dir)
+            .env("KERNEL_LSP_NVCC", nvcc_env)
+            .args(["check", "src/cuda/scale.cu"])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+
+    let (code, stdout, stderr) = check(&nvcc);
+    assert!(stderr.contains("note: checking with nvcc"), "{stderr}");
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    // The one message: the header this machine does not have (on the include that
+    // brought it in), with the folders searched.
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(
+        stdout.starts_with("src/cuda/scale.cu:1:1: warning: cannot open `cublas_v2.h` (searched: "),
+        "{stdout}"
+    );
+    assert!(stdout.trim_end().ends_with("[nvcc]"), "{stdout}");
+
+    // NVRTC alone: no false error either.
+    let (code, stdout, stderr) = check(std::path::Path::new("none"));
+    assert!(!stderr.contains("checking with nvcc"), "{stderr}");
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(!stdout.contains(": error:"), "{stdout}");
+
+    // A real device error is found by nvcc, at its line and column.
+    let broken = kernel.replace(
+        "fmaxf(m, to_float(x[i]) * s)",
+        "fmaxf(m, to_float(x[i]) * scale_factor)",
+    );
+    std::fs::write(dir.join("src/cuda/scale.cu"), &broken).unwrap();
+    let (code, stdout, _) = check(&nvcc);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains(
+            "src/cuda/scale.cu:10:35: error: identifier \"scale_factor\" is undefined [nvcc]"
+        ),
+        "{stdout}"
+    );
+
+    // nvcc refusing the project's flags falls back to NVRTC, and says so.
+    std::fs::write(dir.join("src/cuda/scale.cu"), kernel).unwrap();
+    let bad = std::fs::read_to_string(dir.join("compile_commands.json"))
+        .unwrap()
+        .replace("-std=c++17", "-std=c++99");
+    std::fs::write(dir.join("compile_commands.json"), bad).unwrap();
+    let (code, stdout, stderr) = check(&nvcc);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("note: nvcc could not check the file (nvcc: nvcc fatal"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("checked with NVRTC"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

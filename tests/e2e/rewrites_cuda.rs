@@ -176,6 +176,7 @@ fn check_text(text: &str, kernel: &str) -> (Vec<String>, Option<CompileInputs>) 
         name_expressions: plan.template_instance().into_iter().collect(),
         project: Default::default(),
         headers: Vec::new(),
+        file: None,
     };
     (errors, Some(inputs))
 }

@@ -40,3 +40,21 @@ pub fn nvim() -> Option<PathBuf> {
         .map(|d| d.join("nvim"))
         .find(|p| p.is_file())
 }
+
+/// nvcc for the tests that check with it: `KERNEL_LSP_TEST_NVCC`, else the CUDA 13 wheels
+/// tests/setup.sh puts in `.tools/nvcc` (kept out of `.venv`, so every other test
+/// checks with NVRTC as before).
+pub fn test_nvcc() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("KERNEL_LSP_TEST_NVCC") {
+        return Ok(PathBuf::from(p));
+    }
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools/nvcc/nvidia/cu13/bin");
+    if p.join("nvcc").is_file() {
+        Ok(p)
+    } else {
+        Err(format!(
+            "no nvcc for tests: {} is missing (run tests/setup.sh) and KERNEL_LSP_TEST_NVCC is not set",
+            p.display()
+        ))
+    }
+}

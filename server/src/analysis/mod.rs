@@ -28,6 +28,7 @@ pub enum FindingSource {
     Syntax,
     Spec,
     Nvrtc,
+    Nvcc,
     Ptxas,
     Limits,
 }
@@ -38,6 +39,7 @@ impl FindingSource {
             FindingSource::Syntax => "syntax",
             FindingSource::Spec => "@bench",
             FindingSource::Nvrtc => "nvrtc",
+            FindingSource::Nvcc => "nvcc",
             FindingSource::Ptxas => "ptxas",
             FindingSource::Limits => "kernel-lsp",
         }
@@ -358,6 +360,7 @@ impl FileAnalysis {
             name_expressions,
             project: toolchain::ProjectFlags::default(),
             headers: Vec::new(),
+            file: None,
         }
     }
 }
@@ -375,6 +378,9 @@ pub struct CompileInputs {
     /// host code is blanked as the file's is, so a `common.h` full of host helpers
     /// compiles under NVRTC.
     pub headers: Vec<(String, String)>,
+    /// The file on disk (its folder and name matter to nvcc); `None` for a buffer with
+    /// no file, which NVRTC checks.
+    pub file: Option<std::path::PathBuf>,
 }
 
 /// The compile inputs of the file at `path`: its project flags ([`toolchain::project`])
@@ -387,6 +393,11 @@ pub fn with_project(
     tc: &Toolchain,
 ) -> CompileInputs {
     inputs.project = toolchain::project::flags_for_file(path, include_paths, defines);
+    inputs.file = Some(path.to_path_buf());
+    if tc.nvcc.is_some() {
+        // nvcc reads the headers itself, host code and all.
+        return inputs;
+    }
     let dir = path
         .parent()
         .map_or_else(|| std::path::PathBuf::from("."), |d| d.to_path_buf());
@@ -423,6 +434,8 @@ pub struct CompileOutcome {
     /// The compiler read the whole file (it ran and did not stop at a fatal error), so
     /// it can overrule syntax errors ([`merge_findings`]).
     pub read_whole_file: bool,
+    /// Which compiler checked the file.
+    pub checker: Checker,
 }
 
 /// The file's findings with the compiler's, where the compiler wins as in clangd: a
@@ -457,18 +470,70 @@ pub fn merge_findings(
     findings
 }
 
-/// Run NVRTC (and ptxas when found) on the device slice. Blocking: call it from
-/// `spawn_blocking` or a CLI thread. `text` is the author's text, for mapping columns.
+/// Which compiler checked a file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Checker {
+    #[default]
+    Nvrtc,
+    Nvcc,
+}
+
+/// Check the file: with nvcc when the toolchain has one and the file is on disk (the
+/// whole file, as the project builds it), else NVRTC on the device slice; then ptxas
+/// when found. Blocking: call it from `spawn_blocking` or a CLI thread. `text` is the
+/// author's text, for mapping columns.
+///
+/// No false errors: with NVRTC alone, errors inside the file's headers mean the headers
+/// hold code only nvcc reads (docs/project-setup.md), so the file gets one information
+/// note saying so instead of errors; with nvcc, when a header was missing and stood in
+/// for, errors on host-only lines and in headers are dropped.
 pub fn compile(
     tc: &Toolchain,
     text: &str,
     inputs: &CompileInputs,
     program_name: &str,
 ) -> CompileOutcome {
-    if tc.nvrtc.is_err() {
-        return CompileOutcome::default();
+    let mut fallback_note = None;
+    if let (Some(nvcc), Some(file)) = (&tc.nvcc, &inputs.file) {
+        match toolchain::check_file_with_nvcc(
+            tc,
+            nvcc,
+            file,
+            text,
+            &inputs.defines,
+            &inputs.project,
+        ) {
+            Ok(mut result) => {
+                if result.partial {
+                    let slice: Vec<&str> = inputs.device_slice.split('\n').collect();
+                    let own: Vec<&str> = text.split('\n').collect();
+                    let host_only = |l: u32| {
+                        let l = l as usize;
+                        own.get(l).is_some_and(|t| !t.trim().is_empty())
+                            && slice.get(l).is_none_or(|t| t.trim().is_empty())
+                    };
+                    result.messages.retain(|m| {
+                        m.severity == MessageSeverity::Note
+                            || m.message.starts_with("cannot open `")
+                            || (m.header.is_none() && !host_only(m.line))
+                    });
+                }
+                return outcome_of(text, result, Checker::Nvcc, true);
+            }
+            Err(e) => {
+                fallback_note = Some(format!(
+                    "nvcc could not check the file ({e}); checked with NVRTC"
+                ));
+            }
+        }
     }
-    let result: CheckResult = toolchain::check_device_slice_with(
+    if tc.nvrtc.is_err() {
+        return CompileOutcome {
+            note: fallback_note,
+            ..CompileOutcome::default()
+        };
+    }
+    let mut result: CheckResult = toolchain::check_device_slice_with(
         tc,
         &inputs.device_slice,
         program_name,
@@ -477,7 +542,59 @@ pub fn compile(
         &inputs.project,
         &inputs.headers,
     );
+    if inputs.device_slice != text {
+        // NVRTC did not see the host code, so what only host code uses looks unused.
+        result.messages.retain(|m| !m.message.contains("[#177-D]"));
+    }
+    let mut read_whole_file = !result.messages.iter().any(|m| {
+        m.message.contains("catastrophic") || m.message.contains("Compilation terminated")
+    }) && result.note.as_ref().is_none_or(|n| !n.contains("libnvrtc"));
+    if let Some(first) = result
+        .messages
+        .iter()
+        .find(|m| m.severity == MessageSeverity::Error && m.header.is_some())
+        .cloned()
+    {
+        let header = first.header.clone().unwrap_or_default();
+        let shown = std::path::Path::new(&header)
+            .file_name()
+            .map_or(header.clone(), |n| n.to_string_lossy().into_owned());
+        let detail = first.message.lines().next().unwrap_or("").to_string();
+        let mut note = first;
+        note.severity = MessageSeverity::Note;
+        note.header = None;
+        note.message = format!(
+            "not checked: `{shown}` holds code NVRTC cannot compile alone (first: {detail}). NVRTC sees only the device side of a file, and this file's headers need the project's full build. Install nvcc (the CUDA toolkit, or `pip install nvidia-cuda-nvcc` with g++) to check the file as the project builds it (docs/project-setup.md)"
+        );
+        // Warnings on the file's own lines (a missing include among them) stay.
+        result
+            .messages
+            .retain(|m| m.severity != MessageSeverity::Error && m.header.is_none());
+        result.messages.push(note);
+        result.messages.sort_by_key(|m| (m.line, m.col_start));
+        read_whole_file = false;
+    }
+    let mut outcome = outcome_of(text, result, Checker::Nvrtc, read_whole_file);
+    if let Some(n) = fallback_note {
+        outcome.note = Some(match outcome.note {
+            Some(o) => format!("{n}; {o}"),
+            None => n,
+        });
+    }
+    outcome
+}
+
+fn outcome_of(
+    text: &str,
+    result: CheckResult,
+    checker: Checker,
+    read_whole_file: bool,
+) -> CompileOutcome {
     let line_starts = line_starts(text);
+    let source = match checker {
+        Checker::Nvrtc => FindingSource::Nvrtc,
+        Checker::Nvcc => FindingSource::Nvcc,
+    };
     let findings = result
         .messages
         .iter()
@@ -500,19 +617,17 @@ pub fn compile(
                     MessageSeverity::Warning => Severity::Warning,
                     MessageSeverity::Note => Severity::Information,
                 },
-                source: FindingSource::Nvrtc,
+                source,
                 message: m.message.clone(),
             }
         })
         .collect();
-    let read_whole_file = !result.messages.iter().any(|m| {
-        m.message.contains("catastrophic") || m.message.contains("Compilation terminated")
-    }) && result.note.as_ref().is_none_or(|n| !n.contains("libnvrtc"));
     CompileOutcome {
         findings,
         resources: result.resources,
         note: result.note,
         read_whole_file,
+        checker,
     }
 }
 

@@ -100,8 +100,13 @@ pub fn run(args: &CheckArgs) -> ExitCode {
         if lang == Lang::Cuda && !args.no_compile && result.size_note.is_none() {
             let tc = tc.get_or_insert_with(|| {
                 let tc = toolchain::locate(&settings.toolchain());
-                if let Err(e) = &tc.nvrtc {
-                    eprintln!("note: compile checks skipped: {e}");
+                match (&tc.nvcc, &tc.nvrtc) {
+                    (Some(nvcc), _) => eprintln!(
+                        "note: checking with nvcc ({}), the project's flags and the whole file",
+                        nvcc.display()
+                    ),
+                    (None, Err(e)) => eprintln!("note: compile checks skipped: {e}"),
+                    (None, Ok(_)) => {}
                 }
                 tc
             });
@@ -116,6 +121,9 @@ pub fn run(args: &CheckArgs) -> ExitCode {
                 tc,
             );
             let outcome = analysis::compile(tc, &text, &inputs, &name);
+            if let Some(n) = outcome.note.as_ref().filter(|n| n.starts_with("nvcc")) {
+                eprintln!("{shown}: note: {n}");
+            }
             findings = analysis::merge_findings(findings, Some(&outcome), &text);
             resources = outcome.resources;
         }

@@ -130,6 +130,9 @@ struct State {
 /// recently, drops its tree and reparses fully on its next edit.
 const TREES_KEPT: usize = 4;
 
+/// Compile checks running at once, over all documents.
+static COMPILE_SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
 struct OpenDoc {
     doc: Document,
     /// False for Python files without `@triton.jit`: they get no diagnostics at all.
@@ -366,7 +369,7 @@ impl Backend {
                 return;
             }
             let tc = this.toolchain().await;
-            if let Err(e) = &tc.nvrtc {
+            if let (Err(e), None) = (&tc.nvrtc, &tc.nvcc) {
                 this.warn_nvrtc_once(e.to_string()).await;
                 return;
             }
@@ -391,6 +394,14 @@ impl Backend {
             };
             let (text, mut inputs, name) = job;
             let (file, cuda) = (uri.to_file_path().ok(), this.state().settings.cuda.clone());
+            // nvcc takes seconds: at most two checks run at once, and one whose text is
+            // no longer current by the time a slot frees up is not started.
+            let Ok(_slot) = COMPILE_SLOTS.acquire().await else {
+                return;
+            };
+            if !still_current(&this.state()) {
+                return;
+            }
             let outcome = tokio::task::spawn_blocking(move || {
                 if let Some(f) = &file {
                     inputs =

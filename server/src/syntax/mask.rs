@@ -128,6 +128,24 @@ pub fn mask_ranges(text: &str) -> Vec<ByteRange> {
             out.push(start..start + body.len());
             continue;
         }
+        if depth > 0 && !in_block_comment && matches!(last, b';' | b'{' | b'}' | b':') {
+            if let Some((a, b, bare)) = macro_statement(body) {
+                out.push(start + a..start + b);
+                if bare {
+                    // The macro stands for whole statements (`GGML_TENSOR_LOCALS`).
+                    last = b';';
+                }
+                scan_code(
+                    &body[b..],
+                    start + b,
+                    &mut depth,
+                    &mut in_block_comment,
+                    &mut last,
+                    &mut out,
+                );
+                continue;
+            }
+        }
         scan_code(
             body,
             start,
@@ -138,6 +156,132 @@ pub fn mask_ranges(text: &str) -> Vec<ByteRange> {
         );
     }
     out
+}
+
+/// A macro used as a statement in a way the grammar cannot read, as `(start, end, bare)`
+/// byte offsets in `line`: an all-caps name alone on its line (`GGML_TENSOR_LOCALS`,
+/// bare: it expands to statements), or an all-caps call at the start of its line (or
+/// after `case X:`) whose arguments include a type (`LAUNCH(float, half);`), or with no
+/// `;` after it. Ordinary calls (`CUDA_CHECK(cudaMalloc(&p, n));`) parse and stay.
+fn macro_statement(line: &str) -> Option<(usize, usize, bool)> {
+    let lead = line.len() - line.trim_start().len();
+    let mut from = lead;
+    let rest = &line[from..];
+    if rest.starts_with("case ") || rest.starts_with("default") {
+        // After the label's own `:` (not a `::`).
+        let b = rest.as_bytes();
+        let mut k = 0;
+        while k < b.len() {
+            if b[k] == b':' {
+                if b.get(k + 1) == Some(&b':') {
+                    k += 2;
+                    continue;
+                }
+                break;
+            }
+            k += 1;
+        }
+        if k >= b.len() {
+            return None;
+        }
+        let after = &rest[k + 1..];
+        from += k + 1 + (after.len() - after.trim_start().len());
+    }
+    let rest = &line[from..];
+    let name_len = rest
+        .bytes()
+        .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == b'_')
+        .count();
+    let name = &rest[..name_len];
+    if name_len < 2
+        || !name.bytes().any(|c| c.is_ascii_uppercase())
+        || rest[name_len..]
+            .bytes()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+    {
+        return None;
+    }
+    let tail = rest[name_len..].trim_start();
+    let code_end = |t: &str| t.is_empty() || t.starts_with("//") || t.starts_with("/*");
+    if code_end(tail) {
+        return Some((from, from + name_len, true));
+    }
+    if !tail.starts_with('(') {
+        return None;
+    }
+    let open = from + name_len + (rest[name_len..].len() - tail.len());
+    let b = line.as_bytes();
+    let (mut d, mut j) = (0i32, open);
+    while j < b.len() {
+        match b[j] {
+            b'(' => d += 1,
+            b')' => {
+                d -= 1;
+                if d == 0 {
+                    break;
+                }
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    if j >= b.len() {
+        return None;
+    }
+    let args = &line[open + 1..j];
+    let after = line[j + 1..].trim_start();
+    let typed = args.split(',').any(|a| is_type_arg(a.trim()));
+    let no_semicolon = code_end(after);
+    // `CUDA_KERNEL_LOOP(i, n) {`: a loop macro; its block stays.
+    let loop_head = after.starts_with('{');
+    (typed || no_semicolon || loop_head).then_some((from, j + 1, no_semicolon))
+}
+
+/// `float`, `const half`, `unsigned int`, `T*`: an argument only a type can be.
+fn is_type_arg(a: &str) -> bool {
+    const TYPES: &[&str] = &[
+        "float",
+        "double",
+        "int",
+        "unsigned",
+        "signed",
+        "char",
+        "short",
+        "long",
+        "bool",
+        "void",
+        "half",
+        "__half",
+        "nv_bfloat16",
+        "__nv_bfloat16",
+        "half2",
+        "__half2",
+        "nv_bfloat162",
+        "__nv_bfloat162",
+        "size_t",
+        "int8_t",
+        "uint8_t",
+        "int16_t",
+        "uint16_t",
+        "int32_t",
+        "uint32_t",
+        "int64_t",
+        "uint64_t",
+        "float2",
+        "float4",
+        "int2",
+        "int4",
+        "const",
+        "struct",
+        "typename",
+    ];
+    let words: Vec<&str> = a.split_whitespace().collect();
+    !words.is_empty()
+        && (words
+            .iter()
+            .all(|w| TYPES.contains(&w.trim_end_matches(['*', '&'])))
+            || (a.ends_with('*') && !a.contains(['(', '+', '-', '/', '['])))
 }
 
 /// Lexes one code line: braces, the last significant character, `__align__(...)`.
@@ -210,6 +354,35 @@ fn scan_code(
                 }
                 *last = b'_';
             }
+            // `unsigned(x)`, a functional cast the grammar cannot read: hidden, it
+            // leaves the parenthesized `(x)`.
+            b'u' if line[i..].starts_with("unsigned")
+                && matches!(
+                    *last,
+                    b'(' | b','
+                        | b'='
+                        | b'+'
+                        | b'-'
+                        | b'*'
+                        | b'/'
+                        | b'%'
+                        | b'?'
+                        | b':'
+                        | b'<'
+                        | b'>'
+                        | b'&'
+                        | b'|'
+                        | b'!'
+                        | b'['
+                        | b'{'
+                )
+                && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_'))
+                && line[i + "unsigned".len()..].trim_start().starts_with('(') =>
+            {
+                out.push(base + i..base + i + "unsigned".len());
+                i += "unsigned".len();
+                continue;
+            }
             c if !c.is_ascii_whitespace() => *last = c,
             _ => {}
         }
@@ -267,6 +440,56 @@ mod tests {
         assert!(
             m.contains("    if (n > 0)\n") && !m.contains("s > 0)"),
             "{m}"
+        );
+    }
+
+    #[test]
+    fn macros_used_as_statements_are_hidden_and_ordinary_calls_stay() {
+        let src = "static void launch(int t, const float* x, cudaStream_t s) {\n    GGML_TENSOR_LOCALS\n\n    int n = ne0 / 2;\n    switch (t) {\n        case T_F32:  LAUNCH(float,       float);  break;\n        case T_F16: LAUNCH(half, half); break;\n    }\n    DISPATCH(const float*, x)\n    CUDA_CHECK(cudaMemsetAsync(p, 0, n, s));\n    int m = t > 0 ? MAX(t, n) : MIN(t, n);\n    CUDA_KERNEL_LOOP(i, n) {\n        y[i] = 0;\n    }\n}\n";
+        expect_test::expect![[r#"
+            static void launch(int t, const float* x, cudaStream_t s) {
+                                     <- GGML_TENSOR_LOCALS
+
+                int n = ne0 / 2;
+                switch (t) {
+                    case T_F32:                            ;  break;   <- case T_F32:  LAUNCH(float,       float);  break;
+                    case T_F16:                   ; break;   <- case T_F16: LAUNCH(half, half); break;
+                }
+                                            <- DISPATCH(const float*, x)
+                CUDA_CHECK(cudaMemsetAsync(p, 0, n, s));
+                int m = t > 0 ? MAX(t, n) : MIN(t, n);
+                                       {   <- CUDA_KERNEL_LOOP(i, n) {
+                    y[i] = 0;
+                }
+            }
+        "#]]
+        .assert_eq(&show(src));
+        // And the masked text parses.
+        let m = masked(Lang::Cuda, src).unwrap();
+        let mut p = tree_sitter::Parser::new();
+        p.set_language(&crate::syntax::ts_language(Lang::Cuda))
+            .unwrap();
+        let tree = p.parse(&m, None).unwrap();
+        assert!(!tree.root_node().has_error(), "{m}");
+        // A functional cast to `unsigned` reads as a parenthesized expression.
+        let cast = "__global__ void k(int n) {\n    dim3 g(unsigned((n + 63) / 64), unsigned(n));\n    unsigned (*f)(int) = 0;\n}\n";
+        let m = masked(Lang::Cuda, cast).unwrap();
+        assert!(
+            m.contains("dim3 g(        ((n + 63) / 64),         (n));"),
+            "{m}"
+        );
+        assert!(m.contains("unsigned (*f)(int)"), "{m}");
+        let tree = p.parse(&m, None).unwrap();
+        assert!(!tree.root_node().has_error(), "{m}");
+        // Top-level macros are the grammar's business.
+        assert_eq!(
+            masked(
+                Lang::Cuda,
+                "GGML_EXTERN_C
+int x;
+"
+            ),
+            None
         );
     }
 

@@ -35,6 +35,11 @@ pub struct ToolchainSettings {
     pub cuda_include: Option<PathBuf>,
     /// The GPU to compile for, `sm_90` by default.
     pub arch: String,
+    /// nvcc itself, or a folder holding it (or a CUDA root).
+    pub nvcc_path: Option<PathBuf>,
+    /// Check files with nvcc when one is found (the ground truth: the project's own
+    /// compiler and flags); `false` checks with NVRTC only.
+    pub use_nvcc: bool,
 }
 
 impl Default for ToolchainSettings {
@@ -44,6 +49,8 @@ impl Default for ToolchainSettings {
             ptxas_path: None,
             cuda_include: None,
             arch: "sm_90".to_string(),
+            nvcc_path: None,
+            use_nvcc: true,
         }
     }
 }
@@ -58,6 +65,9 @@ pub struct Toolchain {
     /// by `cooperative_groups.h`).
     pub include_dirs: Vec<PathBuf>,
     pub arch: String,
+    /// nvcc with its front end (`nvvm/bin/cicc`) and a host compiler: files are checked
+    /// with it ([`super::nvcc`]); `None` checks with NVRTC alone.
+    pub nvcc: Option<PathBuf>,
     /// Things worth telling the author: a setting that pointed nowhere, ptxas or headers
     /// not found (with what was searched).
     pub notes: Vec<String>,
@@ -75,6 +85,7 @@ impl Toolchain {
             ptxas: None,
             include_dirs: Vec::new(),
             arch: String::new(),
+            nvcc: None,
             notes: Vec::new(),
         }
     }
@@ -88,6 +99,8 @@ pub struct SearchEnv {
     pub nvrtc_env: Option<PathBuf>,
     /// `KERNEL_LSP_PTXAS`: a file or folder.
     pub ptxas_env: Option<PathBuf>,
+    /// `KERNEL_LSP_NVCC`: a file or folder; `none` turns nvcc checking off.
+    pub nvcc_env: Option<PathBuf>,
     /// CUDA installs, in order: `$CUDA_PATH`, `$CUDA_HOME`, `/usr/local/cuda`,
     /// `/usr/local/cuda-*` (newest first), `/opt/cuda`, `$CONDA_PREFIX`.
     pub cuda_roots: Vec<PathBuf>,
@@ -129,6 +142,7 @@ impl SearchEnv {
         Self {
             nvrtc_env: var("KERNEL_LSP_NVRTC"),
             ptxas_env: var("KERNEL_LSP_PTXAS"),
+            nvcc_env: var("KERNEL_LSP_NVCC"),
             cuda_roots,
             site_packages,
             python_sys_path: None,
@@ -312,13 +326,82 @@ pub fn locate_in(settings: &ToolchainSettings, env: &SearchEnv) -> Toolchain {
         .filter(|p| !p.as_os_str().is_empty());
     let ptxas = find_ptxas(settings, env, nvrtc_dir.as_deref(), &mut notes);
     let include_dirs = find_includes(settings, env, nvrtc_dir.as_deref(), &mut notes);
+    let nvcc = find_nvcc(settings, env, &mut notes);
     Toolchain {
         nvrtc,
         ptxas,
         include_dirs,
         arch,
+        nvcc,
         notes,
     }
+}
+
+/// nvcc, when checking with it is on and one is complete: the driver, its front end
+/// (`../nvvm/bin/cicc`) and a host compiler (`g++` on `$PATH`, which nvcc preprocesses
+/// with). Searched: the setting, `KERNEL_LSP_NVCC`, the CUDA installs, the pip wheels
+/// (`nvidia/cu13/bin`, `nvidia/cuda_nvcc/bin`), `$PATH`.
+fn find_nvcc(
+    settings: &ToolchainSettings,
+    env: &SearchEnv,
+    notes: &mut Vec<String>,
+) -> Option<PathBuf> {
+    if !settings.use_nvcc {
+        return None;
+    }
+    // `KERNEL_LSP_NVCC=none` stops the search; a path in the settings still counts.
+    let search = env.nvcc_env.as_deref() != Some(Path::new("none"));
+    if !search && settings.nvcc_path.is_none() {
+        return None;
+    }
+    let exe = exe_name("nvcc");
+    let complete = |p: &Path| -> Option<PathBuf> {
+        let cands = if p.is_dir() {
+            vec![p.join(&exe), p.join("bin").join(&exe)]
+        } else {
+            vec![p.to_path_buf()]
+        };
+        cands.into_iter().find(|c| {
+            c.is_file()
+                && c.parent().and_then(Path::parent).is_some_and(|root| {
+                    root.join("nvvm")
+                        .join("bin")
+                        .join(exe_name("cicc"))
+                        .is_file()
+                })
+        })
+    };
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    dirs.extend(settings.nvcc_path.clone());
+    if search {
+        dirs.extend(env.nvcc_env.clone());
+        dirs.extend(env.cuda_roots.iter().map(|r| r.join("bin")));
+        for sp in &env.site_packages {
+            for sub in ["nvidia/cu13/bin", "nvidia/cuda_nvcc/bin"] {
+                dirs.push(sp.join(sub));
+            }
+        }
+        dirs.extend(env.path_dirs.iter().cloned());
+    }
+    let found = dirs.iter().find_map(|d| complete(d));
+    if found.is_none() {
+        if let Some(p) = &settings.nvcc_path {
+            notes.push(format!(
+                "kernel-lsp.nvccPath = {} is not a complete nvcc (it needs ../nvvm/bin/cicc); checking with NVRTC",
+                p.display()
+            ));
+        }
+        return None;
+    }
+    let host = exe_name("g++");
+    if !env.path_dirs.iter().any(|d| d.join(&host).is_file()) {
+        notes.push(format!(
+            "nvcc found at {} but no host compiler (g++) on $PATH, which nvcc needs: checking with NVRTC",
+            found.as_ref().map_or(String::new(), |f| f.display().to_string())
+        ));
+        return None;
+    }
+    found
 }
 
 fn find_nvrtc(

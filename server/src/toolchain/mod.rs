@@ -13,6 +13,7 @@
 
 pub mod compat;
 mod locate;
+pub mod nvcc;
 mod nvrtc;
 mod nvrtc_log;
 mod process;
@@ -75,6 +76,9 @@ pub struct CheckResult {
     pub note: Option<String>,
     /// `(name expression, lowered name)` for the requested name expressions.
     pub lowered_names: Vec<(String, String)>,
+    /// A header was missing and stood in for (nvcc): messages on host code and in
+    /// headers may come from the stand-in rather than the code.
+    pub partial: bool,
 }
 
 /// [`default_options`] plus the prelude and `-default-device`, and `-std=` from the project when it names a
@@ -175,6 +179,7 @@ pub fn check_device_slice_with(
                     col_end: device_slice.lines().next().map_or(0, |l| l.len()) as u32,
                     severity: MessageSeverity::Error,
                     message: e.to_string(),
+                    header: None,
                 }],
                 note: Some(e.to_string()),
                 ..CheckResult::default()
@@ -192,27 +197,8 @@ pub fn check_device_slice_with(
         },
         &tc.include_dirs,
     );
-    for m in &missing {
-        let text = device_slice.split('\n').nth(m.line as usize).unwrap_or("");
-        let lead = text.len() - text.trim_start().len();
-        let searched: Vec<String> = project
-            .include_dirs
-            .iter()
-            .map(|d| d.display().to_string())
-            .chain(std::iter::once("the CUDA headers".to_string()))
-            .collect();
-        out.messages.push(CompilerMessage {
-            line: m.line,
-            col_start: lead as u32,
-            col_end: text.trim_end().len() as u32,
-            severity: MessageSeverity::Warning,
-            message: format!(
-                "cannot open `{}` (searched: {}); the rest of the file was checked without it. Add its folder to the `cuda.includePaths` setting or to compile_commands.json (docs/project-setup.md)",
-                m.header,
-                searched.join(", ")
-            ),
-        });
-    }
+    out.messages
+        .extend(missing_include_warnings(&missing, device_slice, project));
     out.messages.sort_by_key(|m| (m.line, m.col_start));
     let mut result = CheckResult {
         messages: out.messages,
@@ -231,4 +217,84 @@ pub fn check_device_slice_with(
         },
     }
     result
+}
+
+/// One warning per header no folder had, on its `#include` line, saying where it was
+/// searched and how to add a folder.
+fn missing_include_warnings(
+    missing: &[compat::MissingInclude],
+    source: &str,
+    project: &ProjectFlags,
+) -> Vec<CompilerMessage> {
+    missing
+        .iter()
+        .map(|m| {
+            let text = source.split('\n').nth(m.line as usize).unwrap_or("");
+            let lead = text.len() - text.trim_start().len();
+            let searched: Vec<String> = project
+                .include_dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .chain(std::iter::once("the CUDA headers".to_string()))
+                .collect();
+            CompilerMessage {
+                line: m.line,
+                col_start: lead as u32,
+                col_end: text.trim_end().len() as u32,
+                severity: MessageSeverity::Warning,
+                message: format!(
+                    "cannot open `{}` (searched: {}); the rest of the file was checked without it. Add its folder to the `cuda.includePaths` setting or to compile_commands.json (docs/project-setup.md)",
+                    m.header,
+                    searched.join(", ")
+                ),
+                header: None,
+            }
+        })
+        .collect()
+}
+
+/// Checks the whole file with nvcc (`tc.nvcc`), as the project builds it, then runs
+/// ptxas on the PTX for resources. `Err` when nvcc itself cannot run (no host
+/// compiler, a flag it refuses): the caller checks with NVRTC instead and says why.
+///
+/// Where a header was missing, host code that may use it cannot be judged: the
+/// caller drops errors on host-only lines and in headers ([`CheckResult::partial`]).
+pub fn check_file_with_nvcc(
+    tc: &Toolchain,
+    nvcc: &std::path::Path,
+    file: &std::path::Path,
+    text: &str,
+    defines: &[(String, String)],
+    project: &ProjectFlags,
+) -> Result<CheckResult, ToolError> {
+    let out = nvcc::check_with_nvcc(
+        nvcc,
+        &nvcc::NvccRequest {
+            file,
+            text,
+            project,
+            defines,
+            arch: &tc.arch,
+            timeout: nvcc::NVCC_TIMEOUT,
+        },
+    )?;
+    let mut messages = out.messages;
+    messages.extend(missing_include_warnings(&out.missing, text, project));
+    messages.sort_by_key(|m| (m.line, m.col_start));
+    let mut result = CheckResult {
+        messages,
+        ptx_ok: out.ptx.is_some(),
+        partial: !out.missing.is_empty(),
+        ..CheckResult::default()
+    };
+    if let Some(ptx) = out.ptx {
+        match &tc.ptxas {
+            None => result.note = Some("ptxas not found: no register counts".to_string()),
+            Some(ptxas) => match ptxas_resources(ptxas, &ptx, &tc.arch, PTXAS_TIMEOUT) {
+                Ok(r) => result.resources = r,
+                Err(e) => result.note = Some(format!("no register counts: {e}")),
+            },
+        }
+    }
+    Ok(result)
 }

@@ -363,6 +363,7 @@ fn line_zero(source: &str, severity: MessageSeverity, message: String) -> Compil
         col_end: first.trim_end().len().max(start) as u32,
         severity,
         message,
+        header: None,
     }
 }
 

@@ -37,6 +37,10 @@ pub struct CompilerMessage {
     pub col_end: u32,
     pub severity: MessageSeverity,
     pub message: String,
+    /// The header the message is about, when it is not the compiled source itself (the
+    /// message then sits on the `#include` that brought the header in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
 }
 
 /// A diagnostic header as EDG prints it: `file(line): severity: text`.
@@ -177,7 +181,9 @@ fn place_block(
     if !is_our_file(h.file, program_name) {
         let line = include_line_for(h.file, src_lines).unwrap_or(0);
         let text = format!("{}({}): {}", h.file, h.line, message);
-        out.push(whole_line_message(src_lines, line, h.severity, text));
+        let mut m = whole_line_message(src_lines, line, h.severity, text);
+        m.header = Some(h.file.to_string());
+        out.push(m);
         return;
     }
 
@@ -196,6 +202,7 @@ fn place_block(
                         col_end: end as u32,
                         severity: h.severity,
                         message: message.clone(),
+                        header: None,
                     }
                 }
                 None => whole_line_message(src_lines, line, h.severity, message.clone()),
@@ -345,6 +352,7 @@ fn whole_line_message(
         col_end: end as u32,
         severity,
         message,
+        header: None,
     }
 }
 

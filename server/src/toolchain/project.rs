@@ -23,6 +23,10 @@ pub struct ProjectFlags {
     pub compile_commands: Option<PathBuf>,
     /// Flags of the entry that cannot be used (a define whose value has spaces).
     pub notes: Vec<String>,
+    /// The entry's nvcc flags that change what its front end accepts
+    /// (`--expt-relaxed-constexpr`, `--extended-lambda`, `-Xcudafe …`, `-U…`, …), for a
+    /// check with nvcc ([`super::nvcc`]); NVRTC has no use for them.
+    pub nvcc_flags: Vec<String>,
 }
 
 /// The flags of `file`. `root` bounds the search for compile_commands.json (the
@@ -245,7 +249,50 @@ fn apply_entry(flags: &mut ProjectFlags, e: &Entry) {
             push_define(flags, &v);
         } else if let Some(v) = a.strip_prefix("-std=").or_else(|| a.strip_prefix("--std=")) {
             flags.std = Some(v.to_string());
+        } else if let Some(n) = nvcc_flag_arity(a) {
+            flags.nvcc_flags.push(a.to_string());
+            for _ in 0..n {
+                if let Some(v) = it.next() {
+                    flags.nvcc_flags.push(v.clone());
+                }
+            }
         }
+    }
+}
+
+/// Whether `a` is an nvcc flag that changes what the front end accepts (kept for a check
+/// with nvcc), and how many arguments follow it. Output, optimisation and code-generation
+/// flags are left out: the check chooses its own.
+fn nvcc_flag_arity(a: &str) -> Option<usize> {
+    let bare = a.trim_start_matches('-');
+    let name = bare.split('=').next().unwrap_or(bare);
+    match name {
+        "expt-relaxed-constexpr"
+        | "expt-extended-lambda"
+        | "extended-lambda"
+        | "use_fast_math"
+        | "use-fast-math"
+        | "relocatable-device-code"
+        | "rdc"
+        | "allow-unsupported-compiler"
+        | "diag-suppress"
+        | "Werror"
+        | "w"
+        | "Wno-deprecated-gpu-targets"
+        | "Wno-deprecated-declarations"
+        | "ftz"
+        | "prec-div"
+        | "prec-sqrt"
+        | "fmad"
+        | "restrict"
+        | "default-stream"
+        | "static-global-template-stub" => Some(0),
+        "Xcudafe" | "Xcompiler" | "include" | "ccbin" | "compiler-bindir" if !a.contains('=') => {
+            Some(1)
+        }
+        "Xcudafe" | "Xcompiler" | "ccbin" | "compiler-bindir" => Some(0),
+        _ if a.starts_with("-U") && a.len() > 2 => Some(0),
+        _ => None,
     }
 }
 

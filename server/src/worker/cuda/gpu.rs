@@ -102,6 +102,8 @@ impl Gpu {
         };
         let toolchain = toolchain::locate(&ToolchainSettings {
             arch: info.arch.clone(),
+            // The worker JIT-compiles with NVRTC; nvcc is the editor's checker.
+            use_nvcc: false,
             ..ToolchainSettings::default()
         });
         Ok(Gpu {

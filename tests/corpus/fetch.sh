@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Downloads the public CUDA projects the corpus test checks (pinned versions, from the
+# package registries, with their licenses) into tests/corpus/cache/ (git-ignored):
+#   ggml     the CUDA backend of llama.cpp, from the llama-cpp-python sdist on PyPI (MIT)
+#   candle   candle-kernels from crates.io (MIT OR Apache-2.0)
+#   mistralrs-quant  quantized GEMM kernels (CUB, cooperative groups) from crates.io (MIT)
+# Each project gets a compile_commands.json with the include folders its build uses.
+# Safe to run again: a project already there is kept.
+set -euo pipefail
+cd "$(dirname "$0")"
+cache=cache
+mkdir -p "$cache"
+py=${PYTHON:-python3}
+[ -x ../../.venv/bin/python3 ] && py=../../.venv/bin/python3
+
+pypi_sdist() { # name version -> path of the downloaded sdist
+  "$py" - "$1" "$2" "$cache" <<'PY'
+import json, sys, urllib.request, urllib.parse, os
+name, version, cache = sys.argv[1:]
+# The simple index (PEP 503) works on mirrors too; the sdist is the .tar.gz of the version.
+import re
+page = urllib.request.urlopen(f"https://pypi.org/simple/{name}/").read().decode()
+want = f"{name.replace('-', '_')}-{version}.tar.gz".lower()
+url = next(h for h in re.findall(r'href="([^"]+)"', page)
+           if h.split("#")[0].rsplit("/", 1)[-1].lower().replace("-", "_") == want.replace("-", "_"))
+url = urllib.parse.urljoin(f"https://pypi.org/simple/{name}/", url.split("#")[0])
+dest = os.path.join(cache, os.path.basename(url))
+if not os.path.exists(dest):
+    urllib.request.urlretrieve(url, dest + ".part"); os.rename(dest + ".part", dest)
+print(dest)
+PY
+}
+
+commands() { # dir flags... : compile_commands.json for every .cu under dir
+  local dir=$1; shift
+  "$py" - "$dir" "$@" <<'PY'
+import json, os, sys
+d = os.path.abspath(sys.argv[1]); flags = " ".join(sys.argv[2:])
+files = sorted(os.path.relpath(os.path.join(r, f), d) for r, _, fs in os.walk(d) for f in fs if f.endswith(".cu"))
+json.dump([{"directory": d, "file": f, "command": f"nvcc {flags} -c {f}"} for f in files],
+          open(os.path.join(d, "compile_commands.json"), "w"), indent=0)
+PY
+}
+
+crate() { # name version dest: a crate's sources and Cargo.toml (its license field)
+  local tmp; tmp=$(mktemp -d)
+  "$py" -c "import urllib.request,sys; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])" \
+    "https://static.crates.io/crates/$1/$1-$2.crate" "$tmp/c.tgz"
+  tar -xzf "$tmp/c.tgz" -C "$tmp"
+  mkdir -p "$3"
+  cp "$tmp/$1-$2/Cargo.toml" "$3/"
+  cp "$tmp/$1-$2"/LICENSE* "$3/" 2>/dev/null || true
+  echo "$tmp/$1-$2"
+}
+
+if [ ! -d "$cache/ggml" ]; then
+  sd=$(pypi_sdist llama-cpp-python 0.3.36)
+  tmp=$(mktemp -d); tar -xzf "$sd" -C "$tmp" --wildcards '*/vendor/llama.cpp/ggml/*' '*/vendor/llama.cpp/LICENSE'
+  mkdir -p "$cache/ggml"
+  cp -r "$tmp"/*/vendor/llama.cpp/ggml/{include,src} "$cache/ggml/"
+  cp "$tmp"/*/vendor/llama.cpp/LICENSE "$cache/ggml/LICENSE"
+  rm -rf "$tmp" "$sd"
+  # Only the CUDA backend is checked; the other backends' sources are not needed.
+  find "$cache/ggml/src" -mindepth 1 -maxdepth 1 -type d ! -name ggml-cuda -exec rm -rf {} +
+  commands "$cache/ggml" -Iinclude -Isrc -Isrc/ggml-cuda -DGGML_USE_CUDA -std=c++17 --expt-relaxed-constexpr
+fi
+
+if [ ! -d "$cache/candle" ]; then
+  src=$(crate candle-kernels 0.8.4 "$cache/candle")
+  cp -r "$src/src" "$cache/candle/"
+  rm -rf "$(dirname "$src")"
+  commands "$cache/candle" -Isrc -std=c++17
+fi
+
+if [ ! -d "$cache/mistralrs-quant" ]; then
+  src=$(crate mistralrs-quant 0.8.1 "$cache/mistralrs-quant")
+  cp -r "$src/kernels" "$cache/mistralrs-quant/"
+  rm -rf "$(dirname "$src")"
+  commands "$cache/mistralrs-quant" -std=c++17 --expt-relaxed-constexpr
+fi
+
+du -sh "$cache"/* >&2

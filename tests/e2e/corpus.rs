@@ -1,0 +1,234 @@
+//! The corpus test (issue #11): real public CUDA projects, downloaded from the package
+//! registries by tests/corpus/fetch.sh (tests/setup.sh runs it), checked as a user's
+//! editor would check them. For every file: the kernels found against the kernels
+//! defined, and the errors shown on files nvcc compiles cleanly (the ground truth in
+//! tests/corpus/nvcc-truth.txt, made with the full CUDA toolkit on the GPU machine by
+//! tests/corpus/nvcc-truth.sh). Both checkers: NVRTC alone, and nvcc (the CUDA 13
+//! wheels). Goal and assertion: every kernel found, 0 false errors.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn corpus_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus")
+}
+
+/// `__global__` function definitions in `text`, by a scan that needs no parser: outside
+/// comments and `#define`s, a `__global__` whose declaration reaches `{` before `;`.
+fn kernels_defined(text: &str) -> usize {
+    let mut code = String::with_capacity(text.len());
+    let mut in_block = false;
+    let mut in_define = false;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if !in_block && (trimmed.starts_with('#') || in_define) {
+            in_define = line.trim_end().ends_with('\\');
+            code.push('\n');
+            continue;
+        }
+        let mut rest = line;
+        loop {
+            if in_block {
+                match rest.find("*/") {
+                    Some(e) => {
+                        rest = &rest[e + 2..];
+                        in_block = false;
+                    }
+                    None => break,
+                }
+            } else {
+                let (lc, bc) = (rest.find("//"), rest.find("/*"));
+                match (lc, bc) {
+                    (Some(l), b) if b.is_none_or(|b| l < b) => {
+                        code.push_str(&rest[..l]);
+                        break;
+                    }
+                    (_, Some(b)) => {
+                        code.push_str(&rest[..b]);
+                        rest = &rest[b + 2..];
+                        in_block = true;
+                    }
+                    _ => {
+                        code.push_str(rest);
+                        break;
+                    }
+                }
+            }
+        }
+        code.push('\n');
+    }
+    code.match_indices("__global__")
+        .filter(|(i, _)| {
+            let after = &code[i + "__global__".len()..];
+            let brace = after.find('{');
+            let semi = after.find(';');
+            matches!((brace, semi), (Some(b), Some(s)) if b < s)
+                || matches!((brace, semi), (Some(_), None))
+        })
+        .count()
+}
+
+struct Run {
+    /// file → (kernels found, errors)
+    files: BTreeMap<String, (usize, Vec<String>)>,
+    infos: usize,
+}
+
+fn check(project: &Path, files: &[String], nvcc: Option<&Path>) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
+        .current_dir(project)
+        .env("KERNEL_LSP_NVCC", nvcc.map_or(Path::new("none"), |p| p))
+        .arg("check")
+        .arg("--json")
+        .args(files)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let findings: Vec<serde_json::Value> = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("check --json: {e}\n{stdout}\n{stderr}"));
+    let mut run = Run {
+        files: BTreeMap::new(),
+        infos: 0,
+    };
+    for line in stderr.lines() {
+        // `src/a.cu: 3 kernel(s): ...`
+        if let Some((file, rest)) = line.split_once(": ") {
+            if let Some(n) = rest
+                .split_once(" kernel(s)")
+                .and_then(|(n, _)| n.parse().ok())
+            {
+                run.files.entry(file.to_string()).or_default().0 = n;
+            }
+        }
+    }
+    for f in &findings {
+        let file = f["file"].as_str().unwrap_or("").to_string();
+        match f["severity"].as_str().unwrap_or("") {
+            "error" => run.files.entry(file.clone()).or_default().1.push(format!(
+                "{file}:{}:{}: {} [{}]",
+                f["line"],
+                f["column"],
+                f["message"].as_str().unwrap_or(""),
+                f["source"].as_str().unwrap_or("")
+            )),
+            "information" | "info" => run.infos += 1,
+            _ => {}
+        }
+    }
+    run
+}
+
+#[test]
+fn corpus_every_kernel_found_and_no_false_errors() {
+    let test = "corpus_every_kernel_found_and_no_false_errors";
+    let cache = corpus_dir().join("cache");
+    if !cache.join("ggml/compile_commands.json").is_file() {
+        return crate::tools::skip(
+            test,
+            "tests/corpus/cache is empty (run tests/corpus/fetch.sh)",
+        );
+    }
+    if let Err(e) = crate::tools::nvrtc_available() {
+        return crate::tools::skip(test, &e);
+    }
+    let truth_text = std::fs::read_to_string(corpus_dir().join("nvcc-truth.txt")).unwrap();
+    let clean: Vec<&str> = truth_text
+        .lines()
+        .filter_map(|l| l.strip_prefix("clean "))
+        .collect();
+    let nvcc = crate::tools::test_nvcc().ok();
+    if nvcc.is_none() {
+        crate::tools::skip(&format!("{test} (nvcc half)"), "no nvcc for tests");
+    }
+    let mut table = vec![format!(
+        "{:<16} {:>5} {:>7} {:>7} {:>6} {:>12} {:>11} {:>10}",
+        "project",
+        "files",
+        "kernels",
+        "found",
+        "clean",
+        "false(nvrtc)",
+        "false(nvcc)",
+        "not-checked"
+    )];
+    let mut failures: Vec<String> = Vec::new();
+    let mut projects: Vec<PathBuf> = std::fs::read_dir(&cache)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("compile_commands.json").is_file())
+        .collect();
+    projects.sort();
+    for project in &projects {
+        let name = project.file_name().unwrap().to_string_lossy().into_owned();
+        let db: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(project.join("compile_commands.json")).unwrap(),
+        )
+        .unwrap();
+        let files: Vec<String> = db
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["file"].as_str().map(String::from))
+            .collect();
+        let expected: BTreeMap<&String, usize> = files
+            .iter()
+            .map(|f| {
+                (
+                    f,
+                    kernels_defined(&std::fs::read_to_string(project.join(f)).unwrap()),
+                )
+            })
+            .collect();
+        let is_clean = |f: &str| clean.contains(&format!("{name}/{f}").as_str());
+        let nvrtc = check(project, &files, None);
+        let with_nvcc = nvcc.as_deref().map(|n| check(project, &files, Some(n)));
+        let mut found = 0;
+        for f in &files {
+            let got = nvrtc.files.get(f).map_or(0, |r| r.0);
+            found += got;
+            if got != expected[f] {
+                failures.push(format!(
+                    "{name}/{f}: {got} kernels found, {} defined",
+                    expected[f]
+                ));
+            }
+        }
+        let false_errors = |run: &Run, label: &str, failures: &mut Vec<String>| -> usize {
+            let mut n = 0;
+            for f in files.iter().filter(|f| is_clean(f)) {
+                if let Some((_, errs)) = run.files.get(f) {
+                    n += errs.len();
+                    for e in errs.iter().take(3) {
+                        failures.push(format!("{name} ({label}): {e}"));
+                    }
+                }
+            }
+            n
+        };
+        let fe_nvrtc = false_errors(&nvrtc, "nvrtc", &mut failures);
+        let fe_nvcc = with_nvcc
+            .as_ref()
+            .map(|r| false_errors(r, "nvcc", &mut failures).to_string())
+            .unwrap_or_else(|| "-".into());
+        table.push(format!(
+            "{:<16} {:>5} {:>7} {:>7} {:>6} {:>12} {:>11} {:>10}",
+            name,
+            files.len(),
+            expected.values().sum::<usize>(),
+            found,
+            files.iter().filter(|f| is_clean(f)).count(),
+            fe_nvrtc,
+            fe_nvcc,
+            nvrtc.infos
+        ));
+    }
+    let report = table.join("\n");
+    {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "corpus:\n{report}");
+    }
+    assert!(failures.is_empty(), "{report}\n{}", failures.join("\n"));
+}

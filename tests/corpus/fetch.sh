@@ -62,7 +62,7 @@ if [ ! -d "$cache/ggml" ]; then
   rm -rf "$tmp" "$sd"
   # Only the CUDA backend is checked; the other backends' sources are not needed.
   find "$cache/ggml/src" -mindepth 1 -maxdepth 1 -type d ! -name ggml-cuda -exec rm -rf {} +
-  commands "$cache/ggml" -Iinclude -Isrc -Isrc/ggml-cuda -DGGML_USE_CUDA -std=c++17 --expt-relaxed-constexpr
+  commands "$cache/ggml" -Iinclude -Isrc -Isrc/ggml-cuda -DGGML_USE_CUDA -std=c++17 --expt-relaxed-constexpr --extended-lambda -use_fast_math
 fi
 
 if [ ! -d "$cache/candle" ]; then

@@ -512,10 +512,35 @@ pub fn compile(
                         own.get(l).is_some_and(|t| !t.trim().is_empty())
                             && slice.get(l).is_none_or(|t| t.trim().is_empty())
                     };
+                    // `cublas_v2.h` missing: names such as `CUBLAS_COMPUTE_32F` or
+                    // `cublasLtCreate` are the header's, wherever they are used.
+                    let libs: Vec<String> = result
+                        .messages
+                        .iter()
+                        .filter_map(|m| m.message.strip_prefix("cannot open `"))
+                        .filter_map(|r| r.split('`').next())
+                        .filter_map(|h| {
+                            let stem = h.rsplit('/').next().unwrap_or(h);
+                            let lib: String = stem
+                                .chars()
+                                .take_while(|c| c.is_ascii_alphabetic())
+                                .collect::<String>()
+                                .to_ascii_lowercase();
+                            (lib.len() >= 3).then_some(lib)
+                        })
+                        .collect();
+                    let names_missing_lib = |msg: &str| {
+                        msg.split('"').skip(1).step_by(2).any(|name| {
+                            let n = name.to_ascii_lowercase();
+                            libs.iter().any(|l| n.starts_with(l.as_str()))
+                        })
+                    };
                     result.messages.retain(|m| {
                         m.severity == MessageSeverity::Note
                             || m.message.starts_with("cannot open `")
-                            || (m.header.is_none() && !host_only(m.line))
+                            || (m.header.is_none()
+                                && !host_only(m.line)
+                                && !names_missing_lib(&m.message))
                     });
                 }
                 return outcome_of(text, result, Checker::Nvcc, true);

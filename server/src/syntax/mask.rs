@@ -238,6 +238,27 @@ fn macro_statement(line: &str) -> Option<(usize, usize, bool)> {
     (typed || no_semicolon || loop_head).then_some((from, j + 1, no_semicolon))
 }
 
+/// The length of an all-caps macro-like name at the start of `t` (two or more of
+/// `A-Z 0-9 _`, at least one letter, not followed by a name character) and the rest.
+fn caps_name(t: &str) -> (usize, &str) {
+    let n = t
+        .bytes()
+        .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == b'_')
+        .count();
+    let next_is_name = t[n..]
+        .bytes()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_');
+    if n < 2
+        || next_is_name
+        || !t[..n].bytes().any(|c| c.is_ascii_uppercase())
+        || t.starts_with(|c: char| c.is_ascii_digit())
+    {
+        return (0, t);
+    }
+    (n, &t[n..])
+}
+
 /// `float`, `const half`, `unsigned int`, `T*`: an argument only a type can be.
 fn is_type_arg(a: &str) -> bool {
     const TYPES: &[&str] = &[
@@ -318,6 +339,45 @@ fn scan_code(
                     i += if b[i] == b'\\' { 2 } else { 1 };
                 }
                 *last = q;
+                // `"%" PRId64 "\n"`: a macro between string literals (concatenation).
+                if q == b'"' && i < b.len() {
+                    let after = i + 1;
+                    let ws = line[after..].len() - line[after..].trim_start().len();
+                    // Any name will do here: between two literals only a macro fits.
+                    let t = &line[after + ws..];
+                    let n = if t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+                        t.bytes()
+                            .take_while(|c| c.is_ascii_alphanumeric() || *c == b'_')
+                            .count()
+                    } else {
+                        0
+                    };
+                    let rest = &t[n..];
+                    if ws > 0 && n > 0 && rest.trim_start().starts_with('"') {
+                        out.push(base + after + ws..base + after + ws + n);
+                        i = after + ws + n;
+                        continue;
+                    }
+                }
+            }
+            // `const T * GGML_RESTRICT p`: a macro standing for a qualifier.
+            b'*' | b'&' => {
+                let after = i + 1;
+                let ws = line[after..].len() - line[after..].trim_start().len();
+                let (n, rest) = caps_name(&line[after + ws..]);
+                let rest_ws = rest.len() - rest.trim_start().len();
+                if n > 0
+                    && rest_ws > 0
+                    && rest
+                        .trim_start()
+                        .starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                {
+                    out.push(base + after + ws..base + after + ws + n);
+                    *last = b[i];
+                    i = after + ws + n;
+                    continue;
+                }
+                *last = b[i];
             }
             b'{' => {
                 *depth += 1;
@@ -481,6 +541,20 @@ mod tests {
         assert!(m.contains("unsigned (*f)(int)"), "{m}");
         let tree = p.parse(&m, None).unwrap();
         assert!(!tree.root_node().has_error(), "{m}");
+        // Qualifier macros and macros between string literals.
+        let q = "__global__ void k(const float * RESTRICT x, float & ALIAS y, int n) {\n    const float * __restrict__ p = x;\n    printf(\"%\" PRId64 \" rows\\n\", (long long) n * SCALE);\n    y = x[0] * N + p[0];\n}\n";
+        let m = masked(Lang::Cuda, q).unwrap();
+        let tree = p.parse(&m, None).unwrap();
+        assert!(!tree.root_node().has_error(), "{m}");
+        assert!(
+            m.contains("const float *          x, float &       y"),
+            "{m}"
+        );
+        assert!(m.contains("\"%\"        \" rows"), "{m}");
+        assert!(
+            m.contains("* SCALE)") && m.contains("x[0] * N + p[0]"),
+            "{m}"
+        );
         // Top-level macros are the grammar's business.
         assert_eq!(
             masked(

@@ -14,6 +14,7 @@ pub mod edit;
 pub mod evaluate;
 pub mod facts;
 pub mod history;
+pub mod launch;
 pub mod llm;
 pub mod policy;
 pub mod report;

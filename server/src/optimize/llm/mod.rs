@@ -20,7 +20,10 @@ use std::collections::BTreeMap;
 
 pub use client::{Backoff, Budget, LlmClient, LlmError, Reply, Usage};
 pub use prompts::{PromptError, Prompts, Template};
-pub use reply::{parse_code_reply, parse_strategy_reply, splice_unit, Proposal, ReplyError};
+pub use reply::{
+    parse_code_reply, parse_code_reply_with_spec, parse_strategy_reply, splice_unit,
+    splice_unit_with_spec, CodeReply, Proposal, ReplyError,
+};
 
 use crate::optimize::catalog::Catalog;
 use crate::settings::ModelSettings;

@@ -4,10 +4,12 @@
 //!
 //! - [`parse_code_reply`]: the coder's reply must hold exactly one fenced code block that
 //!   parses, defines the kernel (`__global__` / `@triton.jit`) under its name with the
-//!   same parameter names in the same order, and no host code or other kernel. `@bench`
-//!   line comments in the block are dropped (the author's spec stays where it is; a model
-//!   copying it, or changing it, must not change what is verified).
-//! - [`splice_unit`]: the file with the kernel unit replaced (rule on the function).
+//!   same parameter names in the same order (a Triton kernel may add `tl.constexpr`
+//!   parameters after them), and no host code or other kernel. The block's `@bench` line
+//!   comments are returned apart ([`CodeReply::spec`]): a reply may change the kernel's
+//!   launch; `optimize::launch` checks that it changed nothing else.
+//! - [`splice_unit`]: the file with the kernel unit (and, when the reply has them, its
+//!   `@bench` lines) replaced.
 //! - [`parse_strategy_reply`]: the strategist's one fenced json block, as a [`Proposal`].
 
 use std::collections::BTreeMap;
@@ -238,12 +240,43 @@ fn is_spec_line(lang: Lang, line: &str) -> bool {
 
 /// The new kernel unit from a coder's reply (see the module doc for the rules).
 /// `param_names` are the original kernel's, in order.
+/// A coder reply that passed [`parse_code_reply_with_spec`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodeReply {
+    /// The kernel unit, without the `@bench` lines.
+    pub unit: String,
+    /// The block's `@bench` statements (the text after the marker, one per comment
+    /// line), in order; empty when the reply keeps the spec as it is.
+    pub spec: Vec<String>,
+}
+
+/// The kernel unit of a coder reply, its `@bench` lines dropped (see
+/// [`parse_code_reply_with_spec`]).
 pub fn parse_code_reply(
     reply: &str,
     lang: Lang,
     kernel_name: &str,
     param_names: &[String],
 ) -> Result<String, ReplyError> {
+    parse_code_reply_with_spec(reply, lang, kernel_name, param_names).map(|r| r.unit)
+}
+
+/// The text after `@bench` on a spec comment line.
+fn spec_statement(line: &str) -> String {
+    line.split_once("@bench")
+        .map_or("", |(_, rest)| rest)
+        .trim()
+        .trim_end_matches("*/")
+        .trim()
+        .to_string()
+}
+
+pub fn parse_code_reply_with_spec(
+    reply: &str,
+    lang: Lang,
+    kernel_name: &str,
+    param_names: &[String],
+) -> Result<CodeReply, ReplyError> {
     let blocks = fenced_blocks(reply)?;
     let block = match blocks.as_slice() {
         [] => {
@@ -272,6 +305,13 @@ pub fn parse_code_reply(
             },
         });
     }
+    let spec: Vec<String> = block
+        .code
+        .lines()
+        .filter(|l| is_spec_line(lang, l))
+        .map(spec_statement)
+        .filter(|s| !s.is_empty())
+        .collect();
     let code: Vec<&str> = block
         .code
         .lines()
@@ -308,14 +348,26 @@ pub fn parse_code_reply(
         });
     }
     let found: Vec<String> = kernel.params.iter().map(|p| p.name.clone()).collect();
-    if found != param_names {
+    if !same_params(kernel, param_names) {
         return Err(ReplyError::ParamsDiffer {
             kernel: kernel_name.to_string(),
             expected: param_names.to_vec(),
             found,
         });
     }
-    Ok(code)
+    Ok(CodeReply { unit: code, spec })
+}
+
+/// The kernel takes `expected`, or (Triton) `expected` followed by new `tl.constexpr`
+/// parameters, whose values the reply's launch line must then give.
+fn same_params(kernel: &Kernel, expected: &[String]) -> bool {
+    let found: Vec<&str> = kernel.params.iter().map(|p| p.name.as_str()).collect();
+    if found.len() < expected.len() || found[..expected.len()] != *expected {
+        return false;
+    }
+    kernel.params[expected.len()..]
+        .iter()
+        .all(|p| kernel.lang == Lang::Triton && p.kind == syntax::ParamKind::Constexpr)
 }
 
 /// A code block or file, parsed and analyzed. A Triton block is analyzed behind a
@@ -705,6 +757,20 @@ pub fn splice_unit(
     kernel: &Kernel,
     new_unit: &str,
 ) -> Result<String, ReplyError> {
+    splice_unit_with_spec(text, model, kernel, new_unit, &[])
+}
+
+/// [`splice_unit`], and when `new_spec` is not empty, the kernel's `@bench` lines
+/// replaced by those statements (written with the block's own comment prefix and
+/// indentation, where the first `@bench` line was; other comment lines of the block
+/// stay).
+pub fn splice_unit_with_spec(
+    text: &str,
+    model: &FileModel,
+    kernel: &Kernel,
+    new_unit: &str,
+    new_spec: &[String],
+) -> Result<String, ReplyError> {
     let lang = model.lang;
     let unit = Analyzed::new(lang, new_unit);
     if let Some(e) = unit.model.syntax_errors.first() {
@@ -815,6 +881,9 @@ pub fn splice_unit(
     for r in &removed {
         edits.push((extend_over_blank_tail(text, r.clone()), String::new()));
     }
+    if !new_spec.is_empty() {
+        edits.extend(spec_edits(lang, text, kernel, new_spec));
+    }
     edits.sort_by_key(|(r, _)| (r.start, r.end));
     for pair in edits.windows(2) {
         if pair[0].0.end > pair[1].0.start {
@@ -827,8 +896,42 @@ pub fn splice_unit(
     for (range, with) in edits.iter().rev() {
         out.replace_range(range.clone(), with);
     }
-    check_spliced(lang, model, kernel, &out)?;
+    check_spliced(lang, model, kernel, &out, new_spec)?;
     Ok(out)
+}
+
+/// Edits that replace the kernel's `@bench` lines with `new_spec`: the first line's
+/// whole line becomes the new lines, the others are removed.
+fn spec_edits(lang: Lang, text: &str, kernel: &Kernel, new_spec: &[String]) -> Vec<(ByteRange, String)> {
+    let Some(first) = kernel.spec.lines.first() else {
+        return Vec::new();
+    };
+    let whole_line = |offset: usize| {
+        let start = line_start(text, offset);
+        let end = text[offset..].find('\n').map_or(text.len(), |i| offset + i + 1);
+        start..end
+    };
+    let first_range = whole_line(first.offset);
+    let line = &text[first_range.clone()];
+    let indent: String = line.chars().take_while(|c| *c == ' ' || *c == '\t').collect();
+    let prefix = match lang {
+        Lang::Cuda => "// @bench ",
+        Lang::Triton => "# @bench ",
+    };
+    let block: String = new_spec
+        .iter()
+        .map(|s| format!("{indent}{prefix}{s}\n"))
+        .collect();
+    let mut edits = vec![(first_range.clone(), block)];
+    let mut seen = vec![first_range];
+    for l in &kernel.spec.lines[1..] {
+        let r = whole_line(l.offset);
+        if !seen.contains(&r) {
+            seen.push(r.clone());
+            edits.push((r, String::new()));
+        }
+    }
+    edits
 }
 
 /// The invariants of a spliced file (see [`splice_unit`]).
@@ -837,6 +940,7 @@ fn check_spliced(
     model: &FileModel,
     kernel: &Kernel,
     out: &str,
+    new_spec: &[String],
 ) -> Result<(), ReplyError> {
     let after = Analyzed::file(lang, out);
     if after.model.syntax_errors.len() > model.syntax_errors.len() {
@@ -861,7 +965,12 @@ fn check_spliced(
         });
     };
     let names = |k: &Kernel| k.params.iter().map(|p| p.name.clone()).collect::<Vec<_>>();
-    if names(k) != names(kernel) {
+    let params_ok = if new_spec.is_empty() {
+        names(k) == names(kernel)
+    } else {
+        same_params(k, &names(kernel))
+    };
+    if !params_ok {
         return Err(ReplyError::ParamsDiffer {
             kernel: kernel.name.clone(),
             expected: names(kernel),
@@ -894,7 +1003,13 @@ fn check_spliced(
             .map(|l| l.text.clone())
             .collect::<Vec<_>>()
     };
-    if spec(k) != spec(kernel) {
+    let want: Vec<String> = if new_spec.is_empty() {
+        spec(kernel).iter().map(|l| l.trim().to_string()).collect()
+    } else {
+        new_spec.iter().map(|l| l.trim().to_string()).collect()
+    };
+    let got: Vec<String> = spec(k).iter().map(|l| l.trim().to_string()).collect();
+    if got != want {
         return Err(ReplyError::SpliceBroken {
             what: "no longer has the kernel's `@bench` lines right above it".into(),
         });

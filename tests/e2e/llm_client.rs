@@ -85,6 +85,11 @@ fn coder_input(lang: Lang, text: &str, kernel: &syntax::Kernel) -> CoderInput {
         lang,
         param_names: kernel.params.iter().map(|p| p.name.clone()).collect(),
         kernel_unit: text[kernel.def_range.clone()].to_string(),
+        spec: kernel
+            .spec
+            .range
+            .clone()
+            .map_or(String::new(), |r| text[r].to_string()),
         step: "restrict_const: mark pointer parameters `__restrict__`, read-only ones `const`."
             .into(),
         facts: "- one element per thread\n- registers: 8, spills: 0".into(),
@@ -119,6 +124,7 @@ fn strategy_input() -> StrategyInput {
         kernel_name: "saxpy".into(),
         lang: "CUDA".into(),
         kernel_unit: saxpy_input().kernel_unit,
+        spec: saxpy_input().spec,
         facts: "- one element per thread".into(),
         device: "H100".into(),
         timing: "median 0.152 ms (no baseline yet)".into(),
@@ -166,8 +172,11 @@ async fn openai_wire_format_key_and_a_recorded_coder_reply_spliced() {
         "{user}"
     );
     assert!(
-        !user.contains("@bench"),
-        "the unit sent has no spec: {user}"
+        !input.kernel_unit.contains("@bench")
+            && user
+                .contains("## Its `@bench` lines (the spec; only launch lines may change)\n```\n")
+            && user.contains("// @bench n = 1 << 24, 4099"),
+        "the unit is sent without its spec, and the spec in its own section: {user}"
     );
     // Token counts from the recorded reply.
     assert_eq!(
@@ -178,7 +187,8 @@ async fn openai_wire_format_key_and_a_recorded_coder_reply_spliced() {
     // The unit splices into the author's file under the untouched spec.
     let text = example("saxpy.cu");
     let (model, k) = analyze(Lang::Cuda, &text, "saxpy");
-    let out = splice_unit(&text, &model, &k, &unit).unwrap();
+    assert!(unit.spec.is_empty(), "the reply keeps the launch");
+    let out = splice_unit(&text, &model, &k, &unit.unit).unwrap();
     assert!(out.contains("// @bench grid = cdiv(n, 256); block = 256\nextern \"C\" __global__ void saxpy(int n, float a, const float* __restrict__ x, float* __restrict__ y) {"), "{out}");
     assert!(out.contains("int main()"));
 }
@@ -264,7 +274,7 @@ async fn a_recorded_triton_reply_from_ollama_splices() {
         .rewrite(&mut Budget::new(1), &input)
         .await
         .unwrap();
-    let out = splice_unit(&text, &file_model, &k, &unit).unwrap();
+    let out = splice_unit(&text, &file_model, &k, &unit.unit).unwrap();
     assert!(out.contains("# @bench tune BLOCK in [64, 256, 1024, 2048]\n@triton.jit\ndef add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):\n    pid = tl.program_id(axis=0)\n    offs = pid * BLOCK + tl.arange(0, BLOCK)\n    offs = tl.max_contiguous"), "{out}");
 }
 
@@ -494,7 +504,7 @@ async fn a_repair_round_sends_the_attempt_and_the_failure() {
         .repair(&mut budget, &input, raw, &source.to_string())
         .await
         .unwrap();
-    assert!(unit.contains("__restrict__"));
+    assert!(unit.unit.contains("__restrict__"));
     let reqs = server.requests();
     let user = reqs[1].body["messages"][1]["content"].as_str().unwrap();
     assert!(
@@ -590,6 +600,6 @@ async fn prompt_folder_overrides_and_bad_placeholders() {
     std::fs::remove_dir_all(&dir).ok();
     assert_eq!(
         err,
-        format!("{}:6: unknown placeholder `{{{{speedup}}}}`; strategy.md knows kernel_name, lang, kernel_unit, facts, device, timing, history, catalog", dir.join("strategy.md").display())
+        format!("{}:6: unknown placeholder `{{{{speedup}}}}`; strategy.md knows kernel_name, lang, kernel_unit, spec, facts, device, timing, history, catalog", dir.join("strategy.md").display())
     );
 }

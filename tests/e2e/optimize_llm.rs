@@ -272,3 +272,69 @@ fn llm_without_settings_is_a_clear_error() {
     assert!(err.contains("no LLM is configured"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The coder may change the launch (issue #12): a reply with the kernel's `@bench`
+/// lines, a new grid, a bigger block and a new trailing `tl.constexpr` parameter, is
+/// verified under its own launch (under the old one it would leave half the output
+/// unwritten) and, with `--apply`, written back with its spec lines. A reply that changes
+/// a size is rejected with a message naming the line, before anything runs.
+#[test]
+fn a_coder_reply_may_change_the_launch_but_nothing_else() {
+    let test = "a_coder_reply_may_change_the_launch_but_nothing_else";
+    let py = match python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip(test, &why),
+    };
+    let two_per_program = |n_line: &str| {
+        format!(
+            "```python\n# @bench {n_line}\n# @bench x_ptr: in f32[n]; y_ptr: in f32[n]; out_ptr: out f32[n]\n# @bench grid = cdiv(n, BLOCK * ITEMS); BLOCK = 512; ITEMS = 2\n@triton.jit\ndef add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, ITEMS: tl.constexpr):\n    base = tl.program_id(0) * BLOCK * ITEMS\n    for i in tl.static_range(ITEMS):\n        offs = base + i * BLOCK + tl.arange(0, BLOCK)\n        m = offs < n\n        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)\n```"
+        )
+    };
+    let server = ReplayServer::start(vec![
+        Scripted::openai(
+            "```json\n{\"id\": \"free\", \"params\": {}, \"rationale\": \"fewer, larger programs\", \"description\": \"two blocks of 512 per program\"}\n```",
+        ),
+        // First a reply that also changes the size: rejected, naming the line.
+        Scripted::openai(&two_per_program("n = 1024")),
+        // The repair keeps the size and changes only the launch.
+        Scripted::openai(&two_per_program("n = 1000")),
+    ]);
+    let dir = workdir("opt-llm-launch");
+    let settings = json!({"llm": {"strategy": model(&server.url()), "coder": model(&server.url()), "repairRounds": 1, "callsPerStep": 4}});
+    let (code, run, err, after) = run(&py, &dir, &settings, &["--steps", "1", "--apply"]);
+    assert_eq!(code, 0, "{run}\n{err}");
+    let step = &run["steps"][0];
+    let c = step["candidates"].as_array().unwrap();
+    assert_eq!(c.len(), 2, "{step}");
+    let rejected = c[0]["message"].as_str().unwrap_or("");
+    assert!(
+        rejected.contains("buffer `x_ptr` in case 0 (in f32[1024] instead of in f32[1000])")
+            && rejected.contains("`n = 1024`")
+            && rejected.contains("only the launch may change"),
+        "{step}"
+    );
+    assert_eq!(
+        c[1]["verified"], true,
+        "verified under its own launch: {step}"
+    );
+    assert_eq!(
+        step["outcome"], "accepted",
+        "one program instead of four: {step}"
+    );
+    assert!(
+        after.contains("# @bench grid = cdiv(n, BLOCK * ITEMS); BLOCK = 512; ITEMS = 2\n@triton.jit\ndef add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, ITEMS: tl.constexpr):"),
+        "the applied edit carries the new launch line: {after}"
+    );
+    assert!(after.contains("# @bench n = 1000\n"), "{after}");
+    assert!(!after.contains("BLOCK = 256"), "{after}");
+    let reqs = server.requests();
+    assert!(
+        user_message(&reqs[1].body).contains("# @bench grid = cdiv(n, BLOCK); BLOCK = 256"),
+        "the coder sees the spec lines"
+    );
+    assert!(
+        user_message(&reqs[2].body).contains("`n = 1024`"),
+        "the repair gets the reason"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

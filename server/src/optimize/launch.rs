@@ -55,7 +55,10 @@ fn first_difference(old: &BenchPlan, new: &BenchPlan) -> Option<String> {
         return Some("the reference".into());
     }
     if old.trials != new.trials {
-        return Some(format!("`trials` ({} instead of {})", new.trials, old.trials));
+        return Some(format!(
+            "`trials` ({} instead of {})",
+            new.trials, old.trials
+        ));
     }
     for (ci, (a, b)) in old.cases.iter().zip(&new.cases).enumerate() {
         let fixed = |c: &crate::spec::Case| -> Vec<Arg> {
@@ -118,8 +121,16 @@ mod tests {
         let model = syntax::analyze(lang, src, doc.tree().expect("parses"));
         let k = &model.kernels[0];
         let r = crate::spec::analyze(k, &model.kernels, &EvalEnv::default());
-        let lines = k.spec.lines.iter().map(|l| l.text.trim().to_string()).collect();
-        (r.plan.unwrap_or_else(|| panic!("{:?}", r.diagnostics)), lines)
+        let lines = k
+            .spec
+            .lines
+            .iter()
+            .map(|l| l.text.trim().to_string())
+            .collect();
+        (
+            r.plan.unwrap_or_else(|| panic!("{:?}", r.diagnostics)),
+            lines,
+        )
     }
 
     const CUDA: &str = "// @bench n = 1 << 20, 4099\n// @bench x: in f32[n]; y: out f32[n]\n// @bench grid = cdiv(n, 256); block = 256\nextern \"C\" __global__ void k(int n, const float* x, float* y) { }\n";
@@ -178,6 +189,9 @@ mod tests {
         let new = TRITON.replace("M = 512;", "M = 1024;");
         let e = check(Lang::Triton, TRITON, &new).unwrap_err();
         assert!(e.contains("buffer `a` in case 0"), "{e}");
-        assert!(e.contains("(changed spec line `M = 1024; N = 512; K = 512`)"), "{e}");
+        assert!(
+            e.contains("(changed spec line `M = 1024; N = 512; K = 512`)"),
+            "{e}"
+        );
     }
 }

@@ -744,6 +744,73 @@ impl LlmSetup {
 }
 
 /// The kernel unit's text without the `@bench` block, as models see it.
+/// The file with the coder's reply in place of the kernel unit (and of its `@bench`
+/// lines, when the reply carries them).
+fn splice_reply(
+    cx: &StepContext<'_>,
+    kernel: &crate::syntax::Kernel,
+    reply: &llm::CodeReply,
+) -> Result<String, String> {
+    if reply.spec.is_empty() {
+        llm::splice_unit(cx.text, cx.model, kernel, &reply.unit)
+    } else {
+        llm::splice_unit_with_spec(cx.text, cx.model, kernel, &reply.unit, &reply.spec)
+    }
+    .map_err(|e| e.to_string())
+}
+
+/// `new_text` when the reply's spec differs from the current version's only in its
+/// launch ([`launch::launch_only`]); else the message naming what changed.
+fn launch_change_allowed(
+    kernel: &crate::syntax::Kernel,
+    env: &EvalEnv,
+    current: &evaluate::Planned,
+    old_lines: &[String],
+    reply: &llm::CodeReply,
+    new_text: String,
+) -> Result<String, String> {
+    if reply.spec.is_empty() {
+        return Ok(new_text);
+    }
+    let planned = evaluate::plan(kernel.lang, &new_text, &kernel.name, env)
+        .map_err(|e| format!("the reply's @bench lines do not give a plan: {e}"))?;
+    launch::launch_only(
+        &current.version.plan,
+        &planned.version.plan,
+        old_lines,
+        &reply.spec,
+    )?;
+    Ok(new_text)
+}
+
+/// The reply as the coder wrote it (spec lines first), for the repair prompt.
+fn reply_text(reply: &llm::CodeReply, kernel_lang: Lang) -> String {
+    if reply.spec.is_empty() {
+        return reply.unit.clone();
+    }
+    let marker = match kernel_lang {
+        Lang::Triton => "#",
+        Lang::Cuda => "//",
+    };
+    let spec: Vec<String> = reply
+        .spec
+        .iter()
+        .map(|l| format!("{marker} @bench {l}"))
+        .collect();
+    format!("{}\n{}", spec.join("\n"), reply.unit)
+}
+
+/// The kernel's `@bench` comment lines as written.
+fn spec_text(text: &str, kernel: &crate::syntax::Kernel) -> String {
+    kernel
+        .spec
+        .range
+        .clone()
+        .and_then(|r| text.get(r))
+        .unwrap_or("(no @bench lines)")
+        .to_string()
+}
+
 fn unit_text(text: &str, kernel: &crate::syntax::Kernel) -> String {
     let mut ranges = kernel.unit_ranges.clone();
     if ranges.is_empty() {
@@ -839,6 +906,7 @@ async fn llm_propose(
         kernel_name: cx.kernel.name.clone(),
         lang: llm::lang_label(cx.kernel.lang).to_string(),
         kernel_unit: unit_text(cx.text, cx.kernel),
+        spec: spec_text(cx.text, cx.kernel),
         facts: cx.facts.describe(),
         device: device_text(cx.hello),
         timing: cx.last.map_or("(not timed yet)".to_string(), |t| {
@@ -894,10 +962,17 @@ async fn llm_code(
         lang: kernel.lang,
         param_names: kernel.params.iter().map(|p| p.name.clone()).collect(),
         kernel_unit: unit_text(cx.text, kernel),
+        spec: spec_text(cx.text, kernel),
         step: step.to_string(),
         facts: cx.facts.describe(),
         device: device_text(cx.hello),
     };
+    let old_lines: Vec<String> = kernel
+        .spec
+        .lines
+        .iter()
+        .map(|l| l.text.trim().to_string())
+        .collect();
     let mut records = Vec::new();
     let mut round = 0u32;
     stage("asking the coder".into());
@@ -929,15 +1004,17 @@ async fn llm_code(
                     None => break,
                 }
             }
-            Ok(unit) => match llm::splice_unit(cx.text, cx.model, kernel, &unit) {
+            Ok(reply) => match splice_reply(cx, kernel, &reply)
+                .and_then(|t| launch_change_allowed(kernel, env, current, &old_lines, &reply, t))
+            {
                 Err(e) => {
                     records.push(CandidateRecord {
                         label: label.clone(),
                         verified: false,
                         median_ms: None,
-                        message: Some(e.to_string()),
+                        message: Some(e.clone()),
                     });
-                    (unit, e.to_string())
+                    (reply_text(&reply, kernel.lang), e)
                 }
                 Ok(new_text) => {
                     let mut b = evaluate::batch(
@@ -963,7 +1040,7 @@ async fn llm_code(
                         .clone()
                         .unwrap_or_else(|| "the candidate failed".into());
                     records.append(&mut b.records);
-                    (unit, feedback)
+                    (reply_text(&reply, kernel.lang), feedback)
                 }
             },
         };

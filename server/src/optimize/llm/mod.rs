@@ -37,6 +37,9 @@ pub struct StrategyInput {
     pub lang: String,
     /// The kernel and its device helpers, without the `@bench` block.
     pub kernel_unit: String,
+    /// The kernel's `@bench` comment lines as written (the launch lines may change in a
+    /// reply; nothing else).
+    pub spec: String,
     pub facts: String,
     pub device: String,
     pub timing: String,
@@ -51,6 +54,7 @@ impl StrategyInput {
             ("kernel_name", self.kernel_name.clone()),
             ("lang", self.lang.clone()),
             ("kernel_unit", self.kernel_unit.clone()),
+            ("spec", self.spec.clone()),
             ("facts", self.facts.clone()),
             ("device", self.device.clone()),
             ("timing", self.timing.clone()),
@@ -70,6 +74,9 @@ pub struct CoderInput {
     pub param_names: Vec<String>,
     /// The kernel and its device helpers, without the `@bench` block.
     pub kernel_unit: String,
+    /// The kernel's `@bench` comment lines as written (the launch lines may change in a
+    /// reply; nothing else).
+    pub spec: String,
     /// The step to carry out: a catalog step's title, description and parameters, or
     /// a free-form step's description.
     pub step: String,
@@ -83,6 +90,7 @@ impl CoderInput {
             ("kernel_name", self.kernel_name.clone()),
             ("lang", lang_label(self.lang).to_string()),
             ("kernel_unit", self.kernel_unit.clone()),
+            ("spec", self.spec.clone()),
             ("step", self.step.clone()),
             ("facts", self.facts.clone()),
             ("device", self.device.clone()),
@@ -230,13 +238,14 @@ impl LlmCoder {
         })
     }
 
-    /// The new kernel unit carrying out `input.step`, checked by [`parse_code_reply`];
-    /// splice it with [`splice_unit`].
+    /// The new kernel unit carrying out `input.step` and, when the reply changes the
+    /// launch, its `@bench` lines, checked by [`parse_code_reply_with_spec`]; splice it
+    /// with [`splice_unit_with_spec`].
     pub async fn rewrite(
         &self,
         budget: &mut Budget,
         input: &CoderInput,
-    ) -> Result<String, LlmStepError> {
+    ) -> Result<CodeReply, LlmStepError> {
         let (system, user) = self.prompts.render(Template::Coder, &input.vars())?;
         self.code(budget, input, &system, &user).await
     }
@@ -249,7 +258,7 @@ impl LlmCoder {
         input: &CoderInput,
         previous_code: &str,
         feedback: &str,
-    ) -> Result<String, LlmStepError> {
+    ) -> Result<CodeReply, LlmStepError> {
         let mut vars = input.vars();
         vars.insert("previous_code", previous_code.to_string());
         vars.insert("feedback", feedback.to_string());
@@ -263,9 +272,9 @@ impl LlmCoder {
         input: &CoderInput,
         system: &str,
         user: &str,
-    ) -> Result<String, LlmStepError> {
+    ) -> Result<CodeReply, LlmStepError> {
         let reply = call(&self.client, Role::Coder, budget, system, user).await?;
-        parse_code_reply(
+        parse_code_reply_with_spec(
             &reply.text,
             input.lang,
             &input.kernel_name,

@@ -41,6 +41,7 @@ impl Template {
                 "kernel_name",
                 "lang",
                 "kernel_unit",
+                "spec",
                 "facts",
                 "device",
                 "timing",
@@ -51,6 +52,7 @@ impl Template {
                 "kernel_name",
                 "lang",
                 "kernel_unit",
+                "spec",
                 "step",
                 "facts",
                 "device",
@@ -59,6 +61,7 @@ impl Template {
                 "kernel_name",
                 "lang",
                 "kernel_unit",
+                "spec",
                 "step",
                 "facts",
                 "device",
@@ -386,6 +389,7 @@ mod tests {
                     ("kernel_name", "saxpy"),
                     ("lang", "CUDA"),
                     ("kernel_unit", SAXPY_UNIT),
+                    ("spec", "// @bench n = 1 << 20, 4099\n// @bench x: in f32[n]; y: inout f32[n]\n// @bench grid = cdiv(n, 256); block = 256"),
                     ("step", "restrict_const: add `__restrict__` to every pointer parameter and `const` to the ones the kernel only reads."),
                     ("facts", "- one element per thread\n- registers: 8, spills: 0"),
                     ("device", "NVIDIA H100 80GB HBM3: 132 SMs, 228 KiB shared memory per SM, 50 MiB L2, 3.35 TB/s"),
@@ -408,26 +412,38 @@ mod tests {
               order with the same types. Keep `extern "C"`, template parameters, `tl.constexpr`
               annotations and `@triton.jit` where they were. Helpers may be added or changed; give a
               changed helper a new name if other kernels might use the old one.
-            - The launch stays as it is: same grid, block and dynamic shared memory for CUDA; same
-              grid, constexpr values, num_warps and num_stages for Triton. The kernel must work
-              with that launch.
+            - The launch may change with the kernel. To change it, put the kernel's `@bench` lines
+              above the kernel in your block, all of them, with only the launch lines changed:
+              CUDA `grid`, `block`, `smem` (and helper names only the launch uses); Triton `grid`,
+              constexpr values, `num_warps`, `num_stages`; `tune` lists. Sizes, buffers, dtypes,
+              distributions, tolerances and the reference stay exactly as written; a reply that
+              changes one is rejected. Your version is verified under its own launch. Without
+              `@bench` lines in your block, the current launch stays and the kernel must work
+              with it.
+            - Triton: new `tl.constexpr` parameters may be added after the existing ones when your
+              `@bench` launch line gives their values; every other parameter stays.
             - No host code: no `main`, no launch code, no allocations, no tests, no host headers.
             - Triton: the block holds only imports (triton, torch, math, numpy, typing), `@triton.jit`
               functions and constants (`NAME = 4` or `NAME = tl.constexpr(4)`); any other top-level
               statement is refused before anything runs.
-            - Leave out the `@bench` comment lines above the kernel: they are the author's spec and
-              stay exactly as they are.
             - Keep bounds checks and masks, so sizes that are not multiples of the block size stay
               correct.
             - Outside the block, at most a few lines of explanation."#]]
         .assert_eq(&system);
-        expect![[r#"
+        expect![[r###"
             ## Kernel `saxpy` (CUDA), current version
             ```
             extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {
                 int i = blockIdx.x * blockDim.x + threadIdx.x;
                 if (i < n) y[i] = a * x[i] + y[i];
             }
+            ```
+
+            ## Its `@bench` lines (the spec; only launch lines may change)
+            ```
+            // @bench n = 1 << 20, 4099
+            // @bench x: in f32[n]; y: inout f32[n]
+            // @bench grid = cdiv(n, 256); block = 256
             ```
 
             ## Step to carry out
@@ -440,7 +456,7 @@ mod tests {
             ## Device
             NVIDIA H100 80GB HBM3: 132 SMs, 228 KiB shared memory per SM, 50 MiB L2, 3.35 TB/s
 
-            Write the complete replacement kernel unit in one fenced code block."#]]
+            Write the complete replacement kernel unit in one fenced code block."###]]
         .assert_eq(&user);
     }
 
@@ -482,7 +498,7 @@ mod tests {
     #[test]
     fn template_errors_name_file_line_and_placeholder() {
         let err = |t: Template, text: &str| parse(t, "my/coder.md", text).unwrap_err().to_string();
-        expect!["my/coder.md:5: unknown placeholder `{{kernel_src}}`; coder.md knows kernel_name, lang, kernel_unit, step, facts, device"]
+        expect!["my/coder.md:5: unknown placeholder `{{kernel_src}}`; coder.md knows kernel_name, lang, kernel_unit, spec, step, facts, device"]
             .assert_eq(&err(Template::Coder, "<!-- c -->\n# system\nS {{step}}\n# user\n{{kernel_src}}\n"));
         expect![[r#"my/coder.md: the template never uses `{{step}}`, which it needs; put it where the model should see it"#]]
             .assert_eq(&err(Template::Coder, "# system\nS\n# user\n{{ kernel_unit }}\n"));
@@ -503,7 +519,7 @@ mod tests {
         expect![[r#"my/coder.md:1: the header comment `<!--` is never closed with `-->`"#]]
             .assert_eq(&err(Template::Coder, "<!-- oops\n# system\n"));
         // A placeholder of another template is unknown here.
-        expect![[r#"my/coder.md:4: unknown placeholder `{{feedback}}`; coder.md knows kernel_name, lang, kernel_unit, step, facts, device"#]]
+        expect!["my/coder.md:4: unknown placeholder `{{feedback}}`; coder.md knows kernel_name, lang, kernel_unit, spec, step, facts, device"]
             .assert_eq(&err(Template::Coder, "# system\n{{step}}\n# user\n{{kernel_unit}} {{feedback}}\n"));
     }
 }

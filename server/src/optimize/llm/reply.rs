@@ -902,18 +902,28 @@ pub fn splice_unit_with_spec(
 
 /// Edits that replace the kernel's `@bench` lines with `new_spec`: the first line's
 /// whole line becomes the new lines, the others are removed.
-fn spec_edits(lang: Lang, text: &str, kernel: &Kernel, new_spec: &[String]) -> Vec<(ByteRange, String)> {
+fn spec_edits(
+    lang: Lang,
+    text: &str,
+    kernel: &Kernel,
+    new_spec: &[String],
+) -> Vec<(ByteRange, String)> {
     let Some(first) = kernel.spec.lines.first() else {
         return Vec::new();
     };
     let whole_line = |offset: usize| {
         let start = line_start(text, offset);
-        let end = text[offset..].find('\n').map_or(text.len(), |i| offset + i + 1);
+        let end = text[offset..]
+            .find('\n')
+            .map_or(text.len(), |i| offset + i + 1);
         start..end
     };
     let first_range = whole_line(first.offset);
     let line = &text[first_range.clone()];
-    let indent: String = line.chars().take_while(|c| *c == ' ' || *c == '\t').collect();
+    let indent: String = line
+        .chars()
+        .take_while(|c| *c == ' ' || *c == '\t')
+        .collect();
     let prefix = match lang {
         Lang::Cuda => "// @bench ",
         Lang::Triton => "# @bench ",

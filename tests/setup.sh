@@ -35,6 +35,8 @@ if [ ! -x .tools/nvcc/nvidia/cu13/bin/nvcc ]; then
     nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88 \
     nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85
 fi
+# The corpus test's real CUDA projects, from PyPI and crates.io (tests/corpus/fetch.sh).
+bash tests/corpus/fetch.sh
 echo "setup: .venv ready ($(.venv/bin/nvim --version | head -n1))" >&2
 
 # The VS Code extension (editors/vscode): its locked npm packages (needs Node 20+), and

@@ -215,7 +215,7 @@ fn missing_header(log: &str, ours: &str) -> Option<(String, Option<u32>)> {
         };
         let Some(header) = header else { continue };
         // The line in our file: the error's own place, or the last `from ours:N` above.
-        let own = l.strip_prefix(ours).and_then(|r| line_after_colon(r));
+        let own = l.strip_prefix(ours).and_then(line_after_colon);
         let chain = lines[..i].iter().rev().find_map(|p| {
             let p = p.trim_start();
             let p = p

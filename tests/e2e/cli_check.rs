@@ -115,11 +115,7 @@ fn a_real_project_file_checks_clean_with_its_includes_and_host_code() {
             &e,
         );
     }
-    let dir = std::env::temp_dir().join(format!("kernel-lsp-project-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("src")).unwrap();
-    std::fs::create_dir_all(dir.join("third_party/inc")).unwrap();
-    std::fs::create_dir_all(dir.join(".git")).unwrap();
+    let dir = fresh_project("project", &["src", "third_party/inc"]);
     std::fs::write(
         dir.join("src/common.h"),
         r#"#pragma once
@@ -235,11 +231,7 @@ fn nvcc_checks_a_project_file_as_the_project_builds_it() {
         Ok(p) => p,
         Err(e) => return crate::tools::skip(test, &e),
     };
-    let dir = std::env::temp_dir().join(format!("kernel-lsp-nvcc-proj-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("src/cuda")).unwrap();
-    std::fs::create_dir_all(dir.join("include")).unwrap();
-    std::fs::create_dir_all(dir.join(".git")).unwrap();
+    let dir = fresh_project("nvcc-proj", &["src/cuda", "include"]);
     std::fs::write(
         dir.join("include/lib.h"),
         "#pragma once\n#include <stdio.h>\n#include <stdint.h>\nstruct tensor { int64_t ne[4]; void* data; };\nFILE* lib_log_file(void);\n",
@@ -361,4 +353,14 @@ void scale_cuda(cuda_context& ctx, const tensor* t, void* out, int type, float s
     );
     assert!(stderr.contains("checked with NVRTC"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An empty project folder (a `.git` marks the workspace root) with `folders` made.
+fn fresh_project(name: &str, folders: &[&str]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("kernel-lsp-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for f in folders.iter().chain(&[".git"]) {
+        std::fs::create_dir_all(dir.join(f)).unwrap();
+    }
+    dir
 }

@@ -394,10 +394,20 @@ pub fn with_project(
 ) -> CompileInputs {
     inputs.project = toolchain::project::flags_for_file(path, include_paths, defines);
     inputs.file = Some(path.to_path_buf());
-    if tc.nvcc.is_some() {
-        // nvcc reads the headers itself, host code and all.
-        return inputs;
+    if tc.nvcc.is_none() {
+        // nvcc reads the headers itself, host code and all; NVRTC gets their device
+        // slices ([`compile`] collects them itself if nvcc fails and NVRTC stands in).
+        inputs.headers = project_headers(&inputs, tc);
     }
+    inputs
+}
+
+/// The project headers `inputs` includes, each reduced to its device slice, for NVRTC.
+/// Reads the disk; empty for a buffer with no file.
+fn project_headers(inputs: &CompileInputs, tc: &Toolchain) -> Vec<(String, String)> {
+    let Some(path) = &inputs.file else {
+        return Vec::new();
+    };
     let dir = path
         .parent()
         .map_or_else(|| std::path::PathBuf::from("."), |d| d.to_path_buf());
@@ -414,15 +424,14 @@ pub fn with_project(
             None => t.to_string(),
         }
     };
-    inputs.headers = toolchain::project::collect_headers(
+    toolchain::project::collect_headers(
         &inputs.device_slice,
         &dir,
         &inputs.project.include_dirs,
         &tc.include_dirs,
         8 << 20,
         &slice,
-    );
-    inputs
+    )
 }
 
 /// The outcome of compiling one version of a CUDA file.
@@ -504,44 +513,8 @@ pub fn compile(
             &inputs.project,
         ) {
             Ok(mut result) => {
-                if result.partial {
-                    let slice: Vec<&str> = inputs.device_slice.split('\n').collect();
-                    let own: Vec<&str> = text.split('\n').collect();
-                    let host_only = |l: u32| {
-                        let l = l as usize;
-                        own.get(l).is_some_and(|t| !t.trim().is_empty())
-                            && slice.get(l).is_none_or(|t| t.trim().is_empty())
-                    };
-                    // `cublas_v2.h` missing: names such as `CUBLAS_COMPUTE_32F` or
-                    // `cublasLtCreate` are the header's, wherever they are used.
-                    let libs: Vec<String> = result
-                        .messages
-                        .iter()
-                        .filter_map(|m| m.message.strip_prefix("cannot open `"))
-                        .filter_map(|r| r.split('`').next())
-                        .filter_map(|h| {
-                            let stem = h.rsplit('/').next().unwrap_or(h);
-                            let lib: String = stem
-                                .chars()
-                                .take_while(|c| c.is_ascii_alphabetic())
-                                .collect::<String>()
-                                .to_ascii_lowercase();
-                            (lib.len() >= 3).then_some(lib)
-                        })
-                        .collect();
-                    let names_missing_lib = |msg: &str| {
-                        msg.split('"').skip(1).step_by(2).any(|name| {
-                            let n = name.to_ascii_lowercase();
-                            libs.iter().any(|l| n.starts_with(l.as_str()))
-                        })
-                    };
-                    result.messages.retain(|m| {
-                        m.severity == MessageSeverity::Note
-                            || m.message.starts_with("cannot open `")
-                            || (m.header.is_none()
-                                && !host_only(m.line)
-                                && !names_missing_lib(&m.message))
-                    });
+                if !result.missing_headers.is_empty() {
+                    drop_unjudged(&mut result, text, &inputs.device_slice);
                 }
                 return outcome_of(text, result, Checker::Nvcc, true);
             }
@@ -558,6 +531,9 @@ pub fn compile(
             ..CompileOutcome::default()
         };
     }
+    // nvcc was found but could not run: NVRTC needs the headers nvcc would have read.
+    let fallback_headers =
+        (tc.nvcc.is_some() && inputs.headers.is_empty()).then(|| project_headers(inputs, tc));
     let mut result: CheckResult = toolchain::check_device_slice_with(
         tc,
         &inputs.device_slice,
@@ -565,7 +541,7 @@ pub fn compile(
         &inputs.defines,
         &inputs.name_expressions,
         &inputs.project,
-        &inputs.headers,
+        fallback_headers.as_deref().unwrap_or(&inputs.headers),
     );
     if inputs.device_slice != text {
         // NVRTC did not see the host code, so what only host code uses looks unused.
@@ -607,6 +583,45 @@ pub fn compile(
         });
     }
     outcome
+}
+
+/// With nvcc, when a header was missing and stood in for: drops the errors that may be
+/// about the stand-in rather than the code: on host-only lines (the device slice has
+/// them blank), inside headers, and naming the missing library's identifiers.
+fn drop_unjudged(result: &mut CheckResult, text: &str, device_slice: &str) {
+    let slice: Vec<&str> = device_slice.split('\n').collect();
+    let own: Vec<&str> = text.split('\n').collect();
+    let host_only = |l: u32| {
+        let l = l as usize;
+        own.get(l).is_some_and(|t| !t.trim().is_empty())
+            && slice.get(l).is_none_or(|t| t.trim().is_empty())
+    };
+    // `cublas_v2.h` missing: names such as `CUBLAS_COMPUTE_32F` or
+    // `cublasLtCreate` are the header's, wherever they are used.
+    let libs: Vec<String> = result
+        .missing_headers
+        .iter()
+        .filter_map(|h| {
+            let stem = h.rsplit('/').next().unwrap_or(h);
+            let lib: String = stem
+                .chars()
+                .take_while(|c| c.is_ascii_alphabetic())
+                .collect::<String>()
+                .to_ascii_lowercase();
+            (lib.len() >= 3).then_some(lib)
+        })
+        .collect();
+    let names_missing_lib = |msg: &str| {
+        msg.split('"').skip(1).step_by(2).any(|name| {
+            let n = name.to_ascii_lowercase();
+            libs.iter().any(|l| n.starts_with(l.as_str()))
+        })
+    };
+    result.messages.retain(|m| {
+        m.severity == MessageSeverity::Note
+            || m.message.starts_with("cannot open `")
+            || (m.header.is_none() && !host_only(m.line) && !names_missing_lib(&m.message))
+    });
 }
 
 fn outcome_of(

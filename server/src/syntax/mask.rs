@@ -188,18 +188,8 @@ fn macro_statement(line: &str) -> Option<(usize, usize, bool)> {
         from += k + 1 + (after.len() - after.trim_start().len());
     }
     let rest = &line[from..];
-    let name_len = rest
-        .bytes()
-        .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == b'_')
-        .count();
-    let name = &rest[..name_len];
-    if name_len < 2
-        || !name.bytes().any(|c| c.is_ascii_uppercase())
-        || rest[name_len..]
-            .bytes()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphanumeric())
-    {
+    let (name_len, _) = caps_name(rest);
+    if name_len == 0 {
         return None;
     }
     let tail = rest[name_len..].trim_start();
@@ -211,24 +201,7 @@ fn macro_statement(line: &str) -> Option<(usize, usize, bool)> {
         return None;
     }
     let open = from + name_len + (rest[name_len..].len() - tail.len());
-    let b = line.as_bytes();
-    let (mut d, mut j) = (0i32, open);
-    while j < b.len() {
-        match b[j] {
-            b'(' => d += 1,
-            b')' => {
-                d -= 1;
-                if d == 0 {
-                    break;
-                }
-            }
-            _ => {}
-        }
-        j += 1;
-    }
-    if j >= b.len() {
-        return None;
-    }
+    let j = close_paren(line, open)?;
     let args = &line[open + 1..j];
     let after = line[j + 1..].trim_start();
     let typed = args.split(',').any(|a| is_type_arg(a.trim()));
@@ -236,6 +209,24 @@ fn macro_statement(line: &str) -> Option<(usize, usize, bool)> {
     // `CUDA_KERNEL_LOOP(i, n) {`: a loop macro; its block stays.
     let loop_head = after.starts_with('{');
     (typed || no_semicolon || loop_head).then_some((from, j + 1, no_semicolon))
+}
+
+/// The byte index of the `)` that closes the `(` at `open` in `line`, if on the line.
+fn close_paren(line: &str, open: usize) -> Option<usize> {
+    let mut depth = 0i32;
+    for (j, c) in line.bytes().enumerate().skip(open) {
+        match c {
+            b'(' => depth += 1,
+            b')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(j);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The length of an all-caps macro-like name at the start of `t` (two or more of
@@ -390,27 +381,13 @@ fn scan_code(
             b'_' if line[i..].starts_with("__align__") => {
                 let after = i + "__align__".len();
                 let open = after + (line[after..].len() - line[after..].trim_start().len());
-                if b.get(open) == Some(&b'(') {
-                    let mut d = 0;
-                    let mut j = open;
-                    while j < b.len() {
-                        match b[j] {
-                            b'(' => d += 1,
-                            b')' => {
-                                d -= 1;
-                                if d == 0 {
-                                    break;
-                                }
-                            }
-                            _ => {}
-                        }
-                        j += 1;
-                    }
-                    if j < b.len() {
-                        out.push(base + i..base + j + 1);
-                        i = j + 1;
-                        continue;
-                    }
+                if let Some(j) = (b.get(open) == Some(&b'('))
+                    .then(|| close_paren(line, open))
+                    .flatten()
+                {
+                    out.push(base + i..base + j + 1);
+                    i = j + 1;
+                    continue;
                 }
                 *last = b'_';
             }

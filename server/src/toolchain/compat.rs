@@ -289,18 +289,10 @@ fn cub_device_side(include_dirs: &[PathBuf]) -> String {
     s
 }
 
-const CSTDINT_OVER_CCCL: &str = "#pragma once
-#include <cuda/std/cstdint>
-namespace std {
-using ::int8_t; using ::int16_t; using ::int32_t; using ::int64_t;
-using ::uint8_t; using ::uint16_t; using ::uint32_t; using ::uint64_t;
-using ::intptr_t; using ::uintptr_t; using ::intmax_t; using ::uintmax_t;
-using ::int_least8_t; using ::int_least16_t; using ::int_least32_t; using ::int_least64_t;
-using ::uint_least8_t; using ::uint_least16_t; using ::uint_least32_t; using ::uint_least64_t;
-using ::int_fast8_t; using ::int_fast16_t; using ::int_fast32_t; using ::int_fast64_t;
-using ::uint_fast8_t; using ::uint_fast16_t; using ::uint_fast32_t; using ::uint_fast64_t;
-}
-";
+const CSTDINT_OVER_CCCL: &str = concat!(
+    "#pragma once\n#include <cuda/std/cstdint>\n",
+    std_int_usings!()
+);
 
 /// Standard headers whose device-usable part CCCL provides as `cuda/std/...`: with
 /// CCCL, `std::numeric_limits`, `std::integral_constant`, `std::min` and the like work

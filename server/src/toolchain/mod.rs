@@ -11,6 +11,23 @@
 //! ([`ToolError`]), never a panic or a link-time dependency; every function may be
 //! called from several threads at once.
 
+/// `namespace std { using ::int8_t; ... }`: the fixed-width integer names in `std`, for
+/// the `<cstdint>` stand-ins (with and without CCCL).
+macro_rules! std_int_usings {
+    () => {
+        "namespace std {
+using ::int8_t; using ::int16_t; using ::int32_t; using ::int64_t;
+using ::uint8_t; using ::uint16_t; using ::uint32_t; using ::uint64_t;
+using ::intptr_t; using ::uintptr_t; using ::intmax_t; using ::uintmax_t;
+using ::int_least8_t; using ::int_least16_t; using ::int_least32_t; using ::int_least64_t;
+using ::uint_least8_t; using ::uint_least16_t; using ::uint_least32_t; using ::uint_least64_t;
+using ::int_fast8_t; using ::int_fast16_t; using ::int_fast32_t; using ::int_fast64_t;
+using ::uint_fast8_t; using ::uint_fast16_t; using ::uint_fast32_t; using ::uint_fast64_t;
+}
+"
+    };
+}
+
 pub mod compat;
 mod locate;
 pub mod nvcc;
@@ -76,9 +93,9 @@ pub struct CheckResult {
     pub note: Option<String>,
     /// `(name expression, lowered name)` for the requested name expressions.
     pub lowered_names: Vec<(String, String)>,
-    /// A header was missing and stood in for (nvcc): messages on host code and in
-    /// headers may come from the stand-in rather than the code.
-    pub partial: bool,
+    /// Headers nvcc could not find and got as stand-ins: messages on host code, in
+    /// headers and about their names may come from the stand-in rather than the code.
+    pub missing_headers: Vec<String>,
 }
 
 /// [`default_options`] plus the prelude and `-default-device`, and `-std=` from the project when it names a
@@ -258,7 +275,7 @@ fn missing_include_warnings(
 /// compiler, a flag it refuses): the caller checks with NVRTC instead and says why.
 ///
 /// Where a header was missing, host code that may use it cannot be judged: the
-/// caller drops errors on host-only lines and in headers ([`CheckResult::partial`]).
+/// caller drops errors on host-only lines and in headers ([`CheckResult::missing_headers`]).
 pub fn check_file_with_nvcc(
     tc: &Toolchain,
     nvcc: &std::path::Path,
@@ -284,7 +301,7 @@ pub fn check_file_with_nvcc(
     let mut result = CheckResult {
         messages,
         ptx_ok: out.ptx.is_some(),
-        partial: !out.missing.is_empty(),
+        missing_headers: out.missing.iter().map(|m| m.header.clone()).collect(),
         ..CheckResult::default()
     };
     if let Some(ptx) = out.ptx {

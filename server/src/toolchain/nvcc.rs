@@ -140,7 +140,7 @@ fn run_in(
                 }
             }
         }
-        let normalized = edg_style(&log, &shown);
+        let normalized = edg_style(&log);
         let messages = parse_nvrtc_log(&normalized, &shown, req.text);
         let ptx = if done.status.success() {
             std::fs::read_to_string(&ptx).ok()
@@ -241,7 +241,7 @@ fn line_after_colon(rest: &str) -> Option<u32> {
 /// nvcc's log with the preprocessor's `file:line:col: error: text` lines rewritten in the
 /// front end's `file(line): error: text` form, and gcc's source echo and include chain
 /// left out, so one parser places both.
-fn edg_style(log: &str, _ours: &str) -> String {
+fn edg_style(log: &str) -> String {
     let mut out = String::new();
     for l in log.lines() {
         let t = l.trim_start();
@@ -302,7 +302,7 @@ mod tests {
             Some(("cublas_v2.h".to_string(), Some(2)))
         );
         assert_eq!(
-            edg_style(log, "/t/acc.cu"),
+            edg_style(log),
             "src/vendors/cuda.h(5): fatal error: cublas_v2.h: No such file or directory\n"
         );
         let own = "/t/acc.cu:4:10: fatal error: mine.h: No such file or directory\n";

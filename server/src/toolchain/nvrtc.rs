@@ -426,7 +426,8 @@ fn validate_define(name: &str, value: &str) -> Result<(), ToolError> {
 /// (12.x, without a host compiler) cannot open: only those not found in `include_dirs`.
 /// Types follow the LP64 Linux ABI so mangled names match what nvcc produces.
 pub fn std_header_shims(include_dirs: &[PathBuf]) -> Vec<(String, String)> {
-    const CSTDINT: &str = "#pragma once
+    const CSTDINT: &str = concat!(
+        "#pragma once
 typedef signed char int8_t; typedef short int16_t; typedef int int32_t; typedef long int64_t;
 typedef unsigned char uint8_t; typedef unsigned short uint16_t; typedef unsigned int uint32_t;
 typedef unsigned long uint64_t; typedef long intptr_t; typedef unsigned long uintptr_t;
@@ -459,17 +460,11 @@ typedef unsigned char uint_fast8_t; typedef unsigned long uint_fast16_t; typedef
 #define UINT32_C(c) c ## U
 #define UINT64_C(c) c ## UL
 #ifdef __cplusplus
-namespace std {
-using ::int8_t; using ::int16_t; using ::int32_t; using ::int64_t;
-using ::uint8_t; using ::uint16_t; using ::uint32_t; using ::uint64_t;
-using ::intptr_t; using ::uintptr_t; using ::intmax_t; using ::uintmax_t;
-using ::int_least8_t; using ::int_least16_t; using ::int_least32_t; using ::int_least64_t;
-using ::uint_least8_t; using ::uint_least16_t; using ::uint_least32_t; using ::uint_least64_t;
-using ::int_fast8_t; using ::int_fast16_t; using ::int_fast32_t; using ::int_fast64_t;
-using ::uint_fast8_t; using ::uint_fast16_t; using ::uint_fast32_t; using ::uint_fast64_t;
-}
-#endif
-";
+",
+        std_int_usings!(),
+        "#endif
+"
+    );
     // size_t and ptrdiff_t are predefined by NVRTC.
     const CSTDDEF: &str = "#pragma once
 #ifndef NULL

@@ -357,24 +357,28 @@ fn run_reference(
         f.index = Some(coords);
         return Ok(Err(Box::new(f)));
     }
-    let copies = (|| -> Result<Vec<Option<DeviceBuffer>>, CuError> {
-        let mut out = Vec::new();
-        for b in bufs {
-            if b.role == Role::In {
-                out.push(None);
-                continue;
-            }
-            let copy = DeviceBuffer::alloc(b.data_bytes())?;
-            driver::copy_dtod_async(copy.ptr, b.data_ptr(), b.data_bytes(), stream)?;
-            out.push(Some(copy));
-        }
-        gpu.ctx.sync()?;
-        Ok(out)
-    })();
+    let copies = copy_outputs(gpu, bufs);
     match copies {
         Ok(bufs) => Ok(Ok(RefOutputs { bufs })),
         Err(e) => Err(gpu.fault(e, "keeping the reference's outputs")),
     }
+}
+
+/// A device copy of every buffer a kernel writes (`None` for `in` buffers), synced.
+fn copy_outputs(gpu: &Gpu, bufs: &[Guarded]) -> Result<Vec<Option<DeviceBuffer>>, CuError> {
+    let stream = gpu.ctx.stream;
+    let mut out = Vec::new();
+    for b in bufs {
+        if b.role == Role::In {
+            out.push(None);
+            continue;
+        }
+        let copy = DeviceBuffer::alloc(b.data_bytes())?;
+        driver::copy_dtod_async(copy.ptr, b.data_ptr(), b.data_bytes(), stream)?;
+        out.push(Some(copy));
+    }
+    gpu.ctx.sync()?;
+    Ok(out)
 }
 
 /// What one buffer of the candidate is checked with, as queued slots.
@@ -664,21 +668,8 @@ fn rerun_agrees(
     at: At,
 ) -> Result<Result<(), Box<Failure>>, WorkerError> {
     let stream = gpu.ctx.stream;
-    let first = (|| -> Result<Vec<Option<DeviceBuffer>>, CuError> {
-        let mut out = Vec::new();
-        for b in bufs {
-            if b.role == Role::In {
-                out.push(None);
-                continue;
-            }
-            let copy = DeviceBuffer::alloc(b.data_bytes())?;
-            driver::copy_dtod_async(copy.ptr, b.data_ptr(), b.data_bytes(), stream)?;
-            out.push(Some(copy));
-        }
-        gpu.ctx.sync()?;
-        Ok(out)
-    })()
-    .map_err(|e| gpu.fault(e, "keeping the candidate's first results"))?;
+    let first = copy_outputs(gpu, bufs)
+        .map_err(|e| gpu.fault(e, "keeping the candidate's first results"))?;
     if let Err(e) = run(gpu, h, k, plan, args, bufs, keys) {
         return Ok(Err(Box::new(fault_failure(
             gpu,

@@ -12,6 +12,8 @@ mod emulate;
 mod gpu;
 #[path = "../gpu/cheats.rs"]
 mod gpu_cheats;
+#[path = "../gpu/llm_experts.rs"]
+mod gpu_llm;
 mod health;
 mod llm_client;
 mod llm_server;

@@ -152,6 +152,13 @@ pub struct LlmSettings {
     pub calls_per_step: u32,
     /// How many times a failing candidate goes back to the coder with the failure.
     pub repair_rounds: u32,
+    /// Coder replies asked for at once in each step, at a spread of temperatures; the
+    /// distinct ones are all verified and the fastest is kept.
+    pub samples: u32,
+    /// Most model calls of a whole run (0: no limit beyond `callsPerStep`).
+    pub calls_per_run: u64,
+    /// Most model tokens (input and output) of a whole run (0: no limit).
+    pub tokens_per_run: u64,
     /// A folder whose `strategy.md`, `coder.md`, `repair.md` and `strategies.toml`
     /// replace the embedded ones (each file separately; missing files keep the default).
     pub prompts_dir: Option<PathBuf>,
@@ -164,6 +171,9 @@ impl Default for LlmSettings {
             coder: None,
             calls_per_step: 6,
             repair_rounds: 2,
+            samples: 4,
+            calls_per_run: 0,
+            tokens_per_run: 0,
             prompts_dir: None,
         }
     }
@@ -235,6 +245,12 @@ pub struct ModelSettings {
     pub max_tokens: u32,
     #[serde(default = "defaults::temperature")]
     pub temperature: f64,
+    /// USD per million input tokens, for the cost estimate in progress and reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_in: Option<f64>,
+    /// USD per million output tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_out: Option<f64>,
 }
 
 impl ModelSettings {
@@ -249,6 +265,8 @@ impl ModelSettings {
             max_retries: defaults::max_retries(),
             max_tokens: defaults::max_tokens(),
             temperature: defaults::temperature(),
+            price_in: None,
+            price_out: None,
         }
     }
 

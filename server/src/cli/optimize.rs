@@ -22,9 +22,14 @@ pub struct OptimizeArgs {
     /// The kernel to optimize (default: the file's only kernel with a @bench spec).
     #[arg(long)]
     pub kernel: Option<String>,
-    /// Steps to try.
+    /// Steps to try (each expands one version of the run's tree).
     #[arg(long, default_value_t = 8)]
     pub steps: usize,
+    /// Wall-time budget of the run: seconds, or with a unit (`90s`, `10m`, `1h`). The
+    /// step that is running when it is spent finishes; the best version so far is the
+    /// answer.
+    #[arg(long, value_name = "TIME", value_parser = parse_budget)]
+    pub budget: Option<std::time::Duration>,
     /// Write the best verified version into FILE (a backup is kept as FILE.orig).
     #[arg(long)]
     pub apply: bool,
@@ -125,6 +130,10 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
         ..settings.verify.clone()
     };
     opts.only = args.only.clone();
+    opts.budget = optimize::RunBudget {
+        wall: args.budget,
+        ..optimize::RunBudget::from_llm_settings(&settings.llm)
+    };
     opts.tried = history::tried(&past);
     opts.policy_path = (!args.fresh_policy).then(policy::default_path);
     if args.llm {
@@ -200,6 +209,29 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `300`, `90s`, `10m`, `1.5h`.
+fn parse_budget(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (num, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => t.split_at(i),
+        None => (t, "s"),
+    };
+    let n: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a time: write seconds, or e.g. `90s`, `10m`, `1h`"))?;
+    let secs = match unit.trim() {
+        "s" | "sec" => n,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        u => return Err(format!("`{u}` is not a time unit: use s, m or h")),
+    };
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(format!("`{s}`: the budget must be more than zero"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
 /// `--config FILE`, else `.kernel-lsp/settings.json` at the workspace root, else defaults.
 fn load_settings(args: &OptimizeArgs) -> Result<Settings, String> {
     let path = match &args.config {
@@ -226,9 +258,12 @@ fn load_settings(args: &OptimizeArgs) -> Result<Settings, String> {
 }
 
 fn table(run: &OptimizeRun) -> String {
-    let mut out = String::from(
-        "step  strategy         outcome   time (ms)  speedup  cumulative  candidates\n",
-    );
+    let tree = run.versions > 1 || run.steps.iter().any(|s| s.pick.is_some());
+    let mut out = String::from(if tree {
+        "step  version          strategy         outcome   time (ms)  speedup  cumulative  candidates\n"
+    } else {
+        "step  strategy         outcome   time (ms)  speedup  cumulative  candidates\n"
+    });
     for s in &run.steps {
         let time = s
             .best_ms
@@ -243,11 +278,22 @@ fn table(run: &OptimizeRun) -> String {
                 (None, None) => c.label.clone(),
             })
             .collect();
-        let step = if s.outcome == optimize::Outcome::NotApplicable {
+        let mut step = if s.outcome == optimize::Outcome::NotApplicable {
             "-".to_string()
         } else {
             s.step.to_string()
         };
+        if tree {
+            let mut v = format!("v{}", s.node.unwrap_or(0));
+            if let Some(c) = s.child {
+                v.push_str(&format!("→v{c}"));
+            }
+            if let Some(p) = s.pick.as_deref().filter(|p| *p != "best") {
+                v.push_str(&format!(" ({p})"));
+            }
+            out.push_str(&format!("{step:<5} {v:<16} "));
+            step = String::new();
+        }
         out.push_str(&format!(
             "{:<5} {:<16} {:<9} {:<10} {:<8} {:<11} {}\n",
             step,
@@ -264,6 +310,28 @@ fn table(run: &OptimizeRun) -> String {
     }
     if let Some(why) = &run.stopped {
         out.push_str(&format!("stopped: {why}\n"));
+    }
+    if tree {
+        let path: Vec<String> = run
+            .steps
+            .iter()
+            .filter(|s| s.on_best_path)
+            .map(|s| format!("{} (step {})", s.strategy_id, s.step))
+            .collect();
+        out.push_str(&format!(
+            "best: v{} of {} versions, {:.2}× over the start{}\n",
+            run.best_node,
+            run.versions,
+            run.best_speedup,
+            if path.is_empty() {
+                String::new()
+            } else {
+                format!(", by {}", path.join(" → "))
+            }
+        ));
+    }
+    if run.llm.calls > 0 {
+        out.push_str(&format!("models: {}\n", run.llm.describe()));
     }
     if run.steps.iter().any(|s| s.interpreter) {
         out.push_str("note: interpreter timings: Triton ran on the CPU (TRITON_INTERPRET=1); results are verified for real, times are not GPU times\n");

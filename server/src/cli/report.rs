@@ -79,6 +79,12 @@ fn run_inner(args: &ReportArgs) -> Result<(), String> {
     }
     std::fs::write(&out, page)
         .map_err(|e| format!("{}: error: cannot write: {e}", out.display()))?;
+    // The trees go to the terminal too: the quickest view of what a run explored.
+    for (name, steps) in &loaded {
+        for t in report::trees(steps) {
+            println!("{name}: {t}");
+        }
+    }
     let steps: usize = loaded.iter().map(|(_, s)| s.len()).sum();
     eprintln!(
         "{shown}: report of {} kernel(s), {steps} steps written to {}",

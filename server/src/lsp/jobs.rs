@@ -629,6 +629,7 @@ impl Backend {
         let catalog = Catalog::load(prompts_dir.as_deref()).map_err(|e| e.to_string())?;
         let mut opts = OptimizeOptions::new(s.steps_per_action.max(1), s.verify.seed, catalog);
         opts.verify = s.verify.clone();
+        opts.budget = optimize::RunBudget::from_llm_settings(&s.llm);
         opts.cancel = Some(guard.cancel.clone());
         opts.policy_path = Some(policy::default_path());
         if cmd == TUNE {
@@ -724,7 +725,8 @@ impl Backend {
             };
             return Ok(message(outcome, text));
         };
-        let speedup = steps.last().map_or(1.0, |s| s.cumulative);
+        // The answer is the best version of the run's tree.
+        let speedup = run.best_speedup;
         let label = run.accepted().join(", ");
         let start_region = snap.text[region(&snap.kernel)].to_string();
         let (_, new_r) = find_kernel(snap.lang, &new_text, &name)
@@ -738,7 +740,7 @@ impl Backend {
         let cases = steps
             .iter()
             .rev()
-            .find(|s| s.outcome == optimize::Outcome::Accepted)
+            .find(|s| s.on_best_path)
             .map_or(String::new(), |s| format!(" (seed {})", s.seed));
         {
             let mut st = self.state();
@@ -753,11 +755,8 @@ impl Backend {
             // The hint shows the verified winner's time and the job's speedup.
             k.timing = steps
                 .iter()
-                .rev()
-                .find_map(|s| {
-                    s.best_ms
-                        .filter(|_| s.outcome == optimize::Outcome::Accepted)
-                })
+                .find(|s| s.child == Some(run.best_node))
+                .and_then(|s| s.best_ms)
                 .map(|ms| Timing {
                     label: name.clone(),
                     median_ms: ms,

@@ -19,6 +19,7 @@ pub mod llm;
 pub mod policy;
 pub mod report;
 pub mod rewrite;
+pub mod search;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -127,6 +128,26 @@ pub struct StepRecord {
     /// The speedup was above `verify.suspiciousSpeedup` and was re-verified.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub suspicious: bool,
+    /// The run this step belongs to (its start, ms since the Unix epoch); node ids are
+    /// per run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<u64>,
+    /// The version of the run's tree the step worked on (0: the run's start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<usize>,
+    /// The version the step made, when it was accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child: Option<usize>,
+    /// Why that version was expanded (`best`, `explore`, `backtrack`), once the tree
+    /// has more than one version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pick: Option<String>,
+    /// The step made a version on the path to the run's answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub on_best_path: bool,
+    /// The model calls and tokens of this step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmSpent>,
 }
 
 /// A finished run: the steps, and the file text with every accepted step applied (None
@@ -144,13 +165,21 @@ pub struct OptimizeRun {
     pub warnings: Vec<String>,
     #[serde(skip)]
     pub new_text: Option<String>,
+    /// The answer: the version of the tree with the highest speedup over the start.
+    pub best_node: usize,
+    pub best_speedup: f64,
+    /// Versions in the tree (the start included).
+    pub versions: usize,
+    /// What the run spent on models.
+    pub llm: LlmSpent,
 }
 
 impl OptimizeRun {
-    /// Labels of the accepted candidates, in order.
+    /// Labels of the accepted candidates on the path to the answer, in order.
     pub fn accepted(&self) -> Vec<String> {
         self.steps
             .iter()
+            .filter(|s| s.on_best_path)
             .filter_map(|s| {
                 s.accepted
                     .as_ref()
@@ -184,6 +213,27 @@ pub struct OptimizeOptions {
     pub repair: Option<Repair>,
     /// The checks a winner passes before it is accepted (sanitizer, large speedups).
     pub verify: crate::settings::VerifySettings,
+    /// Limits beyond the step count: wall time, model calls, tokens.
+    pub budget: RunBudget,
+}
+
+/// A run's limits beyond `steps`; `None` is no limit.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunBudget {
+    pub wall: Option<std::time::Duration>,
+    pub llm_calls: Option<u64>,
+    pub tokens: Option<u64>,
+}
+
+impl RunBudget {
+    /// The model-call and token limits of `llm.callsPerRun` / `llm.tokensPerRun` (0: none).
+    pub fn from_llm_settings(s: &crate::settings::LlmSettings) -> Self {
+        RunBudget {
+            wall: None,
+            llm_calls: (s.calls_per_run > 0).then_some(s.calls_per_run),
+            tokens: (s.tokens_per_run > 0).then_some(s.tokens_per_run),
+        }
+    }
 }
 
 /// What the coder is asked to fix.
@@ -211,6 +261,7 @@ impl OptimizeOptions {
                 seed,
                 ..Default::default()
             },
+            budget: RunBudget::default(),
         }
     }
 }
@@ -232,6 +283,7 @@ pub async fn optimize(
     opts: &OptimizeOptions,
     on: &mut (dyn FnMut(Event<'_>) + Send),
 ) -> Result<OptimizeRun, String> {
+    let started = std::time::Instant::now();
     let hello = pool.connect().await.map_err(|e| e.message)?;
     let env = EvalEnv {
         sms: hello
@@ -274,7 +326,7 @@ pub async fn optimize(
     }
 
     let mut warnings = Vec::new();
-    let mut policy = match &opts.policy_path {
+    let policy = match &opts.policy_path {
         Some(p) => {
             let (policy, warning) = Policy::load(p);
             warnings.extend(warning);
@@ -282,37 +334,225 @@ pub async fn optimize(
         }
         None => Policy::default(),
     };
-    let mut tried = opts.tried.clone();
-    let mut current_text = text.to_string();
-    let mut start_ms: Option<f64> = None;
-    let mut last: Option<Timing> = None;
-    let mut records: Vec<StepRecord> = Vec::new();
-    let mut steps_done = 0;
-    let mut stopped = None;
-    let cancelled = || {
-        opts.cancel
+    let run_id = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let mut runner = Runner {
+        pool,
+        lang,
+        kernel_name,
+        text,
+        opts,
+        env,
+        hello: &hello,
+        start: &start,
+        repair_reference: repair_reference.as_ref(),
+        policy,
+        tried: opts.tried.clone(),
+        records: Vec::new(),
+        warnings,
+        strategist_down: false,
+        timings: Default::default(),
+        spent: LlmSpent::default(),
+        run_id,
+        on,
+    };
+    let mut search = search::Search::new(text, &start.kernel_hash, None, opts.seed);
+    let budgets = search::Budgets {
+        // One repair step.
+        steps: if opts.repair.is_some() { 1 } else { opts.steps },
+        wall: opts.budget.wall,
+        llm_calls: opts.budget.llm_calls,
+        tokens: opts.budget.tokens,
+    };
+    let mut elapsed = || started.elapsed();
+    let stopped = search::drive(&mut search, &budgets, &mut runner, &mut elapsed).await;
+    let best = search.best();
+    let path = search.path(best.id);
+    for r in &mut runner.records {
+        r.on_best_path = r.child.is_some_and(|c| path.contains(&c));
+    }
+    Ok(OptimizeRun {
+        kernel: kernel_name.to_string(),
+        steps: runner.records,
+        stopped,
+        warnings: runner.warnings,
+        new_text: (best.text != text).then(|| best.text.clone()),
+        best_node: best.id,
+        best_speedup: best.cumulative,
+        versions: search.nodes.len(),
+        llm: runner.spent,
+    })
+}
+
+/// Model calls, tokens and estimated cost of a run so far.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LlmSpent {
+    pub calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Estimated from the models' `priceIn` / `priceOut`; None when no price is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl LlmSpent {
+    pub fn add(&mut self, b: &llm::Budget) {
+        self.calls += u64::from(b.used());
+        self.input_tokens += b.input_tokens;
+        self.output_tokens += b.output_tokens;
+        if let Some(c) = b.cost_usd {
+            *self.cost_usd.get_or_insert(0.0) += c;
+        }
+    }
+
+    /// "3 model calls, 12.4k tokens in, 2.1k out, ~$0.05", for progress and reports.
+    pub fn describe(&self) -> String {
+        let k = |t: u64| {
+            if t >= 1000 {
+                format!("{:.1}k", t as f64 / 1000.0)
+            } else {
+                t.to_string()
+            }
+        };
+        format!(
+            "{} model call{}, {} tokens in, {} out{}",
+            self.calls,
+            if self.calls == 1 { "" } else { "s" },
+            k(self.input_tokens),
+            k(self.output_tokens),
+            self.cost_usd
+                .map_or(String::new(), |c| format!(", ~${c:.2}"))
+        )
+    }
+}
+
+/// The state of a run between steps; each step expands one version of the tree.
+struct Runner<'a, 'o> {
+    pool: &'a WorkerPool,
+    lang: Lang,
+    kernel_name: &'a str,
+    /// The run's starting text.
+    text: &'a str,
+    opts: &'a OptimizeOptions,
+    env: EvalEnv,
+    hello: &'a crate::worker::protocol::HelloResult,
+    start: &'a evaluate::Planned,
+    repair_reference: Option<&'a evaluate::Planned>,
+    policy: Policy,
+    tried: BTreeSet<(String, String)>,
+    records: Vec<StepRecord>,
+    warnings: Vec<String>,
+    strategist_down: bool,
+    /// The last timing of each version of the tree.
+    timings: std::collections::HashMap<usize, Timing>,
+    spent: LlmSpent,
+    run_id: u64,
+    on: &'o mut (dyn FnMut(Event<'_>) + Send),
+}
+
+impl search::Expand for Runner<'_, '_> {
+    fn llm_spent(&self) -> (u64, u64) {
+        (
+            self.spent.calls,
+            self.spent.input_tokens + self.spent.output_tokens,
+        )
+    }
+
+    async fn expand(
+        &mut self,
+        tree: &search::Search,
+        sel: search::Selection,
+        step_no: usize,
+    ) -> search::Expansion {
+        match self.step(tree, sel, step_no).await {
+            Ok(e) => e,
+            // The current text stopped planning or parsing: nothing more can be done on
+            // this version.
+            Err(e) => search::Expansion::Exhausted(e),
+        }
+    }
+}
+
+impl Runner<'_, '_> {
+    fn cancelled(&self) -> bool {
+        self.opts
+            .cancel
             .as_ref()
             .is_some_and(|c| c.load(Ordering::Relaxed))
-    };
+    }
 
-    // Steps that turn out not applicable don't count, but every attempt excludes its
-    // step on this text, so this bound is only a guard.
-    let mut attempts = 0usize;
-    let mut strategist_down = false;
-    while steps_done < opts.steps && attempts < opts.steps * 4 + 16 {
-        attempts += 1;
-        if cancelled() {
-            stopped = Some("cancelled".to_string());
-            break;
+    /// The run's history as the strategist sees it for `node`: steps tried on this
+    /// version, on its sibling versions, and the accepted steps that led here.
+    fn history_for(&self, tree: &search::Search, node: usize) -> String {
+        let parent = tree.nodes[node].parent;
+        let path = tree.path(node);
+        let on_node: Vec<StepRecord> = self
+            .records
+            .iter()
+            .filter(|r| r.node == Some(node))
+            .cloned()
+            .collect();
+        let siblings: Vec<StepRecord> = self
+            .records
+            .iter()
+            .filter(|r| {
+                r.node
+                    .is_some_and(|n| n != node && parent.is_some() && tree.nodes[n].parent == parent)
+            })
+            .cloned()
+            .collect();
+        let led_here: Vec<StepRecord> = self
+            .records
+            .iter()
+            .filter(|r| r.child.is_some_and(|c| path.contains(&c)))
+            .cloned()
+            .collect();
+        let others = self.records.len() - on_node.len() - siblings.len() - led_here.len();
+        let mut out = String::new();
+        if !led_here.is_empty() {
+            out.push_str("Accepted steps that led to this version:\n");
+            out.push_str(&history_text(&led_here));
+            out.push('\n');
         }
+        out.push_str("Tried on this version:\n");
+        out.push_str(&history_text(&on_node));
+        if !siblings.is_empty() {
+            out.push_str("\nTried on sibling versions (same parent):\n");
+            out.push_str(&history_text(&siblings));
+        }
+        if others > 0 {
+            out.push_str(&format!(
+                "\n({others} more steps of this run were on other branches)"
+            ));
+        }
+        out
+    }
+
+    async fn step(
+        &mut self,
+        tree: &search::Search,
+        sel: search::Selection,
+        step_no: usize,
+    ) -> Result<search::Expansion, String> {
+        use search::Expansion;
+        let (lang, kernel_name, opts, pool) = (self.lang, self.kernel_name, self.opts, self.pool);
+        let env = self.env.clone();
+        let hello = self.hello;
+        if self.cancelled() {
+            return Ok(Expansion::Stop("cancelled".to_string()));
+        }
+        let node = &tree.nodes[sel.node];
+        let current_text = node.text.clone();
+        let last = self.timings.get(&sel.node).cloned();
         let current = evaluate::plan(lang, &current_text, kernel_name, &env)?;
         let doc = Document::new(lang, 0, &current_text);
-        let tree = doc.tree().ok_or("the parser gave up on the current text")?;
-        let model = crate::syntax::analyze(lang, &current_text, tree);
+        let tree_sitter = doc.tree().ok_or("the parser gave up on the current text")?;
+        let model = crate::syntax::analyze(lang, &current_text, tree_sitter);
         let kernel = model
             .kernel(kernel_name)
             .ok_or("the kernel disappeared from the current text")?;
-        let mut facts = facts::static_facts(lang, &current_text, tree, &model, kernel);
+        let mut facts = facts::static_facts(lang, &current_text, tree_sitter, &model, kernel);
         if let Some(d) = &hello.device {
             facts.set_device(d, d.ceilings.as_ref());
         }
@@ -334,7 +574,8 @@ pub async fn optimize(
                 }
             }
         }
-        let excluded: BTreeSet<String> = tried
+        let excluded: BTreeSet<String> = self
+            .tried
             .iter()
             .filter(|(_, h)| *h == current.kernel_hash)
             .map(|(id, _)| id.clone())
@@ -348,10 +589,28 @@ pub async fn optimize(
             .filter(|s| opts.only.is_empty() || opts.only.contains(&s.id))
             .collect();
 
-        // Propose.
-        let mut budget = llm::Budget::new(opts.llm.as_ref().map_or(0, |l| l.calls_per_step));
+        // Propose. The step's call budget never exceeds what is left of the run's.
+        let per_step = opts.llm.as_ref().map_or(0, |l| l.calls_per_step);
+        let left = opts
+            .budget
+            .llm_calls
+            .map_or(u64::from(per_step), |c| c.saturating_sub(self.spent.calls));
+        let mut budget = llm::Budget::new(per_step.min(left.min(u64::from(u32::MAX)) as u32));
+        let where_ = if tree.nodes.len() > 1 {
+            format!(
+                " on version {}{}",
+                sel.node,
+                match sel.pick {
+                    search::Pick::Best => String::new(),
+                    p => format!(" ({})", p.label()),
+                }
+            )
+        } else {
+            String::new()
+        };
+        let history = self.history_for(tree, sel.node);
         let cx = StepContext {
-            hello: &hello,
+            hello,
             text: &current_text,
             model: &model,
             kernel,
@@ -368,14 +627,14 @@ pub async fn optimize(
             )),
         });
         if let Some(setup) = &opts.llm {
-            if setup.strategist.is_some() && !strategist_down && proposal.is_none() {
-                on(Event::Stage(format!("step {}: proposing", steps_done + 1)));
-                match llm_propose(setup, &mut budget, &cx, &records, &arms, &excluded).await {
+            if setup.strategist.is_some() && !self.strategist_down && proposal.is_none() {
+                (self.on)(Event::Stage(format!("step {step_no}{where_}: proposing")));
+                match llm_propose(setup, &mut budget, &cx, &history, &arms, &excluded).await {
                     Ok(p) => proposal = Some(p),
                     Err(e) => {
                         // One warning; the embedded policy picks for the rest of the run.
-                        strategist_down = true;
-                        warnings.push(format!(
+                        self.strategist_down = true;
+                        self.warnings.push(format!(
                             "the LLM strategist failed ({e}); the embedded policy chose instead for the rest of the run"
                         ))
                     }
@@ -384,7 +643,7 @@ pub async fn optimize(
         }
         let proposal = match proposal {
             Some(p) => p,
-            None => match policy.choose(&facts, &arms, &excluded) {
+            None => match self.policy.choose(&facts, &arms, &excluded) {
                 Some(c) => llm::Proposal {
                     id: c.id,
                     params: Default::default(),
@@ -392,12 +651,12 @@ pub async fn optimize(
                     free_form: None,
                 },
                 None => {
-                    stopped = Some(if arms.is_empty() {
+                    self.spent.add(&budget);
+                    return Ok(Expansion::Exhausted(if arms.is_empty() {
                         "no catalog step applies to this kernel".to_string()
                     } else {
                         "every applicable step was tried on this kernel text".to_string()
-                    });
-                    break;
+                    }));
                 }
             },
         };
@@ -407,10 +666,10 @@ pub async fn optimize(
             (Some(s), None) => s.title.clone(),
             (None, None) => proposal.id.clone(),
         };
-        on(Event::Stage(format!("step {}: {title}", steps_done + 1)));
+        (self.on)(Event::Stage(format!("step {step_no}{where_}: {title}")));
 
         let mut record = StepRecord {
-            step: steps_done + 1,
+            step: step_no,
             strategy_id: proposal.id.clone(),
             strategy: title.clone(),
             rationale: proposal.rationale.clone(),
@@ -420,7 +679,7 @@ pub async fn optimize(
             before_ms: last.as_ref().map(|t| t.median_ms),
             best_ms: None,
             speedup: 1.0,
-            cumulative: 1.0,
+            cumulative: node.cumulative,
             accepted: None,
             seed: opts.seed,
             source_hash: history::hash(&current_text),
@@ -431,6 +690,12 @@ pub async fn optimize(
             cancelled: false,
             checks: Vec::new(),
             suspicious: false,
+            run: Some(self.run_id),
+            node: Some(sel.node),
+            child: None,
+            pick: (tree.nodes.len() > 1).then(|| sel.pick.label().to_string()),
+            on_best_path: false,
+            llm: None,
         };
 
         // Rewrite: the embedded coder when the step has one and no LLM coder is asked
@@ -451,12 +716,12 @@ pub async fn optimize(
             let cx = rewrite::RewriteContext {
                 lang,
                 text: &current_text,
-                tree,
+                tree: tree_sitter,
                 model: &model,
                 kernel,
                 params: &params,
             };
-            on(Event::Stage(format!("step {}: rewriting", steps_done + 1)));
+            (self.on)(Event::Stage(format!("step {step_no}: rewriting")));
             match rewrite::apply(&rw, &cx) {
                 Ok(c) => batch_candidates = c.into_iter().map(|c| (c.label, c.text)).collect(),
                 Err(e) => {
@@ -482,6 +747,7 @@ pub async fn optimize(
             });
         }
 
+        let on = &mut *self.on;
         let mut stage = |s: String| on(Event::Stage(s));
         let result = if use_llm_coder {
             let setup = opts.llm.as_ref().expect("use_llm_coder implies llm");
@@ -505,8 +771,8 @@ pub async fn optimize(
                 &mut budget,
                 pool,
                 &env,
-                repair_reference.as_ref().unwrap_or(&current),
-                repair_reference.is_none(),
+                self.repair_reference.unwrap_or(&current),
+                self.repair_reference.is_none(),
                 &cx,
                 &step,
                 opts.seed,
@@ -539,6 +805,12 @@ pub async fn optimize(
                 .await,
             )
         };
+        if budget.used() > 0 {
+            let mut step_spent = LlmSpent::default();
+            step_spent.add(&budget);
+            self.spent.add(&budget);
+            record.llm = Some(step_spent);
+        }
         // The coder could not be reached at all (endpoint, key, budget): not the step's
         // fault, so the policy learns nothing and the step is not marked as tried.
         let infra_failure = llm_failure.is_some();
@@ -551,7 +823,7 @@ pub async fn optimize(
             });
         }
 
-        let mut accepted_text: Option<String> = None;
+        let mut accepted: Option<(String, String)> = None;
         if let Some(b) = result {
             record.interpreter = b.interpreter;
             record.candidates.extend(b.records);
@@ -561,10 +833,9 @@ pub async fn optimize(
                     record.outcome = Outcome::Accepted;
                     record.accepted = Some(v.label.clone());
                     record.kernel_after = Some(v.planned.kernel_text.clone());
-                    accepted_text = Some(v.text.clone());
+                    accepted = Some((v.text.clone(), v.planned.kernel_hash.clone()));
                 }
             } else if let Some(base) = &b.base {
-                start_ms.get_or_insert(base.median_ms);
                 record.before_ms = Some(base.median_ms);
                 let best = b
                     .timings
@@ -575,15 +846,16 @@ pub async fn optimize(
                     record.best_ms = Some(tm.median_ms);
                     let noise = 0.02f64.max(base.spread()).max(tm.spread());
                     let speedup = base.median_ms / tm.median_ms.max(1e-12);
-                    // Each candidate is verified against the current version; after an
-                    // accepted step, the winner is also checked against the run's starting
-                    // version, so differences within tolerance cannot pile up across steps.
-                    let drift = if speedup > 1.0 + noise && current_text != text {
+                    // Each candidate is verified against the version it came from; a
+                    // winner made from a later version is also checked against the
+                    // run's starting version, so differences within tolerance cannot
+                    // pile up across steps.
+                    let drift = if speedup > 1.0 + noise && current_text != self.text {
                         let v = &b.verified[i];
                         let mut cand = v.planned.version.clone();
                         cand.label = v.label.clone();
                         let mut quiet = |_: &str| {};
-                        evaluate::verify(pool, &start.version, &cand, opts.seed, &mut quiet)
+                        evaluate::verify(pool, &self.start.version, &cand, opts.seed, &mut quiet)
                             .await
                             .err()
                             .map(|why| format!(
@@ -602,7 +874,7 @@ pub async fn optimize(
                             cand.label = v.label.clone();
                             record.suspicious =
                                 evaluate::needs_reverify(speedup, opts.verify.suspicious_speedup);
-                            let mut stage = |s: &str| on(Event::Stage(s.to_string()));
+                            let mut stage = |s: &str| stage(s.to_string());
                             evaluate::confirm(
                                 pool,
                                 &current.version,
@@ -627,78 +899,88 @@ pub async fn optimize(
                             median_ms: Some(tm.median_ms),
                             message: Some(why),
                         });
-                        last = Some(base.clone());
+                        self.timings.insert(sel.node, base.clone());
                     } else if speedup > 1.0 + noise {
                         let v = &b.verified[i];
                         record.outcome = Outcome::Accepted;
                         record.speedup = speedup;
                         record.accepted = Some(v.label.clone());
                         record.kernel_after = Some(v.planned.kernel_text.clone());
-                        accepted_text = Some(v.text.clone());
-                        last = Some(tm.clone());
+                        accepted = Some((v.text.clone(), v.planned.kernel_hash.clone()));
+                        self.timings.insert(tree.nodes.len(), tm.clone());
+                        self.timings.insert(sel.node, base.clone());
                     } else {
                         record.outcome = Outcome::NoGain;
                         record.speedup = speedup;
-                        last = Some(base.clone());
+                        self.timings.insert(sel.node, base.clone());
                     }
                 }
             }
         }
-        if let (Some(s), Some(c)) = (start_ms, last.as_ref()) {
-            record.cumulative = s / c.median_ms.max(1e-12);
+        record.cumulative = node.cumulative * record.speedup.max(1e-12);
+        if record.outcome != Outcome::Accepted {
+            record.cumulative = node.cumulative;
         }
         record.unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
 
         // A step cut short by a cancel says nothing about the step: nothing is learned.
-        let cut_short = cancelled() && record.outcome != Outcome::Accepted;
-        if cut_short {
+        let cut_short = self.cancelled() && record.outcome != Outcome::Accepted;
+        let expansion = if cut_short {
             record.cancelled = true;
-            stopped = Some("cancelled".to_string());
-            steps_done = opts.steps;
-        } else if opts.repair.is_some() {
-            // One repair step; the policy does not learn from repairs.
-            steps_done = opts.steps;
-        } else if record.outcome != Outcome::NotApplicable && !infra_failure {
-            steps_done += 1;
+            Expansion::Stop("cancelled".to_string())
+        } else if record.outcome == Outcome::NotApplicable {
+            Expansion::NotApplicable
+        } else if infra_failure {
+            Expansion::Infra
+        } else if let Some((text, kernel_hash)) = accepted {
+            record.child = Some(tree.nodes.len());
+            Expansion::Improved {
+                text,
+                kernel_hash,
+                median_ms: record.best_ms,
+                speedup: record.speedup,
+                label: format!(
+                    "{} ({})",
+                    record.strategy_id,
+                    record.accepted.as_deref().unwrap_or("")
+                ),
+            }
+        } else {
+            Expansion::NoGain
+        };
+        // The policy learns from counted steps (not from repairs).
+        if opts.repair.is_none()
+            && matches!(expansion, Expansion::Improved { .. } | Expansion::NoGain)
+        {
             let measured = if record.outcome == Outcome::Failed {
                 1.0
             } else {
                 record.speedup
             };
-            policy.update(
+            self.policy.update(
                 &record.strategy_id,
                 &facts,
                 policy::reward(record.outcome, measured),
             );
             if let Some(p) = &opts.policy_path {
-                if let Err(e) = policy.save(p) {
-                    warnings.push(format!(
+                if let Err(e) = self.policy.save(p) {
+                    self.warnings.push(format!(
                         "the strategy policy could not be saved to {}: {e}",
                         p.display()
                     ));
                 }
             }
         }
-        if infra_failure {
-            steps_done += 1;
-        } else if record.outcome != Outcome::Accepted && !cut_short {
-            tried.insert((record.strategy_id.clone(), current.kernel_hash.clone()));
+        if !infra_failure && record.outcome != Outcome::Accepted && !cut_short {
+            self.tried
+                .insert((record.strategy_id.clone(), current.kernel_hash.clone()));
         }
-        if let Some(t) = accepted_text {
-            current_text = t;
-        }
-        on(Event::Step(&record));
-        records.push(record);
+        (self.on)(Event::Step(&record));
+        self.records.push(record);
+        Ok(expansion)
     }
-    Ok(OptimizeRun {
-        kernel: kernel_name.to_string(),
-        steps: records,
-        stopped,
-        warnings,
-        new_text: (current_text != text).then_some(current_text),
-    })
 }
 
 /// The LLM strategist and coder of a run, built from the `llm` settings.
@@ -711,6 +993,8 @@ pub struct LlmSetup {
     pub calls_per_step: u32,
     /// Times a failing candidate goes back to the coder with the failure.
     pub repair_rounds: u32,
+    /// Coder replies asked for at once in a step's first round (`llm.samples`).
+    pub samples: u32,
 }
 
 impl LlmSetup {
@@ -739,6 +1023,7 @@ impl LlmSetup {
             prefer_coder: false,
             calls_per_step: s.calls_per_step.max(1),
             repair_rounds: s.repair_rounds,
+            samples: s.samples.max(1),
         })
     }
 }
@@ -888,7 +1173,7 @@ async fn llm_propose(
     setup: &LlmSetup,
     budget: &mut llm::Budget,
     cx: &StepContext<'_>,
-    records: &[StepRecord],
+    history: &str,
     arms: &[&Strategy],
     excluded: &BTreeSet<String>,
 ) -> Result<llm::Proposal, String> {
@@ -922,7 +1207,7 @@ async fn llm_propose(
                 ))
             )
         }),
-        history: history_text(records),
+        history: history.to_string(),
         catalog: sub.describe_for_model(&refs),
     };
     let p = strategist
@@ -975,8 +1260,43 @@ async fn llm_code(
         .collect();
     let mut records = Vec::new();
     let mut round = 0u32;
-    stage("asking the coder".into());
-    let mut attempt = coder.rewrite(budget, &input).await;
+    let mut attempt = if setup.samples > 1 && budget.remaining() > 1 {
+        // Several samples at once: the distinct ones are verified and timed together;
+        // when none verifies, the repair rounds start from the first failure.
+        let failure = match llm_samples(
+            setup, budget, pool, env, current, time, cx, &input, &old_lines, seed, stage,
+        )
+        .await?
+        {
+            Sampled::Verified(b) => return Ok(b),
+            Sampled::Failed(mut r, failure) => {
+                records.append(&mut r);
+                failure
+            }
+        };
+        match failure {
+            Some((previous, feedback))
+                if setup.repair_rounds > 0 && budget.remaining() > 0 =>
+            {
+                round = 1;
+                stage(format!("repair round {round}"));
+                coder.repair(budget, &input, &previous, &feedback).await
+            }
+            _ => {
+                return Ok(evaluate::BatchResult {
+                    records,
+                    verified: Vec::new(),
+                    base: None,
+                    timings: Vec::new(),
+                    interpreter: false,
+                    first_failure: None,
+                })
+            }
+        }
+    } else {
+        stage("asking the coder".into());
+        coder.rewrite(budget, &input).await
+    };
     loop {
         let label = if round == 0 {
             "llm".to_string()
@@ -1060,3 +1380,182 @@ async fn llm_code(
         first_failure: None,
     })
 }
+
+/// What the sampled first round of a coder step gave.
+enum Sampled {
+    /// At least one sample verified (all verified ones are timed).
+    Verified(evaluate::BatchResult),
+    /// None did: the records, and the (code, feedback) a repair round starts from.
+    Failed(Vec<CandidateRecord>, Option<(String, String)>),
+}
+
+/// `llm.samples` coder replies at a spread of temperatures, asked for concurrently.
+/// Replies that break the rules or the launch contract are records with their reason;
+/// replies identical to an earlier one up to comments and whitespace are dropped as
+/// duplicates; the rest go to the worker as one batch (compiled, verified against the
+/// current version, timed). `Err` when no model call got through at all.
+#[allow(clippy::too_many_arguments)]
+async fn llm_samples(
+    setup: &LlmSetup,
+    budget: &mut llm::Budget,
+    pool: &WorkerPool,
+    env: &EvalEnv,
+    current: &evaluate::Planned,
+    time: bool,
+    cx: &StepContext<'_>,
+    input: &llm::CoderInput,
+    old_lines: &[String],
+    seed: u64,
+    stage: &mut (dyn FnMut(String) + Send),
+) -> Result<Sampled, String> {
+    let coder = setup.coder.as_ref().ok_or("no coder model")?;
+    let kernel = cx.kernel;
+    stage(format!("asking the coder for {} samples", setup.samples));
+    let samples = coder.rewrite_samples(budget, input, setup.samples).await;
+    if let Some(first) = samples.first().and_then(|(_, r)| r.as_ref().err()) {
+        if samples
+            .iter()
+            .all(|(_, r)| r.as_ref().is_err_and(|e| e.raw_reply().is_none()))
+        {
+            // No call got through (endpoint, key, budget): no candidate was made.
+            return Err(first.to_string());
+        }
+    }
+    let mut records = Vec::new();
+    let mut failures: Vec<(String, String)> = Vec::new();
+    let mut seen: Vec<(String, String)> = Vec::new();
+    let mut batch: Vec<(String, String)> = Vec::new();
+    let mut codes: Vec<String> = Vec::new();
+    for (i, (t, r)) in samples.into_iter().enumerate() {
+        let label = format!("llm s{} t={t}", i + 1);
+        let reject = |records: &mut Vec<CandidateRecord>, message: String| {
+            records.push(CandidateRecord {
+                label: label.clone(),
+                verified: false,
+                median_ms: None,
+                message: Some(message),
+            })
+        };
+        match r {
+            Err(e) => {
+                let message = e.to_string();
+                if let Some(raw) = e.raw_reply() {
+                    failures.push((raw.to_string(), message.clone()));
+                }
+                reject(&mut records, message);
+            }
+            Ok(reply) => {
+                let code = reply_text(&reply, kernel.lang);
+                match splice_reply(cx, kernel, &reply).and_then(|t| {
+                    launch_change_allowed(kernel, env, current, old_lines, &reply, t)
+                }) {
+                    Err(e) => {
+                        failures.push((code, e.clone()));
+                        reject(&mut records, e);
+                    }
+                    Ok(new_text) => {
+                        let key = normalised_reply(&reply, kernel.lang);
+                        if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
+                            reject(
+                                &mut records,
+                                format!("a duplicate of {first} (same code up to comments and whitespace); not run"),
+                            );
+                        } else {
+                            seen.push((key, label.clone()));
+                            batch.push((label.clone(), new_text));
+                            codes.push(code);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if !batch.is_empty() {
+        let mut b = evaluate::batch(
+            pool,
+            kernel.lang,
+            &kernel.name,
+            env,
+            &current.version,
+            &batch,
+            seed,
+            time,
+            None,
+            stage,
+        )
+        .await;
+        if !b.verified.is_empty() {
+            records.append(&mut b.records);
+            b.records = records;
+            return Ok(Sampled::Verified(b));
+        }
+        // The first sample that reached the worker and failed is repaired first: its
+        // failure says more than a reply that broke the format.
+        let failed = b
+            .records
+            .iter()
+            .find_map(|r| {
+                let i = batch.iter().position(|(l, _)| *l == r.label)?;
+                Some((codes[i].clone(), r.message.clone()?))
+            });
+        if let Some((code, message)) = failed {
+            failures.insert(0, (code, b.first_failure.clone().unwrap_or(message)));
+        }
+        records.append(&mut b.records);
+    }
+    Ok(Sampled::Failed(records, failures.into_iter().next()))
+}
+
+/// A coder reply as compared for duplicates: the unit without comments, with runs of
+/// whitespace made one space, then its `@bench` lines.
+fn normalised_reply(reply: &llm::CodeReply, lang: Lang) -> String {
+    let mut out = String::new();
+    let mut chars = reply.unit.chars().peekable();
+    let mut quote: Option<char> = None;
+    while let Some(c) = chars.next() {
+        if let Some(q) = quote {
+            out.push(c);
+            if c == '\\' {
+                if let Some(n) = chars.next() {
+                    out.push(n);
+                }
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match (lang, c, chars.peek()) {
+            (_, '"' | '\'', _) => {
+                quote = Some(c);
+                out.push(c);
+            }
+            (Lang::Triton, '#', _) | (Lang::Cuda, '/', Some('/')) => {
+                for n in chars.by_ref() {
+                    if n == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            (Lang::Cuda, '/', Some('*')) => {
+                chars.next();
+                let mut prev = ' ';
+                for n in chars.by_ref() {
+                    if prev == '*' && n == '/' {
+                        break;
+                    }
+                    prev = n;
+                }
+                out.push(' ');
+            }
+            _ => out.push(c),
+        }
+    }
+    let mut key = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    for l in &reply.spec {
+        key.push('\n');
+        key.push_str(&l.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+    key
+}
+

@@ -211,6 +211,102 @@ pub fn chart(steps: &[StepRecord]) -> String {
     svg
 }
 
+/// Each run's tree of versions as text, one block per run that recorded its tree (runs
+/// from before the tree have no `node` and are left out): every version with its
+/// speedup over the run's start and the step that made it, what else was tried on it,
+/// and `★` on the path to the run's answer.
+pub fn trees(steps: &[StepRecord]) -> Vec<String> {
+    let mut runs: Vec<u64> = Vec::new();
+    for s in steps {
+        if let (Some(r), Some(_)) = (s.run, s.node) {
+            if !runs.contains(&r) {
+                runs.push(r);
+            }
+        }
+    }
+    runs.iter()
+        .map(|&run| {
+            let rs: Vec<&StepRecord> = steps.iter().filter(|s| s.run == Some(run)).collect();
+            let best = rs
+                .iter()
+                .filter(|s| s.on_best_path)
+                .filter_map(|s| s.child.map(|c| (c, s.cumulative)))
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            let counted = rs
+                .iter()
+                .filter(|s| s.outcome != Outcome::NotApplicable)
+                .count();
+            let versions = 1 + rs.iter().filter(|s| s.child.is_some()).count();
+            let mut out = format!(
+                "run of {}: {counted} steps, {versions} versions{}\n",
+                utc(run),
+                best.map_or(", no faster version".to_string(), |(c, x)| format!(
+                    ", best v{c} at {x:.2}× over the start"
+                ))
+            );
+            fn walk(
+                out: &mut String,
+                rs: &[&StepRecord],
+                id: usize,
+                prefix: &str,
+                last: bool,
+                root: bool,
+            ) {
+                let (branch, next) = if root {
+                    ("", String::new())
+                } else if last {
+                    ("└─ ", format!("{prefix}   "))
+                } else {
+                    ("├─ ", format!("{prefix}│  "))
+                };
+                let line = match rs.iter().find(|s| s.child == Some(id)) {
+                    None => format!("v{id} start"),
+                    Some(s) => format!(
+                        "v{id}{} {:.2}× {} ({}) step {}, {}",
+                        if s.on_best_path { " ★" } else { "" },
+                        s.cumulative,
+                        s.strategy_id,
+                        s.accepted.as_deref().unwrap_or("-"),
+                        s.step,
+                        ms(s.best_ms) + " ms"
+                    ),
+                };
+                out.push_str(&format!("{prefix}{branch}{line}\n"));
+                let tried: Vec<String> = rs
+                    .iter()
+                    .filter(|s| {
+                        s.node == Some(id)
+                            && s.child.is_none()
+                            && s.outcome != Outcome::NotApplicable
+                    })
+                    .map(|s| {
+                        let pick = s
+                            .pick
+                            .as_deref()
+                            .filter(|p| *p != "best")
+                            .map_or(String::new(), |p| format!(", {p}"));
+                        format!("{} {}{pick}", s.strategy_id, s.outcome.label())
+                    })
+                    .collect();
+                let children: Vec<usize> = rs
+                    .iter()
+                    .filter(|s| s.node == Some(id))
+                    .filter_map(|s| s.child)
+                    .collect();
+                if !tried.is_empty() {
+                    let bar = if children.is_empty() { "" } else { "│  " };
+                    out.push_str(&format!("{next}{bar}tried: {}\n", tried.join(", ")));
+                }
+                for (i, c) in children.iter().enumerate() {
+                    walk(out, rs, *c, &next, i + 1 == children.len(), false);
+                }
+            }
+            walk(&mut out, &rs, 0, "", true, true);
+            out
+        })
+        .collect()
+}
+
 /// The whole page for `file`.
 pub fn html(file: &str, kernels: &[KernelHistory<'_>]) -> String {
     let mut out = String::new();
@@ -258,6 +354,13 @@ pub fn html(file: &str, kernels: &[KernelHistory<'_>]) -> String {
             out.push_str("; some timings come from Triton's CPU interpreter and are not GPU times");
         }
         out.push_str(".</p>\n");
+        let trees = trees(k.steps);
+        if !trees.is_empty() {
+            out.push_str("<h3>Tree of versions</h3>\n");
+            for t in &trees {
+                let _ = writeln!(out, "<pre class=\"tree\">{}</pre>", esc(t));
+            }
+        }
         out.push_str(&chart(k.steps));
         out.push_str("\n<table><tr><th>#</th><th>when</th><th>step</th><th>why</th><th>coder</th><th>outcome</th><th>before (ms)</th><th>best (ms)</th><th>speedup</th><th>cumulative</th><th>candidates</th><th>seed</th><th>kernel</th></tr>\n");
         for (i, s) in k.steps.iter().enumerate() {
@@ -341,6 +444,12 @@ mod tests {
             cancelled: false,
             checks: vec![],
             suspicious: false,
+            run: None,
+            node: None,
+            child: None,
+            pick: None,
+            on_best_path: false,
+            llm: None,
         }
     }
 
@@ -384,5 +493,54 @@ mod tests {
         let page = html("k.cu", &[]);
         assert!(page.contains("No history yet"));
         assert!(chart(&[]).contains("no timed steps yet"));
+    }
+
+    #[test]
+    fn the_tree_shows_versions_tries_and_the_winning_path() {
+        let mk = |n: usize, node: usize, child: Option<usize>, id: &str, cum: f64, best: bool| {
+            let mut s = step(
+                id,
+                if child.is_some() { Outcome::Accepted } else { Outcome::NoGain },
+                1.0,
+                Some(0.5),
+            );
+            s.step = n;
+            s.run = Some(1_795_000_000_000);
+            s.node = Some(node);
+            s.child = child;
+            s.cumulative = cum;
+            s.on_best_path = best;
+            s.pick = (n == 4).then(|| "backtrack".into());
+            s
+        };
+        let steps = vec![
+            mk(1, 0, Some(1), "block_size", 1.5, false),
+            mk(2, 1, None, "unroll", 1.5, false),
+            mk(3, 1, None, "vectorize", 1.5, false),
+            mk(4, 0, Some(2), "restrict_const", 2.0, true),
+            mk(5, 2, Some(3), "unroll", 2.4, true),
+        ];
+        let t = trees(&steps);
+        assert_eq!(t.len(), 1);
+        expect_test::expect![[r#"
+            run of 2026-11-18 11:06 UTC: 5 steps, 4 versions, best v3 at 2.40× over the start
+            v0 start
+            ├─ v1 1.50× block_size (x=1) step 1, 0.5000 ms
+            │  tried: unroll no gain, vectorize no gain
+            └─ v2 ★ 2.00× restrict_const (x=1) step 4, 0.5000 ms
+               └─ v3 ★ 2.40× unroll (x=1) step 5, 0.5000 ms
+        "#]]
+        .assert_eq(&t[0]);
+        // Histories from before the tree draw no tree.
+        assert!(trees(&[step("x", Outcome::NoGain, 1.0, None)]).is_empty());
+        let page = html(
+            "k.cu",
+            &[KernelHistory {
+                name: "k",
+                steps: &steps,
+            }],
+        );
+        assert!(page.contains("<h3>Tree of versions</h3>"));
+        assert!(page.contains("└─ v2 ★ 2.00× restrict_const"));
     }
 }

@@ -77,12 +77,14 @@ fn http_hint(status: &u16) -> &'static str {
 }
 
 /// The calls one optimization step may still make, and the tokens it used.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Budget {
     limit: u32,
     used: u32,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Estimated cost in USD of the calls whose model has a price set.
+    pub cost_usd: Option<f64>,
 }
 
 impl Budget {
@@ -92,6 +94,7 @@ impl Budget {
             used: 0,
             input_tokens: 0,
             output_tokens: 0,
+            cost_usd: None,
         }
     }
 
@@ -108,6 +111,13 @@ impl Budget {
     pub fn record(&mut self, usage: &Usage) {
         self.input_tokens += usage.input_tokens.unwrap_or(0);
         self.output_tokens += usage.output_tokens.unwrap_or(0);
+    }
+
+    /// Add the estimated cost of one reply.
+    pub fn add_cost(&mut self, usd: Option<f64>) {
+        if let Some(c) = usd {
+            *self.cost_usd.get_or_insert(0.0) += c;
+        }
     }
 
     pub fn used(&self) -> u32 {
@@ -183,6 +193,8 @@ pub struct LlmClient {
     max_retries: u32,
     max_tokens: u32,
     temperature: f64,
+    /// USD per million input and output tokens, when the settings give them.
+    price: Option<(f64, f64)>,
     backoff: Backoff,
     seed: u64,
 }
@@ -261,6 +273,10 @@ impl LlmClient {
             max_retries: settings.max_retries,
             max_tokens: settings.max_tokens,
             temperature: settings.temperature,
+            price: match (settings.price_in, settings.price_out) {
+                (None, None) => None,
+                (i, o) => Some((i.unwrap_or(0.0), o.unwrap_or(0.0))),
+            },
             backoff: Backoff::default(),
             seed,
         })
@@ -287,15 +303,40 @@ impl LlmClient {
         format!("{} at {}", self.model, self.endpoint)
     }
 
+    /// The estimated cost of a reply in USD, when the model has a price.
+    pub fn cost(&self, usage: &Usage) -> Option<f64> {
+        let (i, o) = self.price?;
+        Some(
+            (usage.input_tokens.unwrap_or(0) as f64 * i
+                + usage.output_tokens.unwrap_or(0) as f64 * o)
+                / 1e6,
+        )
+    }
+
+    /// The configured sampling temperature.
+    pub fn temperature(&self) -> f64 {
+        self.temperature
+    }
+
     /// One exchange: the system and user messages in, the model's text out.
     pub async fn chat(&self, system: &str, user: &str) -> Result<Reply, LlmError> {
+        self.chat_at(system, user, self.temperature).await
+    }
+
+    /// [`LlmClient::chat`] at another temperature (samples of one step).
+    pub async fn chat_at(
+        &self,
+        system: &str,
+        user: &str,
+        temperature: f64,
+    ) -> Result<Reply, LlmError> {
         let body = request_body(
             self.provider,
             &self.model,
             system,
             user,
             self.max_tokens,
-            self.temperature,
+            temperature,
         );
         let mut attempt: u32 = 0;
         loop {

@@ -174,19 +174,54 @@ async fn call(
     system: &str,
     user: &str,
 ) -> Result<Reply, LlmStepError> {
-    let fail = |source| LlmStepError::Call {
+    budget.spend().map_err(|source| LlmStepError::Call {
         role,
         model: client.model().to_string(),
         source,
-    };
-    budget.spend().map_err(fail)?;
-    let reply = client.chat(system, user).await.map_err(fail)?;
+    })?;
+    let reply = exchange(client, role, system, user, client.temperature()).await?;
     budget.record(&reply.usage);
+    budget.add_cost(client.cost(&reply.usage));
+    Ok(reply)
+}
+
+/// One exchange at `temperature`, its budget unit already spent.
+async fn exchange(
+    client: &LlmClient,
+    role: Role,
+    system: &str,
+    user: &str,
+    temperature: f64,
+) -> Result<Reply, LlmStepError> {
+    let reply = client
+        .chat_at(system, user, temperature)
+        .await
+        .map_err(|source| LlmStepError::Call {
+            role,
+            model: client.model().to_string(),
+            source,
+        })?;
     tracing::debug!(
         %role, model = client.model(), system_chars = system.len(), user_chars = user.len(),
-        reply_chars = reply.text.len(), truncated = reply.truncated, "model replied"
+        reply_chars = reply.text.len(), truncated = reply.truncated, temperature,
+        "model replied"
     );
     Ok(reply)
+}
+
+/// The temperatures of `n` samples: the configured one first, then evenly up to
+/// `base + 0.8` (at most 1.0, never below `base`).
+pub fn sample_temperatures(base: f64, n: u32) -> Vec<f64> {
+    if n <= 1 {
+        return vec![base];
+    }
+    let top = (base + 0.8).min(1.0).max(base);
+    (0..n)
+        .map(|i| {
+            let t = base + (top - base) * f64::from(i) / f64::from(n - 1);
+            (t * 100.0).round() / 100.0
+        })
+        .collect()
 }
 
 /// The LLM strategy model.
@@ -250,6 +285,48 @@ impl LlmCoder {
         self.code(budget, input, &system, &user).await
     }
 
+    /// `n` replies for the step, asked for at once at [`sample_temperatures`]; as many as
+    /// the budget allows (at least one attempt, which fails if the budget is spent).
+    /// Each comes back with its temperature.
+    pub async fn rewrite_samples(
+        &self,
+        budget: &mut Budget,
+        input: &CoderInput,
+        n: u32,
+    ) -> Vec<(f64, Result<CodeReply, LlmStepError>)> {
+        let n = n.max(1).min(budget.remaining().max(1));
+        if n == 1 {
+            let t = self.client.temperature();
+            return vec![(t, self.rewrite(budget, input).await)];
+        }
+        let (system, user) = match self.prompts.render(Template::Coder, &input.vars()) {
+            Ok(p) => p,
+            Err(e) => return vec![(self.client.temperature(), Err(e.into()))],
+        };
+        let temps = sample_temperatures(self.client.temperature(), n);
+        for _ in &temps {
+            budget.spend().expect("n is within the budget");
+        }
+        let replies = futures::future::join_all(
+            temps
+                .iter()
+                .map(|&t| exchange(&self.client, Role::Coder, &system, &user, t)),
+        )
+        .await;
+        temps
+            .into_iter()
+            .zip(replies)
+            .map(|(t, r)| {
+                let parsed = r.and_then(|reply| {
+                    budget.record(&reply.usage);
+                    budget.add_cost(self.client.cost(&reply.usage));
+                    self.parse(input, reply)
+                });
+                (t, parsed)
+            })
+            .collect()
+    }
+
     /// Another try after `previous_code` (a unit or a raw reply) was rejected for
     /// `feedback` (a reply error, compiler messages, a verification failure).
     pub async fn repair(
@@ -274,6 +351,10 @@ impl LlmCoder {
         user: &str,
     ) -> Result<CodeReply, LlmStepError> {
         let reply = call(&self.client, Role::Coder, budget, system, user).await?;
+        self.parse(input, reply)
+    }
+
+    fn parse(&self, input: &CoderInput, reply: Reply) -> Result<CodeReply, LlmStepError> {
         parse_code_reply_with_spec(
             &reply.text,
             input.lang,

@@ -202,7 +202,7 @@ async fn a_failing_kernel_gets_the_diagnostic_quick_fixes_and_a_verified_fix_fro
     let settings = json!({
         "compileOnType": false,
         "applyMode": "offer",
-        "llm": {"coder": {"provider": "openai", "url": server.url(), "model": "replay", "maxRetries": 0}}
+        "llm": {"coder": {"provider": "openai", "url": server.url(), "model": "replay", "maxRetries": 0}, "samples": 1}
     });
     c.initialize(settings, &["utf-16"]).await;
     let uri = format!("file://{}", file.display());

@@ -106,7 +106,7 @@ fn strategist_coder_and_two_repair_rounds_reach_a_verified_candidate() {
         Scripted::openai(&kernel("+")),
     ]);
     let dir = workdir("opt-llm");
-    let settings = json!({"llm": {"strategy": model(&server.url()), "coder": model(&server.url()), "repairRounds": 2, "callsPerStep": 6}});
+    let settings = json!({"llm": {"strategy": model(&server.url()), "coder": model(&server.url()), "repairRounds": 2, "callsPerStep": 6, "samples": 1}});
     let (code, run, err, after) = run(&py, &dir, &settings, &["--steps", "1"]);
     assert_eq!(code, 0, "{run}\n{err}");
     assert_eq!(after, ADD, "nothing is written without --apply");
@@ -181,7 +181,7 @@ fn bad_answers_end_the_attempt_and_leave_the_file_alone() {
     ]);
     let dir = workdir("opt-llm-bad");
     // No strategist: the embedded policy picks; the coder is used for every step.
-    let settings = json!({"llm": {"coder": model(&server.url()), "repairRounds": 2}});
+    let settings = json!({"llm": {"coder": model(&server.url()), "repairRounds": 2, "samples": 1}});
     let (code, run, err, after) = run(
         &py,
         &dir,
@@ -273,6 +273,216 @@ fn llm_without_settings_is_a_clear_error() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// The add kernel with two blocks of `block` per program and its new launch lines.
+fn two_per_program(n_line: &str, block: u32) -> String {
+    format!(
+        "```python\n# @bench {n_line}\n# @bench x_ptr: in f32[n]; y_ptr: in f32[n]; out_ptr: out f32[n]\n# @bench grid = cdiv(n, BLOCK * ITEMS); BLOCK = {block}; ITEMS = 2\n@triton.jit\ndef add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, ITEMS: tl.constexpr):\n    base = tl.program_id(0) * BLOCK * ITEMS\n    for i in tl.static_range(ITEMS):\n        offs = base + i * BLOCK + tl.arange(0, BLOCK)\n        m = offs < n\n        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)\n```"
+    )
+}
+
+fn free_step(what: &str) -> Scripted {
+    Scripted::openai(&format!(
+        "```json\n{{\"id\": \"free\", \"params\": {{}}, \"rationale\": \"{what}\", \"description\": \"{what}\"}}\n```"
+    ))
+}
+
+/// `llm.samples` (issue #12): four coder replies asked for at once at a spread of
+/// temperatures; one is a copy of another up to comments and whitespace and is dropped
+/// before anything runs, one computes the wrong thing and fails verification, the two
+/// others verify and are timed in one batch, and the faster (one program instead of
+/// four, under its own launch) is kept.
+#[test]
+fn samples_are_asked_at_once_duplicates_are_dropped_and_the_fastest_is_kept() {
+    let test = "samples_are_asked_at_once";
+    let py = match python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip(test, &why),
+    };
+    let same = kernel("+");
+    let same_with_comments = same
+        .replace("    m = offs < n\n", "    # the tail mask\n    m   =   offs < n\n\n")
+        .replace("tl.arange(0, BLOCK)\n", "tl.arange(0, BLOCK)  # this block\n");
+    assert_ne!(same, same_with_comments);
+    let server = ReplayServer::start(vec![
+        Scripted::openai(&same),
+        Scripted::openai(&same_with_comments),
+        Scripted::openai(&kernel("-")),
+        Scripted::openai(&two_per_program("n = 1000", 512)),
+    ]);
+    let dir = workdir("opt-llm-samples");
+    let settings = json!({"llm": {"coder": model(&server.url()), "samples": 4, "repairRounds": 0, "callsPerStep": 6}});
+    let (code, run, err, after) = run(
+        &py,
+        &dir,
+        &settings,
+        &["--steps", "1", "--llm-coder-always", "--only", "triton_num_warps", "--apply"],
+    );
+    assert_eq!(code, 0, "{run}\n{err}");
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 4, "four samples, no repair: {run}");
+    let mut temps: Vec<f64> = reqs
+        .iter()
+        .map(|r| r.body["temperature"].as_f64().unwrap())
+        .collect();
+    temps.sort_by(f64::total_cmp);
+    assert_eq!(temps, [0.2, 0.47, 0.73, 1.0], "a spread from the configured 0.2");
+    let step = &run["steps"][0];
+    let c = step["candidates"].as_array().unwrap();
+    assert_eq!(c.len(), 4, "{step}");
+    let msg = |c: &Value| c["message"].as_str().unwrap_or("").to_string();
+    let dups: Vec<&Value> = c.iter().filter(|c| msg(c).contains("a duplicate of llm s")).collect();
+    assert_eq!(dups.len(), 1, "exactly one duplicate: {step}");
+    assert_eq!(dups[0]["verified"], false);
+    assert!(dups[0]["median_ms"].is_null(), "a duplicate is not run: {step}");
+    assert_eq!(
+        c.iter().filter(|c| msg(c).contains("out_ptr[")).count(),
+        1,
+        "the wrong sample fails verification, naming the buffer: {step}"
+    );
+    let verified: Vec<&Value> = c.iter().filter(|c| c["verified"] == true).collect();
+    assert_eq!(verified.len(), 2, "{step}");
+    assert!(verified.iter().all(|c| c["median_ms"].is_number()), "{step}");
+    assert_eq!(step["outcome"], "accepted", "{step}");
+    let fastest = verified
+        .iter()
+        .min_by(|a, b| a["median_ms"].as_f64().unwrap().total_cmp(&b["median_ms"].as_f64().unwrap()))
+        .unwrap();
+    assert_eq!(step["accepted"], fastest["label"], "the fastest sample wins: {step}");
+    assert!(after.contains("ITEMS: tl.constexpr"), "the two-per-program sample: {after}");
+    assert!(after.contains("BLOCK = 512; ITEMS = 2"), "{after}");
+    // The step's model use is recorded: 4 calls of 100 + 50 tokens.
+    assert_eq!(step["llm"]["calls"], 4, "{step}");
+    assert_eq!(step["llm"]["input_tokens"], 400, "{step}");
+    assert_eq!(run["llm"]["output_tokens"], 200, "{run}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The tree of versions (issue #12): after a gain, two failed steps stall the new
+/// version, and the search goes back to the start to try something else there. The
+/// answer is the best version of the tree, and the strategist is told what was tried on
+/// the version it works on.
+#[test]
+fn a_tree_run_backtracks_from_a_stalled_branch() {
+    let test = "a_tree_run_backtracks";
+    let py = match python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip(test, &why),
+    };
+    let server = ReplayServer::start(vec![
+        free_step("two blocks per program"),
+        Scripted::openai(&two_per_program("n = 1000", 512)),
+        free_step("subtract instead"),
+        Scripted::openai(&kernel("-")),
+        free_step("subtract again"),
+        Scripted::openai(&kernel("-")),
+        free_step("two big blocks per program"),
+        Scripted::openai(&two_per_program("n = 1000", 1024)),
+    ]);
+    let dir = workdir("opt-llm-tree");
+    let settings = json!({"llm": {"strategy": model(&server.url()), "coder": model(&server.url()), "samples": 1, "repairRounds": 0, "callsPerStep": 2}});
+    let (code, run, err, after) = run(&py, &dir, &settings, &["--steps", "4", "--seed", "1"]);
+    assert_eq!(code, 0, "{run}\n{err}");
+    assert_eq!(after, ADD, "nothing is written without --apply");
+    let steps = run["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 4, "{run}");
+    let at = |i: usize, k: &str| steps[i][k].clone();
+    assert_eq!((at(0, "node"), at(0, "child")), (json!(0), json!(1)), "{run}");
+    assert_eq!(at(0, "outcome"), "accepted");
+    assert_eq!((at(1, "node"), at(1, "outcome")), (json!(1), json!("failed")), "{run}");
+    assert_eq!((at(2, "node"), at(2, "outcome")), (json!(1), json!("failed")), "{run}");
+    assert_eq!(at(3, "node"), 0, "back to the start after two misses: {run}");
+    assert_eq!(at(3, "pick"), "backtrack", "{run}");
+    assert!(run["versions"].as_u64().unwrap() >= 2, "{run}");
+    let best = run["best_node"].as_u64().unwrap();
+    assert!(best >= 1, "{run}");
+    // The strategist of step 3 saw the failure of step 2 on the same version; the one
+    // of step 4 (on the start) saw what led nowhere on its child only as other branches.
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 8);
+    let third = user_message(&reqs[4].body);
+    assert!(third.contains("Tried on this version:\n- free (subtract instead): failed"), "{third}");
+    assert!(third.contains("Accepted steps that led to this version:\n- free (two blocks per program): accepted"), "{third}");
+    let fourth = user_message(&reqs[6].body);
+    assert!(fourth.contains("Tried on this version:\n- free (two blocks per program): accepted"), "{fourth}");
+    assert!(fourth.contains("2 more steps of this run were on other branches"), "{fourth}");
+    // The table shows the versions and the answer; the history draws the tree.
+    let report = std::process::Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
+        .current_dir(&dir)
+        .args(["report", "add.py"])
+        .output()
+        .unwrap();
+    let tree = String::from_utf8_lossy(&report.stdout);
+    assert!(tree.contains("add_kernel: run of "), "{tree}");
+    assert!(tree.contains("├─ v1") || tree.contains("└─ v1"), "{tree}");
+    assert!(tree.contains("tried: free failed, free failed"), "{tree}");
+    assert!(tree.contains("★"), "the winning path is marked: {tree}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Each budget stops a run with its own message, and the best version so far stays the
+/// answer: wall time, model calls and tokens.
+#[test]
+fn each_run_budget_stops_the_run_and_says_which() {
+    let test = "each_run_budget_stops_the_run";
+    let py = match python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip(test, &why),
+    };
+    let script = || {
+        vec![
+            free_step("two blocks per program"),
+            Scripted::openai(&two_per_program("n = 1000", 512)),
+            free_step("subtract"),
+            Scripted::openai(&kernel("-")),
+            free_step("subtract"),
+            Scripted::openai(&kernel("-")),
+        ]
+    };
+    let base = |url: &str| json!({"strategy": model(url), "coder": model(url), "samples": 1, "repairRounds": 0, "callsPerStep": 2, "priceIn": 3.0, "priceOut": 15.0});
+
+    // Model calls: 2 per step; at most 3 → the second step gets one call (the
+    // strategist's) and the coder cannot be asked; then the run stops.
+    let server = ReplayServer::start(script());
+    let dir = workdir("opt-llm-calls");
+    let mut llm = base(&server.url());
+    llm["callsPerRun"] = json!(3);
+    let (code, out, err, _) = run(&py, &dir, &json!({"llm": llm}), &["--steps", "5"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(out["stopped"], "the model-call budget of 3 was spent (3 calls)", "{out}");
+    assert_eq!(server.requests().len(), 3);
+    assert_eq!(out["steps"][0]["outcome"], "accepted", "{out}");
+    assert_eq!(out["best_node"], 1, "the best version so far is the answer: {out}");
+    assert_eq!(out["llm"]["calls"], 3);
+    // 3 calls of 100 tokens in at $3/M and 50 out at $15/M.
+    let cost = out["llm"]["cost_usd"].as_f64().unwrap();
+    assert!((cost - 3.0 * 0.00105).abs() < 1e-9, "{out}");
+
+    // Tokens: 150 per call, 300 per step, at most 400 → two steps.
+    let server = ReplayServer::start(script());
+    let dir2 = workdir("opt-llm-tokens");
+    let mut llm = base(&server.url());
+    llm["tokensPerRun"] = json!(400);
+    let (code, out, err, _) = run(&py, &dir2, &json!({"llm": llm}), &["--steps", "5"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(out["stopped"], "the token budget of 400 was spent (600 tokens)", "{out}");
+    assert_eq!(out["steps"].as_array().unwrap().len(), 2, "{out}");
+
+    // Wall time: spent while the worker checks the starting version, so no step runs,
+    // and the table says why.
+    let server = ReplayServer::start(script());
+    let dir3 = workdir("opt-llm-wall");
+    let (code, out, err, _) = run(&py, &dir3, &json!({"llm": base(&server.url())}), &["--steps", "5", "--budget", "0.01s"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let stopped = out["stopped"].as_str().unwrap_or("");
+    assert!(stopped.starts_with("the time budget of 0 s was spent"), "{out}");
+    assert!(out["steps"].as_array().unwrap().is_empty(), "{out}");
+    assert!(server.requests().is_empty());
+    assert!(err.contains("no verified improvement"), "{err}");
+    for d in [dir, dir2, dir3] {
+        std::fs::remove_dir_all(&d).ok();
+    }
+}
+
 /// The coder may change the launch (issue #12): a reply with the kernel's `@bench`
 /// lines, a new grid, a bigger block and a new trailing `tl.constexpr` parameter, is
 /// verified under its own launch (under the old one it would leave half the output
@@ -300,7 +510,7 @@ fn a_coder_reply_may_change_the_launch_but_nothing_else() {
         Scripted::openai(&two_per_program("n = 1000")),
     ]);
     let dir = workdir("opt-llm-launch");
-    let settings = json!({"llm": {"strategy": model(&server.url()), "coder": model(&server.url()), "repairRounds": 1, "callsPerStep": 4}});
+    let settings = json!({"llm": {"strategy": model(&server.url()), "coder": model(&server.url()), "repairRounds": 1, "callsPerStep": 4, "samples": 1}});
     let (code, run, err, after) = run(&py, &dir, &settings, &["--steps", "1", "--apply"]);
     assert_eq!(code, 0, "{run}\n{err}");
     let step = &run["steps"][0];

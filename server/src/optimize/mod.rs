@@ -421,8 +421,11 @@ impl LlmSpent {
             if self.calls == 1 { "" } else { "s" },
             k(self.input_tokens),
             k(self.output_tokens),
-            self.cost_usd
-                .map_or(String::new(), |c| format!(", ~${c:.2}"))
+            self.cost_usd.map_or(String::new(), |c| if c >= 0.1 {
+                format!(", ~${c:.2}")
+            } else {
+                format!(", ~${c:.4}")
+            })
         )
     }
 }
@@ -625,6 +628,7 @@ impl Runner<'_, '_> {
                 "Fix `{kernel_name}` so that it passes verification again (same results as its last verified version), keeping any optimization that is correct. The verification report of the current code: {}",
                 r.feedback
             )),
+            ..Default::default()
         });
         if let Some(setup) = &opts.llm {
             if setup.strategist.is_some() && !self.strategist_down && proposal.is_none() {
@@ -648,7 +652,7 @@ impl Runner<'_, '_> {
                     id: c.id,
                     params: Default::default(),
                     rationale: c.rationale,
-                    free_form: None,
+                    ..Default::default()
                 },
                 None => {
                     self.spent.add(&budget);
@@ -766,6 +770,14 @@ impl Runner<'_, '_> {
                 }
                 (None, None) => proposal.id.clone(),
             };
+            // The strategist's grounding, when it gave one.
+            let mut step = step;
+            if let Some(t) = &proposal.touches {
+                step.push_str(&format!("\n\nThe code this step touches: {t}"));
+            }
+            if let Some(l) = &proposal.launch {
+                step.push_str(&format!("\n\nThe launch change it implies: {l}"));
+            }
             match llm_code(
                 setup,
                 &mut budget,

@@ -21,7 +21,7 @@ use crate::optimize::catalog::Catalog;
 use crate::syntax::{self, ByteRange, FileModel, Kernel, Lang};
 
 /// The strategist's choice.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Proposal {
     /// A catalog id, or `free`.
     pub id: String,
@@ -31,6 +31,11 @@ pub struct Proposal {
     pub rationale: String,
     /// For `free`: what the coder should do.
     pub free_form: Option<String>,
+    /// The code the step touches (`code`: a loop, an access, a helper), as the model
+    /// named it; passed on to the coder.
+    pub touches: Option<String>,
+    /// The launch change the step implies (`launch`), if any; passed on to the coder.
+    pub launch: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -1125,6 +1130,15 @@ pub fn parse_strategy_reply(reply: &str, catalog: &Catalog) -> Result<Proposal, 
         .and_then(|r| r.lines().map(str::trim).find(|l| !l.is_empty()))
         .unwrap_or("")
         .to_string();
+    let text_field = |k: &str| {
+        obj.get(k)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+    };
+    let touches = text_field("code");
+    let launch = text_field("launch");
     if id == "free" {
         let description = obj
             .get("description")
@@ -1137,6 +1151,8 @@ pub fn parse_strategy_reply(reply: &str, catalog: &Catalog) -> Result<Proposal, 
             params,
             rationale,
             free_form: Some(description.to_string()),
+            touches,
+            launch,
         });
     }
     let Some(step) = catalog.strategies.iter().find(|s| s.id == id) else {
@@ -1157,6 +1173,8 @@ pub fn parse_strategy_reply(reply: &str, catalog: &Catalog) -> Result<Proposal, 
         params,
         rationale,
         free_form: None,
+        touches,
+        launch,
     })
 }
 

@@ -362,6 +362,21 @@ fn strategy_replies_parse() {
         free.free_form.as_deref(),
         Some("Process two elements per thread with float2 loads.")
     );
+    assert_eq!((free.touches, free.launch), (None, None));
+    // A grounded instruction: the code it touches and the launch change it implies.
+    let grounded = parse_strategy_reply(
+        "```json\n{\"id\": \"free\", \"rationale\": \"r\", \"description\": \"one warp per row\", \"code\": \" the loop over `j` \", \"launch\": \"block = 32; grid = rows\"}\n```",
+        &catalog(),
+    )
+    .unwrap();
+    assert_eq!(grounded.touches.as_deref(), Some("the loop over `j`"));
+    assert_eq!(grounded.launch.as_deref(), Some("block = 32; grid = rows"));
+    let empty = parse_strategy_reply(
+        "{\"id\": \"restrict_const\", \"code\": \"  \", \"launch\": 3}",
+        &catalog(),
+    )
+    .unwrap();
+    assert_eq!((empty.touches, empty.launch), (None, None), "blank or not text: left out");
 }
 
 #[test]

@@ -411,6 +411,19 @@ mod tests {
             (120_000, 3, 4096)
         );
         assert_eq!(coder.temperature, 0.2);
+        assert_eq!((coder.price_in, coder.price_out), (None, None));
+        let (s, msg) = Settings::from_json(&json!({"llm": {
+            "coder": {"model": "m", "priceIn": 3.0, "priceOut": 15},
+            "samples": 2, "callsPerRun": 10, "tokensPerRun": 5000
+        }}));
+        assert_eq!(msg, None);
+        let coder = s.llm.coder.unwrap();
+        assert_eq!((coder.price_in, coder.price_out), (Some(3.0), Some(15.0)));
+        assert_eq!(
+            (s.llm.samples, s.llm.calls_per_run, s.llm.tokens_per_run),
+            (2, 10, 5000)
+        );
+        assert_eq!(Settings::default().llm.samples, 4);
         assert_eq!(Settings::default().llm.calls_per_step, 6);
     }
 

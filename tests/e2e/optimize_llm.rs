@@ -43,8 +43,19 @@ fn workdir(name: &str) -> PathBuf {
 
 /// Run `optimize add.py --llm` with `settings`; (exit code, stdout JSON, stderr, file after).
 fn run(py: &str, dir: &Path, settings: &Value, extra: &[&str]) -> (i32, Value, String, String) {
+    run_on(ADD, py, dir, settings, extra)
+}
+
+/// [`run`] on another starting text of `add.py`.
+fn run_on(
+    start: &str,
+    py: &str,
+    dir: &Path,
+    settings: &Value,
+    extra: &[&str],
+) -> (i32, Value, String, String) {
     let file = dir.join("add.py");
-    std::fs::write(&file, ADD).unwrap();
+    std::fs::write(&file, start).unwrap();
     std::fs::write(dir.join("settings.json"), settings.to_string()).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
         .current_dir(dir)
@@ -300,8 +311,14 @@ fn samples_are_asked_at_once_duplicates_are_dropped_and_the_fastest_is_kept() {
     };
     let same = kernel("+");
     let same_with_comments = same
-        .replace("    m = offs < n\n", "    # the tail mask\n    m   =   offs < n\n\n")
-        .replace("tl.arange(0, BLOCK)\n", "tl.arange(0, BLOCK)  # this block\n");
+        .replace(
+            "    m = offs < n\n",
+            "    # the tail mask\n    m   =   offs < n\n\n",
+        )
+        .replace(
+            "tl.arange(0, BLOCK)\n",
+            "tl.arange(0, BLOCK)  # this block\n",
+        );
     assert_ne!(same, same_with_comments);
     let server = ReplayServer::start(vec![
         Scripted::openai(&same),
@@ -315,7 +332,14 @@ fn samples_are_asked_at_once_duplicates_are_dropped_and_the_fastest_is_kept() {
         &py,
         &dir,
         &settings,
-        &["--steps", "1", "--llm-coder-always", "--only", "triton_num_warps", "--apply"],
+        &[
+            "--steps",
+            "1",
+            "--llm-coder-always",
+            "--only",
+            "triton_num_warps",
+            "--apply",
+        ],
     );
     assert_eq!(code, 0, "{run}\n{err}");
     let reqs = server.requests();
@@ -325,15 +349,25 @@ fn samples_are_asked_at_once_duplicates_are_dropped_and_the_fastest_is_kept() {
         .map(|r| r.body["temperature"].as_f64().unwrap())
         .collect();
     temps.sort_by(f64::total_cmp);
-    assert_eq!(temps, [0.2, 0.47, 0.73, 1.0], "a spread from the configured 0.2");
+    assert_eq!(
+        temps,
+        [0.2, 0.47, 0.73, 1.0],
+        "a spread from the configured 0.2"
+    );
     let step = &run["steps"][0];
     let c = step["candidates"].as_array().unwrap();
     assert_eq!(c.len(), 4, "{step}");
     let msg = |c: &Value| c["message"].as_str().unwrap_or("").to_string();
-    let dups: Vec<&Value> = c.iter().filter(|c| msg(c).contains("a duplicate of llm s")).collect();
+    let dups: Vec<&Value> = c
+        .iter()
+        .filter(|c| msg(c).contains("a duplicate of llm s"))
+        .collect();
     assert_eq!(dups.len(), 1, "exactly one duplicate: {step}");
     assert_eq!(dups[0]["verified"], false);
-    assert!(dups[0]["median_ms"].is_null(), "a duplicate is not run: {step}");
+    assert!(
+        dups[0]["median_ms"].is_null(),
+        "a duplicate is not run: {step}"
+    );
     assert_eq!(
         c.iter().filter(|c| msg(c).contains("out_ptr[")).count(),
         1,
@@ -341,14 +375,28 @@ fn samples_are_asked_at_once_duplicates_are_dropped_and_the_fastest_is_kept() {
     );
     let verified: Vec<&Value> = c.iter().filter(|c| c["verified"] == true).collect();
     assert_eq!(verified.len(), 2, "{step}");
-    assert!(verified.iter().all(|c| c["median_ms"].is_number()), "{step}");
+    assert!(
+        verified.iter().all(|c| c["median_ms"].is_number()),
+        "{step}"
+    );
     assert_eq!(step["outcome"], "accepted", "{step}");
     let fastest = verified
         .iter()
-        .min_by(|a, b| a["median_ms"].as_f64().unwrap().total_cmp(&b["median_ms"].as_f64().unwrap()))
+        .min_by(|a, b| {
+            a["median_ms"]
+                .as_f64()
+                .unwrap()
+                .total_cmp(&b["median_ms"].as_f64().unwrap())
+        })
         .unwrap();
-    assert_eq!(step["accepted"], fastest["label"], "the fastest sample wins: {step}");
-    assert!(after.contains("ITEMS: tl.constexpr"), "the two-per-program sample: {after}");
+    assert_eq!(
+        step["accepted"], fastest["label"],
+        "the fastest sample wins: {step}"
+    );
+    assert!(
+        after.contains("ITEMS: tl.constexpr"),
+        "the two-per-program sample: {after}"
+    );
     assert!(after.contains("BLOCK = 512; ITEMS = 2"), "{after}");
     // The step's model use is recorded: 4 calls of 100 + 50 tokens.
     assert_eq!(step["llm"]["calls"], 4, "{step}");
@@ -375,22 +423,47 @@ fn a_tree_run_backtracks_from_a_stalled_branch() {
         Scripted::openai(&kernel("-")),
         free_step("subtract again"),
         Scripted::openai(&kernel("-")),
-        free_step("two big blocks per program"),
-        Scripted::openai(&two_per_program("n = 1000", 1024)),
+        free_step("two smaller blocks per program"),
+        Scripted::openai(&two_per_program("n = 1000", 128)),
     ]);
     let dir = workdir("opt-llm-tree");
     let settings = json!({"llm": {"strategy": model(&server.url()), "coder": model(&server.url()), "samples": 1, "repairRounds": 0, "callsPerStep": 2}});
-    let (code, run, err, after) = run(&py, &dir, &settings, &["--steps", "4", "--seed", "1"]);
+    // 32 programs of 32: on the interpreter, a version with one program is many times
+    // faster, far beyond the timing noise of a busy CI machine.
+    let slow = ADD.replace("BLOCK = 256", "BLOCK = 32");
+    let (code, run, err, after) = run_on(
+        &slow,
+        &py,
+        &dir,
+        &settings,
+        &["--steps", "4", "--seed", "1"],
+    );
     assert_eq!(code, 0, "{run}\n{err}");
-    assert_eq!(after, ADD, "nothing is written without --apply");
+    assert_eq!(after, slow, "nothing is written without --apply");
     let steps = run["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 4, "{run}");
     let at = |i: usize, k: &str| steps[i][k].clone();
-    assert_eq!((at(0, "node"), at(0, "child")), (json!(0), json!(1)), "{run}");
+    assert_eq!(
+        (at(0, "node"), at(0, "child")),
+        (json!(0), json!(1)),
+        "{run}"
+    );
     assert_eq!(at(0, "outcome"), "accepted");
-    assert_eq!((at(1, "node"), at(1, "outcome")), (json!(1), json!("failed")), "{run}");
-    assert_eq!((at(2, "node"), at(2, "outcome")), (json!(1), json!("failed")), "{run}");
-    assert_eq!(at(3, "node"), 0, "back to the start after two misses: {run}");
+    assert_eq!(
+        (at(1, "node"), at(1, "outcome")),
+        (json!(1), json!("failed")),
+        "{run}"
+    );
+    assert_eq!(
+        (at(2, "node"), at(2, "outcome")),
+        (json!(1), json!("failed")),
+        "{run}"
+    );
+    assert_eq!(
+        at(3, "node"),
+        0,
+        "back to the start after two misses: {run}"
+    );
     assert_eq!(at(3, "pick"), "backtrack", "{run}");
     assert!(run["versions"].as_u64().unwrap() >= 2, "{run}");
     let best = run["best_node"].as_u64().unwrap();
@@ -400,11 +473,25 @@ fn a_tree_run_backtracks_from_a_stalled_branch() {
     let reqs = server.requests();
     assert_eq!(reqs.len(), 8);
     let third = user_message(&reqs[4].body);
-    assert!(third.contains("Tried on this version:\n- free (subtract instead): failed"), "{third}");
-    assert!(third.contains("Accepted steps that led to this version:\n- free (two blocks per program): accepted"), "{third}");
+    assert!(
+        third.contains("Tried on this version:\n- free (subtract instead): failed"),
+        "{third}"
+    );
+    assert!(
+        third.contains(
+            "Accepted steps that led to this version:\n- free (two blocks per program): accepted"
+        ),
+        "{third}"
+    );
     let fourth = user_message(&reqs[6].body);
-    assert!(fourth.contains("Tried on this version:\n- free (two blocks per program): accepted"), "{fourth}");
-    assert!(fourth.contains("2 more steps of this run were on other branches"), "{fourth}");
+    assert!(
+        fourth.contains("Tried on this version:\n- free (two blocks per program): accepted"),
+        "{fourth}"
+    );
+    assert!(
+        fourth.contains("2 more steps of this run were on other branches"),
+        "{fourth}"
+    );
     // The table shows the versions and the answer; the history draws the tree.
     let report = std::process::Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
         .current_dir(&dir)
@@ -428,6 +515,7 @@ fn each_run_budget_stops_the_run_and_says_which() {
         Ok(p) => p,
         Err(why) => return tools::skip(test, &why),
     };
+    let slow = ADD.replace("BLOCK = 256", "BLOCK = 32");
     let script = || {
         vec![
             free_step("two blocks per program"),
@@ -438,7 +526,13 @@ fn each_run_budget_stops_the_run_and_says_which() {
             Scripted::openai(&kernel("-")),
         ]
     };
-    let base = |url: &str| json!({"strategy": model(url), "coder": model(url), "samples": 1, "repairRounds": 0, "callsPerStep": 2, "priceIn": 3.0, "priceOut": 15.0});
+    let priced = |url: &str| {
+        let mut m = model(url);
+        m["priceIn"] = json!(3.0);
+        m["priceOut"] = json!(15.0);
+        m
+    };
+    let base = |url: &str| json!({"strategy": priced(url), "coder": priced(url), "samples": 1, "repairRounds": 0, "callsPerStep": 2});
 
     // Model calls: 2 per step; at most 3 → the second step gets one call (the
     // strategist's) and the coder cannot be asked; then the run stops.
@@ -446,12 +540,18 @@ fn each_run_budget_stops_the_run_and_says_which() {
     let dir = workdir("opt-llm-calls");
     let mut llm = base(&server.url());
     llm["callsPerRun"] = json!(3);
-    let (code, out, err, _) = run(&py, &dir, &json!({"llm": llm}), &["--steps", "5"]);
+    let (code, out, err, _) = run_on(&slow, &py, &dir, &json!({"llm": llm}), &["--steps", "5"]);
     assert_eq!(code, 0, "{out}\n{err}");
-    assert_eq!(out["stopped"], "the model-call budget of 3 was spent (3 calls)", "{out}");
+    assert_eq!(
+        out["stopped"], "the model-call budget of 3 was spent (3 calls)",
+        "{out}"
+    );
     assert_eq!(server.requests().len(), 3);
     assert_eq!(out["steps"][0]["outcome"], "accepted", "{out}");
-    assert_eq!(out["best_node"], 1, "the best version so far is the answer: {out}");
+    assert_eq!(
+        out["best_node"], 1,
+        "the best version so far is the answer: {out}"
+    );
     assert_eq!(out["llm"]["calls"], 3);
     // 3 calls of 100 tokens in at $3/M and 50 out at $15/M.
     let cost = out["llm"]["cost_usd"].as_f64().unwrap();
@@ -462,19 +562,31 @@ fn each_run_budget_stops_the_run_and_says_which() {
     let dir2 = workdir("opt-llm-tokens");
     let mut llm = base(&server.url());
     llm["tokensPerRun"] = json!(400);
-    let (code, out, err, _) = run(&py, &dir2, &json!({"llm": llm}), &["--steps", "5"]);
+    let (code, out, err, _) = run_on(&slow, &py, &dir2, &json!({"llm": llm}), &["--steps", "5"]);
     assert_eq!(code, 0, "{out}\n{err}");
-    assert_eq!(out["stopped"], "the token budget of 400 was spent (600 tokens)", "{out}");
+    assert_eq!(
+        out["stopped"], "the token budget of 400 was spent (600 tokens)",
+        "{out}"
+    );
     assert_eq!(out["steps"].as_array().unwrap().len(), 2, "{out}");
 
     // Wall time: spent while the worker checks the starting version, so no step runs,
     // and the table says why.
     let server = ReplayServer::start(script());
     let dir3 = workdir("opt-llm-wall");
-    let (code, out, err, _) = run(&py, &dir3, &json!({"llm": base(&server.url())}), &["--steps", "5", "--budget", "0.01s"]);
+    let (code, out, err, _) = run_on(
+        &slow,
+        &py,
+        &dir3,
+        &json!({"llm": base(&server.url())}),
+        &["--steps", "5", "--budget", "0.01s"],
+    );
     assert_eq!(code, 0, "{out}\n{err}");
     let stopped = out["stopped"].as_str().unwrap_or("");
-    assert!(stopped.starts_with("the time budget of 0 s was spent"), "{out}");
+    assert!(
+        stopped.starts_with("the time budget of 0 s was spent"),
+        "{out}"
+    );
     assert!(out["steps"].as_array().unwrap().is_empty(), "{out}");
     assert!(server.requests().is_empty());
     assert!(err.contains("no verified improvement"), "{err}");

@@ -115,6 +115,22 @@ fn median_ms(bench: &Value) -> f64 {
 /// Benches the draft and the expert, then optimizes the draft with the expert as the
 /// coder's reply; returns (expert's own speedup, delivered speedup, the file after).
 fn serve_expert(test: &str, example: &str, expert_reply: &str) -> (f64, f64, String) {
+    let (own, run, after) = serve_samples(test, example, expert_reply, &[expert_reply]);
+    (
+        own,
+        run["steps"][0]["speedup"].as_f64().unwrap_or(0.0),
+        after,
+    )
+}
+
+/// [`serve_expert`] with `replies` as the coder's samples of one step (asked for at
+/// once); returns (expert's own speedup, the run's JSON, the file after).
+fn serve_samples(
+    test: &str,
+    example: &str,
+    expert_reply: &str,
+    replies: &[&str],
+) -> (f64, Value, String) {
     let dir = std::env::temp_dir().join(format!("kernel-lsp-{test}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -146,15 +162,14 @@ fn serve_expert(test: &str, example: &str, expert_reply: &str) -> (f64, f64, Str
     let own = median_ms(&d) / median_ms(&e);
     assert!(own.is_finite() && own > 1.0, "{log_d}\n{log_e}");
 
-    let server = ReplayServer::start(vec![
-        Scripted::openai(
-            "```json\n{\"id\": \"free\", \"params\": {}, \"rationale\": \"the expert rewrite\", \"description\": \"rewrite the kernel as an expert would, with the launch it needs\"}\n```",
-        ),
-        Scripted::openai(expert_reply),
-    ]);
+    let mut script = vec![Scripted::openai(
+        "```json\n{\"id\": \"free\", \"params\": {}, \"rationale\": \"the expert rewrite\", \"description\": \"rewrite the kernel as an expert would, with the launch it needs\"}\n```",
+    )];
+    script.extend(replies.iter().map(|r| Scripted::openai(r)));
+    let server = ReplayServer::start(script);
     let model = json!({"provider": "openai", "url": server.url(), "model": "replay", "apiKeyEnv": "REPLAY_KEY", "maxRetries": 0, "timeoutMs": 20000});
-    let settings =
-        json!({"llm": {"strategy": model, "coder": model, "repairRounds": 0, "callsPerStep": 2}});
+    let settings = json!({"llm": {"strategy": model, "coder": model, "repairRounds": 0,
+        "callsPerStep": 1 + replies.len(), "samples": replies.len()}});
     std::fs::write(dir.join("settings.json"), settings.to_string()).unwrap();
     let (run, log) = kernel_lsp(
         &dir,
@@ -185,7 +200,7 @@ fn serve_expert(test: &str, example: &str, expert_reply: &str) -> (f64, f64, Str
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
-    (own, delivered, after)
+    (own, run, after)
 }
 
 #[test]
@@ -224,6 +239,77 @@ fn gpu_expert_triton_matmul_with_a_new_constexpr_is_delivered() {
         "{after}"
     );
     assert!(after.contains("GROUP_M: tl.constexpr):"), "{after}");
+    assert!(
+        delivered >= 0.9 * own,
+        "delivered {delivered:.2}x, the expert's own {own:.2}x"
+    );
+}
+
+/// `llm.samples` on the GPU: four samples of one step, asked for at once. One is the
+/// expert, one the expert again with comments (dropped as a duplicate), one computes the
+/// wrong thing (fails verification), one is a valid variant with one warp per block.
+/// The fastest verified sample is kept, and delivers at least 90% of the expert's own
+/// speedup.
+#[test]
+fn gpu_samples_keep_the_fastest_of_four() {
+    let test = "gpu_samples_keep_the_fastest_of_four";
+    if !gpu_present(test) {
+        return;
+    }
+    let commented = SOFTMAX_EXPERT.replace(
+        "    float inv = 1.0f / sum;\n",
+        "    // one division, then multiplies\n    float inv = 1.0f / sum;   \n",
+    );
+    let wrong = SOFTMAX_EXPERT.replace("expf(in[c] - m) * inv", "expf(in[c] - m)");
+    let warp_blocks = SOFTMAX_EXPERT
+        .replace(
+            "grid = cdiv(rows, 8); block = 256",
+            "grid = rows; block = 32",
+        )
+        .replace(
+            "blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32",
+            "blockIdx.x",
+        );
+    assert!(
+        commented != SOFTMAX_EXPERT && wrong != SOFTMAX_EXPERT && warp_blocks != SOFTMAX_EXPERT
+    );
+    let (own, run, after) = serve_samples(
+        test,
+        "softmax_rows.cu",
+        SOFTMAX_EXPERT,
+        &[SOFTMAX_EXPERT, &commented, &wrong, &warp_blocks],
+    );
+    let step = &run["steps"][0];
+    assert_eq!(step["outcome"], "accepted", "{run}");
+    let c = step["candidates"].as_array().unwrap();
+    let msg = |c: &Value| c["message"].as_str().unwrap_or("").to_string();
+    assert_eq!(
+        c.iter()
+            .filter(|c| msg(c).contains("a duplicate of"))
+            .count(),
+        1,
+        "{step}"
+    );
+    assert_eq!(
+        c.iter().filter(|c| c["verified"] == true).count(),
+        2,
+        "{step}"
+    );
+    assert!(
+        c.iter().any(|c| msg(c).contains("y[")),
+        "the wrong sample names the buffer: {step}"
+    );
+    let delivered = step["speedup"].as_f64().unwrap_or(0.0);
+    {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SAMPLES softmax_rows.cu: kept {} at {delivered:.2}x; the expert's own {own:.2}x ({:.0}%)",
+            step["accepted"],
+            100.0 * delivered / own
+        );
+    }
+    assert!(after.contains("__shfl_xor_sync"), "{after}");
     assert!(
         delivered >= 0.9 * own,
         "delivered {delivered:.2}x, the expert's own {own:.2}x"

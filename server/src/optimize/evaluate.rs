@@ -188,6 +188,31 @@ pub async fn check_current(
         })
 }
 
+/// A timed candidate against the version it came from, timed side by side.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Gain {
+    /// base median / candidate median.
+    pub speedup: f64,
+    /// The larger of 2% and either timing's spread ((p90 - p10) / median).
+    pub noise: f64,
+}
+
+impl Gain {
+    /// The acceptance rule: faster by more than the measured noise.
+    pub fn faster(&self) -> bool {
+        self.speedup > 1.0 + self.noise
+    }
+}
+
+/// The acceptance rule's measurement, one pure function for every caller (the CLI's
+/// optimize and tune, the editor's actions).
+pub fn gain(base: &Timing, candidate: &Timing) -> Gain {
+    Gain {
+        speedup: base.median_ms / candidate.median_ms.max(1e-12),
+        noise: 0.02f64.max(base.spread()).max(candidate.spread()),
+    }
+}
+
 /// Whether a speedup is large enough to be re-verified before it is accepted (a
 /// threshold of 0 or less turns the check off).
 pub fn needs_reverify(speedup: f64, threshold: f64) -> bool {
@@ -404,4 +429,52 @@ pub async fn batch(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing(median: f64, p10: f64, p90: f64) -> Timing {
+        Timing {
+            label: "t".into(),
+            median_ms: median,
+            min_ms: p10,
+            p10_ms: p10,
+            p90_ms: p90,
+            reps: 20,
+            gbps: 0.0,
+            frac_copy: None,
+            tflops: None,
+            frac_fma: None,
+        }
+    }
+
+    #[test]
+    fn the_acceptance_rule_wants_more_than_the_noise() {
+        let base = timing(1.0, 0.995, 1.005);
+        // Tight timings: the 2% floor decides.
+        let g = gain(&base, &timing(0.97, 0.965, 0.975));
+        assert!((g.speedup - 1.0 / 0.97).abs() < 1e-12 && g.noise == 0.02);
+        assert!(g.faster(), "3% faster with 2% noise");
+        assert!(
+            !gain(&base, &timing(0.985, 0.98, 0.99)).faster(),
+            "1.5% is noise"
+        );
+        assert!(!gain(&base, &base).faster(), "the same time is no gain");
+        // A wide spread on either side raises the bar.
+        let noisy = timing(0.5, 0.3, 0.7);
+        let g = gain(&base, &noisy);
+        assert!((g.noise - 0.8).abs() < 1e-12);
+        assert!(g.faster(), "2× beats 80% noise");
+        let noisy_base = timing(1.0, 0.5, 1.5);
+        assert!(
+            !gain(&noisy_base, &timing(0.6, 0.59, 0.61)).faster(),
+            "1.67× within 100% noise"
+        );
+        // A zero time does not divide by zero.
+        assert!(gain(&base, &timing(0.0, 0.0, 0.0)).speedup.is_finite());
+        // Slower is never faster.
+        assert!(!gain(&base, &timing(1.5, 1.49, 1.51)).faster());
+    }
 }

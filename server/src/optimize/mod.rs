@@ -500,8 +500,9 @@ impl Runner<'_, '_> {
             .records
             .iter()
             .filter(|r| {
-                r.node
-                    .is_some_and(|n| n != node && parent.is_some() && tree.nodes[n].parent == parent)
+                r.node.is_some_and(|n| {
+                    n != node && parent.is_some() && tree.nodes[n].parent == parent
+                })
             })
             .cloned()
             .collect();
@@ -856,13 +857,13 @@ impl Runner<'_, '_> {
                     .min_by(|x, y| x.1.median_ms.total_cmp(&y.1.median_ms));
                 if let Some((i, tm)) = best {
                     record.best_ms = Some(tm.median_ms);
-                    let noise = 0.02f64.max(base.spread()).max(tm.spread());
-                    let speedup = base.median_ms / tm.median_ms.max(1e-12);
+                    let g = evaluate::gain(base, tm);
+                    let (speedup, faster) = (g.speedup, g.faster());
                     // Each candidate is verified against the version it came from; a
                     // winner made from a later version is also checked against the
                     // run's starting version, so differences within tolerance cannot
                     // pile up across steps.
-                    let drift = if speedup > 1.0 + noise && current_text != self.text {
+                    let drift = if faster && current_text != self.text {
                         let v = &b.verified[i];
                         let mut cand = v.planned.version.clone();
                         cand.label = v.label.clone();
@@ -880,7 +881,7 @@ impl Runner<'_, '_> {
                     // extra seeds, and the winner runs once under compute-sanitizer.
                     let drift = match drift {
                         Some(d) => Some(d),
-                        None if speedup > 1.0 + noise => {
+                        None if faster => {
                             let v = &b.verified[i];
                             let mut cand = v.planned.version.clone();
                             cand.label = v.label.clone();
@@ -912,7 +913,7 @@ impl Runner<'_, '_> {
                             message: Some(why),
                         });
                         self.timings.insert(sel.node, base.clone());
-                    } else if speedup > 1.0 + noise {
+                    } else if faster {
                         let v = &b.verified[i];
                         record.outcome = Outcome::Accepted;
                         record.speedup = speedup;
@@ -1287,9 +1288,7 @@ async fn llm_code(
             }
         };
         match failure {
-            Some((previous, feedback))
-                if setup.repair_rounds > 0 && budget.remaining() > 0 =>
-            {
+            Some((previous, feedback)) if setup.repair_rounds > 0 && budget.remaining() > 0 => {
                 round = 1;
                 stage(format!("repair round {round}"));
                 coder.repair(budget, &input, &previous, &feedback).await
@@ -1458,9 +1457,9 @@ async fn llm_samples(
             }
             Ok(reply) => {
                 let code = reply_text(&reply, kernel.lang);
-                match splice_reply(cx, kernel, &reply).and_then(|t| {
-                    launch_change_allowed(kernel, env, current, old_lines, &reply, t)
-                }) {
+                match splice_reply(cx, kernel, &reply)
+                    .and_then(|t| launch_change_allowed(kernel, env, current, old_lines, &reply, t))
+                {
                     Err(e) => {
                         failures.push((code, e.clone()));
                         reject(&mut records, e);
@@ -1503,13 +1502,10 @@ async fn llm_samples(
         }
         // The first sample that reached the worker and failed is repaired first: its
         // failure says more than a reply that broke the format.
-        let failed = b
-            .records
-            .iter()
-            .find_map(|r| {
-                let i = batch.iter().position(|(l, _)| *l == r.label)?;
-                Some((codes[i].clone(), r.message.clone()?))
-            });
+        let failed = b.records.iter().find_map(|r| {
+            let i = batch.iter().position(|(l, _)| *l == r.label)?;
+            Some((codes[i].clone(), r.message.clone()?))
+        });
         if let Some((code, message)) = failed {
             failures.insert(0, (code, b.first_failure.clone().unwrap_or(message)));
         }
@@ -1570,4 +1566,3 @@ fn normalised_reply(reply: &llm::CodeReply, lang: Lang) -> String {
     }
     key
 }
-

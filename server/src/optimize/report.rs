@@ -227,11 +227,20 @@ pub fn trees(steps: &[StepRecord]) -> Vec<String> {
     runs.iter()
         .map(|&run| {
             let rs: Vec<&StepRecord> = steps.iter().filter(|s| s.run == Some(run)).collect();
+            // The answer: the version with the highest speedup (ties: the newer one),
+            // and the path to it, from the records alone (the history is written as the
+            // run goes, before the answer is known).
             let best = rs
                 .iter()
-                .filter(|s| s.on_best_path)
                 .filter_map(|s| s.child.map(|c| (c, s.cumulative)))
-                .max_by(|a, b| a.1.total_cmp(&b.1));
+                .filter(|(_, x)| *x > 1.0)
+                .max_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+            let mut path: Vec<usize> = Vec::new();
+            let mut at = best.map(|b| b.0);
+            while let Some(id) = at {
+                path.push(id);
+                at = rs.iter().find(|s| s.child == Some(id)).and_then(|s| s.node);
+            }
             let counted = rs
                 .iter()
                 .filter(|s| s.outcome != Outcome::NotApplicable)
@@ -244,9 +253,11 @@ pub fn trees(steps: &[StepRecord]) -> Vec<String> {
                     ", best v{c} at {x:.2}× over the start"
                 ))
             );
+            #[allow(clippy::too_many_arguments)]
             fn walk(
                 out: &mut String,
                 rs: &[&StepRecord],
+                path: &[usize],
                 id: usize,
                 prefix: &str,
                 last: bool,
@@ -263,7 +274,7 @@ pub fn trees(steps: &[StepRecord]) -> Vec<String> {
                     None => format!("v{id} start"),
                     Some(s) => format!(
                         "v{id}{} {:.2}× {} ({}) step {}, {}",
-                        if s.on_best_path { " ★" } else { "" },
+                        if path.contains(&id) { " ★" } else { "" },
                         s.cumulative,
                         s.strategy_id,
                         s.accepted.as_deref().unwrap_or("-"),
@@ -298,10 +309,10 @@ pub fn trees(steps: &[StepRecord]) -> Vec<String> {
                     out.push_str(&format!("{next}{bar}tried: {}\n", tried.join(", ")));
                 }
                 for (i, c) in children.iter().enumerate() {
-                    walk(out, rs, *c, &next, i + 1 == children.len(), false);
+                    walk(out, rs, path, *c, &next, i + 1 == children.len(), false);
                 }
             }
-            walk(&mut out, &rs, 0, "", true, true);
+            walk(&mut out, &rs, &path, 0, "", true, true);
             out
         })
         .collect()
@@ -500,7 +511,11 @@ mod tests {
         let mk = |n: usize, node: usize, child: Option<usize>, id: &str, cum: f64, best: bool| {
             let mut s = step(
                 id,
-                if child.is_some() { Outcome::Accepted } else { Outcome::NoGain },
+                if child.is_some() {
+                    Outcome::Accepted
+                } else {
+                    Outcome::NoGain
+                },
                 1.0,
                 Some(0.5),
             );

@@ -210,7 +210,8 @@ impl Search {
             .filter(|n| !n.exhausted)
             .map(|n| n.id)
             .collect();
-        let rank = |a: &&Node, b: &&Node| a.cumulative.total_cmp(&b.cumulative).then(a.id.cmp(&b.id));
+        let rank =
+            |a: &&Node, b: &&Node| a.cumulative.total_cmp(&b.cumulative).then(a.id.cmp(&b.id));
         let best_open = open.iter().map(|&i| &self.nodes[i]).max_by(rank)?.id;
         let fresh_best = open
             .iter()
@@ -502,7 +503,9 @@ mod tests {
     }
 
     fn run(search: &mut Search, budgets: &Budgets, fake: &mut Fake) -> Option<String> {
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         let mut clock = || Duration::ZERO;
         rt.block_on(drive(search, budgets, fake, &mut clock))
     }
@@ -516,7 +519,10 @@ mod tests {
 
     #[test]
     fn a_run_that_keeps_gaining_is_greedy_down_one_line() {
-        let mut fake = Fake::new(vec![("a", 1, "b", 2.0), ("b", 1, "c", 1.5), ("c", 1, "d", 1.2)], 9);
+        let mut fake = Fake::new(
+            vec![("a", 1, "b", 2.0), ("b", 1, "c", 1.5), ("c", 1, "d", 1.2)],
+            9,
+        );
         let mut s = Search::new("a", "a", Some(1.0), 7);
         assert_eq!(run(&mut s, &steps(3), &mut fake), None);
         let texts: Vec<&str> = fake.log.iter().map(|l| l.2.as_str()).collect();
@@ -558,14 +564,20 @@ mod tests {
         let mut fake = Fake::new(vec![("a", 1, "b", 1.5)], 2);
         let mut s = Search::new("a", "a", None, 3);
         let why = run(&mut s, &steps(50), &mut fake).expect("stops early");
-        assert!(why.starts_with("every applicable step was tried on every version (2 versions)"), "{why}");
+        assert!(
+            why.starts_with("every applicable step was tried on every version (2 versions)"),
+            "{why}"
+        );
         assert!(s.nodes.iter().all(|n| n.exhausted));
         // Each node was asked once more after its last attempt, to learn it was exhausted.
         assert_eq!(fake.log.len(), 2 + 1 + 2 + 1);
 
         let mut lone = Fake::new(vec![], 0);
         let mut s = Search::new("x", "x", None, 3);
-        assert_eq!(run(&mut s, &steps(5), &mut lone).as_deref(), Some("nothing left on x"));
+        assert_eq!(
+            run(&mut s, &steps(5), &mut lone).as_deref(),
+            Some("nothing left on x")
+        );
     }
 
     #[test]
@@ -573,7 +585,10 @@ mod tests {
         let mut s = Search::new("a", "a", None, 0);
         assert_eq!(s.epsilon(), 0.0, "an empty window is progress");
         s.record(0, 1, &Expansion::NoGain);
-        assert!((s.epsilon() - 0.3).abs() < 1e-12, "one miss of one: eps_max");
+        assert!(
+            (s.epsilon() - 0.3).abs() < 1e-12,
+            "one miss of one: eps_max"
+        );
         s.record(
             0,
             2,
@@ -589,7 +604,10 @@ mod tests {
         for i in 0..4 {
             s.record(1, 3 + i, &Expansion::NoGain);
         }
-        assert!((s.epsilon() - 0.3).abs() < 1e-12, "the window forgets the old gain");
+        assert!(
+            (s.epsilon() - 0.3).abs() < 1e-12,
+            "the window forgets the old gain"
+        );
         // Neither n/a steps nor infrastructure failures move ε.
         s.record(1, 7, &Expansion::NotApplicable);
         s.record(1, 7, &Expansion::Infra);
@@ -669,9 +687,8 @@ mod tests {
             (fake.log, s.best().text.clone())
         };
         assert_eq!(trace(5), trace(5));
-        let distinct: std::collections::BTreeSet<String> = (0..8)
-            .map(|seed| format!("{:?}", trace(seed).0))
-            .collect();
+        let distinct: std::collections::BTreeSet<String> =
+            (0..8).map(|seed| format!("{:?}", trace(seed).0)).collect();
         assert!(distinct.len() > 1, "the seed drives the exploration");
     }
 
@@ -727,8 +744,12 @@ mod tests {
             t += 40;
             now
         };
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let why = rt.block_on(drive(&mut s, &b, &mut fake, &mut clock)).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let why = rt
+            .block_on(drive(&mut s, &b, &mut fake, &mut clock))
+            .unwrap();
         assert_eq!(why, "the time budget of 100 s was spent (2.0 min elapsed)");
         assert_eq!(fake.log.len(), 3);
         // The best version so far is still the answer.
@@ -754,7 +775,9 @@ mod tests {
         }
         let mut s = Search::new("a", "a", None, 0);
         let mut e = NaThenStop(0);
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         let mut clock = || Duration::ZERO;
         let why = rt.block_on(drive(&mut s, &steps(2), &mut e, &mut clock));
         assert_eq!(why.as_deref(), Some("cancelled"));

@@ -288,6 +288,7 @@ impl LlmCoder {
     /// `n` replies for the step, asked for at once at [`sample_temperatures`]; as many as
     /// the budget allows (at least one attempt, which fails if the budget is spent).
     /// Each comes back with its temperature.
+    #[allow(clippy::result_large_err)]
     pub async fn rewrite_samples(
         &self,
         budget: &mut Budget,
@@ -354,6 +355,7 @@ impl LlmCoder {
         self.parse(input, reply)
     }
 
+    #[allow(clippy::result_large_err)]
     fn parse(&self, input: &CoderInput, reply: Reply) -> Result<CodeReply, LlmStepError> {
         parse_code_reply_with_spec(
             &reply.text,

@@ -376,7 +376,11 @@ fn strategy_replies_parse() {
         &catalog(),
     )
     .unwrap();
-    assert_eq!((empty.touches, empty.launch), (None, None), "blank or not text: left out");
+    assert_eq!(
+        (empty.touches, empty.launch),
+        (None, None),
+        "blank or not text: left out"
+    );
 }
 
 #[test]

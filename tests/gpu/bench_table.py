@@ -35,8 +35,10 @@ def run_times(path):
     start = next((s["before_ms"] for s in steps if s.get("before_ms")), None)
     if start is None:
         return None
-    cum = steps[-1]["cumulative"] if steps else 1.0
-    accepted = [f"{s['strategy_id']}({s['accepted']})" for s in steps if s["outcome"] == "accepted"]
+    # The answer is the best version of the run's tree (older runs: the last step's).
+    cum = run.get("best_speedup", steps[-1]["cumulative"] if steps else 1.0)
+    accepted = [f"{s['strategy_id']}({s['accepted']})" for s in steps
+                if s["outcome"] == "accepted" and s.get("on_best_path", True)]
     return start, start / cum, accepted
 
 

@@ -18,7 +18,8 @@ log="$(mktemp -d)"
 trap 'rm -rf "$log"' EXIT
 # KERNEL_LSP_GPU_PARTS picks sections (default all): tests (the GPU tests), bench
 # (`kernel-lsp bench` on the examples), optimize (the no-LLM benchmark: optimize every
-# example, PyTorch baselines, the table), compare (Triton fidelity, KernelBench). Each
+# example, PyTorch baselines, the table), compare (Triton fidelity, KernelBench), ncu
+# (Nsight Compute recordings for the profile parser; not in the default set). Each
 # section stays under ten minutes on an H100, so they can run as separate commands.
 parts=" ${KERNEL_LSP_GPU_PARTS:-tests bench optimize compare} "
 part() { [[ "$parts" == *" $1 "* ]]; }
@@ -88,6 +89,11 @@ echo "== PyTorch baselines"
 timeout 300 python3 "$here/torch_baselines.py" 2>&1 | tee "$log/torch.txt"
 ( cd "$work" && "$KERNEL_LSP_BIN" report matmul_naive.cu -o "$log/report-matmul.html" ) 2>&1
 if [[ -n "${OUT:-}" ]]; then cp "$log"/opt-*.json "$log"/report-*.html "$log/policy/policy.json" "$OUT/" 2>/dev/null; fi
+fi
+
+if part ncu; then
+echo "== Nsight Compute recordings (tests/gpu/ncu_record.sh)"
+bash "$here/ncu_record.sh" 2>&1 | tee "$log/ncu.txt"
 fi
 
 kb_rc=0

@@ -947,6 +947,26 @@ impl Runner<'_, '_> {
             Expansion::NotApplicable
         } else if infra_failure {
             Expansion::Infra
+        } else if let Some(twin) = accepted
+            .as_ref()
+            .and_then(|(_, h)| tree.nodes.iter().find(|n| n.kernel_hash == *h))
+        {
+            // The same version is already in the tree (a step repeated on an earlier
+            // version after backtracking): no new node.
+            record.outcome = Outcome::NoGain;
+            record.accepted = None;
+            record.kernel_after = None;
+            record.cumulative = node.cumulative;
+            record.candidates.push(CandidateRecord {
+                label: "tree".into(),
+                verified: true,
+                median_ms: record.best_ms,
+                message: Some(format!(
+                    "the winner is the same kernel text as v{}, already in the tree",
+                    twin.id
+                )),
+            });
+            Expansion::NoGain
         } else if let Some((text, kernel_hash)) = accepted {
             record.child = Some(tree.nodes.len());
             Expansion::Improved {
@@ -986,7 +1006,10 @@ impl Runner<'_, '_> {
                 }
             }
         }
-        if !infra_failure && record.outcome != Outcome::Accepted && !cut_short {
+        // A step is not repeated on the same version: after a failure or no gain it
+        // would fail again, and after a gain it would make the same child again (when
+        // the search comes back to this version).
+        if !infra_failure && !cut_short {
             self.tried
                 .insert((record.strategy_id.clone(), current.kernel_hash.clone()));
         }

@@ -295,7 +295,7 @@ pub fn trees(steps: &[StepRecord]) -> Vec<String> {
                             .pick
                             .as_deref()
                             .filter(|p| *p != "best")
-                            .map_or(String::new(), |p| format!(", {p}"));
+                            .map_or(String::new(), |p| format!(" ({p})"));
                         format!("{} {}{pick}", s.strategy_id, s.outcome.label())
                     })
                     .collect();

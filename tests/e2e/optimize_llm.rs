@@ -402,6 +402,10 @@ fn samples_are_asked_at_once_duplicates_are_dropped_and_the_fastest_is_kept() {
     assert_eq!(step["llm"]["calls"], 4, "{step}");
     assert_eq!(step["llm"]["input_tokens"], 400, "{step}");
     assert_eq!(run["llm"]["output_tokens"], 200, "{run}");
+    assert!(
+        err.contains("step 1: models so far: 4 model calls, 400 tokens in, 200 out"),
+        "the progress shows the tokens: {err}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -500,6 +504,10 @@ fn a_tree_run_backtracks_from_a_stalled_branch() {
         .unwrap();
     let tree = String::from_utf8_lossy(&report.stdout);
     assert!(tree.contains("add_kernel: run of "), "{tree}");
+    assert!(
+        tree.contains("8 model calls, 800 tokens in, 400 out"),
+        "{tree}"
+    );
     assert!(tree.contains("├─ v1") || tree.contains("└─ v1"), "{tree}");
     assert!(tree.contains("tried: free failed, free failed"), "{tree}");
     assert!(tree.contains("★"), "the winning path is marked: {tree}");

@@ -823,6 +823,10 @@ impl Runner<'_, '_> {
             step_spent.add(&budget);
             self.spent.add(&budget);
             record.llm = Some(step_spent);
+            stage(format!(
+                "step {step_no}: models so far: {}",
+                self.spent.describe()
+            ));
         }
         // The coder could not be reached at all (endpoint, key, budget): not the step's
         // fault, so the policy learns nothing and the step is not marked as tried.

@@ -246,9 +246,25 @@ pub fn trees(steps: &[StepRecord]) -> Vec<String> {
                 .filter(|s| s.outcome != Outcome::NotApplicable)
                 .count();
             let versions = 1 + rs.iter().filter(|s| s.child.is_some()).count();
+            let mut spent = super::LlmSpent::default();
+            let mut models = false;
+            for l in rs.iter().filter_map(|s| s.llm.as_ref()) {
+                models = true;
+                spent.calls += l.calls;
+                spent.input_tokens += l.input_tokens;
+                spent.output_tokens += l.output_tokens;
+                if let Some(c) = l.cost_usd {
+                    *spent.cost_usd.get_or_insert(0.0) += c;
+                }
+            }
             let mut out = format!(
-                "run of {}: {counted} steps, {versions} versions{}\n",
+                "run of {}: {counted} steps, {versions} versions{}{}\n",
                 utc(run),
+                if models {
+                    format!(", {}", spent.describe())
+                } else {
+                    String::new()
+                },
                 best.map_or(", no faster version".to_string(), |(c, x)| format!(
                     ", best v{c} at {x:.2}× over the start"
                 ))

@@ -47,6 +47,17 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/atomics/scatter.cu",
         "segment_sum",
     ),
+    ("block_reduce", "examples/reduce_sum.cu", "reduce_tree"),
+    (
+        "block_reduce",
+        "tests/fixtures/rewrites/reduce/sums.cu",
+        "sum_tree",
+    ),
+    (
+        "block_reduce",
+        "tests/fixtures/rewrites/reduce/sums.cu",
+        "dot",
+    ),
     ("transpose_tile", "examples/transpose.cu", "transpose"),
     (
         "transpose_tile",

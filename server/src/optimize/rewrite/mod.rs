@@ -18,6 +18,7 @@
 //! one-element-per-thread shape).
 
 mod access;
+mod block_reduce;
 mod block_size;
 mod check;
 mod coarsen;
@@ -103,6 +104,7 @@ pub const IDS: &[&str] = &[
     "triton_swizzle",
     "triton_configs",
     "coarsen",
+    "block_reduce",
 ];
 
 /// Run one embedded rewrite. `Ok` always holds at least one candidate whose text differs
@@ -128,6 +130,7 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         "triton_swizzle" => triton_swizzle::triton_swizzle(cx),
         "triton_configs" => triton_configs::triton_configs(cx),
         "coarsen" => coarsen::coarsen(cx),
+        "block_reduce" => block_reduce::block_reduce(cx),
         other => return Err(RewriteError::Unknown(other.to_string())),
     }?;
     let out: Vec<Candidate> = out.into_iter().filter(|c| c.text != cx.text).collect();

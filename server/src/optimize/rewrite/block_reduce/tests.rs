@@ -1,0 +1,138 @@
+use expect_test::expect;
+use serde_json::json;
+
+use super::super::check::testing::{cuda, labels, not_applicable, show};
+use crate::syntax::Lang;
+
+const SUMS: &str = include_str!("../../../../../tests/fixtures/rewrites/reduce/sums.cu");
+const REDUCE: &str = include_str!("../../../../../examples/reduce_sum.cu");
+
+/// The rewritten kernel up to its grid-stride loop; the block's combine after it is the
+/// same for every kernel (shown whole once, for the example) and is checked here.
+fn one(src: &str, kernel: &str) -> String {
+    let out = cuda(src, kernel, "block_reduce", json!({ "blocks_per_sm": [8] }))
+        .unwrap_or_else(|e| panic!("{kernel}: {e}"));
+    assert_eq!(out.len(), 1, "{:?}", labels(&out));
+    let all = show(Lang::Cuda, src, &out[0], kernel);
+    let at = all
+        .find("    for (int offset = 16;")
+        .expect("the warp shuffles");
+    let tail = &all[at..];
+    assert!(tail.contains("__syncthreads();"), "{tail}");
+    assert!(
+        tail.contains("__shfl_down_sync(0xffffffffu, acc, offset)"),
+        "{tail}"
+    );
+    assert!(tail.contains("if (threadIdx.x == 0) atomicAdd("), "{tail}");
+    all[..at].to_string()
+}
+
+#[test]
+fn the_examples_shared_memory_tree_becomes_shuffles_and_one_atomic_per_block() {
+    let out = cuda(REDUCE, "reduce_tree", "block_reduce", json!({})).unwrap();
+    assert_eq!(
+        labels(&out),
+        [
+            "grid-stride sum, warp shuffles, one atomic per block, grid <= 4 * sms",
+            "grid-stride sum, warp shuffles, one atomic per block, grid <= 8 * sms",
+            "grid-stride sum, warp shuffles, one atomic per block, grid <= 16 * sms"
+        ]
+    );
+    expect![[r#"
+        // @bench n = 1 << 22, 1000
+        // @bench x: in f16[n] ~ uniform(0, 1); out: inout f32[1] ~ zeros
+        // @bench tune BLOCK in [128, 256, 512]
+        // @bench grid = min(cdiv(n, BLOCK), sms * 8); block = BLOCK; smem = BLOCK * 4
+        // @bench atol = 1e-1; rtol = 1e-3
+        // @bench reference = reduce_naive
+        extern "C" __global__ void reduce_tree(int n, const __half* x, float* out) {
+            float acc = 0;
+            for (int i = blockIdx.x * BLOCK + threadIdx.x; i < n; i += gridDim.x * BLOCK) {
+                acc += (i < n ? load_as_float(x, i) : 0.0f);
+            }
+            for (int offset = 16; offset > 0; offset >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, offset);
+            __shared__ float warp_sums[32];
+            if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = acc;
+            __syncthreads();
+            if (threadIdx.x < 32) {
+                acc = threadIdx.x < (blockDim.x + 31) / 32 ? warp_sums[threadIdx.x] : 0;
+                for (int offset = 16; offset > 0; offset >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, offset);
+                if (threadIdx.x == 0) atomicAdd(out, acc);
+            }
+        }"#]].assert_eq(&show(Lang::Cuda, REDUCE, &out[1], "reduce_tree"));
+}
+
+#[test]
+fn an_atomic_per_element_in_several_styles() {
+    expect![[r#"
+        // @bench n = 1 << 22, 1000
+        // @bench x: in f16[n] ~ uniform(0, 1); out: inout f32[1] ~ zeros
+        // @bench grid = min(cdiv(n, 256), sms * 8); block = 256
+        // @bench atol = 1e-1; rtol = 1e-3
+        extern "C" __global__ void reduce_naive(int n, const __half* x, float* out) {
+            float acc = 0;
+            for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+                if (i < n) acc += (load_as_float(x, i));
+            }
+    "#]].assert_eq(&one(REDUCE, "reduce_naive"));
+    expect![[r#"
+        // @bench n = 1 << 20, 1000
+        // @bench x: in f32[n] ~ uniform(-1, 1); out: inout f32[1] ~ zeros
+        // @bench grid = min(cdiv(n, 256), sms * 8); block = 256
+        // @bench atol = 1e-1; rtol = 1e-3
+        extern "C" __global__ void sum_squares(const float* x, float* out, int n) {
+            float acc = 0;
+            for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+                if (i < n) acc += (x[i] * x[i]);
+            }
+    "#]].assert_eq(&one(SUMS, "sum_squares"));
+    expect![[r#"
+        // @bench n = 1 << 20, 4097
+        // @bench a: in f32[n]; b: in f32[n]; result: inout f32[1] ~ zeros
+        // @bench grid = min(cdiv(n, 128), sms * 8); block = 128
+        // @bench atol = 1e-1; rtol = 1e-3
+        extern "C" __global__ void dot(int n, const float* a, const float* b, float* result) {
+            float acc = 0;
+            for (int i = threadIdx.x + blockDim.x * blockIdx.x; i < n; i += gridDim.x * blockDim.x) {
+                if (i >= n) continue;
+                float p = a[i] * b[i];
+                acc += (p);
+            }
+    "#]].assert_eq(&one(SUMS, "dot"));
+    expect![[r#"
+        // @bench n = 1 << 20, 999
+        // @bench x: in f32[n] ~ uniform(-1, 1); count: inout u32[1] ~ zeros
+        // @bench grid = min(cdiv(n, 512), sms * 8); block = 512
+        extern "C" __global__ void count_positive(const float* x, unsigned int* count, int n) {
+            unsigned int acc = 0;
+            for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+                if (i < n && x[i] > 0.0f) acc += (1u);
+            }
+    "#]].assert_eq(&one(SUMS, "count_positive"));
+}
+
+#[test]
+fn a_classic_tree_with_a_static_array_and_braces() {
+    expect![[r#"
+        // @bench n = 1 << 20, 777
+        // @bench x: in f32[n] ~ uniform(0, 1); out: inout f32[1] ~ zeros
+        // @bench grid = min(cdiv(n, 256), sms * 8); block = 256
+        // @bench atol = 1e-1; rtol = 1e-3
+        extern "C" __global__ void sum_tree(const float* __restrict__ x, float* __restrict__ out, unsigned int n) {
+            float acc = 0;
+            for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+                acc += ((i < n) ? x[i] : 0.0f);
+            }
+    "#]].assert_eq(&one(SUMS, "sum_tree"));
+}
+
+#[test]
+fn what_is_not_one_sum_is_refused_with_the_reason() {
+    let why = |k: &str| not_applicable(cuda(SUMS, k, "block_reduce", json!({})));
+    expect!["`max_tree` is not a block-reducible sum: the tree combines with `m[threadIdx.x] = fmaxf(m[threadIdx.x], m[threadIdx.x + s])`; block_reduce only sums"].assert_eq(&why("max_tree"));
+    expect!["`scatter` is not a block-reducible sum: the atomic's address `&hist[x[i]]` depends on `i`: that is a scatter, not one sum"].assert_eq(&why("scatter"));
+    expect!["`partials` is not a block-reducible sum: it has 0 `atomicAdd` calls; block_reduce needs exactly one, adding the block's or the element's value to one place"].assert_eq(&why("partials"));
+    expect!["`odd_block` is not a block-reducible sum: a case launches blocks of 100 threads; the warp shuffles need a multiple of 32"].assert_eq(&why("odd_block"));
+    let saxpy = include_str!("../../../../../examples/saxpy.cu");
+    expect!["`saxpy` is not a block-reducible sum: it has 0 `atomicAdd` calls; block_reduce needs exactly one, adding the block's or the element's value to one place"].assert_eq(&not_applicable(cuda(saxpy, "saxpy", "block_reduce", json!({}))));
+}

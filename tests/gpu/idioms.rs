@@ -109,6 +109,10 @@ fn source(file: &str) -> &'static str {
         "examples/transpose.cu" => include_str!("../../examples/transpose.cu"),
         "examples/matmul_naive.cu" => include_str!("../../examples/matmul_naive.cu"),
         "examples/saxpy.cu" => include_str!("../../examples/saxpy.cu"),
+        "examples/reduce_sum.cu" => include_str!("../../examples/reduce_sum.cu"),
+        "tests/fixtures/rewrites/reduce/sums.cu" => {
+            include_str!("../fixtures/rewrites/reduce/sums.cu")
+        }
         "examples/matmul.py" => include_str!("../../examples/matmul.py"),
         "tests/fixtures/rewrites/rows/row_stats.cu" => {
             include_str!("../fixtures/rewrites/rows/row_stats.cu")
@@ -207,7 +211,7 @@ fn gpu_idiom_cases_have_candidates_that_plan_without_a_gpu() {
         *per_idiom.entry(id).or_default() += 1;
     }
     assert!(per_idiom.values().all(|n| *n >= 2), "{per_idiom:?}");
-    assert_eq!(per_idiom.len(), 7, "every idiom: {per_idiom:?}");
+    assert_eq!(per_idiom.len(), 8, "every idiom: {per_idiom:?}");
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod document;
 pub mod lsp;
 pub mod optimize;
+pub mod profile;
 pub mod settings;
 pub mod spec;
 pub mod syntax;

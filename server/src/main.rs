@@ -31,6 +31,9 @@ enum Command {
     /// table per step, append to `.kernel-lsp/` history, and with --apply write the best
     /// verified version back (backup kept).
     Optimize(kernel_lsp::cli::optimize::OptimizeArgs),
+    /// Profile one kernel with Nsight Compute (`ncu`) on this machine: a table of
+    /// throughput, occupancy, stalls and access metrics, and a one-line diagnosis.
+    Profile(kernel_lsp::cli::profile::ProfileArgs),
     /// Write a kernel's optimization history as an HTML page with an SVG chart of the
     /// time per step and the table of every attempt.
     Report(kernel_lsp::cli::report::ReportArgs),
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => kernel_lsp::cli::bench::run(&args),
         Command::Optimize(args) => kernel_lsp::cli::optimize::run(&args),
         Command::Report(args) => kernel_lsp::cli::report::run(&args),
+        Command::Profile(args) => kernel_lsp::cli::profile::run(&args),
         Command::Device(args) => kernel_lsp::cli::device::run(&args),
         Command::Health(args) => kernel_lsp::cli::health::run(&args),
         Command::Worker => kernel_lsp::worker::serve::run(),

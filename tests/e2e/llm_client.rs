@@ -130,6 +130,12 @@ fn strategy_input() -> StrategyInput {
         timing: "median 0.152 ms (no baseline yet)".into(),
         history: "(none)".into(),
         catalog: "- restrict_const: ...\n- launch_bounds: ...".into(),
+        // As `optimize --profile` fills it, from the recorded H100 profile of saxpy.
+        profile: {
+            let all = kernel_lsp::profile::parse_raw_csv(include_str!("../fixtures/ncu/saxpy.csv"))
+                .expect("the fixture parses");
+            format!("Diagnosis: {}\n", all[0].diagnosis())
+        },
     }
 }
 
@@ -239,6 +245,13 @@ async fn anthropic_wire_format_and_a_recorded_strategy_reply() {
     );
     assert!(!r.headers.contains_key("authorization"));
     assert_eq!(r.body["model"], "test-model");
+    let user = r.body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        user.contains("## Profile (Nsight Compute)\nDiagnosis: memory-bound at 79% of DRAM peak; 89% of stalls are long scoreboard"),
+        "the strategist sees the profile: {user}"
+    );
     assert!(r.body["system"]
         .as_str()
         .unwrap()
@@ -600,6 +613,6 @@ async fn prompt_folder_overrides_and_bad_placeholders() {
     std::fs::remove_dir_all(&dir).ok();
     assert_eq!(
         err,
-        format!("{}:6: unknown placeholder `{{{{speedup}}}}`; strategy.md knows kernel_name, lang, kernel_unit, spec, facts, device, timing, history, catalog", dir.join("strategy.md").display())
+        format!("{}:6: unknown placeholder `{{{{speedup}}}}`; strategy.md knows kernel_name, lang, kernel_unit, spec, facts, device, timing, history, catalog, profile", dir.join("strategy.md").display())
     );
 }

@@ -14,6 +14,8 @@ mod gpu;
 mod gpu_cheats;
 #[path = "../gpu/llm_experts.rs"]
 mod gpu_llm;
+#[path = "../gpu/profile.rs"]
+mod gpu_profile;
 mod health;
 mod llm_client;
 mod llm_server;

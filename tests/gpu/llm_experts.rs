@@ -67,7 +67,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
              mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 ```"#;
 
-fn gpu_present(test: &str) -> bool {
+pub(crate) fn gpu_present(test: &str) -> bool {
     let mut b = kernel_lsp::worker::cuda::CudaBackend::new();
     let s = kernel_lsp::worker::backend::Backend::status(&mut b);
     if s.available {
@@ -87,7 +87,7 @@ fn gpu_present(test: &str) -> bool {
     false
 }
 
-fn kernel_lsp(dir: &Path, args: &[&str]) -> (Value, String) {
+pub(crate) fn kernel_lsp(dir: &Path, args: &[&str]) -> (Value, String) {
     // The GPU machine's copy (tests/gpu/run.sh) or this build's.
     let bin = std::env::var("KERNEL_LSP_BIN")
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_kernel-lsp").to_string());

@@ -32,7 +32,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 tests_rc=0
 if part tests; then
 echo "== GPU tests"
-KERNEL_LSP_PYTHON="${KERNEL_LSP_PYTHON:-python3}" KERNEL_LSP_EXAMPLES="$here/../../examples" KERNEL_LSP_REQUIRE_GPU=1 "$KERNEL_LSP_E2E" gpu:: gpu_cheats:: gpu_llm:: --skip gpu_illegal_address --test-threads=1 --nocapture 2>&1 | tee "$log/tests.txt"
+KERNEL_LSP_PYTHON="${KERNEL_LSP_PYTHON:-python3}" KERNEL_LSP_EXAMPLES="$here/../../examples" KERNEL_LSP_REQUIRE_GPU=1 "$KERNEL_LSP_E2E" gpu:: gpu_cheats:: gpu_llm:: gpu_profile:: --skip gpu_illegal_address --test-threads=1 --nocapture 2>&1 | tee "$log/tests.txt"
 tests_rc=${PIPESTATUS[0]}
 if [[ -n "${KERNEL_LSP_LIB:-}" ]]; then
   KERNEL_LSP_REQUIRE_GPU=1 "$KERNEL_LSP_LIB" gpu_ --test-threads=1 --nocapture 2>&1 | tee "$log/tests-lib.txt"
@@ -128,6 +128,7 @@ while read -r _ ex _ rc; do printf '%-44s %s\n' "bench examples/$ex" "exit $rc";
 printf '%-44s %s\n' "Triton fidelity" "${fidelity:-n/a}"
 printf '%-44s %s\n' "kernel-lsp compile+verify+time (median ms)" "${ours:-n/a} at 2^20 ($(grep -o 'TURNAROUND_PARTS.*' "$log/tests.txt" | tail -1 | cut -d' ' -f2-)); ${ours24:-n/a} at 2^24 ($(grep -o 'TURNAROUND_24_PARTS.*' "$log/tests.txt" | tail -1 | cut -d' ' -f2-))"
 printf '%-44s %s\n' "KernelBench-style at 2^24 (ms)" "${theirs24:-n/a}"
+grep -ho 'PROFILE\(D_OPT\)\? .*' "$log/tests.txt" 2>/dev/null | while read -r l; do printf '%-44s %s\n' "profile" "$l"; done
 printf '%-44s %s\n' "anti-cheat rejections seen" "$(grep -o 'CHEAT gpu_[a-z_]*' "$log/tests.txt" | sort -u | wc -l)"
 printf '%-44s %s\n' "KernelBench load_inline+check+time (ms)" "${theirs:-n/a} (compile ${kb_compile:-n/a} ms, exit ${kb_rc})"
 if [[ -n "${ours:-}" && -n "${theirs:-}" ]]; then

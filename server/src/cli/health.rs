@@ -121,6 +121,8 @@ pub struct HealthReport {
     pub config: Check,
     pub nvrtc: Check,
     pub ptxas: Check,
+    /// Nsight Compute, for `kernel-lsp profile` and profile facts.
+    pub ncu: Check,
     pub worker: WorkerCheck,
     pub cuda: Check,
     pub triton: Check,
@@ -205,6 +207,7 @@ pub fn run(args: &HealthArgs) -> ExitCode {
         config,
         nvrtc: nvrtc_check(&tc.0),
         ptxas: ptxas_check(&tc.0, tc.1.as_deref()),
+        ncu: ncu_check(super::profile::locate_ncu(None).as_deref()),
         worker,
         cuda,
         triton,
@@ -333,6 +336,17 @@ pub fn nvrtc_check(tc: &Toolchain) -> Check {
         Err(e) => Check::new(
             Level::Warn,
             format!("{e}. Without it kernels are parsed and specs checked, but not compiled"),
+        ),
+    }
+}
+
+/// The Nsight Compute finding (a missing ncu is a warning: profiles are optional).
+pub fn ncu_check(ncu: Option<&std::path::Path>) -> Check {
+    match ncu {
+        Some(p) => Check::new(Level::Ok, format!("ncu at {} (`kernel-lsp profile` works on this machine)", p.display())),
+        None => Check::new(
+            Level::Warn,
+            "ncu (Nsight Compute) not found, so no profiles: `kernel-lsp profile` refuses and the strategy decides from timings and the roofline. Install Nsight Compute (part of the CUDA toolkit), put ncu on PATH, or set KERNEL_LSP_NCU",
         ),
     }
 }
@@ -492,6 +506,7 @@ pub fn render_text(r: &HealthReport) -> String {
     line("config", &r.config);
     line("nvrtc", &r.nvrtc);
     line("ptxas", &r.ptxas);
+    line("ncu", &r.ncu);
     line("worker", &r.worker.check);
     line("cuda", &r.cuda);
     line("triton", &r.triton);
@@ -613,6 +628,7 @@ mod tests {
             config: Check::new(Level::Ok, "defaults"),
             nvrtc: nvrtc_check(&tc),
             ptxas: ptxas_check(&tc, None),
+            ncu: ncu_check(None),
             worker,
             cuda,
             triton,
@@ -624,6 +640,7 @@ mod tests {
             ok    config: defaults
             warn  nvrtc: locating NVRTC: test. Without it kernels are parsed and specs checked, but not compiled
             warn  ptxas: ptxas not found, so no register or spill counts. Install the nvidia-cuda-nvcc-cu12 wheel or the CUDA toolkit, or set kernel-lsp.ptxasPath
+            warn  ncu: ncu (Nsight Compute) not found, so no profiles: `kernel-lsp profile` refuses and the strategy decides from timings and the roofline. Install Nsight Compute (part of the CUDA toolkit), put ncu on PATH, or set KERNEL_LSP_NCU
             ok    worker: started (kernel-lsp 0.1.0, protocol 1); GPU NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)
             ok    cuda: CUDA backend: driver 12.8
             warn  triton: Triton backend unavailable: cannot import torch

@@ -5,4 +5,5 @@ pub mod check;
 pub mod device;
 pub mod health;
 pub mod optimize;
+pub mod profile;
 pub mod report;

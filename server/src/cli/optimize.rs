@@ -58,6 +58,11 @@ pub struct OptimizeArgs {
     /// `.kernel-lsp/settings.json` at the workspace root, if it exists).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Profile each version of the tree once with Nsight Compute (`ncu` on this
+    /// machine): its diagnosis and metrics become facts for the policy and part of the
+    /// strategist's prompt. Never on the timing path.
+    #[arg(long)]
+    pub profile: bool,
     /// Keep the strategy policy in memory only (do not read or update the learned state
     /// in the user data folder).
     #[arg(long)]
@@ -144,6 +149,21 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
         setup.prefer_coder = args.llm_coder_always;
         opts.llm = Some(setup);
     }
+    if args.profile {
+        let ncu = super::profile::locate_ncu(None).ok_or_else(|| {
+            format!("{shown}: error: --profile: Nsight Compute (`ncu`) was not found; install it, put it on PATH, or set KERNEL_LSP_NCU")
+        })?;
+        let file = args.file.clone();
+        let name = kernel.clone();
+        opts.profiler = Some(std::sync::Arc::new(move |text: String| {
+            let (ncu, file, name) = (ncu.clone(), file.clone(), name.clone());
+            Box::pin(async move {
+                tokio::task::spawn_blocking(move || profile_text(&ncu, &file, &name, &text))
+                    .await
+                    .map_err(|e| format!("the profiler task failed: {e}"))?
+            })
+        }));
+    }
     let config = super::device::pool_config(args.worker.as_deref())?;
     let rt = super::device::runtime()?;
     let pool = WorkerPool::new(config);
@@ -207,6 +227,34 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
         eprintln!("{kernel}: no verified improvement; the file is unchanged");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Profile one version: its text goes to a hidden file next to FILE (so its includes
+/// resolve the same way), which is removed after.
+fn profile_text(
+    ncu: &std::path::Path,
+    file: &std::path::Path,
+    kernel: &str,
+    text: &str,
+) -> Result<crate::profile::Profile, String> {
+    let stem = file
+        .file_stem()
+        .map_or("kernel".into(), |n| n.to_string_lossy().to_string());
+    // The extension picks the language.
+    let ext = file
+        .extension()
+        .map_or("cu".into(), |e| e.to_string_lossy().to_string());
+    let tmp = file.with_file_name(format!(
+        ".{stem}.kernel-lsp-profile-{}.{ext}",
+        std::process::id()
+    ));
+    std::fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    let r = super::profile::profile_file(ncu, &tmp, kernel);
+    let _ = std::fs::remove_file(&tmp);
+    let all = r?;
+    crate::profile::pick(&all)
+        .cloned()
+        .ok_or_else(|| "ncu profiled no launch".to_string())
 }
 
 /// `300`, `90s`, `10m`, `1.5h`.

@@ -215,7 +215,17 @@ pub struct OptimizeOptions {
     pub verify: crate::settings::VerifySettings,
     /// Limits beyond the step count: wall time, model calls, tokens.
     pub budget: RunBudget,
+    /// Profiles a version (its whole file text) with Nsight Compute, once per version
+    /// of the tree, for the facts and the strategist (`optimize --profile`).
+    pub profiler: Option<Profiler>,
 }
+
+/// A version's file text in, its profile out (or why not).
+pub type Profiler = Arc<
+    dyn Fn(String) -> futures::future::BoxFuture<'static, Result<crate::profile::Profile, String>>
+        + Send
+        + Sync,
+>;
 
 /// A run's limits beyond `steps`; `None` is no limit.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -262,6 +272,7 @@ impl OptimizeOptions {
                 ..Default::default()
             },
             budget: RunBudget::default(),
+            profiler: None,
         }
     }
 }
@@ -353,8 +364,10 @@ pub async fn optimize(
         warnings,
         strategist_down: false,
         timings: Default::default(),
+        profiles: Default::default(),
         spent: LlmSpent::default(),
         run_id,
+        started,
         on,
     };
     let mut search = search::Search::new(text, &start.kernel_hash, None, opts.seed);
@@ -449,8 +462,11 @@ struct Runner<'a, 'o> {
     strategist_down: bool,
     /// The last timing of each version of the tree.
     timings: std::collections::HashMap<usize, Timing>,
+    /// Each version's profile, or why it has none (taken once per version).
+    profiles: std::collections::HashMap<usize, Result<crate::profile::Profile, String>>,
     spent: LlmSpent,
     run_id: u64,
+    started: std::time::Instant,
     on: &'o mut (dyn FnMut(Event<'_>) + Send),
 }
 
@@ -574,9 +590,38 @@ impl Runner<'_, '_> {
                 .await
             {
                 if let Some(r) = c.registers {
-                    facts.set_resources(r, 0);
+                    facts.set_resources(r, u64::from(c.local_bytes.unwrap_or(0)));
                 }
             }
+        }
+        if let Some(profiler) = &opts.profiler {
+            if !self.profiles.contains_key(&sel.node) {
+                let short = opts.budget.wall.is_some_and(|w| {
+                    w.saturating_sub(self.started.elapsed()) < std::time::Duration::from_secs(60)
+                });
+                let got = if short {
+                    Err("skipped: less than a minute of the time budget is left".to_string())
+                } else {
+                    (self.on)(Event::Stage(format!(
+                        "step {step_no}: profiling version {} with Nsight Compute",
+                        sel.node
+                    )));
+                    profiler(current_text.clone()).await
+                };
+                if let Err(e) = &got {
+                    self.warnings
+                        .push(format!("version {} was not profiled: {e}", sel.node));
+                }
+                self.profiles.insert(sel.node, got);
+            }
+        }
+        let profile = self
+            .profiles
+            .get(&sel.node)
+            .and_then(|p| p.as_ref().ok())
+            .cloned();
+        if let Some(p) = &profile {
+            facts.set_profile(p.clone());
         }
         let excluded: BTreeSet<String> = self
             .tried
@@ -613,6 +658,19 @@ impl Runner<'_, '_> {
             String::new()
         };
         let history = self.history_for(tree, sel.node);
+        let profile_text = match self.profiles.get(&sel.node) {
+            Some(Ok(p)) => {
+                let mut s = format!("Diagnosis: {}\n", p.diagnosis());
+                for (k, v) in p.table() {
+                    s.push_str(&format!("- {k}: {v}\n"));
+                }
+                s
+            }
+            Some(Err(e)) => format!("(no profile: {e})"),
+            None => {
+                "(no profile: run `optimize --profile` on a machine with Nsight Compute)".into()
+            }
+        };
         let cx = StepContext {
             hello,
             text: &current_text,
@@ -634,7 +692,17 @@ impl Runner<'_, '_> {
         if let Some(setup) = &opts.llm {
             if setup.strategist.is_some() && !self.strategist_down && proposal.is_none() {
                 (self.on)(Event::Stage(format!("step {step_no}{where_}: proposing")));
-                match llm_propose(setup, &mut budget, &cx, &history, &arms, &excluded).await {
+                match llm_propose(
+                    setup,
+                    &mut budget,
+                    &cx,
+                    &history,
+                    &profile_text,
+                    &arms,
+                    &excluded,
+                )
+                .await
+                {
                     Ok(p) => proposal = Some(p),
                     Err(e) => {
                         // One warning; the embedded policy picks for the rest of the run.
@@ -652,7 +720,11 @@ impl Runner<'_, '_> {
                 Some(c) => llm::Proposal {
                     id: c.id,
                     params: Default::default(),
-                    rationale: c.rationale,
+                    // The measured bound the choice was made under.
+                    rationale: match &profile {
+                        Some(p) => format!("{} (profile: {})", c.rationale, p.short()),
+                        None => c.rationale,
+                    },
                     ..Default::default()
                 },
                 None => {
@@ -1214,6 +1286,7 @@ async fn llm_propose(
     budget: &mut llm::Budget,
     cx: &StepContext<'_>,
     history: &str,
+    profile: &str,
     arms: &[&Strategy],
     excluded: &BTreeSet<String>,
 ) -> Result<llm::Proposal, String> {
@@ -1248,6 +1321,7 @@ async fn llm_propose(
             )
         }),
         history: history.to_string(),
+        profile: profile.to_string(),
         catalog: sub.describe_for_model(&refs),
     };
     let p = strategist

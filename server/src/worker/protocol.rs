@@ -219,6 +219,9 @@ pub struct CompileReport {
     pub cached: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registers: Option<u32>,
+    /// Local memory per thread in bytes (spills and local arrays), from the driver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_bytes: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -512,6 +512,7 @@ mod tests {
                     compile_ms: 1.0,
                     cached: false,
                     registers: Some(16),
+                    local_bytes: Some(0),
                 })),
             }
         }

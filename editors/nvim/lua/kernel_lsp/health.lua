@@ -126,6 +126,9 @@ function M.check()
   report("worker", rep.worker)
   report("cuda", rep.cuda)
   report("triton", rep.triton)
+  if rep.ncu then
+    report("ncu (profiles)", rep.ncu)
+  end
 
   health.start("kernel-lsp: LLM endpoints")
   if type(rep.llm) ~= "table" or #rep.llm == 0 then

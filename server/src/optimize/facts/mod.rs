@@ -145,7 +145,10 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
         ),
         "memory_bound" => ("memory-bound by the roofline", "not memory-bound"),
         "compute_bound" => ("compute-bound by the roofline", "not compute-bound"),
-        "has_spills" => ("ptxas reports register spills", "no register spills"),
+        "has_spills" => (
+            "the kernel uses local memory (register spills or a local array)",
+            "no local memory (no register spills)",
+        ),
         "register_limited_occupancy" => (
             "more than 32 registers per thread limit occupancy",
             "registers do not limit occupancy",
@@ -276,6 +279,10 @@ pub struct Facts {
     /// Achieved / peak FP32 FMA rate of the last timing (needs `flops = E`).
     pub flop_fraction: Option<f64>,
     pub device: Option<DeviceFacts>,
+    /// The version's Nsight Compute profile, when one was taken (`optimize --profile`):
+    /// its numbers decide the bound, spills and occupancy facts over the estimates.
+    #[serde(default, skip)]
+    pub profile: Option<crate::profile::Profile>,
 }
 
 /// One loop of the kernel unit.
@@ -508,8 +515,23 @@ impl Facts {
             "has_fast_math_calls" => cuda && !self.fast_math_calls.is_empty(),
             "memory_bound" => self.bound() == Some(Bound::Memory),
             "compute_bound" => self.bound() == Some(Bound::Compute),
-            "has_spills" => self.spills.is_some_and(|s| s > 0),
-            "register_limited_occupancy" => self.registers.is_some_and(|r| r > 32),
+            "has_spills" => {
+                self.spills.is_some_and(|s| s > 0)
+                    || self
+                        .profile
+                        .as_ref()
+                        .and_then(|p| p.local_sectors)
+                        .is_some_and(|s| s > 0.0)
+            }
+            "register_limited_occupancy" => match &self.profile {
+                Some(p) if p.occupancy_limiter.is_some() => {
+                    p.occupancy_limiter
+                        .as_deref()
+                        .is_some_and(|l| l.contains("registers"))
+                        && p.theoretical_occupancy_pct.is_some_and(|t| t < 100.0)
+                }
+                _ => self.registers.is_some_and(|r| r > 32),
+            },
             "program_grid_2d" => {
                 self.lang == Some(Lang::Triton) && self.thread_axes == [true, true, false]
             }
@@ -623,6 +645,17 @@ impl Facts {
     /// else a kernel that reads global memory in no loop streams each element once:
     /// memory-bound.
     fn bound(&self) -> Option<Bound> {
+        // A profile measures what bounds the kernel; the roofline only estimates it.
+        if let Some(p) = &self.profile {
+            let mem = p.dram_pct.unwrap_or(0.0).max(p.l2_pct.unwrap_or(0.0));
+            let sm = p.sm_pct.unwrap_or(0.0);
+            // Neither near its peak: latency-bound, whatever the roofline estimates.
+            return (mem.max(sm) >= 40.0).then_some(if mem >= sm {
+                Bound::Memory
+            } else {
+                Bound::Compute
+            });
+        }
         if let Some(i) = self.intensity() {
             return Some(if i < self.ridge() {
                 Bound::Memory
@@ -681,6 +714,11 @@ impl Facts {
     pub fn set_resources(&mut self, registers: u32, spills: u64) {
         self.registers = Some(registers);
         self.spills = Some(spills);
+    }
+
+    /// The version's Nsight Compute profile.
+    pub fn set_profile(&mut self, p: crate::profile::Profile) {
+        self.profile = Some(p);
     }
 
     /// The last timing: median, and achieved/peak bandwidth and FLOP rate where known.
@@ -860,8 +898,8 @@ impl Facts {
         if let Some(r) = self.registers {
             measured.push(format!("{r} registers"));
         }
-        if let Some(s) = self.spills {
-            measured.push(format!("{s} B spilled"));
+        if let Some(s) = self.spills.filter(|s| *s > 0) {
+            measured.push(format!("{s} B of local memory per thread (spills)"));
         }
         if let Some(ms) = self.last_median_ms {
             measured.push(format!("median {ms:.4} ms"));
@@ -874,6 +912,10 @@ impl Facts {
         }
         if !measured.is_empty() {
             out.push(format!("- measured: {}", measured.join(", ")));
+        }
+        if let Some(p) = &self.profile {
+            out.push(format!("- profile (Nsight Compute): {}", p.diagnosis()));
+            out.push(format!("- profile numbers: {}", p.short()));
         }
         if let Some(d) = &self.device {
             let mut s = format!(

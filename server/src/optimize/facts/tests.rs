@@ -578,3 +578,77 @@ fn idiom_facts_pick_out_their_shapes() {
     "#]]
     .assert_eq(&out);
 }
+
+/// A profile decides the bound, spill and occupancy facts over the estimates, and its
+/// diagnosis reaches the text the strategist and the coder see; the policy's context
+/// vector follows the facts.
+#[test]
+fn a_profile_overrides_the_estimates_and_reaches_the_description() {
+    let parse = |csv: &str| {
+        let all = crate::profile::parse_raw_csv(csv).expect("the recorded profile parses");
+        crate::profile::pick(&all).expect("a launch").clone()
+    };
+    let saxpy_profile = parse(include_str!("../../../../tests/fixtures/ncu/saxpy.csv"));
+    let mut f = facts_of(
+        Lang::Cuda,
+        include_str!("../../../../examples/saxpy.cu"),
+        None,
+    );
+    f.set_resources(40, 0);
+    assert_eq!(
+        f.holds("register_limited_occupancy"),
+        Some(true),
+        "estimated from 40 registers"
+    );
+    f.set_profile(saxpy_profile);
+    assert_eq!(f.holds("memory_bound"), Some(true), "79% of DRAM peak");
+    assert_eq!(
+        f.holds("register_limited_occupancy"),
+        Some(false),
+        "the profile says warps limit the blocks, at 100% theoretical occupancy"
+    );
+    let d = f.describe();
+    assert!(
+        d.contains("- profile (Nsight Compute): memory-bound at 79% of DRAM peak"),
+        "{d}"
+    );
+    assert!(
+        d.contains("- profile numbers: DRAM 79% · SM 29% · occ 76% (warps)"),
+        "{d}"
+    );
+
+    // The row softmax draft: a few blocks on a big GPU is not memory-bound, whatever the
+    // roofline estimates say about its bytes.
+    let softmax_profile = parse(include_str!(
+        "../../../../tests/fixtures/ncu/softmax_rows.csv"
+    ));
+    let mut s = facts_of(
+        Lang::Cuda,
+        include_str!("../../../../examples/softmax_rows.cu"),
+        None,
+    );
+    s.set_profile(softmax_profile.clone());
+    assert_eq!(
+        s.holds("memory_bound"),
+        Some(false),
+        "5% of DRAM, 36% of L2"
+    );
+    assert_eq!(s.holds("compute_bound"), Some(false), "1% of SM");
+    assert!(
+        s.describe()
+            .contains("latency-bound: the grid fills 3% of one wave"),
+        "{}",
+        s.describe()
+    );
+
+    // The policy's context follows: saxpy's features with a latency-bound profile lose
+    // the roofline's `memory_bound`.
+    let mut g = facts_of(
+        Lang::Cuda,
+        include_str!("../../../../examples/saxpy.cu"),
+        None,
+    );
+    let before = g.features();
+    g.set_profile(softmax_profile);
+    assert_ne!(g.features(), before, "the policy's context moved");
+}

@@ -46,6 +46,8 @@ pub struct StrategyInput {
     pub history: String,
     /// The catalog as text for the model (`Catalog::describe_for_model`).
     pub catalog: String,
+    /// The version's Nsight Compute profile (diagnosis and metrics), or why there is none.
+    pub profile: String,
 }
 
 impl StrategyInput {
@@ -60,6 +62,7 @@ impl StrategyInput {
             ("timing", self.timing.clone()),
             ("history", self.history.clone()),
             ("catalog", self.catalog.clone()),
+            ("profile", self.profile.clone()),
         ])
     }
 }

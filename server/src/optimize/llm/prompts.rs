@@ -47,6 +47,7 @@ impl Template {
                 "timing",
                 "history",
                 "catalog",
+                "profile",
             ],
             Template::Coder => &[
                 "kernel_name",

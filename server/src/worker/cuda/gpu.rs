@@ -284,6 +284,7 @@ impl Gpu {
                 registers: attr(FA::CU_FUNC_ATTRIBUTE_NUM_REGS)?,
                 static_smem: attr(FA::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)?.into(),
                 max_threads: attr(FA::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+                local_bytes: attr(FA::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?,
             })
         })()
         .map_err(|e| self.fault(e, "reading kernel attributes"))?;

@@ -14,6 +14,8 @@ pub struct KernelAttrs {
     /// The most threads per block this kernel can launch with (registers and
     /// `__launch_bounds__` included).
     pub max_threads: u32,
+    /// Local memory per thread (register spills and local arrays), in bytes.
+    pub local_bytes: u32,
 }
 
 /// How to launch once the checks pass.
@@ -156,6 +158,7 @@ mod tests {
         registers: 16,
         static_smem: 0,
         max_threads: 1024,
+        local_bytes: 0,
     };
 
     #[test]
@@ -208,6 +211,7 @@ mod tests {
             registers: 128,
             static_smem: 0,
             max_threads: 0,
+            local_bytes: 0,
         };
         let e = check_launch(&h100(), "k", [1, 1, 1], [1024, 1, 1], 0, &attrs).unwrap_err();
         assert!(e.contains("1024 threads x 128 registers = 131072"), "{e}");
@@ -215,6 +219,7 @@ mod tests {
             registers: 40,
             static_smem: 0,
             max_threads: 768,
+            local_bytes: 0,
         };
         let e = check_launch(&h100(), "k", [1, 1, 1], [1024, 1, 1], 0, &attrs).unwrap_err();
         assert!(e.contains("at most 768 threads"), "{e}");

@@ -126,6 +126,7 @@ fn run_op(gpu: &mut Gpu, op: &Op, progress: &mut dyn FnMut(&str)) -> Result<OpRe
                 compile_ms: if cached { 0.0 } else { k.compile_ms },
                 cached,
                 registers: Some(k.attrs.registers),
+                local_bytes: Some(k.attrs.local_bytes),
             }))
         }
         // `sanitize` is the worker loop's job (a child worker under compute-sanitizer).

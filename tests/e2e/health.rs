@@ -74,7 +74,9 @@ fn json_report_has_the_stable_shape_and_says_why_a_backend_is_off() {
     );
     let r: Value = serde_json::from_str(&run.stdout).expect("one JSON object");
     assert_eq!(r["version"], env!("CARGO_PKG_VERSION"));
-    for key in ["config", "nvrtc", "ptxas", "ncu", "worker", "cuda", "triton"] {
+    for key in [
+        "config", "nvrtc", "ptxas", "ncu", "worker", "cuda", "triton",
+    ] {
         assert!(r[key]["ok"].is_boolean(), "{key}: {r:#}");
         assert!(
             ["ok", "warn", "error"].contains(&r[key]["level"].as_str().unwrap_or("")),

@@ -23,6 +23,7 @@ mod lsp_jobs;
 mod lsp_session;
 mod nvim;
 mod optimize_llm;
+mod profile_cpu;
 mod rewrites_cuda;
 mod rewrites_geometry;
 mod rewrites_idioms;

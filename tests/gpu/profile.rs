@@ -19,7 +19,7 @@ fn examples() -> std::path::PathBuf {
 }
 
 fn ncu_or_skip(test: &str) -> bool {
-    if kernel_lsp::cli::profile::locate_ncu(None).is_some() {
+    if kernel_lsp::toolchain::ncu::locate(None).is_some() {
         return true;
     }
     assert!(

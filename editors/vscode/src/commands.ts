@@ -26,6 +26,7 @@ export const COMMANDS: readonly CommandSpec[] = [
   { id: "kernelLsp.showHistory", server: "kernel-lsp.showHistory", title: "Show history", long: false },
   { id: "kernelLsp.applyRewrite", server: "kernel-lsp.applyRewrite", title: "Apply verified rewrite", long: false },
   { id: "kernelLsp.fix", server: "kernel-lsp.fix", title: "Fix", long: true },
+  { id: "kernelLsp.profile", server: "kernel-lsp.profile", title: "Profile", long: true },
 ];
 
 /** Commands of the extension itself (not forwarded). */

@@ -207,7 +207,7 @@ pub fn run(args: &HealthArgs) -> ExitCode {
         config,
         nvrtc: nvrtc_check(&tc.0),
         ptxas: ptxas_check(&tc.0, tc.1.as_deref()),
-        ncu: ncu_check(super::profile::locate_ncu(None).as_deref()),
+        ncu: ncu_check(crate::toolchain::ncu::locate(None).as_deref()),
         worker,
         cuda,
         triton,

@@ -150,7 +150,7 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
         opts.llm = Some(setup);
     }
     if args.profile {
-        let ncu = super::profile::locate_ncu(None).ok_or_else(|| {
+        let ncu = crate::toolchain::ncu::locate(None).ok_or_else(|| {
             format!("{shown}: error: --profile: Nsight Compute (`ncu`) was not found; install it, put it on PATH, or set KERNEL_LSP_NCU")
         })?;
         let file = args.file.clone();
@@ -158,9 +158,11 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
         opts.profiler = Some(std::sync::Arc::new(move |text: String| {
             let (ncu, file, name) = (ncu.clone(), file.clone(), name.clone());
             Box::pin(async move {
-                tokio::task::spawn_blocking(move || profile_text(&ncu, &file, &name, &text))
-                    .await
-                    .map_err(|e| format!("the profiler task failed: {e}"))?
+                tokio::task::spawn_blocking(move || {
+                    crate::toolchain::ncu::profile_text(&ncu, &file, &name, &text)
+                })
+                .await
+                .map_err(|e| format!("the profiler task failed: {e}"))?
             })
         }));
     }
@@ -227,34 +229,6 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
         eprintln!("{kernel}: no verified improvement; the file is unchanged");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Profile one version: its text goes to a hidden file next to FILE (so its includes
-/// resolve the same way), which is removed after.
-fn profile_text(
-    ncu: &std::path::Path,
-    file: &std::path::Path,
-    kernel: &str,
-    text: &str,
-) -> Result<crate::profile::Profile, String> {
-    let stem = file
-        .file_stem()
-        .map_or("kernel".into(), |n| n.to_string_lossy().to_string());
-    // The extension picks the language.
-    let ext = file
-        .extension()
-        .map_or("cu".into(), |e| e.to_string_lossy().to_string());
-    let tmp = file.with_file_name(format!(
-        ".{stem}.kernel-lsp-profile-{}.{ext}",
-        std::process::id()
-    ));
-    std::fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-    let r = super::profile::profile_file(ncu, &tmp, kernel);
-    let _ = std::fs::remove_file(&tmp);
-    let all = r?;
-    crate::profile::pick(&all)
-        .cloned()
-        .ok_or_else(|| "ncu profiled no launch".to_string())
 }
 
 /// `300`, `90s`, `10m`, `1.5h`.

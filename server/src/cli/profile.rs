@@ -6,11 +6,12 @@
 //! then reports the launch with the most threads (the spec's largest case). Never on the
 //! timing path: `bench` and `optimize` times come from their own runs.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::path::PathBuf;
+use std::process::ExitCode;
 
-use crate::profile::{self, Profile};
+use crate::profile;
 use crate::syntax::Lang;
+use crate::toolchain::ncu;
 
 #[derive(clap::Args, Debug)]
 pub struct ProfileArgs {
@@ -35,80 +36,6 @@ pub fn run(args: &ProfileArgs) -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-/// `ncu` from the setting, `KERNEL_LSP_NCU`, PATH, `CUDA_HOME`/`CUDA_PATH` or
-/// `/usr/local/cuda`; None when there is none.
-pub fn locate_ncu(explicit: Option<&Path>) -> Option<PathBuf> {
-    if let Some(p) = explicit {
-        return p.is_file().then(|| p.to_path_buf());
-    }
-    if let Some(p) = std::env::var_os("KERNEL_LSP_NCU") {
-        let p = PathBuf::from(p);
-        return p.is_file().then_some(p);
-    }
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    for v in ["CUDA_HOME", "CUDA_PATH"] {
-        if let Some(root) = std::env::var_os(v) {
-            dirs.push(PathBuf::from(root).join("bin"));
-        }
-    }
-    dirs.push(PathBuf::from("/usr/local/cuda/bin"));
-    dirs.into_iter()
-        .map(|d| d.join("ncu"))
-        .find(|p| p.is_file())
-}
-
-/// The kernel name as ncu matches it: the whole name (Triton kernels keep theirs).
-fn kernel_filter(kernel: &str) -> String {
-    format!("regex:^{kernel}$")
-}
-
-/// Profile `kernel` of `file` (a file on disk, as written) with `ncu`; every profiled
-/// launch, or why there is none.
-pub fn profile_file(ncu: &Path, file: &Path, kernel: &str) -> Result<Vec<Profile>, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
-    let log = std::env::temp_dir().join(format!(
-        "kernel-lsp-ncu-{}-{}.csv",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos())
-    ));
-    let out = Command::new(ncu)
-        .args([
-            "--target-processes",
-            "all",
-            "--clock-control",
-            "none",
-            "--csv",
-            "--page",
-            "raw",
-            "--metrics",
-            &profile::metrics().join(","),
-            "-k",
-            &kernel_filter(kernel),
-            "--launch-count",
-            "6",
-            "--log-file",
-        ])
-        .arg(&log)
-        .arg(&exe)
-        .arg("bench")
-        .arg(file)
-        .args(["--kernel", kernel])
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", ncu.display()))?;
-    let csv = std::fs::read_to_string(&log).unwrap_or_default();
-    let _ = std::fs::remove_file(&log);
-    let all = format!(
-        "{csv}\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    profile::parse_raw_csv(&all)
 }
 
 fn run_inner(args: &ProfileArgs) -> Result<(), String> {
@@ -142,15 +69,15 @@ fn run_inner(args: &ProfileArgs) -> Result<(), String> {
             }
         }
     };
-    let ncu = locate_ncu(args.ncu.as_deref()).ok_or_else(|| {
+    let exe = ncu::locate(args.ncu.as_deref()).ok_or_else(|| {
         format!("{shown}: error: Nsight Compute (`ncu`) was not found; install it with the CUDA toolkit, put it on PATH, or set KERNEL_LSP_NCU")
     })?;
     eprintln!(
         "{kernel}: profiling with {} (one extra run under the profiler; clocks left alone)",
-        ncu.display()
+        exe.display()
     );
     let profiles =
-        profile_file(&ncu, &args.file, &kernel).map_err(|e| format!("{shown}: error: {e}"))?;
+        ncu::profile_file(&exe, &args.file, &kernel).map_err(|e| format!("{shown}: error: {e}"))?;
     let p = profile::pick(&profiles).ok_or(format!("{shown}: error: no profile"))?;
     if args.json {
         let mut v = serde_json::to_value(p).expect("a profile serializes");

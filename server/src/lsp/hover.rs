@@ -153,3 +153,15 @@ fn signature_text(
     }
     s
 }
+
+/// The kernel's Nsight Compute profile, for the hover: the diagnosis and the metrics.
+pub fn profile_section(p: &crate::profile::Profile) -> String {
+    let mut md = format!(
+        "\n\n**Profile** (Nsight Compute): {}\n\n| metric | value |\n| --- | --- |\n",
+        p.diagnosis()
+    );
+    for (k, v) in p.table() {
+        md.push_str(&format!("| {k} | {v} |\n"));
+    }
+    md
+}

@@ -38,7 +38,10 @@ pub const REVERT: &str = "kernel-lsp.revert";
 pub const HISTORY: &str = "kernel-lsp.showHistory";
 pub const APPLY: &str = "kernel-lsp.applyRewrite";
 pub const FIX: &str = "kernel-lsp.fix";
-pub const COMMANDS: &[&str] = &[OPTIMIZE, TUNE, BENCH, PIN, REVERT, HISTORY, APPLY, FIX];
+pub const PROFILE: &str = "kernel-lsp.profile";
+pub const COMMANDS: &[&str] = &[
+    OPTIMIZE, TUNE, BENCH, PIN, REVERT, HISTORY, APPLY, FIX, PROFILE,
+];
 
 /// The catalog steps "Tune parameters" runs: sweeps only, no code changes.
 const TUNE_STEPS: &[&str] = &[
@@ -76,6 +79,8 @@ pub(super) struct KernelStatus {
     pub running: Option<Arc<AtomicBool>>,
     /// The region text the last bench measured (benchOnSave skips unchanged kernels).
     pub benched_region: Option<String>,
+    /// The last Nsight Compute profile, and the region text it was taken of.
+    pub profile: Option<(crate::profile::Profile, String)>,
 }
 
 #[derive(Clone, Debug)]
@@ -391,6 +396,7 @@ impl Backend {
         let result = match cmd {
             OPTIMIZE | TUNE | FIX => self.optimize_job(cmd, &target.uri, snap, token).await,
             BENCH => self.bench_job(&target.uri, snap, token).await,
+            PROFILE => self.profile_job(&target.uri, snap, token).await,
             PIN => self.pin(&target.uri, &snap),
             REVERT => self.revert(&target.uri, &snap).await,
             HISTORY => self.show_history(&snap).await,
@@ -864,6 +870,62 @@ impl Backend {
             resp.failure_reason
                 .map_or(String::new(), |r| format!(": {r}"))
         ))
+    }
+
+    /// Profile the kernel as it is in the editor with Nsight Compute (a child `ncu`
+    /// around `kernel-lsp bench`; the server loads no CUDA library): the diagnosis goes
+    /// to the hover and a code lens.
+    async fn profile_job(
+        &self,
+        uri: &Url,
+        snap: Snapshot,
+        token: Option<NumberOrString>,
+    ) -> std::result::Result<Value, String> {
+        let name = snap.kernel.name.clone();
+        let Some(ncu) = crate::toolchain::ncu::locate(None) else {
+            return Ok(message(
+                "failed",
+                "Nsight Compute (`ncu`) was not found on this machine, so no profile: install it with the CUDA toolkit, put ncu on PATH, or set KERNEL_LSP_NCU (`kernel-lsp health` checks it)",
+            ));
+        };
+        let (guard, reporter) = self
+            .start_job(uri, &name, format!("Profile {name}"), token)
+            .await?;
+        reporter
+            .report("running the kernel under Nsight Compute (about 10 s)")
+            .await;
+        let region_text = snap.text[region(&snap.kernel)].to_string();
+        // The text as it is in the editor, next to the file so its includes resolve.
+        let file = snap.file.clone().unwrap_or_else(|| {
+            std::env::temp_dir().join(match snap.lang {
+                Lang::Cuda => "kernel.cu",
+                Lang::Triton => "kernel.py",
+            })
+        });
+        let (text, kernel) = (snap.text.clone(), name.clone());
+        let got = tokio::task::spawn_blocking(move || {
+            crate::toolchain::ncu::profile_text(&ncu, &file, &kernel, &text)
+        })
+        .await
+        .map_err(|e| format!("the profiler task failed: {e}"))?;
+        drop(guard);
+        match got {
+            Ok(p) => {
+                let text = format!("`{name}`: {}", p.diagnosis());
+                {
+                    let mut st = self.state();
+                    let k = st.kernels.entry((uri.clone(), name.clone())).or_default();
+                    k.profile = Some((p, region_text));
+                }
+                reporter.end(&text).await;
+                Ok(message("profiled", text))
+            }
+            Err(e) => {
+                let text = format!("`{name}` was not profiled: {e}");
+                reporter.end(&text).await;
+                Ok(message("failed", text))
+            }
+        }
     }
 
     async fn bench_job(

@@ -706,15 +706,49 @@ impl LanguageServer for Backend {
     async fn hover(&self, params: HoverParams) -> Result<Option<Hover>> {
         guarded("hover", async {
             let p = params.text_document_position_params;
+            let profiles: HashMap<String, (crate::profile::Profile, String)> = {
+                let st = self.state();
+                st.kernels
+                    .iter()
+                    .filter(|((u, _), _)| *u == p.text_document.uri)
+                    .filter_map(|((_, k), s)| Some((k.clone(), s.profile.clone()?)))
+                    .collect()
+            };
             self.with_doc(&p.text_document.uri, |open, enc, settings| {
-                hover::hover(
+                let mut h = hover::hover(
                     open.doc_ref(),
                     &open.analysis,
                     open.compile.as_deref(),
                     p.position,
                     enc,
                     settings,
-                )
+                )?;
+                // The kernel's profile, while the kernel is as it was profiled.
+                let offset = open
+                    .doc
+                    .offset(
+                        crate::document::LinePos {
+                            line: p.position.line,
+                            col: p.position.character,
+                        },
+                        enc,
+                    )
+                    .ok()?;
+                let kernel = open.analysis.model.kernels.iter().find(|k| {
+                    (k.name_range.start..=k.name_range.end).contains(&offset)
+                        || k.spec
+                            .range
+                            .as_ref()
+                            .is_some_and(|r| (r.start..=r.end).contains(&offset))
+                });
+                if let (Some(k), HoverContents::Markup(m)) = (kernel, &mut h.contents) {
+                    if let Some((prof, region)) = profiles.get(&k.name) {
+                        if open.doc.text().get(jobs::region(k)) == Some(region.as_str()) {
+                            m.value.push_str(&hover::profile_section(prof));
+                        }
+                    }
+                }
+                Some(h)
             })
         })
         .await
@@ -928,6 +962,17 @@ impl LanguageServer for Backend {
                     .filter_map(|((_, k), s)| Some((k.clone(), jobs::timing_label(s)?)))
                     .collect()
             };
+            let profiled: HashMap<String, (String, String)> = {
+                let st = self.state();
+                st.kernels
+                    .iter()
+                    .filter(|((u, _), _)| *u == uri)
+                    .filter_map(|((_, k), s)| {
+                        let (p, region) = s.profile.as_ref()?;
+                        Some((k.clone(), (p.short(), region.clone())))
+                    })
+                    .collect()
+            };
             self.with_doc(&uri, |open, enc, _| {
                 let mut lenses = Vec::new();
                 for (k, report) in open.analysis.model.kernels.iter().zip(&open.analysis.specs) {
@@ -941,6 +986,15 @@ impl LanguageServer for Backend {
                         items.push((t.clone(), jobs::BENCH));
                     }
                     items.push(("▶ Benchmark".to_string(), jobs::BENCH));
+                    // The profile's bound while the kernel is as it was profiled.
+                    match profiled.get(&k.name) {
+                        Some((short, region))
+                            if open.doc.text().get(jobs::region(k)) == Some(region.as_str()) =>
+                        {
+                            items.push((format!("🔍 {short}"), jobs::PROFILE))
+                        }
+                        _ => items.push(("🔍 Profile".to_string(), jobs::PROFILE)),
+                    }
                     items.push(("⚡ Optimize".to_string(), jobs::OPTIMIZE));
                     items.push(("↺ Revert".to_string(), jobs::REVERT));
                     for (title, command) in items {

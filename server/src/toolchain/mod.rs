@@ -30,6 +30,7 @@ using ::uint_fast8_t; using ::uint_fast16_t; using ::uint_fast32_t; using ::uint
 
 pub mod compat;
 mod locate;
+pub mod ncu;
 pub mod nvcc;
 mod nvrtc;
 mod nvrtc_log;

@@ -23,6 +23,7 @@ M.commands = {
   KernelRevert = { id = "kernel-lsp.revert", title = "Revert" },
   KernelPin = { id = "kernel-lsp.pinBaseline", title = "Pin baseline" },
   KernelHistory = { id = "kernel-lsp.showHistory", title = "History" },
+  KernelProfile = { id = "kernel-lsp.profile", title = "Profile" },
 }
 
 local defaults = {

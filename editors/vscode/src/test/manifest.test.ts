@@ -17,6 +17,7 @@ const CONTRACT_COMMANDS = [
   "kernel-lsp.showHistory",
   "kernel-lsp.applyRewrite",
   "kernel-lsp.fix",
+  "kernel-lsp.profile",
 ];
 
 /** The settings of the editor contract, flattened as VS Code names them. */

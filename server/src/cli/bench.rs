@@ -292,7 +292,10 @@ async fn bench(
             .request(
                 Op::Time {
                     versions,
-                    settings: TimeSettings::default(),
+                    settings: TimeSettings {
+                        energy: true,
+                        ..TimeSettings::default()
+                    },
                 },
                 None,
             )
@@ -398,6 +401,14 @@ pub fn table(hello: &HelloResult, reports: &[KernelBench]) -> String {
         ];
         if let Some(t) = &r.timing {
             row[1] = format!("{:.4} ± {:.0}%", t.median_ms, t.spread() * 100.0);
+            // Energy per call (NVML), when the board reports it.
+            if let Some(j) = t.energy_j {
+                row[1].push_str(&if j >= 0.1 {
+                    format!(" · {j:.2} J")
+                } else {
+                    format!(" · {:.2} mJ", j * 1e3)
+                });
+            }
             row[2] = format!("{:.1}", t.gbps);
             row[3] = t
                 .frac_copy

@@ -94,6 +94,12 @@ pub(super) struct Pending {
 
 /// The kernel's region: from its `@bench` block (or its first unit range) to the end of
 /// its last unit range. Edits of a job cover exactly this.
+/// Whether this machine has Nsight Compute (looked up once per server).
+pub(super) fn ncu_present() -> bool {
+    static PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PRESENT.get_or_init(|| crate::toolchain::ncu::locate(None).is_some())
+}
+
 pub(super) fn region(k: &Kernel) -> std::ops::Range<usize> {
     let mut start = k.def_range.start;
     let mut end = k.def_range.end;
@@ -774,6 +780,7 @@ impl Backend {
                     frac_copy: None,
                     tflops: None,
                     frac_fma: None,
+                    energy_j: None,
                 });
             k.speedup = Some(speedup);
         }

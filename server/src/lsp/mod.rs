@@ -986,14 +986,18 @@ impl LanguageServer for Backend {
                         items.push((t.clone(), jobs::BENCH));
                     }
                     items.push(("▶ Benchmark".to_string(), jobs::BENCH));
-                    // The profile's bound while the kernel is as it was profiled.
+                    // The profile's bound while the kernel is as it was profiled; the
+                    // action only where ncu is installed.
                     match profiled.get(&k.name) {
                         Some((short, region))
                             if open.doc.text().get(jobs::region(k)) == Some(region.as_str()) =>
                         {
                             items.push((format!("🔍 {short}"), jobs::PROFILE))
                         }
-                        _ => items.push(("🔍 Profile".to_string(), jobs::PROFILE)),
+                        _ if jobs::ncu_present() => {
+                            items.push(("🔍 Profile".to_string(), jobs::PROFILE))
+                        }
+                        _ => {}
                     }
                     items.push(("⚡ Optimize".to_string(), jobs::OPTIMIZE));
                     items.push(("↺ Revert".to_string(), jobs::REVERT));

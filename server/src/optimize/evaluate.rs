@@ -447,6 +447,7 @@ mod tests {
             frac_copy: None,
             tflops: None,
             frac_fma: None,
+            energy_j: None,
         }
     }
 

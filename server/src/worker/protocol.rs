@@ -82,6 +82,10 @@ pub struct TimeSettings {
     pub min_reps: u32,
     /// Flush L2 (write a buffer larger than L2) before every timed launch.
     pub flush_l2: bool,
+    /// Also measure joules per call with NVML, in a burst of launches after the timing
+    /// (about 0.3 s per version; `bench` asks for it, optimization steps do not).
+    #[serde(default)]
+    pub energy: bool,
 }
 
 impl Default for TimeSettings {
@@ -91,6 +95,7 @@ impl Default for TimeSettings {
             rep_ms: 100.0,
             min_reps: 10,
             flush_l2: true,
+            energy: false,
         }
     }
 }
@@ -322,6 +327,10 @@ pub struct Timing {
     pub tflops: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frac_fma: Option<f64>,
+    /// Energy per call in joules (NVML's board counter around a burst of launches),
+    /// when asked for and available.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_j: Option<f64>,
 }
 
 impl Timing {

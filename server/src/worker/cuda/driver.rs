@@ -185,6 +185,19 @@ impl Context {
             .into_owned())
     }
 
+    /// `0000:18:00.0`, as NVML names the board.
+    pub fn pci_bus_id(&self) -> CuResult<String> {
+        let mut buf = [0 as std::ffi::c_char; 64];
+        // SAFETY: the buffer's length is passed; the driver NUL-terminates.
+        check("cuDeviceGetPCIBusId", unsafe {
+            sys::cuDeviceGetPCIBusId(buf.as_mut_ptr(), 63, self.device)
+        })?;
+        // SAFETY: NUL-terminated within the buffer.
+        Ok(unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned())
+    }
+
     pub fn total_mem(&self) -> CuResult<usize> {
         let mut b = 0;
         // SAFETY: valid out-pointer.

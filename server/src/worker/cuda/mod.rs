@@ -20,6 +20,7 @@ mod driver;
 mod fill;
 mod gpu;
 mod limits;
+mod nvml;
 mod refcache;
 mod time;
 mod verify;

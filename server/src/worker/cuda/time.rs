@@ -180,10 +180,56 @@ pub fn time(
         }
     }
 
+    // Energy: NVML's board counter around a burst of back-to-back launches of each
+    // version (no flushes: they would be counted too), long enough for the counter to
+    // move several times.
+    let mut energy: Vec<Option<f64>> = vec![None; n];
+    if settings.energy {
+        let nvml = gpu
+            .ctx
+            .pci_bus_id()
+            .map_err(|e| e.name())
+            .and_then(|id| super::nvml::Nvml::open(&id));
+        match nvml {
+            Err(why) => progress(&format!("no energy figure: {why}")),
+            Ok(nvml) => {
+                for (i, (v, p)) in versions.iter().zip(prepared.iter_mut()).enumerate() {
+                    progress(&format!("measuring the energy of {}", v.label));
+                    let burst = Duration::from_millis(300);
+                    let before = nvml.millijoules();
+                    let t = Instant::now();
+                    let mut calls = 0u64;
+                    while t.elapsed() < burst && calls < 1_000_000 {
+                        for _ in 0..8 {
+                            if let Err(e) = driver::launch(
+                                p.kernel.func,
+                                p.plan.grid,
+                                p.plan.block,
+                                p.plan.smem,
+                                stream,
+                                &mut p.args,
+                            ) {
+                                return Err(fault(gpu, e, v, &p.kernel));
+                            }
+                        }
+                        calls += 8;
+                        if let Err(e) = gpu.ctx.sync() {
+                            return Err(fault(gpu, e, v, &p.kernel));
+                        }
+                    }
+                    if let (Ok(b), Ok(a)) = (before, nvml.millijoules()) {
+                        energy[i] = super::nvml::joules_per_call(b, a, calls);
+                    }
+                }
+            }
+        }
+    }
+
     let timings = versions
         .iter()
         .zip(&samples)
-        .map(|(v, s)| {
+        .zip(energy)
+        .map(|((v, s), energy_j)| {
             let (median, min, p10, p90) = summarize(s);
             let c0 = &v.plan.cases[0];
             let secs = median * 1e-3;
@@ -210,6 +256,7 @@ pub fn time(
                     (Some(t), Some(c)) if c.fma_tflops > 0.0 => Some(t / c.fma_tflops),
                     _ => None,
                 },
+                energy_j,
             }
         })
         .collect();

@@ -357,6 +357,7 @@ fn block_tunable_versions_verify_and_time_together() {
             rep_ms: 10.0,
             min_reps: 3,
             flush_l2: true,
+            energy: false,
         },
     };
     let OpResult::Time(TimeReport {

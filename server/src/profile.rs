@@ -415,6 +415,7 @@ mod tests {
     const SAXPY: &str = include_str!("../../tests/fixtures/ncu/saxpy.csv");
     const SOFTMAX: &str = include_str!("../../tests/fixtures/ncu/softmax_rows.csv");
     const BAD: &str = include_str!("../../tests/fixtures/ncu/bad-metric.csv");
+    const TRITON: &str = include_str!("../../tests/fixtures/ncu/triton_add.csv");
 
     #[test]
     fn a_recorded_h100_profile_of_saxpy_parses() {
@@ -470,6 +471,24 @@ mod tests {
                 .iter()
                 .any(|(k, v)| k == "top stalls" && v.starts_with("long scoreboard 91%")),
             "{table:?}"
+        );
+    }
+
+    /// A Triton kernel, profiled as the CUDA kernel Triton compiled it to (recorded on
+    /// the H100 with the Triton worker's python process under `--target-processes all`).
+    #[test]
+    fn a_recorded_triton_kernel_parses() {
+        let p = parse_raw_csv(TRITON).unwrap();
+        let p = pick(&p).unwrap();
+        assert_eq!(p.kernel, "add_kernel");
+        assert_eq!((p.grid.as_str(), p.block.as_str()), ("(262144, 1, 1)", "(128, 1, 1)"));
+        assert_eq!(p.dram_pct, Some(35.7));
+        assert_eq!(p.registers_per_thread, Some(16.0));
+        assert_eq!(p.duration_us, Some(160.256));
+        assert!(
+            p.diagnosis().starts_with("latency-bound at 36% of DRAM"),
+            "{}",
+            p.diagnosis()
         );
     }
 

@@ -86,6 +86,6 @@ test("a server without the command gets a message that says what to do", () => {
 test("the long commands are the ones that run a GPU job", () => {
   assert.deepEqual(
     COMMANDS.filter((c) => c.long).map((c) => c.server).sort(),
-    ["kernel-lsp.bench", "kernel-lsp.fix", "kernel-lsp.optimize", "kernel-lsp.tune"],
+    ["kernel-lsp.bench", "kernel-lsp.fix", "kernel-lsp.optimize", "kernel-lsp.profile", "kernel-lsp.tune"],
   );
 });

@@ -481,7 +481,10 @@ mod tests {
         let p = parse_raw_csv(TRITON).unwrap();
         let p = pick(&p).unwrap();
         assert_eq!(p.kernel, "add_kernel");
-        assert_eq!((p.grid.as_str(), p.block.as_str()), ("(262144, 1, 1)", "(128, 1, 1)"));
+        assert_eq!(
+            (p.grid.as_str(), p.block.as_str()),
+            ("(262144, 1, 1)", "(128, 1, 1)")
+        );
         assert_eq!(p.dram_pct, Some(35.7));
         assert_eq!(p.registers_per_thread, Some(16.0));
         assert_eq!(p.duration_us, Some(160.256));

@@ -270,6 +270,16 @@ fn optimize_with_profiles_feeds_the_policy_and_the_strategist() {
         "{v}\n{err}"
     );
     assert!(v.get("warnings").is_none(), "{v}");
+    assert!(
+        v["steps"][0]["profile"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("memory-bound at 79% of DRAM peak")),
+        "the history keeps the version's diagnosis: {v}"
+    );
+    assert!(
+        v["steps"][0].get("energy_j").is_none(),
+        "no NVML on the interpreter: {v}"
+    );
 
     let server = crate::llm_server::ReplayServer::start(vec![
         crate::llm_server::Scripted::openai(

@@ -154,6 +154,22 @@ fn gpu_optimize_with_profiles_cites_them_and_reports_the_steps_it_needed() {
             let (run, log) = kernel_lsp(&dir, &args);
             let secs = t.elapsed().as_secs_f64();
             assert!(run["steps"].is_array(), "{log}");
+            // Accepted steps carry the energy per call of both versions (NVML).
+            let accepted: Vec<&Value> = run["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| s["outcome"] == "accepted")
+                .collect();
+            assert!(!accepted.is_empty(), "{run}");
+            for s in &accepted {
+                let e = &s["energy_j"];
+                assert!(
+                    e[0].as_f64().is_some_and(|j| j > 0.0)
+                        && e[1].as_f64().is_some_and(|j| j > 0.0),
+                    "{s}"
+                );
+            }
             if with {
                 let steps = run["steps"].as_array().unwrap();
                 assert!(

@@ -148,6 +148,14 @@ pub struct StepRecord {
     /// The model calls and tokens of this step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmSpent>,
+    /// The profile of the version the step worked on (`optimize --profile`): its
+    /// diagnosis, or why it was not profiled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// Energy per call (J, NVML) of the version before the step and of the accepted one,
+    /// measured once when a step is accepted on a GPU with NVML.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_j: Option<(Option<f64>, Option<f64>)>,
 }
 
 /// A finished run: the steps, and the file text with every accepted step applied (None
@@ -773,6 +781,11 @@ impl Runner<'_, '_> {
             pick: (tree.nodes.len() > 1).then(|| sel.pick.label().to_string()),
             on_best_path: false,
             llm: None,
+            profile: self.profiles.get(&sel.node).map(|p| match p {
+                Ok(p) => p.diagnosis(),
+                Err(e) => format!("not profiled: {e}"),
+            }),
+            energy_j: None,
         };
 
         // Rewrite: the embedded coder when the step has one and no LLM coder is asked
@@ -998,6 +1011,29 @@ impl Runner<'_, '_> {
                         accepted = Some((v.text.clone(), v.planned.kernel_hash.clone()));
                         self.timings.insert(tree.nodes.len(), tm.clone());
                         self.timings.insert(sel.node, base.clone());
+                        // Energy per call of both versions, once per accepted step (a
+                        // short extra timing with NVML; none on the interpreter).
+                        if !b.interpreter {
+                            let mut cand = v.planned.version.clone();
+                            cand.label = v.label.clone();
+                            let settings = crate::worker::protocol::TimeSettings {
+                                warmup_ms: 5.0,
+                                rep_ms: 5.0,
+                                min_reps: 3,
+                                flush_l2: true,
+                                energy: true,
+                            };
+                            let op = Op::Time {
+                                versions: vec![current.version.clone(), cand],
+                                settings,
+                            };
+                            if let Ok(OpResult::Time(t)) = pool.request(op, None).await {
+                                let e = |i: usize| t.timings.get(i).and_then(|x| x.energy_j);
+                                if e(0).is_some() || e(1).is_some() {
+                                    record.energy_j = Some((e(0), e(1)));
+                                }
+                            }
+                        }
                     } else {
                         record.outcome = Outcome::NoGain;
                         record.speedup = speedup;

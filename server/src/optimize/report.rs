@@ -334,6 +334,27 @@ pub fn trees(steps: &[StepRecord]) -> Vec<String> {
         .collect()
 }
 
+/// `energy per call: 36.2 → 20.1 mJ`, for an accepted step measured with NVML.
+fn energy_note(e: Option<(Option<f64>, Option<f64>)>) -> String {
+    let show = |j: Option<f64>| {
+        j.map_or("-".to_string(), |j| {
+            if j >= 0.1 {
+                format!("{j:.2} J")
+            } else {
+                format!("{:.1} mJ", j * 1e3)
+            }
+        })
+    };
+    match e {
+        Some((a, b)) => format!(
+            "<br><small>energy per call: {} → {}</small>",
+            show(a),
+            show(b)
+        ),
+        None => String::new(),
+    }
+}
+
 /// The whole page for `file`.
 pub fn html(file: &str, kernels: &[KernelHistory<'_>]) -> String {
     let mut out = String::new();
@@ -420,7 +441,9 @@ pub fn html(file: &str, kernels: &[KernelHistory<'_>]) -> String {
                     .as_ref()
                     .map_or(String::new(), |a| format!(": {}", esc(a)))
                     + &if s.suspicious { " ⚠ large speedup, re-verified".to_string() } else { String::new() }
-                    + &s.checks.iter().map(|c| format!("<br><small>{}</small>", esc(c))).collect::<String>(),
+                    + &s.checks.iter().map(|c| format!("<br><small>{}</small>", esc(c))).collect::<String>()
+                    + &energy_note(s.energy_j)
+                    + &s.profile.as_ref().map_or(String::new(), |p| format!("<br><small>profile: {}</small>", esc(p))),
                 ms(s.before_ms),
                 ms(s.best_ms),
                 s.speedup,
@@ -477,6 +500,8 @@ mod tests {
             pick: None,
             on_best_path: false,
             llm: None,
+            profile: None,
+            energy_j: None,
         }
     }
 
@@ -544,13 +569,15 @@ mod tests {
             s.pick = (n == 4).then(|| "backtrack".into());
             s
         };
-        let steps = vec![
+        let mut steps = vec![
             mk(1, 0, Some(1), "block_size", 1.5, false),
             mk(2, 1, None, "unroll", 1.5, false),
             mk(3, 1, None, "vectorize", 1.5, false),
             mk(4, 0, Some(2), "restrict_const", 2.0, true),
             mk(5, 2, Some(3), "unroll", 2.4, true),
         ];
+        steps[4].energy_j = Some((Some(0.0362), Some(0.0201)));
+        steps[4].profile = Some("memory-bound at 79% of DRAM peak".into());
         let t = trees(&steps);
         assert_eq!(t.len(), 1);
         expect_test::expect![[r#"
@@ -573,5 +600,10 @@ mod tests {
         );
         assert!(page.contains("<h3>Tree of versions</h3>"));
         assert!(page.contains("└─ v2 ★ 2.00× restrict_const"));
+        assert!(
+            page.contains("energy per call: 36.2 mJ → 20.1 mJ"),
+            "{page}"
+        );
+        assert!(page.contains("profile: memory-bound at 79% of DRAM peak"));
     }
 }

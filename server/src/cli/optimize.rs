@@ -313,8 +313,8 @@ fn table(run: &OptimizeRun) -> String {
             if let Some(p) = s.pick.as_deref().filter(|p| *p != "best") {
                 v.push_str(&format!(" ({p})"));
             }
-            out.push_str(&format!("{step:<5} {v:<16} "));
-            step = String::new();
+            // The version column takes the step column's place in the row below.
+            step = format!("{step:<5} {v:<16}");
         }
         out.push_str(&format!(
             "{:<5} {:<16} {:<9} {:<10} {:<8} {:<11} {}\n",

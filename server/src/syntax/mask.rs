@@ -19,14 +19,16 @@ use super::{ByteRange, Lang};
 
 /// The text the parser should read, or None when nothing needs hiding.
 pub fn masked(lang: Lang, text: &str) -> Option<String> {
+    let normal = normalized(text);
+    let base = normal.as_deref().unwrap_or(text);
     if lang != Lang::Cuda {
-        return None;
+        return normal;
     }
-    let ranges = mask_ranges(text);
+    let ranges = mask_ranges(base);
     if ranges.is_empty() {
-        return None;
+        return normal;
     }
-    let mut bytes = text.as_bytes().to_vec();
+    let mut bytes = base.as_bytes().to_vec();
     for r in ranges {
         for b in &mut bytes[r] {
             if *b != b'\n' && *b != b'\r' {
@@ -36,6 +38,37 @@ pub fn masked(lang: Lang, text: &str) -> Option<String> {
     }
     // Whole lines and ASCII-delimited attributes are replaced, so no character is cut.
     String::from_utf8(bytes).ok()
+}
+
+/// The text as the parsers should read it, when it differs, with every byte offset kept:
+/// a UTF-8 byte-order mark at the start becomes three spaces (tree-sitter would take it
+/// for code and hide a first `@bench` line), and a lone `\r` line ending (old Mac style)
+/// becomes `\n` (the grammars end a `//` comment at `\n` only, so a CR-only file was one
+/// long comment with no kernel). The document keeps its text; the line index (ropey,
+/// with CR line breaks) already counts lines the same way; `check` and the server share
+/// this through `parse_text` and `Document`.
+pub fn normalized(text: &str) -> Option<String> {
+    let bom = text.starts_with('\u{feff}');
+    let bytes = text.as_bytes();
+    let lone_cr = bytes
+        .iter()
+        .enumerate()
+        .any(|(i, &b)| b == b'\r' && bytes.get(i + 1) != Some(&b'\n'));
+    if !bom && !lone_cr {
+        return None;
+    }
+    let mut out = bytes.to_vec();
+    if bom {
+        out[..3].copy_from_slice(b"   ");
+    }
+    if lone_cr {
+        for i in 0..out.len() {
+            if out[i] == b'\r' && out.get(i + 1) != Some(&b'\n') {
+                out[i] = b'\n';
+            }
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// One `#if` group inside a body: whether its current branch is the one kept.

@@ -27,9 +27,7 @@ pub(crate) fn spec_block(
         let Some(gap) = bytes.get(c.end..next_start) else {
             break;
         };
-        if !gap.iter().all(u8::is_ascii_whitespace)
-            || gap.iter().filter(|&&b| b == b'\n').count() > 1
-        {
+        if !gap.iter().all(u8::is_ascii_whitespace) || line_breaks(gap) > 1 {
             break;
         }
         comments.push(c.clone());
@@ -39,7 +37,13 @@ pub(crate) fn spec_block(
     // comment (`int x; // note`), that line is code and ends the block below it.
     if let Some(top) = comments.last() {
         let top_line = line_start_of(bytes, top.start);
-        if bytes[top_line..top.start]
+        // A byte-order mark before the first line is not code.
+        let from = if top_line == 0 && src.starts_with('\u{feff}') {
+            3.min(top.start)
+        } else {
+            top_line
+        };
+        if bytes[from..top.start]
             .iter()
             .any(|b| !b.is_ascii_whitespace())
         {
@@ -58,11 +62,19 @@ pub(crate) fn spec_block(
     SpecBlock { lines, range }
 }
 
+/// Line breaks in `gap`: `\n`, `\r\n` and a lone `\r` (old Mac line endings) count one.
+fn line_breaks(gap: &[u8]) -> usize {
+    gap.iter()
+        .enumerate()
+        .filter(|&(i, &b)| b == b'\n' || (b == b'\r' && gap.get(i + 1) != Some(&b'\n')))
+        .count()
+}
+
 pub(crate) fn line_start_of(bytes: &[u8], at: usize) -> usize {
     let at = at.min(bytes.len());
     bytes[..at]
         .iter()
-        .rposition(|&b| b == b'\n')
+        .rposition(|&b| b == b'\n' || b == b'\r')
         .map_or(0, |i| i + 1)
 }
 
@@ -71,10 +83,12 @@ pub(crate) struct LineIndex(Vec<usize>);
 
 impl LineIndex {
     pub(crate) fn new(src: &str) -> Self {
+        let bytes = src.as_bytes();
         let starts = std::iter::once(0).chain(
-            src.bytes()
+            bytes
+                .iter()
                 .enumerate()
-                .filter(|&(_, b)| b == b'\n')
+                .filter(|&(i, &b)| b == b'\n' || (b == b'\r' && bytes.get(i + 1) != Some(&b'\n')))
                 .map(|(i, _)| i + 1),
         );
         LineIndex(starts.collect())
@@ -104,9 +118,14 @@ fn bench_lines(lang: Lang, src: &str, index: &LineIndex, comment: ByteRange) -> 
     let mut first = true;
     let mut line_no = index.line_of(comment.start);
     while line_start <= content_end {
+        // A line ends at `\n`, or at a lone `\r` (old Mac line endings); a `\r\n`'s `\r`
+        // is trimmed from the line below.
         let line_end = bytes[line_start..content_end]
             .iter()
-            .position(|&b| b == b'\n')
+            .enumerate()
+            .position(|(k, &b)| {
+                b == b'\n' || (b == b'\r' && bytes.get(line_start + k + 1) != Some(&b'\n'))
+            })
             .map_or(content_end, |p| line_start + p);
         let mut i = line_start;
         let skip = |i: &mut usize, pred: &dyn Fn(u8) -> bool| {

@@ -896,3 +896,47 @@ fn timing() {
         times[runs - 1]
     );
 }
+
+/// A byte-order mark, CRLF and old-Mac CR-only line endings are read like LF text (issue
+/// #16): the same kernels, the same spec lines on the same line numbers, and the same
+/// analysis findings, through `Document` and `analysis::analyze` as `check` and the server
+/// both use them.
+#[test]
+fn bom_crlf_and_cr_only_files_read_like_lf() {
+    use crate::analysis::{self, AnalyzeOptions};
+    let lf = include_str!("../../../examples/reduce_sum.cu");
+    // Start the file with a spec line, where a BOM used to hide it.
+    let lf = &lf[lf.find("// @bench").unwrap()..];
+    let render = |src: &str| {
+        let doc = crate::document::Document::new(Lang::Cuda, 0, src);
+        let a = analysis::analyze(Lang::Cuda, src, doc.tree(), &AnalyzeOptions::default());
+        let mut out = String::new();
+        for k in &a.model.kernels {
+            let lines: Vec<String> = k
+                .spec
+                .lines
+                .iter()
+                .map(|l| format!("{}:{}", l.line, l.text.trim()))
+                .collect();
+            writeln!(out, "{} {:?}", k.name, lines).unwrap();
+        }
+        for f in &a.findings() {
+            writeln!(out, "{:?} {}", f.severity, f.message).unwrap();
+        }
+        out
+    };
+    let want = render(lf);
+    assert!(want.contains("reduce_tree"), "{want}");
+    assert!(!want.contains("Error"), "{want}");
+    for (what, src) in [
+        ("BOM", format!("\u{feff}{lf}")),
+        ("CRLF", lf.replace('\n', "\r\n")),
+        ("CR only", lf.replace('\n', "\r")),
+        (
+            "BOM + CR only",
+            format!("\u{feff}{}", lf.replace('\n', "\r")),
+        ),
+    ] {
+        assert_eq!(render(&src), want, "{what}");
+    }
+}

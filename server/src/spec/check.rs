@@ -680,10 +680,10 @@ fn build(
         }
     }
     let n_cases = cases_n.map_or(1, |(k, _)| k);
-    if cx.diags.iter().any(|d| d.severity == Severity::Error) {
-        // Evaluating would only repeat the same causes; stop at the first layer of errors.
-        return None;
-    }
+    // Evaluate even when the layers above found errors: names that failed evaluate to a
+    // silent error, so only independent causes (a division by zero on another line) add
+    // diagnostics, as a compiler reports every independent error at once. The plan is
+    // still withheld (in `check`) when there is any error.
 
     // ---- Evaluate every case --------------------------------------------------------------
     let sms = i64::try_from(env.sms).unwrap_or(i64::MAX);
@@ -769,7 +769,11 @@ fn build(
         let Some(current) = num(&t.name.text) else {
             continue;
         };
-        for (ci, e) in case_envs.iter().enumerate().skip(1) {
+        // A tuned name given several values was reported as such already.
+        let listed = index
+            .get(t.name.text.as_str())
+            .is_some_and(|&i| matches!(&nodes[i].src, Source::Exprs(v) if v.len() > 1));
+        for (ci, e) in case_envs.iter().enumerate().skip(1).filter(|_| !listed) {
             if !matches!(e.get(&t.name.text), Some(Ok(EvalVal::Num(v))) if *v == current) {
                 cx.error(span_of(&t.name.text), format!("`{}` is tuned, so it must have the same value in every case (case {ci} differs)", t.name.text));
                 break;

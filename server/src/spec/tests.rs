@@ -762,6 +762,8 @@ def norm(x_ptr, out_ptr, n, eps, BLOCK: tl.constexpr, flag: int):
             2:33-34 error `n`: `n` cannot be tuned: a Triton tunable is a tl.constexpr parameter of `norm`, num_warps or num_stages
             2:43-48 error `block`: `block` is a CUDA launch setting; a Triton kernel takes `num_warps = ...`
             2:56-60 error `smem`: `smem` is a CUDA launch setting; Triton sizes shared memory itself
+            2:78-79 error `3`: `num_warps` is 3; it must be a power of two from 1 to 64
+            3:17-39 error `(cdiv(n, 64), 2, 1, 1)`: `grid` has at most 3 dimensions (x, y, z), but 4 are given
             5:17-24 error `out_ptr`: parameter `out_ptr` has no value in the @bench spec; add a line like `# @bench out_ptr: out f32[n]`
             5:34-53 error `BLOCK: tl.constexpr`: parameter `BLOCK` has no value in the @bench spec; add `# @bench BLOCK = 1024` or `# @bench tune BLOCK in [...]`
             5:55-64 error `flag: int`: parameter `flag` has no value in the @bench spec; add `# @bench flag = ...` for a number or `# @bench flag: in f32[n]` for a tensor
@@ -834,7 +836,11 @@ __global__ void dists(const float* a, const float* b, const int* i, const bool* 
             1:66-75 error `normal(1)`: `normal` takes 2 arguments: `normal(mean, std)`
             1:92-99 error `uniform`: `uniform` gives fractional values, but `i` is i32; use randint(lo, hi), zeros, ones or arange
             2:27-33 error `arange`: `arange` does not fit bool; use randint(0, 2), zeros or ones for `c`
+            2:49-65 error `randint(0, 1000)`: `randint(0, 1000)` gives values outside what u8 holds (0..=255)
             2:82-90 error `zeros(1)`: `zeros` takes no arguments; write `~ zeros`
+            2:107-120 error `randint(5, 5)`: `randint(5, 5)` is half-open, so hi must be greater than lo (lo is 5, hi is 5)
+            3:36-38 error `-1`: the standard deviation in `normal(0, -1)` is -1; it must be zero or more
+            3:56-69 error `uniform(2, 1)`: `uniform(2, 1)` needs lo <= hi, but lo is 2 and hi is 1
             3:84-85 error `~`: expected a distribution after `~`; use uniform(lo, hi), normal(mean, std), randint(lo, hi), zeros, ones or arange
         "#]],
     );
@@ -940,7 +946,9 @@ __global__ void saxpy(int n, float a, const float* x, float* y) { }
 "#,
         expect![[r#"
             5:87-92 error `naive`: `naive` is not a kernel in this file; kernels here: other, naiv; did you mean `naiv`?
+            6:18-20 error `-1`: `atol` is -1.0; a tolerance must be zero or positive
             6:29-33 error `1, 2`: `rtol` takes one value for all cases
+            6:44-45 error `0`: `trials` is 0; write a whole number from 1 to 1000
         "#]],
     );
     let mut seen = String::new();
@@ -1423,4 +1431,22 @@ fn skeleton_of_a_kernel_at_the_start_of_the_file() {
     "#]]
     .assert_eq(&sk.text);
     skeleton_roundtrip(src, Lang::Cuda);
+}
+
+/// Every independent error is reported at once, as a compiler does (issue #16): an
+/// undefined size in one buffer does not hide a division by zero in the launch.
+#[test]
+fn independent_errors_are_all_reported() {
+    check_cuda(
+        r#"
+// @bench n = 1 << 20, 1000
+// @bench x: in f32[n]; y: out f32[m]
+// @bench grid = cdiv(n, 0); block = 256
+__global__ void k(int n, const float* x, float* y) { }
+"#,
+        expect![[r#"
+            2:36-37 error `m`: `m` is not defined; define it with `// @bench m = ...`; did you mean `n`?
+            3:26-27 error `0`: division by zero: `0` is 0
+        "#]],
+    );
 }

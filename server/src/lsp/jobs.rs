@@ -30,18 +30,64 @@ use crate::worker::protocol::{Op, OpResult, Timing, Version};
 
 use super::Backend;
 
-pub const OPTIMIZE: &str = "kernel-lsp.optimize";
-pub const TUNE: &str = "kernel-lsp.tune";
-pub const BENCH: &str = "kernel-lsp.bench";
-pub const PIN: &str = "kernel-lsp.pinBaseline";
-pub const REVERT: &str = "kernel-lsp.revert";
-pub const HISTORY: &str = "kernel-lsp.showHistory";
-pub const APPLY: &str = "kernel-lsp.applyRewrite";
-pub const FIX: &str = "kernel-lsp.fix";
-pub const PROFILE: &str = "kernel-lsp.profile";
-pub const COMMANDS: &[&str] = &[
-    OPTIMIZE, TUNE, BENCH, PIN, REVERT, HISTORY, APPLY, FIX, PROFILE,
-];
+/// The `kernel-lsp.*` commands, as one type: the server advertises [`SupportedCommand::ALL`],
+/// parses an `executeCommand` into one, and dispatches on it with an exhaustive match, so a
+/// command cannot be advertised without a handler (issue #16, as ruff's server does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SupportedCommand {
+    Optimize,
+    Tune,
+    Bench,
+    Pin,
+    Revert,
+    History,
+    Apply,
+    Fix,
+    Profile,
+}
+
+impl SupportedCommand {
+    pub const ALL: [SupportedCommand; 9] = [
+        Self::Optimize,
+        Self::Tune,
+        Self::Bench,
+        Self::Pin,
+        Self::Revert,
+        Self::History,
+        Self::Apply,
+        Self::Fix,
+        Self::Profile,
+    ];
+
+    /// The command id on the wire.
+    pub const fn id(self) -> &'static str {
+        match self {
+            Self::Optimize => "kernel-lsp.optimize",
+            Self::Tune => "kernel-lsp.tune",
+            Self::Bench => "kernel-lsp.bench",
+            Self::Pin => "kernel-lsp.pinBaseline",
+            Self::Revert => "kernel-lsp.revert",
+            Self::History => "kernel-lsp.showHistory",
+            Self::Apply => "kernel-lsp.applyRewrite",
+            Self::Fix => "kernel-lsp.fix",
+            Self::Profile => "kernel-lsp.profile",
+        }
+    }
+
+    pub fn parse(id: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.id() == id)
+    }
+}
+
+pub const OPTIMIZE: SupportedCommand = SupportedCommand::Optimize;
+pub const TUNE: SupportedCommand = SupportedCommand::Tune;
+pub const BENCH: SupportedCommand = SupportedCommand::Bench;
+pub const PIN: SupportedCommand = SupportedCommand::Pin;
+pub const REVERT: SupportedCommand = SupportedCommand::Revert;
+pub const HISTORY: SupportedCommand = SupportedCommand::History;
+pub const APPLY: SupportedCommand = SupportedCommand::Apply;
+pub const FIX: SupportedCommand = SupportedCommand::Fix;
+pub const PROFILE: SupportedCommand = SupportedCommand::Profile;
 
 /// The catalog steps "Tune parameters" runs: sweeps only, no code changes.
 const TUNE_STEPS: &[&str] = &[
@@ -378,12 +424,12 @@ impl Backend {
     /// `workspace/executeCommand` for the `kernel-lsp.*` commands.
     pub(super) async fn execute(&self, params: ExecuteCommandParams) -> Result<Option<Value>> {
         let cmd = params.command.as_str();
-        if !COMMANDS.contains(&cmd) {
+        let Some(command) = SupportedCommand::parse(cmd) else {
             return Err(Error::invalid_params(format!(
                 "unknown command `{cmd}`; kernel-lsp offers {}",
-                COMMANDS.join(", ")
+                SupportedCommand::ALL.map(|c| c.id()).join(", ")
             )));
-        }
+        };
         let arg = params.arguments.first().cloned().ok_or_else(|| {
             Error::invalid_params(format!(
                 "{cmd} needs one argument: {{uri, kernel | position}}"
@@ -399,15 +445,17 @@ impl Backend {
             Ok(s) => s,
             Err(e) => return Ok(Some(self.tell(MessageType::WARNING, "failed", e).await)),
         };
-        let result = match cmd {
-            OPTIMIZE | TUNE | FIX => self.optimize_job(cmd, &target.uri, snap, token).await,
-            BENCH => self.bench_job(&target.uri, snap, token).await,
-            PROFILE => self.profile_job(&target.uri, snap, token).await,
-            PIN => self.pin(&target.uri, &snap),
-            REVERT => self.revert(&target.uri, &snap).await,
-            HISTORY => self.show_history(&snap).await,
-            APPLY => self.apply_pending(&target.uri, &snap.kernel.name).await,
-            _ => unreachable!("checked against COMMANDS"),
+        use SupportedCommand as C;
+        let result = match command {
+            C::Optimize | C::Tune | C::Fix => {
+                self.optimize_job(command, &target.uri, snap, token).await
+            }
+            C::Bench => self.bench_job(&target.uri, snap, token).await,
+            C::Profile => self.profile_job(&target.uri, snap, token).await,
+            C::Pin => self.pin(&target.uri, &snap),
+            C::Revert => self.revert(&target.uri, &snap).await,
+            C::History => self.show_history(&snap).await,
+            C::Apply => self.apply_pending(&target.uri, &snap.kernel.name).await,
         };
         let value = match result {
             Ok(v) => v,
@@ -594,7 +642,7 @@ impl Backend {
 
     async fn optimize_job(
         &self,
-        cmd: &str,
+        cmd: SupportedCommand,
         uri: &Url,
         snap: Snapshot,
         token: Option<NumberOrString>,
@@ -1348,4 +1396,23 @@ pub(super) fn timing_label(s: &KernelStatus) -> Option<String> {
         parts.push(format!("{r} regs"));
     }
     Some(parts.join(" · "))
+}
+
+#[cfg(test)]
+mod command_tests {
+    use super::SupportedCommand;
+
+    #[test]
+    fn every_command_round_trips_through_its_id_and_ids_are_unique() {
+        let ids: Vec<&str> = SupportedCommand::ALL.iter().map(|c| c.id()).collect();
+        for c in SupportedCommand::ALL {
+            assert_eq!(SupportedCommand::parse(c.id()), Some(c));
+            assert!(c.id().starts_with("kernel-lsp."), "{}", c.id());
+        }
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), ids.len(), "{ids:?}");
+        assert_eq!(SupportedCommand::parse("kernel-lsp.nope"), None);
+    }
 }

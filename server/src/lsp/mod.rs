@@ -540,7 +540,10 @@ impl LanguageServer for Backend {
                         resolve_provider: Some(false),
                     }),
                     execute_command_provider: Some(ExecuteCommandOptions {
-                        commands: jobs::COMMANDS.iter().map(|c| c.to_string()).collect(),
+                        commands: jobs::SupportedCommand::ALL
+                            .iter()
+                            .map(|c| c.id().to_string())
+                            .collect(),
                         work_done_progress_options: WorkDoneProgressOptions {
                             work_done_progress: Some(true),
                         },
@@ -823,7 +826,7 @@ impl LanguageServer for Backend {
                     let status = kernels.get(&(uri.clone(), k.name.clone()));
                     let arg = serde_json::json!({"uri": uri, "kernel": k.name});
                     let cmd = |title: String,
-                               command: &str,
+                               command: jobs::SupportedCommand,
                                kind: CodeActionKind,
                                diags: Option<Vec<Diagnostic>>| {
                         CodeActionOrCommand::CodeAction(CodeAction {
@@ -832,7 +835,7 @@ impl LanguageServer for Backend {
                             diagnostics: diags,
                             command: Some(Command {
                                 title,
-                                command: command.to_string(),
+                                command: command.id().to_string(),
                                 arguments: Some(vec![arg.clone()]),
                             }),
                             ..Default::default()
@@ -1006,7 +1009,7 @@ impl LanguageServer for Backend {
                             range,
                             command: Some(Command {
                                 title,
-                                command: command.to_string(),
+                                command: command.id().to_string(),
                                 arguments: Some(vec![arg.clone()]),
                             }),
                             data: None,

@@ -6,6 +6,7 @@
 pub mod analysis;
 pub mod cli;
 pub mod document;
+pub mod layers;
 pub mod lsp;
 pub mod optimize;
 pub mod profile;

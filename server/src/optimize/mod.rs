@@ -582,7 +582,14 @@ impl Runner<'_, '_> {
             .ok_or("the kernel disappeared from the current text")?;
         let mut facts = facts::static_facts(lang, &current_text, tree_sitter, &model, kernel);
         if let Some(d) = &hello.device {
-            facts.set_device(d, d.ceilings.as_ref());
+            facts.set_device(facts::DeviceFacts {
+                name: d.name.clone(),
+                sms: d.sms,
+                smem_per_block: d.smem_per_block,
+                l2_bytes: d.l2_bytes,
+                copy_gbps: d.ceilings.as_ref().map(|c| c.copy_gbps),
+                fma_tflops: d.ceilings.as_ref().map(|c| c.fma_tflops),
+            });
         }
         if let Some(t) = &last {
             facts.set_timing(t.median_ms, t.frac_copy, t.frac_fma);

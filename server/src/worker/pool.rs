@@ -20,11 +20,11 @@ use tokio::sync::{Mutex, Semaphore};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::protocol::op_name;
 use super::protocol::{
     ErrorKind, Failure, FailureKind, HelloResult, Op, OpResult, Reply, ReplyBody, Request,
     VerifyReport, WorkerError, PROTOCOL_VERSION,
 };
-use super::serve::op_name;
 
 /// How many stderr lines of a worker are kept for error messages.
 const STDERR_TAIL: usize = 20;

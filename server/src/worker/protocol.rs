@@ -343,6 +343,17 @@ impl Timing {
     }
 }
 
+/// The op's name on the wire (`"compile"`), for messages on both sides of the protocol.
+pub fn op_name(op: &Op) -> &'static str {
+    match op {
+        Op::Hello => "hello",
+        Op::Compile { .. } => "compile",
+        Op::Verify { .. } => "verify",
+        Op::Time { .. } => "time",
+        Op::Shutdown => "shutdown",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

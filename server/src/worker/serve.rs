@@ -18,8 +18,8 @@ use std::process::ExitCode;
 
 use super::backend::Backend;
 use super::protocol::{
-    BackendStatus, ErrorKind, Failure, FailureKind, HelloResult, Op, OpResult, Reply, ReplyBody,
-    Request, TimeReport, VerifyReport, Version, WorkerError, PROTOCOL_VERSION,
+    op_name, BackendStatus, ErrorKind, Failure, FailureKind, HelloResult, Op, OpResult, Reply,
+    ReplyBody, Request, TimeReport, VerifyReport, Version, WorkerError, PROTOCOL_VERSION,
 };
 use crate::syntax::Lang;
 
@@ -420,16 +420,6 @@ fn request_lang(op: &Op) -> Result<Lang, String> {
             Ok(first.lang)
         }
         Op::Hello | Op::Shutdown => unreachable!("answered by the loop"),
-    }
-}
-
-pub(crate) fn op_name(op: &Op) -> &'static str {
-    match op {
-        Op::Hello => "hello",
-        Op::Compile { .. } => "compile",
-        Op::Verify { .. } => "verify",
-        Op::Time { .. } => "time",
-        Op::Shutdown => "shutdown",
     }
 }
 

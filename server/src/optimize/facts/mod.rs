@@ -38,7 +38,6 @@ use tree_sitter::{Node, Tree};
 
 use crate::spec::{self, EvalEnv, Launch};
 use crate::syntax::{FileModel, Kernel, Lang, ParamKind};
-use crate::worker::protocol::{Ceilings, DeviceInfo};
 
 /// The boolean facts a catalog step may name in `requires` (negated with a leading `!`).
 /// Each one is computed by [`Facts::holds`]; [`fact_phrase`] says it in words.
@@ -733,17 +732,10 @@ impl Facts {
         self.flop_fraction = flop_fraction;
     }
 
-    /// The device, with its measured ceilings (`c`, else the ones in `d`).
-    pub fn set_device(&mut self, d: &DeviceInfo, c: Option<&Ceilings>) {
-        let c = c.or(d.ceilings.as_ref());
-        self.device = Some(DeviceFacts {
-            name: d.name.clone(),
-            sms: d.sms,
-            smem_per_block: d.smem_per_block,
-            l2_bytes: d.l2_bytes,
-            copy_gbps: c.map(|c| c.copy_gbps),
-            fma_tflops: c.map(|c| c.fma_tflops),
-        });
+    /// The device and its measured ceilings (the step loop builds them from the
+    /// worker's hello: facts know no protocol type).
+    pub fn set_device(&mut self, d: DeviceFacts) {
+        self.device = Some(d);
     }
 
     /// Markdown bullets for prompts and reports.

@@ -411,34 +411,17 @@ fn measured_slots_move_the_roofline_facts() {
         None,
     );
     assert_eq!(m.holds("compute_bound"), Some(true));
-    let dev = DeviceInfo {
+    let dev = |copy_gbps: f64, fma_tflops: f64| DeviceFacts {
         name: "Test GPU".into(),
-        arch: "sm_90".into(),
         sms: 132,
-        warp_size: 32,
-        max_threads_per_block: 1024,
-        max_block: [1024, 1024, 64],
-        max_grid: [u32::MAX, 65535, 65535],
         smem_per_block: 48 * 1024,
-        smem_per_block_optin: 227 * 1024,
-        smem_per_sm: 228 * 1024,
-        regs_per_block: 65536,
         l2_bytes: 50 * 1024 * 1024,
-        mem_bytes: 80 << 30,
-        ceilings: Some(Ceilings {
-            copy_gbps: 3000.0,
-            fma_tflops: 60.0,
-        }),
+        copy_gbps: Some(copy_gbps),
+        fma_tflops: Some(fma_tflops),
     };
-    m.set_device(&dev, None);
+    m.set_device(dev(3000.0, 60.0));
     assert_eq!(m.holds("compute_bound"), Some(true));
-    m.set_device(
-        &dev,
-        Some(&Ceilings {
-            copy_gbps: 1.0,
-            fma_tflops: 1000.0,
-        }),
-    );
+    m.set_device(dev(1.0, 1000.0));
     assert_eq!(m.holds("memory_bound"), Some(true));
     assert!(m.describe().contains("- device: Test GPU (132 SMs, 48 KiB shared memory per block, 50 MiB L2, 1 GB/s copy, 1000.0 TFLOP/s FP32)"), "{}", m.describe());
 }

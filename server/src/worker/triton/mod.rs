@@ -28,7 +28,7 @@ use serde::Deserialize;
 
 use super::backend::Backend;
 use super::protocol::{
-    BackendStatus, ErrorKind, Op, OpResult, Reply, ReplyBody, Request, WorkerError,
+    op_name, BackendStatus, ErrorKind, Op, OpResult, Reply, ReplyBody, Request, WorkerError,
 };
 use crate::syntax::Lang;
 
@@ -462,16 +462,6 @@ impl Drop for TritonBackend {
             }
             h.reap();
         }
-    }
-}
-
-fn op_name(op: &Op) -> &'static str {
-    match op {
-        Op::Hello => "hello",
-        Op::Compile { .. } => "compile",
-        Op::Verify { .. } => "verify",
-        Op::Time { .. } => "time",
-        Op::Shutdown => "shutdown",
     }
 }
 

@@ -15,7 +15,11 @@ const WORKER_INSIDE: &[&str] = &[
 
 /// One rule: the module prefixes it holds, the path prefixes they may not use (as
 /// lists, concatenated), and why.
-pub type Rule = (&'static [&'static str], &'static [&'static [&'static str]], &'static str);
+pub type Rule = (
+    &'static [&'static str],
+    &'static [&'static [&'static str]],
+    &'static str,
+);
 
 /// The rules. The longest matching module prefix wins, so a submodule can be held
 /// tighter than its parent.

@@ -635,7 +635,10 @@ fn a_coder_reply_may_change_the_launch_but_nothing_else() {
     ]);
     let dir = workdir("opt-llm-launch");
     let settings = json!({"llm": {"strategy": model(&server.url()), "coder": model(&server.url()), "repairRounds": 1, "callsPerStep": 4, "samples": 1}});
-    let (code, run, err, after) = run(&py, &dir, &settings, &["--steps", "1", "--apply"]);
+    // 32 programs of 32 at the start: one program of two 512-blocks is many times faster
+    // on the interpreter, beyond its timing noise on a busy CI machine.
+    let slow = ADD.replace("BLOCK = 256", "BLOCK = 32");
+    let (code, run, err, after) = run_on(&slow, &py, &dir, &settings, &["--steps", "1", "--apply"]);
     assert_eq!(code, 0, "{run}\n{err}");
     let step = &run["steps"][0];
     let c = step["candidates"].as_array().unwrap();
@@ -653,17 +656,17 @@ fn a_coder_reply_may_change_the_launch_but_nothing_else() {
     );
     assert_eq!(
         step["outcome"], "accepted",
-        "one program instead of four: {step}"
+        "one program instead of 32: {step}"
     );
     assert!(
         after.contains("# @bench grid = cdiv(n, BLOCK * ITEMS); BLOCK = 512; ITEMS = 2\n@triton.jit\ndef add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, ITEMS: tl.constexpr):"),
         "the applied edit carries the new launch line: {after}"
     );
     assert!(after.contains("# @bench n = 1000\n"), "{after}");
-    assert!(!after.contains("BLOCK = 256"), "{after}");
+    assert!(!after.contains("BLOCK = 32"), "{after}");
     let reqs = server.requests();
     assert!(
-        user_message(&reqs[1].body).contains("# @bench grid = cdiv(n, BLOCK); BLOCK = 256"),
+        user_message(&reqs[1].body).contains("# @bench grid = cdiv(n, BLOCK); BLOCK = 32"),
         "the coder sees the spec lines"
     );
     assert!(

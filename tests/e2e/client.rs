@@ -1,6 +1,6 @@
 //! A minimal LSP client for tests: frames JSON-RPC over any async byte stream, answers
 //! the server's own requests, and keeps notifications so tests can wait for them.
-//! `in_process` runs the real backend over an in-memory duplex; `spawn_binary` runs the
+//! `in_process` runs the real backend (and its framing layer) over an in-memory duplex; `spawn_binary` runs the
 //! built `kernel-lsp` over stdio.
 
 use std::collections::VecDeque;
@@ -27,8 +27,7 @@ impl TestClient {
     pub fn in_process() -> Self {
         let (client_end, server_end) = tokio::io::duplex(1 << 20);
         let (server_read, server_write) = tokio::io::split(server_end);
-        let (service, socket) = kernel_lsp::lsp::service();
-        tokio::spawn(tower_lsp::Server::new(server_read, server_write, socket).serve(service));
+        tokio::spawn(kernel_lsp::lsp::serve(server_read, server_write));
         let (r, w) = tokio::io::split(client_end);
         TestClient::from_parts(Box::new(r), Box::new(w), None)
     }

@@ -53,7 +53,7 @@ impl TestClient {
         TestClient::from_parts(Box::new(stdout), Box::new(stdin), Some(child))
     }
 
-    fn from_parts(
+    pub fn from_parts(
         r: Box<dyn AsyncRead + Unpin + Send>,
         w: Box<dyn AsyncWrite + Unpin + Send>,
         child: Option<tokio::process::Child>,
@@ -70,6 +70,28 @@ impl TestClient {
 
     pub fn child(&mut self) -> Option<&mut tokio::process::Child> {
         self._child.as_mut()
+    }
+
+    /// Write bytes as they are, as a broken client would.
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).await.unwrap();
+        self.writer.flush().await.unwrap();
+    }
+
+    /// The next answer (a message without `method`), whatever its id; notifications and
+    /// the server's requests are handled on the way.
+    pub async fn next_answer(&mut self, limit: Duration) -> Value {
+        let fut = async {
+            loop {
+                let msg = self.pump_one().await.expect("server closed the connection");
+                if !msg.is_null() {
+                    return msg;
+                }
+            }
+        };
+        tokio::time::timeout(limit, fut)
+            .await
+            .unwrap_or_else(|_| panic!("no answer within {limit:?}"))
     }
 
     async fn send(&mut self, msg: &Value) {

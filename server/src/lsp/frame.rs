@@ -231,6 +231,10 @@ impl Decoder {
 
     fn consume(&mut self, n: usize) {
         self.buf.drain(..n);
+        // Give back the room of a big body once it is gone.
+        if self.buf.capacity() > 1 << 20 && self.buf.len() < self.buf.capacity() / 4 {
+            self.buf.shrink_to(self.buf.len().max(64 << 10));
+        }
     }
 
     fn to_garbage(&mut self, reason: &str) -> Step {

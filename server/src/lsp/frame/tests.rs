@@ -207,6 +207,25 @@ fn a_length_too_long_with_nothing_after_is_settled_when_the_input_pauses() {
         d.next_event().map(|e| render(&e)),
         Some(format!("msg {NEXT}"))
     );
+    // A length too short whose tail never comes: the body is open JSON, settled by a
+    // pause as not JSON; the next frame is then read normally.
+    let mut d = Decoder::new();
+    let short = HOVER.len() - 3;
+    d.push(&frame_with(&short.to_string(), &HOVER.as_bytes()[..short]));
+    assert_eq!(d.next_event(), None, "the value's end may still come");
+    let ev = d
+        .stalled()
+        .map(|e| render(&e))
+        .expect("the pause settles it");
+    assert!(
+        ev.starts_with("err -32700 id=null: the body is not JSON: EOF while parsing"),
+        "{ev}"
+    );
+    d.push(&frame(NEXT));
+    assert_eq!(
+        d.next_event().map(|e| render(&e)),
+        Some(format!("msg {NEXT}"))
+    );
     // An incomplete body is not settled by a pause: the rest may still be on its way.
     let mut d = Decoder::new();
     d.push(&frame(HOVER)[..40]);

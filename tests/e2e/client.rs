@@ -1,6 +1,6 @@
 //! A minimal LSP client for tests: frames JSON-RPC over any async byte stream, answers
 //! the server's own requests, and keeps notifications so tests can wait for them.
-//! `in_process` runs the real backend over an in-memory duplex; `spawn_binary` runs the
+//! `in_process` runs the real backend (and its framing layer) over an in-memory duplex; `spawn_binary` runs the
 //! built `kernel-lsp` over stdio.
 
 use std::collections::VecDeque;
@@ -27,8 +27,7 @@ impl TestClient {
     pub fn in_process() -> Self {
         let (client_end, server_end) = tokio::io::duplex(1 << 20);
         let (server_read, server_write) = tokio::io::split(server_end);
-        let (service, socket) = kernel_lsp::lsp::service();
-        tokio::spawn(tower_lsp::Server::new(server_read, server_write, socket).serve(service));
+        tokio::spawn(kernel_lsp::lsp::serve(server_read, server_write));
         let (r, w) = tokio::io::split(client_end);
         TestClient::from_parts(Box::new(r), Box::new(w), None)
     }
@@ -54,7 +53,7 @@ impl TestClient {
         TestClient::from_parts(Box::new(stdout), Box::new(stdin), Some(child))
     }
 
-    fn from_parts(
+    pub fn from_parts(
         r: Box<dyn AsyncRead + Unpin + Send>,
         w: Box<dyn AsyncWrite + Unpin + Send>,
         child: Option<tokio::process::Child>,
@@ -71,6 +70,28 @@ impl TestClient {
 
     pub fn child(&mut self) -> Option<&mut tokio::process::Child> {
         self._child.as_mut()
+    }
+
+    /// Write bytes as they are, as a broken client would.
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).await.unwrap();
+        self.writer.flush().await.unwrap();
+    }
+
+    /// The next answer (a message without `method`), whatever its id; notifications and
+    /// the server's requests are handled on the way.
+    pub async fn next_answer(&mut self, limit: Duration) -> Value {
+        let fut = async {
+            loop {
+                let msg = self.pump_one().await.expect("server closed the connection");
+                if !msg.is_null() {
+                    return msg;
+                }
+            }
+        };
+        tokio::time::timeout(limit, fut)
+            .await
+            .unwrap_or_else(|_| panic!("no answer within {limit:?}"))
     }
 
     async fn send(&mut self, msg: &Value) {

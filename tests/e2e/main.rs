@@ -21,6 +21,7 @@ mod llm_client;
 mod llm_server;
 mod lsp_jobs;
 mod lsp_session;
+mod lsp_transport;
 mod nvim;
 mod optimize_llm;
 mod profile_cpu;

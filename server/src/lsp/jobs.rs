@@ -437,7 +437,8 @@ impl Backend {
         })?;
         let target: Target = serde_json::from_value(arg).map_err(|e| {
             Error::invalid_params(format!(
-                "{cmd}: the argument must be {{uri, kernel | position}}: {e}"
+                "{cmd}: the argument must be {{uri, kernel | position}}: {}",
+                super::conform::readable_decode_error(&e.to_string())
             ))
         })?;
         let token = params.work_done_progress_params.work_done_token;

@@ -8,9 +8,12 @@
 //! order); every handler body runs under [`guarded`], so a panic becomes an error
 //! answer and a log line, not a dead server.
 
+mod conform;
 mod convert;
+mod frame;
 mod hover;
 mod jobs;
+mod transport;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -36,65 +39,31 @@ use convert::{lsp_diagnostic, lsp_range};
 /// Serve LSP over stdin/stdout until the client sends `exit` (or closes stdin).
 /// Returns the process exit code LSP asks for: 0 after `shutdown`, 1 otherwise.
 pub async fn serve_stdio() -> i32 {
-    let stdin = tokio::io::stdin();
-    let stdout = tokio::io::stdout();
-    let (service, socket) = service();
-    let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();
-    let service = ExitWatch {
-        inner: service,
-        shutdown_seen: false,
-        exit_tx: Some(exit_tx),
-    };
-    // tower-lsp's serve loop only notices `exit` at the next message; stop on it now.
-    tokio::select! {
-        _ = Server::new(stdin, stdout, socket).serve(service) => 0,
-        code = exit_rx => code.unwrap_or(1),
-    }
+    serve(tokio::io::stdin(), tokio::io::stdout()).await
 }
 
-/// Passes every message through, and reports the `exit` notification with the exit
-/// code (0 if `shutdown` came first).
-struct ExitWatch<S> {
-    inner: S,
-    shutdown_seen: bool,
-    exit_tx: Option<tokio::sync::oneshot::Sender<i32>>,
-}
-
-impl<S> tower::Service<tower_lsp::jsonrpc::Request> for ExitWatch<S>
+/// Serve LSP over any byte streams, through the framing layer ([`transport`]), until the
+/// client sends `exit` or closes `input`. Returns the exit code, as [`serve_stdio`].
+pub async fn serve<I, O>(input: I, output: O) -> i32
 where
-    S: tower::Service<tower_lsp::jsonrpc::Request>,
+    I: tokio::io::AsyncRead + Unpin + Send + 'static,
+    O: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::result::Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: tower_lsp::jsonrpc::Request) -> Self::Future {
-        match req.method() {
-            "shutdown" => self.shutdown_seen = true,
-            "exit" => {
-                if let Some(tx) = self.exit_tx.take() {
-                    let _ = tx.send(if self.shutdown_seen { 0 } else { 1 });
-                }
-            }
-            _ => {}
-        }
-        self.inner.call(req)
-    }
-}
-
-/// The service for in-process tests: same backend, caller-provided transport.
-pub fn service() -> (LspService<Backend>, tower_lsp::ClientSocket) {
-    LspService::build(Backend::new)
+    let (exit_tx, exit_rx) = tokio::sync::oneshot::channel();
+    let (service, socket) = LspService::build(Backend::new)
         .custom_method("kernel-lsp/debugPanic", Backend::debug_panic)
         .custom_method("window/workDoneProgress/cancel", Backend::progress_cancel)
-        .finish()
+        .finish();
+    let service = conform::Conform::new(service, Some(exit_tx));
+    let (to_server, from_server, transport) = transport::start(input, output);
+    // tower-lsp's serve loop only notices `exit` at the next message; stop on it now.
+    let code = tokio::select! {
+        _ = Server::new(to_server, from_server, socket).serve(service) => 0,
+        code = exit_rx => code.unwrap_or(1),
+    };
+    // tower-lsp is dropped by now: send what it and the framing layer already wrote.
+    transport.finish(Duration::from_secs(1)).await;
+    code
 }
 
 #[derive(Clone)]

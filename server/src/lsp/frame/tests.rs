@@ -1,0 +1,417 @@
+//! The frame decoder over bytes: every malformed-frame class, each followed by a valid
+//! message that must come out intact.
+
+use super::*;
+
+const HOVER: &str = r#"{"jsonrpc":"2.0","id":7,"method":"textDocument/hover","params":{}}"#;
+const NEXT: &str = r#"{"jsonrpc":"2.0","id":8,"method":"shutdown"}"#;
+
+fn frame_with(len: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = format!("Content-Length: {len}\r\n\r\n").into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+fn frame(body: &str) -> Vec<u8> {
+    encode(body.as_bytes())
+}
+
+/// Events as one line each: `msg <body>`, or `err <code> id=<id> [no reply]: <reason>`.
+fn render(ev: &Event) -> String {
+    match ev {
+        Event::Message(b) => format!("msg {}", String::from_utf8_lossy(b)),
+        Event::Rejected(r) => format!(
+            "err {} id={}{}: {}",
+            r.code,
+            r.id,
+            if r.reply().is_none() { " no reply" } else { "" },
+            r.reason
+        ),
+    }
+}
+
+fn drain(d: &mut Decoder, out: &mut Vec<String>) {
+    while let Some(ev) = d.next_event() {
+        out.push(render(&ev));
+    }
+}
+
+/// Feed `chunks` one by one, draining after each.
+fn decode(chunks: &[&[u8]]) -> Vec<String> {
+    let mut d = Decoder::new();
+    let mut out = Vec::new();
+    for c in chunks {
+        d.push(c);
+        drain(&mut d, &mut out);
+    }
+    out
+}
+
+/// The same stream decoded whole, byte by byte, and split at every offset: the events
+/// must not depend on how reads cut it (checks the decoder waits where it must).
+fn decode_all_ways(stream: &[u8]) -> Vec<String> {
+    let whole = decode(&[stream]);
+    let bytes: Vec<&[u8]> = stream.chunks(1).collect();
+    assert_eq!(decode(&bytes), whole, "byte by byte");
+    for cut in 1..stream.len() {
+        let (a, b) = stream.split_at(cut);
+        assert_eq!(decode(&[a, b]), whole, "split at {cut}");
+    }
+    whole
+}
+
+fn cat(parts: &[&[u8]]) -> Vec<u8> {
+    parts.concat()
+}
+
+#[test]
+fn valid_frames_pass_through_however_they_are_split() {
+    let stream = cat(&[&frame(HOVER), &frame(NEXT)]);
+    assert_eq!(
+        decode_all_ways(&stream),
+        vec![format!("msg {HOVER}"), format!("msg {NEXT}")]
+    );
+}
+
+#[test]
+fn lf_headers_other_headers_and_any_case_are_accepted() {
+    let stream = cat(&[
+        format!(
+            "content-length: {}\nContent-Type: application/vscode-jsonrpc; charset=utf-8\n\n",
+            HOVER.len()
+        )
+        .as_bytes(),
+        HOVER.as_bytes(),
+        b"\r\n",
+        &frame(NEXT),
+    ]);
+    assert_eq!(
+        decode_all_ways(&stream),
+        vec![format!("msg {HOVER}"), format!("msg {NEXT}")]
+    );
+}
+
+#[test]
+fn bodies_that_are_not_request_objects_are_invalid_requests() {
+    for (body, want) in [
+        ("[]", "err -32600 id=null: a message must be a JSON object, not an array (batches are not supported)"),
+        ("null", "err -32600 id=null: a message must be a JSON object, not null"),
+        ("5", "err -32600 id=null: a message must be a JSON object, not a number"),
+        (r#"{"jsonrpc":"2.0","id":1.5,"method":"initialize"}"#, "err -32600 id=null: `id` must be an integer or a string, not 1.5"),
+        (r#"{"jsonrpc":"2.0","id":{"a":1},"method":"initialize"}"#, r#"err -32600 id=null: `id` must be an integer or a string, not {"a":1}"#),
+        (r#"{"jsonrpc":"2.0","id":null,"method":"initialize"}"#, "err -32600 id=null: `id` must be an integer or a string, not null"),
+        (r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"x"}"#, "err -32600 id=null: `id` must be an integer or a string, not 18446744073709551615"),
+        (r#"{"id":3,"method":"initialize"}"#, r#"err -32600 id=3: it has no `"jsonrpc": "2.0"`"#),
+        (r#"{"jsonrpc":"1.0","id":"a","method":"x"}"#, r#"err -32600 id="a": `jsonrpc` must be "2.0", not "1.0""#),
+        (r#"{"jsonrpc":"2.0","id":4,"method":5}"#, "err -32600 id=4: `method` must be a string, not 5"),
+        (r#"{"jsonrpc":"2.0","id":4}"#, "err -32600 id=4: it is neither a request (`method`) nor a response (`id` with `result` or `error`)"),
+        (r#"{"jsonrpc":"2.0","id":4,"id":5,"method":"x"}"#, "err -32600 id=5: it is not a valid JSON-RPC message: duplicate field `id` at line 1 column 28"),
+        // A malformed response is logged, not answered.
+        (r#"{"jsonrpc":"2.0","id":4,"error":{"code":"x"}}"#, "err -32600 id=4 no reply: its `error` must be an object with an integer `code` and a string `message`"),
+    ] {
+        let stream = cat(&[&frame(body), &frame(NEXT)]);
+        assert_eq!(decode_all_ways(&stream), vec![want.to_string(), format!("msg {NEXT}")], "{body}");
+    }
+}
+
+#[test]
+fn responses_and_notifications_pass() {
+    for body in [
+        r#"{"jsonrpc":"2.0","id":1,"result":null}"#,
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"message":"no"}}"#,
+        r#"{"jsonrpc":"2.0","method":"initialized","params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":"s","method":"shutdown","params":null}"#,
+        // A header's text inside a string is just text.
+        r#"{"jsonrpc":"2.0","method":"x","params":{"t":"Content-Length: 5 {"}}"#,
+    ] {
+        assert_eq!(decode(&[&frame(body)]), vec![format!("msg {body}")]);
+    }
+}
+
+#[test]
+fn bodies_that_are_not_json_are_parse_errors() {
+    let bad_utf8 = cat(&[
+        b"{\"jsonrpc\":\"2.0\",\"method\":\"x\",\"params\":\"",
+        &[0xff, 0xfe],
+        b"\"}",
+    ]);
+    for body in [&b"{\"jsonrpc\":}"[..], b"hello", b"", &bad_utf8] {
+        let stream = cat(&[&frame_with(&body.len().to_string(), body), &frame(NEXT)]);
+        let got = decode_all_ways(&stream);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(
+            got[0].starts_with("err -32700 id=null: the body is not JSON: "),
+            "{got:?}"
+        );
+        assert_eq!(got[1], format!("msg {NEXT}"));
+    }
+}
+
+#[test]
+fn a_length_a_few_bytes_short_drops_the_message_with_its_id_and_keeps_the_next() {
+    let short = HOVER.len() - 3;
+    let stream = cat(&[
+        &frame_with(&short.to_string(), HOVER.as_bytes()),
+        &frame(NEXT),
+    ]);
+    assert_eq!(
+        decode_all_ways(&stream),
+        vec![
+            format!(
+                "err -32600 id=7: its Content-Length is {short} but its JSON body is {} bytes",
+                HOVER.len()
+            ),
+            format!("msg {NEXT}")
+        ]
+    );
+}
+
+#[test]
+fn a_length_a_few_bytes_long_drops_the_message_with_its_id_and_keeps_the_next() {
+    let long = HOVER.len() + 3;
+    let stream = cat(&[
+        &frame_with(&long.to_string(), HOVER.as_bytes()),
+        &frame(NEXT),
+    ]);
+    let want = vec![
+        format!(
+            "err -32600 id=7: its Content-Length is {long} but its JSON body is {} bytes",
+            HOVER.len()
+        ),
+        format!("msg {NEXT}"),
+    ];
+    assert_eq!(decode_all_ways(&stream), want);
+    // Far too long: the next frame settles it as soon as it starts arriving.
+    let stream = cat(&[&frame_with("60000000", HOVER.as_bytes()), &frame(NEXT)]);
+    assert_eq!(decode_all_ways(&stream)[1], want[1]);
+}
+
+#[test]
+fn a_length_too_long_with_nothing_after_is_settled_when_the_input_pauses() {
+    let long = HOVER.len() + 3;
+    let mut d = Decoder::new();
+    d.push(&frame_with(&long.to_string(), HOVER.as_bytes()));
+    assert_eq!(d.next_event(), None, "waits for the 3 missing bytes");
+    assert!(d.may_stall());
+    let ev = d.stalled().expect("the pause settles it");
+    assert_eq!(
+        render(&ev),
+        format!(
+            "err -32600 id=7: its Content-Length is {long} but its JSON body is {} bytes",
+            HOVER.len()
+        )
+    );
+    assert!(!d.may_stall());
+    d.push(&frame(NEXT));
+    assert_eq!(
+        d.next_event().map(|e| render(&e)),
+        Some(format!("msg {NEXT}"))
+    );
+    // A length too short whose tail never comes: the body is open JSON, settled by a
+    // pause as not JSON; the next frame is then read normally.
+    let mut d = Decoder::new();
+    let short = HOVER.len() - 3;
+    d.push(&frame_with(&short.to_string(), &HOVER.as_bytes()[..short]));
+    assert_eq!(d.next_event(), None, "the value's end may still come");
+    let ev = d
+        .stalled()
+        .map(|e| render(&e))
+        .expect("the pause settles it");
+    assert!(
+        ev.starts_with("err -32700 id=null: the body is not JSON: EOF while parsing"),
+        "{ev}"
+    );
+    d.push(&frame(NEXT));
+    assert_eq!(
+        d.next_event().map(|e| render(&e)),
+        Some(format!("msg {NEXT}"))
+    );
+    // An incomplete body is not settled by a pause: the rest may still be on its way.
+    let mut d = Decoder::new();
+    d.push(&frame(HOVER)[..40]);
+    assert_eq!(d.next_event(), None);
+    assert!(!d.may_stall());
+    assert_eq!(d.stalled(), None);
+    d.push(&frame(HOVER)[40..]);
+    assert_eq!(
+        d.next_event().map(|e| render(&e)),
+        Some(format!("msg {HOVER}"))
+    );
+}
+
+#[test]
+fn unusable_lengths_drop_the_message_with_its_id() {
+    for (header, why) in [
+        (
+            "Content-Length: abc\r\n\r\n",
+            "its Content-Length `abc` is not a length",
+        ),
+        (
+            "Content-Length: -5\r\n\r\n",
+            "its Content-Length `-5` is not a length",
+        ),
+        (
+            "Content-Length: \r\n\r\n",
+            "its Content-Length `` is not a length",
+        ),
+        (
+            "Content-Type: application/json\r\n\r\n",
+            "it has no Content-Length header",
+        ),
+        ("", "it has no Content-Length header"),
+        (
+            "Content-Length: 100000000000000\r\n\r\n",
+            "its Content-Length 100000000000000 is above the 64 MiB limit",
+        ),
+        (
+            "Content-Length: 99999999999999999999999\r\n\r\n",
+            "its Content-Length 99999999999999999999999 is above the 64 MiB limit",
+        ),
+        (
+            "Content-Length: 3\r\ncontent-length: 4\r\n\r\n",
+            "it has two different Content-Length headers",
+        ),
+    ] {
+        let stream = cat(&[header.as_bytes(), HOVER.as_bytes(), &frame(NEXT)]);
+        assert_eq!(
+            decode_all_ways(&stream),
+            vec![
+                format!("err -32600 id=7: {why}; its JSON body was not read"),
+                format!("msg {NEXT}")
+            ],
+            "{header:?}"
+        );
+    }
+}
+
+#[test]
+fn an_unusable_length_before_a_non_object_skips_to_the_next_header() {
+    let stream = cat(&[b"Content-Length: x\r\n\r\nhello world", &frame(NEXT)]);
+    assert_eq!(
+        decode_all_ways(&stream),
+        vec![
+            "err -32700 id=null: its Content-Length `x` is not a length, and no JSON object follows it".to_string(),
+            format!("msg {NEXT}")
+        ]
+    );
+    // A truncated object, then the next frame: its header breaks the object.
+    let stream = cat(&[
+        b"Content-Length: x\r\n\r\n{\"id\": 3, \"a\": [1, ",
+        &frame(NEXT),
+    ]);
+    assert_eq!(
+        decode_all_ways(&stream),
+        vec![
+            "err -32700 id=null: its Content-Length `x` is not a length, and what follows is not JSON".to_string(),
+            format!("msg {NEXT}")
+        ]
+    );
+}
+
+#[test]
+fn a_huge_unframed_body_is_scanned_without_being_kept() {
+    let mut d = Decoder::new();
+    d.push(b"Content-Length: 100000000000000\r\n\r\n{\"id\": 9, \"text\": \"");
+    let chunk = vec![b'x'; 64 << 10];
+    let mut peak = 0;
+    for _ in 0..(3 * KEEP_FOR_ID / chunk.len()) {
+        d.push(&chunk);
+        assert_eq!(d.next_event(), None);
+        peak = peak.max(d.buf.len());
+    }
+    assert!(peak <= KEEP_FOR_ID + chunk.len(), "kept {peak} bytes");
+    d.push(b"\"}");
+    d.push(&frame(NEXT));
+    let ev = d.next_event().map(|e| render(&e)).unwrap();
+    assert_eq!(
+        ev,
+        "err -32700 id=null: its Content-Length 100000000000000 is above the 64 MiB limit; what follows it was skipped"
+    );
+    assert_eq!(
+        d.next_event().map(|e| render(&e)),
+        Some(format!("msg {NEXT}"))
+    );
+}
+
+#[test]
+fn garbage_between_frames_gets_one_parse_error_and_is_skipped() {
+    let stream = cat(&[
+        &frame(HOVER),
+        b"garbage \x00\xff and more garbage",
+        &frame(NEXT),
+    ]);
+    assert_eq!(
+        decode_all_ways(&stream),
+        vec![
+            format!("msg {HOVER}"),
+            "err -32700 id=null: unexpected bytes where a Content-Length header should be"
+                .to_string(),
+            format!("msg {NEXT}")
+        ]
+    );
+    // A header line without its colon, and a header block that never ends.
+    let stream = cat(&[b"Content-Length 12\r\n\r\n", &frame(NEXT)]);
+    assert_eq!(decode_all_ways(&stream)[1], format!("msg {NEXT}"));
+    let endless = cat(&[b"X-Pad: ", &vec![b'a'; MAX_HEADER], &frame(NEXT)]);
+    assert_eq!(
+        decode(&[&endless]),
+        vec![
+            "err -32700 id=null: a header block longer than 8 KiB".to_string(),
+            format!("msg {NEXT}")
+        ]
+    );
+}
+
+#[test]
+fn an_empty_body_is_a_parse_error() {
+    let stream = cat(&[b"Content-Length: 0\r\n\r\n", &frame(NEXT)]);
+    assert_eq!(
+        decode_all_ways(&stream),
+        vec![
+            "err -32700 id=null: the body is not JSON: EOF while parsing a value at line 1 column 0".to_string(),
+            format!("msg {NEXT}")
+        ]
+    );
+}
+
+#[test]
+fn a_body_of_garbage_with_a_length_too_long_resumes_at_the_next_header() {
+    let stream = cat(&[b"Content-Length: 10\r\n\r\nnull", &frame(NEXT)]);
+    let got = decode_all_ways(&stream);
+    assert_eq!(got[1..], [format!("msg {NEXT}")], "{got:?}");
+    assert!(
+        got[0].starts_with("err -32700 id=null: the body is not JSON"),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn replies_are_framed_json_rpc_errors() {
+    let rej = Rejection::new(INVALID_REQUEST, json!(7), "why", b"");
+    let reply = rej.reply().unwrap();
+    let text = String::from_utf8(reply).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert_eq!(head, format!("Content-Length: {}", body.len()));
+    let v: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(
+        v,
+        json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32600, "message": "kernel-lsp dropped a message: why"}})
+    );
+}
+
+#[test]
+fn the_end_of_input_inside_a_message_is_reported() {
+    let mut d = Decoder::new();
+    d.push(&frame(HOVER)[..30]);
+    assert_eq!(d.next_event(), None);
+    assert!(d
+        .finish()
+        .unwrap()
+        .starts_with("the input ended inside a message"));
+    let mut d = Decoder::new();
+    d.push(&frame(HOVER));
+    d.push(b"\r\n");
+    assert!(d.next_event().is_some());
+    assert_eq!(d.next_event(), None);
+    assert_eq!(d.finish(), None);
+}

@@ -237,7 +237,7 @@ impl Decoder {
         }
     }
 
-    fn to_garbage(&mut self, reason: &str) -> Step {
+    fn enter_garbage(&mut self, reason: &str) -> Step {
         let rej = Rejection::new(PARSE_ERROR, Value::Null, reason, &self.buf);
         // The first byte cannot start a frame here; skipping it guarantees progress.
         self.consume(1.min(self.buf.len()));
@@ -270,15 +270,16 @@ impl Decoder {
         let window = &self.buf[..self.buf.len().min(MAX_HEADER)];
         let Some((block, total)) = header_end(window) else {
             if !plausible_header(window) {
-                return self.to_garbage("unexpected bytes where a Content-Length header should be");
+                return self
+                    .enter_garbage("unexpected bytes where a Content-Length header should be");
             }
             if self.buf.len() >= MAX_HEADER {
-                return self.to_garbage("a header block longer than 8 KiB");
+                return self.enter_garbage("a header block longer than 8 KiB");
             }
             return Step::Wait;
         };
         if !plausible_header(&self.buf[..block]) {
-            return self.to_garbage("unexpected bytes where a Content-Length header should be");
+            return self.enter_garbage("unexpected bytes where a Content-Length header should be");
         }
         let length = content_length(&self.buf[..block]);
         self.consume(total);
@@ -444,7 +445,7 @@ impl Decoder {
                 self.state = State::Header;
                 Step::Emit(Event::Rejected(rej))
             }
-            Scan::Scalar => self.to_garbage(&format!("{why}, and no JSON object follows it")),
+            Scan::Scalar => self.enter_garbage(&format!("{why}, and no JSON object follows it")),
         }
     }
 
@@ -630,7 +631,7 @@ pub fn check_message(v: &Value, body: &[u8]) -> Result<(), Rejection> {
             );
         }
     };
-    typed.or_else(|e| {
+    typed.map_err(|e| {
         let mut rej = Rejection::new(
             INVALID_REQUEST,
             id,
@@ -638,7 +639,7 @@ pub fn check_message(v: &Value, body: &[u8]) -> Result<(), Rejection> {
             body,
         );
         rej.response = is_response(v);
-        Err(rej)
+        rej
     })
 }
 

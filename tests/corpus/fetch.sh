@@ -4,6 +4,7 @@
 #   ggml     the CUDA backend of llama.cpp, from the llama-cpp-python sdist on PyPI (MIT)
 #   candle   candle-kernels from crates.io (MIT OR Apache-2.0)
 #   mistralrs-quant  quantized GEMM kernels (CUB, cooperative groups) from crates.io (MIT)
+#   cuda-samples  NVIDIA's CUDA samples 11.8, from Debian's contrib package (BSD-3-Clause)
 # Each project gets a compile_commands.json with the include folders its build uses.
 # Safe to run again: a project already there is kept.
 set -euo pipefail
@@ -77,6 +78,26 @@ if [ ! -d "$cache/mistralrs-quant" ]; then
   cp -r "$src/kernels" "$cache/mistralrs-quant/"
   rm -rf "$(dirname "$src")"
   commands "$cache/mistralrs-quant" -std=c++17 --expt-relaxed-constexpr
+fi
+
+if [ ! -d "$cache/cuda-samples" ]; then
+  # NVIDIA's CUDA samples 11.8 as Debian packages them (contrib; BSD-3-Clause). Only the
+  # sources are kept: the samples and their Common/ headers (helper_cuda.h, helper_math.h).
+  deb=nvidia-cuda-samples_11.8~dfsg-2_all.deb
+  tmp=$(mktemp -d)
+  "$py" -c "import urllib.request,sys; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])" \
+    "http://deb.debian.org/debian/pool/contrib/n/nvidia-cuda-samples/$deb" "$tmp/$deb"
+  echo "fad5e89ead99dfbd55124180eb56db8e2cea35cedff8e5295e9a23baf73d4134  $tmp/$deb" | sha256sum -c --quiet
+  (cd "$tmp" && ar x "$deb" && mkdir x && tar -xf data.tar.* -C x)
+  ex="$tmp/x/usr/share/doc/nvidia-cuda-toolkit/examples"
+  dest="$PWD/$cache/cuda-samples"
+  mkdir -p "$dest"
+  (cd "$ex" && find Samples Common -type f \( -name '*.cu' -o -name '*.cuh' -o -name '*.h' \
+      -o -name '*.hpp' -o -name '*.inl' \) -print0 | xargs -0 cp --parents -t "$dest")
+  cp "$tmp/x/usr/share/doc/nvidia-cuda-samples/copyright" "$cache/cuda-samples/LICENSE"
+  rm -rf "$tmp"
+  # As the samples' Makefiles build them: -I../../../Common, C++17 for the newest ones.
+  commands "$cache/cuda-samples" -ICommon -std=c++17
 fi
 
 du -sh "$cache"/* >&2

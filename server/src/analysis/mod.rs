@@ -387,6 +387,7 @@ pub struct CompileInputs {
 /// and its project headers, each reduced to its device slice. Reads the disk.
 pub fn with_project(
     mut inputs: CompileInputs,
+    text: &str,
     path: &std::path::Path,
     include_paths: &[std::path::PathBuf],
     defines: &[String],
@@ -394,6 +395,9 @@ pub fn with_project(
 ) -> CompileInputs {
     inputs.project = toolchain::project::flags_for_file(path, include_paths, defines);
     inputs.file = Some(path.to_path_buf());
+    let dirs = angle_include_dirs(&inputs.project, path);
+    inputs.device_slice =
+        restore_project_includes(text, &inputs.device_slice, &dirs, &tc.include_dirs);
     if tc.nvcc.is_none() {
         // nvcc reads the headers itself, host code and all; NVRTC gets their device
         // slices ([`compile`] collects them itself if nvcc fails and NVRTC stands in).
@@ -411,6 +415,7 @@ fn project_headers(inputs: &CompileInputs, tc: &Toolchain) -> Vec<(String, Strin
     let dir = path
         .parent()
         .map_or_else(|| std::path::PathBuf::from("."), |d| d.to_path_buf());
+    let dirs = angle_include_dirs(&inputs.project, path);
     let slice = |t: &str| -> String {
         let mut parser = tree_sitter::Parser::new();
         if parser
@@ -420,7 +425,10 @@ fn project_headers(inputs: &CompileInputs, tc: &Toolchain) -> Vec<(String, Strin
             return t.to_string();
         }
         match syntax::parse_text(&mut parser, Lang::Cuda, t) {
-            Some(tree) => syntax::analyze(Lang::Cuda, t, &tree).device_slice,
+            Some(tree) => {
+                let slice = syntax::analyze(Lang::Cuda, t, &tree).device_slice;
+                restore_project_includes(t, &slice, &dirs, &tc.include_dirs)
+            }
             None => t.to_string(),
         }
     };
@@ -432,6 +440,69 @@ fn project_headers(inputs: &CompileInputs, tc: &Toolchain) -> Vec<(String, Strin
         8 << 20,
         &slice,
     )
+}
+
+/// The folders nvcc searches for `#include <name>`: the project's (compile_commands.json,
+/// the settings), not the including file's own folder.
+fn angle_include_dirs(
+    project: &toolchain::ProjectFlags,
+    path: &std::path::Path,
+) -> Vec<std::path::PathBuf> {
+    let own = path.parent();
+    let mut dirs = project.include_dirs.clone();
+    if dirs.first().map(|d| d.as_path()) == own {
+        dirs.remove(0);
+    }
+    dirs
+}
+
+/// The device slice blanks `#include <name>` unless `name` is a known device header
+/// (`grammars/cuda/device_includes.txt`): most such includes are the host's. One that
+/// names the project's own header, found in `dirs` and not under the CUDA folders, is put
+/// back, as nvcc would read it (`system`: the CUDA folders): the CUDA samples include `<helper_math.h>` (device
+/// operators on `float3`) from `-I Common`. Headers kernel-lsp stands in for
+/// (`helper_cuda.h` and the rest of [`toolchain::compat::HOST_ONLY_HEADERS`]) stay blank.
+/// `text` and `slice` have the same length; so does the result.
+pub fn restore_project_includes(
+    text: &str,
+    slice: &str,
+    dirs: &[std::path::PathBuf],
+    system: &[std::path::PathBuf],
+) -> String {
+    if dirs.is_empty() || text.len() != slice.len() {
+        return slice.to_string();
+    }
+    let mut out: Option<Vec<u8>> = None;
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let range = at..at + line.len();
+        at += line.len();
+        let Some(name) = angle_include(line) else {
+            continue;
+        };
+        if !slice[range.clone()].trim().is_empty()
+            || toolchain::compat::HOST_ONLY_HEADERS.contains(&name)
+        {
+            continue;
+        }
+        let found = dirs.iter().map(|d| d.join(name)).find(|p| p.is_file());
+        if found.is_some_and(|p| !system.iter().any(|s| p.starts_with(s))) {
+            out.get_or_insert_with(|| slice.as_bytes().to_vec())[range]
+                .copy_from_slice(line.as_bytes());
+        }
+    }
+    match out {
+        Some(bytes) => String::from_utf8(bytes).unwrap_or_else(|_| slice.to_string()),
+        None => slice.to_string(),
+    }
+}
+
+/// `name` of a `#include <name>` line.
+fn angle_include(line: &str) -> Option<&str> {
+    let t = line.trim_start().strip_prefix('#')?.trim_start();
+    let rest = t.strip_prefix("include")?.trim_start();
+    let r = rest.strip_prefix('<')?;
+    r.split('>').next().map(str::trim)
 }
 
 /// The outcome of compiling one version of a CUDA file.
@@ -751,6 +822,35 @@ mod tests {
             Some(c) => analyze_cached(Lang::Cuda, text, doc.tree(), &opts, c).findings(),
             None => analyze(Lang::Cuda, text, doc.tree(), &opts).findings(),
         }
+    }
+
+    #[test]
+    fn angle_includes_of_project_headers_come_back_into_the_device_slice() {
+        // The CUDA samples' layout: `-I Common`, `#include <helper_math.h>`.
+        let root = std::env::temp_dir().join(format!("klsp-angle-{}", std::process::id()));
+        let (common, cuda) = (root.join("Common"), root.join("cuda/include"));
+        std::fs::create_dir_all(&common).unwrap();
+        std::fs::create_dir_all(&cuda).unwrap();
+        for h in ["helper_math.h", "helper_cuda.h"] {
+            std::fs::write(common.join(h), "").unwrap();
+        }
+        std::fs::write(cuda.join("cuda_gl_interop.h"), "").unwrap();
+        let text = "#include <vector>\n#include <helper_math.h>\n  #  include  <helper_cuda.h>\n#include <cuda_gl_interop.h>\n#include <missing.h>\n__global__ void k(float3 *v) { v[0] = v[0] + v[1]; }\n";
+        let doc = Document::new(Lang::Cuda, 0, text);
+        let slice = syntax::analyze(Lang::Cuda, text, doc.tree().unwrap()).device_slice;
+        let dirs = [common.clone(), cuda.clone()];
+        let restored = restore_project_includes(text, &slice, &dirs, std::slice::from_ref(&cuda));
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(restored.len(), text.len());
+        let lines: Vec<&str> = restored.lines().collect();
+        // The project's header is back; the host headers, the one kernel-lsp stands in
+        // for, the CUDA folders' and an unknown one stay blank.
+        assert_eq!(lines[1], "#include <helper_math.h>");
+        for i in [0, 2, 3, 4] {
+            assert!(lines[i].trim().is_empty(), "line {i}: {:?}", lines[i]);
+        }
+        assert!(lines[5].starts_with("__global__ void k"));
+        assert_eq!(restore_project_includes(text, &slice, &[], &[]), slice);
     }
 
     #[test]

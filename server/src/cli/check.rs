@@ -115,6 +115,7 @@ pub fn run(args: &CheckArgs) -> ExitCode {
                 .map_or("kernel.cu".into(), |n| n.to_string_lossy().to_string());
             let inputs = analysis::with_project(
                 result.compile_inputs(),
+                &text,
                 path,
                 &settings.cuda.include_paths,
                 &settings.cuda.defines,

@@ -373,8 +373,14 @@ impl Backend {
             }
             let outcome = tokio::task::spawn_blocking(move || {
                 if let Some(f) = &file {
-                    inputs =
-                        analysis::with_project(inputs, f, &cuda.include_paths, &cuda.defines, &tc);
+                    inputs = analysis::with_project(
+                        inputs,
+                        &text,
+                        f,
+                        &cuda.include_paths,
+                        &cuda.defines,
+                        &tc,
+                    );
                 }
                 analysis::compile(&tc, &text, &inputs, &name)
             })

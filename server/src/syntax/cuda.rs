@@ -461,6 +461,33 @@ impl<'s, 't> SliceWalk<'s, 't> {
         if let Some(name) = n.child_by_field_name("name") {
             self.struct_names.insert(text(self.src, name).to_string());
         }
+        self.blank_host_members(n);
+    }
+
+    /// Member functions defined in a class body without `__device__`/`__global__` (or
+    /// `constexpr`) are host functions, as at the top level: device code cannot call
+    /// them (nvcc refuses it), and their bodies call host code that NVRTC does not have
+    /// (the CUDA samples' comparators call `compareData` from a host-only header).
+    /// Declarations, `= default` and `= delete` members stay.
+    fn blank_host_members(&mut self, n: Node) {
+        let Some(body) = n.child_by_field_name("body") else {
+            return;
+        };
+        let mut cursor = body.walk();
+        let members: Vec<Node> = body.named_children(&mut cursor).collect();
+        for m in members {
+            let f = match m.kind() {
+                "function_definition" => m,
+                "template_declaration" => template_item(m).0,
+                _ => continue,
+            };
+            let has_body = f
+                .child_by_field_name("body")
+                .is_some_and(|b| b.kind() == "compound_statement");
+            if f.kind() == "function_definition" && has_body && !self.device_or_constexpr(f) {
+                self.blank(m.byte_range());
+            }
+        }
     }
 
     fn blank(&mut self, range: ByteRange) {

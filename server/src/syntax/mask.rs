@@ -13,6 +13,9 @@
 //!   statement; between statements they parse, and stay visible (the unroll facts read
 //!   `#pragma unroll` there).
 //!
+//! - Calling-convention macros (`void CUDART_CB callback(...)`, `CUresult CUDAAPI
+//!   f(...)`; [`CALLING_CONVENTIONS`]) are hidden wherever they stand.
+//!
 //! Top-level directives are left alone: the grammar parses them. Pure.
 
 use super::{ByteRange, Lang};
@@ -329,6 +332,29 @@ fn is_type_arg(a: &str) -> bool {
             || (a.ends_with('*') && !a.contains(['(', '+', '-', '/', '['])))
 }
 
+/// Calling-convention macros of the CUDA and Windows APIs, between a declaration's type
+/// and its name (`void CUDART_CB callback(...)`, `CUresult CUDAAPI cuInit(...)`). They
+/// expand to nothing on Linux; the grammar reads them as a second type.
+const CALLING_CONVENTIONS: &[&str] = &[
+    "CUDART_CB",
+    "CUDARTAPI",
+    "CUDAAPI",
+    "CUBLASAPI",
+    "CUBLASWINAPI",
+    "CUFFTAPI",
+    "CURANDAPI",
+    "CUSPARSEAPI",
+    "CUSOLVERAPI",
+    "CUDNNWINAPI",
+    "CUDNNAPI",
+    "NVRTC_API",
+    "WINAPI",
+    "CALLBACK",
+    "APIENTRY",
+    "__stdcall",
+    "__cdecl",
+];
+
 /// Lexes one code line: braces, the last significant character, `__align__(...)`.
 fn scan_code(
     line: &str,
@@ -423,6 +449,22 @@ fn scan_code(
                     continue;
                 }
                 *last = b'_';
+            }
+            // `void CUDART_CB callback(...)`: a calling-convention macro (empty on Linux).
+            c if (c.is_ascii_uppercase() || c == b'_')
+                && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_')) =>
+            {
+                let n = b[i..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
+                    .count();
+                if CALLING_CONVENTIONS.contains(&&line[i..i + n]) {
+                    out.push(base + i..base + i + n);
+                } else {
+                    *last = b[i + n - 1];
+                }
+                i += n;
+                continue;
             }
             // `unsigned(x)`, a functional cast the grammar cannot read: hidden, it
             // leaves the parenthesized `(x)`.
@@ -589,6 +631,26 @@ int x;
         assert_eq!(m.len(), src.len());
         assert_eq!(masked(Lang::Cuda, "__global__ void k() { }\n"), None);
         assert_eq!(masked(Lang::Triton, src), None);
+    }
+
+    #[test]
+    fn calling_convention_macros_are_hidden_and_other_caps_names_stay() {
+        // As the CUDA samples write their stream callbacks and driver-API prototypes.
+        let src = "void CUDART_CB myStreamCallback(cudaStream_t s, cudaError_t e, void *data) {\n    printf(\"CUDART_CB %d\\n\", (int)e);\n}\nstatic CUresult CUDAAPI load(CUmodule *m);\nMY_TYPE CUDART_CBX f(int x);\n";
+        let m = masked(Lang::Cuda, src).unwrap();
+        assert_eq!(m.len(), src.len());
+        assert!(m.starts_with("void           myStreamCallback("), "{m}");
+        assert!(m.contains("static CUresult         load("), "{m}");
+        // In a string, and as part of a longer name: kept.
+        assert!(m.contains("\"CUDART_CB %d"), "{m}");
+        assert!(m.contains("MY_TYPE CUDART_CBX f"), "{m}");
+        let mut p = tree_sitter::Parser::new();
+        p.set_language(&crate::syntax::ts_language(Lang::Cuda))
+            .unwrap();
+        let tree = p
+            .parse(m.replace("MY_TYPE CUDART_CBX f(int x);", ""), None)
+            .unwrap();
+        assert!(!tree.root_node().has_error(), "{m}");
     }
 
     #[test]

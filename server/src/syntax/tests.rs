@@ -552,6 +552,46 @@ TORCH_LIBRARY(my_ops, m) {
 }
 
 #[test]
+fn device_slice_drops_host_member_functions() {
+    // As the CUDA samples write them: a host comparator class calling a host-only
+    // helper, next to a struct whose members device code uses.
+    let src = r#"template <class T>
+class Comparator {
+ public:
+  bool compare(const T *ref, T *data, unsigned len) { return compareData(ref, data, len); }
+  Comparator() = default;
+  int declared_only(int x);
+};
+struct Vec2 {
+  float x, y;
+  __host__ __device__ Vec2 operator+(Vec2 o) const { return {x + o.x, y + o.y}; }
+  constexpr float dot() const { return x * x + y * y; }
+  template <class U> void host_tpl(U u) { puts("host"); }
+  void host_only() { printf("%f\n", x); }
+};
+__global__ void k(Vec2 *v) { v[0] = v[0] + v[1]; }
+"#;
+    expect![[r#"
+        template <class T>
+        class Comparator {
+         public:
+          ░░░░ ░░░░░░░░░░░░░ ░ ░░░░░ ░ ░░░░░░ ░░░░░░░░ ░░░░ ░ ░░░░░░ ░░░░░░░░░░░░░░░░ ░░░░░ ░░░░░ ░
+          Comparator() = default;
+          int declared_only(int x);
+        };
+        struct Vec2 {
+          float x, y;
+          __host__ __device__ Vec2 operator+(Vec2 o) const { return {x + o.x, y + o.y}; }
+          constexpr float dot() const { return x * x + y * y; }
+          ░░░░░░░░ ░░░░░░ ░░ ░░░░ ░░░░░░░░░░ ░░ ░ ░░░░░░░░░░░░░ ░
+          ░░░░ ░░░░░░░░░░░ ░ ░░░░░░░░░░░░░░ ░░░ ░
+        };
+        __global__ void k(Vec2 *v) { v[0] = v[0] + v[1]; }
+    "#]]
+    .assert_eq(&render_slice(src));
+}
+
+#[test]
 fn one_error_region_per_broken_place() {
     check(
         Lang::Cuda,

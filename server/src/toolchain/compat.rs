@@ -222,10 +222,13 @@ pub fn headers(include_dirs: &[PathBuf]) -> Vec<(String, String)> {
         if out.iter().any(|(n, _)| n == h) {
             continue;
         }
+        // The fixed-width integer types come along, as they do with the host's C and C++
+        // libraries (`helper_cuda.h` -> `<string>` -> `<cstdint>`): code that uses
+        // `uint32_t` after including only host headers compiles with nvcc.
         out.push((
             (*h).to_string(),
             format!(
-                "#pragma once\n/* kernel-lsp: stand-in for `{h}` under NVRTC (docs/compat.md) */\n"
+                "#pragma once\n/* kernel-lsp: stand-in for `{h}` under NVRTC (docs/compat.md) */\n#include <stdint.h>\n"
             ),
         ));
     }

@@ -701,6 +701,27 @@ fn find_includes(
             ),
         }
     }
+
+    // `<mma.h>` (WMMA) includes `crt/mma.h`, which CUDA 12's runtime wheel lacks: the
+    // nvcc wheel has it (the toolkit and CUDA 13's wheel keep it next to cuda_fp16.h).
+    let has_crt = |d: &Path| d.join("crt").join("mma.h").is_file();
+    if !dirs.iter().any(|d| has_crt(d)) {
+        let mut cands = Vec::new();
+        if let Some(nvidia) = cuda_include.parent().and_then(Path::parent) {
+            cands.push(nvidia.join("cuda_nvcc").join("include"));
+        }
+        for sp in env.python_dirs() {
+            cands.push(sp.join("nvidia/cuda_nvcc/include"));
+        }
+        match cands.into_iter().find(|d| has_crt(d)) {
+            Some(d) => dirs.push(d),
+            None => notes.push(
+                "crt/mma.h not found, so <mma.h> (WMMA tensor-core fragments) will not compile. \
+                 Install the nvidia-cuda-nvcc-cu12 wheel"
+                    .to_string(),
+            ),
+        }
+    }
     dirs
 }
 

@@ -355,6 +355,108 @@ void scale_cuda(cuda_context& ctx, const tensor* t, void* out, int type, float s
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// NVIDIA's samples' shapes (issue #11): headers included with `<...>` from `-I Common`
+/// (`helper_math.h`'s device operators), a host-only `helper_cuda.h`, `<cuda.h>` for a
+/// driver-API type, `<mma.h>`, a host class calling a host helper, a `CUDART_CB`
+/// callback, `uint32_t` after host headers only. Clean with NVRTC alone. Then a CUDA
+/// library header this machine lacks: one warning and one note, never a false error.
+#[test]
+fn a_samples_style_project_checks_clean_and_a_missing_library_header_is_a_note() {
+    let test = "a_samples_style_project_checks_clean_and_a_missing_library_header_is_a_note";
+    if let Err(e) = crate::tools::nvrtc_available() {
+        return crate::tools::skip(test, &e);
+    }
+    let dir = fresh_project("samples", &["Common", "Samples/demo"]);
+    std::fs::write(
+        dir.join("Common/helper_math.h"),
+        "#pragma once\n#include \"cuda_runtime.h\"\ntypedef unsigned int uint;\ninline __host__ __device__ float3 operator+(float3 a, float3 b) { return make_float3(a.x + b.x, a.y + b.y, a.z + b.z); }\ninline __host__ __device__ float3 operator*(float3 a, float s) { return make_float3(a.x * s, a.y * s, a.z * s); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("Common/helper_cuda.h"),
+        "#pragma once\n#include <string>\n#include <stdio.h>\ntemplate <typename T> void check(T r, const char *f) { if (r) { fprintf(stderr, \"%s\\n\", f); exit(1); } }\n#define checkCudaErrors(v) check((v), #v)\ninline bool compareData(const float *a, const float *b, unsigned n) { return true; }\n",
+    )
+    .unwrap();
+    let sample = r#"#include <stdio.h>
+#include <cuda.h>
+#include <mma.h>
+#include <helper_cuda.h>
+#include <helper_math.h>
+using namespace nvcuda;
+
+class Comparator {
+ public:
+  bool compare(const float *r, const float *d, unsigned n) { return compareData(r, d, n); }
+};
+
+__global__ void advect(float3 *p, const float3 *v, uint n, float dt, CUtexObject tex) {
+  uint i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) p[i] = p[i] + v[i] * dt;
+}
+
+__global__ void tile(const half *a, float *c) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+  wmma::fill_fragment(fc, 0.0f);
+  wmma::load_matrix_sync(fa, a, 16);
+  wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
+}
+
+void CUDART_CB done(cudaStream_t s, cudaError_t e, void *data) { printf("done
+"); }
+
+int main() {
+  uint32_t n = 1024;
+  float3 *p;
+  checkCudaErrors(cudaMalloc(&p, n * sizeof(float3)));
+  Comparator c;
+  return c.compare(nullptr, nullptr, 0) ? 0 : 1;
+}
+"#;
+    std::fs::write(dir.join("Samples/demo/demo.cu"), sample).unwrap();
+    // A CUDA library header no folder has here (CUTLASS's CuTe is not installed).
+    std::fs::write(
+        dir.join("Samples/demo/cute.cu"),
+        "#include <cute/tensor.hpp>\n__global__ void k(float *y) {\n  auto t = cute::make_tensor(y, cute::make_shape(4));\n  t(0) = 1.f;\n}\n",
+    )
+    .unwrap();
+    let db = format!(
+        r#"[{{"directory": "{d}", "file": "Samples/demo/demo.cu", "command": "nvcc -ICommon -std=c++17 -c Samples/demo/demo.cu"}},
+            {{"directory": "{d}", "file": "Samples/demo/cute.cu", "command": "nvcc -ICommon -std=c++17 -c Samples/demo/cute.cu"}}]"#,
+        d = dir.display()
+    );
+    std::fs::write(dir.join("compile_commands.json"), db).unwrap();
+    let run = |file: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
+            .current_dir(&dir)
+            .env("KERNEL_LSP_NVCC", "none")
+            .args(["check", file])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = run("Samples/demo/demo.cu");
+    assert_eq!((code, stdout.as_str()), (Some(0), ""), "{stderr}");
+    assert!(stderr.contains("2 kernel(s): advect"), "{stderr}");
+    let (code, stdout, stderr) = run("Samples/demo/cute.cu");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert!(
+        lines[0].starts_with("Samples/demo/cute.cu:1:1: warning: cannot open `cute/tensor.hpp`"),
+        "{stdout}"
+    );
+    assert!(
+        lines[1].contains("info: not checked: `cute/tensor.hpp` is not installed here"),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// An empty project folder (a `.git` marks the workspace root) with `folders` made.
 fn fresh_project(name: &str, folders: &[&str]) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("kernel-lsp-{name}-{}", std::process::id()));

@@ -646,6 +646,42 @@ pub fn compile(
         result.messages.sort_by_key(|m| (m.line, m.col_start));
         read_whole_file = false;
     }
+    // A CUDA library header the device code needs is not installed here (curand_kernel.h
+    // without the curand wheel): errors that follow from it cannot be told from real
+    // ones, so they become one note; the missing-include warning stays on its line.
+    let missing_device: Vec<String> = result
+        .missing_headers
+        .iter()
+        .filter(|h| syntax::is_device_header(h))
+        .cloned()
+        .collect();
+    if !missing_device.is_empty()
+        && result
+            .messages
+            .iter()
+            .any(|m| m.severity == MessageSeverity::Error)
+    {
+        let first = result
+            .messages
+            .iter()
+            .find(|m| m.severity == MessageSeverity::Error)
+            .cloned();
+        result
+            .messages
+            .retain(|m| m.severity != MessageSeverity::Error);
+        if let Some(mut note) = first {
+            let names: Vec<String> = missing_device.iter().map(|h| format!("`{h}`")).collect();
+            note.severity = MessageSeverity::Note;
+            note.header = None;
+            note.message = format!(
+                "not checked: {} is not installed here, and the file's device code uses it, so its errors cannot be told from real ones. Install the CUDA toolkit (or the pip wheel that carries the header, e.g. nvidia-curand-cu12 for curand_kernel.h), or add its folder to the `cuda.includePaths` setting (docs/project-setup.md)",
+                names.join(", ")
+            );
+            result.messages.push(note);
+            result.messages.sort_by_key(|m| (m.line, m.col_start));
+        }
+        read_whole_file = false;
+    }
     let mut outcome = outcome_of(text, result, Checker::Nvrtc, read_whole_file);
     if let Some(n) = fallback_note {
         outcome.note = Some(match outcome.note {

@@ -113,7 +113,8 @@ pub struct LlmCheck {
 }
 
 /// The whole report; its JSON form is the stable interface editors read:
-/// `{version, config, nvrtc, ptxas, worker, cuda, triton, llm: [..]}`, each finding
+/// `{version, config, nvrtc, ptxas, nvcc, headers, ncu, worker, cuda, triton, llm: [..]}`,
+/// each finding
 /// with `ok`, `level` and `message`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct HealthReport {
@@ -121,6 +122,10 @@ pub struct HealthReport {
     pub config: Check,
     pub nvrtc: Check,
     pub ptxas: Check,
+    /// nvcc, the ground truth for whole-file checks of `.cu` files (issue #11).
+    pub nvcc: Check,
+    /// The CUDA headers, CCCL and the rest that NVRTC checks need.
+    pub headers: Check,
     /// Nsight Compute, for `kernel-lsp profile` and profile facts.
     pub ncu: Check,
     pub worker: WorkerCheck,
@@ -164,6 +169,8 @@ pub fn run(args: &HealthArgs) -> ExitCode {
     };
     let endpoints = endpoints(&settings);
     let toolchain_settings = settings.toolchain();
+    let nvcc_off = !toolchain_settings.use_nvcc
+        || std::env::var_os("KERNEL_LSP_NVCC").is_some_and(|v| v == "none");
     let (tc, hello, reach) = rt.block_on(async {
         let tc = tokio::task::spawn_blocking(move || {
             let tc = toolchain::locate(&toolchain_settings);
@@ -207,6 +214,8 @@ pub fn run(args: &HealthArgs) -> ExitCode {
         config,
         nvrtc: nvrtc_check(&tc.0),
         ptxas: ptxas_check(&tc.0, tc.1.as_deref()),
+        nvcc: nvcc_check(&tc.0, nvcc_off),
+        headers: headers_check(&tc.0),
         ncu: ncu_check(crate::toolchain::ncu::locate(None).as_deref()),
         worker,
         cuda,
@@ -338,6 +347,69 @@ pub fn nvrtc_check(tc: &Toolchain) -> Check {
             format!("{e}. Without it kernels are parsed and specs checked, but not compiled"),
         ),
     }
+}
+
+/// The nvcc finding: whole-file checks with the project's flags when nvcc is found;
+/// otherwise NVRTC checks each file's device side, and the finding says what to install.
+pub fn nvcc_check(tc: &Toolchain, off: bool) -> Check {
+    if let Some(p) = &tc.nvcc {
+        return Check::new(
+            Level::Ok,
+            format!(
+                "nvcc at {}: .cu files are checked whole, as the project builds them (compile_commands.json's flags)",
+                p.display()
+            ),
+        );
+    }
+    if off {
+        return Check::new(
+            Level::Ok,
+            "off (KERNEL_LSP_NVCC=none or kernel-lsp.cuda.useNvcc = false): NVRTC checks the device side of each file",
+        );
+    }
+    let setting = tc
+        .notes
+        .iter()
+        .find(|n| n.contains("nvccPath"))
+        .map(|n| format!("{n}. "))
+        .unwrap_or_default();
+    Check::new(
+        Level::Warn,
+        format!(
+            "{setting}nvcc not found, so .cu files are checked with NVRTC alone: their device side, with host code blanked; a file whose headers need the project's full build gets a \"not checked\" note instead of errors. Install the CUDA toolkit, or `pip install nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-crt nvidia-cuda-runtime nvidia-cuda-cccl` (CUDA 13) with g++, or set kernel-lsp.nvccPath"
+        ),
+    )
+}
+
+/// The headers finding: where the CUDA headers and CCCL come from, and what is missing
+/// (the CUDA headers, CCCL for cooperative groups and `cuda/std`, `crt/mma.h` for WMMA),
+/// with what to install.
+pub fn headers_check(tc: &Toolchain) -> Check {
+    let missing: Vec<&String> = tc
+        .notes
+        .iter()
+        .filter(|n| n.contains("not found") && !n.starts_with("ptxas"))
+        .collect();
+    if tc.include_dirs.is_empty() && missing.is_empty() {
+        return Check::new(
+            Level::Warn,
+            "no CUDA headers found (NVRTC was not found either)",
+        );
+    }
+    let found: Vec<String> = tc
+        .include_dirs
+        .iter()
+        .map(|d| d.display().to_string())
+        .collect();
+    let mut message = format!("CUDA headers from {}", found.join(", "));
+    if missing.is_empty() {
+        return Check::new(Level::Ok, message);
+    }
+    for m in missing {
+        message.push_str("; ");
+        message.push_str(m);
+    }
+    Check::new(Level::Warn, message)
 }
 
 /// The Nsight Compute finding (a missing ncu is a warning: profiles are optional).
@@ -506,6 +578,8 @@ pub fn render_text(r: &HealthReport) -> String {
     line("config", &r.config);
     line("nvrtc", &r.nvrtc);
     line("ptxas", &r.ptxas);
+    line("nvcc", &r.nvcc);
+    line("headers", &r.headers);
     line("ncu", &r.ncu);
     line("worker", &r.worker.check);
     line("cuda", &r.cuda);
@@ -620,6 +694,48 @@ mod tests {
     }
 
     #[test]
+    fn nvcc_and_headers_say_what_checks_files_and_what_to_install() {
+        let mut tc = Toolchain::unavailable("test".into());
+        tc.include_dirs = vec!["/cuda/include".into()];
+        tc.notes = vec![
+            "CCCL headers (nv/target) not found, so cooperative_groups.h and <cuda/std/...> will not compile. Install the nvidia-cuda-cccl-cu12 wheel".into(),
+            "ptxas not found, so no register or spill counts".into(),
+        ];
+        let h = headers_check(&tc);
+        assert_eq!(h.level, Level::Warn);
+        assert!(
+            h.message
+                .starts_with("CUDA headers from /cuda/include; CCCL headers (nv/target) not found")
+                && h.message.ends_with("nvidia-cuda-cccl-cu12 wheel"),
+            "{}",
+            h.message
+        );
+        let n = nvcc_check(&tc, false);
+        assert_eq!(n.level, Level::Warn);
+        assert!(
+            n.message
+                .starts_with("nvcc not found, so .cu files are checked with NVRTC alone"),
+            "{}",
+            n.message
+        );
+        assert!(
+            n.message.contains("pip install nvidia-cuda-nvcc"),
+            "{}",
+            n.message
+        );
+        assert_eq!(nvcc_check(&tc, true).level, Level::Ok);
+        tc.nvcc = Some("/cuda/bin/nvcc".into());
+        tc.notes.remove(0);
+        assert!(nvcc_check(&tc, false)
+            .message
+            .starts_with("nvcc at /cuda/bin/nvcc: .cu files are checked whole"));
+        assert_eq!(
+            headers_check(&tc),
+            Check::new(Level::Ok, "CUDA headers from /cuda/include")
+        );
+    }
+
+    #[test]
     fn text_has_one_levelled_line_per_check() {
         let (worker, cuda, triton) = worker_checks(&Ok(hello(true)));
         let tc = Toolchain::unavailable("test".into());
@@ -628,6 +744,8 @@ mod tests {
             config: Check::new(Level::Ok, "defaults"),
             nvrtc: nvrtc_check(&tc),
             ptxas: ptxas_check(&tc, None),
+            nvcc: nvcc_check(&tc, false),
+            headers: headers_check(&tc),
             ncu: ncu_check(None),
             worker,
             cuda,
@@ -640,6 +758,8 @@ mod tests {
             ok    config: defaults
             warn  nvrtc: locating NVRTC: test. Without it kernels are parsed and specs checked, but not compiled
             warn  ptxas: ptxas not found, so no register or spill counts. Install the nvidia-cuda-nvcc-cu12 wheel or the CUDA toolkit, or set kernel-lsp.ptxasPath
+            warn  nvcc: nvcc not found, so .cu files are checked with NVRTC alone: their device side, with host code blanked; a file whose headers need the project's full build gets a "not checked" note instead of errors. Install the CUDA toolkit, or `pip install nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-crt nvidia-cuda-runtime nvidia-cuda-cccl` (CUDA 13) with g++, or set kernel-lsp.nvccPath
+            warn  headers: no CUDA headers found (NVRTC was not found either)
             warn  ncu: ncu (Nsight Compute) not found, so no profiles: `kernel-lsp profile` refuses and the strategy decides from timings and the roofline. Install Nsight Compute (part of the CUDA toolkit), put ncu on PATH, or set KERNEL_LSP_NCU
             ok    worker: started (kernel-lsp 0.1.0, protocol 1); GPU NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)
             ok    cuda: CUDA backend: driver 12.8

@@ -365,6 +365,7 @@ impl<'s, 't> SliceWalk<'s, 't> {
             }
         }
         w.sites.sort_by_key(|s| s.outer.start);
+        w.blank_host_macro_invocations(root);
         let bytes = std::mem::take(&mut w.bytes);
         // Only whole nodes were blanked, byte by byte with ASCII spaces: still UTF-8 when
         // node boundaries are character boundaries, which they are for a `&str` source.
@@ -457,6 +458,77 @@ impl<'s, 't> SliceWalk<'s, 't> {
         None
     }
 
+    /// Top-level invocations of this file's function-like macros whose expansion is
+    /// only host function definitions (`COUNT_NONZERO_OP(float, f32)` defining an
+    /// `extern "C"` host wrapper, as Rust bindings' kernel files do): blanked, as the
+    /// functions they define would be. The invocation runs to its closing `)` and an
+    /// optional `;`.
+    fn blank_host_macro_invocations(&mut self, root: Node) {
+        let mut hosts: Vec<String> = Vec::new();
+        let mut stack = vec![root];
+        while let Some(n) = stack.pop() {
+            let mut cursor = n.walk();
+            for c in n.named_children(&mut cursor) {
+                match c.kind() {
+                    "preproc_function_def" => {
+                        let name = c.child_by_field_name("name").map(|x| text(self.src, x));
+                        // From the replacement's start to the last continued line: the
+                        // grammar ends the definition at a comment inside it.
+                        let value = c.child_by_field_name("value").map(|x| {
+                            &self.src[x.start_byte()..define_end(self.src, x.start_byte())]
+                        });
+                        if let (Some(name), Some(value)) = (name, value) {
+                            if expands_to_host_functions(value) {
+                                hosts.push(name.to_string());
+                            }
+                        }
+                    }
+                    "preproc_if"
+                    | "preproc_ifdef"
+                    | "preproc_else"
+                    | "preproc_elif"
+                    | "preproc_elifdef"
+                    | "linkage_specification"
+                    | "declaration_list"
+                    | "namespace_definition" => stack.push(c),
+                    _ => {}
+                }
+            }
+        }
+        if hosts.is_empty() {
+            return;
+        }
+        let src = self.src;
+        let mut at = 0;
+        for line in src.split_inclusive('\n') {
+            let start = at;
+            at += line.len();
+            let lead = line.len() - line.trim_start().len();
+            let t = &line[lead..];
+            let Some(name) = hosts
+                .iter()
+                .find(|h| t.starts_with(h.as_str()) && t[h.len()..].trim_start().starts_with('('))
+            else {
+                continue;
+            };
+            let begin = start + lead;
+            if !at_top_level(root, begin) {
+                continue;
+            }
+            let open =
+                begin + name.len() + (t[name.len()..].len() - t[name.len()..].trim_start().len());
+            let Some(close) = matching_paren(src, open) else {
+                continue;
+            };
+            let rest = &src[close + 1..];
+            let semi = rest
+                .find(|c: char| !c.is_whitespace())
+                .filter(|&i| rest[i..].starts_with(';'))
+                .map_or(close + 1, |i| close + 1 + i + 1);
+            self.blank(begin..semi);
+        }
+    }
+
     fn record_struct(&mut self, n: Node) {
         if let Some(name) = n.child_by_field_name("name") {
             self.struct_names.insert(text(self.src, name).to_string());
@@ -498,6 +570,127 @@ impl<'s, 't> SliceWalk<'s, 't> {
             }
         }
     }
+}
+
+/// Whether a macro's replacement text is one or more host function definitions (no
+/// `__global__`/`__device__`/`constexpr`), read as a translation unit with `##` pasting
+/// and `#` stringizing taken out.
+fn expands_to_host_functions(value: &str) -> bool {
+    if !value.contains('{') || value.contains("__global__") || value.contains("__device__") {
+        return false;
+    }
+    let body = value
+        .replace("\\\n", " \n")
+        .replace("##", "")
+        .replace('#', " ");
+    let mut parser = tree_sitter::Parser::new();
+    if parser
+        .set_language(&super::ts_language(Lang::Cuda))
+        .is_err()
+    {
+        return false;
+    }
+    let Some(tree) = parser.parse(&body, None) else {
+        return false;
+    };
+    let root = tree.root_node();
+    if root.has_error() {
+        return false;
+    }
+    let mut cursor = root.walk();
+    let items: Vec<Node> = root
+        .named_children(&mut cursor)
+        .filter(|c| c.kind() != "comment")
+        .collect();
+    !items.is_empty()
+        && items.iter().all(|item| {
+            let f = match item.kind() {
+                "linkage_specification" => item.child_by_field_name("body"),
+                "template_declaration" => Some(template_item(*item).0),
+                _ => Some(*item),
+            };
+            f.is_some_and(|f| {
+                f.kind() == "function_definition"
+                    && !has_token(f, &["__global__", "__device__", "constexpr"])
+            })
+        })
+}
+
+/// The end of the `#define` line holding byte `at`, following `\` continuations.
+fn define_end(src: &str, at: usize) -> usize {
+    let mut end = at;
+    for line in src[at..].split_inclusive('\n') {
+        end += line.len();
+        if !line.trim_end().ends_with('\\') {
+            break;
+        }
+    }
+    end
+}
+
+/// Whether byte `at` of the source is outside every function body, class body and
+/// macro definition.
+fn at_top_level(root: Node, at: usize) -> bool {
+    let Some(mut n) = root.descendant_for_byte_range(at, at) else {
+        return false;
+    };
+    loop {
+        if matches!(
+            n.kind(),
+            "compound_statement"
+                | "field_declaration_list"
+                | "preproc_function_def"
+                | "preproc_def"
+                | "enumerator_list"
+                | "initializer_list"
+        ) {
+            return false;
+        }
+        match n.parent() {
+            Some(p) => n = p,
+            None => return true,
+        }
+    }
+}
+
+/// The byte index of the `)` closing the `(` at `open`, skipping string and character
+/// literals and comments.
+fn matching_paren(src: &str, open: usize) -> Option<usize> {
+    let b = src.as_bytes();
+    let mut depth = 0usize;
+    let mut i = open;
+    while i < b.len() {
+        match b[i] {
+            b'(' => depth += 1,
+            b')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            q @ (b'"' | b'\'') => {
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// The item under `template <...>` headers and the innermost header.
@@ -604,9 +797,15 @@ impl SliceWalk<'_, '_> {
             .trim_start_matches('<')
             .trim_end_matches('>')
             .trim();
-        queries::data_lines(queries::DEVICE_INCLUDES).any(|entry| match entry.strip_suffix('*') {
-            Some(prefix) => name.starts_with(prefix),
-            None => name == entry,
-        })
+        is_device_header(name)
     }
+}
+
+/// Whether `<name>` is a header NVRTC compiles for device code
+/// (`grammars/cuda/device_includes.txt`: the CUDA headers, CCCL, CUB, curand_kernel.h...).
+pub fn is_device_header(name: &str) -> bool {
+    queries::data_lines(queries::DEVICE_INCLUDES).any(|entry| match entry.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => name == entry,
+    })
 }

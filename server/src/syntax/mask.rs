@@ -164,6 +164,31 @@ pub fn mask_ranges(text: &str) -> Vec<ByteRange> {
             out.push(start..start + body.len());
             continue;
         }
+        if depth == 0 && !in_block_comment && matches!(last, b';' | b'}') {
+            if let Some(close) = top_level_macro_call(text, start + (body.len() - trimmed.len())) {
+                // `LAUNCH(4, float, f32)` on its own, with no `;`: the grammar would read it
+                // and the items after it as one broken definition (hiding a kernel).
+                out.push(start + (body.len() - trimmed.len())..close + 1);
+                while offset <= close {
+                    match lines.next() {
+                        Some(l) => offset += l.len(),
+                        None => break,
+                    }
+                }
+                let rest_end = text[..offset].trim_end_matches(['\n', '\r']).len();
+                if close + 1 < rest_end {
+                    scan_code(
+                        &text[close + 1..rest_end],
+                        close + 1,
+                        &mut depth,
+                        &mut in_block_comment,
+                        &mut last,
+                        &mut out,
+                    );
+                }
+                continue;
+            }
+        }
         if depth > 0 && !in_block_comment && matches!(last, b';' | b'{' | b'}' | b':') {
             if let Some((a, b, bare)) = macro_statement(body) {
                 out.push(start + a..start + b);
@@ -245,6 +270,45 @@ fn macro_statement(line: &str) -> Option<(usize, usize, bool)> {
     // `CUDA_KERNEL_LOOP(i, n) {`: a loop macro; its block stays.
     let loop_head = after.starts_with('{');
     (typed || no_semicolon || loop_head).then_some((from, j + 1, no_semicolon))
+}
+
+/// A top-level all-caps macro call at byte `at` of `text` (`COUNT_NONZERO_OP(float,
+/// f32)`, arguments possibly over several lines) followed by no `;`, `{` or operator:
+/// by a new item, a directive, a comment or the end. The byte index of its `)`.
+fn top_level_macro_call(text: &str, at: usize) -> Option<usize> {
+    let (n, rest) = caps_name(&text[at..]);
+    if n == 0 || !rest.starts_with('(') {
+        return None;
+    }
+    let b = text.as_bytes();
+    let mut depth = 0usize;
+    let mut i = at + n;
+    let close = loop {
+        match b.get(i)? {
+            b'(' => depth += 1,
+            b')' => {
+                depth -= 1;
+                if depth == 0 {
+                    break i;
+                }
+            }
+            q @ (b'"' | b'\'') => {
+                i += 1;
+                while i < b.len() && b[i] != *q && b[i] != b'\n' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b';' | b'{' | b'}' => return None,
+            _ => {}
+        }
+        i += 1;
+    };
+    let after = text[close + 1..].trim_start();
+    match after.bytes().next() {
+        None | Some(b'#' | b'/') => Some(close),
+        Some(c) if c.is_ascii_alphabetic() || c == b'_' => Some(close),
+        _ => None,
+    }
 }
 
 /// The byte index of the `)` that closes the `(` at `open` in `line`, if on the line.

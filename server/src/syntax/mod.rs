@@ -22,6 +22,7 @@ mod unit;
 #[cfg(test)]
 mod tests;
 
+pub use cuda::is_device_header;
 pub use model::*;
 
 /// The tree-sitter language for a file of `lang`.

@@ -102,7 +102,10 @@ fn check(lang: Lang, src: &str, expect: Expect) {
 
 /// The device slice with dropped bytes shown as `░` and trailing blanks trimmed.
 fn render_slice(src: &str) -> String {
-    let tree = parse(Lang::Cuda, src);
+    // As the product parses: with the grammar's gaps masked (syntax/mask.rs).
+    let mut parser = tree_sitter::Parser::new();
+    parser.set_language(&ts_language(Lang::Cuda)).unwrap();
+    let tree = crate::syntax::parse_text(&mut parser, Lang::Cuda, src).unwrap();
     let model = analyze(Lang::Cuda, src, &tree);
     assert_eq!(model.device_slice.len(), src.len(), "same length");
     let mut bytes = Vec::new();
@@ -978,5 +981,50 @@ fn bom_crlf_and_cr_only_files_read_like_lf() {
         ),
     ] {
         assert_eq!(render(&src), want, "{what}");
+    }
+}
+
+#[test]
+fn device_slice_drops_macro_invocations_that_define_host_functions() {
+    // As Rust bindings' kernel files write their `extern "C"` launchers.
+    let src = r#"template <typename T>
+void count_nonzero(const T *d_in, uint32_t n, uint32_t *out) { cub_sum(d_in, n, out); }
+#define COUNT_NONZERO_OP(TYPENAME, RUST_NAME)                                  \
+  extern "C" uint32_t count_nonzero_##RUST_NAME(                               \
+      const TYPENAME *d_in, uint32_t N) {                                      \
+    uint32_t result; /* one */                                                 \
+    count_nonzero(d_in, N, &result);                                           \
+    return result;                                                             \
+  }
+#define LAUNCH(bits, T, name)                                                  \
+  extern "C" void launch_##bits##_##name(const T *x, int n) {                  \
+    kern<T, bits><<<cdiv(n, 256), 256>>>(x, n);                                \
+  }
+#define VEC(T, N) struct T##x##N { T v[N]; };
+#define INST(T) template __global__ void kern<T, 4>(const T *, int);
+#if __CUDA_ARCH__ >= 800
+COUNT_NONZERO_OP(__nv_bfloat16, bf16)
+#endif
+COUNT_NONZERO_OP(float, f32)
+COUNT_NONZERO_OP(int16_t, i16);
+LAUNCH(4, float,
+       f32)
+VEC(float, 4)
+INST(float)
+
+__global__ void transform(const uint32_t *t, uint32_t *out) { out[0] = t[0]; }
+"#;
+    let shown = render_slice(src);
+    let lines: Vec<&str> = shown.lines().collect();
+    for (i, l) in lines.iter().enumerate() {
+        let original = src.lines().nth(i).unwrap_or("");
+        let blank = *l != original;
+        let want_blank = [0, 1, 16, 18, 19, 20, 21].contains(&i);
+        assert_eq!(
+            blank,
+            want_blank,
+            "line {}: {original:?} became {l:?}\n{shown}",
+            i + 1
+        );
     }
 }

@@ -360,6 +360,10 @@ typedef int cublasOperation_t;
 typedef int cublasComputeType_t;
 ";
 
+/// The pre-included C++ library part of nvcc's implicit includes, for sources that name
+/// `std::` (with CCCL).
+const STD_PRELUDE_NAME: &str = "kernel_lsp_std.h";
+
 /// The option that pre-includes the prelude.
 pub fn prelude_option() -> String {
     format!("--pre-include={PRELUDE_NAME}")
@@ -384,6 +388,20 @@ pub fn compile(
     let mut req = req.clone();
     if !req.options.iter().any(|o| o.contains(PRELUDE_NAME)) {
         req.options.push(prelude_option());
+    }
+    // nvcc's implicit includes pull in the host's <type_traits> and <utility>, so device
+    // code uses `std::is_same_v` or `std::forward` with no include of its own. With
+    // CCCL, the same names come from `cuda::std` (their stand-ins); only for sources that
+    // name `std::`, as they cost NVRTC most of a second.
+    let names_std =
+        req.source.contains("std::") || req.headers.iter().any(|(_, t)| t.contains("std::"));
+    if names_std && has(include_dirs, "cuda/std/type_traits") {
+        req.options
+            .push(format!("--pre-include={STD_PRELUDE_NAME}"));
+        req.headers.push((
+            STD_PRELUDE_NAME.to_string(),
+            "#pragma once\n/* kernel-lsp: what nvcc's implicit includes give of the C++ library (docs/compat.md) */\n#include <type_traits>\n#include <utility>\n#include <limits>\n".to_string(),
+        ));
     }
     for (name, text) in headers(include_dirs) {
         if !req.headers.iter().any(|(n, _)| *n == name) {
@@ -419,6 +437,7 @@ pub fn compile(
 fn is_noise(m: &CompilerMessage, system_dirs: &[PathBuf]) -> bool {
     m.severity != MessageSeverity::Error
         && (m.message.starts_with(PRELUDE_NAME)
+            || m.message.starts_with(STD_PRELUDE_NAME)
             || system_dirs
                 .iter()
                 .any(|d| m.message.starts_with(&d.display().to_string())))

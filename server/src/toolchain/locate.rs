@@ -722,6 +722,25 @@ fn find_includes(
             ),
         }
     }
+
+    // The CUDA math libraries' pip wheels keep their headers apart (curand_kernel.h in
+    // nvidia-curand-cu12); the toolkit has them next to cuda_fp16.h.
+    let mut libs = Vec::new();
+    if let Some(nvidia) = cuda_include.parent().and_then(Path::parent) {
+        libs.push(nvidia.to_path_buf());
+    }
+    libs.extend(env.python_dirs().into_iter().map(|sp| sp.join("nvidia")));
+    for lib in ["curand", "cublas", "cufft", "cusparse", "cusolver"] {
+        if let Some(d) = libs
+            .iter()
+            .map(|n| n.join(lib).join("include"))
+            .find(|d| d.is_dir())
+        {
+            if !dirs.contains(&d) {
+                dirs.push(d);
+            }
+        }
+    }
     dirs
 }
 

@@ -222,6 +222,7 @@ pub fn check_device_slice_with(
         messages: out.messages,
         ptx_ok: out.success && out.ptx.is_some(),
         lowered_names: out.lowered_names,
+        missing_headers: missing.iter().map(|m| m.header.clone()).collect(),
         ..CheckResult::default()
     };
     let Some(ptx) = out.ptx.filter(|_| out.success) else {

@@ -648,7 +648,7 @@ pub fn compile(
     }
     // A CUDA library header the device code needs is not installed here (curand_kernel.h
     // without the curand wheel): errors that follow from it cannot be told from real
-    // ones, so they become one note; the missing-include warning stays on its line.
+    // ones, so they and its warnings become one note; the missing-include warning stays.
     let missing_device: Vec<String> = result
         .missing_headers
         .iter()
@@ -666,9 +666,10 @@ pub fn compile(
             .iter()
             .find(|m| m.severity == MessageSeverity::Error)
             .cloned();
-        result
-            .messages
-            .retain(|m| m.severity != MessageSeverity::Error);
+        // Warnings that follow from the missing header go too ("parsing restarts here").
+        result.messages.retain(|m| {
+            m.severity == MessageSeverity::Warning && m.message.starts_with("cannot open `")
+        });
         if let Some(mut note) = first {
             let names: Vec<String> = missing_device.iter().map(|h| format!("`{h}`")).collect();
             note.severity = MessageSeverity::Note;

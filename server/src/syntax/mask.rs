@@ -3,7 +3,7 @@
 //! spaces (newlines kept, byte length unchanged), so every range in the tree is still a
 //! range of the author's text; analyses read the author's text through those ranges.
 //!
-//! - `__align__(N)` (`struct __align__(8) Pair { ... }`, `__shared__ __align__(16) float
+//! - `__align__(N)` and `__builtin_align__(N)` (`struct __align__(8) Pair { ... }`, `__shared__ __align__(16) float
 //!   t[32];`): the attribute is hidden.
 //! - Conditional groups (`#if`/`#ifdef`/`#ifndef` ... `#endif`) inside a function body:
 //!   the directive lines and every branch but the first are hidden, so an `#if` around
@@ -28,7 +28,8 @@ pub fn masked(lang: Lang, text: &str) -> Option<String> {
         return normal;
     }
     let ranges = mask_ranges(base);
-    if ranges.is_empty() {
+    let renames = typeid_types(base);
+    if ranges.is_empty() && renames.is_empty() {
         return normal;
     }
     let mut bytes = base.as_bytes().to_vec();
@@ -37,6 +38,11 @@ pub fn masked(lang: Lang, text: &str) -> Option<String> {
             if *b != b'\n' && *b != b'\r' {
                 *b = b' ';
             }
+        }
+    }
+    for r in renames {
+        for b in &mut bytes[r] {
+            *b = b'_';
         }
     }
     // Whole lines and ASCII-delimited attributes are replaced, so no character is cut.
@@ -72,6 +78,39 @@ pub fn normalized(text: &str) -> Option<String> {
         }
     }
     String::from_utf8(out).ok()
+}
+
+/// `typeid(double)`, `typeid(unsigned int)`: the grammar reads `typeid` of an expression
+/// only. The built-in type's words (and the spaces between them) become one name made of
+/// `_`, which it reads: same length, and nothing else of the text changes.
+fn typeid_types(text: &str) -> Vec<ByteRange> {
+    const BUILTIN: &[&str] = &[
+        "double", "float", "int", "long", "short", "char", "unsigned", "signed", "bool", "void",
+    ];
+    let mut out = Vec::new();
+    for (i, _) in text.match_indices("typeid") {
+        if i > 0
+            && (text.as_bytes()[i - 1].is_ascii_alphanumeric() || text.as_bytes()[i - 1] == b'_')
+        {
+            continue;
+        }
+        let rest = &text[i + "typeid".len()..];
+        let Some(inner) = rest.trim_start().strip_prefix('(') else {
+            continue;
+        };
+        let Some(close) = inner.find(')') else {
+            continue;
+        };
+        let words = &inner[..close];
+        let all_builtin =
+            !words.trim().is_empty() && words.split_whitespace().all(|w| BUILTIN.contains(&w));
+        if all_builtin {
+            let start = text.len() - inner.len();
+            let lead = words.len() - words.trim_start().len();
+            out.push(start + lead..start + words.trim_end().len());
+        }
+    }
+    out
 }
 
 /// One `#if` group inside a body: whether its current branch is the one kept.
@@ -165,6 +204,18 @@ pub fn mask_ranges(text: &str) -> Vec<ByteRange> {
             continue;
         }
         if depth == 0 && !in_block_comment && matches!(last, b';' | b'}') {
+            // `template class PiEstimator<float>;`: an explicit instantiation of a class
+            // template, which the grammar cannot read ("missing identifier").
+            let words: Vec<&str> = trimmed.split_whitespace().take(3).collect();
+            let instantiation = match words.as_slice() {
+                ["template", "class" | "struct", ..] => true,
+                ["extern", "template", "class" | "struct"] => true,
+                _ => false,
+            };
+            if instantiation && body.trim_end().ends_with(';') {
+                out.push(start + (body.len() - trimmed.len())..start + body.trim_end().len());
+                continue;
+            }
             if let Some(close) = top_level_macro_call(text, start + (body.len() - trimmed.len())) {
                 // `LAUNCH(4, float, f32)` on its own, with no `;`: the grammar would read it
                 // and the items after it as one broken definition (hiding a kernel).
@@ -501,8 +552,15 @@ fn scan_code(
                 *depth -= 1;
                 *last = b'}';
             }
-            b'_' if line[i..].starts_with("__align__") => {
-                let after = i + "__align__".len();
+            b'_' if line[i..].starts_with("__align__")
+                || line[i..].starts_with("__builtin_align__") =>
+            {
+                let word = if line[i..].starts_with("__align__") {
+                    "__align__"
+                } else {
+                    "__builtin_align__"
+                };
+                let after = i + word.len();
                 let open = after + (line[after..].len() - line[after..].trim_start().len());
                 if let Some(j) = (b.get(open) == Some(&b'('))
                     .then(|| close_paren(line, open))
@@ -685,12 +743,13 @@ int x;
 
     #[test]
     fn align_attributes_are_hidden_and_top_level_directives_stay() {
-        let src = "#include <cuda_fp16.h>\n#if defined(X)\nstruct __align__(8) Pair { float a, b; };\n#endif\n__shared__ __align__(16) float t[32];\n";
+        let src = "#include <cuda_fp16.h>\n#if defined(X)\nstruct __align__(8) Pair { float a, b; };\n#endif\n__shared__ __align__(16) float t[32];\nstruct __builtin_align__(32) float8 { float x; };\n";
         let m = masked(Lang::Cuda, src).unwrap();
         assert_eq!(
             m,
             src.replace("__align__(8)", &" ".repeat(12))
                 .replace("__align__(16)", &" ".repeat(13))
+                .replace("__builtin_align__(32)", &" ".repeat(21))
         );
         assert_eq!(m.len(), src.len());
         assert_eq!(masked(Lang::Cuda, "__global__ void k() { }\n"), None);
@@ -715,6 +774,39 @@ int x;
             .parse(m.replace("MY_TYPE CUDART_CBX f(int x);", ""), None)
             .unwrap();
         assert!(!tree.root_node().has_error(), "{m}");
+    }
+
+    #[test]
+    fn typeid_of_a_builtin_type_and_class_instantiations_parse() {
+        let src = "template <class Real> struct Est { Real x; };\ntemplate class Est<float>;\nextern template struct Est<double>;\ntemplate __global__ void k<float>(float *);\nvoid check() {\n  if (typeid(Real) == typeid(unsigned int) && typeid( double ) != typeid(x)) {}\n  int typeidx = sizeof(double);\n}\n";
+        let m = masked(Lang::Cuda, src).unwrap();
+        assert_eq!(m.len(), src.len());
+        assert!(
+            m.contains("typeid(Real) == typeid(____________) && typeid( ______ ) != typeid(x)"),
+            "{m}"
+        );
+        let lines: Vec<&str> = m.lines().collect();
+        assert!(
+            lines[1].trim().is_empty() && lines[2].trim().is_empty(),
+            "{m}"
+        );
+        assert!(
+            m.contains("template __global__ void k<float>(float *);"),
+            "{m}"
+        );
+        assert!(m.contains("int typeidx = sizeof(double);"), "{m}");
+        let mut p = tree_sitter::Parser::new();
+        p.set_language(&crate::syntax::ts_language(Lang::Cuda))
+            .unwrap();
+        let tree = p.parse(&m, None).unwrap();
+        assert!(
+            !tree.root_node().has_error(),
+            "{m}\n{}",
+            tree.root_node().to_sexp()
+        );
+        // Unmasked, the grammar fails on both.
+        let tree = p.parse(src, None).unwrap();
+        assert!(tree.root_node().has_error());
     }
 
     #[test]

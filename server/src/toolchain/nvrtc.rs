@@ -470,7 +470,9 @@ typedef unsigned char uint_fast8_t; typedef unsigned long uint_fast16_t; typedef
 #ifndef NULL
 #define NULL 0
 #endif
+#ifndef offsetof
 #define offsetof(t, m) __builtin_offsetof(t, m)
+#endif
 #ifdef __cplusplus
 namespace std { using ::size_t; using ::ptrdiff_t; typedef decltype(nullptr) nullptr_t; }
 #endif

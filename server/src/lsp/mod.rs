@@ -592,6 +592,13 @@ impl AnalysisJob {
                 &mut || over().then(|| stopped_after.clone()),
             )
         };
+        let mut parsed = parsed;
+        if !self.keep_tree {
+            // A syntax-only file keeps no tree (tens of bytes per byte of text).
+            parsed.tree = None;
+            drop(self.parse);
+            give_back_freed_memory();
+        }
         AnalysisDone {
             gen: self.gen,
             parsed,
@@ -599,6 +606,23 @@ impl AnalysisJob {
             kernel_file,
             analysis,
             cache: self.cache,
+        }
+    }
+}
+
+/// Return freed heap pages to the system. tree-sitter builds a tree from many small
+/// allocations; after a big file's tree is dropped, glibc keeps them (issue #16: a 20 MB
+/// file left the server at 845 MB), so a syntax-only file would cost its tree for good.
+fn give_back_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        extern "C" {
+            fn malloc_trim(pad: usize) -> std::ffi::c_int;
+        }
+        // SAFETY: malloc_trim only releases free memory of glibc's own heaps; it takes no
+        // pointer and is safe to call from any thread at any time.
+        unsafe {
+            malloc_trim(0);
         }
     }
 }

@@ -25,6 +25,9 @@ pub struct Settings {
     pub compile_debounce_ms: u64,
     /// Past this size a file gets syntax checks only.
     pub max_file_bytes: usize,
+    /// Time one document's syntax and @bench checks may take; past it they stop and a
+    /// note says what was left unchecked.
+    pub analysis_budget_ms: u64,
     /// Multiprocessor count used for `sms` in specs when no GPU has been seen.
     pub sms: u64,
     /// The optional LLM strategist and coder (`optimize::llm`).
@@ -124,6 +127,7 @@ impl Default for Settings {
             compile_on_type: true,
             compile_debounce_ms: 300,
             max_file_bytes: 2 * 1024 * 1024,
+            analysis_budget_ms: 2000,
             sms: 132,
             llm: LlmSettings::default(),
             worker: None,

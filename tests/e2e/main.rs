@@ -20,6 +20,7 @@ mod health;
 mod llm_client;
 mod llm_server;
 mod lsp_jobs;
+mod lsp_responsive;
 mod lsp_session;
 mod lsp_transport;
 mod nvim;

@@ -61,7 +61,8 @@ pub struct FileAnalysis {
     pub model: FileModel,
     /// One report per kernel, in `model.kernels` order.
     pub specs: Vec<SpecReport>,
-    /// Set when the file is past the size limit: only syntax was checked.
+    /// Set when only part of the checks ran, saying why: the file is past the size limit
+    /// (syntax only), the parser gave up, or the time budget ran out.
     pub size_note: Option<String>,
 }
 
@@ -197,6 +198,20 @@ pub fn analyze_cached(
     opts: &AnalyzeOptions,
     cache: &mut SpecCache,
 ) -> FileAnalysis {
+    analyze_within(lang, text, tree, opts, cache, &mut || None)
+}
+
+/// [`analyze_cached`] that asks `stop` before each kernel's spec: when it answers with a
+/// reason, the remaining kernels are left unchecked and the analysis carries a note
+/// that says so (and why), which `findings` shows at the top of the file.
+pub fn analyze_within(
+    lang: Lang,
+    text: &str,
+    tree: Option<&tree_sitter::Tree>,
+    opts: &AnalyzeOptions,
+    cache: &mut SpecCache,
+    stop: &mut dyn FnMut() -> Option<String>,
+) -> FileAnalysis {
     let Some(tree) = tree else {
         // The parser only gives up on cancellation or a time-out; say so rather than
         // showing an empty file as clean.
@@ -223,16 +238,33 @@ pub fn analyze_cached(
     }
     let fk = file_key(&model.kernels);
     let mut next = HashMap::with_capacity(model.kernels.len());
-    let specs = model
-        .kernels
-        .iter()
-        .map(|k| cache.report(k, &model.kernels, fk, &opts.env, &mut next))
-        .collect();
+    let mut specs = Vec::with_capacity(model.kernels.len());
+    let mut note = None;
+    for k in &model.kernels {
+        if let Some(why) = stop() {
+            let left = model.kernels.len() - specs.len();
+            note = Some(format!(
+                "{why}; the @bench specs of {left} of {} kernels were not checked",
+                model.kernels.len()
+            ));
+            break;
+        }
+        specs.push(cache.report(k, &model.kernels, fk, &opts.env, &mut next));
+    }
+    if note.is_some() {
+        // Keep what the unchecked kernels had: a later, complete run reuses it.
+        next.extend(cache.reports.drain());
+        let empty = || SpecReport {
+            plan: None,
+            diagnostics: Vec::new(),
+        };
+        specs.resize_with(model.kernels.len(), empty);
+    }
     cache.reports = next;
     FileAnalysis {
         model,
         specs,
-        size_note: None,
+        size_note: note,
     }
 }
 

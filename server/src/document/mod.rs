@@ -36,6 +36,73 @@ pub enum PositionError {
     Reversed { start: LinePos, end: LinePos },
 }
 
+fn parser_for(lang: Lang) -> Parser {
+    let mut parser = Parser::new();
+    // The grammars are compiled into this binary with a matching ABI (a test checks
+    // both), so failure here is a build defect, not an input problem.
+    parser
+        .set_language(&ts_language(lang))
+        .expect("bundled tree-sitter grammar matches the tree-sitter ABI");
+    parser
+}
+
+/// A parse of one document's text, to run on any thread (see [`Document::parse_job`]).
+pub struct ParseJob {
+    pub lang: Lang,
+    pub text: String,
+    old_tree: Option<Tree>,
+    was_masked: bool,
+}
+
+/// What a [`ParseJob`] made.
+pub struct Parsed {
+    /// `None` when the parser gave up or was stopped.
+    pub tree: Option<Tree>,
+    masked: bool,
+    /// The parse was stopped by the caller's `stop` before it finished.
+    pub stopped: bool,
+}
+
+impl Parsed {
+    /// No parse (a file that is not checked).
+    pub fn none() -> Self {
+        Parsed {
+            tree: None,
+            masked: false,
+            stopped: false,
+        }
+    }
+}
+
+impl ParseJob {
+    /// Parse the text, incrementally from the old tree when there is one; `stop` is
+    /// asked as the parse goes and ends it when it answers true.
+    pub fn run(&self, stop: &mut dyn FnMut() -> bool) -> Parsed {
+        let mut parser = parser_for(self.lang);
+        let masked = crate::syntax::mask::masked(self.lang, &self.text);
+        // Text with hidden regions (syntax::mask) is parsed whole: an edit can move them.
+        let old = if masked.is_some() || self.was_masked {
+            None
+        } else {
+            self.old_tree.as_ref()
+        };
+        let bytes = masked.as_deref().unwrap_or(&self.text).as_bytes();
+        let mut stopped = false;
+        let mut progress = |_: &tree_sitter::ParseState| {
+            stopped = stopped || stop();
+            stopped
+        };
+        let options = tree_sitter::ParseOptions::new().progress_callback(&mut progress);
+        let mut read = |byte: usize, _: Point| -> &[u8] { bytes.get(byte..).unwrap_or(&[]) };
+        let tree = parser.parse_with_options(&mut read, old, Some(options));
+        Parsed {
+            tree,
+            masked: masked.is_some(),
+            stopped,
+        }
+    }
+}
+
 pub struct Document {
     pub lang: Lang,
     pub version: i32,
@@ -50,28 +117,46 @@ pub struct Document {
 
 impl Document {
     pub fn new(lang: Lang, version: i32, text: &str) -> Self {
-        let mut parser = Parser::new();
-        // The grammars are compiled into this binary with a matching ABI (a test checks
-        // both), so failure here is a build defect, not an input problem.
-        parser
-            .set_language(&ts_language(lang))
-            .expect("bundled tree-sitter grammar matches the tree-sitter ABI");
-        let mut doc = Document {
-            lang,
-            version,
-            rope: Rope::from_str(text),
-            text: text.to_string(),
-            parser,
-            tree: None,
-            masked: false,
-        };
+        let mut doc = Document::unparsed(lang, version, text);
         doc.tree = crate::syntax::parse_text(&mut doc.parser, lang, text);
         doc.masked = doc.tree.is_some() && crate::syntax::mask::masked(lang, text).is_some();
         doc
     }
 
+    /// A document whose text is not parsed yet: the server parses on an analysis
+    /// thread ([`ParseJob`]) and installs the tree with [`Document::install_tree`].
+    pub fn unparsed(lang: Lang, version: i32, text: &str) -> Self {
+        Document {
+            lang,
+            version,
+            rope: Rope::from_str(text),
+            text: text.to_string(),
+            parser: parser_for(lang),
+            tree: None,
+            masked: false,
+        }
+    }
+
     pub fn text(&self) -> &str {
         &self.text
+    }
+
+    /// What a parse of the current text needs, detached from the document so that it
+    /// can run on another thread: the text and the last tree, edited to match it (so
+    /// the parse is incremental).
+    pub fn parse_job(&self) -> ParseJob {
+        ParseJob {
+            lang: self.lang,
+            text: self.text.clone(),
+            old_tree: self.tree.clone(),
+            was_masked: self.masked,
+        }
+    }
+
+    /// Keep the tree a [`ParseJob`] made of the current text.
+    pub fn install_tree(&mut self, parsed: Parsed) {
+        self.tree = parsed.tree;
+        self.masked = parsed.masked;
     }
 
     pub fn tree(&self) -> Option<&Tree> {
@@ -141,6 +226,7 @@ impl Document {
     }
 
     /// Reparse after edits: incrementally, reusing the edited old tree, when there is one.
+    /// (The server parses through [`ParseJob`] instead, off its message loop.)
     pub fn reparse(&mut self) {
         // Text with hidden regions (syntax::mask) is parsed whole: an edit can move them.
         let masked = crate::syntax::mask::masked(self.lang, &self.text);

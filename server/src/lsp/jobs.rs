@@ -482,61 +482,95 @@ impl Backend {
         message(outcome, text)
     }
 
+    /// The text of `t`'s document as the request found it, and the kernel it names. A
+    /// command acts on the text it arrived at (edits after it do not change what it
+    /// runs), and commands start in the order they arrived, so this does not wait: when
+    /// that text's analysis is still running, the text is analyzed again here, within
+    /// the analysis budget. (Commands are rare; edits never wait for this.)
     fn snapshot(&self, t: &Target) -> std::result::Result<Snapshot, String> {
         let st = self.state();
-        let enc = st.encoding;
         let open = st
             .docs
             .get(&t.uri)
             .ok_or_else(|| format!("{} is not open in the editor", t.uri))?;
-        let model = &open.analysis.model;
-        let kernel = match (&t.kernel, &t.position) {
-            (Some(name), _) => model
-                .kernel(name)
-                .ok_or_else(|| format!("this file has no kernel `{name}`"))?,
-            (None, Some(p)) => {
-                let off = open
-                    .doc
-                    .offset(
-                        LinePos {
-                            line: p.line,
-                            col: p.character,
-                        },
-                        enc,
-                    )
-                    .unwrap_or(0);
-                model
-                    .kernel_at(off)
-                    .or_else(|| (model.kernels.len() == 1).then(|| &model.kernels[0]))
-                    .ok_or("put the cursor inside a kernel (or name it)")?
-            }
-            (None, None) => match model.kernels.as_slice() {
-                [one] => one,
-                [] => return Err("this file has no kernels".into()),
-                _ => {
-                    return Err(
-                        "this file has several kernels: name one or put the cursor in it".into(),
-                    )
-                }
-            },
-        };
-        if let Some(e) = model.syntax_errors.first() {
-            let at = open.doc.position(e.range.start, enc);
-            return Err(format!(
-                "the file has a syntax error at line {}; fix it before running `{}`",
-                at.line + 1,
-                kernel.name
-            ));
+        if open.analyzed_gen == open.compile_gen {
+            return pick_kernel(&open.doc, &open.analysis, t, st.encoding, &st.settings);
         }
-        Ok(Snapshot {
-            lang: open.doc.lang,
-            text: open.doc.text().to_string(),
-            kernel: kernel.clone(),
-            file: t.uri.to_file_path().ok(),
-            settings: st.settings.clone(),
-        })
+        let (lang, text) = (open.doc.lang, open.doc.text());
+        let doc = Document::new(lang, 0, text);
+        let deadline = std::time::Instant::now()
+            + std::time::Duration::from_millis(st.settings.analysis_budget_ms);
+        let analysis = crate::analysis::analyze_within(
+            lang,
+            text,
+            doc.tree(),
+            &Self::analyze_opts(&st.settings),
+            &mut Default::default(),
+            &mut || {
+                (std::time::Instant::now() >= deadline)
+                    .then(|| "the file took too long to check; try again".to_string())
+            },
+        );
+        pick_kernel(&doc, &analysis, t, st.encoding, &st.settings)
     }
+}
 
+/// The kernel a command names in one analyzed text, or why there is none to run.
+fn pick_kernel(
+    doc: &Document,
+    analysis: &crate::analysis::FileAnalysis,
+    t: &Target,
+    enc: crate::document::PositionEncoding,
+    settings: &Settings,
+) -> std::result::Result<Snapshot, String> {
+    let model = &analysis.model;
+    let kernel = match (&t.kernel, &t.position) {
+        (Some(name), _) => model
+            .kernel(name)
+            .ok_or_else(|| format!("this file has no kernel `{name}`"))?,
+        (None, Some(p)) => {
+            let off = doc
+                .offset(
+                    LinePos {
+                        line: p.line,
+                        col: p.character,
+                    },
+                    enc,
+                )
+                .unwrap_or(0);
+            model
+                .kernel_at(off)
+                .or_else(|| (model.kernels.len() == 1).then(|| &model.kernels[0]))
+                .ok_or("put the cursor inside a kernel (or name it)")?
+        }
+        (None, None) => match model.kernels.as_slice() {
+            [one] => one,
+            [] => return Err("this file has no kernels".into()),
+            _ => {
+                return Err(
+                    "this file has several kernels: name one or put the cursor in it".into(),
+                )
+            }
+        },
+    };
+    if let Some(e) = model.syntax_errors.first() {
+        let at = doc.position(e.range.start, enc);
+        return Err(format!(
+            "the file has a syntax error at line {}; fix it before running `{}`",
+            at.line + 1,
+            kernel.name
+        ));
+    }
+    Ok(Snapshot {
+        lang: doc.lang,
+        text: doc.text().to_string(),
+        kernel: kernel.clone(),
+        file: t.uri.to_file_path().ok(),
+        settings: settings.clone(),
+    })
+}
+
+impl Backend {
     /// The worker pool (started on first use, rebuilt when the worker settings change).
     async fn pool(&self) -> std::result::Result<Arc<WorkerPool>, String> {
         let (existing, settings) = {
@@ -1307,7 +1341,9 @@ impl Backend {
                     kernel: Some(name),
                     position: None,
                 };
-                let Ok(snap) = this.snapshot(&t) else { return };
+                let Ok(snap) = this.snapshot(&t) else {
+                    return;
+                };
                 let _ = this.bench_job(&uri, snap, None).await;
                 this.publish(uri).await;
                 let _ = this.client.inlay_hint_refresh().await;

@@ -18,8 +18,9 @@ mod transport;
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use serde_json::Value;
@@ -28,7 +29,7 @@ use tower_lsp::lsp_types::*;
 use tower_lsp::{Client, LanguageServer, LspService, Server};
 
 use crate::analysis::{self, AnalyzeOptions, CompileOutcome, FileAnalysis};
-use crate::document::{Document, LinePos, PositionEncoding};
+use crate::document::{Document, LinePos, ParseJob, Parsed, PositionEncoding};
 use crate::settings::Settings;
 use crate::spec::EvalEnv;
 use crate::syntax::{self, Lang};
@@ -74,6 +75,8 @@ pub struct Backend {
     progress_tokens: Arc<Mutex<HashMap<String, Arc<std::sync::atomic::AtomicBool>>>>,
     /// The worker's last status for `kernel-lsp/status`: GPU name, "no GPU: why".
     worker_status: Arc<Mutex<(Option<String>, String)>>,
+    /// Woken whenever an analysis ends (see [`Backend::settled`]).
+    analyzed: Arc<tokio::sync::Notify>,
 }
 
 struct State {
@@ -110,8 +113,14 @@ struct OpenDoc {
     /// The last finished compile (its ranges refer to the text it compiled).
     compile: Option<Arc<CompileOutcome>>,
     spec_cache: analysis::SpecCache,
-    /// Bumped on every change; a debounced compile runs only if it is still current.
+    /// Bumped on every change of the text or of the settings analysis reads; a
+    /// debounced compile, or an analysis, applies only if it is still current.
     compile_gen: u64,
+    /// The `compile_gen` that `analysis` describes; diagnostics are published only
+    /// while it is current (their ranges are byte offsets into that text).
+    analyzed_gen: u64,
+    /// The cancel flag of this document's running analysis, if one runs.
+    analyzing: Option<Arc<AtomicBool>>,
     /// `State::edit_clock` at this document's last edit or open.
     last_edit: u64,
     /// Whether the last publish sent any diagnostics (so a file that stops being a
@@ -168,6 +177,7 @@ impl Backend {
             })),
             progress_tokens: Arc::new(Mutex::new(HashMap::new())),
             worker_status: Arc::new(Mutex::new((None, String::new()))),
+            analyzed: Arc::new(tokio::sync::Notify::new()),
         }
     }
 
@@ -196,43 +206,105 @@ impl Backend {
         }
     }
 
-    /// Re-analyze a document after its text changed. Synchronous and cheap (no compiler).
-    fn refresh(state: &mut State, uri: &Url) {
-        let opts = Self::analyze_opts(&state.settings);
-        let Some(open) = state.docs.get_mut(uri) else {
+    /// Analyze `uri`'s current text off the message loop (issue #16): parse and check on
+    /// a blocking thread, then install the result and publish, if the document did not
+    /// change meanwhile. One analysis runs per document at a time; a newer change cancels
+    /// the running one, which then starts again on the latest text. Each run has the
+    /// time budget `analysisBudgetMs`; past it the checks stop and a note says so.
+    fn schedule_analysis(&self, uri: Url, compile_now: bool) {
+        let Some(job) = Self::start_analysis(&mut self.state(), &uri) else {
             return;
         };
-        open.kernel_file = match open.doc.lang {
-            Lang::Cuda => true,
-            Lang::Triton => syntax::is_triton_source(open.doc.text()),
-        };
-        open.compile_gen += 1;
-        open.analysis = Arc::new(if open.kernel_file {
-            let detached = match open.doc.tree() {
-                Some(_) => None,
-                None => open.doc.parse_detached(),
-            };
-            let tree = detached.as_ref().or(open.doc.tree());
-            analysis::analyze_cached(
-                open.doc.lang,
-                open.doc.text(),
-                tree,
-                &opts,
-                &mut open.spec_cache,
-            )
-        } else {
-            empty_analysis(open.doc.lang)
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut job = job;
+            loop {
+                let run = tokio::task::spawn_blocking(move || job.run()).await;
+                let done = match run {
+                    Ok(done) => done,
+                    Err(e) => {
+                        tracing::error!("analysis of {uri} failed: {e}");
+                        if let Some(open) = this.state().docs.get_mut(&uri) {
+                            open.analyzing = None;
+                        }
+                        this.analyzed.notify_waiters();
+                        return;
+                    }
+                };
+                let next = {
+                    let mut st = this.state();
+                    let Some(open) = st.docs.get_mut(&uri) else {
+                        drop(st);
+                        this.analyzed.notify_waiters();
+                        return;
+                    };
+                    // The cache stays valid either way: it is keyed by what a report reads.
+                    open.spec_cache = done.cache;
+                    open.analyzing = None;
+                    if open.compile_gen == done.gen {
+                        if done.keep_tree {
+                            open.doc.install_tree(done.parsed);
+                        } else {
+                            open.doc.drop_tree();
+                        }
+                        open.kernel_file = done.kernel_file;
+                        open.analysis = Arc::new(done.analysis);
+                        open.analyzed_gen = done.gen;
+                        Self::trim_trees(&mut st);
+                        None
+                    } else {
+                        Self::start_analysis(&mut st, &uri)
+                    }
+                };
+                match next {
+                    Some(again) => job = again,
+                    None => break,
+                }
+            }
+            this.analyzed.notify_waiters();
+            this.publish(uri.clone()).await;
+            this.schedule_compile(uri, compile_now);
         });
     }
 
-    /// Mark `uri` as just edited and drop the trees of the documents edited least
-    /// recently, beyond `TREES_KEPT`.
+    /// Take what an analysis of `uri` needs from the state, or cancel the running one
+    /// (which starts again when it ends) and return None.
+    fn start_analysis(state: &mut State, uri: &Url) -> Option<AnalysisJob> {
+        let opts = Self::analyze_opts(&state.settings);
+        let budget = Duration::from_millis(state.settings.analysis_budget_ms.max(1));
+        let open = state.docs.get_mut(uri)?;
+        if let Some(running) = &open.analyzing {
+            running.store(true, Ordering::Relaxed);
+            return None;
+        }
+        let cancel = Arc::new(AtomicBool::new(false));
+        open.analyzing = Some(cancel.clone());
+        // A syntax-only file keeps no tree between edits: a tree costs about 40 times
+        // its text (issue #16: at most 3 times the text for such files).
+        let keep_tree = open.doc.text().len() <= opts.max_file_bytes;
+        Some(AnalysisJob {
+            gen: open.compile_gen,
+            parse: open.doc.parse_job(),
+            keep_tree,
+            opts,
+            budget,
+            cache: std::mem::take(&mut open.spec_cache),
+            cancel,
+        })
+    }
+
+    /// Mark `uri` as just edited (its text changed): a new generation, to analyze.
     fn touch(state: &mut State, uri: &Url) {
         state.edit_clock += 1;
         let now = state.edit_clock;
         if let Some(open) = state.docs.get_mut(uri) {
             open.last_edit = now;
+            open.compile_gen += 1;
         }
+    }
+
+    /// Drop the trees of the documents edited least recently, beyond `TREES_KEPT`.
+    fn trim_trees(state: &mut State) {
         let mut with_trees: Vec<(u64, Url)> = state
             .docs
             .iter()
@@ -254,6 +326,10 @@ impl Backend {
         let enc = state.encoding;
         let state = &mut *state;
         let open = state.docs.get_mut(uri)?;
+        if open.analyzed_gen != open.compile_gen {
+            // The analysis describes an older text; its own run publishes when it ends.
+            return None;
+        }
         let findings = analysis::merge_findings(
             open.analysis.findings(),
             open.compile.as_deref(),
@@ -347,7 +423,10 @@ impl Backend {
                 let Some(open) = st.docs.get(&uri) else {
                     return;
                 };
-                if open.compile_gen != gen || open.analysis.size_note.is_some() {
+                if open.compile_gen != gen
+                    || open.analyzed_gen != gen
+                    || open.analysis.size_note.is_some()
+                {
                     return;
                 }
                 let name = uri
@@ -424,14 +503,133 @@ impl Backend {
         }
     }
 
-    fn with_doc<T>(
+    /// Wait until `uri`'s analysis describes its current text (or it is closed), so a
+    /// request never answers from an older text's positions. A slow document makes
+    /// requests on itself wait, never requests on other documents.
+    async fn settled(&self, uri: &Url) {
+        loop {
+            let notified = self.analyzed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let current = {
+                let st = self.state();
+                st.docs
+                    .get(uri)
+                    .is_none_or(|o| o.analyzed_gen == o.compile_gen)
+            };
+            if current {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Run `f` on an open document once its analysis is current.
+    async fn with_doc<T>(
         &self,
         uri: &Url,
         f: impl FnOnce(&OpenDoc, PositionEncoding, &Settings) -> T,
     ) -> Result<T> {
+        self.settled(uri).await;
         let st = self.state();
         let open = st.docs.get(uri).ok_or_else(|| not_open(uri))?;
         Ok(f(open, st.encoding, &st.settings))
+    }
+}
+
+/// One run of a document's analysis, with what it took from the state.
+struct AnalysisJob {
+    gen: u64,
+    parse: ParseJob,
+    keep_tree: bool,
+    opts: AnalyzeOptions,
+    budget: Duration,
+    cache: analysis::SpecCache,
+    /// Set by a newer change: the run stops early and its result is dropped.
+    cancel: Arc<AtomicBool>,
+}
+
+/// What an [`AnalysisJob`] made.
+struct AnalysisDone {
+    gen: u64,
+    parsed: Parsed,
+    keep_tree: bool,
+    kernel_file: bool,
+    analysis: FileAnalysis,
+    cache: analysis::SpecCache,
+}
+
+impl AnalysisJob {
+    /// Parse and check, on a blocking thread. Pure apart from the clock and the flag.
+    fn run(mut self) -> AnalysisDone {
+        let deadline = Instant::now() + self.budget;
+        let cancel = self.cancel.clone();
+        let over = || cancel.load(Ordering::Relaxed) || Instant::now() >= deadline;
+        let stopped_after = format!(
+            "kernel-lsp stopped checking this file after {} ms (setting analysisBudgetMs)",
+            self.budget.as_millis()
+        );
+        let text = &self.parse.text;
+        let lang = self.parse.lang;
+        let kernel_file = match lang {
+            Lang::Cuda => true,
+            Lang::Triton => syntax::is_triton_source(text),
+        };
+        let parsed = if kernel_file {
+            self.parse.run(&mut || over())
+        } else {
+            Parsed::none()
+        };
+        let analysis = if !kernel_file {
+            empty_analysis(lang)
+        } else if parsed.stopped {
+            let mut a = empty_analysis(lang);
+            a.size_note = Some(format!(
+                "{stopped_after} while parsing; nothing was checked"
+            ));
+            a
+        } else {
+            analysis::analyze_within(
+                lang,
+                text,
+                parsed.tree.as_ref(),
+                &self.opts,
+                &mut self.cache,
+                &mut || over().then(|| stopped_after.clone()),
+            )
+        };
+        let mut parsed = parsed;
+        if !self.keep_tree {
+            // A syntax-only file keeps no tree (tens of bytes per byte of text).
+            parsed.tree = None;
+            drop(self.parse);
+            give_back_freed_memory();
+        }
+        AnalysisDone {
+            gen: self.gen,
+            parsed,
+            keep_tree: self.keep_tree,
+            kernel_file,
+            analysis,
+            cache: self.cache,
+        }
+    }
+}
+
+/// Return freed heap pages to the system. tree-sitter builds a tree from many small
+/// allocations; after a big file's tree is dropped, glibc keeps them (issue #16: a 20 MB
+/// file left the server at 845 MB), so a syntax-only file would cost its tree for good.
+fn give_back_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        extern "C" {
+            fn malloc_trim(pad: usize) -> std::ffi::c_int;
+        }
+        // SAFETY: malloc_trim only releases free memory of glibc's own heaps; it takes no
+        // pointer and is safe to call from any thread at any time.
+        unsafe {
+            malloc_trim(0);
+        }
     }
 }
 
@@ -555,7 +753,7 @@ impl LanguageServer for Backend {
             };
             {
                 let mut st = self.state();
-                let doc = Document::new(lang, td.version, &td.text);
+                let doc = Document::unparsed(lang, td.version, &td.text);
                 st.docs.insert(
                     td.uri.clone(),
                     OpenDoc {
@@ -565,15 +763,15 @@ impl LanguageServer for Backend {
                         compile: None,
                         spec_cache: Default::default(),
                         compile_gen: 0,
+                        analyzed_gen: 0,
+                        analyzing: None,
                         last_edit: 0,
                         published_any: false,
                     },
                 );
-                Self::refresh(&mut st, &td.uri);
                 Self::touch(&mut st, &td.uri);
             }
-            self.publish(td.uri.clone()).await;
-            self.schedule_compile(td.uri, true);
+            self.schedule_analysis(td.uri, true);
             Ok(())
         })
         .await;
@@ -607,18 +805,16 @@ impl LanguageServer for Backend {
                         }
                     }
                 }
-                open.doc.reparse();
                 open.doc.version = params.text_document.version;
-                Self::refresh(&mut st, &uri);
                 Self::touch(&mut st, &uri);
                 problem
             };
+            // Parsing and checking run off the message loop; they publish when done.
+            self.schedule_analysis(uri.clone(), false);
             if let Some(p) = problem {
                 tracing::error!("{p}");
                 self.client.show_message(MessageType::ERROR, p).await;
             }
-            self.publish(uri.clone()).await;
-            self.schedule_compile(uri, false);
             Ok(())
         })
         .await;
@@ -639,6 +835,8 @@ impl LanguageServer for Backend {
                 .retain(|(u, _), s| *u != uri || s.running.is_some());
             st.docs.remove(&uri).is_some_and(|o| o.published_any)
         };
+        // Requests waiting for this document's analysis answer "not open" now.
+        self.analyzed.notify_waiters();
         if had {
             self.client.publish_diagnostics(uri, Vec::new(), None).await;
         }
@@ -664,8 +862,8 @@ impl LanguageServer for Backend {
                 }
                 st.settings = settings;
                 let uris: Vec<Url> = st.docs.keys().cloned().collect();
-                for u in &uris {
-                    Self::refresh(&mut st, u);
+                for open in st.docs.values_mut() {
+                    open.compile_gen += 1;
                 }
                 uris
             };
@@ -673,8 +871,7 @@ impl LanguageServer for Backend {
                 self.client.show_message(MessageType::WARNING, w).await;
             }
             for u in uris {
-                self.publish(u.clone()).await;
-                self.schedule_compile(u, true);
+                self.schedule_analysis(u, true);
             }
             Ok(())
         })
@@ -728,6 +925,7 @@ impl LanguageServer for Backend {
                 }
                 Some(h)
             })
+            .await
         })
         .await
     }
@@ -770,6 +968,7 @@ impl LanguageServer for Backend {
                     .collect();
                 Some(DocumentSymbolResponse::Nested(syms))
             })
+            .await
         })
         .await
     }
@@ -923,6 +1122,7 @@ impl LanguageServer for Backend {
                 }
                 (!actions.is_empty()).then_some(actions)
             })
+            .await
         })
         .await
     }
@@ -993,6 +1193,7 @@ impl LanguageServer for Backend {
                 }
                 Some(lenses)
             })
+            .await
         })
         .await
     }
@@ -1058,7 +1259,7 @@ impl LanguageServer for Backend {
                 hints.extend(ptxas);
                 hints.retain(|h| h.position.line >= params.range.start.line && h.position.line <= params.range.end.line);
                 Some(hints)
-            })
+            }).await
         })
         .await
     }

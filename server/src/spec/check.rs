@@ -61,16 +61,22 @@ struct Ctx<'a> {
     kernel: &'a Kernel,
     lines: &'a [SpecLine],
     diags: Vec<SpecDiagnostic>,
+    /// (start, end, severity) of every diagnostic, to report each cause once.
+    reported: HashSet<(usize, usize, Severity)>,
+    /// Work done, in items visited (statements, names, nodes, diagnostics, candidates
+    /// compared). Every pass charges what it iterates over, so a test can check that the
+    /// checker stays linear in the size of the spec (`spec::tests::linear_work`).
+    work: u64,
 }
 
 impl Ctx<'_> {
+    fn charge(&mut self, items: usize) {
+        self.work += items as u64;
+    }
     fn push(&mut self, severity: Severity, range: ByteRange, message: String) {
+        self.charge(1);
         // The same cause seen in several cases is reported once (the first case's message).
-        if self
-            .diags
-            .iter()
-            .any(|d| d.range == range && d.severity == severity)
-        {
+        if !self.reported.insert((range.start, range.end, severity)) {
             return;
         }
         self.diags.push(SpecDiagnostic {
@@ -104,25 +110,26 @@ impl Ctx<'_> {
     }
     /// 1-based document line of a span, for "already defined on line N".
     fn line_of(&self, span: &ByteRange) -> u32 {
-        self.lines
-            .iter()
-            .rev()
-            .find(|l| l.offset <= span.start)
-            .map_or(0, |l| l.line + 1)
+        line_at(self.lines, span.start).map_or(0, |l| l.line + 1)
     }
 }
 
+/// The spec line that holds byte `at` (the last one starting at or before it); spec lines
+/// are in document order, so this is a binary search.
+fn line_at(lines: &[SpecLine], at: usize) -> Option<&SpecLine> {
+    let i = lines.partition_point(|l| l.offset <= at);
+    lines.get(i.checked_sub(1)?)
+}
+
 fn text_of(lines: &[SpecLine], span: &ByteRange) -> String {
-    for l in lines {
-        if span.start >= l.offset && span.end <= l.offset + l.text.len() {
-            return l
-                .text
-                .get(span.start - l.offset..span.end - l.offset)
-                .unwrap_or("")
-                .to_string();
-        }
+    match line_at(lines, span.start) {
+        Some(l) if span.end <= l.offset + l.text.len() => l
+            .text
+            .get(span.start - l.offset..span.end - l.offset)
+            .unwrap_or("")
+            .to_string(),
+        _ => String::new(),
     }
-    String::new()
 }
 
 fn list_span(values: &[Expr]) -> ByteRange {
@@ -182,25 +189,39 @@ pub(crate) fn analyze(
     env: &EvalEnv,
     overrides: &BTreeMap<String, Value>,
 ) -> SpecReport {
+    analyze_measured(kernel, kernels, env, overrides).0
+}
+
+/// [`analyze`], and the work it did (items visited; see `Ctx::work`).
+pub(crate) fn analyze_measured(
+    kernel: &Kernel,
+    kernels: &[Kernel],
+    env: &EvalEnv,
+    overrides: &BTreeMap<String, Value>,
+) -> (SpecReport, u64) {
     let lines = &kernel.spec.lines;
     if lines.is_empty() {
-        return SpecReport {
+        let empty = SpecReport {
             plan: None,
             diagnostics: Vec::new(),
         };
+        return (empty, 0);
     }
     let mut cx = Ctx {
         kernel,
         lines,
         diags: Vec::new(),
+        reported: HashSet::new(),
+        work: 0,
     };
     let plan = build(&mut cx, kernels, env, overrides);
     let has_error = cx.diags.iter().any(|d| d.severity == Severity::Error);
     cx.diags.sort_by_key(|d| (d.range.start, d.range.end));
-    SpecReport {
+    let report = SpecReport {
         plan: if has_error { None } else { plan },
         diagnostics: cx.diags,
-    }
+    };
+    (report, cx.work)
 }
 
 struct BufferSpec<'a> {
@@ -221,6 +242,63 @@ struct TuneSpec<'a> {
     kind: TunableKind,
 }
 
+/// Names whose statement failed: their uses fail silently instead of cascading.
+type Broken = HashSet<String>;
+
+/// Pass 1's result: what the statements declare, checked against the signature.
+struct Decls<'a> {
+    /// `NAME = E[, E...]` statements that passed their checks, in spec order.
+    defs: Vec<(&'a Name, &'a [Expr])>,
+    def_index: HashMap<&'a str, usize>,
+    buffers: Vec<BufferSpec<'a>>,
+    buffer_index: HashMap<&'a str, usize>,
+    tunes: Vec<TuneSpec<'a>>,
+    tune_index: HashMap<&'a str, usize>,
+    reference: Option<(&'a Name, &'a [Expr])>,
+}
+
+impl<'a> Decls<'a> {
+    fn def_of(&self, n: &str) -> Option<&'a [Expr]> {
+        self.def_index.get(n).map(|&i| self.defs[i].1)
+    }
+    fn buffer(&self, n: &str) -> Option<&BufferSpec<'a>> {
+        self.buffer_index.get(n).map(|&i| &self.buffers[i])
+    }
+    fn is_tuned(&self, n: &str) -> bool {
+        self.tune_index.contains_key(n)
+    }
+}
+
+/// The named values of the spec (definitions, tunables, overrides) and how they depend
+/// on each other.
+struct Graph<'a> {
+    nodes: Vec<Node<'a>>,
+    index: HashMap<String, usize>,
+    /// Per node, the nodes its expressions read.
+    deps: Vec<Vec<usize>>,
+    /// Names read somewhere that have no value (undefined, broken, or a tuple used as a
+    /// number): they evaluate to a silent error.
+    unknown: HashSet<String>,
+    /// Every name read by some expression.
+    used: HashSet<String>,
+}
+
+impl<'a> Graph<'a> {
+    fn get(&self, name: &str) -> Option<&Node<'a>> {
+        self.index.get(name).map(|&i| &self.nodes[i])
+    }
+    fn has(&self, name: &str) -> bool {
+        self.index.contains_key(name)
+    }
+}
+
+/// One evaluated case: every name's value (or a silent error).
+type CaseEnv = HashMap<String, Result<EvalVal, ()>>;
+
+/// The passes, in order. Each pass reports what it finds and leaves names it could not
+/// settle in `broken` (or `Graph::unknown`), so later passes stay quiet about them and
+/// only independent causes add diagnostics, as a compiler reports every independent
+/// error at once. The plan is still withheld (in `analyze`) when there is any error.
 fn build(
     cx: &mut Ctx<'_>,
     kernels: &[Kernel],
@@ -228,11 +306,10 @@ fn build(
     overrides: &BTreeMap<String, Value>,
 ) -> Option<BenchPlan> {
     let kernel = cx.kernel;
-    let lang = kernel.lang;
     let (stmts, errors) = parse_lines(cx.lines);
-    // Names whose statement failed: their uses fail silently instead of cascading.
-    let mut broken: HashSet<String> = HashSet::new();
+    let mut broken = Broken::new();
     for e in errors {
+        cx.charge(1);
         if let Some(n) = e.name {
             broken.insert(n);
         }
@@ -240,15 +317,56 @@ fn build(
     }
     let params: HashMap<&str, &Param> =
         kernel.params.iter().map(|p| (p.name.as_str(), p)).collect();
-    let is_template = |n: &str| kernel.template_params.iter().any(|t| t == n);
 
-    // ---- Collect statements -----------------------------------------------------------
-    let mut defs: Vec<(&Name, &[Expr])> = Vec::new();
-    let mut buffers: Vec<BufferSpec<'_>> = Vec::new();
-    let mut tunes: Vec<TuneSpec<'_>> = Vec::new();
-    let mut reference: Option<(&Name, &[Expr])> = None;
-    let mut seen: HashMap<String, ByteRange> = HashMap::new();
-    for Stmt { kind, .. } in &stmts {
+    let mut decls = collect_statements(cx, &stmts, &params, &mut broken);
+    collect_tunes(cx, &stmts, &params, env, &mut decls, &mut broken);
+    let mut graph = value_graph(cx, &decls, overrides, &params);
+    resolve_names(cx, &decls, &mut graph, &params, &broken);
+    check_missing_values(cx, &decls, &graph, &params, &broken);
+    check_unused(cx, &decls, &graph, &params);
+    let reference = decls
+        .reference
+        .and_then(|(name, values)| check_reference(cx, kernels, name, values));
+    let (order, cyclic) = topo_order(cx, &graph);
+    let n_cases = case_count(cx, &graph);
+    let (cases, case_envs) =
+        evaluate_cases(cx, env, &decls, &graph, &params, &order, &cyclic, n_cases);
+    let settings = plan_settings(cx, &decls, &graph, &params, &case_envs)?;
+    Some(BenchPlan {
+        kernel: kernel.name.clone(),
+        lang: kernel.lang,
+        cases: cases?,
+        tunables: settings.tunables,
+        defines: settings.defines,
+        atol: settings.atol,
+        rtol: settings.rtol,
+        reference,
+        trials: settings.trials,
+    })
+}
+
+/// Pass 1: definitions and buffers. Built-in names, duplicates, values given to
+/// pointers, launch settings of the other language, lists where one value belongs, and
+/// each buffer line against its parameter.
+fn collect_statements<'a>(
+    cx: &mut Ctx<'_>,
+    stmts: &'a [Stmt],
+    params: &HashMap<&str, &Param>,
+    broken: &mut Broken,
+) -> Decls<'a> {
+    let lang = cx.kernel.lang;
+    let mut decls = Decls {
+        defs: Vec::new(),
+        def_index: HashMap::new(),
+        buffers: Vec::new(),
+        buffer_index: HashMap::new(),
+        tunes: Vec::new(),
+        tune_index: HashMap::new(),
+        reference: None,
+    };
+    let mut seen: HashMap<&str, ByteRange> = HashMap::new();
+    for Stmt { kind, .. } in stmts {
+        cx.charge(1);
         let name = match kind {
             StmtKind::Assign { name, .. } | StmtKind::Buffer { name, .. } => name,
             StmtKind::Tune { .. } => continue,
@@ -268,7 +386,7 @@ fn build(
             );
             continue;
         }
-        if let Some(prev) = seen.get(&name.text) {
+        if let Some(prev) = seen.get(name.text.as_str()) {
             let line = cx.line_of(prev);
             cx.error(
                 name.span.clone(),
@@ -283,67 +401,17 @@ fn build(
             broken.insert(name.text.clone());
             continue;
         }
-        seen.insert(name.text.clone(), name.span.clone());
+        seen.insert(&name.text, name.span.clone());
         match kind {
             StmtKind::Assign { name, values } => {
-                let param = params.get(name.text.as_str()).copied();
-                if name.text == "reference" && param.is_none() {
-                    reference = Some((name, values));
-                    continue;
-                }
-                if let Some(p) = param {
-                    if let ParamKind::Pointer { pointee, is_const } = &p.kind {
-                        let (dt, _) = pointee_dtype(pointee).unwrap_or((DType::F32, 1));
-                        let role = guess_role(lang, &p.name, *is_const);
-                        cx.error(
-                            name.span.clone(),
-                            format!("`{0}` is a pointer (`{pointee}*`); describe it as a buffer: `{0}: {role} {dt}[n]`", name.text),
-                        );
-                        broken.insert(name.text.clone());
-                        continue;
-                    }
-                } else if lang == Lang::Cuda
-                    && (name.text == "num_warps" || name.text == "num_stages")
-                {
-                    cx.error(
-                        name.span.clone(),
-                        format!(
-                            "`{}` is a Triton launch setting; a CUDA kernel takes `block = ...`",
-                            name.text
-                        ),
-                    );
-                    continue;
-                } else if lang == Lang::Triton && (name.text == "block" || name.text == "smem") {
-                    let msg = if name.text == "block" {
-                        "`block` is a CUDA launch setting; a Triton kernel takes `num_warps = ...`"
+                if let Some(values) = check_assign(cx, params, name, values, broken) {
+                    if name.text == "reference" && !params.contains_key("reference") {
+                        decls.reference = Some((name, values));
                     } else {
-                        "`smem` is a CUDA launch setting; Triton sizes shared memory itself"
-                    };
-                    cx.error(name.span.clone(), msg);
-                    continue;
+                        decls.def_index.insert(&name.text, decls.defs.len());
+                        decls.defs.push((name, values));
+                    }
                 }
-                if values.len() > 1
-                    && ["atol", "rtol", "trials"].contains(&name.text.as_str())
-                    && param.is_none()
-                {
-                    cx.error(
-                        list_span(values),
-                        format!("`{}` takes one value for all cases", name.text),
-                    );
-                    broken.insert(name.text.clone());
-                    continue;
-                }
-                let launch_dims = param.is_none() && (name.text == "grid" || name.text == "block");
-                if let Some(t) = values
-                    .iter()
-                    .find(|e| matches!(e.kind, ExprKind::Tuple(_)))
-                    .filter(|_| !launch_dims)
-                {
-                    cx.error(t.span.clone(), "a tuple `(x, y, z)` is only allowed as the whole value of `grid` or `block`");
-                    broken.insert(name.text.clone());
-                    continue;
-                }
-                defs.push((name, values));
             }
             StmtKind::Buffer {
                 name,
@@ -364,8 +432,9 @@ fn build(
                     dist: dist.as_ref(),
                     width: 1,
                 };
-                if let Some(spec) = check_buffer(cx, &params, spec) {
-                    buffers.push(spec);
+                if let Some(spec) = check_buffer(cx, params, spec) {
+                    decls.buffer_index.insert(&name.text, decls.buffers.len());
+                    decls.buffers.push(spec);
                 } else {
                     broken.insert(name.text.clone());
                 }
@@ -373,13 +442,97 @@ fn build(
             StmtKind::Tune { .. } => {}
         }
     }
-    let def_of = |n: &str| defs.iter().find(|(d, _)| d.text == n).map(|(_, v)| *v);
+    decls
+}
 
-    for Stmt { kind, .. } in &stmts {
+/// One `NAME = E[, E...]` statement against the signature and the launch settings;
+/// `Some(values)` when it defines a value (or names the reference).
+fn check_assign<'a>(
+    cx: &mut Ctx<'_>,
+    params: &HashMap<&str, &Param>,
+    name: &Name,
+    values: &'a [Expr],
+    broken: &mut Broken,
+) -> Option<&'a [Expr]> {
+    let lang = cx.kernel.lang;
+    let param = params.get(name.text.as_str()).copied();
+    if name.text == "reference" && param.is_none() {
+        return Some(values);
+    }
+    if let Some(p) = param {
+        if let ParamKind::Pointer { pointee, is_const } = &p.kind {
+            let (dt, _) = pointee_dtype(pointee).unwrap_or((DType::F32, 1));
+            let role = guess_role(lang, &p.name, *is_const);
+            cx.error(
+                name.span.clone(),
+                format!("`{0}` is a pointer (`{pointee}*`); describe it as a buffer: `{0}: {role} {dt}[n]`", name.text),
+            );
+            broken.insert(name.text.clone());
+            return None;
+        }
+    } else if lang == Lang::Cuda && (name.text == "num_warps" || name.text == "num_stages") {
+        cx.error(
+            name.span.clone(),
+            format!(
+                "`{}` is a Triton launch setting; a CUDA kernel takes `block = ...`",
+                name.text
+            ),
+        );
+        return None;
+    } else if lang == Lang::Triton && (name.text == "block" || name.text == "smem") {
+        let msg = if name.text == "block" {
+            "`block` is a CUDA launch setting; a Triton kernel takes `num_warps = ...`"
+        } else {
+            "`smem` is a CUDA launch setting; Triton sizes shared memory itself"
+        };
+        cx.error(name.span.clone(), msg);
+        return None;
+    }
+    if values.len() > 1
+        && ["atol", "rtol", "trials"].contains(&name.text.as_str())
+        && param.is_none()
+    {
+        cx.error(
+            list_span(values),
+            format!("`{}` takes one value for all cases", name.text),
+        );
+        broken.insert(name.text.clone());
+        return None;
+    }
+    let launch_dims = param.is_none() && (name.text == "grid" || name.text == "block");
+    if let Some(t) = values
+        .iter()
+        .find(|e| matches!(e.kind, ExprKind::Tuple(_)))
+        .filter(|_| !launch_dims)
+    {
+        cx.error(
+            t.span.clone(),
+            "a tuple `(x, y, z)` is only allowed as the whole value of `grid` or `block`",
+        );
+        broken.insert(name.text.clone());
+        return None;
+    }
+    Some(values)
+}
+
+/// Pass 2: `tune NAME in [...]` lines: duplicates, what may be tuned, constant values,
+/// and a tuned name given one value per case.
+fn collect_tunes<'a>(
+    cx: &mut Ctx<'_>,
+    stmts: &'a [Stmt],
+    params: &HashMap<&str, &Param>,
+    env: &EvalEnv,
+    decls: &mut Decls<'a>,
+    broken: &mut Broken,
+) {
+    let kernel = cx.kernel;
+    let is_template = |n: &str| kernel.template_params.iter().any(|t| t == n);
+    for Stmt { kind, .. } in stmts {
+        cx.charge(1);
         let StmtKind::Tune { name, values, .. } = kind else {
             continue;
         };
-        if tunes.iter().any(|t| t.name.text == name.text) {
+        if decls.is_tuned(&name.text) {
             let line = cx.line_of(&name.span);
             cx.error(
                 name.span.clone(),
@@ -390,7 +543,7 @@ fn build(
             );
             continue;
         }
-        let Some(kind) = tunable_kind(cx, &params, &is_template, name) else {
+        let Some(kind) = tunable_kind(cx, params, &is_template, name) else {
             broken.insert(name.text.clone());
             continue;
         };
@@ -400,6 +553,7 @@ fn build(
             env,
         };
         for v in values {
+            cx.charge(1);
             let mut names = Vec::new();
             v.names(&mut names);
             if let Some((n, span)) = names.iter().find(|(n, _)| !BUILTINS.contains(&n.as_str())) {
@@ -419,7 +573,7 @@ fn build(
             broken.insert(name.text.clone());
             continue;
         }
-        if let Some(d) = def_of(&name.text) {
+        if let Some(d) = decls.def_of(&name.text) {
             if d.len() > 1 {
                 cx.error(
                     list_span(d),
@@ -428,15 +582,26 @@ fn build(
                 broken.insert(name.text.clone());
             }
         }
-        tunes.push(TuneSpec {
+        decls.tune_index.insert(&name.text, decls.tunes.len());
+        decls.tunes.push(TuneSpec {
             name,
             values: vals,
             kind,
         });
     }
+}
 
-    // ---- The graph of named values ------------------------------------------------------
-    let mut nodes: Vec<Node<'_>> = defs
+/// Pass 3: the named values: definitions, then tunables without a definition (at their
+/// first value), then overrides, which replace a value or add a settable parameter.
+fn value_graph<'a>(
+    cx: &mut Ctx<'_>,
+    decls: &Decls<'a>,
+    overrides: &BTreeMap<String, Value>,
+    params: &HashMap<&str, &Param>,
+) -> Graph<'a> {
+    let kernel = cx.kernel;
+    let mut nodes: Vec<Node<'a>> = decls
+        .defs
         .iter()
         .map(|(n, v)| Node {
             name: n.text.clone(),
@@ -444,8 +609,9 @@ fn build(
             src: Source::Exprs(v),
         })
         .collect();
-    for t in &tunes {
-        if !nodes.iter().any(|n| n.name == t.name.text) {
+    for t in &decls.tunes {
+        cx.charge(1);
+        if !decls.def_index.contains_key(t.name.text.as_str()) {
             let first = t.values.first().copied().unwrap_or(Value::Int(0));
             nodes.push(Node {
                 name: t.name.text.clone(),
@@ -454,9 +620,16 @@ fn build(
             });
         }
     }
+    let mut index: HashMap<String, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.clone(), i))
+        .collect();
+    cx.charge(nodes.len());
     for (name, v) in overrides {
-        if let Some(n) = nodes.iter_mut().find(|n| &n.name == name) {
-            n.src = Source::Const(*v);
+        cx.charge(1);
+        if let Some(&i) = index.get(name) {
+            nodes[i].src = Source::Const(*v);
             continue;
         }
         let settable = match params.get(name.as_str()) {
@@ -464,9 +637,10 @@ fn build(
                 p.kind,
                 ParamKind::Scalar { .. } | ParamKind::TritonArg { .. } | ParamKind::Constexpr
             ),
-            None => is_template(name),
+            None => kernel.template_params.contains(name),
         };
-        if settable && !buffers.iter().any(|b| &b.name.text == name) {
+        if settable && decls.buffer(name).is_none() {
+            index.insert(name.clone(), nodes.len());
             nodes.push(Node {
                 name: name.clone(),
                 span: None,
@@ -477,69 +651,97 @@ fn build(
             cx.error(span, format!("override `{name}` does not name a size variable, tunable or scalar parameter of `{}`", kernel.name));
         }
     }
-    let index: HashMap<String, usize> = nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.name.clone(), i))
-        .collect();
-    let tuple_valued = |n: &str| {
-        index.get(n).is_some_and(|&i| matches!(&nodes[i].src, Source::Exprs(v) if v.iter().any(|e| matches!(e.kind, ExprKind::Tuple(_)))))
-    };
+    let deps = vec![Vec::new(); nodes.len()];
+    Graph {
+        nodes,
+        index,
+        deps,
+        unknown: HashSet::new(),
+        used: HashSet::new(),
+    }
+}
 
-    // ---- Names: every use must resolve --------------------------------------------------
-    let mut uses: Vec<(String, ByteRange)> = Vec::new();
-    let mut node_deps: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
-    let mut unknown: HashSet<String> = HashSet::new();
+/// Undefined names get a "did you mean" for at most this many distinct names per spec:
+/// each suggestion compares against every defined name, so this keeps a spec with
+/// thousands of undefined names linear.
+const MAX_SUGGESTIONS: usize = 16;
+
+/// Pass 4: every name an expression reads must resolve. Records the dependency edges,
+/// the names read, and the unknown names (which then evaluate silently).
+fn resolve_names(
+    cx: &mut Ctx<'_>,
+    decls: &Decls<'_>,
+    graph: &mut Graph<'_>,
+    params: &HashMap<&str, &Param>,
+    broken: &Broken,
+) {
     let mut all_exprs: Vec<(Option<usize>, &Expr)> = Vec::new();
-    for (i, n) in nodes.iter().enumerate() {
+    for (i, n) in graph.nodes.iter().enumerate() {
         if let Source::Exprs(v) = &n.src {
             all_exprs.extend(v.iter().map(|e| (Some(i), e)));
         }
     }
-    for b in &buffers {
+    for b in &decls.buffers {
         all_exprs.extend(b.dims.iter().map(|e| (None, e)));
         if let Some(d) = b.dist {
             all_exprs.extend(d.args.iter().map(|e| (None, e)));
         }
     }
-    let known: Vec<&str> = nodes
+    let tuple_valued: Vec<bool> = graph
+        .nodes
+        .iter()
+        .map(|n| matches!(&n.src, Source::Exprs(v) if v.iter().any(|e| matches!(e.kind, ExprKind::Tuple(_)))))
+        .collect();
+    let known: Vec<&str> = graph
+        .nodes
         .iter()
         .map(|n| n.name.as_str())
         .chain(BUILTINS)
         .collect();
+    let mut hints: HashMap<String, String> = HashMap::new();
     for (owner, e) in &all_exprs {
         let mut names = Vec::new();
         e.names(&mut names);
         for (n, span) in names {
-            uses.push((n.clone(), span.clone()));
-            if let Some(&j) = index.get(&n) {
+            cx.charge(1);
+            graph.used.insert(n.clone());
+            if let Some(&j) = graph.index.get(&n) {
                 if let Some(o) = owner {
-                    node_deps[*o].push(j);
+                    graph.deps[*o].push(j);
                 }
-                if tuple_valued(&n) {
+                if tuple_valued[j] {
                     cx.error(
                         span,
                         format!("`{n}` is a tuple `(x, y, z)`; to use one part here, name it: `bx = 256; {n} = (bx, 1)`"),
                     );
-                    unknown.insert(n);
+                    graph.unknown.insert(n);
                 }
                 continue;
             }
             if BUILTINS.contains(&n.as_str()) {
                 continue;
             }
-            unknown.insert(n.clone());
+            graph.unknown.insert(n.clone());
             if broken.contains(&n) {
                 continue;
             }
-            let msg = if buffers.iter().any(|b| b.name.text == n)
+            let msg = if decls.buffer(&n).is_some()
                 || params
                     .get(n.as_str())
                     .is_some_and(|p| matches!(p.kind, ParamKind::Pointer { .. }))
             {
                 format!("`{n}` is a buffer, not a number; use the size variable of its shape")
             } else {
-                let hint = did_you_mean(&n, known.iter().copied());
+                let hint = match hints.get(&n) {
+                    Some(h) => h.clone(),
+                    None if hints.len() < MAX_SUGGESTIONS => {
+                        cx.charge(known.len());
+                        let h = did_you_mean(&n, known.iter().copied());
+                        hints.insert(n.clone(), h.clone());
+                        h
+                    }
+                    None => String::new(),
+                };
                 format!(
                     "`{n}` is not defined; define it with `{} {n} = ...`{hint}",
                     cx.prefix()
@@ -548,19 +750,32 @@ fn build(
             cx.error(span, msg);
         }
     }
+}
 
-    // ---- Missing values -----------------------------------------------------------------
-    let size_hint = if index.contains_key("n") {
+/// Pass 5: every parameter and template parameter needs a value, and a CUDA launch a
+/// grid and a block.
+fn check_missing_values(
+    cx: &mut Ctx<'_>,
+    decls: &Decls<'_>,
+    graph: &Graph<'_>,
+    params: &HashMap<&str, &Param>,
+    broken: &Broken,
+) {
+    let kernel = cx.kernel;
+    let lang = kernel.lang;
+    let size_hint = if graph.has("n") {
         "n".to_string()
     } else {
-        nodes
+        graph
+            .nodes
             .iter()
             .find(|n| !params.contains_key(n.name.as_str()) && !is_keyword(lang, &n.name))
             .map_or("n".to_string(), |n| n.name.clone())
     };
     for p in &kernel.params {
-        let has_node = index.contains_key(&p.name) || broken.contains(&p.name);
-        let has_buf = buffers.iter().any(|b| b.name.text == p.name) || broken.contains(&p.name);
+        cx.charge(1);
+        let has_node = graph.has(&p.name) || broken.contains(&p.name);
+        let has_buf = decls.buffer(&p.name).is_some() || broken.contains(&p.name);
         let pre = cx.prefix();
         match &p.kind {
             ParamKind::Pointer { pointee, is_const } if !has_buf => {
@@ -607,7 +822,8 @@ fn build(
         }
     }
     for t in &kernel.template_params {
-        if !index.contains_key(t) && !broken.contains(t) {
+        cx.charge(1);
+        if !graph.has(t) && !broken.contains(t) {
             cx.error(
                 kernel.name_range.clone(),
                 format!("template parameter `{t}` has no value in the @bench spec; add `// @bench {t} = 256` or `// @bench tune {t} in [...]`"),
@@ -618,10 +834,7 @@ fn build(
         if required == "block" && lang == Lang::Triton {
             continue;
         }
-        if !index.contains_key(required)
-            && !broken.contains(required)
-            && !params.contains_key(required)
-        {
+        if !graph.has(required) && !broken.contains(required) && !params.contains_key(required) {
             let example = if required == "grid" {
                 "grid = cdiv(n, 256)"
             } else {
@@ -637,14 +850,23 @@ fn build(
             );
         }
     }
+}
 
-    // ---- Unused names -------------------------------------------------------------------
-    for (n, _) in &defs {
+/// Pass 6: a size variable that nothing reads is a warning.
+fn check_unused(
+    cx: &mut Ctx<'_>,
+    decls: &Decls<'_>,
+    graph: &Graph<'_>,
+    params: &HashMap<&str, &Param>,
+) {
+    let kernel = cx.kernel;
+    for (n, _) in &decls.defs {
+        cx.charge(1);
         let special = params.contains_key(n.text.as_str())
-            || is_keyword(lang, &n.text)
-            || is_template(&n.text)
-            || tunes.iter().any(|t| t.name.text == n.text);
-        if !special && !uses.iter().any(|(u, _)| *u == n.text) {
+            || is_keyword(kernel.lang, &n.text)
+            || kernel.template_params.contains(&n.text)
+            || decls.is_tuned(&n.text);
+        if !special && !graph.used.contains(&n.text) {
             cx.warn(
                 n.span.clone(),
                 format!(
@@ -654,22 +876,32 @@ fn build(
             );
         }
     }
+}
 
-    // ---- Reference ----------------------------------------------------------------------
-    let reference = reference.and_then(|(name, values)| check_reference(cx, kernels, name, values));
+/// A spec has at most this many cases: each is verified on the GPU for every trial, and
+/// evaluation costs cases × names.
+const MAX_CASES: usize = 64;
 
-    // ---- Cycles and evaluation order ----------------------------------------------------
-    let (order, cyclic) = topo_order(cx, &nodes, &node_deps);
-
-    // ---- Number of cases ----------------------------------------------------------------
+/// Pass 8: the number of cases: the length of the value lists longer than one, which
+/// must agree.
+fn case_count(cx: &mut Ctx<'_>, graph: &Graph<'_>) -> usize {
     let mut cases_n: Option<(usize, &str)> = None;
-    for n in &nodes {
+    for n in &graph.nodes {
+        cx.charge(1);
         let Source::Exprs(v) = &n.src else { continue };
         if v.len() <= 1 {
             continue;
         }
         match cases_n {
-            None => cases_n = Some((v.len(), &n.name)),
+            None => {
+                if v.len() > MAX_CASES {
+                    cx.error(
+                        list_span(v),
+                        format!("`{}` has {} values; a spec has at most {MAX_CASES} cases (every case is verified on every run)", n.name, v.len()),
+                    );
+                }
+                cases_n = Some((v.len(), &n.name));
+            }
             Some((k, first)) if k != v.len() => {
                 cx.error(
                     list_span(v),
@@ -679,57 +911,82 @@ fn build(
             Some(_) => {}
         }
     }
-    let n_cases = cases_n.map_or(1, |(k, _)| k);
-    // Evaluate even when the layers above found errors: names that failed evaluate to a
-    // silent error, so only independent causes (a division by zero on another line) add
-    // diagnostics, as a compiler reports every independent error at once. The plan is
-    // still withheld (in `check`) when there is any error.
+    cases_n.map_or(1, |(k, _)| k.min(MAX_CASES))
+}
 
-    // ---- Evaluate every case --------------------------------------------------------------
+/// Pass 9: evaluate every name in dependency order, per case, and build each case.
+/// Names that failed (unknown, broken, cyclic) evaluate to a silent error.
+#[allow(clippy::too_many_arguments)]
+fn evaluate_cases(
+    cx: &mut Ctx<'_>,
+    env: &EvalEnv,
+    decls: &Decls<'_>,
+    graph: &Graph<'_>,
+    params: &HashMap<&str, &Param>,
+    order: &[usize],
+    cyclic: &[bool],
+    n_cases: usize,
+) -> (Option<Vec<Case>>, Vec<CaseEnv>) {
     let sms = i64::try_from(env.sms).unwrap_or(i64::MAX);
     let mut cases = Vec::new();
-    let mut case_envs: Vec<HashMap<String, Result<EvalVal, ()>>> = Vec::new();
+    let mut case_envs: Vec<CaseEnv> = Vec::new();
     for ci in 0..n_cases {
-        let mut vals: HashMap<String, Result<EvalVal, ()>> = HashMap::new();
+        let mut vals = CaseEnv::new();
         vals.insert("sms".into(), Ok(EvalVal::Num(Value::Int(sms))));
         vals.insert("warp".into(), Ok(EvalVal::Num(Value::Int(32))));
-        for n in &unknown {
+        for n in &graph.unknown {
+            cx.charge(1);
             vals.insert(n.clone(), Err(()));
         }
-        for &i in &order {
-            let node = &nodes[i];
-            let result = if cyclic.contains(&i) {
+        for &i in order {
+            cx.charge(1);
+            let node = &graph.nodes[i];
+            let result = if cyclic[i] {
                 Err(())
             } else {
                 match &node.src {
                     Source::Const(v) => Ok(EvalVal::Num(*v)),
-                    Source::Exprs(v) => {
-                        let e = v.get(ci).or(v.last());
-                        match e {
-                            Some(e) => eval_top(cx, e, &vals, &node.name),
-                            None => Err(()),
-                        }
-                    }
+                    Source::Exprs(v) => match v.get(ci).or(v.last()) {
+                        Some(e) => eval_top(cx, e, &vals, &node.name),
+                        None => Err(()),
+                    },
                 }
             };
             vals.insert(node.name.clone(), result);
         }
-        let case = build_case(cx, ci, &nodes, &vals, &buffers, &tunes, &params);
+        let case = build_case(cx, ci, graph, &vals, decls, params);
         cases.push(case);
         case_envs.push(vals);
     }
     // Plan-level checks still run when a case failed, so every cause shows at once.
-    let cases: Option<Vec<Case>> = cases.into_iter().collect();
+    (cases.into_iter().collect(), case_envs)
+}
 
-    // ---- Plan-level values ----------------------------------------------------------------
+/// The plan's values that are not per case.
+struct PlanSettings {
+    atol: Option<f64>,
+    rtol: Option<f64>,
+    trials: u32,
+    tunables: Vec<Tunable>,
+    defines: Vec<(String, String)>,
+}
+
+/// Pass 10: tolerances, trials and tunables, from case 0 (blaming the expression that
+/// gave them); a tuned name must have the same value in every case.
+fn plan_settings(
+    cx: &mut Ctx<'_>,
+    decls: &Decls<'_>,
+    graph: &Graph<'_>,
+    params: &HashMap<&str, &Param>,
+    case_envs: &[CaseEnv],
+) -> Option<PlanSettings> {
     let env0 = case_envs.first()?;
     let num = |name: &str| match env0.get(name) {
         Some(Ok(EvalVal::Num(v))) => Some(*v),
         _ => None,
     };
-    // Plan-level values come from case 0; blame the expression that gave them.
     let first_line = cx.first_line();
-    let span_of = |name: &str| match index.get(name).map(|&i| &nodes[i]) {
+    let span_of = |name: &str| match graph.get(name) {
         Some(Node {
             src: Source::Exprs(v),
             ..
@@ -765,15 +1022,15 @@ fn build(
     }
     let mut tunables = Vec::new();
     let mut defines = Vec::new();
-    for t in &tunes {
+    for t in &decls.tunes {
+        cx.charge(1);
         let Some(current) = num(&t.name.text) else {
             continue;
         };
         // A tuned name given several values was reported as such already.
-        let listed = index
-            .get(t.name.text.as_str())
-            .is_some_and(|&i| matches!(&nodes[i].src, Source::Exprs(v) if v.len() > 1));
+        let listed = matches!(graph.get(&t.name.text), Some(Node { src: Source::Exprs(v), .. }) if v.len() > 1);
         for (ci, e) in case_envs.iter().enumerate().skip(1).filter(|_| !listed) {
+            cx.charge(1);
             if !matches!(e.get(&t.name.text), Some(Ok(EvalVal::Num(v))) if *v == current) {
                 cx.error(span_of(&t.name.text), format!("`{}` is tuned, so it must have the same value in every case (case {ci} differs)", t.name.text));
                 break;
@@ -789,16 +1046,12 @@ fn build(
             kind: t.kind,
         });
     }
-    Some(BenchPlan {
-        kernel: kernel.name.clone(),
-        lang,
-        cases: cases?,
-        tunables,
-        defines,
+    Some(PlanSettings {
         atol,
         rtol,
-        reference,
         trials,
+        tunables,
+        defines,
     })
 }
 
@@ -1155,72 +1408,138 @@ fn check_reference(
     Some(target)
 }
 
-/// Evaluation order (dependencies first) and the nodes caught in a cycle, which are
-/// reported once per cycle, naming it.
-fn topo_order(
-    cx: &mut Ctx<'_>,
-    nodes: &[Node<'_>],
-    deps: &[Vec<usize>],
-) -> (Vec<usize>, HashSet<usize>) {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Mark {
-        New,
-        Open,
-        Done,
-    }
-    let mut mark = vec![Mark::New; nodes.len()];
-    let mut order = Vec::new();
-    let mut cyclic = HashSet::new();
-    // An explicit stack: a chain of thousands of names must not overflow the thread stack.
-    for root in 0..nodes.len() {
-        if mark[root] != Mark::New {
+/// Evaluation order (dependencies first) and which nodes are caught in a cycle. Tarjan's
+/// strongly connected components, with an explicit stack (a chain of thousands of names
+/// must not overflow the thread stack), in time linear in names and uses: components
+/// come out dependencies first, which is the evaluation order. Each cycle (a component
+/// of several names, or a name that reads itself) is reported once, at the first of its
+/// names the search reached, with one path around it.
+fn topo_order(cx: &mut Ctx<'_>, graph: &Graph<'_>) -> (Vec<usize>, Vec<bool>) {
+    const UNSEEN: usize = usize::MAX;
+    let (nodes, deps) = (&graph.nodes, &graph.deps);
+    let n = nodes.len();
+    let mut index = vec![UNSEEN; n];
+    let mut low = vec![0usize; n];
+    let mut on_stack = vec![false; n];
+    let mut stack: Vec<usize> = Vec::new();
+    let mut next = 0usize;
+    let mut order = Vec::with_capacity(n);
+    let mut cyclic = vec![false; n];
+    let mut component = vec![UNSEEN; n];
+    for root in 0..n {
+        if index[root] != UNSEEN {
             continue;
         }
-        let mut stack: Vec<(usize, usize)> = vec![(root, 0)];
-        mark[root] = Mark::Open;
-        while let Some(top) = stack.last_mut() {
+        let mut calls: Vec<(usize, usize)> = vec![(root, 0)];
+        index[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(top) = calls.last_mut() {
             let (v, k) = *top;
+            cx.charge(1);
             if let Some(&w) = deps[v].get(k) {
                 top.1 += 1;
-                match mark[w] {
-                    Mark::New => {
-                        mark[w] = Mark::Open;
-                        stack.push((w, 0));
-                    }
-                    Mark::Open => {
-                        let start = stack.iter().position(|(x, _)| *x == w).unwrap_or(0);
-                        let members: Vec<usize> = stack[start..].iter().map(|(x, _)| *x).collect();
-                        let mut path: Vec<&str> =
-                            members.iter().map(|&x| nodes[x].name.as_str()).collect();
-                        path.push(&nodes[w].name);
-                        cyclic.extend(members.iter().copied());
-                        let span = nodes[w].span.clone().unwrap_or_else(|| cx.first_line());
-                        let msg = if members.len() == 1 {
-                            format!("`{0}` is defined in terms of itself; give `{0}` a value that does not use it", nodes[w].name)
-                        } else {
-                            format!(
-                                "`{}` depends on itself: {}; give one of them a value directly",
-                                nodes[w].name,
-                                path.join(" → ")
-                            )
-                        };
-                        cx.error(span, msg);
-                    }
-                    Mark::Done => {}
+                if index[w] == UNSEEN {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    calls.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
                 }
-            } else {
-                mark[v] = Mark::Done;
-                order.push(v);
-                stack.pop();
+                continue;
             }
+            calls.pop();
+            if let Some(&(u, _)) = calls.last() {
+                low[u] = low[u].min(low[v]);
+            }
+            if low[v] != index[v] {
+                continue;
+            }
+            let at = stack.iter().rposition(|&x| x == v).unwrap_or(0);
+            let members: Vec<usize> = stack.drain(at..).collect();
+            for &x in &members {
+                on_stack[x] = false;
+                component[x] = v;
+            }
+            if members.len() > 1 || deps[v].contains(&v) {
+                for &x in &members {
+                    cyclic[x] = true;
+                }
+                report_cycle(cx, graph, v, &component);
+            }
+            order.extend(members);
         }
     }
     (order, cyclic)
 }
 
+/// Names shown in a cycle's message before it is shortened.
+const CYCLE_PATH_SHOWN: usize = 12;
+
+/// The error for the cycle through `start`: a shortest path from `start` back to itself
+/// inside its component (breadth-first, linear in the component's size).
+fn report_cycle(cx: &mut Ctx<'_>, graph: &Graph<'_>, start: usize, component: &[usize]) {
+    let (nodes, deps) = (&graph.nodes, &graph.deps);
+    let name = &nodes[start].name;
+    let span = nodes[start].span.clone().unwrap_or_else(|| cx.first_line());
+    if deps[start].contains(&start) {
+        let msg = format!(
+            "`{name}` is defined in terms of itself; give `{name}` a value that does not use it"
+        );
+        cx.error(span, msg);
+        return;
+    }
+    let mut parent: HashMap<usize, usize> = HashMap::new();
+    let mut queue = std::collections::VecDeque::from([start]);
+    let mut last = start;
+    'search: while let Some(v) = queue.pop_front() {
+        for &w in &deps[v] {
+            cx.charge(1);
+            if component[w] != start {
+                continue;
+            }
+            if w == start {
+                last = v;
+                break 'search;
+            }
+            if let std::collections::hash_map::Entry::Vacant(e) = parent.entry(w) {
+                e.insert(v);
+                queue.push_back(w);
+            }
+        }
+    }
+    let mut path = vec![start];
+    let mut v = last;
+    while v != start {
+        path.push(v);
+        v = parent.get(&v).copied().unwrap_or(start);
+    }
+    path[1..].reverse();
+    path.push(start);
+    let mut names: Vec<&str> = path.iter().map(|&x| nodes[x].name.as_str()).collect();
+    if names.len() > CYCLE_PATH_SHOWN {
+        let tail = names.split_off(names.len() - CYCLE_PATH_SHOWN / 2);
+        names.truncate(CYCLE_PATH_SHOWN / 2);
+        names.push("…");
+        names.extend(tail);
+    }
+    cx.error(
+        span,
+        format!(
+            "`{name}` depends on itself: {}; give one of them a value directly",
+            names.join(" → ")
+        ),
+    );
+}
+
 /// The expression that produced `name`'s value in case `ci` (for diagnostics).
-fn source_span(cx: &Ctx<'_>, nodes: &[Node<'_>], name: &str, ci: usize) -> ByteRange {
-    match nodes.iter().find(|n| n.name == name) {
+fn source_span(cx: &Ctx<'_>, graph: &Graph<'_>, name: &str, ci: usize) -> ByteRange {
+    match graph.get(name) {
         Some(Node {
             src: Source::Exprs(v),
             ..
@@ -1236,10 +1555,9 @@ fn source_span(cx: &Ctx<'_>, nodes: &[Node<'_>], name: &str, ci: usize) -> ByteR
 fn build_case(
     cx: &mut Ctx<'_>,
     ci: usize,
-    nodes: &[Node<'_>],
-    vals: &HashMap<String, Result<EvalVal, ()>>,
-    buffers: &[BufferSpec<'_>],
-    tunes: &[TuneSpec<'_>],
+    graph: &Graph<'_>,
+    vals: &CaseEnv,
+    decls: &Decls<'_>,
     params: &HashMap<&str, &Param>,
 ) -> Option<Case> {
     let kernel = cx.kernel;
@@ -1253,7 +1571,9 @@ fn build_case(
         _ => None,
     };
     let mut ok = true;
-    let sizes: Vec<(String, Value)> = nodes
+    cx.charge(graph.nodes.len() + kernel.params.len());
+    let sizes: Vec<(String, Value)> = graph
+        .nodes
         .iter()
         .filter(|n| {
             !params.contains_key(n.name.as_str())
@@ -1266,7 +1586,7 @@ fn build_case(
     let mut args = Vec::new();
     let mut total_bytes = 0f64;
     for p in &kernel.params {
-        if let Some(b) = buffers.iter().find(|b| b.name.text == p.name) {
+        if let Some(b) = decls.buffer(&p.name) {
             let mut shape = Vec::new();
             for d in b.dims {
                 let text = text_of(cx.lines, &d.span);
@@ -1360,7 +1680,7 @@ fn build_case(
             ok = false;
             continue;
         };
-        let span = source_span(cx, nodes, &p.name, ci);
+        let span = source_span(cx, graph, &p.name, ci);
         match &p.kind {
             ParamKind::Scalar { ty: cty } => {
                 let Some(ty) = scalar_ty(cty) else {
@@ -1424,18 +1744,17 @@ fn build_case(
             None => ok = false,
         }
     }
-    let _ = tunes;
 
     let launch = match lang {
         Lang::Cuda => {
-            let grid = dims3(cx, nodes, vals, "grid", ci);
-            let block = dims3(cx, nodes, vals, "block", ci);
+            let grid = dims3(cx, graph, vals, "grid", ci);
+            let block = dims3(cx, graph, vals, "block", ci);
             let smem = match vals.get("smem") {
                 None => Some(0),
                 Some(Ok(EvalVal::Num(Value::Int(v)))) if *v >= 0 => Some(*v as u64),
                 Some(Ok(EvalVal::Num(v))) => {
                     cx.error(
-                        source_span(cx, nodes, "smem", ci),
+                        source_span(cx, graph, "smem", ci),
                         format!("`smem` is {v}; it is a byte count, zero or more"),
                     );
                     None
@@ -1446,7 +1765,7 @@ fn build_case(
                 let threads = b[0] * b[1] * b[2];
                 if threads > 1024 || b[2] > 64 {
                     cx.error(
-                        source_span(cx, nodes, "block", ci),
+                        source_span(cx, graph, "block", ci),
                         format!("`block` is ({}, {}, {}) = {threads} threads; CUDA allows at most 1024 per block (and z <= 64)", b[0], b[1], b[2]),
                     );
                 }
@@ -1454,7 +1773,7 @@ fn build_case(
             if let Some(g) = grid {
                 if g[0] > (1 << 31) - 1 || g[1] > 65535 || g[2] > 65535 {
                     cx.error(
-                        source_span(cx, nodes, "grid", ci),
+                        source_span(cx, graph, "grid", ci),
                         format!(
                             "`grid` is ({}, {}, {}); CUDA allows x <= 2147483647 and y, z <= 65535",
                             g[0], g[1], g[2]
@@ -1468,7 +1787,7 @@ fn build_case(
             }
         }
         Lang::Triton => {
-            let grid = dims_n(cx, nodes, vals, "grid", ci);
+            let grid = dims_n(cx, graph, vals, "grid", ci);
             let mut opt =
                 |name: &str, check: fn(i64) -> bool, rule: &str| -> Result<Option<u64>, ()> {
                     match vals.get(name) {
@@ -1476,7 +1795,7 @@ fn build_case(
                         Some(Ok(EvalVal::Num(Value::Int(v)))) if check(*v) => Ok(Some(*v as u64)),
                         Some(Ok(EvalVal::Num(v))) => {
                             cx.error(
-                                source_span(cx, nodes, name, ci),
+                                source_span(cx, graph, name, ci),
                                 format!("`{name}` is {v}; {rule}"),
                             );
                             Err(())
@@ -1513,7 +1832,7 @@ fn build_case(
             Some(Ok(EvalVal::Num(v))) if v.as_f64() >= 0.0 => Some(Some(v.as_f64())),
             Some(Ok(EvalVal::Num(v))) => {
                 cx.error(
-                    source_span(cx, nodes, name, ci),
+                    source_span(cx, graph, name, ci),
                     format!("`{name}` is {v}; it must be zero or more"),
                 );
                 None
@@ -1563,14 +1882,14 @@ fn positive(cx: &mut Ctx<'_>, name: &str, v: Value, span: ByteRange) -> Option<u
 
 fn dims_n(
     cx: &mut Ctx<'_>,
-    nodes: &[Node<'_>],
-    vals: &HashMap<String, Result<EvalVal, ()>>,
+    graph: &Graph<'_>,
+    vals: &CaseEnv,
     name: &str,
     ci: usize,
 ) -> Option<Vec<u64>> {
     match vals.get(name)? {
         Ok(EvalVal::Num(v)) => {
-            let span = source_span(cx, nodes, name, ci);
+            let span = source_span(cx, graph, name, ci);
             Some(vec![positive(cx, name, *v, span)?])
         }
         Ok(EvalVal::Tuple(items)) => {
@@ -1586,12 +1905,12 @@ fn dims_n(
 
 fn dims3(
     cx: &mut Ctx<'_>,
-    nodes: &[Node<'_>],
-    vals: &HashMap<String, Result<EvalVal, ()>>,
+    graph: &Graph<'_>,
+    vals: &CaseEnv,
     name: &str,
     ci: usize,
 ) -> Option<[u64; 3]> {
-    let v = dims_n(cx, nodes, vals, name, ci)?;
+    let v = dims_n(cx, graph, vals, name, ci)?;
     let mut out = [1u64; 3];
     for (o, d) in out.iter_mut().zip(v) {
         *o = d;

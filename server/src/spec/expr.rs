@@ -523,12 +523,12 @@ pub(crate) fn name_values(e: &Expr, scope: &dyn Scope) -> String {
     }
     let mut names = Vec::new();
     e.names(&mut names);
-    let mut seen: Vec<String> = Vec::new();
-    for (n, _) in names {
-        if !seen.contains(&n) {
-            seen.push(n);
-        }
-    }
+    let mut unique = std::collections::HashSet::new();
+    let seen: Vec<String> = names
+        .into_iter()
+        .map(|(n, _)| n)
+        .filter(|n| unique.insert(n.clone()))
+        .collect();
     let parts: Vec<String> = seen
         .iter()
         .filter_map(|n| match scope.lookup(n) {

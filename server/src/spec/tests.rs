@@ -1450,3 +1450,125 @@ __global__ void k(int n, const float* x, float* y) { }
         "#]],
     );
 }
+
+/// The checker's work (items visited, counted by every pass) on a spec of `n` statements
+/// of one shape, and its diagnostics.
+fn work_on(shape: &str, n: usize) -> (u64, usize) {
+    let mut src = String::new();
+    let mut params = String::from("int n, const float* x, float* y");
+    for i in 0..n {
+        let line = match shape {
+            "unused" => format!("v{i} = {i}"),
+            "chain" => format!(
+                "v{i} = {}",
+                if i == 0 {
+                    "n".into()
+                } else {
+                    format!("v{} + 1", i - 1)
+                }
+            ),
+            "duplicates" => format!("w = {i}"),
+            "undefined" => format!("v{i} = u{i}"),
+            "one undefined name" => format!("v{i} = m"),
+            "errors" => format!("v{i} = cdiv(n, 0)"),
+            "tunes" => format!("tune T{i} in [1, 2]"),
+            "duplicate tunes" => "tune T in [1, 2]".into(),
+            // A cycle through all names, and every name also reading the first.
+            "cycle" => format!("v{i} = v{} + v0", (i + 1) % n),
+            "syntax errors" => format!("v{i} = (1 +"),
+            "missing parameters" => {
+                params.push_str(&format!(", int p{i}"));
+                continue;
+            }
+            "buffers" => {
+                params.push_str(&format!(", float* b{i}"));
+                format!("b{i}: in f32[n]")
+            }
+            "cases" => format!("v{i} = {}", vec!["1"; 8.min(i + 1)].join(", ")),
+            other => panic!("no shape {other}"),
+        };
+        src.push_str(&format!("// @bench {line}\n"));
+    }
+    src.push_str("// @bench n = 1024; x: in f32[n]; y: out f32[n]\n");
+    src.push_str("// @bench grid = cdiv(n, 256); block = 256\n");
+    src.push_str(&format!("extern \"C\" __global__ void k({params}) {{ }}\n"));
+    let ks = kernels(&src, Lang::Cuda);
+    let (report, work) =
+        check::analyze_measured(&ks[0], &ks, &EvalEnv::default(), &BTreeMap::new());
+    (work, report.diagnostics.len())
+}
+
+/// Issue #16: spec checking is linear in the number of statements, whatever they say (a
+/// spec of 10,000 lines used to take 8 s). Doubling the statements at most doubles the
+/// work, for every shape that was once quadratic (duplicates, unused or undefined names,
+/// errors, cycles) and the ordinary ones. Work is counted, not timed.
+#[test]
+fn linear_work() {
+    let shapes = [
+        "unused",
+        "chain",
+        "duplicates",
+        "undefined",
+        "one undefined name",
+        "errors",
+        "tunes",
+        "duplicate tunes",
+        "cycle",
+        "syntax errors",
+        "missing parameters",
+        "buffers",
+        "cases",
+    ];
+    for shape in shapes {
+        let (w1, d1) = work_on(shape, 1000);
+        let (w2, d2) = work_on(shape, 2000);
+        let (w4, _) = work_on(shape, 4000);
+        assert!(
+            w1 > 1000,
+            "{shape}: the checker charged only {w1} for 1000 statements"
+        );
+        for (small, big) in [(w1, w2), (w2, w4)] {
+            assert!(
+                big as f64 <= 2.1 * small as f64,
+                "{shape}: work grew from {small} to {big} when the statements doubled ({d1} then {d2} diagnostics)"
+            );
+        }
+    }
+}
+
+/// What the linear checker still says in the shapes `linear_work` measures: every cause
+/// once, suggestions for the first undefined names, one error per cycle.
+#[test]
+fn big_specs_still_report_every_cause() {
+    assert_eq!(work_on("undefined", 100).1, 100 + 100); // each undefined name, each unused one
+    assert_eq!(work_on("duplicates", 100).1, 99 + 1); // 99 duplicates, `w` unused
+    assert_eq!(work_on("errors", 100).1, 100 + 100); // each division, each unused name
+    let fixture = (0..50)
+        .map(|i| format!("// @bench v{i} = v{} + 1\n", (i + 1) % 50))
+        .collect::<String>()
+        + "// @bench n = v0; x: in f32[n]; y: out f32[n]\n// @bench grid = cdiv(n, 256); block = 256\nextern \"C\" __global__ void k(int n, const float* x, float* y) { }\n";
+    let ks = kernels(&fixture, Lang::Cuda);
+    let r = analyze(&ks[0], &ks, &EvalEnv::default());
+    let cycles: Vec<&str> = r
+        .diagnostics
+        .iter()
+        .map(|d| d.message.as_str())
+        .filter(|m| m.contains("depends on itself"))
+        .collect();
+    assert_eq!(
+        cycles,
+        ["`v0` depends on itself: v0 → v1 → v2 → v3 → v4 → v5 → … → v45 → v46 → v47 → v48 → v49 → v0; give one of them a value directly"]
+    );
+}
+
+/// More than `MAX_CASES` values is an error naming the limit.
+#[test]
+fn too_many_cases() {
+    let sizes = vec!["1024"; 65].join(", ");
+    check_cuda(
+        &format!("// @bench n = {sizes}; x: in f32[n]; y: out f32[n]\n// @bench grid = cdiv(n, 256); block = 256\nextern \"C\" __global__ void k(int n, const float* x, float* y) {{ }}\n"),
+        expect![[r#"
+            1:15-403 error `1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024`: `n` has 65 values; a spec has at most 64 cases (every case is verified on every run)
+        "#]],
+    );
+}

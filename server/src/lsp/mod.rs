@@ -73,7 +73,7 @@ pub struct Backend {
     /// Progress tokens of running jobs → their cancel flags.
     progress_tokens: Arc<Mutex<HashMap<String, Arc<std::sync::atomic::AtomicBool>>>>,
     /// The worker's last status for `kernel-lsp/status`: GPU name, "no GPU: why".
-    worker_status: Arc<Mutex<(Option<String>, String)>>,
+    worker_status: Arc<Mutex<jobs::WorkerLine>>,
 }
 
 struct State {
@@ -167,7 +167,7 @@ impl Backend {
                 can_create_progress: false,
             })),
             progress_tokens: Arc::new(Mutex::new(HashMap::new())),
-            worker_status: Arc::new(Mutex::new((None, String::new()))),
+            worker_status: Arc::new(Mutex::new(Default::default())),
         }
     }
 
@@ -649,9 +649,9 @@ impl LanguageServer for Backend {
                 }
                 if (
                     &st.settings.worker,
-                    st.settings.workers,
+                    &st.settings.workers,
                     &st.settings.python,
-                ) != (&settings.worker, settings.workers, &settings.python)
+                ) != (&settings.worker, &settings.workers, &settings.python)
                 {
                     // Jobs holding the old pool finish on it; the next job starts anew.
                     st.pool = None;

@@ -161,9 +161,11 @@ impl From<Workers> for WorkersJson {
 
 impl std::str::FromStr for Workers {
     type Err = String;
-    /// The `--workers` flag: `4`, `all`, or commands separated by `;`.
+    /// The `--workers` flag: `4`, `all`, or one or more commands separated by `;`.
     fn from_str(s: &str) -> Result<Self, String> {
-        if s.contains(';') {
+        let word = s.trim();
+        let count_or_all = word.eq_ignore_ascii_case("all") || word.parse::<u64>().is_ok();
+        if !count_or_all && (s.contains(';') || word.contains(char::is_whitespace)) {
             let c: Vec<String> = s
                 .split(';')
                 .map(|c| c.trim().to_string())

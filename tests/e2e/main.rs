@@ -24,6 +24,7 @@ mod lsp_session;
 mod lsp_transport;
 mod nvim;
 mod optimize_llm;
+mod pool_parallel;
 mod profile_cpu;
 mod rewrites_cuda;
 mod rewrites_geometry;

@@ -305,7 +305,10 @@ fn table(run: &OptimizeRun) -> String {
             .candidates
             .iter()
             .map(|c| match (c.median_ms, &c.message) {
-                (Some(ms), _) => format!("{} {ms:.4} ms", c.label),
+                (Some(ms), _) => match &c.timed_on {
+                    Some(w) => format!("{} {ms:.4} ms on w{}", c.label, w.worker),
+                    None => format!("{} {ms:.4} ms", c.label),
+                },
                 (None, Some(m)) => format!("{} rejected: {m}", c.label),
                 (None, None) => c.label.clone(),
             })

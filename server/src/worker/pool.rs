@@ -342,6 +342,35 @@ impl WorkerState {
     }
 }
 
+/// Which worker of the pool did something, as the history and `--json` record it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerRef {
+    /// 1-based; worker 1 is the primary.
+    pub worker: usize,
+    /// The device its `hello` named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// The `CUDA_VISIBLE_DEVICES` it is pinned to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
+}
+
+impl std::fmt::Display for WorkerRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "worker {}", self.worker)?;
+        let parts: Vec<String> = self
+            .device
+            .iter()
+            .cloned()
+            .chain(self.gpu.iter().map(|g| format!("GPU {g}")))
+            .collect();
+        if !parts.is_empty() {
+            write!(f, " ({})", parts.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
 /// A request's reply and the worker that gave it (None when no worker could take it).
 #[derive(Debug)]
 pub struct Served {
@@ -436,23 +465,20 @@ impl WorkerPool {
         slot.info.lock().ok().and_then(|i| i.hello.clone())
     }
 
+    /// Which worker `index` is: its number, device and pinned GPU.
+    pub fn worker_ref(&self, index: usize) -> WorkerRef {
+        WorkerRef {
+            worker: index + 1,
+            device: self
+                .hello_of(index)
+                .map(|h| h.device.map_or_else(|| "no GPU".to_string(), |d| d.name)),
+            gpu: self.inner.slots.get(index).and_then(|s| s.spec.gpu.clone()),
+        }
+    }
+
     /// "worker 2 (NVIDIA H100 80GB HBM3, GPU 1)": which worker, for reports.
     pub fn describe_worker(&self, index: usize) -> String {
-        let Some(slot) = self.inner.slots.get(index) else {
-            return format!("worker {}", index + 1);
-        };
-        let device = self
-            .hello_of(index)
-            .map(|h| h.device.map_or_else(|| "no GPU".to_string(), |d| d.name));
-        let mut parts: Vec<String> = device.into_iter().collect();
-        if let Some(g) = &slot.spec.gpu {
-            parts.push(format!("GPU {g}"));
-        }
-        if parts.is_empty() {
-            format!("worker {}", index + 1)
-        } else {
-            format!("worker {} ({})", index + 1, parts.join(", "))
-        }
+        self.worker_ref(index).to_string()
     }
 
     /// Every worker and where it stands.

@@ -6,6 +6,7 @@
 mod bench_triton;
 mod cli_check;
 mod client;
+mod cluster;
 mod corpus;
 mod emulate;
 #[path = "../gpu/cuda_backend.rs"]

@@ -789,8 +789,16 @@ impl WorkerPool {
         }
         futures::future::join_all(stops).await;
         let live = inner.live.lock().map(|l| l.clone()).unwrap_or_default();
-        for pid in live {
+        for &pid in &live {
             kill_group(pid);
+        }
+        // The SIGKILL that follows must not wait for a thread a CLI exits before.
+        if !live.is_empty() {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            #[cfg(unix)]
+            for pid in live {
+                signal_group(pid, 9);
+            }
         }
     }
 
@@ -936,7 +944,9 @@ impl Inner {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            // Dropped workers are stopped by `kill_group` (SIGTERM first, so `srun` can
+            // cancel its step); tokio reaps them in the background.
+            .kill_on_drop(false);
         // Its own process group, so a kill reaches an `ssh` or a Python child too.
         #[cfg(unix)]
         cmd.process_group(0);
@@ -1138,20 +1148,29 @@ impl Worker {
             .unwrap_or_default()
     }
 
-    /// Kills the process group and reaps the worker.
+    /// Stops the process group (SIGTERM, then SIGKILL to what is left after half a
+    /// second) and reaps the worker.
     async fn kill(mut self) {
+        #[cfg(unix)]
+        if let Some(pid) = self.pid {
+            signal_group(pid, 15);
+            let _ = tokio::time::timeout(Duration::from_millis(500), self.child.wait()).await;
+        }
         self.kill_now();
         let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
     }
 
+    /// SIGTERM to the group now and SIGKILL soon after (`kill_group`); the direct child
+    /// gets SIGKILL at once only when it has no group to signal.
     fn kill_now(&mut self) {
         if let Some(pid) = self.pid {
             kill_group(pid);
             if let Ok(mut live) = self.live.lock() {
                 live.remove(&pid);
             }
+        } else {
+            let _ = self.child.start_kill();
         }
-        let _ = self.child.start_kill();
     }
 
     /// Gives the worker `grace` to exit by itself, then kills it.
@@ -1214,27 +1233,40 @@ impl Drop for Worker {
     }
 }
 
-/// SIGKILL to the worker's process group (it leads one: spawned with `process_group(0)`),
-/// so children that ignore SIGTERM, an `ssh` client or a Python helper die with it.
+/// Stops the worker's process group (it leads one: spawned with `process_group(0)`):
+/// SIGTERM first, so a launcher that must clean up far away can (`srun` cancels its job
+/// step; killed outright it would leave the step running on the cluster), then SIGKILL
+/// half a second later, so children that ignore SIGTERM, an `ssh` client or a Python
+/// helper die with it.
 fn kill_group(pid: u32) {
     #[cfg(unix)]
     {
-        extern "C" {
-            fn kill(pid: i32, sig: i32) -> i32;
-        }
+        const SIGTERM: i32 = 15;
         const SIGKILL: i32 = 9;
-        if let Ok(pid) = i32::try_from(pid) {
-            if pid > 0 {
-                // SAFETY: kill(2) with a negative pid signals that process group; it has
-                // no memory-safety preconditions. A group already gone gives ESRCH.
-                unsafe {
-                    kill(-pid, SIGKILL);
-                }
-            }
-        }
+        signal_group(pid, SIGTERM);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(500));
+            signal_group(pid, SIGKILL);
+        });
     }
     #[cfg(not(unix))]
     let _ = pid;
+}
+
+#[cfg(unix)]
+fn signal_group(pid: u32, sig: i32) {
+    extern "C" {
+        fn kill(pid: i32, sig: i32) -> i32;
+    }
+    if let Ok(pid) = i32::try_from(pid) {
+        if pid > 0 {
+            // SAFETY: kill(2) with a negative pid signals that process group; it has
+            // no memory-safety preconditions. A group already gone gives ESRCH.
+            unsafe {
+                kill(-pid, sig);
+            }
+        }
+    }
 }
 
 fn describe_status(status: std::process::ExitStatus) -> String {

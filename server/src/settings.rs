@@ -35,8 +35,10 @@ pub struct Settings {
     /// The command that starts a worker (default: this binary's `worker`), e.g.
     /// `ssh gpu-box kernel-lsp worker`.
     pub worker: Option<String>,
-    /// Workers in the pool.
-    pub workers: usize,
+    /// The pool: a count of workers, `"all"` (one local worker per visible GPU, each
+    /// pinned with `CUDA_VISIBLE_DEVICES`), or a list of worker commands (local, `ssh`,
+    /// `srun`, `kubectl exec`), one worker each. See docs/configuration.md.
+    pub workers: Workers,
     /// The Python with torch and triton that runs Triton kernels (`KERNEL_LSP_PYTHON`
     /// for the worker). Default: the worker's own lookup (`python3`).
     pub python: Option<String>,
@@ -107,6 +109,77 @@ impl Default for VerifySettings {
     }
 }
 
+/// The `workers` setting.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "WorkersJson", into = "WorkersJson")]
+pub enum Workers {
+    /// This many workers started by the `worker` command, pinned to the visible GPUs in
+    /// turn when the command is the local default.
+    Count(usize),
+    /// One local worker per visible GPU.
+    All,
+    /// One worker per command line (split like `--worker`).
+    Commands(Vec<String>),
+}
+
+/// How `workers` is written in JSON: `4`, `"all"` or `["cmd", ...]`.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum WorkersJson {
+    Count(u64),
+    Word(String),
+    Commands(Vec<String>),
+}
+
+impl TryFrom<WorkersJson> for Workers {
+    type Error = String;
+    fn try_from(v: WorkersJson) -> Result<Self, String> {
+        match v {
+            WorkersJson::Count(0) => Err("`workers` must be at least 1".into()),
+            WorkersJson::Count(n) => Ok(Workers::Count(n.min(1024) as usize)),
+            WorkersJson::Word(w) if w.trim().eq_ignore_ascii_case("all") => Ok(Workers::All),
+            WorkersJson::Word(w) => match w.trim().parse::<u64>() {
+                Ok(n) => Workers::try_from(WorkersJson::Count(n)),
+                Err(_) => Err(format!(
+                    "`workers` is `{w}`; write a count (4), \"all\" (one per visible GPU) or a list of worker commands"
+                )),
+            },
+            WorkersJson::Commands(c) if c.is_empty() => {
+                Err("`workers` is an empty list; give at least one worker command".into())
+            }
+            WorkersJson::Commands(c) => Ok(Workers::Commands(c)),
+        }
+    }
+}
+
+impl From<Workers> for WorkersJson {
+    fn from(w: Workers) -> Self {
+        match w {
+            Workers::Count(n) => WorkersJson::Count(n as u64),
+            Workers::All => WorkersJson::Word("all".into()),
+            Workers::Commands(c) => WorkersJson::Commands(c),
+        }
+    }
+}
+
+impl std::str::FromStr for Workers {
+    type Err = String;
+    /// The `--workers` flag: `4`, `all`, or one or more commands separated by `;`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let word = s.trim();
+        let count_or_all = word.eq_ignore_ascii_case("all") || word.parse::<u64>().is_ok();
+        if !count_or_all && (s.contains(';') || word.contains(char::is_whitespace)) {
+            let c: Vec<String> = s
+                .split(';')
+                .map(|c| c.trim().to_string())
+                .filter(|c| !c.is_empty())
+                .collect();
+            return Workers::try_from(WorkersJson::Commands(c));
+        }
+        Workers::try_from(WorkersJson::Word(s.to_string()))
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ApplyMode {
@@ -131,7 +204,7 @@ impl Default for Settings {
             sms: 132,
             llm: LlmSettings::default(),
             worker: None,
-            workers: 1,
+            workers: Workers::Count(1),
             python: None,
             apply_mode: ApplyMode::Apply,
             bench_on_save: false,
@@ -394,6 +467,41 @@ mod tests {
         assert_eq!(s.compile_debounce_ms, 300);
         let msg = msg.unwrap();
         assert!(msg.contains("`compileDebounceMs`"), "{msg}");
+    }
+
+    #[test]
+    fn workers_take_a_count_all_or_commands() {
+        let w = |v: serde_json::Value| Settings::from_json(&json!({ "workers": v }));
+        assert_eq!(w(json!(4)).0.workers, Workers::Count(4));
+        assert_eq!(w(json!("all")).0.workers, Workers::All);
+        assert_eq!(
+            w(json!(["kernel-lsp worker", "ssh b kernel-lsp worker"]))
+                .0
+                .workers,
+            Workers::Commands(vec![
+                "kernel-lsp worker".into(),
+                "ssh b kernel-lsp worker".into()
+            ])
+        );
+        let (s, msg) = w(json!("many"));
+        assert_eq!(s.workers, Workers::Count(1));
+        let msg = msg.unwrap();
+        assert!(
+            msg.contains("`workers`") && msg.contains("\"all\""),
+            "{msg}"
+        );
+        assert!(w(json!(0)).1.unwrap().contains("at least 1"));
+        // It round-trips, so the merged JSON of `from_json` keeps it.
+        let back = serde_json::to_value(w(json!("all")).0).unwrap();
+        assert_eq!(back["workers"], json!("all"));
+        assert_eq!("3".parse::<Workers>(), Ok(Workers::Count(3)));
+        assert_eq!(
+            "a worker; b worker".parse::<Workers>(),
+            Ok(Workers::Commands(vec![
+                "a worker".into(),
+                "b worker".into()
+            ]))
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 mod bench_triton;
 mod cli_check;
 mod client;
+mod cluster;
 mod corpus;
 mod emulate;
 #[path = "../gpu/cuda_backend.rs"]
@@ -25,6 +26,7 @@ mod lsp_session;
 mod lsp_transport;
 mod nvim;
 mod optimize_llm;
+mod pool_parallel;
 mod profile_cpu;
 mod rewrites_cuda;
 mod rewrites_geometry;

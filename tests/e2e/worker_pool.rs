@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use kernel_lsp::spec::BenchPlan;
 use kernel_lsp::syntax::Lang;
-use kernel_lsp::worker::pool::{PoolConfig, TimeLimits, WorkerPool};
+use kernel_lsp::worker::pool::{PoolConfig, TimeLimits, WorkerPool, WorkerSpec, WorkerState};
 use kernel_lsp::worker::protocol::{ErrorKind, Op, OpResult, Reply, ReplyBody, Version};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -53,6 +53,7 @@ fn config(command: Vec<String>, size: usize) -> PoolConfig {
     PoolConfig {
         command,
         size,
+        workers: Vec::new(),
         limits: TimeLimits {
             hello: Duration::from_secs(20),
             compile: Duration::from_secs(20),
@@ -432,6 +433,118 @@ async fn a_worker_command_that_cannot_start_is_reported() {
         "{}",
         err.message
     );
+}
+
+fn spec(command: Vec<String>) -> WorkerSpec {
+    WorkerSpec {
+        command,
+        env: Vec::new(),
+        gpu: None,
+    }
+}
+
+#[tokio::test]
+async fn a_worker_that_cannot_start_backs_off_while_the_others_work() {
+    let dir = scratch("backoff");
+    let mut c = config(Vec::new(), 1);
+    c.workers = vec![
+        spec(vec!["/nonexistent/kernel-lsp".into(), "worker".into()]),
+        spec(fake(&dir, "ok")),
+    ];
+    let pool = WorkerPool::new(c);
+    for _ in 0..3 {
+        let served = pool
+            .request_on(None, compile_op("k"), None, &mut |_| {})
+            .await;
+        assert!(
+            matches!(served.result, Ok(OpResult::Compile(_))),
+            "{served:?}"
+        );
+        assert_eq!(served.worker, Some(1));
+    }
+    let status = pool.status();
+    assert_eq!(status[0].state, WorkerState::Down, "{status:?}");
+    assert!(status[0]
+        .error
+        .as_deref()
+        .unwrap_or("")
+        .contains("cannot start the worker"));
+    assert_eq!(status[1].state, WorkerState::Idle);
+    // Asked for by name, the down worker answers with its own reason at once.
+    let t0 = Instant::now();
+    let served = pool
+        .request_on(Some(0), compile_op("k"), None, &mut |_| {})
+        .await;
+    let err = served.result.unwrap_err();
+    assert!(
+        err.message
+            .starts_with("worker 1 cannot be started: cannot start the worker"),
+        "{}",
+        err.message
+    );
+    assert!(t0.elapsed() < Duration::from_millis(500));
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_pool_with_no_live_worker_gives_one_error_naming_each() {
+    let mut c = config(Vec::new(), 1);
+    c.workers = vec![
+        spec(vec!["/nonexistent/a".into()]),
+        spec(vec!["/nonexistent/b".into()]),
+    ];
+    let pool = WorkerPool::new(c);
+    let err = pool.request(compile_op("k"), None).await.unwrap_err();
+    assert_eq!(err.kind, ErrorKind::WorkerLost);
+    assert!(
+        err.message
+            .starts_with("no worker of the pool is alive (2 workers"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message
+            .contains("worker 1 (`/nonexistent/a`): cannot start"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message
+            .contains("worker 2 (`/nonexistent/b`): cannot start"),
+        "{}",
+        err.message
+    );
+    // Within the backoff the answer comes at once, not after another try.
+    let t0 = Instant::now();
+    assert!(pool.request(compile_op("k"), None).await.is_err());
+    assert!(t0.elapsed() < Duration::from_millis(200));
+}
+
+#[tokio::test]
+async fn connect_all_starts_each_worker_with_its_own_environment() {
+    // The fake names its device after CUDA_VISIBLE_DEVICES.
+    let script = r#"while IFS= read -r line; do id=$(printf '%s' "$line" | sed -n 's/^{"id":\([0-9]*\).*/\1/p'); echo '{"id":'$id',"status":"ok","result":{"kind":"hello","protocol":1,"worker_version":"fake","device":{"name":"gpu'$CUDA_VISIBLE_DEVICES'","arch":"sm_90","sms":1,"warp_size":32,"max_threads_per_block":1024,"max_block":[1024,1024,64],"max_grid":[1,1,1],"smem_per_block":1,"smem_per_block_optin":1,"smem_per_sm":1,"regs_per_block":1,"l2_bytes":1,"mem_bytes":1,"ceilings":null},"cuda":{"available":false,"message":"fake"},"triton":{"available":false,"message":"fake"}}}'; done"#;
+    let mut c = config(Vec::new(), 1);
+    c.workers = ["3", "5"]
+        .iter()
+        .map(|g| WorkerSpec {
+            command: vec!["sh".into(), "-c".into(), script.into()],
+            env: vec![("CUDA_VISIBLE_DEVICES".into(), g.to_string())],
+            gpu: Some(g.to_string()),
+        })
+        .collect();
+    let pool = WorkerPool::new(c);
+    let hellos = pool.connect_all().await;
+    let names: Vec<String> = hellos
+        .iter()
+        .map(|h| h.as_ref().unwrap().device.as_ref().unwrap().name.clone())
+        .collect();
+    assert_eq!(names, vec!["gpu3", "gpu5"]);
+    assert_eq!(pool.describe_worker(1), "worker 2 (gpu5, GPU 5)");
+    let status = pool.status();
+    assert_eq!(status[1].device.as_deref(), Some("gpu5"));
+    assert_eq!(status[1].state, WorkerState::Idle);
+    pool.shutdown().await;
 }
 
 #[tokio::test]

@@ -19,7 +19,9 @@ trap 'rm -rf "$log"' EXIT
 # KERNEL_LSP_GPU_PARTS picks sections (default all): tests (the GPU tests), bench
 # (`kernel-lsp bench` on the examples), optimize (the no-LLM benchmark: optimize every
 # example, PyTorch baselines, the table), compare (Triton fidelity, KernelBench), ncu
-# (Nsight Compute recordings for the profile parser; not in the default set). Each
+# (Nsight Compute recordings for the profile parser; not in the default set), multigpu
+# (1 worker vs 2, one per GPU, on an nvidia-h200-x2: tests/gpu/multigpu.py; not in the
+# default set). Each
 # section stays under ten minutes on an H100, so they can run as separate commands.
 parts=" ${KERNEL_LSP_GPU_PARTS:-tests bench optimize compare} "
 part() { [[ "$parts" == *" $1 "* ]]; }
@@ -91,6 +93,13 @@ timeout 300 python3 "$here/torch_baselines.py" 2>&1 | tee "$log/torch.txt"
 if [[ -n "${OUT:-}" ]]; then cp "$log"/opt-*.json "$log"/report-*.html "$log/policy/policy.json" "$OUT/" 2>/dev/null; fi
 fi
 
+multigpu_rc=0
+if part multigpu; then
+echo "== multi-GPU: 1 worker vs 2 (tests/gpu/multigpu.py)"
+KERNEL_LSP_BIN="$KERNEL_LSP_BIN" timeout 3000 python3 "$here/multigpu.py" 2>&1 | tee "$log/multigpu.txt"
+multigpu_rc=${PIPESTATUS[0]}
+fi
+
 if part ncu; then
 echo "== Nsight Compute recordings (tests/gpu/ncu_record.sh)"
 bash "$here/ncu_record.sh" 2>&1 | tee "$log/ncu.txt"
@@ -145,5 +154,9 @@ if part optimize; then
 echo "== no-LLM benchmark: first draft vs optimized vs PyTorch, measured in this run"
 python3 "$here/bench_table.py" "$log/torch.txt" "${bench_args[@]}" | tee "$log/bench-table.txt"
 fi
+if part multigpu; then
+echo "== multi-GPU: 1 worker vs 2 (wall time, same accepted versions)"
+sed -n '/^== multi-GPU table/,$p' "$log/multigpu.txt" | tail -n +2
+fi
 if [[ -n "${OUT:-}" ]]; then for f in "$log"/*.txt; do echo "=== $(basename "$f")"; cat "$f"; done > "$OUT/gpu-logs.txt"; fi
-[[ $tests_rc -eq 0 && $bench_rc -eq 0 && $opt_rc -eq 0 ]]
+[[ $tests_rc -eq 0 && $bench_rc -eq 0 && $opt_rc -eq 0 && $multigpu_rc -eq 0 ]]

@@ -6,6 +6,7 @@
 use std::process::ExitCode;
 
 use crate::analysis::human_bytes;
+use crate::settings::{Settings, Workers};
 use crate::worker::pool::{self, PoolConfig, WorkerPool};
 use crate::worker::protocol::{BackendStatus, HelloResult};
 
@@ -27,6 +28,25 @@ pub(crate) fn pool_config(worker: Option<&str>) -> Result<PoolConfig, String> {
         config.command = pool::split_command(cmd).map_err(|e| format!("--worker: {e}"))?;
     }
     Ok(config)
+}
+
+/// The pool of a command that reads settings (`optimize`, `health`): the settings'
+/// `worker`, `workers` and `python`, as the editor reads them, with `--worker` and
+/// `--workers` on top.
+pub(crate) fn settings_pool_config(
+    settings: &Settings,
+    worker: Option<&str>,
+    workers: Option<&Workers>,
+) -> Result<PoolConfig, String> {
+    let mut s = settings.clone();
+    if let Some(w) = worker {
+        pool::split_command(w).map_err(|e| format!("--worker: {e}"))?;
+        s.worker = Some(w.to_string());
+    }
+    if let Some(w) = workers {
+        s.workers = w.clone();
+    }
+    PoolConfig::from_settings(&s, &pool::visible_gpus())
 }
 
 /// A current-thread runtime for a CLI command.

@@ -17,10 +17,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::cli::device::{pool_config, runtime};
-use crate::settings::{ModelSettings, Provider, Settings};
+use crate::cli::device::{runtime, settings_pool_config};
+use crate::settings::{ModelSettings, Provider, Settings, Workers};
 use crate::toolchain::{self, Toolchain};
-use crate::worker::pool::WorkerPool;
+use crate::worker::pool::{WorkerPool, WorkerStatus};
 use crate::worker::protocol::{HelloResult, WorkerError};
 
 /// How long the TCP connect to an LLM endpoint may take (name lookup included).
@@ -35,6 +35,10 @@ pub struct HealthArgs {
     /// Default: this binary's `worker` subcommand.
     #[arg(long, value_name = "CMD")]
     pub worker: Option<String>,
+    /// The pool to check: a count, `all` or worker commands separated by `;` (default:
+    /// the `workers` setting). Every worker is started and listed.
+    #[arg(long, value_name = "N|all|CMDS")]
+    pub workers: Option<Workers>,
     /// Settings as JSON, in the shape of the language server's initializationOptions
     /// (toolchain paths, `arch`, `llm.strategy` / `llm.coder`).
     #[arg(long, value_name = "FILE")]
@@ -129,9 +133,61 @@ pub struct HealthReport {
     /// Nsight Compute, for `kernel-lsp profile` and profile facts.
     pub ncu: Check,
     pub worker: WorkerCheck,
+    /// Every worker of the pool (one line each in the text when there are several).
+    pub workers: Vec<PoolWorkerCheck>,
     pub cuda: Check,
     pub triton: Check,
     pub llm: Vec<LlmCheck>,
+}
+
+/// One worker of the pool: alive with its GPU, or why it did not start.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PoolWorkerCheck {
+    #[serde(flatten)]
+    pub check: Check,
+    #[serde(flatten)]
+    pub status: WorkerStatus,
+}
+
+/// A check per worker from `connect_all`'s answers and the pool's status.
+pub fn pool_worker_checks(
+    hellos: &[Result<HelloResult, WorkerError>],
+    status: Vec<WorkerStatus>,
+) -> Vec<PoolWorkerCheck> {
+    status
+        .into_iter()
+        .zip(hellos)
+        .map(|(st, hello)| {
+            let pin = st
+                .gpu
+                .as_ref()
+                .map_or(String::new(), |g| format!(", CUDA_VISIBLE_DEVICES={g}"));
+            let check = match hello {
+                Ok(h) => Check::new(
+                    Level::Ok,
+                    format!(
+                        "worker {} (`{}`{pin}): alive; {}",
+                        st.index + 1,
+                        st.command,
+                        h.device.as_ref().map_or_else(
+                            || format!("no GPU: {}", h.cuda.message),
+                            |d| format!("GPU {} ({})", d.name, d.arch)
+                        )
+                    ),
+                ),
+                Err(e) => Check::new(
+                    Level::Error,
+                    format!(
+                        "worker {} (`{}`{pin}): down: {}",
+                        st.index + 1,
+                        st.command,
+                        e.message
+                    ),
+                ),
+            };
+            PoolWorkerCheck { check, status: st }
+        })
+        .collect()
 }
 
 impl HealthReport {
@@ -153,13 +209,14 @@ pub fn run(args: &HealthArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let pool_config = match pool_config(args.worker.as_deref()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("kernel-lsp health: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let pool_config =
+        match settings_pool_config(&settings, args.worker.as_deref(), args.workers.as_ref()) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("kernel-lsp health: {e}");
+                return ExitCode::from(2);
+            }
+        };
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => {
@@ -179,9 +236,15 @@ pub fn run(args: &HealthArgs) -> ExitCode {
         });
         let worker = async {
             let pool = WorkerPool::new(pool_config);
-            let hello = pool.connect().await;
+            let hellos = pool.connect_all().await;
+            let status = pool.status();
             pool.shutdown().await;
-            hello
+            // The primary's hello, else the first that started, else the first error.
+            let hello = match hellos.iter().find(|h| h.is_ok()) {
+                Some(h) => h.clone(),
+                None => hellos[0].clone(),
+            };
+            (hello, pool_worker_checks(&hellos, status))
         };
         let reach = futures::future::join_all(
             endpoints
@@ -200,6 +263,7 @@ pub fn run(args: &HealthArgs) -> ExitCode {
     // A name lookup stuck past its limit must not keep the process alive.
     rt.shutdown_timeout(Duration::from_millis(100));
 
+    let (hello, workers) = hello;
     let (worker, cuda, triton) = worker_checks(&hello);
     let llm = endpoints
         .iter()
@@ -218,6 +282,7 @@ pub fn run(args: &HealthArgs) -> ExitCode {
         headers: headers_check(&tc.0),
         ncu: ncu_check(crate::toolchain::ncu::locate(None).as_deref()),
         worker,
+        workers,
         cuda,
         triton,
         llm,
@@ -582,6 +647,11 @@ pub fn render_text(r: &HealthReport) -> String {
     line("headers", &r.headers);
     line("ncu", &r.ncu);
     line("worker", &r.worker.check);
+    if r.workers.len() > 1 {
+        for w in &r.workers {
+            line(&format!("worker.{}", w.status.index + 1), &w.check);
+        }
+    }
     line("cuda", &r.cuda);
     line("triton", &r.triton);
     if r.llm.is_empty() {
@@ -748,6 +818,7 @@ mod tests {
             headers: headers_check(&tc),
             ncu: ncu_check(None),
             worker,
+            workers: Vec::new(),
             cuda,
             triton,
             llm: vec![],

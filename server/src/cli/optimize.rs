@@ -11,7 +11,7 @@ use crate::analysis::{self, AnalyzeOptions};
 use crate::document::Document;
 use crate::optimize::catalog::Catalog;
 use crate::optimize::{self, history, policy, Event, OptimizeOptions, OptimizeRun};
-use crate::settings::Settings;
+use crate::settings::{Settings, Workers};
 use crate::syntax::{self, Lang};
 use crate::worker::pool::WorkerPool;
 
@@ -36,9 +36,14 @@ pub struct OptimizeArgs {
     /// Print the run as JSON.
     #[arg(long)]
     pub json: bool,
-    /// The command that starts a worker, e.g. "ssh gpu-box kernel-lsp worker".
+    /// The command that starts a worker, e.g. "ssh gpu-box kernel-lsp worker"
+    /// (default: the `worker` setting, else this binary's `worker` subcommand).
     #[arg(long, value_name = "CMD")]
     pub worker: Option<String>,
+    /// The pool: a count, `all` (one worker per visible GPU) or worker commands
+    /// separated by `;` (default: the `workers` setting, 1).
+    #[arg(long, value_name = "N|all|CMDS")]
+    pub workers: Option<Workers>,
     /// Base seed for verification inputs (default: the `verify.seed` setting, 42).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -166,7 +171,12 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
             })
         }));
     }
-    let config = super::device::pool_config(args.worker.as_deref())?;
+    let config = super::device::settings_pool_config(
+        &settings,
+        args.worker.as_deref(),
+        args.workers.as_ref(),
+    )
+    .map_err(|e| format!("{shown}: error: {e}"))?;
     let rt = super::device::runtime()?;
     let pool = WorkerPool::new(config);
     let file = args.file.clone();
@@ -295,7 +305,10 @@ fn table(run: &OptimizeRun) -> String {
             .candidates
             .iter()
             .map(|c| match (c.median_ms, &c.message) {
-                (Some(ms), _) => format!("{} {ms:.4} ms", c.label),
+                (Some(ms), _) => match &c.timed_on {
+                    Some(w) => format!("{} {ms:.4} ms on w{}", c.label, w.worker),
+                    None => format!("{} {ms:.4} ms", c.label),
+                },
                 (None, Some(m)) => format!("{} rejected: {m}", c.label),
                 (None, None) => c.label.clone(),
             })

@@ -25,7 +25,7 @@ use crate::optimize::{self, evaluate, history, policy, Event, OptimizeOptions};
 use crate::settings::{ApplyMode, Settings};
 use crate::spec::{BenchPlan, EvalEnv};
 use crate::syntax::{self, Kernel, Lang};
-use crate::worker::pool::{self, PoolConfig, WorkerPool};
+use crate::worker::pool::{self, PoolConfig, WorkerPool, WorkerStatus};
 use crate::worker::protocol::{Op, OpResult, Timing, Version};
 
 use super::Backend;
@@ -217,7 +217,7 @@ fn load(file: &Path, what: &str, kernel: &str) -> Option<String> {
 struct Reporter {
     client: tower_lsp::Client,
     /// The last worker status (GPU name, message), repeated in every status update.
-    worker: Arc<std::sync::Mutex<(Option<String>, String)>>,
+    worker: Arc<std::sync::Mutex<WorkerLine>>,
     token: Option<NumberOrString>,
     title: String,
     /// `end` was sent; otherwise dropping the reporter sends it (a job that returned
@@ -257,7 +257,7 @@ impl Reporter {
         title: String,
         cancel: &Arc<AtomicBool>,
         tokens: &Arc<std::sync::Mutex<HashMap<String, Arc<AtomicBool>>>>,
-        worker: Arc<std::sync::Mutex<(Option<String>, String)>>,
+        worker: Arc<std::sync::Mutex<WorkerLine>>,
     ) -> Reporter {
         let token = match given {
             Some(t) => Some(t),
@@ -351,15 +351,12 @@ impl Reporter {
 
 impl Reporter {
     fn status(&self, job: Option<String>) -> StatusParams {
-        let (worker, message) = self
-            .worker
-            .lock()
-            .map(|w| w.clone())
-            .unwrap_or((None, String::new()));
+        let (worker, message, workers) = self.worker.lock().map(|w| w.clone()).unwrap_or_default();
         StatusParams {
             worker,
             message,
             job,
+            workers,
         }
     }
 }
@@ -382,7 +379,13 @@ pub struct StatusParams {
     pub message: String,
     /// The running job, or null when none runs.
     pub job: Option<String>,
+    /// Every worker of the pool: its command, pinned GPU, device and whether it is alive.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<WorkerStatus>,
 }
+
+/// The status line's worker part: the primary's GPU name, "no GPU: why", every worker.
+pub type WorkerLine = (Option<String>, String, Vec<WorkerStatus>);
 
 impl Notification for StatusNotification {
     type Params = StatusParams;
@@ -580,32 +583,43 @@ impl Backend {
         let pool = match existing {
             Some(p) => p,
             None => {
-                let mut config = PoolConfig::default();
-                if let Some(w) = settings.worker.as_deref().filter(|w| !w.trim().is_empty()) {
-                    config.command =
-                        pool::split_command(w).map_err(|e| format!("setting `worker`: {e}"))?;
-                }
-                config.size = settings.workers.max(1);
-                if let Some(py) = &settings.python {
-                    config.env.push(("KERNEL_LSP_PYTHON".into(), py.clone()));
-                }
+                let config = PoolConfig::from_settings(&settings, &pool::visible_gpus())?;
                 let p = Arc::new(WorkerPool::new(config));
                 self.state().pool.get_or_insert(p).clone()
             }
         };
-        let hello = pool.connect().await.map_err(|e| e.message)?;
+        let hello = if pool.size() > 1 {
+            // Every worker starts now, so the status lists each one alive or down; the
+            // pool works while any one does.
+            let all = pool.connect_all().await;
+            let first_err = all.iter().find_map(|r| r.as_ref().err().cloned());
+            match all.into_iter().find_map(|r| r.ok()) {
+                Some(h) => h,
+                None => {
+                    return Err(first_err.map_or_else(|| "no worker started".into(), |e| e.message))
+                }
+            }
+        } else {
+            pool.connect().await.map_err(|e| e.message)?
+        };
         let (worker, msg) = match &hello.device {
             Some(d) => (Some(d.name.clone()), String::new()),
             None => (None, format!("no GPU: {}", hello.cuda.message)),
         };
+        let workers = if pool.size() > 1 {
+            pool.status()
+        } else {
+            Vec::new()
+        };
         if let Ok(mut w) = self.worker_status.lock() {
-            *w = (worker.clone(), msg.clone());
+            *w = (worker.clone(), msg.clone(), workers.clone());
         }
         self.client
             .send_notification::<StatusNotification>(StatusParams {
                 worker,
                 message: msg,
                 job: None,
+                workers,
             })
             .await;
         Ok(pool)

@@ -74,7 +74,7 @@ pub struct Backend {
     /// Progress tokens of running jobs → their cancel flags.
     progress_tokens: Arc<Mutex<HashMap<String, Arc<std::sync::atomic::AtomicBool>>>>,
     /// The worker's last status for `kernel-lsp/status`: GPU name, "no GPU: why".
-    worker_status: Arc<Mutex<(Option<String>, String)>>,
+    worker_status: Arc<Mutex<jobs::WorkerLine>>,
     /// Woken whenever an analysis ends (see [`Backend::settled`]).
     analyzed: Arc<tokio::sync::Notify>,
 }
@@ -176,7 +176,7 @@ impl Backend {
                 can_create_progress: false,
             })),
             progress_tokens: Arc::new(Mutex::new(HashMap::new())),
-            worker_status: Arc::new(Mutex::new((None, String::new()))),
+            worker_status: Arc::new(Mutex::new(Default::default())),
             analyzed: Arc::new(tokio::sync::Notify::new()),
         }
     }
@@ -853,9 +853,9 @@ impl LanguageServer for Backend {
                 }
                 if (
                     &st.settings.worker,
-                    st.settings.workers,
+                    &st.settings.workers,
                     &st.settings.python,
-                ) != (&settings.worker, settings.workers, &settings.python)
+                ) != (&settings.worker, &settings.workers, &settings.python)
                 {
                     // Jobs holding the old pool finish on it; the next job starts anew.
                     st.pool = None;

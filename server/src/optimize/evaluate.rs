@@ -1,15 +1,21 @@
 //! Evaluating one step's candidates as a batch: each candidate text is analyzed and
 //! planned like the author's file would be, verified against the current version on
-//! the same fresh inputs, and the verified ones are timed interleaved with the current
-//! version in one worker. Nothing here decides acceptance; `optimize` does, from the
+//! the same fresh inputs (concurrently, one per free worker of the pool; a request whose
+//! worker is lost goes back to the queue), and the verified ones are timed interleaved
+//! with the current version: in one worker, or in one group per worker, each beside the
+//! current version on its own device, since a speedup means something only within one
+//! device. The winner of a multi-worker batch is re-timed on the primary worker
+//! (`retime_on_primary`). Nothing here decides acceptance; `optimize` does, from the
 //! timings this returns.
 
 use crate::analysis::{self, AnalyzeOptions};
 use crate::document::Document;
 use crate::spec::{BenchPlan, EvalEnv};
 use crate::syntax::Lang;
-use crate::worker::pool::WorkerPool;
-use crate::worker::protocol::{Op, OpResult, TimeSettings, Timing, VerifyReport, Version};
+use crate::worker::pool::{Served, WorkerPool, WorkerRef};
+use crate::worker::protocol::{
+    ErrorKind, Op, OpResult, TimeSettings, Timing, VerifyReport, Version,
+};
 
 use super::CandidateRecord;
 
@@ -115,16 +121,39 @@ pub struct Verified {
     pub planned: Planned,
 }
 
-/// What a batch gave: a record per candidate, the current version's timing and each
-/// verified candidate's timing (same order as `verified`).
+/// What a batch gave: a record per candidate and, for each verified candidate (same
+/// order as `verified`), its timing, the current version's timing beside it on the same
+/// worker, and that worker.
+#[derive(Default)]
 pub struct BatchResult {
     pub records: Vec<CandidateRecord>,
     pub verified: Vec<Verified>,
+    /// The current version's timing on the primary worker's group (or the first group).
     pub base: Option<Timing>,
     pub timings: Vec<Timing>,
+    /// The current version timed in the same request as each verified candidate.
+    pub bases: Vec<Timing>,
+    /// The worker that timed each verified candidate.
+    pub timed_on: Vec<Option<usize>>,
     pub interpreter: bool,
     /// The first verification report that failed, for a repair prompt.
     pub first_failure: Option<String>,
+}
+
+impl BatchResult {
+    /// The verified candidate with the best speedup over the current version timed
+    /// beside it (the lowest index on a tie), and that gain. With one worker this is the
+    /// fastest median.
+    pub fn best(&self) -> Option<(usize, Gain)> {
+        let mut best: Option<(usize, Gain)> = None;
+        for (i, (t, b)) in self.timings.iter().zip(&self.bases).enumerate() {
+            let g = gain(b, t);
+            if best.is_none_or(|(_, bg)| g.speedup > bg.speedup) {
+                best = Some((i, g));
+            }
+        }
+        best
+    }
 }
 
 fn rejected(label: &str, message: String) -> CandidateRecord {
@@ -133,6 +162,36 @@ fn rejected(label: &str, message: String) -> CandidateRecord {
         verified: false,
         median_ms: None,
         message: Some(message),
+        ..Default::default()
+    }
+}
+
+/// Runs `op` on a free worker; when the worker is lost mid-request and the pool has
+/// others, the request goes to the queue again (at most once per other worker), so a
+/// preempted node or a crashed GPU does not fail the candidate.
+pub async fn request_requeued(
+    pool: &WorkerPool,
+    op: Op,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Served {
+    let mut tries = 0;
+    loop {
+        let served = pool.request_on(None, op.clone(), None, progress).await;
+        let lost = matches!(&served.result, Err(e) if e.kind == ErrorKind::WorkerLost);
+        if !lost || served.worker.is_none() || tries + 1 >= pool.size() {
+            return served;
+        }
+        tries += 1;
+        if let Err(e) = &served.result {
+            let who = served
+                .worker
+                .map_or_else(String::new, |w| pool.describe_worker(w));
+            tracing::warn!(
+                "{who} was lost; the request goes back to the queue: {}",
+                e.message
+            );
+            progress(&format!("{who} was lost; re-queued on the others"));
+        }
     }
 }
 
@@ -144,13 +203,25 @@ pub async fn verify(
     seed: u64,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<VerifyReport, String> {
+    verify_on(pool, current, cand, seed, progress).await.1
+}
+
+/// [`verify`], saying which worker gave the answer.
+pub async fn verify_on(
+    pool: &WorkerPool,
+    current: &Version,
+    cand: &Version,
+    seed: u64,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> (Option<usize>, Result<VerifyReport, String>) {
     let op = Op::Verify {
         candidate: Box::new(cand.clone()),
         reference: Box::new(current.clone()),
         seed,
         sanitize: false,
     };
-    match pool.request_with_progress(op, None, progress).await {
+    let served = request_requeued(pool, op, progress).await;
+    let result = match served.result {
         Ok(OpResult::Verify(r)) if r.passed => Ok(r),
         Ok(OpResult::Verify(r)) => Err(r.failure.map_or_else(
             || {
@@ -164,7 +235,8 @@ pub async fn verify(
         )),
         Ok(_) => Err("unexpected worker reply".into()),
         Err(e) => Err(e.message),
-    }
+    };
+    (served.worker, result)
 }
 
 /// The current version must pass its own check (compiled, run, every output written,
@@ -299,8 +371,46 @@ pub async fn confirm(
     Ok(())
 }
 
+/// The winner re-timed against the current version on the primary worker (worker 1),
+/// so a speedup measured on another device is confirmed on one device before it is
+/// accepted. `Ok((base, winner))`; `Err` when the primary could not time them.
+pub async fn retime_on_primary(
+    pool: &WorkerPool,
+    current: &Version,
+    winner: &Version,
+) -> Result<(Timing, Timing), String> {
+    let op = Op::Time {
+        versions: vec![current.clone(), winner.clone()],
+        settings: TimeSettings::default(),
+    };
+    match pool.request_on(Some(0), op, None, &mut |_| {}).await.result {
+        Ok(OpResult::Time(t)) if t.timings.len() == 2 => {
+            let mut it = t.timings.into_iter();
+            match (it.next(), it.next()) {
+                (Some(b), Some(w)) => Ok((b, w)),
+                _ => Err("the primary worker's timing came back short".into()),
+            }
+        }
+        Ok(_) => Err("unexpected worker reply to a time request".into()),
+        Err(e) => Err(e.message),
+    }
+}
+
+/// What one candidate's verification gave, in input order.
+enum Checked {
+    Rejected(String),
+    Passed {
+        planned: Box<Planned>,
+        worker: Option<usize>,
+        interpreter: bool,
+    },
+}
+
 /// Plan and verify each `(label, text)` against `current`, then (with `time`) time the
-/// verified ones side by side with it.
+/// verified ones side by side with it. The candidates are verified concurrently on the
+/// pool's free workers, and with several workers the verified ones are timed in one
+/// group per worker, each group beside the current version on its own device. The
+/// records come out in the order a one-worker run gives.
 #[allow(clippy::too_many_arguments)]
 pub async fn batch(
     pool: &WorkerPool,
@@ -314,52 +424,91 @@ pub async fn batch(
     cancel: Option<&std::sync::atomic::AtomicBool>,
     stage: &mut (dyn FnMut(String) + Send),
 ) -> BatchResult {
-    let mut out = BatchResult {
-        records: Vec::new(),
-        verified: Vec::new(),
-        base: None,
-        timings: Vec::new(),
-        interpreter: false,
-        first_failure: None,
-    };
+    let mut out = BatchResult::default();
     let n = candidates.len();
-    for (i, (label, text)) in candidates.iter().enumerate() {
-        if cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed)) {
-            out.records
-                .push(rejected(label, "not tried: the job was cancelled".into()));
-            continue;
+    let is_cancelled = || cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed));
+    let parallel = pool.size() > 1;
+    let stage = std::sync::Mutex::new(stage);
+    let say = |s: String| {
+        if let Ok(mut st) = stage.lock() {
+            (*st)(s);
         }
-        let planned = match plan(lang, text, kernel_name, env) {
-            Ok(p) => p,
-            Err(e) => {
-                out.first_failure.get_or_insert(e.clone());
-                out.records.push(rejected(label, e));
-                continue;
+    };
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    // As many verifications at once as there are workers, taken in input order, so one
+    // worker verifies them one after another as before and a cancel stops the rest.
+    let turns = tokio::sync::Semaphore::new(pool.size());
+    let checks = candidates.iter().enumerate().map(|(i, (label, text))| {
+        let (say, done, is_cancelled, turns) = (&say, &done, &is_cancelled, &turns);
+        async move {
+            let _turn = turns.acquire().await;
+            if is_cancelled() {
+                return Checked::Rejected("not tried: the job was cancelled".into());
             }
-        };
-        let head = format!("verifying {label} ({}/{n})", i + 1);
-        stage(head.clone());
-        let mut cand = planned.version.clone();
-        cand.label = label.clone();
-        let mut worker_stage = |s: &str| stage(format!("{head}: {s}"));
-        match verify(pool, current, &cand, seed, &mut worker_stage).await {
-            Ok(r) => {
-                out.interpreter |= r.interpreter;
+            let planned = match plan(lang, text, kernel_name, env) {
+                Ok(p) => p,
+                Err(e) => return Checked::Rejected(e),
+            };
+            let head = format!("verifying {label} ({}/{n})", i + 1);
+            say(head.clone());
+            let mut cand = planned.version.clone();
+            cand.label = label.clone();
+            let mut worker_stage = |s: &str| say(format!("{head}: {s}"));
+            let (worker, result) = verify_on(pool, current, &cand, seed, &mut worker_stage).await;
+            let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            if parallel {
+                let busy = pool.busy();
+                say(format!(
+                    "{finished}/{n} candidates, {busy} worker{} busy",
+                    if busy == 1 { "" } else { "s" }
+                ));
+            }
+            match result {
+                Ok(r) => Checked::Passed {
+                    planned: Box::new(planned),
+                    worker,
+                    interpreter: r.interpreter,
+                },
+                Err(e) => Checked::Rejected(e),
+            }
+        }
+    });
+    let checked = futures::future::join_all(checks).await;
+    let mut verified_on = Vec::new();
+    for (i, (c, (label, text))) in checked.into_iter().zip(candidates).enumerate() {
+        match c {
+            Checked::Rejected(e) => {
+                if !e.starts_with("not tried") {
+                    out.first_failure.get_or_insert(e.clone());
+                }
+                out.records.push(rejected(label, e));
+            }
+            Checked::Passed {
+                planned,
+                worker,
+                interpreter,
+            } => {
+                out.interpreter |= interpreter;
+                verified_on.push(worker.filter(|_| parallel).map(|w| pool.worker_ref(w)));
                 out.verified.push(Verified {
                     index: i,
                     label: label.clone(),
                     text: text.clone(),
-                    planned,
+                    planned: *planned,
                 });
-            }
-            Err(e) => {
-                out.first_failure.get_or_insert(e.clone());
-                out.records.push(rejected(label, e));
             }
         }
     }
-    let cancelled = cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed));
-    if out.verified.is_empty() || (cancelled && time) {
+    let stage = stage
+        .into_inner()
+        .expect("no verification holds the stage any more");
+    let record = |v: &Verified, on: &Option<WorkerRef>| CandidateRecord {
+        label: candidates[v.index].0.clone(),
+        verified: true,
+        verified_on: on.clone(),
+        ..Default::default()
+    };
+    if out.verified.is_empty() || (is_cancelled() && time) {
         for v in &out.verified {
             out.records.push(rejected(
                 &candidates[v.index].0,
@@ -370,62 +519,90 @@ pub async fn batch(
         return out;
     }
     if !time {
-        for v in &out.verified {
-            out.records.push(CandidateRecord {
-                label: candidates[v.index].0.clone(),
-                verified: true,
-                median_ms: None,
-                message: None,
-            });
+        for (v, on) in out.verified.iter().zip(&verified_on) {
+            out.records.push(record(v, on));
         }
         return out;
     }
-    stage(format!("timing {} versions", out.verified.len() + 1));
-    let mut versions = vec![current.clone()];
-    for v in &out.verified {
-        let mut version = v.planned.version.clone();
-        version.label = candidates[v.index].0.clone();
-        versions.push(version);
-    }
-    let want = versions.len();
-    match pool
-        .request(
-            Op::Time {
+    // One group per worker (round-robin over the verified candidates), each timed in one
+    // request interleaved with the current version: one worker times them all together.
+    let groups = pool.size().min(out.verified.len()).max(1);
+    stage(if groups > 1 {
+        format!(
+            "timing {} versions in {groups} groups, each beside the current version on its own worker",
+            out.verified.len() + 1
+        )
+    } else {
+        format!("timing {} versions", out.verified.len() + 1)
+    });
+    let timed = (0..groups).map(|g| {
+        let members: Vec<usize> = (g..out.verified.len()).step_by(groups).collect();
+        let mut versions = vec![current.clone()];
+        for &m in &members {
+            let v = &out.verified[m];
+            let mut version = v.planned.version.clone();
+            version.label = candidates[v.index].0.clone();
+            versions.push(version);
+        }
+        async move {
+            let want = versions.len();
+            let op = Op::Time {
                 versions,
                 settings: TimeSettings::default(),
-            },
-            None,
-        )
-        .await
-    {
-        Ok(OpResult::Time(t)) if t.timings.len() == want => {
-            out.interpreter |= t.interpreter;
-            let mut it = t.timings.into_iter();
-            out.base = it.next();
-            out.timings = it.collect();
-            for (v, tm) in out.verified.iter().zip(&out.timings) {
-                out.records.push(CandidateRecord {
-                    label: candidates[v.index].0.clone(),
-                    verified: true,
-                    median_ms: Some(tm.median_ms),
-                    message: None,
-                });
-            }
-        }
-        other => {
-            let message = match other {
-                Err(e) => e.message,
-                _ => "unexpected worker reply to a time request".into(),
             };
-            for v in &out.verified {
+            let served = request_requeued(pool, op, &mut |_| {}).await;
+            let result = match served.result {
+                Ok(OpResult::Time(t)) if t.timings.len() == want => Ok(t),
+                Ok(_) => Err("unexpected worker reply to a time request".to_string()),
+                Err(e) => Err(e.message),
+            };
+            (members, served.worker, result)
+        }
+    });
+    let results = futures::future::join_all(timed).await;
+    let mut slots: Vec<Option<(Timing, Timing, Option<usize>)>> = vec![None; out.verified.len()];
+    let mut failures: Vec<(usize, String)> = Vec::new();
+    for (members, worker, result) in results {
+        match result {
+            Ok(t) => {
+                out.interpreter |= t.interpreter;
+                let mut it = t.timings.into_iter();
+                let Some(base) = it.next() else { continue };
+                if out.base.is_none() || worker == Some(0) {
+                    out.base = Some(base.clone());
+                }
+                for (&m, tm) in members.iter().zip(it) {
+                    slots[m] = Some((base.clone(), tm, worker));
+                }
+            }
+            Err(message) => failures.extend(members.into_iter().map(|m| (m, message.clone()))),
+        }
+    }
+    let verified = std::mem::take(&mut out.verified);
+    for (m, (v, slot)) in verified.into_iter().zip(slots).enumerate() {
+        let on = &verified_on[m];
+        match slot {
+            Some((base, tm, worker)) => {
                 out.records.push(CandidateRecord {
-                    label: candidates[v.index].0.clone(),
-                    verified: true,
-                    median_ms: None,
+                    median_ms: Some(tm.median_ms),
+                    timed_on: worker.filter(|_| parallel).map(|w| pool.worker_ref(w)),
+                    ..record(&v, on)
+                });
+                out.bases.push(base);
+                out.timings.push(tm);
+                out.timed_on.push(worker);
+                out.verified.push(v);
+            }
+            None => {
+                let message = failures
+                    .iter()
+                    .find(|(i, _)| *i == m)
+                    .map_or("not timed", |(_, e)| e.as_str());
+                out.records.push(CandidateRecord {
                     message: Some(format!("verified, but timing failed: {message}")),
+                    ..record(&v, on)
                 });
             }
-            out.verified.clear();
         }
     }
     out

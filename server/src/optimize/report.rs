@@ -479,6 +479,7 @@ mod tests {
                 message: best
                     .is_none()
                     .then(|| "y[3]: expected 1, got NaN".to_string()),
+                ..Default::default()
             }],
             before_ms: Some(before),
             best_ms: best,

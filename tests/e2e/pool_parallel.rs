@@ -1,0 +1,238 @@
+//! A step's candidates on a pool of several workers, through `kernel-lsp optimize` with
+//! fake workers (`tests/fixtures/workers/fake_worker.py`, which speak the protocol and
+//! time a version by a pure function of its text): verification runs in parallel, the
+//! result is the one a single worker gives, a lost worker's candidate is re-queued, and
+//! a winner timed on another device is re-timed on the primary worker.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kernel-lsp");
+
+fn fake_worker() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/workers/fake_worker.py")
+        .canonicalize()
+        .expect("the fake worker script exists")
+}
+
+/// A scratch folder with a copy of `examples/vector_add.py`.
+fn workspace(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("kernel-lsp-parallel-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/vector_add.py");
+    std::fs::copy(example, dir.join("vector_add.py")).unwrap();
+    dir
+}
+
+/// One worker command: the fake with `env` settings, logging to `dir/log`.
+fn worker(dir: &Path, name: &str, extra: &str) -> String {
+    format!(
+        "env FAKE_NAME={name} FAKE_LOG={} {extra} python3 {}",
+        dir.join("log").display(),
+        fake_worker().display()
+    )
+}
+
+/// `optimize --json` with the pool `workers` (`;`-separated commands): (run, stderr).
+fn optimize(dir: &Path, workers: &[String], steps: usize) -> (Value, String) {
+    let out = Command::new(BIN)
+        .arg("optimize")
+        .arg(dir.join("vector_add.py"))
+        .args([
+            "--steps",
+            &steps.to_string(),
+            "--fresh-policy",
+            "--json",
+            "--workers",
+        ])
+        .arg(workers.join("; "))
+        .current_dir(dir)
+        .output()
+        .expect("kernel-lsp runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "optimize failed:\n{stderr}");
+    let run: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout)));
+    (run, stderr)
+}
+
+/// Per step: (strategy, outcome, accepted, sorted "label verified median").
+fn summary(run: &Value) -> Vec<(String, String, String, Vec<String>)> {
+    run["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let mut cands: Vec<String> = s["candidates"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| format!("{} {} {}", c["label"], c["verified"], c["median_ms"]))
+                .collect();
+            cands.sort();
+            (
+                s["strategy_id"].to_string(),
+                s["outcome"].to_string(),
+                s["accepted"].to_string(),
+                cands,
+            )
+        })
+        .collect()
+}
+
+/// (name, op, label, start, end) per logged request.
+fn log(dir: &Path) -> Vec<(String, String, String, f64, f64)> {
+    std::fs::read_to_string(dir.join("log"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split(' ').collect();
+            Some((
+                w[0].to_string(),
+                w[1].to_string(),
+                w[2].to_string(),
+                w.get(3)?.parse().ok()?,
+                w.get(4)?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+fn verified_candidates(step: &Value) -> Vec<&Value> {
+    step["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["verified"] == true)
+        .collect()
+}
+
+#[test]
+fn two_workers_verify_in_parallel_and_accept_what_one_worker_accepts() {
+    let one = workspace("one");
+    let (seq, _) = optimize(&one, &[worker(&one, "A", "")], 3);
+    let two = workspace("two");
+    let pool = [
+        worker(&two, "A", "FAKE_VERIFY_MS=600"),
+        worker(&two, "B", "FAKE_VERIFY_MS=600"),
+    ];
+    let (par, stderr) = optimize(&two, &pool, 3);
+    assert_eq!(
+        summary(&seq),
+        summary(&par),
+        "the same steps, candidates and winners"
+    );
+    assert!(
+        par["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["outcome"] == "accepted"),
+        "the fake's timings accept something: {par}"
+    );
+    // Progress counts candidates and busy workers.
+    assert!(stderr.contains("/3 candidates, "), "{stderr}");
+    assert!(stderr.contains(" busy"), "{stderr}");
+    // Each verified candidate records the worker (and device) that verified and timed it.
+    let mut verifiers = std::collections::BTreeSet::new();
+    for step in par["steps"].as_array().unwrap() {
+        for c in verified_candidates(step) {
+            let v = c["verified_on"]["device"]
+                .as_str()
+                .expect("verified_on.device");
+            verifiers.insert(v.to_string());
+            assert!(c["timed_on"]["worker"].as_u64().is_some(), "{c}");
+        }
+    }
+    assert_eq!(verifiers.into_iter().collect::<Vec<_>>(), vec!["A", "B"]);
+    // One worker's run records no workers (there is only one).
+    assert!(seq["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["candidates"].as_array().unwrap())
+        .all(|c| c.get("verified_on").is_none() && c.get("timed_on").is_none()));
+    // Two verifications on different workers overlapped in time.
+    let verifies: Vec<_> = log(&two).into_iter().filter(|r| r.1 == "verify").collect();
+    let overlapped = verifies.iter().any(|a| {
+        verifies
+            .iter()
+            .any(|b| a.0 != b.0 && a.3 < b.4 && b.3 < a.4)
+    });
+    assert!(overlapped, "no two verifications ran at once: {verifies:?}");
+}
+
+#[test]
+fn a_worker_lost_mid_step_has_its_candidate_requeued_and_the_step_completes() {
+    let one = workspace("lost-ref");
+    let (seq, _) = optimize(&one, &[worker(&one, "A", "")], 1);
+    let dir = workspace("lost");
+    let pool = [
+        worker(&dir, "A", "FAKE_VERIFY_MS=300"),
+        // B dies during its first verification (the current version's check or a
+        // candidate); its replacement lives.
+        worker(&dir, "B", "FAKE_VERIFY_MS=300 FAKE_DIE_ON=1"),
+    ];
+    let (par, stderr) = optimize(&dir, &pool, 1);
+    let log = log(&dir);
+    assert!(log.iter().any(|r| r.1 == "died"), "B never died: {log:?}");
+    assert!(
+        stderr.contains("was lost; re-queued on the others"),
+        "{stderr}"
+    );
+    assert_eq!(
+        summary(&seq),
+        summary(&par),
+        "every candidate still verified and timed"
+    );
+}
+
+#[test]
+fn a_winner_timed_on_another_device_is_retimed_on_the_primary() {
+    let one = workspace("fair-ref");
+    let (seq, _) = optimize(&one, &[worker(&one, "A", "")], 2);
+    let dir = workspace("fair");
+    let pool = [
+        worker(&dir, "A", "FAKE_VERIFY_MS=300"),
+        // A device on which every candidate looks 3x faster than on the primary.
+        worker(&dir, "B", "FAKE_VERIFY_MS=300 FAKE_BIAS=:0.33"),
+    ];
+    let (par, _) = optimize(&dir, &pool, 2);
+    let outcomes = |run: &Value| -> Vec<(String, String)> {
+        run["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["outcome"].to_string(), s["accepted"].to_string()))
+            .collect()
+    };
+    assert_eq!(outcomes(&seq), outcomes(&par), "B's bias decided nothing");
+    let checks: Vec<String> = par["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["checks"].as_array().cloned().unwrap_or_default())
+        .map(|c| c.as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(
+        checks
+            .iter()
+            .any(|c| c.contains("timed on worker 2 (B); re-timed on worker 1 (A)")),
+        "{checks:?}"
+    );
+    // The accepted speedup is the primary's measurement, as the one-worker run has it.
+    let speedups = |run: &Value| -> Vec<String> {
+        run["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| format!("{:.3}", s["speedup"].as_f64().unwrap()))
+            .collect()
+    };
+    assert_eq!(speedups(&seq), speedups(&par));
+}

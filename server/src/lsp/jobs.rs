@@ -26,7 +26,7 @@ use crate::settings::{ApplyMode, Settings};
 use crate::spec::{BenchPlan, EvalEnv};
 use crate::syntax::{self, Kernel, Lang};
 use crate::worker::pool::{self, PoolConfig, WorkerPool};
-use crate::worker::protocol::{Op, OpResult, Timing, Version};
+use crate::worker::protocol::{Op, OpResult, Timing, TorchMode, Version};
 
 use super::Backend;
 
@@ -1008,7 +1008,15 @@ impl Backend {
         // now when there is none: SPEC.md, "the version recorded when it was first
         // benchmarked").
         let mut pinned_now = false;
-        let reference: Option<Version> = if let Some(r) = current.version.plan.reference.clone() {
+        let reference: Option<Version> = if let Some(tr) = current.version.plan.torch_reference.clone() {
+            // `reference = torch: ...`: PyTorch eager, on the worker, with the same inputs.
+            let module = match &snap.file {
+                Some(f) => crate::analysis::torch_module_source(f, &tr)?,
+                None if matches!(tr, crate::spec::TorchReference::Expr { .. }) => String::new(),
+                None => return Err("`reference = torch: module.fn` needs the file on disk (the module sits next to it); save the file first".into()),
+            };
+            Some(Version::torch_reference(&current.version, TorchMode::Eager, module))
+        } else if let Some(r) = current.version.plan.reference.clone() {
             let doc = Document::new(snap.lang, 0, &snap.text);
             let a =
                 crate::analysis::analyze(snap.lang, &snap.text, doc.tree(), &Default::default());
@@ -1023,6 +1031,7 @@ impl Backend {
                     ..current.version.plan.clone()
                 });
             Some(Version {
+                torch: None,
                 label: r.clone(),
                 lang: snap.lang,
                 source: a.kernel_source(&r, &snap.text),

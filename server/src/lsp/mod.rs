@@ -254,8 +254,14 @@ impl Backend {
         let enc = state.encoding;
         let state = &mut *state;
         let open = state.docs.get_mut(uri)?;
+        let mut spec_findings = open.analysis.findings();
+        // `reference = torch: module.fn` names a file next to this one: read it now.
+        if let Ok(path) = uri.to_file_path() {
+            spec_findings.extend(open.analysis.torch_module_findings(&path));
+            spec_findings.sort_by_key(|f| (f.range.start, f.range.end));
+        }
         let findings = analysis::merge_findings(
-            open.analysis.findings(),
+            spec_findings,
             open.compile.as_deref(),
             open.doc.text(),
         );

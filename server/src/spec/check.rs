@@ -19,6 +19,7 @@ use super::ctype::{pointee_dtype, scalar_ty};
 use super::expr::{eval, name_values, EvalError, Expr, ExprKind, Scope};
 use super::parser::{parse_lines, DistSpec, Name, Stmt, StmtKind};
 use super::plan::*;
+use super::torch_ref;
 use super::{did_you_mean, EvalEnv, Severity, SpecDiagnostic, SpecReport};
 use crate::syntax::{ByteRange, Kernel, Lang, Param, ParamKind, SpecLine};
 
@@ -247,10 +248,13 @@ fn build(
     let mut buffers: Vec<BufferSpec<'_>> = Vec::new();
     let mut tunes: Vec<TuneSpec<'_>> = Vec::new();
     let mut reference: Option<(&Name, &[Expr])> = None;
+    let mut torch_reference: Option<(&str, &ByteRange)> = None;
     let mut seen: HashMap<String, ByteRange> = HashMap::new();
     for Stmt { kind, .. } in &stmts {
         let name = match kind {
-            StmtKind::Assign { name, .. } | StmtKind::Buffer { name, .. } => name,
+            StmtKind::Assign { name, .. }
+            | StmtKind::Buffer { name, .. }
+            | StmtKind::TorchReference { name, .. } => name,
             StmtKind::Tune { .. } => continue,
         };
         if BUILTINS.contains(&name.text.as_str()) {
@@ -370,6 +374,7 @@ fn build(
                     broken.insert(name.text.clone());
                 }
             }
+            StmtKind::TorchReference { text, span, .. } => torch_reference = Some((text, span)),
             StmtKind::Tune { .. } => {}
         }
     }
@@ -638,13 +643,46 @@ fn build(
         }
     }
 
+    // ---- PyTorch reference (before unused names: it may read sizes) ---------------------
+    let mut torch_uses: Vec<String> = Vec::new();
+    let torch_reference = torch_reference.and_then(|(text, span)| {
+        let mut bufs: Vec<(&str, Role)> = buffers.iter().map(|b| (b.name.text.as_str(), b.role)).collect();
+        let order = |n: &str| kernel.params.iter().position(|p| p.name == n);
+        bufs.sort_by_key(|(n, _)| order(n));
+        let scope = torch_ref::Scope {
+            buffers: bufs,
+            numbers: defs
+                .iter()
+                .map(|(n, _)| n.text.as_str())
+                .filter(|n| !is_keyword(lang, n))
+                .chain(tunes.iter().map(|t| t.name.text.as_str()))
+                .chain(kernel.params.iter().filter(|p| !matches!(p.kind, ParamKind::Pointer { .. })).map(|p| p.name.as_str()))
+                .filter(|n| !buffers.iter().any(|b| b.name.text == *n))
+                .collect(),
+            kernels: kernels.iter().map(|k| k.name.as_str()).filter(|k| *k != kernel.name).collect(),
+            kernel: &kernel.name,
+        };
+        match torch_ref::check(text, span, &scope) {
+            Ok((r, used)) => {
+                torch_uses = used;
+                Some(r)
+            }
+            Err(problems) => {
+                for (s, m) in problems {
+                    cx.error(s, m);
+                }
+                None
+            }
+        }
+    });
+
     // ---- Unused names -------------------------------------------------------------------
     for (n, _) in &defs {
         let special = params.contains_key(n.text.as_str())
             || is_keyword(lang, &n.text)
             || is_template(&n.text)
             || tunes.iter().any(|t| t.name.text == n.text);
-        if !special && !uses.iter().any(|(u, _)| *u == n.text) {
+        if !special && !uses.iter().any(|(u, _)| *u == n.text) && !torch_uses.contains(&n.text) {
             cx.warn(
                 n.span.clone(),
                 format!(
@@ -798,6 +836,7 @@ fn build(
         atol,
         rtol,
         reference,
+        torch_reference,
         trials,
     })
 }

@@ -908,6 +908,7 @@ fn default_tolerances() {
         atol: None,
         rtol: None,
         reference: None,
+        torch_reference: None,
         trials: 3,
     };
     let all: Vec<String> = DType::ALL

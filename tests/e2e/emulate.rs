@@ -93,7 +93,6 @@ fn version(label: &str, text: &str, kernel: &str, sms: u32) -> Result<Version, S
         source.push('\n');
     }
     Ok(Version {
-        torch: None,
         label: label.to_string(),
         source,
         kernel: kernel.to_string(),

@@ -29,4 +29,5 @@ mod rewrites_cuda;
 mod rewrites_geometry;
 mod rewrites_idioms;
 mod tools;
+mod torch_reference;
 mod worker_pool;

@@ -310,10 +310,16 @@ impl FileAnalysis {
     pub fn torch_module_findings(&self, file: &std::path::Path) -> Vec<Finding> {
         let mut out = Vec::new();
         for (k, report) in self.model.kernels.iter().zip(&self.specs) {
-            let Some(r) = report.plan.as_ref().and_then(|p| p.torch_reference.as_ref()) else {
+            let Some(r) = report
+                .plan
+                .as_ref()
+                .and_then(|p| p.torch_reference.as_ref())
+            else {
                 continue;
             };
-            if let (Err(message), Some(range)) = (torch_module_source(file, r), spec::torch_reference_span(k)) {
+            if let (Err(message), Some(range)) =
+                (torch_module_source(file, r), spec::torch_reference_span(k))
+            {
                 out.push(Finding {
                     range,
                     severity: Severity::Error,
@@ -406,7 +412,10 @@ pub struct CompileInputs {
 /// The text of a `reference = torch: module.fn`'s module (`module.py`, dots as folders,
 /// next to `file`), which goes to the worker with the request; empty for an expression.
 /// Err: what is missing and what to write, for a diagnostic on the reference.
-pub fn torch_module_source(file: &std::path::Path, r: &spec::TorchReference) -> Result<String, String> {
+pub fn torch_module_source(
+    file: &std::path::Path,
+    r: &spec::TorchReference,
+) -> Result<String, String> {
     let spec::TorchReference::Function { module, function } = r else {
         return Ok(String::new());
     };
@@ -441,7 +450,7 @@ pub fn torch_module_source(file: &std::path::Path, r: &spec::TorchReference) -> 
             .collect();
         let hint = spec::did_you_mean(function, defs.iter().copied());
         return Err(format!(
-            "`{rel}` defines no function `{function}` at its top level{hint}; add `def {function}(...)` taking the inputs in parameter order and returning the outputs"
+            "`{rel}` defines no function `{function}` at its top level; add `def {function}(...)` taking the inputs in parameter order and returning the outputs{hint}"
         ));
     }
     Ok(text)

@@ -288,14 +288,22 @@ async fn bench(
             if !(lang == Lang::Triton && hello.triton.interpreter) {
                 torch_modes.push(TorchMode::Compile);
             }
-            Some(Version::torch_reference(&candidate, TorchMode::Eager, module))
+            Some(Version::torch_reference(
+                &candidate,
+                TorchMode::Eager,
+                module,
+            ))
         } else {
             None
         };
         if let Some(reference) = reference {
             let r = reference.label.clone();
             if !args.json {
-                eprintln!("{}: verifying against `{}`...", kernel.name, report.reference.as_deref().unwrap_or(&r));
+                eprintln!(
+                    "{}: verifying against `{}`...",
+                    kernel.name,
+                    report.reference.as_deref().unwrap_or(&r)
+                );
             }
             let verified = pool
                 .request(
@@ -339,7 +347,11 @@ async fn bench(
                 versions.push(reference);
             } else {
                 for mode in &torch_modes {
-                    versions.push(Version::torch_reference(&candidate, *mode, reference.source.clone()));
+                    versions.push(Version::torch_reference(
+                        &candidate,
+                        *mode,
+                        reference.source.clone(),
+                    ));
                 }
             }
         }
@@ -383,7 +395,8 @@ async fn bench(
                         }
                     }
                     if !torch_modes.contains(&TorchMode::Compile) {
-                        bars.note = Some("torch.compile is not timed on Triton's CPU interpreter".into());
+                        bars.note =
+                            Some("torch.compile is not timed on Triton's CPU interpreter".into());
                     }
                     report.speedup = bars.speedup_eager;
                     report.torch = Some(bars);
@@ -569,14 +582,22 @@ pub fn table(hello: &HelloResult, reports: &[KernelBench]) -> String {
     }
     for r in reports {
         if let Some(bars) = &r.torch {
-            let t = |t: &Option<Timing>| t.as_ref().map_or("-".to_string(), |t| format!("{:.4} ms", t.median_ms));
+            let t = |t: &Option<Timing>| {
+                t.as_ref()
+                    .map_or("-".to_string(), |t| format!("{:.4} ms", t.median_ms))
+            };
             out.push_str(&format!(
                 "{}: PyTorch `{}`: eager {}, torch.compile {}{}\n",
                 r.kernel,
-                r.reference.as_deref().unwrap_or("?").trim_start_matches("torch: "),
+                r.reference
+                    .as_deref()
+                    .unwrap_or("?")
+                    .trim_start_matches("torch: "),
                 t(&bars.eager),
                 t(&bars.compile),
-                bars.note.as_ref().map_or(String::new(), |n| format!(" ({n})"))
+                bars.note
+                    .as_ref()
+                    .map_or(String::new(), |n| format!(" ({n})"))
             ));
         }
     }

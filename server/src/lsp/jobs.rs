@@ -1008,14 +1008,20 @@ impl Backend {
         // now when there is none: SPEC.md, "the version recorded when it was first
         // benchmarked").
         let mut pinned_now = false;
-        let reference: Option<Version> = if let Some(tr) = current.version.plan.torch_reference.clone() {
+        let reference: Option<Version> = if let Some(tr) =
+            current.version.plan.torch_reference.clone()
+        {
             // `reference = torch: ...`: PyTorch eager, on the worker, with the same inputs.
             let module = match &snap.file {
                 Some(f) => crate::analysis::torch_module_source(f, &tr)?,
-                None if matches!(tr, crate::spec::TorchReference::Expr { .. }) => String::new(),
+                None if matches!(*tr, crate::spec::TorchReference::Expr { .. }) => String::new(),
                 None => return Err("`reference = torch: module.fn` needs the file on disk (the module sits next to it); save the file first".into()),
             };
-            Some(Version::torch_reference(&current.version, TorchMode::Eager, module))
+            Some(Version::torch_reference(
+                &current.version,
+                TorchMode::Eager,
+                module,
+            ))
         } else if let Some(r) = current.version.plan.reference.clone() {
             let doc = Document::new(snap.lang, 0, &snap.text);
             let a =

@@ -260,11 +260,8 @@ impl Backend {
             spec_findings.extend(open.analysis.torch_module_findings(&path));
             spec_findings.sort_by_key(|f| (f.range.start, f.range.end));
         }
-        let findings = analysis::merge_findings(
-            spec_findings,
-            open.compile.as_deref(),
-            open.doc.text(),
-        );
+        let findings =
+            analysis::merge_findings(spec_findings, open.compile.as_deref(), open.doc.text());
         // Kernel files get a publish for every version (clients then know the edit was
         // checked); other files only once, to clear what an earlier version showed.
         if !open.kernel_file && !open.published_any {

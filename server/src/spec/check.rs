@@ -646,7 +646,10 @@ fn build(
     // ---- PyTorch reference (before unused names: it may read sizes) ---------------------
     let mut torch_uses: Vec<String> = Vec::new();
     let torch_reference = torch_reference.and_then(|(text, span)| {
-        let mut bufs: Vec<(&str, Role)> = buffers.iter().map(|b| (b.name.text.as_str(), b.role)).collect();
+        let mut bufs: Vec<(&str, Role)> = buffers
+            .iter()
+            .map(|b| (b.name.text.as_str(), b.role))
+            .collect();
         let order = |n: &str| kernel.params.iter().position(|p| p.name == n);
         bufs.sort_by_key(|(n, _)| order(n));
         let scope = torch_ref::Scope {
@@ -656,10 +659,25 @@ fn build(
                 .map(|(n, _)| n.text.as_str())
                 .filter(|n| !is_keyword(lang, n))
                 .chain(tunes.iter().map(|t| t.name.text.as_str()))
-                .chain(kernel.params.iter().filter(|p| !matches!(p.kind, ParamKind::Pointer { .. })).map(|p| p.name.as_str()))
+                .chain(
+                    kernel
+                        .params
+                        .iter()
+                        .filter(|p| !matches!(p.kind, ParamKind::Pointer { .. }))
+                        .map(|p| p.name.as_str()),
+                )
                 .filter(|n| !buffers.iter().any(|b| b.name.text == *n))
+                .fold(Vec::new(), |mut v, n| {
+                    if !v.contains(&n) {
+                        v.push(n);
+                    }
+                    v
+                }),
+            kernels: kernels
+                .iter()
+                .map(|k| k.name.as_str())
+                .filter(|k| *k != kernel.name)
                 .collect(),
-            kernels: kernels.iter().map(|k| k.name.as_str()).filter(|k| *k != kernel.name).collect(),
             kernel: &kernel.name,
         };
         match torch_ref::check(text, span, &scope) {
@@ -836,7 +854,7 @@ fn build(
         atol,
         rtol,
         reference,
-        torch_reference,
+        torch_reference: torch_reference.map(Box::new),
         trials,
     })
 }

@@ -13,9 +13,9 @@ mod lexer;
 mod parser;
 mod plan;
 mod skeleton;
-mod torch_ref;
 #[cfg(test)]
 mod tests;
+mod torch_ref;
 
 use std::collections::BTreeMap;
 
@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 use crate::syntax::{ByteRange, Kernel};
 
 pub use plan::{
-    Arg, BenchPlan, Case, DType, Dist, Launch, Role, ScalarTy, TorchReference, Tunable, TunableKind,
-    Value,
+    Arg, BenchPlan, Case, DType, Dist, Launch, Role, ScalarTy, TorchReference, Tunable,
+    TunableKind, Value,
 };
 pub use skeleton::{skeleton, Skeleton};
 

@@ -41,7 +41,7 @@ pub(crate) enum StmtKind {
     TorchReference {
         name: Name,
         text: String,
-        /// Document span of `text` (trimmed); the start of the line's end when empty.
+        /// Document span of `text` (trimmed); `reference = torch:` itself when empty.
         span: ByteRange,
     },
     /// `tune NAME in [V, ...]`
@@ -99,7 +99,11 @@ fn torch_reference(toks: &[Token], line: &SpecLine) -> Option<StmtKind> {
     let [r, eq, torch, colon, ..] = toks else {
         return None;
     };
-    if r.ident() != Some("reference") || !eq.is("=") || torch.ident() != Some("torch") || !colon.is(":") {
+    if r.ident() != Some("reference")
+        || !eq.is("=")
+        || torch.ident() != Some("torch")
+        || !colon.is(":")
+    {
         return None;
     }
     let from = colon.span.end.checked_sub(line.offset)?;
@@ -113,7 +117,12 @@ fn torch_reference(toks: &[Token], line: &SpecLine) -> Option<StmtKind> {
             span: r.span.clone(),
         },
         text: text.to_string(),
-        span: start..start + text.len(),
+        // Nothing after `torch:`: point at the statement itself.
+        span: if text.is_empty() {
+            r.span.start..colon.span.end
+        } else {
+            start..start + text.len()
+        },
     })
 }
 

@@ -334,7 +334,7 @@ pub struct BenchPlan {
     pub reference: Option<String>,
     /// `reference = torch: ...`: a PyTorch expression or function (then `reference` is None).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub torch_reference: Option<TorchReference>,
+    pub torch_reference: Option<Box<TorchReference>>,
     pub trials: u32,
 }
 

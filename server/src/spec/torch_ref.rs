@@ -55,12 +55,12 @@ const PY_KEYWORDS: [&str; 10] = [
 ];
 /// Words that make a statement, not an expression.
 const PY_STATEMENTS: [&str; 19] = [
-    "import", "from", "def", "class", "return", "del", "pass", "while", "with", "assert",
-    "global", "nonlocal", "raise", "try", "except", "finally", "yield", "break", "continue",
+    "import", "from", "def", "class", "return", "del", "pass", "while", "with", "assert", "global",
+    "nonlocal", "raise", "try", "except", "finally", "yield", "break", "continue",
 ];
 const PY_BUILTINS: [&str; 16] = [
-    "abs", "min", "max", "sum", "float", "int", "bool", "len", "range", "tuple", "list",
-    "slice", "pow", "round", "zip", "Ellipsis",
+    "abs", "min", "max", "sum", "float", "int", "bool", "len", "range", "tuple", "list", "slice",
+    "pow", "round", "zip", "Ellipsis",
 ];
 
 #[derive(Clone, Debug, PartialEq)]
@@ -119,13 +119,17 @@ fn tokenize(text: &str, base: usize) -> Result<Vec<(PyTok, ByteRange)>, Problem>
             continue;
         }
         const OPS: [&str; 36] = [
-            "**=", "//=", ">>=", "<<=", "==", "!=", "<=", ">=", "**", "//", "<<", ">>", "+=",
-            "-=", "*=", "/=", "->", ":=", "(", ")", "[", "]", "{", "}", ",", ":", ".", "=",
-            "+", "-", "*", "/", "%", "@", "<", ">",
+            "**=", "//=", ">>=", "<<=", "==", "!=", "<=", ">=", "**", "//", "<<", ">>", "+=", "-=",
+            "*=", "/=", "->", ":=", "(", ")", "[", "]", "{", "}", ",", ":", ".", "=", "+", "-",
+            "*", "/", "%", "@", "<", ">",
         ];
         const MORE: [&str; 4] = ["&", "|", "^", "~"];
         let rest = &text[i..];
-        if let Some(op) = OPS.iter().chain(MORE.iter()).find(|o| rest.starts_with(**o)) {
+        if let Some(op) = OPS
+            .iter()
+            .chain(MORE.iter())
+            .find(|o| rest.starts_with(**o))
+        {
             i += op.len();
             out.push((PyTok::Op(op.to_string()), base + start..base + i));
             continue;
@@ -203,7 +207,12 @@ pub(crate) fn check(
                             format!("`{open}` is closed by `{op}`; match the brackets"),
                         )])
                     }
-                    None => return Err(vec![(s.clone(), format!("`{op}` closes nothing; remove it or add its `{want}`"))]),
+                    None => {
+                        return Err(vec![(
+                            s.clone(),
+                            format!("`{op}` closes nothing; remove it or add its `{want}`"),
+                        )])
+                    }
                 }
             }
             _ => {}
@@ -241,7 +250,8 @@ pub(crate) fn check(
         }
         if parts.len() >= 2 {
             let head = parts[0];
-            let is_value = scope.buffers.iter().any(|(b, _)| *b == head) || scope.numbers.contains(&head);
+            let is_value =
+                scope.buffers.iter().any(|(b, _)| *b == head) || scope.numbers.contains(&head);
             if MODULES.contains(&head) || is_value {
                 let inputs = input_list(scope);
                 return Err(vec![(
@@ -274,10 +284,14 @@ pub(crate) fn check(
                 return Err(problems);
             }
             PyTok::Op(o) if ["(", "[", "{"].contains(&o.as_str()) => depth += 1,
-            PyTok::Op(o) if [")", "]", "}"].contains(&o.as_str()) => depth = depth.saturating_sub(1),
+            PyTok::Op(o) if [")", "]", "}"].contains(&o.as_str()) => {
+                depth = depth.saturating_sub(1)
+            }
             PyTok::Op(o) if o.ends_with('=') && !["==", "!=", "<=", ">="].contains(&o.as_str()) => {
                 // `f(dim=-1)` is a keyword argument; anything else assigns.
-                let kwarg = o == "=" && depth > 0 && matches!(toks.get(i.wrapping_sub(1)), Some((PyTok::Name(_), _)));
+                let kwarg = o == "="
+                    && depth > 0
+                    && matches!(toks.get(i.wrapping_sub(1)), Some((PyTok::Name(_), _)));
                 if !kwarg {
                     problems.push((
                         s.clone(),
@@ -340,7 +354,16 @@ pub(crate) fn check(
             continue;
         }
         let hint = if scope.kernels.contains(&n) {
-            format!("; `{n}` is a kernel: to compare with it write `reference = {n}` without `torch:`")
+            format!(
+                "; `{n}` is a kernel: to compare with it write `reference = {n}` without `torch:`"
+            )
+        } else if let Some(b) = scope
+            .buffers
+            .iter()
+            .find(|(b, r)| *r != Role::Out && (b.starts_with(n) || n.starts_with(b)))
+        {
+            // `x` for `x_ptr`: the kernel's name of the tensor.
+            format!("; did you mean `{}`?", b.0)
         } else {
             did_you_mean(
                 n,
@@ -348,8 +371,7 @@ pub(crate) fn check(
                     .buffers
                     .iter()
                     .map(|(b, _)| *b)
-                    .chain(scope.numbers.iter().copied())
-                    .chain(MODULES),
+                    .chain(scope.numbers.iter().copied()),
             )
         };
         problems.push((

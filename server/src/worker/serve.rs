@@ -389,7 +389,11 @@ fn request_lang(op: &Op) -> Result<Lang, String> {
     let lang = request_lang_of_versions(op)?;
     let torch = match op {
         Op::Compile { version } => version.torch.is_some(),
-        Op::Verify { candidate, reference, .. } => candidate.torch.is_some() || reference.torch.is_some(),
+        Op::Verify {
+            candidate,
+            reference,
+            ..
+        } => candidate.torch.is_some() || reference.torch.is_some(),
         Op::Time { versions, .. } => versions.iter().any(|v| v.torch.is_some()),
         Op::Hello | Op::Shutdown => false,
     };

@@ -18,10 +18,12 @@ log="$(mktemp -d)"
 trap 'rm -rf "$log"' EXIT
 # KERNEL_LSP_GPU_PARTS picks sections (default all): tests (the GPU tests), bench
 # (`kernel-lsp bench` on the examples), optimize (the no-LLM benchmark: optimize every
-# example, PyTorch baselines, the table), compare (Triton fidelity, KernelBench), ncu
+# example, PyTorch baselines, the table), torch (`kernel-lsp bench` on the Triton examples
+# with `reference = torch: ...`: verified against PyTorch, timed against eager and
+# torch.compile), compare (Triton fidelity, KernelBench), ncu
 # (Nsight Compute recordings for the profile parser; not in the default set). Each
 # section stays under ten minutes on an H100, so they can run as separate commands.
-parts=" ${KERNEL_LSP_GPU_PARTS:-tests bench optimize compare} "
+parts=" ${KERNEL_LSP_GPU_PARTS:-tests bench optimize torch compare} "
 part() { [[ "$parts" == *" $1 "* ]]; }
 touch "$log/tests.txt" "$log/tests-fault.txt" "$log/bench-rc.txt" "$log/opt-table.txt" "$log/torch.txt"
 
@@ -56,6 +58,17 @@ for ex in saxpy.cu reduce_sum.cu matmul_naive.cu vector_add.py softmax.py softma
   rc=${PIPESTATUS[0]}
   echo "bench $ex exit $rc" >> "$log/bench-rc.txt"
   [[ $rc -eq 0 ]] || bench_rc=1
+done
+fi
+
+torch_rc=0
+if part torch; then
+echo "== kernel-lsp bench against PyTorch eager and torch.compile (reference = torch:)"
+mkdir -p "$log/torchref"
+for f in $(python3 "$here/torch_reference_examples.py" "$root/examples" "$log/torchref"); do
+  echo "== kernel-lsp bench $(basename "$f") (reference = torch: $(grep -o 'torch: .*' "$f" | cut -c8-))"
+  timeout 400 "$KERNEL_LSP_BIN" bench "$f" 2>&1 | tee -a "$log/torchref.txt"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || torch_rc=1
 done
 fi
 
@@ -141,9 +154,13 @@ echo "== optimize (per kernel: steps run, accepted, verified/failed candidates, 
 cat "$log/opt-table.txt" 2>/dev/null
 echo "== idioms on the GPU (per kernel: candidates verified, best speedup over the original)"
 awk '/^IDIOM /{p=1; print; next} p && /^    rejected/{print; next} {p=0}' "$log/tests.txt" | grep . || echo "no IDIOM lines (did gpu::idioms run?)"
+if part torch; then
+echo "== against PyTorch (reference = torch:): kernel time · speedup over eager · over torch.compile"
+grep -h '× eager\|PyTorch `\|FAILED\|error' "$log/torchref.txt" 2>/dev/null || echo "no torch reference rows"
+fi
 if part optimize; then
 echo "== no-LLM benchmark: first draft vs optimized vs PyTorch, measured in this run"
 python3 "$here/bench_table.py" "$log/torch.txt" "${bench_args[@]}" | tee "$log/bench-table.txt"
 fi
 if [[ -n "${OUT:-}" ]]; then for f in "$log"/*.txt; do echo "=== $(basename "$f")"; cat "$f"; done > "$OUT/gpu-logs.txt"; fi
-[[ $tests_rc -eq 0 && $bench_rc -eq 0 && $opt_rc -eq 0 ]]
+[[ $tests_rc -eq 0 && $bench_rc -eq 0 && $opt_rc -eq 0 && $torch_rc -eq 0 ]]

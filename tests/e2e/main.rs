@@ -17,6 +17,7 @@ mod gpu_llm;
 #[path = "../gpu/profile.rs"]
 mod gpu_profile;
 mod health;
+mod import_kernelbench;
 mod llm_client;
 mod llm_server;
 mod lsp_jobs;

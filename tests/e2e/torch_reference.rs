@@ -57,11 +57,7 @@ fn run(args: &[&str], files: &[(&str, &str)], py: Option<&str>) -> (i32, String,
     }
     let out = cmd.output().unwrap();
     std::fs::remove_dir_all(&dir).ok();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    tools::outcome(out)
 }
 
 /// `kernel-lsp bench` on the softmax with `reference`, `bug` and the extra `files`:

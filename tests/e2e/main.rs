@@ -16,6 +16,8 @@ mod gpu_cheats;
 mod gpu_llm;
 #[path = "../gpu/profile.rs"]
 mod gpu_profile;
+#[path = "../gpu/torch_reference.rs"]
+mod gpu_torch;
 mod health;
 mod import_kernelbench;
 mod llm_client;

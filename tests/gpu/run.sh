@@ -34,7 +34,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 tests_rc=0
 if part tests; then
 echo "== GPU tests"
-KERNEL_LSP_PYTHON="${KERNEL_LSP_PYTHON:-python3}" KERNEL_LSP_EXAMPLES="$here/../../examples" KERNEL_LSP_REQUIRE_GPU=1 "$KERNEL_LSP_E2E" gpu:: gpu_cheats:: gpu_llm:: gpu_profile:: --skip gpu_illegal_address --test-threads=1 --nocapture 2>&1 | tee "$log/tests.txt"
+KERNEL_LSP_PYTHON="${KERNEL_LSP_PYTHON:-python3}" KERNEL_LSP_EXAMPLES="$here/../../examples" KERNEL_LSP_REQUIRE_GPU=1 "$KERNEL_LSP_E2E" gpu:: gpu_cheats:: gpu_llm:: gpu_profile:: gpu_torch:: --skip gpu_illegal_address --test-threads=1 --nocapture 2>&1 | tee "$log/tests.txt"
 tests_rc=${PIPESTATUS[0]}
 if [[ -n "${KERNEL_LSP_LIB:-}" ]]; then
   KERNEL_LSP_REQUIRE_GPU=1 "$KERNEL_LSP_LIB" gpu_ --test-threads=1 --nocapture 2>&1 | tee "$log/tests-lib.txt"
@@ -157,6 +157,7 @@ awk '/^IDIOM /{p=1; print; next} p && /^    rejected/{print; next} {p=0}' "$log/
 if part torch; then
 echo "== against PyTorch (reference = torch:): kernel time · speedup over eager · over torch.compile"
 grep -h '× eager\|PyTorch `\|FAILED\|error' "$log/torchref.txt" 2>/dev/null || echo "no torch reference rows"
+grep -ho 'TORCHREF .*' "$log/tests.txt" 2>/dev/null
 fi
 if part optimize; then
 echo "== no-LLM benchmark: first draft vs optimized vs PyTorch, measured in this run"

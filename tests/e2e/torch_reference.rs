@@ -203,3 +203,42 @@ fn check_puts_every_torch_reference_error_on_its_line() {
         assert_eq!(out.trim_end(), want, "{reference}");
     }
 }
+
+#[test]
+fn optimize_reports_the_start_and_the_answer_next_to_pytorch() {
+    let test = "optimize_reports_the_start_and_the_answer_next_to_pytorch";
+    let py = match python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip(test, &why),
+    };
+    let add = "import triton\nimport triton.language as tl\n\n\n# @bench n = 4096, 1000\n# @bench x_ptr: in f32[n]; y_ptr: in f32[n]; out_ptr: out f32[n]\n# @bench grid = cdiv(n, BLOCK); BLOCK = 64\n# @bench tune BLOCK in [64, 1024]\n# @bench reference = torch: x_ptr + y_ptr\n@triton.jit\ndef add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    m = offs < n\n    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)\n";
+    let (code, out, err) = run(
+        &[
+            "optimize",
+            "--steps",
+            "1",
+            "--only",
+            "tunable_sweep",
+            "--fresh-policy",
+        ],
+        &[("add.py", add)],
+        Some(&py),
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let at = out
+        .find("against PyTorch `x_ptr + y_ptr` (eager ")
+        .unwrap_or_else(|| panic!("{out}"));
+    let rows: Vec<&str> = out[at..].lines().skip(1).take(3).collect();
+    assert!(
+        rows[0].trim_start().starts_with("start ") && rows[0].contains("× eager"),
+        "{rows:?}"
+    );
+    assert!(
+        rows[1].trim_start().starts_with("best ") && rows[1].contains("× eager"),
+        "{rows:?}"
+    );
+    assert_eq!(
+        rows[2].trim(),
+        "note: torch.compile is not timed on Triton's CPU interpreter"
+    );
+}

@@ -7,6 +7,7 @@
 //! - memory of a syntax-only document: the server's RSS before and after opening a
 //!   20 MB CUDA file and replacing its whole text 3 times (target: the growth is at
 //!   most 3 times the text).
+//!
 //! Run with `cargo bench --bench big_documents`; record results in docs/benchmarks.md.
 
 #[path = "../../tests/e2e/client.rs"]
@@ -26,7 +27,14 @@ fn spec_file(shape: &str, n: usize) -> String {
             "undefined names" => format!("v{i} = u{i}"),
             "unused names" => format!("v{i} = {i}"),
             "duplicates" => format!("w = {i}"),
-            "a chain" => format!("v{i} = {}", if i == 0 { "1".into() } else { format!("v{} + 1", i - 1) }),
+            "a chain" => format!(
+                "v{i} = {}",
+                if i == 0 {
+                    "1".into()
+                } else {
+                    format!("v{} + 1", i - 1)
+                }
+            ),
             other => panic!("no shape {other}"),
         };
         s.push_str(&format!("// @bench {line}\n"));

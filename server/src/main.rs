@@ -37,6 +37,10 @@ enum Command {
     /// Write a kernel's optimization history as an HTML page with an SVG chart of the
     /// time per step and the table of every attempt.
     Report(kernel_lsp::cli::report::ReportArgs),
+    /// Write a spec'd kernel skeleton (and its PyTorch reference) from a KernelBench-format
+    /// problem: `Model` with `forward`, `get_inputs()`, `get_init_inputs()`.
+    #[command(name = "import-kernelbench")]
+    ImportKernelbench(kernel_lsp::cli::kernelbench::ImportArgs),
     /// Start one worker and print its GPU, measured ceilings and backend status.
     /// Exits 1 when the worker has no GPU.
     Device(kernel_lsp::cli::device::DeviceArgs),
@@ -86,6 +90,7 @@ fn main() -> ExitCode {
         Command::Report(args) => kernel_lsp::cli::report::run(&args),
         Command::Profile(args) => kernel_lsp::cli::profile::run(&args),
         Command::Device(args) => kernel_lsp::cli::device::run(&args),
+        Command::ImportKernelbench(args) => kernel_lsp::cli::kernelbench::run(&args),
         Command::Health(args) => kernel_lsp::cli::health::run(&args),
         Command::Worker => kernel_lsp::worker::serve::run(),
     }

@@ -47,6 +47,9 @@ pub struct Settings {
     pub apply_mode: ApplyMode,
     /// Re-verify and re-time an edited kernel in the background when its file is saved.
     pub bench_on_save: bool,
+    /// For a kernel with `reference = torch: ...`: which PyTorch time the inlay hint's
+    /// speedup is taken against.
+    pub hint_speedup_vs: HintSpeedupVs,
     /// Optimization steps one "Optimize" or "Tune" action runs.
     pub steps_per_action: usize,
     /// Use the configured LLM strategist/coder for "Optimize" (else the embedded policy).
@@ -180,6 +183,19 @@ impl std::str::FromStr for Workers {
     }
 }
 
+/// What the inlay hint compares a kernel with when its reference is PyTorch (issue #17).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HintSpeedupVs {
+    /// Both: `1.06× eager · 0.93× compile`.
+    #[default]
+    All,
+    /// PyTorch eager only.
+    Eager,
+    /// `torch.compile` only (eager where it was not timed: Triton's CPU interpreter).
+    Compile,
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ApplyMode {
@@ -208,6 +224,7 @@ impl Default for Settings {
             python: None,
             apply_mode: ApplyMode::Apply,
             bench_on_save: false,
+            hint_speedup_vs: HintSpeedupVs::All,
             steps_per_action: 1,
             use_llm: false,
             verify: VerifySettings::default(),

@@ -545,3 +545,54 @@ async fn edits_during_a_job_bad_files_and_bench_on_save() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[tokio::test]
+async fn the_editor_benchmarks_against_a_torch_reference_and_the_hint_says_eager() {
+    let Some((dir, mut c)) = job_session(
+        "the_editor_benchmarks_against_a_torch_reference_and_the_hint_says_eager",
+        "torchref",
+    ) else {
+        return;
+    };
+    let src = ADD.replace(
+        "# @bench tune BLOCK in [64, 1024]\n",
+        "# @bench reference = torch: x_ptr + y_ptr\n",
+    );
+    let file = dir.join("add.py");
+    std::fs::write(&file, &src).unwrap();
+    c.initialize(
+        json!({"compileOnType": false, "hintSpeedupVs": "eager"}),
+        &["utf-16"],
+    )
+    .await;
+    let uri = format!("file://{}", file.display());
+    c.open(&uri, "python", &src).await;
+    let r = c
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "kernel-lsp.bench", "arguments": [{"uri": uri, "kernel": "add_kernel"}]}),
+        )
+        .await;
+    let msg = r["result"]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("verified against torch eager (2 case(s) × 3 trials)"),
+        "{r}"
+    );
+    assert!(
+        !msg.contains("pinned as the baseline"),
+        "PyTorch is the bar, no baseline: {r}"
+    );
+    let h = c
+        .request(
+            "textDocument/inlayHint",
+            json!({"textDocument": {"uri": uri}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 40, "character": 0}}}),
+        )
+        .await;
+    let label = h["result"][0]["label"].as_str().unwrap_or_default();
+    assert!(label.contains("× eager"), "{h}");
+    assert!(
+        !label.contains("compile"),
+        "not timed on the interpreter: {label}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

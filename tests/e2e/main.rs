@@ -17,7 +17,10 @@ mod gpu_cheats;
 mod gpu_llm;
 #[path = "../gpu/profile.rs"]
 mod gpu_profile;
+#[path = "../gpu/torch_reference.rs"]
+mod gpu_torch;
 mod health;
+mod import_kernelbench;
 mod llm_client;
 mod llm_server;
 mod lsp_jobs;
@@ -32,4 +35,5 @@ mod rewrites_cuda;
 mod rewrites_geometry;
 mod rewrites_idioms;
 mod tools;
+mod torch_reference;
 mod worker_pool;

@@ -579,6 +579,7 @@ pub(crate) fn triton_version(
         .clone()
         .unwrap_or_else(|| panic!("{label} does not plan: {:?}", file.specs[idx].diagnostics));
     kernel_lsp::worker::protocol::Version {
+        torch: None,
         label: label.to_string(),
         lang: Lang::Triton,
         source: file.kernel_source(kernel, text),

@@ -58,3 +58,12 @@ pub fn test_nvcc() -> Result<PathBuf, String> {
         ))
     }
 }
+
+/// A finished command's (exit status, stdout, stderr); -1 when a signal ended it.
+pub fn outcome(out: std::process::Output) -> (i32, String, String) {
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -69,6 +69,7 @@ fn config(command: Vec<String>, size: usize) -> PoolConfig {
 fn compile_op(kernel: &str) -> Op {
     Op::Compile {
         version: Version {
+            torch: None,
             label: "candidate".into(),
             lang: Lang::Cuda,
             source: "__global__ void k() {}".into(),
@@ -81,6 +82,7 @@ fn compile_op(kernel: &str) -> Op {
                 atol: None,
                 rtol: None,
                 reference: None,
+                torch_reference: None,
                 trials: 3,
             },
             options: Vec::new(),

@@ -43,6 +43,7 @@ fn version(src: &str, name: &str) -> Version {
         .plan
         .unwrap_or_else(|| panic!("`{name}` has no plan: {:?}", report.diagnostics));
     Version {
+        torch: None,
         label: name.into(),
         lang: Lang::Cuda,
         source: model.device_slice.clone(),

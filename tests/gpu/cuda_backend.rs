@@ -52,6 +52,7 @@ fn version(src: &str, name: &str, label: &str) -> Version {
         .plan
         .unwrap_or_else(|| panic!("`{name}` has no plan: {:?}", report.diagnostics));
     Version {
+        torch: None,
         label: label.into(),
         lang: Lang::Cuda,
         source: model.device_slice.clone(),

@@ -160,6 +160,7 @@ fn version(lang: Lang, text: &str, kernel: &str, label: &str) -> Version {
         )
     });
     Version {
+        torch: None,
         label: label.to_string(),
         lang,
         source: file.kernel_source(kernel, text),

@@ -18,12 +18,14 @@ log="$(mktemp -d)"
 trap 'rm -rf "$log"' EXIT
 # KERNEL_LSP_GPU_PARTS picks sections (default all): tests (the GPU tests), bench
 # (`kernel-lsp bench` on the examples), optimize (the no-LLM benchmark: optimize every
-# example, PyTorch baselines, the table), compare (Triton fidelity, KernelBench), ncu
+# example, PyTorch baselines, the table), torch (`kernel-lsp bench` on the Triton examples
+# with `reference = torch: ...`: verified against PyTorch, timed against eager and
+# torch.compile), compare (Triton fidelity, KernelBench), ncu
 # (Nsight Compute recordings for the profile parser; not in the default set), multigpu
 # (1 worker vs 2, one per GPU, on an nvidia-h200-x2: tests/gpu/multigpu.py; not in the
 # default set). Each
 # section stays under ten minutes on an H100, so they can run as separate commands.
-parts=" ${KERNEL_LSP_GPU_PARTS:-tests bench optimize compare} "
+parts=" ${KERNEL_LSP_GPU_PARTS:-tests bench optimize torch compare} "
 part() { [[ "$parts" == *" $1 "* ]]; }
 touch "$log/tests.txt" "$log/tests-fault.txt" "$log/bench-rc.txt" "$log/opt-table.txt" "$log/torch.txt"
 
@@ -34,7 +36,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 tests_rc=0
 if part tests; then
 echo "== GPU tests"
-KERNEL_LSP_PYTHON="${KERNEL_LSP_PYTHON:-python3}" KERNEL_LSP_EXAMPLES="$here/../../examples" KERNEL_LSP_REQUIRE_GPU=1 "$KERNEL_LSP_E2E" gpu:: gpu_cheats:: gpu_llm:: gpu_profile:: --skip gpu_illegal_address --test-threads=1 --nocapture 2>&1 | tee "$log/tests.txt"
+KERNEL_LSP_PYTHON="${KERNEL_LSP_PYTHON:-python3}" KERNEL_LSP_EXAMPLES="$here/../../examples" KERNEL_LSP_REQUIRE_GPU=1 "$KERNEL_LSP_E2E" gpu:: gpu_cheats:: gpu_llm:: gpu_profile:: gpu_torch:: --skip gpu_illegal_address --test-threads=1 --nocapture 2>&1 | tee "$log/tests.txt"
 tests_rc=${PIPESTATUS[0]}
 if [[ -n "${KERNEL_LSP_LIB:-}" ]]; then
   KERNEL_LSP_REQUIRE_GPU=1 "$KERNEL_LSP_LIB" gpu_ --test-threads=1 --nocapture 2>&1 | tee "$log/tests-lib.txt"
@@ -58,6 +60,17 @@ for ex in saxpy.cu reduce_sum.cu matmul_naive.cu vector_add.py softmax.py softma
   rc=${PIPESTATUS[0]}
   echo "bench $ex exit $rc" >> "$log/bench-rc.txt"
   [[ $rc -eq 0 ]] || bench_rc=1
+done
+fi
+
+torch_rc=0
+if part torch; then
+echo "== kernel-lsp bench against PyTorch eager and torch.compile (reference = torch:)"
+mkdir -p "$log/torchref"
+for f in $(python3 "$here/torch_reference_examples.py" "$root/examples" "$log/torchref"); do
+  echo "== kernel-lsp bench $(basename "$f") (reference = torch: $(grep -o 'torch: .*' "$f" | cut -c8-))"
+  timeout 400 "$KERNEL_LSP_BIN" bench "$f" 2>&1 | tee -a "$log/torchref.txt"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || torch_rc=1
 done
 fi
 
@@ -150,6 +163,11 @@ echo "== optimize (per kernel: steps run, accepted, verified/failed candidates, 
 cat "$log/opt-table.txt" 2>/dev/null
 echo "== idioms on the GPU (per kernel: candidates verified, best speedup over the original)"
 awk '/^IDIOM /{p=1; print; next} p && /^    rejected/{print; next} {p=0}' "$log/tests.txt" | grep . || echo "no IDIOM lines (did gpu::idioms run?)"
+if part torch; then
+echo "== against PyTorch (reference = torch:): kernel time · speedup over eager · over torch.compile"
+grep -h '× eager\|PyTorch `\|FAILED\|error' "$log/torchref.txt" 2>/dev/null || echo "no torch reference rows"
+grep -ho 'TORCHREF .*' "$log/tests.txt" 2>/dev/null
+fi
 if part optimize; then
 echo "== no-LLM benchmark: first draft vs optimized vs PyTorch, measured in this run"
 python3 "$here/bench_table.py" "$log/torch.txt" "${bench_args[@]}" | tee "$log/bench-table.txt"
@@ -159,4 +177,4 @@ echo "== multi-GPU: 1 worker vs 2 (wall time, same accepted versions)"
 sed -n '/^== multi-GPU table/,$p' "$log/multigpu.txt" | tail -n +2
 fi
 if [[ -n "${OUT:-}" ]]; then for f in "$log"/*.txt; do echo "=== $(basename "$f")"; cat "$f"; done > "$OUT/gpu-logs.txt"; fi
-[[ $tests_rc -eq 0 && $bench_rc -eq 0 && $opt_rc -eq 0 && $multigpu_rc -eq 0 ]]
+[[ $tests_rc -eq 0 && $bench_rc -eq 0 && $opt_rc -eq 0 && $multigpu_rc -eq 0 && $torch_rc -eq 0 ]]

@@ -337,6 +337,32 @@ impl FileAnalysis {
         out
     }
 
+    /// Findings that need the disk: a `reference = torch: module.fn` whose module is not a
+    /// file next to `file`, or has no top-level `def fn`. On the reference's text.
+    pub fn torch_module_findings(&self, file: &std::path::Path) -> Vec<Finding> {
+        let mut out = Vec::new();
+        for (k, report) in self.model.kernels.iter().zip(&self.specs) {
+            let Some(r) = report
+                .plan
+                .as_ref()
+                .and_then(|p| p.torch_reference.as_ref())
+            else {
+                continue;
+            };
+            if let (Err(message), Some(range)) =
+                (torch_module_source(file, r), spec::torch_reference_span(k))
+            {
+                out.push(Finding {
+                    range,
+                    severity: Severity::Error,
+                    source: FindingSource::Spec,
+                    message,
+                });
+            }
+        }
+        out
+    }
+
     /// The source a worker gets for one kernel. CUDA: the device slice with every
     /// other kernel that is not part of this kernel's unit blanked (lines kept, so
     /// compiler positions stay the author's), so one kernel's tunables or errors never
@@ -413,6 +439,53 @@ pub struct CompileInputs {
     /// The file on disk (its folder and name matter to nvcc); `None` for a buffer with
     /// no file, which NVRTC checks.
     pub file: Option<std::path::PathBuf>,
+}
+
+/// The text of a `reference = torch: module.fn`'s module (`module.py`, dots as folders,
+/// next to `file`), which goes to the worker with the request; empty for an expression.
+/// Err: what is missing and what to write, for a diagnostic on the reference.
+pub fn torch_module_source(
+    file: &std::path::Path,
+    r: &spec::TorchReference,
+) -> Result<String, String> {
+    let spec::TorchReference::Function { module, function } = r else {
+        return Ok(String::new());
+    };
+    let dir = file.parent().unwrap_or(std::path::Path::new("."));
+    let rel = format!("{}.py", module.replace('.', "/"));
+    let path = dir.join(&rel);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            format!("no module `{module}`: `{rel}` is not next to this file; create it with `def {function}(...)` returning the outputs, or write a torch expression (`reference = torch: torch.relu(x)`)")
+        } else {
+            format!("cannot read `{rel}` for the torch reference: {e}")
+        }
+    })?;
+    // A top-level `def fn(` or `fn = ...` (an alias such as `fn = torch.relu`).
+    let defined = text.lines().any(|l| {
+        let l = l.strip_prefix("async ").unwrap_or(l);
+        let head = l.strip_prefix("def ").unwrap_or(l);
+        head.strip_prefix(function.as_str()).is_some_and(|after| {
+            let after = after.trim_start();
+            if l.starts_with("def ") {
+                after.starts_with('(')
+            } else {
+                after.starts_with('=') && !after.starts_with("==")
+            }
+        })
+    });
+    if !defined {
+        let defs: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("def ")?.split('(').next())
+            .map(str::trim)
+            .collect();
+        let hint = spec::did_you_mean(function, defs.iter().copied());
+        return Err(format!(
+            "`{rel}` defines no function `{function}` at its top level; add `def {function}(...)` taking the inputs in parameter order and returning the outputs{hint}"
+        ));
+    }
+    Ok(text)
 }
 
 /// The compile inputs of the file at `path`: its project flags ([`toolchain::project`])

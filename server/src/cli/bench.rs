@@ -14,7 +14,8 @@ use crate::spec::{BenchPlan, EvalEnv};
 use crate::syntax::{self, Lang};
 use crate::worker::pool::WorkerPool;
 use crate::worker::protocol::{
-    ErrorKind, HelloResult, Op, OpResult, TimeSettings, Timing, VerifyReport, Version, WorkerError,
+    ErrorKind, HelloResult, Op, OpResult, TimeSettings, Timing, TorchMode, VerifyReport, Version,
+    WorkerError,
 };
 
 #[derive(clap::Args, Debug)]
@@ -56,11 +57,32 @@ pub struct KernelBench {
     /// Reference median over this kernel's median.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speedup: Option<f64>,
+    /// With `reference = torch: ...`: the reference timed eagerly and under torch.compile,
+    /// interleaved with the kernel (compile is left out on Triton's CPU interpreter).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub torch: Option<TorchBars>,
     /// Timed on Triton's CPU interpreter: results real, times not GPU times.
     #[serde(default)]
     pub interpreter: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<WorkerError>,
+}
+
+/// The kernel against PyTorch (issue #17): the reference's timings and the speedups
+/// (reference median over the kernel's).
+#[derive(Debug, Default, Serialize)]
+pub struct TorchBars {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eager: Option<Timing>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compile: Option<Timing>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speedup_eager: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speedup_compile: Option<f64>,
+    /// Why a column is missing ("torch.compile is not timed on the CPU interpreter").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -97,7 +119,7 @@ fn run_inner(args: &BenchArgs) -> Result<ExitCode, (u8, String)> {
     let doc = Document::new(lang, 0, &text);
     let opts = AnalyzeOptions::default();
     let analysis = analysis::analyze(lang, &text, doc.tree(), &opts);
-    refuse_errors(&shown, &doc, &analysis)?;
+    refuse_errors(&shown, &args.file, &doc, &analysis)?;
     if let Some(k) = &args.kernel {
         if !analysis.model.kernels.iter().any(|x| &x.name == k) {
             let names: Vec<&str> = analysis
@@ -191,10 +213,11 @@ async fn bench(
                 ..AnalyzeOptions::default()
             };
             analysis = analysis::analyze(lang, text, doc.tree(), &opts);
-            refuse_errors(shown, doc, &analysis)?;
+            refuse_errors(shown, &args.file, doc, &analysis)?;
         }
     }
     let version = |name: &str, plan: &BenchPlan| Version {
+        torch: None,
         label: name.to_string(),
         lang,
         source: analysis.kernel_source(name, text),
@@ -223,6 +246,7 @@ async fn bench(
             timing: None,
             reference_timing: None,
             speedup: None,
+            torch: None,
             interpreter: false,
             error: None,
         };
@@ -233,7 +257,10 @@ async fn bench(
         };
         let candidate = version(&kernel.name, plan);
         let mut versions = vec![candidate.clone()];
-        if let Some(r) = &plan.reference {
+        // The reference: another kernel of the file, or PyTorch (eager, and compiled
+        // where the timing means something).
+        let mut torch_modes: Vec<TorchMode> = Vec::new();
+        let reference = if let Some(r) = &plan.reference {
             report.reference = Some(r.clone());
             // `reference = R` requires R to take the same parameters: without a spec of
             // its own, R runs with this kernel's plan.
@@ -241,9 +268,42 @@ async fn bench(
                 kernel: r.clone(),
                 ..plan.clone()
             });
-            let reference = version(r, &ref_plan);
+            Some(version(r, &ref_plan))
+        } else if let Some(tr) = &plan.torch_reference {
+            report.reference = Some(format!("torch: {}", tr.describe()));
+            let module = match analysis::torch_module_source(&args.file, tr) {
+                Ok(m) => m,
+                Err(message) => {
+                    report.status = "error";
+                    report.error = Some(WorkerError {
+                        kind: ErrorKind::BadRequest,
+                        message,
+                        log: None,
+                    });
+                    reports.push(report);
+                    continue;
+                }
+            };
+            torch_modes.push(TorchMode::Eager);
+            if !(lang == Lang::Triton && hello.triton.interpreter) {
+                torch_modes.push(TorchMode::Compile);
+            }
+            Some(Version::torch_reference(
+                &candidate,
+                TorchMode::Eager,
+                module,
+            ))
+        } else {
+            None
+        };
+        if let Some(reference) = reference {
+            let r = reference.label.clone();
             if !args.json {
-                eprintln!("{}: verifying against `{r}`...", kernel.name);
+                eprintln!(
+                    "{}: verifying against `{}`...",
+                    kernel.name,
+                    report.reference.as_deref().unwrap_or(&r)
+                );
             }
             let verified = pool
                 .request(
@@ -283,7 +343,17 @@ async fn bench(
                     continue;
                 }
             }
-            versions.push(reference);
+            if torch_modes.is_empty() {
+                versions.push(reference);
+            } else {
+                for mode in &torch_modes {
+                    versions.push(Version::torch_reference(
+                        &candidate,
+                        *mode,
+                        reference.source.clone(),
+                    ));
+                }
+            }
         }
         if !args.json {
             eprintln!("{}: timing...", kernel.name);
@@ -305,11 +375,34 @@ async fn bench(
                 report.interpreter = t.interpreter;
                 let mut timings = t.timings.into_iter();
                 report.timing = timings.next();
-                report.reference_timing = timings.next();
-                if let (Some(c), Some(r)) = (&report.timing, &report.reference_timing) {
-                    if c.median_ms > 0.0 {
-                        report.speedup = Some(r.median_ms / c.median_ms);
+                let ratio = |r: &Option<Timing>| match (&report.timing, r) {
+                    (Some(c), Some(r)) if c.median_ms > 0.0 => Some(r.median_ms / c.median_ms),
+                    _ => None,
+                };
+                if plan.torch_reference.is_some() {
+                    let mut bars = TorchBars::default();
+                    for mode in &torch_modes {
+                        let t = timings.next();
+                        match mode {
+                            TorchMode::Eager => {
+                                bars.speedup_eager = ratio(&t);
+                                bars.eager = t;
+                            }
+                            TorchMode::Compile => {
+                                bars.speedup_compile = ratio(&t);
+                                bars.compile = t;
+                            }
+                        }
                     }
+                    if !torch_modes.contains(&TorchMode::Compile) {
+                        bars.note =
+                            Some("torch.compile is not timed on Triton's CPU interpreter".into());
+                    }
+                    report.speedup = bars.speedup_eager;
+                    report.torch = Some(bars);
+                } else {
+                    report.reference_timing = timings.next();
+                    report.speedup = ratio(&report.reference_timing);
                 }
             }
             Ok(other) => {
@@ -335,9 +428,17 @@ fn unexpected(op: &str, got: &OpResult) -> WorkerError {
 }
 
 /// Prints the file's syntax and spec errors compiler-style and refuses to run.
-fn refuse_errors(shown: &str, doc: &Document, analysis: &FileAnalysis) -> Result<(), (u8, String)> {
+fn refuse_errors(
+    shown: &str,
+    file: &std::path::Path,
+    doc: &Document,
+    analysis: &FileAnalysis,
+) -> Result<(), (u8, String)> {
     let mut out = String::new();
-    for f in analysis.findings() {
+    let mut findings = analysis.findings();
+    findings.extend(analysis.torch_module_findings(file));
+    findings.sort_by_key(|f| (f.range.start, f.range.end));
+    for f in findings {
         if f.severity != Severity::Error {
             continue;
         }
@@ -358,6 +459,22 @@ fn refuse_errors(shown: &str, doc: &Document, analysis: &FileAnalysis) -> Result
     } else {
         out.push_str("kernel-lsp bench: fix the errors above first; nothing was run");
         Err((1, out))
+    }
+}
+
+/// "1.06× eager · 0.93× compile": how many times faster than PyTorch the kernel is.
+pub fn torch_speedups(bars: &TorchBars) -> String {
+    let mut parts = Vec::new();
+    if let Some(s) = bars.speedup_eager {
+        parts.push(format!("{s:.2}× eager"));
+    }
+    if let Some(s) = bars.speedup_compile {
+        parts.push(format!("{s:.2}× compile"));
+    }
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(" · ")
     }
 }
 
@@ -415,7 +532,9 @@ pub fn table(hello: &HelloResult, reports: &[KernelBench]) -> String {
                 .map_or_else(dash, |f| format!("{:.0}%", f * 100.0));
             row[4] = t.tflops.map_or_else(dash, |f| format!("{f:.2}"));
         }
-        if let (Some(s), Some(rf)) = (r.speedup, &r.reference) {
+        if let Some(bars) = &r.torch {
+            row[5] = torch_speedups(bars);
+        } else if let (Some(s), Some(rf)) = (r.speedup, &r.reference) {
             row[5] = format!("{s:.2}× vs {rf}");
         }
         rows.push(row);
@@ -459,6 +578,27 @@ pub fn table(hello: &HelloResult, reports: &[KernelBench]) -> String {
             for line in sz.lines() {
                 out.push_str(&format!("{}: compute-sanitizer {line}\n", r.kernel));
             }
+        }
+    }
+    for r in reports {
+        if let Some(bars) = &r.torch {
+            let t = |t: &Option<Timing>| {
+                t.as_ref()
+                    .map_or("-".to_string(), |t| format!("{:.4} ms", t.median_ms))
+            };
+            out.push_str(&format!(
+                "{}: PyTorch `{}`: eager {}, torch.compile {}{}\n",
+                r.kernel,
+                r.reference
+                    .as_deref()
+                    .unwrap_or("?")
+                    .trim_start_matches("torch: "),
+                t(&bars.eager),
+                t(&bars.compile),
+                bars.note
+                    .as_ref()
+                    .map_or(String::new(), |n| format!(" ({n})"))
+            ));
         }
     }
     if reports.iter().any(|r| r.interpreter) {

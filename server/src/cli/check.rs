@@ -96,6 +96,7 @@ pub fn run(args: &CheckArgs) -> ExitCode {
         let doc = Document::new(lang, 0, &text);
         let result = analysis::analyze(lang, &text, doc.tree(), &opts);
         let mut findings: Vec<Finding> = result.findings();
+        findings.extend(result.torch_module_findings(path));
         let mut resources = Vec::new();
         if lang == Lang::Cuda && !args.no_compile && result.size_note.is_none() {
             let tc = tc.get_or_insert_with(|| {

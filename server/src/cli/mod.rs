@@ -4,6 +4,7 @@ pub mod bench;
 pub mod check;
 pub mod device;
 pub mod health;
+pub mod kernelbench;
 pub mod optimize;
 pub mod profile;
 pub mod report;

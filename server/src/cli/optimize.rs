@@ -190,10 +190,19 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
             }
         };
         let r = optimize::optimize(&pool, lang, &text, &kernel, &opts, &mut on).await;
+        // Against PyTorch (`reference = torch: ...`): the start and the answer, timed
+        // together with PyTorch eager and torch.compile.
+        let bars = match &r {
+            Ok(run) => {
+                let best = run.new_text.as_deref().unwrap_or(&text);
+                torch_columns(&pool, lang, &args.file, &text, best, &kernel).await
+            }
+            Err(_) => None,
+        };
         pool.shutdown().await;
-        r
+        r.map(|run| (run, bars))
     });
-    let run = run.map_err(|e| format!("{shown}: error: {e}"))?;
+    let (run, bars) = run.map_err(|e| format!("{shown}: error: {e}"))?;
     for w in &run.warnings {
         eprintln!("{kernel}: warning: {w}");
     }
@@ -202,12 +211,19 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
         history::path_for(&args.file, &kernel).display()
     );
     if args.json {
+        let mut v = serde_json::to_value(&run).expect("run serializes");
+        if let Some(b) = &bars {
+            v["torch"] = serde_json::to_value(b).expect("columns serialize");
+        }
         println!(
             "{}",
-            serde_json::to_string_pretty(&run).expect("run serializes")
+            serde_json::to_string_pretty(&v).expect("run serializes")
         );
     } else {
         print!("{}", table(&run));
+        if let Some(b) = &bars {
+            print!("{}", torch_table(b));
+        }
     }
     if let Some(new_text) = &run.new_text {
         let change = run.accepted();
@@ -239,6 +255,135 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
         eprintln!("{kernel}: no verified improvement; the file is unchanged");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The optimizer's PyTorch columns: the start and the answer next to PyTorch.
+#[derive(Debug, serde::Serialize)]
+pub struct TorchColumns {
+    pub reference: String,
+    /// (version, its time, × eager, × compile): "start" and "best".
+    pub rows: Vec<(String, f64, Option<f64>, Option<f64>)>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eager_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compile_ms: Option<f64>,
+    /// Why the columns are missing or partial.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// With `reference = torch: ...` in the kernel's spec: one interleaved timing of the
+/// start, the answer, PyTorch eager and torch.compile (not on Triton's CPU interpreter).
+/// None for a kernel without a PyTorch reference.
+async fn torch_columns(
+    pool: &WorkerPool,
+    lang: Lang,
+    file: &std::path::Path,
+    start: &str,
+    best: &str,
+    kernel: &str,
+) -> Option<TorchColumns> {
+    use crate::worker::protocol::{Op, OpResult, TorchMode, Version};
+    let env = crate::spec::EvalEnv {
+        sms: pool
+            .hello()
+            .and_then(|h| h.device.map(|d| u64::from(d.sms)))
+            .unwrap_or(crate::spec::EvalEnv::default().sms),
+    };
+    let v0 = optimize::evaluate::plan(lang, start, kernel, &env)
+        .ok()?
+        .version;
+    let tr = v0.plan.torch_reference.clone()?;
+    let mut cols = TorchColumns {
+        reference: tr.describe(),
+        rows: Vec::new(),
+        eager_ms: None,
+        compile_ms: None,
+        note: None,
+    };
+    let module = match analysis::torch_module_source(file, &tr) {
+        Ok(m) => m,
+        Err(e) => {
+            cols.note = Some(e);
+            return Some(cols);
+        }
+    };
+    let mut versions = vec![Version {
+        label: "start".into(),
+        ..v0.clone()
+    }];
+    if best != start {
+        if let Ok(p) = optimize::evaluate::plan(lang, best, kernel, &env) {
+            versions.push(Version {
+                label: "best".into(),
+                ..p.version
+            });
+        }
+    }
+    let kernels = versions.len();
+    versions.push(Version::torch_reference(
+        &v0,
+        TorchMode::Eager,
+        module.clone(),
+    ));
+    let interpreter = lang == Lang::Triton && pool.hello().is_some_and(|h| h.triton.interpreter);
+    if interpreter {
+        cols.note = Some("torch.compile is not timed on Triton's CPU interpreter".into());
+    } else {
+        versions.push(Version::torch_reference(&v0, TorchMode::Compile, module));
+    }
+    match pool
+        .request(
+            Op::Time {
+                versions,
+                settings: Default::default(),
+            },
+            None,
+        )
+        .await
+    {
+        Ok(OpResult::Time(t)) => {
+            let ms: Vec<f64> = t.timings.iter().map(|t| t.median_ms).collect();
+            cols.eager_ms = ms.get(kernels).copied();
+            cols.compile_ms = ms.get(kernels + 1).copied();
+            for (t, m) in t.timings.iter().zip(&ms).take(kernels) {
+                let over = |r: Option<f64>| r.map(|r| r / m.max(1e-12));
+                cols.rows.push((
+                    t.label.clone(),
+                    *m,
+                    over(cols.eager_ms),
+                    over(cols.compile_ms),
+                ));
+            }
+        }
+        Ok(_) => {
+            cols.note = Some("the worker answered the timing with another kind of result".into())
+        }
+        Err(e) => cols.note = Some(format!("timing against PyTorch failed: {}", e.message)),
+    }
+    Some(cols)
+}
+
+fn torch_table(c: &TorchColumns) -> String {
+    let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.4} ms"));
+    let mut out = format!(
+        "against PyTorch `{}` (eager {}, torch.compile {}), timed together:\n",
+        c.reference,
+        ms(c.eager_ms),
+        ms(c.compile_ms)
+    );
+    for (label, t, e, k) in &c.rows {
+        let x = |v: &Option<f64>, what: &str| v.map(|v| format!("{v:.2}× {what}"));
+        let parts: Vec<String> = [x(e, "eager"), x(k, "compile")]
+            .into_iter()
+            .flatten()
+            .collect();
+        out.push_str(&format!("  {label:<6} {t:.4} ms  {}\n", parts.join(" · ")));
+    }
+    if let Some(n) = &c.note {
+        out.push_str(&format!("  note: {n}\n"));
+    }
+    out
 }
 
 /// `300`, `90s`, `10m`, `1.5h`.

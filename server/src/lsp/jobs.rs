@@ -26,7 +26,7 @@ use crate::settings::{ApplyMode, Settings};
 use crate::spec::{BenchPlan, EvalEnv};
 use crate::syntax::{self, Kernel, Lang};
 use crate::worker::pool::{self, PoolConfig, WorkerPool, WorkerStatus};
-use crate::worker::protocol::{Op, OpResult, Timing, Version};
+use crate::worker::protocol::{Op, OpResult, Timing, TorchMode, Version};
 
 use super::Backend;
 
@@ -114,6 +114,9 @@ pub(super) struct KernelStatus {
     /// The last timing of the version in the editor, and its speedup over the baseline.
     pub timing: Option<Timing>,
     pub speedup: Option<f64>,
+    /// With `reference = torch: ...`: the speedups over PyTorch eager and torch.compile,
+    /// and the setting that picks which the hint shows.
+    pub torch: Option<(Option<f64>, Option<f64>, crate::settings::HintSpeedupVs)>,
     pub registers: Option<u32>,
     /// The last verification failure: (message, buffer).
     pub failure: Option<(String, Option<String>)>,
@@ -880,6 +883,7 @@ impl Backend {
                     energy_j: None,
                 });
             k.speedup = Some(speedup);
+            k.torch = None;
         }
         drop(guard);
         let r = if snap.settings.apply_mode == ApplyMode::Apply {
@@ -1056,7 +1060,21 @@ impl Backend {
         // now when there is none: SPEC.md, "the version recorded when it was first
         // benchmarked").
         let mut pinned_now = false;
-        let reference: Option<Version> = if let Some(r) = current.version.plan.reference.clone() {
+        let reference: Option<Version> = if let Some(tr) =
+            current.version.plan.torch_reference.clone()
+        {
+            // `reference = torch: ...`: PyTorch eager, on the worker, with the same inputs.
+            let module = match &snap.file {
+                Some(f) => crate::analysis::torch_module_source(f, &tr)?,
+                None if matches!(*tr, crate::spec::TorchReference::Expr { .. }) => String::new(),
+                None => return Err("`reference = torch: module.fn` needs the file on disk (the module sits next to it); save the file first".into()),
+            };
+            Some(Version::torch_reference(
+                &current.version,
+                TorchMode::Eager,
+                module,
+            ))
+        } else if let Some(r) = current.version.plan.reference.clone() {
             let doc = Document::new(snap.lang, 0, &snap.text);
             let a =
                 crate::analysis::analyze(snap.lang, &snap.text, doc.tree(), &Default::default());
@@ -1071,6 +1089,7 @@ impl Backend {
                     ..current.version.plan.clone()
                 });
             Some(Version {
+                torch: None,
                 label: r.clone(),
                 lang: snap.lang,
                 source: a.kernel_source(&r, &snap.text),
@@ -1136,6 +1155,18 @@ impl Backend {
         reporter.report("timing").await;
         let mut versions = vec![cand];
         versions.extend(reference.clone());
+        // Against PyTorch: eager (the reference above) and torch.compile, except on
+        // Triton's CPU interpreter, where neither is a GPU time.
+        let interpreter = pool.hello().is_some_and(|h| h.triton.interpreter);
+        let torch_compile = reference.as_ref().is_some_and(|r| r.torch.is_some())
+            && !(snap.lang == Lang::Triton && interpreter);
+        if let (true, Some(r)) = (torch_compile, &reference) {
+            versions.push(Version::torch_reference(
+                &current.version,
+                TorchMode::Compile,
+                r.source.clone(),
+            ));
+        }
         let timed = pool
             .request(
                 Op::Time {
@@ -1145,11 +1176,13 @@ impl Backend {
                 None,
             )
             .await;
+        let compile_speedup: Option<f64>;
         let (timing, speedup, interp) = match timed {
             Ok(OpResult::Time(t)) => {
                 let mut it = t.timings.into_iter();
                 let c = it.next().ok_or("the worker returned no timing")?;
                 let s = it.next().map(|r| r.median_ms / c.median_ms.max(1e-12));
+                compile_speedup = it.next().map(|r| r.median_ms / c.median_ms.max(1e-12));
                 (c, s, t.interpreter)
             }
             Ok(_) => return Err("unexpected worker reply to a time request".into()),
@@ -1203,6 +1236,10 @@ impl Backend {
             k.failure = None;
             k.timing = Some(timing);
             k.speedup = speedup;
+            k.torch = reference
+                .as_ref()
+                .filter(|r| r.torch.is_some())
+                .map(|_| (speedup, compile_speedup, snap.settings.hint_speedup_vs));
             k.registers = registers;
             k.benched_region = Some(region_text.clone());
             if reference.is_some() {
@@ -1231,6 +1268,7 @@ impl Backend {
         let k = st.kernels.entry((uri.clone(), name.clone())).or_default();
         k.failure = None;
         k.speedup = None;
+        k.torch = None;
         Ok(message(
             "ok",
             format!("`{name}`: the current version is now the baseline it is verified and timed against"),
@@ -1437,7 +1475,16 @@ pub(super) fn timing_label(s: &KernelStatus) -> Option<String> {
     } else {
         format!("{:.1} µs", t.median_ms * 1000.0)
     }];
-    if let Some(sp) = s.speedup {
+    if let Some((eager, compile, vs)) = s.torch {
+        use crate::settings::HintSpeedupVs;
+        let eager = eager.map(|e| format!("{e:.2}× eager"));
+        let compile = compile.map(|c| format!("{c:.2}× compile"));
+        match vs {
+            HintSpeedupVs::All => parts.extend(eager.into_iter().chain(compile)),
+            HintSpeedupVs::Eager => parts.extend(eager),
+            HintSpeedupVs::Compile => parts.extend(compile.or(eager)),
+        }
+    } else if let Some(sp) = s.speedup {
         parts.push(format!("{sp:.2}×"));
     }
     if let Some(f) = t.frac_copy {
@@ -1447,6 +1494,56 @@ pub(super) fn timing_label(s: &KernelStatus) -> Option<String> {
         parts.push(format!("{r} regs"));
     }
     Some(parts.join(" · "))
+}
+
+#[cfg(test)]
+mod hint_tests {
+    use super::{timing_label, KernelStatus};
+    use crate::settings::HintSpeedupVs;
+    use crate::worker::protocol::Timing;
+
+    fn status(torch: Option<(Option<f64>, Option<f64>, HintSpeedupVs)>) -> KernelStatus {
+        KernelStatus {
+            timing: Some(Timing {
+                label: "k".into(),
+                median_ms: 0.058,
+                min_ms: 0.05,
+                p10_ms: 0.05,
+                p90_ms: 0.06,
+                reps: 100,
+                gbps: 1.0,
+                frac_copy: None,
+                tflops: None,
+                frac_fma: None,
+                energy_j: None,
+            }),
+            speedup: Some(1.06),
+            torch,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_hint_compares_with_what_the_setting_picks() {
+        let both = |vs| status(Some((Some(1.06), Some(0.93), vs)));
+        assert_eq!(
+            timing_label(&both(HintSpeedupVs::All)).unwrap(),
+            "58.0 µs · 1.06× eager · 0.93× compile"
+        );
+        assert_eq!(
+            timing_label(&both(HintSpeedupVs::Eager)).unwrap(),
+            "58.0 µs · 1.06× eager"
+        );
+        assert_eq!(
+            timing_label(&both(HintSpeedupVs::Compile)).unwrap(),
+            "58.0 µs · 0.93× compile"
+        );
+        // torch.compile not timed (CPU interpreter): eager stands in.
+        let eager_only = status(Some((Some(1.06), None, HintSpeedupVs::Compile)));
+        assert_eq!(timing_label(&eager_only).unwrap(), "58.0 µs · 1.06× eager");
+        // A kernel or baseline reference: the plain speedup.
+        assert_eq!(timing_label(&status(None)).unwrap(), "58.0 µs · 1.06×");
+    }
 }
 
 #[cfg(test)]

@@ -330,11 +330,14 @@ impl Backend {
             // The analysis describes an older text; its own run publishes when it ends.
             return None;
         }
-        let findings = analysis::merge_findings(
-            open.analysis.findings(),
-            open.compile.as_deref(),
-            open.doc.text(),
-        );
+        let mut spec_findings = open.analysis.findings();
+        // `reference = torch: module.fn` names a file next to this one: read it now.
+        if let Ok(path) = uri.to_file_path() {
+            spec_findings.extend(open.analysis.torch_module_findings(&path));
+            spec_findings.sort_by_key(|f| (f.range.start, f.range.end));
+        }
+        let findings =
+            analysis::merge_findings(spec_findings, open.compile.as_deref(), open.doc.text());
         // Kernel files get a publish for every version (clients then know the edit was
         // checked); other files only once, to clear what an earlier version showed.
         if !open.kernel_file && !open.published_any {

@@ -79,6 +79,7 @@ pub fn plan(lang: Lang, text: &str, kernel_name: &str, env: &EvalEnv) -> Result<
     let kernel_text = kernel_text(text, kernel);
     Ok(Planned {
         version: Version {
+            torch: None,
             label: "current".into(),
             lang,
             source: file.kernel_source(kernel_name, text),

@@ -19,6 +19,7 @@ use super::ctype::{pointee_dtype, scalar_ty};
 use super::expr::{eval, name_values, EvalError, Expr, ExprKind, Scope};
 use super::parser::{parse_lines, DistSpec, Name, Stmt, StmtKind};
 use super::plan::*;
+use super::torch_ref;
 use super::{did_you_mean, EvalEnv, Severity, SpecDiagnostic, SpecReport};
 use crate::syntax::{ByteRange, Kernel, Lang, Param, ParamKind, SpecLine};
 
@@ -255,6 +256,8 @@ struct Decls<'a> {
     tunes: Vec<TuneSpec<'a>>,
     tune_index: HashMap<&'a str, usize>,
     reference: Option<(&'a Name, &'a [Expr])>,
+    /// `reference = torch: ...`: its text and span (issue #17).
+    torch_reference: Option<(&'a str, &'a ByteRange)>,
 }
 
 impl<'a> Decls<'a> {
@@ -323,7 +326,8 @@ fn build(
     let mut graph = value_graph(cx, &decls, overrides, &params);
     resolve_names(cx, &decls, &mut graph, &params, &broken);
     check_missing_values(cx, &decls, &graph, &params, &broken);
-    check_unused(cx, &decls, &graph, &params);
+    let (torch_reference, torch_uses) = check_torch_reference(cx, kernels, &decls);
+    check_unused(cx, &decls, &graph, &params, &torch_uses);
     let reference = decls
         .reference
         .and_then(|(name, values)| check_reference(cx, kernels, name, values));
@@ -341,6 +345,7 @@ fn build(
         atol: settings.atol,
         rtol: settings.rtol,
         reference,
+        torch_reference: torch_reference.map(Box::new),
         trials: settings.trials,
     })
 }
@@ -363,12 +368,15 @@ fn collect_statements<'a>(
         tunes: Vec::new(),
         tune_index: HashMap::new(),
         reference: None,
+        torch_reference: None,
     };
     let mut seen: HashMap<&str, ByteRange> = HashMap::new();
     for Stmt { kind, .. } in stmts {
         cx.charge(1);
         let name = match kind {
-            StmtKind::Assign { name, .. } | StmtKind::Buffer { name, .. } => name,
+            StmtKind::Assign { name, .. }
+            | StmtKind::Buffer { name, .. }
+            | StmtKind::TorchReference { name, .. } => name,
             StmtKind::Tune { .. } => continue,
         };
         if BUILTINS.contains(&name.text.as_str()) {
@@ -438,6 +446,9 @@ fn collect_statements<'a>(
                 } else {
                     broken.insert(name.text.clone());
                 }
+            }
+            StmtKind::TorchReference { text, span, .. } => {
+                decls.torch_reference = Some((text, span))
             }
             StmtKind::Tune { .. } => {}
         }
@@ -852,12 +863,77 @@ fn check_missing_values(
     }
 }
 
+/// Pass 5b: `reference = torch: ...` (issue #17) against the spec's buffers, numbers and
+/// the file's other kernels. Returns the reference and the size names it reads (before
+/// unused names: a name only the reference reads is used).
+fn check_torch_reference(
+    cx: &mut Ctx<'_>,
+    kernels: &[Kernel],
+    decls: &Decls<'_>,
+) -> (Option<TorchReference>, Vec<String>) {
+    let Some((text, span)) = decls.torch_reference else {
+        return (None, Vec::new());
+    };
+    let kernel = cx.kernel;
+    let lang = kernel.lang;
+    cx.charge(decls.buffers.len() + decls.defs.len() + kernel.params.len());
+    let mut bufs: Vec<(&str, Role)> = decls
+        .buffers
+        .iter()
+        .map(|b| (b.name.text.as_str(), b.role))
+        .collect();
+    let order: HashMap<&str, usize> = kernel
+        .params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.name.as_str(), i))
+        .collect();
+    bufs.sort_by_key(|(n, _)| order.get(n).copied());
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let numbers: Vec<&str> = decls
+        .defs
+        .iter()
+        .map(|(n, _)| n.text.as_str())
+        .filter(|n| !is_keyword(lang, n))
+        .chain(decls.tunes.iter().map(|t| t.name.text.as_str()))
+        .chain(
+            kernel
+                .params
+                .iter()
+                .filter(|p| !matches!(p.kind, ParamKind::Pointer { .. }))
+                .map(|p| p.name.as_str()),
+        )
+        .filter(|n| !decls.buffer_index.contains_key(n))
+        .filter(|n| seen.insert(n))
+        .collect();
+    let scope = torch_ref::Scope {
+        buffers: bufs,
+        numbers,
+        kernels: kernels
+            .iter()
+            .map(|k| k.name.as_str())
+            .filter(|k| *k != kernel.name)
+            .collect(),
+        kernel: &kernel.name,
+    };
+    match torch_ref::check(text, span, &scope) {
+        Ok((r, used)) => (Some(r), used),
+        Err(problems) => {
+            for (s, m) in problems {
+                cx.error(s, m);
+            }
+            (None, Vec::new())
+        }
+    }
+}
+
 /// Pass 6: a size variable that nothing reads is a warning.
 fn check_unused(
     cx: &mut Ctx<'_>,
     decls: &Decls<'_>,
     graph: &Graph<'_>,
     params: &HashMap<&str, &Param>,
+    torch_uses: &[String],
 ) {
     let kernel = cx.kernel;
     for (n, _) in &decls.defs {
@@ -866,7 +942,7 @@ fn check_unused(
             || is_keyword(kernel.lang, &n.text)
             || kernel.template_params.contains(&n.text)
             || decls.is_tuned(&n.text);
-        if !special && !graph.used.contains(&n.text) {
+        if !special && !graph.used.contains(&n.text) && !torch_uses.contains(&n.text) {
             cx.warn(
                 n.span.clone(),
                 format!(

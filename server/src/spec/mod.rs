@@ -15,6 +15,7 @@ mod plan;
 mod skeleton;
 #[cfg(test)]
 mod tests;
+mod torch_ref;
 
 use std::collections::BTreeMap;
 
@@ -23,7 +24,8 @@ use serde::{Deserialize, Serialize};
 use crate::syntax::{ByteRange, Kernel};
 
 pub use plan::{
-    Arg, BenchPlan, Case, DType, Dist, Launch, Role, ScalarTy, Tunable, TunableKind, Value,
+    Arg, BenchPlan, Case, DType, Dist, Launch, Role, ScalarTy, TorchReference, Tunable,
+    TunableKind, Value,
 };
 pub use skeleton::{skeleton, Skeleton};
 
@@ -80,6 +82,16 @@ pub fn analyze_with(
     overrides: &BTreeMap<String, Value>,
 ) -> SpecReport {
     check::analyze(kernel, kernels, env, overrides)
+}
+
+/// The document span of the text after `reference = torch:` in the kernel's spec, where
+/// the edge puts what it finds on disk (a module file that is missing).
+pub fn torch_reference_span(kernel: &Kernel) -> Option<ByteRange> {
+    let (stmts, _) = parser::parse_lines(&kernel.spec.lines);
+    stmts.into_iter().find_map(|s| match s.kind {
+        parser::StmtKind::TorchReference { span, .. } => Some(span),
+        _ => None,
+    })
 }
 
 /// "; did you mean `f32`?" when a candidate is within a small edit distance, else "".

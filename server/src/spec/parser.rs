@@ -36,6 +36,14 @@ pub(crate) enum StmtKind {
         shape_span: ByteRange,
         dist: Option<DistSpec>,
     },
+    /// `reference = torch: TEXT`: TEXT is Python (a torch expression or `module.fn`), the
+    /// rest of the line, checked by `torch_ref`.
+    TorchReference {
+        name: Name,
+        text: String,
+        /// Document span of `text` (trimmed); `reference = torch:` itself when empty.
+        span: ByteRange,
+    },
     /// `tune NAME in [V, ...]`
     Tune {
         name: Name,
@@ -71,6 +79,11 @@ pub(crate) fn parse_lines(lines: &[SpecLine]) -> (Vec<Stmt>, Vec<StmtError>) {
             if part.is_empty() {
                 continue;
             }
+            if let Some(kind) = torch_reference(part, line) {
+                // Python text runs to the end of the line, `;` and all.
+                stmts.push(Stmt { kind, line: i });
+                break;
+            }
             match parse_stmt(part, line) {
                 Ok(kind) => stmts.push(Stmt { kind, line: i }),
                 Err(e) => errors.push(e),
@@ -78,6 +91,39 @@ pub(crate) fn parse_lines(lines: &[SpecLine]) -> (Vec<Stmt>, Vec<StmtError>) {
         }
     }
     (stmts, errors)
+}
+
+/// `reference = torch: ...` at the start of `toks`: the statement with the rest of the
+/// line as its Python text.
+fn torch_reference(toks: &[Token], line: &SpecLine) -> Option<StmtKind> {
+    let [r, eq, torch, colon, ..] = toks else {
+        return None;
+    };
+    if r.ident() != Some("reference")
+        || !eq.is("=")
+        || torch.ident() != Some("torch")
+        || !colon.is(":")
+    {
+        return None;
+    }
+    let from = colon.span.end.checked_sub(line.offset)?;
+    let rest = line.text.get(from..)?;
+    let lead = rest.len() - rest.trim_start().len();
+    let text = rest.trim();
+    let start = line.offset + from + lead;
+    Some(StmtKind::TorchReference {
+        name: Name {
+            text: "reference".into(),
+            span: r.span.clone(),
+        },
+        text: text.to_string(),
+        // Nothing after `torch:`: point at the statement itself.
+        span: if text.is_empty() {
+            r.span.start..colon.span.end
+        } else {
+            start..start + text.len()
+        },
+    })
 }
 
 fn parse_stmt(toks: &[Token], line: &SpecLine) -> Result<StmtKind, StmtError> {
@@ -206,7 +252,8 @@ fn stmt_name(k: &StmtKind) -> Option<String> {
     match k {
         StmtKind::Assign { name, .. }
         | StmtKind::Buffer { name, .. }
-        | StmtKind::Tune { name, .. } => Some(name.text.clone()),
+        | StmtKind::Tune { name, .. }
+        | StmtKind::TorchReference { name, .. } => Some(name.text.clone()),
     }
 }
 

@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+pub use super::torch_ref::TorchReference;
 use crate::syntax::Lang;
 
 /// A number in the spec language.
@@ -331,6 +332,9 @@ pub struct BenchPlan {
     pub rtol: Option<f64>,
     /// Another kernel of the same file to compare against; None: the recorded baseline.
     pub reference: Option<String>,
+    /// `reference = torch: ...`: a PyTorch expression or function (then `reference` is None).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch_reference: Option<Box<TorchReference>>,
     pub trials: u32,
 }
 
@@ -516,9 +520,10 @@ impl BenchPlan {
                 .collect();
             s.push_str(&format!("**Tolerance**: {}\n\n", parts.join("; ")));
         }
-        match &self.reference {
-            Some(r) => s.push_str(&format!("**Reference**: kernel `{r}`\n")),
-            None => s.push_str("**Reference**: the recorded baseline of this kernel\n"),
+        match (&self.reference, &self.torch_reference) {
+            (Some(r), _) => s.push_str(&format!("**Reference**: kernel `{r}`\n")),
+            (None, Some(t)) => s.push_str(&format!("**Reference**: PyTorch `{}`\n", t.describe())),
+            (None, None) => s.push_str("**Reference**: the recorded baseline of this kernel\n"),
         }
         s
     }

@@ -212,6 +212,9 @@ fn render_plan(p: &BenchPlan) -> String {
         "atol={:?} rtol={:?} reference={:?} trials={}\n",
         p.atol, p.rtol, p.reference, p.trials
     ));
+    if let Some(t) = &p.torch_reference {
+        s.push_str(&format!("torch_reference={t:?}\n"));
+    }
     s
 }
 
@@ -908,6 +911,7 @@ fn default_tolerances() {
         atol: None,
         rtol: None,
         reference: None,
+        torch_reference: None,
         trials: 3,
     };
     let all: Vec<String> = DType::ALL
@@ -1571,4 +1575,109 @@ fn too_many_cases() {
             1:15-403 error `1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024`: `n` has 65 values; a spec has at most 64 cases (every case is verified on every run)
         "#]],
     );
+}
+
+// ---- reference = torch: ... (issue #17) ----------------------------------------------------
+
+/// A Triton softmax whose spec ends with `reference = torch: {torch}` and has one more
+/// statement line `{extra}` (for a second output or a size), showing only the diagnostics
+/// and the reference.
+fn torch_ref(torch: &str, extra: &str) -> String {
+    let fixture = format!(
+        r#"
+# @bench rows = 64, 5; cols = 128
+# @bench x_ptr: in f32[rows, cols]; out_ptr: out f32[rows, cols]
+# @bench grid = rows; BLOCK = 128{extra}
+# @bench reference = torch: {torch}
+@triton.jit
+def softmax(x_ptr, out_ptr, rows, cols, BLOCK: tl.constexpr, m_ptr):
+"#
+    );
+    let extra_buf = if extra.contains("m_ptr") {
+        ""
+    } else {
+        "; m_ptr: in f32[rows]"
+    };
+    let fixture = fixture.replace("BLOCK = 128", &format!("BLOCK = 128{extra_buf}"));
+    let src = fixture.trim_start_matches('\n');
+    let mut ks = kernels(src, Lang::Triton);
+    // A second kernel in the file, for `reference = torch: other`.
+    let mut other = ks[0].clone();
+    other.name = "other".into();
+    ks.insert(0, other);
+    let k = ks.last().expect("fixture has a kernel");
+    let r = analyze(k, &ks, &EvalEnv::default());
+    let mut s = render_diags(src, &r.diagnostics);
+    if let Some(p) = &r.plan {
+        s.push_str(&format!("torch_reference={:?}\n", p.torch_reference));
+    }
+    s
+}
+
+#[test]
+fn torch_reference_expression_and_function() {
+    expect![[r#"
+        torch_reference=Some(Expr { expr: "torch.softmax(x_ptr * scale, dim=-1)" })
+    "#]]
+    .assert_eq(&torch_ref(
+        "torch.softmax(x_ptr * scale, dim=-1)",
+        "; scale = 2.0",
+    ));
+    expect![[r#"
+        torch_reference=Some(Function { module: "refs.nn", function: "softmax" })
+    "#]]
+    .assert_eq(&torch_ref("refs.nn.softmax", ""));
+    // Comprehension variables, lambdas, keyword arguments and attributes are not names
+    // of the spec.
+    expect![[r#"
+        torch_reference=Some(Expr { expr: "torch.stack([F.softmax(r, dim=0) for r in x_ptr]) + 0 * (lambda q: q)(m_ptr).sum()" })
+    "#]]
+    .assert_eq(&torch_ref(
+        "torch.stack([F.softmax(r, dim=0) for r in x_ptr]) + 0 * (lambda q: q)(m_ptr).sum()",
+        "",
+    ));
+}
+
+#[test]
+fn torch_reference_errors_are_on_their_columns_with_the_fix() {
+    let cases = [
+        ("torch.softmax(xx_ptr, dim=-1)", ""),
+        ("torch.softmax(out_ptr, dim=-1)", ""),
+        ("torch.softmax", ""),
+        ("other", ""),
+        ("y = torch.relu(x_ptr)", ""),
+        ("import torch", ""),
+        ("torch.softmax(x_ptr, dim=-1", ""),
+        ("torch.softmax(x_ptr, dim=-1)); n = 3", ""),
+        ("torch.ones(rows, cols)", ""),
+        ("", ""),
+        ("torch.softmax(x_ptr, dim=-1)", "; m_ptr: out f32[rows]"),
+        ("x_ptr $ 2", ""),
+    ];
+    let got: Vec<String> = cases.iter().map(|(t, e)| torch_ref(t, e)).collect();
+    expect![[r#"
+        4:43-49 error `xx_ptr`: unknown name `xx_ptr` in the torch reference; it can use the input buffers (x_ptr, m_ptr), the sizes and scalars (rows, cols, BLOCK), `torch`, `F` (torch.nn.functional) and `math`; did you mean `x_ptr`?
+        ---
+        4:43-50 error `out_ptr`: `out_ptr` is an `out` buffer: the torch reference computes it and cannot read it; use the inputs (x_ptr, m_ptr)
+        ---
+        4:29-42 error `torch.softmax`: `torch.softmax` is not a torch expression but a function or attribute; call it on the inputs, e.g. `reference = torch: torch.softmax(x_ptr, m_ptr)`, or name a function of a file next to the kernel (`my_ref.fn`)
+        ---
+        4:29-34 error `other`: `other` is a kernel of this file, not a torch expression; write `reference = other` (without `torch:`)
+        ---
+        4:31-32 error `=`: `=` assigns, and the torch reference is one expression whose value is the output; write only the value, e.g. `reference = torch: x + y`
+        ---
+        4:29-35 error `import`: `import` starts a statement, not a torch expression; write one expression, or put the code in a function of a file next to the kernel and write `reference = torch: module.fn`
+        ---
+        4:42-43 error `(`: `(` is never closed; the torch reference must end on its line
+        ---
+        4:58-59 error `;`: `reference = torch:` takes the rest of its line as one Python expression; put other statements before it or on their own line
+        ---
+        4:29-51 error `torch.ones(rows, cols)`: the torch reference reads no input buffer, so it cannot check `softmax`; compute the output from the inputs (x_ptr, m_ptr)
+        ---
+        4:10-28 error `reference = torch:`: `torch:` needs a torch expression or a `module.function`; e.g. `reference = torch: torch.softmax(x, dim=-1)` or `reference = torch: my_ref.softmax` (a function in my_ref.py next to the kernel)
+        ---
+        4:29-57 error `torch.softmax(x_ptr, dim=-1)`: a torch expression gives one output, but `softmax` has 2 (`out_ptr`, `m_ptr`); write `reference = torch: module.fn` with a function in a file next to the kernel that returns them in that order
+        ---
+        4:35-36 error `$`: `$` cannot appear in a Python expression; write one torch expression, e.g. `reference = torch: torch.softmax(x, dim=-1)`
+    "#]].assert_eq(&got.join("---\n"));
 }

@@ -207,11 +207,10 @@ pub fn mask_ranges(text: &str) -> Vec<ByteRange> {
             // `template class PiEstimator<float>;`: an explicit instantiation of a class
             // template, which the grammar cannot read ("missing identifier").
             let words: Vec<&str> = trimmed.split_whitespace().take(3).collect();
-            let instantiation = match words.as_slice() {
-                ["template", "class" | "struct", ..] => true,
-                ["extern", "template", "class" | "struct"] => true,
-                _ => false,
-            };
+            let instantiation = matches!(
+                words.as_slice(),
+                ["template", "class" | "struct", ..] | ["extern", "template", "class" | "struct"]
+            );
             if instantiation && body.trim_end().ends_with(';') {
                 out.push(start + (body.len() - trimmed.len())..start + body.trim_end().len());
                 continue;

@@ -71,6 +71,45 @@ pub struct Version {
     /// Extra compiler options (CUDA: `--use_fast_math`, `-maxrregcount=64`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<String>,
+    /// Set: this is not a kernel but the plan's PyTorch reference (`reference = torch:
+    /// ...`), run in this mode on the kernel's device with the same inputs; `source` is then
+    /// the text of the reference's module (`module.fn`), or empty for an expression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch: Option<TorchMode>,
+}
+
+/// How a PyTorch reference runs: as written, or through `torch.compile` (compiled once
+/// per shape, on the first call, outside the timing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TorchMode {
+    Eager,
+    Compile,
+}
+
+impl TorchMode {
+    /// The label of the version in reports: "torch eager", "torch.compile".
+    pub fn label(self) -> &'static str {
+        match self {
+            TorchMode::Eager => "torch eager",
+            TorchMode::Compile => "torch.compile",
+        }
+    }
+}
+
+impl Version {
+    /// The PyTorch reference of `kernel`'s plan, in `mode`. `module_source`: the text of
+    /// the reference's module for `module.fn` (read by the edge that knows the file).
+    pub fn torch_reference(kernel: &Version, mode: TorchMode, module_source: String) -> Version {
+        Version {
+            label: mode.label().to_string(),
+            lang: kernel.lang,
+            source: module_source,
+            plan: kernel.plan.clone(),
+            options: Vec::new(),
+            torch: Some(mode),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

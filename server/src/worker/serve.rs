@@ -386,6 +386,26 @@ fn hello(backends: &mut Backends) -> HelloResult {
 
 /// The language every version of the request is in, or why the request is malformed.
 fn request_lang(op: &Op) -> Result<Lang, String> {
+    let lang = request_lang_of_versions(op)?;
+    let torch = match op {
+        Op::Compile { version } => version.torch.is_some(),
+        Op::Verify {
+            candidate,
+            reference,
+            ..
+        } => candidate.torch.is_some() || reference.torch.is_some(),
+        Op::Time { versions, .. } => versions.iter().any(|v| v.torch.is_some()),
+        Op::Hello | Op::Shutdown => false,
+    };
+    if torch && lang == Lang::Cuda {
+        // The CUDA backend draws its inputs on the GPU in this process; handing them to a
+        // torch process is issue #17's next part.
+        return Err("a PyTorch reference (`reference = torch: ...`) is not supported for CUDA kernels by this worker yet; compare with a reference kernel in the same file (`reference = KERNEL`) or write the kernel in Triton".into());
+    }
+    Ok(lang)
+}
+
+fn request_lang_of_versions(op: &Op) -> Result<Lang, String> {
     match op {
         Op::Compile { version } => Ok(version.lang),
         Op::Verify {
@@ -513,6 +533,7 @@ mod tests {
 
     fn compile_line(id: u64, label: &str) -> String {
         let version = Version {
+            torch: None,
             label: label.into(),
             lang: Lang::Cuda,
             source: String::new(),
@@ -525,6 +546,7 @@ mod tests {
                 atol: None,
                 rtol: None,
                 reference: None,
+                torch_reference: None,
                 trials: 3,
             },
             options: Vec::new(),

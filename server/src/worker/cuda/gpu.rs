@@ -529,6 +529,7 @@ extern "C" __global__ void klsp_fma_ceiling(float* out, float b, float c, int it
 fn fma_version(info: &DeviceInfo) -> Version {
     use crate::spec::BenchPlan;
     Version {
+        torch: None,
         label: "fma-ceiling".into(),
         lang: crate::syntax::Lang::Cuda,
         source: FMA_SOURCE.into(),
@@ -552,6 +553,7 @@ fn fma_version(info: &DeviceInfo) -> Version {
             atol: None,
             rtol: None,
             reference: None,
+            torch_reference: None,
             trials: 1,
         },
         options: vec![],

@@ -815,6 +815,7 @@ mod tests {
             atol: None,
             rtol: None,
             reference: None,
+            torch_reference: None,
             trials: 3,
         }
     }

@@ -50,6 +50,8 @@ _state = {
     # candidates of a step are all verified against the same reference and inputs.
     "ref_cache": {},
     "ref_cache_bytes": 0,
+    # (mode, source sha, reference) -> the PyTorch reference's callable (`_torch_reference`)
+    "torch_fns": {},
 }
 
 
@@ -505,6 +507,138 @@ def _check_same_buffers(cand, ref):
 
 
 # ---------------------------------------------------------------------------------------
+# PyTorch references (`reference = torch: ...`, docs/spec.md)
+
+
+def _describe_torch(tr):
+    return tr["expr"] if tr["kind"] == "expr" else "%s.%s" % (tr["module"], tr["function"])
+
+
+def _value_names(plan):
+    """The names a torch expression sees, in parameter order: the `in`/`inout` buffers,
+    the scalar and constexpr arguments, then the spec's sizes."""
+    c0 = plan["cases"][0]
+    names = [a["name"] for a in c0["args"] if a["kind"] != "buffer" or a["role"] != "out"]
+    names += [n for n, _ in c0.get("sizes", []) if n not in names]
+    return names
+
+
+def _torch_reference(version):
+    """The version's PyTorch reference as `call(values) -> result`, where `values` maps the
+    case's names to tensors (buffers, in their spec shape) and numbers. In `compile` mode
+    it goes through torch.compile once; torch.compile caches a graph per input shape."""
+    tr = version["plan"].get("torch_reference")
+    if not tr:
+        raise HelperError("bad_request", "%s (%s): a torch version needs a plan with `torch_reference`"
+                          % (version["plan"]["kernel"], version["label"]))
+    mode = version["torch"]
+    key = (mode, _sha(version), json.dumps(tr, sort_keys=True))
+    hit = _state["torch_fns"].get(key)
+    if hit is not None:
+        return hit
+    what = "the torch reference `%s`" % _describe_torch(tr)
+    plan = version["plan"]
+    if tr["kind"] == "expr":
+        names = _value_names(plan)
+        src = "lambda %s: (%s)" % (", ".join(names), tr["expr"])
+        try:
+            fn = eval(compile(src, "<reference>", "eval"),
+                      {"torch": torch, "F": torch.nn.functional, "math": math})
+        except SyntaxError as e:
+            raise HelperError("bad_request", "%s is not a Python expression: %s" % (what, e.msg))
+
+        def bind(values):
+            return (), {n: values[n] for n in names}
+    else:
+        _, mod = load_module(version)
+        fn = getattr(mod, tr["function"], None)
+        if not callable(fn):
+            raise HelperError("bad_request", "%s: module `%s` has no function `%s`; define `def %s(...)` there, taking the inputs in parameter order and returning the outputs"
+                              % (what, tr["module"], tr["function"], tr["function"]))
+        import inspect
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            params = {}
+        c0 = plan["cases"][0]
+        inputs = [a["name"] for a in c0["args"] if a["kind"] == "buffer" and a["role"] != "out"]
+        extra = [n for n in _value_names(plan) if n in params and n not in inputs]
+
+        def bind(values):
+            return tuple(values[n] for n in inputs), {n: values[n] for n in extra}
+    if mode == "compile":
+        try:
+            fn = torch.compile(fn)
+        except Exception as e:
+            raise HelperError("no_backend", "%s: torch.compile is not available: %s" % (what, _last_line(e)))
+
+    def call(values):
+        args, kwargs = bind(values)
+        return fn(*args, **kwargs)
+
+    _state["torch_fns"][key] = call
+    return call
+
+
+def _torch_values(plan, case, inputs):
+    """The values a torch reference gets for `case`: copies of the inputs in their spec
+    shape (a reference that writes into its inputs changes nothing the kernel sees), the
+    scalars and the sizes."""
+    c = plan["cases"][case]
+    vals = {}
+    for a in c["args"]:
+        if a["kind"] == "buffer":
+            if a["role"] != "out":
+                t = inputs[a["name"]].clone()
+                vals[a["name"]] = t.view([int(s) for s in a["shape"]]) if a["shape"] else t
+        elif a["kind"] == "scalar":
+            vals[a["name"]] = float(a["value"]) if a.get("ty") in FLOATS else int(a["value"])
+        else:
+            vals[a["name"]] = a["value"]
+    for n, v in c.get("sizes", []):
+        vals.setdefault(n, v)
+    return vals
+
+
+def _torch_outputs(version, call, case, inputs):
+    """Run the torch reference on `case`'s inputs: {buffer name: flat tensor of the
+    buffer's dtype} for every `out`/`inout` buffer. HelperError(reference_failed) when it
+    raises or returns the wrong number, size or kind of values."""
+    plan = version["plan"]
+    what = "the torch reference `%s`" % _describe_torch(plan["torch_reference"])
+    outs = [a for a in _buffer_args(plan, case) if a["role"] != "in"]
+    try:
+        result = call(_torch_values(plan, case, inputs))
+        _sync()
+    except HelperError:
+        raise
+    except Exception as e:
+        raise HelperError("compile_failed", "%s raised %s" % (what, _last_line(_root_cause(e))), _user_traceback(e))
+    if not isinstance(result, (tuple, list)):
+        result = [result]
+    if len(result) != len(outs):
+        raise HelperError("compile_failed", "%s returned %d value%s, but the kernel has %d output%s (%s); return them in parameter order"
+                          % (what, len(result), "" if len(result) == 1 else "s", len(outs), "" if len(outs) == 1 else "s",
+                             ", ".join("`%s`" % a["name"] for a in outs)))
+    got = {}
+    for a, r in zip(outs, result):
+        if not isinstance(r, torch.Tensor):
+            try:
+                r = torch.as_tensor(r)
+            except Exception:
+                raise HelperError("compile_failed", "%s returned a %s for `%s`, not a tensor" % (what, type(r).__name__, a["name"]))
+        shape = [int(s) for s in a["shape"]]
+        if r.numel() != int(a["elems"]):
+            raise HelperError("compile_failed", "%s gave `%s` the shape %s (%d elements), but the spec says %s[%s] (%d elements)"
+                              % (what, a["name"], list(r.shape), r.numel(), a["dtype"], ", ".join(map(str, shape)), int(a["elems"])))
+        if list(r.shape) != shape and r.dim() > 1 and len(shape) > 1:
+            raise HelperError("compile_failed", "%s gave `%s` the shape %s, but the spec says [%s]; the layouts differ"
+                              % (what, a["name"], list(r.shape), ", ".join(map(str, shape))))
+        got[a["name"]] = r.detach().reshape(-1).to(device=_state["device"] or "cpu", dtype=_torch_dtype(a["dtype"])).contiguous()
+    return got
+
+
+# ---------------------------------------------------------------------------------------
 # Compare
 
 
@@ -592,6 +726,10 @@ def compare(name, shape, dtype, actual, expected, atol, rtol):
 def op_compile(req, progress):
     version = req["version"]
     t0 = time.perf_counter()
+    if version.get("torch"):
+        progress("compiling %s" % version["label"])
+        _torch_outputs(version, _torch_reference(version), 0, make_inputs(version["plan"], 0, 0))
+        return {"kind": "compile", "log": "", "compile_ms": (time.perf_counter() - t0) * 1e3, "cached": False}
     sha, mod = load_module(version)
     kernel = find_kernel(version, mod)
     key = _launch_key(sha, version, 0)
@@ -692,11 +830,15 @@ def op_verify(req, progress):
     }
     progress("loading %s" % ref["label"])
     try:
-        _, ref_mod = load_module(ref)
-        ref_kernel = find_kernel(ref, ref_mod)
+        if ref.get("torch"):
+            ref_kernel = _torch_reference(ref)
+        else:
+            _, ref_mod = load_module(ref)
+            ref_kernel = find_kernel(ref, ref_mod)
     except HelperError as e:
         report["passed"] = False
-        report["failure"] = _failure(0, 0, base_seed, "reference_failed", "reference " + e.message)
+        msg = e.message if ref.get("torch") else "reference " + e.message
+        report["failure"] = _failure(0, 0, base_seed, "reference_failed", msg)
         return _finish(report, t0)
     progress("loading %s" % cand["label"])
     _, cand_mod = load_module(cand)
@@ -719,8 +861,15 @@ def op_verify(req, progress):
             where = "case %d, trial %d, seed 0x%x" % (case, trial, seed)
             progress("verifying case %d/%d trial %d/%d" % (case + 1, ncases, trial + 1, runs))
             inputs = make_inputs(plan, case, seed)
-            key = (ref_sha, json.dumps(ref["plan"], sort_keys=True), case, seed)
+            key = (ref_sha, ref.get("torch"), json.dumps(ref["plan"], sort_keys=True), case, seed)
             ref_out = _ref_cache_get(key)
+            if ref_out is None and ref.get("torch"):
+                try:
+                    ref_out = _torch_outputs(ref, ref_kernel, case, inputs)
+                except HelperError as e:
+                    return fail(case=case, trial=trial, seed=seed, kind="reference_failed",
+                                message="%s (%s)" % (e.message, where))
+                _ref_cache_put(key, ref_out)
             if ref_out is None:
                 try:
                     rbufs = _run_version(ref, ref_kernel, case, inputs, seed)
@@ -926,18 +1075,29 @@ def time_versions(versions, settings, progress=lambda s: None):
     gpu = _state["device"] == "cuda"
     prepared = []
     for v in versions:
+        inputs = make_inputs(v["plan"], 0, 0)
+        progress("compiling %s" % v["label"])
+        if v.get("torch"):
+            # The PyTorch reference, eager or compiled: the first call compiles (once per
+            # shape), outside the timing.
+            call = _torch_reference(v)
+            values = _torch_values(v["plan"], 0, inputs)
+            _torch_outputs(v, call, 0, inputs)
+            prepared.append((v, call, None, values))
+            continue
         _, mod = load_module(v)
         kernel = find_kernel(v, mod)
-        inputs = make_inputs(v["plan"], 0, 0)
         buffers = _make_buffers(v["plan"], 0, inputs, _state["device"])
         grid, kwargs = build_call(v, 0, buffers)
-        progress("compiling %s" % v["label"])
         launch(v, kernel, 0, buffers)  # compile; errors surface here as HelperError
         prepared.append((v, kernel, grid, kwargs))
     flush = _flush_buffer() if (gpu and flush_l2) else None
 
     def one(kernel, grid, kwargs):
-        kernel[grid](**kwargs)
+        if grid is None:
+            kernel(kwargs)  # a torch reference and its values
+        else:
+            kernel[grid](**kwargs)
 
     # A per-launch estimate from a few launches (do_bench's way: a time-based warm-up loop
     # would queue thousands of launches of a long kernel before the first sync), then the

@@ -133,6 +133,7 @@ fn plan_with(src: &str, kernel: &str, overrides: &[(&str, i64)]) -> BenchPlan {
 
 fn version(label: &str, src: &str, plan: BenchPlan) -> Version {
     Version {
+        torch: None,
         label: label.into(),
         lang: Lang::Triton,
         source: src.into(),

@@ -163,6 +163,8 @@ fn text_report_prints_one_levelled_line_per_check() {
             "config",
             "nvrtc",
             "ptxas",
+            "nvcc",
+            "headers",
             "ncu",
             "worker",
             "cuda",

@@ -585,6 +585,7 @@ pub(crate) fn triton_version(
         source: file.kernel_source(kernel, text),
         plan,
         options: Vec::new(),
+        cuda: None,
     }
 }
 

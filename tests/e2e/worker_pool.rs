@@ -86,6 +86,7 @@ fn compile_op(kernel: &str) -> Op {
                 trials: 3,
             },
             options: Vec::new(),
+            cuda: None,
         },
     }
 }

@@ -49,6 +49,7 @@ fn version(src: &str, name: &str) -> Version {
         source: model.device_slice.clone(),
         plan,
         options: vec![],
+        cuda: None,
     }
 }
 

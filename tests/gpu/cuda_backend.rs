@@ -58,6 +58,7 @@ fn version(src: &str, name: &str, label: &str) -> Version {
         source: model.device_slice.clone(),
         plan,
         options: vec![],
+        cuda: None,
     }
 }
 

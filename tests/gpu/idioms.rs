@@ -166,6 +166,7 @@ fn version(lang: Lang, text: &str, kernel: &str, label: &str) -> Version {
         source: file.kernel_source(kernel, text),
         plan,
         options: vec![],
+        cuda: None,
     }
 }
 

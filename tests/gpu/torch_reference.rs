@@ -79,3 +79,129 @@ fn gpu_triton_kernel_verified_and_timed_against_torch_eager_and_compile() {
         "TORCHREF softmax 4096x1024 kernel_ms={kernel:.4} eager_ms={eager:.4} compile_ms={compile:.4} ({se:.2}x eager, {sc:.2}x compile)"
     );
 }
+
+/// CUDA kernels against PyTorch (issue #17): the worker compiles them for its GPU and its
+/// Python helper launches the PTX beside the torch reference. A right kernel (a template
+/// instance, so the compiled symbol is the lowered name) passes and is timed against eager
+/// and torch.compile; a wrong one fails with the first bad element; one that writes one
+/// element past its output is caught by the guard bytes.
+const CUDA_KERNELS: &str = r#"
+// @bench rows = 2048, 33; cols = 512, 70
+// @bench x: in f32[rows, cols]; y: out f32[rows, cols]
+// @bench grid = rows; block = 128
+// @bench reference = torch: torch.softmax(x, dim=-1)
+template <int BLOCK>
+__global__ void softmax_ok(const float* x, float* y, int rows, int cols) {
+    __shared__ float red[BLOCK];
+    int r = blockIdx.x;
+    const float* xr = x + (size_t)r * cols;
+    float m = -INFINITY;
+    for (int c = threadIdx.x; c < cols; c += BLOCK) m = fmaxf(m, xr[c]);
+    red[threadIdx.x] = m;
+    __syncthreads();
+    for (int s = BLOCK / 2; s > 0; s /= 2) {
+        if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
+        __syncthreads();
+    }
+    m = red[0];
+    __syncthreads();
+    float sum = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += BLOCK) sum += expf(xr[c] - m);
+    red[threadIdx.x] = sum;
+    __syncthreads();
+    for (int s = BLOCK / 2; s > 0; s /= 2) {
+        if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+        __syncthreads();
+    }
+    sum = red[0];
+    for (int c = threadIdx.x; c < cols; c += BLOCK) y[(size_t)r * cols + c] = expf(xr[c] - m) / sum;
+}
+template __global__ void softmax_ok<128>(const float*, float*, int, int);
+
+// @bench n = 1 << 20, 4099
+// @bench x: in f32[n]; y: inout f32[n]; a = 2.5
+// @bench grid = cdiv(n, 256); block = 256
+// @bench reference = torch: a * x + y
+extern "C" __global__ void saxpy_wrong(int n, float a, const float* x, float* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i] + (i == 777 ? 1.0f : 0.0f);
+}
+
+// @bench n = 1 << 20, 4099
+// @bench x: in f32[n]; y: out f32[n]
+// @bench grid = cdiv(n, 256); block = 256
+// @bench reference = torch: x * 2
+extern "C" __global__ void double_past_the_end(int n, const float* x, float* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i <= n) y[i] = 2.0f * (i < n ? x[i] : 0.0f);
+}
+"#;
+
+#[test]
+fn gpu_cuda_kernels_verified_and_timed_against_torch() {
+    let test = "gpu_cuda_kernels_verified_and_timed_against_torch";
+    let status = CudaBackend::new().status();
+    if !status.available {
+        assert!(
+            std::env::var("KERNEL_LSP_REQUIRE_GPU").as_deref() != Ok("1"),
+            "{test}: KERNEL_LSP_REQUIRE_GPU=1 but no GPU: {}",
+            status.message
+        );
+        eprintln!("SKIP {test}: no CUDA device ({})", status.message);
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "kernel-lsp-gpu-torchref-cuda-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("kernels.cu"), CUDA_KERNELS).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
+        .current_dir(&dir)
+        .args(["bench", "--json", "kernels.cu"])
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let v: serde_json::Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    let kernel = |name: &str| {
+        v["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["kernel"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {v}"))
+            .clone()
+    };
+    let ok = kernel("softmax_ok");
+    assert_eq!(ok["verify"]["passed"], true, "{ok}\n{stderr}");
+    let ms = |t: &serde_json::Value| t["median_ms"].as_f64().unwrap_or(0.0);
+    let (k, eager, compile) = (
+        ms(&ok["timing"]),
+        ms(&ok["torch"]["eager"]),
+        ms(&ok["torch"]["compile"]),
+    );
+    assert!(
+        k > 0.0 && eager > 0.0 && compile > 0.0,
+        "every time measured: {ok}"
+    );
+    println!(
+        "TORCHREF cuda softmax 2048x512 kernel_ms={k:.4} eager_ms={eager:.4} compile_ms={compile:.4} ({:.2}x eager, {:.2}x compile)",
+        eager / k,
+        compile / k
+    );
+
+    let wrong = kernel("saxpy_wrong");
+    assert_eq!(wrong["verify"]["passed"], false, "{wrong}");
+    let f = &wrong["verify"]["failure"];
+    assert_eq!(f["kind"], "mismatch", "{wrong}");
+    assert!(f["message"].as_str().unwrap().contains("y[777]"), "{wrong}");
+
+    let oob = kernel("double_past_the_end");
+    assert_eq!(oob["verify"]["passed"], false, "{oob}");
+    assert_eq!(oob["verify"]["failure"]["kind"], "out_of_bounds", "{oob}");
+    let m = oob["verify"]["failure"]["message"].as_str().unwrap();
+    assert!(m.contains("past the end of `y`"), "{oob}");
+}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Copies of the bundled Triton examples with a PyTorch reference (issue #17), for the
+"""Copies of the bundled examples with a PyTorch reference (issue #17), for the
 `torch` part of tests/gpu/run.sh: each kernel gets `# @bench reference = torch: EXPR`
 as the last line of its spec, so `kernel-lsp bench` verifies it against PyTorch on the
 GPU and prints its time next to PyTorch eager and torch.compile
@@ -17,15 +17,31 @@ REFERENCES = {
     "vector_add.py": ("add_kernel", "x_ptr + y_ptr"),
     "softmax.py": ("softmax_kernel", "torch.softmax(x_ptr, dim=1)"),
     "matmul.py": ("matmul_kernel", "a_ptr @ b_ptr"),
+    # CUDA kernels: the worker compiles them, its Python helper launches them (issue #17).
+    "saxpy.cu": ("saxpy", "a * x + y"),
+    "matmul_naive.cu": ("matmul", "a @ b"),
+    "softmax_rows.cu": ("softmax_rows", "torch.softmax(x, dim=1)"),
+    "transpose.cu": ("transpose", "src.t()"),
+    "reduce_sum.cu": ("reduce_tree", "out + x.float().sum()"),
+    "histogram.cu": ("histogram", "hist + torch.bincount(data.long(), minlength=256)"),
 }
 
 
 def with_reference(text, kernel, expr):
-    """`text` with the reference line after the last @bench line above `def kernel(`."""
+    """`text` with the reference line after the last @bench line above the kernel's
+    definition (`def kernel(` or `void kernel(`); a `reference = OTHER` of that spec is
+    replaced."""
+    cuda = "void %s(" % kernel
+    prefix = "// @bench" if cuda in text else "# @bench"
     lines = text.split("\n")
-    at = next(i for i, l in enumerate(lines) if l.startswith("def %s(" % kernel))
+    at = next(i for i, l in enumerate(lines) if l.startswith("def %s(" % kernel) or cuda in l)
+    first = at
+    while first > 0 and "@bench" in lines[first - 1]:
+        first -= 1
+    lines[first:at] = [l for l in lines[first:at] if "reference =" not in l]
+    at = next(i for i, l in enumerate(lines) if l.startswith("def %s(" % kernel) or cuda in l)
     last = max(i for i in range(at) if "@bench" in lines[i])
-    lines.insert(last + 1, "# @bench reference = torch: %s" % expr)
+    lines.insert(last + 1, "%s reference = torch: %s" % (prefix, expr))
     return "\n".join(lines)
 
 

@@ -692,7 +692,8 @@ pub fn compile(
                 if !result.missing_headers.is_empty() {
                     drop_unjudged(&mut result, text, &inputs.device_slice);
                 }
-                return outcome_of(text, result, Checker::Nvcc, true);
+                let whole = !note_missing_device_headers(&mut result);
+                return outcome_of(text, result, Checker::Nvcc, whole);
             }
             Err(e) => {
                 fallback_note = Some(format!(
@@ -751,9 +752,24 @@ pub fn compile(
         result.messages.sort_by_key(|m| (m.line, m.col_start));
         read_whole_file = false;
     }
-    // A CUDA library header the device code needs is not installed here (curand_kernel.h
-    // without the curand wheel): errors that follow from it cannot be told from real
-    // ones, so they and its warnings become one note; the missing-include warning stays.
+    if note_missing_device_headers(&mut result) {
+        read_whole_file = false;
+    }
+    let mut outcome = outcome_of(text, result, Checker::Nvrtc, read_whole_file);
+    if let Some(n) = fallback_note {
+        outcome.note = Some(match outcome.note {
+            Some(o) => format!("{n}; {o}"),
+            None => n,
+        });
+    }
+    outcome
+}
+
+/// A CUDA library header the device code needs is not installed here (curand_kernel.h
+/// without the curand wheel): errors that follow from it cannot be told from real ones,
+/// so they and its warnings become one note; the missing-include warning stays. Returns
+/// whether it did (nvcc and NVRTC alike).
+fn note_missing_device_headers(result: &mut CheckResult) -> bool {
     let missing_device: Vec<String> = result
         .missing_headers
         .iter()
@@ -786,16 +802,10 @@ pub fn compile(
             result.messages.push(note);
             result.messages.sort_by_key(|m| (m.line, m.col_start));
         }
-        read_whole_file = false;
+        true
+    } else {
+        false
     }
-    let mut outcome = outcome_of(text, result, Checker::Nvrtc, read_whole_file);
-    if let Some(n) = fallback_note {
-        outcome.note = Some(match outcome.note {
-            Some(o) => format!("{n}; {o}"),
-            None => n,
-        });
-    }
-    outcome
 }
 
 /// With nvcc, when a header was missing and stood in for: drops the errors that may be

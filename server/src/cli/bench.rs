@@ -223,6 +223,7 @@ async fn bench(
         source: analysis.kernel_source(name, text),
         plan: plan.clone(),
         options: Vec::new(),
+        cuda: None,
     };
     let plan_of = |name: &str| {
         analysis

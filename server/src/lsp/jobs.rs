@@ -1095,6 +1095,7 @@ impl Backend {
                 source: a.kernel_source(&r, &snap.text),
                 plan,
                 options: Vec::new(),
+                cuda: None,
             })
         } else if let Some(base) = snap.file.as_ref().and_then(|f| load(f, "baseline", &name)) {
             match evaluate::plan(snap.lang, &base, &name, &env) {

@@ -85,6 +85,7 @@ pub fn plan(lang: Lang, text: &str, kernel_name: &str, env: &EvalEnv) -> Result<
             source: file.kernel_source(kernel_name, text),
             plan,
             options: Vec::new(),
+            cuda: None,
         },
         kernel_hash: super::history::hash(&kernel_text),
         kernel_text,

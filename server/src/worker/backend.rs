@@ -2,7 +2,9 @@
 //! language's versions (CUDA through cudarc, Triton through a Python helper); the loop
 //! (`worker::serve`) picks the backend by `Version::lang` and writes the replies.
 
-use super::protocol::{BackendStatus, DeviceInfo, Op, OpResult, WorkerError};
+use super::protocol::{
+    BackendStatus, CudaBinary, DeviceInfo, ErrorKind, Op, OpResult, Version, WorkerError,
+};
 
 pub trait Backend {
     /// Whether this backend can run anything, and why not. Cheap after the first call.
@@ -18,5 +20,18 @@ pub trait Backend {
     /// starts a fresh worker.
     fn poisoned(&self) -> bool {
         false
+    }
+    /// CUDA only: `v` compiled for this backend's device, every case's instance, as PTX
+    /// for the Python helper to launch beside a PyTorch reference (issue #17).
+    fn cuda_binary(
+        &mut self,
+        v: &Version,
+        _progress: &mut dyn FnMut(&str),
+    ) -> Result<CudaBinary, WorkerError> {
+        Err(WorkerError {
+            kind: ErrorKind::NoBackend,
+            message: format!("`{}`: this backend does not compile CUDA", v.label),
+            log: None,
+        })
     }
 }

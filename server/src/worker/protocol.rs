@@ -26,6 +26,9 @@ pub struct Request {
     pub op: Op,
 }
 
+// One `Op` exists per request in flight (a handful), so an inline `Version` costs nothing
+// worth a box at every construction site.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Op {
@@ -76,6 +79,20 @@ pub struct Version {
     /// the text of the reference's module (`module.fn`), or empty for an expression.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub torch: Option<TorchMode>,
+    /// Set by the worker, never by the client: this CUDA version compiled for the worker's
+    /// GPU, so the Python helper can launch it beside a PyTorch reference (issue #17).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<Box<CudaBinary>>,
+}
+
+/// A CUDA version compiled to PTX for the worker's device: the distinct modules and, per
+/// case, which module and entry symbol it launches (template kernels have one instance
+/// per set of template arguments).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CudaBinary {
+    pub modules: Vec<String>,
+    /// One per case: (index into `modules`, the kernel's lowered symbol).
+    pub cases: Vec<(usize, String)>,
 }
 
 /// How a PyTorch reference runs: as written, or through `torch.compile` (compiled once
@@ -108,6 +125,7 @@ impl Version {
             plan: kernel.plan.clone(),
             options: Vec::new(),
             torch: Some(mode),
+            cuda: None,
         }
     }
 }

@@ -225,7 +225,11 @@ pub fn serve(input: impl BufRead, mut out: impl Write, mut backends: Backends) -
                     None,
                 ),
                 Ok(lang) => {
-                    let backend = backends.for_lang(lang);
+                    // A CUDA kernel beside a PyTorch reference: compiled here for this
+                    // GPU, then launched by the Python helper, where torch runs (the
+                    // inputs, the reference and the timings stay in one process).
+                    let with_torch = lang == Lang::Cuda && has_torch(op);
+                    let backends = &mut backends;
                     let mut progress_failed = false;
                     let result = {
                         let out = &mut out;
@@ -240,7 +244,15 @@ pub fn serve(input: impl BufRead, mut out: impl Write, mut backends: Backends) -
                                 progress_failed = true;
                             }
                         };
-                        catch_unwind(AssertUnwindSafe(|| backend.run(op, &mut progress)))
+                        catch_unwind(AssertUnwindSafe(|| {
+                            if with_torch {
+                                let op =
+                                    with_cuda_binaries(op, backends.cuda.as_mut(), &mut progress)?;
+                                backends.triton.run(&op, &mut progress)
+                            } else {
+                                backends.for_lang(lang).run(op, &mut progress)
+                            }
+                        }))
                     };
                     if progress_failed {
                         return ServeExit::ChannelClosed;
@@ -278,7 +290,7 @@ pub fn serve(input: impl BufRead, mut out: impl Write, mut backends: Backends) -
                     sanitize: true,
                 } = &request.op
                 {
-                    if candidate.lang == Lang::Cuda {
+                    if candidate.lang == Lang::Cuda && reference.torch.is_none() {
                         sanitize_report(&mut r, candidate, reference, *seed, request.time_limit_ms);
                     }
                 }
@@ -299,7 +311,9 @@ pub fn serve(input: impl BufRead, mut out: impl Write, mut backends: Backends) -
             return ServeExit::ChannelClosed;
         }
         if let Some(lang) = lang {
-            if backends.for_lang(lang).poisoned() {
+            if backends.for_lang(lang).poisoned()
+                || backends.triton.poisoned() && has_torch(&request.op)
+            {
                 return ServeExit::Poisoned;
             }
         }
@@ -386,23 +400,61 @@ fn hello(backends: &mut Backends) -> HelloResult {
 
 /// The language every version of the request is in, or why the request is malformed.
 fn request_lang(op: &Op) -> Result<Lang, String> {
-    let lang = request_lang_of_versions(op)?;
-    let torch = match op {
-        Op::Compile { version } => version.torch.is_some(),
+    request_lang_of_versions(op)
+}
+
+/// Whether a version of the request is a PyTorch reference.
+fn has_torch(op: &Op) -> bool {
+    versions_of(op).iter().any(|v| v.torch.is_some())
+}
+
+fn versions_of(op: &Op) -> Vec<&Version> {
+    match op {
+        Op::Compile { version } => vec![version],
         Op::Verify {
             candidate,
             reference,
             ..
-        } => candidate.torch.is_some() || reference.torch.is_some(),
-        Op::Time { versions, .. } => versions.iter().any(|v| v.torch.is_some()),
-        Op::Hello | Op::Shutdown => false,
-    };
-    if torch && lang == Lang::Cuda {
-        // The CUDA backend draws its inputs on the GPU in this process; handing them to a
-        // torch process is issue #17's next part.
-        return Err("a PyTorch reference (`reference = torch: ...`) is not supported for CUDA kernels by this worker yet; compare with a reference kernel in the same file (`reference = KERNEL`) or write the kernel in Triton".into());
+        } => vec![candidate.as_ref(), reference.as_ref()],
+        Op::Time { versions, .. } => versions.iter().collect(),
+        Op::Hello | Op::Shutdown => Vec::new(),
     }
-    Ok(lang)
+}
+
+/// `op` with every CUDA kernel version (not the PyTorch references) compiled by `cuda` for
+/// its GPU, for the Python helper to launch (issue #17). A client's `cuda` field is
+/// replaced: only this worker's own compile is trusted.
+fn with_cuda_binaries(
+    op: &Op,
+    cuda: &mut dyn Backend,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Op, WorkerError> {
+    let mut op = op.clone();
+    let mut compile = |v: &mut Version| -> Result<(), WorkerError> {
+        v.cuda = None;
+        if v.torch.is_none() {
+            v.cuda = Some(Box::new(cuda.cuda_binary(v, progress)?));
+        }
+        Ok(())
+    };
+    match &mut op {
+        Op::Compile { version } => compile(version)?,
+        Op::Verify {
+            candidate,
+            reference,
+            ..
+        } => {
+            compile(candidate)?;
+            compile(reference)?;
+        }
+        Op::Time { versions, .. } => {
+            for v in versions {
+                compile(v)?;
+            }
+        }
+        Op::Hello | Op::Shutdown => {}
+    }
+    Ok(op)
 }
 
 fn request_lang_of_versions(op: &Op) -> Result<Lang, String> {
@@ -550,6 +602,7 @@ mod tests {
                 trials: 3,
             },
             options: Vec::new(),
+            cuda: None,
         };
         serde_json::to_string(&Request {
             id,

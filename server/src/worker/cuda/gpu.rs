@@ -43,6 +43,9 @@ pub struct Kernel {
     pub attrs: KernelAttrs,
     pub log: String,
     pub compile_ms: f64,
+    /// The PTX the module was loaded from and the kernel's symbol in it.
+    pub ptx: String,
+    pub lowered: String,
 }
 
 // SAFETY: a CUfunction is a process-wide driver handle; the driver API is thread-safe and
@@ -295,6 +298,8 @@ impl Gpu {
             attrs,
             log: out.log,
             compile_ms,
+            ptx,
+            lowered,
         });
         if self.modules.len() >= MODULE_CACHE_MAX {
             self.modules.clear();
@@ -557,6 +562,7 @@ fn fma_version(info: &DeviceInfo) -> Version {
             trials: 1,
         },
         options: vec![],
+        cuda: None,
     }
 }
 

@@ -29,7 +29,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::backend::Backend;
 use super::protocol::{
-    BackendStatus, CompileReport, DeviceInfo, ErrorKind, Op, OpResult, Version, WorkerError,
+    BackendStatus, CompileReport, CudaBinary, DeviceInfo, ErrorKind, Op, OpResult, Version,
+    WorkerError,
 };
 use crate::syntax::Lang;
 use gpu::{err, Gpu};
@@ -228,6 +229,47 @@ impl Backend for CudaBackend {
 
     fn poisoned(&self) -> bool {
         matches!(&self.state, State::Ready(g) if g.poisoned)
+    }
+
+    fn cuda_binary(
+        &mut self,
+        v: &Version,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<CudaBinary, WorkerError> {
+        cuda_only(v)?;
+        let gpu = self.gpu()?;
+        let compile = |gpu: &mut Gpu, progress: &mut dyn FnMut(&str)| {
+            gpu.ctx
+                .make_current()
+                .map_err(|e| gpu.fault(e, "making the CUDA context current"))?;
+            progress(&format!("compiling {}", v.label));
+            let mut bin = CudaBinary {
+                modules: Vec::new(),
+                cases: Vec::new(),
+            };
+            for case in 0..v.plan.cases.len() {
+                let (k, _) = gpu.kernel(v, case)?;
+                let index = match bin.modules.iter().position(|m| *m == k.ptx) {
+                    Some(i) => i,
+                    None => {
+                        bin.modules.push(k.ptx.clone());
+                        bin.modules.len() - 1
+                    }
+                };
+                bin.cases.push((index, k.lowered.clone()));
+            }
+            Ok(bin)
+        };
+        match catch_unwind(AssertUnwindSafe(|| compile(gpu, progress))) {
+            Ok(r) => r,
+            Err(p) => {
+                gpu.poisoned = true;
+                Err(err(
+                    ErrorKind::Internal,
+                    format!("the CUDA backend panicked: {}", panic_text(&p)),
+                ))
+            }
+        }
     }
 }
 

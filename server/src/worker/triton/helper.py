@@ -157,9 +157,154 @@ def _sha(version):
     return hashlib.sha256(version["source"].encode()).hexdigest()
 
 
+# ---------------------------------------------------------------------------------------
+# CUDA kernels beside a PyTorch reference (issue #17): the worker compiled the version to
+# PTX for this GPU (`version["cuda"]`); it is loaded into torch's context with the driver
+# API through ctypes and launched on torch's current stream, so the inputs, the guards,
+# the comparison and the timings are the ones Triton kernels get.
+
+_CU_FAULTS = {
+    700: "an illegal memory access was encountered",
+    701: "too many resources requested for launch",
+    702: "the launch timed out",
+    714: "an illegal instruction was encountered",
+    716: "a misaligned address was encountered",
+    717: "an invalid address space was encountered",
+    718: "an invalid program counter was encountered",
+    719: "unspecified launch failure",
+    710: "a device-side assert triggered",
+}
+_CU_STICKY = {700, 702, 714, 716, 717, 718, 719, 710}
+
+
+class _CudaDriver:
+    def __init__(self):
+        import ctypes
+
+        self.c = ctypes
+        try:
+            self.lib = ctypes.CDLL("libcuda.so.1")
+        except OSError as e:
+            raise HelperError("no_device", "libcuda.so.1 cannot be loaded (%s); a CUDA kernel needs the NVIDIA driver" % e)
+        torch.cuda.init()
+        torch.empty(1, device="cuda")  # makes torch's primary context current here
+
+    def error(self, code, what):
+        name = self.c.c_char_p()
+        self.lib.cuGetErrorString(code, self.c.byref(name))
+        text = name.value.decode() if name.value else _CU_FAULTS.get(code, "CUDA error %d" % code)
+        return "%s: %s (CUDA error %d)" % (what, text, code)
+
+    def check(self, code, what, kind="compile_failed"):
+        if code != 0:
+            if code in _CU_STICKY:
+                raise KernelFault(self.error(code, what))
+            raise HelperError(kind, self.error(code, what))
+
+
+def _cuda_driver():
+    d = _state.get("cuda_driver")
+    if d is None:
+        if _state["device"] != "cuda":
+            raise HelperError("no_device", "a CUDA kernel beside a PyTorch reference runs on a GPU; this helper has none (%s)"
+                              % ("TRITON_INTERPRET is on" if _state["interpreter"] else "torch.cuda.is_available() is false"))
+        d = _CudaDriver()
+        _state["cuda_driver"] = d
+    return d
+
+
+# Scalar parameter types (the plan's `ty`) as ctypes.
+def _ctype(ty):
+    import ctypes
+
+    return {
+        "bool": ctypes.c_bool, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
+        "i64": ctypes.c_int64, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16, "u32": ctypes.c_uint32,
+        "u64": ctypes.c_uint64, "f32": ctypes.c_float, "f64": ctypes.c_double,
+        "f16": ctypes.c_uint16, "bf16": ctypes.c_uint16,
+    }[ty]
+
+
+def _scalar_value(ty, v):
+    if ty in ("f16", "bf16"):
+        t = torch.tensor([float(v)], dtype=torch.float16 if ty == "f16" else torch.bfloat16)
+        return int(t.view(torch.int16).item()) & 0xFFFF
+    if ty in ("f32", "f64"):
+        return float(v)
+    if ty == "bool":
+        return bool(v)
+    return int(v)
+
+
+class CudaKernel:
+    """A compiled CUDA version, launched as `kernel[grid](**kwargs)` like a Triton kernel;
+    `build_call` adds the case, block and dynamic shared memory to the kwargs."""
+
+    def __init__(self, version):
+        self.version = version
+        self.label = version["label"]
+        self.name = version["plan"]["kernel"]
+        self.binary = version["cuda"]
+        self.functions = {}  # case -> CUfunction
+
+    def function(self, case):
+        f = self.functions.get(case)
+        if f is not None:
+            return f
+        d = _cuda_driver()
+        c = d.c
+        cases = self.binary["cases"]
+        if case >= len(cases):
+            raise HelperError("bad_request", "%s (%s): no compiled instance for case %d" % (self.name, self.label, case))
+        index, entry = cases[case]
+        key = ("cuda-module", index, hashlib.sha256(self.binary["modules"][index].encode()).hexdigest())
+        module = _state["modules"].get(key)
+        if module is None:
+            module = c.c_void_p()
+            ptx = self.binary["modules"][index].encode() + b"\0"
+            d.check(d.lib.cuModuleLoadData(c.byref(module), c.c_char_p(ptx)),
+                    "%s (%s): loading its PTX" % (self.name, self.label))
+            _state["modules"][key] = module
+        f = c.c_void_p()
+        d.check(d.lib.cuModuleGetFunction(c.byref(f), module, entry.encode()),
+                "%s (%s): kernel symbol `%s`" % (self.name, self.label, entry))
+        self.functions[case] = f
+        return f
+
+    def __getitem__(self, grid):
+        return lambda **kwargs: self.launch(grid, kwargs)
+
+    def launch(self, grid, kwargs):
+        d = _cuda_driver()
+        c = d.c
+        case = kwargs["__case__"]
+        f = self.function(case)
+        block = kwargs["__block__"]
+        smem = int(kwargs["__smem__"])
+        if smem > 48 * 1024:
+            # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            d.check(d.lib.cuFuncSetAttribute(f, 8, smem), "%s (%s): %d bytes of dynamic shared memory" % (self.name, self.label, smem))
+        args = []
+        for a in self.version["plan"]["cases"][case]["args"]:
+            v = kwargs[a["name"]]
+            if a["kind"] == "buffer":
+                args.append(c.c_void_p(v.data_ptr()))
+            else:
+                args.append(_ctype(a["ty"])(_scalar_value(a["ty"], v)))
+        params = (c.c_void_p * max(1, len(args)))(*[c.cast(c.pointer(x), c.c_void_p) for x in args])
+        g = list(grid) + [1] * (3 - len(grid))
+        stream = c.c_void_p(torch.cuda.current_stream().cuda_stream)
+        d.check(d.lib.cuLaunchKernel(f, c.c_uint(g[0]), c.c_uint(g[1]), c.c_uint(g[2]),
+                                     c.c_uint(block[0]), c.c_uint(block[1]), c.c_uint(block[2]),
+                                     c.c_uint(smem), stream, params, None),
+                "%s (%s): launch grid %s, block %s" % (self.name, self.label, tuple(g), tuple(block)))
+
+
 def load_module(version):
     """Import the version's module text as a uniquely named file (Triton reads the kernel's
     source through `inspect`, so it must be a real file). Cached by source hash."""
+    if version.get("cuda") and not version.get("torch"):
+        return _sha(version), None
     src = version["source"]
     sha = _sha(version)
     mod = _state["modules"].get(sha)
@@ -187,6 +332,8 @@ def load_module(version):
 
 
 def find_kernel(version, mod):
+    if version.get("cuda") and not version.get("torch"):
+        return CudaKernel(version)
     name = version["plan"]["kernel"]
     k = getattr(mod, name, None)
     if k is None:
@@ -427,8 +574,9 @@ def build_call(version, case, buffers):
     """(grid, kwargs) for launching `version` on `case` with `buffers` (name -> Guarded)."""
     c = version["plan"]["cases"][case]
     launch = c["launch"]
-    if launch.get("kind") != "triton":
-        raise HelperError("bad_request", "a Triton version needs a triton launch")
+    cuda = bool(version.get("cuda"))
+    if launch.get("kind") != ("cuda" if cuda else "triton"):
+        raise HelperError("bad_request", "a %s version needs a %s launch" % (("CUDA", "cuda") if cuda else ("Triton", "triton")))
     kwargs = {}
     for a in c["args"]:
         if a["kind"] == "buffer":
@@ -438,6 +586,11 @@ def build_call(version, case, buffers):
             kwargs[a["name"]] = float(v) if a.get("ty") in ("f16", "bf16", "f32", "f64") else int(v)
         else:
             kwargs[a["name"]] = a["value"]
+    if cuda:
+        kwargs["__case__"] = case
+        kwargs["__block__"] = [int(b) for b in launch["block"]]
+        kwargs["__smem__"] = int(launch.get("smem") or 0)
+        return tuple(int(g) for g in launch["grid"]), kwargs
     if launch.get("num_warps") is not None:
         kwargs["num_warps"] = int(launch["num_warps"])
     if launch.get("num_stages") is not None:
@@ -474,7 +627,7 @@ def launch(version, kernel, case, buffers):
         _sync()
         _state["launched"].add(_launch_key(_sha(version), version, case))
         return ret
-    except HelperError:
+    except (HelperError, KernelFault):
         raise
     except Exception as e:
         if _is_fault(e):

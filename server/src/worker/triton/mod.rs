@@ -422,7 +422,11 @@ impl Backend for TritonBackend {
                 })
             }
         };
-        if let Some(v) = versions.iter().find(|v| v.lang != Lang::Triton) {
+        // CUDA versions come here compiled (`cuda`), beside a PyTorch reference.
+        let runnable = |v: &&&super::protocol::Version| {
+            v.lang == Lang::Triton || v.cuda.is_some() || v.torch.is_some()
+        };
+        if let Some(v) = versions.iter().find(|v| !runnable(v)) {
             return Err(WorkerError {
                 kind: ErrorKind::BadRequest,
                 message: format!("version `{}` is not a Triton version", v.label),

@@ -139,6 +139,7 @@ fn version(label: &str, src: &str, plan: BenchPlan) -> Version {
         source: src.into(),
         plan,
         options: vec![],
+        cuda: None,
     }
 }
 

@@ -88,7 +88,7 @@ fn gpu_triton_kernel_verified_and_timed_against_torch_eager_and_compile() {
 const CUDA_KERNELS: &str = r#"
 // @bench rows = 2048, 33; cols = 512, 70
 // @bench x: in f32[rows, cols]; y: out f32[rows, cols]
-// @bench grid = rows; block = 128
+// @bench BLOCK = 128; grid = rows; block = BLOCK
 // @bench reference = torch: torch.softmax(x, dim=-1)
 template <int BLOCK>
 __global__ void softmax_ok(const float* x, float* y, int rows, int cols) {

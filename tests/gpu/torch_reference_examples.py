@@ -21,9 +21,10 @@ REFERENCES = {
     "saxpy.cu": ("saxpy", "a * x + y"),
     "matmul_naive.cu": ("matmul", "a @ b"),
     "softmax_rows.cu": ("softmax_rows", "torch.softmax(x, dim=1)"),
-    "transpose.cu": ("transpose", "src.t()"),
+    "transpose.cu": ("transpose", "src.t().contiguous()"),
     "reduce_sum.cu": ("reduce_tree", "out + x.float().sum()"),
-    "histogram.cu": ("histogram", "hist + torch.bincount(data.long(), minlength=256)"),
+    # `hist` starts at zeros (the spec says so); torch has no uint32 addition.
+    "histogram.cu": ("histogram", "torch.bincount(data.long(), minlength=256)"),
 }
 
 

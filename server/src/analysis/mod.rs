@@ -375,6 +375,14 @@ impl FileAnalysis {
             return self.model.device_slice.clone();
         };
         let mut bytes = self.model.device_slice.clone().into_bytes();
+        let blank = |bytes: &mut Vec<u8>, range: std::ops::Range<usize>| {
+            if let Some(span) = bytes.get_mut(range) {
+                for b in span.iter_mut().filter(|b| **b != b'\n' && **b != b'\r') {
+                    *b = b' ';
+                }
+            }
+        };
+        let mut blanked = Vec::new();
         for other in &self.model.kernels {
             let in_unit = kernel
                 .unit_ranges
@@ -383,11 +391,13 @@ impl FileAnalysis {
             if other.name == kernel.name || in_unit {
                 continue;
             }
-            if let Some(span) = bytes.get_mut(other.def_range.clone()) {
-                for b in span.iter_mut().filter(|b| **b != b'\n' && **b != b'\r') {
-                    *b = b' ';
-                }
-            }
+            blank(&mut bytes, other.def_range.clone());
+            blanked.push(other.name.as_str());
+        }
+        // An explicit instantiation of a blanked template kernel (`template __global__
+        // void reduce<256>(...);`) would name a template that is no longer there.
+        for range in explicit_instantiations(&self.model.device_slice, &blanked) {
+            blank(&mut bytes, range);
         }
         // Only ASCII bytes were written over whole characters' bytes, one for one.
         String::from_utf8(bytes)
@@ -962,6 +972,52 @@ fn snap(text: &str, mut i: usize) -> usize {
 /// Shared handle type: analyses are immutable once made and shared between handlers.
 pub type SharedAnalysis = Arc<FileAnalysis>;
 
+/// Byte ranges of the top-level explicit instantiations (`template __global__ void
+/// k<128>(const float*, int);`, `extern template ...`) in `slice` that name one of
+/// `names`, each from its `template` to its `;`.
+fn explicit_instantiations(slice: &str, names: &[&str]) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    if names.is_empty() {
+        return out;
+    }
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut offset = 0;
+    for line in slice.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        let start = offset + (line.len() - trimmed.len());
+        offset += line.len();
+        let rest = trimmed
+            .strip_prefix("extern")
+            .filter(|r| r.starts_with(char::is_whitespace))
+            .map_or(trimmed, str::trim_start);
+        let Some(after) = rest.strip_prefix("template") else {
+            continue;
+        };
+        // `template <...>` begins a template definition, not an instantiation.
+        if after.starts_with(ident) || after.trim_start().starts_with('<') {
+            continue;
+        }
+        let Some(end) = slice[start..].find(';').map(|e| start + e + 1) else {
+            continue;
+        };
+        let stmt = &slice[start..end];
+        if stmt.contains('{') {
+            continue;
+        }
+        let names_one = names.iter().any(|n| {
+            stmt.match_indices(n).any(|(i, _)| {
+                let before = stmt[..i].chars().next_back();
+                let after = stmt[i + n.len()..].chars().next();
+                !before.is_some_and(ident) && !after.is_some_and(ident)
+            })
+        });
+        if names_one {
+            out.push(start..end);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1041,5 +1097,29 @@ mod tests {
             "{src}"
         );
         assert!(!src.contains("BLOCK") && !src.contains("main"), "{src}");
+    }
+
+    /// A template kernel's explicit instantiation goes with it: compiling the other
+    /// kernel must not meet `template __global__ void t<128>(...)` of a blanked `t`.
+    /// Another kernel's instantiation, and template definitions, stay.
+    #[test]
+    fn explicit_instantiations_of_blanked_kernels_are_blanked_too() {
+        let text = "template <int B>\n__global__ void t(float* x) { x[0] = B; }\ntemplate __global__ void t<128>(float*);\nextern template __global__ void t<64>(float*);\ntemplate <int C>\n__global__ void u(float* x) { x[0] = C; }\ntemplate __global__ void u<32>(float*);\n__global__ void tt(float* x) { x[0] = 1; }\n";
+        let doc = Document::new(Lang::Cuda, 0, text);
+        let a = analyze(Lang::Cuda, text, doc.tree(), &AnalyzeOptions::default());
+        let src = a.kernel_source("u", text);
+        assert_eq!(src.lines().count(), text.lines().count());
+        assert!(!src.contains("t<128>") && !src.contains("t<64>"), "{src}");
+        assert!(
+            src.contains("template __global__ void u<32>(float*);"),
+            "{src}"
+        );
+        assert!(src.contains("template <int C>"), "{src}");
+        let src = a.kernel_source("tt", text);
+        assert!(src.contains("void tt(") && !src.contains("u<32>"), "{src}");
+        assert_eq!(
+            explicit_instantiations("template<int B> void t();\n", &["t"]),
+            Vec::<std::ops::Range<usize>>::new()
+        );
     }
 }

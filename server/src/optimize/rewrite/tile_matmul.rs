@@ -790,16 +790,13 @@ fn emit(
         names_var |= x.kind() == "identifier" && text(src, x) == var.as_str();
         true
     });
-    // The body of the tile's k loop, written once and used twice: a full tile runs a loop
-    // of constant trip count (`#pragma unroll`: the tile reads become registers and
-    // scheduled loads), the last, partial tile the bounded loop. Both run the same `i`
-    // in the same order, so the sums are the author's.
-    let mut inner = String::new();
-    let o_full = std::mem::take(&mut o);
+    o.push_str(&format!(
+        "{i1}for (int {kk} = 0; {kk} < {tk} && {k0} + {kk} < {}; ++{kk}) {{{nl}",
+        mm.bound
+    ));
     if names_var {
-        inner.push_str(&format!("{i2}{} {var} = {k0} + {kk};{nl}", mm.var_ty));
+        o.push_str(&format!("{i2}{} {var} = {k0} + {kk};{nl}", mm.var_ty));
     }
-    let mut o = inner;
     for &(p, q) in &outputs {
         let mut loads = Vec::new();
         for (s, t) in mm.shared.iter().zip(&tile_names) {
@@ -860,35 +857,7 @@ fn emit(
             o.push_str(&format!("{i2}}}{nl}"));
         }
     }
-    let inner = o;
-    let mut o = o_full;
-    let deeper = |text: &str| {
-        text.lines()
-            .map(|l| {
-                if l.is_empty() {
-                    String::new()
-                } else {
-                    format!("{u}{l}")
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(nl)
-            + nl
-    };
-    o.push_str(&format!("{i1}if ({k0} + {tk} <= {}) {{{nl}", mm.bound));
-    o.push_str(&format!("{i2}#pragma unroll{nl}"));
-    o.push_str(&format!(
-        "{i2}for (int {kk} = 0; {kk} < {tk}; ++{kk}) {{{nl}"
-    ));
-    o.push_str(&deeper(&inner));
-    o.push_str(&format!("{i2}}}{nl}{i1}}} else {{{nl}"));
-    o.push_str(&format!(
-        "{i2}for (int {kk} = 0; {k0} + {kk} < {}; ++{kk}) {{{nl}",
-        mm.bound
-    ));
-    o.push_str(&deeper(&inner));
-    o.push_str(&format!("{i2}}}{nl}{i1}}}{nl}"));
-    o.push_str(&format!("{i1}__syncthreads();{nl}{ind}}}"));
+    o.push_str(&format!("{i1}}}{nl}{i1}__syncthreads();{nl}{ind}}}"));
     // POST under the bounds check, per output.
     for &(p, q) in &outputs {
         if mm.post.is_empty() {

@@ -51,15 +51,8 @@ fn the_naive_matmul_gets_tiles_and_register_blocks() {
                     if (col < n && i < k) b_tile[e / 16][e % 16] = b[i * n + col];
                 }
                 __syncthreads();
-                if (k0 + 16 <= k) {
-                    #pragma unroll
-                    for (int kk = 0; kk < 16; ++kk) {
-                        acc += a_tile[threadIdx.y][kk] * b_tile[kk][threadIdx.x];
-                    }
-                } else {
-                    for (int kk = 0; k0 + kk < k; ++kk) {
-                        acc += a_tile[threadIdx.y][kk] * b_tile[kk][threadIdx.x];
-                    }
+                for (int kk = 0; kk < 16 && k0 + kk < k; ++kk) {
+                    acc += a_tile[threadIdx.y][kk] * b_tile[kk][threadIdx.x];
                 }
                 __syncthreads();
             }
@@ -100,36 +93,18 @@ fn a_register_block_gives_each_output_its_own_accumulator() {
                     if (col < n && i < k) b_tile[e / 32][e % 32] = b[i * n + col];
                 }
                 __syncthreads();
-                if (k0 + 16 <= k) {
-                    #pragma unroll
-                    for (int kk = 0; kk < 16; ++kk) {
-                        {
-                            acc_0_0 += a_tile[threadIdx.y][kk] * b_tile[kk][threadIdx.x];
-                        }
-                        {
-                            acc_0_1 += a_tile[threadIdx.y][kk] * b_tile[kk][threadIdx.x + 16];
-                        }
-                        {
-                            acc_1_0 += a_tile[threadIdx.y + 16][kk] * b_tile[kk][threadIdx.x];
-                        }
-                        {
-                            acc_1_1 += a_tile[threadIdx.y + 16][kk] * b_tile[kk][threadIdx.x + 16];
-                        }
+                for (int kk = 0; kk < 16 && k0 + kk < k; ++kk) {
+                    {
+                        acc_0_0 += a_tile[threadIdx.y][kk] * b_tile[kk][threadIdx.x];
                     }
-                } else {
-                    for (int kk = 0; k0 + kk < k; ++kk) {
-                        {
-                            acc_0_0 += a_tile[threadIdx.y][kk] * b_tile[kk][threadIdx.x];
-                        }
-                        {
-                            acc_0_1 += a_tile[threadIdx.y][kk] * b_tile[kk][threadIdx.x + 16];
-                        }
-                        {
-                            acc_1_0 += a_tile[threadIdx.y + 16][kk] * b_tile[kk][threadIdx.x];
-                        }
-                        {
-                            acc_1_1 += a_tile[threadIdx.y + 16][kk] * b_tile[kk][threadIdx.x + 16];
-                        }
+                    {
+                        acc_0_1 += a_tile[threadIdx.y][kk] * b_tile[kk][threadIdx.x + 16];
+                    }
+                    {
+                        acc_1_0 += a_tile[threadIdx.y + 16][kk] * b_tile[kk][threadIdx.x];
+                    }
+                    {
+                        acc_1_1 += a_tile[threadIdx.y + 16][kk] * b_tile[kk][threadIdx.x + 16];
                     }
                 }
                 __syncthreads();
@@ -189,15 +164,8 @@ fn a_transposed_operand_is_loaded_along_k_and_the_epilogue_keeps_its_reads() {
                     if (!(j >= n) && p < k) b_tile[e % 16][e / 16] = b[(size_t)j * k + p];
                 }
                 __syncthreads();
-                if (k0 + 16 <= k) {
-                    #pragma unroll
-                    for (int kk = 0; kk < 16; ++kk) {
-                        sum += a_tile[threadIdx.y][kk] * b_tile[kk][threadIdx.x];
-                    }
-                } else {
-                    for (int kk = 0; k0 + kk < k; ++kk) {
-                        sum += a_tile[threadIdx.y][kk] * b_tile[kk][threadIdx.x];
-                    }
+                for (int kk = 0; kk < 16 && k0 + kk < k; ++kk) {
+                    sum += a_tile[threadIdx.y][kk] * b_tile[kk][threadIdx.x];
                 }
                 __syncthreads();
             }

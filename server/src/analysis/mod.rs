@@ -221,21 +221,21 @@ pub fn analyze_within(
             size_note: Some("the parser gave up on this file; no checks ran".into()),
         };
     };
-    let mut model = syntax::analyze(lang, text, tree);
     if text.len() > opts.max_file_bytes {
         let note = format!(
             "this file is {}: past {} kernel-lsp checks syntax only (setting maxFileBytes)",
             human_bytes(text.len() as u64),
             human_bytes(opts.max_file_bytes as u64)
         );
-        model.kernels.clear();
-        model.device_slice.clear();
+        // No kernel models and no device slice: a 20 MB file has 100,000 kernels, and
+        // their models cost ten times the text (issue #16: at most 3 times).
         return FileAnalysis {
-            model,
+            model: syntax::syntax_only(lang, text, tree),
             specs: Vec::new(),
             size_note: Some(note),
         };
     }
+    let model = syntax::analyze(lang, text, tree);
     let fk = file_key(&model.kernels);
     let mut next = HashMap::with_capacity(model.kernels.len());
     let mut specs = Vec::with_capacity(model.kernels.len());

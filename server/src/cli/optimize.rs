@@ -190,12 +190,20 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
             }
         };
         let r = optimize::optimize(&pool, lang, &text, &kernel, &opts, &mut on).await;
-        // Against PyTorch (`reference = torch: ...`): the start and the answer, timed
-        // together with PyTorch eager and torch.compile.
+        // Against PyTorch (`reference = torch: ...`): the start and every accepted
+        // version, timed together with PyTorch eager and torch.compile.
         let bars = match &r {
             Ok(run) => {
-                let best = run.new_text.as_deref().unwrap_or(&text);
-                torch_columns(&pool, lang, &args.file, &text, best, &kernel).await
+                torch_columns(
+                    &pool,
+                    lang,
+                    &args.file,
+                    &text,
+                    &run.version_texts,
+                    run.best_node,
+                    &kernel,
+                )
+                .await
             }
             Err(_) => None,
         };
@@ -257,11 +265,12 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The optimizer's PyTorch columns: the start and the answer next to PyTorch.
+/// The optimizer's PyTorch columns: the start and every accepted version next to PyTorch.
 #[derive(Debug, serde::Serialize)]
 pub struct TorchColumns {
     pub reference: String,
-    /// (version, its time, × eager, × compile): "start" and "best".
+    /// (version, its time, × eager, × compile): "start", then each accepted version
+    /// (`v2`), the answer labelled `best (v3)`.
     pub rows: Vec<(String, f64, Option<f64>, Option<f64>)>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub eager_ms: Option<f64>,
@@ -273,14 +282,16 @@ pub struct TorchColumns {
 }
 
 /// With `reference = torch: ...` in the kernel's spec: one interleaved timing of the
-/// start, the answer, PyTorch eager and torch.compile (not on Triton's CPU interpreter).
-/// None for a kernel without a PyTorch reference.
+/// start, every accepted version (`accepted`: node id and text; `best`: the answer's
+/// id), PyTorch eager and torch.compile (not on Triton's CPU interpreter). None for a
+/// kernel without a PyTorch reference.
 async fn torch_columns(
     pool: &WorkerPool,
     lang: Lang,
     file: &std::path::Path,
     start: &str,
-    best: &str,
+    accepted: &[(usize, String)],
+    best: usize,
     kernel: &str,
 ) -> Option<TorchColumns> {
     use crate::worker::protocol::{Op, OpResult, TorchMode, Version};
@@ -312,12 +323,32 @@ async fn torch_columns(
         label: "start".into(),
         ..v0.clone()
     }];
-    if best != start {
-        if let Ok(p) = optimize::evaluate::plan(lang, best, kernel, &env) {
-            versions.push(Version {
-                label: "best".into(),
-                ..p.version
-            });
+    // One timing of every version at once: at most 16 of them (the answer and the most
+    // recent others), so a long run's table stays one interleaved measurement.
+    const MAX_TIMED: usize = 16;
+    let mut chosen: Vec<&(usize, String)> = accepted.iter().collect();
+    if chosen.len() > MAX_TIMED {
+        let dropped = chosen.len() - MAX_TIMED;
+        let keep_from = chosen.len() - (MAX_TIMED - 1);
+        chosen = accepted
+            .iter()
+            .enumerate()
+            .filter(|(i, (id, _))| *i >= keep_from || *id == best)
+            .map(|(_, v)| v)
+            .collect();
+        chosen.truncate(MAX_TIMED);
+        cols.note = Some(format!(
+            "{dropped} earlier accepted versions are not in this table (at most {MAX_TIMED} are timed together)"
+        ));
+    }
+    for (id, text) in chosen {
+        if let Ok(p) = optimize::evaluate::plan(lang, text, kernel, &env) {
+            let label = if *id == best {
+                format!("best (v{id})")
+            } else {
+                format!("v{id}")
+            };
+            versions.push(Version { label, ..p.version });
         }
     }
     let kernels = versions.len();
@@ -328,7 +359,11 @@ async fn torch_columns(
     ));
     let interpreter = lang == Lang::Triton && pool.hello().is_some_and(|h| h.triton.interpreter);
     if interpreter {
-        cols.note = Some("torch.compile is not timed on Triton's CPU interpreter".into());
+        let why = "torch.compile is not timed on Triton's CPU interpreter";
+        cols.note = Some(match cols.note.take() {
+            Some(n) => format!("{why}; {n}"),
+            None => why.into(),
+        });
     } else {
         versions.push(Version::torch_reference(&v0, TorchMode::Compile, module));
     }
@@ -378,7 +413,7 @@ fn torch_table(c: &TorchColumns) -> String {
             .into_iter()
             .flatten()
             .collect();
-        out.push_str(&format!("  {label:<6} {t:.4} ms  {}\n", parts.join(" · ")));
+        out.push_str(&format!("  {label:<10} {t:.4} ms  {}\n", parts.join(" · ")));
     }
     if let Some(n) = &c.note {
         out.push_str(&format!("  note: {n}\n"));

@@ -167,12 +167,16 @@ impl Document {
         self.rope.len_lines()
     }
 
-    /// Replace the whole text (a `didChange` without a range).
+    /// Replace the whole text (a `didChange` without a range). Does not parse: the old
+    /// tree describes nothing of the new text, so the next parse ([`Document::parse_job`]
+    /// off the server's loop, or [`Document::reparse`]) starts fresh. (Parsing here
+    /// blocked the loop for seconds on a 20 MB file and kept a tree of forty times the
+    /// text even for files checked for syntax only, issue #16.)
     pub fn replace_all(&mut self, text: &str) {
         self.rope = Rope::from_str(text);
         self.text = text.to_string();
-        self.tree = crate::syntax::parse_text(&mut self.parser, self.lang, &self.text);
-        self.masked = crate::syntax::mask::masked(self.lang, &self.text).is_some();
+        self.tree = None;
+        self.masked = false;
     }
 
     /// Apply one ranged edit to the rope and the tree. Does not reparse: call

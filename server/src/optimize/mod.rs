@@ -179,6 +179,10 @@ pub struct OptimizeRun {
     pub warnings: Vec<String>,
     #[serde(skip)]
     pub new_text: Option<String>,
+    /// Every version the run accepted (the tree's versions but the start), in the order
+    /// they were made: (node id, whole file text).
+    #[serde(skip)]
+    pub version_texts: Vec<(usize, String)>,
     /// The answer: the version of the tree with the highest speedup over the start.
     pub best_node: usize,
     pub best_speedup: f64,
@@ -405,6 +409,12 @@ pub async fn optimize(
         stopped,
         warnings: runner.warnings,
         new_text: (best.text != text).then(|| best.text.clone()),
+        version_texts: search
+            .nodes
+            .iter()
+            .filter(|n| n.parent.is_some())
+            .map(|n| (n.id, n.text.clone()))
+            .collect(),
         best_node: best.id,
         best_speedup: best.cumulative,
         versions: search.nodes.len(),

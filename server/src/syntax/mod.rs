@@ -50,6 +50,17 @@ pub fn analyze(lang: Lang, source: &str, tree: &tree_sitter::Tree) -> FileModel 
     }
 }
 
+/// The model of a file checked for syntax only (past `maxFileBytes`): its syntax errors,
+/// no kernels and no device slice, so a huge file costs no per-kernel memory.
+pub fn syntax_only(lang: Lang, source: &str, tree: &tree_sitter::Tree) -> FileModel {
+    FileModel {
+        lang,
+        kernels: Vec::new(),
+        device_slice: String::new(),
+        syntax_errors: errors::syntax_errors(source, tree),
+    }
+}
+
 /// Cheap text check: does this Python file use Triton's `jit` decorator? The LSP layer
 /// uses it to leave ordinary Python files alone without parsing them.
 pub fn is_triton_source(source: &str) -> bool {

@@ -32,6 +32,7 @@ export const SERVER_SETTINGS: Readonly<Record<string, "path" | "value">> = {
   compileOnType: "value",
   compileDebounceMs: "value",
   maxFileBytes: "value",
+  analysisBudgetMs: "value",
   sms: "value",
   worker: "value",
   workers: "value",
@@ -40,6 +41,7 @@ export const SERVER_SETTINGS: Readonly<Record<string, "path" | "value">> = {
   benchOnSave: "value",
   stepsPerAction: "value",
   useLlm: "value",
+  hintSpeedupVs: "value",
 };
 
 /** Settings under `llm.` other than the two roles. */

@@ -62,6 +62,7 @@ test("the settings reach the server as initializationOptions", async () => {
     compileOnType: false,
     compileDebounceMs: 300,
     maxFileBytes: 2097152,
+    analysisBudgetMs: 2000,
     sms: 132,
     worker: "ssh gpu-box kernel-lsp worker",
     workers: 1,
@@ -69,6 +70,7 @@ test("the settings reach the server as initializationOptions", async () => {
     benchOnSave: false,
     stepsPerAction: 1,
     useLlm: false,
+    hintSpeedupVs: "all",
     llm: { callsPerStep: 6, repairRounds: 2 },
   });
 });

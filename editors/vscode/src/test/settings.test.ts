@@ -22,12 +22,14 @@ test("the package.json defaults send the contract's defaults and leave the searc
     compileOnType: true,
     compileDebounceMs: 300,
     maxFileBytes: 2097152,
+    analysisBudgetMs: 2000,
     sms: 132,
     workers: 1,
     applyMode: "apply",
     benchOnSave: false,
     stepsPerAction: 1,
     useLlm: false,
+    hintSpeedupVs: "all",
     llm: { callsPerStep: 6, repairRounds: 2 },
   });
 });

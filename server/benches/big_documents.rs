@@ -17,7 +17,7 @@ mod client;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use client::TestClient;
+use client::{rss_mb, TestClient};
 use serde_json::json;
 
 fn spec_file(shape: &str, n: usize) -> String {
@@ -64,16 +64,6 @@ fn check_seconds(program: &str, file: &std::path::Path) -> f64 {
         }
     }
     best
-}
-
-fn rss_mb(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
 /// About `bytes` of ordinary CUDA: kernels with loops, a spec each.

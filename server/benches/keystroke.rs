@@ -14,7 +14,7 @@ mod client;
 
 use std::time::{Duration, Instant};
 
-use client::TestClient;
+use client::{rss_mb, TestClient};
 use serde_json::json;
 
 /// `kernels` blocks of about 50 lines: `helpers` one-line device helpers (each calling
@@ -63,16 +63,6 @@ fn generated_file(kernels: usize, helpers: usize) -> String {
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i]
-}
-
-fn rss_mb(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
 struct Measured {

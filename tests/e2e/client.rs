@@ -307,3 +307,16 @@ pub fn render_diagnostics(diags: &[Value]) -> String {
     lines.sort();
     lines.join("\n")
 }
+
+/// Resident memory of process `pid` in MB (Linux `/proc`; NaN elsewhere), for the
+/// benchmarks' memory targets.
+#[allow(dead_code)] // used by server/benches, not by every includer
+pub fn rss_mb(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}

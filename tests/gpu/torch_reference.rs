@@ -5,9 +5,6 @@
 
 use std::process::Command;
 
-use kernel_lsp::worker::backend::Backend;
-use kernel_lsp::worker::cuda::CudaBackend;
-
 const SOFTMAX: &str = r#"import triton
 import triton.language as tl
 
@@ -30,14 +27,7 @@ def softmax(x_ptr, out_ptr, rows, cols, BLOCK: tl.constexpr):
 #[test]
 fn gpu_triton_kernel_verified_and_timed_against_torch_eager_and_compile() {
     let test = "gpu_triton_kernel_verified_and_timed_against_torch_eager_and_compile";
-    let status = CudaBackend::new().status();
-    if !status.available {
-        assert!(
-            std::env::var("KERNEL_LSP_REQUIRE_GPU").as_deref() != Ok("1"),
-            "{test}: KERNEL_LSP_REQUIRE_GPU=1 but no GPU: {}",
-            status.message
-        );
-        eprintln!("SKIP {test}: no CUDA device ({})", status.message);
+    if !crate::gpu_llm::gpu_present(test) {
         return;
     }
     let dir = std::env::temp_dir().join(format!("kernel-lsp-gpu-torchref-{}", std::process::id()));
@@ -140,14 +130,7 @@ extern "C" __global__ void double_past_the_end(int n, const float* x, float* y) 
 #[test]
 fn gpu_cuda_kernels_verified_and_timed_against_torch() {
     let test = "gpu_cuda_kernels_verified_and_timed_against_torch";
-    let status = CudaBackend::new().status();
-    if !status.available {
-        assert!(
-            std::env::var("KERNEL_LSP_REQUIRE_GPU").as_deref() != Ok("1"),
-            "{test}: KERNEL_LSP_REQUIRE_GPU=1 but no GPU: {}",
-            status.message
-        );
-        eprintln!("SKIP {test}: no CUDA device ({})", status.message);
+    if !crate::gpu_llm::gpu_present(test) {
         return;
     }
     let dir = std::env::temp_dir().join(format!(

@@ -59,6 +59,36 @@ pub enum Op {
     Shutdown,
 }
 
+impl Op {
+    /// The versions a request carries (none for `hello` and `shutdown`).
+    pub fn versions(&self) -> Vec<&Version> {
+        match self {
+            Op::Compile { version } => vec![version],
+            Op::Verify {
+                candidate,
+                reference,
+                ..
+            } => vec![candidate.as_ref(), reference.as_ref()],
+            Op::Time { versions, .. } => versions.iter().collect(),
+            Op::Hello | Op::Shutdown => Vec::new(),
+        }
+    }
+
+    /// [`Op::versions`], to change them in place.
+    pub fn versions_mut(&mut self) -> Vec<&mut Version> {
+        match self {
+            Op::Compile { version } => vec![version],
+            Op::Verify {
+                candidate,
+                reference,
+                ..
+            } => vec![candidate.as_mut(), reference.as_mut()],
+            Op::Time { versions, .. } => versions.iter_mut().collect(),
+            Op::Hello | Op::Shutdown => Vec::new(),
+        }
+    }
+}
+
 /// One version of a kernel, complete enough to run with nothing else.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Version {

@@ -398,27 +398,9 @@ fn hello(backends: &mut Backends) -> HelloResult {
     }
 }
 
-/// The language every version of the request is in, or why the request is malformed.
-fn request_lang(op: &Op) -> Result<Lang, String> {
-    request_lang_of_versions(op)
-}
-
 /// Whether a version of the request is a PyTorch reference.
 fn has_torch(op: &Op) -> bool {
-    versions_of(op).iter().any(|v| v.torch.is_some())
-}
-
-fn versions_of(op: &Op) -> Vec<&Version> {
-    match op {
-        Op::Compile { version } => vec![version],
-        Op::Verify {
-            candidate,
-            reference,
-            ..
-        } => vec![candidate.as_ref(), reference.as_ref()],
-        Op::Time { versions, .. } => versions.iter().collect(),
-        Op::Hello | Op::Shutdown => Vec::new(),
-    }
+    op.versions().iter().any(|v| v.torch.is_some())
 }
 
 /// `op` with every CUDA kernel version (not the PyTorch references) compiled by `cuda` for
@@ -430,34 +412,17 @@ fn with_cuda_binaries(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Op, WorkerError> {
     let mut op = op.clone();
-    let mut compile = |v: &mut Version| -> Result<(), WorkerError> {
+    for v in op.versions_mut() {
         v.cuda = None;
         if v.torch.is_none() {
             v.cuda = Some(Box::new(cuda.cuda_binary(v, progress)?));
         }
-        Ok(())
-    };
-    match &mut op {
-        Op::Compile { version } => compile(version)?,
-        Op::Verify {
-            candidate,
-            reference,
-            ..
-        } => {
-            compile(candidate)?;
-            compile(reference)?;
-        }
-        Op::Time { versions, .. } => {
-            for v in versions {
-                compile(v)?;
-            }
-        }
-        Op::Hello | Op::Shutdown => {}
     }
     Ok(op)
 }
 
-fn request_lang_of_versions(op: &Op) -> Result<Lang, String> {
+/// The language every version of the request is in, or why the request is malformed.
+fn request_lang(op: &Op) -> Result<Lang, String> {
     match op {
         Op::Compile { version } => Ok(version.lang),
         Op::Verify {

@@ -403,25 +403,17 @@ impl Backend for TritonBackend {
     }
 
     fn run(&mut self, op: &Op, progress: &mut dyn FnMut(&str)) -> Result<OpResult, WorkerError> {
-        let versions: Vec<&super::protocol::Version> = match op {
-            Op::Compile { version } => vec![version],
-            Op::Verify {
-                candidate,
-                reference,
-                ..
-            } => vec![candidate.as_ref(), reference.as_ref()],
-            Op::Time { versions, .. } => versions.iter().collect(),
-            Op::Hello | Op::Shutdown => {
-                return Err(WorkerError {
-                    kind: ErrorKind::BadRequest,
-                    message: format!(
-                        "the Triton backend does not run `{}`; the worker loop answers it",
-                        op_name(op)
-                    ),
-                    log: None,
-                })
-            }
-        };
+        if matches!(op, Op::Hello | Op::Shutdown) {
+            return Err(WorkerError {
+                kind: ErrorKind::BadRequest,
+                message: format!(
+                    "the Triton backend does not run `{}`; the worker loop answers it",
+                    op_name(op)
+                ),
+                log: None,
+            });
+        }
+        let versions = op.versions();
         // CUDA versions come here compiled (`cuda`), beside a PyTorch reference.
         let runnable = |v: &&&super::protocol::Version| {
             v.lang == Lang::Triton || v.cuda.is_some() || v.torch.is_some()

@@ -20,37 +20,141 @@
 //!   A wrong keep shows up as an NVRTC error the author can read; a wrong drop would
 //!   hide code, so doubt means keep.
 
+use std::collections::{HashMap, HashSet};
+
 use streaming_iterator::StreamingIterator;
-use tree_sitter::{Node, QueryCursor, Tree};
+use tree_sitter::{Node, QueryCursor};
 
 use super::spec_block::{spec_block, LineIndex};
 use super::unit::{CallGraph, Func};
-use super::{queries, text, ByteRange, Kernel, Lang, Param, ParamKind};
+use super::{errors, queries, text, ByteRange, Kernel, Lang, Param, ParamKind, Region};
 
-/// Kernels and the device slice of a CUDA file.
-pub(crate) fn analyze(src: &str, tree: &Tree, lines: &LineIndex) -> (Vec<Kernel>, String) {
-    let root = tree.root_node();
-    let slice = SliceWalk::run(src, root);
+/// What one region (a run of top-level items, `Region`) contributes to the file's model,
+/// with every offset relative to the region's start, so that the facts of a region the
+/// author did not touch stay valid when text before it grows or shrinks. Built once per
+/// parse of the region; [`assemble`] turns the facts of all regions into the model.
+#[derive(Debug, Default)]
+pub(crate) struct ChunkFacts {
+    /// Byte length of the region when the facts were made (a guard against reuse with
+    /// a region that changed).
+    len: usize,
+    /// Host-only items, blanked in the device slice.
+    blanks: Vec<ByteRange>,
+    struct_names: Vec<String>,
+    /// Function-like macros defined here whose expansion is only host functions.
+    host_macros: Vec<String>,
+    defs: Vec<DefFacts>,
+    /// Syntax error places, unmerged (merged over the whole file by `errors::merge`).
+    errors: Vec<(ByteRange, String)>,
+}
+
+/// A `__global__` or `__device__` function definition.
+#[derive(Debug)]
+struct DefFacts {
+    name: String,
+    /// The item around it (`template <...>` and a one-declaration `extern "C"` included).
+    def_range: ByteRange,
+    /// `None` for device functions.
+    kernel: Option<KernelFacts>,
+    /// Identifiers in the body followed by `(` (or `<`), first occurrence of each word,
+    /// with whether `calls.scm` sees that occurrence as a call (asked only when the word
+    /// names a helper of the file, then kept).
+    candidates: Vec<Candidate>,
+}
+
+#[derive(Debug)]
+struct Candidate {
+    word: ByteRange,
+    callee: std::cell::Cell<Option<bool>>,
+}
+
+#[derive(Debug)]
+struct KernelFacts {
+    name_range: ByteRange,
+    params: Vec<RawParam>,
+    template_params: Vec<String>,
+    extern_c: bool,
+    /// The comment items right before the item, nearest last.
+    leading: Vec<ByteRange>,
+}
+
+/// A parameter whose kind may depend on the struct names of the whole file.
+#[derive(Debug)]
+struct RawParam {
+    name: String,
+    index: usize,
+    range: ByteRange,
+    kind: RawKind,
+}
+
+#[derive(Debug)]
+enum RawKind {
+    Known(ParamKind),
+    /// A by-value `type_identifier`: `other` when it names a struct of the file.
+    Named {
+        ident: String,
+        scalar: ParamKind,
+        other: ParamKind,
+    },
+}
+
+/// The facts of each region by region id, kept between analyses of one document.
+#[derive(Debug, Default)]
+pub struct CudaCache {
+    chunks: HashMap<u64, ChunkFacts>,
+}
+
+/// Kernels and the device slice of a CUDA file from its regions (in document order,
+/// covering the text). The facts of regions whose id is in `cache` are reused; the
+/// cache keeps only the regions of this call afterwards.
+pub(crate) fn analyze_regions(
+    src: &str,
+    regions: &[Region],
+    lines: &LineIndex,
+    cache: &mut CudaCache,
+) -> (Vec<Kernel>, String, Vec<(ByteRange, String)>) {
+    let facts: Vec<ChunkFacts> = regions
+        .iter()
+        .map(|r| {
+            let len = r.range.len();
+            match cache.chunks.remove(&r.id) {
+                Some(f) if f.len == len => f,
+                _ => chunk_facts(src, r),
+            }
+        })
+        .collect();
+    let out = assemble(src, regions, &facts, lines);
+    cache.chunks = regions.iter().map(|r| r.id).zip(facts).collect();
+    out
+}
+
+/// The facts of one region.
+fn chunk_facts(src: &str, region: &Region) -> ChunkFacts {
+    let base = region.range.start;
+    let rel = |r: ByteRange| r.start.saturating_sub(base)..r.end.saturating_sub(base);
+    let walk = SliceWalk::run(src, region.root, &region.range);
+    let mut facts = ChunkFacts {
+        len: region.range.len(),
+        blanks: walk.blanks.iter().cloned().map(rel).collect(),
+        struct_names: walk.struct_names.iter().cloned().collect(),
+        host_macros: walk.host_macros.clone(),
+        defs: Vec::new(),
+        errors: errors::found(src, region.root, &region.range)
+            .into_iter()
+            .map(|(r, m)| (rel(r), m))
+            .collect(),
+    };
     let Some(query) = queries::CUDA_KERNELS.as_ref() else {
-        return (Vec::new(), slice.text);
+        return facts;
     };
     let cap = |n| queries::capture(query, n);
     let (c_kernel, c_device, c_decl, c_body) =
         (cap("kernel"), cap("device"), cap("declarator"), cap("body"));
-
-    // Every kernel and device function, in document order. The query runs on each
-    // definition the item walk found, at its root only: function bodies are not visited.
-    struct Found<'t> {
-        site: usize,
-        declarator: Node<'t>,
-        name: Node<'t>,
-        kernel: bool,
-    }
-    let mut found: Vec<Found> = Vec::new();
-    let mut funcs: Vec<Func> = Vec::new();
+    // The query runs on each definition the item walk found, at its root only: function
+    // bodies are not visited.
     let mut cursor = QueryCursor::new();
     cursor.set_max_start_depth(Some(0));
-    for (site_index, site) in slice.sites.iter().enumerate() {
+    for site in &walk.sites {
         let mut matches = cursor.matches(query, site.def, src.as_bytes());
         while let Some(m) = matches.next() {
             let (mut declarator, mut body, mut kernel) = (None, None, None);
@@ -75,48 +179,229 @@ pub(crate) fn analyze(src: &str, tree: &Tree, lines: &LineIndex) -> (Vec<Kernel>
             let Some(name) = fdecl.child_by_field_name("declarator").and_then(name_of) else {
                 continue;
             };
-            funcs.push(Func {
-                name: text(src, name).to_string(),
-                def_range: site.outer.clone(),
-                body,
-                helper: !kernel,
+            let kernel = kernel.then(|| KernelFacts {
+                name_range: rel(name.byte_range()),
+                params: raw_params(src, fdecl)
+                    .into_iter()
+                    .map(|p| RawParam {
+                        range: rel(p.range.clone()),
+                        ..p
+                    })
+                    .collect(),
+                template_params: site
+                    .template
+                    .map(|t| template_params(src, t))
+                    .unwrap_or_default(),
+                extern_c: site.extern_c,
+                leading: site.leading.iter().cloned().map(rel).collect(),
             });
-            found.push(Found {
-                site: site_index,
-                declarator: fdecl,
-                name,
+            facts.defs.push(DefFacts {
+                name: text(src, name).to_string(),
+                def_range: rel(site.outer.clone()),
                 kernel,
+                candidates: call_candidates(src, body.byte_range())
+                    .into_iter()
+                    .map(|w| Candidate {
+                        word: rel(w),
+                        callee: Default::default(),
+                    })
+                    .collect(),
             });
         }
     }
+    facts
+}
 
+/// Words of a body that may call a helper (`unit::call_words`), keywords left out.
+fn call_candidates(src: &str, body: ByteRange) -> Vec<ByteRange> {
+    const KEYWORDS: [&str; 12] = [
+        "if",
+        "for",
+        "while",
+        "switch",
+        "return",
+        "sizeof",
+        "alignof",
+        "decltype",
+        "catch",
+        "static_cast",
+        "reinterpret_cast",
+        "const_cast",
+    ];
+    let mut words = super::unit::call_words(Lang::Cuda, src, body);
+    words.retain(|w| !KEYWORDS.contains(&&src[w.clone()]));
+    words
+}
+
+/// The model from the facts of every region: kernels with their units, specs and
+/// parameters, the device slice and the syntax errors.
+fn assemble(
+    src: &str,
+    regions: &[Region],
+    facts: &[ChunkFacts],
+    lines: &LineIndex,
+) -> (Vec<Kernel>, String, Vec<(ByteRange, String)>) {
+    let abs = |base: usize, r: &ByteRange| r.start + base..r.end + base;
+    let struct_names: HashSet<&str> = facts
+        .iter()
+        .flat_map(|f| f.struct_names.iter().map(String::as_str))
+        .collect();
+    let helpers: HashSet<&str> = facts
+        .iter()
+        .flat_map(|f| f.defs.iter().filter(|d| d.kernel.is_none()))
+        .map(|d| d.name.as_str())
+        .collect();
+
+    // Resolve each definition's calls against this file's helpers; `calls.scm` is asked
+    // once per candidate occurrence, and the answer kept with the region's facts.
+    let query = queries::CUDA_CALLS.as_ref();
+    let callee_cap = query.and_then(|q| queries::capture(q, "callee"));
+    let mut cursor = QueryCursor::new();
+    let mut resolved: Vec<Vec<Vec<String>>> = Vec::with_capacity(facts.len());
+    for (region, f) in regions.iter().zip(facts) {
+        let base = region.range.start;
+        let mut per_def = Vec::with_capacity(f.defs.len());
+        for d in &f.defs {
+            let mut calls: Vec<String> = Vec::new();
+            for c in &d.candidates {
+                let word = abs(base, &c.word);
+                let Some(w) = src.get(word.clone()) else {
+                    continue;
+                };
+                if !helpers.contains(w) || calls.iter().any(|x| x == w) {
+                    continue;
+                }
+                let is_call = match c.callee.get() {
+                    Some(known) => known,
+                    None => {
+                        let found = match (query, callee_cap) {
+                            (Some(q), Some(cap)) => super::unit::is_callee(
+                                Lang::Cuda,
+                                src,
+                                q,
+                                cap,
+                                region.root,
+                                word,
+                                &mut cursor,
+                            ),
+                            _ => false,
+                        };
+                        c.callee.set(Some(found));
+                        found
+                    }
+                };
+                if is_call {
+                    calls.push(w.to_string());
+                }
+            }
+            per_def.push(calls);
+        }
+        resolved.push(per_def);
+    }
+
+    struct At<'f> {
+        base: usize,
+        kernel: &'f KernelFacts,
+    }
+    let mut funcs: Vec<Func> = Vec::new();
+    let mut kernel_at: Vec<Option<At>> = Vec::new();
+    for ((region, f), calls) in regions.iter().zip(facts.iter()).zip(resolved) {
+        let base = region.range.start;
+        for (d, calls) in f.defs.iter().zip(calls) {
+            funcs.push(Func {
+                name: d.name.clone(),
+                def_range: abs(base, &d.def_range),
+                body: None,
+                helper: d.kernel.is_none(),
+                calls: Some(calls),
+            });
+            kernel_at.push(d.kernel.as_ref().map(|kernel| At { base, kernel }));
+        }
+    }
     let mut graph = CallGraph::new(Lang::Cuda, src, &funcs);
     let mut kernels = Vec::new();
-    for (i, f) in found.iter().enumerate() {
-        if !f.kernel {
+    for (i, at) in kernel_at.iter().enumerate() {
+        let Some(At { base, kernel: k }) = at else {
             continue;
-        }
-        let site = &slice.sites[f.site];
+        };
         let def_range = funcs[i].def_range.clone();
         let (callees, unit_ranges) = graph.unit(i);
+        let leading: Vec<ByteRange> = k.leading.iter().map(|r| abs(*base, r)).collect();
         kernels.push(Kernel {
             name: funcs[i].name.clone(),
             lang: Lang::Cuda,
-            name_range: f.name.byte_range(),
+            name_range: abs(*base, &k.name_range),
             def_range: def_range.clone(),
-            params: params(src, f.declarator, &slice.struct_names),
-            template_params: site
-                .template
-                .map(|t| template_params(src, t))
-                .unwrap_or_default(),
-            extern_c: site.extern_c,
-            spec: spec_block(Lang::Cuda, src, lines, &site.leading, def_range.start),
+            params: k
+                .params
+                .iter()
+                .map(|p| Param {
+                    name: p.name.clone(),
+                    index: p.index,
+                    range: abs(*base, &p.range),
+                    kind: match &p.kind {
+                        RawKind::Known(kind) => kind.clone(),
+                        RawKind::Named {
+                            ident,
+                            scalar,
+                            other,
+                        } => {
+                            if struct_names.contains(ident.as_str()) {
+                                other.clone()
+                            } else {
+                                scalar.clone()
+                            }
+                        }
+                    },
+                })
+                .collect(),
+            template_params: k.template_params.clone(),
+            extern_c: k.extern_c,
+            spec: spec_block(Lang::Cuda, src, lines, &leading, def_range.start),
             callees,
             unit_ranges,
         });
     }
     kernels.sort_by_key(|k| k.def_range.start);
-    (kernels, slice.text)
+
+    // The device slice: the source with every region's host items blanked.
+    let mut bytes = src.as_bytes().to_vec();
+    for (region, f) in regions.iter().zip(facts.iter()) {
+        for b in &f.blanks {
+            blank(&mut bytes, abs(region.range.start, b));
+        }
+    }
+    let host_macros: Vec<&str> = facts
+        .iter()
+        .flat_map(|f| f.host_macros.iter().map(String::as_str))
+        .collect();
+    for r in host_macro_invocations(src, regions, &host_macros) {
+        blank(&mut bytes, r);
+    }
+    // Only whole nodes were blanked, byte by byte with ASCII spaces: still UTF-8 when
+    // node boundaries are character boundaries, which they are for a `&str` source.
+    let slice = String::from_utf8(bytes)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+
+    let errors = regions
+        .iter()
+        .zip(facts.iter())
+        .flat_map(|(region, f)| {
+            f.errors
+                .iter()
+                .map(move |(r, m)| (abs(region.range.start, r), m.clone()))
+        })
+        .collect();
+    (kernels, slice, errors)
+}
+
+fn blank(bytes: &mut [u8], range: ByteRange) {
+    let end = range.end.min(bytes.len());
+    for b in &mut bytes[range.start.min(end)..end] {
+        if *b != b'\n' && *b != b'\r' {
+            *b = b' ';
+        }
+    }
 }
 
 /// The `function_declarator` under a definition's declarator (through the pointer and
@@ -203,8 +488,8 @@ fn template_param_name(p: Node) -> Option<Node> {
     found
 }
 
-/// The kernel's parameters, in order.
-fn params(src: &str, fdecl: Node, struct_names: &std::collections::HashSet<String>) -> Vec<Param> {
+/// The kernel's parameters, in order (ranges absolute).
+fn raw_params(src: &str, fdecl: Node) -> Vec<RawParam> {
     let Some(list) = fdecl.child_by_field_name("parameters") else {
         return Vec::new();
     };
@@ -217,16 +502,11 @@ fn params(src: &str, fdecl: Node, struct_names: &std::collections::HashSet<Strin
     });
     decls
         .enumerate()
-        .map(|(index, p)| param(src, p, index, struct_names))
+        .map(|(index, p)| raw_param(src, p, index))
         .collect()
 }
 
-fn param(
-    src: &str,
-    p: Node,
-    index: usize,
-    struct_names: &std::collections::HashSet<String>,
-) -> Param {
+fn raw_param(src: &str, p: Node, index: usize) -> RawParam {
     let mut pointers = 0;
     let mut other = false;
     let mut name = String::new();
@@ -262,28 +542,31 @@ fn param(
     let is_const = p
         .children(&mut cursor)
         .any(|c| c.kind() == "type_qualifier" && text(src, c) == "const");
-    let by_value_scalar = ty_node.is_some_and(|t| match t.kind() {
-        "primitive_type" | "sized_type_specifier" | "qualified_identifier" => true,
-        "type_identifier" => !struct_names.contains(text(src, t)),
-        _ => false,
-    });
+    let as_other = || ParamKind::Other {
+        ty: normalize_space(text(src, p)),
+    };
     let kind = if other || pointers > 1 || ty.is_empty() {
-        ParamKind::Other {
-            ty: normalize_space(text(src, p)),
-        }
+        RawKind::Known(as_other())
     } else if pointers == 1 {
-        ParamKind::Pointer {
+        RawKind::Known(ParamKind::Pointer {
             pointee: ty,
             is_const,
-        }
-    } else if by_value_scalar {
-        ParamKind::Scalar { ty }
+        })
     } else {
-        ParamKind::Other {
-            ty: normalize_space(text(src, p)),
+        match ty_node.map(|t| (t.kind(), t)) {
+            Some(("primitive_type" | "sized_type_specifier" | "qualified_identifier", _)) => {
+                RawKind::Known(ParamKind::Scalar { ty })
+            }
+            // A by-value named type is a scalar unless it names a struct of the file.
+            Some(("type_identifier", t)) => RawKind::Named {
+                ident: text(src, t).to_string(),
+                scalar: ParamKind::Scalar { ty },
+                other: as_other(),
+            },
+            _ => RawKind::Known(as_other()),
         }
     };
-    Param {
+    RawParam {
         name,
         index,
         range: p.byte_range(),
@@ -330,27 +613,34 @@ struct DefSite<'t> {
 /// `#if` groups, ERROR regions), never function bodies.
 struct SliceWalk<'s, 't> {
     src: &'s str,
-    bytes: Vec<u8>,
-    struct_names: std::collections::HashSet<String>,
+    /// Host-only items (absolute ranges), blanked in the device slice.
+    blanks: Vec<ByteRange>,
+    struct_names: HashSet<String>,
     sites: Vec<DefSite<'t>>,
-    text: String,
+    /// Function-like macros whose expansion is only host function definitions.
+    host_macros: Vec<String>,
 }
 
 impl<'s, 't> SliceWalk<'s, 't> {
-    fn run(src: &'s str, root: Node<'t>) -> Self {
+    /// Walks the top-level items of `root` that start in `range`.
+    fn run(src: &'s str, root: Node<'t>, range: &ByteRange) -> Self {
         let mut w = SliceWalk {
             src,
-            bytes: src.as_bytes().to_vec(),
+            blanks: Vec::new(),
             struct_names: Default::default(),
             sites: Vec::new(),
-            text: String::new(),
+            host_macros: Vec::new(),
         };
         // An explicit stack: nesting depth is input-controlled.
         let mut stack: Vec<(Node, bool)> = vec![(root, false)];
         let mut cursor = root.walk();
         let mut comments: Vec<ByteRange> = Vec::new();
         while let Some((container, extern_c)) = stack.pop() {
-            let children: Vec<Node> = container.named_children(&mut cursor).collect();
+            let top = container == root;
+            let children: Vec<Node> = container
+                .named_children(&mut cursor)
+                .filter(|c| !top || range.contains(&c.start_byte()))
+                .collect();
             comments.clear();
             for item in children {
                 if item.kind() == "comment" {
@@ -365,12 +655,7 @@ impl<'s, 't> SliceWalk<'s, 't> {
             }
         }
         w.sites.sort_by_key(|s| s.outer.start);
-        w.blank_host_macro_invocations(root);
-        let bytes = std::mem::take(&mut w.bytes);
-        // Only whole nodes were blanked, byte by byte with ASCII spaces: still UTF-8 when
-        // node boundaries are character boundaries, which they are for a `&str` source.
-        w.text = String::from_utf8(bytes)
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        w.collect_host_macros(root, range);
         w
     }
 
@@ -458,17 +743,19 @@ impl<'s, 't> SliceWalk<'s, 't> {
         None
     }
 
-    /// Top-level invocations of this file's function-like macros whose expansion is
-    /// only host function definitions (`COUNT_NONZERO_OP(float, f32)` defining an
-    /// `extern "C"` host wrapper, as Rust bindings' kernel files do): blanked, as the
-    /// functions they define would be. The invocation runs to its closing `)` and an
-    /// optional `;`.
-    fn blank_host_macro_invocations(&mut self, root: Node) {
-        let mut hosts: Vec<String> = Vec::new();
+    /// This region's function-like macros whose expansion is only host function
+    /// definitions (`COUNT_NONZERO_OP(float, f32)` defining an `extern "C"` host
+    /// wrapper, as Rust bindings' kernel files do): their invocations are blanked
+    /// ([`host_macro_invocations`]), as the functions they define would be.
+    fn collect_host_macros(&mut self, root: Node, range: &ByteRange) {
         let mut stack = vec![root];
         while let Some(n) = stack.pop() {
+            let top = n == root;
             let mut cursor = n.walk();
             for c in n.named_children(&mut cursor) {
+                if top && !range.contains(&c.start_byte()) {
+                    continue;
+                }
                 match c.kind() {
                     "preproc_function_def" => {
                         let name = c.child_by_field_name("name").map(|x| text(self.src, x));
@@ -479,7 +766,7 @@ impl<'s, 't> SliceWalk<'s, 't> {
                         });
                         if let (Some(name), Some(value)) = (name, value) {
                             if expands_to_host_functions(value) {
-                                hosts.push(name.to_string());
+                                self.host_macros.push(name.to_string());
                             }
                         }
                     }
@@ -494,38 +781,6 @@ impl<'s, 't> SliceWalk<'s, 't> {
                     _ => {}
                 }
             }
-        }
-        if hosts.is_empty() {
-            return;
-        }
-        let src = self.src;
-        let mut at = 0;
-        for line in src.split_inclusive('\n') {
-            let start = at;
-            at += line.len();
-            let lead = line.len() - line.trim_start().len();
-            let t = &line[lead..];
-            let Some(name) = hosts
-                .iter()
-                .find(|h| t.starts_with(h.as_str()) && t[h.len()..].trim_start().starts_with('('))
-            else {
-                continue;
-            };
-            let begin = start + lead;
-            if !at_top_level(root, begin) {
-                continue;
-            }
-            let open =
-                begin + name.len() + (t[name.len()..].len() - t[name.len()..].trim_start().len());
-            let Some(close) = matching_paren(src, open) else {
-                continue;
-            };
-            let rest = &src[close + 1..];
-            let semi = rest
-                .find(|c: char| !c.is_whitespace())
-                .filter(|&i| rest[i..].starts_with(';'))
-                .map_or(close + 1, |i| close + 1 + i + 1);
-            self.blank(begin..semi);
         }
     }
 
@@ -563,13 +818,50 @@ impl<'s, 't> SliceWalk<'s, 't> {
     }
 
     fn blank(&mut self, range: ByteRange) {
-        let end = range.end.min(self.bytes.len());
-        for b in &mut self.bytes[range.start.min(end)..end] {
-            if *b != b'\n' && *b != b'\r' {
-                *b = b' ';
-            }
-        }
+        self.blanks.push(range);
     }
+}
+
+/// Top-level invocations of the file's host-function macros (`names`): each runs from
+/// the macro's name to its closing `)` and an optional `;`.
+fn host_macro_invocations(src: &str, regions: &[Region], names: &[&str]) -> Vec<ByteRange> {
+    let mut out = Vec::new();
+    if names.is_empty() {
+        return out;
+    }
+    let mut at = 0;
+    for line in src.split_inclusive('\n') {
+        let start = at;
+        at += line.len();
+        let lead = line.len() - line.trim_start().len();
+        let t = &line[lead..];
+        let Some(name) = names
+            .iter()
+            .find(|h| t.starts_with(*h) && t[h.len()..].trim_start().starts_with('('))
+        else {
+            continue;
+        };
+        let begin = start + lead;
+        let region = regions.partition_point(|r| r.range.end <= begin);
+        let Some(region) = regions.get(region) else {
+            continue;
+        };
+        if !at_top_level(region.root, begin) {
+            continue;
+        }
+        let open =
+            begin + name.len() + (t[name.len()..].len() - t[name.len()..].trim_start().len());
+        let Some(close) = matching_paren(src, open) else {
+            continue;
+        };
+        let rest = &src[close + 1..];
+        let semi = rest
+            .find(|c: char| !c.is_whitespace())
+            .filter(|&i| rest[i..].starts_with(';'))
+            .map_or(close + 1, |i| close + 1 + i + 1);
+        out.push(begin..semi);
+    }
+    out
 }
 
 /// Whether a macro's replacement text is one or more host function definitions (no

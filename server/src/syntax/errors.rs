@@ -11,13 +11,28 @@ const MAX_ERRORS: usize = 100;
 
 pub(crate) fn syntax_errors(src: &str, tree: &Tree) -> Vec<SyntaxError> {
     let root = tree.root_node();
-    if !root.has_error() {
-        return Vec::new();
-    }
+    merge(src, found(src, root, &(0..usize::MAX)))
+}
+
+/// The error and missing-token places among the top-level items of `root` that start
+/// in `range`, sorted, not merged yet.
+pub(crate) fn found(src: &str, root: Node, range: &ByteRange) -> Vec<(ByteRange, String)> {
     let mut found: Vec<(ByteRange, String)> = Vec::new();
-    // Depth-first over the nodes that contain an error, without recursion.
+    if !root.has_error() {
+        return found;
+    }
     let mut cursor = root.walk();
-    let mut stack: Vec<Node> = vec![root];
+    let mut stack: Vec<Node> = if root.is_error() || root.is_missing() {
+        vec![root]
+    } else {
+        let mut top: Vec<Node> = root
+            .children(&mut cursor)
+            .filter(|c| range.contains(&c.start_byte()) && (c.has_error() || c.is_missing()))
+            .collect();
+        top.reverse();
+        top
+    };
+    // Depth-first over the nodes that contain an error, without recursion.
     while let Some(node) = stack.pop() {
         if node.is_missing() {
             found.push(missing(src, node));
@@ -32,6 +47,13 @@ pub(crate) fn syntax_errors(src: &str, tree: &Tree) -> Vec<SyntaxError> {
             stack[before..].reverse();
         }
     }
+    found.sort_by_key(|(r, _)| (r.start, std::cmp::Reverse(r.end)));
+    found
+}
+
+/// One error per place: nested, overlapping and same-line adjacent places merge; at most
+/// `MAX_ERRORS`, then one entry saying how many were left out.
+pub(crate) fn merge(src: &str, mut found: Vec<(ByteRange, String)>) -> Vec<SyntaxError> {
     found.sort_by_key(|(r, _)| (r.start, std::cmp::Reverse(r.end)));
     let bytes = src.as_bytes();
     let mut merged: Vec<(ByteRange, String)> = Vec::new();

@@ -36,17 +36,74 @@ pub fn ts_language(lang: Lang) -> tree_sitter::Language {
 /// Analyze a parsed file. `tree` must be the tree of `source` (a stale tree gives a
 /// wrong model, never a panic).
 pub fn analyze(lang: Lang, source: &str, tree: &tree_sitter::Tree) -> FileModel {
+    let whole = Region::whole(tree, source.len());
+    analyze_regions(lang, source, &[whole], &mut SyntaxCache::default())
+}
+
+/// A part of a file to analyze: the top-level items of `root` that start in `range`.
+/// A file is analyzed as regions that cover it, in order (`document::Forest`): one
+/// region per run of items, so that an edit re-parses and re-analyzes only its region.
+#[derive(Clone)]
+pub struct Region<'t> {
+    pub root: tree_sitter::Node<'t>,
+    pub range: std::ops::Range<usize>,
+    /// Identifies the parse of this region: the facts of a region with the same id are
+    /// reused from [`SyntaxCache`].
+    pub id: u64,
+}
+
+impl<'t> Region<'t> {
+    /// The whole of a tree (id 0: never reused).
+    pub fn whole(tree: &'t tree_sitter::Tree, len: usize) -> Self {
+        Region {
+            root: tree.root_node(),
+            range: 0..len.max(tree.root_node().end_byte()),
+            id: 0,
+        }
+    }
+}
+
+/// What [`analyze_regions`] keeps between analyses of one document: the facts of each
+/// region, by region id.
+#[derive(Debug, Default)]
+pub struct SyntaxCache {
+    cuda: cuda::CudaCache,
+}
+
+/// Analyze a file parsed as regions (see [`Region`]); regions whose facts are in `cache`
+/// are not walked again. CUDA only: a Triton file is one region.
+pub fn analyze_regions(
+    lang: Lang,
+    source: &str,
+    regions: &[Region],
+    cache: &mut SyntaxCache,
+) -> FileModel {
     let lines = spec_block::LineIndex::new(source);
-    let syntax_errors = errors::syntax_errors(source, tree);
-    let (kernels, device_slice) = match lang {
-        Lang::Cuda => cuda::analyze(source, tree, &lines),
-        Lang::Triton => (triton::analyze(source, tree, &lines), String::new()),
-    };
-    FileModel {
-        lang,
-        kernels,
-        device_slice,
-        syntax_errors,
+    match lang {
+        Lang::Cuda => {
+            let (kernels, device_slice, errors) =
+                cuda::analyze_regions(source, regions, &lines, &mut cache.cuda);
+            FileModel {
+                lang,
+                kernels,
+                device_slice,
+                syntax_errors: errors::merge(source, errors),
+            }
+        }
+        Lang::Triton => {
+            let mut kernels = Vec::new();
+            let mut found = Vec::new();
+            for r in regions {
+                kernels.extend(triton::analyze(source, r.root, &lines));
+                found.extend(errors::found(source, r.root, &r.range));
+            }
+            FileModel {
+                lang,
+                kernels,
+                device_slice: String::new(),
+                syntax_errors: errors::merge(source, found),
+            }
+        }
     }
 }
 

@@ -7,14 +7,13 @@
 use std::collections::{HashMap, HashSet};
 
 use streaming_iterator::StreamingIterator;
-use tree_sitter::{Node, QueryCursor, Tree};
+use tree_sitter::{Node, QueryCursor};
 
 use super::spec_block::{spec_block, LineIndex};
 use super::unit::{CallGraph, Func};
 use super::{queries, text, ByteRange, Kernel, Lang, Param, ParamKind, SpecBlock};
 
-pub(crate) fn analyze(src: &str, tree: &Tree, lines: &LineIndex) -> Vec<Kernel> {
-    let root = tree.root_node();
+pub(crate) fn analyze(src: &str, root: Node, lines: &LineIndex) -> Vec<Kernel> {
     let Some(query) = queries::TRITON_KERNELS.as_ref() else {
         return Vec::new();
     };
@@ -59,8 +58,9 @@ pub(crate) fn analyze(src: &str, tree: &Tree, lines: &LineIndex) -> Vec<Kernel> 
         funcs.push(Func {
             name: text(src, name).to_string(),
             def_range: def.byte_range(),
-            body,
+            body: Some(body),
             helper: true,
+            calls: None,
         });
         found.push(Found {
             name,

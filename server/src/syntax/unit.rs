@@ -20,10 +20,13 @@ use super::{queries, ByteRange, Lang};
 pub(crate) struct Func<'t> {
     pub name: String,
     pub def_range: ByteRange,
-    /// The body searched for calls.
-    pub body: Node<'t>,
+    /// The body searched for calls (not needed when `calls` is known).
+    pub body: Option<Node<'t>>,
     /// Can be a callee (`__device__` / jit function).
     pub helper: bool,
+    /// The helper names the body calls, when already known (an unchanged chunk of an
+    /// edited document, `cuda::Chunks`): the body is then not searched again.
+    pub calls: Option<Vec<String>>,
 }
 
 pub(crate) struct CallGraph<'a> {
@@ -44,10 +47,23 @@ impl<'a> CallGraph<'a> {
                 by_name.entry(f.name.as_str()).or_default().push(i);
             }
         }
+        // Known calls name helpers of this file (a name that is no helper any more is
+        // dropped; the caller resolves again when the set of helper names changed).
+        let calls = funcs
+            .iter()
+            .map(|f| {
+                f.calls.as_ref().map(|names| {
+                    names
+                        .iter()
+                        .filter_map(|n| by_name.get_key_value(n.as_str()).map(|(k, _)| *k))
+                        .collect()
+                })
+            })
+            .collect();
         CallGraph {
             funcs,
             by_name,
-            calls: vec![None; funcs.len()],
+            calls,
             src,
             lang,
             cursor: QueryCursor::new(),
@@ -77,61 +93,20 @@ impl<'a> CallGraph<'a> {
         };
         let mut out: Vec<&'a str> = Vec::new();
         let (src, lang) = (self.src, self.lang);
-        let body = self.funcs[i].body;
-        let bytes = src.as_bytes();
-        let end = body.end_byte().min(bytes.len());
-        let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
-        let mut j = body.start_byte().min(end);
-        while j < end {
-            if !ident(bytes[j]) {
-                j += 1;
-                continue;
-            }
-            let start = j;
-            while j < end && ident(bytes[j]) {
-                j += 1;
-            }
-            // Cheap test first: most identifiers are not followed by `(` or `<`.
-            let mut k = j;
-            while k < end && bytes[k].is_ascii_whitespace() {
-                k += 1;
-            }
-            let opens = bytes
-                .get(k)
-                .is_some_and(|&b| b == b'(' || (lang == Lang::Cuda && b == b'<'));
-            if !opens {
-                continue;
-            }
-            let Some(word) = src.get(start..j) else {
+        let Some(body) = self.funcs[i].body else {
+            return Vec::new();
+        };
+        for word in call_words(lang, src, body.byte_range()) {
+            let Some((&key, _)) = self.by_name.get_key_value(&src[word.clone()]) else {
                 continue;
             };
-            let Some((&key, _)) = self.by_name.get_key_value(word) else {
-                continue;
-            };
-            if !out.contains(&key) && self.is_callee(query, callee, body, start..j) {
+            if !out.contains(&key)
+                && is_callee(lang, src, query, callee, body, word, &mut self.cursor)
+            {
                 out.push(key);
             }
         }
         out
-    }
-
-    /// Does `calls.scm` see the identifier at `range` as the callee of a call?
-    fn is_callee(&mut self, query: &Query, callee: u32, body: Node, range: ByteRange) -> bool {
-        let (src, lang) = (self.src, self.lang);
-        self.cursor.set_byte_range(range.clone());
-        let mut matches = self.cursor.matches(query, body, src.as_bytes());
-        while let Some(m) = matches.next() {
-            for cap in m.captures.iter().filter(|c| c.index == callee) {
-                let name = match lang {
-                    Lang::Cuda => called_name(cap.node),
-                    Lang::Triton => Some(cap.node),
-                };
-                if name.is_some_and(|n| n.byte_range() == range) {
-                    return true;
-                }
-            }
-        }
-        false
     }
 
     /// The callees of function `i` (depth-first, first call first, each name once; the
@@ -167,6 +142,68 @@ impl<'a> CallGraph<'a> {
         ranges.dedup();
         (callees, ranges)
     }
+}
+
+/// Identifiers in `body` followed by `(` (or `<` in CUDA: a template call), every
+/// occurrence: the words that may call a helper. A byte scan, cheap next to a query.
+pub(crate) fn call_words(lang: Lang, src: &str, body: ByteRange) -> Vec<ByteRange> {
+    let bytes = src.as_bytes();
+    let end = body.end.min(bytes.len());
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
+    let mut out = Vec::new();
+    let mut j = body.start.min(end);
+    while j < end {
+        if !ident(bytes[j]) {
+            j += 1;
+            continue;
+        }
+        let start = j;
+        while j < end && ident(bytes[j]) {
+            j += 1;
+        }
+        // Cheap test first: most identifiers are not followed by `(` or `<`.
+        let mut k = j;
+        while k < end && bytes[k].is_ascii_whitespace() {
+            k += 1;
+        }
+        let opens = bytes
+            .get(k)
+            .is_some_and(|&b| b == b'(' || (lang == Lang::Cuda && b == b'<'));
+        if opens
+            && !bytes[start].is_ascii_digit()
+            && src.is_char_boundary(start)
+            && src.is_char_boundary(j)
+        {
+            out.push(start..j);
+        }
+    }
+    out
+}
+
+/// Does `calls.scm` see the identifier at `range` (inside `node`) as the callee of a call?
+pub(crate) fn is_callee(
+    lang: Lang,
+    src: &str,
+    query: &Query,
+    callee: u32,
+    node: Node,
+    range: ByteRange,
+    cursor: &mut QueryCursor,
+) -> bool {
+    cursor.set_byte_range(range.clone());
+    let mut matches = cursor.matches(query, node, src.as_bytes());
+    while let Some(m) = matches.next() {
+        for cap in m.captures.iter().filter(|c| c.index == callee) {
+            let name = match lang {
+                Lang::Cuda => called_name(cap.node),
+                Lang::Triton => Some(cap.node),
+            };
+            if name.is_some_and(|n| n.byte_range() == range) {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// The plain function name a CUDA call expression calls: `f`, `f<T>`, `ns::f`,

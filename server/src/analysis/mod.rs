@@ -89,6 +89,8 @@ impl Default for AnalyzeOptions {
 #[derive(Default)]
 pub struct SpecCache {
     reports: HashMap<u64, SpecReport>,
+    /// Kernel discovery's facts of each region of the document (`syntax::SyntaxCache`).
+    syntax: syntax::SyntaxCache,
 }
 
 impl SpecCache {
@@ -212,7 +214,21 @@ pub fn analyze_within(
     cache: &mut SpecCache,
     stop: &mut dyn FnMut() -> Option<String>,
 ) -> FileAnalysis {
-    let Some(tree) = tree else {
+    let regions = tree.map(|t| vec![syntax::Region::whole(t, text.len())]);
+    analyze_regions_within(lang, text, regions.as_deref(), opts, cache, stop)
+}
+
+/// [`analyze_within`] of a document parsed as regions (`document::Forest`): kernel
+/// discovery re-walks only the regions not seen by an earlier call with the same cache.
+pub fn analyze_regions_within(
+    lang: Lang,
+    text: &str,
+    regions: Option<&[syntax::Region]>,
+    opts: &AnalyzeOptions,
+    cache: &mut SpecCache,
+    stop: &mut dyn FnMut() -> Option<String>,
+) -> FileAnalysis {
+    let Some(regions) = regions else {
         // The parser only gives up on cancellation or a time-out; say so rather than
         // showing an empty file as clean.
         return FileAnalysis {
@@ -230,12 +246,12 @@ pub fn analyze_within(
         // No kernel models and no device slice: a 20 MB file has 100,000 kernels, and
         // their models cost ten times the text (issue #16: at most 3 times).
         return FileAnalysis {
-            model: syntax::syntax_only(lang, text, tree),
+            model: syntax::syntax_only(lang, text, regions),
             specs: Vec::new(),
             size_note: Some(note),
         };
     }
-    let model = syntax::analyze(lang, text, tree);
+    let model = syntax::analyze_regions(lang, text, regions, &mut cache.syntax);
     let fk = file_key(&model.kernels);
     let mut next = HashMap::with_capacity(model.kernels.len());
     let mut specs = Vec::with_capacity(model.kernels.len());

@@ -1,15 +1,38 @@
-//! One open document: ropey text plus its tree-sitter tree, kept in step by incremental
-//! edits (`InputEdit` + reparse with the old tree), and the conversions between LSP
-//! positions (UTF-16 or UTF-8 code units, per the negotiated `positionEncoding`) and byte
-//! offsets. Knows nothing about LSP transport or kernels; `lsp` and `cli` call it.
+//! One open document: ropey text plus its parse, kept in step by incremental edits, and
+//! the conversions between LSP positions (UTF-16 or UTF-8 code units, per the negotiated
+//! `positionEncoding`) and byte offsets. Knows nothing about LSP transport or kernels;
+//! `lsp` and `cli` call it.
 //!
-//! Invariant: `tree` is always the tree of the current `rope` text (or `None` when the
-//! parser gave up), because every edit goes through [`Document::apply_change`].
+//! # The parse: a forest of regions
+//! A CUDA document is parsed as regions ([`Forest`]): runs of top-level items, about
+//! [`REGION_BYTES`] each, cut where the item before is not a comment (a `@bench` block
+//! stays with its kernel). An edit marks the regions it touches; the next parse reads
+//! only those, each on its own (tree-sitter's included ranges keep the document's
+//! offsets), and `syntax::analyze_regions` re-walks only them. tree-sitter's own
+//! incremental reparse cannot do this for CUDA: `__device__` next to another specifier
+//! (`__device__ __forceinline__`, `static __device__`) parses through a grammar conflict,
+//! and nodes from a conflict are never reused, so reparsing a 10,000-line file of device
+//! helpers after one keystroke cost as much as parsing it whole (issue #16).
+//!
+//! A region parse is kept only when it cannot differ from a whole parse: it has no syntax
+//! error, its text does not end in a line continuation, and no `/*` is left open in the
+//! text. Otherwise the whole text is parsed again and cut anew (a file with a syntax error
+//! is one region until the error is fixed). A Triton document is one region, reparsed
+//! incrementally with the edited old tree.
+//!
+//! Invariant: after [`Document::reparse`] (or installing a [`ParseJob`]'s result), the
+//! forest describes the current `rope` text, because every edit goes through
+//! [`Document::apply_change`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use ropey::Rope;
-use tree_sitter::{InputEdit, Parser, Point, Tree};
+use tree_sitter::{InputEdit, Node, Parser, Point, Tree};
 
-use crate::syntax::{ts_language, ByteRange, Lang};
+use crate::syntax::{ts_language, ByteRange, Lang, Region};
+
+/// A region is cut at the first item boundary past this many bytes.
+pub const REGION_BYTES: usize = 2048;
 
 /// How the client counts columns (LSP `positionEncoding`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -46,60 +69,398 @@ fn parser_for(lang: Lang) -> Parser {
     parser
 }
 
+/// A document's parse: trees with the document's byte offsets, and the regions that
+/// cover the text in order, each a run of top-level items of one tree (or `None`: edited
+/// since, to parse again). See the module doc.
+#[derive(Clone, Default)]
+pub struct Forest {
+    trees: Vec<Tree>,
+    chunks: Vec<Chunk>,
+}
+
+#[derive(Clone, Debug)]
+struct Chunk {
+    range: ByteRange,
+    tree: Option<usize>,
+    id: u64,
+}
+
+static NEXT_REGION_ID: AtomicU64 = AtomicU64::new(1);
+
+fn region_id() -> u64 {
+    NEXT_REGION_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+impl Forest {
+    /// A forest of one whole tree of `len` bytes, cut into regions (CUDA) or kept as one
+    /// (Triton).
+    fn whole(lang: Lang, tree: Tree, len: usize) -> Self {
+        let chunks = match lang {
+            Lang::Cuda => cut(tree.root_node(), 0..len)
+                .into_iter()
+                .map(|range| Chunk {
+                    range,
+                    tree: Some(0),
+                    id: region_id(),
+                })
+                .collect(),
+            Lang::Triton => vec![Chunk {
+                range: 0..len,
+                tree: Some(0),
+                id: region_id(),
+            }],
+        };
+        Forest {
+            trees: vec![tree],
+            chunks,
+        }
+    }
+
+    /// The regions to analyze, in order; `None` while a region waits for its parse.
+    pub fn regions(&self) -> Option<Vec<Region<'_>>> {
+        self.chunks
+            .iter()
+            .map(|c| {
+                let tree = &self.trees[c.tree?];
+                Some(Region {
+                    root: tree.root_node(),
+                    range: c.range.clone(),
+                    id: c.id,
+                })
+            })
+            .collect()
+    }
+
+    /// The one tree of the whole text, when the forest has exactly one (a fresh parse).
+    pub fn single_tree(&self) -> Option<&Tree> {
+        match (
+            &self.trees[..],
+            self.chunks.iter().all(|c| c.tree.is_some()),
+        ) {
+            ([t], true) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// How many regions (for tests and benchmarks).
+    pub fn region_count(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// Follow an edit of `start..old_end` into `start..new_end`: every tree learns it
+    /// (offsets after it shift), the regions it touches (ends included) become one region
+    /// to parse again, and the regions after it move.
+    fn edit(&mut self, edit: &InputEdit) {
+        for t in &mut self.trees {
+            t.edit(edit);
+        }
+        let (s, old_e, new_e) = (edit.start_byte, edit.old_end_byte, edit.new_end_byte);
+        let moved = |x: usize| (x + new_e).saturating_sub(old_e);
+        let mut out: Vec<Chunk> = Vec::with_capacity(self.chunks.len() + 1);
+        let mut dirty: Option<ByteRange> = None;
+        for c in self.chunks.drain(..) {
+            if c.range.end < s {
+                out.push(c);
+            } else if c.range.start > old_e {
+                if let Some(d) = dirty.take() {
+                    out.push(Chunk {
+                        range: d,
+                        tree: None,
+                        id: 0,
+                    });
+                }
+                out.push(Chunk {
+                    range: moved(c.range.start)..moved(c.range.end),
+                    ..c
+                });
+            } else {
+                let end = if c.range.end >= old_e {
+                    moved(c.range.end)
+                } else {
+                    new_e
+                };
+                dirty = Some(match dirty {
+                    Some(d) => d.start..end,
+                    None => c.range.start.min(s)..end,
+                });
+            }
+        }
+        if let Some(d) = dirty {
+            out.push(Chunk {
+                range: d,
+                tree: None,
+                id: 0,
+            });
+        }
+        self.chunks = out;
+    }
+
+    /// Drop the trees no region uses.
+    fn collect_garbage(&mut self) {
+        let mut used = vec![false; self.trees.len()];
+        for c in &self.chunks {
+            if let Some(t) = c.tree {
+                used[t] = true;
+            }
+        }
+        let mut new_index = vec![usize::MAX; self.trees.len()];
+        let mut kept = Vec::new();
+        for (i, t) in std::mem::take(&mut self.trees).into_iter().enumerate() {
+            if used[i] {
+                new_index[i] = kept.len();
+                kept.push(t);
+            }
+        }
+        self.trees = kept;
+        for c in &mut self.chunks {
+            c.tree = c.tree.map(|t| new_index[t]);
+        }
+    }
+}
+
+/// Cut the top-level items of `root` that start in `range` into runs of about
+/// [`REGION_BYTES`]. A cut goes right before an item, never after a comment (a `@bench`
+/// block or any leading comment stays with its item) and never next to an item with a
+/// syntax error. The runs cover `range` exactly.
+fn cut(root: Node, range: ByteRange) -> Vec<ByteRange> {
+    // A tree with a syntax error stays one region: tree-sitter's recovery may carry an
+    // error across items, so no part of it stands alone.
+    if !stands_alone(root) {
+        return vec![range];
+    }
+    let mut out = Vec::new();
+    let mut start = range.start;
+    let mut cursor = root.walk();
+    let mut prev: Option<Node> = None;
+    for item in root.children(&mut cursor) {
+        let at = item.start_byte();
+        if at < range.start || at >= range.end {
+            continue;
+        }
+        let clean = |n: &Node| n.kind() != "comment" && !n.has_error() && !n.is_missing();
+        if at >= start + REGION_BYTES && clean(&item) && prev.as_ref().is_some_and(clean) {
+            out.push(start..at);
+            start = at;
+        }
+        prev = Some(item);
+    }
+    out.push(start..range.end);
+    out
+}
+
 /// A parse of one document's text, to run on any thread (see [`Document::parse_job`]).
 pub struct ParseJob {
     pub lang: Lang,
     pub text: String,
-    old_tree: Option<Tree>,
+    forest: Option<Forest>,
     was_masked: bool,
 }
 
 /// What a [`ParseJob`] made.
 pub struct Parsed {
     /// `None` when the parser gave up or was stopped.
-    pub tree: Option<Tree>,
+    pub forest: Option<Forest>,
     masked: bool,
     /// The parse was stopped by the caller's `stop` before it finished.
     pub stopped: bool,
+    /// Regions parsed (0 for a whole parse), for tests and benchmarks.
+    pub regions_parsed: usize,
 }
 
 impl Parsed {
     /// No parse (a file that is not checked).
     pub fn none() -> Self {
         Parsed {
-            tree: None,
+            forest: None,
             masked: false,
             stopped: false,
+            regions_parsed: 0,
         }
+    }
+
+    /// The regions to analyze (see [`Forest::regions`]).
+    pub fn regions(&self) -> Option<Vec<Region<'_>>> {
+        self.forest.as_ref()?.regions()
     }
 }
 
 impl ParseJob {
-    /// Parse the text, incrementally from the old tree when there is one; `stop` is
-    /// asked as the parse goes and ends it when it answers true.
+    /// Parse the text: only the edited regions when the last parse is known (CUDA), or
+    /// incrementally from the edited old tree (Triton); `stop` is asked as the parse goes
+    /// and ends it when it answers true.
     pub fn run(&self, stop: &mut dyn FnMut() -> bool) -> Parsed {
         let mut parser = parser_for(self.lang);
-        let masked = crate::syntax::mask::masked(self.lang, &self.text);
-        // Text with hidden regions (syntax::mask) is parsed whole: an edit can move them.
-        let old = if masked.is_some() || self.was_masked {
-            None
-        } else {
-            self.old_tree.as_ref()
-        };
-        let bytes = masked.as_deref().unwrap_or(&self.text).as_bytes();
         let mut stopped = false;
         let mut progress = |_: &tree_sitter::ParseState| {
             stopped = stopped || stop();
             stopped
         };
+        if self.lang == Lang::Cuda {
+            if let Some(mut forest) = self.forest.clone() {
+                match self.parse_regions(&mut parser, &mut forest, &mut progress) {
+                    RegionParse::Done(n) => {
+                        forest.collect_garbage();
+                        return Parsed {
+                            forest: Some(forest),
+                            masked: false,
+                            stopped: false,
+                            regions_parsed: n,
+                        };
+                    }
+                    RegionParse::Stopped => {
+                        return Parsed {
+                            stopped: true,
+                            ..Parsed::none()
+                        }
+                    }
+                    // The region parses set included ranges: the whole text is read again.
+                    RegionParse::Whole => parser = parser_for(self.lang),
+                }
+            }
+        }
+        let masked = crate::syntax::mask::masked(self.lang, &self.text);
+        // Text with hidden regions (syntax::mask) is parsed whole: an edit can move them.
+        let old = match (&self.forest, self.lang) {
+            (Some(f), Lang::Triton) if masked.is_none() && !self.was_masked => f.trees.first(),
+            _ => None,
+        };
+        let bytes = masked.as_deref().unwrap_or(&self.text).as_bytes();
         let options = tree_sitter::ParseOptions::new().progress_callback(&mut progress);
         let mut read = |byte: usize, _: Point| -> &[u8] { bytes.get(byte..).unwrap_or(&[]) };
         let tree = parser.parse_with_options(&mut read, old, Some(options));
         Parsed {
-            tree,
+            forest: tree.map(|t| Forest::whole(self.lang, t, self.text.len())),
             masked: masked.is_some(),
             stopped,
+            regions_parsed: 0,
         }
+    }
+
+    /// Parse each region an edit touched on its own; `Whole` when one of them cannot
+    /// stand alone (module doc) and the text must be parsed whole.
+    fn parse_regions(
+        &self,
+        parser: &mut Parser,
+        forest: &mut Forest,
+        progress: &mut dyn FnMut(&tree_sitter::ParseState) -> bool,
+    ) -> RegionParse {
+        // A `/*` left open anywhere makes a whole parse read a comment across regions (and
+        // the masks' scanner too): regions stand alone only in a text with none.
+        if !block_comments_closed(&self.text) {
+            return RegionParse::Whole;
+        }
+        let mut chunks = Vec::with_capacity(forest.chunks.len() + 4);
+        let mut parsed = 0;
+        for c in std::mem::take(&mut forest.chunks) {
+            if c.tree.is_some() {
+                chunks.push(c);
+                continue;
+            }
+            let range = c.range.clone();
+            if range.len() == self.text.len() {
+                return RegionParse::Whole; // one region: the whole parse, not twice
+            }
+            let Some(text) = self.text.get(range.clone()) else {
+                return RegionParse::Whole;
+            };
+            if !lexically_closed(text) {
+                return RegionParse::Whole;
+            }
+            let masked = crate::syntax::mask::masked(self.lang, text);
+            let bytes = masked.as_deref().unwrap_or(text).as_bytes();
+            let included = tree_sitter::Range {
+                start_byte: range.start,
+                end_byte: range.end,
+                start_point: point_of(&self.text, range.start),
+                end_point: point_of(&self.text, range.end),
+            };
+            if parser.set_included_ranges(&[included]).is_err() {
+                return RegionParse::Whole;
+            }
+            let mut callback = |state: &tree_sitter::ParseState| progress(state);
+            let options = tree_sitter::ParseOptions::new().progress_callback(&mut callback);
+            let base = range.start;
+            let mut read = |byte: usize, _: Point| -> &[u8] {
+                byte.checked_sub(base)
+                    .and_then(|i| bytes.get(i..))
+                    .unwrap_or(&[])
+            };
+            let Some(tree) = parser.parse_with_options(&mut read, None, Some(options)) else {
+                return RegionParse::Stopped;
+            };
+            if !stands_alone(tree.root_node()) {
+                return RegionParse::Whole;
+            }
+            parsed += 1;
+            let index = forest.trees.len();
+            for r in cut(tree.root_node(), range) {
+                chunks.push(Chunk {
+                    range: r,
+                    tree: Some(index),
+                    id: region_id(),
+                });
+            }
+            forest.trees.push(tree);
+        }
+        forest.chunks = chunks;
+        RegionParse::Done(parsed)
+    }
+}
+
+enum RegionParse {
+    Done(usize),
+    Stopped,
+    Whole,
+}
+
+/// Whether no token of a region's text can run on into the next region: no `\` line
+/// continuation at its end (a `#define` or `//` comment would take in the next line), no
+/// `/*` without a `*/` after it (a whole parse would read a comment up to a `*/` further
+/// down), no raw string literal. Conservative: a `/*` inside a string or a `//` comment
+/// also counts, and only costs a whole parse.
+fn lexically_closed(text: &str) -> bool {
+    let t = text.trim_end_matches(['\n', '\r']);
+    if t.len() < text.len() && t.ends_with('\\') {
+        return false;
+    }
+    if text.contains("R\"") {
+        return false;
+    }
+    block_comments_closed(text)
+}
+
+/// Every `/*` has a `*/` after it.
+fn block_comments_closed(text: &str) -> bool {
+    let mut rest = text;
+    while let Some(open) = rest.find("/*") {
+        match rest[open + 2..].find("*/") {
+            Some(close) => rest = &rest[open + 2 + close + 2..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// Whether a region's parse is the same as a whole parse would give it: only when it has
+/// no syntax error. (tree-sitter's error recovery looks past the end of a function body:
+/// an error that a region parse keeps inside one body, a whole parse may carry into the
+/// next function, as the random edits of `region_tests` found.)
+fn stands_alone(root: Node) -> bool {
+    !root.has_error()
+}
+
+/// tree-sitter point (row, byte column) of a byte offset of `text`. Rows count `\n`
+/// only, as tree-sitter does.
+fn point_of(text: &str, byte: usize) -> Point {
+    let before = &text.as_bytes()[..byte.min(text.len())];
+    let row = before.iter().filter(|&&b| b == b'\n').count();
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    Point {
+        row,
+        column: before.len() - line_start,
     }
 }
 
@@ -109,8 +470,9 @@ pub struct Document {
     rope: Rope,
     /// The text as one string, rebuilt after each batch of edits; analysis works on `&str`.
     text: String,
-    parser: Parser,
-    tree: Option<Tree>,
+    /// The parse of the text (module doc), `None` before the first parse, when the
+    /// parser gave up, or when dropped to save memory.
+    forest: Option<Forest>,
     /// The last parse read a masked text (syntax::mask).
     masked: bool,
 }
@@ -118,21 +480,19 @@ pub struct Document {
 impl Document {
     pub fn new(lang: Lang, version: i32, text: &str) -> Self {
         let mut doc = Document::unparsed(lang, version, text);
-        doc.tree = crate::syntax::parse_text(&mut doc.parser, lang, text);
-        doc.masked = doc.tree.is_some() && crate::syntax::mask::masked(lang, text).is_some();
+        doc.reparse();
         doc
     }
 
     /// A document whose text is not parsed yet: the server parses on an analysis
-    /// thread ([`ParseJob`]) and installs the tree with [`Document::install_tree`].
+    /// thread ([`ParseJob`]) and installs the result with [`Document::install_parse`].
     pub fn unparsed(lang: Lang, version: i32, text: &str) -> Self {
         Document {
             lang,
             version,
             rope: Rope::from_str(text),
             text: text.to_string(),
-            parser: parser_for(lang),
-            tree: None,
+            forest: None,
             masked: false,
         }
     }
@@ -142,25 +502,39 @@ impl Document {
     }
 
     /// What a parse of the current text needs, detached from the document so that it
-    /// can run on another thread: the text and the last tree, edited to match it (so
-    /// the parse is incremental).
+    /// can run on another thread: the text and the last parse, edited to match it (so
+    /// only what changed is parsed again).
     pub fn parse_job(&self) -> ParseJob {
         ParseJob {
             lang: self.lang,
             text: self.text.clone(),
-            old_tree: self.tree.clone(),
+            forest: self.forest.clone(),
             was_masked: self.masked,
         }
     }
 
-    /// Keep the tree a [`ParseJob`] made of the current text.
-    pub fn install_tree(&mut self, parsed: Parsed) {
-        self.tree = parsed.tree;
+    /// Keep the parse a [`ParseJob`] made of the current text.
+    pub fn install_parse(&mut self, parsed: Parsed) {
+        self.forest = parsed.forest;
         self.masked = parsed.masked;
     }
 
+    /// The parse of the current text (after [`Document::reparse`] or
+    /// [`Document::install_parse`]).
+    pub fn forest(&self) -> Option<&Forest> {
+        self.forest.as_ref()
+    }
+
+    /// The one tree of the whole text: a document parsed once and not edited since
+    /// (`Document::new`, as `check` and the optimizer make them). After edits a CUDA
+    /// document has several trees: use [`Document::forest`].
     pub fn tree(&self) -> Option<&Tree> {
-        self.tree.as_ref()
+        self.forest.as_ref()?.single_tree()
+    }
+
+    /// Whether the document holds a parse (of the current or an edited text).
+    pub fn has_parse(&self) -> bool {
+        self.forest.is_some()
     }
 
     pub fn len_lines(&self) -> usize {
@@ -168,19 +542,19 @@ impl Document {
     }
 
     /// Replace the whole text (a `didChange` without a range). Does not parse: the old
-    /// tree describes nothing of the new text, so the next parse ([`Document::parse_job`]
+    /// parse describes nothing of the new text, so the next parse ([`Document::parse_job`]
     /// off the server's loop, or [`Document::reparse`]) starts fresh. (Parsing here
     /// blocked the loop for seconds on a 20 MB file and kept a tree of forty times the
     /// text even for files checked for syntax only, issue #16.)
     pub fn replace_all(&mut self, text: &str) {
         self.rope = Rope::from_str(text);
         self.text = text.to_string();
-        self.tree = None;
+        self.forest = None;
         self.masked = false;
     }
 
-    /// Apply one ranged edit to the rope and the tree. Does not reparse: call
-    /// [`Document::reparse`] once after a batch of edits.
+    /// Apply one ranged edit to the rope and the parse. Does not reparse: call
+    /// [`Document::reparse`] (or run a [`ParseJob`]) once after a batch of edits.
     pub fn apply_change(
         &mut self,
         start: LinePos,
@@ -193,8 +567,8 @@ impl Document {
         }
         let start_byte = self.offset(start, enc)?;
         let old_end_byte = self.offset(end, enc)?;
-        let start_position = self.point(start_byte);
-        let old_end_position = self.point(old_end_byte);
+        let start_position = point_of(&self.text, start_byte);
+        let old_end_position = point_of(&self.text, old_end_byte);
 
         let start_char = self.rope.byte_to_char(start_byte);
         let old_end_char = self.rope.byte_to_char(old_end_byte);
@@ -203,9 +577,9 @@ impl Document {
         self.text.replace_range(start_byte..old_end_byte, new_text);
 
         let new_end_byte = start_byte + new_text.len();
-        let new_end_position = self.point(new_end_byte);
-        if let Some(tree) = self.tree.as_mut() {
-            tree.edit(&InputEdit {
+        let new_end_position = point_of(&self.text, new_end_byte);
+        if let Some(forest) = self.forest.as_mut() {
+            forest.edit(&InputEdit {
                 start_byte,
                 old_end_byte,
                 new_end_byte,
@@ -217,40 +591,17 @@ impl Document {
         Ok(())
     }
 
-    /// Drop the tree to save memory (a 10,000-line file's tree is several MB). The next
-    /// [`Document::reparse`] parses from scratch; analyses made earlier stay valid.
+    /// Drop the parse to save memory (a 10,000-line file's trees are several MB). The
+    /// next [`Document::reparse`] parses from scratch; analyses made earlier stay valid.
     pub fn drop_tree(&mut self) {
-        self.tree = None;
+        self.forest = None;
     }
 
-    /// A fresh tree of the current text that the document does not keep (for analyzing
-    /// a document whose tree was dropped, without growing memory again).
-    pub fn parse_detached(&mut self) -> Option<Tree> {
-        crate::syntax::parse_text(&mut self.parser, self.lang, &self.text)
-    }
-
-    /// Reparse after edits: incrementally, reusing the edited old tree, when there is one.
+    /// Reparse after edits, on this thread: only the edited regions when possible.
     /// (The server parses through [`ParseJob`] instead, off its message loop.)
     pub fn reparse(&mut self) {
-        // Text with hidden regions (syntax::mask) is parsed whole: an edit can move them.
-        let masked = crate::syntax::mask::masked(self.lang, &self.text);
-        if masked.is_some() || self.masked {
-            self.masked = masked.is_some();
-            let text = masked.as_deref().unwrap_or(&self.text);
-            self.tree = self.parser.parse(text, None);
-            return;
-        }
-        let rope = &self.rope;
-        let mut read = |byte: usize, _: Point| -> &[u8] {
-            if byte >= rope.len_bytes() {
-                return &[];
-            }
-            let (chunk, chunk_start, _, _) = rope.chunk_at_byte(byte);
-            &chunk.as_bytes()[byte - chunk_start..]
-        };
-        self.tree = self
-            .parser
-            .parse_with_options(&mut read, self.tree.as_ref(), None);
+        let parsed = self.parse_job().run(&mut || false);
+        self.install_parse(parsed);
     }
 
     /// Byte offset of an LSP position. A column past the end of its line is clamped to
@@ -342,25 +693,6 @@ impl Document {
         }
         e
     }
-
-    /// tree-sitter point (row, byte column) of a byte offset. Rows count `\n` only, as
-    /// tree-sitter does.
-    fn point(&self, byte: usize) -> Point {
-        let before = &self.text.as_bytes()[..byte.min(self.text.len())];
-        let row = memchr_count(before);
-        let line_start = before
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |i| i + 1);
-        Point {
-            row,
-            column: byte - line_start,
-        }
-    }
-}
-
-fn memchr_count(bytes: &[u8]) -> usize {
-    bytes.iter().filter(|&&b| b == b'\n').count()
 }
 
 #[cfg(test)]
@@ -428,3 +760,6 @@ mod tests {
         assert_eq!(err.to_string(), "range end 0:1 is before its start 0:3");
     }
 }
+
+#[cfg(test)]
+mod region_tests;

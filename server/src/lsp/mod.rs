@@ -243,7 +243,7 @@ impl Backend {
                     open.analyzing = None;
                     if open.compile_gen == done.gen {
                         if done.keep_tree {
-                            open.doc.install_tree(done.parsed);
+                            open.doc.install_parse(done.parsed);
                         } else {
                             open.doc.drop_tree();
                         }
@@ -308,7 +308,7 @@ impl Backend {
         let mut with_trees: Vec<(u64, Url)> = state
             .docs
             .iter()
-            .filter(|(_, o)| o.doc.tree().is_some())
+            .filter(|(_, o)| o.doc.has_parse())
             .map(|(u, o)| (o.last_edit, u.clone()))
             .collect();
         if with_trees.len() > TREES_KEPT {
@@ -592,10 +592,10 @@ impl AnalysisJob {
             ));
             a
         } else {
-            analysis::analyze_within(
+            analysis::analyze_regions_within(
                 lang,
                 text,
-                parsed.tree.as_ref(),
+                parsed.regions().as_deref(),
                 &self.opts,
                 &mut self.cache,
                 &mut || over().then(|| stopped_after.clone()),
@@ -604,7 +604,7 @@ impl AnalysisJob {
         let mut parsed = parsed;
         if !self.keep_tree {
             // A syntax-only file keeps no tree (tens of bytes per byte of text).
-            parsed.tree = None;
+            parsed.forest = None;
             drop(self.parse);
             give_back_freed_memory();
         }

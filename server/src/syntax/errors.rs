@@ -2,13 +2,16 @@
 //! nests ERROR nodes and often reports a MISSING token next to an ERROR; the author needs
 //! one message per place, so nested, overlapping and same-line adjacent errors merge.
 
-use tree_sitter::{Node, Tree};
+use tree_sitter::Node;
+#[cfg(test)]
+use tree_sitter::Tree;
 
 use super::{ByteRange, SyntaxError};
 
 /// At most this many errors are listed; one more entry says how many were left out.
 const MAX_ERRORS: usize = 100;
 
+#[cfg(test)]
 pub(crate) fn syntax_errors(src: &str, tree: &Tree) -> Vec<SyntaxError> {
     let root = tree.root_node();
     merge(src, found(src, root, &(0..usize::MAX)))

@@ -109,12 +109,16 @@ pub fn analyze_regions(
 
 /// The model of a file checked for syntax only (past `maxFileBytes`): its syntax errors,
 /// no kernels and no device slice, so a huge file costs no per-kernel memory.
-pub fn syntax_only(lang: Lang, source: &str, tree: &tree_sitter::Tree) -> FileModel {
+pub fn syntax_only(lang: Lang, source: &str, regions: &[Region]) -> FileModel {
+    let found = regions
+        .iter()
+        .flat_map(|r| errors::found(source, r.root, &r.range))
+        .collect();
     FileModel {
         lang,
         kernels: Vec::new(),
         device_slice: String::new(),
-        syntax_errors: errors::syntax_errors(source, tree),
+        syntax_errors: errors::merge(source, found),
     }
 }
 

@@ -104,29 +104,9 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Device helpers, specs and kernels in the keystroke benchmark's shape.
-pub(super) fn generated(kernels: usize, helpers: usize) -> String {
-    let mut s = String::from("#include <cuda_fp16.h>\n\n");
-    for k in 0..kernels {
-        s.push_str(&format!(
-            "__device__ __forceinline__ float helper_{k}_0(float a, float v) {{ return a * v; }}\n"
-        ));
-        for h in 1..helpers {
-            s.push_str(&format!(
-                "static __device__ inline float helper_{k}_{h}(float a, float v) {{ return helper_{k}_{}(a, v) * 0.5f + v; }}\n",
-                h - 1
-            ));
-        }
-        s.push_str(&format!(
-            "\n// kernel {k}\n// @bench n = 1 << 20, 4099\n// @bench x: in f32[n]; y: out f32[n]\n// @bench grid = cdiv(n, 256); block = 256\n\
-             extern \"C\" __global__ void kern_{k}(int n, const float* x, float* y) {{\n\
-             \x20   int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
-             \x20   if (i < n) y[i] = helper_{k}_{}(2.0f, x[i]);\n}}\n\n",
-            helpers - 1
-        ));
-    }
-    s
-}
+#[path = "../../benches/shared/generated_cuda.rs"]
+mod generated_cuda;
+use generated_cuda::generated_file as generated;
 
 fn whole_model(text: &str) -> syntax::FileModel {
     let mut parser = parser_for(Lang::Cuda);
@@ -264,14 +244,14 @@ fn typing_in_a_big_file_parses_one_small_region() {
     assert!(regions > 100, "{regions} regions");
     let line = text
         .lines()
-        .position(|l| l.contains("int i = blockIdx.x"))
+        .position(|l| l.contains("int base = "))
         .unwrap() as u32
         + 4000;
     let line = text
         .lines()
         .enumerate()
         .skip(line as usize)
-        .find(|(_, l)| l.contains("int i = blockIdx.x"))
+        .find(|(_, l)| l.contains("int base = "))
         .unwrap()
         .0 as u32;
     doc.apply_change(

@@ -230,13 +230,9 @@ fn cut(root: Node, range: ByteRange) -> Vec<ByteRange> {
     }
     let mut out = Vec::new();
     let mut start = range.start;
-    let mut cursor = root.walk();
     let mut prev: Option<Node> = None;
-    for item in root.children(&mut cursor) {
+    for item in crate::syntax::top_items(root, &range) {
         let at = item.start_byte();
-        if at < range.start || at >= range.end {
-            continue;
-        }
         let clean = |n: &Node| n.kind() != "comment" && !n.has_error() && !n.is_missing();
         if at >= start + REGION_BYTES && clean(&item) && prev.as_ref().is_some_and(clean) {
             out.push(start..at);

@@ -636,11 +636,13 @@ impl<'s, 't> SliceWalk<'s, 't> {
         let mut cursor = root.walk();
         let mut comments: Vec<ByteRange> = Vec::new();
         while let Some((container, extern_c)) = stack.pop() {
-            let top = container == root;
-            let children: Vec<Node> = container
-                .named_children(&mut cursor)
-                .filter(|c| !top || range.contains(&c.start_byte()))
-                .collect();
+            let children: Vec<Node> = if container == root {
+                let mut items = super::top_items(root, range);
+                items.retain(Node::is_named);
+                items
+            } else {
+                container.named_children(&mut cursor).collect()
+            };
             comments.clear();
             for item in children {
                 if item.kind() == "comment" {
@@ -748,14 +750,11 @@ impl<'s, 't> SliceWalk<'s, 't> {
     /// wrapper, as Rust bindings' kernel files do): their invocations are blanked
     /// ([`host_macro_invocations`]), as the functions they define would be.
     fn collect_host_macros(&mut self, root: Node, range: &ByteRange) {
-        let mut stack = vec![root];
-        while let Some(n) = stack.pop() {
-            let top = n == root;
-            let mut cursor = n.walk();
-            for c in n.named_children(&mut cursor) {
-                if top && !range.contains(&c.start_byte()) {
-                    continue;
-                }
+        let mut items: Vec<Node> = super::top_items(root, range);
+        items.retain(Node::is_named);
+        let mut containers: Vec<Node> = Vec::new();
+        loop {
+            for c in items {
                 match c.kind() {
                     "preproc_function_def" => {
                         let name = c.child_by_field_name("name").map(|x| text(self.src, x));
@@ -777,10 +776,15 @@ impl<'s, 't> SliceWalk<'s, 't> {
                     | "preproc_elifdef"
                     | "linkage_specification"
                     | "declaration_list"
-                    | "namespace_definition" => stack.push(c),
+                    | "namespace_definition" => containers.push(c),
                     _ => {}
                 }
             }
+            let Some(n) = containers.pop() else {
+                break;
+            };
+            let mut cursor = n.walk();
+            items = n.named_children(&mut cursor).collect();
         }
     }
 

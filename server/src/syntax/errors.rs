@@ -28,10 +28,8 @@ pub(crate) fn found(src: &str, root: Node, range: &ByteRange) -> Vec<(ByteRange,
     let mut stack: Vec<Node> = if root.is_error() || root.is_missing() {
         vec![root]
     } else {
-        let mut top: Vec<Node> = root
-            .children(&mut cursor)
-            .filter(|c| range.contains(&c.start_byte()) && (c.has_error() || c.is_missing()))
-            .collect();
+        let mut top: Vec<Node> = super::top_items(root, range);
+        top.retain(|c| c.has_error() || c.is_missing());
         top.reverse();
         top
     };

@@ -52,6 +52,32 @@ pub struct Region<'t> {
     pub id: u64,
 }
 
+/// The children of `root` (named or not) that start in `range`, found without visiting
+/// the children before it (a file's root can have thousands).
+pub fn top_items<'t>(
+    root: tree_sitter::Node<'t>,
+    range: &std::ops::Range<usize>,
+) -> Vec<tree_sitter::Node<'t>> {
+    let mut out = Vec::new();
+    let mut cursor = root.walk();
+    if cursor.goto_first_child_for_byte(range.start).is_none() {
+        return out;
+    }
+    loop {
+        let n = cursor.node();
+        if n.start_byte() >= range.end {
+            break;
+        }
+        if n.start_byte() >= range.start {
+            out.push(n);
+        }
+        if !cursor.goto_next_sibling() {
+            break;
+        }
+    }
+    out
+}
+
 impl<'t> Region<'t> {
     /// The whole of a tree (id 0: never reused).
     pub fn whole(tree: &'t tree_sitter::Tree, len: usize) -> Self {

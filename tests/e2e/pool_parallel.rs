@@ -168,6 +168,40 @@ fn two_workers_verify_in_parallel_and_accept_what_one_worker_accepts() {
 }
 
 #[test]
+fn the_other_workers_start_while_the_primary_checks_and_each_times_what_it_verified() {
+    let dir = workspace("warm");
+    let pool = [
+        worker(&dir, "A", "FAKE_VERIFY_MS=400"),
+        // B is slow to start (a Python with torch, a CUDA context, a cluster's queue).
+        worker(&dir, "B", "FAKE_VERIFY_MS=400 FAKE_START_MS=800"),
+    ];
+    let (par, _) = optimize(&dir, &pool, 2);
+    let log = log(&dir);
+    let first = |name: &str, op: &str| {
+        log.iter()
+            .find(|r| r.0 == name && r.1 == op)
+            .unwrap_or_else(|| panic!("no {op} by {name}: {log:?}"))
+            .clone()
+    };
+    // A's first verify is the current version's check: B was starting during it, not
+    // after it (when the first step hands B a candidate).
+    let (check, b_hello) = (first("A", "verify"), first("B", "hello"));
+    assert!(
+        b_hello.3 < check.4,
+        "B started only after the current version's check: {log:?}"
+    );
+    // A candidate is timed by the worker that verified it (its kernel is loaded there).
+    let mut seen = 0;
+    for step in par["steps"].as_array().unwrap() {
+        for c in verified_candidates(step) {
+            assert_eq!(c["verified_on"]["worker"], c["timed_on"]["worker"], "{c}");
+            seen += 1;
+        }
+    }
+    assert!(seen >= 2, "too few verified candidates to tell: {par}");
+}
+
+#[test]
 fn a_worker_lost_mid_step_has_its_candidate_requeued_and_the_step_completes() {
     let one = workspace("lost-ref");
     let (seq, _) = optimize(&one, &[worker(&one, "A", "")], 1);

@@ -17,12 +17,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 BIN = os.environ.get("KERNEL_LSP_BIN", "kernel-lsp")
 WORKERS = os.environ.get("KERNEL_LSP_MULTIGPU_WORKERS", "2")
+# KERNEL_LSP_MULTIGPU_RUNS=0,1 picks runs by index (each device call has a time limit).
+PICK = os.environ.get("KERNEL_LSP_MULTIGPU_RUNS", "")
 
 RUNS = [
     # (name, example, kernel, extra args)
@@ -36,49 +39,78 @@ RUNS = [
 def run(example, kernel, extra, workers):
     work = tempfile.mkdtemp(prefix="kernel-lsp-multigpu-")
     shutil.copy(os.path.join(ROOT, "examples", example), work)
-    env = dict(os.environ, KERNEL_LSP_DATA_DIR=os.path.join(work, "data"))
+    # A fresh Triton cache per run: a warm one would let the later run skip the JIT.
+    env = dict(os.environ, KERNEL_LSP_DATA_DIR=os.path.join(work, "data"),
+               TRITON_CACHE_DIR=os.path.join(work, "triton-cache"))
     cmd = [BIN, "optimize", example, "--kernel", kernel, "--fresh-policy", "--json",
            "--seed", "42", "--workers", workers] + extra
     t0 = time.monotonic()
-    p = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=900)
-    wall = time.monotonic() - t0
+    # stderr is read as it comes, to time the steps apart from the command's start (the
+    # CLI, the workers' start and the current version's check come before step 1).
+    p = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    err_lines, first_step = [], []
+
+    def read_err():
+        for line in p.stderr:
+            if not first_step and ": step 1:" in line:
+                first_step.append(time.monotonic())
+            err_lines.append(line)
+
+    reader = threading.Thread(target=read_err, daemon=True)
+    reader.start()
+    try:
+        out, _ = p.communicate(timeout=900)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+    reader.join(timeout=10)
+    end = time.monotonic()
+    wall = end - t0
+    steps_wall = end - first_step[0] if first_step else wall
+    stderr = "".join(err_lines)
     shutil.rmtree(work, ignore_errors=True)
     if p.returncode != 0:
-        return wall, None, p.stderr[-3000:]
-    r = json.loads(p.stdout)
+        return wall, steps_wall, None, stderr[-3000:]
+    r = json.loads(out)
     accepted = [f"{s['strategy_id']}:{s.get('accepted')}" for s in r["steps"]
                 if s["outcome"] == "accepted"]
     cands = sum(len(s["candidates"]) for s in r["steps"])
     on = sorted({str(c["timed_on"]["worker"]) for s in r["steps"] for c in s["candidates"]
                  if c.get("timed_on")})
-    return wall, {"accepted": accepted, "candidates": cands, "timed_on": on}, p.stderr
+    return wall, steps_wall, {"accepted": accepted, "candidates": cands, "timed_on": on}, stderr
 
 
 def main():
     rows, bad = [], False
-    for name, example, kernel, extra in RUNS:
+    picked = [RUNS[int(i)] for i in PICK.split(",")] if PICK else RUNS
+    for name, example, kernel, extra in picked:
         res = {}
         for workers in ("1", WORKERS):
             print(f"== {name}, --workers {workers}", flush=True)
-            wall, summary, err = run(example, kernel, extra, workers)
+            wall, steps, summary, err = run(example, kernel, extra, workers)
             if summary is None:
                 print(f"FAILED ({wall:.1f} s):\n{err}")
                 bad = True
-                res[workers] = (wall, None)
+                res[workers] = (wall, steps, None)
                 continue
-            print(f"wall {wall:.1f} s; {summary['candidates']} candidates; "
+            print(f"wall {wall:.1f} s (steps {steps:.1f} s); {summary['candidates']} candidates; "
                   f"timed on workers {','.join(summary['timed_on']) or '1'}; "
                   f"accepted: {' '.join(summary['accepted']) or 'nothing'}", flush=True)
-            res[workers] = (wall, summary)
-        (w1, s1), (w2, s2) = res["1"], res[WORKERS]
+            res[workers] = (wall, steps, summary)
+        (w1, t1, s1), (w2, t2, s2) = res["1"], res[WORKERS]
         same = s1 is not None and s2 is not None and s1["accepted"] == s2["accepted"]
         bad |= not same
-        rows.append((name, w1, w2, w1 / w2 if w2 else 0.0, same,
+        rows.append((name, w1, w2, w1 / w2 if w2 else 0.0, t1, t2, t1 / t2 if t2 else 0.0, same,
                      " ".join(s2["accepted"]) if s2 else "-"))
     print(f"\n== multi-GPU table (1 worker vs {WORKERS} workers, one per GPU)")
-    print(f"{'run':34} {'1 GPU s':>8} {WORKERS + ' GPUs s':>8} {'speedup':>8}  same accepted  accepted")
-    for name, w1, w2, sp, same, acc in rows:
-        print(f"{name:34} {w1:8.1f} {w2:8.1f} {sp:7.2f}x  {'yes' if same else 'NO':13}  {acc}")
+    print("(command: the whole `kernel-lsp optimize`; steps: from step 1 to the end, after"
+          " the workers' start and the current version's check)")
+    print(f"{'run':34} {'1 GPU s':>8} {WORKERS + ' GPUs s':>8} {'speedup':>8} "
+          f"{'steps 1':>8} {'steps ' + WORKERS:>8} {'speedup':>8}  same accepted  accepted")
+    for name, w1, w2, sp, t1, t2, tsp, same, acc in rows:
+        print(f"{name:34} {w1:8.1f} {w2:8.1f} {sp:7.2f}x {t1:8.1f} {t2:8.1f} {tsp:7.2f}x  "
+              f"{'yes' if same else 'NO':13}  {acc}")
     print(f"MULTIGPU_GOAL=1.8x on {WORKERS} GPUs with the same accepted versions")
     return 1 if bad else 0
 

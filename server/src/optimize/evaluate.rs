@@ -197,6 +197,41 @@ pub async fn request_requeued(
     }
 }
 
+/// Runs `op` on worker `target` when there is one; when that worker is lost or cannot
+/// start, on any other ([`request_requeued`]).
+pub async fn request_preferring(pool: &WorkerPool, target: Option<usize>, op: Op) -> Served {
+    if target.is_some() {
+        let served = pool.request_on(target, op.clone(), None, &mut |_| {}).await;
+        // Lost, or backing off after a failed start: the pool says WorkerLost.
+        let unusable = matches!(&served.result, Err(e) if e.kind == ErrorKind::WorkerLost);
+        if !unusable || pool.size() == 1 {
+            return served;
+        }
+    }
+    request_requeued(pool, op, &mut |_| {}).await
+}
+
+/// The timing groups of a batch: `(worker, members)`, members being indices into the
+/// verified candidates, each group timed on the worker that verified its members. With
+/// one worker (or no worker known) everything is one group on any worker.
+fn time_groups(verified_by: &[Option<usize>], workers: usize) -> Vec<(Option<usize>, Vec<usize>)> {
+    if workers <= 1 || verified_by.iter().any(Option::is_none) {
+        let groups = workers.min(verified_by.len()).max(1);
+        return (0..groups)
+            .map(|g| (None, (g..verified_by.len()).step_by(groups).collect()))
+            .collect();
+    }
+    let mut groups: Vec<(Option<usize>, Vec<usize>)> = Vec::new();
+    for (m, w) in verified_by.iter().enumerate() {
+        match groups.iter_mut().find(|(t, _)| t == w) {
+            Some((_, members)) => members.push(m),
+            None => groups.push((*w, vec![m])),
+        }
+    }
+    groups.sort_by_key(|(t, _)| *t);
+    groups
+}
+
 /// Verify one planned candidate against `current`. `Err` is the reason it failed.
 pub async fn verify(
     pool: &WorkerPool,
@@ -311,33 +346,52 @@ pub async fn confirm(
     notes: &mut Vec<String>,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<(), String> {
-    if needs_reverify(speedup, settings.suspicious_speedup) {
+    // The checks are independent: with several workers they run at once, each on a free
+    // worker, and their notes come out in a fixed order (seeds, then the sanitizer).
+    let progress = std::sync::Mutex::new(progress);
+    let say = |s: &str| {
+        if let Ok(mut p) = progress.lock() {
+            (*p)(s);
+        }
+    };
+    let reverify = async {
+        if !needs_reverify(speedup, settings.suspicious_speedup) {
+            return Ok(None);
+        }
         let t0 = std::time::Instant::now();
         let (mut c, mut r) = (cand.clone(), current.clone());
         c.plan.trials = c.plan.trials.max(1) + 2;
         r.plan.trials = c.plan.trials;
-        for k in 1..=EXTRA_SEEDS {
-            progress(&format!(
+        let (c, r) = (&c, &r);
+        let seeds = (1..=EXTRA_SEEDS).map(|k| async move {
+            say(&format!(
                 "{:.1}x is above {}x: re-verifying `{}` on extra seed {k}/{EXTRA_SEEDS}",
                 speedup, settings.suspicious_speedup, cand.label
             ));
             let s = seed ^ (0x5eed_0000_0000 + k);
-            if let Err(e) = verify(pool, &r, &c, s, progress).await {
+            let mut quiet = |m: &str| say(m);
+            verify(pool, r, c, s, &mut quiet).await
+        });
+        for result in futures::future::join_all(seeds).await {
+            if let Err(e) = result {
                 return Err(format!(
                     "anti-cheat (large speedup): {speedup:.1}x over the current version, so it was re-verified on extra seeds, and failed: {e}"
                 ));
             }
         }
-        notes.push(format!(
+        Ok(Some(format!(
             "{speedup:.1}x is above {}x: re-verified on {EXTRA_SEEDS} extra seeds with {} trials per case ({:.1} s)",
             settings.suspicious_speedup,
             c.plan.trials,
             t0.elapsed().as_secs_f64()
-        ));
-    }
-    if settings.sanitize && cand.lang == Lang::Cuda {
+        )))
+    };
+    let sanitize = async {
+        if !(settings.sanitize && cand.lang == Lang::Cuda) {
+            return Ok(None);
+        }
         let t0 = std::time::Instant::now();
-        progress(&format!("running `{}` under compute-sanitizer", cand.label));
+        say(&format!("running `{}` under compute-sanitizer", cand.label));
         let op = Op::Verify {
             candidate: Box::new(cand.clone()),
             reference: Box::new(current.clone()),
@@ -345,7 +399,8 @@ pub async fn confirm(
             sanitize: true,
         };
         let secs = |t0: std::time::Instant| t0.elapsed().as_secs_f64();
-        match pool.request_with_progress(op, None, progress).await {
+        let mut quiet = |m: &str| say(m);
+        match pool.request_with_progress(op, None, &mut quiet).await {
             Ok(OpResult::Verify(r)) => {
                 let summary = r.sanitizer.unwrap_or_default();
                 if !r.passed {
@@ -355,21 +410,24 @@ pub async fn confirm(
                     return Err(format!("{why}\n{summary}").trim().to_string());
                 }
                 if summary.contains("not found") {
-                    notes.push(
+                    Ok(Some(
                         "compute-sanitizer is not on the worker's machine; the exact-size memory check was skipped"
-                            .into(),
-                    );
+                            .to_string(),
+                    ))
                 } else {
-                    notes.push(format!(
+                    Ok(Some(format!(
                         "compute-sanitizer (memcheck, racecheck; exact-size buffers): no errors ({:.1} s)",
                         secs(t0)
-                    ));
+                    )))
                 }
             }
-            Ok(_) => return Err("unexpected worker reply to a sanitize request".into()),
-            Err(e) => return Err(format!("compute-sanitizer run: {}", e.message)),
+            Ok(_) => Err("unexpected worker reply to a sanitize request".into()),
+            Err(e) => Err(format!("compute-sanitizer run: {}", e.message)),
         }
-    }
+    };
+    let (reverified, sanitized) = tokio::join!(reverify, sanitize);
+    notes.extend(reverified?);
+    notes.extend(sanitized?);
     Ok(())
 }
 
@@ -477,6 +535,7 @@ pub async fn batch(
     });
     let checked = futures::future::join_all(checks).await;
     let mut verified_on = Vec::new();
+    let mut verified_by: Vec<Option<usize>> = Vec::new();
     for (i, (c, (label, text))) in checked.into_iter().zip(candidates).enumerate() {
         match c {
             Checked::Rejected(e) => {
@@ -492,6 +551,7 @@ pub async fn batch(
             } => {
                 out.interpreter |= interpreter;
                 verified_on.push(worker.filter(|_| parallel).map(|w| pool.worker_ref(w)));
+                verified_by.push(worker);
                 out.verified.push(Verified {
                     index: i,
                     label: label.clone(),
@@ -526,9 +586,12 @@ pub async fn batch(
         }
         return out;
     }
-    // One group per worker (round-robin over the verified candidates), each timed in one
-    // request interleaved with the current version: one worker times them all together.
-    let groups = pool.size().min(out.verified.len()).max(1);
+    // One group per worker, each timed in one request interleaved with the current
+    // version: one worker times them all together. A candidate is timed by the worker
+    // that verified it (its kernel is already loaded there), so the groups follow the
+    // verification's balance.
+    let plan = time_groups(&verified_by, pool.size());
+    let groups = plan.len();
     stage(if groups > 1 {
         format!(
             "timing {} versions in {groups} groups, each beside the current version on its own worker",
@@ -537,8 +600,7 @@ pub async fn batch(
     } else {
         format!("timing {} versions", out.verified.len() + 1)
     });
-    let timed = (0..groups).map(|g| {
-        let members: Vec<usize> = (g..out.verified.len()).step_by(groups).collect();
+    let timed = plan.into_iter().map(|(target, members)| {
         let mut versions = vec![current.clone()];
         for &m in &members {
             let v = &out.verified[m];
@@ -552,7 +614,7 @@ pub async fn batch(
                 versions,
                 settings: TimeSettings::default(),
             };
-            let served = request_requeued(pool, op, &mut |_| {}).await;
+            let served = request_preferring(pool, target, op).await;
             let result = match served.result {
                 Ok(OpResult::Time(t)) if t.timings.len() == want => Ok(t),
                 Ok(_) => Err("unexpected worker reply to a time request".to_string()),

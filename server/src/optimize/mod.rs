@@ -351,6 +351,9 @@ pub async fn optimize(
     if opts.repair.is_none() {
         on(Event::Stage("checking the current version".into()));
         let mut stage = |s: &str| on(Event::Stage(format!("checking the current version: {s}")));
+        // The other workers start while the primary checks the current version: their
+        // start-up (Python, torch, a CUDA context) is not paid in the first step.
+        pool.start_others_in_background();
         evaluate::check_current(pool, &start.version, opts.seed, &mut stage).await?;
     }
 
@@ -968,74 +971,89 @@ impl Runner<'_, '_> {
                 if let Some((i, measured)) = b.best() {
                     let (mut base, mut tm, mut g) =
                         (b.bases[i].clone(), b.timings[i].clone(), measured);
-                    // A speedup means something only within one device: a winner timed
-                    // on another worker is re-timed beside the current version on the
-                    // primary worker, and that measurement decides.
-                    if measured.faster() && b.timed_on[i].is_some_and(|w| w != 0) {
+                    let winner = {
                         let v = &b.verified[i];
                         let mut cand = v.planned.version.clone();
                         cand.label = v.label.clone();
-                        let timed_by =
-                            b.timed_on[i].map_or_else(String::new, |w| pool.describe_worker(w));
+                        cand
+                    };
+                    // A speedup means something only within one device: a winner timed
+                    // on another worker is re-timed beside the current version on the
+                    // primary worker, and that measurement decides.
+                    let retime = measured.faster() && b.timed_on[i].is_some_and(|w| w != 0);
+                    let timed_by =
+                        b.timed_on[i].map_or_else(String::new, |w| pool.describe_worker(w));
+                    if retime {
                         stage(format!(
                             "re-timing `{}` ({:.2}x on {timed_by}) against the current version on the primary worker",
-                            v.label, measured.speedup
+                            winner.label, measured.speedup
                         ));
-                        match evaluate::retime_on_primary(pool, &current.version, &cand).await {
-                            Ok((b1, t1)) => {
-                                g = evaluate::gain(&b1, &t1);
-                                record.checks.push(format!(
-                                    "`{}`: {:.2}x timed on {timed_by}; re-timed on {}: {:.2}x",
-                                    v.label,
-                                    measured.speedup,
-                                    pool.describe_worker(0),
-                                    g.speedup
-                                ));
-                                (base, tm) = (b1, t1);
+                    }
+                    // Each candidate is verified against the version it came from; a
+                    // winner made from a later version is also checked against the
+                    // run's starting version, so differences within tolerance cannot
+                    // pile up across steps. That check runs on another worker while the
+                    // primary re-times (it is dropped if the re-timing says slower).
+                    let drifts = measured.faster() && current_text != self.text;
+                    let (retimed, drift) = tokio::join!(
+                        async {
+                            if retime {
+                                Some(
+                                    evaluate::retime_on_primary(pool, &current.version, &winner)
+                                        .await,
+                                )
+                            } else {
+                                None
                             }
-                            Err(e) => record.checks.push(format!(
-                                "`{}`: re-timing on the primary worker failed ({e}); the {:.2}x timed on {timed_by} decides",
-                                v.label, measured.speedup
-                            )),
+                        },
+                        async {
+                            if !drifts {
+                                return None;
+                            }
+                            let mut quiet = |_: &str| {};
+                            evaluate::verify(pool, &self.start.version, &winner, opts.seed, &mut quiet)
+                                .await
+                                .err()
+                                .map(|why| format!(
+                                    "matches the current version but drifted from the run's starting version beyond tolerance: {why}"
+                                ))
                         }
+                    );
+                    match retimed {
+                        Some(Ok((b1, t1))) => {
+                            g = evaluate::gain(&b1, &t1);
+                            record.checks.push(format!(
+                                "`{}`: {:.2}x timed on {timed_by}; re-timed on {}: {:.2}x",
+                                winner.label,
+                                measured.speedup,
+                                pool.describe_worker(0),
+                                g.speedup
+                            ));
+                            (base, tm) = (b1, t1);
+                        }
+                        Some(Err(e)) => record.checks.push(format!(
+                            "`{}`: re-timing on the primary worker failed ({e}); the {:.2}x timed on {timed_by} decides",
+                            winner.label, measured.speedup
+                        )),
+                        None => {}
                     }
                     let (base, tm) = (&base, &tm);
                     record.before_ms = Some(base.median_ms);
                     record.best_ms = Some(tm.median_ms);
                     let (speedup, faster) = (g.speedup, g.faster());
-                    // Each candidate is verified against the version it came from; a
-                    // winner made from a later version is also checked against the
-                    // run's starting version, so differences within tolerance cannot
-                    // pile up across steps.
-                    let drift = if faster && current_text != self.text {
-                        let v = &b.verified[i];
-                        let mut cand = v.planned.version.clone();
-                        cand.label = v.label.clone();
-                        let mut quiet = |_: &str| {};
-                        evaluate::verify(pool, &self.start.version, &cand, opts.seed, &mut quiet)
-                            .await
-                            .err()
-                            .map(|why| format!(
-                                "matches the current version but drifted from the run's starting version beyond tolerance: {why}"
-                            ))
-                    } else {
-                        None
-                    };
+                    let drift = drift.filter(|_| faster);
                     // Before acceptance: a suspiciously large speedup is re-verified on
                     // extra seeds, and the winner runs once under compute-sanitizer.
                     let drift = match drift {
                         Some(d) => Some(d),
                         None if faster => {
-                            let v = &b.verified[i];
-                            let mut cand = v.planned.version.clone();
-                            cand.label = v.label.clone();
                             record.suspicious =
                                 evaluate::needs_reverify(speedup, opts.verify.suspicious_speedup);
                             let mut stage = |s: &str| stage(s.to_string());
                             evaluate::confirm(
                                 pool,
                                 &current.version,
-                                &cand,
+                                &winner,
                                 speedup,
                                 &opts.verify,
                                 opts.seed,

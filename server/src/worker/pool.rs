@@ -802,6 +802,16 @@ impl WorkerPool {
         }
     }
 
+    /// Starts every worker but the primary in the background (those not running yet),
+    /// so the first requests that go to them do not wait for their start-up (Python,
+    /// torch, a CUDA context, a cluster's queue). Nothing waits for them: a request that
+    /// finds them still starting takes a running worker or waits for the first free one.
+    pub fn start_others_in_background(&self) {
+        for index in 1..self.size() {
+            self.replace_in_background(index);
+        }
+    }
+
     /// Starts a worker in slot `index` again, so the request after a failure does not
     /// pay for start-up. A failed start backs the slot off like any other.
     fn replace_in_background(&self, index: usize) {

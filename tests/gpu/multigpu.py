@@ -67,7 +67,7 @@ def run(example, kernel, extra, workers):
     reader.join(timeout=10)
     end = time.monotonic()
     wall = end - t0
-    steps_wall = end - first_step[0] if first_step else wall
+    steps_wall = end - first_step[0] if first_step else float('nan')
     stderr = "".join(err_lines)
     shutil.rmtree(work, ignore_errors=True)
     if p.returncode != 0:

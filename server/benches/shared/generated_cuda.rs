@@ -43,4 +43,3 @@ pub fn generated_file(kernels: usize, helpers: usize) -> String {
     }
     s
 }
-

@@ -38,9 +38,19 @@ async fn measure(program: &str, text: &str, rounds: usize) -> Measured {
     let mut c = TestClient::spawn_program(program, &[]);
     c.initialize(json!({"compileOnType": false}), &["utf-16"])
         .await;
+    let pid = c.child().and_then(|ch| ch.id()).unwrap_or(0);
+    // KEYSTROKE_RSS=1 prints the server's RSS after each stage (where memory goes).
+    let stages = std::env::var_os("KEYSTROKE_RSS").is_some();
+    let stage = |what: &str| {
+        if stages {
+            eprintln!("RSS {:.1} MB {what}", rss_mb(pid));
+        }
+    };
+    stage("after initialize");
     let uri = "file:///bench/gen0.cu";
     c.open(uri, "cuda", text).await;
     let first = c.diagnostics(uri, None).await;
+    stage("after the first open");
     assert!(
         first.is_empty() || first.iter().all(|d| d["severity"] != 1),
         "generated file has errors: {first:?}"
@@ -69,15 +79,16 @@ async fn measure(program: &str, text: &str, rounds: usize) -> Measured {
         samples.push(t0.elapsed().as_secs_f64() * 1e3);
     }
     samples.sort_by(f64::total_cmp);
+    stage("after the edits");
 
     // Memory: 19 more copies of the file open (20 in all).
     for f in 1..20 {
         let u = format!("file:///bench/gen{f}.cu");
         c.open(&u, "cuda", text).await;
         let _ = c.diagnostics(&u, None).await;
+        stage(&format!("after opening copy {f}"));
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let pid = c.child().and_then(|ch| ch.id()).unwrap_or(0);
     Measured {
         p50: percentile(&samples, 0.5),
         p95: percentile(&samples, 0.95),

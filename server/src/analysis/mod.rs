@@ -94,6 +94,12 @@ pub struct SpecCache {
 }
 
 impl SpecCache {
+    /// Forget kernel discovery's per-region facts (kept only while the document keeps
+    /// its parse: a new whole parse cuts new regions), keeping the spec reports.
+    pub fn drop_syntax(&mut self) {
+        self.syntax = syntax::SyntaxCache::default();
+    }
+
     fn report(
         &mut self,
         kernel: &syntax::Kernel,

@@ -1,4 +1,4 @@
-//! One open document: ropey text plus its parse, kept in step by incremental edits, and
+//! One open document: its text (one `String` and a line index) plus its parse, kept in step by incremental edits, and
 //! the conversions between LSP positions (UTF-16 or UTF-8 code units, per the negotiated
 //! `positionEncoding`) and byte offsets. Knows nothing about LSP transport or kernels;
 //! `lsp` and `cli` call it.
@@ -21,13 +21,14 @@
 //! incrementally with the edited old tree.
 //!
 //! Invariant: after [`Document::reparse`] (or installing a [`ParseJob`]'s result), the
-//! forest describes the current `rope` text, because every edit goes through
+//! forest describes the current text, because every edit goes through
 //! [`Document::apply_change`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ropey::Rope;
 use tree_sitter::{InputEdit, Node, Parser, Point, Tree};
+
+mod lines;
 
 use crate::syntax::{ts_language, ByteRange, Lang, Region};
 
@@ -463,9 +464,10 @@ fn point_of(text: &str, byte: usize) -> Point {
 pub struct Document {
     pub lang: Lang,
     pub version: i32,
-    rope: Rope,
-    /// The text as one string, rebuilt after each batch of edits; analysis works on `&str`.
+    /// The text; analysis works on `&str`. Edits splice it in place.
     text: String,
+    /// Where each line starts (positions to offsets and back).
+    lines: lines::LineIndex,
     /// The parse of the text (module doc), `None` before the first parse, when the
     /// parser gave up, or when dropped to save memory.
     forest: Option<Forest>,
@@ -486,7 +488,7 @@ impl Document {
         Document {
             lang,
             version,
-            rope: Rope::from_str(text),
+            lines: lines::LineIndex::new(text),
             text: text.to_string(),
             forest: None,
             masked: false,
@@ -534,7 +536,7 @@ impl Document {
     }
 
     pub fn len_lines(&self) -> usize {
-        self.rope.len_lines()
+        self.lines.len_lines()
     }
 
     /// Replace the whole text (a `didChange` without a range). Does not parse: the old
@@ -543,13 +545,13 @@ impl Document {
     /// blocked the loop for seconds on a 20 MB file and kept a tree of forty times the
     /// text even for files checked for syntax only, issue #16.)
     pub fn replace_all(&mut self, text: &str) {
-        self.rope = Rope::from_str(text);
+        self.lines = lines::LineIndex::new(text);
         self.text = text.to_string();
         self.forest = None;
         self.masked = false;
     }
 
-    /// Apply one ranged edit to the rope and the parse. Does not reparse: call
+    /// Apply one ranged edit to the text, its line index and the parse. Does not reparse: call
     /// [`Document::reparse`] (or run a [`ParseJob`]) once after a batch of edits.
     pub fn apply_change(
         &mut self,
@@ -566,11 +568,9 @@ impl Document {
         let start_position = point_of(&self.text, start_byte);
         let old_end_position = point_of(&self.text, old_end_byte);
 
-        let start_char = self.rope.byte_to_char(start_byte);
-        let old_end_char = self.rope.byte_to_char(old_end_byte);
-        self.rope.remove(start_char..old_end_char);
-        self.rope.insert(start_char, new_text);
         self.text.replace_range(start_byte..old_end_byte, new_text);
+        self.lines
+            .edit(&self.text, start_byte, old_end_byte, new_text.len());
 
         let new_end_byte = start_byte + new_text.len();
         let new_end_position = point_of(&self.text, new_end_byte);
@@ -605,14 +605,14 @@ impl Document {
     /// the document is an error, except the line right after a final newline.
     pub fn offset(&self, pos: LinePos, enc: PositionEncoding) -> Result<usize, PositionError> {
         let line = pos.line as usize;
-        let lines = self.rope.len_lines();
+        let lines = self.lines.len_lines();
         if line >= lines {
             return Err(PositionError::LinePastEnd {
                 line: pos.line,
                 lines,
             });
         }
-        let line_start_byte = self.rope.line_to_byte(line);
+        let line_start_byte = self.lines.line_to_byte(line);
         let line_end_byte = self.line_content_end(line);
         let col = pos.col as usize;
         let byte = match enc {
@@ -625,13 +625,22 @@ impl Document {
                 b
             }
             PositionEncoding::Utf16 => {
-                let line_start_char = self.rope.byte_to_char(line_start_byte);
-                let line_end_char = self.rope.byte_to_char(line_end_byte);
-                let start_cu = self.rope.char_to_utf16_cu(line_start_char);
-                let end_cu = self.rope.char_to_utf16_cu(line_end_char);
-                let cu = (start_cu + col).min(end_cu);
-                let ch = self.rope.utf16_cu_to_char(cu);
-                self.rope.char_to_byte(ch)
+                // The first character whose UTF-16 column reaches `col` (a column
+                // inside a surrogate pair means that character's start).
+                let mut cu = 0;
+                let mut at = line_end_byte;
+                for (i, c) in self.text[line_start_byte..line_end_byte].char_indices() {
+                    if cu >= col {
+                        at = line_start_byte + i;
+                        break;
+                    }
+                    cu += c.len_utf16();
+                    if cu > col {
+                        at = line_start_byte + i;
+                        break;
+                    }
+                }
+                at
             }
         };
         Ok(byte)
@@ -644,15 +653,11 @@ impl Document {
         while byte > 0 && !self.text.is_char_boundary(byte) {
             byte -= 1;
         }
-        let line = self.rope.byte_to_line(byte);
-        let line_start_byte = self.rope.line_to_byte(line);
+        let line = self.lines.byte_to_line(byte);
+        let line_start_byte = self.lines.line_to_byte(line);
         let col = match enc {
             PositionEncoding::Utf8 => byte - line_start_byte,
-            PositionEncoding::Utf16 => {
-                let c0 = self.rope.byte_to_char(line_start_byte);
-                let c1 = self.rope.byte_to_char(byte);
-                self.rope.char_to_utf16_cu(c1) - self.rope.char_to_utf16_cu(c0)
-            }
+            PositionEncoding::Utf16 => self.text[line_start_byte..byte].encode_utf16().count(),
         };
         LinePos {
             line: line as u32,
@@ -666,19 +671,19 @@ impl Document {
 
     /// Byte offset of the start of a (0-based) line, clamped to the document.
     pub fn line_start(&self, line: usize) -> usize {
-        if line >= self.rope.len_lines() {
+        if line >= self.lines.len_lines() {
             return self.text.len();
         }
-        self.rope.line_to_byte(line)
+        self.lines.line_to_byte(line)
     }
 
     /// End of a line's content: before its `\n` / `\r\n` / `\r`.
     fn line_content_end(&self, line: usize) -> usize {
-        let start = self.rope.line_to_byte(line);
-        let end = if line + 1 < self.rope.len_lines() {
-            self.rope.line_to_byte(line + 1)
+        let start = self.lines.line_to_byte(line);
+        let end = if line + 1 < self.lines.len_lines() {
+            self.lines.line_to_byte(line + 1)
         } else {
-            self.rope.len_bytes()
+            self.text.len()
         };
         let bytes = &self.text.as_bytes()[start..end];
         let mut e = end;

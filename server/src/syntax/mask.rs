@@ -53,8 +53,8 @@ pub fn masked(lang: Lang, text: &str) -> Option<String> {
 /// a UTF-8 byte-order mark at the start becomes three spaces (tree-sitter would take it
 /// for code and hide a first `@bench` line), and a lone `\r` line ending (old Mac style)
 /// becomes `\n` (the grammars end a `//` comment at `\n` only, so a CR-only file was one
-/// long comment with no kernel). The document keeps its text; the line index (ropey,
-/// with CR line breaks) already counts lines the same way; `check` and the server share
+/// long comment with no kernel). The document keeps its text; its line index (`\n`,
+/// `\r\n` and a lone `\r`) already counts lines the same way; `check` and the server share
 /// this through `parse_text` and `Document`.
 pub fn normalized(text: &str) -> Option<String> {
     let bom = text.starts_with('\u{feff}');

@@ -98,6 +98,11 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/triton/grid2d.py",
         "add_bias_2d",
     ),
+    (
+        "triton_configs",
+        "tests/fixtures/rewrites/triton/matmuls.py",
+        "mm_bf16",
+    ),
 ];
 
 /// The case files, compiled in: the GPU machine runs a prebuilt test binary, and the
@@ -131,6 +136,9 @@ fn source(file: &str) -> &'static str {
         }
         "tests/fixtures/rewrites/triton/grid2d.py" => {
             include_str!("../fixtures/rewrites/triton/grid2d.py")
+        }
+        "tests/fixtures/rewrites/triton/matmuls.py" => {
+            include_str!("../fixtures/rewrites/triton/matmuls.py")
         }
         other => panic!("no case file {other}"),
     }

@@ -31,8 +31,11 @@
 //! `break`/`return` in it; a loop that is not counted with step 1 or whose bounds depend
 //! on the thread; a load moving with both the row and the column; loads that name other
 //! locals; a bounds check with a condition on both indices at once; no A-like or B-like
-//! load (nothing to share). A tensor-core variant is not written: f32 operands in TF32
-//! lose 13 bits of mantissa, which a spec's default f32 tolerance does not allow.
+//! load (nothing to share). Plain TF32 is never written: f32 operands in TF32 lose 13
+//! bits of mantissa, which a spec's default f32 tolerance does not allow. A third kind of
+//! candidate, 3xTF32 on the tensor cores ([`mma`], param `tensor_cores`: rows per block),
+//! keeps about f32's accuracy for a loop that is one float multiply-add, but not the
+//! author's order of additions.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -50,6 +53,7 @@ use super::tree::{
     text, walk,
 };
 use super::RewriteContext;
+use crate::spec::DType;
 use crate::syntax::{Lang, ParamKind};
 
 const ID: &str = "tile_matmul";
@@ -97,10 +101,11 @@ impl Geometry {
 
 pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
     require_lang(cx, Lang::Cuda, ID)?;
-    current_plan(cx)?;
+    let plan = current_plan(cx)?;
     let p = Params(cx.params);
     let tiles = p.uints_or_none("tiles", &[16, 32], 4..=32)?;
     let blocks = p.uints_or_none("register_blocks", &[4, 8], 1..=8)?;
+    let tensor_rows = p.uints_or_none("tensor_cores", &[64, 128], 32..=128)?;
     let k = &cx.kernel.name;
     let src = cx.text;
     let func = kernel_function(cx)
@@ -164,6 +169,36 @@ pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
         match e.apply(src) {
             Ok(text) => drafts.push(Draft { label, text }),
             Err(err) => dropped.push(format!("{label}: {err}")),
+        }
+    }
+    // The tensor-core candidates (3xTF32), where the k loop is one multiply-add of floats.
+    if !tensor_rows.is_empty() {
+        match mma::mma_shape(src, &mm, plan.tolerance(DType::F32).1) {
+            Ok(ms) => {
+                for bm in tensor_rows.iter().filter(|r| *r % 32 == 0) {
+                    let warps = bm / 32 * 2;
+                    let label = format!(
+                        "3xTF32 tensor cores (mma.sync), {bm}x{}x32 tiles, {warps} warps",
+                        mma::MMA_BN
+                    );
+                    let mut e = Edits::new();
+                    match launch.edits(32 * warps, 1, mma::MMA_BN, *bm) {
+                        Ok(l) => e.extend(l),
+                        Err(why) => {
+                            dropped.push(format!("{label}: {why}"));
+                            continue;
+                        }
+                    }
+                    let mut local_names = names.clone();
+                    let code = mma::emit_mma(src, &shape, &mm, &ms, *bm, &mut local_names);
+                    e.extend([Edit::replace(shape.start..shape.end, code)]);
+                    match e.apply(src) {
+                        Ok(text) => drafts.push(Draft { label, text }),
+                        Err(err) => dropped.push(format!("{label}: {err}")),
+                    }
+                }
+            }
+            Err(why) => dropped.push(format!("3xTF32 tensor cores: {why}")),
         }
     }
     names.clear();
@@ -917,6 +952,8 @@ fn rename_words(s: &str, pairs: &[(&str, &str)]) -> String {
     flush(&mut word, &mut out);
     out
 }
+
+mod mma;
 
 #[cfg(test)]
 mod tests;

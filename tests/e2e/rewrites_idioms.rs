@@ -379,7 +379,7 @@ const CASES: &[Case] = &[
         file: "examples/matmul_naive.cu",
         kernel: "matmul",
         id: "tile_matmul",
-        want: 6,
+        want: 4,
         sizes: (
             "m = 1024, 67; n = 1024, 45; k = 1024, 33",
             "m = 70, 67; n = 45, 33; k = 40, 33",
@@ -406,10 +406,20 @@ const CASES: &[Case] = &[
         file: MATMULS,
         kernel: "gemm_tn_bias",
         id: "tile_matmul",
-        want: 6,
+        want: 4,
         sizes: (
             "m = 200, 31; n = 96, 50; k = 64, 9",
             "m = 40, 31; n = 66, 50; k = 20, 9",
+        ),
+    },
+    Case {
+        file: MATMULS,
+        kernel: "matmul_loose",
+        id: "tile_matmul",
+        want: 6,
+        sizes: (
+            "m = 512, 70; n = 256, 33; k = 384, 45",
+            "m = 100, 70; n = 80, 33; k = 50, 45",
         ),
     },
     Case {

@@ -80,6 +80,11 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/tiles/matmuls.cu",
         "gemm_tn_bias",
     ),
+    (
+        "tile_matmul",
+        "tests/fixtures/rewrites/tiles/matmuls.cu",
+        "matmul_loose",
+    ),
     ("coarsen", "examples/saxpy.cu", "saxpy"),
     (
         "coarsen",

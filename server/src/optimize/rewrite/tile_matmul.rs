@@ -35,7 +35,7 @@
 //! bits of mantissa, which a spec's default f32 tolerance does not allow. A third kind of
 //! candidate, 3xTF32 on the tensor cores ([`mma`], param `tensor_cores`: rows per block),
 //! keeps about f32's accuracy for a loop that is one float multiply-add, but not the
-//! author's order of additions.
+//! author's order of additions, so it needs a spec whose atol and rtol allow that.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -173,7 +173,7 @@ pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
     }
     // The tensor-core candidates (3xTF32), where the k loop is one multiply-add of floats.
     if !tensor_rows.is_empty() {
-        match mma::mma_shape(src, &mm, plan.tolerance(DType::F32).1) {
+        match mma::mma_shape(src, &mm, plan.tolerance(DType::F32)) {
             Ok(ms) => {
                 for bm in tensor_rows.iter().filter(|r| *r % 32 == 0) {
                     let warps = bm / 32 * 2;

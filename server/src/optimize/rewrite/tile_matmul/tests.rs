@@ -24,7 +24,8 @@ fn the_naive_matmul_gets_tiles_and_register_blocks() {
             "16x16 shared tiles, block (16, 16)",
             "32x32 shared tiles, block (32, 32)",
             "4x4 register block per thread, 64x64x16 tiles, block (16, 16)",
-            "8x8 register block per thread, 128x128x8 tiles, block (16, 16)"
+            "8x8 register block per thread, 128x128x8 tiles, block (16, 16)",
+            "4x4 register block per thread (adjacent outputs, A transposed), 64x64x16 tiles, block (16, 16)"
         ]
     );
     expect![[r#"
@@ -59,7 +60,7 @@ fn the_naive_matmul_gets_tiles_and_register_blocks() {
             if (row < m && col < n) {
                 c[row * n + col] = acc;
             }
-        }"#]].assert_eq(&one(MATMUL, "matmul", json!({"tiles": [16], "register_blocks": [], "tensor_cores": []})));
+        }"#]].assert_eq(&one(MATMUL, "matmul", json!({"tiles": [16], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": []})));
 }
 
 #[test]
@@ -133,7 +134,7 @@ fn a_register_block_gives_each_output_its_own_accumulator() {
                     c[row * n + col] = acc_1_1;
                 }
             }
-        }"#]].assert_eq(&one(MATMUL, "matmul", json!({"tiles": [], "register_blocks": [2], "tensor_cores": []})));
+        }"#]].assert_eq(&one(MATMUL, "matmul", json!({"tiles": [], "register_blocks": [2], "adjacent_blocks": [], "tensor_cores": []})));
 }
 
 #[test]
@@ -172,7 +173,7 @@ fn a_transposed_operand_is_loaded_along_k_and_the_epilogue_keeps_its_reads() {
             if (!(i >= m || j >= n)) {
                 c[(size_t)i * n + j] = alpha * sum + beta * c[(size_t)i * n + j];
             }
-        }"#]].assert_eq(&one(FIXTURES, "gemm_nt", json!({"tiles": [16], "register_blocks": [], "tensor_cores": []})));
+        }"#]].assert_eq(&one(FIXTURES, "gemm_nt", json!({"tiles": [16], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": []})));
 }
 
 #[test]
@@ -197,7 +198,7 @@ fn what_tiles_cannot_serve_is_refused_with_the_reason() {
 fn a_float_multiply_add_within_a_loose_tolerance_also_gets_3xtf32_tensor_cores() {
     let loose = MATMUL.replace("rtol = 1e-3", "atol = 1e-3; rtol = 1e-3");
     let out = cuda(&loose, "matmul", "tile_matmul", json!({})).unwrap();
-    assert_eq!(out.len(), 6, "{:?}", labels(&out));
+    assert_eq!(out.len(), 7, "{:?}", labels(&out));
     expect![[r#"
         // @bench m = 1024, 67; n = 1024, 45; k = 1024, 33
         // @bench a: in f32[m, k]; b: in f32[k, n]; c: out f32[m, n]
@@ -285,13 +286,13 @@ fn a_float_multiply_add_within_a_loose_tolerance_also_gets_3xtf32_tensor_cores()
         }"#]].assert_eq(&one(
         &loose,
         "matmul",
-        json!({"tiles": [], "register_blocks": [], "tensor_cores": [64]}),
+        json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": [64]}),
     ));
 }
 
 #[test]
 fn tensor_cores_only_for_a_float_multiply_add_within_the_tolerance() {
-    let tc = json!({"tiles": [], "register_blocks": [], "tensor_cores": [64, 128]});
+    let tc = json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": [64, 128]});
     // Another style: an early return, `size_t` indexing, a loop variable `p`.
     let out = cuda(FIXTURES, "matmul_loose", "tile_matmul", tc.clone()).unwrap();
     expect![[r#"
@@ -327,4 +328,53 @@ fn tensor_cores_only_for_a_float_multiply_add_within_the_tolerance() {
         "acc += 2.0f * a[row * k + i] * b[i * n + col];",
     );
     expect!["no usable candidate for `matmul`: 3xTF32 tensor cores: the k loop's product is not of one A-like and one B-like load"].assert_eq(&why(&scaled, "matmul"));
+}
+
+#[test]
+fn adjacent_outputs_read_runs_of_a_transposed_a_tile_and_unroll_full_tiles() {
+    // What differs from the register block above (whose outputs are a block apart).
+    let text = one(
+        MATMUL,
+        "matmul",
+        json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [2], "tensor_cores": []}),
+    );
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            l.contains("_tile[")
+                || l.starts_with("int row_")
+                || l.starts_with("int col_")
+                || l.contains("kk <")
+                || l.contains("k0 + 16 <=")
+                || l.starts_with('#')
+                || l.starts_with("} else")
+        })
+        .collect();
+    expect![[r##"
+        [
+            "__shared__ float a_tile[16][32 + 4];",
+            "__shared__ float b_tile[16][32 + 4];",
+            "int row_0 = blockIdx.y * 32 + threadIdx.y * 2 + 0;",
+            "int row_1 = blockIdx.y * 32 + threadIdx.y * 2 + 1;",
+            "int col_0 = blockIdx.x * 32 + threadIdx.x * 2 + 0;",
+            "int col_1 = blockIdx.x * 32 + threadIdx.x * 2 + 1;",
+            "if (row < m && i < k) a_tile[e % 16][e / 16] = a[row * k + i];",
+            "if (col < n && i < k) b_tile[e / 32][e % 32] = b[i * n + col];",
+            "if (k0 + 16 <= k) {",
+            "#pragma unroll",
+            "for (int kk = 0; kk < 16; ++kk) {",
+            "acc_0_0 += a_tile[kk][threadIdx.y * 2 + 0] * b_tile[kk][threadIdx.x * 2 + 0];",
+            "acc_0_1 += a_tile[kk][threadIdx.y * 2 + 0] * b_tile[kk][threadIdx.x * 2 + 1];",
+            "acc_1_0 += a_tile[kk][threadIdx.y * 2 + 1] * b_tile[kk][threadIdx.x * 2 + 0];",
+            "acc_1_1 += a_tile[kk][threadIdx.y * 2 + 1] * b_tile[kk][threadIdx.x * 2 + 1];",
+            "} else {",
+            "for (int kk = 0; kk < 16 && k0 + kk < k; ++kk) {",
+            "acc_0_0 += a_tile[kk][threadIdx.y * 2 + 0] * b_tile[kk][threadIdx.x * 2 + 0];",
+            "acc_0_1 += a_tile[kk][threadIdx.y * 2 + 0] * b_tile[kk][threadIdx.x * 2 + 1];",
+            "acc_1_0 += a_tile[kk][threadIdx.y * 2 + 1] * b_tile[kk][threadIdx.x * 2 + 0];",
+            "acc_1_1 += a_tile[kk][threadIdx.y * 2 + 1] * b_tile[kk][threadIdx.x * 2 + 1];",
+        ]
+    "##]]
+    .assert_debug_eq(&lines);
 }

@@ -80,6 +80,11 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/tiles/matmuls.cu",
         "gemm_tn_bias",
     ),
+    (
+        "tile_matmul",
+        "tests/fixtures/rewrites/tiles/matmuls.cu",
+        "matmul_loose",
+    ),
     ("coarsen", "examples/saxpy.cu", "saxpy"),
     (
         "coarsen",
@@ -97,6 +102,11 @@ const CASES: &[(&str, &str, &str)] = &[
         "triton_configs",
         "tests/fixtures/rewrites/triton/grid2d.py",
         "add_bias_2d",
+    ),
+    (
+        "triton_configs",
+        "tests/fixtures/rewrites/triton/matmuls.py",
+        "mm_bf16",
     ),
 ];
 
@@ -131,6 +141,9 @@ fn source(file: &str) -> &'static str {
         }
         "tests/fixtures/rewrites/triton/grid2d.py" => {
             include_str!("../fixtures/rewrites/triton/grid2d.py")
+        }
+        "tests/fixtures/rewrites/triton/matmuls.py" => {
+            include_str!("../fixtures/rewrites/triton/matmuls.py")
         }
         other => panic!("no case file {other}"),
     }

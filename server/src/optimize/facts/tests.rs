@@ -552,6 +552,7 @@ fn idiom_facts_pick_out_their_shapes() {
         matmuls.cu gemm_tn_bias: matmul_like_loop
         matmuls.cu conv_rows: matmul_like_loop
         matmuls.cu ragged_rows: matmul_like_loop
+        matmuls.cu matmul_loose: matmul_like_loop
         matmul.py matmul_kernel: program_grid_2d
         vector_add.py add_kernel: 
         softmax.py softmax_kernel: 

@@ -1,7 +1,9 @@
 //! `cooperative_rows`: a kernel where one thread owns a row and loops over its columns
 //! becomes one where a team of threads shares each row: a warp (32 lanes), half or a
 //! quarter of a warp (2 or 4 rows per warp, for short rows), or a whole block with a
-//! shared-memory combine (long rows).
+//! shared-memory combine (long rows). Modes `warp_regs` and `block_regs` also keep a
+//! row that several column loops read or write in registers between them (see
+//! [`staging`]: one pass over global memory each way instead of one per loop).
 //!
 //! **Matches** the 1-D shape `int row = blockIdx.x * blockDim.x + threadIdx.x;` followed
 //! by `if (row < rows) { ... }` ending the kernel or `if (row >= rows) return;`. Inside
@@ -37,8 +39,9 @@
 //!
 //! **Launch**: warp teams keep the block size (256 when it is not a multiple of 32) and
 //! divide the grid's `cdiv(rows, B)` by the rows a block now covers; block teams launch
-//! `grid = rows` with param `block_threads` (default 256) threads. Param `modes` picks
-//! among `warp`, `rows2`, `rows4`, `block` (default all).
+//! `grid = rows` with param `block_threads` (default 128 and 256) threads. Param `modes` picks
+//! among `warp`, `rows2`, `rows4`, `block`, `warp_regs`, `block_regs` (default all);
+//! `stage_registers` caps the registers per staged buffer (default: the longest row).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -61,11 +64,11 @@ use super::tree::{
 };
 use super::RewriteContext;
 use crate::optimize::edit;
-use crate::spec::Launch;
+use crate::spec::{BenchPlan, Launch};
 use crate::syntax::Lang;
 
 const ID: &str = "cooperative_rows";
-const MODES: &[&str] = &["warp", "rows2", "rows4", "block"];
+const MODES: &[&str] = &["warp", "rows2", "rows4", "block", "warp_regs", "block_regs"];
 const ROW_SHAPE: &str = "`int row = blockIdx.x * blockDim.x + threadIdx.x; if (row < rows) { ... }` (or `if (row >= rows) return;`) with loops over the row's columns";
 
 /// How a team combines lane partials of one accumulator.
@@ -140,6 +143,8 @@ struct ColumnLoop<'t> {
 struct RowPlan<'t> {
     loops: Vec<ColumnLoop<'t>>,
     lane0: Vec<Node<'t>>,
+    /// What the `*_regs` modes keep in registers, or why they cannot.
+    stage: Result<staging::Stage, String>,
 }
 
 /// The team a row is given to.
@@ -156,7 +161,8 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
     let plan = current_plan(cx)?;
     let p = Params(cx.params);
     let modes = p.choices("modes", MODES, MODES)?;
-    let block_threads = p.uints("block_threads", &[256], 32..=1024)?;
+    let block_threads = p.uints("block_threads", &[128, 256], 32..=1024)?;
+    let stage_registers = p.uints("stage_registers", &[64], 1..=64)?[0];
     if let Some(t) = block_threads.iter().find(|t| *t % 32 != 0) {
         return Err(super::RewriteError::BadParam {
             name: "block_threads".into(),
@@ -171,7 +177,7 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
             "`{k}` does not give one row to each thread: {why}; {ID} needs {ROW_SHAPE}"
         ))
     })?;
-    let rows = analyze(cx, &shape).map_err(|why| {
+    let rows = analyze(cx, &plan, &shape).map_err(|why| {
         not_applicable(format!("`{k}` cannot share a row between threads: {why}"))
     })?;
     let (grid, first) = one_d_grid(cx, &plan, ID)?;
@@ -201,7 +207,7 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
     let mut dropped = Vec::new();
     for mode in &modes {
         let teams: Vec<Team> = match mode.as_str() {
-            "warp" => vec![Team::Warp { width: 32 }],
+            "warp" | "warp_regs" => vec![Team::Warp { width: 32 }],
             "rows2" => vec![Team::Warp { width: 16 }],
             "rows4" => vec![Team::Warp { width: 8 }],
             _ => block_threads
@@ -209,6 +215,7 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
                 .map(|t| Team::Block { threads: *t })
                 .collect(),
         };
+        let staged = mode.ends_with("_regs");
         for team in teams {
             let (label, new_block, new_grid) = match team {
                 Team::Warp { width } => {
@@ -262,8 +269,32 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
                     )
                 }
             };
+            let (label, stage) = if staged {
+                let stage = match &rows.stage {
+                    Ok(s) => s,
+                    Err(why) => {
+                        dropped.push(format!("{label}, row in registers: {why}"));
+                        continue;
+                    }
+                };
+                let width = match team {
+                    Team::Warp { width } => u64::from(width),
+                    Team::Block { threads } => threads,
+                };
+                let r = stage.registers(width).min(stage_registers);
+                let (head, tail) = label.split_once(" (").unwrap_or((&label, ")"));
+                (
+                    format!(
+                        "{head}, {} in registers ({r} per lane; {tail}",
+                        stage.describe()
+                    ),
+                    Some((stage, r)),
+                )
+            } else {
+                (label, None)
+            };
             let mut names = taken.clone();
-            let mut e = match emit(cx, &shape, &rows, team, &mut names) {
+            let mut e = match emit(cx, &shape, &rows, team, stage, &mut names) {
                 Ok(e) => e,
                 Err(why) => {
                     dropped.push(format!("{label}: {why}"));
@@ -286,7 +317,11 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
 // ---------------------------------------------------------------------------------------
 // Analysis
 
-fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Elementwise<'t>) -> Result<RowPlan<'t>, String> {
+fn analyze<'t>(
+    cx: &RewriteContext<'t>,
+    spec: &BenchPlan,
+    shape: &Elementwise<'t>,
+) -> Result<RowPlan<'t>, String> {
     let src = cx.text;
     let mut scope = Scope::of_kernel(cx, src);
     // Forbidden things anywhere in the row body; declarations and aliases.
@@ -587,7 +622,12 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Elementwise<'t>) -> Result<RowPl
             acc.ty = scope.types.get(&acc.name).cloned();
         }
     }
-    Ok(RowPlan { loops, lane0 })
+    let stage = staging::plan(cx.kernel, spec, &scope, &accesses, &loops, &shape.body);
+    Ok(RowPlan {
+        loops,
+        lane0,
+        stage,
+    })
 }
 
 /// Loops in the row body from `s` down; a loop whose variable indexes a global access in
@@ -1410,6 +1450,7 @@ fn emit(
     shape: &Elementwise<'_>,
     rows: &RowPlan<'_>,
     team: Team,
+    stage: Option<(&staging::Stage, u64)>,
     names: &mut BTreeSet<String>,
 ) -> Result<Edits, String> {
     let src = cx.text;
@@ -1468,7 +1509,8 @@ fn emit(
             ("0xffffffff".to_string(), "blockDim.x".to_string())
         }
     };
-    for l in &rows.loops {
+    let stage_names = stage.map(|(s, _)| staging::names(s, names));
+    for (i, l) in rows.loops.iter().enumerate() {
         let ind = line_indent(src, l.start).to_string();
         let init = text(src, l.init).trim();
         let lane_term = if l.step == 1 {
@@ -1481,16 +1523,34 @@ fn emit(
         } else {
             format!("{init} + {lane_term}")
         };
-        e.extend([Edit::replace(l.init.byte_range(), new_init)]);
         let stride = if l.step == 1 {
             step.clone()
         } else {
             format!("{} * {step}", l.step)
         };
-        e.extend([Edit::replace(
-            l.update.byte_range(),
-            format!("{} += {stride}", l.var),
-        )]);
+        match (stage, &stage_names) {
+            (Some((s, r)), Some(n)) => {
+                e.extend(staging::loop_edits(
+                    src,
+                    s,
+                    n,
+                    &rows.loops,
+                    i,
+                    &lane,
+                    &step,
+                    r,
+                    unit,
+                    nl,
+                ));
+            }
+            _ => {
+                e.extend([Edit::replace(l.init.byte_range(), new_init)]);
+                e.extend([Edit::replace(
+                    l.update.byte_range(),
+                    format!("{} += {stride}", l.var),
+                )]);
+            }
+        }
         let mut before = String::new();
         for acc in l.accs.iter().filter(|a| a.reset) {
             let id = acc
@@ -1636,6 +1696,8 @@ fn combine_plain(acc: &Acc, other: &str) -> String {
             .replace(OTHER, other),
     }
 }
+
+mod staging;
 
 #[cfg(test)]
 mod tests;

@@ -31,8 +31,11 @@
 //! `break`/`return` in it; a loop that is not counted with step 1 or whose bounds depend
 //! on the thread; a load moving with both the row and the column; loads that name other
 //! locals; a bounds check with a condition on both indices at once; no A-like or B-like
-//! load (nothing to share). A tensor-core variant is not written: f32 operands in TF32
-//! lose 13 bits of mantissa, which a spec's default f32 tolerance does not allow.
+//! load (nothing to share). Plain TF32 is never written: f32 operands in TF32 lose 13
+//! bits of mantissa, which a spec's default f32 tolerance does not allow. A third kind of
+//! candidate, 3xTF32 on the tensor cores ([`mma`], param `tensor_cores`: rows per block),
+//! keeps about f32's accuracy for a loop that is one float multiply-add, but not the
+//! author's order of additions, so it needs a spec whose atol and rtol allow that.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -50,6 +53,7 @@ use super::tree::{
     text, walk,
 };
 use super::RewriteContext;
+use crate::spec::DType;
 use crate::syntax::{Lang, ParamKind};
 
 const ID: &str = "tile_matmul";
@@ -62,6 +66,11 @@ struct Geometry {
     rm: u64,
     rn: u64,
     tk: u64,
+    /// Each thread's outputs are adjacent (`threadIdx.y * RM + p`) rather than a block
+    /// apart, A's tile is stored transposed (`[TK][BM + 4]`), and full tiles run an
+    /// unrolled k loop: each step reads a thread's A and B values as runs of adjacent
+    /// floats.
+    contiguous: bool,
 }
 
 impl Geometry {
@@ -82,9 +91,14 @@ impl Geometry {
             )
         } else {
             format!(
-                "{}x{} register block per thread, {}x{}x{} tiles, block ({}, {})",
+                "{}x{} register block per thread{}, {}x{}x{} tiles, block ({}, {})",
                 self.rm,
                 self.rn,
+                if self.contiguous {
+                    " (adjacent outputs, A transposed)"
+                } else {
+                    ""
+                },
                 self.bm(),
                 self.bn(),
                 self.tk,
@@ -97,10 +111,12 @@ impl Geometry {
 
 pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
     require_lang(cx, Lang::Cuda, ID)?;
-    current_plan(cx)?;
+    let plan = current_plan(cx)?;
     let p = Params(cx.params);
     let tiles = p.uints_or_none("tiles", &[16, 32], 4..=32)?;
     let blocks = p.uints_or_none("register_blocks", &[4, 8], 1..=8)?;
+    let adjacent = p.uints_or_none("adjacent_blocks", &[4], 2..=8)?;
+    let tensor_rows = p.uints_or_none("tensor_cores", &[64, 128], 32..=128)?;
     let k = &cx.kernel.name;
     let src = cx.text;
     let func = kernel_function(cx)
@@ -121,9 +137,14 @@ pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
             rm: 1,
             rn: 1,
             tk: *t,
+            contiguous: false,
         })
         .collect();
-    for r in &blocks {
+    for (r, contiguous) in blocks
+        .iter()
+        .map(|r| (r, false))
+        .chain(adjacent.iter().map(|r| (r, true)))
+    {
         // 16 x 16 threads, r x r outputs each; a k-step that keeps each tile near 4 KiB.
         geometries.push(Geometry {
             bx: 16,
@@ -131,6 +152,7 @@ pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
             rm: *r,
             rn: *r,
             tk: (64 / r).clamp(4, 16),
+            contiguous,
         });
     }
     let mut names = code_names(cx);
@@ -164,6 +186,36 @@ pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
         match e.apply(src) {
             Ok(text) => drafts.push(Draft { label, text }),
             Err(err) => dropped.push(format!("{label}: {err}")),
+        }
+    }
+    // The tensor-core candidates (3xTF32), where the k loop is one multiply-add of floats.
+    if !tensor_rows.is_empty() {
+        match mma::mma_shape(src, &mm, plan.tolerance(DType::F32)) {
+            Ok(ms) => {
+                for bm in tensor_rows.iter().filter(|r| *r % 32 == 0) {
+                    let warps = bm / 32 * 2;
+                    let label = format!(
+                        "3xTF32 tensor cores (mma.sync), {bm}x{}x32 tiles, {warps} warps",
+                        mma::MMA_BN
+                    );
+                    let mut e = Edits::new();
+                    match launch.edits(32 * warps, 1, mma::MMA_BN, *bm) {
+                        Ok(l) => e.extend(l),
+                        Err(why) => {
+                            dropped.push(format!("{label}: {why}"));
+                            continue;
+                        }
+                    }
+                    let mut local_names = names.clone();
+                    let code = mma::emit_mma(src, &shape, &mm, &ms, *bm, &mut local_names);
+                    e.extend([Edit::replace(shape.start..shape.end, code)]);
+                    match e.apply(src) {
+                        Ok(text) => drafts.push(Draft { label, text }),
+                        Err(err) => dropped.push(format!("{label}: {err}")),
+                    }
+                }
+            }
+            Err(why) => dropped.push(format!("3xTF32 tensor cores: {why}")),
         }
     }
     names.clear();
@@ -676,9 +728,13 @@ fn emit(
     let mut o = String::new();
     // Tiles.
     for (s, t) in mm.shared.iter().zip(&tile_names) {
-        let dims = match s.operand {
-            Operand::A => format!("[{bm}][{tk} + 1]"),
-            Operand::B => format!("[{tk}][{bn} + 1]"),
+        let dims = match (s.operand, g.contiguous) {
+            (Operand::A, false) => format!("[{bm}][{tk} + 1]"),
+            (Operand::B, false) => format!("[{tk}][{bn} + 1]"),
+            // Rows padded by 4: the transposed fill hits distinct banks, and a thread's
+            // RM (or RN) adjacent values stay 16-byte aligned.
+            (Operand::A, true) => format!("[{tk}][{bm} + 4]"),
+            (Operand::B, true) => format!("[{tk}][{bn} + 4]"),
         };
         o.push_str(&format!("__shared__ {} {t}{dims};{nl}{ind}", s.ty));
     }
@@ -690,27 +746,19 @@ fn emit(
         ));
     } else {
         for p in 0..g.rm {
-            let off = if p == 0 {
-                String::new()
-            } else {
-                format!(" + {}", p * g.by)
-            };
             o.push_str(&format!(
-                "{} {} = blockIdx.y * {bm} + threadIdx.y{off};{nl}{ind}",
+                "{} {} = blockIdx.y * {bm} + {};{nl}{ind}",
                 row.ty,
-                row_of(p)
+                row_of(p),
+                owned(g, "threadIdx.y", p, g.by, g.rm)
             ));
         }
         for q in 0..g.rn {
-            let off = if q == 0 {
-                String::new()
-            } else {
-                format!(" + {}", q * g.bx)
-            };
             o.push_str(&format!(
-                "{} {} = blockIdx.x * {bn} + threadIdx.x{off};{nl}{ind}",
+                "{} {} = blockIdx.x * {bn} + {};{nl}{ind}",
                 col.ty,
-                col_of(q)
+                col_of(q),
+                owned(g, "threadIdx.x", q, g.bx, g.rn)
             ));
         }
     }
@@ -755,7 +803,11 @@ fn emit(
         let (decl, slot) = match s.operand {
             Operand::A => (
                 format!("{} {} = blockIdx.y * {bm} + {ix};", row.ty, row.name),
-                format!("{t}[{ix}][{kx}]"),
+                if g.contiguous {
+                    format!("{t}[{kx}][{ix}]")
+                } else {
+                    format!("{t}[{ix}][{kx}]")
+                },
             ),
             Operand::B => (
                 format!("{} {} = blockIdx.x * {bn} + {ix};", col.ty, col.name),
@@ -790,21 +842,23 @@ fn emit(
         names_var |= x.kind() == "identifier" && text(src, x) == var.as_str();
         true
     });
-    o.push_str(&format!(
-        "{i1}for (int {kk} = 0; {kk} < {tk} && {k0} + {kk} < {}; ++{kk}) {{{nl}",
-        mm.bound
-    ));
+    // The k steps of one tile: the author's body per output (into `inner`).
+    let mut inner = String::new();
     if names_var {
-        o.push_str(&format!("{i2}{} {var} = {k0} + {kk};{nl}", mm.var_ty));
+        inner.push_str(&format!("{i2}{} {var} = {k0} + {kk};{nl}", mm.var_ty));
     }
     for &(p, q) in &outputs {
         let mut loads = Vec::new();
         for (s, t) in mm.shared.iter().zip(&tile_names) {
-            let slot = match s.operand {
-                Operand::A => format!("{t}[threadIdx.y + {}][{kk}]", p * g.by),
-                Operand::B => format!("{t}[{kk}][threadIdx.x + {}]", q * g.bx),
+            let slot = match (s.operand, g.contiguous) {
+                (Operand::A, false) => {
+                    format!("{t}[{}][{kk}]", owned(g, "threadIdx.y", p, g.by, g.rm))
+                }
+                (Operand::A, true) => {
+                    format!("{t}[{kk}][{}]", owned(g, "threadIdx.y", p, g.by, g.rm))
+                }
+                (Operand::B, _) => format!("{t}[{kk}][{}]", owned(g, "threadIdx.x", q, g.bx, g.rn)),
             };
-            let slot = slot.replace(" + 0]", "]");
             for n in &s.nodes {
                 loads.push((n.id(), slot.clone()));
             }
@@ -848,16 +902,36 @@ fn emit(
             })
             .collect();
         if single && lines.len() == 1 && !lines[0].contains('\n') {
-            o.push_str(&format!("{i2}{}{nl}", lines[0]));
+            inner.push_str(&format!("{i2}{}{nl}", lines[0]));
         } else {
-            o.push_str(&format!("{i2}{{{shadow}{nl}"));
+            inner.push_str(&format!("{i2}{{{shadow}{nl}"));
             for l in &lines {
-                o.push_str(&format!("{i3}{l}{nl}"));
+                inner.push_str(&format!("{i3}{l}{nl}"));
             }
-            o.push_str(&format!("{i2}}}{nl}"));
+            inner.push_str(&format!("{i2}}}{nl}"));
         }
     }
-    o.push_str(&format!("{i1}}}{nl}{i1}__syncthreads();{nl}{ind}}}"));
+    let bounded = format!(
+        "for (int {kk} = 0; {kk} < {tk} && {k0} + {kk} < {}; ++{kk}) {{{nl}",
+        mm.bound
+    );
+    if g.contiguous {
+        // A full tile runs an unrolled loop (the slots are then constants); the last,
+        // partial one the bounded loop. Same steps in the same order either way.
+        let deeper = format!(
+            "{u}{}",
+            inner.replace(&format!("{nl}{ind}"), &format!("{nl}{ind}{u}"))
+        )
+        .trim_end_matches(u.as_str())
+        .to_string();
+        o.push_str(&format!(
+            "{i1}if ({k0} + {tk} <= {}) {{{nl}{i2}#pragma unroll{nl}{i2}for (int {kk} = 0; {kk} < {tk}; ++{kk}) {{{nl}{deeper}{i2}}}{nl}{i1}}} else {{{nl}{i2}{bounded}{deeper}{i2}}}{nl}{i1}}}{nl}",
+            mm.bound
+        ));
+    } else {
+        o.push_str(&format!("{i1}{bounded}{inner}{i1}}}{nl}"));
+    }
+    o.push_str(&format!("{i1}__syncthreads();{nl}{ind}}}"));
     // POST under the bounds check, per output.
     for &(p, q) in &outputs {
         if mm.post.is_empty() {
@@ -894,6 +968,16 @@ fn emit(
     Ok(o)
 }
 
+/// The offset of a thread's output `i` (of `r`) within its block, along an axis of `t`
+/// threads: a block apart (`threadIdx.y + 16`), or adjacent (`threadIdx.y * 4 + 1`).
+fn owned(g: Geometry, thread: &str, i: u64, t: u64, r: u64) -> String {
+    match (g.contiguous, i) {
+        (false, 0) => thread.to_string(),
+        (false, i) => format!("{thread} + {}", i * t),
+        (true, i) => format!("{thread} * {r} + {i}"),
+    }
+}
+
 /// `s` with whole-word occurrences renamed (`row` -> `row_1`, not `rows`).
 fn rename_words(s: &str, pairs: &[(&str, &str)]) -> String {
     let mut out = String::with_capacity(s.len());
@@ -917,6 +1001,8 @@ fn rename_words(s: &str, pairs: &[(&str, &str)]) -> String {
     flush(&mut word, &mut out);
     out
 }
+
+mod mma;
 
 #[cfg(test)]
 mod tests;

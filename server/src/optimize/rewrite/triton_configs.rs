@@ -1,6 +1,6 @@
 //! `triton_configs`: one sweep over a grid of launch configurations — every block-size
-//! `tl.constexpr` the spec sets as a power-of-two literal (halved, kept, doubled; also
-//! quadrupled outside a `tl.dot`) ×
+//! `tl.constexpr` the spec sets as a power-of-two literal (halved, kept, doubled or
+//! quadrupled) ×
 //! `num_warps` × `num_stages` — pruned by what the device can hold, ranked, and the best
 //! few offered, in place of one knob at a time (`triton_block`, `triton_num_warps`,
 //! `triton_num_stages` move one value and keep the others; the best configuration often
@@ -11,8 +11,11 @@
 //! shared memory (`num_stages × (BM·BK + BK·BN) × element bytes` ≤ 227 KiB) and its
 //! accumulator in registers (`BM·BN / (32·num_warps)` ≤ 128 per thread, as f32), and
 //! ranked by the tile's arithmetic intensity `BM·BN / (BM + BN)` times the warps an SM
-//! can keep resident (up to 16) and by a deeper k step (+15% per doubling of BK over 16),
-//! with fewer than 3 stages counted as 20% worse. For
+//! can keep resident (up to 8: Hopper's asynchronous MMAs need no more, so a 128x256
+//! tile of one 8-warp program beats two 128x128 ones) and by a deeper k step (+15% per
+//! doubling of BK over 16), with fewer than 3 stages counted as 20% worse. Each block
+//! size is halved, kept, doubled or quadrupled (tiles of a dot stay within 16..256,
+//! BK within 16..128). For
 //! other kernels every block holds `BLOCK / (32·num_warps)` elements per thread; 1 to 64
 //! are kept, ranked closest to 8 (a few vector loads per thread). Param
 //! `max_candidates` (default 12) bounds what is verified and timed.
@@ -34,6 +37,9 @@ use crate::syntax::{Lang, ParamKind};
 const ID: &str = "triton_configs";
 /// Shared memory one program may use on the device kernel-lsp targets (H100: 227 KiB).
 const SMEM_BYTES: u64 = 227 * 1024;
+
+/// Warps per SM past which a tiled dot gains nothing from more programs.
+const RESIDENT_WARPS: u64 = 8;
 
 /// The tile roles of a kernel that multiplies tiles.
 struct DotShape {
@@ -149,9 +155,9 @@ pub fn triton_configs(cx: &RewriteContext<'_>) -> R {
             Some(_) => (16, 256),
             None => (16, 16384),
         };
-        // Tiles of a dot move by one factor of two; other blocks may also grow fourfold.
-        let wider = if dot.is_some() { *v * 2 } else { *v * 4 };
-        let mut options: Vec<u64> = [*v / 2, *v, *v * 2, wider]
+        // Every block may also grow fourfold: a first draft's 64x64x32 tiles are two
+        // doublings away from the 128x256x64 ones that keep Hopper's tensor cores busy.
+        let mut options: Vec<u64> = [*v / 2, *v, *v * 2, *v * 4]
             .into_iter()
             .filter(|x| (lo..=hi).contains(x))
             .collect();
@@ -312,7 +318,10 @@ fn score(
             if programs == 0 {
                 return None;
             }
-            let resident = (programs * warps).min(16) as f64 / 16.0;
+            // Eight warps of one or two programs keep an SM's tensor cores fed (the
+            // MMAs are asynchronous on Hopper): more occupancy than that buys nothing,
+            // while a larger tile reads each operand fewer times.
+            let resident = (programs * warps).min(RESIDENT_WARPS) as f64 / RESIDENT_WARPS as f64;
             let intensity = (bm * bn) as f64 / (bm + bn) as f64;
             let pipeline = if stages >= 3 { 1.0 } else { 0.8 };
             // A deeper k step: fewer iterations and longer runs of MMAs per load.

@@ -11,8 +11,9 @@ const MATMUL: &str = include_str!("../../../../../examples/matmul_naive.cu");
 const SAXPY: &str = include_str!("../../../../../examples/saxpy.cu");
 
 fn one(src: &str, kernel: &str, mode: &str) -> String {
-    let out = cuda(src, kernel, "cooperative_rows", json!({ "modes": [mode] }))
-        .unwrap_or_else(|e| panic!("{kernel}: {e}"));
+    let params = json!({ "modes": [mode], "block_threads": [256] });
+    let out =
+        cuda(src, kernel, "cooperative_rows", params).unwrap_or_else(|e| panic!("{kernel}: {e}"));
     assert_eq!(out.len(), 1, "{:?}", labels(&out));
     show(Lang::Cuda, src, &out[0], kernel)
 }
@@ -26,7 +27,11 @@ fn softmax_becomes_a_warp_per_row_with_lane_strided_passes() {
             "warp per row (block 128)",
             "2 rows per warp (block 128)",
             "4 rows per warp (block 128)",
-            "block per row (256 threads)"
+            "block per row (128 threads)",
+            "block per row (256 threads)",
+            "warp per row, `x`, `y` in registers (32 per lane; block 128)",
+            "block per row, `x`, `y` in registers (8 per lane; 128 threads)",
+            "block per row, `x`, `y` in registers (4 per lane; 256 threads)"
         ]
     );
     expect![[r#"
@@ -217,7 +222,7 @@ fn other_shapes_and_launches_are_refused() {
         "cooperative_rows",
         json!({"modes": ["team"]}),
     );
-    expect![[r#"parameter `modes`: expected a non-empty list of warp, rows2, rows4, block, found `"team"`"#]].assert_eq(&bad.unwrap_err().to_string());
+    expect![[r#"parameter `modes`: expected a non-empty list of warp, rows2, rows4, block, warp_regs, block_regs, found `"team"`"#]].assert_eq(&bad.unwrap_err().to_string());
     let bad = cuda(
         SOFTMAX,
         "softmax_rows",
@@ -226,4 +231,215 @@ fn other_shapes_and_launches_are_refused() {
     );
     expect!["parameter `block_threads`: 100 is not a multiple of 32"]
         .assert_eq(&bad.unwrap_err().to_string());
+}
+
+#[test]
+fn a_softmax_row_is_read_once_into_registers_and_written_once_from_them() {
+    expect![[r#"
+        // @bench rows = 8192, 37; cols = 1024, 100
+        // @bench x: in f32[rows, cols]; y: out f32[rows, cols]
+        // @bench grid = cdiv(rows, 4); block = 128
+        // @bench atol = 1e-6; rtol = 1e-4
+        extern "C" __global__ void softmax_rows(const float* x, float* y, int rows, int cols) {
+            int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+            int lane = threadIdx.x % 32;
+            if (row < rows) {
+                const float* in = x + (size_t)row * cols;
+                float* out = y + (size_t)row * cols;
+                float m = in[0];
+                float x_r[32];
+                #pragma unroll
+                for (int j = 0; j < 32; ++j) {
+                    int c = lane + 32 * j;
+                    if (c < cols) x_r[j] = in[c];
+                }
+                #pragma unroll
+                for (int j = 0; j < 32; ++j) {
+                    int c = lane + 32 * j;
+                    if (c >= 1 && c < cols) m = fmaxf(m, x_r[j]);
+                }
+                for (int c = lane + 32 * 32; c < cols; c += 32)
+                    if (c >= 1) m = fmaxf(m, in[c]);
+                for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, offset));
+                float sum = 0.0f;
+                float y_r[32];
+                #pragma unroll
+                for (int j = 0; j < 32; ++j) {
+                    int c = lane + 32 * j;
+                    if (c < cols) {
+                        float e = expf(x_r[j] - m);
+                        y_r[j] = e;
+                        sum += e;
+                    }
+                }
+                for (int c = lane + 32 * 32; c < cols; c += 32) {
+                    float e = expf(in[c] - m);
+                    out[c] = e;
+                    sum += e;
+                }
+                for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffff, sum, offset);
+                #pragma unroll
+                for (int j = 0; j < 32; ++j) {
+                    int c = lane + 32 * j;
+                    if (c < cols) y_r[j] /= sum;
+                }
+                for (int c = lane + 32 * 32; c < cols; c += 32)
+                    out[c] /= sum;
+                #pragma unroll
+                for (int j = 0; j < 32; ++j) {
+                    int c = lane + 32 * j;
+                    if (c < cols) out[c] = y_r[j];
+                }
+            }
+        }"#]].assert_eq(&one(SOFTMAX, "softmax_rows", "warp_regs"));
+}
+
+#[test]
+fn layer_norm_stages_its_row_and_per_column_parameters_in_a_block() {
+    expect![[r#"
+        // Layer norm in three passes: mean, variance, normalize; per-column writes through a
+        // dereferenced pointer, per-column parameters gamma and beta.
+        // @bench rows = 2048, 7; cols = 768, 45
+        // @bench x: in f32[rows, cols]; gamma: in f32[cols]; beta: in f32[cols]; y: out f32[rows, cols]
+        // @bench eps = 1e-5
+        // @bench grid = rows; block = 256
+        // @bench atol = 1e-4; rtol = 1e-3
+        extern "C" __global__ void layer_norm(int rows, int cols, float eps, const float* x,
+                                              const float* gamma, const float* beta, float* y) {
+            int row = blockIdx.x;
+            int lane = threadIdx.x;
+            if (row < rows) {
+                float mean = 0.0f;
+                float x_r[3];
+                #pragma unroll
+                for (int j_2 = 0; j_2 < 3; ++j_2) {
+                    int c = lane + blockDim.x * j_2;
+                    if (c < cols) x_r[j_2] = x[row * cols + c];
+                }
+                #pragma unroll
+                for (int j_2 = 0; j_2 < 3; ++j_2) {
+                    int c = lane + blockDim.x * j_2;
+                    if (c < cols) mean += x_r[j_2];
+                }
+                for (int c = lane + blockDim.x * 3; c < cols; c += blockDim.x)
+                    mean += x[row * cols + c];
+                for (int offset = 16; offset > 0; offset /= 2) mean += __shfl_xor_sync(0xffffffff, mean, offset);
+                { // one partial per warp, combined by every thread
+                    __shared__ float mean_part[32];
+                    if (lane % 32 == 0) mean_part[lane / 32] = mean;
+                    __syncthreads();
+                    mean = mean_part[0];
+                    for (int w = 1; w < blockDim.x / 32; ++w) mean += mean_part[w];
+                    __syncthreads();
+                }
+                mean /= cols;
+                float var = 0.0f;
+                #pragma unroll
+                for (int j_2 = 0; j_2 < 3; ++j_2) {
+                    int c = lane + blockDim.x * j_2;
+                    if (c < cols) {
+                        float d = x_r[j_2] - mean;
+                        var += d * d;
+                    }
+                }
+                for (int c = lane + blockDim.x * 3; c < cols; c += blockDim.x) {
+                    float d = x[row * cols + c] - mean;
+                    var += d * d;
+                }
+                for (int offset = 16; offset > 0; offset /= 2) var += __shfl_xor_sync(0xffffffff, var, offset);
+                { // one partial per warp, combined by every thread
+                    __shared__ float var_part[32];
+                    if (lane % 32 == 0) var_part[lane / 32] = var;
+                    __syncthreads();
+                    var = var_part[0];
+                    for (int w = 1; w < blockDim.x / 32; ++w) var += var_part[w];
+                    __syncthreads();
+                }
+                var /= cols;
+                float rstd = rsqrtf(var + eps);
+                #pragma unroll
+                for (int j_2 = 0; j_2 < 3; ++j_2) {
+                    int c = lane + blockDim.x * j_2;
+                    if (c < cols) *(y + row * cols + c) = (x_r[j_2] - mean) * rstd * gamma[c] + beta[c];
+                }
+                for (int c = lane + blockDim.x * 3; c < cols; c += blockDim.x)
+                    *(y + row * cols + c) = (x[row * cols + c] - mean) * rstd * gamma[c] + beta[c];
+            }
+        }"#]].assert_eq(&one(ROWS, "layer_norm", "block_regs"));
+}
+
+#[test]
+fn a_row_longer_than_the_registers_finishes_in_a_tail_loop() {
+    // Two slots per lane: columns past 64 take the tail loops (the whole text is the
+    // 32-slot one above with 2 for 32 in the slot counts).
+    let out = cuda(
+        SOFTMAX,
+        "softmax_rows",
+        "cooperative_rows",
+        json!({"modes": ["warp_regs"], "stage_registers": 2}),
+    )
+    .unwrap();
+    let text = show(Lang::Cuda, SOFTMAX, &out[0], "softmax_rows");
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.contains("_r[2]") || l.contains("j < 2") || l.contains("32 * 2"))
+        .collect();
+    expect![[r#"
+        [
+            "float x_r[2];",
+            "for (int j = 0; j < 2; ++j) {",
+            "for (int j = 0; j < 2; ++j) {",
+            "for (int c = lane + 32 * 2; c < cols; c += 32)",
+            "float y_r[2];",
+            "for (int j = 0; j < 2; ++j) {",
+            "for (int c = lane + 32 * 2; c < cols; c += 32) {",
+            "for (int j = 0; j < 2; ++j) {",
+            "for (int c = lane + 32 * 2; c < cols; c += 32)",
+            "for (int j = 0; j < 2; ++j) {",
+        ]
+    "#]]
+    .assert_debug_eq(&lines);
+}
+
+#[test]
+fn staging_is_refused_with_the_reason_and_the_other_modes_stay() {
+    let why = |src: &str, k: &str| {
+        not_applicable(cuda(
+            src,
+            k,
+            "cooperative_rows",
+            json!({"modes": ["warp_regs"]}),
+        ))
+    };
+    // One pass over the row: nothing to keep between passes.
+    expect!["no usable candidate for `row_max_count`: warp per row (block 128), row in registers: no buffer is touched in two or more column loops"].assert_eq(&why(ROWS, "row_max_count"));
+    // A while loop (the block-per-row fixture).
+    expect!["no usable candidate for `row_sum_while`: warp per row (block 256), row in registers: `while (j < cols)` does not declare its variable in a `for` header"].assert_eq(&why(ROWS, "row_sum_while"));
+    // A written buffer read before its first write, or written under a condition, stays
+    // in global memory; the row that is only read is still staged.
+    let only_x = |src: &str| {
+        let out = cuda(
+            src,
+            "softmax_rows",
+            "cooperative_rows",
+            json!({"modes": ["warp_regs"]}),
+        )
+        .unwrap();
+        labels(&out).join("; ")
+    };
+    let rmw = SOFTMAX.replace("out[c] = e;", "out[c] = out[c] * 0.0f + e;");
+    expect!["warp per row, `x` in registers (32 per lane; block 128)"].assert_eq(&only_x(&rmw));
+    let cond = SOFTMAX.replace("out[c] = e;", "if (e > 0.0f) out[c] = e;");
+    expect!["warp per row, `x` in registers (32 per lane; block 128)"].assert_eq(&only_x(&cond));
+    // Loops with different bounds.
+    let bounds = SOFTMAX.replace(
+        "for (int c = 0; c < cols; ++c)\n            out[c] /= sum;",
+        "for (int c = 0; c < cols - 0; ++c)\n            out[c] /= sum;",
+    );
+    assert_ne!(bounds, SOFTMAX);
+    expect!["no usable candidate for `softmax_rows`: warp per row (block 128), row in registers: column loops end at `cols` and at `cols - 0`"].assert_eq(&why(&bounds, "softmax_rows"));
+    // The other modes do not depend on staging.
+    let out = cuda(&bounds, "softmax_rows", "cooperative_rows", json!({})).unwrap();
+    assert_eq!(out.len(), 5, "{:?}", labels(&out));
 }

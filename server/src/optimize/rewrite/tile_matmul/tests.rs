@@ -24,7 +24,8 @@ fn the_naive_matmul_gets_tiles_and_register_blocks() {
             "16x16 shared tiles, block (16, 16)",
             "32x32 shared tiles, block (32, 32)",
             "4x4 register block per thread, 64x64x16 tiles, block (16, 16)",
-            "8x8 register block per thread, 128x128x8 tiles, block (16, 16)"
+            "8x8 register block per thread, 128x128x8 tiles, block (16, 16)",
+            "4x4 register block per thread (adjacent outputs, A transposed), 64x64x16 tiles, block (16, 16)"
         ]
     );
     expect![[r#"
@@ -59,7 +60,7 @@ fn the_naive_matmul_gets_tiles_and_register_blocks() {
             if (row < m && col < n) {
                 c[row * n + col] = acc;
             }
-        }"#]].assert_eq(&one(MATMUL, "matmul", json!({"tiles": [16], "register_blocks": []})));
+        }"#]].assert_eq(&one(MATMUL, "matmul", json!({"tiles": [16], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": []})));
 }
 
 #[test]
@@ -133,7 +134,7 @@ fn a_register_block_gives_each_output_its_own_accumulator() {
                     c[row * n + col] = acc_1_1;
                 }
             }
-        }"#]].assert_eq(&one(MATMUL, "matmul", json!({"tiles": [], "register_blocks": [2]})));
+        }"#]].assert_eq(&one(MATMUL, "matmul", json!({"tiles": [], "register_blocks": [2], "adjacent_blocks": [], "tensor_cores": []})));
 }
 
 #[test]
@@ -172,7 +173,7 @@ fn a_transposed_operand_is_loaded_along_k_and_the_epilogue_keeps_its_reads() {
             if (!(i >= m || j >= n)) {
                 c[(size_t)i * n + j] = alpha * sum + beta * c[(size_t)i * n + j];
             }
-        }"#]].assert_eq(&one(FIXTURES, "gemm_nt", json!({"tiles": [16], "register_blocks": []})));
+        }"#]].assert_eq(&one(FIXTURES, "gemm_nt", json!({"tiles": [16], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": []})));
 }
 
 #[test]
@@ -191,4 +192,189 @@ fn what_tiles_cannot_serve_is_refused_with_the_reason() {
         .assert_eq(&why(&writes, "matmul"));
     let pre = MATMUL.replace("float acc = 0.0f;", "float acc = c[row * n + col];");
     expect!["`matmul` cannot be tiled: `c[row * n + col]` reads global memory before the k loop; every thread of a tile runs that part, in bounds or not"].assert_eq(&why(&pre, "matmul"));
+}
+
+#[test]
+fn a_float_multiply_add_within_a_loose_tolerance_also_gets_3xtf32_tensor_cores() {
+    let loose = MATMUL.replace("rtol = 1e-3", "atol = 1e-3; rtol = 1e-3");
+    let out = cuda(&loose, "matmul", "tile_matmul", json!({})).unwrap();
+    assert_eq!(out.len(), 7, "{:?}", labels(&out));
+    expect![[r#"
+        // @bench m = 1024, 67; n = 1024, 45; k = 1024, 33
+        // @bench a: in f32[m, k]; b: in f32[k, n]; c: out f32[m, n]
+        // @bench grid = (cdiv(n, 64), cdiv(m, 64)); block = (128, 1)
+        // @bench flops = 2 * m * n * k
+        // @bench atol = 1e-3; rtol = 1e-3
+        extern "C" __global__ void matmul(int m, int n, int k, const float* a, const float* b, float* c) {
+            // 3xTF32 on the tensor cores: each f32 operand split into a TF32 part and the TF32 rest
+            __shared__ float a_tile[64][32 + 4];
+            __shared__ float b_tile[32][64 + 8];
+            const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+            const int group = lane / 4, tig = lane % 4;
+            const int wm0 = (warp / 2) * 32, wn0 = (warp % 2) * 32;
+            float d[2][4][4];
+            #pragma unroll
+            for (int tm = 0; tm < 2; ++tm)
+                for (int tn = 0; tn < 4; ++tn)
+                    for (int h = 0; h < 4; ++h) d[tm][tn][h] = 0.0f;
+            for (int k0 = 0; k0 < k; k0 += 32) {
+                for (int e = threadIdx.x; e < 2048; e += 128) {
+                    int row = blockIdx.y * 64 + e / 32;
+                    int i = k0 + e % 32;
+                    a_tile[e / 32][e % 32] = (row < m && i < k) ? a[row * k + i] : 0.0f;
+                }
+                for (int e = threadIdx.x; e < 2048; e += 128) {
+                    int col = blockIdx.x * 64 + e % 64;
+                    int i = k0 + e / 64;
+                    b_tile[e / 64][e % 64] = (col < n && i < k) ? b[i * n + col] : 0.0f;
+                }
+                __syncthreads();
+                #pragma unroll
+                for (int ks = 0; ks < 32; ks += 8) {
+                    unsigned a_hi[2][4], a_lo[2][4], b_hi[4][2], b_lo[4][2];
+                    #pragma unroll
+                    for (int tm = 0; tm < 2; ++tm)
+                        #pragma unroll
+                        for (int h = 0; h < 4; ++h) {
+                            float v = a_tile[wm0 + tm * 16 + group + (h & 1) * 8][ks + tig + (h >> 1) * 4];
+                            asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(a_hi[tm][h]) : "f"(v));
+                            v -= __uint_as_float(a_hi[tm][h]);
+                            asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(a_lo[tm][h]) : "f"(v));
+                        }
+                    #pragma unroll
+                    for (int tn = 0; tn < 4; ++tn)
+                        #pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            float v = b_tile[ks + tig + h * 4][wn0 + tn * 8 + group];
+                            asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(b_hi[tn][h]) : "f"(v));
+                            v -= __uint_as_float(b_hi[tn][h]);
+                            asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(b_lo[tn][h]) : "f"(v));
+                        }
+                    #pragma unroll
+                    for (int tm = 0; tm < 2; ++tm)
+                        #pragma unroll
+                        for (int tn = 0; tn < 4; ++tn) {
+                            float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                            asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                                : "+f"(part[0]), "+f"(part[1]), "+f"(part[2]), "+f"(part[3])
+                                : "r"(a_lo[tm][0]), "r"(a_lo[tm][1]), "r"(a_lo[tm][2]), "r"(a_lo[tm][3]), "r"(b_hi[tn][0]), "r"(b_hi[tn][1]));
+                            asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                                : "+f"(part[0]), "+f"(part[1]), "+f"(part[2]), "+f"(part[3])
+                                : "r"(a_hi[tm][0]), "r"(a_hi[tm][1]), "r"(a_hi[tm][2]), "r"(a_hi[tm][3]), "r"(b_lo[tn][0]), "r"(b_lo[tn][1]));
+                            asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                                : "+f"(part[0]), "+f"(part[1]), "+f"(part[2]), "+f"(part[3])
+                                : "r"(a_hi[tm][0]), "r"(a_hi[tm][1]), "r"(a_hi[tm][2]), "r"(a_hi[tm][3]), "r"(b_hi[tn][0]), "r"(b_hi[tn][1]));
+                            for (int h = 0; h < 4; ++h) d[tm][tn][h] += part[h];
+                        }
+                }
+                __syncthreads();
+            }
+            #pragma unroll
+            for (int tm = 0; tm < 2; ++tm)
+                #pragma unroll
+                for (int tn = 0; tn < 4; ++tn)
+                    #pragma unroll
+                    for (int h = 0; h < 4; ++h) {
+                        int row = blockIdx.y * 64 + wm0 + tm * 16 + group + (h >> 1) * 8;
+                        int col = blockIdx.x * 64 + wn0 + tn * 8 + tig * 2 + (h & 1);
+                        float acc = 0.0f;
+                        acc = d[tm][tn][h];
+                        if (row < m && col < n) {
+                            c[row * n + col] = acc;
+                        }
+                    }
+        }"#]].assert_eq(&one(
+        &loose,
+        "matmul",
+        json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": [64]}),
+    ));
+}
+
+#[test]
+fn tensor_cores_only_for_a_float_multiply_add_within_the_tolerance() {
+    let tc = json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": [64, 128]});
+    // Another style: an early return, `size_t` indexing, a loop variable `p`.
+    let out = cuda(FIXTURES, "matmul_loose", "tile_matmul", tc.clone()).unwrap();
+    expect![[r#"
+        [
+            "3xTF32 tensor cores (mma.sync), 64x64x32 tiles, 4 warps",
+            "3xTF32 tensor cores (mma.sync), 128x64x32 tiles, 8 warps",
+        ]
+    "#]]
+    .assert_debug_eq(&labels(&out));
+    let why = |src: &str, k: &str| not_applicable(cuda(src, k, "tile_matmul", tc.clone()));
+    // The bundled example's default atol (1e-5): another order of the k sum fails it.
+    expect!["no usable candidate for `matmul`: 3xTF32 tensor cores: the spec's atol 1e-5 and rtol 1e-3 do not both reach 1e-4; the tensor cores add the k terms in another order than the loop, and near-zero outputs of a long f32 sum then differ by more"].assert_eq(&why(MATMUL, "matmul"));
+    let loose = |src: &str, from: &str, to: &str| {
+        let s = src.replace(from, to);
+        assert_ne!(s, src);
+        s
+    };
+    let gemm_nt = loose(
+        FIXTURES,
+        "// @bench alpha = 1.5; beta = -0.5",
+        "// @bench alpha = 1.5; beta = -0.5; atol = 1e-3; rtol = 1e-3",
+    );
+    expect!["no usable candidate for `gemm_nt`: 3xTF32 tensor cores: `a[(size_t)i*k+p]` is not a float load; the 3xTF32 split is for f32"].assert_eq(&why(&gemm_nt, "gemm_nt"));
+    let min_plus = loose(
+        FIXTURES,
+        "// @bench n = 130, 40",
+        "// @bench n = 130, 40; atol = 1e-3; rtol = 1e-3",
+    );
+    expect!["no usable candidate for `min_plus`: 3xTF32 tensor cores: the k loop is not one `ACC += A * B;`"].assert_eq(&why(&min_plus, "min_plus"));
+    let scaled = loose(
+        &loose(MATMUL, "rtol = 1e-3", "atol = 1e-3; rtol = 1e-3"),
+        "acc += a[row * k + i] * b[i * n + col];",
+        "acc += 2.0f * a[row * k + i] * b[i * n + col];",
+    );
+    expect!["no usable candidate for `matmul`: 3xTF32 tensor cores: the k loop's product is not of one A-like and one B-like load"].assert_eq(&why(&scaled, "matmul"));
+}
+
+#[test]
+fn adjacent_outputs_read_runs_of_a_transposed_a_tile_and_unroll_full_tiles() {
+    // What differs from the register block above (whose outputs are a block apart).
+    let text = one(
+        MATMUL,
+        "matmul",
+        json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [2], "tensor_cores": []}),
+    );
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            l.contains("_tile[")
+                || l.starts_with("int row_")
+                || l.starts_with("int col_")
+                || l.contains("kk <")
+                || l.contains("k0 + 16 <=")
+                || l.starts_with('#')
+                || l.starts_with("} else")
+        })
+        .collect();
+    expect![[r##"
+        [
+            "__shared__ float a_tile[16][32 + 4];",
+            "__shared__ float b_tile[16][32 + 4];",
+            "int row_0 = blockIdx.y * 32 + threadIdx.y * 2 + 0;",
+            "int row_1 = blockIdx.y * 32 + threadIdx.y * 2 + 1;",
+            "int col_0 = blockIdx.x * 32 + threadIdx.x * 2 + 0;",
+            "int col_1 = blockIdx.x * 32 + threadIdx.x * 2 + 1;",
+            "if (row < m && i < k) a_tile[e % 16][e / 16] = a[row * k + i];",
+            "if (col < n && i < k) b_tile[e / 32][e % 32] = b[i * n + col];",
+            "if (k0 + 16 <= k) {",
+            "#pragma unroll",
+            "for (int kk = 0; kk < 16; ++kk) {",
+            "acc_0_0 += a_tile[kk][threadIdx.y * 2 + 0] * b_tile[kk][threadIdx.x * 2 + 0];",
+            "acc_0_1 += a_tile[kk][threadIdx.y * 2 + 0] * b_tile[kk][threadIdx.x * 2 + 1];",
+            "acc_1_0 += a_tile[kk][threadIdx.y * 2 + 1] * b_tile[kk][threadIdx.x * 2 + 0];",
+            "acc_1_1 += a_tile[kk][threadIdx.y * 2 + 1] * b_tile[kk][threadIdx.x * 2 + 1];",
+            "} else {",
+            "for (int kk = 0; kk < 16 && k0 + kk < k; ++kk) {",
+            "acc_0_0 += a_tile[kk][threadIdx.y * 2 + 0] * b_tile[kk][threadIdx.x * 2 + 0];",
+            "acc_0_1 += a_tile[kk][threadIdx.y * 2 + 0] * b_tile[kk][threadIdx.x * 2 + 1];",
+            "acc_1_0 += a_tile[kk][threadIdx.y * 2 + 1] * b_tile[kk][threadIdx.x * 2 + 0];",
+            "acc_1_1 += a_tile[kk][threadIdx.y * 2 + 1] * b_tile[kk][threadIdx.x * 2 + 1];",
+        ]
+    "##]]
+    .assert_debug_eq(&lines);
 }

@@ -7,6 +7,7 @@ use crate::syntax::Lang;
 const MATMUL: &str = include_str!("../../../../../examples/matmul.py");
 const VECTOR_ADD: &str = include_str!("../../../../../examples/vector_add.py");
 const SOFTMAX: &str = include_str!("../../../../../examples/softmax.py");
+const MATMULS: &str = include_str!("../../../../../tests/fixtures/rewrites/triton/matmuls.py");
 
 #[test]
 fn a_matmul_sweeps_tiles_warps_and_stages_together() {
@@ -20,12 +21,12 @@ fn a_matmul_sweeps_tiles_warps_and_stages_together() {
     .unwrap();
     expect![[r#"
         [
-            "BLOCK_K=64, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3",
-            "BLOCK_K=32, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3",
-            "BLOCK_K=32, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=4",
-            "BLOCK_K=64, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=2",
-            "BLOCK_K=16, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3",
-            "BLOCK_K=16, BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=4",
+            "BLOCK_K=64, BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=3",
+            "BLOCK_K=64, BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=4",
+            "BLOCK_K=64, BLOCK_M=256, BLOCK_N=128, num_warps=8, num_stages=3",
+            "BLOCK_K=64, BLOCK_M=256, BLOCK_N=128, num_warps=8, num_stages=4",
+            "BLOCK_K=128, BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=2",
+            "BLOCK_K=128, BLOCK_M=256, BLOCK_N=128, num_warps=8, num_stages=2",
         ]
     "#]]
     .assert_debug_eq(&labels(&out));
@@ -38,11 +39,66 @@ fn a_matmul_sweeps_tiles_warps_and_stages_together() {
         [
             "# @bench M = 4096, 100; N = 4096, 72; K = 4096, 40",
             "# @bench a_ptr: in f16[M, K]; b_ptr: in f16[K, N]; c_ptr: out f32[M, N]",
-            "# @bench grid = (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)); BLOCK_M = 128; BLOCK_N = 128; BLOCK_K = 64",
+            "# @bench grid = (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)); BLOCK_M = 128; BLOCK_N = 256; BLOCK_K = 64",
             "# @bench atol = 1e-2; rtol = 1e-2",
             "# @bench num_warps = 8; num_stages = 3",
         ]
     "##]].assert_debug_eq(&spec);
+}
+
+#[test]
+fn other_tiled_products_grow_within_what_the_device_holds() {
+    // bf16 tiles already at 128x128x32, pointer increments, `acc = tl.dot(x, y, acc)`.
+    let out = run(
+        Lang::Triton,
+        MATMULS,
+        "mm_bf16",
+        "triton_configs",
+        json!({"max_candidates": 4}),
+    )
+    .unwrap();
+    expect![[r#"
+        [
+            "BK=64, BM=128, BN=256, num_warps=8, num_stages=3",
+            "BK=64, BM=128, BN=256, num_warps=8, num_stages=4",
+            "BK=64, BM=256, BN=128, num_warps=8, num_stages=3",
+            "BK=64, BM=256, BN=128, num_warps=8, num_stages=4",
+        ]
+    "#]]
+    .assert_debug_eq(&labels(&out));
+    // f32 16x16x16 tiles: each may grow fourfold; f32 tiles fill shared memory twice as fast.
+    let out = run(
+        Lang::Triton,
+        MATMULS,
+        "mm_small",
+        "triton_configs",
+        json!({"max_candidates": 4}),
+    )
+    .unwrap();
+    expect![[r#"
+        [
+            "BK=64, BM=64, BN=64, num_warps=4, num_stages=3",
+            "BK=64, BM=64, BN=64, num_warps=8, num_stages=3",
+            "BK=64, BM=64, BN=64, num_warps=8, num_stages=4",
+            "BK=32, BM=64, BN=64, num_warps=2, num_stages=3",
+        ]
+    "#]]
+    .assert_debug_eq(&labels(&out));
+    // Only one warp count and one stage count that cannot hold a 256x256 f32 accumulator:
+    // every larger tile is pruned by registers, smaller ones remain.
+    let out = run(
+        Lang::Triton,
+        MATMULS,
+        "mm_bf16",
+        "triton_configs",
+        json!({"num_warps": [2], "num_stages": [4], "max_candidates": 64}),
+    )
+    .unwrap();
+    assert!(
+        labels(&out).iter().all(|l| !l.contains("BM=256, BN=256")),
+        "{:?}",
+        labels(&out)
+    );
 }
 
 #[test]

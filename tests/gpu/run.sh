@@ -81,6 +81,9 @@ echo "== kernel-lsp optimize on the examples (embedded policy and rewrites, no L
 work="$log/opt"; mkdir -p "$work"; cp "$root"/examples/* "$work/"
 export KERNEL_LSP_DATA_DIR="$log/policy"   # one policy across the runs: it learns between kernels
 while read -r ex kernel steps; do
+  # KERNEL_LSP_GPU_EXAMPLES="a.cu b.py" optimizes only those (the first one's policy
+  # state is the full run's: matmul_naive.cu comes first).
+  [[ -n "${KERNEL_LSP_GPU_EXAMPLES:-}" && " $KERNEL_LSP_GPU_EXAMPLES " != *" $ex "* ]] && continue
   echo "== optimize $ex --kernel $kernel --steps $steps"
   ( cd "$work" && timeout 420 "$KERNEL_LSP_BIN" optimize "$ex" --kernel "$kernel" --steps "$steps" --json > "$log/opt-$kernel.json" 2> "$log/opt-$kernel.err" )
   rc=$?

@@ -428,10 +428,15 @@ fn lexically_closed(text: &str) -> bool {
 
 /// Every `/*` has a `*/` after it.
 fn block_comments_closed(text: &str) -> bool {
-    let mut rest = text;
-    while let Some(open) = rest.find("/*") {
-        match rest[open + 2..].find("*/") {
-            Some(close) => rest = &rest[open + 2 + close + 2..],
+    let (open, close) = (
+        memchr::memmem::Finder::new("/*"),
+        memchr::memmem::Finder::new("*/"),
+    );
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while let Some(o) = open.find(&bytes[at..]) {
+        match close.find(&bytes[at + o + 2..]) {
+            Some(c) => at += o + 2 + c + 2,
             None => return false,
         }
     }
@@ -450,11 +455,8 @@ fn stands_alone(root: Node) -> bool {
 /// only, as tree-sitter does.
 fn point_of(text: &str, byte: usize) -> Point {
     let before = &text.as_bytes()[..byte.min(text.len())];
-    let row = before.iter().filter(|&&b| b == b'\n').count();
-    let line_start = before
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |i| i + 1);
+    let row = memchr::memchr_iter(b'\n', before).count();
+    let line_start = memchr::memrchr(b'\n', before).map_or(0, |i| i + 1);
     Point {
         row,
         column: before.len() - line_start,

@@ -46,6 +46,9 @@ pub(crate) struct ChunkFacts {
     defs: Vec<DefFacts>,
     /// Syntax error places, unmerged (merged over the whole file by `errors::merge`).
     errors: Vec<(ByteRange, String)>,
+    /// Per definition, the helpers its body calls, resolved against the file's helper
+    /// names whose hash is the key: kept while that set of names does not change.
+    resolved: Option<(u64, Vec<Vec<String>>)>,
 }
 
 /// A `__global__` or `__device__` function definition.
@@ -123,7 +126,8 @@ pub(crate) fn analyze_regions(
             }
         })
         .collect();
-    let out = assemble(src, regions, &facts, lines);
+    let mut facts = facts;
+    let out = assemble(src, regions, &mut facts, lines);
     cache.chunks = regions.iter().map(|r| r.id).zip(facts).collect();
     out
 }
@@ -143,6 +147,7 @@ fn chunk_facts(src: &str, region: &Region) -> ChunkFacts {
             .into_iter()
             .map(|(r, m)| (rel(r), m))
             .collect(),
+        resolved: None,
     };
     let Some(query) = queries::CUDA_KERNELS.as_ref() else {
         return facts;
@@ -238,27 +243,34 @@ fn call_candidates(src: &str, body: ByteRange) -> Vec<ByteRange> {
 fn assemble(
     src: &str,
     regions: &[Region],
-    facts: &[ChunkFacts],
+    facts: &mut [ChunkFacts],
     lines: &LineIndex,
 ) -> (Vec<Kernel>, String, Vec<(ByteRange, String)>) {
     let abs = |base: usize, r: &ByteRange| r.start + base..r.end + base;
-    let struct_names: HashSet<&str> = facts
-        .iter()
-        .flat_map(|f| f.struct_names.iter().map(String::as_str))
-        .collect();
-    let helpers: HashSet<&str> = facts
+    let helpers: rustc_hash::FxHashSet<&str> = facts
         .iter()
         .flat_map(|f| f.defs.iter().filter(|d| d.kernel.is_none()))
         .map(|d| d.name.as_str())
         .collect();
 
     // Resolve each definition's calls against this file's helpers; `calls.scm` is asked
-    // once per candidate occurrence, and the answer kept with the region's facts.
+    // once per candidate occurrence, and the answer kept with the region's facts. A
+    // region's resolved calls are kept while the set of helper names is the same.
+    let helpers_key = {
+        let mut names: Vec<&str> = helpers.iter().copied().collect();
+        names.sort_unstable();
+        let mut h = rustc_hash::FxHasher::default();
+        std::hash::Hash::hash(&names, &mut h);
+        std::hash::Hasher::finish(&h)
+    };
     let query = queries::CUDA_CALLS.as_ref();
     let callee_cap = query.and_then(|q| queries::capture(q, "callee"));
     let mut cursor = QueryCursor::new();
-    let mut resolved: Vec<Vec<Vec<String>>> = Vec::with_capacity(facts.len());
-    for (region, f) in regions.iter().zip(facts) {
+    let mut updates: Vec<(usize, Vec<Vec<String>>)> = Vec::new();
+    for (i, (region, f)) in regions.iter().zip(facts.iter()).enumerate() {
+        if f.resolved.as_ref().is_some_and(|(k, _)| *k == helpers_key) {
+            continue;
+        }
         let base = region.range.start;
         let mut per_def = Vec::with_capacity(f.defs.len());
         for d in &f.defs {
@@ -296,8 +308,16 @@ fn assemble(
             }
             per_def.push(calls);
         }
-        resolved.push(per_def);
+        updates.push((i, per_def));
     }
+    for (i, per_def) in updates {
+        facts[i].resolved = Some((helpers_key, per_def));
+    }
+    let facts: &[ChunkFacts] = facts;
+    let struct_names: rustc_hash::FxHashSet<&str> = facts
+        .iter()
+        .flat_map(|f| f.struct_names.iter().map(String::as_str))
+        .collect();
 
     struct At<'f> {
         base: usize,
@@ -305,15 +325,16 @@ fn assemble(
     }
     let mut funcs: Vec<Func> = Vec::new();
     let mut kernel_at: Vec<Option<At>> = Vec::new();
-    for ((region, f), calls) in regions.iter().zip(facts.iter()).zip(resolved) {
+    for (region, f) in regions.iter().zip(facts.iter()) {
         let base = region.range.start;
+        let calls = f.resolved.as_ref().map_or(&[][..], |(_, c)| c.as_slice());
         for (d, calls) in f.defs.iter().zip(calls) {
             funcs.push(Func {
                 name: d.name.clone(),
                 def_range: abs(base, &d.def_range),
                 body: None,
                 helper: d.kernel.is_none(),
-                calls: Some(calls),
+                calls: Some(calls.as_slice()),
             });
             kernel_at.push(d.kernel.as_ref().map(|kernel| At { base, kernel }));
         }

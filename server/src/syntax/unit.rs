@@ -8,7 +8,7 @@
 //! candidate's bytes, confirms it is the callee of a call. Each body is scanned once
 //! (memoized) and helpers are looked up by name in a map.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use streaming_iterator::StreamingIterator;
 use tree_sitter::{Node, Query, QueryCursor};
@@ -26,12 +26,12 @@ pub(crate) struct Func<'t> {
     pub helper: bool,
     /// The helper names the body calls, when already known (an unchanged chunk of an
     /// edited document, `cuda::Chunks`): the body is then not searched again.
-    pub calls: Option<Vec<String>>,
+    pub calls: Option<&'t [String]>,
 }
 
 pub(crate) struct CallGraph<'a> {
     funcs: &'a [Func<'a>],
-    by_name: HashMap<&'a str, Vec<usize>>,
+    by_name: FxHashMap<&'a str, Vec<usize>>,
     /// Per function: the helper names it calls, first call first, no duplicates.
     calls: Vec<Option<Vec<&'a str>>>,
     src: &'a str,
@@ -41,7 +41,7 @@ pub(crate) struct CallGraph<'a> {
 
 impl<'a> CallGraph<'a> {
     pub(crate) fn new(lang: Lang, src: &'a str, funcs: &'a [Func<'a>]) -> Self {
-        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+        let mut by_name: FxHashMap<&str, Vec<usize>> = FxHashMap::default();
         for (i, f) in funcs.iter().enumerate() {
             if f.helper {
                 by_name.entry(f.name.as_str()).or_default().push(i);
@@ -114,7 +114,8 @@ impl<'a> CallGraph<'a> {
     /// definition's, all overloads of a name included, sorted by start).
     pub(crate) fn unit(&mut self, i: usize) -> (Vec<String>, Vec<ByteRange>) {
         let funcs = self.funcs;
-        let mut visited: HashSet<&str> = HashSet::from([funcs[i].name.as_str()]);
+        let mut visited: FxHashSet<&str> = FxHashSet::default();
+        visited.insert(funcs[i].name.as_str());
         let mut callees: Vec<String> = Vec::new();
         let mut ranges: Vec<ByteRange> = vec![funcs[i].def_range.clone()];
         let mut stack: Vec<(Vec<&'a str>, usize)> = vec![(self.calls(i), 0)];

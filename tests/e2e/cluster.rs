@@ -64,6 +64,11 @@ fn sshd_missing() -> Option<String> {
 }
 
 fn workspace(name: &str) -> PathBuf {
+    workspace_sized(name, "1 << 12")
+}
+
+/// [`workspace`] with `n = size` (a C expression) for the example's first case.
+fn workspace_sized(name: &str, size: &str) -> PathBuf {
     let dir =
         std::env::temp_dir().join(format!("kernel-lsp-cluster-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -71,7 +76,7 @@ fn workspace(name: &str) -> PathBuf {
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/vector_add.py");
     // Small sizes: Triton's interpreter runs every program in Python.
     let text = std::fs::read_to_string(example).unwrap();
-    let small = text.replace("n = 1 << 24, 1000", "n = 1 << 12, 1000");
+    let small = text.replace("n = 1 << 24, 1000", &format!("n = {size}, 1000"));
     assert_ne!(
         small, text,
         "examples/vector_add.py's sizes changed; update this test"
@@ -181,7 +186,10 @@ fn srun(name: &str) -> Vec<String> {
 /// optimizes one step: both verify candidates and the candidates are timed.
 fn two_triton_workers_optimize(name: &str, launcher: &[String]) {
     let py = python().expect("torch and triton for the interpreter");
-    let dir = workspace(name);
+    // Candidates that take the interpreter a while: the second worker starts in the
+    // background while the first checks the current version, and on a loaded machine
+    // the first could otherwise verify all three before the second is up.
+    let dir = workspace_sized(name, "1 << 15");
     let w = triton_worker(launcher, &py);
     let (run, stderr) = optimize_streaming(
         &dir,

@@ -40,7 +40,26 @@ use convert::{lsp_diagnostic, lsp_range};
 /// Serve LSP over stdin/stdout until the client sends `exit` (or closes stdin).
 /// Returns the process exit code LSP asks for: 0 after `shutdown`, 1 otherwise.
 pub async fn serve_stdio() -> i32 {
+    large_blocks_from_the_system();
     serve(tokio::io::stdin(), tokio::io::stdout()).await
+}
+
+/// Blocks of 1 MiB and more (a big document's text, a message's frame) are mapped from
+/// the system and given back when freed. glibc's default raises its threshold to the
+/// largest block freed so far (up to 32 MiB), after which each 20 MB text lands in the
+/// heap and leaves it fragmented (issue #16: a 20 MB file replaced three times).
+fn large_blocks_from_the_system() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        extern "C" {
+            fn mallopt(param: i32, value: i32) -> i32;
+        }
+        const M_MMAP_THRESHOLD: i32 = -3;
+        // SAFETY: mallopt only changes the allocator's tuning; called before serving.
+        unsafe {
+            mallopt(M_MMAP_THRESHOLD, 1 << 20);
+        }
+    }
 }
 
 /// Serve LSP over any byte streams, through the framing layer ([`transport`]), until the
@@ -263,7 +282,10 @@ impl Backend {
                         if done.keep_tree {
                             open.doc.install_parse(done.parsed);
                         } else {
+                            // Syntax only (past maxFileBytes): the parse of a big text
+                            // is dropped, and its pages go back to the system.
                             open.doc.drop_tree();
+                            trim_heap();
                         }
                         open.kernel_file = done.kernel_file;
                         open.analysis = Arc::new(done.analysis);

@@ -463,6 +463,21 @@ fn point_of(text: &str, byte: usize) -> Point {
     }
 }
 
+/// The point reached from `from` by reading `span` (rows count `\n` only).
+fn point_after(from: Point, span: &str) -> Point {
+    let bytes = span.as_bytes();
+    match memchr::memrchr(b'\n', bytes) {
+        Some(last) => Point {
+            row: from.row + memchr::memchr_iter(b'\n', bytes).count(),
+            column: bytes.len() - last - 1,
+        },
+        None => Point {
+            row: from.row,
+            column: from.column + bytes.len(),
+        },
+    }
+}
+
 pub struct Document {
     pub lang: Lang,
     pub version: i32,
@@ -567,15 +582,16 @@ impl Document {
         }
         let start_byte = self.offset(start, enc)?;
         let old_end_byte = self.offset(end, enc)?;
+        // One scan of the text before the edit; the ends from the spans they cover.
         let start_position = point_of(&self.text, start_byte);
-        let old_end_position = point_of(&self.text, old_end_byte);
+        let old_end_position = point_after(start_position, &self.text[start_byte..old_end_byte]);
 
         self.text.replace_range(start_byte..old_end_byte, new_text);
         self.lines
             .edit(&self.text, start_byte, old_end_byte, new_text.len());
 
         let new_end_byte = start_byte + new_text.len();
-        let new_end_position = point_of(&self.text, new_end_byte);
+        let new_end_position = point_after(start_position, new_text);
         if let Some(forest) = self.forest.as_mut() {
             forest.edit(&InputEdit {
                 start_byte,
@@ -701,6 +717,24 @@ impl Document {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_point_after_a_span_is_the_point_of_its_end() {
+        let text = "a\nbc\r\n\nd\u{e9}f\ngh";
+        for start in 0..=text.len() {
+            for end in start..=text.len() {
+                if !text.is_char_boundary(start) || !text.is_char_boundary(end) {
+                    continue;
+                }
+                let from = point_of(text, start);
+                assert_eq!(
+                    point_after(from, &text[start..end]),
+                    point_of(text, end),
+                    "{start}..{end}"
+                );
+            }
+        }
+    }
 
     fn pos(line: u32, col: u32) -> LinePos {
         LinePos { line, col }

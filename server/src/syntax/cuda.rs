@@ -256,13 +256,13 @@ fn assemble(
     // Resolve each definition's calls against this file's helpers; `calls.scm` is asked
     // once per candidate occurrence, and the answer kept with the region's facts. A
     // region's resolved calls are kept while the set of helper names is the same.
-    let helpers_key = {
-        let mut names: Vec<&str> = helpers.iter().copied().collect();
-        names.sort_unstable();
-        let mut h = rustc_hash::FxHasher::default();
-        std::hash::Hash::hash(&names, &mut h);
-        std::hash::Hasher::finish(&h)
-    };
+    // Order-free (a sum of each name's hash, and the count): no sort per keystroke.
+    let helpers_key = helpers.iter().fold(helpers.len() as u64, |acc, name| {
+        acc.wrapping_add(std::hash::BuildHasher::hash_one(
+            &rustc_hash::FxBuildHasher,
+            name,
+        ))
+    });
     let query = queries::CUDA_CALLS.as_ref();
     let callee_cap = query.and_then(|q| queries::capture(q, "callee"));
     let mut cursor = QueryCursor::new();

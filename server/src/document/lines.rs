@@ -59,16 +59,14 @@ impl LineIndex {
         let to = (new_end + 1).min(bytes.len());
         let mut fresh = Vec::new();
         scan(bytes, from, to, &mut fresh);
-        // Keep the old starts past the rescanned window, shifted by the edit.
-        let shift = |s: usize| s + inserted - (old_end - old_start);
-        let tail: Vec<usize> = self.starts[keep_from..]
-            .iter()
-            .map(|&s| shift(s))
-            .filter(|&s| s > to)
-            .collect();
-        self.starts.truncate(first + 1);
-        self.starts.extend(fresh.into_iter().filter(|&s| s > from));
-        self.starts.extend(tail);
+        // The old starts past the window (past `old_end + 1`) stay, shifted in place by
+        // the edit; those in the window are replaced by the fresh scan.
+        let (removed, shift) = (old_end - old_start, inserted);
+        let fresh_len = fresh.len();
+        self.starts.splice(first + 1..keep_from, fresh);
+        for s in &mut self.starts[first + 1 + fresh_len..] {
+            *s = *s + shift - removed;
+        }
     }
 }
 

@@ -26,7 +26,7 @@ use futures::FutureExt;
 use serde_json::Value;
 use tower_lsp::jsonrpc::{Error, ErrorCode, Result};
 use tower_lsp::lsp_types::*;
-use tower_lsp::{Client, LanguageServer, LspService, Server};
+use tower_lsp::{Client, LanguageServer, LspService};
 
 use crate::analysis::{self, AnalyzeOptions, CompileOutcome, FileAnalysis};
 use crate::document::{Document, LinePos, ParseJob, Parsed, PositionEncoding};
@@ -75,13 +75,13 @@ where
         .custom_method("window/workDoneProgress/cancel", Backend::progress_cancel)
         .finish();
     let service = conform::Conform::new(service, Some(exit_tx));
-    let (to_server, from_server, transport) = transport::start(input, output);
-    // tower-lsp's serve loop only notices `exit` at the next message; stop on it now.
+    let (bodies, frames, transport) = transport::start(input, output);
+    // The serve loop only notices `exit` at the next message; stop on it now.
     let code = tokio::select! {
-        _ = Server::new(to_server, from_server, socket).serve(service) => 0,
+        _ = transport::serve_messages(bodies, frames, socket, service) => 0,
         code = exit_rx => code.unwrap_or(1),
     };
-    // tower-lsp is dropped by now: send what it and the framing layer already wrote.
+    // The service is dropped by now: send what it and the framing layer already wrote.
     transport.finish(Duration::from_secs(1)).await;
     code
 }

@@ -1,27 +1,32 @@
-//! The framing layer between the client's byte streams and tower-lsp. tower-lsp stops
-//! serving at the first frame it cannot decode, so it only ever sees frames that
-//! [`frame::Decoder`] has checked:
+//! The framing layer between the client's byte streams and tower-lsp's service. tower-lsp's
+//! own transport stops serving at the first frame it cannot decode, and its frame buffer
+//! keeps the capacity of the largest message for the server's lifetime (a 20 MB
+//! document: 33 MB, issue #16). So the server reads and writes frames itself and hands
+//! tower-lsp's `LspService` only messages that [`frame::Decoder`] has checked, as
+//! tower-lsp's `Server::serve` would (the same concurrency, the same answers):
 //!
 //! ```text
-//! input ─▶ reader task (Decoder) ─valid frames─▶ duplex ─▶ tower-lsp Server
-//!               │ error replies                                   │ its frames
-//!               ▼                                                 ▼
-//!            frames channel ◀──────────── forwarder task ◀──── duplex
+//! input ─▶ reader task (Decoder) ─valid bodies─▶ serve_messages ─▶ LspService
+//!               │ error replies                    │ answers, requests to the client
+//!               ▼                                  ▼
+//!            frames channel ◀──────────────────────┘
 //!               │
 //!               ▼
 //!          writer task ─▶ output   (the only writer: whole frames, never interleaved)
 //! ```
 //!
 //! Dropped frames are logged (tracing, stderr) and, for requests, answered through the
-//! same writer as tower-lsp's own output.
+//! same writer as the service's own output.
 
 use std::time::Duration;
 
-use tokio::io::{
-    AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream,
-};
+use futures::{future, SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tower_lsp::jsonrpc::{Error, Id, Request, Response};
+use tower_lsp::ClientSocket;
 use tracing::{error, warn};
 
 use super::frame::{self, Decoder, Event};
@@ -29,51 +34,45 @@ use super::frame::{self, Decoder, Event};
 /// How long the input must pause before a body that is complete JSON but short of its
 /// Content-Length is settled as a wrong length ([`Decoder::stalled`]).
 pub const STALL: Duration = Duration::from_millis(250);
-/// Bytes the in-memory pipes hold before their writer waits.
-const PIPE: usize = 1 << 16;
+/// Checked message bodies waiting for the service.
+const QUEUED_BODIES: usize = 16;
+/// Requests the service runs at once (tower-lsp's `Server` default).
+const MAX_CONCURRENCY: usize = 4;
+/// Requests started and waiting for a turn (tower-lsp's `Server` queue).
+const MESSAGE_QUEUE_SIZE: usize = 100;
 
 /// The running tasks; [`Transport::finish`] ends them.
 pub struct Transport {
     reader: JoinHandle<()>,
-    forwarder: JoinHandle<()>,
     writer: JoinHandle<()>,
 }
 
-/// Start the layer over `input` and `output`. Returns the pipe ends tower-lsp reads
-/// from and writes to (`Server::new(to_server, from_server, socket)`).
-pub fn start<I, O>(input: I, output: O) -> (DuplexStream, DuplexStream, Transport)
+/// Start the layer over `input` and `output`. Returns the checked message bodies and
+/// the sender of whole frames to the output: [`serve_messages`] takes both.
+pub fn start<I, O>(
+    input: I,
+    output: O,
+) -> (mpsc::Receiver<Vec<u8>>, mpsc::Sender<Vec<u8>>, Transport)
 where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
     let (frames_tx, frames_rx) = mpsc::channel::<Vec<u8>>(64);
-    let (to_server_w, to_server_r) = tokio::io::duplex(PIPE);
-    let (from_server_w, from_server_r) = tokio::io::duplex(PIPE);
-    let reader = tokio::spawn(read_input(input, to_server_w, frames_tx.clone()));
-    let forwarder = tokio::spawn(forward_server_output(from_server_r, frames_tx));
+    let (bodies_tx, bodies_rx) = mpsc::channel::<Vec<u8>>(QUEUED_BODIES);
+    let reader = tokio::spawn(read_input(input, bodies_tx, frames_tx.clone()));
     let writer = tokio::spawn(write_output(output, frames_rx));
-    (
-        to_server_r,
-        from_server_w,
-        Transport {
-            reader,
-            forwarder,
-            writer,
-        },
-    )
+    (bodies_rx, frames_tx, Transport { reader, writer })
 }
 
 impl Transport {
-    /// Stop reading input (tower-lsp has ended or must: drop its pipe ends first), then
-    /// let the writer send what it already holds, for at most `grace`.
+    /// Stop reading input (the service has ended or must: drop [`serve_messages`] and the
+    /// frame senders first), then let the writer send what it already holds, for at most
+    /// `grace`.
     pub async fn finish(self, grace: Duration) {
         // The reader may be parked in a read that never returns (stdin).
         self.reader.abort();
-        let drained = async {
-            let _ = self.forwarder.await;
-            let _ = self.writer.await;
-        };
-        if tokio::time::timeout(grace, drained).await.is_err() {
+        let _ = self.reader.await;
+        if tokio::time::timeout(grace, self.writer).await.is_err() {
             warn!("output not flushed within {grace:?} of the end");
         }
     }
@@ -81,14 +80,14 @@ impl Transport {
 
 async fn read_input<I: AsyncRead + Unpin>(
     mut input: I,
-    mut to_server: DuplexStream,
+    bodies: mpsc::Sender<Vec<u8>>,
     replies: mpsc::Sender<Vec<u8>>,
 ) {
     let mut decoder = Decoder::new();
     let mut chunk = vec![0u8; 64 << 10];
     loop {
         while let Some(ev) = decoder.next_event() {
-            if !deliver(ev, &mut to_server, &replies).await {
+            if !deliver(ev, &bodies, &replies).await {
                 return;
             }
         }
@@ -97,7 +96,7 @@ async fn read_input<I: AsyncRead + Unpin>(
                 Ok(read) => read,
                 Err(_) => {
                     if let Some(ev) = decoder.stalled() {
-                        if !deliver(ev, &mut to_server, &replies).await {
+                        if !deliver(ev, &bodies, &replies).await {
                             return;
                         }
                     }
@@ -119,17 +118,18 @@ async fn read_input<I: AsyncRead + Unpin>(
     if let Some(why) = decoder.finish() {
         warn!("{why}");
     }
-    // Dropping `to_server` ends tower-lsp's input: it finishes what is running and stops.
+    // Dropping `bodies` ends the service's input: it finishes what is running and stops.
 }
 
-/// Forward a message to tower-lsp, or log a rejection and queue its reply. False when
-/// tower-lsp is gone.
-async fn deliver(ev: Event, to_server: &mut DuplexStream, replies: &mpsc::Sender<Vec<u8>>) -> bool {
+/// Forward a message to the service, or log a rejection and queue its reply. False when
+/// the service is gone.
+async fn deliver(
+    ev: Event,
+    bodies: &mpsc::Sender<Vec<u8>>,
+    replies: &mpsc::Sender<Vec<u8>>,
+) -> bool {
     match ev {
-        Event::Message(body) => {
-            let framed = frame::encode(&body);
-            to_server.write_all(&framed).await.is_ok()
-        }
+        Event::Message(body) => bodies.send(body).await.is_ok(),
         Event::Rejected(r) => {
             error!(
                 code = r.code,
@@ -146,39 +146,101 @@ async fn deliver(ev: Event, to_server: &mut DuplexStream, replies: &mpsc::Sender
     }
 }
 
-/// tower-lsp's output, cut into whole frames for the writer. Its frames are well
-/// formed (`Content-Length: N\r\n\r\n` + N bytes), so a plain reader does.
-async fn forward_server_output(from_server: DuplexStream, frames: mpsc::Sender<Vec<u8>>) {
-    let mut r = BufReader::new(from_server);
-    loop {
-        let mut framed = Vec::new();
-        let mut len = None;
-        loop {
-            let start = framed.len();
-            match r.read_until(b'\n', &mut framed).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
+/// Run tower-lsp's service over checked message bodies, as tower-lsp's `Server::serve`
+/// does: requests (and notifications) go to `service`, at most [`MAX_CONCURRENCY`]
+/// running at once, their answers and the server's requests to the client go out
+/// through `frames`, and the client's answers go back to tower-lsp through `socket`.
+/// Returns when `bodies` ends or the service stops (after `exit`).
+pub async fn serve_messages<S>(
+    mut bodies: mpsc::Receiver<Vec<u8>>,
+    frames: mpsc::Sender<Vec<u8>>,
+    socket: ClientSocket,
+    mut service: S,
+) where
+    S: tower::Service<Request, Response = Option<Response>> + Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S::Future: Send,
+{
+    let (to_client, mut client_answers) = socket.split();
+    let (to_client, to_client_abort) = futures::stream::abortable(to_client);
+    let (mut tasks_tx, tasks_rx) = futures::channel::mpsc::channel(MESSAGE_QUEUE_SIZE);
+
+    let answers = tasks_rx
+        .buffer_unordered(MAX_CONCURRENCY)
+        .filter_map(future::ready)
+        .for_each({
+            let frames = frames.clone();
+            move |res: Response| {
+                let frames = frames.clone();
+                async move { send_json(&frames, &res).await }
             }
-            let line = framed[start..].trim_ascii();
-            if line.is_empty() {
-                break;
-            }
-            if let Some(v) = std::str::from_utf8(line)
-                .ok()
-                .and_then(|l| l.strip_prefix("Content-Length:"))
-            {
-                len = v.trim().parse::<usize>().ok();
+        });
+    let requests_to_client = to_client.for_each({
+        let frames = frames.clone();
+        move |req: Request| {
+            let frames = frames.clone();
+            async move { send_json(&frames, &req).await }
+        }
+    });
+    let read = async {
+        while let Some(body) = bodies.recv().await {
+            // The decoder checked the body: one JSON-RPC object, a request, notification
+            // or response. Parsed once, and moved (not copied) into tower-lsp's types.
+            let Ok(value) = serde_json::from_slice::<Value>(&body) else {
+                continue;
+            };
+            drop(body);
+            if value.get("method").is_some() {
+                let id = value.get("id").cloned();
+                match serde_json::from_value::<Request>(value) {
+                    Ok(req) => {
+                        if let Err(e) = future::poll_fn(|cx| service.poll_ready(cx)).await {
+                            error!("the language service stopped: {}", e.into());
+                            break;
+                        }
+                        let task = service.call(req);
+                        let task = async move {
+                            task.await.unwrap_or_else(|e| {
+                                error!("a request failed: {}", e.into());
+                                None
+                            })
+                        };
+                        if tasks_tx.send(Box::pin(task)).await.is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        error!("dropped a message tower-lsp cannot read: {e}");
+                        if let Some(id) = id.and_then(|id| serde_json::from_value::<Id>(id).ok()) {
+                            let res = Response::from_error(id, Error::invalid_request());
+                            send_json(&frames, &res).await;
+                        }
+                    }
+                }
+            } else {
+                match serde_json::from_value::<Response>(value) {
+                    Ok(res) => {
+                        if client_answers.send(res).await.is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => error!("dropped an answer from the client: {e}"),
+                }
             }
         }
-        let Some(len) = len else {
-            error!("tower-lsp wrote a frame without a Content-Length; output stopped");
-            return;
-        };
-        let head = framed.len();
-        framed.resize(head + len, 0);
-        if r.read_exact(&mut framed[head..]).await.is_err() || frames.send(framed).await.is_err() {
-            return;
+        tasks_tx.close_channel();
+        to_client_abort.abort();
+    };
+    futures::join!(answers, requests_to_client, read);
+}
+
+/// `msg` as a frame for the writer (a closed writer means the client is gone: dropped).
+async fn send_json<T: serde::Serialize>(frames: &mpsc::Sender<Vec<u8>>, msg: &T) {
+    match serde_json::to_vec(msg) {
+        Ok(body) => {
+            let _ = frames.send(frame::encode(&body)).await;
         }
+        Err(e) => error!("cannot encode a message for the client: {e}"),
     }
 }
 

@@ -379,7 +379,7 @@ const CASES: &[Case] = &[
         file: "examples/matmul_naive.cu",
         kernel: "matmul",
         id: "tile_matmul",
-        want: 5,
+        want: 7,
         sizes: (
             "m = 1024, 67; n = 1024, 45; k = 1024, 33",
             "m = 70, 67; n = 45, 33; k = 40, 33",
@@ -389,7 +389,7 @@ const CASES: &[Case] = &[
         file: MATMULS,
         kernel: "gemm_nt",
         id: "tile_matmul",
-        want: 5,
+        want: 7,
         sizes: (
             "m = 300, 33; n = 200, 70; k = 150, 17",
             "m = 40, 33; n = 70, 19; k = 37, 17",
@@ -399,14 +399,14 @@ const CASES: &[Case] = &[
         file: MATMULS,
         kernel: "min_plus",
         id: "tile_matmul",
-        want: 5,
+        want: 7,
         sizes: ("n = 130, 40", "n = 70, 40"),
     },
     Case {
         file: MATMULS,
         kernel: "gemm_tn_bias",
         id: "tile_matmul",
-        want: 5,
+        want: 7,
         sizes: (
             "m = 200, 31; n = 96, 50; k = 64, 9",
             "m = 40, 31; n = 66, 50; k = 20, 9",
@@ -416,7 +416,7 @@ const CASES: &[Case] = &[
         file: MATMULS,
         kernel: "matmul_loose",
         id: "tile_matmul",
-        want: 7,
+        want: 9,
         sizes: (
             "m = 512, 70; n = 256, 33; k = 384, 45",
             "m = 100, 70; n = 80, 33; k = 50, 45",

@@ -160,6 +160,18 @@ impl<'a> Params<'a> {
         }
     }
 
+    /// [`Self::pairs`], where an empty list means none (a kind of candidate turned off).
+    pub fn pairs_or_none(
+        &self,
+        name: &str,
+        default: &[[u64; 2]],
+    ) -> Result<Vec<[u64; 2]>, RewriteError> {
+        match self.get(name) {
+            Some(serde_json::Value::Array(items)) if items.is_empty() => Ok(Vec::new()),
+            _ => self.pairs(name, default),
+        }
+    }
+
     /// `[[32, 8], ...]`: pairs of positive integers.
     pub fn pairs(&self, name: &str, default: &[[u64; 2]]) -> Result<Vec<[u64; 2]>, RewriteError> {
         let Some(v) = self.get(name) else {

@@ -25,7 +25,9 @@ fn the_naive_matmul_gets_tiles_and_register_blocks() {
             "32x32 shared tiles, block (32, 32)",
             "4x4 register block per thread, 64x64x16 tiles, block (16, 16)",
             "8x8 register block per thread, 128x128x8 tiles, block (16, 16)",
-            "4x4 register block per thread (adjacent outputs, A transposed), 64x64x16 tiles, block (16, 16)"
+            "4x4 register block per thread (adjacent outputs, A transposed), 64x64x16 tiles, block (16, 16)",
+            "8x4 register block per thread (adjacent outputs, A transposed, two buffers filled through registers), 128x64x16 tiles, block (16, 16)",
+            "4x4 register block per thread (adjacent outputs, A transposed, two buffers filled through registers), 64x64x32 tiles, block (16, 16)"
         ]
     );
     expect![[r#"
@@ -60,7 +62,7 @@ fn the_naive_matmul_gets_tiles_and_register_blocks() {
             if (row < m && col < n) {
                 c[row * n + col] = acc;
             }
-        }"#]].assert_eq(&one(MATMUL, "matmul", json!({"tiles": [16], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": []})));
+        }"#]].assert_eq(&one(MATMUL, "matmul", json!({"tiles": [16], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": [], "staged_blocks": []})));
 }
 
 #[test]
@@ -134,7 +136,7 @@ fn a_register_block_gives_each_output_its_own_accumulator() {
                     c[row * n + col] = acc_1_1;
                 }
             }
-        }"#]].assert_eq(&one(MATMUL, "matmul", json!({"tiles": [], "register_blocks": [2], "adjacent_blocks": [], "tensor_cores": []})));
+        }"#]].assert_eq(&one(MATMUL, "matmul", json!({"tiles": [], "register_blocks": [2], "adjacent_blocks": [], "tensor_cores": [], "staged_blocks": []})));
 }
 
 #[test]
@@ -173,7 +175,7 @@ fn a_transposed_operand_is_loaded_along_k_and_the_epilogue_keeps_its_reads() {
             if (!(i >= m || j >= n)) {
                 c[(size_t)i * n + j] = alpha * sum + beta * c[(size_t)i * n + j];
             }
-        }"#]].assert_eq(&one(FIXTURES, "gemm_nt", json!({"tiles": [16], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": []})));
+        }"#]].assert_eq(&one(FIXTURES, "gemm_nt", json!({"tiles": [16], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": [], "staged_blocks": []})));
 }
 
 #[test]
@@ -198,7 +200,7 @@ fn what_tiles_cannot_serve_is_refused_with_the_reason() {
 fn a_float_multiply_add_within_a_loose_tolerance_also_gets_3xtf32_tensor_cores() {
     let loose = MATMUL.replace("rtol = 1e-3", "atol = 1e-3; rtol = 1e-3");
     let out = cuda(&loose, "matmul", "tile_matmul", json!({})).unwrap();
-    assert_eq!(out.len(), 7, "{:?}", labels(&out));
+    assert_eq!(out.len(), 9, "{:?}", labels(&out));
     expect![[r#"
         // @bench m = 1024, 67; n = 1024, 45; k = 1024, 33
         // @bench a: in f32[m, k]; b: in f32[k, n]; c: out f32[m, n]
@@ -286,13 +288,13 @@ fn a_float_multiply_add_within_a_loose_tolerance_also_gets_3xtf32_tensor_cores()
         }"#]].assert_eq(&one(
         &loose,
         "matmul",
-        json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": [64]}),
+        json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": [64], "staged_blocks": []}),
     ));
 }
 
 #[test]
 fn tensor_cores_only_for_a_float_multiply_add_within_the_tolerance() {
-    let tc = json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": [64, 128]});
+    let tc = json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": [64, 128], "staged_blocks": []});
     // Another style: an early return, `size_t` indexing, a loop variable `p`.
     let out = cuda(FIXTURES, "matmul_loose", "tile_matmul", tc.clone()).unwrap();
     expect![[r#"
@@ -336,7 +338,7 @@ fn adjacent_outputs_read_runs_of_a_transposed_a_tile_and_unroll_full_tiles() {
     let text = one(
         MATMUL,
         "matmul",
-        json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [2], "tensor_cores": []}),
+        json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [2], "tensor_cores": [], "staged_blocks": []}),
     );
     let lines: Vec<&str> = text
         .lines()
@@ -377,4 +379,159 @@ fn adjacent_outputs_read_runs_of_a_transposed_a_tile_and_unroll_full_tiles() {
         ]
     "##]]
     .assert_debug_eq(&lines);
+}
+
+#[test]
+fn staged_blocks_fetch_the_next_tiles_into_registers_while_computing_from_the_other_buffer() {
+    expect![[r#"
+        // @bench m = 1024, 67; n = 1024, 45; k = 1024, 33
+        // @bench a: in f32[m, k]; b: in f32[k, n]; c: out f32[m, n]
+        // @bench grid = (cdiv(n, 16), cdiv(m, 32)); block = (16, 16)
+        // @bench flops = 2 * m * n * k
+        // @bench rtol = 1e-3
+        extern "C" __global__ void matmul(int m, int n, int k, const float* a, const float* b, float* c) {
+            __shared__ __align__(16) float a_tile[2][32][32 + 4];
+            __shared__ __align__(16) float b_tile[2][32][16 + 4];
+            int row_0 = blockIdx.y * 32 + threadIdx.y * 2 + 0;
+            int row_1 = blockIdx.y * 32 + threadIdx.y * 2 + 1;
+            int col_0 = blockIdx.x * 16 + threadIdx.x * 1 + 0;
+            float acc_0_0 = 0.0f;
+            float acc_1_0 = 0.0f;
+            float a_next[4] = {};
+            float b_next[2] = {};
+            int buf = 0;
+            for (int k_next = 0; k_next < k + 32; k_next += 32) {
+                if (k_next < k) {
+                    #pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        int e = threadIdx.y * 16 + threadIdx.x + j * 256;
+                        int row = blockIdx.y * 32 + e / 32;
+                        int i = k_next + e % 32;
+                        if (row < m && i < k) a_next[j] = a[row * k + i];
+                    }
+                    #pragma unroll
+                    for (int j = 0; j < 2; ++j) {
+                        int e = threadIdx.y * 16 + threadIdx.x + j * 256;
+                        int col = blockIdx.x * 16 + e % 16;
+                        int i = k_next + e / 16;
+                        if (col < n && i < k) b_next[j] = b[i * n + col];
+                    }
+                }
+                if (k_next > 0) {
+                    int k0 = k_next - 32;
+                    if (k0 + 32 <= k) {
+                        #pragma unroll
+                        for (int kk = 0; kk < 32; ++kk) {
+                            {
+                                acc_0_0 += a_tile[buf ^ 1][kk][threadIdx.y * 2 + 0] * b_tile[buf ^ 1][kk][threadIdx.x * 1 + 0];
+                            }
+                            {
+                                acc_1_0 += a_tile[buf ^ 1][kk][threadIdx.y * 2 + 1] * b_tile[buf ^ 1][kk][threadIdx.x * 1 + 0];
+                            }
+                        }
+                    } else {
+                        for (int kk = 0; kk < 32 && k0 + kk < k; ++kk) {
+                            {
+                                acc_0_0 += a_tile[buf ^ 1][kk][threadIdx.y * 2 + 0] * b_tile[buf ^ 1][kk][threadIdx.x * 1 + 0];
+                            }
+                            {
+                                acc_1_0 += a_tile[buf ^ 1][kk][threadIdx.y * 2 + 1] * b_tile[buf ^ 1][kk][threadIdx.x * 1 + 0];
+                            }
+                        }
+                    }
+                }
+                if (k_next < k) {
+                    #pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        int e = threadIdx.y * 16 + threadIdx.x + j * 256;
+                        a_tile[buf][e % 32][e / 32] = a_next[j];
+                    }
+                    #pragma unroll
+                    for (int j = 0; j < 2; ++j) {
+                        int e = threadIdx.y * 16 + threadIdx.x + j * 256;
+                        b_tile[buf][e / 16][e % 16] = b_next[j];
+                    }
+                }
+                __syncthreads();
+                buf ^= 1;
+            }
+            {
+                int row = row_0; int col = col_0;
+                if (row < m && col < n) {
+                    c[row * n + col] = acc_0_0;
+                }
+            }
+            {
+                int row = row_1; int col = col_0;
+                if (row < m && col < n) {
+                    c[row * n + col] = acc_1_0;
+                }
+            }
+        }"#]].assert_eq(&one(
+        MATMUL,
+        "matmul",
+        json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": [], "staged_blocks": [[2, 1]]}),
+    ));
+}
+
+#[test]
+fn staged_tiles_of_doubles_take_a_shorter_k_step_and_keep_the_authors_loads() {
+    let staged = json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": [], "staged_blocks": [[8, 4], [4, 4]]});
+    // Doubles: 128x64x16 would need 50 KiB for its two buffers; the k step halves to fit.
+    let out = cuda(FIXTURES, "gemm_nt", "tile_matmul", staged).unwrap();
+    expect![[r#"
+        [
+            "8x4 register block per thread (adjacent outputs, A transposed, two buffers filled through registers), 128x64x8 tiles, block (16, 16)",
+            "4x4 register block per thread (adjacent outputs, A transposed, two buffers filled through registers), 64x64x16 tiles, block (16, 16)",
+        ]
+    "#]].assert_debug_eq(&labels(&out));
+    // An early return, B stored transposed (loaded along k), the author's `size_t` loads;
+    // the loop variable `j` is the column index here, so the staging loop's is `j_2`.
+    let text = show(Lang::Cuda, FIXTURES, &out[0], "gemm_nt");
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            (l.contains("_tile[") && (!l.starts_with("sum_") || l.starts_with("sum_7_3")))
+                || l.contains("_next")
+                || l.starts_with("for (")
+                || l.starts_with("int p")
+        })
+        .collect();
+    expect![[r#"
+        [
+            "__shared__ __align__(16) double a_tile[2][8][128 + 4];",
+            "__shared__ __align__(16) double b_tile[2][8][64 + 4];",
+            "double a_next[4] = {};",
+            "double b_next[2] = {};",
+            "for (int k_next = 0; k_next < k + 8; k_next += 8) {",
+            "if (k_next < k) {",
+            "for (int j_2 = 0; j_2 < 4; ++j_2) {",
+            "int p = k_next + e % 8;",
+            "if (!(i >= m) && p < k) a_next[j_2] = a[(size_t)i * k + p];",
+            "for (int j_2 = 0; j_2 < 2; ++j_2) {",
+            "int p = k_next + e % 8;",
+            "if (!(j >= n) && p < k) b_next[j_2] = b[(size_t)j * k + p];",
+            "if (k_next > 0) {",
+            "int k0 = k_next - 8;",
+            "for (int kk = 0; kk < 8; ++kk) {",
+            "sum_7_3 += a_tile[buf ^ 1][kk][threadIdx.y * 8 + 7] * b_tile[buf ^ 1][kk][threadIdx.x * 4 + 3];",
+            "for (int kk = 0; kk < 8 && k0 + kk < k; ++kk) {",
+            "sum_7_3 += a_tile[buf ^ 1][kk][threadIdx.y * 8 + 7] * b_tile[buf ^ 1][kk][threadIdx.x * 4 + 3];",
+            "if (k_next < k) {",
+            "for (int j_2 = 0; j_2 < 4; ++j_2) {",
+            "a_tile[buf][e % 8][e / 8] = a_next[j_2];",
+            "for (int j_2 = 0; j_2 < 2; ++j_2) {",
+            "b_tile[buf][e % 8][e / 8] = b_next[j_2];",
+        ]
+    "#]].assert_debug_eq(&lines);
+    let bad = cuda(
+        MATMUL,
+        "matmul",
+        "tile_matmul",
+        json!({"staged_blocks": [[16, 4]]}),
+    )
+    .expect_err("16 rows a thread is refused");
+    expect!["parameter `staged_blocks`: [16, 4]: each thread's rows and columns must be 1 to 8"]
+        .assert_eq(&bad.to_string());
 }

@@ -202,15 +202,61 @@ fn the_other_workers_start_while_the_primary_checks_and_each_times_what_it_verif
 }
 
 #[test]
+fn a_worker_done_verifying_times_its_share_while_the_other_still_verifies() {
+    let dir = workspace("pipelined");
+    let pool = [
+        // A checks the current version (0-0.4 s) and verifies the 1st and 3rd candidates
+        // (0.4-1.2 s); B checks it too (0-0.5 s) and verifies the 2nd (0.5-1.0 s), then
+        // finds the queue empty and times its share while A still verifies.
+        worker(&dir, "A", "FAKE_VERIFY_MS=400"),
+        worker(&dir, "B", "FAKE_VERIFY_MS=500"),
+    ];
+    let (run, _) = optimize(&dir, &pool, 1);
+    let log = log(&dir);
+    let current = log
+        .iter()
+        .find(|r| r.0 == "A" && r.1 == "verify")
+        .map(|r| r.2.clone())
+        .unwrap_or_else(|| panic!("A checked nothing: {log:?}"));
+    // B's first verification is its own check of the current version, beside A's.
+    let b_first = log.iter().find(|r| r.0 == "B" && r.1 == "verify");
+    assert_eq!(b_first.map(|r| &r.2), Some(&current), "{log:?}");
+    // The step that verified candidates (a step before it may not apply).
+    let step = run["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by_key(|s| verified_candidates(s).len())
+        .expect("a step ran");
+    assert!(
+        verified_candidates(step).len() >= 3,
+        "too few candidates to tell: {run}"
+    );
+    // Some worker timed its share while the other was still verifying a candidate.
+    let overlapped = log.iter().filter(|t| t.1 == "time").any(|t| {
+        log.iter()
+            .any(|v| v.1 == "verify" && v.0 != t.0 && v.2 != current && v.3 < t.3 && t.3 < v.4)
+    });
+    assert!(
+        overlapped,
+        "every timing waited for the last verification: {log:?}"
+    );
+    // And every verified candidate was timed by the worker that verified it.
+    for c in verified_candidates(step) {
+        assert_eq!(c["verified_on"]["worker"], c["timed_on"]["worker"], "{c}");
+    }
+}
+
+#[test]
 fn a_worker_lost_mid_step_has_its_candidate_requeued_and_the_step_completes() {
     let one = workspace("lost-ref");
     let (seq, _) = optimize(&one, &[worker(&one, "A", "")], 1);
     let dir = workspace("lost");
     let pool = [
         worker(&dir, "A", "FAKE_VERIFY_MS=300"),
-        // B dies during its first verification (the current version's check or a
-        // candidate); its replacement lives.
-        worker(&dir, "B", "FAKE_VERIFY_MS=300 FAKE_DIE_ON=1"),
+        // B dies during its second verification: its first is its warm-up check of
+        // the current version, its second a candidate. Its replacement lives.
+        worker(&dir, "B", "FAKE_VERIFY_MS=300 FAKE_DIE_ON=2"),
     ];
     let (par, stderr) = optimize(&dir, &pool, 1);
     let log = log(&dir);

@@ -26,6 +26,9 @@ BIN = os.environ.get("KERNEL_LSP_BIN", "kernel-lsp")
 WORKERS = os.environ.get("KERNEL_LSP_MULTIGPU_WORKERS", "2")
 # KERNEL_LSP_MULTIGPU_RUNS=0,1 picks runs by index (each device call has a time limit).
 PICK = os.environ.get("KERNEL_LSP_MULTIGPU_RUNS", "")
+# KERNEL_LSP_MULTIGPU_LOG=DIR writes each run's progress lines (stderr) there, each with
+# its time since the command's start: where the wall time goes.
+LOG_DIR = os.environ.get("KERNEL_LSP_MULTIGPU_LOG", "")
 
 RUNS = [
     # (name, example, kernel, extra args)
@@ -36,7 +39,7 @@ RUNS = [
 ]
 
 
-def run(example, kernel, extra, workers):
+def run(example, kernel, extra, workers, log_name=None):
     work = tempfile.mkdtemp(prefix="kernel-lsp-multigpu-")
     shutil.copy(os.path.join(ROOT, "examples", example), work)
     # A fresh Triton cache per run: a warm one would let the later run skip the JIT.
@@ -49,13 +52,15 @@ def run(example, kernel, extra, workers):
     # CLI, the workers' start and the current version's check come before step 1).
     p = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
-    err_lines, first_step = [], []
+    err_lines, first_step, stamped = [], [], []
 
     def read_err():
         for line in p.stderr:
+            now = time.monotonic()
             if not first_step and ": step 1:" in line:
-                first_step.append(time.monotonic())
+                first_step.append(now)
             err_lines.append(line)
+            stamped.append(f"{now - t0:7.2f} {line}")
 
     reader = threading.Thread(target=read_err, daemon=True)
     reader.start()
@@ -69,6 +74,10 @@ def run(example, kernel, extra, workers):
     wall = end - t0
     steps_wall = end - first_step[0] if first_step else float('nan')
     stderr = "".join(err_lines)
+    if LOG_DIR and log_name:
+        os.makedirs(LOG_DIR, exist_ok=True)
+        with open(os.path.join(LOG_DIR, log_name), "w") as f:
+            f.write("".join(stamped) + f"{wall:7.2f} exit {p.returncode}\n")
     shutil.rmtree(work, ignore_errors=True)
     if p.returncode != 0:
         return wall, steps_wall, None, stderr[-3000:]
@@ -81,14 +90,25 @@ def run(example, kernel, extra, workers):
     return wall, steps_wall, {"accepted": accepted, "candidates": cands, "timed_on": on}, stderr
 
 
+def warm_up():
+    """Loads torch, Triton and every GPU once, untimed: the first run would otherwise pay
+    for a cold file cache and driver alone."""
+    subprocess.run([sys.executable, "-c",
+                    "import torch, triton\n"
+                    "for i in range(torch.cuda.device_count()): torch.zeros(1, device=f'cuda:{i}')"],
+                   check=False, timeout=300)
+
+
 def main():
+    warm_up()
     rows, bad = [], False
     picked = [RUNS[int(i)] for i in PICK.split(",")] if PICK else RUNS
     for name, example, kernel, extra in picked:
         res = {}
         for workers in ("1", WORKERS):
             print(f"== {name}, --workers {workers}", flush=True)
-            wall, steps, summary, err = run(example, kernel, extra, workers)
+            log_name = f"run{RUNS.index((name, example, kernel, extra))}-w{workers}.log"
+            wall, steps, summary, err = run(example, kernel, extra, workers, log_name)
             if summary is None:
                 print(f"FAILED ({wall:.1f} s):\n{err}")
                 bad = True

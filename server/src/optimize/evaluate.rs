@@ -12,7 +12,7 @@ use crate::analysis::{self, AnalyzeOptions};
 use crate::document::Document;
 use crate::spec::{BenchPlan, EvalEnv};
 use crate::syntax::Lang;
-use crate::worker::pool::{Served, WorkerPool, WorkerRef};
+use crate::worker::pool::{Served, WorkerPool};
 use crate::worker::protocol::{
     ErrorKind, Op, OpResult, TimeSettings, Timing, VerifyReport, Version,
 };
@@ -211,27 +211,6 @@ pub async fn request_preferring(pool: &WorkerPool, target: Option<usize>, op: Op
     request_requeued(pool, op, &mut |_| {}).await
 }
 
-/// The timing groups of a batch: `(worker, members)`, members being indices into the
-/// verified candidates, each group timed on the worker that verified its members. With
-/// one worker (or no worker known) everything is one group on any worker.
-fn time_groups(verified_by: &[Option<usize>], workers: usize) -> Vec<(Option<usize>, Vec<usize>)> {
-    if workers <= 1 || verified_by.iter().any(Option::is_none) {
-        let groups = workers.min(verified_by.len()).max(1);
-        return (0..groups)
-            .map(|g| (None, (g..verified_by.len()).step_by(groups).collect()))
-            .collect();
-    }
-    let mut groups: Vec<(Option<usize>, Vec<usize>)> = Vec::new();
-    for (m, w) in verified_by.iter().enumerate() {
-        match groups.iter_mut().find(|(t, _)| t == w) {
-            Some((_, members)) => members.push(m),
-            None => groups.push((*w, vec![m])),
-        }
-    }
-    groups.sort_by_key(|(t, _)| *t);
-    groups
-}
-
 /// Verify one planned candidate against `current`. `Err` is the reason it failed.
 pub async fn verify(
     pool: &WorkerPool,
@@ -258,22 +237,7 @@ pub async fn verify_on(
         sanitize: false,
     };
     let served = request_requeued(pool, op, progress).await;
-    let result = match served.result {
-        Ok(OpResult::Verify(r)) if r.passed => Ok(r),
-        Ok(OpResult::Verify(r)) => Err(r.failure.map_or_else(
-            || {
-                if r.nondeterministic {
-                    "gave different results on the same inputs".to_string()
-                } else {
-                    "failed verification".to_string()
-                }
-            },
-            |f| f.message,
-        )),
-        Ok(_) => Err("unexpected worker reply".into()),
-        Err(e) => Err(e.message),
-    };
-    (served.worker, result)
+    (served.worker, verdict(served.result))
 }
 
 /// The current version must pass its own check (compiled, run, every output written,
@@ -466,10 +430,86 @@ enum Checked {
     },
 }
 
+/// A verification's answer as a pass (the report) or the reason it failed.
+fn verdict(
+    result: Result<OpResult, crate::worker::protocol::WorkerError>,
+) -> Result<VerifyReport, String> {
+    match result {
+        Ok(OpResult::Verify(r)) if r.passed => Ok(r),
+        Ok(OpResult::Verify(r)) => Err(r.failure.map_or_else(
+            || {
+                if r.nondeterministic {
+                    "gave different results on the same inputs".to_string()
+                } else {
+                    "failed verification".to_string()
+                }
+            },
+            |f| f.message,
+        )),
+        Ok(_) => Err("unexpected worker reply".into()),
+        Err(e) => Err(e.message),
+    }
+}
+
+/// A verified candidate's timing: (the current version's timing beside it, its own, the
+/// worker that timed them), or why it has none.
+type TimedSlot = Result<(Timing, Timing, Option<usize>), String>;
+
+/// One worker's share of a batch: the candidates it verified (indices into the input)
+/// and, when timed, the worker that timed them with the result (the current version's
+/// timing first).
+struct Share {
+    verified: Vec<usize>,
+    timed: Option<(
+        Option<usize>,
+        Result<crate::worker::protocol::TimeReport, String>,
+    )>,
+}
+
+/// Time `members` (indices into the input) beside `current` in one request on `target`
+/// (another worker if it is lost).
+async fn time_members(
+    pool: &WorkerPool,
+    current: &Version,
+    members: &[usize],
+    checked: &[std::sync::Mutex<Option<Checked>>],
+    candidates: &[(String, String)],
+    target: Option<usize>,
+) -> (
+    Option<usize>,
+    Result<crate::worker::protocol::TimeReport, String>,
+) {
+    let mut versions = vec![current.clone()];
+    for &i in members {
+        if let Ok(slot) = checked[i].lock() {
+            if let Some(Checked::Passed { planned, .. }) = &*slot {
+                let mut version = planned.version.clone();
+                version.label = candidates[i].0.clone();
+                versions.push(version);
+            }
+        }
+    }
+    let want = versions.len();
+    let op = Op::Time {
+        versions,
+        settings: TimeSettings::default(),
+    };
+    let served = request_preferring(pool, target, op).await;
+    let result = match served.result {
+        Ok(OpResult::Time(t)) if t.timings.len() == want => Ok(t),
+        Ok(_) => Err("unexpected worker reply to a time request".to_string()),
+        Err(e) => Err(e.message),
+    };
+    (served.worker, result)
+}
+
 /// Plan and verify each `(label, text)` against `current`, then (with `time`) time the
-/// verified ones side by side with it. The candidates are verified concurrently on the
-/// pool's free workers, and with several workers the verified ones are timed in one
-/// group per worker, each group beside the current version on its own device. The
+/// verified ones side by side with it. Each worker of the pool takes the next candidate
+/// from one queue (in input order) and verifies it; once the queue is empty it times
+/// the candidates it verified (their kernels are loaded there) in one request beside
+/// the current version on its own device, while the others still verify: one worker
+/// verifies them one after another and times them together, as before. A candidate
+/// whose worker is lost goes back to the queue (at most once per other worker). The
 /// records come out in the order a one-worker run gives.
 #[allow(clippy::too_many_arguments)]
 pub async fn batch(
@@ -484,38 +524,109 @@ pub async fn batch(
     cancel: Option<&std::sync::atomic::AtomicBool>,
     stage: &mut (dyn FnMut(String) + Send),
 ) -> BatchResult {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    use std::sync::Mutex;
     let mut out = BatchResult::default();
     let n = candidates.len();
-    let is_cancelled = || cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed));
+    let is_cancelled = || cancel.is_some_and(|c| c.load(Relaxed));
     let parallel = pool.size() > 1;
-    let stage = std::sync::Mutex::new(stage);
+    let stage = Mutex::new(stage);
     let say = |s: String| {
         if let Ok(mut st) = stage.lock() {
             (*st)(s);
         }
     };
-    let done = std::sync::atomic::AtomicUsize::new(0);
-    // As many verifications at once as there are workers, taken in input order, so one
-    // worker verifies them one after another as before and a cancel stops the rest.
-    let turns = tokio::sync::Semaphore::new(pool.size());
-    let checks = candidates.iter().enumerate().map(|(i, (label, text))| {
-        let (say, done, is_cancelled, turns) = (&say, &done, &is_cancelled, &turns);
-        async move {
-            let _turn = turns.acquire().await;
-            if is_cancelled() {
-                return Checked::Rejected("not tried: the job was cancelled".into());
+    let done = AtomicUsize::new(0);
+    let tries: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+    let checked: Vec<Mutex<Option<Checked>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let settle = |i: usize, c: Checked| {
+        if let Ok(mut slot) = checked[i].lock() {
+            *slot = Some(c);
+        }
+    };
+    // Planned up front (no worker needed); those that do not plan are settled now.
+    let mut planned: Vec<Option<Planned>> = Vec::with_capacity(n);
+    for (i, (_, text)) in candidates.iter().enumerate() {
+        match plan(lang, text, kernel_name, env) {
+            Ok(p) => planned.push(Some(p)),
+            Err(e) => {
+                settle(i, Checked::Rejected(e));
+                planned.push(None);
             }
-            let planned = match plan(lang, text, kernel_name, env) {
-                Ok(p) => p,
-                Err(e) => return Checked::Rejected(e),
+        }
+    }
+    let planned = &planned;
+    let queue = Mutex::new(
+        (0..n)
+            .filter(|&i| planned[i].is_some())
+            .collect::<std::collections::VecDeque<usize>>(),
+    );
+    let next = || queue.lock().ok().and_then(|mut q| q.pop_front());
+    let put_back = |i: usize| {
+        if let Ok(mut q) = queue.lock() {
+            q.push_front(i);
+        }
+    };
+    let op_for = |i: usize| {
+        let mut cand = planned[i]
+            .as_ref()
+            .expect("queued candidates are planned")
+            .version
+            .clone();
+        cand.label = candidates[i].0.clone();
+        Op::Verify {
+            candidate: Box::new(cand),
+            reference: Box::new(current.clone()),
+            seed,
+            sanitize: false,
+        }
+    };
+    let head = |i: usize| format!("verifying {} ({}/{n})", candidates[i].0, i + 1);
+    // Verifies the next queued candidate on `target` (any worker when None), taking it
+    // from the queue only once that worker is free. `None`: nothing was taken (the queue
+    // is empty, or the worker cannot be had); `Some(false)`: the worker was lost and the
+    // candidate went back to the queue.
+    let verify_next = |target: Option<usize>| {
+        let (say, done, tries, settle) = (&say, &done, &tries, &settle);
+        let (next, put_back, op_for, head) = (&next, &put_back, &op_for, &head);
+        async move {
+            let taken = Mutex::new(None::<usize>);
+            let take = || {
+                let i = next()?;
+                if let Ok(mut t) = taken.lock() {
+                    *t = Some(i);
+                }
+                say(head(i));
+                Some(op_for(i))
             };
-            let head = format!("verifying {label} ({}/{n})", i + 1);
-            say(head.clone());
-            let mut cand = planned.version.clone();
-            cand.label = label.clone();
-            let mut worker_stage = |s: &str| say(format!("{head}: {s}"));
-            let (worker, result) = verify_on(pool, current, &cand, seed, &mut worker_stage).await;
-            let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            let mut worker_stage = |s: &str| {
+                if let Some(i) = taken.lock().ok().and_then(|t| *t) {
+                    say(format!("{}: {s}", head(i)));
+                }
+            };
+            let served = match target {
+                Some(_) => {
+                    pool.request_next_on(target, take, None, &mut worker_stage)
+                        .await?
+                }
+                None => {
+                    let op = take()?;
+                    request_requeued(pool, op, &mut worker_stage).await
+                }
+            };
+            let i = taken.lock().ok().and_then(|t| *t)?;
+            let label = &candidates[i].0;
+            let lost = matches!(&served.result, Err(e) if e.kind == ErrorKind::WorkerLost);
+            if lost && target.is_some() && tries[i].fetch_add(1, Relaxed) + 1 < pool.size() {
+                let who = served
+                    .worker
+                    .map_or_else(String::new, |w| pool.describe_worker(w));
+                tracing::warn!("{who} was lost; `{label}` goes back to the queue");
+                say(format!("{who} was lost; re-queued on the others"));
+                put_back(i);
+                return Some((i, false));
+            }
+            let finished = done.fetch_add(1, Relaxed) + 1;
             if parallel {
                 let busy = pool.busy();
                 say(format!(
@@ -523,20 +634,123 @@ pub async fn batch(
                     if busy == 1 { "" } else { "s" }
                 ));
             }
-            match result {
-                Ok(r) => Checked::Passed {
-                    planned: Box::new(planned),
-                    worker,
-                    interpreter: r.interpreter,
+            settle(
+                i,
+                match verdict(served.result) {
+                    Ok(r) => Checked::Passed {
+                        planned: Box::new(
+                            planned[i].clone().expect("queued candidates are planned"),
+                        ),
+                        worker: served.worker,
+                        interpreter: r.interpreter,
+                    },
+                    Err(e) => Checked::Rejected(e),
                 },
-                Err(e) => Checked::Rejected(e),
+            );
+            Some((i, true))
+        }
+    };
+    let passed = |i: usize| {
+        checked[i]
+            .lock()
+            .is_ok_and(|c| matches!(&*c, Some(Checked::Passed { .. })))
+    };
+    let timing_said = std::sync::atomic::AtomicBool::new(false);
+    let share = |w: usize| {
+        let (verify_next, checked, is_cancelled, say, timing_said, passed) = (
+            &verify_next,
+            &checked,
+            &is_cancelled,
+            &say,
+            &timing_said,
+            &passed,
+        );
+        async move {
+            let mut mine = Vec::new();
+            while !is_cancelled() {
+                match verify_next(Some(w)).await {
+                    Some((i, true)) => {
+                        if passed(i) {
+                            mine.push(i);
+                        }
+                    }
+                    // Lost: gone for this batch (the pool restarts it). Or nothing left,
+                    // or this worker cannot start.
+                    Some((_, false)) | None => break,
+                }
+            }
+            let mut timed = None;
+            if time && !mine.is_empty() && !is_cancelled() {
+                if parallel {
+                    if !timing_said.swap(true, Relaxed) {
+                        say("timing each worker's verified candidates beside the current version on that worker".into());
+                    }
+                } else {
+                    say(format!("timing {} versions", mine.len() + 1));
+                }
+                timed =
+                    Some(time_members(pool, current, &mine, checked, candidates, Some(w)).await);
+            }
+            Share {
+                verified: mine,
+                timed,
             }
         }
-    });
-    let checked = futures::future::join_all(checks).await;
-    let mut verified_on = Vec::new();
-    let mut verified_by: Vec<Option<usize>> = Vec::new();
-    for (i, (c, (label, text))) in checked.into_iter().zip(candidates).enumerate() {
+    };
+    let mut shares = futures::future::join_all((0..pool.size()).map(share)).await;
+    // Candidates put back by a lost worker after the others had finished: verified on
+    // any worker, then timed together.
+    let mut late = Vec::new();
+    while !is_cancelled() {
+        let Some((i, _)) = verify_next(None).await else {
+            break;
+        };
+        if passed(i) {
+            late.push(i);
+        }
+    }
+    if !late.is_empty() {
+        let timed = if time && !is_cancelled() {
+            Some(time_members(pool, current, &late, &checked, candidates, None).await)
+        } else {
+            None
+        };
+        shares.push(Share {
+            verified: late,
+            timed,
+        });
+    }
+    // Each verified candidate's timing: (base, its timing, the worker that timed it), or
+    // why it has none.
+    let mut slots: Vec<Option<TimedSlot>> = vec![None; n];
+    for sh in shares {
+        match sh.timed {
+            Some((worker, Ok(t))) => {
+                out.interpreter |= t.interpreter;
+                let mut it = t.timings.into_iter();
+                let Some(base) = it.next() else { continue };
+                if out.base.is_none() || worker == Some(0) {
+                    out.base = Some(base.clone());
+                }
+                for (&m, tm) in sh.verified.iter().zip(it) {
+                    slots[m] = Some(Ok((base.clone(), tm, worker)));
+                }
+            }
+            Some((_, Err(message))) => {
+                for &m in &sh.verified {
+                    slots[m] = Some(Err(message.clone()));
+                }
+            }
+            None => {}
+        }
+    }
+    let cancelled = is_cancelled();
+    for (i, ((label, text), slot)) in candidates.iter().zip(checked).enumerate() {
+        let c = slot
+            .into_inner()
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| Checked::Rejected("not tried: the job was cancelled".into()));
         match c {
             Checked::Rejected(e) => {
                 if !e.starts_with("not tried") {
@@ -550,122 +764,49 @@ pub async fn batch(
                 interpreter,
             } => {
                 out.interpreter |= interpreter;
-                verified_on.push(worker.filter(|_| parallel).map(|w| pool.worker_ref(w)));
-                verified_by.push(worker);
-                out.verified.push(Verified {
+                let on = worker.filter(|_| parallel).map(|w| pool.worker_ref(w));
+                let record = CandidateRecord {
+                    label: label.clone(),
+                    verified: true,
+                    verified_on: on,
+                    ..Default::default()
+                };
+                let v = Verified {
                     index: i,
                     label: label.clone(),
                     text: text.clone(),
                     planned: *planned,
-                });
-            }
-        }
-    }
-    let stage = stage
-        .into_inner()
-        .expect("no verification holds the stage any more");
-    let record = |v: &Verified, on: &Option<WorkerRef>| CandidateRecord {
-        label: candidates[v.index].0.clone(),
-        verified: true,
-        verified_on: on.clone(),
-        ..Default::default()
-    };
-    if out.verified.is_empty() || (is_cancelled() && time) {
-        for v in &out.verified {
-            out.records.push(rejected(
-                &candidates[v.index].0,
-                "verified; not timed: the job was cancelled".into(),
-            ));
-        }
-        out.verified.clear();
-        return out;
-    }
-    if !time {
-        for (v, on) in out.verified.iter().zip(&verified_on) {
-            out.records.push(record(v, on));
-        }
-        return out;
-    }
-    // One group per worker, each timed in one request interleaved with the current
-    // version: one worker times them all together. A candidate is timed by the worker
-    // that verified it (its kernel is already loaded there), so the groups follow the
-    // verification's balance.
-    let plan = time_groups(&verified_by, pool.size());
-    let groups = plan.len();
-    stage(if groups > 1 {
-        format!(
-            "timing {} versions in {groups} groups, each beside the current version on its own worker",
-            out.verified.len() + 1
-        )
-    } else {
-        format!("timing {} versions", out.verified.len() + 1)
-    });
-    let timed = plan.into_iter().map(|(target, members)| {
-        let mut versions = vec![current.clone()];
-        for &m in &members {
-            let v = &out.verified[m];
-            let mut version = v.planned.version.clone();
-            version.label = candidates[v.index].0.clone();
-            versions.push(version);
-        }
-        async move {
-            let want = versions.len();
-            let op = Op::Time {
-                versions,
-                settings: TimeSettings::default(),
-            };
-            let served = request_preferring(pool, target, op).await;
-            let result = match served.result {
-                Ok(OpResult::Time(t)) if t.timings.len() == want => Ok(t),
-                Ok(_) => Err("unexpected worker reply to a time request".to_string()),
-                Err(e) => Err(e.message),
-            };
-            (members, served.worker, result)
-        }
-    });
-    let results = futures::future::join_all(timed).await;
-    let mut slots: Vec<Option<(Timing, Timing, Option<usize>)>> = vec![None; out.verified.len()];
-    let mut failures: Vec<(usize, String)> = Vec::new();
-    for (members, worker, result) in results {
-        match result {
-            Ok(t) => {
-                out.interpreter |= t.interpreter;
-                let mut it = t.timings.into_iter();
-                let Some(base) = it.next() else { continue };
-                if out.base.is_none() || worker == Some(0) {
-                    out.base = Some(base.clone());
+                };
+                if !time {
+                    out.records.push(record);
+                    out.verified.push(v);
+                    continue;
                 }
-                for (&m, tm) in members.iter().zip(it) {
-                    slots[m] = Some((base.clone(), tm, worker));
+                match slots[i].take() {
+                    Some(Ok((base, tm, worker))) => {
+                        out.records.push(CandidateRecord {
+                            median_ms: Some(tm.median_ms),
+                            timed_on: worker.filter(|_| parallel).map(|w| pool.worker_ref(w)),
+                            ..record
+                        });
+                        out.bases.push(base);
+                        out.timings.push(tm);
+                        out.timed_on.push(worker);
+                        out.verified.push(v);
+                    }
+                    Some(Err(message)) => out.records.push(CandidateRecord {
+                        message: Some(format!("verified, but timing failed: {message}")),
+                        ..record
+                    }),
+                    None if cancelled => out.records.push(rejected(
+                        label,
+                        "verified; not timed: the job was cancelled".into(),
+                    )),
+                    None => out.records.push(CandidateRecord {
+                        message: Some("verified, but timing failed: not timed".into()),
+                        ..record
+                    }),
                 }
-            }
-            Err(message) => failures.extend(members.into_iter().map(|m| (m, message.clone()))),
-        }
-    }
-    let verified = std::mem::take(&mut out.verified);
-    for (m, (v, slot)) in verified.into_iter().zip(slots).enumerate() {
-        let on = &verified_on[m];
-        match slot {
-            Some((base, tm, worker)) => {
-                out.records.push(CandidateRecord {
-                    median_ms: Some(tm.median_ms),
-                    timed_on: worker.filter(|_| parallel).map(|w| pool.worker_ref(w)),
-                    ..record(&v, on)
-                });
-                out.bases.push(base);
-                out.timings.push(tm);
-                out.timed_on.push(worker);
-                out.verified.push(v);
-            }
-            None => {
-                let message = failures
-                    .iter()
-                    .find(|(i, _)| *i == m)
-                    .map_or("not timed", |(_, e)| e.as_str());
-                out.records.push(CandidateRecord {
-                    message: Some(format!("verified, but timing failed: {message}")),
-                    ..record(&v, on)
-                });
             }
         }
     }

@@ -352,9 +352,23 @@ pub async fn optimize(
         on(Event::Stage("checking the current version".into()));
         let mut stage = |s: &str| on(Event::Stage(format!("checking the current version: {s}")));
         // The other workers start while the primary checks the current version: their
-        // start-up (Python, torch, a CUDA context) is not paid in the first step.
-        pool.start_others_in_background();
-        evaluate::check_current(pool, &start.version, opts.seed, &mut stage).await?;
+        // start-up (Python, torch, a CUDA context) is not paid in the first step, and
+        // each that is up before the primary's check ends checks the current version
+        // too, so it holds the reference's outputs before its first candidate (the
+        // primary's check decides).
+        let checking = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        pool.warm_others_in_background(
+            Op::Verify {
+                candidate: Box::new(start.version.clone()),
+                reference: Box::new(start.version.clone()),
+                seed: opts.seed,
+                sanitize: false,
+            },
+            checking.clone(),
+        );
+        let checked = evaluate::check_current(pool, &start.version, opts.seed, &mut stage).await;
+        checking.store(false, std::sync::atomic::Ordering::SeqCst);
+        checked?;
     }
 
     let mut warnings = Vec::new();

@@ -589,35 +589,46 @@ impl WorkerPool {
         time_limit: Option<Duration>,
         progress: &mut (dyn FnMut(&str) + Send),
     ) -> Served {
-        if matches!(op, Op::Shutdown) {
-            return Served {
-                worker: None,
-                result: Err(WorkerError {
-                    kind: ErrorKind::BadRequest,
-                    message: "`shutdown` is not a request; call WorkerPool::shutdown".into(),
-                    log: None,
-                }),
-            };
+        let mut op = Some(op);
+        match self
+            .request_next_on(target, || op.take(), time_limit, progress)
+            .await
+        {
+            Some(served) => served,
+            None => unreachable!("the op is taken once"),
         }
+    }
+
+    /// [`Self::request_on`] with the op chosen only once a worker is held (started and
+    /// free): `next` is called then, and `None` from it releases the worker and returns
+    /// `None`. So a worker takes the next item of a queue when it is free, not earlier.
+    /// When no worker could be held, `next` is not called and the error comes back.
+    pub async fn request_next_on(
+        &self,
+        target: Option<usize>,
+        next: impl FnOnce() -> Option<Op>,
+        time_limit: Option<Duration>,
+        progress: &mut (dyn FnMut(&str) + Send),
+    ) -> Option<Served> {
         if target.is_some_and(|t| t >= self.size()) {
-            return Served {
+            return Some(Served {
                 worker: None,
                 result: Err(lost(format!(
                     "the pool has {} workers, there is no worker {}",
                     self.size(),
                     target.unwrap_or(0) + 1
                 ))),
-            };
+            });
         }
         let inner = &self.inner;
         let mut held = loop {
             let mut held = match self.acquire(target).await {
                 Ok(h) => h,
                 Err(e) => {
-                    return Served {
+                    return Some(Served {
                         worker: None,
                         result: Err(e),
-                    }
+                    })
                 }
             };
             // A worker that exited while idle is replaced quietly.
@@ -644,6 +655,17 @@ impl WorkerPool {
             }
         };
         let index = held.index;
+        let op = next()?;
+        if matches!(op, Op::Shutdown) {
+            return Some(Served {
+                worker: None,
+                result: Err(WorkerError {
+                    kind: ErrorKind::BadRequest,
+                    message: "`shutdown` is not a request; call WorkerPool::shutdown".into(),
+                    log: None,
+                }),
+            });
+        }
         let limit = time_limit.unwrap_or_else(|| inner.config.limits.for_op(&op));
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
         // The worker is owned by this future while it works: if the caller drops the
@@ -707,10 +729,10 @@ impl WorkerPool {
                 Err(lost(message))
             }
         };
-        Served {
+        Some(Served {
             worker: Some(index),
             result,
-        }
+        })
     }
 
     /// Locks a free slot among `target` (or all), preferring one with a running worker
@@ -812,32 +834,68 @@ impl WorkerPool {
         }
     }
 
+    /// [`Self::start_others_in_background`], then `warm_up` on each of them that has a GPU
+    /// and is up while `wanted` holds (its answer is dropped): e.g. the current version's check
+    /// while the primary checks it, so each worker holds the reference's outputs before
+    /// its first candidate. A worker up later skips it (its first candidate computes
+    /// them). A request that comes first takes the worker first.
+    pub fn warm_others_in_background(&self, warm_up: Op, wanted: Arc<AtomicBool>) {
+        for index in 1..self.size() {
+            let pool = self.clone();
+            let op = warm_up.clone();
+            let wanted = wanted.clone();
+            tokio::spawn(async move {
+                // On a GPU the check costs mostly what the first candidate would pay
+                // anyway (compiling the current version, a context); on a CPU (Triton's
+                // interpreter) it is mostly run time, better spent on a candidate.
+                let on_gpu = || pool.hello_of(index).is_some_and(|h| h.device.is_some());
+                if pool.start_in_slot(index).await && wanted.load(Ordering::SeqCst) && on_gpu() {
+                    let served = pool.request_on(Some(index), op, None, &mut |_| {}).await;
+                    if let Err(e) = served.result {
+                        tracing::debug!("warm-up on worker {} failed: {}", index + 1, e.message);
+                    }
+                }
+            });
+        }
+    }
+
     /// Starts a worker in slot `index` again, so the request after a failure does not
     /// pay for start-up. A failed start backs the slot off like any other.
     fn replace_in_background(&self, index: usize) {
         let pool = self.clone();
         tokio::spawn(async move {
-            let inner = &pool.inner;
-            if inner.closed.load(Ordering::SeqCst) {
-                return;
-            }
-            let slot = &inner.slots[index];
-            let guard = slot.worker.lock().await;
-            let mut held = inner.hold(index, guard);
-            if held.worker().is_some() || inner.closed.load(Ordering::SeqCst) {
-                return;
-            }
-            match inner.start_worker(index).await {
-                Ok((worker, hello)) => {
-                    inner.started(index, &hello);
-                    *held.worker() = Some(worker);
-                }
-                Err(e) => {
-                    tracing::warn!("could not start a replacement worker: {}", e.message);
-                    inner.start_failed(index, &e);
-                }
-            }
+            pool.start_in_slot(index).await;
         });
+    }
+
+    /// Starts a worker in slot `index` unless one runs there (or the pool is closed).
+    /// True when a worker runs there afterwards.
+    async fn start_in_slot(&self, index: usize) -> bool {
+        let inner = &self.inner;
+        if inner.closed.load(Ordering::SeqCst) {
+            return false;
+        }
+        let slot = &inner.slots[index];
+        let guard = slot.worker.lock().await;
+        let mut held = inner.hold(index, guard);
+        if inner.closed.load(Ordering::SeqCst) {
+            return false;
+        }
+        if held.worker().is_some() {
+            return true;
+        }
+        match inner.start_worker(index).await {
+            Ok((worker, hello)) => {
+                inner.started(index, &hello);
+                *held.worker() = Some(worker);
+                true
+            }
+            Err(e) => {
+                tracing::warn!("could not start a replacement worker: {}", e.message);
+                inner.start_failed(index, &e);
+                false
+            }
+        }
     }
 
     /// Process ids of the running workers (their process group ids when spawned in a

@@ -13,6 +13,7 @@ versions differ between 1 and 2 workers (a slower 2-GPU run is reported, not fai
 timing goals are read from the table)."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,7 @@ PICK = os.environ.get("KERNEL_LSP_MULTIGPU_RUNS", "")
 # KERNEL_LSP_MULTIGPU_LOG=DIR writes each run's progress lines (stderr) there, each with
 # its time since the command's start: where the wall time goes.
 LOG_DIR = os.environ.get("KERNEL_LSP_MULTIGPU_LOG", "")
+STEP_START = re.compile(r": (step 1:|verifying .* \(\d+/\d+\))")
 
 RUNS = [
     # (name, example, kernel, extra args)
@@ -57,7 +59,9 @@ def run(example, kernel, extra, workers, log_name=None):
     def read_err():
         for line in p.stderr:
             now = time.monotonic()
-            if not first_step and ": step 1:" in line:
+            # The first step begins with its first line that is not the current
+            # version's check (progress lines are throttled: "step 1:" may be dropped).
+            if not first_step and STEP_START.search(line):
                 first_step.append(now)
             err_lines.append(line)
             stamped.append(f"{now - t0:7.2f} {line}")

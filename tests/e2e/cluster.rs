@@ -314,9 +314,8 @@ fn a_remote_worker_lost_over_ssh_has_its_candidate_requeued() {
         w.extend(["python3".into(), fake_worker()]);
         w.join(" ")
     };
-    // B's remote process exits abruptly during its second verification (its first is
-    // its warm-up check of the current version), a candidate's.
-    let pool = [fake("A", ""), fake("B", "FAKE_DIE_ON=2")];
+    // B's remote process exits abruptly while it verifies its first candidate.
+    let pool = [fake("A", ""), fake("B", "FAKE_DIE_ON=1")];
     let (run, stderr) = optimize_streaming(
         &dir,
         &pool,

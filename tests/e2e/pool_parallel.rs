@@ -254,9 +254,10 @@ fn a_worker_lost_mid_step_has_its_candidate_requeued_and_the_step_completes() {
     let dir = workspace("lost");
     let pool = [
         worker(&dir, "A", "FAKE_VERIFY_MS=300"),
-        // B dies during its second verification: its first is its warm-up check of
-        // the current version, its second a candidate. Its replacement lives.
-        worker(&dir, "B", "FAKE_VERIFY_MS=300 FAKE_DIE_ON=2"),
+        // B dies while it verifies its first candidate (its check of the current
+        // version, when it is up in time for one, does not count); its replacement
+        // lives.
+        worker(&dir, "B", "FAKE_VERIFY_MS=300 FAKE_DIE_ON=1"),
     ];
     let (par, stderr) = optimize(&dir, &pool, 1);
     let log = log(&dir);

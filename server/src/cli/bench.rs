@@ -308,12 +308,7 @@ async fn bench(
             }
             let verified = pool
                 .request(
-                    Op::Verify {
-                        candidate: Box::new(candidate.clone()),
-                        reference: Box::new(reference.clone()),
-                        seed: args.seed,
-                        sanitize: args.sanitize,
-                    },
+                    Op::verify(&candidate, &reference, args.seed, args.sanitize),
                     None,
                 )
                 .await;

@@ -1119,12 +1119,7 @@ impl Backend {
             reporter
                 .report(&format!("verifying against {}", r.label))
                 .await;
-            let op = Op::Verify {
-                candidate: Box::new(cand.clone()),
-                reference: Box::new(r.clone()),
-                seed: snap.settings.verify.seed,
-                sanitize: false,
-            };
+            let op = Op::verify(&cand, r, snap.settings.verify.seed, false);
             let verdict = pool.request(op, None).await;
             let failure = match verdict {
                 Ok(OpResult::Verify(v)) if v.passed => None,

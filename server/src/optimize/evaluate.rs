@@ -123,6 +123,20 @@ pub struct Verified {
     pub planned: Planned,
 }
 
+impl Verified {
+    /// The version to run, under the candidate's label.
+    pub fn version(&self) -> Version {
+        labelled(&self.planned, &self.label)
+    }
+}
+
+/// `planned`'s version under `label`.
+fn labelled(planned: &Planned, label: &str) -> Version {
+    let mut v = planned.version.clone();
+    v.label = label.to_string();
+    v
+}
+
 /// What a batch gave: a record per candidate and, for each verified candidate (same
 /// order as `verified`), its timing, the current version's timing beside it on the same
 /// worker, and that worker.
@@ -184,17 +198,23 @@ pub async fn request_requeued(
             return served;
         }
         tries += 1;
-        if let Err(e) = &served.result {
-            let who = served
-                .worker
-                .map_or_else(String::new, |w| pool.describe_worker(w));
-            tracing::warn!(
-                "{who} was lost; the request goes back to the queue: {}",
-                e.message
-            );
-            progress(&format!("{who} was lost; re-queued on the others"));
-        }
+        progress(&requeued(pool, &served, "the request"));
     }
+}
+
+/// Logs that the worker of `served` was lost and what goes back to the queue; returns
+/// the progress line for the user.
+fn requeued(pool: &WorkerPool, served: &Served, what: &str) -> String {
+    let who = served
+        .worker
+        .map_or_else(String::new, |w| pool.describe_worker(w));
+    let why = served
+        .result
+        .as_ref()
+        .err()
+        .map_or("", |e| e.message.as_str());
+    tracing::warn!("{who} was lost; {what} goes back to the queue: {why}");
+    format!("{who} was lost; re-queued on the others")
 }
 
 /// Runs `op` on worker `target` when there is one; when that worker is lost or cannot
@@ -230,13 +250,7 @@ pub async fn verify_on(
     seed: u64,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> (Option<usize>, Result<VerifyReport, String>) {
-    let op = Op::Verify {
-        candidate: Box::new(cand.clone()),
-        reference: Box::new(current.clone()),
-        seed,
-        sanitize: false,
-    };
-    let served = request_requeued(pool, op, progress).await;
+    let served = request_requeued(pool, Op::verify(cand, current, seed, false), progress).await;
     (served.worker, verdict(served.result))
 }
 
@@ -356,12 +370,7 @@ pub async fn confirm(
         }
         let t0 = std::time::Instant::now();
         say(&format!("running `{}` under compute-sanitizer", cand.label));
-        let op = Op::Verify {
-            candidate: Box::new(cand.clone()),
-            reference: Box::new(current.clone()),
-            seed,
-            sanitize: true,
-        };
+        let op = Op::verify(cand, current, seed, true);
         let secs = |t0: std::time::Instant| t0.elapsed().as_secs_f64();
         let mut quiet = |m: &str| say(m);
         match pool.request_with_progress(op, None, &mut quiet).await {
@@ -424,7 +433,6 @@ pub async fn retime_on_primary(
 enum Checked {
     Rejected(String),
     Passed {
-        planned: Box<Planned>,
         worker: Option<usize>,
         interpreter: bool,
     },
@@ -455,38 +463,34 @@ fn verdict(
 /// worker that timed them), or why it has none.
 type TimedSlot = Result<(Timing, Timing, Option<usize>), String>;
 
+/// A timing request's answer: the worker that timed, and the timings (the current
+/// version's first) or why there are none.
+type Timed = (
+    Option<usize>,
+    Result<crate::worker::protocol::TimeReport, String>,
+);
+
 /// One worker's share of a batch: the candidates it verified (indices into the input)
-/// and, when timed, the worker that timed them with the result (the current version's
-/// timing first).
+/// and, when they were timed, that timing.
 struct Share {
     verified: Vec<usize>,
-    timed: Option<(
-        Option<usize>,
-        Result<crate::worker::protocol::TimeReport, String>,
-    )>,
+    timed: Option<Timed>,
 }
 
-/// Time `members` (indices into the input) beside `current` in one request on `target`
-/// (another worker if it is lost).
+/// Time `members` (indices into the input, all planned) beside `current` in one request
+/// on `target` (another worker if it is lost).
 async fn time_members(
     pool: &WorkerPool,
     current: &Version,
     members: &[usize],
-    checked: &[std::sync::Mutex<Option<Checked>>],
+    planned: &[Option<Planned>],
     candidates: &[(String, String)],
     target: Option<usize>,
-) -> (
-    Option<usize>,
-    Result<crate::worker::protocol::TimeReport, String>,
-) {
+) -> Timed {
     let mut versions = vec![current.clone()];
     for &i in members {
-        if let Ok(slot) = checked[i].lock() {
-            if let Some(Checked::Passed { planned, .. }) = &*slot {
-                let mut version = planned.version.clone();
-                version.label = candidates[i].0.clone();
-                versions.push(version);
-            }
+        if let Some(p) = &planned[i] {
+            versions.push(labelled(p, &candidates[i].0));
         }
     }
     let want = versions.len();
@@ -555,10 +559,10 @@ pub async fn batch(
             }
         }
     }
-    let planned = &planned;
+    let planned_ref = &planned;
     let queue = Mutex::new(
         (0..n)
-            .filter(|&i| planned[i].is_some())
+            .filter(|&i| planned_ref[i].is_some())
             .collect::<std::collections::VecDeque<usize>>(),
     );
     let next = || queue.lock().ok().and_then(|mut q| q.pop_front());
@@ -568,18 +572,10 @@ pub async fn batch(
         }
     };
     let op_for = |i: usize| {
-        let mut cand = planned[i]
+        let p = planned_ref[i]
             .as_ref()
-            .expect("queued candidates are planned")
-            .version
-            .clone();
-        cand.label = candidates[i].0.clone();
-        Op::Verify {
-            candidate: Box::new(cand),
-            reference: Box::new(current.clone()),
-            seed,
-            sanitize: false,
-        }
+            .expect("queued candidates are planned");
+        Op::verify(&labelled(p, &candidates[i].0), current, seed, false)
     };
     let head = |i: usize| format!("verifying {} ({}/{n})", candidates[i].0, i + 1);
     // Verifies the next queued candidate on `target` (any worker when None), taking it
@@ -618,11 +614,7 @@ pub async fn batch(
             let label = &candidates[i].0;
             let lost = matches!(&served.result, Err(e) if e.kind == ErrorKind::WorkerLost);
             if lost && target.is_some() && tries[i].fetch_add(1, Relaxed) + 1 < pool.size() {
-                let who = served
-                    .worker
-                    .map_or_else(String::new, |w| pool.describe_worker(w));
-                tracing::warn!("{who} was lost; `{label}` goes back to the queue");
-                say(format!("{who} was lost; re-queued on the others"));
+                say(requeued(pool, &served, &format!("`{label}`")));
                 put_back(i);
                 return Some((i, false));
             }
@@ -638,9 +630,6 @@ pub async fn batch(
                 i,
                 match verdict(served.result) {
                     Ok(r) => Checked::Passed {
-                        planned: Box::new(
-                            planned[i].clone().expect("queued candidates are planned"),
-                        ),
                         worker: served.worker,
                         interpreter: r.interpreter,
                     },
@@ -657,14 +646,8 @@ pub async fn batch(
     };
     let timing_said = std::sync::atomic::AtomicBool::new(false);
     let share = |w: usize| {
-        let (verify_next, checked, is_cancelled, say, timing_said, passed) = (
-            &verify_next,
-            &checked,
-            &is_cancelled,
-            &say,
-            &timing_said,
-            &passed,
-        );
+        let (verify_next, is_cancelled, say, timing_said, passed) =
+            (&verify_next, &is_cancelled, &say, &timing_said, &passed);
         async move {
             let mut mine = Vec::new();
             while !is_cancelled() {
@@ -688,8 +671,9 @@ pub async fn batch(
                 } else {
                     say(format!("timing {} versions", mine.len() + 1));
                 }
-                timed =
-                    Some(time_members(pool, current, &mine, checked, candidates, Some(w)).await);
+                timed = Some(
+                    time_members(pool, current, &mine, planned_ref, candidates, Some(w)).await,
+                );
             }
             Share {
                 verified: mine,
@@ -711,7 +695,7 @@ pub async fn batch(
     }
     if !late.is_empty() {
         let timed = if time && !is_cancelled() {
-            Some(time_members(pool, current, &late, &checked, candidates, None).await)
+            Some(time_members(pool, current, &late, planned_ref, candidates, None).await)
         } else {
             None
         };
@@ -745,7 +729,9 @@ pub async fn batch(
         }
     }
     let cancelled = is_cancelled();
-    for (i, ((label, text), slot)) in candidates.iter().zip(checked).enumerate() {
+    for (i, (((label, text), slot), planned)) in
+        candidates.iter().zip(checked).zip(planned).enumerate()
+    {
         let c = slot
             .into_inner()
             .ok()
@@ -759,7 +745,6 @@ pub async fn batch(
                 out.records.push(rejected(label, e));
             }
             Checked::Passed {
-                planned,
                 worker,
                 interpreter,
             } => {
@@ -775,7 +760,7 @@ pub async fn batch(
                     index: i,
                     label: label.clone(),
                     text: text.clone(),
-                    planned: *planned,
+                    planned: planned.expect("a verified candidate was planned"),
                 };
                 if !time {
                     out.records.push(record);

@@ -358,12 +358,7 @@ pub async fn optimize(
         // primary's check decides).
         let checking = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
         pool.warm_others_in_background(
-            Op::Verify {
-                candidate: Box::new(start.version.clone()),
-                reference: Box::new(start.version.clone()),
-                seed: opts.seed,
-                sanitize: false,
-            },
+            Op::verify(&start.version, &start.version, opts.seed, false),
             checking.clone(),
         );
         let checked = evaluate::check_current(pool, &start.version, opts.seed, &mut stage).await;
@@ -985,12 +980,7 @@ impl Runner<'_, '_> {
                 if let Some((i, measured)) = b.best() {
                     let (mut base, mut tm, mut g) =
                         (b.bases[i].clone(), b.timings[i].clone(), measured);
-                    let winner = {
-                        let v = &b.verified[i];
-                        let mut cand = v.planned.version.clone();
-                        cand.label = v.label.clone();
-                        cand
-                    };
+                    let winner = b.verified[i].version();
                     // A speedup means something only within one device: a winner timed
                     // on another worker is re-timed beside the current version on the
                     // primary worker, and that measurement decides.
@@ -1102,8 +1092,6 @@ impl Runner<'_, '_> {
                         // Energy per call of both versions, once per accepted step (a
                         // short extra timing with NVML; none on the interpreter).
                         if !b.interpreter {
-                            let mut cand = v.planned.version.clone();
-                            cand.label = v.label.clone();
                             let settings = crate::worker::protocol::TimeSettings {
                                 warmup_ms: 5.0,
                                 rep_ms: 5.0,
@@ -1112,7 +1100,7 @@ impl Runner<'_, '_> {
                                 energy: true,
                             };
                             let op = Op::Time {
-                                versions: vec![current.version.clone(), cand],
+                                versions: vec![current.version.clone(), winner.clone()],
                                 settings,
                             };
                             if let Ok(OpResult::Time(t)) = pool.request(op, None).await {

@@ -824,21 +824,13 @@ impl WorkerPool {
         }
     }
 
-    /// Starts every worker but the primary in the background (those not running yet),
-    /// so the first requests that go to them do not wait for their start-up (Python,
-    /// torch, a CUDA context, a cluster's queue). Nothing waits for them: a request that
-    /// finds them still starting takes a running worker or waits for the first free one.
-    pub fn start_others_in_background(&self) {
-        for index in 1..self.size() {
-            self.replace_in_background(index);
-        }
-    }
-
-    /// [`Self::start_others_in_background`], then `warm_up` on each of them that has a GPU
-    /// and is up while `wanted` holds (its answer is dropped): e.g. the current version's check
-    /// while the primary checks it, so each worker holds the reference's outputs before
-    /// its first candidate. A worker up later skips it (its first candidate computes
-    /// them). A request that comes first takes the worker first.
+    /// Starts every worker but the primary in the background (those not running yet), so
+    /// the first requests that go to them do not wait for their start-up (Python, torch,
+    /// a CUDA context, a cluster's queue), then runs `warm_up` on each of them that has a
+    /// GPU and is up while `wanted` holds (its answer is dropped): e.g. the current
+    /// version's check while the primary checks it, so each worker holds the reference's
+    /// outputs before its first candidate. A worker up later skips it (its first
+    /// candidate computes them). A request that comes first takes the worker first.
     pub fn warm_others_in_background(&self, warm_up: Op, wanted: Arc<AtomicBool>) {
         for index in 1..self.size() {
             let pool = self.clone();

@@ -60,6 +60,16 @@ pub enum Op {
 }
 
 impl Op {
+    /// `verify`: `candidate` against `reference` on the inputs of `seed`.
+    pub fn verify(candidate: &Version, reference: &Version, seed: u64, sanitize: bool) -> Op {
+        Op::Verify {
+            candidate: Box::new(candidate.clone()),
+            reference: Box::new(reference.clone()),
+            seed,
+            sanitize,
+        }
+    }
+
     /// The versions a request carries (none for `hello` and `shutdown`).
     pub fn versions(&self) -> Vec<&Version> {
         match self {

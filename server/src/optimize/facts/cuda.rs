@@ -990,7 +990,7 @@ impl<'t> Scan<'_, 't> {
 }
 
 /// Bytes of one element of a shared array's type, when known.
-fn elem_bytes(ty: &str) -> Option<u64> {
+pub(crate) fn elem_bytes(ty: &str) -> Option<u64> {
     let t = collapse_ws(ty);
     Some(match t.as_str() {
         "char" | "unsigned char" | "signed char" | "bool" | "int8_t" | "uint8_t" => 1,

@@ -958,6 +958,7 @@ fn human_bytes(b: f64) -> String {
 }
 
 mod cuda;
+pub(crate) use cuda::elem_bytes;
 mod lanes;
 mod triton;
 

@@ -58,6 +58,7 @@ use super::tree::{
     text, walk,
 };
 use super::RewriteContext;
+use crate::optimize::facts::elem_bytes;
 use crate::spec::DType;
 use crate::syntax::{Lang, ParamKind};
 
@@ -200,7 +201,8 @@ pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
                     } else {
                         g.bn()
                     };
-                    2 * g.tk * (rows + 4) * elem_bytes(&s.ty)
+                    // An unknown type counts as the widest (16 bytes).
+                    2 * g.tk * (rows + 4) * elem_bytes(&s.ty).unwrap_or(16)
                 })
                 .sum()
         };
@@ -1114,17 +1116,6 @@ fn deepen(s: &str, u: &str) -> String {
             }
         })
         .collect()
-}
-
-/// Bytes of one element of a tile of `ty`; 16 where the type is not a known scalar.
-fn elem_bytes(ty: &str) -> u64 {
-    match ty.split_whitespace().collect::<Vec<_>>().join(" ").as_str() {
-        "char" | "signed char" | "unsigned char" | "bool" | "int8_t" | "uint8_t" => 1,
-        "short" | "unsigned short" | "__half" | "half" | "__nv_bfloat16" => 2,
-        "float" | "int" | "unsigned" | "unsigned int" | "int32_t" | "uint32_t" => 4,
-        "double" | "long long" | "unsigned long long" | "int64_t" | "uint64_t" | "size_t" => 8,
-        _ => 16,
-    }
 }
 
 /// `s` with whole-word occurrences renamed (`row` -> `row_1`, not `rows`).

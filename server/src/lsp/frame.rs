@@ -46,8 +46,8 @@ pub const INVALID_REQUEST: i64 = -32600;
 
 #[derive(Debug, PartialEq)]
 pub enum Event {
-    /// A valid JSON-RPC message body, to forward as is.
-    Message(Vec<u8>),
+    /// A valid JSON-RPC message, parsed (the service takes it without parsing again).
+    Message(Value),
     /// Bytes dropped: log it, and send [`Rejection::reply`] when there is one.
     Rejected(Rejection),
 }
@@ -309,7 +309,7 @@ impl Decoder {
             let body = &self.buf[..len];
             if let Ok(v) = serde_json::from_slice::<Value>(body) {
                 let ev = match check_message(&v, body) {
-                    Ok(()) => Event::Message(body.to_vec()),
+                    Ok(()) => Event::Message(v),
                     Err(rej) => Event::Rejected(rej),
                 };
                 self.consume(len);

@@ -34,7 +34,7 @@ use super::frame::{self, Decoder, Event};
 /// How long the input must pause before a body that is complete JSON but short of its
 /// Content-Length is settled as a wrong length ([`Decoder::stalled`]).
 pub const STALL: Duration = Duration::from_millis(250);
-/// Checked message bodies waiting for the service.
+/// Checked messages waiting for the service.
 const QUEUED_BODIES: usize = 16;
 /// Requests the service runs at once (tower-lsp's `Server` default).
 const MAX_CONCURRENCY: usize = 4;
@@ -47,18 +47,15 @@ pub struct Transport {
     writer: JoinHandle<()>,
 }
 
-/// Start the layer over `input` and `output`. Returns the checked message bodies and
+/// Start the layer over `input` and `output`. Returns the checked messages and
 /// the sender of whole frames to the output: [`serve_messages`] takes both.
-pub fn start<I, O>(
-    input: I,
-    output: O,
-) -> (mpsc::Receiver<Vec<u8>>, mpsc::Sender<Vec<u8>>, Transport)
+pub fn start<I, O>(input: I, output: O) -> (mpsc::Receiver<Value>, mpsc::Sender<Vec<u8>>, Transport)
 where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
 {
     let (frames_tx, frames_rx) = mpsc::channel::<Vec<u8>>(64);
-    let (bodies_tx, bodies_rx) = mpsc::channel::<Vec<u8>>(QUEUED_BODIES);
+    let (bodies_tx, bodies_rx) = mpsc::channel::<Value>(QUEUED_BODIES);
     let reader = tokio::spawn(read_input(input, bodies_tx, frames_tx.clone()));
     let writer = tokio::spawn(write_output(output, frames_rx));
     (bodies_rx, frames_tx, Transport { reader, writer })
@@ -80,7 +77,7 @@ impl Transport {
 
 async fn read_input<I: AsyncRead + Unpin>(
     mut input: I,
-    bodies: mpsc::Sender<Vec<u8>>,
+    bodies: mpsc::Sender<Value>,
     replies: mpsc::Sender<Vec<u8>>,
 ) {
     let mut decoder = Decoder::new();
@@ -123,13 +120,9 @@ async fn read_input<I: AsyncRead + Unpin>(
 
 /// Forward a message to the service, or log a rejection and queue its reply. False when
 /// the service is gone.
-async fn deliver(
-    ev: Event,
-    bodies: &mpsc::Sender<Vec<u8>>,
-    replies: &mpsc::Sender<Vec<u8>>,
-) -> bool {
+async fn deliver(ev: Event, bodies: &mpsc::Sender<Value>, replies: &mpsc::Sender<Vec<u8>>) -> bool {
     match ev {
-        Event::Message(body) => bodies.send(body).await.is_ok(),
+        Event::Message(message) => bodies.send(message).await.is_ok(),
         Event::Rejected(r) => {
             error!(
                 code = r.code,
@@ -146,13 +139,13 @@ async fn deliver(
     }
 }
 
-/// Run tower-lsp's service over checked message bodies, as tower-lsp's `Server::serve`
+/// Run tower-lsp's service over checked messages, as tower-lsp's `Server::serve`
 /// does: requests (and notifications) go to `service`, at most [`MAX_CONCURRENCY`]
 /// running at once, their answers and the server's requests to the client go out
 /// through `frames`, and the client's answers go back to tower-lsp through `socket`.
 /// Returns when `bodies` ends or the service stops (after `exit`).
 pub async fn serve_messages<S>(
-    mut bodies: mpsc::Receiver<Vec<u8>>,
+    mut bodies: mpsc::Receiver<Value>,
     frames: mpsc::Sender<Vec<u8>>,
     socket: ClientSocket,
     mut service: S,
@@ -183,13 +176,9 @@ pub async fn serve_messages<S>(
         }
     });
     let read = async {
-        while let Some(body) = bodies.recv().await {
-            // The decoder checked the body: one JSON-RPC object, a request, notification
-            // or response. Parsed once, and moved (not copied) into tower-lsp's types.
-            let Ok(value) = serde_json::from_slice::<Value>(&body) else {
-                continue;
-            };
-            drop(body);
+        while let Some(value) = bodies.recv().await {
+            // The decoder parsed and checked it: one JSON-RPC object, a request,
+            // notification or response. Moved (not copied) into tower-lsp's types.
             if value.get("method").is_some() {
                 let id = value.get("id").cloned();
                 match serde_json::from_value::<Request>(value) {

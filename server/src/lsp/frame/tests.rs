@@ -12,14 +12,21 @@ fn frame_with(len: &str, body: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The rendering of a message event carrying `body`.
+fn msg(body: &str) -> String {
+    let v: Value = serde_json::from_str(body).expect("a test message is JSON");
+    format!("msg {v}")
+}
+
 fn frame(body: &str) -> Vec<u8> {
     encode(body.as_bytes())
 }
 
-/// Events as one line each: `msg <body>`, or `err <code> id=<id> [no reply]: <reason>`.
+/// Events as one line each: `msg <body>` (as JSON, keys sorted), or
+/// `err <code> id=<id> [no reply]: <reason>`.
 fn render(ev: &Event) -> String {
     match ev {
-        Event::Message(b) => format!("msg {}", String::from_utf8_lossy(b)),
+        Event::Message(v) => format!("msg {v}"),
         Event::Rejected(r) => format!(
             "err {} id={}{}: {}",
             r.code,
@@ -67,10 +74,7 @@ fn cat(parts: &[&[u8]]) -> Vec<u8> {
 #[test]
 fn valid_frames_pass_through_however_they_are_split() {
     let stream = cat(&[&frame(HOVER), &frame(NEXT)]);
-    assert_eq!(
-        decode_all_ways(&stream),
-        vec![format!("msg {HOVER}"), format!("msg {NEXT}")]
-    );
+    assert_eq!(decode_all_ways(&stream), vec![msg(HOVER), msg(NEXT)]);
 }
 
 #[test]
@@ -85,10 +89,7 @@ fn lf_headers_other_headers_and_any_case_are_accepted() {
         b"\r\n",
         &frame(NEXT),
     ]);
-    assert_eq!(
-        decode_all_ways(&stream),
-        vec![format!("msg {HOVER}"), format!("msg {NEXT}")]
-    );
+    assert_eq!(decode_all_ways(&stream), vec![msg(HOVER), msg(NEXT)]);
 }
 
 #[test]
@@ -110,7 +111,7 @@ fn bodies_that_are_not_request_objects_are_invalid_requests() {
         (r#"{"jsonrpc":"2.0","id":4,"error":{"code":"x"}}"#, "err -32600 id=4 no reply: its `error` must be an object with an integer `code` and a string `message`"),
     ] {
         let stream = cat(&[&frame(body), &frame(NEXT)]);
-        assert_eq!(decode_all_ways(&stream), vec![want.to_string(), format!("msg {NEXT}")], "{body}");
+        assert_eq!(decode_all_ways(&stream), vec![want.to_string(), msg(NEXT)], "{body}");
     }
 }
 
@@ -124,7 +125,7 @@ fn responses_and_notifications_pass() {
         // A header's text inside a string is just text.
         r#"{"jsonrpc":"2.0","method":"x","params":{"t":"Content-Length: 5 {"}}"#,
     ] {
-        assert_eq!(decode(&[&frame(body)]), vec![format!("msg {body}")]);
+        assert_eq!(decode(&[&frame(body)]), vec![msg(body)]);
     }
 }
 
@@ -143,7 +144,7 @@ fn bodies_that_are_not_json_are_parse_errors() {
             got[0].starts_with("err -32700 id=null: the body is not JSON: "),
             "{got:?}"
         );
-        assert_eq!(got[1], format!("msg {NEXT}"));
+        assert_eq!(got[1], msg(NEXT));
     }
 }
 
@@ -161,7 +162,7 @@ fn a_length_a_few_bytes_short_drops_the_message_with_its_id_and_keeps_the_next()
                 "err -32600 id=7: its Content-Length is {short} but its JSON body is {} bytes",
                 HOVER.len()
             ),
-            format!("msg {NEXT}")
+            msg(NEXT)
         ]
     );
 }
@@ -178,7 +179,7 @@ fn a_length_a_few_bytes_long_drops_the_message_with_its_id_and_keeps_the_next() 
             "err -32600 id=7: its Content-Length is {long} but its JSON body is {} bytes",
             HOVER.len()
         ),
-        format!("msg {NEXT}"),
+        msg(NEXT),
     ];
     assert_eq!(decode_all_ways(&stream), want);
     // Far too long: the next frame settles it as soon as it starts arriving.
@@ -203,10 +204,7 @@ fn a_length_too_long_with_nothing_after_is_settled_when_the_input_pauses() {
     );
     assert!(!d.may_stall());
     d.push(&frame(NEXT));
-    assert_eq!(
-        d.next_event().map(|e| render(&e)),
-        Some(format!("msg {NEXT}"))
-    );
+    assert_eq!(d.next_event().map(|e| render(&e)), Some(msg(NEXT)));
     // A length too short whose tail never comes: the body is open JSON, settled by a
     // pause as not JSON; the next frame is then read normally.
     let mut d = Decoder::new();
@@ -222,10 +220,7 @@ fn a_length_too_long_with_nothing_after_is_settled_when_the_input_pauses() {
         "{ev}"
     );
     d.push(&frame(NEXT));
-    assert_eq!(
-        d.next_event().map(|e| render(&e)),
-        Some(format!("msg {NEXT}"))
-    );
+    assert_eq!(d.next_event().map(|e| render(&e)), Some(msg(NEXT)));
     // An incomplete body is not settled by a pause: the rest may still be on its way.
     let mut d = Decoder::new();
     d.push(&frame(HOVER)[..40]);
@@ -233,10 +228,7 @@ fn a_length_too_long_with_nothing_after_is_settled_when_the_input_pauses() {
     assert!(!d.may_stall());
     assert_eq!(d.stalled(), None);
     d.push(&frame(HOVER)[40..]);
-    assert_eq!(
-        d.next_event().map(|e| render(&e)),
-        Some(format!("msg {HOVER}"))
-    );
+    assert_eq!(d.next_event().map(|e| render(&e)), Some(msg(HOVER)));
 }
 
 #[test]
@@ -277,7 +269,7 @@ fn unusable_lengths_drop_the_message_with_its_id() {
             decode_all_ways(&stream),
             vec![
                 format!("err -32600 id=7: {why}; its JSON body was not read"),
-                format!("msg {NEXT}")
+                msg(NEXT)
             ],
             "{header:?}"
         );
@@ -291,7 +283,7 @@ fn an_unusable_length_before_a_non_object_skips_to_the_next_header() {
         decode_all_ways(&stream),
         vec![
             "err -32700 id=null: its Content-Length `x` is not a length, and no JSON object follows it".to_string(),
-            format!("msg {NEXT}")
+            msg(NEXT)
         ]
     );
     // A truncated object, then the next frame: its header breaks the object.
@@ -303,7 +295,7 @@ fn an_unusable_length_before_a_non_object_skips_to_the_next_header() {
         decode_all_ways(&stream),
         vec![
             "err -32700 id=null: its Content-Length `x` is not a length, and what follows is not JSON".to_string(),
-            format!("msg {NEXT}")
+            msg(NEXT)
         ]
     );
 }
@@ -327,10 +319,7 @@ fn a_huge_unframed_body_is_scanned_without_being_kept() {
         ev,
         "err -32700 id=null: its Content-Length 100000000000000 is above the 64 MiB limit; what follows it was skipped"
     );
-    assert_eq!(
-        d.next_event().map(|e| render(&e)),
-        Some(format!("msg {NEXT}"))
-    );
+    assert_eq!(d.next_event().map(|e| render(&e)), Some(msg(NEXT)));
 }
 
 #[test]
@@ -343,21 +332,21 @@ fn garbage_between_frames_gets_one_parse_error_and_is_skipped() {
     assert_eq!(
         decode_all_ways(&stream),
         vec![
-            format!("msg {HOVER}"),
+            msg(HOVER),
             "err -32700 id=null: unexpected bytes where a Content-Length header should be"
                 .to_string(),
-            format!("msg {NEXT}")
+            msg(NEXT)
         ]
     );
     // A header line without its colon, and a header block that never ends.
     let stream = cat(&[b"Content-Length 12\r\n\r\n", &frame(NEXT)]);
-    assert_eq!(decode_all_ways(&stream)[1], format!("msg {NEXT}"));
+    assert_eq!(decode_all_ways(&stream)[1], msg(NEXT));
     let endless = cat(&[b"X-Pad: ", &vec![b'a'; MAX_HEADER], &frame(NEXT)]);
     assert_eq!(
         decode(&[&endless]),
         vec![
             "err -32700 id=null: a header block longer than 8 KiB".to_string(),
-            format!("msg {NEXT}")
+            msg(NEXT)
         ]
     );
 }
@@ -369,7 +358,7 @@ fn an_empty_body_is_a_parse_error() {
         decode_all_ways(&stream),
         vec![
             "err -32700 id=null: the body is not JSON: EOF while parsing a value at line 1 column 0".to_string(),
-            format!("msg {NEXT}")
+            msg(NEXT)
         ]
     );
 }
@@ -378,7 +367,7 @@ fn an_empty_body_is_a_parse_error() {
 fn a_body_of_garbage_with_a_length_too_long_resumes_at_the_next_header() {
     let stream = cat(&[b"Content-Length: 10\r\n\r\nnull", &frame(NEXT)]);
     let got = decode_all_ways(&stream);
-    assert_eq!(got[1..], [format!("msg {NEXT}")], "{got:?}");
+    assert_eq!(got[1..], [msg(NEXT)], "{got:?}");
     assert!(
         got[0].starts_with("err -32700 id=null: the body is not JSON"),
         "{got:?}"

@@ -30,6 +30,10 @@ PICK = os.environ.get("KERNEL_LSP_MULTIGPU_RUNS", "")
 # KERNEL_LSP_MULTIGPU_LOG=DIR writes each run's progress lines (stderr) there, each with
 # its time since the command's start: where the wall time goes.
 LOG_DIR = os.environ.get("KERNEL_LSP_MULTIGPU_LOG", "")
+# KERNEL_LSP_MULTIGPU_COLD=1: every run starts with an empty Triton cache (and pays for
+# Triton's C helpers and the starting kernel's compiles, which an author's cache holds).
+COLD = os.environ.get("KERNEL_LSP_MULTIGPU_COLD", "") not in ("", "0")
+SEEDS = {}
 STEP_START = re.compile(r": (step 1:|verifying .* \(\d+/\d+\))")
 
 RUNS = [
@@ -41,12 +45,38 @@ RUNS = [
 ]
 
 
+def author_cache(example, kernel):
+    """A Triton cache as its author has it: the example's kernel as written, run once
+    (`kernel-lsp bench`: Triton's own C helpers built, the kernel compiled for each case).
+    Each run starts from a copy, so no run finds a candidate compiled by another."""
+    if COLD:
+        return None
+    if example not in SEEDS:
+        seed = tempfile.mkdtemp(prefix="kernel-lsp-multigpu-seed-")
+        work = os.path.join(seed, "work")
+        os.makedirs(work)
+        shutil.copy(os.path.join(ROOT, "examples", example), work)
+        cache = os.path.join(seed, "triton-cache")
+        env = dict(os.environ, KERNEL_LSP_DATA_DIR=os.path.join(work, "data"),
+                   TRITON_CACHE_DIR=cache)
+        subprocess.run([BIN, "bench", example, "--kernel", kernel], cwd=work, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600,
+                       check=False)
+        SEEDS[example] = cache
+    return SEEDS[example]
+
+
 def run(example, kernel, extra, workers, log_name=None):
     work = tempfile.mkdtemp(prefix="kernel-lsp-multigpu-")
     shutil.copy(os.path.join(ROOT, "examples", example), work)
-    # A fresh Triton cache per run: a warm one would let the later run skip the JIT.
+    # A Triton cache of its own per run (a shared one would let the later run skip the
+    # candidates' JIT): a copy of the author's (KERNEL_LSP_MULTIGPU_COLD=1: empty).
+    cache = os.path.join(work, "triton-cache")
+    seed = author_cache(example, kernel)
+    if seed and os.path.isdir(seed):
+        shutil.copytree(seed, cache)
     env = dict(os.environ, KERNEL_LSP_DATA_DIR=os.path.join(work, "data"),
-               TRITON_CACHE_DIR=os.path.join(work, "triton-cache"))
+               TRITON_CACHE_DIR=cache)
     cmd = [BIN, "optimize", example, "--kernel", kernel, "--fresh-policy", "--json",
            "--seed", "42", "--workers", workers] + extra
     t0 = time.monotonic()
@@ -127,7 +157,8 @@ def main():
         bad |= not same
         rows.append((name, w1, w2, w1 / w2 if w2 else 0.0, t1, t2, t1 / t2 if t2 else 0.0, same,
                      " ".join(s2["accepted"]) if s2 else "-"))
-    print(f"\n== multi-GPU table (1 worker vs {WORKERS} workers, one per GPU)")
+    print(f"\n== multi-GPU table (1 worker vs {WORKERS} workers, one per GPU; Triton cache: "
+          f"{'empty' if COLD else 'the author kernel compiled'} at each run's start)")
     print("(command: the whole `kernel-lsp optimize`; steps: from step 1 to the end, after"
           " the workers' start and the current version's check)")
     print(f"{'run':34} {'1 GPU s':>8} {WORKERS + ' GPUs s':>8} {'speedup':>8} "

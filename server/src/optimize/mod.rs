@@ -313,6 +313,9 @@ pub async fn optimize(
     on: &mut (dyn FnMut(Event<'_>) + Send),
 ) -> Result<OptimizeRun, String> {
     let started = std::time::Instant::now();
+    // The other workers start beside the primary, not after its `hello`: each start
+    // (Python, torch, a CUDA context) takes seconds, and they overlap.
+    pool.start_others_in_background();
     let hello = pool.connect().await.map_err(|e| e.message)?;
     let env = EvalEnv {
         sms: hello

@@ -9,6 +9,9 @@ use super::protocol::{
 pub trait Backend {
     /// Whether this backend can run anything, and why not. Cheap after the first call.
     fn status(&mut self) -> BackendStatus;
+    /// Begin a slow start-up (a helper process's imports) without waiting for it, so it
+    /// runs beside the other backend's; `status` or the first request waits for it.
+    fn prestart(&mut self) {}
     /// The device this backend runs on, with ceilings measured once, if it has one.
     fn device(&mut self) -> Option<DeviceInfo> {
         None

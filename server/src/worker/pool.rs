@@ -825,8 +825,18 @@ impl WorkerPool {
     }
 
     /// Starts every worker but the primary in the background (those not running yet), so
-    /// the first requests that go to them do not wait for their start-up (Python, torch,
-    /// a CUDA context, a cluster's queue), then runs `warm_up` on each of them that has a
+    /// their start-up (Python, torch, a CUDA context, a cluster's queue) runs beside the
+    /// primary's instead of after it. Nothing waits for them: a request that finds them
+    /// still starting takes a running worker or waits for the first free one.
+    pub fn start_others_in_background(&self) {
+        for index in 1..self.size() {
+            self.replace_in_background(index);
+        }
+    }
+
+    /// Starts every worker but the primary in the background (waiting for a start
+    /// already under way), so the first requests that go to them do not wait for their
+    /// start-up, then runs `warm_up` on each of them that has a
     /// GPU and is up while `wanted` holds (its answer is dropped): e.g. the current
     /// version's check while the primary checks it, so each worker holds the reference's
     /// outputs before its first candidate. A worker up later skips it (its first
@@ -875,6 +885,16 @@ impl WorkerPool {
         }
         if held.worker().is_some() {
             return true;
+        }
+        // A slot that just failed to start waits out its backoff (a request retries it).
+        let backing_off = slot
+            .info
+            .lock()
+            .ok()
+            .and_then(|i| i.retry_at)
+            .is_some_and(|t| t > Instant::now());
+        if backing_off {
+            return false;
         }
         match inner.start_worker(index).await {
             Ok((worker, hello)) => {

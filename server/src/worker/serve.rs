@@ -389,6 +389,9 @@ fn fill_roofline(t: &mut TimeReport, backends: &mut Backends) {
 }
 
 fn hello(backends: &mut Backends) -> HelloResult {
+    // The Python helper's imports (torch, triton: seconds) run while the CUDA backend
+    // opens the device and measures its ceilings.
+    backends.triton.prestart();
     HelloResult {
         protocol: PROTOCOL_VERSION,
         worker_version: env!("CARGO_PKG_VERSION").to_string(),

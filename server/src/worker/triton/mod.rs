@@ -81,6 +81,8 @@ pub struct TritonBackend {
     /// Extra environment for the helper (tests set `TRITON_INTERPRET`).
     env: Vec<(String, String)>,
     helper: Option<Helper>,
+    /// A helper started ahead of its first use (`Backend::prestart`), hello not read yet.
+    spawned: Option<Result<Helper, WorkerError>>,
     /// The last start's outcome: the helper's hello, or why it could not start.
     started: Option<Result<Hello, WorkerError>>,
     next_id: u64,
@@ -101,6 +103,7 @@ impl TritonBackend {
             python,
             env: Vec::new(),
             helper: None,
+            spawned: None,
             started: None,
             next_id: 1,
         }
@@ -143,6 +146,15 @@ impl TritonBackend {
     }
 
     fn start(&mut self) -> Result<Hello, WorkerError> {
+        let helper = match self.spawned.take() {
+            Some(spawned) => spawned?,
+            None => self.spawn_helper()?,
+        };
+        self.read_hello(helper)
+    }
+
+    /// Starts the helper process without waiting for its hello.
+    fn spawn_helper(&self) -> Result<Helper, WorkerError> {
         // A fresh directory per start: the helper removes it when it exits, and so does
         // `Helper::reap`.
         let dir = PrivateDir::create().map_err(|e| WorkerError {
@@ -193,13 +205,17 @@ impl TritonBackend {
         let stdout = BufReader::new(child.stdout.take().expect("stdout is piped"));
         let stderr = child.stderr.take().expect("stderr is piped");
         let tail = StderrTail::spawn(stderr);
-        let mut helper = Helper {
+        Ok(Helper {
             child,
             stdin,
             stdout,
             tail,
             _dir: dir,
-        };
+        })
+    }
+
+    /// Waits for a started helper's hello line (its imports of torch and triton).
+    fn read_hello(&mut self, mut helper: Helper) -> Result<Hello, WorkerError> {
         let mut line = String::new();
         let read = helper.stdout.read_line(&mut line);
         let hello = match read {
@@ -388,6 +404,12 @@ impl TritonBackend {
 }
 
 impl Backend for TritonBackend {
+    fn prestart(&mut self) {
+        if self.helper.is_none() && self.started.is_none() && self.spawned.is_none() {
+            self.spawned = Some(self.spawn_helper());
+        }
+    }
+
     fn status(&mut self) -> BackendStatus {
         match self.ensure_started() {
             Ok(hello) => {
@@ -445,6 +467,10 @@ impl Backend for TritonBackend {
 
 impl Drop for TritonBackend {
     fn drop(&mut self) {
+        // A helper started ahead but never used: it may still be importing.
+        if let Some(Ok(h)) = self.spawned.take() {
+            h.reap();
+        }
         if let Some(mut h) = self.helper.take() {
             // Ask politely so the helper removes its files; kill if it does not go.
             let _ = h.stdin.write_all(b"{\"id\":0,\"op\":\"shutdown\"}\n");

@@ -212,22 +212,35 @@ fn the_workers_start_together_and_each_times_what_it_verified() {
 fn a_worker_done_verifying_times_its_share_while_the_other_still_verifies() {
     let dir = workspace("pipelined");
     let pool = [
-        // A checks the current version (0-0.4 s) and verifies the 1st and 3rd candidates
-        // (0.4-1.2 s); B checks it too (0-0.5 s) and verifies the 2nd (0.5-1.0 s), then
-        // finds the queue empty and times its share while A still verifies.
+        // A checks the current version (0-0.4 s) while B verifies the 1st candidate
+        // (0-0.5 s); A verifies the 2nd and 4th (0.4-1.2 s), B the 3rd (0.5-1.0 s), then
+        // B finds the queue empty and times its share while A still verifies.
         worker(&dir, "A", "FAKE_VERIFY_MS=400"),
         worker(&dir, "B", "FAKE_VERIFY_MS=500"),
     ];
     let (run, _) = optimize(&dir, &pool, 1);
     let log = log(&dir);
-    let current = log
+    let check = log
         .iter()
         .find(|r| r.0 == "A" && r.1 == "verify")
-        .map(|r| r.2.clone())
-        .unwrap_or_else(|| panic!("A checked nothing: {log:?}"));
-    // B's first verification is its own check of the current version, beside A's.
-    let b_first = log.iter().find(|r| r.0 == "B" && r.1 == "verify");
-    assert_eq!(b_first.map(|r| &r.2), Some(&current), "{log:?}");
+        .unwrap_or_else(|| panic!("A checked nothing: {log:?}"))
+        .clone();
+    let current = check.2.clone();
+    // The primary checks the current version while B already verifies a candidate
+    // (computing the reference's outputs itself): B does not check it a second time.
+    let b_first = log
+        .iter()
+        .find(|r| r.0 == "B" && r.1 == "verify")
+        .unwrap_or_else(|| panic!("B verified nothing: {log:?}"));
+    assert!(
+        b_first.2 != current && b_first.3 < check.4,
+        "B did not verify a candidate during the check: {log:?}"
+    );
+    assert_eq!(
+        log.iter().filter(|r| r.1 == "verify" && r.2 == current).count(),
+        1,
+        "the current version is checked once: {log:?}"
+    );
     // The step that verified candidates (a step before it may not apply).
     let step = run["steps"]
         .as_array()
@@ -323,4 +336,45 @@ fn a_winner_timed_on_another_device_is_retimed_on_the_primary() {
             .collect()
     };
     assert_eq!(speedups(&seq), speedups(&par));
+}
+
+#[test]
+fn a_current_version_that_fails_its_check_stops_the_step_on_every_worker() {
+    let msg = "y[4096]: written past the end (case 1)";
+    for workers in [1, 2] {
+        let dir = workspace(&format!("bad-check-{workers}"));
+        let pool: Vec<String> = ["A", "B"][..workers]
+            .iter()
+            .map(|n| worker(&dir, n, &format!("FAKE_VERIFY_MS=300 'FAKE_FAIL_CHECK={msg}'")))
+            .collect();
+        let out = Command::new(BIN)
+            .arg("optimize")
+            .arg(dir.join("vector_add.py"))
+            .args(["--steps", "2", "--fresh-policy", "--json", "--workers"])
+            .arg(pool.join("; "))
+            .current_dir(&dir)
+            .output()
+            .expect("kernel-lsp runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{workers} workers: a failed check passed:\n{stderr}");
+        assert!(
+            stderr.contains("does not pass its own check") && stderr.contains(msg),
+            "{workers} workers: {stderr}"
+        );
+        // The other worker verified at most the candidates it had taken before the check
+        // failed; the lone worker verified none (it checks first).
+        let candidates = log(&dir)
+            .iter()
+            .filter(|r| r.1 == "verify" && r.2 != "current")
+            .count();
+        assert!(
+            candidates <= workers - 1 + usize::from(workers > 1),
+            "{workers} workers: {candidates} candidates verified after a failed check: {:?}",
+            log(&dir)
+        );
+        // Nothing was recorded for the step.
+        let history = dir.join(".kernel-lsp/history/vector_add.py/add_kernel.jsonl");
+        let kept = std::fs::read_to_string(&history).unwrap_or_default();
+        assert!(kept.trim().is_empty(), "{workers} workers: {kept}");
+    }
 }

@@ -158,18 +158,66 @@ pub struct BatchResult {
 
 impl BatchResult {
     /// The verified candidate with the best speedup over the current version timed
-    /// beside it (the lowest index on a tie), and that gain. With one worker this is the
-    /// fastest median.
+    /// beside it, and that gain, by [`pick`]'s rule.
     pub fn best(&self) -> Option<(usize, Gain)> {
-        let mut best: Option<(usize, Gain)> = None;
-        for (i, (t, b)) in self.timings.iter().zip(&self.bases).enumerate() {
-            let g = gain(b, t);
-            if best.is_none_or(|(_, bg)| g.speedup > bg.speedup) {
-                best = Some((i, g));
+        pick(&self.gains())
+    }
+
+    /// Each timing worker's best candidate by [`pick`]'s rule among those it timed, in
+    /// the step's order.
+    pub fn best_per_worker(&self) -> Vec<(usize, Gain)> {
+        let gains = self.gains();
+        let mut workers: Vec<Option<usize>> = Vec::new();
+        for w in &self.timed_on {
+            if !workers.contains(w) {
+                workers.push(*w);
             }
         }
-        best
+        let mut out: Vec<(usize, Gain)> = workers
+            .iter()
+            .filter_map(|w| {
+                let mine: Vec<(usize, Gain)> = gains
+                    .iter()
+                    .filter(|(i, _)| self.timed_on.get(*i) == Some(w))
+                    .copied()
+                    .collect();
+                pick(&mine)
+            })
+            .collect();
+        out.sort_by_key(|(i, _)| *i);
+        out
     }
+
+    fn gains(&self) -> Vec<(usize, Gain)> {
+        self.timings
+            .iter()
+            .zip(&self.bases)
+            .map(|(t, b)| gain(b, t))
+            .enumerate()
+            .collect()
+    }
+}
+
+/// The best of `gains` (candidate index, gain; in the step's order): the highest
+/// speedup, except that candidates within the timing noise of it are not told apart by
+/// these timings, so the first of them in the step's order wins (if it is faster than
+/// the current version whenever the best is). The answer then does not hang on which
+/// worker timed which candidate, or on a run's luck.
+pub fn pick(gains: &[(usize, Gain)]) -> Option<(usize, Gain)> {
+    let mut top: Option<(usize, Gain)> = None;
+    for &(i, g) in gains {
+        if top.is_none_or(|(_, tg)| g.speedup > tg.speedup) {
+            top = Some((i, g));
+        }
+    }
+    let (_, tg) = top?;
+    gains
+        .iter()
+        .find(|(_, g)| {
+            g.speedup * (1.0 + g.noise.max(tg.noise)) >= tg.speedup && (g.faster() || !tg.faster())
+        })
+        .copied()
+        .or(top)
 }
 
 fn rejected(label: &str, message: String) -> CandidateRecord {
@@ -404,26 +452,29 @@ pub async fn confirm(
     Ok(())
 }
 
-/// The winner re-timed against the current version on the primary worker (worker 1),
-/// so a speedup measured on another device is confirmed on one device before it is
-/// accepted. `Ok((base, winner))`; `Err` when the primary could not time them.
+/// Candidates re-timed side by side beside the current version on the primary worker
+/// (worker 1), so speedups measured on other devices are compared on one device before
+/// one is accepted. `Ok((base, one timing per candidate))`; `Err` when the primary
+/// could not time them.
 pub async fn retime_on_primary(
     pool: &WorkerPool,
     current: &Version,
-    winner: &Version,
-) -> Result<(Timing, Timing), String> {
+    candidates: &[Version],
+) -> Result<(Timing, Vec<Timing>), String> {
+    let mut versions = vec![current.clone()];
+    versions.extend(candidates.iter().cloned());
+    let want = versions.len();
     let op = Op::Time {
-        versions: vec![current.clone(), winner.clone()],
+        versions,
         settings: TimeSettings::default(),
     };
     match pool.request_on(Some(0), op, None, &mut |_| {}).await.result {
-        Ok(OpResult::Time(t)) if t.timings.len() == 2 => {
+        Ok(OpResult::Time(t)) if t.timings.len() == want => {
             let mut it = t.timings.into_iter();
-            match (it.next(), it.next()) {
-                (Some(b), Some(w)) => Ok((b, w)),
-                _ => Err("the primary worker's timing came back short".into()),
-            }
+            let base = it.next().expect("want >= 1");
+            Ok((base, it.collect()))
         }
+        Ok(OpResult::Time(_)) => Err("the primary worker's timing came back short".into()),
         Ok(_) => Err("unexpected worker reply to a time request".into()),
         Err(e) => Err(e.message),
     }
@@ -514,7 +565,8 @@ async fn time_members(
 /// the current version on its own device, while the others still verify: one worker
 /// verifies them one after another and times them together, as before. A candidate
 /// whose worker is lost goes back to the queue (at most once per other worker). The
-/// records come out in the order a one-worker run gives.
+/// records come out in the order a one-worker run gives. Any flag of `cancel` that is
+/// set stops it (a job's cancel, a failed check of the current version).
 #[allow(clippy::too_many_arguments)]
 pub async fn batch(
     pool: &WorkerPool,
@@ -525,14 +577,14 @@ pub async fn batch(
     candidates: &[(String, String)],
     seed: u64,
     time: bool,
-    cancel: Option<&std::sync::atomic::AtomicBool>,
+    cancel: &[&std::sync::atomic::AtomicBool],
     stage: &mut (dyn FnMut(String) + Send),
 ) -> BatchResult {
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     use std::sync::Mutex;
     let mut out = BatchResult::default();
     let n = candidates.len();
-    let is_cancelled = || cancel.is_some_and(|c| c.load(Relaxed));
+    let is_cancelled = || cancel.iter().any(|c| c.load(Relaxed));
     let parallel = pool.size() > 1;
     let stage = Mutex::new(stage);
     let say = |s: String| {
@@ -585,9 +637,15 @@ pub async fn batch(
     let verify_next = |target: Option<usize>| {
         let (say, done, tries, settle) = (&say, &done, &tries, &settle);
         let (next, put_back, op_for, head) = (&next, &put_back, &op_for, &head);
+        let is_cancelled = &is_cancelled;
         async move {
             let taken = Mutex::new(None::<usize>);
+            // Nothing is taken once the batch is cancelled, even by a worker that was
+            // waiting to be free when it happened.
             let take = || {
+                if is_cancelled() {
+                    return None;
+                }
                 let i = next()?;
                 if let Ok(mut t) = taken.lock() {
                     *t = Some(i);
@@ -816,6 +874,66 @@ mod tests {
             frac_fma: None,
             energy_j: None,
         }
+    }
+
+    fn batch_of(bases_and_times: &[(Timing, Timing)]) -> BatchResult {
+        BatchResult {
+            bases: bases_and_times.iter().map(|(b, _)| b.clone()).collect(),
+            timings: bases_and_times.iter().map(|(_, t)| t.clone()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_best_candidate_is_the_first_within_the_noise_of_the_fastest() {
+        let base = timing(1.0, 0.995, 1.005);
+        let t = |ms: f64| timing(ms, ms * 0.998, ms * 1.002);
+        // 1.25x and 1.26x are one speed within 2%: the first in the step's order wins,
+        // whichever was timed faster this time.
+        let b = batch_of(&[(base.clone(), t(0.9)), (base.clone(), t(0.8)), (base.clone(), t(0.794))]);
+        let (i, g) = b.best().unwrap();
+        assert_eq!(i, 1, "{g:?}");
+        assert!((g.speedup - 1.25).abs() < 1e-9);
+        // Clearly faster (more than the noise) still wins from later in the order.
+        let b = batch_of(&[(base.clone(), t(0.8)), (base.clone(), t(0.7))]);
+        assert_eq!(b.best().unwrap().0, 1);
+        // Timed on another device beside its own base: speedups are compared, not times.
+        let slow_base = timing(2.0, 1.99, 2.01);
+        let b = batch_of(&[(base.clone(), t(0.8)), (slow_base, t(1.59))]);
+        assert_eq!(b.best().unwrap().0, 0, "1.258x is within 2% of 1.25x");
+        // A wide spread on the fastest widens the tie.
+        let noisy = timing(0.7, 0.6, 0.8);
+        let b = batch_of(&[(base.clone(), t(0.8)), (base.clone(), noisy)]);
+        assert_eq!(b.best().unwrap().0, 0, "1.43x with 29% spread ties 1.25x");
+        // A tied candidate that is not itself faster than the current version does not
+        // take the place of one that is.
+        let b = batch_of(&[(base.clone(), t(0.99)), (base.clone(), t(0.975))]);
+        let (i, g) = b.best().unwrap();
+        assert_eq!(i, 1);
+        assert!(g.faster());
+        // Nothing timed, nothing best.
+        assert!(batch_of(&[]).best().is_none());
+    }
+
+    #[test]
+    fn each_worker_has_its_own_best_by_the_same_rule() {
+        let base = timing(1.0, 0.995, 1.005);
+        let t = |ms: f64| timing(ms, ms * 0.998, ms * 1.002);
+        let mut b = batch_of(&[
+            (base.clone(), t(0.8)),
+            (base.clone(), t(0.3)),
+            (base.clone(), t(0.79)),
+            (base.clone(), t(0.35)),
+            (base.clone(), t(0.9)),
+        ]);
+        // Worker 2's device makes everything look about 2.5x faster.
+        b.timed_on = vec![Some(0), Some(1), Some(0), Some(1), Some(0)];
+        let per = b.best_per_worker();
+        let idx: Vec<usize> = per.iter().map(|(i, _)| *i).collect();
+        assert_eq!(idx, [0, 1], "0.8 and 0.79 tie on worker 1: the first wins");
+        // One worker: one contender.
+        b.timed_on = vec![Some(0); 5];
+        assert_eq!(b.best_per_worker().len(), 1);
     }
 
     #[test]

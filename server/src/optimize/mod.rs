@@ -32,7 +32,7 @@ use crate::document::Document;
 use crate::spec::EvalEnv;
 use crate::syntax::Lang;
 use crate::worker::pool::{WorkerPool, WorkerRef};
-use crate::worker::protocol::{Op, OpResult, Timing};
+use crate::worker::protocol::{Op, OpResult, Timing, Version};
 
 use catalog::{Catalog, Strategy};
 use facts::Facts;
@@ -350,23 +350,27 @@ pub async fn optimize(
     };
 
     // Nothing can be verified against a version that does not compile or run: say so
-    // once, on the kernel, instead of failing every step against it.
+    // once, on the kernel, instead of failing every step against it. The check runs
+    // beside the first step: it takes the primary worker first (so one worker checks
+    // before it verifies anything), the other workers verify the step's first
+    // candidates meanwhile (each computes the reference's outputs itself), and nothing
+    // is accepted, recorded or learned before it has passed. A failed check stops the
+    // step's verifications and is the run's error.
+    let check_failed = AtomicBool::new(false);
+    let (check_tx, check_rx) = tokio::sync::watch::channel(None::<Result<(), String>>);
+    let check = async {
+        if opts.repair.is_some() {
+            return;
+        }
+        let mut quiet = |_: &str| {};
+        let checked = evaluate::check_current(pool, &start.version, opts.seed, &mut quiet).await;
+        if checked.is_err() {
+            check_failed.store(true, Ordering::SeqCst);
+        }
+        let _ = check_tx.send(Some(checked));
+    };
     if opts.repair.is_none() {
         on(Event::Stage("checking the current version".into()));
-        let mut stage = |s: &str| on(Event::Stage(format!("checking the current version: {s}")));
-        // The other workers start while the primary checks the current version: their
-        // start-up (Python, torch, a CUDA context) is not paid in the first step, and
-        // each that is up before the primary's check ends checks the current version
-        // too, so it holds the reference's outputs before its first candidate (the
-        // primary's check decides).
-        let checking = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-        pool.warm_others_in_background(
-            Op::verify(&start.version, &start.version, opts.seed, false),
-            checking.clone(),
-        );
-        let checked = evaluate::check_current(pool, &start.version, opts.seed, &mut stage).await;
-        checking.store(false, std::sync::atomic::Ordering::SeqCst);
-        checked?;
     }
 
     let mut warnings = Vec::new();
@@ -391,6 +395,9 @@ pub async fn optimize(
         hello: &hello,
         start: &start,
         repair_reference: repair_reference.as_ref(),
+        check: opts.repair.is_none().then_some(check_rx),
+        check_failed: &check_failed,
+        held: Vec::new(),
         policy,
         tried: opts.tried.clone(),
         records: Vec::new(),
@@ -412,7 +419,14 @@ pub async fn optimize(
         tokens: opts.budget.tokens,
     };
     let mut elapsed = || started.elapsed();
-    let stopped = search::drive(&mut search, &budgets, &mut runner, &mut elapsed).await;
+    let drive = search::drive(&mut search, &budgets, &mut runner, &mut elapsed);
+    let ((), stopped) = futures::join!(check, drive);
+    if let Some(Err(e)) = check_tx.borrow().clone() {
+        return Err(e);
+    }
+    for r in std::mem::take(&mut runner.held) {
+        (runner.on)(Event::Step(&r));
+    }
     let best = search.best();
     let path = search.path(best.id);
     for r in &mut runner.records {
@@ -494,6 +508,13 @@ struct Runner<'a, 'o> {
     hello: &'a crate::worker::protocol::HelloResult,
     start: &'a evaluate::Planned,
     repair_reference: Option<&'a evaluate::Planned>,
+    /// The current version's check, running beside the first step (None: passed, or
+    /// none is run); its answer is awaited before anything is accepted.
+    check: Option<tokio::sync::watch::Receiver<Option<Result<(), String>>>>,
+    /// Set when that check failed: the step's verifications stop.
+    check_failed: &'a AtomicBool,
+    /// Steps that ended before the check answered, told (`Event::Step`) once it passed.
+    held: Vec<StepRecord>,
     policy: Policy,
     tried: BTreeSet<(String, String)>,
     records: Vec<StepRecord>,
@@ -530,6 +551,22 @@ impl search::Expand for Runner<'_, '_> {
             Err(e) => search::Expansion::Exhausted(e),
         }
     }
+}
+
+/// Waits for the current version's check (once: `check` is None after it passed);
+/// `Err` is why it failed.
+async fn checked(
+    check: &mut Option<tokio::sync::watch::Receiver<Option<Result<(), String>>>>,
+) -> Result<(), String> {
+    let Some(rx) = check.as_mut() else {
+        return Ok(());
+    };
+    let answer = match rx.wait_for(|v| v.is_some()).await {
+        Ok(v) => v.clone().unwrap_or(Ok(())),
+        Err(_) => Err("the current version's check stopped without an answer".into()),
+    };
+    *check = None;
+    answer
 }
 
 impl Runner<'_, '_> {
@@ -937,7 +974,12 @@ impl Runner<'_, '_> {
                     &batch_candidates,
                     opts.seed,
                     true,
-                    opts.cancel.as_deref(),
+                    &opts
+                        .cancel
+                        .as_deref()
+                        .into_iter()
+                        .chain([self.check_failed])
+                        .collect::<Vec<_>>(),
                     &mut stage,
                 )
                 .await,
@@ -966,6 +1008,13 @@ impl Runner<'_, '_> {
             });
         }
 
+        // Nothing a step verified counts before the current version has passed its check
+        // (a step that did not apply waits for nothing).
+        if result.is_some() {
+            if let Err(e) = checked(&mut self.check).await {
+                return Ok(Expansion::Stop(e));
+            }
+        }
         let mut accepted: Option<(String, String)> = None;
         if let Some(mut b) = result {
             record.interpreter = b.interpreter;
@@ -980,33 +1029,69 @@ impl Runner<'_, '_> {
                 }
             } else if let Some(base) = &b.base {
                 record.before_ms = Some(base.median_ms);
-                if let Some((i, measured)) = b.best() {
-                    let (mut base, mut tm, mut g) =
-                        (b.bases[i].clone(), b.timings[i].clone(), measured);
-                    let winner = b.verified[i].version();
-                    // A speedup means something only within one device: a winner timed
-                    // on another worker is re-timed beside the current version on the
-                    // primary worker, and that measurement decides.
-                    let retime = measured.faster() && b.timed_on[i].is_some_and(|w| w != 0);
-                    let timed_by =
-                        b.timed_on[i].map_or_else(String::new, |w| pool.describe_worker(w));
+                if let Some((top, measured)) = b.best() {
+                    let (mut i, mut base, mut tm, mut g) =
+                        (top, b.bases[top].clone(), b.timings[top].clone(), measured);
+                    // A speedup means something only within one device. Each worker's
+                    // best candidate that is faster on its own device is a contender;
+                    // when one was timed on another worker than the primary, the
+                    // contenders are re-timed side by side beside the current version
+                    // on the primary worker, and that measurement picks the winner (by
+                    // the same rule as one worker's timings).
+                    let contenders: Vec<usize> = b
+                        .best_per_worker()
+                        .into_iter()
+                        .filter(|(_, g)| g.faster())
+                        .map(|(j, _)| j)
+                        .collect();
+                    let retime = measured.faster()
+                        && contenders.iter().any(|&j| b.timed_on[j].is_some_and(|w| w != 0));
+                    let timed_by = |j: usize| {
+                        b.timed_on[j].map_or_else(String::new, |w| pool.describe_worker(w))
+                    };
                     if retime {
+                        let what: Vec<String> = contenders
+                            .iter()
+                            .map(|&j| {
+                                format!(
+                                    "`{}` ({:.2}x on {})",
+                                    b.verified[j].label,
+                                    evaluate::gain(&b.bases[j], &b.timings[j]).speedup,
+                                    timed_by(j)
+                                )
+                            })
+                            .collect();
                         stage(format!(
-                            "re-timing `{}` ({:.2}x on {timed_by}) against the current version on the primary worker",
-                            winner.label, measured.speedup
+                            "re-timing {} against the current version on the primary worker",
+                            what.join(", ")
                         ));
                     }
                     // Each candidate is verified against the version it came from; a
                     // winner made from a later version is also checked against the
                     // run's starting version, so differences within tolerance cannot
                     // pile up across steps. That check runs on another worker while the
-                    // primary re-times (it is dropped if the re-timing says slower).
+                    // primary re-times (it is dropped if the re-timing says slower, and
+                    // run again if the re-timing picks another winner).
                     let drifts = measured.faster() && current_text != self.text;
-                    let (retimed, drift) = tokio::join!(
+                    let drift_of = |w: Version| {
+                        let start = &self.start.version;
+                        async move {
+                            let mut quiet = |_: &str| {};
+                            evaluate::verify(pool, start, &w, opts.seed, &mut quiet)
+                                .await
+                                .err()
+                                .map(|why| format!(
+                                    "matches the current version but drifted from the run's starting version beyond tolerance: {why}"
+                                ))
+                        }
+                    };
+                    let versions: Vec<Version> =
+                        contenders.iter().map(|&j| b.verified[j].version()).collect();
+                    let (retimed, mut drift) = tokio::join!(
                         async {
                             if retime {
                                 Some(
-                                    evaluate::retime_on_primary(pool, &current.version, &winner)
+                                    evaluate::retime_on_primary(pool, &current.version, &versions)
                                         .await,
                                 )
                             } else {
@@ -1014,36 +1099,47 @@ impl Runner<'_, '_> {
                             }
                         },
                         async {
-                            if !drifts {
-                                return None;
+                            if drifts {
+                                drift_of(b.verified[top].version()).await
+                            } else {
+                                None
                             }
-                            let mut quiet = |_: &str| {};
-                            evaluate::verify(pool, &self.start.version, &winner, opts.seed, &mut quiet)
-                                .await
-                                .err()
-                                .map(|why| format!(
-                                    "matches the current version but drifted from the run's starting version beyond tolerance: {why}"
-                                ))
                         }
                     );
                     match retimed {
-                        Some(Ok((b1, t1))) => {
-                            g = evaluate::gain(&b1, &t1);
-                            record.checks.push(format!(
-                                "`{}`: {:.2}x timed on {timed_by}; re-timed on {}: {:.2}x",
-                                winner.label,
-                                measured.speedup,
-                                pool.describe_worker(0),
-                                g.speedup
-                            ));
-                            (base, tm) = (b1, t1);
+                        Some(Ok((b1, ts))) => {
+                            let gains: Vec<(usize, evaluate::Gain)> = contenders
+                                .iter()
+                                .zip(&ts)
+                                .map(|(&j, t)| (j, evaluate::gain(&b1, t)))
+                                .collect();
+                            for (&j, (_, gj)) in contenders.iter().zip(&gains) {
+                                record.checks.push(format!(
+                                    "`{}`: {:.2}x timed on {}; re-timed on {}: {:.2}x",
+                                    b.verified[j].label,
+                                    evaluate::gain(&b.bases[j], &b.timings[j]).speedup,
+                                    timed_by(j),
+                                    pool.describe_worker(0),
+                                    gj.speedup
+                                ));
+                            }
+                            if let Some((k, gk)) = evaluate::pick(&gains) {
+                                let at = contenders.iter().position(|&j| j == k).unwrap_or(0);
+                                (i, g, base, tm) = (k, gk, b1, ts[at].clone());
+                            }
                         }
                         Some(Err(e)) => record.checks.push(format!(
-                            "`{}`: re-timing on the primary worker failed ({e}); the {:.2}x timed on {timed_by} decides",
-                            winner.label, measured.speedup
+                            "`{}`: re-timing on the primary worker failed ({e}); the {:.2}x timed on {} decides",
+                            b.verified[top].label,
+                            measured.speedup,
+                            timed_by(top)
                         )),
                         None => {}
                     }
+                    if i != top && drifts && g.faster() {
+                        drift = drift_of(b.verified[i].version()).await;
+                    }
+                    let winner = b.verified[i].version();
                     let (base, tm) = (&base, &tm);
                     record.before_ms = Some(base.median_ms);
                     record.best_ms = Some(tm.median_ms);
@@ -1205,7 +1301,16 @@ impl Runner<'_, '_> {
             self.tried
                 .insert((record.strategy_id.clone(), current.kernel_hash.clone()));
         }
-        (self.on)(Event::Step(&record));
+        if self.check.is_some() {
+            // The current version's check has not answered (this step verified nothing,
+            // so it did not wait): the step is told once the check has passed.
+            self.held.push(record.clone());
+        } else {
+            for r in std::mem::take(&mut self.held) {
+                (self.on)(Event::Step(&r));
+            }
+            (self.on)(Event::Step(&record));
+        }
         self.records.push(record);
         Ok(expansion)
     }
@@ -1572,7 +1677,7 @@ async fn llm_code(
                         &[(label.clone(), new_text)],
                         seed,
                         time,
-                        None,
+                        &[],
                         stage,
                     )
                     .await;
@@ -1703,7 +1808,7 @@ async fn llm_samples(
             &batch,
             seed,
             time,
-            None,
+            &[],
             stage,
         )
         .await;

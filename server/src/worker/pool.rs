@@ -834,33 +834,6 @@ impl WorkerPool {
         }
     }
 
-    /// Starts every worker but the primary in the background (waiting for a start
-    /// already under way), so the first requests that go to them do not wait for their
-    /// start-up, then runs `warm_up` on each of them that has a
-    /// GPU and is up while `wanted` holds (its answer is dropped): e.g. the current
-    /// version's check while the primary checks it, so each worker holds the reference's
-    /// outputs before its first candidate. A worker up later skips it (its first
-    /// candidate computes them). A request that comes first takes the worker first.
-    pub fn warm_others_in_background(&self, warm_up: Op, wanted: Arc<AtomicBool>) {
-        for index in 1..self.size() {
-            let pool = self.clone();
-            let op = warm_up.clone();
-            let wanted = wanted.clone();
-            tokio::spawn(async move {
-                // On a GPU the check costs mostly what the first candidate would pay
-                // anyway (compiling the current version, a context); on a CPU (Triton's
-                // interpreter) it is mostly run time, better spent on a candidate.
-                let on_gpu = || pool.hello_of(index).is_some_and(|h| h.device.is_some());
-                if pool.start_in_slot(index).await && wanted.load(Ordering::SeqCst) && on_gpu() {
-                    let served = pool.request_on(Some(index), op, None, &mut |_| {}).await;
-                    if let Err(e) = served.result {
-                        tracing::debug!("warm-up on worker {} failed: {}", index + 1, e.message);
-                    }
-                }
-            });
-        }
-    }
-
     /// Starts a worker in slot `index` again, so the request after a failure does not
     /// pay for start-up. A failed start backs the slot off like any other.
     fn replace_in_background(&self, index: usize) {

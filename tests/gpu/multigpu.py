@@ -37,11 +37,16 @@ SEEDS = {}
 STEP_START = re.compile(r": (step 1:|verifying .* \(\d+/\d+\))")
 
 RUNS = [
-    # (name, example, kernel, extra args)
+    # (name, example, kernel, extra args: the CLI's, or ("editor", steps per action))
     ("step: matmul.py triton_configs", "matmul.py", "matmul_kernel",
      ["--steps", "1", "--only", "triton_configs"]),
     ("6 steps: matmul.py", "matmul.py", "matmul_kernel", ["--steps", "6"]),
     ("6 steps: matmul_naive.cu", "matmul_naive.cu", "matmul", ["--steps", "6"]),
+    # The editor: the server's pool is up (the author benchmarked the kernel first, which
+    # starts every worker), and "Optimize" runs `stepsPerAction` steps; timed from the
+    # command to its answer.
+    ("editor, 1 step: matmul.py", "matmul.py", "matmul_kernel", ("editor", 1)),
+    ("editor, 6 steps: matmul.py", "matmul.py", "matmul_kernel", ("editor", 6)),
 ]
 
 
@@ -124,6 +129,128 @@ def run(example, kernel, extra, workers, log_name=None):
     return wall, steps_wall, {"accepted": accepted, "candidates": cands, "timed_on": on}, stderr
 
 
+class Lsp:
+    """A minimal LSP client over the server's stdio: answers the server's requests (no
+    edits applied), keeps `$/progress` messages with their times."""
+
+    def __init__(self, env, cwd, t0):
+        self.p = subprocess.Popen([BIN], cwd=cwd, env=env, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.next_id, self.t0, self.progress = 1, t0, []
+
+    def send(self, obj):
+        body = json.dumps(obj).encode()
+        self.p.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.p.stdin.flush()
+
+    def read(self):
+        length = None
+        while True:
+            line = self.p.stdout.readline()
+            if not line:
+                raise EOFError("the server closed its output")
+            line = line.strip()
+            if not line:
+                break
+            k, _, v = line.partition(b":")
+            if k.lower() == b"content-length":
+                length = int(v)
+        return json.loads(self.p.stdout.read(length))
+
+    def request(self, method, params, timeout=900):
+        rid = self.next_id
+        self.next_id += 1
+        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            m = self.read()
+            if m.get("id") == rid and "method" not in m:
+                return m
+            if "method" in m and "id" in m:  # the server's own request
+                result = {"applied": False} if m["method"] == "workspace/applyEdit" else None
+                self.send({"jsonrpc": "2.0", "id": m["id"], "result": result})
+            elif m.get("method") == "$/progress":
+                msg = m["params"]["value"].get("message") or m["params"]["value"].get("title")
+                if msg:
+                    self.progress.append(f"{time.monotonic() - self.t0:7.2f} {msg}\n")
+        raise TimeoutError(method)
+
+    def notify(self, method, params):
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def close(self):
+        try:
+            self.request("shutdown", None, timeout=60)
+            self.notify("exit", None)
+            self.p.wait(timeout=60)
+        except Exception:
+            self.p.kill()
+
+
+def run_editor(example, kernel, steps, workers, log_name=None):
+    """The editor's "Optimize" on a pool that is up: wall time from the command to its
+    answer; the accepted versions from the history it wrote."""
+    work = tempfile.mkdtemp(prefix="kernel-lsp-multigpu-")
+    shutil.copy(os.path.join(ROOT, "examples", example), work)
+    cache = os.path.join(work, "triton-cache")
+    seed = author_cache(example, kernel)
+    if seed and os.path.isdir(seed):
+        shutil.copytree(seed, cache)
+    env = dict(os.environ, KERNEL_LSP_DATA_DIR=os.path.join(work, "data"),
+               TRITON_CACHE_DIR=cache)
+    path = os.path.join(work, example)
+    uri = "file://" + path
+    t0 = time.monotonic()
+    lsp = Lsp(env, work, t0)
+    err = ""
+    wall, summary = float("nan"), None
+    try:
+        lsp.request("initialize", {
+            "processId": None, "rootUri": "file://" + work, "capabilities": {},
+            "initializationOptions": {"workers": int(workers), "stepsPerAction": steps,
+                                      "applyMode": "offer", "compileOnType": False}})
+        lsp.notify("initialized", {})
+        lang = "cuda" if example.endswith(".cu") else "python"
+        lsp.notify("textDocument/didOpen", {"textDocument": {
+            "uri": uri, "languageId": lang, "version": 1, "text": open(path).read()}})
+        target = [{"uri": uri, "kernel": kernel}]
+        bench = lsp.request("workspace/executeCommand",
+                            {"command": "kernel-lsp.bench", "arguments": target})
+        if bench.get("error") or (bench.get("result") or {}).get("outcome") == "failed":
+            err = f"bench: {bench}"
+        else:
+            start = time.monotonic()
+            lsp.progress.append(f"{start - t0:7.2f} (optimize requested)\n")
+            done = lsp.request("workspace/executeCommand",
+                               {"command": "kernel-lsp.optimize", "arguments": target,
+                                "workDoneToken": "optimize"})
+            wall = time.monotonic() - start
+            res = done.get("result") or {}
+            if done.get("error") or res.get("outcome") == "failed":
+                err = f"optimize: {done}"
+            else:
+                hist = os.path.join(work, ".kernel-lsp", "history", example, kernel + ".jsonl")
+                steps_done = [json.loads(l) for l in open(hist) if l.strip()] \
+                    if os.path.exists(hist) else []
+                accepted = [f"{s['strategy_id']}:{s.get('accepted')}" for s in steps_done
+                            if s.get("outcome") == "accepted"]
+                cands = sum(len(s.get("candidates", [])) for s in steps_done)
+                on = sorted({str(c["timed_on"]["worker"]) for s in steps_done
+                             for c in s.get("candidates", []) if c.get("timed_on")})
+                summary = {"accepted": accepted, "candidates": cands, "timed_on": on}
+    except Exception as e:  # a dead server, a timeout
+        err = f"{type(e).__name__}: {e}"
+    finally:
+        lsp.close()
+    if LOG_DIR and log_name:
+        os.makedirs(LOG_DIR, exist_ok=True)
+        with open(os.path.join(LOG_DIR, log_name), "w") as f:
+            f.write("".join(lsp.progress) + f"{time.monotonic() - t0:7.2f} end {err}\n")
+    shutil.rmtree(work, ignore_errors=True)
+    # The whole answer is the step part: the pool was up before the command.
+    return wall, wall, summary, err
+
+
 def warm_up():
     """Loads torch, Triton and every GPU once, untimed: the first run would otherwise pay
     for a cold file cache and driver alone."""
@@ -142,7 +269,11 @@ def main():
         for workers in ("1", WORKERS):
             print(f"== {name}, --workers {workers}", flush=True)
             log_name = f"run{RUNS.index((name, example, kernel, extra))}-w{workers}.log"
-            wall, steps, summary, err = run(example, kernel, extra, workers, log_name)
+            if isinstance(extra, tuple):
+                wall, steps, summary, err = run_editor(example, kernel, extra[1], workers,
+                                                       log_name)
+            else:
+                wall, steps, summary, err = run(example, kernel, extra, workers, log_name)
             if summary is None:
                 print(f"FAILED ({wall:.1f} s):\n{err}")
                 bad = True
@@ -160,7 +291,8 @@ def main():
     print(f"\n== multi-GPU table (1 worker vs {WORKERS} workers, one per GPU; Triton cache: "
           f"{'empty' if COLD else 'the author kernel compiled'} at each run's start)")
     print("(command: the whole `kernel-lsp optimize`; steps: from step 1 to the end, after"
-          " the workers' start and the current version's check)")
+          " the workers' start and the current version's check; editor rows: the"
+          " \"Optimize\" command's answer on a pool that is up, both columns)")
     print(f"{'run':34} {'1 GPU s':>8} {WORKERS + ' GPUs s':>8} {'speedup':>8} "
           f"{'steps 1':>8} {'steps ' + WORKERS:>8} {'speedup':>8}  same accepted  accepted")
     for name, w1, w2, sp, t1, t2, tsp, same, acc in rows:

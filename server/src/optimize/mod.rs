@@ -398,6 +398,7 @@ pub async fn optimize(
         check: opts.repair.is_none().then_some(check_rx),
         check_failed: &check_failed,
         held: Vec::new(),
+        energy: None,
         policy,
         tried: opts.tried.clone(),
         records: Vec::new(),
@@ -424,9 +425,7 @@ pub async fn optimize(
     if let Some(Err(e)) = check_tx.borrow().clone() {
         return Err(e);
     }
-    for r in std::mem::take(&mut runner.held) {
-        (runner.on)(Event::Step(&r));
-    }
+    runner.tell(true).await;
     let best = search.best();
     let path = search.path(best.id);
     for r in &mut runner.records {
@@ -513,8 +512,12 @@ struct Runner<'a, 'o> {
     check: Option<tokio::sync::watch::Receiver<Option<Result<(), String>>>>,
     /// Set when that check failed: the step's verifications stop.
     check_failed: &'a AtomicBool,
-    /// Steps that ended before the check answered, told (`Event::Step`) once it passed.
-    held: Vec<StepRecord>,
+    /// Steps not told yet (`Event::Step`), as indices into `records`: those that ended
+    /// before the current version's check answered (told once it passed), and the last
+    /// accepted step while its energy is being measured.
+    held: Vec<usize>,
+    /// That measurement: the record it belongs to, and the task.
+    energy: Option<(usize, tokio::task::JoinHandle<Option<(Option<f64>, Option<f64>)>>)>,
     policy: Policy,
     tried: BTreeSet<(String, String)>,
     records: Vec<StepRecord>,
@@ -570,6 +573,34 @@ async fn checked(
 }
 
 impl Runner<'_, '_> {
+    /// Waits for a running energy measurement and puts it into its step's record.
+    async fn settle_energy(&mut self) {
+        if let Some((at, task)) = self.energy.take() {
+            if let Ok(Some(e)) = task.await {
+                self.records[at].energy_j = Some(e);
+            }
+        }
+    }
+
+    /// Tells the held steps (`Event::Step`) in order, once the current version's check
+    /// has passed, up to a step whose energy is still being measured (at the run's end,
+    /// `all`: every one, after the measurement).
+    async fn tell(&mut self, all: bool) {
+        if all {
+            self.settle_energy().await;
+        } else if self.check.is_some() {
+            return;
+        }
+        let waiting = self.energy.as_ref().map(|(at, _)| *at);
+        while let Some(&i) = self.held.first() {
+            if Some(i) == waiting {
+                break;
+            }
+            self.held.remove(0);
+            (self.on)(Event::Step(&self.records[i]));
+        }
+    }
+
     fn cancelled(&self) -> bool {
         self.opts
             .cancel
@@ -1016,6 +1047,7 @@ impl Runner<'_, '_> {
             }
         }
         let mut accepted: Option<(String, String)> = None;
+        let mut energy_task = None;
         if let Some(mut b) = result {
             record.interpreter = b.interpreter;
             record.candidates.extend(std::mem::take(&mut b.records));
@@ -1202,12 +1234,21 @@ impl Runner<'_, '_> {
                                 versions: vec![current.version.clone(), winner.clone()],
                                 settings,
                             };
-                            if let Ok(OpResult::Time(t)) = pool.request(op, None).await {
-                                let e = |i: usize| t.timings.get(i).and_then(|x| x.energy_j);
-                                if e(0).is_some() || e(1).is_some() {
-                                    record.energy_j = Some((e(0), e(1)));
+                            // It is measured beside the next step (with several workers,
+                            // on one while the others take its candidates); the step's
+                            // record is told once it is in.
+                            let pool = pool.clone();
+                            energy_task = Some(tokio::spawn(async move {
+                                match pool.request(op, None).await {
+                                    Ok(OpResult::Time(t)) => {
+                                        let e = |i: usize| {
+                                            t.timings.get(i).and_then(|x| x.energy_j)
+                                        };
+                                        (e(0).is_some() || e(1).is_some()).then(|| (e(0), e(1)))
+                                    }
+                                    _ => None,
                                 }
-                            }
+                            }));
                         }
                     } else {
                         record.outcome = Outcome::NoGain;
@@ -1301,17 +1342,14 @@ impl Runner<'_, '_> {
             self.tried
                 .insert((record.strategy_id.clone(), current.kernel_hash.clone()));
         }
-        if self.check.is_some() {
-            // The current version's check has not answered (this step verified nothing,
-            // so it did not wait): the step is told once the check has passed.
-            self.held.push(record.clone());
-        } else {
-            for r in std::mem::take(&mut self.held) {
-                (self.on)(Event::Step(&r));
-            }
-            (self.on)(Event::Step(&record));
-        }
         self.records.push(record);
+        self.held.push(self.records.len() - 1);
+        // An earlier step's measurement ran beside this step: it is done by now.
+        self.settle_energy().await;
+        if let Some(task) = energy_task {
+            self.energy = Some((self.records.len() - 1, task));
+        }
+        self.tell(false).await;
         Ok(expansion)
     }
 }

@@ -36,6 +36,12 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 tests_rc=0
 if part tests; then
 echo "== GPU tests"
+# Some GPU tests run the binary the e2e executable was built beside
+# (target/release/kernel-lsp under the checkout): put the prebuilt one there if missing.
+bin_beside="$(cd "$here/../.." && pwd)/target/release/kernel-lsp"
+if [[ ! -x "$bin_beside" ]]; then
+  mkdir -p "$(dirname "$bin_beside")" && cp "$KERNEL_LSP_BIN" "$bin_beside"
+fi
 KERNEL_LSP_PYTHON="${KERNEL_LSP_PYTHON:-python3}" KERNEL_LSP_EXAMPLES="$here/../../examples" KERNEL_LSP_REQUIRE_GPU=1 "$KERNEL_LSP_E2E" gpu:: gpu_cheats:: gpu_llm:: gpu_profile:: gpu_torch:: --skip gpu_illegal_address --test-threads=1 --nocapture 2>&1 | tee "$log/tests.txt"
 tests_rc=${PIPESTATUS[0]}
 if [[ -n "${KERNEL_LSP_LIB:-}" ]]; then

@@ -186,10 +186,20 @@ fn srun(name: &str) -> Vec<String> {
 /// optimizes one step: both verify candidates and the candidates are timed.
 fn two_triton_workers_optimize(name: &str, launcher: &[String]) {
     let py = python().expect("torch and triton for the interpreter");
-    // Candidates that take the interpreter a while: the second worker starts in the
-    // background while the first checks the current version, and on a loaded machine
-    // the first could otherwise verify all three before the second is up.
+    // Candidates that take the interpreter a while, so both workers get some: the first
+    // checks the current version while the second verifies the first candidate. The
+    // current version is the quick one (BLOCK = 1024: few programs to interpret), and
+    // the first candidate the slow one (BLOCK = 64), so the check cannot outlast every
+    // candidate of the second worker.
     let dir = workspace_sized(name, "1 << 15");
+    let file = dir.join("vector_add.py");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let quick = text.replace("BLOCK = 64;", "BLOCK = 1024;");
+    assert_ne!(
+        quick, text,
+        "examples/vector_add.py's BLOCK changed; update this test"
+    );
+    std::fs::write(&file, quick).unwrap();
     let w = triton_worker(launcher, &py);
     let (run, stderr) = optimize_streaming(
         &dir,

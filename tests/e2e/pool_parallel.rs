@@ -237,7 +237,9 @@ fn a_worker_done_verifying_times_its_share_while_the_other_still_verifies() {
         "B did not verify a candidate during the check: {log:?}"
     );
     assert_eq!(
-        log.iter().filter(|r| r.1 == "verify" && r.2 == current).count(),
+        log.iter()
+            .filter(|r| r.1 == "verify" && r.2 == current)
+            .count(),
         1,
         "the current version is checked once: {log:?}"
     );
@@ -345,7 +347,13 @@ fn a_current_version_that_fails_its_check_stops_the_step_on_every_worker() {
         let dir = workspace(&format!("bad-check-{workers}"));
         let pool: Vec<String> = ["A", "B"][..workers]
             .iter()
-            .map(|n| worker(&dir, n, &format!("FAKE_VERIFY_MS=300 'FAKE_FAIL_CHECK={msg}'")))
+            .map(|n| {
+                worker(
+                    &dir,
+                    n,
+                    &format!("FAKE_VERIFY_MS=300 'FAKE_FAIL_CHECK={msg}'"),
+                )
+            })
             .collect();
         let out = Command::new(BIN)
             .arg("optimize")
@@ -356,7 +364,10 @@ fn a_current_version_that_fails_its_check_stops_the_step_on_every_worker() {
             .output()
             .expect("kernel-lsp runs");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{workers} workers: a failed check passed:\n{stderr}");
+        assert!(
+            !out.status.success(),
+            "{workers} workers: a failed check passed:\n{stderr}"
+        );
         assert!(
             stderr.contains("does not pass its own check") && stderr.contains(msg),
             "{workers} workers: {stderr}"

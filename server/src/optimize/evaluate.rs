@@ -890,7 +890,11 @@ mod tests {
         let t = |ms: f64| timing(ms, ms * 0.998, ms * 1.002);
         // 1.25x and 1.26x are one speed within 2%: the first in the step's order wins,
         // whichever was timed faster this time.
-        let b = batch_of(&[(base.clone(), t(0.9)), (base.clone(), t(0.8)), (base.clone(), t(0.794))]);
+        let b = batch_of(&[
+            (base.clone(), t(0.9)),
+            (base.clone(), t(0.8)),
+            (base.clone(), t(0.794)),
+        ]);
         let (i, g) = b.best().unwrap();
         assert_eq!(i, 1, "{g:?}");
         assert!((g.speedup - 1.25).abs() < 1e-9);

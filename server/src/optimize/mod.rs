@@ -517,7 +517,10 @@ struct Runner<'a, 'o> {
     /// accepted step while its energy is being measured.
     held: Vec<usize>,
     /// That measurement: the record it belongs to, and the task.
-    energy: Option<(usize, tokio::task::JoinHandle<Option<(Option<f64>, Option<f64>)>>)>,
+    energy: Option<(
+        usize,
+        tokio::task::JoinHandle<Option<(Option<f64>, Option<f64>)>>,
+    )>,
     policy: Policy,
     tried: BTreeSet<(String, String)>,
     records: Vec<StepRecord>,
@@ -1077,7 +1080,9 @@ impl Runner<'_, '_> {
                         .map(|(j, _)| j)
                         .collect();
                     let retime = measured.faster()
-                        && contenders.iter().any(|&j| b.timed_on[j].is_some_and(|w| w != 0));
+                        && contenders
+                            .iter()
+                            .any(|&j| b.timed_on[j].is_some_and(|w| w != 0));
                     let timed_by = |j: usize| {
                         b.timed_on[j].map_or_else(String::new, |w| pool.describe_worker(w))
                     };
@@ -1117,8 +1122,10 @@ impl Runner<'_, '_> {
                                 ))
                         }
                     };
-                    let versions: Vec<Version> =
-                        contenders.iter().map(|&j| b.verified[j].version()).collect();
+                    let versions: Vec<Version> = contenders
+                        .iter()
+                        .map(|&j| b.verified[j].version())
+                        .collect();
                     let (retimed, mut drift) = tokio::join!(
                         async {
                             if retime {
@@ -1241,9 +1248,8 @@ impl Runner<'_, '_> {
                             energy_task = Some(tokio::spawn(async move {
                                 match pool.request(op, None).await {
                                     Ok(OpResult::Time(t)) => {
-                                        let e = |i: usize| {
-                                            t.timings.get(i).and_then(|x| x.energy_j)
-                                        };
+                                        let e =
+                                            |i: usize| t.timings.get(i).and_then(|x| x.energy_j);
                                         (e(0).is_some() || e(1).is_some()).then(|| (e(0), e(1)))
                                     }
                                     _ => None,

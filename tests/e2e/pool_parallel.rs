@@ -85,8 +85,11 @@ fn summary(run: &Value) -> Vec<(String, String, String, Vec<String>)> {
         .collect()
 }
 
-/// (name, op, label, start, end) per logged request.
-fn log(dir: &Path) -> Vec<(String, String, String, f64, f64)> {
+/// A logged request: (worker name, op, label, start, end).
+type LogLine = (String, String, String, f64, f64);
+
+/// Every logged request, in the order they ended.
+fn log(dir: &Path) -> Vec<LogLine> {
     std::fs::read_to_string(dir.join("log"))
         .unwrap_or_default()
         .lines()
@@ -101,6 +104,14 @@ fn log(dir: &Path) -> Vec<(String, String, String, f64, f64)> {
             ))
         })
         .collect()
+}
+
+/// The first logged `op` request that worker `name` served.
+fn first(log: &[LogLine], name: &str, op: &str) -> LogLine {
+    log.iter()
+        .find(|r| r.0 == name && r.1 == op)
+        .unwrap_or_else(|| panic!("no {op} by {name}: {log:?}"))
+        .clone()
 }
 
 fn verified_candidates(step: &Value) -> Vec<&Value> {
@@ -178,21 +189,15 @@ fn the_workers_start_together_and_each_times_what_it_verified() {
     ];
     let (par, _) = optimize(&dir, &pool, 2);
     let log = log(&dir);
-    let first = |name: &str, op: &str| {
-        log.iter()
-            .find(|r| r.0 == name && r.1 == op)
-            .unwrap_or_else(|| panic!("no {op} by {name}: {log:?}"))
-            .clone()
-    };
     // The workers start at once: B's start does not wait for A's hello.
-    let (a_hello, b_hello) = (first("A", "hello"), first("B", "hello"));
+    let (a_hello, b_hello) = (first(&log, "A", "hello"), first(&log, "B", "hello"));
     assert!(
         b_hello.3 < a_hello.4,
         "B started only after A had started: {log:?}"
     );
     // A's first verify is the current version's check: B was starting during it, not
     // after it (when the first step hands B a candidate).
-    let check = first("A", "verify");
+    let check = first(&log, "A", "verify");
     assert!(
         b_hello.3 < check.4,
         "B started only after the current version's check: {log:?}"
@@ -220,18 +225,11 @@ fn a_worker_done_verifying_times_its_share_while_the_other_still_verifies() {
     ];
     let (run, _) = optimize(&dir, &pool, 1);
     let log = log(&dir);
-    let check = log
-        .iter()
-        .find(|r| r.0 == "A" && r.1 == "verify")
-        .unwrap_or_else(|| panic!("A checked nothing: {log:?}"))
-        .clone();
+    let check = first(&log, "A", "verify");
     let current = check.2.clone();
     // The primary checks the current version while B already verifies a candidate
     // (computing the reference's outputs itself): B does not check it a second time.
-    let b_first = log
-        .iter()
-        .find(|r| r.0 == "B" && r.1 == "verify")
-        .unwrap_or_else(|| panic!("B verified nothing: {log:?}"));
+    let b_first = first(&log, "B", "verify");
     assert!(
         b_first.2 != current && b_first.3 < check.4,
         "B did not verify a candidate during the check: {log:?}"

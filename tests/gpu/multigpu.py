@@ -50,6 +50,16 @@ RUNS = [
 ]
 
 
+def run_folder(example, cache):
+    """A fresh folder with a copy of the example, and the environment of a run there: its
+    own policy and history, and `cache` as its Triton cache."""
+    work = tempfile.mkdtemp(prefix="kernel-lsp-multigpu-")
+    shutil.copy(os.path.join(ROOT, "examples", example), work)
+    env = dict(os.environ, KERNEL_LSP_DATA_DIR=os.path.join(work, "data"),
+               TRITON_CACHE_DIR=cache or os.path.join(work, "triton-cache"))
+    return work, env
+
+
 def author_cache(example, kernel):
     """A Triton cache as its author has it: the example's kernel as written, run once
     (`kernel-lsp bench`: Triton's own C helpers built, the kernel compiled for each case).
@@ -57,31 +67,39 @@ def author_cache(example, kernel):
     if COLD:
         return None
     if example not in SEEDS:
-        seed = tempfile.mkdtemp(prefix="kernel-lsp-multigpu-seed-")
-        work = os.path.join(seed, "work")
-        os.makedirs(work)
-        shutil.copy(os.path.join(ROOT, "examples", example), work)
-        cache = os.path.join(seed, "triton-cache")
-        env = dict(os.environ, KERNEL_LSP_DATA_DIR=os.path.join(work, "data"),
-                   TRITON_CACHE_DIR=cache)
+        cache = tempfile.mkdtemp(prefix="kernel-lsp-multigpu-seed-")
+        work, env = run_folder(example, cache)
         subprocess.run([BIN, "bench", example, "--kernel", kernel], cwd=work, env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600,
                        check=False)
+        shutil.rmtree(work, ignore_errors=True)
         SEEDS[example] = cache
     return SEEDS[example]
 
 
-def run(example, kernel, extra, workers, log_name=None):
-    work = tempfile.mkdtemp(prefix="kernel-lsp-multigpu-")
-    shutil.copy(os.path.join(ROOT, "examples", example), work)
-    # A Triton cache of its own per run (a shared one would let the later run skip the
-    # candidates' JIT): a copy of the author's (KERNEL_LSP_MULTIGPU_COLD=1: empty).
-    cache = os.path.join(work, "triton-cache")
+def fresh_run(example, kernel):
+    """`run_folder` with a Triton cache of its own (a shared one would let the later run
+    skip the candidates' JIT): a copy of the author's (KERNEL_LSP_MULTIGPU_COLD=1: empty)."""
+    work, env = run_folder(example, None)
     seed = author_cache(example, kernel)
     if seed and os.path.isdir(seed):
-        shutil.copytree(seed, cache)
-    env = dict(os.environ, KERNEL_LSP_DATA_DIR=os.path.join(work, "data"),
-               TRITON_CACHE_DIR=cache)
+        shutil.copytree(seed, env["TRITON_CACHE_DIR"])
+    return work, env
+
+
+def summarize(steps):
+    """The accepted versions, the candidate count and the workers that timed, of a run's
+    step records (`--json`'s, or the history's)."""
+    accepted = [f"{s['strategy_id']}:{s.get('accepted')}" for s in steps
+                if s.get("outcome") == "accepted"]
+    cands = sum(len(s.get("candidates", [])) for s in steps)
+    on = sorted({str(c["timed_on"]["worker"]) for s in steps
+                 for c in s.get("candidates", []) if c.get("timed_on")})
+    return {"accepted": accepted, "candidates": cands, "timed_on": on}
+
+
+def run(example, kernel, extra, workers, log_name=None):
+    work, env = fresh_run(example, kernel)
     cmd = [BIN, "optimize", example, "--kernel", kernel, "--fresh-policy", "--json",
            "--seed", "42", "--workers", workers] + extra
     t0 = time.monotonic()
@@ -120,13 +138,7 @@ def run(example, kernel, extra, workers, log_name=None):
     shutil.rmtree(work, ignore_errors=True)
     if p.returncode != 0:
         return wall, steps_wall, None, stderr[-3000:]
-    r = json.loads(out)
-    accepted = [f"{s['strategy_id']}:{s.get('accepted')}" for s in r["steps"]
-                if s["outcome"] == "accepted"]
-    cands = sum(len(s["candidates"]) for s in r["steps"])
-    on = sorted({str(c["timed_on"]["worker"]) for s in r["steps"] for c in s["candidates"]
-                 if c.get("timed_on")})
-    return wall, steps_wall, {"accepted": accepted, "candidates": cands, "timed_on": on}, stderr
+    return wall, steps_wall, summarize(json.loads(out)["steps"]), stderr
 
 
 class Lsp:
@@ -190,14 +202,7 @@ class Lsp:
 def run_editor(example, kernel, steps, workers, log_name=None):
     """The editor's "Optimize" on a pool that is up: wall time from the command to its
     answer; the accepted versions from the history it wrote."""
-    work = tempfile.mkdtemp(prefix="kernel-lsp-multigpu-")
-    shutil.copy(os.path.join(ROOT, "examples", example), work)
-    cache = os.path.join(work, "triton-cache")
-    seed = author_cache(example, kernel)
-    if seed and os.path.isdir(seed):
-        shutil.copytree(seed, cache)
-    env = dict(os.environ, KERNEL_LSP_DATA_DIR=os.path.join(work, "data"),
-               TRITON_CACHE_DIR=cache)
+    work, env = fresh_run(example, kernel)
     path = os.path.join(work, example)
     uri = "file://" + path
     t0 = time.monotonic()
@@ -232,12 +237,7 @@ def run_editor(example, kernel, steps, workers, log_name=None):
                 hist = os.path.join(work, ".kernel-lsp", "history", example, kernel + ".jsonl")
                 steps_done = [json.loads(l) for l in open(hist) if l.strip()] \
                     if os.path.exists(hist) else []
-                accepted = [f"{s['strategy_id']}:{s.get('accepted')}" for s in steps_done
-                            if s.get("outcome") == "accepted"]
-                cands = sum(len(s.get("candidates", [])) for s in steps_done)
-                on = sorted({str(c["timed_on"]["worker"]) for s in steps_done
-                             for c in s.get("candidates", []) if c.get("timed_on")})
-                summary = {"accepted": accepted, "candidates": cands, "timed_on": on}
+                summary = summarize(steps_done)
     except Exception as e:  # a dead server, a timeout
         err = f"{type(e).__name__}: {e}"
     finally:

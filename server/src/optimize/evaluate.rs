@@ -461,20 +461,36 @@ pub async fn retime_on_primary(
     current: &Version,
     candidates: &[Version],
 ) -> Result<(Timing, Vec<Timing>), String> {
+    let (op, want) = time_beside(current, candidates.iter().cloned());
+    let served = pool.request_on(Some(0), op, None, &mut |_| {}).await;
+    let mut it = time_report(served.result, want)?.timings.into_iter();
+    let base = it
+        .next()
+        .expect("a full report has the current version's timing");
+    Ok((base, it.collect()))
+}
+
+/// One `time` request for `current` and `others` side by side (default settings), and
+/// how many timings its answer must hold.
+fn time_beside(current: &Version, others: impl Iterator<Item = Version>) -> (Op, usize) {
     let mut versions = vec![current.clone()];
-    versions.extend(candidates.iter().cloned());
+    versions.extend(others);
     let want = versions.len();
     let op = Op::Time {
         versions,
         settings: TimeSettings::default(),
     };
-    match pool.request_on(Some(0), op, None, &mut |_| {}).await.result {
-        Ok(OpResult::Time(t)) if t.timings.len() == want => {
-            let mut it = t.timings.into_iter();
-            let base = it.next().expect("want >= 1");
-            Ok((base, it.collect()))
-        }
-        Ok(OpResult::Time(_)) => Err("the primary worker's timing came back short".into()),
+    (op, want)
+}
+
+/// A `time` answer with all `want` timings, or why there is none.
+fn time_report(
+    result: Result<OpResult, crate::worker::protocol::WorkerError>,
+    want: usize,
+) -> Result<crate::worker::protocol::TimeReport, String> {
+    match result {
+        Ok(OpResult::Time(t)) if t.timings.len() == want => Ok(t),
+        Ok(OpResult::Time(_)) => Err("the worker's timing came back short".into()),
         Ok(_) => Err("unexpected worker reply to a time request".into()),
         Err(e) => Err(e.message),
     }
@@ -538,24 +554,14 @@ async fn time_members(
     candidates: &[(String, String)],
     target: Option<usize>,
 ) -> Timed {
-    let mut versions = vec![current.clone()];
-    for &i in members {
-        if let Some(p) = &planned[i] {
-            versions.push(labelled(p, &candidates[i].0));
-        }
-    }
-    let want = versions.len();
-    let op = Op::Time {
-        versions,
-        settings: TimeSettings::default(),
-    };
+    let (op, want) = time_beside(
+        current,
+        members
+            .iter()
+            .filter_map(|&i| planned[i].as_ref().map(|p| labelled(p, &candidates[i].0))),
+    );
     let served = request_preferring(pool, target, op).await;
-    let result = match served.result {
-        Ok(OpResult::Time(t)) if t.timings.len() == want => Ok(t),
-        Ok(_) => Err("unexpected worker reply to a time request".to_string()),
-        Err(e) => Err(e.message),
-    };
-    (served.worker, result)
+    (served.worker, time_report(served.result, want))
 }
 
 /// Plan and verify each `(label, text)` against `current`, then (with `time`) time the

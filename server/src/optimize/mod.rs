@@ -1073,27 +1073,26 @@ impl Runner<'_, '_> {
                     // contenders are re-timed side by side beside the current version
                     // on the primary worker, and that measurement picks the winner (by
                     // the same rule as one worker's timings).
-                    let contenders: Vec<usize> = b
+                    let contenders: Vec<(usize, evaluate::Gain)> = b
                         .best_per_worker()
                         .into_iter()
                         .filter(|(_, g)| g.faster())
-                        .map(|(j, _)| j)
                         .collect();
                     let retime = measured.faster()
                         && contenders
                             .iter()
-                            .any(|&j| b.timed_on[j].is_some_and(|w| w != 0));
+                            .any(|&(j, _)| b.timed_on[j].is_some_and(|w| w != 0));
                     let timed_by = |j: usize| {
                         b.timed_on[j].map_or_else(String::new, |w| pool.describe_worker(w))
                     };
                     if retime {
                         let what: Vec<String> = contenders
                             .iter()
-                            .map(|&j| {
+                            .map(|&(j, gj)| {
                                 format!(
                                     "`{}` ({:.2}x on {})",
                                     b.verified[j].label,
-                                    evaluate::gain(&b.bases[j], &b.timings[j]).speedup,
+                                    gj.speedup,
                                     timed_by(j)
                                 )
                             })
@@ -1124,7 +1123,7 @@ impl Runner<'_, '_> {
                     };
                     let versions: Vec<Version> = contenders
                         .iter()
-                        .map(|&j| b.verified[j].version())
+                        .map(|&(j, _)| b.verified[j].version())
                         .collect();
                     let (retimed, mut drift) = tokio::join!(
                         async {
@@ -1150,20 +1149,20 @@ impl Runner<'_, '_> {
                             let gains: Vec<(usize, evaluate::Gain)> = contenders
                                 .iter()
                                 .zip(&ts)
-                                .map(|(&j, t)| (j, evaluate::gain(&b1, t)))
+                                .map(|(&(j, _), t)| (j, evaluate::gain(&b1, t)))
                                 .collect();
-                            for (&j, (_, gj)) in contenders.iter().zip(&gains) {
+                            for (&(j, own), (_, again)) in contenders.iter().zip(&gains) {
                                 record.checks.push(format!(
                                     "`{}`: {:.2}x timed on {}; re-timed on {}: {:.2}x",
                                     b.verified[j].label,
-                                    evaluate::gain(&b.bases[j], &b.timings[j]).speedup,
+                                    own.speedup,
                                     timed_by(j),
                                     pool.describe_worker(0),
-                                    gj.speedup
+                                    again.speedup
                                 ));
                             }
                             if let Some((k, gk)) = evaluate::pick(&gains) {
-                                let at = contenders.iter().position(|&j| j == k).unwrap_or(0);
+                                let at = gains.iter().position(|&(j, _)| j == k).unwrap_or(0);
                                 (i, g, base, tm) = (k, gk, b1, ts[at].clone());
                             }
                         }

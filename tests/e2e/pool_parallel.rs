@@ -268,6 +268,82 @@ fn a_worker_done_verifying_times_its_share_while_the_other_still_verifies() {
 }
 
 #[test]
+fn workers_that_share_the_primarys_compile_cache_leave_their_timing_to_it() {
+    let one = workspace("cache-ref");
+    let (seq, _) = optimize(&one, &[worker(&one, "A", "")], 2);
+    let dir = workspace("cache");
+    let cache = "FAKE_CACHE=host:/home/a/.triton/cache";
+    let pool = [
+        // In a step of 3 candidates A verifies the 1st and the 3rd (0-0.8 s; 1.2 s in
+        // the first step, which also checks the current version), B the 2nd (0-1.3
+        // s). A, done first, times its own while B still verifies; B leaves the 2nd to
+        // A. B's device sees every candidate 3x faster: it decides nothing, as it
+        // times nothing.
+        worker(&dir, "A", &format!("FAKE_VERIFY_MS=400 {cache}")),
+        worker(
+            &dir,
+            "B",
+            &format!("FAKE_VERIFY_MS=1300 FAKE_BIAS=:0.33 {cache}"),
+        ),
+    ];
+    let (par, stderr) = optimize(&dir, &pool, 2);
+    assert_eq!(summary(&seq), summary(&par), "the one-worker result");
+    let lines = log(&dir);
+    assert!(
+        lines.iter().all(|r| !(r.0 == "B" && r.1 == "time")),
+        "B timed candidates the primary could load: {lines:?}"
+    );
+    let mut foreign = 0;
+    for step in par["steps"].as_array().unwrap() {
+        for c in verified_candidates(step) {
+            assert_eq!(c["timed_on"]["worker"], 1, "{c}");
+            foreign += usize::from(c["verified_on"]["worker"] == 2);
+        }
+        for check in step["checks"].as_array().cloned().unwrap_or_default() {
+            assert!(!check.to_string().contains("re-timed"), "{check}");
+        }
+    }
+    assert!(foreign >= 1, "B verified nothing: {par}");
+    // The primary timed its own while B still verified.
+    let overlapped = lines
+        .iter()
+        .filter(|t| t.0 == "A" && t.1 == "time")
+        .any(|t| {
+            lines
+                .iter()
+                .any(|v| v.0 == "B" && v.1 == "verify" && v.3 < t.3 && t.3 < v.4)
+        });
+    assert!(overlapped, "A timed only after B was done: {lines:?}");
+    assert!(
+        stderr.contains("beside the current version on worker 1"),
+        "{stderr}"
+    );
+
+    // Caches of different folders (or hosts) are not shared: B times its own and its
+    // best is re-timed on the primary, as before.
+    let apart = workspace("cache-apart");
+    let pool = [
+        worker(&apart, "A", "FAKE_VERIFY_MS=400 FAKE_CACHE=host:/a"),
+        worker(&apart, "B", "FAKE_VERIFY_MS=500 FAKE_CACHE=host:/b"),
+    ];
+    let (par, _) = optimize(&apart, &pool, 1);
+    assert!(
+        log(&apart).iter().any(|r| r.0 == "B" && r.1 == "time"),
+        "B did not time its own: {:?}",
+        log(&apart)
+    );
+    let step = par["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by_key(|s| verified_candidates(s).len())
+        .expect("a step ran");
+    for c in verified_candidates(step) {
+        assert_eq!(c["verified_on"]["worker"], c["timed_on"]["worker"], "{c}");
+    }
+}
+
+#[test]
 fn a_worker_lost_mid_step_has_its_candidate_requeued_and_the_step_completes() {
     let one = workspace("lost-ref");
     let (seq, _) = optimize(&one, &[worker(&one, "A", "")], 1);

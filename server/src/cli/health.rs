@@ -709,6 +709,7 @@ mod tests {
                 message: "cannot import torch".into(),
                 interpreter: false,
             },
+            compile_cache: None,
         }
     }
 

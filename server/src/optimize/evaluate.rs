@@ -12,7 +12,7 @@ use crate::analysis::{self, AnalyzeOptions};
 use crate::document::Document;
 use crate::spec::{BenchPlan, EvalEnv};
 use crate::syntax::Lang;
-use crate::worker::pool::{Served, WorkerPool};
+use crate::worker::pool::{Served, WorkerPool, WorkerState};
 use crate::worker::protocol::{
     ErrorKind, Op, OpResult, TimeSettings, Timing, VerifyReport, Version,
 };
@@ -544,6 +544,69 @@ struct Share {
     timed: Option<Timed>,
 }
 
+/// Whether the primary worker times candidates now.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Verifying,
+    Timing,
+    /// Done, or it cannot be had: every worker times its own.
+    Gone,
+}
+
+/// Who times which verified candidate of a batch.
+struct Timers {
+    /// Verified candidates not yet timed: (candidate, the worker that verified it, or 0
+    /// once left to the primary; whether it already counts in `primary_load`).
+    pending: Vec<(usize, usize, bool)>,
+    /// Each worker: still verifying.
+    verifying: Vec<bool>,
+    primary: Phase,
+    /// Candidates the primary timed or was left this batch.
+    primary_load: usize,
+    /// Candidates that passed verification so far.
+    passed: usize,
+    workers: usize,
+}
+
+impl Timers {
+    /// The most candidates the primary times in a batch, its own aside: twice a
+    /// worker's share of those verified, so one worker does not time nearly all of a
+    /// large pool's candidates while the others wait.
+    fn cap(&self) -> usize {
+        2 * self.passed.div_ceil(self.workers.max(1))
+    }
+
+    /// Removes and returns (in the step's order) the pending candidates `pick` takes.
+    fn take(&mut self, mut pick: impl FnMut(&(usize, usize, bool)) -> bool) -> Vec<usize> {
+        self.pending.sort_by_key(|e| e.0);
+        let mut taken = Vec::new();
+        self.pending.retain(|e| {
+            if pick(e) {
+                taken.push(e.0);
+                false
+            } else {
+                true
+            }
+        });
+        taken
+    }
+}
+
+/// Whether worker `w` keeps Triton's compiled kernels where the primary does, for the
+/// same architecture (Triton's cache key has it), so the primary loads `w`'s candidates
+/// without compiling them.
+fn shares_compile_cache(pool: &WorkerPool, w: usize) -> bool {
+    if w == 0 {
+        return true;
+    }
+    let (Some(a), Some(b)) = (pool.hello_of(0), pool.hello_of(w)) else {
+        return false;
+    };
+    a.compile_cache.is_some()
+        && a.compile_cache == b.compile_cache
+        && a.device.as_ref().map(|d| &d.arch) == b.device.as_ref().map(|d| &d.arch)
+}
+
 /// Time `members` (indices into the input, all planned) beside `current` in one request
 /// on `target` (another worker if it is lost).
 async fn time_members(
@@ -708,17 +771,51 @@ pub async fn batch(
             .lock()
             .is_ok_and(|c| matches!(&*c, Some(Checked::Passed { .. })))
     };
-    let timing_said = std::sync::atomic::AtomicBool::new(false);
-    let share = |w: usize| {
-        let (verify_next, is_cancelled, say, timing_said, passed) =
-            (&verify_next, &is_cancelled, &say, &timing_said, &passed);
+    // Asked when it matters: a worker may say hello only during the batch.
+    let shares_cache = |w: usize| lang == Lang::Triton && shares_compile_cache(pool, w);
+    let timers = Mutex::new(Timers {
+        pending: Vec::new(),
+        verifying: vec![true; pool.size()],
+        primary: Phase::Verifying,
+        primary_load: 0,
+        passed: 0,
+        workers: pool.size(),
+    });
+    let wake = tokio::sync::Notify::new();
+    let time_group = |members: Vec<usize>, w: usize| {
+        let say = &say;
         async move {
-            let mut mine = Vec::new();
+            if parallel {
+                say(format!(
+                    "timing {} verified candidate{} beside the current version on {}",
+                    members.len(),
+                    if members.len() == 1 { "" } else { "s" },
+                    pool.describe_worker(w)
+                ));
+            } else {
+                say(format!("timing {} versions", members.len() + 1));
+            }
+            let timed =
+                time_members(pool, current, &members, planned_ref, candidates, Some(w)).await;
+            Share {
+                verified: members,
+                timed: Some(timed),
+            }
+        }
+    };
+    let share = |w: usize| {
+        let (verify_next, is_cancelled, passed) = (&verify_next, &is_cancelled, &passed);
+        let (timers, wake, shares_cache, time_group) = (&timers, &wake, &shares_cache, &time_group);
+        async move {
             while !is_cancelled() {
                 match verify_next(Some(w)).await {
                     Some((i, true)) => {
                         if passed(i) {
-                            mine.push(i);
+                            if let Ok(mut t) = timers.lock() {
+                                t.pending.push((i, w, false));
+                                t.passed += 1;
+                            }
+                            wake.notify_one();
                         }
                     }
                     // Lost: gone for this batch (the pool restarts it). Or nothing left,
@@ -726,26 +823,95 @@ pub async fn batch(
                     Some((_, false)) | None => break,
                 }
             }
-            let mut timed = None;
-            if time && !mine.is_empty() && !is_cancelled() {
-                if parallel {
-                    if !timing_said.swap(true, Relaxed) {
-                        say("timing each worker's verified candidates beside the current version on that worker".into());
-                    }
-                } else {
-                    say(format!("timing {} versions", mine.len() + 1));
-                }
-                timed = Some(
-                    time_members(pool, current, &mine, planned_ref, candidates, Some(w)).await,
+            let mut groups = Vec::new();
+            if w != 0 {
+                // Done verifying: time what it verified on its own device, unless the
+                // primary, done verifying too, can time it without compiling and
+                // without more than its share (then no re-timing is needed either).
+                let mine = timers.lock().map_or_else(
+                    |_| Vec::new(),
+                    |mut t| {
+                        t.verifying[w] = false;
+                        let own = t.pending.iter().filter(|e| e.1 == w).count();
+                        let leave = time
+                            && shares_cache(w)
+                            && t.primary == Phase::Timing
+                            && t.primary_load + own <= t.cap();
+                        if leave {
+                            t.primary_load += own;
+                            for e in t.pending.iter_mut().filter(|e| e.1 == w) {
+                                *e = (e.0, 0, true);
+                            }
+                            Vec::new()
+                        } else {
+                            t.take(|e| e.1 == w)
+                        }
+                    },
                 );
+                wake.notify_one();
+                if time && !mine.is_empty() && !is_cancelled() {
+                    groups.push(time_group(mine, w).await);
+                }
+                return groups;
             }
-            Share {
-                verified: mine,
-                timed,
+            // The primary, done verifying: it times its own candidates and, up to twice
+            // a worker's share, those of workers that share its compile cache and are
+            // still verifying or were left to it, until no worker verifies any more.
+            let up = pool
+                .status()
+                .first()
+                .is_some_and(|s| !matches!(s.state, WorkerState::Down | WorkerState::NotStarted));
+            if let Ok(mut t) = timers.lock() {
+                t.verifying[0] = false;
+                t.primary = if up && time {
+                    Phase::Timing
+                } else {
+                    Phase::Gone
+                };
             }
+            loop {
+                if !time || is_cancelled() {
+                    break;
+                }
+                // What to time next, in one look at the state, or None when nothing is
+                // left for it (no worker verifies any more).
+                let claim = timers.lock().ok().and_then(|mut t| {
+                    let claim = if t.primary == Phase::Gone {
+                        t.take(|e| e.1 == 0)
+                    } else {
+                        let cap = t.cap();
+                        let mut load = t.primary_load;
+                        let claim = t.take(|e| {
+                            let take = e.1 == 0 || (shares_cache(e.1) && load < cap);
+                            if take && !e.2 {
+                                load += 1;
+                            }
+                            take
+                        });
+                        t.primary_load = load;
+                        claim
+                    };
+                    if claim.is_empty() && !t.verifying.iter().any(|v| *v) {
+                        t.primary = Phase::Gone;
+                        return None;
+                    }
+                    Some(claim)
+                });
+                let Some(claim) = claim else { break };
+                if claim.is_empty() {
+                    wake.notified().await;
+                    continue;
+                }
+                groups.push(time_group(claim, 0).await);
+            }
+            groups
         }
     };
-    let mut shares = futures::future::join_all((0..pool.size()).map(share)).await;
+    let mut shares: Vec<Share> = futures::future::join_all((0..pool.size()).map(share))
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
     // Candidates put back by a lost worker after the others had finished: verified on
     // any worker, then timed together.
     let mut late = Vec::new();

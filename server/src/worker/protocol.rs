@@ -271,6 +271,11 @@ pub struct HelloResult {
     pub device: Option<DeviceInfo>,
     pub cuda: BackendStatus,
     pub triton: BackendStatus,
+    /// Where this worker's Triton keeps compiled kernels, as `host:path`. Workers that
+    /// say the same (and have GPUs of the same architecture) load each other's compiled candidates
+    /// from it instead of compiling them again, so the primary can time them cheaply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_cache: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -398,7 +398,27 @@ fn hello(backends: &mut Backends) -> HelloResult {
         device: backends.cuda.device(),
         cuda: backends.cuda.status(),
         triton: backends.triton.status(),
+        compile_cache: triton_cache(),
     }
+}
+
+/// Triton's kernel cache as `host:path` (`TRITON_CACHE_DIR`, else `.triton/cache` under
+/// `TRITON_HOME` or the home folder, as Triton finds it), or None when neither the host
+/// nor the folder can be told.
+fn triton_cache() -> Option<String> {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let dir = match var("TRITON_CACHE_DIR") {
+        Some(d) => std::path::PathBuf::from(d),
+        None => std::path::PathBuf::from(var("TRITON_HOME").or_else(|| var("HOME"))?)
+            .join(".triton/cache"),
+    };
+    let dir = dir.canonicalize().unwrap_or(dir);
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| var("HOSTNAME"))?;
+    Some(format!("{host}:{}", dir.display()))
 }
 
 /// Whether a version of the request is a PyTorch reference.

@@ -415,6 +415,50 @@ fn a_winner_timed_on_another_device_is_retimed_on_the_primary() {
 }
 
 #[test]
+fn a_best_timed_on_the_primary_that_others_of_its_model_cannot_reach_is_not_retimed() {
+    let one = workspace("clear-ref");
+    let (seq, _) = optimize(&one, &[worker(&one, "A", "")], 2);
+    let dir = workspace("clear");
+    let pool = [
+        // Two GPUs of one model, compile caches apart. In the step that accepts, B
+        // verifies and times one candidate while A checks the current version and
+        // verifies the other two, among them the best (timed on A); B's is slower
+        // beyond the noise.
+        worker(&dir, "A", "FAKE_VERIFY_MS=400 FAKE_DEVICE=H100"),
+        worker(&dir, "B", "FAKE_VERIFY_MS=500 FAKE_DEVICE=H100"),
+    ];
+    let (par, _) = optimize(&dir, &pool, 2);
+    assert_eq!(summary(&seq), summary(&par), "the one-worker result");
+    assert!(
+        log(&dir).iter().any(|r| r.0 == "B" && r.1 == "time"),
+        "B timed nothing: {:?}",
+        log(&dir)
+    );
+    let accepted = par["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["outcome"] == "accepted")
+        .expect("a step accepts");
+    let winner = accepted["accepted"].as_str().unwrap();
+    let timed_on = |label: &str| {
+        verified_candidates(accepted)
+            .into_iter()
+            .find(|c| c["label"] == label)
+            .map(|c| c["timed_on"]["worker"].clone())
+    };
+    assert_eq!(timed_on(winner), Some(1.into()), "{accepted}");
+    assert!(
+        verified_candidates(accepted)
+            .iter()
+            .any(|c| c["timed_on"]["worker"] == 2),
+        "{accepted}"
+    );
+    let checks = accepted["checks"].to_string();
+    assert!(!checks.contains("re-timed"), "{checks}");
+}
+
+#[test]
 fn a_current_version_that_fails_its_check_stops_the_step_on_every_worker() {
     let msg = "y[4096]: written past the end (case 1)";
     for workers in [1, 2] {

@@ -1078,10 +1078,19 @@ impl Runner<'_, '_> {
                         .into_iter()
                         .filter(|(_, g)| g.faster())
                         .collect();
+                    // No re-timing when the best was timed on the primary and every
+                    // contender timed elsewhere, on the same GPU model, is slower beyond
+                    // the noise: it could not win on the primary either.
+                    let off_primary = |j: usize| b.timed_on[j].is_some_and(|w| w != 0);
+                    let could_win = |j: usize, gj: evaluate::Gain| {
+                        !same_model(pool, b.timed_on[j])
+                            || gj.speedup * (1.0 + gj.noise.max(measured.noise)) >= measured.speedup
+                    };
                     let retime = measured.faster()
-                        && contenders
-                            .iter()
-                            .any(|&(j, _)| b.timed_on[j].is_some_and(|w| w != 0));
+                        && (off_primary(top)
+                            || contenders
+                                .iter()
+                                .any(|&(j, gj)| off_primary(j) && could_win(j, gj)));
                     let timed_by = |j: usize| {
                         b.timed_on[j].map_or_else(String::new, |w| pool.describe_worker(w))
                     };
@@ -1925,4 +1934,14 @@ fn normalised_reply(reply: &llm::CodeReply, lang: Lang) -> String {
         key.push_str(&l.split_whitespace().collect::<Vec<_>>().join(" "));
     }
     key
+}
+
+/// Whether worker `w` has the primary worker's GPU model (speedups measured on the two
+/// compare), as their `hello`s say.
+fn same_model(pool: &WorkerPool, w: Option<usize>) -> bool {
+    let name = |i: usize| pool.hello_of(i).and_then(|h| h.device).map(|d| d.name);
+    match w {
+        None | Some(0) => true,
+        Some(w) => name(w).is_some() && name(w) == name(0),
+    }
 }

@@ -274,10 +274,10 @@ fn cancelling_an_srun_step_mid_run_requeues_its_candidate() {
         &pool,
         &["--steps", "1", "--only", "tunable_sweep"],
         |line| {
-            // Both workers hold a candidate (3 s each; the worker's own progress line says
-            // it has started): cancel B's srun step.
+            // Both workers hold a candidate or one of its cases (3 s a candidate; the
+            // worker's own progress line says it has started): cancel B's srun step.
             finished += usize::from(line.contains("/3 candidates, "));
-            if line.contains("/3): verifying") {
+            if line.contains("/3)") && line.contains(": verifying") {
                 started += 1;
                 if started - finished == 2 && cancelled_at.is_none() {
                     let ok = Command::new("scancel")

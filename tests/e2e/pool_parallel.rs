@@ -218,10 +218,11 @@ fn a_worker_done_verifying_times_its_share_while_the_other_still_verifies() {
     let dir = workspace("pipelined");
     let pool = [
         // A checks the current version (0-0.4 s) while B verifies the 1st candidate
-        // (0-0.5 s); A verifies the 2nd and 4th (0.4-1.2 s), B the 3rd (0.5-1.0 s), then
-        // B finds the queue empty and times its share while A still verifies.
+        // (0-1.5 s); A verifies the 2nd and the 3rd, case by case near the end of the
+        // queue (0.4-1.2 s), then finds the queue empty and times its share while B
+        // still verifies.
         worker(&dir, "A", "FAKE_VERIFY_MS=400"),
-        worker(&dir, "B", "FAKE_VERIFY_MS=500"),
+        worker(&dir, "B", "FAKE_VERIFY_MS=1500"),
     ];
     let (run, _) = optimize(&dir, &pool, 1);
     let log = log(&dir);
@@ -340,6 +341,59 @@ fn workers_that_share_the_primarys_compile_cache_leave_their_timing_to_it() {
         .expect("a step ran");
     for c in verified_candidates(step) {
         assert_eq!(c["verified_on"]["worker"], c["timed_on"]["worker"], "{c}");
+    }
+}
+
+#[test]
+fn the_last_candidates_cases_spread_over_the_workers() {
+    // BLOCK=2048 fails in its second case wherever that case runs.
+    let fail = "'FAKE_FAIL=BLOCK=2048@2: out[7]: 3.0 where the reference has 1.0 (case 2)'";
+    let one = workspace("split-ref");
+    let (seq, _) = optimize(&one, &[worker(&one, "A", fail)], 2);
+    let dir = workspace("split");
+    let pool = [
+        worker(&dir, "A", &format!("FAKE_VERIFY_MS=400 {fail}")),
+        worker(&dir, "B", &format!("FAKE_VERIFY_MS=400 {fail}")),
+    ];
+    let (par, _) = optimize(&dir, &pool, 2);
+    assert_eq!(summary(&seq), summary(&par), "the one-worker result");
+    let lines = log(&dir);
+    // A candidate whose two cases ran on the two workers.
+    let case_on = |label: &str, case: &str| {
+        lines
+            .iter()
+            .filter(|r| r.1 == "verify" && r.2 == format!("{label}@{case}"))
+            .map(|r| r.0.clone())
+            .collect::<Vec<_>>()
+    };
+    let spread = ["BLOCK=256", "BLOCK=1024", "BLOCK=2048", "BLOCK=64"]
+        .iter()
+        .any(|l| {
+            let (a, b) = (case_on(l, "1"), case_on(l, "2"));
+            a.iter().any(|x| b.iter().any(|y| x != y))
+        });
+    assert!(
+        spread,
+        "no candidate's cases ran on both workers: {lines:?}"
+    );
+    // The failure in the second case rejects the candidate with its message, as one
+    // worker reports it.
+    for run in [&seq, &par] {
+        let rejected: Vec<&Value> = run["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["candidates"].as_array().unwrap())
+            .filter(|c| c["label"] == "BLOCK=2048")
+            .collect();
+        assert!(!rejected.is_empty(), "{run}");
+        for c in rejected {
+            assert_eq!(c["verified"], false, "{c}");
+            assert!(
+                c["message"].as_str().unwrap_or("").contains("out[7]: 3.0"),
+                "{c}"
+            );
+        }
     }
 }
 

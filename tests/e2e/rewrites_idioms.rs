@@ -773,6 +773,7 @@ pub(crate) async fn verify_on_interpreter(py: &str, jobs: &[(String, &str, Candi
             reference: Box::new(triton_version("original", original, kernel)),
             seed,
             sanitize: false,
+            cases: None,
         };
         let control = c.label.starts_with("control");
         match pool.request(op, None).await {

@@ -65,6 +65,7 @@ fn verify_with(
         reference: Box::new(version(src, reference)),
         seed: 7,
         sanitize,
+        cases: None,
     };
     match b.run(&op, &mut |_| {}) {
         Ok(OpResult::Verify(r)) => r,
@@ -393,6 +394,7 @@ async fn gpu_sanitizer_sees_a_read_past_the_end_with_exact_size_buffers() {
         reference: Box::new(version(READS_PAST, "doubles")),
         seed: 3,
         sanitize: true,
+        cases: None,
     };
     let r = match pool.request(op("peeks"), None).await {
         Ok(OpResult::Verify(r)) => r,

@@ -68,6 +68,7 @@ fn verify(b: &mut CudaBackend, cand: &Version, reference: &Version) -> VerifyRep
         reference: Box::new(reference.clone()),
         seed: 0x2a,
         sanitize: false,
+        cases: None,
     };
     match b.run(&op, &mut |_| {}) {
         Ok(OpResult::Verify(r)) => r,
@@ -85,6 +86,7 @@ fn verify_err(
         reference: Box::new(reference.clone()),
         seed: 1,
         sanitize: false,
+        cases: None,
     };
     match b.run(&op, &mut |_| {}) {
         Err(e) => e,
@@ -510,6 +512,7 @@ fn verify_op(cand: &Version, reference: &Version) -> Op {
         reference: Box::new(reference.clone()),
         seed: 7,
         sanitize: false,
+        cases: None,
     }
 }
 
@@ -622,6 +625,7 @@ async fn gpu_sanitize_finds_races_and_passes_clean_kernels() {
             reference: Box::new(version(&src, "rev_ref", "reference")),
             seed: 3,
             sanitize: true,
+            cases: None,
         };
         let pool = pool.clone();
         async move {

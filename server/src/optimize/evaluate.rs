@@ -544,6 +544,32 @@ struct Share {
     timed: Option<Timed>,
 }
 
+/// A unit of a batch's verification: a candidate (index into the input), and one of
+/// its cases, or None for all of them.
+type Unit = (usize, Option<usize>);
+
+/// What verifying a unit gave.
+enum Took {
+    /// The candidate's last unit: the candidate is settled.
+    Finished(usize),
+    /// One case of a candidate whose other cases are not all done.
+    Part,
+    /// The worker was lost; the unit went back to the queue.
+    Lost,
+}
+
+/// A candidate's units so far.
+#[derive(Default)]
+struct Parts {
+    /// Units not answered yet (0 before it is taken: one unit, the whole candidate).
+    left: usize,
+    /// The worker that verified case 1 (or the whole candidate).
+    worker: Option<usize>,
+    interpreter: bool,
+    /// The failure of the lowest case that failed.
+    failure: Option<(usize, String)>,
+}
+
 /// Whether the primary worker times candidates now.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -681,50 +707,90 @@ pub async fn batch(
         }
     }
     let planned_ref = &planned;
+    // Work units: a whole candidate, or one of its cases. Near the end of the queue (fewer
+    // whole candidates left than workers) a candidate taken is split: the taker verifies
+    // case 1 (the timed one, with the determinism check) and its other cases go to the
+    // front of the queue for any free worker, so the last candidates' cases spread over
+    // the workers instead of one worker verifying a long candidate alone.
     let queue = Mutex::new(
         (0..n)
             .filter(|&i| planned_ref[i].is_some())
-            .collect::<std::collections::VecDeque<usize>>(),
+            .map(|i| (i, None))
+            .collect::<std::collections::VecDeque<Unit>>(),
     );
-    let next = || queue.lock().ok().and_then(|mut q| q.pop_front());
-    let put_back = |i: usize| {
+    let parts: Vec<Mutex<Parts>> = (0..n).map(|_| Mutex::new(Parts::default())).collect();
+    // Bumped when a candidate is settled or a unit goes back to the queue.
+    let (moved_tx, moved_rx) = tokio::sync::watch::channel(0u64);
+    let ncases = |i: usize| {
+        planned_ref[i]
+            .as_ref()
+            .map_or(1, |p| p.version.plan.cases.len())
+    };
+    let next = || {
+        let mut q = queue.lock().ok()?;
+        let (i, part) = q.pop_front()?;
+        let whole_left = q.iter().filter(|u| u.1.is_none()).count();
+        if part.is_none() && parallel && ncases(i) > 1 && whole_left < pool.size() {
+            if let Ok(mut p) = parts[i].lock() {
+                p.left = ncases(i);
+            }
+            for c in (1..ncases(i)).rev() {
+                q.push_front((i, Some(c)));
+            }
+            return Some((i, Some(0)));
+        }
+        Some((i, part))
+    };
+    let put_back = |u: Unit| {
         if let Ok(mut q) = queue.lock() {
-            q.push_front(i);
+            q.push_front(u);
         }
     };
-    let op_for = |i: usize| {
+    let op_for = |(i, part): Unit| {
         let p = planned_ref[i]
             .as_ref()
             .expect("queued candidates are planned");
-        Op::verify(&labelled(p, &candidates[i].0), current, seed, false)
+        let v = labelled(p, &candidates[i].0);
+        match part {
+            None => Op::verify(&v, current, seed, false),
+            Some(c) => Op::verify_case(&v, current, seed, c),
+        }
     };
-    let head = |i: usize| format!("verifying {} ({}/{n})", candidates[i].0, i + 1);
-    // Verifies the next queued candidate on `target` (any worker when None), taking it
-    // from the queue only once that worker is free. `None`: nothing was taken (the queue
-    // is empty, or the worker cannot be had); `Some(false)`: the worker was lost and the
-    // candidate went back to the queue.
+    let head = |(i, part): Unit| match part {
+        Some(c) => format!(
+            "verifying {} ({}/{n}), case {}/{}",
+            candidates[i].0,
+            i + 1,
+            c + 1,
+            ncases(i)
+        ),
+        None => format!("verifying {} ({}/{n})", candidates[i].0, i + 1),
+    };
+    // Verifies the next queued unit on `target` (any worker when None), taking it from
+    // the queue only once that worker is free. `None`: nothing was taken (the queue is
+    // empty, or the worker cannot be had).
     let verify_next = |target: Option<usize>| {
         let (say, done, tries, settle) = (&say, &done, &tries, &settle);
         let (next, put_back, op_for, head) = (&next, &put_back, &op_for, &head);
-        let is_cancelled = &is_cancelled;
+        let (is_cancelled, parts, queue, moved_tx) = (&is_cancelled, &parts, &queue, &moved_tx);
         async move {
-            let taken = Mutex::new(None::<usize>);
+            let taken = Mutex::new(None::<Unit>);
             // Nothing is taken once the batch is cancelled, even by a worker that was
             // waiting to be free when it happened.
             let take = || {
                 if is_cancelled() {
                     return None;
                 }
-                let i = next()?;
+                let u = next()?;
                 if let Ok(mut t) = taken.lock() {
-                    *t = Some(i);
+                    *t = Some(u);
                 }
-                say(head(i));
-                Some(op_for(i))
+                say(head(u));
+                Some(op_for(u))
             };
             let mut worker_stage = |s: &str| {
-                if let Some(i) = taken.lock().ok().and_then(|t| *t) {
-                    say(format!("{}: {s}", head(i)));
+                if let Some(u) = taken.lock().ok().and_then(|t| *t) {
+                    say(format!("{}: {s}", head(u)));
                 }
             };
             let served = match target {
@@ -737,14 +803,54 @@ pub async fn batch(
                     request_requeued(pool, op, &mut worker_stage).await
                 }
             };
-            let i = taken.lock().ok().and_then(|t| *t)?;
+            let (i, part) = taken.lock().ok().and_then(|t| *t)?;
             let label = &candidates[i].0;
             let lost = matches!(&served.result, Err(e) if e.kind == ErrorKind::WorkerLost);
             if lost && target.is_some() && tries[i].fetch_add(1, Relaxed) + 1 < pool.size() {
                 say(requeued(pool, &served, &format!("`{label}`")));
-                put_back(i);
-                return Some((i, false));
+                put_back((i, part));
+                moved_tx.send_modify(|m| *m += 1);
+                return Some(Took::Lost);
             }
+            let outcome = match verdict(served.result) {
+                Ok(r) => Ok(r.interpreter),
+                Err(e) => Err(e),
+            };
+            // A failed case ends the candidate: its cases still queued are dropped.
+            let dropped = if outcome.is_err() && part.is_some() {
+                queue.lock().map_or(0, |mut q| {
+                    let before = q.len();
+                    q.retain(|u| u.0 != i);
+                    before - q.len()
+                })
+            } else {
+                0
+            };
+            let finished = parts[i].lock().ok().and_then(|mut p| {
+                p.left = p.left.max(1) - 1 - dropped.min(p.left.max(1) - 1);
+                if part.is_none_or(|c| c == 0) {
+                    p.worker = served.worker;
+                }
+                match outcome {
+                    Ok(interpreter) => p.interpreter |= interpreter,
+                    Err(e) => {
+                        let case = part.unwrap_or(0);
+                        if p.failure.as_ref().is_none_or(|(c, _)| case < *c) {
+                            p.failure = Some((case, e));
+                        }
+                    }
+                }
+                (p.left == 0).then(|| match p.failure.take() {
+                    Some((_, e)) => Checked::Rejected(e),
+                    None => Checked::Passed {
+                        worker: p.worker,
+                        interpreter: p.interpreter,
+                    },
+                })
+            });
+            let Some(checked) = finished else {
+                return Some(Took::Part);
+            };
             let finished = done.fetch_add(1, Relaxed) + 1;
             if parallel {
                 let busy = pool.busy();
@@ -753,17 +859,9 @@ pub async fn batch(
                     if busy == 1 { "" } else { "s" }
                 ));
             }
-            settle(
-                i,
-                match verdict(served.result) {
-                    Ok(r) => Checked::Passed {
-                        worker: served.worker,
-                        interpreter: r.interpreter,
-                    },
-                    Err(e) => Checked::Rejected(e),
-                },
-            );
-            Some((i, true))
+            settle(i, checked);
+            moved_tx.send_modify(|m| *m += 1);
+            Some(Took::Finished(i))
         }
     };
     let passed = |i: usize| {
@@ -806,21 +904,56 @@ pub async fn batch(
     let share = |w: usize| {
         let (verify_next, is_cancelled, passed) = (&verify_next, &is_cancelled, &passed);
         let (timers, wake, shares_cache, time_group) = (&timers, &wake, &shares_cache, &time_group);
+        let (parts, queue) = (&parts, &queue);
+        let mut moved = moved_rx.clone();
         async move {
             while !is_cancelled() {
+                moved.borrow_and_update();
                 match verify_next(Some(w)).await {
-                    Some((i, true)) => {
+                    // Timed where its case 1 was verified (its kernel for the timed
+                    // case is loaded there) while that worker still verifies, else by
+                    // this one (or by the primary).
+                    Some(Took::Finished(i)) => {
                         if passed(i) {
+                            let first = parts[i].lock().ok().and_then(|p| p.worker);
                             if let Ok(mut t) = timers.lock() {
-                                t.pending.push((i, w, false));
+                                let owner = first
+                                    .filter(|&y| t.verifying.get(y) == Some(&true))
+                                    .unwrap_or(w);
+                                t.pending.push((i, owner, false));
                                 t.passed += 1;
                             }
                             wake.notify_one();
                         }
                     }
-                    // Lost: gone for this batch (the pool restarts it). Or nothing left,
-                    // or this worker cannot start.
-                    Some((_, false)) | None => break,
+                    Some(Took::Part) => {}
+                    // Lost: gone for this batch (the pool restarts it).
+                    Some(Took::Lost) => break,
+                    // Nothing left, or this worker cannot start. A worker that verified
+                    // case 1 of a candidate whose other cases run elsewhere waits for
+                    // them, to time it itself (taking any unit that comes back).
+                    None => {
+                        let queued = queue.lock().map_or(0, |q| q.len());
+                        let waits = queued == 0
+                            && parts
+                                .iter()
+                                .any(|p| p.lock().is_ok_and(|p| p.worker == Some(w) && p.left > 0));
+                        if !waits {
+                            break;
+                        }
+                        // The primary verifies nothing more unless a unit comes back:
+                        // others may leave their candidates to it now.
+                        if w == 0 {
+                            if let Ok(mut t) = timers.lock() {
+                                if t.primary == Phase::Verifying && time {
+                                    t.primary = Phase::Timing;
+                                }
+                            }
+                        }
+                        if moved.changed().await.is_err() {
+                            break;
+                        }
+                    }
                 }
             }
             let mut groups = Vec::new();
@@ -916,11 +1049,14 @@ pub async fn batch(
     // any worker, then timed together.
     let mut late = Vec::new();
     while !is_cancelled() {
-        let Some((i, _)) = verify_next(None).await else {
-            break;
-        };
-        if passed(i) {
-            late.push(i);
+        match verify_next(None).await {
+            Some(Took::Finished(i)) => {
+                if passed(i) {
+                    late.push(i);
+                }
+            }
+            Some(_) => {}
+            None => break,
         }
     }
     if !late.is_empty() {

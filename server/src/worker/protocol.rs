@@ -49,6 +49,10 @@ pub enum Op {
         /// Also run the candidate once under compute-sanitizer (memcheck, racecheck).
         #[serde(default)]
         sanitize: bool,
+        /// Only these cases (indices into the plan's cases; case 0 keeps its determinism
+        /// check), so one candidate's cases can run on several workers. None: all.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cases: Option<Vec<usize>>,
     },
     /// Time every version on case 0, interleaved in this one process.
     Time {
@@ -67,6 +71,18 @@ impl Op {
             reference: Box::new(reference.clone()),
             seed,
             sanitize,
+            cases: None,
+        }
+    }
+
+    /// [`Op::verify`] of case `case` alone (no compute-sanitizer run).
+    pub fn verify_case(candidate: &Version, reference: &Version, seed: u64, case: usize) -> Op {
+        Op::Verify {
+            candidate: Box::new(candidate.clone()),
+            reference: Box::new(reference.clone()),
+            seed,
+            sanitize: false,
+            cases: Some(vec![case]),
         }
     }
 

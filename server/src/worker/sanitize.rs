@@ -90,6 +90,7 @@ pub fn run(
             reference: Box::new(refv),
             seed,
             sanitize: false,
+            cases: None,
         },
     };
     let line = match serde_json::to_string(&request) {

@@ -288,6 +288,7 @@ pub fn serve(input: impl BufRead, mut out: impl Write, mut backends: Backends) -
                     reference,
                     seed,
                     sanitize: true,
+                    ..
                 } = &request.op
                 {
                     if candidate.lang == Lang::Cuda && reference.torch.is_none() {

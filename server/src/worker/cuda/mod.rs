@@ -136,11 +136,13 @@ fn run_op(gpu: &mut Gpu, op: &Op, progress: &mut dyn FnMut(&str)) -> Result<OpRe
             candidate,
             reference,
             seed,
+            cases,
             ..
         } => {
             cuda_only(candidate)?;
             cuda_only(reference)?;
-            verify::verify(gpu, candidate, reference, *seed, progress).map(OpResult::Verify)
+            verify::verify(gpu, candidate, reference, *seed, cases.as_deref(), progress)
+                .map(OpResult::Verify)
         }
         Op::Time { versions, settings } => {
             for v in versions {

@@ -110,6 +110,7 @@ pub fn verify(
     cand: &Version,
     refv: &Version,
     seed: u64,
+    only: Option<&[usize]>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<VerifyReport, WorkerError> {
     let t0 = Instant::now();
@@ -130,6 +131,9 @@ pub fn verify(
     };
     let h = gpu.helpers()?;
     for ci in 0..cases {
+        if only.is_some_and(|o| !o.contains(&ci)) {
+            continue;
+        }
         let c_case = &cand.plan.cases[ci];
         let r_case = &refv.plan.cases[ci];
         progress(&format!("compiling case {}/{cases}", ci + 1));

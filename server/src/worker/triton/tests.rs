@@ -157,6 +157,7 @@ fn verify(
         reference: Box::new(reference),
         seed: 42,
         sanitize: false,
+        cases: None,
     };
     let mut stages = Vec::new();
     let r = b.run(&op, &mut |s| stages.push(s.to_string()));
@@ -256,6 +257,42 @@ fn wrong_result_names_buffer_index_and_values() {
         f.message
     );
     assert!(f.message.contains("seed 0x"), "{}", f.message);
+}
+
+#[test]
+fn a_verify_of_one_case_runs_that_case_alone() {
+    let Some(mut b) = shared("a_verify_of_one_case_runs_that_case_alone") else {
+        return;
+    };
+    // Wrong in every case: the failure is in the first case the request covers.
+    let bad = ADD.replace("x + y, mask", "x - y, mask");
+    for case in [1, 0] {
+        let op = Op::verify_case(
+            &add_version("candidate", &bad),
+            &add_version("baseline", ADD),
+            42,
+            case,
+        );
+        let mut stages = Vec::new();
+        let OpResult::Verify(v) = b.run(&op, &mut |s| stages.push(s.to_string())).unwrap() else {
+            panic!("verify answered something else");
+        };
+        let f = v.failure.expect("a failure");
+        assert_eq!(f.case, case, "{}", f.message);
+        let other = format!("verifying case {}/2", 2 - case);
+        assert!(!stages.iter().any(|s| s.starts_with(&other)), "{stages:?}");
+    }
+    // A good candidate passes case 2 alone.
+    let op = Op::verify_case(
+        &add_version("candidate", ADD),
+        &add_version("baseline", ADD),
+        42,
+        1,
+    );
+    let OpResult::Verify(v) = b.run(&op, &mut |_| {}).unwrap() else {
+        panic!("verify answered something else");
+    };
+    assert!(v.passed, "{v:?}");
 }
 
 #[test]

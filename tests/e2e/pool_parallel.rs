@@ -465,7 +465,7 @@ fn a_winner_timed_on_another_device_is_retimed_on_the_primary() {
             .map(|s| format!("{:.3}", s["speedup"].as_f64().unwrap()))
             .collect()
     };
-    assert_eq!(speedups(&seq), speedups(&par));
+    assert_eq!(speedups(&seq), speedups(&par), "{seq}\n{par}");
 }
 
 #[test]

@@ -589,17 +589,47 @@ struct Timers {
     primary: Phase,
     /// Candidates the primary timed or was left this batch.
     primary_load: usize,
+    /// Candidates in the primary's timing request now.
+    in_flight: usize,
     /// Candidates that passed verification so far.
     passed: usize,
     workers: usize,
 }
 
 impl Timers {
-    /// The most candidates the primary times in a batch, its own aside: twice a
-    /// worker's share of those verified, so one worker does not time nearly all of a
-    /// large pool's candidates while the others wait.
+    /// The most candidates the primary takes from others while they still verify, with
+    /// its own: a worker's share of those verified, so it does not time most of them
+    /// alone while the others, soon done, would wait.
     fn cap(&self) -> usize {
-        2 * self.passed.div_ceil(self.workers.max(1))
+        self.passed.div_ceil(self.workers.max(1))
+    }
+
+    /// Whether a worker done verifying, with `own` candidates to time, leaves them to
+    /// the primary (which then needs no re-timing) rather than timing them beside the
+    /// current version on its own device and having its best re-timed on the primary
+    /// (about three versions more there): when the primary verifies nothing more and
+    /// either they are few or the primary has little left to time.
+    fn leaves(&self, own: usize) -> bool {
+        let backlog = self.in_flight + self.pending.iter().filter(|e| e.1 == 0).count();
+        self.primary == Phase::Timing && (own <= 2 || backlog <= 3)
+    }
+
+    /// What the primary times next: its own pending candidates, those left to it and,
+    /// up to [`Timers::cap`], those of workers that share its compile cache
+    /// (`shares`), all marked as in its request now.
+    fn claim_for_primary(&mut self, shares: impl Fn(usize) -> bool) -> Vec<usize> {
+        let cap = self.cap();
+        let mut load = self.primary_load;
+        let claim = self.take(|e| {
+            let take = e.1 == 0 || (shares(e.1) && load < cap);
+            if take && !e.2 {
+                load += 1;
+            }
+            take
+        });
+        self.primary_load = load;
+        self.in_flight = claim.len();
+        claim
     }
 
     /// Removes and returns (in the step's order) the pending candidates `pick` takes.
@@ -654,14 +684,19 @@ async fn time_members(
 }
 
 /// Plan and verify each `(label, text)` against `current`, then (with `time`) time the
-/// verified ones side by side with it. Each worker of the pool takes the next candidate
-/// from one queue (in input order) and verifies it; once the queue is empty it times
-/// the candidates it verified (their kernels are loaded there) in one request beside
-/// the current version on its own device, while the others still verify: one worker
-/// verifies them one after another and times them together, as before. A candidate
-/// whose worker is lost goes back to the queue (at most once per other worker). The
-/// records come out in the order a one-worker run gives. Any flag of `cancel` that is
-/// set stops it (a job's cancel, a failed check of the current version).
+/// verified ones side by side with it. Each worker of the pool takes the next unit from
+/// one queue (in input order) and verifies it: a whole candidate with one worker, one
+/// case of a candidate with several (the worker of its first case times it). Once the
+/// queue is empty a worker times the candidates it verified (their kernels are loaded
+/// there) in one request beside the current version on its own device, while the others
+/// still verify; the primary also times, up to a worker's share, candidates of workers
+/// that share its Triton cache and still verify, and a worker done verifying leaves
+/// its candidates to the primary when that is quicker than timing them itself and
+/// re-timing its best on the primary. One worker verifies them one after another and
+/// times them together, as before. A unit whose worker is lost goes back to the queue
+/// (at most once per other worker). The records come out in the order a one-worker run
+/// gives. Any flag of `cancel` that is set stops it (a job's cancel, a failed check of
+/// the current version).
 #[allow(clippy::too_many_arguments)]
 pub async fn batch(
     pool: &WorkerPool,
@@ -707,11 +742,12 @@ pub async fn batch(
         }
     }
     let planned_ref = &planned;
-    // Work units: a whole candidate, or one of its cases. Near the end of the queue (fewer
-    // whole candidates left than workers) a candidate taken is split: the taker verifies
-    // case 1 (the timed one, with the determinism check) and its other cases go to the
-    // front of the queue for any free worker, so the last candidates' cases spread over
-    // the workers instead of one worker verifying a long candidate alone.
+    // Work units: a whole candidate, or one of its cases. With several workers a
+    // candidate taken is split: the taker verifies case 1 (the timed one, with the
+    // determinism check) and its other cases go to the front of the queue for the next
+    // free worker, so a long candidate's cases (a large tile's JIT: seconds each) run
+    // side by side and the last ones spread over the workers instead of one worker
+    // verifying a long candidate alone. One worker verifies whole candidates.
     let queue = Mutex::new(
         (0..n)
             .filter(|&i| planned_ref[i].is_some())
@@ -729,8 +765,7 @@ pub async fn batch(
     let next = || {
         let mut q = queue.lock().ok()?;
         let (i, part) = q.pop_front()?;
-        let whole_left = q.iter().filter(|u| u.1.is_none()).count();
-        if part.is_none() && parallel && ncases(i) > 1 && whole_left < pool.size() {
+        if part.is_none() && parallel && ncases(i) > 1 {
             if let Ok(mut p) = parts[i].lock() {
                 p.left = ncases(i);
             }
@@ -876,6 +911,7 @@ pub async fn batch(
         verifying: vec![true; pool.size()],
         primary: Phase::Verifying,
         primary_load: 0,
+        in_flight: 0,
         passed: 0,
         workers: pool.size(),
     });
@@ -907,6 +943,7 @@ pub async fn batch(
         let (parts, queue) = (&parts, &queue);
         let mut moved = moved_rx.clone();
         async move {
+            let mut groups = Vec::new();
             while !is_cancelled() {
                 moved.borrow_and_update();
                 match verify_next(Some(w)).await {
@@ -941,14 +978,36 @@ pub async fn batch(
                         if !waits {
                             break;
                         }
-                        // The primary verifies nothing more unless a unit comes back:
-                        // others may leave their candidates to it now.
-                        if w == 0 {
-                            if let Ok(mut t) = timers.lock() {
-                                if t.primary == Phase::Verifying && time {
-                                    t.primary = Phase::Timing;
+                        // Meanwhile it times what is ready. The primary verifies nothing
+                        // more unless a unit comes back: others may leave theirs to it.
+                        let ready = timers.lock().map_or_else(
+                            |_| Vec::new(),
+                            |mut t| {
+                                if !time {
+                                    Vec::new()
+                                } else if w == 0 {
+                                    if t.primary == Phase::Verifying {
+                                        t.primary = Phase::Timing;
+                                    }
+                                    t.claim_for_primary(shares_cache)
+                                } else {
+                                    let own = t.pending.iter().filter(|e| e.1 == w).count();
+                                    if shares_cache(w) && t.leaves(own) {
+                                        Vec::new()
+                                    } else {
+                                        t.take(|e| e.1 == w)
+                                    }
+                                }
+                            },
+                        );
+                        if !ready.is_empty() {
+                            groups.push(time_group(ready, w).await);
+                            if w == 0 {
+                                if let Ok(mut t) = timers.lock() {
+                                    t.in_flight = 0;
                                 }
                             }
+                            continue;
                         }
                         if moved.changed().await.is_err() {
                             break;
@@ -956,20 +1015,16 @@ pub async fn batch(
                     }
                 }
             }
-            let mut groups = Vec::new();
             if w != 0 {
                 // Done verifying: time what it verified on its own device, unless the
-                // primary, done verifying too, can time it without compiling and
-                // without more than its share (then no re-timing is needed either).
+                // primary, done verifying too, can load it without compiling and time
+                // it soon enough (`Timers::leaves`; then no re-timing is needed).
                 let mine = timers.lock().map_or_else(
                     |_| Vec::new(),
                     |mut t| {
                         t.verifying[w] = false;
                         let own = t.pending.iter().filter(|e| e.1 == w).count();
-                        let leave = time
-                            && shares_cache(w)
-                            && t.primary == Phase::Timing
-                            && t.primary_load + own <= t.cap();
+                        let leave = time && shares_cache(w) && t.leaves(own);
                         if leave {
                             t.primary_load += own;
                             for e in t.pending.iter_mut().filter(|e| e.1 == w) {
@@ -987,9 +1042,9 @@ pub async fn batch(
                 }
                 return groups;
             }
-            // The primary, done verifying: it times its own candidates and, up to twice
-            // a worker's share, those of workers that share its compile cache and are
-            // still verifying or were left to it, until no worker verifies any more.
+            // The primary, done verifying: it times its own candidates, those left to it
+            // and, up to a worker's share, those of workers that share its compile cache
+            // and still verify, until no worker verifies any more.
             let up = pool
                 .status()
                 .first()
@@ -1012,17 +1067,7 @@ pub async fn batch(
                     let claim = if t.primary == Phase::Gone {
                         t.take(|e| e.1 == 0)
                     } else {
-                        let cap = t.cap();
-                        let mut load = t.primary_load;
-                        let claim = t.take(|e| {
-                            let take = e.1 == 0 || (shares_cache(e.1) && load < cap);
-                            if take && !e.2 {
-                                load += 1;
-                            }
-                            take
-                        });
-                        t.primary_load = load;
-                        claim
+                        t.claim_for_primary(shares_cache)
                     };
                     if claim.is_empty() && !t.verifying.iter().any(|v| *v) {
                         t.primary = Phase::Gone;
@@ -1036,6 +1081,9 @@ pub async fn batch(
                     continue;
                 }
                 groups.push(time_group(claim, 0).await);
+                if let Ok(mut t) = timers.lock() {
+                    t.in_flight = 0;
+                }
             }
             groups
         }

@@ -80,11 +80,11 @@ fn gpu_profile_reports_sane_metrics_for_cuda_and_triton_examples() {
             .is_some_and(|s| (3.5..=4.5).contains(&s)),
         "float loads are coalesced: {saxpy}"
     );
+    // Bound by the memory system: DRAM on an H100; on an H200 (more DRAM bandwidth)
+    // the profile can show L2 as the busiest unit.
+    let diagnosis = saxpy["diagnosis"].as_str().unwrap();
     assert!(
-        saxpy["diagnosis"]
-            .as_str()
-            .unwrap()
-            .starts_with("memory-bound"),
+        diagnosis.starts_with("memory-bound") || diagnosis.starts_with("L2-bound"),
         "{saxpy}"
     );
 

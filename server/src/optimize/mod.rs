@@ -1170,26 +1170,39 @@ impl Runner<'_, '_> {
                                     again.speedup
                                 ));
                             }
-                            // The primary's measurements decide: the re-timed contenders and
-                            // every other candidate timed on the primary (when none is
-                            // faster, the best of them is the step's speedup, as on one
-                            // worker).
+                            // The re-timed contenders, side by side on the primary, decide.
+                            // When none of them is faster there, the step's speedup is the
+                            // best the primary measured, as on one worker: the re-timed
+                            // ones and the other candidates it timed.
                             let mut decide: Vec<(usize, evaluate::Gain, Timing, Timing)> = gains
                                 .iter()
                                 .zip(&ts)
                                 .map(|(&(j, gj), t)| (j, gj, b1.clone(), t.clone()))
                                 .collect();
-                            for j in 0..b.timings.len() {
-                                let on_primary = b.timed_on[j].is_none_or(|w| w == 0);
-                                if on_primary && !decide.iter().any(|d| d.0 == j) {
-                                    let gj = evaluate::gain(&b.bases[j], &b.timings[j]);
-                                    decide.push((j, gj, b.bases[j].clone(), b.timings[j].clone()));
+                            let retimed = evaluate::pick(&gains);
+                            if retimed.is_none_or(|(_, gk)| !gk.faster()) {
+                                for j in 0..b.timings.len() {
+                                    let on_primary = b.timed_on[j].is_none_or(|w| w == 0);
+                                    if on_primary && !decide.iter().any(|d| d.0 == j) {
+                                        let gj = evaluate::gain(&b.bases[j], &b.timings[j]);
+                                        decide.push((
+                                            j,
+                                            gj,
+                                            b.bases[j].clone(),
+                                            b.timings[j].clone(),
+                                        ));
+                                    }
                                 }
                             }
                             decide.sort_by_key(|d| d.0);
                             let pairs: Vec<(usize, evaluate::Gain)> =
                                 decide.iter().map(|d| (d.0, d.1)).collect();
-                            if let Some((k, gk)) = evaluate::pick(&pairs) {
+                            let chosen = match evaluate::pick(&pairs) {
+                                // Measurements of two requests disagree: the re-timing stands.
+                                Some((_, gk)) if gk.faster() && retimed.is_none_or(|(_, r)| !r.faster()) => retimed,
+                                other => other,
+                            };
+                            if let Some((k, gk)) = chosen {
                                 if let Some(d) = decide.iter().find(|d| d.0 == k) {
                                     (i, g, base, tm) = (k, gk, d.2.clone(), d.3.clone());
                                 }

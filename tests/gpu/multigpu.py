@@ -260,7 +260,15 @@ def warm_up():
                    check=False, timeout=300)
 
 
+def cpu_topology():
+    """The host's CPUs as lscpu tells them (SMT siblings slow two compiles at once)."""
+    out = subprocess.run("lscpu | grep -E 'Model name|Thread|Core|Socket|NUMA node|MHz'",
+                         shell=True, capture_output=True, text=True).stdout
+    print("== host CPUs (%d online)\n%s" % (os.cpu_count() or 0, out), flush=True)
+
+
 def main():
+    cpu_topology()
     warm_up()
     rows, bad = [], False
     picked = [RUNS[int(i)] for i in PICK.split(",")] if PICK else RUNS

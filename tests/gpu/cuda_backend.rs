@@ -185,6 +185,33 @@ fn gpu_wrong_kernel_names_buffer_and_index() {
 }
 
 #[test]
+fn gpu_a_verify_of_one_case_runs_that_case_alone() {
+    let Some(mut b) = backend("gpu_a_verify_of_one_case_runs_that_case_alone") else {
+        return;
+    };
+    // Wrong in both cases: the failure is in the case the request names.
+    let (c, r) = saxpy("if (i < n) y[i] = a * x[i] + y[i] + (i == 7 ? 1.0f : 0.0f);");
+    for case in [1, 0] {
+        let op = Op::verify_case(&c, &r, 0x2a, case);
+        let Ok(OpResult::Verify(rep)) = b.run(&op, &mut |_| {}) else {
+            panic!("verify answered something else");
+        };
+        let f = rep.failure.expect("a failure");
+        assert_eq!(
+            (f.case, f.index.clone()),
+            (case, Some(vec![7])),
+            "{}",
+            f.message
+        );
+    }
+    let (c, r) = saxpy("if (i < n) y[i] = a * x[i] + y[i];");
+    let Ok(OpResult::Verify(rep)) = b.run(&Op::verify_case(&c, &r, 0x2a, 1), &mut |_| {}) else {
+        panic!("verify answered something else");
+    };
+    assert!(rep.passed, "{rep:?}");
+}
+
+#[test]
 fn gpu_out_of_bounds_write_fails() {
     let Some(mut b) = backend("gpu_out_of_bounds_write_fails") else {
         return;

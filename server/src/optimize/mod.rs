@@ -495,6 +495,10 @@ impl LlmSpent {
     }
 }
 
+/// An accepted step's energy measurement running beside the next step: joules per call
+/// of the version before the step and of the accepted one, when NVML could tell.
+type EnergyTask = tokio::task::JoinHandle<Option<(Option<f64>, Option<f64>)>>;
+
 /// The state of a run between steps; each step expands one version of the tree.
 struct Runner<'a, 'o> {
     pool: &'a WorkerPool,
@@ -517,10 +521,7 @@ struct Runner<'a, 'o> {
     /// accepted step while its energy is being measured.
     held: Vec<usize>,
     /// That measurement: the record it belongs to, and the task.
-    energy: Option<(
-        usize,
-        tokio::task::JoinHandle<Option<(Option<f64>, Option<f64>)>>,
-    )>,
+    energy: Option<(usize, EnergyTask)>,
     policy: Policy,
     tried: BTreeSet<(String, String)>,
     records: Vec<StepRecord>,

@@ -619,12 +619,14 @@ impl Timers {
     /// (`shares`), all marked as in its request now.
     fn claim_for_primary(&mut self, shares: impl Fn(usize) -> bool) -> Vec<usize> {
         let cap = self.cap();
-        let mut load = self.primary_load;
+        let own = self.pending.iter().filter(|e| e.1 == 0 && !e.2).count();
+        let mut load = self.primary_load + own;
         let claim = self.take(|e| {
-            let take = e.1 == 0 || (shares(e.1) && load < cap);
-            if take && !e.2 {
-                load += 1;
+            if e.1 == 0 {
+                return true;
             }
+            let take = shares(e.1) && load < cap;
+            load += usize::from(take);
             take
         });
         self.primary_load = load;
@@ -1273,6 +1275,64 @@ mod tests {
         assert!(g.faster());
         // Nothing timed, nothing best.
         assert!(batch_of(&[]).best().is_none());
+    }
+
+    fn timers(pending: &[(usize, usize)], passed: usize, workers: usize) -> Timers {
+        Timers {
+            pending: pending.iter().map(|&(c, w)| (c, w, false)).collect(),
+            verifying: vec![true; workers],
+            primary: Phase::Timing,
+            primary_load: 0,
+            in_flight: 0,
+            passed,
+            workers,
+        }
+    }
+
+    #[test]
+    fn the_primary_takes_its_own_and_up_to_a_workers_share_of_the_others() {
+        // 12 verified on 2 workers: a share is 6. The primary has 4 of its own and takes
+        // 2 of worker 2's (in the step's order), not worker 3's (another cache).
+        let mut t = timers(
+            &[
+                (5, 1),
+                (0, 0),
+                (2, 1),
+                (1, 0),
+                (3, 0),
+                (4, 1),
+                (6, 0),
+                (7, 2),
+            ],
+            12,
+            2,
+        );
+        let claim = t.claim_for_primary(|w| w != 2);
+        assert_eq!(claim, vec![0, 1, 2, 3, 4, 6]);
+        assert_eq!((t.primary_load, t.in_flight), (6, 6));
+        assert_eq!(t.pending, vec![(5, 1, false), (7, 2, false)]);
+        // Its share is used up: its own still go, the others' stay.
+        t.pending.push((8, 0, false));
+        assert_eq!(t.claim_for_primary(|_| true), vec![8]);
+        assert_eq!(t.take(|e| e.1 == 1), vec![5]);
+    }
+
+    #[test]
+    fn a_worker_leaves_its_candidates_to_the_primary_when_that_is_quicker() {
+        let mut t = timers(&[], 12, 2);
+        // Few candidates: always (timing them and re-timing its best costs more).
+        assert!(t.leaves(2));
+        // Many, and the primary has little left: yes; with a backlog: no.
+        assert!(t.leaves(6));
+        t.in_flight = 3;
+        t.pending.push((9, 0, true));
+        assert!(!t.leaves(6));
+        assert!(t.leaves(1));
+        // Never while the primary still verifies, or when it is gone.
+        for phase in [Phase::Verifying, Phase::Gone] {
+            t.primary = phase;
+            assert!(!t.leaves(1));
+        }
     }
 
     #[test]

@@ -757,7 +757,8 @@ pub async fn batch(
             .collect::<std::collections::VecDeque<Unit>>(),
     );
     let parts: Vec<Mutex<Parts>> = (0..n).map(|_| Mutex::new(Parts::default())).collect();
-    // Bumped when a candidate is settled or a unit goes back to the queue.
+    // Bumped when a candidate is settled or becomes someone's to time, or a unit goes
+    // back to the queue: what a waiting worker (or the primary, to time) waits for.
     let (moved_tx, moved_rx) = tokio::sync::watch::channel(0u64);
     let ncases = |i: usize| {
         planned_ref[i]
@@ -917,7 +918,6 @@ pub async fn batch(
         passed: 0,
         workers: pool.size(),
     });
-    let wake = tokio::sync::Notify::new();
     let time_group = |members: Vec<usize>, w: usize| {
         let say = &say;
         async move {
@@ -941,7 +941,8 @@ pub async fn batch(
     };
     let share = |w: usize| {
         let (verify_next, is_cancelled, passed) = (&verify_next, &is_cancelled, &passed);
-        let (timers, wake, shares_cache, time_group) = (&timers, &wake, &shares_cache, &time_group);
+        let (timers, shares_cache, time_group) = (&timers, &shares_cache, &time_group);
+        let moved_tx = &moved_tx;
         let (parts, queue) = (&parts, &queue);
         let mut moved = moved_rx.clone();
         async move {
@@ -962,7 +963,7 @@ pub async fn batch(
                                 t.pending.push((i, owner, false));
                                 t.passed += 1;
                             }
-                            wake.notify_one();
+                            moved_tx.send_modify(|m| *m += 1);
                         }
                     }
                     Some(Took::Part) => {}
@@ -1038,7 +1039,7 @@ pub async fn batch(
                         }
                     },
                 );
-                wake.notify_one();
+                moved_tx.send_modify(|m| *m += 1);
                 if time && !mine.is_empty() && !is_cancelled() {
                     groups.push(time_group(mine, w).await);
                 }
@@ -1063,6 +1064,7 @@ pub async fn batch(
                 if !time || is_cancelled() {
                     break;
                 }
+                moved.borrow_and_update();
                 // What to time next, in one look at the state, or None when nothing is
                 // left for it (no worker verifies any more).
                 let claim = timers.lock().ok().and_then(|mut t| {
@@ -1079,7 +1081,9 @@ pub async fn batch(
                 });
                 let Some(claim) = claim else { break };
                 if claim.is_empty() {
-                    wake.notified().await;
+                    if moved.changed().await.is_err() {
+                        break;
+                    }
                     continue;
                 }
                 groups.push(time_group(claim, 0).await);

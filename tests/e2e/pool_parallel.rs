@@ -40,7 +40,18 @@ fn worker(dir: &Path, name: &str, extra: &str) -> String {
 
 /// `optimize --json` with the pool `workers` (`;`-separated commands): (run, stderr).
 fn optimize(dir: &Path, workers: &[String], steps: usize) -> (Value, String) {
+    optimize_with(dir, workers, steps, &[])
+}
+
+/// [`optimize`] with `env` set for the server.
+fn optimize_with(
+    dir: &Path,
+    workers: &[String],
+    steps: usize,
+    env: &[(&str, &str)],
+) -> (Value, String) {
     let out = Command::new(BIN)
+        .envs(env.iter().copied())
         .arg("optimize")
         .arg(dir.join("vector_add.py"))
         .args([
@@ -176,6 +187,11 @@ fn two_workers_verify_in_parallel_and_accept_what_one_worker_accepts() {
             .any(|b| a.0 != b.0 && a.3 < b.4 && b.3 < a.4)
     });
     assert!(overlapped, "no two verifications ran at once: {verifies:?}");
+    // Candidates are verified whole (per-case units are opt-in): no request named a case.
+    assert!(
+        verifies.iter().all(|r| !r.2.contains('@')),
+        "a candidate was split into its cases: {verifies:?}"
+    );
 }
 
 #[test]
@@ -218,9 +234,8 @@ fn a_worker_done_verifying_times_its_share_while_the_other_still_verifies() {
     let dir = workspace("pipelined");
     let pool = [
         // A checks the current version (0-0.4 s) while B verifies the 1st candidate
-        // (0-1.5 s); A verifies the 2nd and the 3rd, case by case near the end of the
-        // queue (0.4-1.2 s), then finds the queue empty and times its share while B
-        // still verifies.
+        // (0-1.5 s); A verifies the 2nd and the 3rd (0.4-1.2 s), then finds the queue
+        // empty and times its share while B still verifies.
         worker(&dir, "A", "FAKE_VERIFY_MS=400"),
         worker(&dir, "B", "FAKE_VERIFY_MS=1500"),
     ];
@@ -345,8 +360,9 @@ fn workers_that_share_the_primarys_compile_cache_leave_their_timing_to_it() {
 }
 
 #[test]
-fn the_last_candidates_cases_spread_over_the_workers() {
-    // BLOCK=2048 fails in its second case wherever that case runs.
+fn with_per_case_units_a_candidates_cases_spread_over_the_workers() {
+    // Per-case units are opt-in (KERNEL_LSP_SPLIT_CASES=1). BLOCK=2048 fails in its
+    // second case wherever that case runs.
     let fail = "'FAKE_FAIL=BLOCK=2048@2: out[7]: 3.0 where the reference has 1.0 (case 2)'";
     let one = workspace("split-ref");
     let (seq, _) = optimize(&one, &[worker(&one, "A", fail)], 2);
@@ -355,7 +371,7 @@ fn the_last_candidates_cases_spread_over_the_workers() {
         worker(&dir, "A", &format!("FAKE_VERIFY_MS=400 {fail}")),
         worker(&dir, "B", &format!("FAKE_VERIFY_MS=400 {fail}")),
     ];
-    let (par, _) = optimize(&dir, &pool, 2);
+    let (par, _) = optimize_with(&dir, &pool, 2, &[("KERNEL_LSP_SPLIT_CASES", "1")]);
     assert_eq!(summary(&seq), summary(&par), "the one-worker result");
     let lines = log(&dir);
     // A candidate whose two cases ran on the two workers.
@@ -560,4 +576,60 @@ fn a_current_version_that_fails_its_check_stops_the_step_on_every_worker() {
         let kept = std::fs::read_to_string(&history).unwrap_or_default();
         assert!(kept.trim().is_empty(), "{workers} workers: {kept}");
     }
+}
+
+#[test]
+fn the_pool_trace_records_each_workers_requests() {
+    let dir = workspace("trace");
+    let pool = [
+        worker(&dir, "A", "FAKE_VERIFY_MS=200"),
+        worker(&dir, "B", "FAKE_VERIFY_MS=200"),
+    ];
+    let trace = dir.join("pool.trace");
+    let path = trace.to_string_lossy().into_owned();
+    let (run, _) = optimize_with(&dir, &pool, 1, &[("KERNEL_LSP_TRACE", path.as_str())]);
+    let text = std::fs::read_to_string(&trace).expect("the trace was written");
+    let recs: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    // Every request the fake workers logged is in the trace, with its worker and op.
+    let logged = log(&dir);
+    for op in ["verify", "time"] {
+        let traced = recs.iter().filter(|r| r["op"] == op).count();
+        let seen = logged.iter().filter(|r| r.1 == op).count();
+        assert_eq!(traced, seen, "{op}: {text}");
+    }
+    let workers: std::collections::BTreeSet<u64> =
+        recs.iter().filter_map(|r| r["worker"].as_u64()).collect();
+    assert_eq!(
+        workers.into_iter().collect::<Vec<_>>(),
+        vec![0, 1],
+        "{text}"
+    );
+    assert!(
+        recs.iter()
+            .any(|r| r["op"] == "verify" && r["what"] == "current"),
+        "the current version's check: {text}"
+    );
+    for r in &recs {
+        let (a, b) = (r["start"].as_f64().unwrap(), r["end"].as_f64().unwrap());
+        assert!(a > 1.0e9 && a <= b, "{r}");
+        assert_eq!(r["ok"], true, "{r}");
+    }
+    // The candidates verified are named by their labels.
+    let labels: Vec<&str> = run["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(verified_candidates)
+        .filter_map(|c| c["label"].as_str())
+        .collect();
+    assert!(!labels.is_empty(), "{run}");
+    assert!(
+        labels
+            .iter()
+            .all(|l| recs.iter().any(|r| r["op"] == "verify" && r["what"] == *l)),
+        "{labels:?}: {text}"
+    );
 }

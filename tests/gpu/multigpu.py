@@ -87,6 +87,44 @@ def fresh_run(example, kernel):
     return work, env
 
 
+def usage(trace, t_from, t_to):
+    """Where a run's steps spent each worker's time, from the pool's trace
+    (`KERNEL_LSP_TRACE`): per worker, seconds verifying, timing and idle between `t_from`
+    and `t_to` (Unix seconds), and the timing requests' count."""
+    try:
+        recs = [json.loads(l) for l in open(trace) if l.strip()]
+    except OSError:
+        return "no trace"
+    out = []
+    for w in sorted({r["worker"] for r in recs}):
+        busy = {"verify": 0.0, "time": 0.0, "other": 0.0}
+        times = 0
+        for r in recs:
+            if r["worker"] != w:
+                continue
+            a, b = max(r["start"], t_from), min(r["end"], t_to)
+            if b <= a:
+                continue
+            kind = r["op"] if r["op"] in busy else "other"
+            busy[kind] += b - a
+            times += r["op"] == "time"
+        idle = (t_to - t_from) - sum(busy.values())
+        out.append(f"worker {w + 1}: verify {busy['verify']:.1f} s, time {busy['time']:.1f} s "
+                   f"({times} requests), other {busy['other']:.1f} s, idle {idle:.1f} s")
+    return "; ".join(out)
+
+
+def trace_path(env, log_name):
+    """The pool's trace file of a run (in the log folder when there is one)."""
+    folder = LOG_DIR or env["KERNEL_LSP_DATA_DIR"]
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, (log_name or "run").replace(".log", ".trace"))
+    if os.path.exists(path):
+        os.remove(path)
+    env["KERNEL_LSP_TRACE"] = path
+    return path
+
+
 def summarize(steps):
     """The accepted versions, the candidate count and the workers that timed, of a run's
     step records (`--json`'s, or the history's)."""
@@ -102,7 +140,9 @@ def run(example, kernel, extra, workers, log_name=None):
     work, env = fresh_run(example, kernel)
     cmd = [BIN, "optimize", example, "--kernel", kernel, "--fresh-policy", "--json",
            "--seed", "42", "--workers", workers] + extra
+    trace = trace_path(env, log_name)
     t0 = time.monotonic()
+    epoch0 = time.time()
     # stderr is read as it comes, to time the steps apart from the command's start (the
     # CLI, the workers' start and the current version's check come before step 1).
     p = subprocess.Popen(cmd, cwd=work, env=env, stdout=subprocess.PIPE,
@@ -130,6 +170,9 @@ def run(example, kernel, extra, workers, log_name=None):
     end = time.monotonic()
     wall = end - t0
     steps_wall = end - first_step[0] if first_step else float('nan')
+    if first_step:
+        print("  where the steps' time went: "
+              + usage(trace, epoch0 + first_step[0] - t0, epoch0 + end - t0), flush=True)
     stderr = "".join(err_lines)
     if LOG_DIR and log_name:
         os.makedirs(LOG_DIR, exist_ok=True)
@@ -205,6 +248,7 @@ def run_editor(example, kernel, steps, workers, log_name=None):
     work, env = fresh_run(example, kernel)
     path = os.path.join(work, example)
     uri = "file://" + path
+    trace = trace_path(env, log_name)
     t0 = time.monotonic()
     lsp = Lsp(env, work, t0)
     err = ""
@@ -225,11 +269,14 @@ def run_editor(example, kernel, steps, workers, log_name=None):
             err = f"bench: {bench}"
         else:
             start = time.monotonic()
+            epoch_start = time.time()
             lsp.progress.append(f"{start - t0:7.2f} (optimize requested)\n")
             done = lsp.request("workspace/executeCommand",
                                {"command": "kernel-lsp.optimize", "arguments": target,
                                 "workDoneToken": "optimize"})
             wall = time.monotonic() - start
+            print("  where the steps' time went: "
+                  + usage(trace, epoch_start, epoch_start + wall), flush=True)
             res = done.get("result") or {}
             if done.get("error") or res.get("outcome") == "failed":
                 err = f"optimize: {done}"

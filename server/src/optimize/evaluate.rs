@@ -687,8 +687,8 @@ async fn time_members(
 
 /// Plan and verify each `(label, text)` against `current`, then (with `time`) time the
 /// verified ones side by side with it. Each worker of the pool takes the next unit from
-/// one queue (in input order) and verifies it: a whole candidate with one worker, one
-/// case of a candidate with several (the worker of its first case times it). Once the
+/// one queue (in input order) and verifies it: a whole candidate (or, with per-case units
+/// on, one case of it: the worker of its first case times it). Once the
 /// queue is empty a worker times the candidates it verified (their kernels are loaded
 /// there) in one request beside the current version on its own device, while the others
 /// still verify; the primary also times, up to a worker's share, candidates of workers
@@ -744,12 +744,17 @@ pub async fn batch(
         }
     }
     let planned_ref = &planned;
-    // Work units: a whole candidate, or one of its cases. With several workers a
-    // candidate taken is split: the taker verifies case 1 (the timed one, with the
-    // determinism check) and its other cases go to the front of the queue for the next
-    // free worker, so a long candidate's cases (a large tile's JIT: seconds each) run
-    // side by side and the last ones spread over the workers instead of one worker
-    // verifying a long candidate alone. One worker verifies whole candidates.
+    // Per-case units are opt-in (KERNEL_LSP_SPLIT_CASES=1): on GPU pairs, two workers
+    // compiling two specializations of one candidate at once each took about as long as
+    // the whole candidate on one worker (the JIT's per-source work is paid twice), so a
+    // 6-step run verified more in all than one worker did; whole candidates did not
+    // (docs/benchmarks.md, 2026-11-26).
+    let split_cases = std::env::var("KERNEL_LSP_SPLIT_CASES").is_ok_and(|v| v == "1");
+    // Work units: a whole candidate, or one of its cases. With several workers and
+    // per-case units on (`split_cases`), a candidate taken is split: the taker verifies
+    // case 1 (the timed one, with the determinism check) and its other cases go to the
+    // front of the queue for the next free worker, so a long candidate's cases run side
+    // by side. Otherwise, and with one worker, candidates are verified whole.
     let queue = Mutex::new(
         (0..n)
             .filter(|&i| planned_ref[i].is_some())
@@ -768,7 +773,7 @@ pub async fn batch(
     let next = || {
         let mut q = queue.lock().ok()?;
         let (i, part) = q.pop_front()?;
-        if part.is_none() && parallel && ncases(i) > 1 {
+        if part.is_none() && parallel && split_cases && ncases(i) > 1 {
             if let Ok(mut p) = parts[i].lock() {
                 p.left = ncases(i);
             }

@@ -675,9 +675,16 @@ impl WorkerPool {
             .worker()
             .take()
             .expect("a worker was just put in the slot");
+        let began = std::time::SystemTime::now();
         let outcome = worker
             .exchange(id, &op, limit, inner.config.kill_grace, progress)
             .await;
+        trace_request(
+            index,
+            &op,
+            began,
+            matches!(&outcome, Exchange::Reply(Ok(_))),
+        );
         let result = match outcome {
             Exchange::Reply(Ok(OpResult::Hello(h))) => {
                 *held.worker() = Some(worker);
@@ -1345,6 +1352,55 @@ fn tail_suffix(tail: &[String]) -> String {
 }
 
 /// What a request was about, for messages: "`saxpy`", "`saxpy`, `saxpy_ref`".
+/// With `KERNEL_LSP_TRACE=FILE`, one JSON line per request a worker answered (or lost):
+/// the worker's index, the op, what it was about, its start and end (seconds since the
+/// Unix epoch) and whether it succeeded. Where a pool's time goes (each worker's busy
+/// and idle time): `tests/gpu/multigpu.py` reads it. Appended; failures to write are
+/// ignored (a diagnostic, never in the way).
+fn trace_request(worker: usize, op: &Op, began: std::time::SystemTime, ok: bool) {
+    use std::io::Write;
+    static FILE: std::sync::OnceLock<Option<StdMutex<std::fs::File>>> = std::sync::OnceLock::new();
+    let file = FILE.get_or_init(|| {
+        let path = std::env::var_os("KERNEL_LSP_TRACE").filter(|p| !p.is_empty())?;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .ok()
+            .map(StdMutex::new)
+    });
+    let Some(file) = file else {
+        return;
+    };
+    let secs = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    };
+    let (kind, cases) = match op {
+        Op::Hello => ("hello", None),
+        Op::Compile { .. } => ("compile", None),
+        Op::Verify { cases, .. } => ("verify", cases.clone()),
+        Op::Time { .. } => ("time", None),
+        Op::Shutdown => ("shutdown", None),
+    };
+    let what = match op {
+        Op::Verify { candidate, .. } if !candidate.label.is_empty() => candidate.label.clone(),
+        _ => subject(op),
+    };
+    let line = serde_json::json!({
+        "worker": worker,
+        "op": kind,
+        "what": what,
+        "cases": cases,
+        "start": secs(began),
+        "end": secs(std::time::SystemTime::now()),
+        "ok": ok,
+    });
+    if let Ok(mut f) = file.lock() {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
 fn subject(op: &Op) -> String {
     let names: Vec<String> = match op {
         Op::Compile { version } => vec![version.plan.kernel.clone()],

@@ -33,6 +33,9 @@ LOG_DIR = os.environ.get("KERNEL_LSP_MULTIGPU_LOG", "")
 # KERNEL_LSP_MULTIGPU_COLD=1: every run starts with an empty Triton cache (and pays for
 # Triton's C helpers and the starting kernel's compiles, which an author's cache holds).
 COLD = os.environ.get("KERNEL_LSP_MULTIGPU_COLD", "") not in ("", "0")
+# KERNEL_LSP_MULTIGPU_WORKER_CMDS="CMD; CMD": the editor runs' pool of several workers as
+# these worker commands (e.g. each under `taskset`) instead of a count.
+WORKER_CMDS = os.environ.get("KERNEL_LSP_MULTIGPU_WORKER_CMDS", "")
 SEEDS = {}
 STEP_START = re.compile(r": (step 1:|verifying .* \(\d+/\d+\))")
 
@@ -256,7 +259,9 @@ def run_editor(example, kernel, steps, workers, log_name=None):
     try:
         lsp.request("initialize", {
             "processId": None, "rootUri": "file://" + work, "capabilities": {},
-            "initializationOptions": {"workers": int(workers), "stepsPerAction": steps,
+            "initializationOptions": {"workers": [c.strip() for c in WORKER_CMDS.split(";")]
+                                      if WORKER_CMDS and workers != "1" else int(workers),
+                                      "stepsPerAction": steps,
                                       "applyMode": "offer", "compileOnType": False}})
         lsp.notify("initialized", {})
         lang = "cuda" if example.endswith(".cu") else "python"

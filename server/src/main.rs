@@ -50,7 +50,43 @@ enum Command {
     Health(kernel_lsp::cli::health::HealthArgs),
     /// Run a GPU worker: JSON lines on stdin/stdout (docs/worker-protocol.md). Started
     /// by the server, locally or as `ssh HOST kernel-lsp worker`.
-    Worker,
+    Worker(WorkerArgs),
+}
+
+#[derive(clap::Args)]
+struct WorkerArgs {
+    /// Stay up and serve the protocol on this Unix socket, one client at a time, keeping
+    /// the Python helper and the CUDA context warm between clients (a worker kept warm
+    /// between CLI commands). Clients use `--connect PATH` as their worker command.
+    #[arg(long, value_name = "PATH", conflicts_with = "connect")]
+    listen: Option<std::path::PathBuf>,
+    /// With --listen: exit after this many seconds without a client.
+    #[arg(long, value_name = "SECS", requires = "listen")]
+    idle_exit: Option<u64>,
+    /// Be the worker listening on this Unix socket (`--listen`): carry the protocol
+    /// between stdin/stdout and it.
+    #[arg(long, value_name = "PATH")]
+    connect: Option<std::path::PathBuf>,
+}
+
+fn worker(args: WorkerArgs) -> std::process::ExitCode {
+    #[cfg(unix)]
+    {
+        use kernel_lsp::worker::listen;
+        if let Some(path) = &args.listen {
+            let idle = args.idle_exit.map(std::time::Duration::from_secs);
+            return listen::listen(path, idle);
+        }
+        if let Some(path) = &args.connect {
+            return listen::connect(path);
+        }
+    }
+    #[cfg(not(unix))]
+    if args.listen.is_some() || args.connect.is_some() {
+        eprintln!("kernel-lsp worker: --listen and --connect need Unix sockets");
+        return std::process::ExitCode::from(1);
+    }
+    kernel_lsp::worker::serve::run()
 }
 
 fn init_logging() {
@@ -92,6 +128,6 @@ fn main() -> ExitCode {
         Command::Device(args) => kernel_lsp::cli::device::run(&args),
         Command::ImportKernelbench(args) => kernel_lsp::cli::kernelbench::run(&args),
         Command::Health(args) => kernel_lsp::cli::health::run(&args),
-        Command::Worker => kernel_lsp::worker::serve::run(),
+        Command::Worker(args) => worker(args),
     }
 }

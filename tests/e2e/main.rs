@@ -36,4 +36,5 @@ mod rewrites_geometry;
 mod rewrites_idioms;
 mod tools;
 mod torch_reference;
+mod worker_listen;
 mod worker_pool;

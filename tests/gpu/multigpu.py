@@ -36,6 +36,10 @@ COLD = os.environ.get("KERNEL_LSP_MULTIGPU_COLD", "") not in ("", "0")
 # KERNEL_LSP_MULTIGPU_WORKER_CMDS="CMD; CMD": the editor runs' pool of several workers as
 # these worker commands (e.g. each under `taskset`) instead of a count.
 WORKER_CMDS = os.environ.get("KERNEL_LSP_MULTIGPU_WORKER_CMDS", "")
+# KERNEL_LSP_MULTIGPU_WARM=1: the CLI rows use workers kept warm between commands (`kernel-lsp
+# worker --listen`, one per GPU, started and used once by `bench` before the timed
+# command, which connects to them with `worker --connect`).
+WARM = os.environ.get("KERNEL_LSP_MULTIGPU_WARM", "") not in ("", "0")
 SEEDS = {}
 STEP_START = re.compile(r": (step 1:|verifying .* \(\d+/\d+\))")
 
@@ -139,8 +143,33 @@ def summarize(steps):
     return {"accepted": accepted, "candidates": cands, "timed_on": on}
 
 
+def warm_workers(work, env, example, kernel, n):
+    """`n` listening workers (one per GPU) with the run's environment, each used once by
+    `bench` (untimed): the `--workers` value that connects to them, and their processes."""
+    procs, cmds = [], []
+    for i in range(n):
+        sock = os.path.join(work, f"w{i}.sock")
+        procs.append(subprocess.Popen([BIN, "worker", "--listen", sock],
+                                      env=dict(env, CUDA_VISIBLE_DEVICES=str(i)),
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL))
+        cmds.append(f"{BIN} worker --connect {sock}")
+        for _ in range(200):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.05)
+    for c in cmds:
+        subprocess.run([BIN, "bench", example, "--kernel", kernel, "--worker", c], cwd=work,
+                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=600, check=False)
+    return "; ".join(cmds), procs
+
+
 def run(example, kernel, extra, workers, log_name=None):
     work, env = fresh_run(example, kernel)
+    listeners = []
+    if WARM:
+        workers, listeners = warm_workers(work, env, example, kernel, int(workers))
     cmd = [BIN, "optimize", example, "--kernel", kernel, "--fresh-policy", "--json",
            "--seed", "42", "--workers", workers] + extra
     trace = trace_path(env, log_name)
@@ -171,6 +200,9 @@ def run(example, kernel, extra, workers, log_name=None):
         out, _ = p.communicate()
     reader.join(timeout=10)
     end = time.monotonic()
+    for p in listeners:
+        p.kill()
+        p.wait()
     wall = end - t0
     steps_wall = end - first_step[0] if first_step else float('nan')
     if first_step:

@@ -4,6 +4,8 @@
 
 pub mod backend;
 pub mod cuda;
+#[cfg(unix)]
+pub mod listen;
 pub mod pool;
 pub mod protocol;
 pub mod sanitize;

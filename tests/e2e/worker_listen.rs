@@ -1,0 +1,208 @@
+//! Workers kept warm between commands: `kernel-lsp worker --listen SOCKET` serves one
+//! client after another with the same Python helper, and `kernel-lsp worker --connect
+//! SOCKET` is the worker command a pool runs to use it. Real worker, Triton's CPU
+//! interpreter.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::bench_triton::python;
+use crate::tools;
+
+const BIN: &str = env!("CARGO_BIN_EXE_kernel-lsp");
+
+fn workspace(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kernel-lsp-listen-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/vector_add.py");
+    // Small sizes: Triton's interpreter runs every program in Python.
+    let text = std::fs::read_to_string(example).unwrap();
+    let small = text.replace("n = 1 << 24, 1000", "n = 4096, 1000");
+    assert_ne!(
+        small, text,
+        "examples/vector_add.py's sizes changed; update this test"
+    );
+    std::fs::write(dir.join("vector_add.py"), small).unwrap();
+    dir
+}
+
+/// A `--listen` worker on `sock` (killed when dropped), once its socket is there.
+struct Listener(Child);
+
+impl Listener {
+    fn start(sock: &Path, py: &str, log: &Path) -> Listener {
+        let child = Command::new(BIN)
+            .args(["worker", "--listen"])
+            .arg(sock)
+            .env("TRITON_INTERPRET", "1")
+            .env("KERNEL_LSP_PYTHON", py)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .expect("the listener starts");
+        let t0 = Instant::now();
+        while !sock.exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "no socket at {sock:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Listener(child)
+    }
+
+    /// Its child processes (the Python helper), by pid.
+    fn children(&self) -> Vec<u32> {
+        let me = self.0.id();
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // pid (comm) state ppid ...: the comm may hold spaces, the last ')' ends it.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            if ppid == Some(me) {
+                out.push(pid);
+            }
+        }
+        out.sort();
+        out
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn optimize(dir: &Path, workers: &str) -> std::process::Output {
+    Command::new(BIN)
+        .args([
+            "optimize",
+            "vector_add.py",
+            "--steps",
+            "1",
+            "--only",
+            "tunable_sweep",
+            "--fresh-policy",
+            "--json",
+            "--workers",
+            workers,
+        ])
+        .current_dir(dir)
+        .output()
+        .expect("kernel-lsp runs")
+}
+
+#[test]
+fn a_listening_worker_serves_one_command_after_another_with_the_same_helper() {
+    let py = match python() {
+        Ok(p) => p,
+        Err(why) => {
+            return tools::skip(
+                "a_listening_worker_serves_one_command_after_another_with_the_same_helper",
+                &why,
+            )
+        }
+    };
+    let dir = workspace("warm");
+    let sock = dir.join("w.sock");
+    let listener = Listener::start(&sock, &py, &dir.join("listen.log"));
+    let connect = format!("{BIN} worker --connect {}", sock.display());
+    let mut helpers = Vec::new();
+    let mut accepted = Vec::new();
+    for _ in 0..2 {
+        let out = optimize(&dir, &connect);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "optimize failed:\n{stderr}");
+        let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let step = &run["steps"][0];
+        assert!(
+            step["candidates"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["verified"] == true),
+            "candidates were verified: {run}"
+        );
+        accepted.push(step["accepted"].clone());
+        helpers.push(listener.children());
+    }
+    // The same helper process served both commands: nothing restarted in between.
+    assert_eq!(helpers[0].len(), 1, "one helper: {helpers:?}");
+    assert_eq!(helpers[0], helpers[1], "the helper was kept: {helpers:?}");
+    assert_eq!(accepted[0], accepted[1], "the same result both times");
+    // The socket is for this user only (a client runs code on the GPU).
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{mode:o}");
+    // A second listener on the same socket refuses, and the first keeps serving.
+    let second = Command::new(BIN)
+        .args(["worker", "--listen"])
+        .arg(&sock)
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&second.stderr).contains("a worker already listens there"),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert!(sock.exists());
+    drop(listener);
+}
+
+#[test]
+fn connecting_where_no_worker_listens_says_how_to_start_one() {
+    let dir = workspace("none");
+    let sock = dir.join("nobody.sock");
+    let direct = Command::new(BIN)
+        .args(["worker", "--connect"])
+        .arg(&sock)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(direct.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&direct.stderr);
+    assert!(
+        err.contains("no worker listens there")
+            && err.contains(&format!("kernel-lsp worker --listen {}", sock.display())),
+        "{err}"
+    );
+    // Through a pool: the command fails with the worker's own words.
+    let out = optimize(&dir, &format!("{BIN} worker --connect {}", sock.display()));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no worker listens there"), "{stderr}");
+}
+
+#[test]
+fn a_listener_with_idle_exit_leaves_when_no_client_comes() {
+    let dir = workspace("idle");
+    let sock = dir.join("w.sock");
+    let t0 = Instant::now();
+    let out = Command::new(BIN)
+        .args(["worker", "--idle-exit", "1", "--listen"])
+        .arg(&sock)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(t0.elapsed() < Duration::from_secs(30));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no client for"),
+        "{out:?}"
+    );
+    assert!(!sock.exists(), "the socket is removed at exit");
+}

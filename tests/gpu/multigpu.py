@@ -200,9 +200,9 @@ def run(example, kernel, extra, workers, log_name=None):
         out, _ = p.communicate()
     reader.join(timeout=10)
     end = time.monotonic()
-    for p in listeners:
-        p.kill()
-        p.wait()
+    for listener in listeners:
+        listener.kill()
+        listener.wait()
     wall = end - t0
     steps_wall = end - first_step[0] if first_step else float('nan')
     if first_step:
@@ -215,7 +215,7 @@ def run(example, kernel, extra, workers, log_name=None):
             f.write("".join(stamped) + f"{wall:7.2f} exit {p.returncode}\n")
     shutil.rmtree(work, ignore_errors=True)
     if p.returncode != 0:
-        return wall, steps_wall, None, stderr[-3000:]
+        return wall, steps_wall, None, f"exit {p.returncode}:\n" + stderr[-3000:]
     return wall, steps_wall, summarize(json.loads(out)["steps"]), stderr
 
 

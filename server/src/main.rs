@@ -55,8 +55,8 @@ enum Command {
 
 #[derive(clap::Args)]
 struct WorkerArgs {
-    /// Stay up and serve the protocol on this Unix socket, one client at a time, keeping
-    /// the Python helper and the CUDA context warm between clients (a worker kept warm
+    /// Keep one worker running and serve it on this Unix socket, one client at a time:
+    /// its Python helper and CUDA context stay warm between clients (a worker kept warm
     /// between CLI commands). Clients use `--connect PATH` as their worker command.
     #[arg(long, value_name = "PATH", conflicts_with = "connect")]
     listen: Option<std::path::PathBuf>,
@@ -67,6 +67,9 @@ struct WorkerArgs {
     /// between stdin/stdout and it.
     #[arg(long, value_name = "PATH")]
     connect: Option<std::path::PathBuf>,
+    /// With --listen: the worker command to keep (default: this binary's `worker`).
+    #[arg(last = true, value_name = "COMMAND", requires = "listen")]
+    command: Vec<String>,
 }
 
 fn worker(args: WorkerArgs) -> std::process::ExitCode {
@@ -75,7 +78,7 @@ fn worker(args: WorkerArgs) -> std::process::ExitCode {
         use kernel_lsp::worker::listen;
         if let Some(path) = &args.listen {
             let idle = args.idle_exit.map(std::time::Duration::from_secs);
-            return listen::listen(path, idle);
+            return listen::listen(path, idle, &args.command);
         }
         if let Some(path) = &args.connect {
             return listen::connect(path);

@@ -1,7 +1,8 @@
-//! Workers kept warm between commands: `kernel-lsp worker --listen SOCKET` serves one
-//! client after another with the same Python helper, and `kernel-lsp worker --connect
-//! SOCKET` is the worker command a pool runs to use it. Real worker, Triton's CPU
-//! interpreter.
+//! Workers kept warm between commands: `kernel-lsp worker --listen SOCKET` keeps one
+//! worker and serves one client after another with it, and `kernel-lsp worker --connect
+//! SOCKET` is the worker command a pool runs to use it. The real worker on Triton's CPU
+//! interpreter, and the fake worker for clients that leave mid-request and workers that
+//! die.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -33,11 +34,29 @@ struct Listener(Child);
 
 impl Listener {
     fn start(sock: &Path, py: &str, log: &Path) -> Listener {
-        let child = Command::new(BIN)
-            .args(["worker", "--listen"])
+        let mut cmd = Command::new(BIN);
+        cmd.args(["worker", "--listen"])
             .arg(sock)
             .env("TRITON_INTERPRET", "1")
-            .env("KERNEL_LSP_PYTHON", py)
+            .env("KERNEL_LSP_PYTHON", py);
+        Listener::spawn(cmd, sock, log)
+    }
+
+    /// A listener that keeps the fake worker, with `env` for it.
+    fn fake(sock: &Path, env: &[(&str, &str)], log: &Path) -> Listener {
+        let fake =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/workers/fake_worker.py");
+        let mut cmd = Command::new(BIN);
+        cmd.args(["worker", "--listen"])
+            .arg(sock)
+            .args(["--", "python3"])
+            .arg(fake)
+            .envs(env.iter().copied());
+        Listener::spawn(cmd, sock, log)
+    }
+
+    fn spawn(mut cmd: Command, sock: &Path, log: &Path) -> Listener {
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(log).unwrap())
@@ -54,7 +73,7 @@ impl Listener {
         Listener(child)
     }
 
-    /// Its child processes (the Python helper), by pid.
+    /// Its child processes (the worker it keeps), by pid.
     fn children(&self) -> Vec<u32> {
         let me = self.0.id();
         let mut out = Vec::new();
@@ -139,9 +158,9 @@ fn a_listening_worker_serves_one_command_after_another_with_the_same_helper() {
         accepted.push(step["accepted"].clone());
         helpers.push(listener.children());
     }
-    // The same helper process served both commands: nothing restarted in between.
-    assert_eq!(helpers[0].len(), 1, "one helper: {helpers:?}");
-    assert_eq!(helpers[0], helpers[1], "the helper was kept: {helpers:?}");
+    // The same worker process served both commands: nothing restarted in between.
+    assert_eq!(helpers[0].len(), 1, "one worker: {helpers:?}");
+    assert_eq!(helpers[0], helpers[1], "the worker was kept: {helpers:?}");
     assert_eq!(accepted[0], accepted[1], "the same result both times");
     // The socket is for this user only (a client runs code on the GPU).
     use std::os::unix::fs::PermissionsExt;
@@ -205,4 +224,117 @@ fn a_listener_with_idle_exit_leaves_when_no_client_comes() {
         "{out:?}"
     );
     assert!(!sock.exists(), "the socket is removed at exit");
+}
+
+/// Waits (up to 20 s) until `listener` keeps a worker other than `old`; returns it.
+fn replaced(listener: &Listener, old: &[u32]) -> Vec<u32> {
+    let t0 = Instant::now();
+    loop {
+        let now = listener.children();
+        if now.len() == 1 && now != old {
+            return now;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the worker {old:?} was not replaced: {now:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_client_that_leaves_mid_request_gets_the_worker_replaced_for_the_next() {
+    let dir = workspace("leave");
+    let sock = dir.join("w.sock");
+    let log = dir.join("fake.log");
+    let log_s = log.display().to_string();
+    let listener = Listener::fake(
+        &sock,
+        &[("FAKE_VERIFY_MS", "3000"), ("FAKE_LOG", log_s.as_str())],
+        &dir.join("listen.log"),
+    );
+    let first = listener.children();
+    assert_eq!(first.len(), 1, "{first:?}");
+    let connect = format!("{BIN} worker --connect {}", sock.display());
+    // A command killed while the worker verifies (as a pool's time limit or a cancel
+    // ends a request): the listener stops that worker and starts another.
+    let mut cmd = Command::new(BIN)
+        .args([
+            "optimize",
+            "vector_add.py",
+            "--steps",
+            "1",
+            "--workers",
+            &connect,
+        ])
+        .current_dir(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Killed once a candidate's verification is under way (each takes the fake 3 s).
+    let stderr = std::io::BufReader::new(cmd.stderr.take().unwrap());
+    use std::io::BufRead as _;
+    let seen: Vec<String> = stderr
+        .lines()
+        .map_while(Result::ok)
+        .take_while(|l| !l.contains("verifying"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    cmd.kill().unwrap();
+    cmd.wait().unwrap();
+    let fresh = replaced(&listener, &first);
+    assert!(seen.len() < 1000, "{seen:?}");
+    // The candidate's verification never finished on the old worker (the check of the
+    // current version before it did).
+    let done = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(done.contains(" verify current "), "{done}");
+    assert!(!done.contains(" verify BLOCK="), "{done}");
+    // The next command is served by the fresh worker.
+    let out = optimize(&dir, &connect);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(listener.children(), fresh);
+}
+
+#[test]
+fn a_worker_that_dies_mid_request_is_replaced_and_the_client_goes_on() {
+    let dir = workspace("die");
+    let sock = dir.join("w.sock");
+    let log = dir.join("fake.log");
+    let log_s = log.display().to_string();
+    // The worker exits abruptly during its first verify of a candidate (once per log
+    // folder, so its replacement lives).
+    let listener = Listener::fake(
+        &sock,
+        &[("FAKE_DIE_ON", "1"), ("FAKE_LOG", log_s.as_str())],
+        &dir.join("listen.log"),
+    );
+    let first = listener.children();
+    let connect = format!("{BIN} worker --connect {}", sock.display());
+    // The listener answers the request as lost, starts a fresh worker and goes on: the
+    // step completes, the lost candidate saying what happened.
+    let out = optimize(&dir, &connect);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let now = listener.children();
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_ne!(now, first, "the dead worker was replaced");
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let cands = run["steps"][0]["candidates"].as_array().unwrap().clone();
+    let lost: Vec<&serde_json::Value> = cands.iter().filter(|c| c["verified"] == false).collect();
+    assert_eq!(lost.len(), 1, "{run}");
+    let msg = lost[0]["message"].as_str().unwrap_or("");
+    assert!(
+        msg.contains("the worker this listener keeps exited during the request")
+            && msg.contains("a fresh one was started"),
+        "{msg}"
+    );
+    assert!(
+        cands.iter().filter(|c| c["verified"] == true).count() >= 1,
+        "the fresh worker verified the others: {run}"
+    );
 }

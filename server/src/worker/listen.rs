@@ -1,27 +1,138 @@
-//! A worker kept warm between commands: `kernel-lsp worker --listen PATH` serves the
-//! worker protocol on a Unix socket, one client at a time, and keeps its backends (the
-//! Python helper with torch and Triton loaded, the CUDA context) between clients;
-//! `kernel-lsp worker --connect PATH` is the worker command a pool runs to use it (it
-//! carries the protocol between its stdin/stdout and the socket). A CLI command then
-//! starts in a fraction of a second instead of paying the helper's start (about 3 s on
-//! a GPU machine) every time.
+//! A worker kept warm between commands: `kernel-lsp worker --listen PATH` keeps one
+//! stdio worker running (this binary's `worker`, or the command after `--`) and serves
+//! it on a Unix socket, one client at a time; `kernel-lsp worker --connect PATH` is the
+//! worker command a pool runs to use it (it carries the protocol between its
+//! stdin/stdout and the socket). The worker's Python helper and CUDA context stay up
+//! between clients, so a CLI command starts in a fraction of a second instead of paying
+//! the helper's start (about 3 s on a GPU machine) every time.
+//!
+//! The listener stands where a pool would: a client that goes away while its request
+//! runs (a pool's time limit, a cancel, a killed command) gets the worker killed and a
+//! fresh one started, as a pool kills a stdio worker; a worker that exits (after a
+//! fault) is started again for the next client. A client's `shutdown` ends that client
+//! only.
 
-use std::io::{BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::process::ExitCode;
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::serve::{serve, Backends, ServeExit};
+use super::protocol::{ErrorKind, OpResult, Reply, ReplyBody, WorkerError};
 
-/// Serve clients on `path` until a backend is poisoned or panics (the process's CUDA
-/// state is gone: exit, like a stdio worker), or no client came for `idle_exit`.
-pub fn listen(path: &Path, idle_exit: Option<Duration>) -> ExitCode {
+/// The worker the listener keeps.
+struct Kept {
+    child: Arc<Mutex<Child>>,
+    to: ChildStdin,
+    from: BufReader<ChildStdout>,
+}
+
+impl Kept {
+    /// Starts `command` and asks it `hello` (which starts its backends), so it is warm
+    /// before a client comes.
+    fn start(command: &[String]) -> Result<Kept, String> {
+        let (program, args) = command.split_first().ok_or("an empty worker command")?;
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("starting `{}`: {e}", command.join(" ")))?;
+        let to = child.stdin.take().ok_or("no stdin")?;
+        let from = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+        let mut kept = Kept {
+            child: Arc::new(Mutex::new(child)),
+            to,
+            from,
+        };
+        let hello = format!("{{\"id\":{},\"op\":\"hello\"}}\n", u64::MAX);
+        let warm = kept
+            .to
+            .write_all(hello.as_bytes())
+            .and_then(|()| kept.to.flush())
+            .map_err(|e| e.to_string())
+            .and_then(|()| loop {
+                let mut line = String::new();
+                match kept.from.read_line(&mut line) {
+                    Ok(0) => break Err("it exited".to_string()),
+                    Ok(_) if is_final(&line, u64::MAX) => break Ok(()),
+                    Ok(_) => {}
+                    Err(e) => break Err(e.to_string()),
+                }
+            });
+        if let Err(e) = warm {
+            kept.kill();
+            return Err(format!("the worker did not answer `hello`: {e}"));
+        }
+        Ok(kept)
+    }
+
+    fn kill(&mut self) {
+        if let Ok(mut c) = self.child.lock() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// How the worker ended ("exit status: 3", "signal: 9"), once it has.
+    fn ended(&mut self) -> String {
+        self.child.lock().map_or_else(
+            |_| "unknown".into(),
+            |mut c| c.wait().map_or_else(|e| e.to_string(), |s| s.to_string()),
+        )
+    }
+
+    fn exited(&self) -> bool {
+        self.child
+            .lock()
+            .map_or(true, |mut c| !matches!(c.try_wait(), Ok(None)))
+    }
+}
+
+/// Whether `line` is the final reply (not progress) to request `id`.
+fn is_final(line: &str, id: u64) -> bool {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+        return false;
+    };
+    v.get("id").and_then(|i| i.as_u64()) == Some(id)
+        && v.get("status").and_then(|s| s.as_str()) != Some("progress")
+}
+
+/// How serving one client ended.
+enum Ended {
+    /// EOF or `shutdown` between requests: the worker is idle and kept.
+    Done,
+    /// The client went away during a request, or the worker ended: start a fresh one.
+    Replace,
+}
+
+/// Serve clients on `path` with one kept worker (`command`, else this binary's
+/// `worker`) until no client came for `idle_exit`.
+pub fn listen(path: &Path, idle_exit: Option<Duration>, command: &[String]) -> ExitCode {
+    let command: Vec<String> = if command.is_empty() {
+        let exe = std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "kernel-lsp".into());
+        vec![exe, "worker".into()]
+    } else {
+        command.to_vec()
+    };
     let listener = match bind(path) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("kernel-lsp worker --listen {}: {e}", path.display());
+            return ExitCode::from(1);
+        }
+    };
+    let mut kept = match Kept::start(&command) {
+        Ok(k) => Some(k),
+        Err(e) => {
+            eprintln!("kernel-lsp worker --listen {}: {e}", path.display());
+            let _ = std::fs::remove_file(path);
             return ExitCode::from(1);
         }
     };
@@ -30,9 +141,22 @@ pub fn listen(path: &Path, idle_exit: Option<Duration>) -> ExitCode {
         path.display(),
         path.display()
     );
-    let mut backends = Backends::default_backends();
     let mut idle_since = Instant::now();
     let code = loop {
+        // A worker that ended (a fault) or was replaced is started again before the
+        // next client, so that client finds it warm.
+        if kept.as_ref().is_none_or(Kept::exited) {
+            if let Some(mut k) = kept.take() {
+                k.kill();
+            }
+            match Kept::start(&command) {
+                Ok(k) => kept = Some(k),
+                Err(e) => {
+                    eprintln!("kernel-lsp worker: {e}; exiting");
+                    break 1;
+                }
+            }
+        }
         let stream = match listener.accept() {
             Ok((s, _)) => s,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -48,34 +172,183 @@ pub fn listen(path: &Path, idle_exit: Option<Duration>) -> ExitCode {
                 break 1;
             }
         };
-        // The client's stream blocks; only accepting polls.
         let _ = stream.set_nonblocking(false);
-        let exit = match stream.try_clone() {
-            Ok(reader) => serve(BufReader::new(reader), &stream, &mut backends),
-            Err(e) => {
-                eprintln!("kernel-lsp worker: the client's socket: {e}");
-                ServeExit::ChannelClosed
-            }
-        };
-        idle_since = Instant::now();
-        match exit {
-            // The client is done (EOF or `shutdown`) or gone: wait for the next one.
-            ServeExit::Done | ServeExit::ChannelClosed => continue,
-            ServeExit::Poisoned | ServeExit::Panicked => {
-                eprintln!(
-                    "kernel-lsp worker: exiting after a {} (a fresh `--listen` worker is needed)",
-                    if exit == ServeExit::Poisoned {
-                        "fault"
-                    } else {
-                        "panic"
-                    }
-                );
-                break exit.code();
+        if let Ended::Replace = serve_client(stream, &mut kept, &command) {
+            if let Some(mut k) = kept.take() {
+                k.kill();
             }
         }
+        idle_since = Instant::now();
     };
+    if let Some(mut k) = kept.take() {
+        k.kill();
+    }
     let _ = std::fs::remove_file(path);
     ExitCode::from(code)
+}
+
+/// Carries one client's requests to the kept worker and its replies back.
+fn serve_client(stream: UnixStream, kept: &mut Option<Kept>, command: &[String]) -> Ended {
+    let ended = carry(&stream, kept, command);
+    // Ends the client's reader thread too, and tells the client it is done.
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    ended
+}
+
+fn carry(stream: &UnixStream, kept: &mut Option<Kept>, command: &[String]) -> Ended {
+    let Ok(reader) = stream.try_clone() else {
+        return Ended::Done;
+    };
+    let Some(worker) = kept.as_mut() else {
+        return Ended::Replace;
+    };
+    // The worker the reader thread kills when the client leaves mid-request (it follows
+    // a replacement).
+    let current: Arc<Mutex<Arc<Mutex<Child>>>> = Arc::new(Mutex::new(worker.child.clone()));
+    // The client's lines come through a thread that always reads, so a client that
+    // goes away while its request runs is seen at once: it kills the worker (the
+    // request can no longer be answered; a hung kernel is stopped).
+    let busy = Arc::new(Mutex::new(false));
+    let gone = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    {
+        let (busy, gone, current) = (busy.clone(), gone.clone(), current.clone());
+        std::thread::spawn(move || {
+            let mut input = BufReader::new(reader);
+            loop {
+                let mut line = String::new();
+                match input.read_line(&mut line) {
+                    Ok(n) if n > 0 => {
+                        if tx.send(line).is_err() {
+                            return;
+                        }
+                    }
+                    _ => break,
+                }
+            }
+            if let Ok(b) = busy.lock() {
+                if *b {
+                    gone.store(true, Ordering::SeqCst);
+                    if let Some(child) = current.lock().ok().map(|c| c.clone()) {
+                        if let Ok(mut c) = child.lock() {
+                            let _ = c.kill();
+                        }
+                    }
+                }
+            }
+        });
+    }
+    let mut client_out = stream;
+    while let Ok(mut line) = rx.recv() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let request: Option<serde_json::Value> = serde_json::from_str(&line).ok();
+        let id = request
+            .as_ref()
+            .and_then(|v| v.get("id"))
+            .and_then(|i| i.as_u64())
+            .unwrap_or(0);
+        // `shutdown` ends this client, not the worker the next client will use.
+        if request
+            .as_ref()
+            .and_then(|v| v.get("op"))
+            .and_then(|o| o.as_str())
+            == Some("shutdown")
+        {
+            let reply = Reply {
+                id,
+                body: ReplyBody::Ok {
+                    result: Box::new(OpResult::Shutdown),
+                },
+            };
+            if let Ok(text) = serde_json::to_string(&reply) {
+                let _ = writeln!(client_out, "{text}");
+            }
+            return Ended::Done;
+        }
+        if !line.ends_with('\n') {
+            line.push('\n');
+        }
+        if let Ok(mut b) = busy.lock() {
+            *b = true;
+        }
+        let Some(worker) = kept.as_mut() else {
+            return Ended::Replace;
+        };
+        if worker
+            .to
+            .write_all(line.as_bytes())
+            .and_then(|()| worker.to.flush())
+            .is_err()
+        {
+            return Ended::Replace;
+        }
+        let finished = loop {
+            let mut reply = String::new();
+            match worker.from.read_line(&mut reply) {
+                // The worker ended mid-request (a crash, or killed because the client
+                // left): the client sees its worker end, as with a stdio worker, and
+                // the next client gets a fresh worker.
+                Ok(0) | Err(_) => break false,
+                Ok(_) => {}
+            }
+            if client_out
+                .write_all(reply.as_bytes())
+                .and_then(|()| client_out.flush())
+                .is_err()
+            {
+                gone.store(true, Ordering::SeqCst);
+            }
+            if is_final(&reply, id) {
+                break true;
+            }
+        };
+        if let Ok(mut b) = busy.lock() {
+            *b = false;
+        }
+        if gone.load(Ordering::SeqCst) {
+            return Ended::Replace;
+        }
+        if !finished {
+            // The worker died under a client that is still there: answer the request
+            // as lost and go on with a fresh worker, as a pool replaces a stdio worker.
+            let status = worker.ended();
+            let restarted = Kept::start(command);
+            let message = format!(
+                "the worker this listener keeps exited during the request ({status}); {}",
+                match &restarted {
+                    Ok(_) => "a fresh one was started".to_string(),
+                    Err(e) => format!("starting a fresh one failed: {e}"),
+                }
+            );
+            let reply = Reply {
+                id,
+                body: ReplyBody::Error {
+                    error: WorkerError {
+                        kind: ErrorKind::WorkerLost,
+                        message,
+                        log: None,
+                    },
+                },
+            };
+            if let Ok(text) = serde_json::to_string(&reply) {
+                let _ = writeln!(client_out, "{text}");
+            }
+            match restarted {
+                Ok(fresh) => {
+                    if let Ok(mut c) = current.lock() {
+                        *c = fresh.child.clone();
+                    }
+                    if let Some(mut old) = kept.replace(fresh) {
+                        old.kill();
+                    }
+                }
+                Err(_) => return Ended::Replace,
+            }
+        }
+    }
+    Ended::Done
 }
 
 /// Binds `path`, replacing a socket file nobody listens on; refuses when a worker
@@ -126,13 +399,13 @@ pub fn connect(path: &Path) -> ExitCode {
         }
     };
     // Requests: stdin to the socket; at stdin's end the socket's writing half closes, so
-    // the worker sees the end of its client.
+    // the listener sees its client leave.
     std::thread::spawn(move || {
         let mut stdin = std::io::stdin().lock();
         let _ = copy_flushing(&mut stdin, &mut to_worker);
         let _ = to_worker.shutdown(std::net::Shutdown::Write);
     });
-    // Replies: the socket to stdout, until the worker closes it.
+    // Replies: the socket to stdout, until the listener closes it.
     let mut stdout = std::io::stdout().lock();
     match copy_flushing(&mut from_worker, &mut stdout) {
         Ok(()) => ExitCode::SUCCESS,

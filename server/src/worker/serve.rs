@@ -127,7 +127,7 @@ impl ServeExit {
 pub fn run() -> ExitCode {
     let out = protocol_channel();
     let stdin = std::io::stdin();
-    let exit = serve(stdin.lock(), out, &mut Backends::default_backends());
+    let exit = serve(stdin.lock(), out, Backends::default_backends());
     if exit != ServeExit::Done {
         tracing::warn!("worker exits: {exit:?}");
     }
@@ -159,8 +159,7 @@ fn protocol_channel() -> Box<dyn Write> {
 }
 
 /// The request loop over any line input and output (tests drive it with buffers).
-/// The backends outlive it: a `--listen` worker serves one client after another with them.
-pub fn serve(input: impl BufRead, mut out: impl Write, backends: &mut Backends) -> ServeExit {
+pub fn serve(input: impl BufRead, mut out: impl Write, mut backends: Backends) -> ServeExit {
     for line in input.lines() {
         let line = match line {
             Ok(l) => l,
@@ -205,7 +204,7 @@ pub fn serve(input: impl BufRead, mut out: impl Write, backends: &mut Backends) 
         let span = tracing::info_span!("request", id, op = op_name(&request.op));
         let _enter = span.enter();
         let (body, lang) = match &request.op {
-            Op::Hello => (Ok(OpResult::Hello(hello(backends))), None),
+            Op::Hello => (Ok(OpResult::Hello(hello(&mut backends))), None),
             Op::Shutdown => {
                 let reply = Reply {
                     id,
@@ -230,7 +229,7 @@ pub fn serve(input: impl BufRead, mut out: impl Write, backends: &mut Backends) 
                     // GPU, then launched by the Python helper, where torch runs (the
                     // inputs, the reference and the timings stay in one process).
                     let with_torch = lang == Lang::Cuda && has_torch(op);
-                    let backends = &mut *backends;
+                    let backends = &mut backends;
                     let mut progress_failed = false;
                     let result = {
                         let out = &mut out;
@@ -280,7 +279,7 @@ pub fn serve(input: impl BufRead, mut out: impl Write, backends: &mut Backends) 
         };
         let body = match body {
             Ok(OpResult::Time(mut t)) => {
-                fill_roofline(&mut t, backends);
+                fill_roofline(&mut t, &mut backends);
                 Ok(OpResult::Time(t))
             }
             Ok(OpResult::Verify(mut r)) => {
@@ -614,7 +613,7 @@ mod tests {
                 "no Triton in this test",
             )),
         };
-        let exit = serve(input.as_bytes(), &mut out, &mut { backends });
+        let exit = serve(input.as_bytes(), &mut out, backends);
         let replies = String::from_utf8(out)
             .unwrap()
             .lines()

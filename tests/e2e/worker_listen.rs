@@ -226,6 +226,25 @@ fn a_listener_with_idle_exit_leaves_when_no_client_comes() {
     assert!(!sock.exists(), "the socket is removed at exit");
 }
 
+/// A workspace `name` with a listener keeping the fake worker (`env`, and FAKE_LOG in the
+/// workspace): (workspace, its fake log, the listener, its worker, the connect command).
+fn fake_setup(name: &str, env: &str) -> (PathBuf, PathBuf, Listener, Vec<u32>, String) {
+    let dir = workspace(name);
+    let sock = dir.join("w.sock");
+    let log = dir.join("fake.log");
+    let log_s = log.display().to_string();
+    let (k, v) = env.split_once('=').unwrap();
+    let listener = Listener::fake(
+        &sock,
+        &[(k, v), ("FAKE_LOG", log_s.as_str())],
+        &dir.join("listen.log"),
+    );
+    let first = listener.children();
+    assert_eq!(first.len(), 1, "{first:?}");
+    let connect = format!("{BIN} worker --connect {}", sock.display());
+    (dir, log, listener, first, connect)
+}
+
 /// Waits (up to 20 s) until `listener` keeps a worker other than `old`; returns it.
 fn replaced(listener: &Listener, old: &[u32]) -> Vec<u32> {
     let t0 = Instant::now();
@@ -244,18 +263,7 @@ fn replaced(listener: &Listener, old: &[u32]) -> Vec<u32> {
 
 #[test]
 fn a_client_that_leaves_mid_request_gets_the_worker_replaced_for_the_next() {
-    let dir = workspace("leave");
-    let sock = dir.join("w.sock");
-    let log = dir.join("fake.log");
-    let log_s = log.display().to_string();
-    let listener = Listener::fake(
-        &sock,
-        &[("FAKE_VERIFY_MS", "3000"), ("FAKE_LOG", log_s.as_str())],
-        &dir.join("listen.log"),
-    );
-    let first = listener.children();
-    assert_eq!(first.len(), 1, "{first:?}");
-    let connect = format!("{BIN} worker --connect {}", sock.display());
+    let (dir, log, listener, first, connect) = fake_setup("leave", "FAKE_VERIFY_MS=3000");
     // A command killed while the worker verifies (as a pool's time limit or a cancel
     // ends a request): the listener stops that worker and starts another.
     let mut cmd = Command::new(BIN)
@@ -302,19 +310,9 @@ fn a_client_that_leaves_mid_request_gets_the_worker_replaced_for_the_next() {
 
 #[test]
 fn a_worker_that_dies_mid_request_is_replaced_and_the_client_goes_on() {
-    let dir = workspace("die");
-    let sock = dir.join("w.sock");
-    let log = dir.join("fake.log");
-    let log_s = log.display().to_string();
     // The worker exits abruptly during its first verify of a candidate (once per log
     // folder, so its replacement lives).
-    let listener = Listener::fake(
-        &sock,
-        &[("FAKE_DIE_ON", "1"), ("FAKE_LOG", log_s.as_str())],
-        &dir.join("listen.log"),
-    );
-    let first = listener.children();
-    let connect = format!("{BIN} worker --connect {}", sock.display());
+    let (dir, _log, listener, first, connect) = fake_setup("die", "FAKE_DIE_ON=1");
     // The listener answers the request as lost, starts a fresh worker and goes on: the
     // step completes, the lost candidate saying what happened.
     let out = optimize(&dir, &connect);

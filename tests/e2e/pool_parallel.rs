@@ -187,7 +187,7 @@ fn two_workers_verify_in_parallel_and_accept_what_one_worker_accepts() {
             .any(|b| a.0 != b.0 && a.3 < b.4 && b.3 < a.4)
     });
     assert!(overlapped, "no two verifications ran at once: {verifies:?}");
-    // Candidates are verified whole (per-case units are opt-in): no request named a case.
+    // Candidates are verified whole: no request named a case.
     assert!(
         verifies.iter().all(|r| !r.2.contains('@')),
         "a candidate was split into its cases: {verifies:?}"
@@ -356,60 +356,6 @@ fn workers_that_share_the_primarys_compile_cache_leave_their_timing_to_it() {
         .expect("a step ran");
     for c in verified_candidates(step) {
         assert_eq!(c["verified_on"]["worker"], c["timed_on"]["worker"], "{c}");
-    }
-}
-
-#[test]
-fn with_per_case_units_a_candidates_cases_spread_over_the_workers() {
-    // Per-case units are opt-in (KERNEL_LSP_SPLIT_CASES=1). BLOCK=2048 fails in its
-    // second case wherever that case runs.
-    let fail = "'FAKE_FAIL=BLOCK=2048@2: out[7]: 3.0 where the reference has 1.0 (case 2)'";
-    let one = workspace("split-ref");
-    let (seq, _) = optimize(&one, &[worker(&one, "A", fail)], 2);
-    let dir = workspace("split");
-    let pool = [
-        worker(&dir, "A", &format!("FAKE_VERIFY_MS=400 {fail}")),
-        worker(&dir, "B", &format!("FAKE_VERIFY_MS=400 {fail}")),
-    ];
-    let (par, _) = optimize_with(&dir, &pool, 2, &[("KERNEL_LSP_SPLIT_CASES", "1")]);
-    assert_eq!(summary(&seq), summary(&par), "the one-worker result");
-    let lines = log(&dir);
-    // A candidate whose two cases ran on the two workers.
-    let case_on = |label: &str, case: &str| {
-        lines
-            .iter()
-            .filter(|r| r.1 == "verify" && r.2 == format!("{label}@{case}"))
-            .map(|r| r.0.clone())
-            .collect::<Vec<_>>()
-    };
-    let spread = ["BLOCK=256", "BLOCK=1024", "BLOCK=2048", "BLOCK=64"]
-        .iter()
-        .any(|l| {
-            let (a, b) = (case_on(l, "1"), case_on(l, "2"));
-            a.iter().any(|x| b.iter().any(|y| x != y))
-        });
-    assert!(
-        spread,
-        "no candidate's cases ran on both workers: {lines:?}"
-    );
-    // The failure in the second case rejects the candidate with its message, as one
-    // worker reports it.
-    for run in [&seq, &par] {
-        let rejected: Vec<&Value> = run["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|s| s["candidates"].as_array().unwrap())
-            .filter(|c| c["label"] == "BLOCK=2048")
-            .collect();
-        assert!(!rejected.is_empty(), "{run}");
-        for c in rejected {
-            assert_eq!(c["verified"], false, "{c}");
-            assert!(
-                c["message"].as_str().unwrap_or("").contains("out[7]: 3.0"),
-                "{c}"
-            );
-        }
     }
 }
 

@@ -544,30 +544,12 @@ struct Share {
     timed: Option<Timed>,
 }
 
-/// A unit of a batch's verification: a candidate (index into the input), and one of
-/// its cases, or None for all of them.
-type Unit = (usize, Option<usize>);
-
-/// What verifying a unit gave.
+/// What verifying the next candidate gave.
 enum Took {
-    /// The candidate's last unit: the candidate is settled.
+    /// The candidate is settled (passed or rejected).
     Finished(usize),
-    /// One case of a candidate whose other cases are not all done.
-    Part,
-    /// The worker was lost; the unit went back to the queue.
+    /// The worker was lost; the candidate went back to the queue.
     Lost,
-}
-
-/// A candidate's units so far.
-#[derive(Default)]
-struct Parts {
-    /// Units not answered yet (0 before it is taken: one unit, the whole candidate).
-    left: usize,
-    /// The worker that verified case 1 (or the whole candidate).
-    worker: Option<usize>,
-    interpreter: bool,
-    /// The failure of the lowest case that failed.
-    failure: Option<(usize, String)>,
 }
 
 /// Whether the primary worker times candidates now.
@@ -686,16 +668,14 @@ async fn time_members(
 }
 
 /// Plan and verify each `(label, text)` against `current`, then (with `time`) time the
-/// verified ones side by side with it. Each worker of the pool takes the next unit from
-/// one queue (in input order) and verifies it: a whole candidate (or, with per-case units
-/// on, one case of it: the worker of its first case times it). Once the
-/// queue is empty a worker times the candidates it verified (their kernels are loaded
-/// there) in one request beside the current version on its own device, while the others
-/// still verify; the primary also times, up to a worker's share, candidates of workers
+/// verified ones side by side with it. Each worker of the pool takes the next candidate
+/// from one queue (in input order) and verifies it. Once the queue is empty a worker
+/// times the candidates it verified (their kernels are loaded there) in one request
+/// beside the current version on its own device, while the others still verify; the primary also times, up to a worker's share, candidates of workers
 /// that share its Triton cache and still verify, and a worker done verifying leaves
 /// its candidates to the primary when that is quicker than timing them itself and
 /// re-timing its best on the primary. One worker verifies them one after another and
-/// times them together, as before. A unit whose worker is lost goes back to the queue
+/// times them together, as before. A candidate whose worker is lost goes back to the queue
 /// (at most once per other worker). The records come out in the order a one-worker run
 /// gives. Any flag of `cancel` that is set stops it (a job's cancel, a failed check of
 /// the current version).
@@ -744,96 +724,55 @@ pub async fn batch(
         }
     }
     let planned_ref = &planned;
-    // Per-case units are opt-in (KERNEL_LSP_SPLIT_CASES=1): on GPU pairs, two workers
-    // compiling two specializations of one candidate at once each took about as long as
-    // the whole candidate on one worker (the JIT's per-source work is paid twice), so a
-    // 6-step run verified more in all than one worker did; whole candidates did not
-    // (docs/benchmarks.md, 2026-11-26).
-    let split_cases = std::env::var("KERNEL_LSP_SPLIT_CASES").is_ok_and(|v| v == "1");
-    // Work units: a whole candidate, or one of its cases. With several workers and
-    // per-case units on (`split_cases`), a candidate taken is split: the taker verifies
-    // case 1 (the timed one, with the determinism check) and its other cases go to the
-    // front of the queue for the next free worker, so a long candidate's cases run side
-    // by side. Otherwise, and with one worker, candidates are verified whole.
+    // Whole candidates, even on a pool: splitting one candidate's cases over two
+    // workers made each half cost about the whole (the JIT's per-source work paid
+    // twice; docs/benchmarks.md, 2026-11-26).
     let queue = Mutex::new(
         (0..n)
             .filter(|&i| planned_ref[i].is_some())
-            .map(|i| (i, None))
-            .collect::<std::collections::VecDeque<Unit>>(),
+            .collect::<std::collections::VecDeque<usize>>(),
     );
-    let parts: Vec<Mutex<Parts>> = (0..n).map(|_| Mutex::new(Parts::default())).collect();
-    // Bumped when a candidate is settled or becomes someone's to time, or a unit goes
-    // back to the queue: what a waiting worker (or the primary, to time) waits for.
+    // Bumped when a candidate is settled or becomes someone's to time, or goes back to
+    // the queue: what the primary, waiting to time, waits for.
     let (moved_tx, moved_rx) = tokio::sync::watch::channel(0u64);
-    let ncases = |i: usize| {
-        planned_ref[i]
-            .as_ref()
-            .map_or(1, |p| p.version.plan.cases.len())
-    };
-    let next = || {
-        let mut q = queue.lock().ok()?;
-        let (i, part) = q.pop_front()?;
-        if part.is_none() && parallel && split_cases && ncases(i) > 1 {
-            if let Ok(mut p) = parts[i].lock() {
-                p.left = ncases(i);
-            }
-            for c in (1..ncases(i)).rev() {
-                q.push_front((i, Some(c)));
-            }
-            return Some((i, Some(0)));
-        }
-        Some((i, part))
-    };
-    let put_back = |u: Unit| {
+    let next = || queue.lock().ok().and_then(|mut q| q.pop_front());
+    let put_back = |i: usize| {
         if let Ok(mut q) = queue.lock() {
-            q.push_front(u);
+            q.push_front(i);
         }
     };
-    let op_for = |(i, part): Unit| {
+    let op_for = |i: usize| {
         let p = planned_ref[i]
             .as_ref()
             .expect("queued candidates are planned");
-        let v = labelled(p, &candidates[i].0);
-        match part {
-            None => Op::verify(&v, current, seed, false),
-            Some(c) => Op::verify_case(&v, current, seed, c),
-        }
+        Op::verify(&labelled(p, &candidates[i].0), current, seed, false)
     };
-    let head = |(i, part): Unit| match part {
-        Some(c) => format!(
-            "verifying {} ({}/{n}), case {}/{}",
-            candidates[i].0,
-            i + 1,
-            c + 1,
-            ncases(i)
-        ),
-        None => format!("verifying {} ({}/{n})", candidates[i].0, i + 1),
-    };
-    // Verifies the next queued unit on `target` (any worker when None), taking it from
-    // the queue only once that worker is free. `None`: nothing was taken (the queue is
-    // empty, or the worker cannot be had).
+    let head = |i: usize| format!("verifying {} ({}/{n})", candidates[i].0, i + 1);
+    // Verifies the next queued candidate on `target` (any worker when None), taking it
+    // from the queue only once that worker is free. `None`: nothing was taken (the queue
+    // is empty, or the worker cannot be had).
     let verify_next = |target: Option<usize>| {
         let (say, done, tries, settle) = (&say, &done, &tries, &settle);
         let (next, put_back, op_for, head) = (&next, &put_back, &op_for, &head);
-        let (is_cancelled, parts, queue, moved_tx) = (&is_cancelled, &parts, &queue, &moved_tx);
+        let (is_cancelled, moved_tx) = (&is_cancelled, &moved_tx);
         async move {
-            let taken = Mutex::new(None::<Unit>);
+            let taken = Mutex::new(None::<usize>);
             // Nothing is taken once the batch is cancelled, even by a worker that was
             // waiting to be free when it happened.
             let take = || {
                 if is_cancelled() {
                     return None;
                 }
-                let u = next()?;
+                let i = next()?;
                 if let Ok(mut t) = taken.lock() {
-                    *t = Some(u);
+                    *t = Some(i);
                 }
-                say(head(u));
-                Some(op_for(u))
+                say(head(i));
+                Some(op_for(i))
             };
             let mut worker_stage = |s: &str| {
-                if let Some(u) = taken.lock().ok().and_then(|t| *t) {
-                    say(format!("{}: {s}", head(u)));
+                if let Some(i) = taken.lock().ok().and_then(|t| *t) {
+                    say(format!("{}: {s}", head(i)));
                 }
             };
             let served = match target {
@@ -846,53 +785,21 @@ pub async fn batch(
                     request_requeued(pool, op, &mut worker_stage).await
                 }
             };
-            let (i, part) = taken.lock().ok().and_then(|t| *t)?;
+            let i = taken.lock().ok().and_then(|t| *t)?;
             let label = &candidates[i].0;
             let lost = matches!(&served.result, Err(e) if e.kind == ErrorKind::WorkerLost);
             if lost && target.is_some() && tries[i].fetch_add(1, Relaxed) + 1 < pool.size() {
                 say(requeued(pool, &served, &format!("`{label}`")));
-                put_back((i, part));
+                put_back(i);
                 moved_tx.send_modify(|m| *m += 1);
                 return Some(Took::Lost);
             }
-            let outcome = match verdict(served.result) {
-                Ok(r) => Ok(r.interpreter),
-                Err(e) => Err(e),
-            };
-            // A failed case ends the candidate: its cases still queued are dropped.
-            let dropped = if outcome.is_err() && part.is_some() {
-                queue.lock().map_or(0, |mut q| {
-                    let before = q.len();
-                    q.retain(|u| u.0 != i);
-                    before - q.len()
-                })
-            } else {
-                0
-            };
-            let finished = parts[i].lock().ok().and_then(|mut p| {
-                p.left = p.left.max(1) - 1 - dropped.min(p.left.max(1) - 1);
-                if part.is_none_or(|c| c == 0) {
-                    p.worker = served.worker;
-                }
-                match outcome {
-                    Ok(interpreter) => p.interpreter |= interpreter,
-                    Err(e) => {
-                        let case = part.unwrap_or(0);
-                        if p.failure.as_ref().is_none_or(|(c, _)| case < *c) {
-                            p.failure = Some((case, e));
-                        }
-                    }
-                }
-                (p.left == 0).then(|| match p.failure.take() {
-                    Some((_, e)) => Checked::Rejected(e),
-                    None => Checked::Passed {
-                        worker: p.worker,
-                        interpreter: p.interpreter,
-                    },
-                })
-            });
-            let Some(checked) = finished else {
-                return Some(Took::Part);
+            let checked = match verdict(served.result) {
+                Ok(r) => Checked::Passed {
+                    worker: served.worker,
+                    interpreter: r.interpreter,
+                },
+                Err(e) => Checked::Rejected(e),
             };
             let finished = done.fetch_add(1, Relaxed) + 1;
             if parallel {
@@ -948,79 +855,23 @@ pub async fn batch(
         let (verify_next, is_cancelled, passed) = (&verify_next, &is_cancelled, &passed);
         let (timers, shares_cache, time_group) = (&timers, &shares_cache, &time_group);
         let moved_tx = &moved_tx;
-        let (parts, queue) = (&parts, &queue);
         let mut moved = moved_rx.clone();
         async move {
             let mut groups = Vec::new();
             while !is_cancelled() {
-                moved.borrow_and_update();
                 match verify_next(Some(w)).await {
-                    // Timed where its case 1 was verified (its kernel for the timed
-                    // case is loaded there) while that worker still verifies, else by
-                    // this one (or by the primary).
                     Some(Took::Finished(i)) => {
                         if passed(i) {
-                            let first = parts[i].lock().ok().and_then(|p| p.worker);
                             if let Ok(mut t) = timers.lock() {
-                                let owner = first
-                                    .filter(|&y| t.verifying.get(y) == Some(&true))
-                                    .unwrap_or(w);
-                                t.pending.push((i, owner, false));
+                                t.pending.push((i, w, false));
                                 t.passed += 1;
                             }
                             moved_tx.send_modify(|m| *m += 1);
                         }
                     }
-                    Some(Took::Part) => {}
-                    // Lost: gone for this batch (the pool restarts it).
-                    Some(Took::Lost) => break,
-                    // Nothing left, or this worker cannot start. A worker that verified
-                    // case 1 of a candidate whose other cases run elsewhere waits for
-                    // them, to time it itself (taking any unit that comes back).
-                    None => {
-                        let queued = queue.lock().map_or(0, |q| q.len());
-                        let waits = queued == 0
-                            && parts
-                                .iter()
-                                .any(|p| p.lock().is_ok_and(|p| p.worker == Some(w) && p.left > 0));
-                        if !waits {
-                            break;
-                        }
-                        // Meanwhile it times what is ready. The primary verifies nothing
-                        // more unless a unit comes back: others may leave theirs to it.
-                        let ready = timers.lock().map_or_else(
-                            |_| Vec::new(),
-                            |mut t| {
-                                if !time {
-                                    Vec::new()
-                                } else if w == 0 {
-                                    if t.primary == Phase::Verifying {
-                                        t.primary = Phase::Timing;
-                                    }
-                                    t.claim_for_primary(shares_cache)
-                                } else {
-                                    let own = t.pending.iter().filter(|e| e.1 == w).count();
-                                    if shares_cache(w) && t.leaves(own) {
-                                        Vec::new()
-                                    } else {
-                                        t.take(|e| e.1 == w)
-                                    }
-                                }
-                            },
-                        );
-                        if !ready.is_empty() {
-                            groups.push(time_group(ready, w).await);
-                            if w == 0 {
-                                if let Ok(mut t) = timers.lock() {
-                                    t.in_flight = 0;
-                                }
-                            }
-                            continue;
-                        }
-                        if moved.changed().await.is_err() {
-                            break;
-                        }
-                    }
+                    // Lost: gone for this batch (the pool restarts it). Or nothing left,
+                    // or this worker cannot start.
+                    Some(Took::Lost) | None => break,
                 }
             }
             if w != 0 {

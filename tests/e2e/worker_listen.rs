@@ -336,3 +336,27 @@ fn a_worker_that_dies_mid_request_is_replaced_and_the_client_goes_on() {
         "the fresh worker verified the others: {run}"
     );
 }
+
+#[test]
+fn a_second_client_is_refused_at_once_while_one_is_served() {
+    let (dir, _log, _listener, _first, connect) = fake_setup("busy", "FAKE_VERIFY_MS=0");
+    // Two pool workers on one listener (a mistake): the second is refused with why,
+    // instead of waiting for its `hello` to time out.
+    let t0 = Instant::now();
+    let out = Command::new(BIN)
+        .args(["health", "--workers", &format!("{connect}; {connect}")])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("refused `hello`: this listening worker is serving another client"),
+        "{text}"
+    );
+    assert!(text.contains("alive"), "the first is served: {text}");
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+}

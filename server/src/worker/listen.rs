@@ -173,7 +173,18 @@ pub fn listen(path: &Path, idle_exit: Option<Duration>, command: &[String]) -> E
             }
         };
         let _ = stream.set_nonblocking(false);
-        if let Ended::Replace = serve_client(stream, &mut kept, &command) {
+        // Meanwhile, other clients are refused at once rather than left waiting.
+        let stop = Arc::new(AtomicBool::new(false));
+        let refuser = listener.try_clone().ok().map(|l| {
+            let stop = stop.clone();
+            std::thread::spawn(move || refuse_while_busy(&l, &stop))
+        });
+        let ended = serve_client(stream, &mut kept, &command);
+        stop.store(true, Ordering::SeqCst);
+        if let Some(r) = refuser {
+            let _ = r.join();
+        }
+        if let Ended::Replace = ended {
             if let Some(mut k) = kept.take() {
                 k.kill();
             }
@@ -349,6 +360,45 @@ fn carry(stream: &UnixStream, kept: &mut Option<Kept>, command: &[String]) -> En
         }
     }
     Ended::Done
+}
+
+/// Until `stop`: answers each client that connects with an error to its first request
+/// and closes (the kept worker serves one client at a time).
+fn refuse_while_busy(listener: &UnixListener, stop: &AtomicBool) {
+    while !stop.load(Ordering::SeqCst) {
+        let Ok((extra, _)) = listener.accept() else {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
+        let _ = extra.set_nonblocking(false);
+        let _ = extra.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut line = String::new();
+        let Ok(reader) = extra.try_clone() else {
+            continue;
+        };
+        let _ = BufReader::new(reader).read_line(&mut line);
+        let id = serde_json::from_str::<serde_json::Value>(&line)
+            .ok()
+            .and_then(|v| v.get("id").and_then(|i| i.as_u64()))
+            .unwrap_or(0);
+        let reply = Reply {
+            id,
+            body: ReplyBody::Error {
+                error: WorkerError {
+                    kind: ErrorKind::BadRequest,
+                    message: "this listening worker is serving another client (a `--listen` \
+                              worker serves one client at a time; start one listener per \
+                              worker of a pool)"
+                        .into(),
+                    log: None,
+                },
+            },
+        };
+        if let Ok(text) = serde_json::to_string(&reply) {
+            let mut out = &extra;
+            let _ = writeln!(out, "{text}");
+        }
+    }
 }
 
 /// Binds `path`, replacing a socket file nobody listens on; refuses when a worker

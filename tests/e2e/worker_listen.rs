@@ -360,3 +360,60 @@ fn a_second_client_is_refused_at_once_while_one_is_served() {
     assert!(text.contains("alive"), "the first is served: {text}");
     assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
 }
+
+/// A `--connect` client on `connect` (its command line) with piped stdin and stdout.
+fn bridge(connect: &str) -> Child {
+    let argv: Vec<&str> = connect.split_whitespace().collect();
+    Command::new(argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Sends `hello` as request `id` and returns the reply line.
+fn hello(client: &mut Child, id: u64) -> String {
+    use std::io::{BufRead as _, Write as _};
+    let stdin = client.stdin.as_mut().unwrap();
+    writeln!(stdin, "{{\"id\":{id},\"op\":\"hello\"}}").unwrap();
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(client.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line
+}
+
+#[test]
+fn a_client_that_comes_as_the_last_one_leaves_is_served_not_refused() {
+    let (_dir, _log, listener, first, connect) = fake_setup("handover", "FAKE_VERIFY_MS=0");
+    // One client is served; the next connects before it has gone (a command that starts
+    // as the previous one ends, or a pool's replacement for a worker it stopped).
+    let mut a = bridge(&connect);
+    assert!(hello(&mut a, 1).contains("\"hello\""));
+    let mut b = bridge(&connect);
+    let leave = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        drop(a.stdin.take());
+        a.wait().unwrap();
+    });
+    let t0 = Instant::now();
+    let reply = hello(&mut b, 7);
+    leave.join().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&reply).unwrap_or_default();
+    assert!(
+        v["id"] == 7 && v["status"] == "ok" && v["result"]["kind"] == "hello",
+        "the second client is served once the first has gone: {reply}"
+    );
+    assert!(
+        t0.elapsed() >= Duration::from_millis(1000),
+        "it waited for the first: {:?}",
+        t0.elapsed()
+    );
+    // The same warm worker served both.
+    assert_eq!(listener.children(), first);
+    drop(b.stdin.take());
+    b.wait().unwrap();
+}

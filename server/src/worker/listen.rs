@@ -142,6 +142,8 @@ pub fn listen(path: &Path, idle_exit: Option<Duration>, command: &[String]) -> E
         path.display()
     );
     let mut idle_since = Instant::now();
+    // A client that came while the last one was leaving: served next.
+    let handed: Arc<Mutex<Option<UnixStream>>> = Arc::new(Mutex::new(None));
     let code = loop {
         // A worker that ended (a fault) or was replaced is started again before the
         // next client, so that client finds it warm.
@@ -157,8 +159,9 @@ pub fn listen(path: &Path, idle_exit: Option<Duration>, command: &[String]) -> E
                 }
             }
         }
-        let stream = match listener.accept() {
-            Ok((s, _)) => s,
+        let waiting = handed.lock().ok().and_then(|mut h| h.take());
+        let stream = match waiting.map_or_else(|| listener.accept().map(|(s, _)| s), Ok) {
+            Ok(s) => s,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 if idle_exit.is_some_and(|limit| idle_since.elapsed() >= limit) {
                     eprintln!("kernel-lsp worker: no client for {idle_exit:?}; exiting");
@@ -173,11 +176,13 @@ pub fn listen(path: &Path, idle_exit: Option<Duration>, command: &[String]) -> E
             }
         };
         let _ = stream.set_nonblocking(false);
-        // Meanwhile, other clients are refused at once rather than left waiting.
+        // Meanwhile, another client waits a moment for this one to leave (a pool that
+        // replaces its worker, or a command that starts as the last one ends), then is
+        // refused rather than left waiting.
         let stop = Arc::new(AtomicBool::new(false));
         let refuser = listener.try_clone().ok().map(|l| {
-            let stop = stop.clone();
-            std::thread::spawn(move || refuse_while_busy(&l, &stop))
+            let (stop, handed) = (stop.clone(), handed.clone());
+            std::thread::spawn(move || refuse_while_busy(&l, &stop, &handed))
         });
         let ended = serve_client(stream, &mut kept, &command);
         stop.store(true, Ordering::SeqCst);
@@ -362,14 +367,36 @@ fn carry(stream: &UnixStream, kept: &mut Option<Kept>, command: &[String]) -> En
     Ended::Done
 }
 
-/// Until `stop`: answers each client that connects with an error to its first request
-/// and closes (the kept worker serves one client at a time).
-fn refuse_while_busy(listener: &UnixListener, stop: &AtomicBool) {
+/// How long a client that connects while another is served waits for that one to leave
+/// before it is refused.
+const HANDOVER_WAIT: Duration = Duration::from_secs(5);
+
+/// Until `stop`: a client that connects waits up to [`HANDOVER_WAIT`] for the one being
+/// served to leave, and is then put in `handed` (served next) or, when that one is still
+/// there, answered with an error to its first request and closed (the kept worker
+/// serves one client at a time). The wait covers a pool that replaces its worker
+/// process, and a command that starts as the last one ends, while the listener has not
+/// yet seen the last client go.
+fn refuse_while_busy(
+    listener: &UnixListener,
+    stop: &AtomicBool,
+    handed: &Mutex<Option<UnixStream>>,
+) {
     while !stop.load(Ordering::SeqCst) {
         let Ok((extra, _)) = listener.accept() else {
             std::thread::sleep(Duration::from_millis(50));
             continue;
         };
+        let t0 = Instant::now();
+        while !stop.load(Ordering::SeqCst) && t0.elapsed() < HANDOVER_WAIT {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if stop.load(Ordering::SeqCst) {
+            if let Ok(mut h) = handed.lock() {
+                *h = Some(extra);
+            }
+            return;
+        }
         let _ = extra.set_nonblocking(false);
         let _ = extra.set_read_timeout(Some(Duration::from_secs(5)));
         let mut line = String::new();

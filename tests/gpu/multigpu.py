@@ -28,7 +28,8 @@ WORKERS = os.environ.get("KERNEL_LSP_MULTIGPU_WORKERS", "2")
 # KERNEL_LSP_MULTIGPU_RUNS=0,1 picks runs by index (each device call has a time limit).
 PICK = os.environ.get("KERNEL_LSP_MULTIGPU_RUNS", "")
 # KERNEL_LSP_MULTIGPU_LOG=DIR writes each run's progress lines (stderr) there, each with
-# its time since the command's start: where the wall time goes.
+# its time since the command's start (where the wall time goes), the pool's trace, and the
+# steps' records (`--json`'s output, or the editor's history), to compare two runs.
 LOG_DIR = os.environ.get("KERNEL_LSP_MULTIGPU_LOG", "")
 # KERNEL_LSP_MULTIGPU_COLD=1: every run starts with an empty Triton cache (and pays for
 # Triton's C helpers and the starting kernel's compiles, which an author's cache holds).
@@ -218,6 +219,9 @@ def run(example, kernel, extra, workers, log_name=None):
         os.makedirs(LOG_DIR, exist_ok=True)
         with open(os.path.join(LOG_DIR, log_name), "w") as f:
             f.write("".join(stamped) + f"{wall:7.2f} exit {p.returncode}\n")
+        if out:
+            with open(os.path.join(LOG_DIR, log_name.replace(".log", ".json")), "w") as f:
+                f.write(out)
     shutil.rmtree(work, ignore_errors=True)
     if p.returncode != 0:
         return wall, steps_wall, None, f"exit {p.returncode}:\n" + stderr[-3000:]
@@ -327,6 +331,9 @@ def run_editor(example, kernel, steps, workers, log_name=None):
                 steps_done = [json.loads(l) for l in open(hist) if l.strip()] \
                     if os.path.exists(hist) else []
                 summary = summarize(steps_done)
+                if LOG_DIR and log_name and os.path.exists(hist):
+                    # Each step's records (outcomes, candidates, notes), to compare runs.
+                    shutil.copy(hist, os.path.join(LOG_DIR, log_name.replace(".log", ".jsonl")))
     except Exception as e:  # a dead server, a timeout
         err = f"{type(e).__name__}: {e}"
     finally:

@@ -417,3 +417,71 @@ fn a_client_that_comes_as_the_last_one_leaves_is_served_not_refused() {
     drop(b.stdin.take());
     b.wait().unwrap();
 }
+
+#[test]
+fn a_replaced_worker_goes_with_its_whole_process_group() {
+    // The kept worker command is a shell that leaves a child behind (as an `srun`, an
+    // `ssh` or a Python helper would) and then becomes the fake worker.
+    let dir = workspace("group");
+    let sock = dir.join("w.sock");
+    let pids = dir.join("bg.pids");
+    let fake =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/workers/fake_worker.py");
+    let script = format!(
+        "sleep 300 & echo $! >> {}; exec python3 {}",
+        pids.display(),
+        fake.display()
+    );
+    let mut cmd = Command::new(BIN);
+    cmd.args(["worker", "--listen"])
+        .arg(&sock)
+        .args(["--", "sh", "-c", &script])
+        .env("FAKE_VERIFY_MS", "5000");
+    let listener = Listener::spawn(cmd, &sock, &dir.join("listen.log"));
+    let first = listener.children();
+    let left_behind: u32 = std::fs::read_to_string(&pids)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(Path::new(&format!("/proc/{left_behind}")).exists());
+    // A client leaves while its request runs: the worker is stopped and replaced.
+    let connect = format!("{BIN} worker --connect {}", sock.display());
+    let mut a = bridge(&connect);
+    assert!(hello(&mut a, 1).contains("\"hello\""));
+    {
+        use std::io::{BufRead as _, Write as _};
+        let stdin = a.stdin.as_mut().unwrap();
+        writeln!(
+            stdin,
+            "{}",
+            serde_json::json!({"id": 2, "op": "verify", "seed": 1,
+                "candidate": {"label": "new", "plan": {"x": 1}},
+                "reference": {"label": "old", "plan": {"x": 2}}})
+        )
+        .unwrap();
+        stdin.flush().unwrap();
+        let mut progress = String::new();
+        std::io::BufReader::new(a.stdout.as_mut().unwrap())
+            .read_line(&mut progress)
+            .unwrap();
+        assert!(progress.contains("progress"), "{progress}");
+    }
+    a.kill().unwrap();
+    a.wait().unwrap();
+    replaced(&listener, &first);
+    // What the old worker left running went with it.
+    let t0 = Instant::now();
+    while Path::new(&format!("/proc/{left_behind}")).exists() {
+        let state =
+            std::fs::read_to_string(format!("/proc/{left_behind}/stat")).unwrap_or_default();
+        if state.contains(") Z") {
+            break; // a zombie waiting for its reaper: it has ended
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the old worker's child {left_behind} still runs: {state}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

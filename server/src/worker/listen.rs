@@ -35,11 +35,20 @@ impl Kept {
     /// before a client comes.
     fn start(command: &[String]) -> Result<Kept, String> {
         let (program, args) = command.split_first().ok_or("an empty worker command")?;
-        let mut child = Command::new(program)
-            .args(args)
+        let mut cmd = Command::new(program);
+        cmd.args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::inherit());
+        // Its own process group, stopped as a pool stops its workers (`kill_group`):
+        // SIGTERM first, so an `srun` can cancel its step, then SIGKILL for the whole
+        // group (a Python helper, a shell's children).
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::CommandExt;
+            cmd.process_group(0);
+        }
+        let mut child = cmd
             .spawn()
             .map_err(|e| format!("starting `{}`: {e}", command.join(" ")))?;
         let to = child.stdin.take().ok_or("no stdin")?;
@@ -73,7 +82,7 @@ impl Kept {
 
     fn kill(&mut self) {
         if let Ok(mut c) = self.child.lock() {
-            let _ = c.kill();
+            stop(&mut c);
             let _ = c.wait();
         }
     }
@@ -90,6 +99,16 @@ impl Kept {
         self.child
             .lock()
             .map_or(true, |mut c| !matches!(c.try_wait(), Ok(None)))
+    }
+}
+
+/// Stops a kept worker's process group (see [`Kept::start`]), unless it has ended.
+fn stop(child: &mut Child) {
+    if matches!(child.try_wait(), Ok(None)) {
+        #[cfg(unix)]
+        super::pool::kill_group(child.id());
+        #[cfg(not(unix))]
+        let _ = child.kill();
     }
 }
 
@@ -247,7 +266,7 @@ fn carry(stream: &UnixStream, kept: &mut Option<Kept>, command: &[String]) -> En
                     gone.store(true, Ordering::SeqCst);
                     if let Some(child) = current.lock().ok().map(|c| c.clone()) {
                         if let Ok(mut c) = child.lock() {
-                            let _ = c.kill();
+                            stop(&mut c);
                         }
                     }
                 }

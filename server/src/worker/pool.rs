@@ -1298,7 +1298,7 @@ impl Drop for Worker {
 /// step; killed outright it would leave the step running on the cluster), then SIGKILL
 /// half a second later, so children that ignore SIGTERM, an `ssh` client or a Python
 /// helper die with it.
-fn kill_group(pid: u32) {
+pub(crate) fn kill_group(pid: u32) {
     #[cfg(unix)]
     {
         const SIGTERM: i32 = 15;

@@ -73,6 +73,23 @@ impl Listener {
         Listener(child)
     }
 
+    /// The worker it keeps (its one child), once it has started it (the socket comes
+    /// first).
+    fn kept(&self) -> Vec<u32> {
+        let t0 = Instant::now();
+        loop {
+            let now = self.children();
+            if now.len() == 1 {
+                return now;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "the listener keeps no worker: {now:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Its child processes (the worker it keeps), by pid.
     fn children(&self) -> Vec<u32> {
         let me = self.0.id();
@@ -239,8 +256,7 @@ fn fake_setup(name: &str, env: &str) -> (PathBuf, PathBuf, Listener, Vec<u32>, S
         &[(k, v), ("FAKE_LOG", log_s.as_str())],
         &dir.join("listen.log"),
     );
-    let first = listener.children();
-    assert_eq!(first.len(), 1, "{first:?}");
+    let first = listener.kept();
     let connect = format!("{BIN} worker --connect {}", sock.display());
     (dir, log, listener, first, connect)
 }
@@ -438,12 +454,17 @@ fn a_replaced_worker_goes_with_its_whole_process_group() {
         .args(["--", "sh", "-c", &script])
         .env("FAKE_VERIFY_MS", "5000");
     let listener = Listener::spawn(cmd, &sock, &dir.join("listen.log"));
-    let first = listener.children();
-    let left_behind: u32 = std::fs::read_to_string(&pids)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let first = listener.kept();
+    // The socket is there before the worker has started.
+    let t0 = Instant::now();
+    let left_behind: u32 = loop {
+        let text = std::fs::read_to_string(&pids).unwrap_or_default();
+        if let Some(pid) = text.lines().next().and_then(|l| l.trim().parse().ok()) {
+            break pid;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "no {pids:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert!(Path::new(&format!("/proc/{left_behind}")).exists());
     // A client leaves while its request runs: the worker is stopped and replaced.
     let connect = format!("{BIN} worker --connect {}", sock.display());

@@ -15,13 +15,15 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::protocol::{ErrorKind, OpResult, Reply, ReplyBody, WorkerError};
+use super::protocol::{ErrorKind, OpResult, Reply, ReplyBody};
+use super::serve::{error_reply, write_reply};
 
 /// The worker the listener keeps.
 struct Kept {
@@ -43,11 +45,7 @@ impl Kept {
         // Its own process group, stopped as a pool stops its workers (`kill_group`):
         // SIGTERM first, so an `srun` can cancel its step, then SIGKILL for the whole
         // group (a Python helper, a shell's children).
-        #[cfg(unix)]
-        {
-            use std::os::unix::process::CommandExt;
-            cmd.process_group(0);
-        }
+        cmd.process_group(0);
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("starting `{}`: {e}", command.join(" ")))?;
@@ -105,10 +103,7 @@ impl Kept {
 /// Stops a kept worker's process group (see [`Kept::start`]), unless it has ended.
 fn stop(child: &mut Child) {
     if matches!(child.try_wait(), Ok(None)) {
-        #[cfg(unix)]
         super::pool::kill_group(child.id());
-        #[cfg(not(unix))]
-        let _ = child.kill();
     }
 }
 
@@ -297,9 +292,7 @@ fn carry(stream: &UnixStream, kept: &mut Option<Kept>, command: &[String]) -> En
                     result: Box::new(OpResult::Shutdown),
                 },
             };
-            if let Ok(text) = serde_json::to_string(&reply) {
-                let _ = writeln!(client_out, "{text}");
-            }
+            let _ = write_reply(&mut client_out, &reply);
             return Ended::Done;
         }
         if !line.ends_with('\n') {
@@ -357,19 +350,10 @@ fn carry(stream: &UnixStream, kept: &mut Option<Kept>, command: &[String]) -> En
                     Err(e) => format!("starting a fresh one failed: {e}"),
                 }
             );
-            let reply = Reply {
-                id,
-                body: ReplyBody::Error {
-                    error: WorkerError {
-                        kind: ErrorKind::WorkerLost,
-                        message,
-                        log: None,
-                    },
-                },
-            };
-            if let Ok(text) = serde_json::to_string(&reply) {
-                let _ = writeln!(client_out, "{text}");
-            }
+            let _ = write_reply(
+                &mut client_out,
+                &error_reply(id, ErrorKind::WorkerLost, message),
+            );
             match restarted {
                 Ok(fresh) => {
                     if let Ok(mut c) = current.lock() {
@@ -427,23 +411,14 @@ fn refuse_while_busy(
             .ok()
             .and_then(|v| v.get("id").and_then(|i| i.as_u64()))
             .unwrap_or(0);
-        let reply = Reply {
+        let reply = error_reply(
             id,
-            body: ReplyBody::Error {
-                error: WorkerError {
-                    kind: ErrorKind::BadRequest,
-                    message: "this listening worker is serving another client (a `--listen` \
-                              worker serves one client at a time; start one listener per \
-                              worker of a pool)"
-                        .into(),
-                    log: None,
-                },
-            },
-        };
-        if let Ok(text) = serde_json::to_string(&reply) {
-            let mut out = &extra;
-            let _ = writeln!(out, "{text}");
-        }
+            ErrorKind::BadRequest,
+            "this listening worker is serving another client (a `--listen` worker serves one \
+             client at a time; start one listener per worker of a pool)"
+                .into(),
+        );
+        let _ = write_reply(&mut &extra, &reply);
     }
 }
 

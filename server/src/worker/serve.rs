@@ -491,7 +491,7 @@ fn lang_name(lang: Lang) -> &'static str {
     }
 }
 
-fn error_reply(id: u64, kind: ErrorKind, message: String) -> Reply {
+pub(crate) fn error_reply(id: u64, kind: ErrorKind, message: String) -> Reply {
     Reply {
         id,
         body: ReplyBody::Error {
@@ -504,7 +504,7 @@ fn error_reply(id: u64, kind: ErrorKind, message: String) -> Reply {
     }
 }
 
-fn write_reply(out: &mut impl Write, reply: &Reply) -> std::io::Result<()> {
+pub(crate) fn write_reply(out: &mut impl Write, reply: &Reply) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(reply).map_err(std::io::Error::other)?;
     line.push(b'\n');
     out.write_all(&line)?;

@@ -301,8 +301,10 @@ async fn nvrtc_errors_and_ptxas_hints_arrive_after_typing() {
     let good = SAXPY_BAD.replace("f33", "f32");
     c.open(uri, "cuda", &good).await;
     // Wait until the compile has run: inlay hints then show registers.
+    // By the clock: NVRTC and ptxas share 2 cores with the whole suite in CI.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut hint = Value::Null;
-    for _ in 0..100 {
+    while std::time::Instant::now() < deadline {
         let r = c
             .request("textDocument/inlayHint", json!({"textDocument": {"uri": uri}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 20, "character": 0}}}))
             .await;
@@ -314,7 +316,7 @@ async fn nvrtc_errors_and_ptxas_hints_arrive_after_typing() {
     }
     if hint.is_null() {
         if tools::required() {
-            panic!("no ptxas inlay hint after 10 s");
+            panic!("no ptxas inlay hint 60 s after opening");
         }
         return tools::skip(
             "nvrtc_errors_and_ptxas_hints_arrive_after_typing",

@@ -111,6 +111,95 @@ fn bench_reports_a_wrong_triton_kernel_with_buffer_index_and_seed() {
     assert!(all.contains("seed"), "names the seed: {all}");
 }
 
+/// Three kernels without a reference, in different styles: one clean, one whose store has
+/// no mask (it writes past the end when n is not a multiple of the block), one that
+/// writes into its `in` buffer.
+const UNREFERENCED: &str = r#"import triton
+import triton.language as tl
+
+
+# @bench N = 8192, 1000
+# @bench X: in f32[N]; Y: out f32[N]
+# @bench grid = (cdiv(N, BLOCK_SIZE)); BLOCK_SIZE = 256
+@triton.jit
+def gelu_fwd(X, Y, N, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < N
+    x = tl.load(X + offsets, mask=mask)
+    tl.store(Y + offsets, 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476)), mask=mask)
+
+
+# @bench n = 1000
+# @bench a: in f32[n]; b: out f32[n]
+# @bench grid = cdiv(n, 128); BLOCK = 128
+@triton.jit
+def copy_nomask(a, b, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(b + i, tl.load(a + i, mask=i < n, other=0.0))
+
+
+# @bench n = 2048, 777
+# @bench x: in f32[n]; y: out f32[n]
+# @bench grid = cdiv(n, 256); BLOCK = 256
+@triton.jit
+def scale_inplace(x, y, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    v = tl.load(x + i, mask=m) * 2.0
+    tl.store(x + i, v, mask=m)
+    tl.store(y + i, v, mask=m)
+"#;
+
+#[test]
+fn bench_checks_a_kernel_without_reference_against_itself() {
+    let py = match python() {
+        Ok(p) => p,
+        Err(why) => {
+            return tools::skip(
+                "bench_checks_a_kernel_without_reference_against_itself",
+                &why,
+            )
+        }
+    };
+    let (code, out, err) = bench(&py, UNREFERENCED, "unreferenced");
+    assert_eq!(code, 1, "a kernel failed its own check: {out}\n{err}");
+    let row = |k: &str| {
+        out.lines()
+            .find(|l| l.starts_with(k))
+            .unwrap_or_else(|| panic!("no row for {k}: {out}\n{err}"))
+            .to_string()
+    };
+    let clean = row("gelu_fwd");
+    assert!(
+        clean.contains("self-check passed (2 cases × 3 trials; no reference to compare with)"),
+        "{clean}"
+    );
+    assert!(
+        clean.contains(" ms") || clean.contains('±'),
+        "timed: {clean}"
+    );
+    let oob = row("copy_nomask");
+    assert!(
+        oob.contains("FAILED its own check")
+            && oob.contains("out-of-bounds write past the end of `b`")
+            && oob.contains("b[1000]"),
+        "{oob}"
+    );
+    assert!(
+        !oob.contains("reference copy_nomask"),
+        "its own failure, not a reference's: {oob}"
+    );
+    assert!(oob.contains("seed 0x"), "names the seed: {oob}");
+    let written = row("scale_inplace");
+    assert!(
+        written.contains("FAILED its own check")
+            && written.contains("wrote into the input buffer `x`"),
+        "{written}"
+    );
+    assert!(err.contains("checking it against itself"), "{err}");
+}
+
 const TUNABLE: &str = r#"import triton
 import triton.language as tl
 

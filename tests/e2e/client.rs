@@ -161,6 +161,13 @@ impl TestClient {
             .unwrap_or_else(|_| panic!("no answer to {method}"))
     }
 
+    /// `workspace/executeCommand` for a job (a bench, a fix): its answer may take as long
+    /// as the job, so it is awaited for up to 240 s rather than a request's 20.
+    pub async fn execute(&mut self, params: Value) -> Value {
+        let id = self.send_request("workspace/executeCommand", params).await;
+        self.response(id, Duration::from_secs(240)).await
+    }
+
     /// Send a request without waiting; `response` waits for its answer.
     pub async fn send_request(&mut self, method: &str, params: Value) -> u64 {
         let id = self.next_id as u64;

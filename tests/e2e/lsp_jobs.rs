@@ -210,9 +210,7 @@ async fn a_failing_kernel_gets_the_diagnostic_quick_fixes_and_a_verified_fix_fro
     let exec = |command: &str| json!({"command": command, "arguments": [{"uri": uri, "kernel": "add_kernel"}]});
 
     // The first benchmark pins the baseline.
-    let r = c
-        .request("workspace/executeCommand", exec("kernel-lsp.bench"))
-        .await;
+    let r = c.execute(exec("kernel-lsp.bench")).await;
     assert!(
         r["result"]["message"]
             .as_str()
@@ -231,25 +229,9 @@ async fn a_failing_kernel_gets_the_diagnostic_quick_fixes_and_a_verified_fix_fro
         .unwrap() as u32;
     let plus = col + BROKEN_OP.0.rfind('+').unwrap() as u32;
     c.edit(&uri, 2, (line, plus), (line, plus + 1), "-").await;
-    let r = c
-        .request("workspace/executeCommand", exec("kernel-lsp.bench"))
-        .await;
+    let r = c.execute(exec("kernel-lsp.bench")).await;
     assert_eq!(r["result"]["outcome"], "failed", "{r}");
-    let diags = c
-        .wait_for("the verification diagnostic", |n| {
-            n["method"] == "textDocument/publishDiagnostics"
-                && n["params"]["diagnostics"]
-                    .as_array()
-                    .is_some_and(|d| d.iter().any(|d| d["code"] == "verify"))
-        })
-        .await;
-    let d = diags["params"]["diagnostics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["code"] == "verify")
-        .unwrap()
-        .clone();
+    let d = verify_diagnostic(&mut c).await;
     assert_eq!(d["severity"], 1);
     assert_eq!(
         d["range"]["start"],
@@ -284,9 +266,7 @@ async fn a_failing_kernel_gets_the_diagnostic_quick_fixes_and_a_verified_fix_fro
 
     // Ask the coder: the repair prompt carries the failure; the fix verifies against the
     // baseline and waits as a code action (applyMode "offer").
-    let r = c
-        .request("workspace/executeCommand", exec("kernel-lsp.fix"))
-        .await;
+    let r = c.execute(exec("kernel-lsp.fix")).await;
     assert_eq!(r["result"]["outcome"], "accepted", "{r}");
     let reqs = server.requests();
     assert_eq!(reqs.len(), 1);
@@ -383,10 +363,7 @@ async fn a_cancelled_job_stops_and_a_document_closed_mid_job_is_left_alone() {
     );
     // The server is still alive and answers.
     let again = c
-        .request(
-            "workspace/executeCommand",
-            json!({"command": "kernel-lsp.bench", "arguments": [{"uri": uri}]}),
-        )
+        .execute(json!({"command": "kernel-lsp.bench", "arguments": [{"uri": uri}]}))
         .await;
     assert!(
         again["result"]["message"]
@@ -576,8 +553,7 @@ async fn the_editor_benchmarks_against_a_torch_reference_and_the_hint_says_eager
     let uri = format!("file://{}", file.display());
     c.open(&uri, "python", &src).await;
     let r = c
-        .request(
-            "workspace/executeCommand",
+        .execute(
             json!({"command": "kernel-lsp.bench", "arguments": [{"uri": uri, "kernel": "add_kernel"}]}),
         )
         .await;
@@ -603,4 +579,87 @@ async fn the_editor_benchmarks_against_a_torch_reference_and_the_hint_says_eager
         "not timed on the interpreter: {label}"
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
+async fn a_first_bench_checks_the_kernel_against_itself_and_pins_no_out_of_bounds_baseline() {
+    let Some((dir, mut c)) = job_session(
+        "a_first_bench_checks_the_kernel_against_itself",
+        "selfcheck",
+    ) else {
+        return;
+    };
+    c.initialize(json!({"compileOnType": false}), &["utf-16"])
+        .await;
+    // The store has no mask: with n = 1000 the last block writes past the end of `b`.
+    let oob = "import triton\nimport triton.language as tl\n\n\n# @bench n = 1000\n# @bench a: in f32[n]; b: out f32[n]\n# @bench grid = cdiv(n, 128); BLOCK = 128\n@triton.jit\ndef copy_nomask(a, b, n, BLOCK: tl.constexpr):\n    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    tl.store(b + i, tl.load(a + i, mask=i < n, other=0.0))\n";
+    let file = dir.join("copy.py");
+    std::fs::write(&file, oob).unwrap();
+    let uri = format!("file://{}", file.display());
+    c.open(&uri, "python", oob).await;
+    let exec = |kernel: &str| json!({"command": "kernel-lsp.bench", "arguments": [{"uri": uri, "kernel": kernel}]});
+    let r = c.execute(exec("copy_nomask")).await;
+    assert_eq!(r["result"]["outcome"], "failed", "{r}");
+    let msg = r["result"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("fails its own check")
+            && msg.contains("out-of-bounds write past the end of `b`")
+            && msg.contains("not pinned"),
+        "{msg}"
+    );
+    let d = verify_diagnostic(&mut c).await;
+    assert_eq!(d["severity"], 1, "{d}");
+    assert!(d["message"].as_str().unwrap().contains("b[1000]"), "{d}");
+    // The baseline store, under the workspace's `.kernel-lsp/` (found there below).
+    let pinned = |k: &str| walk_has(&dir.join(".kernel-lsp"), &format!("{k}.txt"));
+    assert!(
+        !pinned("copy_nomask"),
+        "an out-of-bounds kernel is not pinned"
+    );
+
+    // With the mask, the same kernel passes its check, is timed and pinned.
+    let fixed = oob.replace("other=0.0))", "other=0.0), mask=i < n)");
+    c.edit(&uri, 2, (0, 0), (11, 0), &fixed).await;
+    let r = c.execute(exec("copy_nomask")).await;
+    let msg = r["result"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("checked against itself (1 case(s) × 3 trials)")
+            && msg.contains("pinned as the baseline"),
+        "{r}"
+    );
+    assert!(pinned("copy_nomask"), "the checked kernel is pinned");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The next published `verify` diagnostic (a verification failure on a kernel).
+async fn verify_diagnostic(c: &mut TestClient) -> Value {
+    let diags = c
+        .wait_for("the verification diagnostic", |n| {
+            n["method"] == "textDocument/publishDiagnostics"
+                && n["params"]["diagnostics"]
+                    .as_array()
+                    .is_some_and(|d| d.iter().any(|d| d["code"] == "verify"))
+        })
+        .await;
+    diags["params"]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["code"] == "verify")
+        .unwrap()
+        .clone()
+}
+
+/// Whether a file named `name` lies anywhere under `dir`.
+fn walk_has(dir: &std::path::Path, name: &str) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|rd| {
+        rd.flatten().any(|e| {
+            let p = e.path();
+            if p.is_dir() {
+                walk_has(&p, name)
+            } else {
+                p.file_name().is_some_and(|f| f == name)
+            }
+        })
+    })
 }

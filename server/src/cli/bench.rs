@@ -297,18 +297,28 @@ async fn bench(
         } else {
             None
         };
-        if let Some(reference) = reference {
-            let r = reference.label.clone();
+        // Without a reference the kernel is checked against itself: no result can be
+        // judged, but out-of-bounds writes, writes into `in` buffers, `out` elements
+        // left unwritten, faults, hangs and results that change from run to run are
+        // caught before a time is shown (and `--sanitize` runs).
+        {
+            let against = reference.as_ref().unwrap_or(&candidate);
             if !args.json {
-                eprintln!(
-                    "{}: verifying against `{}`...",
-                    kernel.name,
-                    report.reference.as_deref().unwrap_or(&r)
-                );
+                match &reference {
+                    Some(r) => eprintln!(
+                        "{}: verifying against `{}`...",
+                        kernel.name,
+                        report.reference.as_deref().unwrap_or(&r.label)
+                    ),
+                    None => eprintln!(
+                        "{}: no reference: checking it against itself...",
+                        kernel.name
+                    ),
+                }
             }
             let verified = pool
                 .request(
-                    Op::verify(&candidate, &reference, args.seed, args.sanitize),
+                    Op::verify(&candidate, against, args.seed, args.sanitize),
                     None,
                 )
                 .await;
@@ -339,6 +349,8 @@ async fn bench(
                     continue;
                 }
             }
+        }
+        if let Some(reference) = reference {
             if torch_modes.is_empty() {
                 versions.push(reference);
             } else {
@@ -475,6 +487,15 @@ pub fn torch_speedups(bars: &TorchBars) -> String {
 }
 
 /// The human-readable table, one row per kernel.
+/// How a failure is introduced when the kernel ran against itself.
+fn own_check(r: &KernelBench) -> &'static str {
+    if r.reference.is_none() {
+        " its own check (run against itself: no reference)"
+    } else {
+        ""
+    }
+}
+
 pub fn table(hello: &HelloResult, reports: &[KernelBench]) -> String {
     let header = [
         "kernel",
@@ -490,16 +511,23 @@ pub fn table(hello: &HelloResult, reports: &[KernelBench]) -> String {
         let dash = || "-".to_string();
         let verify = match (&r.verify, &r.error) {
             _ if r.status == "no_spec" => "no @bench spec".to_string(),
+            (Some(v), _) if v.passed && r.reference.is_none() => format!(
+                "self-check passed ({} cases × {} trials; no reference to compare with)",
+                v.cases, v.trials
+            ),
             (Some(v), _) if v.passed => {
                 format!("passed ({} cases × {} trials)", v.cases, v.trials)
             }
             (Some(v), _) => format!(
-                "FAILED: {}",
+                "FAILED{}: {}",
+                own_check(r),
                 v.failure
                     .as_ref()
                     .map_or("(no detail)", |f| f.message.as_str())
             ),
-            (None, Some(e)) if r.status == "verify_failed" => format!("FAILED: {}", e.message),
+            (None, Some(e)) if r.status == "verify_failed" => {
+                format!("FAILED{}: {}", own_check(r), e.message)
+            }
             (None, Some(_)) => "error (below)".to_string(),
             (None, None) => "no reference".to_string(),
         };

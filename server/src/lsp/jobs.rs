@@ -1107,17 +1107,21 @@ impl Backend {
                 Err(e) => return Err(format!("the pinned baseline of `{name}` no longer plans ({e}); pin the current version again")),
             }
         } else {
-            if let Some(f) = &snap.file {
-                store(f, "baseline", &name, &snap.text)?;
-                pinned_now = true;
-            }
+            // Pinned below, once it passes its own check.
             None
         };
         let mut cand = current.version.clone();
         cand.label = name.clone();
-        if let Some(r) = &reference {
+        // Without a reference the kernel runs against itself: no result can be judged,
+        // but out-of-bounds writes, writes into `in` buffers, faults, hangs and results
+        // that change between runs are caught before it is timed or pinned.
+        {
+            let r = reference.as_ref().unwrap_or(&cand);
             reporter
-                .report(&format!("verifying against {}", r.label))
+                .report(&match &reference {
+                    Some(r) => format!("verifying against {}", r.label),
+                    None => "checking it against itself (no reference yet)".to_string(),
+                })
                 .await;
             let op = Op::verify(&cand, r, snap.settings.verify.seed, false);
             let verdict = pool.request(op, None).await;
@@ -1143,9 +1147,20 @@ impl Backend {
                     k.benched_region = Some(region_text);
                 }
                 drop(guard);
-                let text = format!("`{name}` fails verification against {}: {msg}", r.label);
+                let text = match &reference {
+                    Some(r) => format!("`{name}` fails verification against {}: {msg}", r.label),
+                    None => format!(
+                        "`{name}` fails its own check (run against itself; it is not pinned as the baseline): {msg}"
+                    ),
+                };
                 reporter.end(&text).await;
                 return Ok(message("failed", text));
+            }
+        }
+        if reference.is_none() {
+            if let Some(f) = &snap.file {
+                store(f, "baseline", &name, &snap.text)?;
+                pinned_now = true;
             }
         }
         reporter.report("timing").await;
@@ -1200,14 +1215,15 @@ impl Backend {
         } else {
             None
         };
-        let verified = reference.as_ref().map_or(String::new(), |r| {
-            format!(
-                "verified against {} ({} case(s) × {} trials), ",
-                r.label,
-                current.version.plan.cases.len(),
-                current.version.plan.trials
-            )
-        });
+        let verified = format!(
+            "{} ({} case(s) × {} trials), ",
+            reference.as_ref().map_or_else(
+                || "checked against itself".to_string(),
+                |r| format!("verified against {}", r.label)
+            ),
+            current.version.plan.cases.len(),
+            current.version.plan.trials
+        );
         let text = format!(
             "`{name}`: {verified}{:.4} ms{}{}{}",
             timing.median_ms,

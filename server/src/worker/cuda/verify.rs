@@ -130,6 +130,9 @@ pub fn verify(
         elapsed_ms: 0.0,
     };
     let h = gpu.helpers()?;
+    // A kernel checked against itself (no reference to compare with): what its first
+    // run does wrong is its own failure, not a reference's.
+    let own = cand.source == refv.source && cand.plan == refv.plan && cand.options == refv.options;
     for ci in 0..cases {
         if only.is_some_and(|o| !o.contains(&ci)) {
             continue;
@@ -195,7 +198,7 @@ pub fn verify(
                         r_bufs = Some((bufs, args));
                     }
                     let (bufs, args) = r_bufs.as_mut().expect("allocated just above");
-                    match run_reference(gpu, &h, &rk, &r_plan, args, bufs, &keys, at)? {
+                    match run_reference(gpu, &h, &rk, &r_plan, args, bufs, &keys, at, own)? {
                         Ok(out) => {
                             let out = Arc::new(out);
                             let budget = gpu.ref_cache_budget();
@@ -298,15 +301,26 @@ fn run_reference(
     bufs: &[Guarded],
     keys: &[u64],
     at: At,
+    own: bool,
 ) -> Result<Result<RefOutputs, Box<Failure>>, WorkerError> {
+    // The failure's kind when the kernel is its own reference; otherwise the
+    // reference failed and the candidate was not judged.
+    let kind = |own_kind: FailureKind| {
+        if own {
+            own_kind
+        } else {
+            FailureKind::ReferenceFailed
+        }
+    };
     if let Err(e) = run(gpu, h, k, plan, args, bufs, keys) {
+        let who = if own { "" } else { "reference " };
         return Ok(Err(Box::new(fault_failure(
             gpu,
             e,
             k,
             at,
-            FailureKind::ReferenceFailed,
-            "reference ",
+            kind(FailureKind::Fault),
+            who,
         ))));
     }
     let stream = gpu.ctx.stream;
@@ -329,13 +343,18 @@ fn run_reference(
     for (b, g) in bufs.iter().zip(&guards) {
         if let Some(oob) = b.out_of_bounds(g, &got) {
             let mut f = at.failure(
-                FailureKind::ReferenceFailed,
+                kind(FailureKind::OutOfBounds),
                 format!(
-                    "reference: out-of-bounds write {}",
+                    "{}out-of-bounds write {}",
+                    if own { "" } else { "reference: " },
                     oob.describe(&b.name, b.elems as u64, elem_size(b.dtype) as u64)
                 ),
             );
             f.buffer = Some(b.name.clone());
+            if own {
+                let first = oob.first_element(b.elems as u64, elem_size(b.dtype) as u64);
+                f.index = u64::try_from(first).ok().map(|i| vec![i]);
+            }
             return Ok(Err(Box::new(f)));
         }
     }
@@ -351,11 +370,19 @@ fn run_reference(
         let i = first_unwritten(b.dtype, &data).unwrap_or(0);
         let coords = unravel(i as u64, &b.shape);
         let mut f = at.failure(
-            FailureKind::ReferenceFailed,
-            format!(
-                "reference left {} unwritten (still the NaN poison); fix the reference or its spec",
-                element_name(&b.name, &coords)
-            ),
+            kind(FailureKind::Nan),
+            if own {
+                format!(
+                    "`{}` left {} unwritten (still the NaN poison): an `out` buffer must be written whole; write `inout` in the spec if the kernel keeps what was there",
+                    k.display,
+                    element_name(&b.name, &coords)
+                )
+            } else {
+                format!(
+                    "reference left {} unwritten (still the NaN poison); fix the reference or its spec",
+                    element_name(&b.name, &coords)
+                )
+            },
         );
         f.buffer = Some(b.name.clone());
         f.index = Some(coords);

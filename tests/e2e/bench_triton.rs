@@ -120,7 +120,7 @@ import triton.language as tl
 
 # @bench N = 8192, 1000
 # @bench X: in f32[N]; Y: out f32[N]
-# @bench grid = (cdiv(N, BLOCK_SIZE)); BLOCK_SIZE = 256
+# @bench grid = (cdiv(N, BLOCK_SIZE),); BLOCK_SIZE = 256
 @triton.jit
 def gelu_fwd(X, Y, N, BLOCK_SIZE: tl.constexpr):
     pid = tl.program_id(axis=0)

@@ -298,7 +298,7 @@ impl<'t> Cursor<'t> {
                     }
                 };
                 self.nest(&span)?;
-                let (args, close) = self.paren_list()?;
+                let (args, close, _) = self.paren_list()?;
                 self.nesting -= 1;
                 let full = span.start..close.end;
                 let ok = match func {
@@ -329,12 +329,14 @@ impl<'t> Cursor<'t> {
             Tok::Punct("(") => {
                 self.nest(&span)?;
                 self.pos -= 1;
-                let (mut items, close) = self.paren_list()?;
+                let (mut items, close, trailing) = self.paren_list()?;
                 self.nesting -= 1;
                 let full = span.start..close.end;
                 match items.len() {
                     0 => err(full, "empty parentheses; write an expression inside"),
-                    1 => {
+                    // `(e)` groups; `(e,)` is a one-element tuple, as in Python
+                    // (`grid = (cdiv(n, BLOCK),)`).
+                    1 if !trailing => {
                         let mut e = items.remove(0);
                         // Widen to the parentheses so a diagnostic on it shows the whole group.
                         e.span = full;
@@ -362,19 +364,23 @@ impl<'t> Cursor<'t> {
         }
     }
 
-    /// `( e, e, ... )` starting at the current `(`; returns the items and the `)` span.
-    fn paren_list(&mut self) -> Result<(Vec<Expr>, ByteRange), ParseError> {
+    /// `( e, e, ... )` starting at the current `(`, a trailing comma allowed as in
+    /// Python; returns the items, the `)` span and whether a comma came last.
+    fn paren_list(&mut self) -> Result<(Vec<Expr>, ByteRange, bool), ParseError> {
         self.expect("(", "")?;
         let mut items = Vec::new();
         if let Some(close) = self.eat(")") {
-            return Ok((items, close.span.clone()));
+            return Ok((items, close.span.clone(), false));
         }
         loop {
             items.push(self.expr()?);
             if let Some(close) = self.eat(")") {
-                return Ok((items, close.span.clone()));
+                return Ok((items, close.span.clone(), false));
             }
             self.expect(",", "or `)`")?;
+            if let Some(close) = self.eat(")") {
+                return Ok((items, close.span.clone(), true));
+            }
         }
     }
 }

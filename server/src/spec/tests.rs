@@ -1681,3 +1681,35 @@ fn torch_reference_errors_are_on_their_columns_with_the_fix() {
         4:35-36 error `$`: `$` cannot appear in a Python expression; write one torch expression, e.g. `reference = torch: torch.softmax(x, dim=-1)`
     "#]].assert_eq(&got.join("---\n"));
 }
+
+#[test]
+fn a_trailing_comma_makes_a_one_element_tuple_as_in_python() {
+    // `grid = (cdiv(n, BLOCK),)` is how Triton authors write a 1-D grid; a call may end
+    // with a comma too.
+    check_triton(
+        r#"
+# @bench n = 1000
+# @bench x_ptr: in f32[n]; out_ptr: out f32[n]
+# @bench grid = (cdiv(n, BLOCK,),); BLOCK = 256
+@triton.jit
+def k(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+"#,
+        expect![[r#"
+            case 0: sizes []
+              x_ptr: in f32[1000] elems=1000 bytes=4000 ~ uniform(-1.0, 1.0)
+              out_ptr: out f32[1000] elems=1000 bytes=4000 ~ uniform(-1.0, 1.0)
+              n = 1000 (I64)
+              BLOCK = 256 (constexpr)
+              launch Triton { grid: [4], num_warps: None, num_stages: None }
+              bytes=8000 flops=None
+            atol=None rtol=None reference=None trials=3
+        "#]],
+    );
+    // Elsewhere `(e,)` is a tuple, refused as any tuple is; `(e)` stays a group.
+    check_cuda(
+        &saxpy("n = (4,); a = (1.0); x: in f32[n]; y: inout f32[n]\nblock = (256,); grid = 1"),
+        expect![[r#"
+        1:15-19 error `(4,)`: a tuple `(x, y, z)` is only allowed as the whole value of `grid` or `block`
+    "#]],
+    );
+}

@@ -111,9 +111,10 @@ fn bench_reports_a_wrong_triton_kernel_with_buffer_index_and_seed() {
     assert!(all.contains("seed"), "names the seed: {all}");
 }
 
-/// Three kernels without a reference, in different styles: one clean, one whose store has
-/// no mask (it writes past the end when n is not a multiple of the block), one that
-/// writes into its `in` buffer.
+/// Kernels without a reference, in different styles: one clean, one whose store has no
+/// mask (it writes past the end when n is not a multiple of the block), one that writes
+/// into its `in` buffer, and an autotuned one whose spec leaves BLOCK to its first
+/// config (the worker runs that config, not the autotuner's search).
 const UNREFERENCED: &str = r#"import triton
 import triton.language as tl
 
@@ -149,6 +150,23 @@ def scale_inplace(x, y, n, BLOCK: tl.constexpr):
     v = tl.load(x + i, mask=m) * 2.0
     tl.store(x + i, v, mask=m)
     tl.store(y + i, v, mask=m)
+
+
+# @bench n_elements = 4096, 513
+# @bench in_ptr: in f32[n_elements]; out_ptr: out f32[n_elements]
+# @bench grid = cdiv(n_elements, BLOCK)
+@triton.autotune(
+    configs=[
+        triton.Config({"BLOCK": 128}, num_warps=4),
+        triton.Config({"BLOCK": 1024}, num_warps=8),
+    ],
+    key=["n_elements"],
+)
+@triton.jit
+def relu_autotuned(in_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n_elements
+    tl.store(out_ptr + offs, tl.maximum(tl.load(in_ptr + offs, mask=m), 0.0), mask=m)
 "#;
 
 #[test]
@@ -196,6 +214,11 @@ fn bench_checks_a_kernel_without_reference_against_itself() {
         written.contains("FAILED its own check")
             && written.contains("wrote into the input buffer `x`"),
         "{written}"
+    );
+    let tuned = row("relu_autotuned");
+    assert!(
+        tuned.contains("self-check passed (2 cases × 3 trials"),
+        "{tuned}\n{out}"
     );
     assert!(err.contains("checking it against itself"), "{err}");
 }

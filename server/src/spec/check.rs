@@ -631,6 +631,27 @@ fn value_graph<'a>(
             });
         }
     }
+    // An autotuned Triton kernel runs one config: values the spec does not give come
+    // from the first of its `@triton.autotune` configs (constexpr parameters,
+    // num_warps, num_stages), as the author listed them.
+    if let Some(first) = kernel.autotune.as_ref().and_then(|a| a.configs.first()) {
+        for (name, v) in first {
+            cx.charge(1);
+            let usable = name == "num_warps"
+                || name == "num_stages"
+                || params
+                    .get(name.as_str())
+                    .is_some_and(|p| p.kind == ParamKind::Constexpr);
+            let defined = nodes.iter().any(|n| &n.name == name);
+            if usable && !defined {
+                nodes.push(Node {
+                    name: name.clone(),
+                    span: None,
+                    src: Source::Const(Value::Int(*v)),
+                });
+            }
+        }
+    }
     let mut index: HashMap<String, usize> = nodes
         .iter()
         .enumerate()
@@ -824,7 +845,12 @@ fn check_missing_values(
                 cx.error(p.range.clone(), msg);
             }
             ParamKind::Constexpr if !has_node => {
-                cx.error(p.range.clone(), format!("parameter `{0}` has no value in the @bench spec; add `{pre} {0} = 1024` or `{pre} tune {0} in [...]`", p.name));
+                let autotuned = match &cx.kernel.autotune {
+                    Some(a) if a.configs.is_empty() => "; the @triton.autotune configs are not a list of `triton.Config({...})` written in the decorator, so they cannot give it",
+                    Some(_) => "; the @triton.autotune configs do not give it",
+                    None => "",
+                };
+                cx.error(p.range.clone(), format!("parameter `{0}` has no value in the @bench spec; add `{pre} {0} = 1024` or `{pre} tune {0} in [...]`{autotuned}", p.name));
             }
             ParamKind::Other { ty } => {
                 cx.error(p.range.clone(), format!("parameter `{}` has type `{ty}`, which @bench cannot pass; only pointers and plain numbers can be benchmarked", p.name));

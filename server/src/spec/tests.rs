@@ -132,6 +132,7 @@ fn kernels(src: &str, lang: Lang) -> Vec<Kernel> {
             spec: SpecBlock { lines, range },
             callees: Vec::new(),
             unit_ranges: Vec::new(),
+            autotune: None,
         });
     }
     out
@@ -1711,5 +1712,84 @@ def k(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
         expect![[r#"
         1:15-19 error `(4,)`: a tuple `(x, y, z)` is only allowed as the whole value of `grid` or `block`
     "#]],
+    );
+}
+
+/// Analyzes the LAST kernel of a Triton fixture found by the real kernel discovery (its
+/// decorators read, unlike `kernels`).
+fn check_discovered(fixture: &str, expect: Expect) {
+    let src = fixture.trim_start_matches('\n');
+    let mut parser = tree_sitter::Parser::new();
+    parser
+        .set_language(&crate::syntax::ts_language(Lang::Triton))
+        .expect("the grammar loads");
+    let tree = crate::syntax::parse_text(&mut parser, Lang::Triton, src).expect("parsed");
+    let ks = crate::syntax::analyze(Lang::Triton, src, &tree).kernels;
+    let k = ks.last().expect("fixture has a kernel");
+    let r = analyze(k, &ks, &EvalEnv::default());
+    let mut s = render_diags(src, &r.diagnostics);
+    if let Some(p) = &r.plan {
+        s.push_str(&render_plan(p));
+    }
+    expect.assert_eq(&s);
+}
+
+#[test]
+fn an_autotuned_kernel_runs_its_first_config_where_the_spec_is_silent() {
+    // BLOCK_M, num_warps and num_stages from the first config; BLOCK_N from the spec,
+    // which wins; `EVEN` is no parameter of the kernel and is left out.
+    check_discovered(
+        r#"
+import triton
+import triton.language as tl
+
+# @bench M = 256; N = 512
+# @bench a: in f32[M, N]; out: out f32[M, N]
+# @bench grid = (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)); BLOCK_N = 32
+@triton.autotune(
+    configs=[
+        triton.Config({'BLOCK_M': 128, 'BLOCK_N': 64, 'EVEN': 1}, num_warps=8, num_stages=3),
+        triton.Config({'BLOCK_M': 64, 'BLOCK_N': 32}, num_warps=4),
+    ],
+    key=['M', 'N'],
+)
+@triton.jit
+def k(a, out, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pass
+"#,
+        expect![[r#"
+            case 0: sizes []
+              a: in f32[256, 512] elems=131072 bytes=524288 ~ uniform(-1.0, 1.0)
+              out: out f32[256, 512] elems=131072 bytes=524288 ~ uniform(-1.0, 1.0)
+              M = 256 (I64)
+              N = 512 (I64)
+              BLOCK_M = 128 (constexpr)
+              BLOCK_N = 32 (constexpr)
+              launch Triton { grid: [2, 16], num_warps: Some(8), num_stages: Some(3) }
+              bytes=1048576 flops=None
+            atol=None rtol=None reference=None trials=3
+        "#]],
+    );
+    // Configs the decorator does not spell out: the missing value is an error that
+    // says why the configs could not give it.
+    check_discovered(
+        r#"
+import triton
+import triton.language as tl
+
+CONFIGS = [triton.Config({'BLOCK': b}) for b in (128, 256)]
+
+# @bench n = 1000
+# @bench x: in f32[n]
+# @bench grid = cdiv(n, BLOCK)
+@triton.autotune(configs=CONFIGS, key=['n'])
+@triton.jit
+def k(x, n, BLOCK: tl.constexpr):
+    pass
+"#,
+        expect![[r#"
+            8:25-30 error `BLOCK`: `BLOCK` is not defined; define it with `# @bench BLOCK = ...`
+            11:13-32 error `BLOCK: tl.constexpr`: parameter `BLOCK` has no value in the @bench spec; add `# @bench BLOCK = 1024` or `# @bench tune BLOCK in [...]`; the @triton.autotune configs are not a list of `triton.Config({...})` written in the decorator, so they cannot give it
+        "#]],
     );
 }

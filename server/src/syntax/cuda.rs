@@ -381,6 +381,7 @@ fn assemble(
             spec: spec_block(Lang::Cuda, src, lines, &leading, def_range.start),
             callees,
             unit_ranges,
+            autotune: None,
         });
     }
     kernels.sort_by_key(|k| k.def_range.start);

@@ -89,6 +89,21 @@ pub struct Kernel {
     pub callees: Vec<String>,
     /// The kernel unit: `def_range` of the kernel and of every callee, sorted by start.
     pub unit_ranges: Vec<ByteRange>,
+    /// Triton: the `@triton.autotune` decorator above the kernel, if any.
+    #[serde(default)]
+    pub autotune: Option<Autotune>,
+}
+
+/// A Triton kernel's `@triton.autotune(configs=[...], ...)` decorator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Autotune {
+    /// The decorator, from `@` through its closing parenthesis.
+    pub range: ByteRange,
+    /// Each `triton.Config(...)` of a literal `configs=[...]` list, in source order: its
+    /// integer (or boolean, as 0/1) values by name, the `tl.constexpr` ones from its
+    /// dictionary, then `num_warps` and `num_stages` when given. Empty when the list
+    /// is not written out in the decorator (a name, a comprehension, a call).
+    pub configs: Vec<Vec<(String, i64)>>,
 }
 
 /// A syntax error region reported by tree-sitter (one per region, not one per node).

@@ -1028,3 +1028,70 @@ __global__ void transform(const uint32_t *t, uint32_t *out) { out[0] = t[0]; }
         );
     }
 }
+
+#[test]
+fn autotune_configs_are_read_from_the_decorator_in_the_spellings_authors_use() {
+    let src = r#"import triton
+import triton.language as tl
+from triton import autotune, Config, jit
+
+@triton.autotune(
+    configs=[
+        triton.Config({'BLOCK_M': 128, "BLOCK_N": 64, 'EVEN': True}, num_warps=8, num_stages=3),
+        triton.Config(kwargs={'BLOCK_M': 0x40, 'BLOCK_N': 32}, num_warps=4),
+    ],
+    key=['M', 'N'],
+)
+@triton.jit
+def keyword_style(a, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN: tl.constexpr):
+    pass
+
+@autotune([Config({"BLOCK": 1_024})], key=["n"])
+@jit
+def positional_style(x, n, BLOCK: tl.constexpr):
+    pass
+
+CONFIGS = [triton.Config({'BLOCK': b}) for b in (128, 256)]
+
+@triton.autotune(configs=CONFIGS, key=['n'])
+@triton.jit
+def named_list(x, n, BLOCK: tl.constexpr):
+    pass
+
+@triton.autotune(configs=[triton.Config({'BLOCK': 128}), triton.Config({'BLOCK': BIG})], key=['n'])
+@triton.jit
+def a_value_that_is_not_a_number(x, n, BLOCK: tl.constexpr):
+    pass
+
+@triton.jit
+def not_autotuned(x, n, BLOCK: tl.constexpr):
+    pass
+"#;
+    let tree = parse(Lang::Triton, src);
+    let model = analyze(Lang::Triton, src, &tree);
+    let mut out = String::new();
+    for k in &model.kernels {
+        match &k.autotune {
+            None => {
+                let _ = writeln!(out, "{}: not autotuned", k.name);
+            }
+            Some(a) => {
+                let _ = writeln!(
+                    out,
+                    "{}: decorator {} configs {:?}",
+                    k.name,
+                    span(src, &a.range),
+                    a.configs
+                );
+            }
+        }
+    }
+    expect![[r#"
+        keyword_style: decorator 4:0-10:1 configs [[("BLOCK_M", 128), ("BLOCK_N", 64), ("EVEN", 1), ("num_warps", 8), ("num_stages", 3)], [("BLOCK_M", 64), ("BLOCK_N", 32), ("num_warps", 4)]]
+        positional_style: decorator 15:0-15:48 configs [[("BLOCK", 1024)]]
+        named_list: decorator 22:0-22:44 configs []
+        a_value_that_is_not_a_number: decorator 27:0-27:99 configs []
+        not_autotuned: not autotuned
+    "#]]
+    .assert_eq(&out);
+}

@@ -11,7 +11,7 @@ use tree_sitter::{Node, QueryCursor};
 
 use super::spec_block::{spec_block, LineIndex};
 use super::unit::{CallGraph, Func};
-use super::{queries, text, ByteRange, Kernel, Lang, Param, ParamKind, SpecBlock};
+use super::{queries, text, Autotune, ByteRange, Kernel, Lang, Param, ParamKind, SpecBlock};
 
 pub(crate) fn analyze(src: &str, root: Node, lines: &LineIndex) -> Vec<Kernel> {
     let Some(query) = queries::TRITON_KERNELS.as_ref() else {
@@ -26,6 +26,7 @@ pub(crate) fn analyze(src: &str, root: Node, lines: &LineIndex) -> Vec<Kernel> {
         name: Node<'t>,
         params: Node<'t>,
         spec: SpecBlock,
+        autotune: Option<Autotune>,
     }
     let mut found: Vec<Found> = Vec::new();
     let mut funcs: Vec<Func> = Vec::new();
@@ -65,6 +66,7 @@ pub(crate) fn analyze(src: &str, root: Node, lines: &LineIndex) -> Vec<Kernel> {
         found.push(Found {
             name,
             params,
+            autotune: autotune(src, def),
             spec: spec_block(
                 Lang::Triton,
                 src,
@@ -98,6 +100,7 @@ pub(crate) fn analyze(src: &str, root: Node, lines: &LineIndex) -> Vec<Kernel> {
             spec: f.spec,
             callees,
             unit_ranges,
+            autotune: f.autotune,
         });
     }
     kernels.sort_by_key(|k| k.def_range.start);
@@ -191,6 +194,124 @@ fn is_jit(src: &str, def: Node, jit_names: &HashSet<String>) -> bool {
             jit_names.contains(&spelled)
         });
     found
+}
+
+/// The `@triton.autotune(...)` (or `@autotune(...)`) decorator of `def`, with the configs
+/// its literal `configs=[triton.Config({...}, num_warps=..., num_stages=...), ...]` list
+/// gives.
+fn autotune(src: &str, def: Node) -> Option<Autotune> {
+    let mut cursor = def.walk();
+    let decorators: Vec<Node> = def
+        .named_children(&mut cursor)
+        .filter(|d| d.kind() == "decorator")
+        .collect();
+    decorators.into_iter().find_map(|d| {
+        let call = d.named_child(0).filter(|e| e.kind() == "call")?;
+        let f = call.child_by_field_name("function")?;
+        let spelled: String = text(src, f)
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        if spelled != "autotune" && !spelled.ends_with(".autotune") {
+            return None;
+        }
+        let args = call.child_by_field_name("arguments")?;
+        let list = argument(src, args, "configs", 0);
+        let configs = list
+            .filter(|l| l.kind() == "list")
+            .and_then(|l| {
+                let mut c = l.walk();
+                let items: Vec<Node> = l.named_children(&mut c).collect();
+                items.into_iter().map(|i| config(src, i)).collect()
+            })
+            .unwrap_or_default();
+        Some(Autotune {
+            range: d.byte_range(),
+            configs,
+        })
+    })
+}
+
+/// The argument named `name` of a call's `argument_list`, else its `position`-th
+/// positional one.
+fn argument<'t>(src: &str, args: Node<'t>, name: &str, position: usize) -> Option<Node<'t>> {
+    let mut cursor = args.walk();
+    let all: Vec<Node> = args.named_children(&mut cursor).collect();
+    all.iter()
+        .find(|a| {
+            a.kind() == "keyword_argument"
+                && a.child_by_field_name("name")
+                    .is_some_and(|n| text(src, n) == name)
+        })
+        .and_then(|a| a.child_by_field_name("value"))
+        .or_else(|| {
+            all.iter()
+                .filter(|a| a.kind() != "keyword_argument" && a.kind() != "comment")
+                .nth(position)
+                .copied()
+        })
+}
+
+/// One `triton.Config({...}, num_warps=4, num_stages=3)`: its integer values by name, or
+/// None when it is not written that way.
+fn config(src: &str, node: Node) -> Option<Vec<(String, i64)>> {
+    if node.kind() != "call" {
+        return None;
+    }
+    let f = node.child_by_field_name("function")?;
+    let spelled = text(src, f);
+    if spelled != "Config" && !spelled.ends_with(".Config") {
+        return None;
+    }
+    let args = node.child_by_field_name("arguments")?;
+    let dict = argument(src, args, "kwargs", 0).filter(|d| d.kind() == "dictionary")?;
+    let mut out = Vec::new();
+    let mut cursor = dict.walk();
+    for pair in dict.named_children(&mut cursor) {
+        if pair.kind() != "pair" {
+            continue;
+        }
+        let key = pair.child_by_field_name("key")?;
+        let value = pair.child_by_field_name("value")?;
+        let k = text(src, key);
+        let k = k.trim_matches(|c| c == '\'' || c == '"');
+        out.push((k.to_string(), int_value(src, value)?));
+    }
+    for name in ["num_warps", "num_stages"] {
+        let mut c = args.walk();
+        let kw = args.named_children(&mut c).find(|a| {
+            a.kind() == "keyword_argument"
+                && a.child_by_field_name("name")
+                    .is_some_and(|n| text(src, n) == name)
+        });
+        if let Some(v) = kw.and_then(|a| a.child_by_field_name("value")) {
+            out.push((name.to_string(), int_value(src, v)?));
+        }
+    }
+    Some(out)
+}
+
+/// An integer literal (`128`, `0x80`, `-1`) or `True`/`False` (1/0).
+fn int_value(src: &str, node: Node) -> Option<i64> {
+    let t: String = text(src, node).chars().filter(|c| *c != '_').collect();
+    match t.as_str() {
+        "True" => return Some(1),
+        "False" => return Some(0),
+        _ => {}
+    }
+    let (neg, digits) = match t.strip_prefix('-') {
+        Some(rest) => (true, rest.trim()),
+        None => (false, t.as_str()),
+    };
+    let v = if let Some(h) = digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        i64::from_str_radix(h, 16).ok()?
+    } else {
+        digits.parse::<i64>().ok()?
+    };
+    Some(if neg { -v } else { v })
 }
 
 fn params(src: &str, list: Node) -> Vec<Param> {

@@ -113,8 +113,9 @@ fn bench_reports_a_wrong_triton_kernel_with_buffer_index_and_seed() {
 
 /// Kernels without a reference, in different styles: one clean, one whose store has no
 /// mask (it writes past the end when n is not a multiple of the block), one that writes
-/// into its `in` buffer, and an autotuned one whose spec leaves BLOCK to its first
-/// config (the worker runs that config, not the autotuner's search).
+/// into its `in` buffer, one whose spec leaves its constexprs to their defaults (`None`
+/// among them), and an autotuned one whose spec leaves BLOCK to its first config (the
+/// worker runs that config, not the autotuner's search).
 const UNREFERENCED: &str = r#"import triton
 import triton.language as tl
 
@@ -149,6 +150,19 @@ def scale_inplace(x, y, n, BLOCK: tl.constexpr):
     m = i < n
     v = tl.load(x + i, mask=m) * 2.0
     tl.store(x + i, v, mask=m)
+    tl.store(y + i, v, mask=m)
+
+
+# @bench n = 4096, 1001
+# @bench x: in f32[n]; y: out f32[n]
+# @bench grid = cdiv(n, BLOCK)
+@triton.jit
+def scale_defaults(x, y, n, alpha: tl.constexpr = 2.0, BLOCK: tl.constexpr = 512, ACT: tl.constexpr = None):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    v = tl.load(x + i, mask=m) * alpha
+    if ACT is not None:
+        v = tl.maximum(v, 0.0)
     tl.store(y + i, v, mask=m)
 
 
@@ -214,6 +228,11 @@ fn bench_checks_a_kernel_without_reference_against_itself() {
         written.contains("FAILED its own check")
             && written.contains("wrote into the input buffer `x`"),
         "{written}"
+    );
+    let defaults = row("scale_defaults");
+    assert!(
+        defaults.contains("self-check passed (2 cases × 3 trials"),
+        "{defaults}\n{out}"
     );
     let tuned = row("relu_autotuned");
     assert!(

@@ -652,6 +652,22 @@ fn value_graph<'a>(
             }
         }
     }
+    // Then a Triton parameter's own default (`BLOCK: tl.constexpr = 512`,
+    // `eps: float = 1e-5`): what a launch that leaves it out runs with.
+    for p in &kernel.params {
+        cx.charge(1);
+        let Some(v) = p.default.as_deref().and_then(python_number) else {
+            continue;
+        };
+        let settable = matches!(p.kind, ParamKind::Constexpr | ParamKind::TritonArg { .. });
+        if settable && decls.buffer(&p.name).is_none() && !nodes.iter().any(|n| n.name == p.name) {
+            nodes.push(Node {
+                name: p.name.clone(),
+                span: None,
+                src: Source::Const(v),
+            });
+        }
+    }
     let mut index: HashMap<String, usize> = nodes
         .iter()
         .enumerate()
@@ -690,6 +706,25 @@ fn value_graph<'a>(
         deps,
         unknown: HashSet::new(),
         used: HashSet::new(),
+    }
+}
+
+/// A Python number literal as a parameter default: an integer as
+/// [`crate::syntax::python_int`] reads it (`True`/`False` too), else a finite float
+/// (`1e-5`, `2.0`, `-.5`). None for anything else (`None`, a name, an expression).
+fn python_number(text: &str) -> Option<Value> {
+    if let Some(v) = crate::syntax::python_int(text) {
+        return Some(Value::Int(v));
+    }
+    let t = text.trim();
+    let digits = t.strip_prefix('-').unwrap_or(t).trim();
+    let looks_float = digits.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+        && digits
+            .chars()
+            .all(|c| c.is_ascii_digit() || "._eE+-".contains(c));
+    match t.replace(['_', ' '], "").parse::<f64>() {
+        Ok(v) if looks_float && v.is_finite() => Some(Value::Float(v)),
+        _ => None,
     }
 }
 
@@ -832,6 +867,8 @@ fn check_missing_values(
                     cx.error(p.range.clone(), format!("parameter `{0}` has no value in the @bench spec; add a line like `{pre} {0} = ...`", p.name));
                 }
             }
+            // A Triton parameter with a default may be left out of the launch.
+            ParamKind::TritonArg { .. } | ParamKind::Constexpr if p.default.is_some() => {}
             ParamKind::TritonArg { .. } if !has_node && !has_buf => {
                 let msg = if p.name.to_ascii_lowercase().ends_with("ptr") {
                     let role = guess_role(lang, &p.name, false);
@@ -1776,6 +1813,12 @@ fn build_case(
                 bytes,
                 dist,
             });
+            continue;
+        }
+        // A Triton parameter with a default that is no number (`ACT: tl.constexpr =
+        // None`) and no value in the spec is left out of the launch: it runs with its
+        // default.
+        if p.default.is_some() && !graph.has(&p.name) {
             continue;
         }
         let Some(value) = num(&p.name) else {

@@ -113,6 +113,7 @@ fn kernels(src: &str, lang: Lang) -> Vec<Kernel> {
                 index: params.len(),
                 range,
                 kind,
+                default: None,
             });
         }
         let ds = def_start.take().unwrap_or(start);
@@ -1790,6 +1791,62 @@ def k(x, n, BLOCK: tl.constexpr):
         expect![[r#"
             8:25-30 error `BLOCK`: `BLOCK` is not defined; define it with `# @bench BLOCK = ...`
             11:13-32 error `BLOCK: tl.constexpr`: parameter `BLOCK` has no value in the @bench spec; add `# @bench BLOCK = 1024` or `# @bench tune BLOCK in [...]`; the @triton.autotune configs are not a list of `triton.Config({...})` written in the decorator, so they cannot give it
+        "#]],
+    );
+}
+
+#[test]
+fn a_triton_parameters_default_is_its_value_where_the_spec_is_silent() {
+    // `BLOCK` and `alpha` from their defaults (the spec's grid reads BLOCK), `eps` is a
+    // runtime scalar with a float default; `n` from the spec.
+    check_discovered(
+        r#"
+import triton
+import triton.language as tl
+
+# @bench n = 1000
+# @bench x: in f32[n]; y: out f32[n]
+# @bench grid = cdiv(n, BLOCK)
+@triton.jit
+def k(x, y, n, eps: float = 1e-5, alpha: tl.constexpr = 2.0, BLOCK: tl.constexpr = 0x200):
+    pass
+"#,
+        expect![[r#"
+            case 0: sizes []
+              x: in f32[1000] elems=1000 bytes=4000 ~ uniform(-1.0, 1.0)
+              y: out f32[1000] elems=1000 bytes=4000 ~ uniform(-1.0, 1.0)
+              n = 1000 (I64)
+              eps = 1e-5 (F64)
+              alpha = 2.0 (constexpr)
+              BLOCK = 512 (constexpr)
+              launch Triton { grid: [2], num_warps: None, num_stages: None }
+              bytes=8000 flops=None
+            atol=None rtol=None reference=None trials=3
+        "#]],
+    );
+    // The first autotune config wins over a default (as Triton's autotuner passes it);
+    // a parameter whose default is no number is left out of the launch, no error.
+    check_discovered(
+        r#"
+import triton
+import triton.language as tl
+
+# @bench n = 1000
+# @bench x: in f32[n]
+# @bench grid = cdiv(n, BLOCK)
+@triton.autotune(configs=[triton.Config({'BLOCK': 128})], key=['n'])
+@triton.jit
+def k(x, n, BLOCK: tl.constexpr = 512, ACT: tl.constexpr = None):
+    pass
+"#,
+        expect![[r#"
+            case 0: sizes []
+              x: in f32[1000] elems=1000 bytes=4000 ~ uniform(-1.0, 1.0)
+              n = 1000 (I64)
+              BLOCK = 128 (constexpr)
+              launch Triton { grid: [8], num_warps: None, num_stages: None }
+              bytes=4000 flops=None
+            atol=None rtol=None reference=None trials=3
         "#]],
     );
 }

@@ -374,6 +374,7 @@ fn assemble(
                             }
                         }
                     },
+                    default: None,
                 })
                 .collect(),
             template_params: k.template_params.clone(),

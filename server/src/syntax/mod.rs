@@ -17,6 +17,7 @@ pub mod model;
 mod queries;
 mod spec_block;
 mod triton;
+pub(crate) use triton::python_int;
 mod unit;
 
 #[cfg(test)]

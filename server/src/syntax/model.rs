@@ -23,6 +23,9 @@ pub struct Param {
     /// The whole parameter declaration (`const float* __restrict__ x`, `BLOCK: tl.constexpr`).
     pub range: ByteRange,
     pub kind: ParamKind,
+    /// Triton: the default value's text (`BLOCK: tl.constexpr = 512` -> `512`).
+    #[serde(default)]
+    pub default: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

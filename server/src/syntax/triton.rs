@@ -291,9 +291,13 @@ fn config(src: &str, node: Node) -> Option<Vec<(String, i64)>> {
     Some(out)
 }
 
-/// An integer literal (`128`, `0x80`, `-1`) or `True`/`False` (1/0).
 fn int_value(src: &str, node: Node) -> Option<i64> {
-    let t: String = text(src, node).chars().filter(|c| *c != '_').collect();
+    python_int(text(src, node))
+}
+
+/// A Python integer literal (`128`, `1_024`, `0x80`, `-1`) or `True`/`False` (1/0).
+pub(crate) fn python_int(text: &str) -> Option<i64> {
+    let t: String = text.chars().filter(|c| *c != '_').collect();
     match t.as_str() {
         "True" => return Some(1),
         "False" => return Some(0),
@@ -344,11 +348,16 @@ fn params(src: &str, list: Node) -> Vec<Param> {
         } else {
             ParamKind::TritonArg { annotation }
         };
+        let default = p
+            .child_by_field_name("value")
+            .filter(|_| p.kind().ends_with("default_parameter"))
+            .map(|v| text(src, v).trim().to_string());
         out.push(Param {
             name: text(src, name).to_string(),
             index: out.len(),
             range: p.byte_range(),
             kind,
+            default,
         });
     }
     out

@@ -68,6 +68,22 @@ impl TestClient {
         }
     }
 
+    /// The next message from the server, with nothing answered: a server request stays
+    /// unanswered, as with an editor that quits before it replies.
+    pub async fn next_unanswered(&mut self, limit: Duration) -> Value {
+        tokio::time::timeout(limit, self.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no message within {limit:?}"))
+            .expect("server closed the connection")
+    }
+
+    /// Closes both ends of the connection, as an editor that quits does, and hands back
+    /// the server's process.
+    pub fn close(self) -> Option<tokio::process::Child> {
+        let TestClient { _child, .. } = self;
+        _child
+    }
+
     pub fn child(&mut self) -> Option<&mut tokio::process::Child> {
         self._child.as_mut()
     }

@@ -663,3 +663,38 @@ fn walk_has(dir: &std::path::Path, name: &str) -> bool {
         })
     })
 }
+
+#[tokio::test]
+async fn the_server_exits_when_the_editor_quits_while_it_waits_for_an_answer() {
+    let Some((dir, mut c)) = job_session(
+        "the_server_exits_when_the_editor_quits_while_it_waits_for_an_answer",
+        "quits",
+    ) else {
+        return;
+    };
+    c.initialize(json!({"compileOnType": false}), &["utf-16"])
+        .await;
+    let file = dir.join("add.py");
+    std::fs::write(&file, ADD).unwrap();
+    let uri = format!("file://{}", file.display());
+    c.open(&uri, "python", ADD).await;
+    c.send_request(
+        "workspace/executeCommand",
+        json!({"command": "kernel-lsp.tune", "arguments": [{"uri": uri, "kernel": "add_kernel"}]}),
+    )
+    .await;
+    // The job ends by asking the editor to apply its edit; this editor quits instead of
+    // answering.
+    loop {
+        let m = c.next_unanswered(Duration::from_secs(240)).await;
+        if m["method"] == "workspace/applyEdit" {
+            break;
+        }
+    }
+    let mut server = c.close().expect("a server process");
+    tokio::time::timeout(Duration::from_secs(30), server.wait())
+        .await
+        .expect("the server still runs 30 s after the editor quit")
+        .unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -220,8 +220,24 @@ pub async fn serve_messages<S>(
         tasks_tx.close_channel();
         to_client_abort.abort();
     };
-    futures::join!(answers, requests_to_client, read);
+    // Once the client's end is closed, the answers still coming are sent for a short
+    // while, then the loop ends even if a handler still waits: on the client's answer
+    // to one of the server's own requests (`workspace/applyEdit` at the end of a job),
+    // which cannot come any more, or on a job no one can see. Before, such a handler
+    // kept the server running after the editor had quit.
+    let read_then_grace = async {
+        read.await;
+        tokio::time::sleep(INPUT_CLOSED_GRACE).await;
+    };
+    let outputs = async {
+        futures::join!(answers, requests_to_client);
+    };
+    futures::pin_mut!(read_then_grace, outputs);
+    future::select(outputs, read_then_grace).await;
 }
+
+/// How long the answers in flight may still be sent after the client closed its end.
+const INPUT_CLOSED_GRACE: Duration = Duration::from_secs(5);
 
 /// `msg` as a frame for the writer (a closed writer means the client is gone: dropped).
 async fn send_json<T: serde::Serialize>(frames: &mpsc::Sender<Vec<u8>>, msg: &T) {

@@ -115,7 +115,8 @@ fn bench_reports_a_wrong_triton_kernel_with_buffer_index_and_seed() {
 /// mask (it writes past the end when n is not a multiple of the block), one that writes
 /// into its `in` buffer, one whose spec leaves its constexprs to their defaults (`None`
 /// among them), and an autotuned one whose spec leaves BLOCK to its first config (the
-/// worker runs that config, not the autotuner's search).
+/// worker runs that config, not the autotuner's search) and EVEN to its
+/// `@triton.heuristics`.
 const UNREFERENCED: &str = r#"import triton
 import triton.language as tl
 
@@ -176,11 +177,15 @@ def scale_defaults(x, y, n, alpha: tl.constexpr = 2.0, BLOCK: tl.constexpr = 512
     ],
     key=["n_elements"],
 )
+@triton.heuristics({"EVEN": lambda args: args["n_elements"] % args["BLOCK"] == 0})
 @triton.jit
-def relu_autotuned(in_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+def relu_autotuned(in_ptr, out_ptr, n_elements, BLOCK: tl.constexpr, EVEN: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n_elements
-    tl.store(out_ptr + offs, tl.maximum(tl.load(in_ptr + offs, mask=m), 0.0), mask=m)
+    if EVEN:
+        tl.store(out_ptr + offs, tl.maximum(tl.load(in_ptr + offs), 0.0))
+    else:
+        m = offs < n_elements
+        tl.store(out_ptr + offs, tl.maximum(tl.load(in_ptr + offs, mask=m), 0.0), mask=m)
 "#;
 
 #[test]

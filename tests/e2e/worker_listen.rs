@@ -157,7 +157,7 @@ fn a_listening_worker_serves_one_command_after_another_with_the_same_helper() {
     let listener = Listener::start(&sock, &py, &dir.join("listen.log"));
     let connect = format!("{BIN} worker --connect {}", sock.display());
     let mut helpers = Vec::new();
-    let mut accepted = Vec::new();
+    let mut verified = Vec::new();
     for _ in 0..2 {
         let out = optimize(&dir, &connect);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -172,13 +172,26 @@ fn a_listening_worker_serves_one_command_after_another_with_the_same_helper() {
                 .any(|c| c["verified"] == true),
             "candidates were verified: {run}"
         );
-        accepted.push(step["accepted"].clone());
+        // What was verified, not which won: on the interpreter the winner is a CPU
+        // timing, which the rest of the suite beside it moves (CI once accepted BLOCK=2048
+        // then BLOCK=1024).
+        verified.push(
+            step["candidates"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| (c["label"].clone(), c["verified"].clone()))
+                .collect::<Vec<_>>(),
+        );
         helpers.push(listener.children());
     }
     // The same worker process served both commands: nothing restarted in between.
     assert_eq!(helpers[0].len(), 1, "one worker: {helpers:?}");
     assert_eq!(helpers[0], helpers[1], "the worker was kept: {helpers:?}");
-    assert_eq!(accepted[0], accepted[1], "the same result both times");
+    assert_eq!(
+        verified[0], verified[1],
+        "the same candidates verified both times"
+    );
     // The socket is for this user only (a client runs code on the GPU).
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;

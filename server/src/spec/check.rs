@@ -709,6 +709,13 @@ fn value_graph<'a>(
     }
 }
 
+/// Whether a Triton parameter the spec gives no value is left out of the launch: it has a
+/// default (that is no number, else that is its value), or a `@triton.heuristics`
+/// decorator computes it.
+fn left_out(kernel: &Kernel, p: &Param, graph: &Graph<'_>) -> bool {
+    !graph.has(&p.name) && (p.default.is_some() || kernel.heuristics.contains(&p.name))
+}
+
 /// A Python number literal as a parameter default: an integer as
 /// [`crate::syntax::python_int`] reads it (`True`/`False` too), else a finite float
 /// (`1e-5`, `2.0`, `-.5`). None for anything else (`None`, a name, an expression).
@@ -867,8 +874,9 @@ fn check_missing_values(
                     cx.error(p.range.clone(), format!("parameter `{0}` has no value in the @bench spec; add a line like `{pre} {0} = ...`", p.name));
                 }
             }
-            // A Triton parameter with a default may be left out of the launch.
-            ParamKind::TritonArg { .. } | ParamKind::Constexpr if p.default.is_some() => {}
+            // A Triton parameter with a default, or one a `@triton.heuristics`
+            // computes, may be left out of the launch.
+            ParamKind::TritonArg { .. } | ParamKind::Constexpr if left_out(kernel, p, graph) => {}
             ParamKind::TritonArg { .. } if !has_node && !has_buf => {
                 let msg = if p.name.to_ascii_lowercase().ends_with("ptr") {
                     let role = guess_role(lang, &p.name, false);
@@ -1818,7 +1826,7 @@ fn build_case(
         // A Triton parameter with a default that is no number (`ACT: tl.constexpr =
         // None`) and no value in the spec is left out of the launch: it runs with its
         // default.
-        if p.default.is_some() && !graph.has(&p.name) {
+        if left_out(kernel, p, graph) {
             continue;
         }
         let Some(value) = num(&p.name) else {

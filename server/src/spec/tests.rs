@@ -134,6 +134,7 @@ fn kernels(src: &str, lang: Lang) -> Vec<Kernel> {
             callees: Vec::new(),
             unit_ranges: Vec::new(),
             autotune: None,
+            heuristics: Vec::new(),
         });
     }
     out
@@ -1845,6 +1846,34 @@ def k(x, n, BLOCK: tl.constexpr = 512, ACT: tl.constexpr = None):
               n = 1000 (I64)
               BLOCK = 128 (constexpr)
               launch Triton { grid: [8], num_warps: None, num_stages: None }
+              bytes=4000 flops=None
+            atol=None rtol=None reference=None trials=3
+        "#]],
+    );
+}
+
+#[test]
+fn a_constexpr_that_triton_heuristics_computes_needs_no_value() {
+    // `EVEN` is computed at launch and left out of it.
+    check_discovered(
+        r#"
+import triton
+import triton.language as tl
+
+# @bench n = 1000
+# @bench x: in f32[n]
+# @bench grid = cdiv(n, BLOCK); BLOCK = 256
+@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+@triton.jit
+def k(x, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    pass
+"#,
+        expect![[r#"
+            case 0: sizes []
+              x: in f32[1000] elems=1000 bytes=4000 ~ uniform(-1.0, 1.0)
+              n = 1000 (I64)
+              BLOCK = 256 (constexpr)
+              launch Triton { grid: [4], num_warps: None, num_stages: None }
               bytes=4000 flops=None
             atol=None rtol=None reference=None trials=3
         "#]],

@@ -383,6 +383,7 @@ fn assemble(
             callees,
             unit_ranges,
             autotune: None,
+            heuristics: Vec::new(),
         });
     }
     kernels.sort_by_key(|k| k.def_range.start);

@@ -95,6 +95,9 @@ pub struct Kernel {
     /// Triton: the `@triton.autotune` decorator above the kernel, if any.
     #[serde(default)]
     pub autotune: Option<Autotune>,
+    /// Triton: the names a `@triton.heuristics({...})` decorator computes at launch.
+    #[serde(default)]
+    pub heuristics: Vec<String>,
 }
 
 /// A Triton kernel's `@triton.autotune(configs=[...], ...)` decorator.

@@ -1095,3 +1095,38 @@ def not_autotuned(x, n, BLOCK: tl.constexpr):
     "#]]
     .assert_eq(&out);
 }
+
+#[test]
+fn heuristics_names_are_read_from_the_decorator() {
+    let src = r#"import triton
+import triton.language as tl
+
+@triton.autotune(configs=[triton.Config({'BLOCK': 128})], key=['n'])
+@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0, 'HAS_BIAS': lambda a: a['b'] is not None})
+@triton.jit
+def k(x, b, n, BLOCK: tl.constexpr, EVEN: tl.constexpr, HAS_BIAS: tl.constexpr):
+    pass
+
+@triton.heuristics(values=HEURISTICS)
+@triton.jit
+def named(x, n, EVEN: tl.constexpr):
+    pass
+"#;
+    let tree = parse(Lang::Triton, src);
+    let model = analyze(Lang::Triton, src, &tree);
+    let got: Vec<(String, Vec<String>)> = model
+        .kernels
+        .iter()
+        .map(|k| (k.name.clone(), k.heuristics.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "k".to_string(),
+                vec!["EVEN".to_string(), "HAS_BIAS".to_string()]
+            ),
+            ("named".to_string(), vec![]),
+        ]
+    );
+}

@@ -27,6 +27,7 @@ pub(crate) fn analyze(src: &str, root: Node, lines: &LineIndex) -> Vec<Kernel> {
         params: Node<'t>,
         spec: SpecBlock,
         autotune: Option<Autotune>,
+        heuristics: Vec<String>,
     }
     let mut found: Vec<Found> = Vec::new();
     let mut funcs: Vec<Func> = Vec::new();
@@ -67,6 +68,7 @@ pub(crate) fn analyze(src: &str, root: Node, lines: &LineIndex) -> Vec<Kernel> {
             name,
             params,
             autotune: autotune(src, def),
+            heuristics: heuristics(src, def),
             spec: spec_block(
                 Lang::Triton,
                 src,
@@ -101,6 +103,7 @@ pub(crate) fn analyze(src: &str, root: Node, lines: &LineIndex) -> Vec<Kernel> {
             callees,
             unit_ranges,
             autotune: f.autotune,
+            heuristics: f.heuristics,
         });
     }
     kernels.sort_by_key(|k| k.def_range.start);
@@ -200,36 +203,79 @@ fn is_jit(src: &str, def: Node, jit_names: &HashSet<String>) -> bool {
 /// its literal `configs=[triton.Config({...}, num_warps=..., num_stages=...), ...]` list
 /// gives.
 fn autotune(src: &str, def: Node) -> Option<Autotune> {
+    decorator_calls(src, def, "autotune")
+        .into_iter()
+        .find_map(|(d, call)| {
+            let args = call.child_by_field_name("arguments")?;
+            let list = argument(src, args, "configs", 0);
+            let configs = list
+                .filter(|l| l.kind() == "list")
+                .and_then(|l| {
+                    let mut c = l.walk();
+                    let items: Vec<Node> = l.named_children(&mut c).collect();
+                    items.into_iter().map(|i| config(src, i)).collect()
+                })
+                .unwrap_or_default();
+            Some(Autotune {
+                range: d.byte_range(),
+                configs,
+            })
+        })
+}
+
+/// The names a `@triton.heuristics({"EVEN": lambda args: ...})` decorator of `def`
+/// computes at launch: the string keys of its literal dictionary.
+fn heuristics(src: &str, def: Node) -> Vec<String> {
+    let mut out = Vec::new();
+    for (_, call) in decorator_calls(src, def, "heuristics") {
+        let Some(dict) = call
+            .child_by_field_name("arguments")
+            .and_then(|a| argument(src, a, "values", 0))
+            .filter(|d| d.kind() == "dictionary")
+        else {
+            continue;
+        };
+        let mut c = dict.walk();
+        for pair in dict.named_children(&mut c) {
+            if let Some(key) = pair
+                .child_by_field_name("key")
+                .filter(|k| k.kind() == "string")
+            {
+                out.push(
+                    text(src, key)
+                        .trim_matches(|c| c == '\'' || c == '"')
+                        .to_string(),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The decorators of `def` that call `name` (`@triton.name(...)`, `@name(...)`), with
+/// their call nodes.
+fn decorator_calls<'t>(src: &str, def: Node<'t>, name: &str) -> Vec<(Node<'t>, Node<'t>)> {
     let mut cursor = def.walk();
     let decorators: Vec<Node> = def
         .named_children(&mut cursor)
         .filter(|d| d.kind() == "decorator")
         .collect();
-    decorators.into_iter().find_map(|d| {
-        let call = d.named_child(0).filter(|e| e.kind() == "call")?;
-        let f = call.child_by_field_name("function")?;
-        let spelled: String = text(src, f)
-            .chars()
-            .filter(|c| !c.is_whitespace())
-            .collect();
-        if spelled != "autotune" && !spelled.ends_with(".autotune") {
-            return None;
-        }
-        let args = call.child_by_field_name("arguments")?;
-        let list = argument(src, args, "configs", 0);
-        let configs = list
-            .filter(|l| l.kind() == "list")
-            .and_then(|l| {
-                let mut c = l.walk();
-                let items: Vec<Node> = l.named_children(&mut c).collect();
-                items.into_iter().map(|i| config(src, i)).collect()
-            })
-            .unwrap_or_default();
-        Some(Autotune {
-            range: d.byte_range(),
-            configs,
+    decorators
+        .into_iter()
+        .filter_map(|d| {
+            let call = d.named_child(0).filter(|e| e.kind() == "call")?;
+            let f = call.child_by_field_name("function")?;
+            let spelled: String = text(src, f)
+                .chars()
+                .filter(|c| !c.is_whitespace())
+                .collect();
+            let named = spelled == name
+                || spelled
+                    .strip_suffix(name)
+                    .is_some_and(|head| head.ends_with('.'));
+            named.then_some((d, call))
         })
-    })
+        .collect()
 }
 
 /// The argument named `name` of a call's `argument_list`, else its `position`-th

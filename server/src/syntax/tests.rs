@@ -1060,7 +1060,7 @@ def named_list(x, n, BLOCK: tl.constexpr):
 
 @triton.autotune(configs=[triton.Config({'BLOCK': 128}), triton.Config({'BLOCK': BIG})], key=['n'])
 @triton.jit
-def a_value_that_is_not_a_number(x, n, BLOCK: tl.constexpr):
+def a_value_that_is_not_a_number(x, n, BLOCK: "tl.constexpr"):
     pass
 
 @triton.jit
@@ -1069,6 +1069,12 @@ def not_autotuned(x, n, BLOCK: tl.constexpr):
 "#;
     let tree = parse(Lang::Triton, src);
     let model = analyze(Lang::Triton, src, &tree);
+    // A string annotation, as torch's test kernels write it, is a constexpr too.
+    let quoted = &model.kernels[3].params[2];
+    assert_eq!(
+        (quoted.name.as_str(), &quoted.kind),
+        ("BLOCK", &ParamKind::Constexpr)
+    );
     let mut out = String::new();
     for k in &model.kernels {
         match &k.autotune {

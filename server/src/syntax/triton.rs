@@ -386,7 +386,11 @@ fn params(src: &str, list: Node) -> Vec<Param> {
                 .join(" ")
         });
         let constexpr = annotation.as_deref().is_some_and(|a| {
-            let compact: String = a.chars().filter(|c| !c.is_whitespace()).collect();
+            // A string annotation (`BLOCK: "tl.constexpr"`) counts as Triton reads it.
+            let compact: String = a
+                .chars()
+                .filter(|c| !c.is_whitespace() && *c != '"' && *c != '\'')
+                .collect();
             compact == "constexpr" || compact.ends_with(".constexpr")
         });
         let kind = if constexpr {

@@ -24,6 +24,7 @@ mod import_kernelbench;
 mod llm_client;
 mod llm_server;
 mod lsp_jobs;
+mod lsp_lifecycle;
 mod lsp_responsive;
 mod lsp_session;
 mod lsp_transport;

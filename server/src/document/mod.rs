@@ -73,8 +73,11 @@ fn parser_for(lang: Lang) -> Parser {
 /// A document's parse: trees with the document's byte offsets, and the regions that
 /// cover the text in order, each a run of top-level items of one tree (or `None`: edited
 /// since, to parse again). See the module doc.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Forest {
+    /// The grammar that made the trees: a tree is never reused by another grammar's
+    /// parser (tree-sitter reads its node symbols as the new grammar's and aborts).
+    lang: Lang,
     trees: Vec<Tree>,
     chunks: Vec<Chunk>,
 }
@@ -112,6 +115,7 @@ impl Forest {
             }],
         };
         Forest {
+            lang,
             trees: vec![tree],
             chunks,
         }
@@ -523,15 +527,30 @@ impl Document {
         ParseJob {
             lang: self.lang,
             text: self.text.clone(),
-            forest: self.forest.clone(),
+            forest: self.forest.clone().filter(|f| f.lang == self.lang),
             was_masked: self.masked,
         }
     }
 
-    /// Keep the parse a [`ParseJob`] made of the current text.
+    /// Keep the parse a [`ParseJob`] made of the current text. A parse made by another
+    /// grammar describes another document (a file reopened under another language) and
+    /// is dropped: the next edit parses the text whole.
     pub fn install_parse(&mut self, parsed: Parsed) {
-        self.forest = parsed.forest;
-        self.masked = parsed.masked;
+        match parsed.forest {
+            Some(f) if f.lang != self.lang => {
+                tracing::warn!(
+                    "a {:?} parse was offered to a {:?} document; dropped",
+                    f.lang,
+                    self.lang
+                );
+                self.forest = None;
+                self.masked = false;
+            }
+            forest => {
+                self.forest = forest;
+                self.masked = parsed.masked;
+            }
+        }
     }
 
     /// The parse of the current text (after [`Document::reparse`] or
@@ -795,6 +814,30 @@ mod tests {
             .apply_change(pos(0, 3), pos(0, 1), "", PositionEncoding::Utf16)
             .unwrap_err();
         assert_eq!(err.to_string(), "range end 0:1 is before its start 0:3");
+    }
+
+    #[test]
+    fn a_parse_of_another_grammar_is_never_kept_or_reused() {
+        // A file reopened under another language: the CUDA parse must not reach the
+        // Python document (tree-sitter aborts when a parser reuses a foreign tree).
+        let cuda = Document::new(
+            Lang::Cuda,
+            1,
+            "__global__ void k(float* y) { y[0] = 1.0f; }\n",
+        );
+        let parsed = cuda.parse_job().run(&mut || false);
+        let src = "import triton\n@triton.jit\ndef k(y):\n    pass\n";
+        let mut py = Document::unparsed(Lang::Triton, 1, src);
+        py.install_parse(parsed);
+        assert!(
+            !py.has_parse(),
+            "a CUDA parse was kept by a Python document"
+        );
+        let parsed = py.parse_job().run(&mut || false);
+        py.install_parse(parsed);
+        let tree = py.tree().expect("the Python text parses");
+        assert_eq!(tree.root_node().kind(), "module");
+        assert!(!tree.root_node().has_error());
     }
 }
 

@@ -409,7 +409,13 @@ impl Drop for JobGuard {
         self.cancel.store(true, Ordering::Relaxed);
         let mut st = self.backend.state();
         if let Some(s) = st.kernels.get_mut(&self.key) {
-            s.running = None;
+            // Only this job's own flag: after a close and reopen, another job may run.
+            if s.running
+                .as_ref()
+                .is_some_and(|r| Arc::ptr_eq(r, &self.cancel))
+            {
+                s.running = None;
+            }
         }
         if let (Some(t), Ok(mut m)) = (&self.token, self.backend.progress_tokens.lock()) {
             m.remove(t);
@@ -419,6 +425,9 @@ impl Drop for JobGuard {
 
 /// A snapshot of an open document for a job.
 struct Snapshot {
+    /// The open of the document it was taken of (`OpenDoc::epoch`): results go only to
+    /// that open, never to the same file opened again.
+    epoch: u64,
     lang: Lang,
     text: String,
     kernel: Kernel,
@@ -483,6 +492,14 @@ impl Backend {
         Ok(Some(value))
     }
 
+    /// Whether `uri` is still the open that `snap` was taken of.
+    fn still_open(&self, uri: &Url, snap: &Snapshot) -> bool {
+        let st = self.state();
+        st.docs
+            .get(uri)
+            .is_some_and(|o| o.is(snap.epoch, snap.lang))
+    }
+
     async fn tell(&self, kind: MessageType, outcome: &str, text: String) -> Value {
         self.client.show_message(kind, text.clone()).await;
         message(outcome, text)
@@ -499,8 +516,10 @@ impl Backend {
             .docs
             .get(&t.uri)
             .ok_or_else(|| format!("{} is not open in the editor", t.uri))?;
+        let epoch = open.epoch;
         if open.analyzed_gen == open.compile_gen {
-            return pick_kernel(&open.doc, &open.analysis, t, st.encoding, &st.settings);
+            return pick_kernel(&open.doc, &open.analysis, t, st.encoding, &st.settings)
+                .map(|s| Snapshot { epoch, ..s });
         }
         let (lang, text) = (open.doc.lang, open.doc.text());
         let doc = Document::new(lang, 0, text);
@@ -517,8 +536,29 @@ impl Backend {
                     .then(|| "the file took too long to check; try again".to_string())
             },
         );
-        pick_kernel(&doc, &analysis, t, st.encoding, &st.settings)
+        pick_kernel(&doc, &analysis, t, st.encoding, &st.settings).map(|s| Snapshot { epoch, ..s })
     }
+}
+
+/// What jobs learned about `name` in `uri`, while `uri` is still the open that `snap`
+/// was taken of (a closed or reopened file gets nothing from an older open's job).
+fn status_for<'a>(
+    st: &'a mut super::State,
+    uri: &Url,
+    snap: &Snapshot,
+) -> Option<&'a mut KernelStatus> {
+    if !st
+        .docs
+        .get(uri)
+        .is_some_and(|o| o.is(snap.epoch, snap.lang))
+    {
+        return None;
+    }
+    Some(
+        st.kernels
+            .entry((uri.clone(), snap.kernel.name.clone()))
+            .or_default(),
+    )
 }
 
 /// The kernel a command names in one analyzed text, or why there is none to run.
@@ -568,6 +608,7 @@ fn pick_kernel(
         ));
     }
     Ok(Snapshot {
+        epoch: 0,
         lang: doc.lang,
         text: doc.text().to_string(),
         kernel: kernel.clone(),
@@ -809,6 +850,10 @@ impl Backend {
             .map(|s| format!("{} {}", s.strategy_id, s.outcome.label()))
             .collect();
         let mut text = match &run.new_text {
+            None if cancelled && !self.still_open(uri, &snap) => format!(
+                "`{name}`: {uri} was closed, so the job stopped after {} step(s); they are in the history",
+                steps.len()
+            ),
             None if cancelled => format!(
                 "`{name}`: cancelled after {} step(s); they are in the history",
                 steps.len()
@@ -856,36 +901,42 @@ impl Backend {
             .map_or(String::new(), |s| format!(" (seed {})", s.seed));
         {
             let mut st = self.state();
-            let k = st.kernels.entry((uri.clone(), name.clone())).or_default();
-            k.pending = Some(pending);
-            k.failure = None;
-            k.win = Some(if cmd == FIX {
-                format!("the coder's fix passes verification against the baseline on every spec case{cases}")
-            } else {
-                format!("verified on every spec case{cases}, {speedup:.2}× faster than before the job: {label}")
-            });
-            // The hint shows the verified winner's time and the job's speedup.
-            k.timing = steps
-                .iter()
-                .find(|s| s.child == Some(run.best_node))
-                .and_then(|s| s.best_ms)
-                .map(|ms| Timing {
-                    label: name.clone(),
-                    median_ms: ms,
-                    min_ms: ms,
-                    p10_ms: ms,
-                    p90_ms: ms,
-                    reps: 0,
-                    gbps: 0.0,
-                    frac_copy: None,
-                    tflops: None,
-                    frac_fma: None,
-                    energy_j: None,
+            if let Some(k) = status_for(&mut st, uri, &snap) {
+                k.pending = Some(pending);
+                k.failure = None;
+                k.win = Some(if cmd == FIX {
+                    format!("the coder's fix passes verification against the baseline on every spec case{cases}")
+                } else {
+                    format!("verified on every spec case{cases}, {speedup:.2}× faster than before the job: {label}")
                 });
-            k.speedup = Some(speedup);
-            k.torch = None;
+                // The hint shows the verified winner's time and the job's speedup.
+                k.timing = steps
+                    .iter()
+                    .find(|s| s.child == Some(run.best_node))
+                    .and_then(|s| s.best_ms)
+                    .map(|ms| Timing {
+                        label: name.clone(),
+                        median_ms: ms,
+                        min_ms: ms,
+                        p10_ms: ms,
+                        p90_ms: ms,
+                        reps: 0,
+                        gbps: 0.0,
+                        frac_copy: None,
+                        tflops: None,
+                        frac_fma: None,
+                        energy_j: None,
+                    });
+                k.speedup = Some(speedup);
+                k.torch = None;
+            }
         }
         drop(guard);
+        if !self.still_open(uri, &snap) {
+            let text = format!("`{name}`: {uri} was closed; the verified rewrite ({speedup:.2}×: {label}) is in the history (.kernel-lsp/)");
+            reporter.end(&text).await;
+            return Ok(message("no_gain", text));
+        }
         let r = if snap.settings.apply_mode == ApplyMode::Apply {
             self.apply_pending(uri, &name).await
         } else {
@@ -1022,8 +1073,9 @@ impl Backend {
                 let text = format!("`{name}`: {}", p.diagnosis());
                 {
                     let mut st = self.state();
-                    let k = st.kernels.entry((uri.clone(), name.clone())).or_default();
-                    k.profile = Some((p, region_text));
+                    if let Some(k) = status_for(&mut st, uri, &snap) {
+                        k.profile = Some((p, region_text));
+                    }
                 }
                 reporter.end(&text).await;
                 Ok(message("profiled", text))
@@ -1140,11 +1192,12 @@ impl Backend {
             if let Some((msg, buffer)) = failure {
                 {
                     let mut st = self.state();
-                    let k = st.kernels.entry((uri.clone(), name.clone())).or_default();
-                    k.failure = Some((msg.clone(), buffer));
-                    k.win = None;
-                    k.timing = None;
-                    k.benched_region = Some(region_text);
+                    if let Some(k) = status_for(&mut st, uri, &snap) {
+                        k.failure = Some((msg.clone(), buffer));
+                        k.win = None;
+                        k.timing = None;
+                        k.benched_region = Some(region_text);
+                    }
                 }
                 drop(guard);
                 let text = match &reference {
@@ -1244,20 +1297,21 @@ impl Backend {
         );
         {
             let mut st = self.state();
-            let k = st.kernels.entry((uri.clone(), name.clone())).or_default();
-            k.failure = None;
-            k.timing = Some(timing);
-            k.speedup = speedup;
-            k.torch = reference
-                .as_ref()
-                .filter(|r| r.torch.is_some())
-                .map(|_| (speedup, compile_speedup, snap.settings.hint_speedup_vs));
-            k.registers = registers;
-            k.benched_region = Some(region_text.clone());
-            if reference.is_some() {
-                k.win = speedup
-                    .filter(|s| *s > 1.0)
-                    .map(|s| format!("{verified}{s:.2}× faster than the baseline"));
+            if let Some(k) = status_for(&mut st, uri, &snap) {
+                k.failure = None;
+                k.timing = Some(timing);
+                k.speedup = speedup;
+                k.torch = reference
+                    .as_ref()
+                    .filter(|r| r.torch.is_some())
+                    .map(|_| (speedup, compile_speedup, snap.settings.hint_speedup_vs));
+                k.registers = registers;
+                k.benched_region = Some(region_text.clone());
+                if reference.is_some() {
+                    k.win = speedup
+                        .filter(|s| *s > 1.0)
+                        .map(|s| format!("{verified}{s:.2}× faster than the baseline"));
+                }
             }
         }
         if let (Some(f), true) = (&snap.file, reference.is_some()) {

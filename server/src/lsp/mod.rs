@@ -108,6 +108,8 @@ struct State {
     nvrtc_warned: bool,
     /// Counts edits, to know which documents were edited least recently.
     edit_clock: u64,
+    /// Counts opens: each open of a document gets the next number as its epoch.
+    opens: u64,
     /// The worker pool for jobs, started on first use.
     pool: Option<Arc<crate::worker::pool::WorkerPool>>,
     /// What jobs learned per (document, kernel): timings, failures, pending rewrites.
@@ -144,6 +146,11 @@ static COMPILE_SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new
 
 struct OpenDoc {
     doc: Document,
+    /// Which open of its URI this is (`State::opens`). Every job started for the document
+    /// carries it, with the language: a result for another open, or for the same URI
+    /// under another language, is dropped (a file reopened as Python must never get the
+    /// CUDA parse of the closed one; tree-sitter aborts on a tree of another grammar).
+    epoch: u64,
     /// False for Python files without `@triton.jit`: they get no diagnostics at all.
     kernel_file: bool,
     analysis: Arc<FileAnalysis>,
@@ -163,6 +170,13 @@ struct OpenDoc {
     /// Whether the last publish sent any diagnostics (so a file that stops being a
     /// kernel file gets one clearing publish).
     published_any: bool,
+}
+
+impl OpenDoc {
+    /// Whether this is the open that a job started for `epoch` and `lang` belongs to.
+    fn is(&self, epoch: u64, lang: Lang) -> bool {
+        self.epoch == epoch && self.doc.lang == lang
+    }
 }
 
 fn internal(msg: impl Into<String>) -> Error {
@@ -208,6 +222,7 @@ impl Backend {
                 toolchain: None,
                 nvrtc_warned: false,
                 edit_clock: 0,
+                opens: 0,
                 pool: None,
                 kernels: HashMap::new(),
                 can_create_progress: false,
@@ -253,6 +268,7 @@ impl Backend {
             return;
         };
         let this = self.clone();
+        let epoch = job.epoch;
         tokio::spawn(async move {
             let mut job = job;
             loop {
@@ -262,7 +278,9 @@ impl Backend {
                     Err(e) => {
                         tracing::error!("analysis of {uri} failed: {e}");
                         if let Some(open) = this.state().docs.get_mut(&uri) {
-                            open.analyzing = None;
+                            if open.epoch == epoch {
+                                open.analyzing = None;
+                            }
                         }
                         this.analyzed.notify_waiters();
                         return;
@@ -270,7 +288,12 @@ impl Backend {
                 };
                 let next = {
                     let mut st = this.state();
-                    let Some(open) = st.docs.get_mut(&uri) else {
+                    let Some(open) = st
+                        .docs
+                        .get_mut(&uri)
+                        .filter(|o| o.is(done.epoch, done.lang))
+                    else {
+                        // Closed (or reopened: that open runs its own analysis).
                         drop(st);
                         this.analyzed.notify_waiters();
                         return;
@@ -323,6 +346,7 @@ impl Backend {
         // its text (issue #16: at most 3 times the text for such files).
         let keep_tree = open.doc.text().len() <= opts.max_file_bytes;
         Some(AnalysisJob {
+            epoch: open.epoch,
             gen: open.compile_gen,
             parse: open.doc.parse_job(),
             keep_tree,
@@ -331,6 +355,28 @@ impl Backend {
             cache: std::mem::take(&mut open.spec_cache),
             cancel,
         })
+    }
+
+    /// End the open of `uri` (a close, or an open over an open one): its analysis and
+    /// jobs are cancelled, and what jobs learned about it goes (its history stays on
+    /// disk). Returns whether diagnostics were shown for it, to clear.
+    fn forget(state: &mut State, uri: &Url) -> bool {
+        state.kernels.retain(|(u, _), s| {
+            if u != uri {
+                return true;
+            }
+            if let Some(job) = &s.running {
+                job.store(true, Ordering::Relaxed);
+            }
+            false
+        });
+        let Some(open) = state.docs.remove(uri) else {
+            return false;
+        };
+        if let Some(running) = &open.analyzing {
+            running.store(true, Ordering::Relaxed);
+        }
+        open.published_any
     }
 
     /// Mark `uri` as just edited (its text changed): a new generation, to analyze.
@@ -447,7 +493,7 @@ impl Backend {
     /// Debounced NVRTC run for a CUDA document; results are published only if the text
     /// did not change while compiling.
     fn schedule_compile(&self, uri: Url, immediate: bool) {
-        let (gen, delay) = {
+        let (epoch, gen, delay) = {
             let st = self.state();
             let Some(open) = st.docs.get(&uri) else {
                 return;
@@ -460,13 +506,16 @@ impl Backend {
             } else {
                 st.settings.compile_debounce_ms
             };
-            (open.compile_gen, delay)
+            (open.epoch, open.compile_gen, delay)
         };
         let this = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(delay)).await;
-            let still_current =
-                |st: &State| st.docs.get(&uri).is_some_and(|o| o.compile_gen == gen);
+            let still_current = |st: &State| {
+                st.docs
+                    .get(&uri)
+                    .is_some_and(|o| o.is(epoch, Lang::Cuda) && o.compile_gen == gen)
+            };
             if !still_current(&this.state()) {
                 return;
             }
@@ -477,7 +526,7 @@ impl Backend {
             }
             let job = {
                 let st = this.state();
-                let Some(open) = st.docs.get(&uri) else {
+                let Some(open) = st.docs.get(&uri).filter(|o| o.is(epoch, Lang::Cuda)) else {
                     return;
                 };
                 if open.compile_gen != gen
@@ -596,6 +645,7 @@ impl Backend {
 
 /// One run of a document's analysis, with what it took from the state.
 struct AnalysisJob {
+    epoch: u64,
     gen: u64,
     parse: ParseJob,
     keep_tree: bool,
@@ -608,6 +658,8 @@ struct AnalysisJob {
 
 /// What an [`AnalysisJob`] made.
 struct AnalysisDone {
+    epoch: u64,
+    lang: Lang,
     gen: u64,
     parsed: Parsed,
     keep_tree: bool,
@@ -663,6 +715,8 @@ impl AnalysisJob {
             give_back_freed_memory();
         }
         AnalysisDone {
+            epoch: self.epoch,
+            lang,
             gen: self.gen,
             parsed,
             keep_tree: self.keep_tree,
@@ -810,10 +864,16 @@ impl LanguageServer for Backend {
             };
             {
                 let mut st = self.state();
+                // Opened again without a close (a language change can do this): the
+                // old open ends here, as at a close.
+                Self::forget(&mut st, &td.uri);
+                st.opens += 1;
+                let epoch = st.opens;
                 let doc = Document::unparsed(lang, td.version, &td.text);
                 st.docs.insert(
                     td.uri.clone(),
                     OpenDoc {
+                        epoch,
                         doc,
                         kernel_file: false,
                         analysis: Arc::new(empty_analysis(lang)),
@@ -884,14 +944,7 @@ impl LanguageServer for Backend {
 
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
         let uri = params.text_document.uri;
-        let had = {
-            let mut st = self.state();
-            // What jobs learned about a closed document goes (its history stays on disk);
-            // a running job keeps its entry until it ends.
-            st.kernels
-                .retain(|(u, _), s| *u != uri || s.running.is_some());
-            st.docs.remove(&uri).is_some_and(|o| o.published_any)
-        };
+        let had = Self::forget(&mut self.state(), &uri);
         // Requests waiting for this document's analysis answer "not open" now.
         self.analyzed.notify_waiters();
         if had {

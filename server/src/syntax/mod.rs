@@ -155,7 +155,8 @@ pub fn is_triton_source(source: &str) -> bool {
     if !source.contains("triton") {
         return false;
     }
-    source.lines().any(|l| {
+    // Lines end at `\n`, `\r\n` or a lone `\r` (old Mac files), as the document counts them.
+    source.split(['\n', '\r']).any(|l| {
         let l = l.trim_start();
         l.starts_with("@triton.jit")
             || l.starts_with("@jit")

@@ -946,14 +946,28 @@ fn timing() {
 /// both use them.
 #[test]
 fn bom_crlf_and_cr_only_files_read_like_lf() {
-    use crate::analysis::{self, AnalyzeOptions};
-    let lf = include_str!("../../../examples/reduce_sum.cu");
+    let cuda = include_str!("../../../examples/reduce_sum.cu");
     // Start the file with a spec line, where a BOM used to hide it.
-    let lf = &lf[lf.find("// @bench").unwrap()..];
+    read_like_lf(
+        Lang::Cuda,
+        &cuda[cuda.find("// @bench").unwrap()..],
+        "reduce_tree",
+    );
+    // A CR-only Triton file found no kernel at all (issue #28): the check for
+    // `@triton.jit` read it as one line.
+    read_like_lf(
+        Lang::Triton,
+        include_str!("../../../examples/vector_add.py"),
+        "add_kernel",
+    );
+}
+
+fn read_like_lf(lang: Lang, lf: &str, kernel: &str) {
+    use crate::analysis::{self, AnalyzeOptions};
     let render = |src: &str| {
-        let doc = crate::document::Document::new(Lang::Cuda, 0, src);
-        let a = analysis::analyze(Lang::Cuda, src, doc.tree(), &AnalyzeOptions::default());
-        let mut out = String::new();
+        let doc = crate::document::Document::new(lang, 0, src);
+        let a = analysis::analyze(lang, src, doc.tree(), &AnalyzeOptions::default());
+        let mut out = format!("triton source: {}\n", super::is_triton_source(src));
         for k in &a.model.kernels {
             let lines: Vec<String> = k
                 .spec
@@ -969,7 +983,7 @@ fn bom_crlf_and_cr_only_files_read_like_lf() {
         out
     };
     let want = render(lf);
-    assert!(want.contains("reduce_tree"), "{want}");
+    assert!(want.contains(kernel), "{want}");
     assert!(!want.contains("Error"), "{want}");
     for (what, src) in [
         ("BOM", format!("\u{feff}{lf}")),

@@ -3,7 +3,8 @@
 //! that one in the same run:
 //! - spec checking at 10,000 and 20,000 `@bench` lines: `kernel-lsp check --no-compile`
 //!   on one kernel whose spec has that many statements of one shape (the shapes that
-//!   were quadratic); linear checking takes about twice as long at 20,000;
+//!   were quadratic), in CUDA and in Triton (whose parse of comment runs was quadratic,
+//!   issue #28); linear checking takes about twice as long at 20,000;
 //! - memory of a syntax-only document: the server's RSS before and after opening a
 //!   20 MB CUDA file and replacing its whole text 3 times (target: the growth is at
 //!   most 3 times the text).
@@ -20,7 +21,10 @@ use std::time::{Duration, Instant};
 use client::{rss_mb, TestClient};
 use serde_json::json;
 
-fn spec_file(shape: &str, n: usize) -> String {
+/// A file of one kernel whose spec has `n` statements of `shape`: CUDA (`ext` "cu") or
+/// Triton ("py", where each `#` line used to cost the parser the whole run after it).
+fn spec_file(ext: &str, shape: &str, n: usize) -> String {
+    let comment = if ext == "py" { "#" } else { "//" };
     let mut s = String::new();
     for i in 0..n {
         let line = match shape {
@@ -37,7 +41,14 @@ fn spec_file(shape: &str, n: usize) -> String {
             ),
             other => panic!("no shape {other}"),
         };
-        s.push_str(&format!("// @bench {line}\n"));
+        s.push_str(&format!("{comment} @bench {line}\n"));
+    }
+    if ext == "py" {
+        s.insert_str(0, "import triton\nimport triton.language as tl\n\n");
+        s.push_str("# @bench n = 1024; x: in f32[n]; y: out f32[n]\n");
+        s.push_str("# @bench grid = cdiv(n, BLOCK); BLOCK = 256\n");
+        s.push_str("@triton.jit\ndef k(x, y, n, BLOCK: tl.constexpr):\n    pass\n");
+        return s;
     }
     s.push_str("// @bench n = 1024; x: in f32[n]; y: out f32[n]\n");
     s.push_str("// @bench grid = cdiv(n, 256); block = 256\n");
@@ -126,18 +137,26 @@ async fn main() {
     let only = std::env::var("KERNEL_LSP_BENCH_ONLY").unwrap_or_default();
     if only != "memory" {
         println!("spec checking: `kernel-lsp check --no-compile`, one kernel, N @bench lines");
-        println!("| binary | shape | 10,000 lines | 20,000 lines | ratio |");
-        println!("| --- | --- | --- | --- | --- |");
+        println!("| binary | file | shape | 10,000 lines | 20,000 lines | ratio |");
+        println!("| --- | --- | --- | --- | --- | --- |");
+        let rows = [
+            ("cu", "undefined names"),
+            ("cu", "unused names"),
+            ("cu", "duplicates"),
+            ("cu", "a chain"),
+            ("py", "unused names"),
+            ("py", "a chain"),
+        ];
         for (name, program) in &programs {
-            for shape in ["undefined names", "unused names", "duplicates", "a chain"] {
+            for (ext, shape) in rows {
                 let mut secs = Vec::new();
                 for n in [10_000, 20_000] {
-                    let file = dir.join(format!("spec_{}_{n}.cu", shape.replace(' ', "_")));
-                    std::fs::write(&file, spec_file(shape, n)).unwrap();
+                    let file = dir.join(format!("spec_{}_{n}.{ext}", shape.replace(' ', "_")));
+                    std::fs::write(&file, spec_file(ext, shape, n)).unwrap();
                     secs.push(check_seconds(program, &file));
                 }
                 println!(
-                    "| {name} | {shape} | {:.3} s | {:.3} s | {:.2} |",
+                    "| {name} | .{ext} | {shape} | {:.3} s | {:.3} s | {:.2} |",
                     secs[0],
                     secs[1],
                     secs[1] / secs[0]

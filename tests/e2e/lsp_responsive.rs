@@ -153,3 +153,36 @@ async fn the_time_budget_stops_the_checks_and_says_so() {
         .contains("stopped checking")));
     assert_eq!(diags.len(), 40 * 500);
 }
+
+#[tokio::test]
+async fn a_triton_file_with_20000_spec_lines_is_checked_within_the_default_budget() {
+    // Each `#` line used to cost tree-sitter-python's scanner the rest of the run: 10,000
+    // lines took 10 s, and the editor got only the budget note (issue #28).
+    let mut c = TestClient::in_process();
+    c.initialize(json!({"compileOnType": false}), &["utf-16"])
+        .await;
+    let mut src = String::from("import triton\nimport triton.language as tl\n\n");
+    for i in 0..20_000 {
+        src.push_str(&format!("# @bench v{i} = {i}\n"));
+    }
+    src.push_str("# @bench n = 1024; x: in f32[n]; y: out f32[n]\n");
+    src.push_str("# @bench grid = cdiv(n, BLOCK); BLOCK = 256\n");
+    src.push_str("@triton.jit\ndef k(x, y, n, BLOCK: tl.constexpr):\n    pass\n");
+    let uri = "file:///w/long_spec.py";
+    c.open(uri, "python", &src).await;
+    let diags = c.diagnostics(uri, Some(1)).await;
+    assert!(
+        diags.iter().all(|d| !d["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("stopped checking")),
+        "{}",
+        render_diagnostics(&diags[..diags.len().min(3)])
+    );
+    // Every unused size is named, the last one on its own line.
+    let last = diags
+        .iter()
+        .find(|d| d["message"].as_str().unwrap_or("").contains("`v19999`"))
+        .expect("a finding for the last spec line");
+    assert_eq!(last["range"]["start"]["line"], 20_002);
+}

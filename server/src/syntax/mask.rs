@@ -16,7 +16,10 @@
 //! - Calling-convention macros (`void CUDART_CB callback(...)`, `CUresult CUDAAPI
 //!   f(...)`; [`CALLING_CONVENTIONS`]) are hidden wherever they stand.
 //!
-//! Top-level directives are left alone: the grammar parses them. Pure.
+//! Top-level directives are left alone: the grammar parses them.
+//!
+//! Python: runs of many comment lines (`py_comments`) are hidden; the grammar's scanner
+//! costs the square of a run's length. Pure.
 
 use super::{ByteRange, Lang};
 
@@ -24,11 +27,13 @@ use super::{ByteRange, Lang};
 pub fn masked(lang: Lang, text: &str) -> Option<String> {
     let normal = normalized(text);
     let base = normal.as_deref().unwrap_or(text);
-    if lang != Lang::Cuda {
-        return normal;
-    }
-    let ranges = mask_ranges(base);
-    let renames = typeid_types(base);
+    let (ranges, renames) = match lang {
+        Lang::Cuda => (mask_ranges(base), typeid_types(base)),
+        Lang::Triton => (
+            super::py_comments::comment_runs(base, super::py_comments::HIDDEN_RUN),
+            Vec::new(),
+        ),
+    };
     if ranges.is_empty() && renames.is_empty() {
         return normal;
     }

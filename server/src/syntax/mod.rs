@@ -7,6 +7,7 @@
 //!   module doc has the keep/drop rule).
 //! - `triton`: `@triton.jit` kernels and helpers.
 //! - `spec_block`: the `@bench` comment block above a kernel.
+//! - `py_comments`: Python's comment-only lines, outside strings (Triton spec blocks).
 //! - `unit`: callees and unit ranges.
 //! - `errors`: one syntax error per ERROR/MISSING region.
 
@@ -14,6 +15,7 @@ mod cuda;
 mod errors;
 pub mod mask;
 pub mod model;
+mod py_comments;
 mod queries;
 mod spec_block;
 mod triton;

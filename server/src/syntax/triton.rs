@@ -4,14 +4,14 @@
 //! of the file calls is a helper, part of its callers' units, not a kernel, unless it
 //! has its own `@bench` block.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use streaming_iterator::StreamingIterator;
 use tree_sitter::{Node, QueryCursor};
 
 use super::spec_block::{spec_block, LineIndex};
 use super::unit::{CallGraph, Func};
-use super::{queries, text, Autotune, ByteRange, Kernel, Lang, Param, ParamKind, SpecBlock};
+use super::{queries, text, Autotune, Kernel, Lang, Param, ParamKind, SpecBlock};
 
 pub(crate) fn analyze(src: &str, root: Node, lines: &LineIndex) -> Vec<Kernel> {
     let Some(query) = queries::TRITON_KERNELS.as_ref() else {
@@ -31,7 +31,8 @@ pub(crate) fn analyze(src: &str, root: Node, lines: &LineIndex) -> Vec<Kernel> {
     }
     let mut found: Vec<Found> = Vec::new();
     let mut funcs: Vec<Func> = Vec::new();
-    let leading = leading_comments(root);
+    // Read from the text, not the tree: the parser does not see long comment runs.
+    let comments = super::py_comments::comment_lines(src);
     // Kernels sit at module level or one level down (class, function, `if`): the query
     // does not start deeper, so expression trees are not walked.
     let mut cursor = QueryCursor::new();
@@ -73,7 +74,7 @@ pub(crate) fn analyze(src: &str, root: Node, lines: &LineIndex) -> Vec<Kernel> {
                 Lang::Triton,
                 src,
                 lines,
-                leading.get(&def.start_byte()).map_or(&[], Vec::as_slice),
+                &comments[..comments.partition_point(|c| c.end <= def.start_byte())],
                 def.start_byte(),
             ),
         });
@@ -108,34 +109,6 @@ pub(crate) fn analyze(src: &str, root: Node, lines: &LineIndex) -> Vec<Kernel> {
     }
     kernels.sort_by_key(|k| k.def_range.start);
     kernels
-}
-
-/// For each decorated definition at module level or in a class body: the comment
-/// statements right before it (nearest last), keyed by its start byte.
-fn leading_comments(root: Node) -> HashMap<usize, Vec<ByteRange>> {
-    let mut out = HashMap::new();
-    let mut stack = vec![root];
-    let mut cursor = root.walk();
-    let mut run: Vec<ByteRange> = Vec::new();
-    while let Some(container) = stack.pop() {
-        run.clear();
-        let children: Vec<Node> = container.named_children(&mut cursor).collect();
-        for item in children {
-            match item.kind() {
-                "comment" => {
-                    run.push(item.byte_range());
-                    continue;
-                }
-                "decorated_definition" => {
-                    out.insert(item.start_byte(), std::mem::take(&mut run));
-                }
-                "class_definition" => stack.extend(item.child_by_field_name("body")),
-                _ => {}
-            }
-            run.clear();
-        }
-    }
-    out
 }
 
 /// Decorator spellings that mean `triton.jit`: `triton.jit` and the local names of

@@ -23,6 +23,7 @@ mod health;
 mod import_kernelbench;
 mod llm_client;
 mod llm_server;
+mod lsp_fuzz;
 mod lsp_jobs;
 mod lsp_lifecycle;
 mod lsp_responsive;

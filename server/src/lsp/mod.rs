@@ -96,6 +96,10 @@ pub struct Backend {
     worker_status: Arc<Mutex<jobs::WorkerLine>>,
     /// Woken whenever an analysis ends (see [`Backend::settled`]).
     analyzed: Arc<tokio::sync::Notify>,
+    /// Held from reading a document's diagnostics until they are sent, so that a close's
+    /// clearing publish cannot overtake diagnostics read just before the close (the
+    /// editor would keep showing them for a file that is no longer open).
+    publishing: Arc<tokio::sync::Mutex<()>>,
 }
 
 struct State {
@@ -230,6 +234,7 @@ impl Backend {
             progress_tokens: Arc::new(Mutex::new(HashMap::new())),
             worker_status: Arc::new(Mutex::new(Default::default())),
             analyzed: Arc::new(tokio::sync::Notify::new()),
+            publishing: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
 
@@ -359,8 +364,8 @@ impl Backend {
 
     /// End the open of `uri` (a close, or an open over an open one): its analysis and
     /// jobs are cancelled, and what jobs learned about it goes (its history stays on
-    /// disk). Returns whether diagnostics were shown for it, to clear.
-    fn forget(state: &mut State, uri: &Url) -> bool {
+    /// disk).
+    fn forget(state: &mut State, uri: &Url) {
         state.kernels.retain(|(u, _), s| {
             if u != uri {
                 return true;
@@ -370,13 +375,9 @@ impl Backend {
             }
             false
         });
-        let Some(open) = state.docs.remove(uri) else {
-            return false;
-        };
-        if let Some(running) = &open.analyzing {
+        if let Some(running) = state.docs.remove(uri).and_then(|o| o.analyzing) {
             running.store(true, Ordering::Relaxed);
         }
-        open.published_any
     }
 
     /// Mark `uri` as just edited (its text changed): a new generation, to analyze.
@@ -457,6 +458,7 @@ impl Backend {
     }
 
     async fn publish(&self, uri: Url) {
+        let _order = self.publishing.lock().await;
         let out = Self::diagnostics(&mut self.state(), &uri);
         if let Some((diags, version)) = out {
             self.client
@@ -944,12 +946,13 @@ impl LanguageServer for Backend {
 
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
         let uri = params.text_document.uri;
-        let had = Self::forget(&mut self.state(), &uri);
+        Self::forget(&mut self.state(), &uri);
         // Requests waiting for this document's analysis answer "not open" now.
         self.analyzed.notify_waiters();
-        if had {
-            self.client.publish_diagnostics(uri, Vec::new(), None).await;
-        }
+        // Cleared whether or not this open published: a publish read before the close
+        // may still be on its way, and goes out first (`publishing`).
+        let _order = self.publishing.lock().await;
+        self.client.publish_diagnostics(uri, Vec::new(), None).await;
     }
 
     async fn did_change_configuration(&self, params: DidChangeConfigurationParams) {

@@ -132,6 +132,10 @@ struct Doc {
     text: String,
 }
 
+/// A document, the count of notifications seen when its open or close was acknowledged,
+/// and the open's versions (None after a close).
+type Mark = (&'static str, usize, Option<(i64, i64)>);
+
 struct Run {
     c: TestClient,
     rng: Rng,
@@ -140,7 +144,7 @@ struct Run {
     roomy: bool,
     /// Where the last acknowledged open or close of each document left the
     /// notifications, and the version range of that open (None after a close).
-    marks: Vec<(&'static str, usize, Option<(i64, i64)>)>,
+    marks: Vec<Mark>,
 }
 
 impl Run {

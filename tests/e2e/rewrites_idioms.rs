@@ -338,6 +338,40 @@ const CASES: &[Case] = &[
         ),
     },
     Case {
+        file: LANES,
+        kernel: "bias_relu_rows",
+        id: "remap_lanes",
+        want: 3,
+        sizes: (
+            "rows = 4096, 1001; cols = 2048, 77",
+            "rows = 70, 33; cols = 45, 77",
+        ),
+    },
+    Case {
+        file: LANES,
+        kernel: "blend_helper",
+        id: "remap_lanes",
+        want: 3,
+        sizes: ("m = 3000, 513; n = 1024, 45", "m = 70, 13; n = 40, 45"),
+    },
+    Case {
+        file: LANES,
+        kernel: "row_window",
+        id: "remap_lanes",
+        want: 3,
+        sizes: ("h = 1024, 99; w = 1024, 130", "h = 20, 9; w = 37, 13"),
+    },
+    Case {
+        file: LANES,
+        kernel: "scale_cols",
+        id: "remap_lanes",
+        want: 0,
+        sizes: (
+            "rows = 2048, 33; cols = 2048, 65",
+            "rows = 20, 3; cols = 20, 65",
+        ),
+    },
+    Case {
         file: TILES,
         kernel: "scaled_transpose",
         id: "transpose_tile",
@@ -460,6 +494,7 @@ const CASES: &[Case] = &[
 ];
 
 const MATMULS: &str = "tests/fixtures/rewrites/tiles/matmuls.cu";
+const LANES: &str = "tests/fixtures/rewrites/lanes/remaps.cu";
 const TILES: &str = "tests/fixtures/rewrites/tiles/transposes.cu";
 const SCATTER: &str = "tests/fixtures/rewrites/atomics/scatter.cu";
 const SUMS: &str = "tests/fixtures/rewrites/reduce/sums.cu";

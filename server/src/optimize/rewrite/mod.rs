@@ -33,6 +33,7 @@ mod maxnreg;
 mod params;
 mod poly;
 mod privatize_atomics;
+mod remap_lanes;
 mod restrict_const;
 mod spec_expr;
 mod tile_matmul;
@@ -105,6 +106,7 @@ pub const IDS: &[&str] = &[
     "triton_configs",
     "coarsen",
     "block_reduce",
+    "remap_lanes",
 ];
 
 /// Run one embedded rewrite. `Ok` always holds at least one candidate whose text differs
@@ -131,6 +133,7 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         "triton_configs" => triton_configs::triton_configs(cx),
         "coarsen" => coarsen::coarsen(cx),
         "block_reduce" => block_reduce::block_reduce(cx),
+        "remap_lanes" => remap_lanes::remap_lanes(cx),
         other => return Err(RewriteError::Unknown(other.to_string())),
     }?;
     let out: Vec<Candidate> = out.into_iter().filter(|c| c.text != cx.text).collect();

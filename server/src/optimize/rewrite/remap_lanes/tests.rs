@@ -1,0 +1,90 @@
+use expect_test::expect;
+use serde_json::json;
+
+use super::super::check::testing::{cuda, labels, not_applicable, show};
+use crate::syntax::Lang;
+
+const REMAPS: &str = include_str!("../../../../../tests/fixtures/rewrites/lanes/remaps.cu");
+
+#[test]
+fn lanes_on_rows_trade_places_with_y_and_the_launch_swaps() {
+    let out = cuda(REMAPS, "bias_relu_rows", "remap_lanes", json!({})).unwrap();
+    assert_eq!(
+        labels(&out),
+        [
+            "threads remapped: x walks what y walked",
+            "threads remapped, block (32, 8)",
+            "threads remapped, block (64, 4)"
+        ]
+    );
+    expect![[r#"
+        // Bias + ReLU, threadIdx.x on rows: neighbouring lanes are a row apart.
+        // @bench rows = 4096, 1001; cols = 2048, 77
+        // @bench x: in f32[rows, cols]; bias: in f32[cols]; y: out f32[rows, cols]
+        // @bench grid = (cdiv(cols, 16), cdiv(rows, 16)); block = (16, 16)
+        __global__ void bias_relu_rows(const float* x, const float* bias, float* y, int rows, int cols) {
+            int r = blockIdx.y * blockDim.y + threadIdx.y;
+            int c = blockIdx.x * blockDim.x + threadIdx.x;
+            if (r < rows && c < cols) {
+                float v = x[r * cols + c] + bias[c];
+                y[r * cols + c] = v > 0.0f ? v : 0.0f;
+            }
+        }"#]]
+    .assert_eq(&show(Lang::Cuda, REMAPS, &out[0], "bias_relu_rows"));
+    let wide = show(Lang::Cuda, REMAPS, &out[1], "bias_relu_rows");
+    assert!(
+        wide.contains("grid = (cdiv(cols, 32), cdiv(rows, 8)); block = (32, 8)"),
+        "{wide}"
+    );
+}
+
+#[test]
+fn helpers_early_returns_and_loops_are_remapped_alike() {
+    let out = cuda(REMAPS, "blend_helper", "remap_lanes", json!({})).unwrap();
+    let text = show(Lang::Cuda, REMAPS, &out[0], "blend_helper");
+    assert!(
+        text.contains("grid = (cdiv(n, 8), cdiv(m, 32)); block = (8, 32)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("const size_t i = (size_t)blockIdx.y * blockDim.y + threadIdx.y;"),
+        "{text}"
+    );
+    // The block (8, 32) becomes (32, 8) in the wider candidate: the lane covers 32 floats.
+    assert!(
+        labels(&out).contains(&"threads remapped, block (32, 8)"),
+        "{:?}",
+        labels(&out)
+    );
+    let out = cuda(REMAPS, "row_window", "remap_lanes", json!({})).unwrap();
+    let text = show(Lang::Cuda, REMAPS, &out[0], "row_window");
+    assert!(
+        text.contains("int y = blockIdx.y * blockDim.y + threadIdx.y;"),
+        "{text}"
+    );
+    assert!(
+        text.contains("grid = (cdiv(w, 8), cdiv(h, 8)); block = (8, 8)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn coalesced_warp_level_and_one_dimensional_kernels_are_refused() {
+    let why = not_applicable(cuda(REMAPS, "scale_cols", "remap_lanes", json!({})));
+    assert!(why.contains("would not coalesce"), "{why}");
+    let why = not_applicable(cuda(REMAPS, "neighbour_diff", "remap_lanes", json!({})));
+    assert!(why.contains("warp-level code (`__shfl`)"), "{why}");
+    let why = not_applicable(cuda(REMAPS, "square", "remap_lanes", json!({})));
+    assert!(why.contains("would not coalesce"), "{why}");
+}
+
+#[test]
+fn the_rule_wants_fewer_strided_and_more_coalesced_accesses() {
+    use super::{better, Weights};
+    let w = |unit, strided| Weights { unit, strided };
+    assert!(better(w(1, 10), w(10, 1)));
+    assert!(!better(w(10, 1), w(1, 10)));
+    // Fewer strided but nothing gained in coalescing (they became broadcasts): no.
+    assert!(!better(w(2, 3), w(2, 0)));
+    assert!(!better(w(0, 0), w(0, 0)));
+}

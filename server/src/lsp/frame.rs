@@ -9,8 +9,8 @@
 //! - A header block must be `Name: value` lines ending in an empty line (CRLF or LF).
 //!   Bytes that cannot start one are garbage: skipped up to the next `Content-Length`
 //!   (any case), with one parse-error reply per run of garbage. So are bytes that run
-//!   into a header (`{…}xyzContent-Length: 5` after a body): a block with
-//!   `Content-Length` in it but no line that starts with it.
+//!   into a header (`{…}xyzContent-Length: 5` after a body): a rejected block with a
+//!   `Content-Length` in it that does not start a line.
 //! - A missing, non-numeric, negative or over-[`MAX_BODY`] Content-Length is never
 //!   trusted, and nothing is allocated for it. If a JSON object or array follows, its
 //!   extent is found by scanning brackets and strings (streaming, at most
@@ -292,7 +292,8 @@ impl Decoder {
         let length = content_length(&self.buf[..block]);
         if length.is_err() && glued_header(&self.buf[..block]) {
             // Bytes ran into the next header (the tail of a body, `{…}xyzContent-Length:
-            // 5`): they are garbage up to it, and the frame that starts there is intact.
+            // 5`, or of a string that looked like a header): they are garbage up to it,
+            // and the frame that starts there is intact.
             return self.enter_garbage(UNEXPECTED);
         }
         self.consume(total);
@@ -341,7 +342,7 @@ impl Decoder {
                 // Not one JSON value, whatever comes next.
                 Scan::Broken(_) => true,
                 // Not an object or array (so not a valid message), and a header follows.
-                Scan::Scalar => find_header(&self.buf[1..]).is_some(),
+                Scan::Scalar => find_header(&self.buf).is_some(),
                 Scan::Open => false,
             };
             if !early {
@@ -357,13 +358,16 @@ impl Decoder {
         let avail = self.buf.len();
         let upto = match scan {
             Scan::Closed(m) => m,
-            Scan::Broken(p) if p < len => p,
-            // Not an object or array: resume where a header may start inside it.
-            Scan::Scalar => self.buf[1..len.max(1).min(avail)]
+            // Not an object or array: resume where a header may start inside it (at its
+            // first byte when the body is missing and the next header came instead).
+            Scan::Scalar => self.buf[..len.min(avail)]
                 .iter()
                 .position(|b| b.eq_ignore_ascii_case(&b'c'))
-                .map_or(len, |p| p + 1),
-            _ => len,
+                .unwrap_or(len),
+            // A value cut short: resume at a header inside what arrived (not only inside
+            // the length: the length may cut that header in two).
+            Scan::Broken(p) => self.next_header_within(p.min(avail), p.min(len)),
+            _ => self.next_header_within(avail, len),
         }
         .min(avail);
         let dropped = &self.buf[..upto];
@@ -406,6 +410,29 @@ impl Decoder {
         self.consume(upto);
         self.state = State::Header;
         rej
+    }
+
+    /// Where the bytes to drop from a value that broke off stop: at the first
+    /// `Content-Length` after its first byte and before `end`, else at `otherwise`. A
+    /// value cut short (inside a string, the next header breaks it only at its line end)
+    /// must not take the next frame's header with it.
+    fn next_header_within(&self, end: usize, otherwise: usize) -> usize {
+        let Some(within) = self.buf.get(1..end) else {
+            return otherwise;
+        };
+        if let Some(p) = find_header(within) {
+            return p + 1;
+        }
+        // The input paused inside that header: keep its start for the rest to follow.
+        if end == self.buf.len() {
+            let started = (1..HEADER.len().min(within.len() + 1))
+                .rev()
+                .find(|&n| within[within.len() - n..].eq_ignore_ascii_case(&HEADER[..n]));
+            if let Some(n) = started {
+                return end - n;
+            }
+        }
+        otherwise
     }
 
     fn unframed(&mut self) -> Step {
@@ -462,6 +489,7 @@ impl Decoder {
                 Step::Emit(Event::Rejected(rej))
             }
             Scan::Broken(p) => {
+                let p = self.next_header_within(p, p);
                 let rej = Rejection::new(
                     PARSE_ERROR,
                     Value::Null,
@@ -564,13 +592,17 @@ fn content_length(block: &[u8]) -> Result<usize, String> {
     found.ok_or_else(|| "it has no Content-Length header".into())
 }
 
-/// `Content-Length` is in the block, but no line starts with it.
+/// A `Content-Length` in the block that does not start a line: bytes ran into it.
 fn glued_header(block: &[u8]) -> bool {
-    let starts_a_line = |line: &[u8]| {
-        line.get(..HEADER.len())
-            .is_some_and(|name| name.eq_ignore_ascii_case(HEADER))
-    };
-    find_header(block).is_some() && !block.split(|&b| b == b'\n').any(starts_a_line)
+    let mut from = 0;
+    while let Some(p) = find_header(&block[from..]) {
+        let at = from + p;
+        if at > 0 && block[at - 1] != b'\n' {
+            return true;
+        }
+        from = at + 1;
+    }
+    false
 }
 
 /// The first `Content-Length`, in any case.
@@ -894,5 +926,7 @@ impl Extent {
     }
 }
 
+#[cfg(test)]
+mod fuzz;
 #[cfg(test)]
 mod tests;

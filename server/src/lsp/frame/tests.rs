@@ -580,3 +580,54 @@ fn a_parse_error_below_a_readable_top_level_keeps_the_id() {
     let got = decode(&[&frame(&body)]);
     assert!(got[0].starts_with("err -32700 id=4 no reply: "), "{got:?}");
 }
+
+/// Found by the fuzz run: a body cut short, or missing, under a header for all of it,
+/// must not take the next frame (or its header) with it.
+#[test]
+fn a_body_cut_short_keeps_the_next_frame() {
+    let full = r#"{"jsonrpc":"2.0","id":3,"method":"x","params":"abcdef"}"#;
+    for cut in [0, 1, 20, full.find("abc").unwrap(), full.len() - 2] {
+        let stream = cat(&[
+            &frame_with(&full.len().to_string(), &full.as_bytes()[..cut]),
+            &frame(NEXT),
+        ]);
+        // However reads split it (the reason may differ: how much of the body came).
+        let ways = (1..stream.len())
+            .map(|at| decode(&[&stream[..at], &stream[at..]]))
+            .chain([
+                decode(&[&stream]),
+                decode(&stream.chunks(1).collect::<Vec<_>>()),
+            ]);
+        for got in ways {
+            assert_eq!(got.last(), Some(&msg(NEXT)), "cut at {cut}: {got:?}");
+            assert_eq!(got.len(), 2, "cut at {cut}: {got:?}");
+        }
+    }
+}
+
+/// Found by the fuzz run: the input pauses while a body cut inside a string runs past
+/// its length, and the length cuts the next header in two.
+#[test]
+fn a_pause_inside_a_cut_body_keeps_the_next_header() {
+    let full = r#"{"jsonrpc":"2.0","id":3,"method":"x","params":"abcdef"}"#;
+    let cut = full.find("abc").unwrap();
+    let next = frame(NEXT);
+    let head = full.len() - cut;
+    assert!(
+        head < 14,
+        "the length ends inside the next `Content-Length`"
+    );
+    let mut d = Decoder::new();
+    d.push(&frame_with(
+        &full.len().to_string(),
+        &full.as_bytes()[..cut],
+    ));
+    d.push(&next[..head + 4]);
+    assert_eq!(d.next_event(), None);
+    let ev = d.stalled().map(|e| render(&e));
+    assert!(ev.is_some_and(|e| e.starts_with("err -32700 id=null")));
+    d.push(&next[head + 4..]);
+    let mut out = Vec::new();
+    drain(&mut d, &mut out);
+    assert_eq!(out, vec![msg(NEXT)]);
+}

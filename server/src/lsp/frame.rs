@@ -24,8 +24,9 @@
 //!   the next frame is intact. A body that is too long is noticed as soon as a
 //!   non-blank byte follows the value, or when the input pauses ([`Decoder::stalled`]):
 //!   a client that waits for its answer is not left waiting for bytes that never come.
-//!   Otherwise the frame is dropped and reading resumes at the next `Content-Length`
-//!   inside it, or after it.
+//!   Otherwise the frame is dropped and reading resumes at the first `Content-Length`
+//!   after its first byte in what arrived, or after it: a body cut short (even inside a
+//!   string, or missing) gives way to the frame that came instead.
 //! - A JSON body is forwarded only if tower-lsp can read it: an object with
 //!   `"jsonrpc": "2.0"`, an integer or string `id`, a string `method`, or a response with
 //!   `result` or a well-formed `error` ([`check_message`]). Anything else is an

@@ -1,18 +1,27 @@
-//! `kernel-lsp check`: what a kernel author's CI prints.
+//! `kernel-lsp check`: what a kernel author's CI prints; and what `bench` and
+//! `optimize` refuse before they start a worker.
 
 use std::process::Command;
 
 use expect_test::expect;
 
 fn check(args: &[&str], files: &[(&str, &[u8])]) -> (i32, String, String) {
+    cli("check", args, files)
+}
+
+/// `kernel-lsp <command> <args> <files>` in a fresh folder holding the files.
+fn cli(command: &str, args: &[&str], files: &[(&str, &[u8])]) -> (i32, String, String) {
     let dir = std::env::temp_dir().join(format!(
-        "kernel-lsp-check-{}-{}",
+        "kernel-lsp-{command}-{}-{}",
         std::process::id(),
         files.first().map_or("x", |f| f.0)
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kernel-lsp"));
-    cmd.current_dir(&dir).arg("check").args(args);
+    cmd.current_dir(&dir)
+        .env("KERNEL_LSP_DATA_DIR", &dir)
+        .arg(command)
+        .args(args);
     for (name, body) in files {
         std::fs::write(dir.join(name), body).unwrap();
         cmd.arg(name);
@@ -35,6 +44,78 @@ fn errors_print_compiler_style_and_exit_1() {
     expect![[r#"
         bad.cu:2:17: error: `f33` is not an element type; use one of f16, bf16, f32, f64, i8, i16, i32, i64, u8, u32, bool; did you mean `f32`? [@bench]
     "#]].assert_eq(&out);
+}
+
+/// Issue #28: a byte-order mark is not a column: line 1's columns are the text's.
+#[test]
+fn columns_on_line_1_do_not_count_a_byte_order_mark() {
+    let first = b"// @bench x: in f33[n]\n// @bench n = 1 << 20\n// @bench grid = cdiv(n, 128); block = 128\n__global__ void k(int n, const float* x) {}\n";
+    let with_bom = [b"\xef\xbb\xbf".as_slice(), first].concat();
+    for (name, body) in [("plain.cu", first.as_slice()), ("bom.cu", &with_bom)] {
+        let (code, out, _) = check(&["--no-compile"], &[(name, body)]);
+        assert_eq!(code, 1);
+        assert!(
+            out.starts_with(&format!("{name}:1:17: error: `f33`")),
+            "{out}"
+        );
+        let (_, out, _) = check(&["--no-compile", "--json"], &[(name, body)]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            (v[0]["line"].as_u64(), v[0]["column"].as_u64()),
+            (Some(1), Some(17)),
+            "{name}: {out}"
+        );
+        assert_eq!(v[0]["end_column"].as_u64(), Some(20), "{name}: {out}");
+    }
+}
+
+/// Issue #28: with no usable worker, `optimize` reports the spec's errors (checked
+/// before any worker starts, as `bench` does), not the worker's problem.
+#[test]
+fn optimize_reports_spec_errors_before_starting_a_worker() {
+    let (code, out, err) = cli(
+        "optimize",
+        &["--worker", "/nonexistent/kernel-lsp-worker"],
+        &[("bad.cu", BAD)],
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    expect![[r#"
+        bad.cu:2:17: error: `f33` is not an element type; use one of f16, bf16, f32, f64, i8, i16, i32, i64, u8, u32, bool; did you mean `f32`? [@bench]
+        kernel-lsp optimize: fix the errors above first; nothing was run
+    "#]]
+    .assert_eq(&err);
+}
+
+/// Issue #28: `bench` with no kernel to run exits 1 and says why, before any worker.
+#[test]
+fn bench_with_nothing_to_run_exits_1() {
+    let plain = b"__global__ void k(int n, const float* x) {}\n__global__ void j(float* y) {}\n";
+    let worker = ["--worker", "/nonexistent/kernel-lsp-worker"];
+    let (code, out, err) = cli("bench", &worker, &[("nospec.cu", plain)]);
+    assert_eq!(code, 1, "{out}{err}");
+    expect![[r#"
+        nospec.cu: error: no kernel has a @bench spec (k, j), so nothing was run; add @bench lines above the one to run (the editor's "Insert @bench spec" code action writes a skeleton)
+    "#]]
+    .assert_eq(&err);
+    // One kernel named, and it has no spec.
+    let good = b"// @bench n = 1 << 20, 4099\n// @bench x: in f32[n]\n// @bench grid = cdiv(n, 128); block = 128\n__global__ void k(int n, const float* x) {}\n__global__ void j(float* y) {}\n";
+    let (code, out, err) = cli(
+        "bench",
+        &[&worker[..], &["--kernel", "j"]].concat(),
+        &[("one.cu", good)],
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    expect![[r#"
+        one.cu: error: `j` has no @bench spec, so nothing was run; add @bench lines above it (the editor's "Insert @bench spec" code action writes a skeleton)
+    "#]]
+    .assert_eq(&err);
+    // No kernels at all.
+    let (code, _, err) = cli("bench", &worker, &[("empty.cu", b"int x;\n")]);
+    assert_eq!(code, 1, "{err}");
+    expect![[r#"
+        empty.cu: error: no kernels (`__global__` functions) in the file, so nothing was run
+    "#]]
+    .assert_eq(&err);
 }
 
 #[test]

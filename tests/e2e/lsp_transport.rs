@@ -100,7 +100,8 @@ async fn every_malformed_frame_is_answered_and_the_server_keeps_serving() {
         ("an array body", exact(b"[]"), -32600, Value::Null),
         ("a null body", exact(b"null"), -32600, Value::Null),
         ("a number body", exact(b"5"), -32600, Value::Null),
-        ("invalid UTF-8", exact(&bad_utf8), -32700, Value::Null),
+        // The top level reads, so the answer carries the id (issue #28).
+        ("invalid UTF-8", exact(&bad_utf8), -32700, json!(100)),
         (
             "not JSON",
             exact(b"{\"jsonrpc\": \"2.0\", \"id\": 100,"),
@@ -164,6 +165,68 @@ async fn every_malformed_frame_is_answered_and_the_server_keeps_serving() {
             b"\x00\x01hello, server\r\n\r\n".to_vec(),
             -32700,
             Value::Null,
+        ),
+        // Issue #28: a rejected header with no body after it consumed the next request.
+        (
+            "a non-numeric length and no body",
+            b"Content-Length: abc\r\n\r\n".to_vec(),
+            -32700,
+            Value::Null,
+        ),
+        (
+            "a negative length and no body",
+            b"Content-Length: -1\r\n\r\n".to_vec(),
+            -32700,
+            Value::Null,
+        ),
+        (
+            "a huge length and no body",
+            b"Content-Length: 100000000000000\r\n\r\n".to_vec(),
+            -32700,
+            Value::Null,
+        ),
+        (
+            "no Content-Length and no body",
+            b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n".to_vec(),
+            -32700,
+            Value::Null,
+        ),
+        // Issue #28: bytes after a body ran into the next header and lost its frame.
+        (
+            "trailing bytes after a body",
+            [
+                exact(br#"{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":1}}"#),
+                b"xyz".to_vec(),
+            ]
+            .concat(),
+            -32700,
+            Value::Null,
+        ),
+        // Found by the frame fuzz run: a body cut short inside a string took the next
+        // frame's header with it.
+        (
+            "a body cut inside a string",
+            framed(&n.to_string(), &body[..body.len() / 2]),
+            -32700,
+            Value::Null,
+        ),
+        // Issue #28: nesting past serde_json's limit was answered with id null.
+        (
+            "a request nested 127 deep",
+            exact(
+                SYMBOLS_100
+                    .replace(
+                        r#""params":{"#,
+                        &format!(
+                            r#""params":{{"deep":{}{},"#,
+                            "[".repeat(127),
+                            "]".repeat(127)
+                        ),
+                    )
+                    .as_bytes(),
+            ),
+            -32700,
+            json!(100),
         ),
     ];
     let valid = exact(SYMBOLS_100.replace("\"id\":100", "\"id\":200").as_bytes());

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use crate::analysis::{self, AnalyzeOptions, FileAnalysis, Severity};
-use crate::document::{Document, PositionEncoding};
+use crate::document::Document;
 use crate::spec::{BenchPlan, EvalEnv};
 use crate::syntax::{self, Lang};
 use crate::worker::pool::WorkerPool;
@@ -137,6 +137,8 @@ fn run_inner(args: &BenchArgs) -> Result<ExitCode, (u8, String)> {
             ));
         }
     }
+
+    nothing_to_run(&shown, lang, &analysis, args.kernel.as_deref()).map_err(|e| (1, e))?;
 
     let config = super::device::pool_config(args.worker.as_deref()).map_err(|e| (2, e))?;
     let rt = super::device::runtime().map_err(|e| (2, e))?;
@@ -435,6 +437,40 @@ fn unexpected(op: &str, got: &OpResult) -> WorkerError {
     }
 }
 
+/// Refuses a run in which no kernel would run: none in the file, none with a spec, or
+/// the one named has none. Exit 0 would tell a script that something passed.
+fn nothing_to_run(
+    shown: &str,
+    lang: Lang,
+    analysis: &FileAnalysis,
+    only: Option<&str>,
+) -> Result<(), String> {
+    let kernels = &analysis.model.kernels;
+    let skeleton = "(the editor's \"Insert @bench spec\" code action writes a skeleton)";
+    if kernels.is_empty() {
+        let what = match lang {
+            Lang::Cuda => "`__global__` functions",
+            Lang::Triton => "`@triton.jit` functions",
+        };
+        return Err(format!(
+            "{shown}: error: no kernels ({what}) in the file, so nothing was run"
+        ));
+    }
+    match only {
+        Some(k) if kernels.iter().any(|x| x.name == k && x.spec.lines.is_empty()) => Err(format!(
+            "{shown}: error: `{k}` has no @bench spec, so nothing was run; add @bench lines above it {skeleton}"
+        )),
+        None if kernels.iter().all(|x| x.spec.lines.is_empty()) => {
+            let names: Vec<&str> = kernels.iter().map(|k| k.name.as_str()).collect();
+            Err(format!(
+                "{shown}: error: no kernel has a @bench spec ({}), so nothing was run; add @bench lines above the one to run {skeleton}",
+                names.join(", ")
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Prints the file's syntax and spec errors compiler-style and refuses to run.
 fn refuse_errors(
     shown: &str,
@@ -450,14 +486,7 @@ fn refuse_errors(
         if f.severity != Severity::Error {
             continue;
         }
-        let (s, _) = doc.range(&f.range, PositionEncoding::Utf8);
-        out.push_str(&format!(
-            "{shown}:{}:{}: error: {} [{}]\n",
-            s.line + 1,
-            s.col + 1,
-            f.message,
-            f.source.label()
-        ));
+        out.push_str(&super::check::error_line(shown, doc, &f));
     }
     if let Some(note) = &analysis.size_note {
         out.push_str(&format!("{shown}: error: {note}\n"));

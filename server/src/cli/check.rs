@@ -45,6 +45,29 @@ struct JsonFinding {
     message: String,
 }
 
+/// 1-based line and column of a byte offset as compilers print them: the column counts
+/// the line's bytes, and a byte-order mark before line 1 is not one (editors do not show
+/// it, so a column that counted it would point 3 characters too far).
+pub(crate) fn compiler_position(doc: &Document, offset: usize) -> (u32, u32) {
+    let p = doc.position(offset, PositionEncoding::Utf8);
+    let bom = match doc.text().starts_with('\u{feff}') && p.line == 0 {
+        true => '\u{feff}'.len_utf8() as u32,
+        false => 0,
+    };
+    (p.line + 1, p.col.saturating_sub(bom) + 1)
+}
+
+/// `file:line:col: error: message [source]`, for the errors `bench` and `optimize`
+/// refuse to run with.
+pub(crate) fn error_line(shown: &str, doc: &Document, f: &Finding) -> String {
+    let (line, col) = compiler_position(doc, f.range.start);
+    format!(
+        "{shown}:{line}:{col}: error: {} [{}]\n",
+        f.message,
+        f.source.label()
+    )
+}
+
 /// What went wrong reading one input file.
 pub(crate) fn read_source(path: &PathBuf) -> Result<String, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
@@ -160,14 +183,15 @@ pub fn run(args: &CheckArgs) -> ExitCode {
             if f.severity == Severity::Error {
                 errors += 1;
             }
-            let (s, e) = doc.range(&f.range, PositionEncoding::Utf8);
+            let (line, column) = compiler_position(&doc, f.range.start);
+            let (end_line, end_column) = compiler_position(&doc, f.range.end);
             if args.json {
                 json_out.push(JsonFinding {
                     file: shown.clone(),
-                    line: s.line + 1,
-                    column: s.col + 1,
-                    end_line: e.line + 1,
-                    end_column: e.col + 1,
+                    line,
+                    column,
+                    end_line,
+                    end_column,
                     severity: f.severity,
                     source: f.source.label(),
                     message: f.message.clone(),
@@ -180,9 +204,7 @@ pub fn run(args: &CheckArgs) -> ExitCode {
                     Severity::Hint => "hint",
                 };
                 text_out.push_str(&format!(
-                    "{shown}:{}:{}: {sev}: {} [{}]\n",
-                    s.line + 1,
-                    s.col + 1,
+                    "{shown}:{line}:{column}: {sev}: {} [{}]\n",
                     f.message,
                     f.source.label()
                 ));

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::analysis::{self, AnalyzeOptions};
+use crate::analysis::{self, AnalyzeOptions, Finding, FindingSource, Severity};
 use crate::document::Document;
 use crate::optimize::catalog::Catalog;
 use crate::optimize::{self, history, policy, Event, OptimizeOptions, OptimizeRun};
@@ -92,11 +92,11 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
     if lang == Lang::Triton && !syntax::is_triton_source(&text) {
         return Err(format!("{shown}: error: no @triton.jit kernels"));
     }
+    let doc = Document::new(lang, 0, &text);
+    let a = analysis::analyze(lang, &text, doc.tree(), &AnalyzeOptions::default());
     let kernel = match &args.kernel {
         Some(k) => k.clone(),
         None => {
-            let doc = Document::new(lang, 0, &text);
-            let a = analysis::analyze(lang, &text, doc.tree(), &AnalyzeOptions::default());
             let specd: Vec<&str> = a
                 .model
                 .kernels
@@ -116,6 +116,7 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
             }
         }
     };
+    refuse_spec_errors(&shown, &doc, &a, &kernel)?;
     let settings = load_settings(args)?;
     let prompts_dir = args
         .prompts
@@ -279,6 +280,48 @@ pub struct TorchColumns {
     /// Why the columns are missing or partial.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// The kernel's spec is checked before a worker starts, as `bench` does: its errors
+/// are what the author must fix, whatever the worker's state. The step loop checks it
+/// again with the device's `sms`.
+fn refuse_spec_errors(
+    shown: &str,
+    doc: &Document,
+    a: &analysis::FileAnalysis,
+    kernel: &str,
+) -> Result<(), String> {
+    let Some(i) = a.model.kernels.iter().position(|k| k.name == kernel) else {
+        let names: Vec<&str> = a.model.kernels.iter().map(|k| k.name.as_str()).collect();
+        return Err(format!(
+            "{shown}: error: no kernel `{kernel}`; the file has: {}",
+            names.join(", ")
+        ));
+    };
+    let Some(report) = a.specs.get(i).filter(|r| r.plan.is_none()) else {
+        return Ok(());
+    };
+    if a.model.kernels[i].spec.lines.is_empty() {
+        return Err(format!(
+            "{shown}: error: `{kernel}` has no @bench spec; add @bench lines above it (the editor's \"Insert @bench spec\" code action writes a skeleton) before optimizing"
+        ));
+    }
+    let mut out = String::new();
+    let errors = report
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == crate::spec::Severity::Error);
+    for d in errors {
+        let f = Finding {
+            range: d.range.clone(),
+            severity: Severity::Error,
+            source: FindingSource::Spec,
+            message: d.message.clone(),
+        };
+        out.push_str(&super::check::error_line(shown, doc, &f));
+    }
+    out.push_str("kernel-lsp optimize: fix the errors above first; nothing was run");
+    Err(out)
 }
 
 /// With `reference = torch: ...` in the kernel's spec: one interleaved timing of the

@@ -8,25 +8,32 @@
 //!
 //! - A header block must be `Name: value` lines ending in an empty line (CRLF or LF).
 //!   Bytes that cannot start one are garbage: skipped up to the next `Content-Length`
-//!   (any case), with one parse-error reply per run of garbage.
+//!   (any case), with one parse-error reply per run of garbage. So are bytes that run
+//!   into a header (`{…}xyzContent-Length: 5` after a body): a rejected block with a
+//!   `Content-Length` in it that does not start a line.
 //! - A missing, non-numeric, negative or over-[`MAX_BODY`] Content-Length is never
 //!   trusted, and nothing is allocated for it. If a JSON object or array follows, its
 //!   extent is found by scanning brackets and strings (streaming, at most
 //!   [`KEEP_FOR_ID`] bytes kept to read its `id`), and it is dropped with an error that
-//!   carries its id. Anything else is skipped up to the next `Content-Length`. So a
-//!   10^14 length costs nothing and the next message is served at once.
+//!   carries its id. Anything else is not this frame's (most often it is the next
+//!   header): the rejected block consumes nothing beyond its own blank line. So a 10^14
+//!   length costs nothing and the next message is served at once.
 //! - A body that is not one JSON value is checked against the JSON value that starts
 //!   there: a value that ends before the Content-Length (length too long) or after it
 //!   (too short) is dropped with its id, and reading resumes right after the value, so
 //!   the next frame is intact. A body that is too long is noticed as soon as a
 //!   non-blank byte follows the value, or when the input pauses ([`Decoder::stalled`]):
 //!   a client that waits for its answer is not left waiting for bytes that never come.
-//!   Otherwise the frame is dropped and reading resumes at the next `Content-Length`
-//!   inside it, or after it.
+//!   Otherwise the frame is dropped and reading resumes at the first `Content-Length`
+//!   after its first byte in what arrived, or after it: a body cut short (even inside a
+//!   string, or missing) gives way to the frame that came instead.
 //! - A JSON body is forwarded only if tower-lsp can read it: an object with
 //!   `"jsonrpc": "2.0"`, an integer or string `id`, a string `method`, or a response with
 //!   `result` or a well-formed `error` ([`check_message`]). Anything else is an
 //!   invalid request (-32600), answered with its id when the id is readable.
+//! - A dropped body that does not parse (an error deep inside, or nesting past serde_json's
+//!   limit of 128) is answered with the id of its top level when that reads as an object
+//!   ([`top_level`] delimits the members' values without parsing them).
 
 use serde_json::{json, Value};
 
@@ -38,6 +45,8 @@ const MAX_HEADER: usize = 8 << 10;
 /// `id`; beyond it, it is scanned and discarded as it arrives, and answered with id null.
 pub const KEEP_FOR_ID: usize = 1 << 20;
 const HEADER: &[u8] = b"content-length";
+/// Why bytes between frames are dropped.
+const UNEXPECTED: &str = "unexpected bytes where a Content-Length header should be";
 
 /// JSON-RPC: invalid JSON was received.
 pub const PARSE_ERROR: i64 = -32700;
@@ -279,9 +288,15 @@ impl Decoder {
             return Step::Wait;
         };
         if !plausible_header(&self.buf[..block]) {
-            return self.enter_garbage("unexpected bytes where a Content-Length header should be");
+            return self.enter_garbage(UNEXPECTED);
         }
         let length = content_length(&self.buf[..block]);
+        if length.is_err() && glued_header(&self.buf[..block]) {
+            // Bytes ran into the next header (the tail of a body, `{…}xyzContent-Length:
+            // 5`, or of a string that looked like a header): they are garbage up to it,
+            // and the frame that starts there is intact.
+            return self.enter_garbage(UNEXPECTED);
+        }
         self.consume(total);
         self.quiet = false;
         self.state = match length {
@@ -328,7 +343,7 @@ impl Decoder {
                 // Not one JSON value, whatever comes next.
                 Scan::Broken(_) => true,
                 // Not an object or array (so not a valid message), and a header follows.
-                Scan::Scalar => find_header(&self.buf[1..]).is_some(),
+                Scan::Scalar => find_header(&self.buf).is_some(),
                 Scan::Open => false,
             };
             if !early {
@@ -344,13 +359,16 @@ impl Decoder {
         let avail = self.buf.len();
         let upto = match scan {
             Scan::Closed(m) => m,
-            Scan::Broken(p) if p < len => p,
-            // Not an object or array: resume where a header may start inside it.
-            Scan::Scalar => self.buf[1..len.max(1).min(avail)]
+            // Not an object or array: resume where a header may start inside it (at its
+            // first byte when the body is missing and the next header came instead).
+            Scan::Scalar => self.buf[..len.min(avail)]
                 .iter()
                 .position(|b| b.eq_ignore_ascii_case(&b'c'))
-                .map_or(len, |p| p + 1),
-            _ => len,
+                .unwrap_or(len),
+            // A value cut short: resume at a header inside what arrived (not only inside
+            // the length: the length may cut that header in two).
+            Scan::Broken(p) => self.next_header_within(p.min(avail), p.min(len)),
+            _ => self.next_header_within(avail, len),
         }
         .min(avail);
         let dropped = &self.buf[..upto];
@@ -358,7 +376,7 @@ impl Decoder {
             (Scan::Closed(m), Ok(v)) if m != len => {
                 let mut rej = Rejection::new(
                     INVALID_REQUEST,
-                    readable_id(&v),
+                    readable_id(v.get("id")),
                     format!("its Content-Length is {len} but its JSON body is {m} bytes"),
                     dropped,
                 );
@@ -370,24 +388,52 @@ impl Decoder {
                     scan,
                     serde_json::from_slice::<Value>(&self.buf[..len.min(avail)]),
                 ) {
-                    (_, Err(e)) if avail >= len => e.to_string(),
+                    (_, Err(e)) if avail >= len => not_json(&e),
                     (Scan::Broken(p), _) => format!(
-                        "unexpected byte `{}` at offset {p}",
+                        "the body is not JSON: unexpected byte `{}` at offset {p}",
                         [self.buf[p]].escape_ascii()
                     ),
-                    _ => "more than one JSON value".into(),
+                    _ => "the body is not JSON: more than one JSON value".into(),
                 };
-                Rejection::new(
+                // The error may be deep inside (nesting, a bad escape): a top level that
+                // reads still names the request to answer.
+                let top = top_level(dropped);
+                let mut rej = Rejection::new(
                     PARSE_ERROR,
-                    Value::Null,
-                    format!("the body is not JSON: {why}"),
+                    top.as_ref().map_or(Value::Null, |t| t.id.clone()),
+                    why,
                     dropped,
-                )
+                );
+                rej.response = top.is_some_and(|t| t.response);
+                rej
             }
         };
         self.consume(upto);
         self.state = State::Header;
         rej
+    }
+
+    /// Where the bytes to drop from a value that broke off stop: at the first
+    /// `Content-Length` after its first byte and before `end`, else at `otherwise`. A
+    /// value cut short (inside a string, the next header breaks it only at its line end)
+    /// must not take the next frame's header with it.
+    fn next_header_within(&self, end: usize, otherwise: usize) -> usize {
+        let Some(within) = self.buf.get(1..end) else {
+            return otherwise;
+        };
+        if let Some(p) = find_header(within) {
+            return p + 1;
+        }
+        // The input paused inside that header: keep its start for the rest to follow.
+        if end == self.buf.len() {
+            let started = (1..HEADER.len().min(within.len() + 1))
+                .rev()
+                .find(|&n| within[within.len() - n..].eq_ignore_ascii_case(&HEADER[..n]));
+            if let Some(n) = started {
+                return end - n;
+            }
+        }
+        otherwise
     }
 
     fn unframed(&mut self) -> Step {
@@ -415,10 +461,19 @@ impl Decoder {
                 } else {
                     None
                 };
-                let mut rej = match &parsed {
-                    Some(v) => Rejection::new(
+                let top = match &parsed {
+                    Some(v) => Some(TopLevel {
+                        id: readable_id(v.get("id")),
+                        response: is_response(v),
+                    }),
+                    // Not parsed (too deep, or an error inside): its top level may read.
+                    None if kept => top_level(dropped),
+                    None => None,
+                };
+                let mut rej = match &top {
+                    Some(t) => Rejection::new(
                         INVALID_REQUEST,
-                        readable_id(v),
+                        t.id.clone(),
                         format!("{why}; its JSON body was not read"),
                         dropped,
                     ),
@@ -429,12 +484,13 @@ impl Decoder {
                         dropped,
                     ),
                 };
-                rej.response = parsed.as_ref().is_some_and(is_response);
+                rej.response = top.is_some_and(|t| t.response);
                 self.consume(m);
                 self.state = State::Header;
                 Step::Emit(Event::Rejected(rej))
             }
             Scan::Broken(p) => {
+                let p = self.next_header_within(p, p);
                 let rej = Rejection::new(
                     PARSE_ERROR,
                     Value::Null,
@@ -445,7 +501,18 @@ impl Decoder {
                 self.state = State::Header;
                 Step::Emit(Event::Rejected(rej))
             }
-            Scan::Scalar => self.enter_garbage(&format!("{why}, and no JSON object follows it")),
+            Scan::Scalar => {
+                // Nothing of this frame follows its header (most likely the next header
+                // does): consume nothing more, so the next frame is read intact.
+                let rej = Rejection::new(
+                    PARSE_ERROR,
+                    Value::Null,
+                    format!("{why}, and no JSON object follows it"),
+                    &self.buf[..self.buf.len().min(80)],
+                );
+                self.state = State::Header;
+                Step::Emit(Event::Rejected(rej))
+            }
         }
     }
 
@@ -526,18 +593,147 @@ fn content_length(block: &[u8]) -> Result<usize, String> {
     found.ok_or_else(|| "it has no Content-Length header".into())
 }
 
+/// A `Content-Length` in the block that does not start a line: bytes ran into it.
+fn glued_header(block: &[u8]) -> bool {
+    let mut from = 0;
+    while let Some(p) = find_header(&block[from..]) {
+        let at = from + p;
+        if at > 0 && block[at - 1] != b'\n' {
+            return true;
+        }
+        from = at + 1;
+    }
+    false
+}
+
 /// The first `Content-Length`, in any case.
 fn find_header(buf: &[u8]) -> Option<usize> {
     buf.windows(HEADER.len())
         .position(|w| w.eq_ignore_ascii_case(HEADER))
 }
 
-fn readable_id(v: &Value) -> Value {
-    match v.get("id") {
+/// An `id` that can be answered: a string or a 64-bit integer.
+fn readable_id(id: Option<&Value>) -> Value {
+    match id {
         Some(id @ Value::String(_)) => id.clone(),
         Some(id @ Value::Number(n)) if n.is_i64() => id.clone(),
         _ => Value::Null,
     }
+}
+
+/// Why a body is not JSON, for the log and the reply.
+fn not_json(e: &serde_json::Error) -> String {
+    // serde_json stops at 128 nested arrays and objects (so does tower-lsp's reading):
+    // say so in words rather than as "recursion limit exceeded".
+    if e.to_string().starts_with("recursion limit exceeded") {
+        "its JSON nests arrays and objects more than 127 levels deep, the most kernel-lsp reads"
+            .into()
+    } else {
+        format!("the body is not JSON: {e}")
+    }
+}
+
+/// What the top level of a body that does not parse says about it.
+#[derive(Debug, PartialEq)]
+struct TopLevel {
+    /// The `id` as [`readable_id`] reads it.
+    id: Value,
+    /// It is a response ([`is_response`]): answering it would answer an answer.
+    response: bool,
+}
+
+/// Read the top level of a JSON object without parsing its members' values: keys and
+/// the `id` are parsed, every other value is only delimited (brackets and strings, as
+/// [`Extent`] does), so an error or a nesting limit inside one does not hide the id.
+/// None unless the whole top level is well formed (`{"key": value, …}` and nothing
+/// after it but blanks).
+fn top_level(body: &[u8]) -> Option<TopLevel> {
+    let blank = |i: usize| {
+        i + body[i..]
+            .iter()
+            .take_while(|b| b.is_ascii_whitespace())
+            .count()
+    };
+    let mut i = blank(0);
+    if body.get(i) != Some(&b'{') {
+        return None;
+    }
+    i = blank(i + 1);
+    let (mut id, mut method, mut result) = (None, false, false);
+    if body.get(i) == Some(&b'}') {
+        i += 1;
+    } else {
+        loop {
+            let key_end = value_end(body, i).filter(|_| body[i] == b'"')?;
+            let key: String = serde_json::from_slice(&body[i..key_end]).ok()?;
+            i = blank(key_end);
+            if body.get(i) != Some(&b':') {
+                return None;
+            }
+            let start = blank(i + 1);
+            let end = value_end(body, start)?;
+            match key.as_str() {
+                "id" => id = Some(serde_json::from_slice::<Value>(&body[start..end]).ok()?),
+                "method" => method = true,
+                "result" | "error" => result = true,
+                _ => {}
+            }
+            i = blank(end);
+            match body.get(i) {
+                Some(b',') => i = blank(i + 1),
+                Some(b'}') => {
+                    i += 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+    }
+    if blank(i) != body.len() {
+        return None;
+    }
+    Some(TopLevel {
+        id: readable_id(id.as_ref()),
+        response: !method && result,
+    })
+}
+
+/// Where the JSON value that starts at `start` ends, by its delimiters only: an object
+/// or array at its closing bracket (counting brackets outside strings, whatever else is
+/// between them), a string at its closing quote, a number or literal at the first byte
+/// that cannot be in one.
+fn value_end(body: &[u8], start: usize) -> Option<usize> {
+    let rest = &body[start..];
+    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
+    for (k, &b) in rest.iter().enumerate() {
+        if in_str {
+            match b {
+                _ if esc => esc = false,
+                b'\\' => esc = true,
+                b'"' => in_str = false,
+                _ => {}
+            }
+            if !in_str && depth == 0 {
+                return Some(start + k + 1);
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' if depth > 0 => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(start + k + 1);
+                }
+            }
+            _ if depth > 0 => {}
+            _ if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'.') => {}
+            _ => return (k > 0).then_some(start + k),
+        }
+    }
+    // A literal or number at the very end; an open string or bracket never ends.
+    (depth == 0 && !in_str && !rest.is_empty()).then_some(body.len())
 }
 
 fn is_response(v: &Value) -> bool {
@@ -564,7 +760,7 @@ pub fn check_message(v: &Value, body: &[u8]) -> Result<(), Rejection> {
             format!("a message must be a JSON object, not {what}"),
         );
     };
-    let id = readable_id(v);
+    let id = readable_id(v.get("id"));
     match o.get("id") {
         None | Some(Value::String(_)) => {}
         Some(Value::Number(n)) if n.is_i64() => {}
@@ -731,5 +927,7 @@ impl Extent {
     }
 }
 
+#[cfg(test)]
+mod fuzz;
 #[cfg(test)]
 mod tests;

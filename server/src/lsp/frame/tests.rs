@@ -404,3 +404,230 @@ fn the_end_of_input_inside_a_message_is_reported() {
     assert_eq!(d.next_event(), None);
     assert_eq!(d.finish(), None);
 }
+
+/// Issue #28: a header block whose Content-Length is rejected, with no body after it,
+/// consumes nothing beyond its own blank line: the next frame is served.
+#[test]
+fn a_rejected_header_with_no_body_keeps_the_next_frame() {
+    for (header, why) in [
+        (
+            "Content-Length: abc\r\n\r\n",
+            "its Content-Length `abc` is not a length",
+        ),
+        (
+            "Content-Length: -1\r\n\r\n",
+            "its Content-Length `-1` is not a length",
+        ),
+        (
+            "Content-Length: 100000000000000\r\n\r\n",
+            "its Content-Length 100000000000000 is above the 64 MiB limit",
+        ),
+        (
+            "Content-Type: application/json\r\n\r\n",
+            "it has no Content-Length header",
+        ),
+        // Blank lines between the two frames change nothing.
+        (
+            "Content-Length: abc\r\n\r\n\r\n\n",
+            "its Content-Length `abc` is not a length",
+        ),
+    ] {
+        for next in [
+            frame(NEXT),
+            frame_with(&NEXT.len().to_string(), NEXT.as_bytes()),
+        ] {
+            let stream = cat(&[header.as_bytes(), &next]);
+            assert_eq!(
+                decode_all_ways(&stream),
+                vec![
+                    format!("err -32700 id=null: {why}, and no JSON object follows it"),
+                    msg(NEXT)
+                ],
+                "{header:?}"
+            );
+        }
+    }
+    // Two rejected headers in a row, then a valid frame.
+    let stream = cat(&[
+        b"Content-Length: x\r\n\r\nContent-Length: y\r\n\r\n",
+        &frame(NEXT),
+    ]);
+    let got = decode_all_ways(&stream);
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!(got[2], msg(NEXT));
+}
+
+/// Issue #28: bytes after a well-framed body are discarded up to the next
+/// Content-Length, even when they run straight into its name.
+#[test]
+fn trailing_bytes_after_a_body_are_skipped_up_to_the_next_header() {
+    let garbage = "err -32700 id=null: unexpected bytes where a Content-Length header should be";
+    for trailing in [&b"xyz"[..], b"123", b"x-y_z", b"xyz: 1 ", b"\r\nxyz", b"}"] {
+        let stream = cat(&[&frame(HOVER), trailing, &frame(NEXT)]);
+        assert_eq!(
+            decode_all_ways(&stream),
+            vec![msg(HOVER), garbage.to_string(), msg(NEXT)],
+            "{:?}",
+            trailing.escape_ascii().to_string()
+        );
+    }
+    // The same bytes inside a frame whose length covers them: one answer, with the id.
+    let body = cat(&[HOVER.as_bytes(), b"xyz"]);
+    let stream = cat(&[&frame_with(&body.len().to_string(), &body), &frame(NEXT)]);
+    assert_eq!(
+        decode_all_ways(&stream),
+        vec![
+            format!(
+                "err -32600 id=7: its Content-Length is {} but its JSON body is {} bytes",
+                body.len(),
+                HOVER.len()
+            ),
+            msg(NEXT)
+        ]
+    );
+    // A frame that puts Content-Type first is still a frame.
+    let stream = cat(&[
+        &frame(HOVER),
+        format!(
+            "Content-Type: application/vscode-jsonrpc\r\nContent-Length: {}\r\n\r\n{NEXT}",
+            NEXT.len()
+        )
+        .as_bytes(),
+    ]);
+    assert_eq!(decode_all_ways(&stream), vec![msg(HOVER), msg(NEXT)]);
+}
+
+/// `{"jsonrpc":"2.0","id":<id>,"method":"x","params":` + `[` × depth + `]` × depth + `}`.
+fn nested(id: &str, depth: usize) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"x","params":{}{}}}"#,
+        "[".repeat(depth),
+        "]".repeat(depth)
+    )
+}
+
+/// Issue #28: a body that cannot be parsed, but whose top level can be read, is
+/// answered with its id: nesting past serde_json's limit, or a syntax error inside a
+/// nested value.
+#[test]
+fn a_parse_error_below_a_readable_top_level_keeps_the_id() {
+    let deep = "err -32700 id=9: its JSON nests arrays and objects more than 127 levels deep, the most kernel-lsp reads";
+    // Just under the limit: a valid message.
+    let ok = nested("9", 126);
+    assert_eq!(decode(&[&frame(&ok)]), vec![msg(&ok)]);
+    for depth in [127, 128, 1000] {
+        let body = nested("9", depth);
+        let stream = cat(&[&frame(&body), &frame(NEXT)]);
+        assert_eq!(
+            decode(&[&stream]),
+            vec![deep.to_string(), msg(NEXT)],
+            "{depth}"
+        );
+        // Unframed (no header), and with a length 3 too long: the same id.
+        let stream = cat(&[body.as_bytes(), &frame(NEXT)]);
+        let got = decode(&[&stream]);
+        assert!(
+            got[0].starts_with("err -32600 id=9: it has no Content-Length header"),
+            "{got:?}"
+        );
+        assert_eq!(got[1], msg(NEXT));
+        let stream = cat(&[
+            &frame_with(&(body.len() + 3).to_string(), body.as_bytes()),
+            &frame(NEXT),
+        ]);
+        let got = decode(&[&stream]);
+        assert_eq!(got[0], deep, "{depth}");
+        assert_eq!(got[1], msg(NEXT));
+    }
+    let stream = cat(&[&frame(&nested("\"s\"", 127)), &frame(NEXT)]);
+    assert_eq!(
+        decode_all_ways(&stream)[0],
+        deep.replace("id=9", "id=\"s\"")
+    );
+    // A syntax error inside params, or a bad escape in a string there.
+    for body in [
+        r#"{"jsonrpc":"2.0","id":9,"method":"x","params":{"a":tru}}"#,
+        r#"{"jsonrpc":"2.0","method":"x","params":{"a":"\q"},"id":9}"#,
+        r#"{"jsonrpc":"2.0","id":9,"method":"x","params":[1,,2]}"#,
+    ] {
+        let got = decode_all_ways(&cat(&[&frame(body), &frame(NEXT)]));
+        assert!(
+            got[0].starts_with("err -32700 id=9: the body is not JSON: "),
+            "{body}: {got:?}"
+        );
+        assert_eq!(got[1], msg(NEXT));
+    }
+    // A top level that cannot be read keeps id null.
+    for body in [
+        r#"{"jsonrpc":"2.0","id":9 "method":"x"}"#,
+        r#"{"jsonrpc":"2.0","id":9.5,"method":"x","params":[}"#,
+        r#"{"jsonrpc":"2.0","id":{"id":9},"method":"x","params":[}"#,
+        r#"{"jsonrpc":"2.0",id:9,"method":"x","params":[}"#,
+    ] {
+        let got = decode(&[&cat(&[&frame(body), &frame(NEXT)])]);
+        assert!(
+            got[0].starts_with("err -32700 id=null: "),
+            "{body}: {got:?}"
+        );
+        assert_eq!(got[1], msg(NEXT));
+    }
+    // A response nested too deep is logged, not answered.
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":4,"result":{}{}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let got = decode(&[&frame(&body)]);
+    assert!(got[0].starts_with("err -32700 id=4 no reply: "), "{got:?}");
+}
+
+/// Found by the fuzz run: a body cut short, or missing, under a header for all of it,
+/// must not take the next frame (or its header) with it.
+#[test]
+fn a_body_cut_short_keeps_the_next_frame() {
+    let full = r#"{"jsonrpc":"2.0","id":3,"method":"x","params":"abcdef"}"#;
+    for cut in [0, 1, 20, full.find("abc").unwrap(), full.len() - 2] {
+        let stream = cat(&[
+            &frame_with(&full.len().to_string(), &full.as_bytes()[..cut]),
+            &frame(NEXT),
+        ]);
+        // However reads split it (the reason may differ: how much of the body came).
+        let ways = (1..stream.len())
+            .map(|at| decode(&[&stream[..at], &stream[at..]]))
+            .chain([
+                decode(&[&stream]),
+                decode(&stream.chunks(1).collect::<Vec<_>>()),
+            ]);
+        for got in ways {
+            assert_eq!(got.last(), Some(&msg(NEXT)), "cut at {cut}: {got:?}");
+            assert_eq!(got.len(), 2, "cut at {cut}: {got:?}");
+        }
+    }
+}
+
+/// Found by the fuzz run: the input pauses while a body cut inside a string runs past
+/// its length, and the length cuts the next header in two.
+#[test]
+fn a_pause_inside_a_cut_body_keeps_the_next_header() {
+    let full = r#"{"jsonrpc":"2.0","id":3,"method":"x","params":"abcdef"}"#;
+    let cut = full.find("abc").unwrap();
+    let next = frame(NEXT);
+    let head = full.len() - cut;
+    assert!(
+        head < 14,
+        "the length ends inside the next `Content-Length`"
+    );
+    let mut d = Decoder::new();
+    d.push(&frame_with(
+        &full.len().to_string(),
+        &full.as_bytes()[..cut],
+    ));
+    d.push(&next[..head + 4]);
+    assert_eq!(d.next_event(), None);
+    let ev = d.stalled().map(|e| render(&e));
+    assert!(ev.is_some_and(|e| e.starts_with("err -32700 id=null")));
+    d.push(&next[head + 4..]);
+    let mut out = Vec::new();
+    drain(&mut d, &mut out);
+    assert_eq!(out, vec![msg(NEXT)]);
+}

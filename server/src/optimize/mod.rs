@@ -10,6 +10,7 @@
 //! the history as `Event::Step` arrives, and decides what to do with the new text).
 
 pub mod catalog;
+pub mod diagnosis;
 pub mod edit;
 pub mod evaluate;
 pub mod facts;

@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::catalog::{requirement_phrase, Strategy};
+use super::diagnosis::{cure_rank, diagnose};
 use super::facts::{Facts, FEATURE_DIM};
 use super::Outcome;
 
@@ -234,7 +235,9 @@ impl Policy {
 
     /// Every step of `arms` not in `excluded`, best first (catalog order on ties), each
     /// with its score and rationale. `arms` is usually `Catalog::applicable(..)`, filtered
-    /// to what the configured coders can carry out.
+    /// to what the configured coders can carry out. The cures that the diagnosis names
+    /// (`diagnosis::diagnose`: the profile's cause, else the analysis's) come first, in
+    /// its order; the learned scores order the rest.
     pub fn rank(
         &self,
         facts: &Facts,
@@ -242,6 +245,7 @@ impl Policy {
         excluded: &BTreeSet<String>,
     ) -> Vec<Choice> {
         let x = facts.features();
+        let causes = diagnose(facts);
         let mut out: Vec<(usize, Choice)> = arms
             .iter()
             .enumerate()
@@ -249,17 +253,27 @@ impl Policy {
             .map(|(i, s)| {
                 let e = self.estimate(s, &x);
                 let score = e.mean + e.bonus;
+                let mut rationale = self.rationale(s, &e);
+                if let Some((_, cause)) = cure_rank(&causes, &s.id) {
+                    rationale = format!("{}; {rationale}", cause.why);
+                }
                 (
                     i,
                     Choice {
                         id: s.id.clone(),
                         score,
-                        rationale: self.rationale(s, &e),
+                        rationale,
                     },
                 )
             })
             .collect();
-        out.sort_by(|(ia, a), (ib, b)| b.score.total_cmp(&a.score).then(ia.cmp(ib)));
+        let cure = |c: &Choice| cure_rank(&causes, &c.id).map_or(usize::MAX, |r| r.0);
+        out.sort_by(|(ia, a), (ib, b)| {
+            cure(a)
+                .cmp(&cure(b))
+                .then(b.score.total_cmp(&a.score))
+                .then(ia.cmp(ib))
+        });
         out.into_iter().map(|(_, c)| c).collect()
     }
 
@@ -450,6 +464,55 @@ mod tests {
         std::env::temp_dir()
             .join(format!("kernel-lsp-policy-{}-{name}", std::process::id()))
             .join("policy.json")
+    }
+
+    #[test]
+    fn a_recorded_profile_puts_the_cure_it_names_first() {
+        // The row softmax draft as Nsight Compute saw it on an H100: the grid fills 3% of
+        // one wave, loads are not coalesced. The cure for both (a warp per row) comes
+        // first, and the step table says which measurement chose it.
+        let c = Catalog::embedded();
+        let mut f = facts_of(
+            Lang::Cuda,
+            include_str!("../../../examples/softmax_rows.cu"),
+        );
+        let arms = embedded_arms(&c, Lang::Cuda, &f);
+        let profile = crate::profile::parse_raw_csv(include_str!(
+            "../../../tests/fixtures/ncu/softmax_rows.csv"
+        ))
+        .expect("the recorded profile parses")
+        .remove(0);
+        f.set_profile(profile);
+        let p = Policy::new();
+        let first = p.rank(&f, &arms, &BTreeSet::new()).remove(0);
+        assert_eq!(first.id, "cooperative_rows");
+        assert!(
+            first
+                .rationale
+                .starts_with("the profile: the grid fills 3% of one wave; "),
+            "{}",
+            first.rationale
+        );
+        // Without the profile, the static analysis names the same cure.
+        f.profile = None;
+        let first = p.rank(&f, &arms, &BTreeSet::new()).remove(0);
+        assert_eq!(first.id, "cooperative_rows");
+        assert!(
+            first
+                .rationale
+                .starts_with("the analysis: each thread walks a row alone; "),
+            "{}",
+            first.rationale
+        );
+        // A learned preference does not override the diagnosis.
+        let mut learned = Policy::new();
+        for _ in 0..20 {
+            learned.update("block_size", &f, 1.0);
+        }
+        assert_eq!(
+            learned.rank(&f, &arms, &BTreeSet::new())[0].id,
+            "cooperative_rows"
+        );
     }
 
     #[test]

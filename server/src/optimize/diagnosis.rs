@@ -1,0 +1,149 @@
+//! The diagnosis chooses the cure: what the hardware profile (when one was taken) or,
+//! without one, the static access analysis says holds the kernel back, and the steps
+//! that act on that cause, best first. The policy ranks these steps ahead of the rest
+//! ([`super::policy::Policy::rank`]), so `optimize --profile` tries first the cure the
+//! profile names. Pure: facts in, causes out.
+
+use super::facts::Facts;
+
+/// Sectors per global request above which accesses count as not coalesced (4 is ideal
+/// for 4-byte elements, 32 the worst; 8 allows 8-byte elements and edges).
+const UNCOALESCED_SECTORS: f64 = 8.0;
+
+/// One cause and the steps that cure it, best first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cause {
+    /// For the step table: what was seen, and where ("the profile: loads are not
+    /// coalesced (8.5 sectors per request)").
+    pub why: String,
+    pub cures: &'static [&'static str],
+}
+
+/// Steps for accesses that are not coalesced: remap the lanes, stage a transpose, or
+/// (for a model) any coalescing rewrite.
+const COALESCE: &[&str] = &["remap_lanes", "transpose_tile", "coalesce"];
+/// Steps for a grid that leaves the GPU idle or a thread that walks a long loop alone.
+const PARALLELIZE: &[&str] = &["cooperative_rows", "block_reduce", "block_size"];
+
+/// The causes the facts show, most telling first: the profile's when there is one, else
+/// the static analysis's.
+pub fn diagnose(f: &Facts) -> Vec<Cause> {
+    match &f.profile {
+        Some(p) => {
+            let mut out = Vec::new();
+            let sectors = [
+                ("loads", p.ld_sectors_per_request),
+                ("stores", p.st_sectors_per_request),
+            ];
+            if let Some((what, s)) = sectors
+                .iter()
+                .filter_map(|(w, s)| Some((*w, (*s)?)))
+                .filter(|(_, s)| *s > UNCOALESCED_SECTORS)
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+            {
+                out.push(Cause {
+                    why: format!(
+                        "the profile: {what} are not coalesced ({s:.1} sectors per request)"
+                    ),
+                    cures: COALESCE,
+                });
+            }
+            if let Some(w) = p.waves.filter(|w| *w < 1.0) {
+                out.push(Cause {
+                    why: format!("the profile: the grid fills {:.0}% of one wave", w * 100.0),
+                    cures: PARALLELIZE,
+                });
+            }
+            out
+        }
+        None => {
+            let mut out = Vec::new();
+            if f.holds("strided_access") == Some(true) {
+                out.push(Cause {
+                    why: "the analysis: neighbouring threads touch addresses a stride apart".into(),
+                    cures: COALESCE,
+                });
+            }
+            if f.holds("thread_walks_a_row") == Some(true) {
+                out.push(Cause {
+                    why: "the analysis: each thread walks a row alone".into(),
+                    cures: PARALLELIZE,
+                });
+            }
+            out
+        }
+    }
+}
+
+/// Where step `id` stands among the cures (0 first), and the cause that names it; None
+/// when no cause names it.
+pub fn cure_rank<'c>(causes: &'c [Cause], id: &str) -> Option<(usize, &'c Cause)> {
+    let mut rank = 0;
+    for c in causes {
+        for cure in c.cures {
+            if *cure == id {
+                return Some((rank, c));
+            }
+            rank += 1;
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::Profile;
+
+    fn profiled(p: Profile) -> Facts {
+        let mut f = Facts::default();
+        f.set_profile(p);
+        f
+    }
+
+    #[test]
+    fn the_profile_names_uncoalesced_accesses_and_a_small_grid() {
+        let f = profiled(Profile {
+            ld_sectors_per_request: Some(8.5),
+            st_sectors_per_request: Some(16.0),
+            waves: Some(0.02),
+            ..Profile::default()
+        });
+        let causes = diagnose(&f);
+        let whys: Vec<&str> = causes.iter().map(|c| c.why.as_str()).collect();
+        assert_eq!(
+            whys,
+            [
+                "the profile: stores are not coalesced (16.0 sectors per request)",
+                "the profile: the grid fills 2% of one wave"
+            ]
+        );
+        assert_eq!(cure_rank(&causes, "remap_lanes").map(|r| r.0), Some(0));
+        assert_eq!(cure_rank(&causes, "cooperative_rows").map(|r| r.0), Some(3));
+        assert_eq!(cure_rank(&causes, "vectorize"), None);
+    }
+
+    #[test]
+    fn a_healthy_profile_names_nothing_and_overrides_the_static_guess() {
+        let mut f = profiled(Profile {
+            ld_sectors_per_request: Some(4.0),
+            waves: Some(12.0),
+            ..Profile::default()
+        });
+        f.accesses.push(crate::optimize::facts::Access {
+            buffer: "x".into(),
+            index: "i * n".into(),
+            kind: crate::optimize::facts::AccessKind::Load,
+            stride: crate::optimize::facts::Stride::Symbolic,
+            in_loop: false,
+            line: 1,
+            via: None,
+        });
+        assert_eq!(diagnose(&f), Vec::new());
+        // Without the profile, the analysis names the strided load.
+        f.profile = None;
+        let causes = diagnose(&f);
+        assert_eq!(causes.len(), 1);
+        assert_eq!(cure_rank(&causes, "remap_lanes").map(|r| r.0), Some(0));
+    }
+}

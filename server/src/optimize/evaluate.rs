@@ -1,12 +1,13 @@
-//! Evaluating one step's candidates as a batch: each candidate text is analyzed and
-//! planned like the author's file would be, verified against the current version on
+//! Evaluating one step's candidates as a batch: each candidate, planned like the
+//! author's file would be, is verified against the current version on
 //! the same fresh inputs (concurrently, one per free worker of the pool; a request whose
 //! worker is lost goes back to the queue), and the verified ones are timed interleaved
 //! with the current version: in one worker, or in one group per worker, each beside the
 //! current version on its own device, since a speedup means something only within one
 //! device. The winner of a multi-worker batch is re-timed on the primary worker
-//! (`retime_on_primary`). Nothing here decides acceptance; `optimize` does, from the
-//! timings this returns.
+//! (`retime_on_primary`). Nothing here decides acceptance; `accept` does, from the
+//! timings this returns. Candidates come planned ([`Candidate`]): each file text is
+//! analyzed once, when it is written.
 
 use crate::analysis::{self, AnalyzeOptions};
 use crate::document::Document;
@@ -17,7 +18,8 @@ use crate::worker::protocol::{
     ErrorKind, Op, OpResult, TimeSettings, Timing, VerifyReport, Version,
 };
 
-use super::CandidateRecord;
+pub use super::accept::{gain, pick, Gain};
+use super::record::CandidateRecord;
 
 /// The kernel of one file text, ready to run: its version and what identifies it.
 #[derive(Clone, Debug)]
@@ -27,6 +29,46 @@ pub struct Planned {
     pub kernel_hash: String,
     /// The spec lines and the unit's source, as stored in the history.
     pub kernel_text: String,
+}
+
+/// One candidate of a step, as the writer (an embedded rewrite or the coder) hands it
+/// to evaluation: its whole file text under a label, planned once when it was written
+/// (`Err`: why its spec does not plan; it is rejected without reaching a worker).
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    /// A short label for tables ("BLOCK=512", "llm repair 1").
+    pub label: String,
+    /// The whole new file text.
+    pub text: String,
+    /// Its version (source, launch and spec) and kernel hash.
+    pub planned: Result<Planned, String>,
+}
+
+impl Candidate {
+    /// `text` under `label`, planned for `kernel_name` like the author's file would be.
+    pub fn new(lang: Lang, kernel_name: &str, env: &EvalEnv, label: String, text: String) -> Self {
+        let planned = plan(lang, &text, kernel_name, env);
+        Candidate {
+            label,
+            text,
+            planned,
+        }
+    }
+
+    /// The knobs this candidate's spec sets: each tunable and its value for a plain run.
+    pub fn knobs(&self) -> Vec<(&str, String)> {
+        self.planned.as_ref().map_or_else(
+            |_| Vec::new(),
+            |p| {
+                p.version
+                    .plan
+                    .tunables
+                    .iter()
+                    .map(|t| (t.name.as_str(), t.current.to_string()))
+                    .collect()
+            },
+        )
+    }
 }
 
 /// Analyze `text` and plan `kernel_name`. `Err` is a message for the author.
@@ -166,26 +208,7 @@ impl BatchResult {
     /// Each timing worker's best candidate by [`pick`]'s rule among those it timed, in
     /// the step's order.
     pub fn best_per_worker(&self) -> Vec<(usize, Gain)> {
-        let gains = self.gains();
-        let mut workers: Vec<Option<usize>> = Vec::new();
-        for w in &self.timed_on {
-            if !workers.contains(w) {
-                workers.push(*w);
-            }
-        }
-        let mut out: Vec<(usize, Gain)> = workers
-            .iter()
-            .filter_map(|w| {
-                let mine: Vec<(usize, Gain)> = gains
-                    .iter()
-                    .filter(|(i, _)| self.timed_on.get(*i) == Some(w))
-                    .copied()
-                    .collect();
-                pick(&mine)
-            })
-            .collect();
-        out.sort_by_key(|(i, _)| *i);
-        out
+        super::accept::best_per_worker(&self.gains(), &self.timed_on)
     }
 
     fn gains(&self) -> Vec<(usize, Gain)> {
@@ -196,28 +219,6 @@ impl BatchResult {
             .enumerate()
             .collect()
     }
-}
-
-/// The best of `gains` (candidate index, gain; in the step's order): the highest
-/// speedup, except that candidates within the timing noise of it are not told apart by
-/// these timings, so the first of them in the step's order wins (if it is faster than
-/// the current version whenever the best is). The answer then does not hang on which
-/// worker timed which candidate, or on a run's luck.
-pub fn pick(gains: &[(usize, Gain)]) -> Option<(usize, Gain)> {
-    let mut top: Option<(usize, Gain)> = None;
-    for &(i, g) in gains {
-        if top.is_none_or(|(_, tg)| g.speedup > tg.speedup) {
-            top = Some((i, g));
-        }
-    }
-    let (_, tg) = top?;
-    gains
-        .iter()
-        .find(|(_, g)| {
-            g.speedup * (1.0 + g.noise.max(tg.noise)) >= tg.speedup && (g.faster() || !tg.faster())
-        })
-        .copied()
-        .or(top)
 }
 
 fn rejected(label: &str, message: String) -> CandidateRecord {
@@ -321,31 +322,6 @@ pub async fn check_current(
                 current.plan.kernel
             )
         })
-}
-
-/// A timed candidate against the version it came from, timed side by side.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Gain {
-    /// base median / candidate median.
-    pub speedup: f64,
-    /// The larger of 2% and either timing's spread ((p90 - p10) / median).
-    pub noise: f64,
-}
-
-impl Gain {
-    /// The acceptance rule: faster by more than the measured noise.
-    pub fn faster(&self) -> bool {
-        self.speedup > 1.0 + self.noise
-    }
-}
-
-/// The acceptance rule's measurement, one pure function for every caller (the CLI's
-/// optimize and tune, the editor's actions).
-pub fn gain(base: &Timing, candidate: &Timing) -> Gain {
-    Gain {
-        speedup: base.median_ms / candidate.median_ms.max(1e-12),
-        noise: 0.02f64.max(base.spread()).max(candidate.spread()),
-    }
 }
 
 /// Whether a speedup is large enough to be re-verified before it is accepted (a
@@ -667,7 +643,7 @@ async fn time_members(
     (served.worker, time_report(served.result, want))
 }
 
-/// Plan and verify each `(label, text)` against `current`, then (with `time`) time the
+/// Verify each candidate (planned when it was written) against `current`, then (with `time`) time the
 /// verified ones side by side with it. Each worker of the pool takes the next candidate
 /// from one queue (in input order) and verifies it. Once the queue is empty a worker
 /// times the candidates it verified (their kernels are loaded there) in one request
@@ -682,11 +658,8 @@ async fn time_members(
 #[allow(clippy::too_many_arguments)]
 pub async fn batch(
     pool: &WorkerPool,
-    lang: Lang,
-    kernel_name: &str,
-    env: &EvalEnv,
     current: &Version,
-    candidates: &[(String, String)],
+    candidates: Vec<Candidate>,
     seed: u64,
     time: bool,
     cancel: &[&std::sync::atomic::AtomicBool],
@@ -695,6 +668,7 @@ pub async fn batch(
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     use std::sync::Mutex;
     let mut out = BatchResult::default();
+    let lang = current.lang;
     let n = candidates.len();
     let is_cancelled = || cancel.iter().any(|c| c.load(Relaxed));
     let parallel = pool.size() > 1;
@@ -712,17 +686,20 @@ pub async fn batch(
             *slot = Some(c);
         }
     };
-    // Planned up front (no worker needed); those that do not plan are settled now.
+    // Planned when they were written; those that do not plan are settled now.
     let mut planned: Vec<Option<Planned>> = Vec::with_capacity(n);
-    for (i, (_, text)) in candidates.iter().enumerate() {
-        match plan(lang, text, kernel_name, env) {
+    let mut named: Vec<(String, String)> = Vec::with_capacity(n);
+    for (i, c) in candidates.into_iter().enumerate() {
+        match c.planned {
             Ok(p) => planned.push(Some(p)),
             Err(e) => {
                 settle(i, Checked::Rejected(e));
                 planned.push(None);
             }
         }
+        named.push((c.label, c.text));
     }
+    let candidates = &named;
     let planned_ref = &planned;
     // Whole candidates, even on a pool: splitting one candidate's cases over two
     // workers made each half cost about the whole (the JIT's per-source work paid

@@ -291,6 +291,28 @@ fn after_retiming(
 }
 
 #[cfg(test)]
+pub(super) mod testing {
+    use crate::worker::protocol::Timing;
+
+    /// A made-up timing: its median, p10 and p90 (the minimum is the p10).
+    pub fn timing(median: f64, p10: f64, p90: f64) -> Timing {
+        Timing {
+            label: "t".into(),
+            median_ms: median,
+            min_ms: p10,
+            p10_ms: p10,
+            p90_ms: p90,
+            reps: 20,
+            gbps: 0.0,
+            frac_copy: None,
+            tflops: None,
+            frac_fma: None,
+            energy_j: None,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -301,19 +323,7 @@ mod tests {
 
     /// A timing whose p10 and p90 lie `half` of the median below and above it.
     fn spread(ms: f64, half: f64) -> Timing {
-        Timing {
-            label: "t".into(),
-            median_ms: ms,
-            min_ms: ms * (1.0 - half),
-            p10_ms: ms * (1.0 - half),
-            p90_ms: ms * (1.0 + half),
-            reps: 20,
-            gbps: 0.0,
-            frac_copy: None,
-            tflops: None,
-            frac_fma: None,
-            energy_j: None,
-        }
+        testing::timing(ms, ms * (1.0 - half), ms * (1.0 + half))
     }
 
     /// Candidate `label` timed at `ms` beside a current version at 1 ms on `worker`.

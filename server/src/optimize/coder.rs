@@ -268,23 +268,38 @@ pub(super) async fn llm_propose(
     Ok(p)
 }
 
+/// What a coder step works with besides the model's budget and the step's context.
+#[derive(Clone, Copy)]
+pub(super) struct Coding<'a> {
+    pub setup: &'a LlmSetup,
+    pub pool: &'a WorkerPool,
+    pub env: &'a EvalEnv,
+    /// The version candidates are verified against: the current one, or in a repair the
+    /// last verified one.
+    pub current: &'a evaluate::Planned,
+    /// Verified candidates are timed beside it (not in a repair, which needs
+    /// correctness alone).
+    pub time: bool,
+    pub seed: u64,
+}
+
 /// Ask the coder for the step, then repair with the failure (a reply that breaks the
 /// rules, a compile log, a verification report) up to `repair_rounds` times while the
 /// step's budget lasts. Every attempt is a candidate record; the first that verifies
 /// is timed against the current version.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn llm_code(
-    setup: &LlmSetup,
+    coding: &Coding<'_>,
     budget: &mut llm::Budget,
-    pool: &WorkerPool,
-    env: &EvalEnv,
-    current: &evaluate::Planned,
-    time: bool,
     cx: &StepContext<'_>,
     step: &str,
-    seed: u64,
     stage: &mut (dyn FnMut(String) + Send),
 ) -> Result<evaluate::BatchResult, String> {
+    let Coding {
+        setup,
+        env,
+        current,
+        ..
+    } = *coding;
     let coder = setup.coder.as_ref().ok_or("no coder model")?;
     let kernel = cx.kernel;
     let input = llm::CoderInput {
@@ -308,11 +323,7 @@ pub(super) async fn llm_code(
     let mut attempt = if setup.samples > 1 && budget.remaining() > 1 {
         // Several samples at once: the distinct ones are verified and timed together;
         // when none verifies, the repair rounds start from the first failure.
-        let failure = match llm_samples(
-            setup, budget, pool, env, current, time, cx, &input, &old_lines, seed, stage,
-        )
-        .await?
-        {
+        let failure = match llm_samples(coding, budget, cx, &input, &old_lines, stage).await? {
             Sampled::Verified(b) => return Ok(*b),
             Sampled::Failed(mut r, failure) => {
                 records.append(&mut r);
@@ -379,11 +390,11 @@ pub(super) async fn llm_code(
                 }
                 Ok(candidate) => {
                     let mut b = evaluate::batch(
-                        pool,
+                        coding.pool,
                         &current.version,
                         vec![candidate],
-                        seed,
-                        time,
+                        coding.seed,
+                        coding.time,
                         &[],
                         stage,
                     )
@@ -428,20 +439,22 @@ enum Sampled {
 /// replies identical to an earlier one up to comments and whitespace are dropped as
 /// duplicates; the rest go to the worker as one batch (compiled, verified against the
 /// current version, timed). `Err` when no model call got through at all.
-#[allow(clippy::too_many_arguments)]
 async fn llm_samples(
-    setup: &LlmSetup,
+    coding: &Coding<'_>,
     budget: &mut llm::Budget,
-    pool: &WorkerPool,
-    env: &EvalEnv,
-    current: &evaluate::Planned,
-    time: bool,
     cx: &StepContext<'_>,
     input: &llm::CoderInput,
     old_lines: &[String],
-    seed: u64,
     stage: &mut (dyn FnMut(String) + Send),
 ) -> Result<Sampled, String> {
+    let Coding {
+        setup,
+        pool,
+        env,
+        current,
+        time,
+        seed,
+    } = *coding;
     let coder = setup.coder.as_ref().ok_or("no coder model")?;
     let kernel = cx.kernel;
     stage(format!("asking the coder for {} samples", setup.samples));

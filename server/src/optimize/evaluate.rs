@@ -1146,21 +1146,7 @@ fn assemble(
 mod tests {
     use super::*;
 
-    fn timing(median: f64, p10: f64, p90: f64) -> Timing {
-        Timing {
-            label: "t".into(),
-            median_ms: median,
-            min_ms: p10,
-            p10_ms: p10,
-            p90_ms: p90,
-            reps: 20,
-            gbps: 0.0,
-            frac_copy: None,
-            tflops: None,
-            frac_fma: None,
-            energy_j: None,
-        }
-    }
+    use crate::optimize::accept::testing::timing;
 
     fn batch_of(bases_and_times: &[(Timing, Timing)]) -> BatchResult {
         BatchResult {
@@ -1168,6 +1154,29 @@ mod tests {
             timings: bases_and_times.iter().map(|(_, t)| t.clone()).collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_candidate_is_planned_when_written_and_carries_its_knobs() {
+        let text = include_str!("../../../examples/vector_add.py");
+        let env = EvalEnv::default();
+        let c = Candidate::new(
+            Lang::Triton,
+            "add_kernel",
+            &env,
+            "start".into(),
+            text.into(),
+        );
+        let planned = c.planned.as_ref().expect("the example plans");
+        assert_eq!(planned.version.plan.kernel, "add_kernel");
+        assert_eq!(c.knobs(), [("BLOCK", "64".to_string())]);
+        let swept = text.replace("BLOCK = 64;", "BLOCK = 1024;");
+        let c = Candidate::new(Lang::Triton, "add_kernel", &env, "BLOCK=1024".into(), swept);
+        assert_eq!(c.knobs(), [("BLOCK", "1024".to_string())]);
+        // A spec that no longer plans is carried as the reason, for the batch to reject.
+        let broken = text.replace("grid = cdiv(n, BLOCK)", "grid = cdiv(n, BLOCKS)");
+        let c = Candidate::new(Lang::Triton, "add_kernel", &env, "bad".into(), broken);
+        assert!(c.planned.is_err() && c.knobs().is_empty());
     }
 
     #[test]

@@ -693,20 +693,15 @@ impl Runner<'_, '_> {
                     .as_ref()
                     .expect("Written::Coder implies an LLM setup");
                 let step = coder::step_text(strategy, proposal);
-                match coder::llm_code(
+                let coding = coder::Coding {
                     setup,
-                    budget,
                     pool,
                     env,
-                    repair_reference.unwrap_or(&obs.current),
-                    repair_reference.is_none(),
-                    &cx,
-                    &step,
-                    opts.seed,
-                    &mut stage,
-                )
-                .await
-                {
+                    current: repair_reference.unwrap_or(&obs.current),
+                    time: repair_reference.is_none(),
+                    seed: opts.seed,
+                };
+                match coder::llm_code(&coding, budget, &cx, &step, &mut stage).await {
                     Ok(r) => (Some(r), None),
                     Err(e) => (None, Some(e)),
                 }

@@ -32,6 +32,49 @@ use crate::syntax::{FileModel, Kernel, Lang};
 use crate::worker::pool::WorkerPool;
 use crate::worker::protocol::{HelloResult, Op, OpResult, Timing, Version};
 
+/// What observe hands on: the current version planned and parsed, and its facts.
+pub(super) struct Observed {
+    /// The version's whole file text.
+    pub text: String,
+    pub current: Planned,
+    pub tree: tree_sitter::Tree,
+    pub model: FileModel,
+    /// The kernel's index in `model.kernels`.
+    kernel: usize,
+    pub facts: Facts,
+    /// The version's last timing, and its profile when it has one.
+    pub last: Option<Timing>,
+    pub profile: Option<crate::profile::Profile>,
+}
+
+impl Observed {
+    pub fn kernel(&self) -> &Kernel {
+        &self.model.kernels[self.kernel]
+    }
+
+    /// What the strategist and the coder see of the step.
+    pub fn context<'a>(&'a self, hello: &'a HelloResult) -> StepContext<'a> {
+        StepContext {
+            hello,
+            text: &self.text,
+            model: &self.model,
+            kernel: self.kernel(),
+            facts: &self.facts,
+            last: self.last.as_ref(),
+        }
+    }
+}
+
+/// What write hands to evaluate.
+pub(super) enum Written {
+    /// The embedded rewrite's candidates.
+    Candidates(Vec<Candidate>),
+    /// The LLM coder writes (and repairs) during evaluation, where the verdicts are.
+    Coder,
+    /// Nothing to evaluate: the step did not apply (the record says why).
+    Nothing,
+}
+
 /// An accepted step's energy measurement running beside the next step: joules per call
 /// of the version before the step and of the accepted one, when NVML could tell.
 pub(super) type EnergyTask = tokio::task::JoinHandle<Option<(Option<f64>, Option<f64>)>>;
@@ -99,7 +142,7 @@ impl search::Expand for Runner<'_, '_> {
 
 /// Waits for the current version's check (once: `check` is None after it passed);
 /// `Err` is why it failed.
-pub(super) async fn checked(
+async fn checked(
     check: &mut Option<tokio::sync::watch::Receiver<Option<Result<(), String>>>>,
 ) -> Result<(), String> {
     let Some(rx) = check.as_mut() else {
@@ -196,52 +239,7 @@ impl Runner<'_, '_> {
         }
         out
     }
-}
 
-/// What observe hands on: the current version planned and parsed, and its facts.
-pub(super) struct Observed {
-    /// The version's whole file text.
-    pub text: String,
-    pub current: Planned,
-    pub tree: tree_sitter::Tree,
-    pub model: FileModel,
-    /// The kernel's index in `model.kernels`.
-    kernel: usize,
-    pub facts: Facts,
-    /// The version's last timing, and its profile when it has one.
-    pub last: Option<Timing>,
-    pub profile: Option<crate::profile::Profile>,
-}
-
-impl Observed {
-    pub fn kernel(&self) -> &Kernel {
-        &self.model.kernels[self.kernel]
-    }
-
-    /// What the strategist and the coder see of the step.
-    pub fn context<'a>(&'a self, hello: &'a HelloResult) -> StepContext<'a> {
-        StepContext {
-            hello,
-            text: &self.text,
-            model: &self.model,
-            kernel: self.kernel(),
-            facts: &self.facts,
-            last: self.last.as_ref(),
-        }
-    }
-}
-
-/// What write hands to evaluate.
-pub(super) enum Written {
-    /// The embedded rewrite's candidates.
-    Candidates(Vec<Candidate>),
-    /// The LLM coder writes (and repairs) during evaluation, where the verdicts are.
-    Coder,
-    /// Nothing to evaluate: the step did not apply (the record says why).
-    Nothing,
-}
-
-impl Runner<'_, '_> {
     async fn step(
         &mut self,
         tree: &search::Search,

@@ -1,7 +1,10 @@
 //! The layering rules of `docs/architecture.md`, checked on the source (issue #16, in the
 //! manner of rust-analyzer's tidy tests): which module may name which. A `crate::...`
 //! path in a module's code (tests after its first `#[cfg(test)]` excepted, and
-//! `tests.rs` files) that its layer may not use fails `layers_hold`.
+//! `tests.rs` files) that its layer may not use fails `layers_hold`. Grouped imports
+//! (`use crate::{a, b::{c, d}}`, `use super::{...}`) count as their paths. Within the
+//! optimizer, no submodule names an item that `optimize/mod.rs` defines (the arrows
+//! point down from the run's set-up to its stages): `optimize_mod_is_imported_by_none`.
 
 /// The base every layer may use and that uses nothing above it.
 const ABOVE_THE_BASE: &[&str] = &["analysis", "optimize", "worker", "lsp", "cli", "toolchain"];
@@ -98,14 +101,115 @@ pub fn crate_paths_in(code: &str, module: &str) -> Vec<String> {
             .chars()
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
             .collect();
+        let glob = after[path.len()..].starts_with('*');
         let path = path.trim_end_matches(':');
         if before_ok && !path.is_empty() {
             parent.push(path);
             out.push(parent.join("::"));
+        } else if before_ok && glob {
+            // `use super::*;`: every item of the parent.
+            parent.push("*");
+            out.push(parent.join("::"));
         }
         from = at + "super::".len();
     }
+    out.extend(grouped_paths(code, module));
     out
+}
+
+/// The paths of grouped imports from the crate root or a parent module (`crate::{a,
+/// b::c}`, `super::x::{y, z::{w}}`), each as `a::b`: `crate::a::{b, c}` gives `a::b` and
+/// `a::c`; `self` in a group is the group's own path, `*` is `path::*`.
+pub fn grouped_paths(code: &str, module: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(k) = code[from..].find("::{") {
+        let at = from + k;
+        from = at + 3;
+        let start = code[..at]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+            .map_or(0, |i| i + 1);
+        let mut path = &code[start..at];
+        let mut prefix: Vec<&str> = if let Some(r) = path.strip_prefix("crate") {
+            path = r;
+            Vec::new()
+        } else if path.starts_with("super") {
+            let mut parent: Vec<&str> = module.split("::").collect();
+            while let Some(r) = path.strip_prefix("super") {
+                parent.pop();
+                path = r.strip_prefix("::").unwrap_or(r);
+            }
+            parent
+        } else {
+            continue;
+        };
+        prefix.extend(path.split("::").filter(|p| !p.is_empty()));
+        if let Some(group) = braced(&code[at + 2..]) {
+            expand_group(&prefix.join("::"), group, &mut out);
+        }
+    }
+    out
+}
+
+/// The text inside the braces `s` starts with, or None when they do not close.
+fn braced(s: &str) -> Option<&str> {
+    let mut depth = 0usize;
+    for (i, c) in s.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(&s[1..i]);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Each item of `group` (the inside of `{...}`) under `prefix`, nested groups expanded.
+fn expand_group(prefix: &str, group: &str, out: &mut Vec<String>) {
+    let join = |p: &str| {
+        if prefix.is_empty() {
+            p.to_string()
+        } else {
+            format!("{prefix}::{p}")
+        }
+    };
+    let mut depth = 0usize;
+    let mut item_start = 0;
+    let mut items = Vec::new();
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                items.push(&group[item_start..i]);
+                item_start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&group[item_start..]);
+    for item in items {
+        let item = item.trim();
+        if let Some(open) = item.find("::{") {
+            if let Some(inner) = braced(&item[open + 2..]) {
+                expand_group(&join(&item[..open]), inner, out);
+            }
+            continue;
+        }
+        let item = item.split(" as ").next().unwrap_or(item).trim();
+        if item.is_empty() {
+            continue;
+        } else if item == "self" {
+            out.push(prefix.to_string());
+        } else {
+            out.push(join(item));
+        }
+    }
 }
 
 /// Every `crate::a::b` path in `code`, as `a::b`.
@@ -185,6 +289,138 @@ mod tests {
         bad.sort();
         bad.dedup();
         assert!(bad.is_empty(), "layering violations:\n{}", bad.join("\n"));
+    }
+
+    /// The names of the items `code` defines at its top level (structs, enums, traits,
+    /// type aliases, functions, constants, statics), not those it re-exports.
+    fn defined_items(code: &str) -> Vec<String> {
+        const KINDS: &[&str] = &[
+            "struct ",
+            "enum ",
+            "trait ",
+            "type ",
+            "fn ",
+            "async fn ",
+            "const ",
+            "static ",
+        ];
+        let mut out = Vec::new();
+        for line in code.lines() {
+            // Top level only: no indentation.
+            let mut rest = line;
+            for vis in ["pub(crate) ", "pub(super) ", "pub "] {
+                if let Some(r) = rest.strip_prefix(vis) {
+                    rest = r;
+                    break;
+                }
+            }
+            let Some(after) = KINDS.iter().find_map(|k| rest.strip_prefix(k)) else {
+                continue;
+            };
+            let name: String = after
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                out.push(name);
+            }
+        }
+        out
+    }
+
+    /// Where `path` (as `crate_paths_in` gives it) names an item of `optimize/mod.rs`.
+    fn names_optimize_mod(path: &str, items: &[String]) -> bool {
+        let Some(rest) = path.strip_prefix("optimize::") else {
+            return false;
+        };
+        let first = rest.split("::").next().unwrap_or(rest);
+        first == "*" || items.iter().any(|i| i == first)
+    }
+
+    #[test]
+    fn optimize_mod_is_imported_by_none() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let dir = src.join("optimize");
+        let mod_rs = std::fs::read_to_string(dir.join("mod.rs")).unwrap();
+        let items = defined_items(mod_rs.split("#[cfg(test)]").next().unwrap_or(""));
+        assert!(items.iter().any(|i| i == "optimize"), "found {items:?}");
+        let mut all = Vec::new();
+        files(&dir, &mut all);
+        let mut bad = Vec::new();
+        for f in all.iter().filter(|f| **f != dir.join("mod.rs")) {
+            let module = module_of(&src, f);
+            let text = std::fs::read_to_string(f).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            for p in crate_paths_in(code, &module) {
+                if names_optimize_mod(&p, &items) {
+                    bad.push(format!(
+                        "{module} uses crate::{p}, defined in optimize/mod.rs"
+                    ));
+                }
+            }
+        }
+        bad.sort();
+        bad.dedup();
+        assert!(
+            bad.is_empty(),
+            "optimize/mod.rs sets a run up; its submodules must not import from it (move the item into a submodule and re-export it):\n{}",
+            bad.join("\n")
+        );
+    }
+
+    #[test]
+    fn imports_of_optimize_mod_items_are_found() {
+        let items = defined_items("pub async fn optimize() {}\npub use record::Outcome;\nstruct Held;\n    fn inner() {}\n");
+        assert_eq!(items, ["optimize", "Held"]);
+        let paths = crate_paths_in("use super::{Held, record::Outcome};", "optimize::history");
+        assert!(
+            paths.iter().any(|p| names_optimize_mod(p, &items)),
+            "{paths:?}"
+        );
+        assert!(!paths
+            .iter()
+            .filter(|p| p.as_str() != "optimize::Held")
+            .any(|p| names_optimize_mod(p, &items)));
+        let glob = crate_paths_in("use super::*;", "optimize::step");
+        assert!(
+            glob.iter().any(|p| names_optimize_mod(p, &items)),
+            "{glob:?}"
+        );
+    }
+
+    #[test]
+    fn grouped_imports_are_read() {
+        assert_eq!(
+            grouped_paths(
+                "use crate::{lsp::frame, worker::{pool::{self, WorkerPool}, protocol::Op as P}};",
+                "cli::bench"
+            ),
+            [
+                "lsp::frame",
+                "worker::pool",
+                "worker::pool::WorkerPool",
+                "worker::protocol::Op"
+            ]
+        );
+        assert_eq!(
+            grouped_paths(
+                "use super::super::{edit, history::hash};",
+                "optimize::rewrite::tree"
+            ),
+            ["optimize::edit", "optimize::history::hash"]
+        );
+        assert_eq!(
+            grouped_paths("use super::{Outcome, StepRecord};", "optimize::history"),
+            ["optimize::Outcome", "optimize::StepRecord"]
+        );
+        // Not from the crate: std and other crates' groups are not paths of ours.
+        assert!(grouped_paths("use std::sync::{Arc, Mutex};", "optimize").is_empty());
+        // A forbidden path in a group fails the layer like a plain one would.
+        let (_, forbidden, _) = forbidden("optimize::step").unwrap();
+        let paths = crate_paths_in("use crate::{cli::x, spec::EvalEnv};", "optimize::step");
+        assert!(paths
+            .iter()
+            .any(|p| forbidden.iter().any(|f| p.starts_with(&format!("{f}::")))));
     }
 
     #[test]

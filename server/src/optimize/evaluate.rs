@@ -1,12 +1,17 @@
-//! Evaluating one step's candidates as a batch: each candidate text is analyzed and
-//! planned like the author's file would be, verified against the current version on
+//! Evaluating one step's candidates as a batch: each candidate, planned like the
+//! author's file would be, is verified against the current version on
 //! the same fresh inputs (concurrently, one per free worker of the pool; a request whose
 //! worker is lost goes back to the queue), and the verified ones are timed interleaved
 //! with the current version: in one worker, or in one group per worker, each beside the
 //! current version on its own device, since a speedup means something only within one
 //! device. The winner of a multi-worker batch is re-timed on the primary worker
-//! (`retime_on_primary`). Nothing here decides acceptance; `optimize` does, from the
-//! timings this returns.
+//! (`retime_on_primary`). Nothing here decides acceptance; `accept` does, from the
+//! timings this returns. Candidates come planned ([`Candidate`]): each file text is
+//! analyzed once, when it is written.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Mutex;
 
 use crate::analysis::{self, AnalyzeOptions};
 use crate::document::Document;
@@ -17,7 +22,8 @@ use crate::worker::protocol::{
     ErrorKind, Op, OpResult, TimeSettings, Timing, VerifyReport, Version,
 };
 
-use super::CandidateRecord;
+pub use super::accept::{gain, pick, Gain};
+use super::record::CandidateRecord;
 
 /// The kernel of one file text, ready to run: its version and what identifies it.
 #[derive(Clone, Debug)]
@@ -27,6 +33,46 @@ pub struct Planned {
     pub kernel_hash: String,
     /// The spec lines and the unit's source, as stored in the history.
     pub kernel_text: String,
+}
+
+/// One candidate of a step, as the writer (an embedded rewrite or the coder) hands it
+/// to evaluation: its whole file text under a label, planned once when it was written
+/// (`Err`: why its spec does not plan; it is rejected without reaching a worker).
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    /// A short label for tables ("BLOCK=512", "llm repair 1").
+    pub label: String,
+    /// The whole new file text.
+    pub text: String,
+    /// Its version (source, launch and spec) and kernel hash.
+    pub planned: Result<Planned, String>,
+}
+
+impl Candidate {
+    /// `text` under `label`, planned for `kernel_name` like the author's file would be.
+    pub fn new(lang: Lang, kernel_name: &str, env: &EvalEnv, label: String, text: String) -> Self {
+        let planned = plan(lang, &text, kernel_name, env);
+        Candidate {
+            label,
+            text,
+            planned,
+        }
+    }
+
+    /// The knobs this candidate's spec sets: each tunable and its value for a plain run.
+    pub fn knobs(&self) -> Vec<(&str, String)> {
+        self.planned.as_ref().map_or_else(
+            |_| Vec::new(),
+            |p| {
+                p.version
+                    .plan
+                    .tunables
+                    .iter()
+                    .map(|t| (t.name.as_str(), t.current.to_string()))
+                    .collect()
+            },
+        )
+    }
 }
 
 /// Analyze `text` and plan `kernel_name`. `Err` is a message for the author.
@@ -166,26 +212,7 @@ impl BatchResult {
     /// Each timing worker's best candidate by [`pick`]'s rule among those it timed, in
     /// the step's order.
     pub fn best_per_worker(&self) -> Vec<(usize, Gain)> {
-        let gains = self.gains();
-        let mut workers: Vec<Option<usize>> = Vec::new();
-        for w in &self.timed_on {
-            if !workers.contains(w) {
-                workers.push(*w);
-            }
-        }
-        let mut out: Vec<(usize, Gain)> = workers
-            .iter()
-            .filter_map(|w| {
-                let mine: Vec<(usize, Gain)> = gains
-                    .iter()
-                    .filter(|(i, _)| self.timed_on.get(*i) == Some(w))
-                    .copied()
-                    .collect();
-                pick(&mine)
-            })
-            .collect();
-        out.sort_by_key(|(i, _)| *i);
-        out
+        super::accept::best_per_worker(&self.gains(), &self.timed_on)
     }
 
     fn gains(&self) -> Vec<(usize, Gain)> {
@@ -196,28 +223,6 @@ impl BatchResult {
             .enumerate()
             .collect()
     }
-}
-
-/// The best of `gains` (candidate index, gain; in the step's order): the highest
-/// speedup, except that candidates within the timing noise of it are not told apart by
-/// these timings, so the first of them in the step's order wins (if it is faster than
-/// the current version whenever the best is). The answer then does not hang on which
-/// worker timed which candidate, or on a run's luck.
-pub fn pick(gains: &[(usize, Gain)]) -> Option<(usize, Gain)> {
-    let mut top: Option<(usize, Gain)> = None;
-    for &(i, g) in gains {
-        if top.is_none_or(|(_, tg)| g.speedup > tg.speedup) {
-            top = Some((i, g));
-        }
-    }
-    let (_, tg) = top?;
-    gains
-        .iter()
-        .find(|(_, g)| {
-            g.speedup * (1.0 + g.noise.max(tg.noise)) >= tg.speedup && (g.faster() || !tg.faster())
-        })
-        .copied()
-        .or(top)
 }
 
 fn rejected(label: &str, message: String) -> CandidateRecord {
@@ -321,31 +326,6 @@ pub async fn check_current(
                 current.plan.kernel
             )
         })
-}
-
-/// A timed candidate against the version it came from, timed side by side.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Gain {
-    /// base median / candidate median.
-    pub speedup: f64,
-    /// The larger of 2% and either timing's spread ((p90 - p10) / median).
-    pub noise: f64,
-}
-
-impl Gain {
-    /// The acceptance rule: faster by more than the measured noise.
-    pub fn faster(&self) -> bool {
-        self.speedup > 1.0 + self.noise
-    }
-}
-
-/// The acceptance rule's measurement, one pure function for every caller (the CLI's
-/// optimize and tune, the editor's actions).
-pub fn gain(base: &Timing, candidate: &Timing) -> Gain {
-    Gain {
-        speedup: base.median_ms / candidate.median_ms.max(1e-12),
-        noise: 0.02f64.max(base.spread()).max(candidate.spread()),
-    }
 }
 
 /// Whether a speedup is large enough to be re-verified before it is accepted (a
@@ -667,321 +647,395 @@ async fn time_members(
     (served.worker, time_report(served.result, want))
 }
 
-/// Plan and verify each `(label, text)` against `current`, then (with `time`) time the
-/// verified ones side by side with it. Each worker of the pool takes the next candidate
-/// from one queue (in input order) and verifies it. Once the queue is empty a worker
-/// times the candidates it verified (their kernels are loaded there) in one request
-/// beside the current version on its own device, while the others still verify; the primary also times, up to a worker's share, candidates of workers
-/// that share its Triton cache and still verify, and a worker done verifying leaves
-/// its candidates to the primary when that is quicker than timing them itself and
-/// re-timing its best on the primary. One worker verifies them one after another and
-/// times them together, as before. A candidate whose worker is lost goes back to the queue
-/// (at most once per other worker). The records come out in the order a one-worker run
-/// gives. Any flag of `cancel` that is set stops it (a job's cancel, a failed check of
-/// the current version).
-#[allow(clippy::too_many_arguments)]
+/// Verify each candidate (planned when it was written) against `current`, then (with
+/// `time`) time the verified ones side by side with it. Each worker of the pool takes
+/// the next candidate from one queue (in input order) and verifies it. Once the queue is
+/// empty a worker times the candidates it verified (their kernels are loaded there) in
+/// one request beside the current version on its own device, while the others still
+/// verify; the primary also times, up to a worker's share, candidates of workers that
+/// share its Triton cache and still verify, and a worker done verifying leaves its
+/// candidates to the primary when that is quicker than timing them itself and re-timing
+/// its best on the primary. One worker verifies them one after another and times them
+/// together, as before. A candidate whose worker is lost goes back to the queue (at most
+/// once per other worker). The records come out in the order a one-worker run gives.
+/// Any flag of `cancel` that is set stops it (a job's cancel, a failed check of the
+/// current version).
 pub async fn batch(
     pool: &WorkerPool,
-    lang: Lang,
-    kernel_name: &str,
-    env: &EvalEnv,
     current: &Version,
-    candidates: &[(String, String)],
+    candidates: Vec<Candidate>,
     seed: u64,
     time: bool,
     cancel: &[&std::sync::atomic::AtomicBool],
     stage: &mut (dyn FnMut(String) + Send),
 ) -> BatchResult {
-    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-    use std::sync::Mutex;
-    let mut out = BatchResult::default();
     let n = candidates.len();
-    let is_cancelled = || cancel.iter().any(|c| c.load(Relaxed));
-    let parallel = pool.size() > 1;
-    let stage = Mutex::new(stage);
-    let say = |s: String| {
-        if let Ok(mut st) = stage.lock() {
-            (*st)(s);
-        }
-    };
-    let done = AtomicUsize::new(0);
-    let tries: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
     let checked: Vec<Mutex<Option<Checked>>> = (0..n).map(|_| Mutex::new(None)).collect();
-    let settle = |i: usize, c: Checked| {
-        if let Ok(mut slot) = checked[i].lock() {
-            *slot = Some(c);
-        }
-    };
-    // Planned up front (no worker needed); those that do not plan are settled now.
+    // Planned when they were written; those that do not plan are settled now.
     let mut planned: Vec<Option<Planned>> = Vec::with_capacity(n);
-    for (i, (_, text)) in candidates.iter().enumerate() {
-        match plan(lang, text, kernel_name, env) {
+    let mut named: Vec<(String, String)> = Vec::with_capacity(n);
+    for (i, c) in candidates.into_iter().enumerate() {
+        match c.planned {
             Ok(p) => planned.push(Some(p)),
             Err(e) => {
-                settle(i, Checked::Rejected(e));
+                if let Ok(mut slot) = checked[i].lock() {
+                    *slot = Some(Checked::Rejected(e));
+                }
                 planned.push(None);
             }
         }
+        named.push((c.label, c.text));
     }
-    let planned_ref = &planned;
     // Whole candidates, even on a pool: splitting one candidate's cases over two
     // workers made each half cost about the whole (the JIT's per-source work paid
     // twice; docs/benchmarks.md, 2026-11-26).
-    let queue = Mutex::new(
-        (0..n)
-            .filter(|&i| planned_ref[i].is_some())
-            .collect::<std::collections::VecDeque<usize>>(),
-    );
-    // Bumped when a candidate is settled or becomes someone's to time, or goes back to
-    // the queue: what the primary, waiting to time, waits for.
+    let queue: VecDeque<usize> = (0..n).filter(|&i| planned[i].is_some()).collect();
     let (moved_tx, moved_rx) = tokio::sync::watch::channel(0u64);
-    let next = || queue.lock().ok().and_then(|mut q| q.pop_front());
-    let put_back = |i: usize| {
-        if let Ok(mut q) = queue.lock() {
-            q.push_front(i);
-        }
+    let run = BatchRun {
+        pool,
+        current,
+        candidates: &named,
+        planned: &planned,
+        seed,
+        time,
+        cancel,
+        parallel: pool.size() > 1,
+        stage: Mutex::new(stage),
+        done: AtomicUsize::new(0),
+        tries: (0..n).map(|_| AtomicUsize::new(0)).collect(),
+        checked,
+        queue: Mutex::new(queue),
+        moved_tx,
+        moved_rx,
+        timers: Mutex::new(Timers {
+            pending: Vec::new(),
+            verifying: vec![true; pool.size()],
+            primary: Phase::Verifying,
+            primary_load: 0,
+            in_flight: 0,
+            passed: 0,
+            workers: pool.size(),
+        }),
     };
-    let op_for = |i: usize| {
-        let p = planned_ref[i]
-            .as_ref()
-            .expect("queued candidates are planned");
-        Op::verify(&labelled(p, &candidates[i].0), current, seed, false)
-    };
-    let head = |i: usize| format!("verifying {} ({}/{n})", candidates[i].0, i + 1);
-    // Verifies the next queued candidate on `target` (any worker when None), taking it
-    // from the queue only once that worker is free. `None`: nothing was taken (the queue
-    // is empty, or the worker cannot be had).
-    let verify_next = |target: Option<usize>| {
-        let (say, done, tries, settle) = (&say, &done, &tries, &settle);
-        let (next, put_back, op_for, head) = (&next, &put_back, &op_for, &head);
-        let (is_cancelled, moved_tx) = (&is_cancelled, &moved_tx);
-        async move {
-            let taken = Mutex::new(None::<usize>);
-            // Nothing is taken once the batch is cancelled, even by a worker that was
-            // waiting to be free when it happened.
-            let take = || {
-                if is_cancelled() {
-                    return None;
-                }
-                let i = next()?;
-                if let Ok(mut t) = taken.lock() {
-                    *t = Some(i);
-                }
-                say(head(i));
-                Some(op_for(i))
-            };
-            let mut worker_stage = |s: &str| {
-                if let Some(i) = taken.lock().ok().and_then(|t| *t) {
-                    say(format!("{}: {s}", head(i)));
-                }
-            };
-            let served = match target {
-                Some(_) => {
-                    pool.request_next_on(target, take, None, &mut worker_stage)
-                        .await?
-                }
-                None => {
-                    let op = take()?;
-                    request_requeued(pool, op, &mut worker_stage).await
-                }
-            };
-            let i = taken.lock().ok().and_then(|t| *t)?;
-            let label = &candidates[i].0;
-            let lost = matches!(&served.result, Err(e) if e.kind == ErrorKind::WorkerLost);
-            if lost && target.is_some() && tries[i].fetch_add(1, Relaxed) + 1 < pool.size() {
-                say(requeued(pool, &served, &format!("`{label}`")));
-                put_back(i);
-                moved_tx.send_modify(|m| *m += 1);
-                return Some(Took::Lost);
-            }
-            let checked = match verdict(served.result) {
-                Ok(r) => Checked::Passed {
-                    worker: served.worker,
-                    interpreter: r.interpreter,
-                },
-                Err(e) => Checked::Rejected(e),
-            };
-            let finished = done.fetch_add(1, Relaxed) + 1;
-            if parallel {
-                let busy = pool.busy();
-                say(format!(
-                    "{finished}/{n} candidates, {busy} worker{} busy",
-                    if busy == 1 { "" } else { "s" }
-                ));
-            }
-            settle(i, checked);
-            moved_tx.send_modify(|m| *m += 1);
-            Some(Took::Finished(i))
-        }
-    };
-    let passed = |i: usize| {
-        checked[i]
-            .lock()
-            .is_ok_and(|c| matches!(&*c, Some(Checked::Passed { .. })))
-    };
-    // Asked when it matters: a worker may say hello only during the batch.
-    let shares_cache = |w: usize| lang == Lang::Triton && shares_compile_cache(pool, w);
-    let timers = Mutex::new(Timers {
-        pending: Vec::new(),
-        verifying: vec![true; pool.size()],
-        primary: Phase::Verifying,
-        primary_load: 0,
-        in_flight: 0,
-        passed: 0,
-        workers: pool.size(),
-    });
-    let time_group = |members: Vec<usize>, w: usize| {
-        let say = &say;
-        async move {
-            if parallel {
-                say(format!(
-                    "timing {} verified candidate{} beside the current version on {}",
-                    members.len(),
-                    if members.len() == 1 { "" } else { "s" },
-                    pool.describe_worker(w)
-                ));
-            } else {
-                say(format!("timing {} versions", members.len() + 1));
-            }
-            let timed =
-                time_members(pool, current, &members, planned_ref, candidates, Some(w)).await;
-            Share {
-                verified: members,
-                timed: Some(timed),
-            }
-        }
-    };
-    let share = |w: usize| {
-        let (verify_next, is_cancelled, passed) = (&verify_next, &is_cancelled, &passed);
-        let (timers, shares_cache, time_group) = (&timers, &shares_cache, &time_group);
-        let moved_tx = &moved_tx;
-        let mut moved = moved_rx.clone();
-        async move {
-            let mut groups = Vec::new();
-            while !is_cancelled() {
-                match verify_next(Some(w)).await {
-                    Some(Took::Finished(i)) => {
-                        if passed(i) {
-                            if let Ok(mut t) = timers.lock() {
-                                t.pending.push((i, w, false));
-                                t.passed += 1;
-                            }
-                            moved_tx.send_modify(|m| *m += 1);
-                        }
-                    }
-                    // Lost: gone for this batch (the pool restarts it). Or nothing left,
-                    // or this worker cannot start.
-                    Some(Took::Lost) | None => break,
-                }
-            }
-            if w != 0 {
-                // Done verifying: time what it verified on its own device, unless the
-                // primary, done verifying too, can load it without compiling and time
-                // it soon enough (`Timers::leaves`; then no re-timing is needed).
-                let mine = timers.lock().map_or_else(
-                    |_| Vec::new(),
-                    |mut t| {
-                        t.verifying[w] = false;
-                        let own = t.pending.iter().filter(|e| e.1 == w).count();
-                        let leave = time && shares_cache(w) && t.leaves(own);
-                        if leave {
-                            t.primary_load += own;
-                            for e in t.pending.iter_mut().filter(|e| e.1 == w) {
-                                *e = (e.0, 0, true);
-                            }
-                            Vec::new()
-                        } else {
-                            t.take(|e| e.1 == w)
-                        }
-                    },
-                );
-                moved_tx.send_modify(|m| *m += 1);
-                if time && !mine.is_empty() && !is_cancelled() {
-                    groups.push(time_group(mine, w).await);
-                }
-                return groups;
-            }
-            // The primary, done verifying: it times its own candidates, those left to it
-            // and, up to a worker's share, those of workers that share its compile cache
-            // and still verify, until no worker verifies any more.
-            let up = pool
-                .status()
-                .first()
-                .is_some_and(|s| !matches!(s.state, WorkerState::Down | WorkerState::NotStarted));
-            if let Ok(mut t) = timers.lock() {
-                t.verifying[0] = false;
-                t.primary = if up && time {
-                    Phase::Timing
-                } else {
-                    Phase::Gone
-                };
-            }
-            loop {
-                if !time || is_cancelled() {
-                    break;
-                }
-                moved.borrow_and_update();
-                // What to time next, in one look at the state, or None when nothing is
-                // left for it (no worker verifies any more).
-                let claim = timers.lock().ok().and_then(|mut t| {
-                    let claim = if t.primary == Phase::Gone {
-                        t.take(|e| e.1 == 0)
-                    } else {
-                        t.claim_for_primary(shares_cache)
-                    };
-                    if claim.is_empty() && !t.verifying.iter().any(|v| *v) {
-                        t.primary = Phase::Gone;
-                        return None;
-                    }
-                    Some(claim)
-                });
-                let Some(claim) = claim else { break };
-                if claim.is_empty() {
-                    if moved.changed().await.is_err() {
-                        break;
-                    }
-                    continue;
-                }
-                groups.push(time_group(claim, 0).await);
-                if let Ok(mut t) = timers.lock() {
-                    t.in_flight = 0;
-                }
-            }
-            groups
-        }
-    };
-    let mut shares: Vec<Share> = futures::future::join_all((0..pool.size()).map(share))
+    let mut shares: Vec<Share> = futures::future::join_all((0..pool.size()).map(|w| run.share(w)))
         .await
         .into_iter()
         .flatten()
         .collect();
-    // Candidates put back by a lost worker after the others had finished: verified on
-    // any worker, then timed together.
-    let mut late = Vec::new();
-    while !is_cancelled() {
-        match verify_next(None).await {
-            Some(Took::Finished(i)) => {
-                if passed(i) {
-                    late.push(i);
-                }
-            }
-            Some(_) => {}
-            None => break,
+    shares.extend(run.late().await);
+    let mut out = BatchResult::default();
+    let slots = timed_slots(shares, n, &mut out);
+    let cancelled = run.is_cancelled();
+    let checked = run.checked;
+    assemble(
+        pool, named, checked, planned, slots, time, cancelled, &mut out,
+    );
+    out
+}
+
+/// The state of one batch that its workers share while they verify and time.
+struct BatchRun<'a, 's> {
+    pool: &'a WorkerPool,
+    current: &'a Version,
+    /// Each candidate's label and text, and its plan (None: it did not plan).
+    candidates: &'a [(String, String)],
+    planned: &'a [Option<Planned>],
+    seed: u64,
+    time: bool,
+    cancel: &'a [&'a std::sync::atomic::AtomicBool],
+    parallel: bool,
+    stage: Mutex<&'s mut (dyn FnMut(String) + Send)>,
+    /// Candidates settled so far, for the progress.
+    done: AtomicUsize,
+    /// How often each candidate's worker was lost.
+    tries: Vec<AtomicUsize>,
+    /// Each candidate's verdict, once it has one.
+    checked: Vec<Mutex<Option<Checked>>>,
+    /// The candidates not taken yet, in input order.
+    queue: Mutex<VecDeque<usize>>,
+    /// Bumped when a candidate is settled or becomes someone's to time, or goes back to
+    /// the queue: what the primary, waiting to time, waits for.
+    moved_tx: tokio::sync::watch::Sender<u64>,
+    moved_rx: tokio::sync::watch::Receiver<u64>,
+    timers: Mutex<Timers>,
+}
+
+impl BatchRun<'_, '_> {
+    fn is_cancelled(&self) -> bool {
+        self.cancel.iter().any(|c| c.load(Relaxed))
+    }
+
+    fn say(&self, s: String) {
+        if let Ok(mut st) = self.stage.lock() {
+            (*st)(s);
         }
     }
-    if !late.is_empty() {
-        let timed = if time && !is_cancelled() {
-            Some(time_members(pool, current, &late, planned_ref, candidates, None).await)
+
+    fn settle(&self, i: usize, c: Checked) {
+        if let Ok(mut slot) = self.checked[i].lock() {
+            *slot = Some(c);
+        }
+    }
+
+    fn moved(&self) {
+        self.moved_tx.send_modify(|m| *m += 1);
+    }
+
+    fn passed(&self, i: usize) -> bool {
+        self.checked[i]
+            .lock()
+            .is_ok_and(|c| matches!(&*c, Some(Checked::Passed { .. })))
+    }
+
+    fn head(&self, i: usize) -> String {
+        let n = self.candidates.len();
+        format!("verifying {} ({}/{n})", self.candidates[i].0, i + 1)
+    }
+
+    /// Asked when it matters: a worker may say hello only during the batch.
+    fn shares_cache(&self, w: usize) -> bool {
+        self.current.lang == Lang::Triton && shares_compile_cache(self.pool, w)
+    }
+
+    /// Verifies the next queued candidate on `target` (any worker when None), taking it
+    /// from the queue only once that worker is free. `None`: nothing was taken (the queue
+    /// is empty, or the worker cannot be had).
+    async fn verify_next(&self, target: Option<usize>) -> Option<Took> {
+        let pool = self.pool;
+        let taken = Mutex::new(None::<usize>);
+        // Nothing is taken once the batch is cancelled, even by a worker that was
+        // waiting to be free when it happened.
+        let take = || {
+            if self.is_cancelled() {
+                return None;
+            }
+            let i = self.queue.lock().ok().and_then(|mut q| q.pop_front())?;
+            if let Ok(mut t) = taken.lock() {
+                *t = Some(i);
+            }
+            self.say(self.head(i));
+            let p = self.planned[i]
+                .as_ref()
+                .expect("queued candidates are planned");
+            let v = labelled(p, &self.candidates[i].0);
+            Some(Op::verify(&v, self.current, self.seed, false))
+        };
+        let mut worker_stage = |s: &str| {
+            if let Some(i) = taken.lock().ok().and_then(|t| *t) {
+                self.say(format!("{}: {s}", self.head(i)));
+            }
+        };
+        let served = match target {
+            Some(_) => {
+                pool.request_next_on(target, take, None, &mut worker_stage)
+                    .await?
+            }
+            None => {
+                let op = take()?;
+                request_requeued(pool, op, &mut worker_stage).await
+            }
+        };
+        let i = taken.lock().ok().and_then(|t| *t)?;
+        let label = &self.candidates[i].0;
+        let lost = matches!(&served.result, Err(e) if e.kind == ErrorKind::WorkerLost);
+        if lost && target.is_some() && self.tries[i].fetch_add(1, Relaxed) + 1 < pool.size() {
+            self.say(requeued(pool, &served, &format!("`{label}`")));
+            if let Ok(mut q) = self.queue.lock() {
+                q.push_front(i);
+            }
+            self.moved();
+            return Some(Took::Lost);
+        }
+        let checked = match verdict(served.result) {
+            Ok(r) => Checked::Passed {
+                worker: served.worker,
+                interpreter: r.interpreter,
+            },
+            Err(e) => Checked::Rejected(e),
+        };
+        let finished = self.done.fetch_add(1, Relaxed) + 1;
+        if self.parallel {
+            let busy = pool.busy();
+            let n = self.candidates.len();
+            self.say(format!(
+                "{finished}/{n} candidates, {busy} worker{} busy",
+                if busy == 1 { "" } else { "s" }
+            ));
+        }
+        self.settle(i, checked);
+        self.moved();
+        Some(Took::Finished(i))
+    }
+
+    /// Times `members` beside the current version on worker `w`.
+    async fn time_group(&self, members: Vec<usize>, w: usize) -> Share {
+        if self.parallel {
+            self.say(format!(
+                "timing {} verified candidate{} beside the current version on {}",
+                members.len(),
+                if members.len() == 1 { "" } else { "s" },
+                self.pool.describe_worker(w)
+            ));
+        } else {
+            self.say(format!("timing {} versions", members.len() + 1));
+        }
+        let timed = time_members(
+            self.pool,
+            self.current,
+            &members,
+            self.planned,
+            self.candidates,
+            Some(w),
+        )
+        .await;
+        Share {
+            verified: members,
+            timed: Some(timed),
+        }
+    }
+
+    /// Worker `w`'s part: it verifies from the queue until it is empty, then times what
+    /// falls to it.
+    async fn share(&self, w: usize) -> Vec<Share> {
+        while !self.is_cancelled() {
+            match self.verify_next(Some(w)).await {
+                Some(Took::Finished(i)) => {
+                    if self.passed(i) {
+                        if let Ok(mut t) = self.timers.lock() {
+                            t.pending.push((i, w, false));
+                            t.passed += 1;
+                        }
+                        self.moved();
+                    }
+                }
+                // Lost: gone for this batch (the pool restarts it). Or nothing left,
+                // or this worker cannot start.
+                Some(Took::Lost) | None => break,
+            }
+        }
+        if w == 0 {
+            self.primary_times().await
+        } else {
+            self.worker_times(w).await
+        }
+    }
+
+    /// A worker other than the primary, done verifying: it times what it verified on
+    /// its own device, unless the primary, done verifying too, can load it without
+    /// compiling and time it soon enough (`Timers::leaves`; then no re-timing is needed).
+    async fn worker_times(&self, w: usize) -> Vec<Share> {
+        let mine = self.timers.lock().map_or_else(
+            |_| Vec::new(),
+            |mut t| {
+                t.verifying[w] = false;
+                let own = t.pending.iter().filter(|e| e.1 == w).count();
+                let leave = self.time && self.shares_cache(w) && t.leaves(own);
+                if leave {
+                    t.primary_load += own;
+                    for e in t.pending.iter_mut().filter(|e| e.1 == w) {
+                        *e = (e.0, 0, true);
+                    }
+                    Vec::new()
+                } else {
+                    t.take(|e| e.1 == w)
+                }
+            },
+        );
+        self.moved();
+        let mut groups = Vec::new();
+        if self.time && !mine.is_empty() && !self.is_cancelled() {
+            groups.push(self.time_group(mine, w).await);
+        }
+        groups
+    }
+
+    /// The primary, done verifying: it times its own candidates, those left to it and,
+    /// up to a worker's share, those of workers that share its compile cache and still
+    /// verify, until no worker verifies any more.
+    async fn primary_times(&self) -> Vec<Share> {
+        let (pool, time) = (self.pool, self.time);
+        let mut groups = Vec::new();
+        let mut moved = self.moved_rx.clone();
+        let up = pool
+            .status()
+            .first()
+            .is_some_and(|s| !matches!(s.state, WorkerState::Down | WorkerState::NotStarted));
+        if let Ok(mut t) = self.timers.lock() {
+            t.verifying[0] = false;
+            t.primary = if up && time {
+                Phase::Timing
+            } else {
+                Phase::Gone
+            };
+        }
+        loop {
+            if !time || self.is_cancelled() {
+                break;
+            }
+            moved.borrow_and_update();
+            // What to time next, in one look at the state, or None when nothing is
+            // left for it (no worker verifies any more).
+            let claim = self.timers.lock().ok().and_then(|mut t| {
+                let claim = if t.primary == Phase::Gone {
+                    t.take(|e| e.1 == 0)
+                } else {
+                    t.claim_for_primary(|w| self.shares_cache(w))
+                };
+                if claim.is_empty() && !t.verifying.iter().any(|v| *v) {
+                    t.primary = Phase::Gone;
+                    return None;
+                }
+                Some(claim)
+            });
+            let Some(claim) = claim else { break };
+            if claim.is_empty() {
+                if moved.changed().await.is_err() {
+                    break;
+                }
+                continue;
+            }
+            groups.push(self.time_group(claim, 0).await);
+            if let Ok(mut t) = self.timers.lock() {
+                t.in_flight = 0;
+            }
+        }
+        groups
+    }
+
+    /// Candidates put back by a lost worker after the others had finished: verified on
+    /// any worker, then timed together.
+    async fn late(&self) -> Option<Share> {
+        let mut late = Vec::new();
+        while !self.is_cancelled() {
+            match self.verify_next(None).await {
+                Some(Took::Finished(i)) => {
+                    if self.passed(i) {
+                        late.push(i);
+                    }
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+        if late.is_empty() {
+            return None;
+        }
+        let timed = if self.time && !self.is_cancelled() {
+            let (pool, current) = (self.pool, self.current);
+            Some(time_members(pool, current, &late, self.planned, self.candidates, None).await)
         } else {
             None
         };
-        shares.push(Share {
+        Some(Share {
             verified: late,
             timed,
-        });
+        })
     }
-    // Each verified candidate's timing: (base, its timing, the worker that timed it), or
-    // why it has none.
+}
+
+/// Each verified candidate's timing: (base, its timing, the worker that timed it), or
+/// why it has none. Sets `out`'s base (the primary's, else the first) and interpreter.
+fn timed_slots(shares: Vec<Share>, n: usize, out: &mut BatchResult) -> Vec<Option<TimedSlot>> {
     let mut slots: Vec<Option<TimedSlot>> = vec![None; n];
     for sh in shares {
         match sh.timed {
@@ -1004,95 +1058,95 @@ pub async fn batch(
             None => {}
         }
     }
-    let cancelled = is_cancelled();
+    slots
+}
+
+/// The batch's records in input order, and its verified candidates with their timings.
+#[allow(clippy::too_many_arguments)]
+fn assemble(
+    pool: &WorkerPool,
+    candidates: Vec<(String, String)>,
+    checked: Vec<Mutex<Option<Checked>>>,
+    planned: Vec<Option<Planned>>,
+    mut slots: Vec<Option<TimedSlot>>,
+    time: bool,
+    cancelled: bool,
+    out: &mut BatchResult,
+) {
+    let parallel = pool.size() > 1;
     for (i, (((label, text), slot), planned)) in
-        candidates.iter().zip(checked).zip(planned).enumerate()
+        candidates.into_iter().zip(checked).zip(planned).enumerate()
     {
         let c = slot
             .into_inner()
             .ok()
             .flatten()
             .unwrap_or_else(|| Checked::Rejected("not tried: the job was cancelled".into()));
-        match c {
+        let (worker, interpreter) = match c {
             Checked::Rejected(e) => {
                 if !e.starts_with("not tried") {
                     out.first_failure.get_or_insert(e.clone());
                 }
-                out.records.push(rejected(label, e));
+                out.records.push(rejected(&label, e));
+                continue;
             }
             Checked::Passed {
                 worker,
                 interpreter,
-            } => {
-                out.interpreter |= interpreter;
-                let on = worker.filter(|_| parallel).map(|w| pool.worker_ref(w));
-                let record = CandidateRecord {
-                    label: label.clone(),
-                    verified: true,
-                    verified_on: on,
-                    ..Default::default()
-                };
-                let v = Verified {
-                    index: i,
-                    label: label.clone(),
-                    text: text.clone(),
-                    planned: planned.expect("a verified candidate was planned"),
-                };
-                if !time {
-                    out.records.push(record);
-                    out.verified.push(v);
-                    continue;
-                }
-                match slots[i].take() {
-                    Some(Ok((base, tm, worker))) => {
-                        out.records.push(CandidateRecord {
-                            median_ms: Some(tm.median_ms),
-                            timed_on: worker.filter(|_| parallel).map(|w| pool.worker_ref(w)),
-                            ..record
-                        });
-                        out.bases.push(base);
-                        out.timings.push(tm);
-                        out.timed_on.push(worker);
-                        out.verified.push(v);
-                    }
-                    Some(Err(message)) => out.records.push(CandidateRecord {
-                        message: Some(format!("verified, but timing failed: {message}")),
-                        ..record
-                    }),
-                    None if cancelled => out.records.push(rejected(
-                        label,
-                        "verified; not timed: the job was cancelled".into(),
-                    )),
-                    None => out.records.push(CandidateRecord {
-                        message: Some("verified, but timing failed: not timed".into()),
-                        ..record
-                    }),
-                }
+            } => (worker, interpreter),
+        };
+        out.interpreter |= interpreter;
+        let on = worker.filter(|_| parallel).map(|w| pool.worker_ref(w));
+        let record = CandidateRecord {
+            label: label.clone(),
+            verified: true,
+            verified_on: on,
+            ..Default::default()
+        };
+        let v = Verified {
+            index: i,
+            label: label.clone(),
+            text,
+            planned: planned.expect("a verified candidate was planned"),
+        };
+        if !time {
+            out.records.push(record);
+            out.verified.push(v);
+            continue;
+        }
+        match slots[i].take() {
+            Some(Ok((base, tm, worker))) => {
+                out.records.push(CandidateRecord {
+                    median_ms: Some(tm.median_ms),
+                    timed_on: worker.filter(|_| parallel).map(|w| pool.worker_ref(w)),
+                    ..record
+                });
+                out.bases.push(base);
+                out.timings.push(tm);
+                out.timed_on.push(worker);
+                out.verified.push(v);
             }
+            Some(Err(message)) => out.records.push(CandidateRecord {
+                message: Some(format!("verified, but timing failed: {message}")),
+                ..record
+            }),
+            None if cancelled => out.records.push(rejected(
+                &label,
+                "verified; not timed: the job was cancelled".into(),
+            )),
+            None => out.records.push(CandidateRecord {
+                message: Some("verified, but timing failed: not timed".into()),
+                ..record
+            }),
         }
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn timing(median: f64, p10: f64, p90: f64) -> Timing {
-        Timing {
-            label: "t".into(),
-            median_ms: median,
-            min_ms: p10,
-            p10_ms: p10,
-            p90_ms: p90,
-            reps: 20,
-            gbps: 0.0,
-            frac_copy: None,
-            tflops: None,
-            frac_fma: None,
-            energy_j: None,
-        }
-    }
+    use crate::optimize::accept::testing::timing;
 
     fn batch_of(bases_and_times: &[(Timing, Timing)]) -> BatchResult {
         BatchResult {
@@ -1100,6 +1154,29 @@ mod tests {
             timings: bases_and_times.iter().map(|(_, t)| t.clone()).collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_candidate_is_planned_when_written_and_carries_its_knobs() {
+        let text = include_str!("../../../examples/vector_add.py");
+        let env = EvalEnv::default();
+        let c = Candidate::new(
+            Lang::Triton,
+            "add_kernel",
+            &env,
+            "start".into(),
+            text.into(),
+        );
+        let planned = c.planned.as_ref().expect("the example plans");
+        assert_eq!(planned.version.plan.kernel, "add_kernel");
+        assert_eq!(c.knobs(), [("BLOCK", "64".to_string())]);
+        let swept = text.replace("BLOCK = 64;", "BLOCK = 1024;");
+        let c = Candidate::new(Lang::Triton, "add_kernel", &env, "BLOCK=1024".into(), swept);
+        assert_eq!(c.knobs(), [("BLOCK", "1024".to_string())]);
+        // A spec that no longer plans is carried as the reason, for the batch to reject.
+        let broken = text.replace("grid = cdiv(n, BLOCK)", "grid = cdiv(n, BLOCKS)");
+        let c = Candidate::new(Lang::Triton, "add_kernel", &env, "bad".into(), broken);
+        assert!(c.planned.is_err() && c.knobs().is_empty());
     }
 
     #[test]

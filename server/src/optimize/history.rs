@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::StepRecord;
+use super::record::StepRecord;
 
 /// `sha256:` and the first 16 hex digits of the text's SHA-256.
 pub fn hash(text: &str) -> String {
@@ -109,7 +109,9 @@ pub fn tried(steps: &[StepRecord]) -> std::collections::BTreeSet<(String, String
     steps
         .iter()
         .filter(|s| {
-            s.outcome != super::Outcome::Accepted && !s.cancelled && !s.kernel_hash.is_empty()
+            s.outcome != super::record::Outcome::Accepted
+                && !s.cancelled
+                && !s.kernel_hash.is_empty()
         })
         .map(|s| (s.strategy_id.clone(), s.kernel_hash.clone()))
         .collect()

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use super::catalog::{requirement_phrase, Strategy};
 use super::diagnosis::{cure_rank, diagnose};
 use super::facts::{Facts, FEATURE_DIM};
-use super::Outcome;
+use super::record::Outcome;
 
 /// Version of the state file's format; a file with another version starts fresh.
 pub const POLICY_VERSION: u32 = 1;

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Outcome, StepRecord};
+use super::record::{Outcome, StepRecord};
 
 /// One kernel's history for the page.
 pub struct KernelHistory<'a> {
@@ -246,7 +246,7 @@ pub fn trees(steps: &[StepRecord]) -> Vec<String> {
                 .filter(|s| s.outcome != Outcome::NotApplicable)
                 .count();
             let versions = 1 + rs.iter().filter(|s| s.child.is_some()).count();
-            let mut spent = super::LlmSpent::default();
+            let mut spent = super::record::LlmSpent::default();
             let mut models = false;
             for l in rs.iter().filter_map(|s| s.llm.as_ref()) {
                 models = true;

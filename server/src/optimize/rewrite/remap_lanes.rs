@@ -9,8 +9,9 @@
 //!
 //! **Decides** by running the access analysis ([`crate::optimize::facts`]) on the
 //! kernel as it is and as remapped: applicable when the remap removes strided global
-//! accesses (weighted: an access in a loop counts for [`IN_LOOP_WEIGHT`]) and coalesces
-//! more than it breaks. Any index spelling and any body shape the analysis reads is
+//! accesses (weighted: an access in a loop counts for [`IN_LOOP_WEIGHT`]) and adds to
+//! the coalesced ones (unit stride, or one address for the whole warp, as `mean[row]`
+//! read by a warp that shares its row). Any index spelling and any body shape the analysis reads is
 //! covered (locals, helpers, loops, `if` guards or early returns).
 //!
 //! **Writes** the remapped unit and launch, and as its knobs, when the block is a 2-D
@@ -100,8 +101,8 @@ pub fn remap_lanes(cx: &RewriteContext<'_>) -> R {
     };
     if !better(before, after) {
         return Err(not_applicable(format!(
-            "swapping `{k}`'s thread axes would not coalesce its global accesses (strided weight {} -> {}, unit-stride {} -> {}); the lane already walks the fastest index or none",
-            before.strided, after.strided, before.unit, after.unit
+            "swapping `{k}`'s thread axes would not coalesce its global accesses (strided weight {} -> {}, coalesced {} -> {}); the lane already walks the fastest index or none",
+            before.strided, after.strided, before.coalesced, after.coalesced
         )));
     }
     let mut drafts = vec![Draft {
@@ -238,7 +239,8 @@ fn wider_lanes(
 /// Global accesses by how they meet the lane, weighted (module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Weights {
-    pub unit: u32,
+    /// Unit stride, or one address for the whole warp.
+    pub coalesced: u32,
     pub strided: u32,
 }
 
@@ -259,7 +261,7 @@ fn weights(cx: &RewriteContext<'_>, text: &str) -> Option<Weights> {
 
 pub(super) fn access_weights(f: &Facts) -> Weights {
     let mut w = Weights {
-        unit: 0,
+        coalesced: 0,
         strided: 0,
     };
     let mut seen = BTreeMap::new();
@@ -270,17 +272,17 @@ pub(super) fn access_weights(f: &Facts) -> Weights {
         }
         let weight = if a.in_loop { IN_LOOP_WEIGHT } else { 1 };
         match a.stride {
-            Stride::Unit => w.unit += weight,
+            Stride::Unit | Stride::Uniform => w.coalesced += weight,
             Stride::Strided(_) | Stride::Symbolic => w.strided += weight,
-            Stride::Uniform | Stride::Unknown => {}
+            Stride::Unknown => {}
         }
     }
     w
 }
 
-/// Whether the remap pays: fewer strided accesses, and more coalesced than it breaks.
+/// Whether the remap pays: fewer strided accesses and more coalesced ones.
 pub(super) fn better(before: Weights, after: Weights) -> bool {
-    after.strided < before.strided && after.unit > before.unit
+    after.strided < before.strided && after.coalesced > before.coalesced
 }
 
 #[cfg(test)]

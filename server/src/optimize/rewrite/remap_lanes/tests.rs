@@ -81,10 +81,30 @@ fn coalesced_warp_level_and_one_dimensional_kernels_are_refused() {
 #[test]
 fn the_rule_wants_fewer_strided_and_more_coalesced_accesses() {
     use super::{better, Weights};
-    let w = |unit, strided| Weights { unit, strided };
+    let w = |coalesced, strided| Weights { coalesced, strided };
     assert!(better(w(1, 10), w(10, 1)));
     assert!(!better(w(10, 1), w(1, 10)));
-    // Fewer strided but nothing gained in coalescing (they became broadcasts): no.
+    // Fewer strided, but none coalesced (they became unknown, `x[idx[i]]`): no.
     assert!(!better(w(2, 3), w(2, 0)));
     assert!(!better(w(0, 0), w(0, 0)));
+}
+
+#[test]
+fn the_bundled_row_first_drafts_are_remapped() {
+    for (src, kernel) in [
+        (
+            include_str!("../../../../../examples/bias_relu_rows.cu"),
+            "bias_relu_rows",
+        ),
+        (
+            include_str!("../../../../../examples/norm_apply.cu"),
+            "norm_apply",
+        ),
+    ] {
+        let out = cuda(src, kernel, "remap_lanes", json!({})).unwrap();
+        assert_eq!(
+            out[0].label, "threads remapped: x walks what y walked",
+            "{kernel}"
+        );
+    }
 }

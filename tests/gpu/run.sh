@@ -23,7 +23,9 @@ trap 'rm -rf "$log"' EXIT
 # torch.compile), compare (Triton fidelity, KernelBench), ncu
 # (Nsight Compute recordings for the profile parser; not in the default set), multigpu
 # (1 worker vs 2, one per GPU, on an nvidia-h200-x2: tests/gpu/multigpu.py; not in the
-# default set). Each
+# default set), cures (the drafts whose cure the analysis picks, e.g. remap_lanes: each
+# benched as written against PyTorch, optimized with the default policy, and the applied
+# result benched again; not in the default set). Each
 # section stays under ten minutes on an H100, so they can run as separate commands.
 parts=" ${KERNEL_LSP_GPU_PARTS:-tests bench optimize torch compare} "
 part() { [[ "$parts" == *" $1 "* ]]; }
@@ -115,6 +117,25 @@ timeout 300 python3 "$here/torch_baselines.py" 2>&1 | tee "$log/torch.txt"
 if [[ -n "${OUT:-}" ]]; then cp "$log"/opt-*.json "$log"/report-*.html "$log/policy/policy.json" "$OUT/" 2>/dev/null; fi
 fi
 
+cures_rc=0
+if part cures; then
+echo "== cures chosen by the analysis: draft, optimize (no LLM), optimized, each against PyTorch"
+cw="$log/cures"; mkdir -p "$cw"
+export KERNEL_LSP_DATA_DIR="$log/cures-policy"
+for ex in ${KERNEL_LSP_CURE_EXAMPLES:-bias_relu_rows.cu norm_apply.cu}; do
+  cp "$root/examples/$ex" "$cw/"
+  echo "== draft $ex"
+  ( cd "$cw" && timeout 300 "$KERNEL_LSP_BIN" bench "$ex" ) 2>&1 | tee "$log/cure-draft-$ex.txt"
+  echo "== optimize $ex --steps ${KERNEL_LSP_CURE_STEPS:-3} --apply"
+  ( cd "$cw" && timeout 420 "$KERNEL_LSP_BIN" optimize "$ex" --steps "${KERNEL_LSP_CURE_STEPS:-3}" --apply ) 2>&1 | tee "$log/cure-opt-$ex.txt"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || cures_rc=1
+  echo "== optimized $ex"
+  ( cd "$cw" && timeout 300 "$KERNEL_LSP_BIN" bench "$ex" ) 2>&1 | tee "$log/cure-best-$ex.txt"
+  grep -h '@bench grid\|@bench block' "$cw/$ex" | sed 's/^/    launch now: /'
+done
+if [[ -n "${OUT:-}" ]]; then cp "$cw"/*.cu "$OUT/" 2>/dev/null; fi
+fi
+
 multigpu_rc=0
 if part multigpu; then
 echo "== multi-GPU: 1 worker vs 2 (tests/gpu/multigpu.py)"
@@ -181,9 +202,16 @@ if part optimize; then
 echo "== no-LLM benchmark: first draft vs optimized vs PyTorch, measured in this run"
 python3 "$here/bench_table.py" "$log/torch.txt" "${bench_args[@]}" | tee "$log/bench-table.txt"
 fi
+if part cures; then
+echo "== cures: draft and optimized against PyTorch (time · × eager · × compile)"
+for f in "$log"/cure-draft-*.txt "$log"/cure-best-*.txt; do
+  [[ -e "$f" ]] || continue
+  printf '%-34s %s\n' "$(basename "$f" .txt)" "$(grep -h '× eager' "$f" | head -1 | tr -s ' ')"
+done
+fi
 if part multigpu; then
 echo "== multi-GPU: 1 worker vs 2 (wall time, same accepted versions)"
 sed -n '/^== multi-GPU table/,$p' "$log/multigpu.txt" | tail -n +2
 fi
 if [[ -n "${OUT:-}" ]]; then for f in "$log"/*.txt; do echo "=== $(basename "$f")"; cat "$f"; done > "$OUT/gpu-logs.txt"; fi
-[[ $tests_rc -eq 0 && $bench_rc -eq 0 && $opt_rc -eq 0 && $multigpu_rc -eq 0 && $torch_rc -eq 0 ]]
+[[ $tests_rc -eq 0 && $bench_rc -eq 0 && $opt_rc -eq 0 && $multigpu_rc -eq 0 && $torch_rc -eq 0 && $cures_rc -eq 0 ]]

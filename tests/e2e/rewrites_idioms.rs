@@ -372,6 +372,40 @@ const CASES: &[Case] = &[
         ),
     },
     Case {
+        file: LANES,
+        kernel: "scale_cols",
+        id: "block_coarsen",
+        want: 3,
+        sizes: (
+            "rows = 2048, 33; cols = 2048, 65",
+            "rows = 20, 3; cols = 300, 65",
+        ),
+    },
+    Case {
+        file: LANES,
+        kernel: "blend_helper",
+        id: "block_coarsen",
+        want: 3,
+        sizes: ("m = 3000, 513; n = 1024, 45", "m = 170, 13; n = 40, 45"),
+    },
+    Case {
+        file: LANES,
+        kernel: "row_window",
+        id: "block_coarsen",
+        want: 3,
+        sizes: ("h = 1024, 99; w = 1024, 130", "h = 50, 9; w = 37, 13"),
+    },
+    Case {
+        file: LANES,
+        kernel: "neighbour_diff",
+        id: "block_coarsen",
+        want: 0,
+        sizes: (
+            "rows = 1024, 31; cols = 64, 64",
+            "rows = 100, 31; cols = 6, 6",
+        ),
+    },
+    Case {
         file: TILES,
         kernel: "scaled_transpose",
         id: "transpose_tile",

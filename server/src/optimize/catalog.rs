@@ -398,6 +398,7 @@ mod tests {
             "coarsen",
             "block_reduce",
             "remap_lanes",
+            "block_coarsen",
         ] {
             assert_eq!(
                 c.get(id).and_then(|s| s.rewrite.as_deref()),
@@ -451,7 +452,7 @@ mod tests {
             format!("{} | model: {}", ids(false), ids(true))
         };
         expect!["tile_matmul block_size restrict_const unroll launch_bounds | model: smem_tiling register_tiling tensor_cores"].assert_eq(&order(Lang::Cuda, include_str!("../../../examples/matmul_naive.cu")));
-        expect!["block_size restrict_const coarsen vectorize grid_stride launch_bounds | model: operator_fusion"]
+        expect!["block_size restrict_const coarsen vectorize block_coarsen grid_stride launch_bounds | model: operator_fusion"]
             .assert_eq(&order(
                 Lang::Cuda,
                 include_str!("../../../examples/saxpy.cu"),
@@ -539,7 +540,7 @@ lang = ["cuda"]
                 strategies.toml:6:8: `a`: lang is empty; write lang = ["cuda"], ["triton"] or ["cuda", "triton"]
                 strategies.toml:7:13: `a`: unknown fact `pointer_without_restict`; did you mean `pointer_without_restrict`? (known facts: has_tunables, has_constexpr_params, block_1d, block_2d, block_resizable, has_counted_loop, loop_without_unroll_pragma, loop_over_global_memory, pointer_without_restrict, read_only_pointer_without_const, has_launch_bounds, has_maxnreg, unit_stride_access, strided_access, one_thread_per_element_1d, uses_shared_memory, has_atomics, reduction_pattern, uses_warp_shuffle, uses_tensor_cores, has_fast_math_calls, memory_bound, compute_bound, has_spills, register_limited_occupancy, far_from_roofline, thread_walks_a_row, scatter_atomics, transposed_access, matmul_like_loop, program_grid_2d)
                 strategies.toml:7:62: `a`: unknown fact `nope` (known facts: has_tunables, has_constexpr_params, block_1d, block_2d, block_resizable, has_counted_loop, loop_without_unroll_pragma, loop_over_global_memory, pointer_without_restrict, read_only_pointer_without_const, has_launch_bounds, has_maxnreg, unit_stride_access, strided_access, one_thread_per_element_1d, uses_shared_memory, has_atomics, reduction_pattern, uses_warp_shuffle, uses_tensor_cores, has_fast_math_calls, memory_bound, compute_bound, has_spills, register_limited_occupancy, far_from_roofline, thread_walks_a_row, scatter_atomics, transposed_access, matmul_like_loop, program_grid_2d)
-                strategies.toml:8:11: `a`: unknown rewrite `blocksize`; did you mean `block_size`? (known rewrites: tunable_sweep, block_size, restrict_const, launch_bounds, unroll, vectorize, grid_stride, fast_math, maxnreg, triton_block, triton_num_warps, triton_num_stages, cooperative_rows, privatize_atomics, transpose_tile, tile_matmul, triton_swizzle, triton_configs, coarsen, block_reduce, remap_lanes); remove `rewrite` for a model-only step
+                strategies.toml:8:11: `a`: unknown rewrite `blocksize`; did you mean `block_size`? (known rewrites: tunable_sweep, block_size, restrict_const, launch_bounds, unroll, vectorize, grid_stride, fast_math, maxnreg, triton_block, triton_num_warps, triton_num_stages, cooperative_rows, privatize_atomics, transpose_tile, tile_matmul, triton_swizzle, triton_configs, coarsen, block_reduce, remap_lanes, block_coarsen); remove `rewrite` for a model-only step
                 strategies.toml:9:9: `a`: prior 3 is out of range; write a log-speedup between -1 and 1 (0.1 is about +10%)
                 strategies.toml:12:6: duplicate id `a` (first defined on line 3); give each step its own id
                 strategies.toml:13:9: `a`: title is empty; write one

@@ -18,6 +18,7 @@
 //! one-element-per-thread shape).
 
 mod access;
+mod block_coarsen;
 mod block_reduce;
 mod block_size;
 mod check;
@@ -107,6 +108,7 @@ pub const IDS: &[&str] = &[
     "coarsen",
     "block_reduce",
     "remap_lanes",
+    "block_coarsen",
 ];
 
 /// Run one embedded rewrite. `Ok` always holds at least one candidate whose text differs
@@ -134,6 +136,7 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         "coarsen" => coarsen::coarsen(cx),
         "block_reduce" => block_reduce::block_reduce(cx),
         "remap_lanes" => remap_lanes::remap_lanes(cx),
+        "block_coarsen" => block_coarsen::block_coarsen(cx),
         other => return Err(RewriteError::Unknown(other.to_string())),
     }?;
     let out: Vec<Candidate> = out.into_iter().filter(|c| c.text != cx.text).collect();

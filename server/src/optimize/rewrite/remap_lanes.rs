@@ -47,7 +47,7 @@ pub(super) const IN_LOOP_WEIGHT: u32 = 8;
 const GRID_Y_MAX: u64 = 65_535;
 
 /// Spellings of warp-level code: the remap changes which threads share a warp.
-const WARP_LEVEL: &[&str] = &[
+pub(super) const WARP_LEVEL: &[&str] = &[
     "__shfl",
     "__ballot",
     "__activemask",

@@ -1,0 +1,74 @@
+use expect_test::expect;
+use serde_json::json;
+
+use super::super::check::testing::{cuda, labels, not_applicable, show};
+use crate::syntax::Lang;
+
+const REMAPS: &str = include_str!("../../../../../tests/fixtures/rewrites/lanes/remaps.cu");
+const SAXPY: &str = include_str!("../../../../../examples/saxpy.cu");
+
+#[test]
+fn a_block_does_the_work_of_v_blocks_along_x() {
+    let out = cuda(REMAPS, "scale_cols", "block_coarsen", json!({"parts": [4]})).unwrap();
+    assert_eq!(labels(&out), ["4 blocks' work per block along x"]);
+    expect![[r#"
+        // Already coalesced: the lane walks columns. Must be refused.
+        // @bench rows = 2048, 33; cols = 2048, 65
+        // @bench x: in f32[rows, cols]; y: out f32[rows, cols]
+        // @bench grid = (cdiv(cols, 4 * 32), cdiv(rows, 8)); block = (32, 8)
+        __global__ void scale_cols(const float* x, float* y, int rows, int cols) {
+            #pragma unroll
+            for (unsigned part = 0; part < 4; ++part) {
+                const unsigned block_x = blockIdx.x * 4 + part;
+                int c = block_x * blockDim.x + threadIdx.x;
+                int r = blockIdx.y * blockDim.y + threadIdx.y;
+                if (r < rows && c < cols) y[r * cols + c] = 2.0f * x[r * cols + c];
+            }
+        }"#]]
+    .assert_eq(&show(Lang::Cuda, REMAPS, &out[0], "scale_cols"));
+}
+
+#[test]
+fn early_returns_end_only_their_part() {
+    let out = cuda(
+        REMAPS,
+        "blend_helper",
+        "block_coarsen",
+        json!({"parts": [2]}),
+    )
+    .unwrap();
+    let text = show(Lang::Cuda, REMAPS, &out[0], "blend_helper");
+    assert!(
+        text.contains("if (i >= (size_t)m || j >= (size_t)n) continue;"),
+        "{text}"
+    );
+    assert!(
+        text.contains("grid = (cdiv(m, 2 * 32), cdiv(n, 8))"),
+        "{text}"
+    );
+    let out = cuda(SAXPY, "saxpy", "block_coarsen", json!({})).unwrap();
+    assert_eq!(out.len(), 3, "{:?}", labels(&out));
+}
+
+#[test]
+fn shared_memory_warp_code_grid_strides_and_nested_returns_are_refused() {
+    let why = not_applicable(cuda(REMAPS, "neighbour_diff", "block_coarsen", json!({})));
+    assert!(why.contains("warp-level code"), "{why}");
+    let reduce = include_str!("../../../../../examples/reduce_sum.cu");
+    let why = not_applicable(cuda(reduce, "reduce_tree", "block_coarsen", json!({})));
+    assert!(why.contains("shared memory"), "{why}");
+    let strided = SAXPY.replace(
+        "int i = blockIdx.x * blockDim.x + threadIdx.x;",
+        "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)",
+    );
+    if strided != SAXPY {
+        let why = not_applicable(cuda(&strided, "saxpy", "block_coarsen", json!({})));
+        assert!(why.contains("gridDim.x"), "{why}");
+    }
+    let nested = REMAPS.replace(
+        "        s += img[y * w + xx];",
+        "        if (xx < 0) return;\n        s += img[y * w + xx];",
+    );
+    let why = not_applicable(cuda(&nested, "row_window", "block_coarsen", json!({})));
+    assert!(why.contains("`return` inside a loop"), "{why}");
+}

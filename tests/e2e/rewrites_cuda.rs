@@ -101,6 +101,11 @@ fn what_each_code_rewrite_offers_on_the_examples_and_fixtures() {
         table.push_str(&format!("{file} {kernel} {id}: {what}\n"));
     }
     expect![[r#"
+        examples/bias_relu_rows.cu bias_relu_rows restrict_const: __restrict__ on x, bias, y
+        examples/bias_relu_rows.cu bias_relu_rows launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
+        examples/bias_relu_rows.cu bias_relu_rows unroll: n/a: `bias_relu_rows` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
+        examples/bias_relu_rows.cu bias_relu_rows fast_math: n/a: `bias_relu_rows` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/bias_relu_rows.cu bias_relu_rows maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
         examples/histogram.cu histogram restrict_const: __restrict__ on data, hist
         examples/histogram.cu histogram launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
         examples/histogram.cu histogram unroll: n/a: `histogram` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
@@ -111,6 +116,11 @@ fn what_each_code_rewrite_offers_on_the_examples_and_fixtures() {
         examples/matmul_naive.cu matmul unroll: #pragma unroll 2 on 1 loop | #pragma unroll 4 on 1 loop | #pragma unroll 8 on 1 loop
         examples/matmul_naive.cu matmul fast_math: n/a: `matmul` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
         examples/matmul_naive.cu matmul maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
+        examples/norm_apply.cu norm_apply restrict_const: n/a: every pointer parameter of `norm_apply` is already `__restrict__`, and the others are written through, passed on or cast, so `const` cannot be added safely
+        examples/norm_apply.cu norm_apply launch_bounds: __launch_bounds__(128) | __launch_bounds__(128, 2) | __launch_bounds__(128, 4)
+        examples/norm_apply.cu norm_apply unroll: n/a: `norm_apply` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
+        examples/norm_apply.cu norm_apply fast_math: n/a: `norm_apply` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/norm_apply.cu norm_apply maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
         examples/reduce_sum.cu reduce_naive restrict_const: __restrict__ on x, out
         examples/reduce_sum.cu reduce_naive launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
         examples/reduce_sum.cu reduce_naive unroll: n/a: `reduce_naive` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)

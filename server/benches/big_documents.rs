@@ -18,7 +18,7 @@ mod client;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use client::{rss_mb, TestClient};
+use client::{peak_mb, rss_mb, TestClient};
 use serde_json::json;
 
 /// A file of one kernel whose spec has `n` statements of `shape`: CUDA (`ext` "cu") or
@@ -94,8 +94,8 @@ fn big_cuda(bytes: usize, variant: usize) -> String {
     s
 }
 
-/// RSS before, after opening a 20 MB file, and after 3 full replacements, in MB.
-async fn memory(program: &str) -> (f64, f64, f64, usize) {
+/// RSS before, after opening a 20 MB file, after 3 full replacements, and the peak, in MB.
+async fn memory(program: &str) -> (f64, f64, f64, f64, usize) {
     let mut c = TestClient::spawn_program(program, &[]);
     // A budget the whole parse fits in, so the full cost is measured.
     c.initialize(
@@ -121,7 +121,7 @@ async fn memory(program: &str) -> (f64, f64, f64, usize) {
         let _ = c.diagnostics(uri, Some(v)).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    (before, opened, rss_mb(pid), text.len())
+    (before, opened, rss_mb(pid), peak_mb(pid), text.len())
 }
 
 #[tokio::main]
@@ -167,14 +167,15 @@ async fn main() {
         println!();
     }
     println!("memory: a 20 MB CUDA file (syntax only) opened, then replaced whole 3 times");
-    println!("| binary | RSS before | after open | after 3 replacements | growth / text (<= 3) |");
-    println!("| --- | --- | --- | --- | --- |");
+    println!("| binary | RSS before | after open | after 3 replacements | growth / text (<= 3) | peak | peak / text (<= 3) |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
     for (name, program) in &programs {
-        let (before, opened, after, len) = memory(program).await;
+        let (before, opened, after, peak, len) = memory(program).await;
         let text_mb = len as f64 / (1024.0 * 1024.0);
         println!(
-            "| {name} | {before:.1} MB | {opened:.1} MB | {after:.1} MB | {:.2} |",
-            (after - before) / text_mb
+            "| {name} | {before:.1} MB | {opened:.1} MB | {after:.1} MB | {:.2} | {peak:.1} MB | {:.2} |",
+            (after - before) / text_mb,
+            (peak - before) / text_mb
         );
     }
     std::fs::remove_dir_all(&dir).ok();

@@ -335,10 +335,21 @@ pub fn render_diagnostics(diags: &[Value]) -> String {
 /// benchmarks' memory targets.
 #[allow(dead_code)] // used by server/benches, not by every includer
 pub fn rss_mb(pid: u32) -> f64 {
+    status_mb(pid, "VmRSS:")
+}
+
+/// The process's peak resident memory so far, in MB (NaN if unreadable). Read by
+/// `server/benches/big_documents.rs`, which includes this file.
+#[allow(dead_code)]
+pub fn peak_mb(pid: u32) -> f64 {
+    status_mb(pid, "VmHWM:")
+}
+
+fn status_mb(pid: u32, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))
+        .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|kb| kb.parse::<f64>().ok())
         .map_or(f64::NAN, |kb| kb / 1024.0)

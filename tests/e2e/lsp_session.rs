@@ -263,6 +263,23 @@ async fn huge_files_get_syntax_checks_only_and_say_so() {
     c.open("file:///w/big.cu", "cuda", &src).await;
     let diags = c.diagnostics("file:///w/big.cu", Some(1)).await;
     expect!["0:0-0:0 sev3 [kernel-lsp] this file is 2.1 MiB: past 2.0 MiB kernel-lsp checks syntax only (setting maxFileBytes)"].assert_eq(&render_diagnostics(&diags));
+    // Such a file is parsed in pieces (no whole tree is held): a syntax error far past
+    // the first piece is still reported on its own line.
+    let line = src.lines().count();
+    src.push_str("__global__ void bad(float* y) { y[0] = ; }\n");
+    c.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": "file:///w/big.cu", "version": 2}, "contentChanges": [{"text": src}]}),
+    )
+    .await;
+    let diags = c.diagnostics("file:///w/big.cu", Some(2)).await;
+    let rendered = render_diagnostics(&diags);
+    assert!(
+        rendered.contains(&format!(
+            "{line}:37-{line}:38 sev1 [syntax] syntax error: unexpected `=`"
+        )),
+        "{rendered}"
+    );
 }
 
 #[tokio::test]

@@ -224,6 +224,47 @@ pub fn analyze_within(
     analyze_regions_within(lang, text, regions.as_deref(), opts, cache, stop)
 }
 
+/// The syntax-only check of a text past `maxFileBytes`, parsed in pieces
+/// (`document::pieces`) so that no more than one piece's tree is held at a time: its
+/// syntax errors and the note that nothing else was checked. `stop` ends the parse
+/// early, with a note naming why.
+pub fn syntax_only_in_pieces(
+    lang: Lang,
+    text: &str,
+    opts: &AnalyzeOptions,
+    stop: &mut dyn FnMut() -> Option<String>,
+) -> FileAnalysis {
+    let mut errors = Vec::new();
+    let mut why = None;
+    let finished = crate::document::pieces::parse_in_pieces(
+        lang,
+        text,
+        &mut || {
+            why = why.take().or_else(&mut *stop);
+            why.is_some()
+        },
+        &mut |region| errors.extend(syntax::syntax_only(lang, text, &[region]).syntax_errors),
+    );
+    let mut note = format!(
+        "this file is {}: past {} kernel-lsp checks syntax only (setting maxFileBytes)",
+        human_bytes(text.len() as u64),
+        human_bytes(opts.max_file_bytes as u64)
+    );
+    if !finished {
+        let why = why.unwrap_or_else(|| "the parser gave up".into());
+        note.push_str(&format!(
+            "; {why} while parsing, so later syntax errors are not shown"
+        ));
+    }
+    let mut model = empty_model(lang);
+    model.syntax_errors = errors;
+    FileAnalysis {
+        model,
+        specs: Vec::new(),
+        size_note: Some(note),
+    }
+}
+
 /// [`analyze_within`] of a document parsed as regions (`document::Forest`): kernel
 /// discovery re-walks only the regions not seen by an earlier call with the same cache.
 pub fn analyze_regions_within(

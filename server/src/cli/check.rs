@@ -116,8 +116,18 @@ pub fn run(args: &CheckArgs) -> ExitCode {
             eprintln!("{shown}: skipped: no @triton.jit kernels");
             continue;
         }
-        let doc = Document::new(lang, 0, &text);
-        let result = analysis::analyze(lang, &text, doc.tree(), &opts);
+        // Past maxFileBytes only syntax is checked, in pieces, as the server does.
+        let (doc, result) = if text.len() > opts.max_file_bytes {
+            let doc = Document::unparsed(lang, 0, &text);
+            (
+                doc,
+                analysis::syntax_only_in_pieces(lang, &text, &opts, &mut || None),
+            )
+        } else {
+            let doc = Document::new(lang, 0, &text);
+            let result = analysis::analyze(lang, &text, doc.tree(), &opts);
+            (doc, result)
+        };
         let mut findings: Vec<Finding> = result.findings();
         findings.extend(result.torch_module_findings(path));
         let mut resources = Vec::new();

@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tree_sitter::{InputEdit, Node, Parser, Point, Tree};
 
 mod lines;
+pub mod pieces;
 
 use crate::syntax::{ts_language, ByteRange, Lang, Region};
 

@@ -686,6 +686,25 @@ impl AnalysisJob {
             Lang::Cuda => true,
             Lang::Triton => syntax::is_triton_source(text),
         };
+        if kernel_file && !self.keep_tree {
+            // Syntax only (past maxFileBytes): parsed in pieces, no tree kept, so the
+            // peak is the text and one piece's tree (issue #28: 745 MB for 20 MB whole).
+            let analysis = analysis::syntax_only_in_pieces(lang, text, &self.opts, &mut || {
+                over().then(|| stopped_after.clone())
+            });
+            drop(self.parse);
+            give_back_freed_memory();
+            return AnalysisDone {
+                epoch: self.epoch,
+                lang,
+                gen: self.gen,
+                parsed: Parsed::none(),
+                keep_tree: false,
+                kernel_file,
+                analysis,
+                cache: self.cache,
+            };
+        }
         let parsed = if kernel_file {
             self.parse.run(&mut || over())
         } else {

@@ -1,6 +1,6 @@
 //! `kernel-lsp bench FILE`: verify and time every kernel of a file that has a `@bench`
 //! spec, on a worker. A kernel with `reference = R` is verified against R first, then
-//! timed interleaved with R so the speedup is a side-by-side ratio (SPEC.md, "What the
+//! timed interleaved with R so the speedup is a side-by-side ratio (docs/spec.md, "What the
 //! tool does with it"). Same analysis engine as `check`; the worker does all GPU work.
 
 use std::path::PathBuf;

@@ -793,7 +793,7 @@ impl Backend {
                 opts.tried = history::tried(&past);
             }
             // The job's starting version is benchmarked against: it becomes the baseline
-            // when there is none yet (SPEC.md, `reference`).
+            // when there is none yet (docs/spec.md, `reference`).
             if load(file, "baseline", &name).is_none() {
                 store(file, "baseline", &name, &snap.text)?;
             }
@@ -1109,7 +1109,7 @@ impl Backend {
         let current = evaluate::plan(snap.lang, &snap.text, &name, &env)?;
         let region_text = snap.text[region(&snap.kernel)].to_string();
         // The reference: `reference = K` in the spec, else the pinned baseline (pinned
-        // now when there is none: SPEC.md, "the version recorded when it was first
+        // now when there is none: docs/spec.md, "the version recorded when it was first
         // benchmarked").
         let mut pinned_now = false;
         let reference: Option<Version> = if let Some(tr) =

@@ -3,8 +3,8 @@
 //! Order of work: collect statements (duplicates, misplaced names), check them against the
 //! parameters, resolve names (undefined, cycles), decide the number of cases, then
 //! evaluate every named value per case in dependency order and build each case. Statement
-//! order in the spec never matters (SPEC.md's Triton example uses `BLOCK` before it is
-//! defined). Interpretation choices where SPEC.md is silent:
+//! order in the spec never matters (docs/spec.md's Triton example uses `BLOCK` before it is
+//! defined). Interpretation choices where docs/spec.md is silent:
 //! - A kernel parameter's name wins over a setting keyword: in a kernel with a parameter
 //!   `bytes`, `bytes = n` gives that parameter its value.
 //! - `NAME = V` for a tuned name need not be one of the listed values (it is just the
@@ -30,7 +30,7 @@ const BUILTINS: [&str; 2] = ["sms", "warp"];
 const CUDA_LAUNCH: [&str; 3] = ["grid", "block", "smem"];
 const TRITON_LAUNCH: [&str; 3] = ["grid", "num_warps", "num_stages"];
 const SETTINGS: [&str; 6] = ["atol", "rtol", "trials", "flops", "bytes", "reference"];
-/// A buffer above this many bytes is an error (SPEC.md, "Expressions").
+/// A buffer above this many bytes is an error (docs/spec.md, "Expressions").
 const MAX_BUFFER_BYTES: u64 = 4 << 30;
 const MAX_TRIALS: i64 = 1000;
 

@@ -1,4 +1,4 @@
-//! C types of CUDA parameters against spec element types (SPEC.md, "Element types
+//! C types of CUDA parameters against spec element types (docs/spec.md, "Element types
 //! against C pointer types"). The syntax layer already stripped `const`, `__restrict__`
 //! and `volatile` and normalised spaces.
 

@@ -1,4 +1,4 @@
-//! Expressions of the spec language (SPEC.md, "Expressions"): the tree, its parser and
+//! Expressions of the spec language (docs/spec.md, "Expressions"): the tree, its parser and
 //! its evaluator. Precedence follows Python: `<< >>` < `+ -` < `* / %` < unary `-` < `**`
 //! (right-associative, so `-2 ** 2 == -4` and `2 ** -1` parses). Values are `i64` or
 //! finite `f64`; every overflow, inexact integer division and division by zero is an

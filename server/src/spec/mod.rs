@@ -1,4 +1,4 @@
-//! The `@bench` language (SPEC.md): parser, expression evaluator and checks against the
+//! The `@bench` language (docs/spec.md): parser, expression evaluator and checks against the
 //! kernel's signature. Pure: spec lines in, a `BenchPlan` or diagnostics out. It does not
 //! find spec blocks (that is `syntax`) and runs nothing (that is the worker).
 //!

@@ -1,4 +1,4 @@
-//! Statements of one `@bench` line (SPEC.md, "Statements"). `;` separates statements; a
+//! Statements of one `@bench` line (docs/spec.md, "Statements"). `;` separates statements; a
 //! statement that parses but leaves tokens behind is an error on the leftover text, so a
 //! typo never silently drops part of a spec. Knows nothing about the kernel.
 

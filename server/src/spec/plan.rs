@@ -36,7 +36,7 @@ impl fmt::Display for Value {
     }
 }
 
-/// Buffer element types (SPEC.md, "Statements").
+/// Buffer element types (docs/spec.md, "Statements").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
@@ -115,7 +115,7 @@ impl DType {
         })
     }
 
-    /// SPEC.md defaults: f64 1e-9; f32 1e-5 / 1e-4; f16, bf16 1e-2; integers and bool exact.
+    /// docs/spec.md defaults: f64 1e-9; f32 1e-5 / 1e-4; f16, bf16 1e-2; integers and bool exact.
     pub fn default_tolerance(self) -> (f64, f64) {
         match self {
             DType::F64 => (1e-9, 1e-9),
@@ -153,7 +153,7 @@ impl fmt::Display for Role {
     }
 }
 
-/// How a buffer is filled (SPEC.md, "Distributions"), arguments evaluated for the case.
+/// How a buffer is filled (docs/spec.md, "Distributions"), arguments evaluated for the case.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Dist {
@@ -358,7 +358,7 @@ impl BenchPlan {
         Some(format!("{}<{}>", self.kernel, args.join(", ")))
     }
 
-    /// (atol, rtol) for comparing a buffer of `dtype`: the spec's overrides, else SPEC.md's
+    /// (atol, rtol) for comparing a buffer of `dtype`: the spec's overrides, else docs/spec.md's
     /// defaults for the type.
     pub fn tolerance(&self, dtype: DType) -> (f64, f64) {
         let (a, r) = dtype.default_tolerance();

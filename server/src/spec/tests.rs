@@ -246,7 +246,7 @@ fn check_triton(fixture: &str, expect: Expect) {
     expect.assert_eq(&run_lang(fixture, Lang::Triton, &BTreeMap::new()));
 }
 
-// ---- SPEC.md's examples --------------------------------------------------------------------
+// ---- docs/spec.md's examples --------------------------------------------------------------------
 
 #[test]
 fn spec_example_saxpy() {
@@ -315,7 +315,7 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 #[test]
 fn spec_example_with_its_margin_remarks_is_an_error() {
-    // SPEC.md's saxpy block carries explanatory text after the statements; as written in a
+    // docs/spec.md's saxpy block carries explanatory text after the statements; as written in a
     // real file that text is not part of a statement, so it must be reported.
     check_cuda(
         r#"

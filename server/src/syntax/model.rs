@@ -61,7 +61,7 @@ pub struct SpecLine {
     pub text: String,
 }
 
-/// The `@bench` block right above a kernel (SPEC.md, "Where it goes").
+/// The `@bench` block right above a kernel (docs/spec.md, "Where it goes").
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpecBlock {
     /// Only the `@bench` lines, in document order. Empty when the kernel has no spec.

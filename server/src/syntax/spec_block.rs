@@ -1,4 +1,4 @@
-//! Finds the `@bench` block above a kernel (SPEC.md, "Where it goes"): the consecutive
+//! Finds the `@bench` block above a kernel (docs/spec.md, "Where it goes"): the consecutive
 //! comment-only lines ending on the line right before the kernel's `def_range` (which
 //! already starts at `template <...>`, `extern "C"` or the first Python decorator). A
 //! blank line or a line with code ends the block; other comments may be mixed in.

@@ -39,7 +39,7 @@ pub enum Op {
         version: Version,
     },
     /// Run `candidate` and `reference` on the same fresh inputs for every case and trial
-    /// and compare (SPEC.md, "verify").
+    /// and compare (docs/spec.md, "verify").
     Verify {
         candidate: Box<Version>,
         reference: Box<Version>,

@@ -1,4 +1,4 @@
-//! Comparing a candidate's output buffer with the reference's (SPEC.md, "Statements":
+//! Comparing a candidate's output buffer with the reference's (docs/spec.md, "Statements":
 //! `atol`/`rtol`; "What the tool does with it": verify), and the words of a failure.
 //!
 //! Pure. The comparison itself runs on the device (`klsp_compare` in `helpers.cu`); the

@@ -1,5 +1,5 @@
 //! The inputs of verification and timing, described on the host and made on the device:
-//! the counter-based generator of the SPEC.md distributions (SPEC.md, "Distributions"),
+//! the counter-based generator of the docs/spec.md distributions (docs/spec.md, "Distributions"),
 //! element encoding for every `DType` (f16 and bf16 by hand), the poison of `out`
 //! buffers and the guard bytes around every buffer.
 //!

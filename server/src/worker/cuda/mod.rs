@@ -1,6 +1,6 @@
 //! The CUDA backend of the worker: compiles versions with NVRTC for the device's own
 //! architecture, loads them with the driver API (cudarc, loaded at run time), and runs
-//! `Compile`, `Verify` and `Time` (SPEC.md, "What the tool does with it").
+//! `Compile`, `Verify` and `Time` (docs/spec.md, "What the tool does with it").
 //!
 //! - [`CudaBackend`]: the [`Backend`] implementation; opens the GPU lazily.
 //! - `driver`: checked wrappers over the driver calls; `gpu`: the opened device, module

@@ -1,4 +1,4 @@
-//! `Op::Time` on the GPU (SPEC.md, "What the tool does with it": time and roofline): case 0
+//! `Op::Time` on the GPU (docs/spec.md, "What the tool does with it": time and roofline): case 0
 //! only, inputs made once on the device, a warm-up per version, then interleaved rounds (each timed
 //! launch after an L2 flush, bracketed by events) until every version has spent its
 //! budget and reached `min_reps`.

@@ -1,4 +1,4 @@
-//! `Op::Verify` on the GPU (SPEC.md, "What the tool does with it": verify; every check is
+//! `Op::Verify` on the GPU (docs/spec.md, "What the tool does with it": verify; every check is
 //! described in docs/verification.md). For every case and trial the candidate gets the
 //! reference's inputs, generated on the device from the trial's seed; its `out` buffers
 //! are poisoned before every launch and every buffer sits between guards of its own.

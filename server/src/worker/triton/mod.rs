@@ -2,7 +2,7 @@
 //! (`helper.py`, embedded with `include_str!`). User code never runs in this process: the
 //! helper is a child `python3 -u helper.py` that imports torch and triton, imports each
 //! version's module from its source text, builds the inputs, launches, compares and times
-//! (SPEC.md, "What the tool does with it").
+//! (docs/spec.md, "What the tool does with it").
 //!
 //! Helper protocol (JSON lines over the child's stdin/stdout): on start the helper writes
 //! one `{"hello": {...}}` line (versions, CUDA, interpreter mode, or the module that failed

@@ -37,7 +37,7 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, x + y, mask=mask)
 "#;
 
-/// The same file with random inputs (SPEC.md's defaults) for the timing test.
+/// The same file with random inputs (docs/spec.md's defaults) for the timing test.
 fn add_random() -> String {
     ADD.replace(" ~ arange", "").replace(" ~ ones", "")
 }

@@ -20,7 +20,8 @@
 //! 128- or 256-byte lines.
 //!
 //! **Refuses**: Triton (its compiler orders lanes along the contiguous dimension
-//! itself); warp-level code (shuffles, votes, `__syncwarp`, `warpSize`, lane arithmetic
+//! itself); a helper that reads a thread or block index (another kernel may call it);
+//! warp-level code (shuffles, votes, `__syncwarp`, `warpSize`, lane arithmetic
 //! on `threadIdx.x` such as `% 32`), where lanes that share a warp matter; a kernel whose
 //! accesses the remap would not improve; a launch it cannot swap (a grid x that is
 //! larger than the y limit of 65535 blocks in some case).
@@ -87,10 +88,20 @@ pub fn remap_lanes(cx: &RewriteContext<'_>) -> R {
         )));
     }
     let (grid, block) = (launch_of(cx, "grid")?, launch_of(cx, "block")?);
+    let axes = swapped_axes(cx);
+    let def = &cx.kernel.def_range;
+    if axes
+        .iter()
+        .any(|a| a.at.start < def.start || a.at.end > def.end)
+    {
+        return Err(not_applicable(format!(
+            "a helper `{k}` calls reads the thread or block index; other kernels may call it too, so it is not remapped"
+        )));
+    }
     let mut e = Edits::new();
-    e.extend(swapped_axes(cx));
-    e.extend(swapped_dims(&grid, None));
-    e.extend(swapped_dims(&block, None));
+    e.extend(axes);
+    e.extend(swapped_dims(&grid));
+    e.extend(swapped_dims(&block));
     let remapped = e
         .apply(cx.text)
         .map_err(|err| not_applicable(format!("`{k}` could not be remapped: {err}")))?;
@@ -161,23 +172,17 @@ fn swapped_axes(cx: &RewriteContext<'_>) -> Vec<Edit> {
     out
 }
 
-/// The launch dims with x and y swapped (a 1-D launch becomes `(1, X)`), each of the new
-/// block's dims from `block` when given.
-fn swapped_dims(a: &SpecAssignment, block: Option<&[u64]>) -> Vec<Edit> {
+/// The launch dims with x and y swapped (a 1-D launch becomes `(1, X)`).
+fn swapped_dims(a: &SpecAssignment) -> Vec<Edit> {
     let parts: Vec<&str> = components(&a.text)
         .into_iter()
         .map(|r| &a.text[r])
         .collect();
-    let mut dims: Vec<String> = match parts.as_slice() {
-        [x] => vec!["1".into(), x.to_string()],
-        [x, y, rest @ ..] => [*y, *x].iter().chain(rest).map(|s| s.to_string()).collect(),
+    let dims: Vec<&str> = match parts.as_slice() {
+        [x] => vec!["1", x],
+        [x, y, rest @ ..] => [*y, *x].into_iter().chain(rest.iter().copied()).collect(),
         [] => return Vec::new(),
     };
-    if let Some(b) = block {
-        for (d, v) in dims.iter_mut().zip(b) {
-            *d = v.to_string();
-        }
-    }
     vec![Edit::replace(
         a.range.clone(),
         format!("({})", dims.join(", ")),

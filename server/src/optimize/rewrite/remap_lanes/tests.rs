@@ -76,6 +76,17 @@ fn coalesced_warp_level_and_one_dimensional_kernels_are_refused() {
     assert!(why.contains("warp-level code (`__shfl`)"), "{why}");
     let why = not_applicable(cuda(REMAPS, "square", "remap_lanes", json!({})));
     assert!(why.contains("would not coalesce"), "{why}");
+    // A helper that reads the thread index may serve other kernels: left alone.
+    let shared = REMAPS.replace(
+        "    return p[i * ld + j];",
+        "    return p[i * ld + j] + 0.0f * threadIdx.x;",
+    );
+    assert_ne!(shared, REMAPS);
+    let why = not_applicable(cuda(&shared, "blend_helper", "remap_lanes", json!({})));
+    assert!(
+        why.contains("a helper `blend_helper` calls reads the thread"),
+        "{why}"
+    );
 }
 
 #[test]

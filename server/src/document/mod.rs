@@ -368,27 +368,10 @@ impl ParseJob {
             if !lexically_closed(text) {
                 return RegionParse::Whole;
             }
-            let masked = crate::syntax::mask::masked(self.lang, text);
-            let bytes = masked.as_deref().unwrap_or(text).as_bytes();
-            let included = tree_sitter::Range {
-                start_byte: range.start,
-                end_byte: range.end,
-                start_point: point_of(&self.text, range.start),
-                end_point: point_of(&self.text, range.end),
-            };
-            if parser.set_included_ranges(&[included]).is_err() {
-                return RegionParse::Whole;
-            }
-            let mut callback = |state: &tree_sitter::ParseState| progress(state);
-            let options = tree_sitter::ParseOptions::new().progress_callback(&mut callback);
-            let base = range.start;
-            let mut read = |byte: usize, _: Point| -> &[u8] {
-                byte.checked_sub(base)
-                    .and_then(|i| bytes.get(i..))
-                    .unwrap_or(&[])
-            };
-            let Some(tree) = parser.parse_with_options(&mut read, None, Some(options)) else {
-                return RegionParse::Stopped;
+            let tree = match parse_range(parser, self.lang, &self.text, range.clone(), progress) {
+                Err(()) => return RegionParse::Whole,
+                Ok(None) => return RegionParse::Stopped,
+                Ok(Some(tree)) => tree,
             };
             if !stands_alone(tree.root_node()) {
                 return RegionParse::Whole;
@@ -407,6 +390,37 @@ impl ParseJob {
         forest.chunks = chunks;
         RegionParse::Done(parsed)
     }
+}
+
+/// Parse `text[range]` alone (masked as `syntax::mask` says), its nodes at the offsets
+/// of the whole text. `Err` when the parser refuses the range, `Ok(None)` when `progress`
+/// stopped it.
+fn parse_range(
+    parser: &mut Parser,
+    lang: Lang,
+    text: &str,
+    range: ByteRange,
+    progress: &mut dyn FnMut(&tree_sitter::ParseState) -> bool,
+) -> Result<Option<Tree>, ()> {
+    let piece = &text[range.clone()];
+    let masked = crate::syntax::mask::masked(lang, piece);
+    let bytes = masked.as_deref().unwrap_or(piece).as_bytes();
+    let included = tree_sitter::Range {
+        start_byte: range.start,
+        end_byte: range.end,
+        start_point: point_of(text, range.start),
+        end_point: point_of(text, range.end),
+    };
+    parser.set_included_ranges(&[included]).map_err(|_| ())?;
+    let mut callback = |state: &tree_sitter::ParseState| progress(state);
+    let options = tree_sitter::ParseOptions::new().progress_callback(&mut callback);
+    let base = range.start;
+    let mut read = |byte: usize, _: Point| -> &[u8] {
+        byte.checked_sub(base)
+            .and_then(|i| bytes.get(i..))
+            .unwrap_or(&[])
+    };
+    Ok(parser.parse_with_options(&mut read, None, Some(options)))
 }
 
 enum RegionParse {

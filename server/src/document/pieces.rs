@@ -9,9 +9,8 @@
 //! `finally`). A piece that tree-sitter reads differently alone than in the whole text can
 //! only shift where a syntax error is reported; nothing else is read from these trees.
 
-use tree_sitter::Point;
-
-use super::{parser_for, point_of};
+use super::{parse_range, parser_for};
+use crate::syntax::py_comments::{line_end, string_end};
 use crate::syntax::{ByteRange, Lang, Region};
 
 /// The size a piece grows to before the next boundary ends it.
@@ -27,31 +26,13 @@ pub fn parse_in_pieces(
 ) -> bool {
     let mut parser = parser_for(lang);
     for range in cuts(lang, text, PIECE_BYTES) {
-        let piece = &text[range.clone()];
-        let masked = crate::syntax::mask::masked(lang, piece);
-        let bytes = masked.as_deref().unwrap_or(piece).as_bytes();
-        let included = tree_sitter::Range {
-            start_byte: range.start,
-            end_byte: range.end,
-            start_point: point_of(text, range.start),
-            end_point: point_of(text, range.end),
-        };
-        if parser.set_included_ranges(&[included]).is_err() {
-            return false;
-        }
         let mut stopped = false;
         let mut progress = |_: &tree_sitter::ParseState| {
             stopped = stopped || stop();
             stopped
         };
-        let options = tree_sitter::ParseOptions::new().progress_callback(&mut progress);
-        let base = range.start;
-        let mut read = |byte: usize, _: Point| -> &[u8] {
-            byte.checked_sub(base)
-                .and_then(|i| bytes.get(i..))
-                .unwrap_or(&[])
-        };
-        let Some(tree) = parser.parse_with_options(&mut read, None, Some(options)) else {
+        let Ok(Some(tree)) = parse_range(&mut parser, lang, text, range.clone(), &mut progress)
+        else {
             return false;
         };
         each(Region {
@@ -100,7 +81,8 @@ fn c_boundaries(b: &[u8]) -> Vec<usize> {
                 continue;
             }
             b'"' | b'\'' => {
-                i = quoted_end(b, i, c);
+                // A C literal never opens with three quotes, so this is its one-line end.
+                i = string_end(b, i, c);
                 last = c;
                 line_start = false;
                 continue;
@@ -147,13 +129,7 @@ fn python_boundaries(b: &[u8]) -> Vec<usize> {
                 continue;
             }
             b'"' | b'\'' => {
-                let triple = b.get(i + 1) == Some(&c) && b.get(i + 2) == Some(&c);
-                i = if triple {
-                    let close = [c, c, c];
-                    memchr::memmem::find(&b[i + 3..], &close).map_or(b.len(), |p| i + 6 + p)
-                } else {
-                    quoted_end(b, i, c)
-                };
+                i = string_end(b, i, c);
                 last = c;
                 continue;
             }
@@ -186,27 +162,6 @@ fn python_boundaries(b: &[u8]) -> Vec<usize> {
         i += 1;
     }
     out
-}
-
-fn line_end(b: &[u8], from: usize) -> usize {
-    b[from..]
-        .iter()
-        .position(|&c| c == b'\n' || c == b'\r')
-        .map_or(b.len(), |p| from + p)
-}
-
-/// The byte after a one-line quoted literal opened at `at` (ends at its line if open).
-fn quoted_end(b: &[u8], at: usize, q: u8) -> usize {
-    let mut i = at + 1;
-    while i < b.len() {
-        match b[i] {
-            b'\\' => i += 2,
-            c if c == q => return i + 1,
-            b'\n' | b'\r' => return i,
-            _ => i += 1,
-        }
-    }
-    b.len()
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ mod cuda;
 mod errors;
 pub mod mask;
 pub mod model;
-mod py_comments;
+pub(crate) mod py_comments;
 mod queries;
 mod spec_block;
 mod triton;

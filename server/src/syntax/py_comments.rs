@@ -69,7 +69,8 @@ pub fn comment_runs(src: &str, min: usize) -> Vec<ByteRange> {
     out
 }
 
-fn line_end(b: &[u8], from: usize) -> usize {
+/// The offset of the line break that ends the line holding `from` (or the end).
+pub(crate) fn line_end(b: &[u8], from: usize) -> usize {
     b[from..]
         .iter()
         .position(|&c| c == b'\n' || c == b'\r')
@@ -79,7 +80,7 @@ fn line_end(b: &[u8], from: usize) -> usize {
 /// The byte after the string that opens with quote `q` at `at` (one or three quotes).
 /// A backslash escapes the next byte in every string, raw ones too, as Python's
 /// tokenizer reads them; a one-quote string ends at the line's end if left open.
-fn string_end(b: &[u8], at: usize, q: u8) -> usize {
+pub(crate) fn string_end(b: &[u8], at: usize, q: u8) -> usize {
     let triple = b.get(at + 1) == Some(&q) && b.get(at + 2) == Some(&q);
     let mut i = at + if triple { 3 } else { 1 };
     while i < b.len() {

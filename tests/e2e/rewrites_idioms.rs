@@ -338,12 +338,12 @@ const CASES: &[Case] = &[
         ),
     },
     Case {
-        file: LANES,
+        file: "examples/bias_relu_rows.cu",
         kernel: "bias_relu_rows",
         id: "remap_lanes",
         want: 3,
         sizes: (
-            "rows = 4096, 1001; cols = 2048, 77",
+            "rows = 8192, 1001; cols = 4096, 77",
             "rows = 70, 33; cols = 45, 77",
         ),
     },

@@ -5,10 +5,11 @@ use super::super::check::testing::{cuda, labels, not_applicable, show};
 use crate::syntax::Lang;
 
 const REMAPS: &str = include_str!("../../../../../tests/fixtures/rewrites/lanes/remaps.cu");
+const BIAS_RELU: &str = include_str!("../../../../../examples/bias_relu_rows.cu");
 
 #[test]
 fn lanes_on_rows_trade_places_with_y_and_the_launch_swaps() {
-    let out = cuda(REMAPS, "bias_relu_rows", "remap_lanes", json!({})).unwrap();
+    let out = cuda(BIAS_RELU, "bias_relu_rows", "remap_lanes", json!({})).unwrap();
     assert_eq!(
         labels(&out),
         [
@@ -18,10 +19,12 @@ fn lanes_on_rows_trade_places_with_y_and_the_launch_swaps() {
         ]
     );
     expect![[r#"
-        // Bias + ReLU, threadIdx.x on rows: neighbouring lanes are a row apart.
-        // @bench rows = 4096, 1001; cols = 2048, 77
+        // A first draft of bias + ReLU over a row-major matrix, written row-first: the thread x
+        // index walks the rows, so neighbouring threads touch addresses a whole row apart.
+        // @bench rows = 8192, 1001; cols = 4096, 77
         // @bench x: in f32[rows, cols]; bias: in f32[cols]; y: out f32[rows, cols]
         // @bench grid = (cdiv(cols, 16), cdiv(rows, 16)); block = (16, 16)
+        // @bench reference = torch: torch.relu(x + bias)
         __global__ void bias_relu_rows(const float* x, const float* bias, float* y, int rows, int cols) {
             int r = blockIdx.y * blockDim.y + threadIdx.y;
             int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -30,8 +33,8 @@ fn lanes_on_rows_trade_places_with_y_and_the_launch_swaps() {
                 y[r * cols + c] = v > 0.0f ? v : 0.0f;
             }
         }"#]]
-    .assert_eq(&show(Lang::Cuda, REMAPS, &out[0], "bias_relu_rows"));
-    let wide = show(Lang::Cuda, REMAPS, &out[1], "bias_relu_rows");
+    .assert_eq(&show(Lang::Cuda, BIAS_RELU, &out[0], "bias_relu_rows"));
+    let wide = show(Lang::Cuda, BIAS_RELU, &out[1], "bias_relu_rows");
     assert!(
         wide.contains("grid = (cdiv(cols, 32), cdiv(rows, 8)); block = (32, 8)"),
         "{wide}"

@@ -50,8 +50,13 @@ pub struct Settings {
     /// For a kernel with `reference = torch: ...`: which PyTorch time the inlay hint's
     /// speedup is taken against.
     pub hint_speedup_vs: HintSpeedupVs,
-    /// Optimization steps one "Optimize" or "Tune" action runs.
-    pub steps_per_action: usize,
+    /// At most this many optimization steps per run ("Optimize", "Tune", and the CLI's
+    /// `optimize` unless `--steps`); `None`: no step limit, the time budget and the
+    /// search's stop rule end a run.
+    pub steps_per_action: Option<usize>,
+    /// The wall-time budget of one optimization run, in seconds (the editor's actions
+    /// and the CLI's `optimize` unless `--budget`); 0: none.
+    pub optimize_budget_s: u64,
     /// Use the configured LLM strategist/coder for "Optimize" (else the embedded policy).
     pub use_llm: bool,
     /// How candidates are verified (docs/verification.md).
@@ -225,7 +230,8 @@ impl Default for Settings {
             apply_mode: ApplyMode::Apply,
             bench_on_save: false,
             hint_speedup_vs: HintSpeedupVs::All,
-            steps_per_action: 1,
+            steps_per_action: None,
+            optimize_budget_s: 600,
             use_llm: false,
             verify: VerifySettings::default(),
             cuda: CudaSettings::default(),

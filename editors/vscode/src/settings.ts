@@ -40,6 +40,7 @@ export const SERVER_SETTINGS: Readonly<Record<string, "path" | "value">> = {
   applyMode: "value",
   benchOnSave: "value",
   stepsPerAction: "value",
+  optimizeBudgetS: "value",
   useLlm: "value",
   hintSpeedupVs: "value",
 };

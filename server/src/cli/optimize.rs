@@ -22,12 +22,14 @@ pub struct OptimizeArgs {
     /// The kernel to optimize (default: the file's only kernel with a @bench spec).
     #[arg(long)]
     pub kernel: Option<String>,
-    /// Steps to try (each expands one version of the run's tree).
-    #[arg(long, default_value_t = 8)]
-    pub steps: usize,
-    /// Wall-time budget of the run: seconds, or with a unit (`90s`, `10m`, `1h`). The
-    /// step that is running when it is spent finishes; the best version so far is the
-    /// answer.
+    /// At most this many steps (each expands one version of the run's tree). Default:
+    /// the `stepsPerAction` setting, else no step limit (the time budget and the
+    /// search's stop rule end the run).
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Wall-time budget of the run: seconds, or with a unit (`90s`, `10m`, `1h`).
+    /// Default: the `optimizeBudgetS` setting (10 min). The step that is running when it
+    /// is spent finishes; the best version so far is the answer.
     #[arg(long, value_name = "TIME", value_parser = parse_budget)]
     pub budget: Option<std::time::Duration>,
     /// Write the best verified version into FILE (a backup is kept as FILE.orig).
@@ -135,16 +137,14 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
         ));
     }
     let seed = args.seed.unwrap_or(settings.verify.seed);
-    let mut opts = OptimizeOptions::new(args.steps, seed, catalog);
+    let (steps, budget) = optimize::run_limits(&settings, args.steps, args.budget);
+    let mut opts = OptimizeOptions::new(steps, seed, catalog);
     opts.verify = crate::settings::VerifySettings {
         seed,
         ..settings.verify.clone()
     };
     opts.only = args.only.clone();
-    opts.budget = optimize::RunBudget {
-        wall: args.budget,
-        ..optimize::RunBudget::from_llm_settings(&settings.llm)
-    };
+    opts.budget = budget;
     opts.tried = history::tried(&past);
     opts.policy_path = (!args.fresh_policy).then(policy::default_path);
     if args.llm {

@@ -89,15 +89,6 @@ pub const APPLY: SupportedCommand = SupportedCommand::Apply;
 pub const FIX: SupportedCommand = SupportedCommand::Fix;
 pub const PROFILE: SupportedCommand = SupportedCommand::Profile;
 
-/// The catalog steps "Tune parameters" runs: sweeps only, no code changes.
-const TUNE_STEPS: &[&str] = &[
-    "tunable_sweep",
-    "block_size",
-    "triton_block",
-    "triton_num_warps",
-    "triton_num_stages",
-];
-
 /// What a command names: a kernel by name, or the kernel at a position.
 #[derive(Debug, Deserialize)]
 struct Target {
@@ -780,13 +771,15 @@ impl Backend {
         let pool = self.pool_for(snap.lang).await?;
         let prompts_dir = s.llm.prompts_dir.clone();
         let catalog = Catalog::load(prompts_dir.as_deref()).map_err(|e| e.to_string())?;
-        let mut opts = OptimizeOptions::new(s.steps_per_action.max(1), s.verify.seed, catalog);
+        let (steps, budget) = optimize::run_limits(s, None, None);
+        let mut opts = OptimizeOptions::new(steps, s.verify.seed, catalog);
         opts.verify = s.verify.clone();
-        opts.budget = optimize::RunBudget::from_llm_settings(&s.llm);
+        opts.budget = budget;
         opts.cancel = Some(guard.cancel.clone());
         opts.policy_path = Some(policy::default_path());
         if cmd == TUNE {
-            opts.only = TUNE_STEPS.iter().map(|s| s.to_string()).collect();
+            // Sweeps only, no code changes: the catalog's knob steps.
+            opts.only = opts.catalog.knobs();
         }
         if let Some(file) = &snap.file {
             if let Ok((past, _)) = history::read(file, &name) {

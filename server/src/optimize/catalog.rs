@@ -51,6 +51,10 @@ pub struct Strategy {
     /// log of the expected speedup: 0.1 is about +10%).
     #[serde(default)]
     pub prior: f64,
+    /// A sweep of launch or tunable values, not a change of code: "Tune" runs only
+    /// these, and they are retried first on a version a structural step made.
+    #[serde(default)]
+    pub knob: bool,
 }
 
 impl Strategy {
@@ -147,6 +151,8 @@ struct RawStrategy {
     rewrite: Option<Spanned<String>>,
     #[serde(default)]
     prior: Option<Spanned<f64>>,
+    #[serde(default)]
+    knob: bool,
 }
 
 impl Catalog {
@@ -187,7 +193,7 @@ impl Catalog {
                 let mut message = e.message().trim().to_string();
                 if message.starts_with("unknown field") {
                     message.push_str(
-                        "; a [[strategy]] table has id, title, description, lang, requires, params, rewrite and prior",
+                        "; a [[strategy]] table has id, title, description, lang, requires, params, rewrite, prior and knob",
                     );
                 }
                 return Err(invalid(vec![Problem { line, col, message }]));
@@ -290,6 +296,7 @@ impl Catalog {
                 params: s.params,
                 rewrite: s.rewrite.map(Spanned::into_inner),
                 prior: s.prior.map_or(0.0, Spanned::into_inner),
+                knob: s.knob,
             });
         }
         if problems.is_empty() {
@@ -302,6 +309,15 @@ impl Catalog {
     /// The step with this id.
     pub fn get(&self, id: &str) -> Option<&Strategy> {
         self.strategies.iter().find(|s| s.id == id)
+    }
+
+    /// The ids of the knob steps (sweeps of launch and tunable values).
+    pub fn knobs(&self) -> Vec<String> {
+        self.strategies
+            .iter()
+            .filter(|s| s.knob)
+            .map(|s| s.id.clone())
+            .collect()
     }
 
     /// The steps for `lang` whose requirements all hold, in catalog order.
@@ -493,7 +509,7 @@ description = "d"
 lang = ["cuda"]
 requries = ["has_atomics"]
 "#,
-            expect!["strategies.toml:7:1: unknown field `requries`, expected one of `id`, `title`, `description`, `lang`, `requires`, `params`, `rewrite`, `prior`; a [[strategy]] table has id, title, description, lang, requires, params, rewrite and prior"],
+            expect!["strategies.toml:7:1: unknown field `requries`, expected one of `id`, `title`, `description`, `lang`, `requires`, `params`, `rewrite`, `prior`, `knob`; a [[strategy]] table has id, title, description, lang, requires, params, rewrite, prior and knob"],
         );
     }
 

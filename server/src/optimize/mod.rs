@@ -29,6 +29,7 @@ pub mod options;
 pub mod policy;
 pub mod record;
 pub mod report;
+pub mod retune;
 pub mod rewrite;
 pub mod search;
 mod step;
@@ -40,7 +41,7 @@ use crate::syntax::Lang;
 use crate::worker::pool::WorkerPool;
 
 pub use coder::LlmSetup;
-pub use options::{Event, OptimizeOptions, Profiler, Repair, RunBudget};
+pub use options::{run_limits, Event, OptimizeOptions, Profiler, Repair, RunBudget};
 pub use record::{CandidateRecord, LlmSpent, OptimizeRun, Outcome, StepRecord};
 
 use policy::Policy;
@@ -150,6 +151,7 @@ pub async fn optimize(
         timings: Default::default(),
         profiles: Default::default(),
         spent: LlmSpent::default(),
+        untried: Default::default(),
         run_id,
         started,
         on,
@@ -165,6 +167,7 @@ pub async fn optimize(
     let mut elapsed = || started.elapsed();
     let drive = search::drive(&mut search, &budgets, &mut runner, &mut elapsed);
     let ((), stopped) = futures::join!(check, drive);
+    let stopped = Some(stopped);
     if let Some(Err(e)) = check_tx.borrow().clone() {
         return Err(e);
     }

@@ -57,6 +57,30 @@ pub struct RunBudget {
     pub tokens: Option<u64>,
 }
 
+/// A run's step limit and budget from the settings, with a front end's own flags on
+/// top (`--steps`, `--budget`): the one place both the CLI and the editor take them
+/// from. No step limit is `usize::MAX`.
+pub fn run_limits(
+    settings: &crate::settings::Settings,
+    steps: Option<usize>,
+    wall: Option<std::time::Duration>,
+) -> (usize, RunBudget) {
+    let wall = wall.or_else(|| {
+        (settings.optimize_budget_s > 0)
+            .then(|| std::time::Duration::from_secs(settings.optimize_budget_s))
+    });
+    let steps = steps
+        .or(settings.steps_per_action)
+        .map_or(usize::MAX, |s| s.max(1));
+    (
+        steps,
+        RunBudget {
+            wall,
+            ..RunBudget::from_llm_settings(&settings.llm)
+        },
+    )
+}
+
 impl RunBudget {
     /// The model-call and token limits of `llm.callsPerRun` / `llm.tokensPerRun` (0: none).
     pub fn from_llm_settings(s: &crate::settings::LlmSettings) -> Self {
@@ -105,4 +129,29 @@ pub enum Event<'a> {
     Stage(String),
     /// A step ended; append it to the history now, so a cancelled run keeps it.
     Step(&'a StepRecord),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::Settings;
+    use std::time::Duration;
+
+    #[test]
+    fn the_editor_and_the_cli_get_the_same_default_limits() {
+        let s = Settings::default();
+        let (steps, budget) = run_limits(&s, None, None);
+        assert_eq!(steps, usize::MAX, "no step limit by default");
+        assert_eq!(budget.wall, Some(Duration::from_secs(600)));
+        // Flags win over settings; settings over the defaults.
+        let (steps, budget) = run_limits(&s, Some(3), Some(Duration::from_secs(5)));
+        assert_eq!((steps, budget.wall), (3, Some(Duration::from_secs(5))));
+        let s = Settings {
+            steps_per_action: Some(0),
+            optimize_budget_s: 0,
+            ..Settings::default()
+        };
+        let (steps, budget) = run_limits(&s, None, None);
+        assert_eq!((steps, budget.wall), (1, None), "0 steps is 1; 0 s is none");
+    }
 }

@@ -24,6 +24,7 @@ use super::llm;
 use super::options::{Event, OptimizeOptions};
 use super::policy::{self, Policy};
 use super::record::{CandidateRecord, LlmSpent, Outcome, StepRecord};
+use super::retune;
 use super::rewrite;
 use super::search::{self, Expansion};
 use crate::document::Document;
@@ -112,6 +113,9 @@ pub(super) struct Runner<'a, 'o> {
     /// Each version's profile, or why it has none (taken once per version).
     pub(super) profiles: HashMap<usize, Result<crate::profile::Profile, String>>,
     pub(super) spent: LlmSpent,
+    /// Per version: catalog steps that apply and were not tried on it, as counted by the
+    /// last proposal there (the search's stop rule reads it).
+    pub(super) untried: HashMap<usize, usize>,
     pub(super) run_id: u64,
     pub(super) started: std::time::Instant,
     pub(super) on: &'o mut (dyn FnMut(Event<'_>) + Send),
@@ -123,6 +127,10 @@ impl search::Expand for Runner<'_, '_> {
             self.spent.calls,
             self.spent.input_tokens + self.spent.output_tokens,
         )
+    }
+
+    fn untried(&self, node: usize) -> Option<usize> {
+        self.untried.get(&node).copied()
     }
 
     async fn expand(
@@ -273,7 +281,7 @@ impl Runner<'_, '_> {
             String::new()
         };
         let proposal = match self
-            .propose(&obs, tree, sel.node, step_no, &where_, &mut budget)
+            .propose(&obs, tree, &sel, step_no, &where_, &mut budget)
             .await
         {
             Ok(p) => p,
@@ -289,7 +297,7 @@ impl Runner<'_, '_> {
             (None, None) => proposal.id.clone(),
         };
         (self.on)(Event::Stage(format!("step {step_no}{where_}: {title}")));
-        let mut record = self.record_for(tree, sel, step_no, &obs, &proposal, title);
+        let mut record = self.record_for(tree, &sel, step_no, &obs, &proposal, title);
 
         let written = self.write(&obs, &proposal, strategy.as_ref(), &mut record, step_no);
         let (result, llm_failure) = self
@@ -446,15 +454,14 @@ impl Runner<'_, '_> {
         self.opts.llm.as_ref().is_some_and(|l| l.coder.is_some())
     }
 
-    /// Propose: a repair when the run is one, else the LLM strategist's step (when there
-    /// is one and it has not failed), else the embedded policy's, among the catalog steps
-    /// that apply to the facts and were not tried on this kernel text. `Err`: none is
-    /// left, and why.
+    /// Propose: a repair when the run is one, else one of the catalog steps that apply to
+    /// the facts and were not tried on this kernel text ([`Runner::propose_open`]).
+    /// `Err`: none is left, and why. Counts the steps left on the node for the search.
     async fn propose(
         &mut self,
         obs: &Observed,
         tree: &search::Search,
-        node: usize,
+        sel: &search::Selection,
         step_no: usize,
         where_: &str,
         budget: &mut llm::Budget,
@@ -474,6 +481,12 @@ impl Runner<'_, '_> {
             .filter(|s| s.rewrite.is_some() || have_coder)
             .filter(|s| opts.only.is_empty() || opts.only.contains(&s.id))
             .collect();
+        let node = sel.node;
+        let open: Vec<&str> = arms
+            .iter()
+            .map(|s| s.id.as_str())
+            .filter(|id| !excluded.contains(*id))
+            .collect();
         if let Some(r) = &opts.repair {
             return Ok(llm::Proposal {
                 id: "repair".into(),
@@ -486,13 +499,76 @@ impl Runner<'_, '_> {
                 ..Default::default()
             });
         }
+        let ask = Asking {
+            obs,
+            tree,
+            sel,
+            step_no,
+            where_,
+            arms: &arms,
+            excluded: &excluded,
+        };
+        let proposal = self.propose_open(&ask, budget).await;
+        // After this step, the steps left on the node (a step that turns out n/a is
+        // tried too).
+        let chosen = proposal.as_ref().ok().map(|p| p.id.as_str());
+        let left = open.iter().filter(|id| Some(**id) != chosen).count();
+        self.untried.insert(node, left);
+        proposal
+    }
+
+    /// The proposal among the open arms: a step that gained on another branch first (the
+    /// search's transfer), then the knobs of a version a structural step made
+    /// (`retune`), else the LLM strategist's step (when there is one and it has not
+    /// failed), else the embedded policy's.
+    async fn propose_open(
+        &mut self,
+        ask: &Asking<'_>,
+        budget: &mut llm::Budget,
+    ) -> Result<llm::Proposal, String> {
+        let Asking {
+            obs,
+            tree,
+            sel,
+            step_no,
+            where_,
+            arms,
+            excluded,
+        } = *ask;
+        let opts = self.opts;
+        let node = sel.node;
+        if let Some(id) = sel
+            .transfer
+            .iter()
+            .find(|id| !excluded.contains(*id) && arms.iter().any(|a| &a.id == *id))
+        {
+            return Ok(llm::Proposal {
+                id: id.clone(),
+                params: Default::default(),
+                rationale: format!(
+                    "transfer: `{id}` made a faster version on another branch of this run"
+                ),
+                ..Default::default()
+            });
+        }
+        let made_by = opts.catalog.get(&tree.nodes[node].step_id);
+        let knobs = retune::retune_first(made_by, arms, &|id| excluded.contains(id));
+        if let Some(c) = self.policy.choose(&obs.facts, &knobs, excluded) {
+            let after = made_by.map_or("", |s| s.id.as_str());
+            return Ok(llm::Proposal {
+                id: c.id,
+                params: Default::default(),
+                rationale: format!("retune after `{after}`: {}", c.rationale),
+                ..Default::default()
+            });
+        }
         if let Some(setup) = opts.llm.as_ref().filter(|s| s.strategist.is_some()) {
             if !self.strategist_down {
                 (self.on)(Event::Stage(format!("step {step_no}{where_}: proposing")));
                 let history = self.history_for(tree, node);
                 let profile = self.profile_text(node);
                 let cx = obs.context(self.hello);
-                match coder::llm_propose(setup, budget, &cx, &history, &profile, &arms, &excluded)
+                match coder::llm_propose(setup, budget, &cx, &history, &profile, arms, excluded)
                     .await
                 {
                     Ok(p) => return Ok(p),
@@ -506,7 +582,7 @@ impl Runner<'_, '_> {
                 }
             }
         }
-        match self.policy.choose(&obs.facts, &arms, &excluded) {
+        match self.policy.choose(&obs.facts, arms, excluded) {
             Some(c) => Ok(llm::Proposal {
                 id: c.id,
                 params: Default::default(),
@@ -546,7 +622,7 @@ impl Runner<'_, '_> {
     fn record_for(
         &self,
         tree: &search::Search,
-        sel: search::Selection,
+        sel: &search::Selection,
         step_no: usize,
         obs: &Observed,
         proposal: &llm::Proposal,
@@ -944,6 +1020,19 @@ impl Runner<'_, '_> {
     }
 }
 
+/// What a proposal is asked with: the version, where it is in the tree, and the catalog
+/// steps that apply (`arms`) less those tried on its text (`excluded`).
+#[derive(Clone, Copy)]
+struct Asking<'a> {
+    obs: &'a Observed,
+    tree: &'a search::Search,
+    sel: &'a search::Selection,
+    step_no: usize,
+    where_: &'a str,
+    arms: &'a [&'a Strategy],
+    excluded: &'a BTreeSet<String>,
+}
+
 /// A counted step's expansion: a new version when it was accepted and is not already
 /// in the tree (a step repeated on an earlier version after backtracking makes the same
 /// version again: then it is no gain), else no gain.
@@ -979,6 +1068,7 @@ fn expansion_of(
         kernel_hash,
         median_ms: record.best_ms,
         speedup: record.speedup,
+        step_id: record.strategy_id.clone(),
         label: format!(
             "{} ({})",
             record.strategy_id,

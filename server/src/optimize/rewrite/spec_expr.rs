@@ -28,16 +28,46 @@ pub(super) fn format_dims(dims: &[u64]) -> String {
 }
 
 /// `component` with every division by `old` made a division by `new`; None if it has none.
+/// A divisor that is a product of integer literals with `old` as a factor (`4 * 256`, as
+/// coarsening and vector rewrites write it: elements per thread times the block) has
+/// that factor replaced, so a structural rewrite's block can be retuned.
 pub(super) fn rescale(component: &str, old: u64, new: u64) -> Option<String> {
     let edits: Vec<(ByteRange, String)> = divisions(component)
         .into_iter()
-        .filter(|d| parse_uint(&d.den) == Some(old))
-        .map(|d| (d.range, format!("cdiv({}, {new})", d.num)))
+        .filter_map(|d| {
+            let den = rescaled_divisor(&d.den, old, new)?;
+            Some((d.range, format!("cdiv({}, {den})", d.num)))
+        })
         .collect();
     if edits.is_empty() {
         return None;
     }
     Edits::from_pairs(edits).apply(component).ok()
+}
+
+/// `den` with its factor `old` made `new`: `old` itself, or a product of integer
+/// literals with `old` among them (the last such factor); None otherwise.
+fn rescaled_divisor(den: &str, old: u64, new: u64) -> Option<String> {
+    if parse_uint(den) == Some(old) {
+        return Some(new.to_string());
+    }
+    let factors: Vec<ByteRange> = split_top(den, b'*')
+        .into_iter()
+        .map(|r| trim_range(den, r))
+        .collect();
+    if factors.len() < 2
+        || factors
+            .iter()
+            .any(|f| parse_uint(&den[f.clone()]).is_none())
+    {
+        return None;
+    }
+    let at = factors
+        .iter()
+        .rposition(|f| parse_uint(&den[f.clone()]) == Some(old))?;
+    let mut out = den.to_string();
+    out.replace_range(factors[at].clone(), &new.to_string());
+    Some(out)
 }
 
 /// Every division of the grid's first component made `width` times coarser.
@@ -306,6 +336,30 @@ mod tests {
             Some("cdiv(n, 32) * 2")
         );
         assert_eq!(rescale("cdiv(n, 128)", 256, 512), None, "another divisor");
+        // What coarsening and vector widths write: elements per thread times the block.
+        assert_eq!(
+            rescale("min(cdiv(n, 4 * 64), sms * 8)", 64, 256).as_deref(),
+            Some("min(cdiv(n, 4 * 256), sms * 8)")
+        );
+        assert_eq!(
+            rescale("cdiv(m, 2 * 128 * 1)", 128, 32).as_deref(),
+            Some("cdiv(m, 2 * 32 * 1)")
+        );
+        assert_eq!(
+            rescale("cdiv(n, 4 * 4)", 4, 8).as_deref(),
+            Some("cdiv(n, 4 * 8)"),
+            "the last factor is the block (widen puts it last)"
+        );
+        assert_eq!(
+            rescale("cdiv(n, 4 * 128)", 256, 512),
+            None,
+            "no such factor"
+        );
+        assert_eq!(
+            rescale("cdiv(n, V * 256)", 256, 512),
+            None,
+            "a named factor"
+        );
         assert_eq!(
             rescale("max(n, 256) / 256", 256, 512),
             None,

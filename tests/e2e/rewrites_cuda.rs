@@ -106,6 +106,11 @@ fn what_each_code_rewrite_offers_on_the_examples_and_fixtures() {
         examples/bias_relu_rows.cu bias_relu_rows unroll: n/a: `bias_relu_rows` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
         examples/bias_relu_rows.cu bias_relu_rows fast_math: n/a: `bias_relu_rows` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
         examples/bias_relu_rows.cu bias_relu_rows maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
+        examples/half_axpy.cu half_axpy restrict_const: __restrict__ on x, y
+        examples/half_axpy.cu half_axpy launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
+        examples/half_axpy.cu half_axpy unroll: n/a: `half_axpy` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
+        examples/half_axpy.cu half_axpy fast_math: n/a: `half_axpy` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/half_axpy.cu half_axpy maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
         examples/histogram.cu histogram restrict_const: __restrict__ on data, hist
         examples/histogram.cu histogram launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
         examples/histogram.cu histogram unroll: n/a: `histogram` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)

@@ -27,6 +27,7 @@ const VECTOR_ADD: &str = include_str!("../../examples/vector_add.py");
 const LEAKY: &str = include_str!("../fixtures/rewrites/geometry/leaky_relu.cu");
 const HALF: &str = include_str!("../fixtures/rewrites/geometry/half_scale.cu");
 const DAXPY: &str = include_str!("../fixtures/rewrites/geometry/daxpy.cu");
+const PACKED: &str = include_str!("../fixtures/rewrites/geometry/packed.cu");
 
 fn apply(lang: Lang, src: &str, kernel: &str, id: &str) -> Result<Vec<Candidate>, RewriteError> {
     let doc = Document::new(lang, 0, src);
@@ -63,7 +64,10 @@ const CUDA_CASES: &[(&str, &str, &str, usize)] = &[
     ("reduce_sum.cu", "reduce_naive", "grid_stride", 4),
     ("leaky_relu.cu", "leaky", "vectorize", 2),
     ("leaky_relu.cu", "leaky", "grid_stride", 4),
-    ("half_scale.cu", "half_scale", "vectorize", 1),
+    ("half_scale.cu", "half_scale", "vectorize", 3),
+    ("packed.cu", "invert_u8", "vectorize", 1),
+    ("packed.cu", "to_bf16", "vectorize", 2),
+    ("packed.cu", "invert_u8", "coarsen", 2),
     ("half_scale.cu", "half_scale", "grid_stride", 4),
     ("daxpy.cu", "daxpy_pos", "vectorize", 1),
 ];
@@ -76,6 +80,7 @@ fn source(file: &str) -> &'static str {
         "leaky_relu.cu" => LEAKY,
         "half_scale.cu" => HALF,
         "daxpy.cu" => DAXPY,
+        "packed.cu" => PACKED,
         other => panic!("no fixture {other}"),
     }
 }
@@ -223,6 +228,7 @@ fn vectorized_and_grid_stride_bodies_compute_what_the_original_computes() {
         (SAXPY, "saxpy", ("n = 1 << 24, 4099", "n = 5000, 4099")),
         (LEAKY, "leaky", ("n = 1 << 20, 4097", "n = 3001, 4097")),
         (DAXPY, "daxpy_pos", ("n = 1 << 20, 999", "n = 2000, 999")),
+        (PACKED, "invert_u8", ("n = 1 << 20, 77", "n = 5003, 77")),
     ] {
         let small = src.replacen(sizes.0, sizes.1, 1);
         assert_ne!(

@@ -92,11 +92,18 @@ while read -r ex kernel steps; do
   # KERNEL_LSP_GPU_EXAMPLES="a.cu b.py" optimizes only those (the first one's policy
   # state is the full run's: matmul_naive.cu comes first).
   [[ -n "${KERNEL_LSP_GPU_EXAMPLES:-}" && " $KERNEL_LSP_GPU_EXAMPLES " != *" $ex "* ]] && continue
-  echo "== optimize $ex --kernel $kernel --steps $steps"
-  ( cd "$work" && timeout 420 "$KERNEL_LSP_BIN" optimize "$ex" --kernel "$kernel" --steps "$steps" --json > "$log/opt-$kernel.json" 2> "$log/opt-$kernel.err" )
+  # KERNEL_LSP_OPT_DEFAULT=1: the default run (no step count; the time budget
+  # KERNEL_LSP_OPT_BUDGET, default 150s, and the search's stop rule end it) instead of
+  # the listed step counts.
+  limit=(--steps "$steps")
+  [[ -n "${KERNEL_LSP_OPT_DEFAULT:-}" ]] && limit=(--budget "${KERNEL_LSP_OPT_BUDGET:-150s}")
+  echo "== optimize $ex --kernel $kernel ${limit[*]}"
+  t0=$(date +%s)
+  ( cd "$work" && timeout 420 "$KERNEL_LSP_BIN" optimize "$ex" --kernel "$kernel" "${limit[@]}" --json > "$log/opt-$kernel.json" 2> "$log/opt-$kernel.err" )
   rc=$?
   cat "$log/opt-$kernel.err"
   python3 "$here/optimize_table.py" "$log/opt-$kernel.json" "$ex" "$kernel" | tee -a "$log/opt-table.txt"
+  echo "    wall: $(( $(date +%s) - t0 )) s (${limit[*]})" | tee -a "$log/opt-table.txt"
   [[ $rc -eq 0 ]] || { opt_rc=1; echo "optimize $ex exit $rc"; }
   bench_args+=("$log/opt-$kernel.json:$ex:$kernel")
 done <<'LIST'
@@ -126,8 +133,12 @@ for ex in ${KERNEL_LSP_CURE_EXAMPLES:-bias_relu_rows.cu norm_apply.cu}; do
   cp "$root/examples/$ex" "$cw/"
   echo "== draft $ex"
   ( cd "$cw" && timeout 300 "$KERNEL_LSP_BIN" bench "$ex" ) 2>&1 | tee "$log/cure-draft-$ex.txt"
-  echo "== optimize $ex --steps ${KERNEL_LSP_CURE_STEPS:-3} --apply"
-  ( cd "$cw" && timeout 420 "$KERNEL_LSP_BIN" optimize "$ex" --steps "${KERNEL_LSP_CURE_STEPS:-3}" --apply ) 2>&1 | tee "$log/cure-opt-$ex.txt"
+  # The default run (time budget KERNEL_LSP_CURE_BUDGET, default 150s, and the stop
+  # rule), or KERNEL_LSP_CURE_STEPS steps.
+  limit=(--budget "${KERNEL_LSP_CURE_BUDGET:-150s}")
+  [[ -n "${KERNEL_LSP_CURE_STEPS:-}" ]] && limit=(--steps "$KERNEL_LSP_CURE_STEPS")
+  echo "== optimize $ex ${limit[*]} --apply"
+  ( cd "$cw" && timeout 420 "$KERNEL_LSP_BIN" optimize "$ex" "${limit[@]}" --apply ) 2>&1 | tee "$log/cure-opt-$ex.txt"
   [[ ${PIPESTATUS[0]} -eq 0 ]] || cures_rc=1
   echo "== optimized $ex"
   ( cd "$cw" && timeout 300 "$KERNEL_LSP_BIN" bench "$ex" ) 2>&1 | tee "$log/cure-best-$ex.txt"

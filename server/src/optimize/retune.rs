@@ -1,7 +1,9 @@
 //! Retuning after a structural step: a version made by a step that changed the code
 //! (a remap, coarsening, tiling) kept the launch values that suited the old code, so its
 //! knob steps (block size, tunables, Triton BLOCK and warps: the catalog's `knob`
-//! steps) are tried on it before anything else. A pure rule, read by the proposer.
+//! steps) are tried on it before anything else; and a version made by a sweep is not
+//! swept again by the same step (its neighbours were just timed). Pure rules, read by
+//! the proposer.
 
 use super::catalog::Strategy;
 
@@ -21,6 +23,12 @@ pub fn retune_first<'a>(
         .copied()
         .filter(|s| s.knob && !tried(&s.id))
         .collect()
+}
+
+/// The step not to run again on a version: the knob step that made it (it just swept
+/// those values around this one), if any.
+pub fn just_swept(made_by: Option<&Strategy>) -> Option<&str> {
+    made_by.filter(|s| s.knob).map(|s| s.id.as_str())
 }
 
 #[cfg(test)]
@@ -60,6 +68,22 @@ mod tests {
         assert!(retune_first(None, &arms, &none).is_empty());
         assert!(retune_first(c.get("block_size"), &arms, &none).is_empty());
         assert!(retune_first(c.get("triton_num_warps"), &arms, &none).is_empty());
+    }
+
+    #[test]
+    fn a_sweep_is_not_repeated_on_the_version_it_made() {
+        let c = Catalog::embedded();
+        assert_eq!(just_swept(c.get("block_size")), Some("block_size"));
+        assert_eq!(
+            just_swept(c.get("triton_num_warps")),
+            Some("triton_num_warps")
+        );
+        assert_eq!(
+            just_swept(c.get("block_coarsen")),
+            None,
+            "a structural step"
+        );
+        assert_eq!(just_swept(None), None, "the start");
     }
 
     #[test]

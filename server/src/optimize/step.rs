@@ -467,12 +467,14 @@ impl Runner<'_, '_> {
         budget: &mut llm::Budget,
     ) -> Result<llm::Proposal, String> {
         let opts = self.opts;
-        let excluded: BTreeSet<String> = self
+        let mut excluded: BTreeSet<String> = self
             .tried
             .iter()
             .filter(|(_, h)| *h == obs.current.kernel_hash)
             .map(|(id, _)| id.clone())
             .collect();
+        let made_by = opts.catalog.get(&tree.nodes[sel.node].step_id);
+        excluded.extend(retune::just_swept(made_by).map(str::to_string));
         let have_coder = self.have_coder();
         let arms: Vec<&Strategy> = opts
             .catalog

@@ -9,8 +9,9 @@
 //! `grid_stride` alone keeps scalar accesses; after one of them the other no longer
 //! matches (its shape is gone), so they are offered together here.
 //!
-//! Candidates: each width of param `widths` (default [4, 2]) that the buffers' types
-//! allow, times each K of param `blocks_per_sm` (default [4, 8]). Refuses what
+//! Candidates: each width of param `widths` (default as `vectorize`: 4, 2, and the 16-byte
+//! width of the narrowest type) that the buffers' types allow, times each K of param
+//! `blocks_per_sm` (default [4, 8]). Refuses what
 //! `vectorize` refuses, and a grid that already depends on `sms`.
 
 use super::check::{finish, not_applicable, Draft, R};

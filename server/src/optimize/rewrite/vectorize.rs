@@ -2,9 +2,12 @@
 //! elements with one vector load per read buffer and one vector store per written buffer
 //! (`float4`, `float2`, `double2`, `__half2`, `__nv_bfloat162`, `int4`/`int2`,
 //! `uint4`/`uint2`), and a scalar tail for the last `n % VEC`; the grid's `cdiv` is
-//! divided by VEC. Refuses another shape, a global access other than `p[i]`, a 2-D
-//! launch, a grid with no division, or a pointee with no vector type. Param `widths`
-//! (default [4, 2]).
+//! divided by VEC. An element type with no vector type of that width (8 halves, 16
+//! bytes, 4 bfloat16s) is *packed*: an aligned register array moved as one `uint4` or
+//! `uint2`, so every element type gets 8- and 16-byte accesses. Refuses another shape, a
+//! global access other than `p[i]`, a 2-D launch, a grid with no division, or a pointee
+//! of unknown size. Param `widths` (2, 4, 8 or 16; default 4 and 2, and the width that
+//! makes the narrowest buffer's accesses 16 bytes when that is wider).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -70,11 +73,12 @@ impl<'t> Vectorized<'t> {
     pub fn of(cx: &RewriteContext<'t>, id: &str) -> Result<Vectorized<'t>, RewriteError> {
         require_lang(cx, Lang::Cuda, id)?;
         let plan = current_plan(cx)?;
-        let widths = Params(cx.params).ints("widths", &[4, 2], 2..=i64::MAX)?;
-        if let Some(w) = widths.iter().find(|w| !matches!(w, 2 | 4)) {
+        let given = cx.params.contains_key("widths");
+        let mut widths = Params(cx.params).ints("widths", &[4, 2], 2..=i64::MAX)?;
+        if let Some(w) = widths.iter().find(|w| !matches!(w, 2 | 4 | 8 | 16)) {
             return Err(bad_param(
                 "widths",
-                format!("{w} is not a vector width; use 2 or 4"),
+                format!("{w} is not a vector width; use 2, 4, 8 or 16"),
             ));
         }
         let k = &cx.kernel.name;
@@ -104,20 +108,29 @@ impl<'t> Vectorized<'t> {
             .iter()
             .filter_map(|p| facts.buffers.get_key_value(&p.name).map(|(k, _)| k))
             .collect();
+        if !given {
+            let narrowest = order
+                .iter()
+                .filter_map(|p| element_bytes(&facts.buffers[*p].pointee))
+                .min();
+            if let Some(w) = narrowest.map(|b| 16 / b).filter(|w| *w > 4) {
+                widths.insert(0, w as i64);
+            }
+        }
         let mut out = Vec::new();
         let mut dropped = Vec::new();
         'width: for width in widths {
             let width = width as usize;
-            let mut types: BTreeMap<&str, &'static str> = BTreeMap::new();
+            let mut types: BTreeMap<&str, Lanes> = BTreeMap::new();
             for p in &order {
                 let u = &facts.buffers[*p];
-                match vector_type(&u.pointee, width) {
-                    Some(vt) => {
-                        types.insert(p.as_str(), vt);
+                match Lanes::of(&u.pointee, width) {
+                    Some(l) => {
+                        types.insert(p.as_str(), l);
                     }
                     None => {
                         dropped.push(format!(
-                            "VEC={width}: `{p}` is `{}*`, which has no {width}-wide vector type",
+                            "VEC={width}: `{p}` is `{}*`, which has no {width}-wide vector type and no 8- or 16-byte packing",
                             u.pointee
                         ));
                         continue 'width;
@@ -131,10 +144,11 @@ impl<'t> Vectorized<'t> {
                 )));
             };
             let mut names = taken.clone();
-            let mut shown: Vec<&str> = Vec::new();
+            let mut shown: Vec<String> = Vec::new();
             for p in &order {
-                if !shown.contains(&types[p.as_str()]) {
-                    shown.push(types[p.as_str()]);
+                let l = types[p.as_str()].shown(width);
+                if !shown.contains(&l) {
+                    shown.push(l);
                 }
             }
             let label = format!("VEC={width} ({})", shown.join(", "));
@@ -155,6 +169,100 @@ impl<'t> Vectorized<'t> {
             grid_range: grid.range.start + first.start..grid.range.start + first.end,
         })
     }
+}
+
+/// How one buffer's VEC elements live in registers: a CUDA vector type (`float4`, lanes
+/// `.x`..`.w`), or an aligned array of the element type moved as one `carrier`
+/// (`uint4`: 16 bytes; lanes `[0]`..).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Lanes {
+    /// The register's type: the vector type, or the element type of the array.
+    ty: String,
+    /// The packed form's carrier, or None for a vector type.
+    carrier: Option<&'static str>,
+}
+
+impl Lanes {
+    pub(super) fn of(pointee: &str, width: usize) -> Option<Lanes> {
+        if let Some(vt) = vector_type(pointee, width) {
+            return Some(Lanes {
+                ty: vt.to_string(),
+                carrier: None,
+            });
+        }
+        let carrier = match element_bytes(pointee)? * width {
+            16 => "uint4",
+            8 => "uint2",
+            _ => return None,
+        };
+        Some(Lanes {
+            ty: pointee.to_string(),
+            carrier: Some(carrier),
+        })
+    }
+
+    /// For labels: `float4`, `8×__half as uint4`.
+    fn shown(&self, width: usize) -> String {
+        match self.carrier {
+            None => self.ty.clone(),
+            Some(c) => format!("{width}×{} as {c}", self.ty),
+        }
+    }
+
+    /// Lane `k` of register `reg`.
+    fn lane(&self, reg: &str, k: usize) -> String {
+        const LANES: [&str; 4] = ["x", "y", "z", "w"];
+        match self.carrier {
+            None => format!("{reg}.{}", LANES[k]),
+            Some(_) => format!("{reg}[{k}]"),
+        }
+    }
+
+    /// The register's declaration, loaded from `p[i]` (as VEC-wide units) or not.
+    fn declare(
+        &self,
+        reg: &str,
+        p: &str,
+        i: &str,
+        load: bool,
+        written: bool,
+        width: usize,
+    ) -> String {
+        let ty = &self.ty;
+        match (self.carrier, load) {
+            (None, true) => {
+                let c = if written { "" } else { "const " };
+                format!("{c}{ty} {reg} = reinterpret_cast<const {ty}*>({p})[{i}];")
+            }
+            (None, false) => format!("{ty} {reg};"),
+            (Some(c), true) => format!(
+                "alignas({c}) {ty} {reg}[{width}];\n*reinterpret_cast<{c}*>({reg}) = reinterpret_cast<const {c}*>({p})[{i}];"
+            ),
+            (Some(c), false) => format!("alignas({c}) {ty} {reg}[{width}];"),
+        }
+    }
+
+    /// The store of register `reg` to `p[i]`.
+    fn store(&self, reg: &str, p: &str, i: &str) -> String {
+        match self.carrier {
+            None => format!("reinterpret_cast<{0}*>({p})[{i}] = {reg};", self.ty),
+            Some(c) => {
+                format!("reinterpret_cast<{c}*>({p})[{i}] = *reinterpret_cast<const {c}*>({reg});")
+            }
+        }
+    }
+}
+
+/// Bytes of one element of `pointee`, for the types a spec can name.
+pub(super) fn element_bytes(pointee: &str) -> Option<usize> {
+    Some(match pointee {
+        "double" | "long long" | "int64_t" | "unsigned long long" | "uint64_t" => 8,
+        "float" | "int" | "unsigned int" | "unsigned" | "int32_t" | "uint32_t" => 4,
+        "__half" | "half" | "__nv_bfloat16" | "short" | "int16_t" | "unsigned short"
+        | "uint16_t" => 2,
+        "char" | "signed char" | "unsigned char" | "int8_t" | "uint8_t" | "bool" => 1,
+        _ => return None,
+    })
 }
 
 /// The CUDA vector type of `width` elements of `pointee`.
@@ -179,11 +287,10 @@ pub(super) fn emit_vectorized(
     shape: &Elementwise<'_>,
     facts: &BodyFacts,
     order: &[&String],
-    types: &BTreeMap<&str, &'static str>,
+    types: &BTreeMap<&str, Lanes>,
     width: usize,
     names: &mut BTreeSet<String>,
 ) -> Result<String, EditError> {
-    const LANES: [&str; 4] = ["x", "y", "z", "w"];
     let nl = newline(src);
     let i = &shape.index;
     let ind = &shape.indent;
@@ -200,21 +307,17 @@ pub(super) fn emit_vectorized(
 
     let mut o = format!("if ({width} * {i} + {} < {bound}) {{{nl}", width - 1);
     for p in order {
-        let (u, vt, reg) = (&facts.buffers[*p], types[p.as_str()], &regs[p.as_str()]);
-        if u.read || !u.writes_unconditional {
-            let c = if u.written { "" } else { "const " };
-            o.push_str(&format!(
-                "{in1}{c}{vt} {reg} = reinterpret_cast<const {vt}*>({p})[{i}];{nl}"
-            ));
-        } else {
-            o.push_str(&format!("{in1}{vt} {reg};{nl}"));
+        let (u, l, reg) = (&facts.buffers[*p], &types[p.as_str()], &regs[p.as_str()]);
+        let load = u.read || !u.writes_unconditional;
+        for line in l.declare(reg, p, i, load, u.written, width).lines() {
+            o.push_str(&format!("{in1}{line}{nl}"));
         }
     }
-    for (lane, comp) in LANES.iter().enumerate().take(width) {
+    for lane in 0..width {
         let mut reps: Vec<(ByteRange, String)> = facts
             .subscripts
             .iter()
-            .map(|(r, p)| (r.clone(), format!("{}.{comp}", regs[p.as_str()])))
+            .map(|(r, p)| (r.clone(), types[p.as_str()].lane(&regs[p.as_str()], lane)))
             .collect();
         let elem = if lane == 0 {
             format!("({width} * {i})")
@@ -234,10 +337,8 @@ pub(super) fn emit_vectorized(
     }
     for p in order {
         if facts.buffers[*p].written {
-            let (vt, reg) = (types[p.as_str()], &regs[p.as_str()]);
-            o.push_str(&format!(
-                "{in1}reinterpret_cast<{vt}*>({p})[{i}] = {reg};{nl}"
-            ));
+            let store = types[p.as_str()].store(&regs[p.as_str()], p, i);
+            o.push_str(&format!("{in1}{store}{nl}"));
         }
     }
     o.push_str(&format!("{ind}}} else {{{nl}"));
@@ -359,10 +460,41 @@ mod tests {
     }
 
     #[test]
-    fn vectorize_half_only_pairs() {
+    fn vectorize_half_packs_eight_per_access() {
         let src = "#include <cuda_fp16.h>\n// @bench n = 1000\n// @bench x: in f16[n]; y: out f16[n]\n// @bench grid = cdiv(n, 256); block = 256\n__global__ void h(int n, const __half* x, __half* y) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) {\n        y[i] = __hmul(x[i], x[i]);\n    }\n}\n";
         let out = cuda(src, "h", "vectorize", json!({})).unwrap();
-        assert_eq!(labels(&out), ["VEC=2 (__half2)"]);
+        assert_eq!(
+            labels(&out),
+            [
+                "VEC=8 (8×__half as uint4)",
+                "VEC=4 (4×__half as uint2)",
+                "VEC=2 (__half2)"
+            ]
+        );
+        expect![[r#"
+            // @bench n = 1000
+            // @bench x: in f16[n]; y: out f16[n]
+            // @bench grid = cdiv(n, 8 * 256); block = 256
+            __global__ void h(int n, const __half* x, __half* y) {
+                int i = blockIdx.x * blockDim.x + threadIdx.x;
+                if (8 * i + 7 < n) {
+                    alignas(uint4) __half x8[8];
+                    *reinterpret_cast<uint4*>(x8) = reinterpret_cast<const uint4*>(x)[i];
+                    alignas(uint4) __half y8[8];
+                    y8[0] = __hmul(x8[0], x8[0]);
+                    y8[1] = __hmul(x8[1], x8[1]);
+                    y8[2] = __hmul(x8[2], x8[2]);
+                    y8[3] = __hmul(x8[3], x8[3]);
+                    y8[4] = __hmul(x8[4], x8[4]);
+                    y8[5] = __hmul(x8[5], x8[5]);
+                    y8[6] = __hmul(x8[6], x8[6]);
+                    y8[7] = __hmul(x8[7], x8[7]);
+                    reinterpret_cast<uint4*>(y)[i] = *reinterpret_cast<const uint4*>(y8);
+                } else {
+                    for (int j = 8 * i; j < n; ++j) y[j] = __hmul(x[j], x[j]);
+                }
+            }"#]]
+        .assert_eq(&show(Lang::Cuda, src, &out[0], "h"));
         expect![[r#"
             // @bench n = 1000
             // @bench x: in f16[n]; y: out f16[n]
@@ -379,12 +511,50 @@ mod tests {
                     for (int j = 2 * i; j < n; ++j) y[j] = __hmul(x[j], x[j]);
                 }
             }"#]]
-        .assert_eq(&show(Lang::Cuda, src, &out[0], "h"));
-        let only4 = cuda(src, "h", "vectorize", json!({"widths": [4]}));
-        expect![
-            "no usable candidate for `h`: VEC=4: `x` is `__half*`, which has no 4-wide vector type"
-        ]
-        .assert_eq(&not_applicable(only4));
+        .assert_eq(&show(Lang::Cuda, src, &out[2], "h"));
+        let only16 = cuda(src, "h", "vectorize", json!({"widths": [16]}));
+        expect!["no usable candidate for `h`: VEC=16: `x` is `__half*`, which has no 16-wide vector type and no 8- or 16-byte packing"].assert_eq(&not_applicable(only16));
+    }
+
+    #[test]
+    fn vectorize_mixed_widths_pack_each_buffer_by_its_own_bytes() {
+        // f32 in, bf16 out: 16 bytes of bf16 are 8 elements; 8 floats are two float4s'
+        // worth, with no 32-byte carrier, so the width drops; 4 packs bf16 into a uint2.
+        let src = "#include <cuda_bf16.h>\n// @bench n = 4099\n// @bench x: in f32[n]; y: out bf16[n]\n// @bench grid = cdiv(n, 128); block = 128\n__global__ void to_bf16(int n, const float* x, __nv_bfloat16* y) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= n) return;\n    y[i] = __float2bfloat16(x[i] * 0.5f);\n}\n";
+        let out = cuda(src, "to_bf16", "vectorize", json!({})).unwrap();
+        assert_eq!(
+            labels(&out),
+            [
+                "VEC=4 (float4, 4×__nv_bfloat16 as uint2)",
+                "VEC=2 (float2, __nv_bfloat162)"
+            ]
+        );
+        expect![[r#"
+            // @bench n = 4099
+            // @bench x: in f32[n]; y: out bf16[n]
+            // @bench grid = cdiv(n, 4 * 128); block = 128
+            __global__ void to_bf16(int n, const float* x, __nv_bfloat16* y) {
+                int i = blockIdx.x * blockDim.x + threadIdx.x;
+                if (4 * i + 3 < n) {
+                    const float4 x4 = reinterpret_cast<const float4*>(x)[i];
+                    alignas(uint2) __nv_bfloat16 y4[4];
+                    y4[0] = __float2bfloat16(x4.x * 0.5f);
+                    y4[1] = __float2bfloat16(x4.y * 0.5f);
+                    y4[2] = __float2bfloat16(x4.z * 0.5f);
+                    y4[3] = __float2bfloat16(x4.w * 0.5f);
+                    reinterpret_cast<uint2*>(y)[i] = *reinterpret_cast<const uint2*>(y4);
+                } else {
+                    for (int j = 4 * i; j < n; ++j) y[j] = __float2bfloat16(x[j] * 0.5f);
+                }
+            }"#]]
+        .assert_eq(&show(Lang::Cuda, src, &out[0], "to_bf16"));
+        let u8s = "// @bench n = 1 << 20, 77\n// @bench x: in u8[n]; y: out u8[n]\n// @bench grid = cdiv(n, 256); block = 256\n__global__ void inv(int n, const unsigned char* x, unsigned char* y) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = 255 - x[i];\n}\n";
+        let out = cuda(u8s, "inv", "vectorize", json!({})).unwrap();
+        assert_eq!(
+            labels(&out),
+            ["VEC=16 (16×unsigned char as uint4)"],
+            "u8 has no 4- or 2-wide packing under 8 bytes"
+        );
     }
 
     #[test]
@@ -408,8 +578,10 @@ mod tests {
         );
         expect!["`saxpy` is not a 1-D elementwise kernel: `__syncthreads();` follows the bounds check; the check must end the kernel; vectorize needs `int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { ... }` (or `if (i >= n) return;`) with every global access `p[i]`"]
             .assert_eq(&why(&after, "saxpy"));
-        let bad = cuda(SAXPY, "saxpy", "vectorize", json!({"widths": [8]}));
-        expect!["parameter `widths`: 8 is not a vector width; use 2 or 4"]
+        let bad = cuda(SAXPY, "saxpy", "vectorize", json!({"widths": [3]}));
+        expect!["parameter `widths`: 3 is not a vector width; use 2, 4, 8 or 16"]
             .assert_eq(&bad.unwrap_err().to_string());
+        let wide = cuda(SAXPY, "saxpy", "vectorize", json!({"widths": [8]}));
+        expect!["no usable candidate for `saxpy`: VEC=8: `x` is `float*`, which has no 8-wide vector type and no 8- or 16-byte packing"].assert_eq(&not_applicable(wide));
     }
 }

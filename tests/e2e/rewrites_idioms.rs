@@ -766,8 +766,31 @@ async fn triton_idiom_candidates_verify_on_the_interpreter() {
         "R = 300, 70; C = 200, 33",
         "R = 70, 33; C = 90, 5",
     );
+    let autotuned = shrink(
+        shrink(
+            read("tests/fixtures/rewrites/triton/autotuned.py"),
+            "n = 1 << 20, 1000",
+            "n = 3000, 1000",
+        ),
+        "R = 512, 37; C = 300, 129",
+        "R = 20, 37; C = 300, 129",
+    );
     let mut jobs: Vec<(String, &str, Candidate)> = Vec::new();
     for (src, kernel, id, params, want) in [
+        (
+            &autotuned,
+            "axpby",
+            "triton_autotune",
+            serde_json::json!({}),
+            2,
+        ),
+        (
+            &autotuned,
+            "row_sum",
+            "triton_autotune",
+            serde_json::json!({}),
+            1,
+        ),
         (
             &matmul,
             "matmul_kernel",

@@ -96,7 +96,8 @@ mod tests {
                 "block_size",
                 "triton_block",
                 "triton_num_warps",
-                "triton_num_stages"
+                "triton_num_stages",
+                "triton_autotune"
             ]
         );
     }

@@ -73,6 +73,7 @@ pub const FACT_NAMES: &[&str] = &[
     "transposed_access",
     "matmul_like_loop",
     "program_grid_2d",
+    "autotune_configs",
 ];
 
 /// One line for a human or a model: what `name` holding (or not holding) means. `None` for
@@ -86,6 +87,10 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
         "has_constexpr_params" => (
             "the kernel has `tl.constexpr` parameters",
             "no `tl.constexpr` parameters",
+        ),
+        "autotune_configs" => (
+            "a @triton.autotune decorator lists two or more configs",
+            "no @triton.autotune list of several configs",
         ),
         "block_1d" => ("1-D thread blocks", "thread blocks are not 1-D"),
         "block_2d" => ("2-D thread blocks", "thread blocks are not 2-D"),
@@ -231,6 +236,8 @@ pub struct Facts {
     pub tunables: Vec<String>,
     /// Triton `tl.constexpr` parameter names.
     pub constexpr_params: Vec<String>,
+    /// Triton: the configs of a literal `@triton.autotune(configs=[...])` list.
+    pub autotune_configs: usize,
     /// Bytes and FLOPs of the timed case (`bytes = E` or the buffers' sizes; `flops = E`).
     pub spec_bytes: Option<f64>,
     pub spec_flops: Option<f64>,
@@ -385,6 +392,7 @@ pub fn static_facts(
 }
 
 fn spec_facts(f: &mut Facts, kernel: &Kernel, model: &FileModel) {
+    f.autotune_configs = kernel.autotune.as_ref().map_or(0, |a| a.configs.len());
     f.constexpr_params = kernel
         .params
         .iter()
@@ -466,6 +474,7 @@ impl Facts {
         Some(match name {
             "has_tunables" => !self.tunables.is_empty(),
             "has_constexpr_params" => !self.constexpr_params.is_empty(),
+            "autotune_configs" => self.autotune_configs > 1,
             "block_1d" => cuda && self.block_dims() == Some(1),
             "block_2d" => cuda && self.block_dims() == Some(2),
             "block_resizable" => cuda && self.block_literal && self.uses_block_dim,

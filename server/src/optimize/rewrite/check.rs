@@ -216,6 +216,16 @@ pub(super) mod testing {
         run(Lang::Cuda, src, kernel, id, params)
     }
 
+    /// A Triton rewrite on a fixture.
+    pub fn triton(
+        src: &str,
+        kernel: &str,
+        id: &str,
+        params: serde_json::Value,
+    ) -> Result<Vec<Candidate>, RewriteError> {
+        run(Lang::Triton, src, kernel, id, params)
+    }
+
     /// The candidate labelled `label`.
     pub fn find<'c>(out: &'c [Candidate], label: &str) -> &'c Candidate {
         out.iter()

@@ -40,6 +40,7 @@ mod spec_expr;
 mod tile_matmul;
 mod transpose_tile;
 mod tree;
+mod triton_autotune;
 mod triton_block;
 mod triton_configs;
 mod triton_launch;
@@ -109,6 +110,7 @@ pub const IDS: &[&str] = &[
     "block_reduce",
     "remap_lanes",
     "block_coarsen",
+    "triton_autotune",
 ];
 
 /// Run one embedded rewrite. `Ok` always holds at least one candidate whose text differs
@@ -137,6 +139,7 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         "block_reduce" => block_reduce::block_reduce(cx),
         "remap_lanes" => remap_lanes::remap_lanes(cx),
         "block_coarsen" => block_coarsen::block_coarsen(cx),
+        "triton_autotune" => triton_autotune::triton_autotune(cx),
         other => return Err(RewriteError::Unknown(other.to_string())),
     }?;
     let out: Vec<Candidate> = out.into_iter().filter(|c| c.text != cx.text).collect();

@@ -236,7 +236,7 @@ pub(super) async fn llm_propose(
         lang: llm::lang_label(cx.kernel.lang).to_string(),
         kernel_unit: unit_text(cx.text, cx.kernel),
         spec: spec_text(cx.text, cx.kernel),
-        facts: cx.facts.describe(),
+        facts: facts_text(cx.facts),
         device: device_text(cx.hello),
         timing: cx.last.map_or("(not timed yet)".to_string(), |t| {
             format!(
@@ -309,7 +309,7 @@ pub(super) async fn llm_code(
         kernel_unit: unit_text(cx.text, kernel),
         spec: spec_text(cx.text, kernel),
         step: step.to_string(),
-        facts: cx.facts.describe(),
+        facts: facts_text(cx.facts),
         device: device_text(cx.hello),
     };
     let old_lines: Vec<String> = kernel
@@ -591,4 +591,18 @@ fn normalised_reply(reply: &llm::CodeReply, lang: Lang) -> String {
         key.push_str(&l.split_whitespace().collect::<Vec<_>>().join(" "));
     }
     key
+}
+
+/// The facts as the models read them: the static facts, then what the diagnosis names
+/// (the same causes the embedded policy ranks its cures by).
+fn facts_text(f: &super::facts::Facts) -> String {
+    let mut out = f.describe();
+    for c in super::diagnosis::diagnose(f) {
+        out.push_str(&format!(
+            "\n- diagnosis: {}; cures: {}",
+            c.why,
+            c.cures.join(", ")
+        ));
+    }
+    out
 }

@@ -64,6 +64,12 @@ pub fn diagnose(f: &Facts) -> Vec<Cause> {
                     cures: COALESCE,
                 });
             }
+            if let Some(why) = under_a_wave(f) {
+                out.push(Cause {
+                    why,
+                    cures: PARALLELIZE,
+                });
+            }
             if f.holds("thread_walks_a_row") == Some(true) {
                 out.push(Cause {
                     why: "the analysis: each thread walks a row alone".into(),
@@ -73,6 +79,16 @@ pub fn diagnose(f: &Facts) -> Vec<Cause> {
             out
         }
     }
+}
+
+/// Without a profile: a launch of fewer blocks than the device has SMs leaves most of
+/// it idle, whatever each block does.
+fn under_a_wave(f: &Facts) -> Option<String> {
+    let blocks = f.grid_blocks?;
+    let sms = u64::from(f.device.as_ref()?.sms);
+    (blocks < sms).then(|| {
+        format!("the analysis: the launch has {blocks} blocks for {sms} multiprocessors (under one wave)")
+    })
 }
 
 /// Where step `id` stands among the cures (0 first), and the cause that names it; None
@@ -145,5 +161,37 @@ mod tests {
         let causes = diagnose(&f);
         assert_eq!(causes.len(), 1);
         assert_eq!(cure_rank(&causes, "remap_lanes").map(|r| r.0), Some(0));
+    }
+
+    #[test]
+    fn without_a_profile_a_launch_under_one_wave_names_the_parallelism_cures() {
+        let mut f = Facts::default();
+        f.set_launch(&crate::spec::Launch::Cuda {
+            grid: [4, 1, 1],
+            block: [256, 1, 1],
+            smem: 0,
+        });
+        assert_eq!(diagnose(&f), Vec::new(), "no device: no judgement");
+        f.set_device(crate::optimize::facts::DeviceFacts {
+            name: "H100".into(),
+            sms: 132,
+            smem_per_block: 0,
+            l2_bytes: 0,
+            copy_gbps: None,
+            fma_tflops: None,
+        });
+        let causes = diagnose(&f);
+        assert_eq!(
+            causes[0].why,
+            "the analysis: the launch has 4 blocks for 132 multiprocessors (under one wave)"
+        );
+        assert_eq!(cure_rank(&causes, "cooperative_rows").map(|r| r.0), Some(0));
+        // A Triton grid of 16 x 16 programs fills it.
+        f.set_launch(&crate::spec::Launch::Triton {
+            grid: vec![16, 16],
+            num_warps: None,
+            num_stages: None,
+        });
+        assert_eq!(diagnose(&f), Vec::new());
     }
 }

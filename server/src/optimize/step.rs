@@ -389,6 +389,9 @@ impl Runner<'_, '_> {
         if let Some(t) = &last {
             facts.set_timing(t.median_ms, t.frac_copy, t.frac_fma);
         }
+        if let Some(case) = current.version.plan.cases.first() {
+            facts.set_launch(&case.launch);
+        }
         if lang == Lang::Cuda {
             let op = Op::Compile {
                 version: current.version.clone(),

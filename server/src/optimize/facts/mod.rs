@@ -285,6 +285,9 @@ pub struct Facts {
     /// Achieved / peak FP32 FMA rate of the last timing (needs `flops = E`).
     pub flop_fraction: Option<f64>,
     pub device: Option<DeviceFacts>,
+    /// Blocks (CUDA) or programs (Triton) of the timed case's launch, once planned.
+    #[serde(default)]
+    pub grid_blocks: Option<u64>,
     /// The version's Nsight Compute profile, when one was taken (`optimize --profile`):
     /// its numbers decide the bound, spills and occupancy facts over the estimates.
     #[serde(default, skip)]
@@ -747,6 +750,14 @@ impl Facts {
         self.device = Some(d);
     }
 
+    /// The timed case's launch: its blocks or programs.
+    pub fn set_launch(&mut self, launch: &crate::spec::Launch) {
+        self.grid_blocks = Some(match launch {
+            crate::spec::Launch::Cuda { grid, .. } => grid.iter().product(),
+            crate::spec::Launch::Triton { grid, .. } => grid.iter().product(),
+        });
+    }
+
     /// Markdown bullets for prompts and reports.
     pub fn describe(&self) -> String {
         let mut out = Vec::new();
@@ -764,6 +775,9 @@ impl Facts {
         }
         if let Some(s) = self.num_stages {
             head.push_str(&format!(", num_stages {s}"));
+        }
+        if let Some(g) = self.grid_blocks {
+            head.push_str(&format!(", {g} blocks in the grid"));
         }
         out.push(head);
         if !self.tunables.is_empty() {

@@ -5,6 +5,8 @@
 //! (`use crate::{a, b::{c, d}}`, `use super::{...}`) count as their paths. Within the
 //! optimizer, no submodule names an item that `optimize/mod.rs` defines (the arrows
 //! point down from the run's set-up to its stages): `optimize_mod_is_imported_by_none`.
+//! External crates with one home ([`CONFINED_CRATES`]: `cudarc`, `reqwest`,
+//! `tower_lsp`) are named nowhere else: `external_crates_stay_in_their_modules`.
 
 /// The base every layer may use and that uses nothing above it.
 const ABOVE_THE_BASE: &[&str] = &["analysis", "optimize", "worker", "lsp", "cli", "toolchain"];
@@ -68,6 +70,44 @@ pub const RULES: &[Rule] = &[
         "the server never loads CUDA: GPU work goes through WorkerPool",
     ),
 ];
+
+/// External crates with one home: the modules (prefixes) that may name them, and why.
+pub const CONFINED_CRATES: &[(&str, &[&str], &str)] = &[
+    (
+        "cudarc",
+        &["worker::cuda"],
+        "only the worker process's CUDA backend loads the driver",
+    ),
+    (
+        "reqwest",
+        &["optimize::llm", "cli::health"],
+        "HTTP is for the LLM client and the health check's reachability probe",
+    ),
+    (
+        "tower_lsp",
+        &["lsp"],
+        "the LSP library stays in the protocol glue",
+    ),
+];
+
+/// Whether `code` names the external crate `krate` (`krate::...` or `use krate`), outside
+/// line comments.
+pub fn names_crate(code: &str, krate: &str) -> bool {
+    code.lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .any(|l| {
+            l.match_indices(krate).any(|(at, _)| {
+                let before = l[..at].chars().last();
+                let word_start =
+                    !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
+                let after = &l[at + krate.len()..];
+                word_start
+                    && (after.starts_with("::")
+                        || (l[..at].trim_end().ends_with("use")
+                            && (after.starts_with(';') || after.starts_with(' '))))
+            })
+        })
+}
 
 /// The forbidden prefixes for a module path (`optimize::facts::cuda`).
 pub fn forbidden(module: &str) -> Option<(&'static str, Vec<&'static str>, &'static str)> {
@@ -289,6 +329,59 @@ mod tests {
         bad.sort();
         bad.dedup();
         assert!(bad.is_empty(), "layering violations:\n{}", bad.join("\n"));
+    }
+
+    #[test]
+    fn external_crates_stay_in_their_modules() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut all = Vec::new();
+        files(&src, &mut all);
+        let mut bad = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for f in &all {
+            let module = module_of(&src, f);
+            let text = std::fs::read_to_string(f).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            for (krate, homes, why) in CONFINED_CRATES {
+                if !names_crate(code, krate) {
+                    continue;
+                }
+                seen.insert(*krate);
+                let home = homes
+                    .iter()
+                    .any(|h| module == *h || module.starts_with(&format!("{h}::")));
+                if !home {
+                    bad.push(format!("{module} names {krate} ({why})"));
+                }
+            }
+        }
+        assert!(
+            bad.is_empty(),
+            "crates outside their modules:\n{}",
+            bad.join("\n")
+        );
+        // Each rule still has something to hold (a renamed crate would pass silently).
+        assert_eq!(seen.len(), CONFINED_CRATES.len(), "{seen:?}");
+    }
+
+    #[test]
+    fn crate_names_are_found_in_code_not_comments() {
+        assert!(names_crate("use cudarc::driver::CudaContext;", "cudarc"));
+        assert!(names_crate(
+            "    let u = reqwest::Url::parse(x);",
+            "reqwest"
+        ));
+        assert!(names_crate("use tower_lsp;", "tower_lsp"));
+        assert!(!names_crate(
+            "//! CUDA through cudarc, Triton through Python",
+            "cudarc"
+        ));
+        assert!(!names_crate(
+            "let x = 1; // reqwest::Client is not used here",
+            "reqwest"
+        ));
+        assert!(!names_crate("my_cudarc::x()", "cudarc"));
+        assert!(!names_crate("crate::cudarc_like::x", "cudarc"));
     }
 
     /// The names of the items `code` defines at its top level (structs, enums, traits,

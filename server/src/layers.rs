@@ -384,6 +384,73 @@ mod tests {
         assert!(!names_crate("crate::cudarc_like::x", "cudarc"));
     }
 
+    /// The repository paths a comment line names (`docs/spec.md`, `tests/gpu/run.sh`).
+    fn named_paths(line: &str) -> Vec<String> {
+        const ROOTS: &[&str] = &[
+            "docs/",
+            "tests/",
+            "examples/",
+            "server/src/",
+            "grammars/",
+            "prompts/",
+            "editors/",
+        ];
+        let mut out = Vec::new();
+        for root in ROOTS {
+            for (at, _) in line.match_indices(root) {
+                if line[..at]
+                    .chars()
+                    .last()
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '/' || c == '.')
+                {
+                    continue;
+                }
+                let path: String = line[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || "_./-".contains(*c))
+                    .collect();
+                let path = path.trim_end_matches(['.', '/']);
+                let file = path.rsplit('/').next().unwrap_or("");
+                if file.contains('.') && !file.contains('*') {
+                    out.push(path.to_string());
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn comments_name_files_that_exist() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let src = root.join("server/src");
+        let mut all = Vec::new();
+        files(&src, &mut all);
+        let mut bad = Vec::new();
+        for f in &all {
+            let text = std::fs::read_to_string(f).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                let Some(comment) = line.split_once("//").map(|(_, c)| c) else {
+                    continue;
+                };
+                for p in named_paths(comment) {
+                    if !root.join(&p).exists() {
+                        bad.push(format!("{}:{}: {p}", f.display(), n + 1));
+                    }
+                }
+            }
+        }
+        assert!(
+            bad.is_empty(),
+            "comments name missing files:\n{}",
+            bad.join("\n")
+        );
+        assert_eq!(
+            named_paths(" see docs/spec.md and tests/gpu/run.sh."),
+            ["docs/spec.md", "tests/gpu/run.sh"]
+        );
+        assert!(named_paths(" the worker's docs/ folder; a.docs/x.md").is_empty());
+    }
+
     /// The names of the items `code` defines at its top level (structs, enums, traits,
     /// type aliases, functions, constants, statics), not those it re-exports.
     fn defined_items(code: &str) -> Vec<String> {

@@ -131,7 +131,7 @@ enum Piece {
 /// A checked template.
 #[derive(Clone, Debug, PartialEq)]
 struct Parsed {
-    /// Where it came from, for messages: a path, or `prompts/x.md (built in)`.
+    /// Where it came from, for messages: a path, or `prompts/coder.md (built in)`.
     file: String,
     system: Vec<Piece>,
     user: Vec<Piece>,

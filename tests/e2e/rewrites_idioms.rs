@@ -941,7 +941,7 @@ fn every_rewrite_on_damaged_kernels_answers_or_refuses() {
             let model = kernel_lsp::syntax::analyze(lang, v, tree);
             let params = BTreeMap::new();
             for k in &model.kernels {
-                for id in rewrite::IDS {
+                for id in rewrite::ids() {
                     let _ = rewrite::apply(
                         id,
                         &RewriteContext {

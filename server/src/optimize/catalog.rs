@@ -3,7 +3,7 @@
 //! prompt folder. Each step names the static facts it applies to (`requires`, names from
 //! `facts::FACT_NAMES`, `!name` for "must not hold"), its cold-start `prior` for the
 //! embedded policy and, if it has one, the embedded rewrite that carries it out
-//! (`rewrite::IDS`); steps without one are for an LLM coder only.
+//! (`rewrite::REGISTRY`); steps without one are for an LLM coder only.
 //!
 //! Loading validates everything a typo could break and reports each problem with the
 //! file, line and column and what to write instead. This module does no choosing (that is
@@ -44,7 +44,7 @@ pub struct Strategy {
     /// Parameters passed to the rewrite (or shown to the model).
     #[serde(default)]
     pub params: BTreeMap<String, serde_json::Value>,
-    /// The embedded rewrite (`rewrite::IDS`), or none for a model-only step.
+    /// The embedded rewrite (`rewrite::REGISTRY`), or none for a model-only step.
     #[serde(default)]
     pub rewrite: Option<String>,
     /// Cold-start preference of the embedded policy, in its reward's unit (the natural
@@ -265,15 +265,14 @@ impl Catalog {
                 }
             }
             if let Some(rw) = &s.rewrite {
-                if !rewrite::IDS.contains(&rw.get_ref().as_str()) {
-                    let hint =
-                        crate::spec::did_you_mean(rw.get_ref(), rewrite::IDS.iter().copied());
+                if !rewrite::ids().any(|id| id == rw.get_ref().as_str()) {
+                    let hint = crate::spec::did_you_mean(rw.get_ref(), rewrite::ids());
                     problems.push(at(
                         rw.span(),
                         format!(
                             "`{id}`: unknown rewrite `{}`{hint} (known rewrites: {}); remove `rewrite` for a model-only step",
                             rw.get_ref(),
-                            rewrite::IDS.join(", ")
+                            rewrite::ids().collect::<Vec<_>>().join(", ")
                         ),
                     ));
                 }
@@ -432,11 +431,11 @@ mod tests {
         ] {
             assert!(c.get(id).is_some_and(Strategy::is_model_only), "{id}");
         }
-        for rw in rewrite::IDS {
+        for rw in rewrite::ids() {
             assert!(
                 c.strategies
                     .iter()
-                    .any(|s| s.rewrite.as_deref() == Some(*rw)),
+                    .any(|s| s.rewrite.as_deref() == Some(rw)),
                 "no step uses the embedded rewrite `{rw}`"
             );
         }

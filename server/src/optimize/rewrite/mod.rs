@@ -79,69 +79,57 @@ pub enum RewriteError {
     /// author ("every pointer parameter is already `__restrict__`").
     #[error("{0}")]
     NotApplicable(String),
-    #[error("unknown embedded rewrite `{0}`; known: {known}", known = IDS.join(", "))]
+    #[error("unknown embedded rewrite `{0}`; known: {known}", known = ids().collect::<Vec<_>>().join(", "))]
     Unknown(String),
     /// A catalog parameter has the wrong type or value.
     #[error("parameter `{name}`: {message}")]
     BadParam { name: String, message: String },
 }
 
-/// Every embedded rewrite id.
-pub const IDS: &[&str] = &[
-    "tunable_sweep",
-    "block_size",
-    "restrict_const",
-    "launch_bounds",
-    "unroll",
-    "vectorize",
-    "grid_stride",
-    "fast_math",
-    "maxnreg",
-    "triton_block",
-    "triton_num_warps",
-    "triton_num_stages",
-    "cooperative_rows",
-    "privatize_atomics",
-    "transpose_tile",
-    "tile_matmul",
-    "triton_swizzle",
-    "triton_configs",
-    "coarsen",
-    "block_reduce",
-    "remap_lanes",
-    "block_coarsen",
-    "triton_autotune",
+/// A rewrite: candidates for one kernel, or why none.
+pub type Apply = fn(&RewriteContext<'_>) -> Result<Vec<Candidate>, RewriteError>;
+
+/// The registry: every embedded rewrite, by the id `prompts/strategies.toml` names in
+/// `rewrite = "..."`. Adding a rewrite is its own file (whose `//!` paragraph starts with
+/// its id in backticks) and one line here; `registry_matches_the_files` checks both.
+pub const REGISTRY: &[(&str, Apply)] = &[
+    ("tunable_sweep", tunable_sweep::tunable_sweep),
+    ("block_size", block_size::block_size),
+    ("restrict_const", restrict_const::restrict_const),
+    ("launch_bounds", launch_bounds::launch_bounds),
+    ("unroll", unroll::unroll),
+    ("vectorize", vectorize::vectorize),
+    ("grid_stride", grid_stride::grid_stride),
+    ("fast_math", fast_math::fast_math),
+    ("maxnreg", maxnreg::maxnreg),
+    ("triton_block", triton_block::block),
+    ("triton_num_warps", triton_launch::num_warps),
+    ("triton_num_stages", triton_launch::num_stages),
+    ("cooperative_rows", cooperative_rows::cooperative_rows),
+    ("privatize_atomics", privatize_atomics::privatize_atomics),
+    ("transpose_tile", transpose_tile::transpose_tile),
+    ("tile_matmul", tile_matmul::tile_matmul),
+    ("triton_swizzle", triton_swizzle::triton_swizzle),
+    ("triton_configs", triton_configs::triton_configs),
+    ("coarsen", coarsen::coarsen),
+    ("block_reduce", block_reduce::block_reduce),
+    ("remap_lanes", remap_lanes::remap_lanes),
+    ("block_coarsen", block_coarsen::block_coarsen),
+    ("triton_autotune", triton_autotune::triton_autotune),
 ];
+
+/// Every embedded rewrite id, in registry order.
+pub fn ids() -> impl Iterator<Item = &'static str> {
+    REGISTRY.iter().map(|(id, _)| *id)
+}
 
 /// Run one embedded rewrite. `Ok` always holds at least one candidate whose text differs
 /// from `cx.text`.
 pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, RewriteError> {
-    let out = match id {
-        "tunable_sweep" => tunable_sweep::tunable_sweep(cx),
-        "block_size" => block_size::block_size(cx),
-        "vectorize" => vectorize::vectorize(cx),
-        "grid_stride" => grid_stride::grid_stride(cx),
-        "restrict_const" => restrict_const::restrict_const(cx),
-        "launch_bounds" => launch_bounds::launch_bounds(cx),
-        "unroll" => unroll::unroll(cx),
-        "fast_math" => fast_math::fast_math(cx),
-        "maxnreg" => maxnreg::maxnreg(cx),
-        "triton_block" => triton_block::block(cx),
-        "triton_num_warps" => triton_launch::num_warps(cx),
-        "triton_num_stages" => triton_launch::num_stages(cx),
-        "cooperative_rows" => cooperative_rows::cooperative_rows(cx),
-        "privatize_atomics" => privatize_atomics::privatize_atomics(cx),
-        "transpose_tile" => transpose_tile::transpose_tile(cx),
-        "tile_matmul" => tile_matmul::tile_matmul(cx),
-        "triton_swizzle" => triton_swizzle::triton_swizzle(cx),
-        "triton_configs" => triton_configs::triton_configs(cx),
-        "coarsen" => coarsen::coarsen(cx),
-        "block_reduce" => block_reduce::block_reduce(cx),
-        "remap_lanes" => remap_lanes::remap_lanes(cx),
-        "block_coarsen" => block_coarsen::block_coarsen(cx),
-        "triton_autotune" => triton_autotune::triton_autotune(cx),
-        other => return Err(RewriteError::Unknown(other.to_string())),
-    }?;
+    let Some((_, run)) = REGISTRY.iter().find(|(known, _)| *known == id) else {
+        return Err(RewriteError::Unknown(id.to_string()));
+    };
+    let out = run(cx)?;
     let out: Vec<Candidate> = out.into_iter().filter(|c| c.text != cx.text).collect();
     if out.is_empty() {
         return Err(RewriteError::NotApplicable(format!(
@@ -150,4 +138,54 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         )));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    /// The rewrite ids a file's `//!` paragraph opens with: the backticked words before
+    /// its first `:` (`` `triton_num_warps` and `triton_num_stages`: ... ``).
+    fn ids_of_file(first_line: &str) -> Vec<String> {
+        let Some(head) = first_line
+            .strip_prefix("//! `")
+            .and_then(|_| first_line.split_once(':'))
+            .map(|(h, _)| h)
+        else {
+            return Vec::new();
+        };
+        head.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn registry_matches_the_files() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/optimize/rewrite");
+        let mut in_files = BTreeSet::new();
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_none_or(|x| x != "rs") || p.ends_with("mod.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap();
+            in_files.extend(ids_of_file(text.lines().next().unwrap_or("")));
+        }
+        let registered: BTreeSet<String> = super::ids().map(str::to_string).collect();
+        assert_eq!(
+            registered.len(),
+            super::REGISTRY.len(),
+            "an id is registered twice"
+        );
+        assert_eq!(in_files, registered);
+        assert_eq!(
+            ids_of_file("//! `triton_num_warps` and `triton_num_stages`: the spec's"),
+            ["triton_num_warps", "triton_num_stages"]
+        );
+        assert!(
+            ids_of_file("//! The 1-D elementwise shape that `vectorize`, `grid_stride`").is_empty()
+        );
+    }
 }

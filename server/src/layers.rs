@@ -451,6 +451,69 @@ mod tests {
         assert!(named_paths(" the worker's docs/ folder; a.docs/x.md").is_empty());
     }
 
+    /// The backticked names of a table cell, with `a::{b, c}` expanded to `a::b`, `a::c`.
+    fn cell_names(cell: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for name in cell.split('`').skip(1).step_by(2) {
+            match name.split_once("::{") {
+                Some((head, rest)) => out.extend(
+                    rest.trim_end_matches('}')
+                        .split(',')
+                        .map(|t| format!("{head}::{}", t.trim())),
+                ),
+                None => out.push(name.to_string()),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_architecture_table_states_the_rules() {
+        let doc = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/architecture.md"),
+        )
+        .unwrap();
+        let section = doc
+            .split("## Layers (enforced)")
+            .nth(1)
+            .expect("docs/architecture.md has a Layers (enforced) section");
+        let rows: Vec<(Vec<String>, Vec<String>)> = section
+            .lines()
+            .filter(|l| l.starts_with("| `"))
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').collect();
+                (cell_names(cells[1]), cell_names(cells[2]))
+            })
+            .collect();
+        let mut doc_rules: Vec<(String, Vec<String>)> = rows
+            .iter()
+            .flat_map(|(ms, f)| {
+                ms.iter().map(move |m| {
+                    let mut f = f.clone();
+                    f.sort();
+                    (m.clone(), f)
+                })
+            })
+            .collect();
+        doc_rules.sort();
+        let mut code_rules: Vec<(String, Vec<String>)> = RULES
+            .iter()
+            .flat_map(|(ms, f, _)| {
+                ms.iter().map(move |m| {
+                    let mut f: Vec<String> = f.concat().iter().map(|x| x.to_string()).collect();
+                    f.sort();
+                    (m.to_string(), f)
+                })
+            })
+            .collect();
+        code_rules.sort();
+        assert_eq!(doc_rules, code_rules);
+        assert_eq!(
+            cell_names("`lsp`, `worker::{cuda, triton}`"),
+            ["lsp", "worker::cuda", "worker::triton"]
+        );
+    }
+
     /// The names of the items `code` defines at its top level (structs, enums, traits,
     /// type aliases, functions, constants, statics), not those it re-exports.
     fn defined_items(code: &str) -> Vec<String> {

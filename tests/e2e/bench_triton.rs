@@ -95,6 +95,30 @@ fn bench_verifies_and_times_triton_kernels_on_the_interpreter() {
     assert!(out.contains("note: interpreter timings"), "{out}");
 }
 
+/// `reference = R` runs R on the kernel's inputs (issue #33): the kernel's spec draws
+/// `x_ptr ~ normal(0, 100)` and `y_ptr` from 5 upward, R's own spec the defaults. On R's
+/// own inputs the outputs differ (values near 1 against values near 100), so this fails
+/// unless both run on the kernel's data; R keeps its own BLOCK.
+#[test]
+fn a_reference_kernel_runs_on_the_inputs_of_the_kernel_under_test() {
+    let py = match python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip("a_reference_kernel_runs_on_the_inputs", &why),
+    };
+    let src = KERNELS.replace("OP", "+").replace(
+        "# @bench x_ptr: in f32[n]; y_ptr: in f32[n]; out_ptr: out f32[n]\n# @bench grid = cdiv(n, BLOCK); BLOCK = 256",
+        "# @bench x_ptr: in f32[n] ~ normal(0, 100); y_ptr: in f32[n] ~ uniform(5, 9); out_ptr: out f32[n]\n# @bench grid = cdiv(n, BLOCK); BLOCK = 256",
+    );
+    assert!(src.contains("normal(0, 100)"), "the spec line moved");
+    let (code, out, err) = bench(&py, &src, "refinputs");
+    assert_eq!(code, 0, "{out}\n{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("add_new"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(row.contains("passed (2 cases × 3 trials)"), "{row}");
+}
+
 #[test]
 fn bench_reports_a_wrong_triton_kernel_with_buffer_index_and_seed() {
     let py = match python() {

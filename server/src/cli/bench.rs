@@ -265,13 +265,9 @@ async fn bench(
         let mut torch_modes: Vec<TorchMode> = Vec::new();
         let reference = if let Some(r) = &plan.reference {
             report.reference = Some(r.clone());
-            // `reference = R` requires R to take the same parameters: without a spec of
-            // its own, R runs with this kernel's plan.
-            let ref_plan = plan_of(r).cloned().unwrap_or_else(|| BenchPlan {
-                kernel: r.clone(),
-                ..plan.clone()
-            });
-            Some(version(r, &ref_plan))
+            // `reference = R` requires R to take the same parameters; it runs on this
+            // kernel's inputs, with its own launch when it has a spec.
+            Some(version(r, &plan.for_reference(r, plan_of(r))))
         } else if let Some(tr) = &plan.torch_reference {
             report.reference = Some(format!("torch: {}", tr.describe()));
             let module = match analysis::torch_module_source(&args.file, tr) {

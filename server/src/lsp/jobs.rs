@@ -23,7 +23,7 @@ use crate::document::{Document, LinePos};
 use crate::optimize::catalog::Catalog;
 use crate::optimize::{self, evaluate, history, policy, Event, OptimizeOptions};
 use crate::settings::{ApplyMode, Settings};
-use crate::spec::{BenchPlan, EvalEnv};
+use crate::spec::EvalEnv;
 use crate::syntax::{self, Kernel, Lang};
 use crate::worker::pool::{self, PoolConfig, WorkerPool, WorkerStatus};
 use crate::worker::protocol::{Op, OpResult, Timing, TorchMode, Version};
@@ -1123,16 +1123,14 @@ impl Backend {
             let doc = Document::new(snap.lang, 0, &snap.text);
             let a =
                 crate::analysis::analyze(snap.lang, &snap.text, doc.tree(), &Default::default());
-            let plan = a
+            let own = a
                 .model
                 .kernels
                 .iter()
                 .position(|k| k.name == r)
-                .and_then(|i| a.specs.get(i).and_then(|s| s.plan.clone()))
-                .unwrap_or_else(|| BenchPlan {
-                    kernel: r.clone(),
-                    ..current.version.plan.clone()
-                });
+                .and_then(|i| a.specs.get(i).and_then(|s| s.plan.as_ref()));
+            // On this kernel's inputs, with the reference's own launch.
+            let plan = current.version.plan.for_reference(&r, own);
             Some(Version {
                 torch: None,
                 label: r.clone(),

@@ -339,6 +339,35 @@ pub struct BenchPlan {
 }
 
 impl BenchPlan {
+    /// The plan `reference = NAME` runs with beside this kernel's: the reference's own
+    /// launch, constexprs and template arguments (`own`, its evaluated spec, when it has
+    /// one), on this kernel's inputs: each case's buffers (shapes and distributions) and
+    /// scalar values come from this plan, position by position, so both versions run on
+    /// the same data. Without a spec of its own, the reference runs with this plan.
+    pub fn for_reference(&self, name: &str, own: Option<&BenchPlan>) -> BenchPlan {
+        let mut out = own.cloned().unwrap_or_else(|| self.clone());
+        out.kernel = name.to_string();
+        out.trials = self.trials;
+        out.cases.truncate(self.cases.len());
+        while out.cases.len() < self.cases.len() {
+            out.cases.push(self.cases[out.cases.len()].clone());
+        }
+        for (theirs, ours) in out.cases.iter_mut().zip(&self.cases) {
+            theirs.sizes = ours.sizes.clone();
+            theirs.bytes = ours.bytes;
+            for (a, b) in theirs.args.iter_mut().zip(&ours.args) {
+                if matches!(
+                    (&*a, b),
+                    (Arg::Buffer { .. }, Arg::Buffer { .. })
+                        | (Arg::Scalar { .. }, Arg::Scalar { .. })
+                ) {
+                    *a = b.clone();
+                }
+            }
+        }
+        out
+    }
+
     /// The C++ name expression that instantiates a template kernel with the timed case's
     /// template arguments (`reduce<256, 4>`), for NVRTC's `nvrtcAddNameExpression`.
     /// `None` when the kernel takes no template arguments.

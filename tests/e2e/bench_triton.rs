@@ -70,6 +70,13 @@ fn bench(py: &str, src: &str, name: &str) -> (i32, String, String) {
     )
 }
 
+/// The table row of `kernel` in `bench`'s output.
+fn row_of<'o>(out: &'o str, kernel: &str) -> &'o str {
+    out.lines()
+        .find(|l| l.starts_with(kernel))
+        .unwrap_or_else(|| panic!("no row for {kernel}: {out}"))
+}
+
 #[test]
 fn bench_verifies_and_times_triton_kernels_on_the_interpreter() {
     let py = match python() {
@@ -83,10 +90,7 @@ fn bench_verifies_and_times_triton_kernels_on_the_interpreter() {
     };
     let (code, out, err) = bench(&py, &KERNELS.replace("OP", "+"), "good");
     assert_eq!(code, 0, "{out}\n{err}");
-    let row = out
-        .lines()
-        .find(|l| l.starts_with("add_new"))
-        .unwrap_or_else(|| panic!("{out}"));
+    let row = row_of(&out, "add_new");
     assert!(row.contains("passed (2 cases × 3 trials)"), "{row}");
     assert!(
         row.contains("× vs add_ref"),
@@ -112,10 +116,7 @@ fn a_reference_kernel_runs_on_the_inputs_of_the_kernel_under_test() {
     assert!(src.contains("normal(0, 100)"), "the spec line moved");
     let (code, out, err) = bench(&py, &src, "refinputs");
     assert_eq!(code, 0, "{out}\n{err}");
-    let row = out
-        .lines()
-        .find(|l| l.starts_with("add_new"))
-        .unwrap_or_else(|| panic!("{out}"));
+    let row = row_of(&out, "add_new");
     assert!(row.contains("passed (2 cases × 3 trials)"), "{row}");
 }
 

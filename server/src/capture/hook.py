@@ -29,15 +29,12 @@ _OUT = os.environ.get("KERNEL_LSP_CAPTURE_OUT")
 _ONLY = os.environ.get("KERNEL_LSP_CAPTURE_KERNEL") or None
 _MAX_CASES = int(os.environ.get("KERNEL_LSP_CAPTURE_MAX_CASES") or "4")
 _MAX_BYTES = int(os.environ.get("KERNEL_LSP_CAPTURE_MAX_BYTES") or str(1 << 30))
-_SAVE_DIR = os.environ.get("KERNEL_LSP_CAPTURE_SAVE_DIR") or None
-_SAVE_BYTES = int(os.environ.get("KERNEL_LSP_CAPTURE_SAVE_BYTES") or str(64 << 20))
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 _local = threading.local()
 _lock = threading.Lock()
 _seen = {}  # (file, kernel) -> set of launch keys
 _counts = {}  # (file, kernel) -> launches seen (all of them)
-_saved_bytes = [0]
 
 
 class _Refuse(Exception):
@@ -226,24 +223,28 @@ def _record(orig, self, args, grid, kwargs):
     launch_opts = {k: options[k] for k in ("num_warps", "num_stages") if options.get(k) is not None}
     key = _key(desc, g, launch_opts)
     with _lock:
-        _counts[where] = _counts.get(where, 0) + 1
         seen = _seen.setdefault(where, set())
         fresh = key not in seen and len(seen) < _MAX_CASES
         if fresh:
             seen.add(key)
     if not fresh or g is None:
-        return _launch(orig, self, args, grid, kwargs)
+        ret = _launch(orig, self, args, grid, kwargs)
+        _count(where)
+        return ret
     rec = {"kernel": name, "file": where[0], "line": fn.__code__.co_firstlineno,
            "args": desc, "grid": g, **launch_opts}
     tensors = {d["name"]: bound[d["name"]] for d in desc if d["kind"] == "tensor" and d["passed"]}
     total = sum(_bytes_of(t) for t in tensors.values())
     if total > _MAX_BYTES:
         rec["refused"] = "its tensors hold %d bytes, over the capture limit of %d" % (total, _MAX_BYTES)
+        ret = _launch(orig, self, args, grid, kwargs)
+        _count(where)
         _emit(rec)
-        return _launch(orig, self, args, grid, kwargs)
+        return ret
     before = {n: t.detach().clone() for n, t in tensors.items()}
     ret = _launch(orig, self, args, grid, kwargs)
     _sync(tensors.values())
+    _count(where)
     try:
         _local.busy = True
         _watch(rec, orig, self, args, grid, kwargs, tensors, before)
@@ -253,6 +254,12 @@ def _record(orig, self, args, grid, kwargs):
         _local.busy = False
     _emit(rec)
     return ret
+
+
+def _count(where):
+    """Launches that ran: one that raised is the program's own failure, not a launch."""
+    with _lock:
+        _counts[where] = _counts.get(where, 0) + 1
 
 
 def _restore(tensors, state):
@@ -285,7 +292,6 @@ def _watch(rec, orig, self, args, grid, kwargs, tensors, before):
                 d["role"] = "in"
             else:
                 d["role"] = "out" if _same(tensors[n], after[n]) else "inout"
-        _save(rec, tensors, before)
     except _Refuse as e:
         rec["refused"] = str(e)
     finally:
@@ -309,23 +315,6 @@ def _alias_check(tensors, written):
                 raise _Refuse("`%s` and `%s` share memory and the kernel writes %s: aliasing "
                               "outputs cannot be given as separate buffers"
                               % (n, n2, "`%s`" % (n if n in written else n2)))
-
-
-def _save(rec, tensors, before):
-    """With --save-inputs: the inputs as the kernel saw them, one file per launch."""
-    if not _SAVE_DIR:
-        return
-    torch = _torch()
-    size = sum(_bytes_of(t) for t in tensors.values())
-    if _saved_bytes[0] + size > _SAVE_BYTES:
-        rec["saved"] = None
-        rec["save_note"] = "not saved: over the --save-inputs limit of %d bytes" % _SAVE_BYTES
-        return
-    _saved_bytes[0] += size
-    os.makedirs(_SAVE_DIR, exist_ok=True)
-    path = os.path.join(_SAVE_DIR, "%s-%d-%d.pt" % (rec["kernel"], os.getpid(), len(os.listdir(_SAVE_DIR))))
-    torch.save({n: t.detach().cpu().clone() for n, t in before.items()}, path)
-    rec["saved"] = path
 
 
 def _wrap_run(orig):

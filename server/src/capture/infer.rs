@@ -68,6 +68,9 @@ struct Var {
     /// the derived odd case.
     told: bool,
     size: bool,
+    /// A size equal to a constexpr: the kernel may be compiled for it, so it keeps its
+    /// value in the derived case.
+    fixed: bool,
 }
 
 /// One launch as statements: the shape of the spec (`stmts`, var names) and its values.
@@ -187,7 +190,7 @@ fn odd_case(t: &Template, values: &[Num]) -> Option<Vec<Num>> {
         .vars
         .iter()
         .zip(values)
-        .map(|(v, val)| match (v.size && v.told, *val) {
+        .map(|(v, val)| match (v.size && v.told && !v.fixed, *val) {
             (true, Num::Int(n)) if n >= 2 => {
                 changed = true;
                 Num::Int(if n % 2 == 0 { n - 1 } else { n - 2 })
@@ -353,6 +356,7 @@ fn template(l: &Launch) -> Result<Template, String> {
                 value: *n,
                 told: false,
                 size: false,
+                fixed: false,
             });
         }
     }
@@ -442,6 +446,13 @@ impl Builder {
             })
             .collect();
         ints.sort_by_key(|(n, _)| n.contains("stride"));
+        let constexprs: Vec<i64> = uses
+            .iter()
+            .filter_map(|u| match u {
+                Use::Constexpr(_, Num::Int(v)) => Some(*v),
+                _ => None,
+            })
+            .collect();
         let taken: BTreeSet<&str> = uses
             .iter()
             .filter_map(|u| match u {
@@ -476,6 +487,7 @@ impl Builder {
                     value: Num::Int(d),
                     told,
                     size: true,
+                    fixed: constexprs.contains(&d),
                 });
                 self.by_value.push((d, self.vars.len() - 1));
                 dims.push(Some(self.vars.len() - 1));
@@ -580,6 +592,7 @@ impl Builder {
                     value: *n,
                     told: false,
                     size: false,
+                    fixed: false,
                 }),
             }
         }
@@ -615,6 +628,7 @@ impl Builder {
                 value: Num::Int(extent(&a.shape, &a.strides) as i64),
                 told: false,
                 size: false,
+                fixed: false,
             });
             name
         };
@@ -671,6 +685,7 @@ impl Builder {
             value: Num::Int(g),
             told: false,
             size: false,
+            fixed: false,
         });
         fallback.into()
     }

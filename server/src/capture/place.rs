@@ -35,17 +35,16 @@ pub fn edits(
             continue;
         };
         let sk = crate::spec::skeleton(k, text);
-        let line = text
-            .get(sk.insert_at..)
-            .and_then(|s| s.lines().next())
-            .unwrap_or("");
-        let indent: String = line
-            .chars()
-            .take_while(|c| *c == ' ' || *c == '\t')
-            .collect();
+        // The skeleton's lines carry the kernel's indentation and comment prefix.
+        let prefix = sk
+            .text
+            .lines()
+            .next()
+            .and_then(|l| l.split("@bench").next());
+        let prefix = prefix.unwrap_or("# ");
         let block: String = lines
             .iter()
-            .map(|l| format!("{indent}# @bench {l}\n"))
+            .map(|l| format!("{prefix}@bench {l}\n"))
             .collect();
         let (start, end) = match (&k.spec.range, replace) {
             (Some(_), false) => {

@@ -351,6 +351,9 @@ fn template(l: &Launch) -> Result<Template, String> {
     b.tie_scalars(&uses);
     for u in &uses {
         if let Use::Constexpr(a, n) = u {
+            if b.vars.iter().any(|v| v.name == a.name) {
+                continue;
+            }
             b.vars.push(Var {
                 name: a.name.clone(),
                 value: *n,
@@ -446,10 +449,10 @@ impl Builder {
             })
             .collect();
         ints.sort_by_key(|(n, _)| n.contains("stride"));
-        let constexprs: Vec<i64> = uses
+        let constexprs: Vec<(&str, i64)> = uses
             .iter()
             .filter_map(|u| match u {
-                Use::Constexpr(_, Num::Int(v)) => Some(*v),
+                Use::Constexpr(a, Num::Int(v)) if a.kind == "int" => Some((a.name.as_str(), *v)),
                 _ => None,
             })
             .collect();
@@ -478,16 +481,20 @@ impl Builder {
                     dims.push(Some(i));
                     continue;
                 }
-                let (name, told) = match ints.iter().find(|(_, v)| *v == d) {
-                    Some((n, _)) => (n.to_string(), true),
-                    None => (fresh(&format!("{}_d{axis}", stem(&a.name)), &taken), false),
+                // An argument of that value names it; else a constexpr (the kernel is
+                // compiled for the size); else a new name.
+                let fixed = constexprs.iter().find(|(_, v)| *v == d);
+                let (name, told) = match (ints.iter().find(|(_, v)| *v == d), fixed) {
+                    (Some((n, _)), _) => (n.to_string(), true),
+                    (None, Some((n, _))) => (n.to_string(), false),
+                    (None, None) => (fresh(&format!("{}_d{axis}", stem(&a.name)), &taken), false),
                 };
                 self.vars.push(Var {
                     name,
                     value: Num::Int(d),
                     told,
                     size: true,
-                    fixed: constexprs.contains(&d),
+                    fixed: fixed.is_some(),
                 });
                 self.by_value.push((d, self.vars.len() - 1));
                 dims.push(Some(self.vars.len() - 1));

@@ -15,7 +15,7 @@
 //! - each grid dimension is a size, or `cdiv` of a size by a constexpr, else as captured
 //!   (sizes that an argument names are tried first: the kernel masks by them);
 //! - arguments left to their default, and constexprs a `@triton.heuristics` computes,
-//!   get no statement.
+//!   get no statement; an argument passed as `None` (an optional pointer) is `NAME = None`.
 //!
 //! Launches whose statements come out the same (values aside) are cases of one spec,
 //! the largest first (it is the timed case). A second, odd-sized case is derived from the
@@ -248,6 +248,8 @@ enum Use<'a> {
     Buffer(&'a Arg),
     Scalar(&'a Arg, Num),
     Constexpr(&'a Arg, Num),
+    /// Passed as `None` (an optional pointer): `NAME = None`.
+    Nothing(&'a Arg),
     Omit,
 }
 
@@ -276,11 +278,7 @@ fn classify(a: &Arg) -> Result<Use<'_>, String> {
         "int" | "bool" | "float" if a.constexpr => Ok(Use::Constexpr(a, num(a)?)),
         "int" | "bool" | "float" => Ok(Use::Scalar(a, num(a)?)),
         "none" | "str" if a.has_default && a.default == a.value => Ok(Use::Omit),
-        "none" => Err(format!(
-            "`{}` was passed as None and has no default of None: a spec gives every \
-             parameter a buffer or a number",
-            a.name
-        )),
+        "none" => Ok(Use::Nothing(a)),
         "str" => Err(format!(
             "`{}` is the string {}: a spec gives numbers only",
             a.name,
@@ -361,6 +359,11 @@ fn template(l: &Launch) -> Result<Template, String> {
                 size: false,
                 fixed: false,
             });
+        }
+    }
+    for u in &uses {
+        if let Use::Nothing(a) = u {
+            b.stmts.push(format!("{} = None", a.name));
         }
     }
     for u in &uses {
@@ -459,7 +462,9 @@ impl Builder {
         let taken: BTreeSet<&str> = uses
             .iter()
             .filter_map(|u| match u {
-                Use::Buffer(a) | Use::Scalar(a, _) | Use::Constexpr(a, _) => Some(a.name.as_str()),
+                Use::Buffer(a) | Use::Scalar(a, _) | Use::Constexpr(a, _) | Use::Nothing(a) => {
+                    Some(a.name.as_str())
+                }
                 Use::Omit => None,
             })
             .collect();

@@ -134,7 +134,6 @@ fn refusals_name_the_argument_and_the_reason() {
             r#"{"name":"p","kind":"pointer","type":"TensorDescriptor"}"#,
             "non-tensor pointer",
         ),
-        (r#"{"name":"b","kind":"none"}"#, "passed as None"),
         (
             r#"{"name":"act","kind":"str","value":"gelu","constexpr":true}"#,
             "string",
@@ -177,6 +176,23 @@ fn defaults_and_heuristics_get_no_statement() {
     );
     // Nothing tells the kernel the size: no odd case.
     assert_eq!(got.cases, 1);
+}
+
+#[test]
+fn an_optional_pointer_passed_as_none_is_given_as_none() {
+    let l = launch(&line(
+        &[
+            tensor("x_ptr", &[10], &[1], "in"),
+            r#"{"name":"bias_ptr","kind":"none"}"#.into(),
+        ],
+        [1, 1, 1],
+    ));
+    let got = lines_of(&[l]).unwrap();
+    assert!(
+        got.lines.contains(&"bias_ptr = None".to_string()),
+        "{:?}",
+        got.lines
+    );
 }
 
 #[test]

@@ -312,9 +312,8 @@ def _alias_check(tensors, written):
             if s2 >= e:
                 break
             if n in written or n2 in written:
-                raise _Refuse("`%s` and `%s` share memory and the kernel writes %s: aliasing "
-                              "outputs cannot be given as separate buffers"
-                              % (n, n2, "`%s`" % (n if n in written else n2)))
+                raise _Refuse("`%s` and `%s` share memory and the launch wrote into it: aliasing "
+                              "outputs cannot be given as separate buffers" % (n, n2))
 
 
 def _wrap_run(orig):

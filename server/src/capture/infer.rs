@@ -20,7 +20,9 @@
 //! Launches whose statements come out the same (values aside) are cases of one spec,
 //! the largest first (it is the timed case). A second, odd-sized case is derived from the
 //! first when every buffer is contiguous and some size is one the kernel is told (an
-//! argument or the grid): each such size shrinks to the next smaller odd number.
+//! argument or the grid): each such size shrinks to the next smaller odd number, unless
+//! a constexpr has its value, another number of the launch has it too, or one tensor has
+//! it on two axes (then it is not clear which quantity it is).
 
 use std::collections::BTreeSet;
 
@@ -190,15 +192,23 @@ fn odd_case(t: &Template, values: &[Num]) -> Option<Vec<Num>> {
         .vars
         .iter()
         .zip(values)
-        .map(|(v, val)| match (v.size && v.told && !v.fixed, *val) {
-            (true, Num::Int(n)) if n >= 2 => {
-                changed = true;
-                Num::Int(if n % 2 == 0 { n - 1 } else { n - 2 })
-            }
-            _ => *val,
-        })
+        .map(
+            |(v, val)| match (v.size && v.told && !v.fixed && !ambiguous(t, v), *val) {
+                (true, Num::Int(n)) if n >= 2 => {
+                    changed = true;
+                    Num::Int(if n % 2 == 0 { n - 1 } else { n - 2 })
+                }
+                _ => *val,
+            },
+        )
         .collect();
     changed.then_some(out)
+}
+
+/// A size whose value another number of the launch also has (a literal argument or
+/// captured grid dimension) may stand for either: shrinking it alone could break their tie.
+fn ambiguous(t: &Template, size: &Var) -> bool {
+    t.vars.iter().any(|o| !o.size && o.value == size.value)
 }
 
 fn render(t: &Template, cases: &[Vec<Num>], ranges: &[Range]) -> Vec<String> {
@@ -483,6 +493,11 @@ impl Builder {
                     continue;
                 }
                 if let Some(i) = self.size_of(d) {
+                    // The same size twice in one tensor ([heads, chunks, ...] with equal
+                    // counts): which is which cannot be told, so neither shrinks.
+                    if dims.contains(&Some(i)) {
+                        self.vars[i].fixed = true;
+                    }
                     dims.push(Some(i));
                     continue;
                 }

@@ -172,11 +172,34 @@ fn own_kernels_in_several_styles_and_the_ones_it_refuses() {
     assert!(!c.stderr.contains("WRONG"), "{}", c.stderr);
 }
 
+/// The lines a project script prints per op (`ok NAME`, `FAILED NAME ...`), in order.
+fn outcome_lines(output: &str) -> Vec<String> {
+    output
+        .lines()
+        .filter(|l| l.starts_with("ok ") || l.starts_with("FAILED "))
+        .map(str::to_string)
+        .collect()
+}
+
 /// One project: capture its script, check and bench what was written; (launched kernels,
 /// verified kernels, table lines).
 fn run_project(py: &str, name: &str, script: &str) -> (usize, usize, Vec<String>) {
     let dir = project(name);
     let c = capture(py, &dir, script);
+    // The program does under capture what it does without: the same ops pass and fail.
+    let alone = Command::new(py)
+        .args([script, "--cpu"])
+        .current_dir(&dir)
+        .env("TRITON_INTERPRET", "1")
+        .env("PYTHONPATH", python_path(&dir))
+        .output()
+        .unwrap();
+    let (_, alone_out, _) = tools::outcome(alone);
+    assert_eq!(
+        outcome_lines(&c.stderr),
+        outcome_lines(&alone_out),
+        "{name}: the program behaved differently under capture"
+    );
     let benched = bench_written(py, &dir, &c.rows);
     let mut lines = Vec::new();
     for r in &c.rows {

@@ -263,8 +263,11 @@ def _count(where):
 
 
 def _restore(tensors, state):
-    for n, t in tensors.items():
-        t.copy_(state[n])
+    # Through `.data`, without grad: autograd neither sees these writes nor counts them
+    # as in-place changes of tensors it saved for backward.
+    with _torch().no_grad():
+        for n, t in tensors.items():
+            t.data.copy_(state[n])
 
 
 def _watch(rec, orig, self, args, grid, kwargs, tensors, before):
@@ -280,8 +283,9 @@ def _watch(rec, orig, self, args, grid, kwargs, tensors, before):
             raise _Refuse("it depends on state outside its arguments: launched again on the same "
                           "inputs it left different values in `%s`" % "`, `".join(moved))
         _restore(tensors, before)
-        for n in written:
-            _poison(tensors[n])
+        with _torch().no_grad():
+            for n in written:
+                _poison(tensors[n].data)
         _launch(orig, self, args, grid, kwargs)
         _sync(tensors.values())
         for d in rec["args"]:

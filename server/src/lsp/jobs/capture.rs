@@ -12,6 +12,9 @@ use tower_lsp::lsp_types::*;
 use super::{message, Backend, Snapshot};
 use crate::capture::{self, place, run, InferOptions, KernelCapture};
 
+/// Kernels whose spec was not written, and why.
+type Skipped = Vec<(String, String)>;
+
 fn same_file(a: &Path, b: &Path) -> bool {
     a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
 }
@@ -85,36 +88,7 @@ impl Backend {
             .iter()
             .filter_map(|k| Some((k.kernel.clone(), k.spec.as_ref().ok()?.lines.clone())))
             .collect();
-        let (edit, skipped) = {
-            let st = self.state();
-            let open = st
-                .docs
-                .get(uri)
-                .filter(|o| o.is(snap.epoch, snap.lang))
-                .ok_or("the file was closed while the command ran")?;
-            let (edits, skipped) = place::edits(open.doc.text(), &specs, false);
-            let edits: Vec<OneOf<TextEdit, AnnotatedTextEdit>> = edits
-                .into_iter()
-                .map(|e| {
-                    OneOf::Left(TextEdit {
-                        range: crate::lsp::convert::lsp_range(
-                            &open.doc,
-                            &(e.start..e.end),
-                            st.encoding,
-                        ),
-                        new_text: e.text,
-                    })
-                })
-                .collect();
-            let edit = (!edits.is_empty()).then(|| TextDocumentEdit {
-                text_document: OptionalVersionedTextDocumentIdentifier {
-                    uri: uri.clone(),
-                    version: Some(open.doc.version),
-                },
-                edits,
-            });
-            (edit, skipped)
-        };
+        let (edit, skipped) = self.spec_edit(uri, &snap, &specs)?;
         let text = summary(&line, &here, &skipped);
         match edit {
             Some(e) => {
@@ -123,6 +97,43 @@ impl Backend {
             }
             None => Err(text),
         }
+    }
+    /// The edit that writes `specs` into the open document `snap` was taken of (as it is
+    /// now), and per kernel why it was not written; `None` when nothing is to be written.
+    fn spec_edit(
+        &self,
+        uri: &Url,
+        snap: &Snapshot,
+        specs: &[(String, Vec<String>)],
+    ) -> std::result::Result<(Option<TextDocumentEdit>, Skipped), String> {
+        let st = self.state();
+        let open = st
+            .docs
+            .get(uri)
+            .filter(|o| o.is(snap.epoch, snap.lang))
+            .ok_or("the file was closed while the command ran")?;
+        let (edits, skipped) = place::edits(open.doc.text(), specs, false);
+        let edits: Vec<OneOf<TextEdit, AnnotatedTextEdit>> = edits
+            .into_iter()
+            .map(|e| {
+                OneOf::Left(TextEdit {
+                    range: crate::lsp::convert::lsp_range(
+                        &open.doc,
+                        &(e.start..e.end),
+                        st.encoding,
+                    ),
+                    new_text: e.text,
+                })
+            })
+            .collect();
+        let edit = (!edits.is_empty()).then(|| TextDocumentEdit {
+            text_document: OptionalVersionedTextDocumentIdentifier {
+                uri: uri.clone(),
+                version: Some(open.doc.version),
+            },
+            edits,
+        });
+        Ok((edit, skipped))
     }
 }
 

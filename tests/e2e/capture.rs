@@ -222,6 +222,21 @@ fn three_public_projects_on_the_cpu_interpreter() {
         Ok(p) => p,
         Err(why) => return tools::skip("capture projects", &why),
     };
+    // The vendored projects' own requirements (tests/setup.sh installs them).
+    let deps = Command::new(&py)
+        .args(["-c", "import packaging, einops"])
+        .env(
+            "PYTHONPATH",
+            std::env::var("PYTHONPATH").unwrap_or_default(),
+        )
+        .output()
+        .unwrap();
+    if !deps.status.success() {
+        return tools::skip(
+            "capture projects",
+            &format!("{py} lacks packaging or einops, which mamba-ssm and liger-kernel import (run tests/setup.sh)"),
+        );
+    }
     let projects = [
         ("liger", "run_liger.py"),
         ("lightning_attn", "run_lightning_attn.py"),

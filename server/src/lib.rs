@@ -4,6 +4,7 @@
 //! `cli`. See docs/architecture.md.
 
 pub mod analysis;
+pub mod capture;
 pub mod cli;
 pub mod document;
 pub mod layers;

@@ -37,6 +37,9 @@ enum Command {
     /// Write a kernel's optimization history as an HTML page with an SVG chart of the
     /// time per step and the table of every attempt.
     Report(kernel_lsp::cli::report::ReportArgs),
+    /// Run COMMAND (a script, a test) and write a @bench spec for every Triton kernel it
+    /// launches, from the launches themselves: `capture [--apply] -- python train.py`.
+    Capture(kernel_lsp::cli::capture::CaptureArgs),
     /// Write a spec'd kernel skeleton (and its PyTorch reference) from a KernelBench-format
     /// problem: `Model` with `forward`, `get_inputs()`, `get_init_inputs()`.
     #[command(name = "import-kernelbench")]
@@ -129,6 +132,7 @@ fn main() -> ExitCode {
         Command::Report(args) => kernel_lsp::cli::report::run(&args),
         Command::Profile(args) => kernel_lsp::cli::profile::run(&args),
         Command::Device(args) => kernel_lsp::cli::device::run(&args),
+        Command::Capture(args) => kernel_lsp::cli::capture::run(&args),
         Command::ImportKernelbench(args) => kernel_lsp::cli::kernelbench::run(&args),
         Command::Health(args) => kernel_lsp::cli::health::run(&args),
         Command::Worker(args) => worker(args),

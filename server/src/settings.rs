@@ -61,6 +61,9 @@ pub struct Settings {
     pub use_llm: bool,
     /// How candidates are verified (docs/verification.md).
     pub verify: VerifySettings,
+    /// The command "Capture launches from…" runs (split like `worker`), e.g.
+    /// `python train_step.py`; the editor remembers the last one here.
+    pub capture_command: Option<String>,
     /// Include folders and defines for the compile checks (docs/project-setup.md).
     pub cuda: CudaSettings,
 }
@@ -234,6 +237,7 @@ impl Default for Settings {
             optimize_budget_s: 600,
             use_llm: false,
             verify: VerifySettings::default(),
+            capture_command: None,
             cuda: CudaSettings::default(),
         }
     }

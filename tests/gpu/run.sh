@@ -25,7 +25,9 @@ trap 'rm -rf "$log"' EXIT
 # (1 worker vs 2, one per GPU, on an nvidia-h200-x2: tests/gpu/multigpu.py; not in the
 # default set), cures (the drafts whose cure the analysis picks, e.g. remap_lanes: each
 # benched as written against PyTorch, optimized with the default policy, and the applied
-# result benched again; not in the default set). Each
+# result benched again; not in the default set), capture (`kernel-lsp capture` on the
+# projects of tests/fixtures/capture run on the GPU, bench of every captured spec, and
+# optimize of one captured kernel; not in the default set). Each
 # section stays under ten minutes on an H100, so they can run as separate commands.
 parts=" ${KERNEL_LSP_GPU_PARTS:-tests bench optimize torch compare} "
 part() { [[ "$parts" == *" $1 "* ]]; }
@@ -147,6 +149,34 @@ done
 if [[ -n "${OUT:-}" ]]; then cp "$cw"/*.cu "$OUT/" 2>/dev/null; fi
 fi
 
+capture_rc=0
+if part capture; then
+echo "== capture (issue #32): each project's script captured on the GPU, its specs benched, one kernel optimized"
+capw="$log/capture"; mkdir -p "$capw"
+for pr in own:run_own.py liger:run_liger.py lightning_attn:run_lightning_attn.py mamba:run_mamba.py; do
+  name=${pr%%:*}; script=${pr#*:}
+  rm -rf "${capw:?}/$name"; cp -r "$root/tests/fixtures/capture/$name" "$capw/$name"
+  echo "== capture $name ($script)"
+  ( cd "$capw/$name" && PYTHONPATH="$capw/$name${PYTHONPATH:+:$PYTHONPATH}" timeout 600 \
+      "$KERNEL_LSP_BIN" capture --apply -- python3 "$script" ) 2>&1 | tee "$log/capture-$name.txt"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || capture_rc=1
+  for f in $(grep -rl '# @bench' "$capw/$name" --include='*.py'); do
+    echo "== bench $name/${f#"$capw/$name/"}"
+    ( cd "$capw/$name" && PYTHONPATH="$capw/$name${PYTHONPATH:+:$PYTHONPATH}" timeout 300 \
+        "$KERNEL_LSP_BIN" bench "$f" ) 2>&1 | tee -a "$log/capture-bench-$name.txt"
+  done
+done
+# End to end on one captured kernel: optimize (no LLM) from the captured spec, then bench.
+opt_file="$capw/liger/liger_kernel/ops/softmax.py"
+if grep -q '# @bench' "$opt_file" 2>/dev/null; then
+  echo "== optimize liger _softmax_single_block_forward_kernel from its captured spec"
+  ( cd "$capw/liger" && PYTHONPATH="$capw/liger${PYTHONPATH:+:$PYTHONPATH}" timeout 540 "$KERNEL_LSP_BIN" optimize \
+      "$opt_file" --kernel _softmax_single_block_forward_kernel --steps "${KERNEL_LSP_CAPTURE_STEPS:-3}" ) 2>&1 | tee "$log/capture-optimize.txt"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || capture_rc=1
+fi
+if [[ -n "${OUT:-}" ]]; then (cd "$capw" && tar czf "$OUT/captured-specs.tgz" .) 2>/dev/null; fi
+fi
+
 multigpu_rc=0
 if part multigpu; then
 echo "== multi-GPU: 1 worker vs 2 (tests/gpu/multigpu.py)"
@@ -220,9 +250,21 @@ for f in "$log"/cure-draft-*.txt "$log"/cure-best-*.txt; do
   printf '%-34s %s\n' "$(basename "$f" .txt)" "$(grep -h '× eager' "$f" | head -1 | tr -s ' ')"
 done
 fi
+if part capture; then
+echo "== capture: per project, kernels captured (specs / refused) and benched (self-check passed / failed)"
+for f in "$log"/capture-*.txt; do
+  [[ -e "$f" ]] || continue
+  case "$f" in *capture-bench-*|*capture-optimize*) continue;; esac
+  name=$(basename "$f" .txt); name=${name#capture-}
+  printf '%-16s %s; bench: %s passed, %s failed\n' "$name" "$(grep -h 'kernels:' "$f" | tail -1)" \
+    "$(grep -c 'self-check passed' "$log/capture-bench-$name.txt" 2>/dev/null)" \
+    "$(grep -c 'FAILED' "$log/capture-bench-$name.txt" 2>/dev/null)"
+done
+grep -h 'speedup\|accepted\|best' "$log/capture-optimize.txt" 2>/dev/null | tail -5
+fi
 if part multigpu; then
 echo "== multi-GPU: 1 worker vs 2 (wall time, same accepted versions)"
 sed -n '/^== multi-GPU table/,$p' "$log/multigpu.txt" | tail -n +2
 fi
 if [[ -n "${OUT:-}" ]]; then for f in "$log"/*.txt; do echo "=== $(basename "$f")"; cat "$f"; done > "$OUT/gpu-logs.txt"; fi
-[[ $tests_rc -eq 0 && $bench_rc -eq 0 && $opt_rc -eq 0 && $multigpu_rc -eq 0 && $torch_rc -eq 0 && $cures_rc -eq 0 ]]
+[[ $tests_rc -eq 0 && $bench_rc -eq 0 && $opt_rc -eq 0 && $multigpu_rc -eq 0 && $torch_rc -eq 0 && $cures_rc -eq 0 && $capture_rc -eq 0 ]]

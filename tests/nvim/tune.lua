@@ -7,28 +7,9 @@
 -- quick fix. Results go to $KERNEL_LSP_OUT as JSON for the Rust test.
 local bin = assert(os.getenv("KERNEL_LSP_BIN"), "KERNEL_LSP_BIN")
 local fixture = assert(os.getenv("KERNEL_LSP_FIXTURE"), "KERNEL_LSP_FIXTURE")
-local out = assert(os.getenv("KERNEL_LSP_OUT"), "KERNEL_LSP_OUT")
 local plugin = assert(os.getenv("KERNEL_LSP_PLUGIN"), "KERNEL_LSP_PLUGIN")
-local results = { steps = {}, messages = {} }
-
-local function step(name) table.insert(results.steps, name) end
-local function finish()
-  local f = assert(io.open(out, "w"))
-  f:write(vim.json.encode(results))
-  f:close()
-  vim.cmd("qa!")
-end
-local function fail(msg)
-  results.error = msg
-  finish()
-end
-
--- Collect what the server tells the user.
-vim.lsp.handlers["window/showMessage"] = function(_, r)
-  table.insert(results.messages, r.message)
-end
-
-local function text(buf) return table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, false), "\n") end
+local H = dofile(debug.getinfo(1, "S").source:sub(2):match("(.*/)") .. "harness.lua")
+local results, step, finish, fail, text = H.results, H.step, H.finish, H.fail, H.text
 
 -- Picks the code action whose title contains `pattern` (the answer comes back
 -- asynchronously; the picked title is stored in results[key]).
@@ -47,18 +28,7 @@ local function run_action(key, pattern)
   })
 end
 
-local ok, err = pcall(function()
-  vim.opt.rtp:append(plugin)
-  local kl = require("kernel_lsp")
-  kl.setup({ cmd = { bin }, settings = { compileOnType = false } })
-  vim.cmd.edit(fixture)
-  local buf = vim.api.nvim_get_current_buf()
-  if not vim.wait(15000, function()
-    local c = kl.client(buf)
-    return c ~= nil and c.initialized == true
-  end, 20) then
-    return fail("the plugin's client did not attach to the Triton file")
-  end
+H.run(bin, plugin, fixture, function(kl, buf)
   local client = kl.client(buf)
   vim.wait(500)
   step("started")
@@ -118,4 +88,3 @@ local ok, err = pcall(function()
   step("reverted")
   finish()
 end)
-if not ok then fail(tostring(err)) end

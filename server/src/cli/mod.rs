@@ -1,6 +1,7 @@
 //! Command-line front-ends over the same engine the language server uses.
 
 pub mod bench;
+pub mod capture;
 pub mod check;
 pub mod device;
 pub mod health;

@@ -30,6 +30,8 @@ use crate::worker::protocol::{Op, OpResult, Timing, TorchMode, Version};
 
 use super::Backend;
 
+mod capture;
+
 /// The `kernel-lsp.*` commands, as one type: the server advertises [`SupportedCommand::ALL`],
 /// parses an `executeCommand` into one, and dispatches on it with an exhaustive match, so a
 /// command cannot be advertised without a handler (issue #16, as ruff's server does).
@@ -44,10 +46,11 @@ pub enum SupportedCommand {
     Apply,
     Fix,
     Profile,
+    Capture,
 }
 
 impl SupportedCommand {
-    pub const ALL: [SupportedCommand; 9] = [
+    pub const ALL: [SupportedCommand; 10] = [
         Self::Optimize,
         Self::Tune,
         Self::Bench,
@@ -57,6 +60,7 @@ impl SupportedCommand {
         Self::Apply,
         Self::Fix,
         Self::Profile,
+        Self::Capture,
     ];
 
     /// The command id on the wire.
@@ -71,6 +75,7 @@ impl SupportedCommand {
             Self::Apply => "kernel-lsp.applyRewrite",
             Self::Fix => "kernel-lsp.fix",
             Self::Profile => "kernel-lsp.profile",
+            Self::Capture => "kernel-lsp.capture",
         }
     }
 
@@ -88,6 +93,7 @@ pub const HISTORY: SupportedCommand = SupportedCommand::History;
 pub const APPLY: SupportedCommand = SupportedCommand::Apply;
 pub const FIX: SupportedCommand = SupportedCommand::Fix;
 pub const PROFILE: SupportedCommand = SupportedCommand::Profile;
+pub const CAPTURE: SupportedCommand = SupportedCommand::Capture;
 
 /// What a command names: a kernel by name, or the kernel at a position.
 #[derive(Debug, Deserialize)]
@@ -97,6 +103,9 @@ struct Target {
     kernel: Option<String>,
     #[serde(default)]
     position: Option<Position>,
+    /// `kernel-lsp.capture`: the command to run (else the `captureCommand` setting).
+    #[serde(default)]
+    command: Option<String>,
 }
 
 /// What the server knows about one kernel from jobs (not from the text).
@@ -463,6 +472,10 @@ impl Backend {
             C::Revert => self.revert(&target.uri, &snap).await,
             C::History => self.show_history(&snap).await,
             C::Apply => self.apply_pending(&target.uri, &snap.kernel.name).await,
+            C::Capture => {
+                self.capture_job(&target.uri, target.command.as_deref(), snap)
+                    .await
+            }
         };
         let value = match result {
             Ok(v) => v,
@@ -1449,6 +1462,7 @@ impl Backend {
                     uri: uri.clone(),
                     kernel: Some(name),
                     position: None,
+                    command: None,
                 };
                 let Ok(snap) = this.snapshot(&t) else {
                     return;

@@ -258,6 +258,8 @@ struct Decls<'a> {
     reference: Option<(&'a Name, &'a [Expr])>,
     /// `reference = torch: ...`: its text and span (issue #17).
     torch_reference: Option<(&'a str, &'a ByteRange)>,
+    /// Triton parameters given as `NAME = None` (issue #32: optional pointers).
+    nones: Vec<&'a str>,
 }
 
 impl<'a> Decls<'a> {
@@ -353,6 +355,29 @@ fn build(
 /// Pass 1: definitions and buffers. Built-in names, duplicates, values given to
 /// pointers, launch settings of the other language, lists where one value belongs, and
 /// each buffer line against its parameter.
+/// `NAME = None`: the whole value is the name `None`.
+fn is_none(values: &[Expr]) -> bool {
+    matches!(values, [e] if matches!(&e.kind, ExprKind::Name(n) if n == "None"))
+}
+
+/// `NAME = None` is for a Triton kernel parameter (it is passed as `None`); anywhere else
+/// it is an error that says so.
+fn none_allowed(cx: &mut Ctx<'_>, params: &HashMap<&str, &Param>, name: &Name) -> bool {
+    let triton_param = params
+        .get(name.text.as_str())
+        .is_some_and(|p| matches!(p.kind, ParamKind::TritonArg { .. } | ParamKind::Constexpr));
+    if !triton_param {
+        cx.error(
+            name.span.clone(),
+            format!(
+                "`{} = None` passes None to a Triton kernel parameter; `{}` is not one",
+                name.text, name.text
+            ),
+        );
+    }
+    triton_param
+}
+
 fn collect_statements<'a>(
     cx: &mut Ctx<'_>,
     stmts: &'a [Stmt],
@@ -369,6 +394,7 @@ fn collect_statements<'a>(
         tune_index: HashMap::new(),
         reference: None,
         torch_reference: None,
+        nones: Vec::new(),
     };
     let mut seen: HashMap<&str, ByteRange> = HashMap::new();
     for Stmt { kind, .. } in stmts {
@@ -411,6 +437,13 @@ fn collect_statements<'a>(
         }
         seen.insert(&name.text, name.span.clone());
         match kind {
+            StmtKind::Assign { name, values } if is_none(values) => {
+                if none_allowed(cx, params, name) {
+                    decls.nones.push(&name.text);
+                } else {
+                    broken.insert(name.text.clone());
+                }
+            }
             StmtKind::Assign { name, values } => {
                 if let Some(values) = check_assign(cx, params, name, values, broken) {
                     if name.text == "reference" && !params.contains_key("reference") {
@@ -848,7 +881,9 @@ fn check_missing_values(
     };
     for p in &kernel.params {
         cx.charge(1);
-        let has_node = graph.has(&p.name) || broken.contains(&p.name);
+        let has_node = graph.has(&p.name)
+            || broken.contains(&p.name)
+            || decls.nones.contains(&p.name.as_str());
         let has_buf = decls.buffer(&p.name).is_some() || broken.contains(&p.name);
         let pre = cx.prefix();
         match &p.kind {
@@ -1820,6 +1855,12 @@ fn build_case(
                 elems,
                 bytes,
                 dist,
+            });
+            continue;
+        }
+        if decls.nones.contains(&p.name.as_str()) {
+            args.push(Arg::None {
+                name: p.name.clone(),
             });
             continue;
         }

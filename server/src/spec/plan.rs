@@ -255,14 +255,18 @@ pub enum Arg {
     /// A Triton `tl.constexpr` parameter, or (in `Case::template_args`) a CUDA template
     /// argument.
     Constexpr { name: String, value: Value },
+    /// A Triton parameter passed as `None` (`NAME = None`: an optional pointer the kernel
+    /// is told, by a constexpr flag or an `is None` test, not to use).
+    None { name: String },
 }
 
 impl Arg {
     pub fn name(&self) -> &str {
         match self {
-            Arg::Buffer { name, .. } | Arg::Scalar { name, .. } | Arg::Constexpr { name, .. } => {
-                name
-            }
+            Arg::Buffer { name, .. }
+            | Arg::Scalar { name, .. }
+            | Arg::Constexpr { name, .. }
+            | Arg::None { name } => name,
         }
     }
 }
@@ -381,7 +385,7 @@ impl BenchPlan {
             .iter()
             .map(|a| match a {
                 Arg::Constexpr { value, .. } | Arg::Scalar { value, .. } => value.to_string(),
-                Arg::Buffer { name, .. } => name.clone(),
+                Arg::Buffer { name, .. } | Arg::None { name } => name.clone(),
             })
             .collect();
         Some(format!("{}<{}>", self.kernel, args.join(", ")))
@@ -431,6 +435,7 @@ impl BenchPlan {
                         Arg::Scalar { value, .. } | Arg::Constexpr { value, .. } => {
                             cells.push(value.to_string())
                         }
+                        Arg::None { .. } => cells.push("None".into()),
                         Arg::Buffer { .. } => {}
                     }
                 }

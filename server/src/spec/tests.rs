@@ -192,6 +192,7 @@ fn render_plan(p: &BenchPlan) -> String {
                 Arg::Constexpr { name, value } => {
                     s.push_str(&format!("  {name} = {value} (constexpr)\n"))
                 }
+                Arg::None { name } => s.push_str(&format!("  {name} = None\n")),
             }
         }
         s.push_str(&format!(
@@ -1874,6 +1875,45 @@ def k(x, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
               launch Triton { grid: [4], num_warps: None, num_stages: None }
               bytes=4000 flops=None
             atol=None rtol=None reference=None trials=3
+        "#]],
+    );
+}
+
+#[test]
+fn an_optional_triton_pointer_is_passed_as_none() {
+    check_triton(
+        r#"
+# @bench n = 8
+# @bench x_ptr: in f32[n]; b_ptr = None; HAS_B = 0
+# @bench grid = 1
+@triton.jit
+def k(x_ptr, b_ptr, n, HAS_B: tl.constexpr):
+"#,
+        expect![[r#"
+            case 0: sizes []
+              x_ptr: in f32[8] elems=8 bytes=32 ~ uniform(-1.0, 1.0)
+              b_ptr = None
+              n = 8 (I64)
+              HAS_B = 0 (constexpr)
+              launch Triton { grid: [1], num_warps: None, num_stages: None }
+              bytes=32 flops=None
+            atol=None rtol=None reference=None trials=3
+        "#]],
+    );
+}
+
+#[test]
+fn none_is_only_for_triton_parameters() {
+    check_triton(
+        r#"
+# @bench n = 8
+# @bench x_ptr: in f32[n]; m = None
+# @bench grid = 1
+@triton.jit
+def k(x_ptr, n):
+"#,
+        expect![[r#"
+            2:28-29 error `m`: `m = None` passes None to a Triton kernel parameter; `m` is not one
         "#]],
     );
 }

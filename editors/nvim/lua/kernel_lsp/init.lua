@@ -148,7 +148,7 @@ function M.execute(command, opts)
     notify("no kernel-lsp client for this buffer (:checkhealth kernel_lsp)", vim.log.levels.WARN)
     return nil
   end
-  local arg = { uri = vim.uri_from_bufnr(bufnr) }
+  local arg = { uri = vim.uri_from_bufnr(bufnr), command = opts.command }
   if opts.kernel and opts.kernel ~= "" then
     arg.kernel = opts.kernel
   else
@@ -193,6 +193,36 @@ function M.execute(command, opts)
   return request_id
 end
 
+--- "Capture launches from…": runs `line` (your script or test; asked with vim.ui.input,
+--- defaulting to the last one, when nil) with kernel-lsp's capture hook, and the server
+--- writes a @bench spec above each kernel of this buffer that it launched, as one
+--- undoable edit. The command is remembered in the `captureCommand` setting.
+function M.capture(line, opts)
+  opts = opts or {}
+  local client = M.client(0)
+  if not client then
+    notify("no kernel-lsp client for this buffer (:checkhealth kernel_lsp)", vim.log.levels.WARN)
+    return
+  end
+  local function go(cmdline)
+    if not cmdline or cmdline == "" then
+      return
+    end
+    client.settings = client.settings or {}
+    client.settings.captureCommand = cmdline
+    if M.options and M.options.settings then
+      M.options.settings.captureCommand = cmdline
+    end
+    client:notify("workspace/didChangeConfiguration", { settings = client.settings })
+    M.execute("kernel-lsp.capture", { command = cmdline, kernel = opts.kernel, title = "Capture", on_done = opts.on_done })
+  end
+  if line and line ~= "" then
+    return go(line)
+  end
+  local remembered = (client.settings or {}).captureCommand
+  vim.ui.input({ prompt = "Capture launches from: ", default = remembered or "" }, go)
+end
+
 --- Cancels every kernel-lsp command still running for the current buffer's client.
 function M.cancel()
   local client = M.client(0)
@@ -217,6 +247,12 @@ local function create_user_commands()
       desc = ("kernel-lsp: %s (the kernel at the cursor, or the one named)"):format(c.title),
     })
   end
+  vim.api.nvim_create_user_command("KernelCapture", function(a)
+    M.capture(a.args)
+  end, {
+    nargs = "?",
+    desc = "kernel-lsp: capture launches from a command (asked when not given) and write @bench specs",
+  })
   vim.api.nvim_create_user_command("KernelCancel", M.cancel, {
     desc = "kernel-lsp: cancel the running kernel commands",
   })
@@ -270,6 +306,11 @@ function M.setup(opts)
 
   vim.lsp.config(M.name, M.lsp_config(M.options))
   vim.lsp.enable(M.name)
+  -- The code action "Capture launches from…" asks for the command here, in the editor.
+  vim.lsp.commands["kernel-lsp.capture"] = function(command)
+    local arg = (command.arguments or {})[1] or {}
+    M.capture(arg.command, { kernel = arg.kernel })
+  end
 
   local group = vim.api.nvim_create_augroup("kernel_lsp", { clear = true })
   -- A Python file that gains its first `@triton.jit` attaches when written.

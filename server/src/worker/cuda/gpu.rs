@@ -506,7 +506,7 @@ pub fn instance_name(kernel: &str, c: &Case) -> String {
         .iter()
         .map(|a| match a {
             Arg::Constexpr { value, .. } | Arg::Scalar { value, .. } => value.to_string(),
-            Arg::Buffer { name, .. } => name.clone(),
+            Arg::Buffer { name, .. } | Arg::None { name } => name.clone(),
         })
         .collect();
     format!("{kernel}<{}>", args.join(", "))
@@ -763,9 +763,9 @@ pub fn kernel_args(label: &str, c: &Case, bufs: &[Guarded]) -> Result<Vec<Vec<u8
                 .map(|b| b.data_ptr().to_le_bytes().to_vec())
                 .ok_or_else(|| err(ErrorKind::Internal, format!("`{label}`: no device buffer for `{name}`"))),
             Arg::Scalar { value, ty, .. } => Ok(scalar_bytes(*ty, *value)),
-            Arg::Constexpr { name, .. } => Err(err(
+            Arg::Constexpr { name, .. } | Arg::None { name } => Err(err(
                 ErrorKind::BadRequest,
-                format!("`{label}`: `{name}` is a Triton constexpr; a CUDA kernel takes buffers and scalars"),
+                format!("`{label}`: `{name}` is a Triton constexpr or None; a CUDA kernel takes buffers and scalars"),
             )),
         })
         .collect()

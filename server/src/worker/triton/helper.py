@@ -594,7 +594,7 @@ def build_call(version, case, buffers):
             v = a["value"]
             kwargs[a["name"]] = float(v) if a.get("ty") in ("f16", "bf16", "f32", "f64") else int(v)
         else:
-            kwargs[a["name"]] = a["value"]
+            kwargs[a["name"]] = a.get("value")  # a "none" argument passes None
     if cuda:
         kwargs["__case__"] = case
         kwargs["__block__"] = [int(b) for b in launch["block"]]

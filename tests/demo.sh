@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Set up and run kernel-lsp on the bundled examples: build the release binary, install
-# the CPU-side CUDA tools into ./.venv, check every example (syntax, @bench specs, NVRTC
-# compile, ptxas resources), then the main job: optimize a bundled Triton kernel with no
+# Set up and run kernel-lsp on the bundled examples: install the wheels the demo uses
+# into ./.venv (tests/setup-demo.sh: no root, no Node), build the release binary, check
+# every example (syntax, @bench specs, NVRTC compile, ptxas resources), then the main job: optimize a bundled Triton kernel with no
 # LLM (on the GPU when there is one, else on Triton's CPU interpreter at small sizes),
 # print the verified speedup, and write the HTML report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tests/setup.sh
+bash tests/setup-demo.sh
 cargo build --release --locked
 export VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH"
 echo "== kernel-lsp check examples/*" >&2

@@ -14,7 +14,8 @@ fi
 # Checks use NVRTC unless a test asks for nvcc (tools::test_nvcc), so results do not
 # depend on whether this machine has a CUDA toolkit on PATH.
 export KERNEL_LSP_NVCC="${KERNEL_LSP_NVCC:-none}"
-cargo test --workspace --locked
+# The release profile, so the tests reuse the dependencies tests/demo.sh built.
+cargo test --release --workspace --locked
 
 # The VS Code extension: typecheck, unit tests, the .vsix and its contents; then the
 # .vsix in code-server + headless Chromium against the kernel-lsp cargo just built.

@@ -247,7 +247,7 @@ fn bench_checks_a_kernel_without_reference_against_itself() {
     assert!(err.contains("checking it against itself"), "{err}");
 }
 
-const TUNABLE: &str = r#"import triton
+pub(crate) const TUNABLE: &str = r#"import triton
 import triton.language as tl
 
 

@@ -113,6 +113,7 @@ fn catalog() -> Catalog {
         params: BTreeMap::new(),
         rewrite: None,
         prior: 0.0,
+        sweep: false,
     };
     Catalog {
         strategies: vec![step("restrict_const"), step("launch_bounds")],

@@ -820,6 +820,13 @@ impl Backend {
                     }
                 }
             }
+            Event::Headline(h) => {
+                if let Some(f) = &file {
+                    if let Err(e) = history::append_headline(f, &kname, h) {
+                        history_errors.push(e);
+                    }
+                }
+            }
         };
         let run = {
             let fut = optimize::optimize(&pool, snap.lang, &snap.text, &name, &opts, &mut on);
@@ -1398,6 +1405,7 @@ impl Backend {
             &[optimize::report::KernelHistory {
                 name,
                 steps: &steps,
+                headlines: &history::headlines(file, name),
             }],
         );
         let out = history::workspace_root(file)

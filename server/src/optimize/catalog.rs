@@ -51,6 +51,11 @@ pub struct Strategy {
     /// log of the expected speedup: 0.1 is about +10%).
     #[serde(default)]
     pub prior: f64,
+    /// The step tries every value of a knob and keeps the fastest: on the version it
+    /// made it would time the same values again, so it is not repeated there
+    /// (`repeat::tried_after`).
+    #[serde(default)]
+    pub sweep: bool,
 }
 
 impl Strategy {
@@ -147,6 +152,8 @@ struct RawStrategy {
     rewrite: Option<Spanned<String>>,
     #[serde(default)]
     prior: Option<Spanned<f64>>,
+    #[serde(default)]
+    sweep: bool,
 }
 
 impl Catalog {
@@ -187,7 +194,7 @@ impl Catalog {
                 let mut message = e.message().trim().to_string();
                 if message.starts_with("unknown field") {
                     message.push_str(
-                        "; a [[strategy]] table has id, title, description, lang, requires, params, rewrite and prior",
+                        "; a [[strategy]] table has id, title, description, lang, requires, params, rewrite, prior and sweep",
                     );
                 }
                 return Err(invalid(vec![Problem { line, col, message }]));
@@ -290,6 +297,7 @@ impl Catalog {
                 params: s.params,
                 rewrite: s.rewrite.map(Spanned::into_inner),
                 prior: s.prior.map_or(0.0, Spanned::into_inner),
+                sweep: s.sweep,
             });
         }
         if problems.is_empty() {
@@ -493,7 +501,7 @@ description = "d"
 lang = ["cuda"]
 requries = ["has_atomics"]
 "#,
-            expect!["strategies.toml:7:1: unknown field `requries`, expected one of `id`, `title`, `description`, `lang`, `requires`, `params`, `rewrite`, `prior`; a [[strategy]] table has id, title, description, lang, requires, params, rewrite and prior"],
+            expect!["strategies.toml:7:1: unknown field `requries`, expected one of `id`, `title`, `description`, `lang`, `requires`, `params`, `rewrite`, `prior`, `sweep`; a [[strategy]] table has id, title, description, lang, requires, params, rewrite, prior and sweep"],
         );
     }
 

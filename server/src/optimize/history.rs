@@ -7,7 +7,14 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use super::headline::Headline;
 use super::record::StepRecord;
+
+/// A history line that is not a step: a run's end-of-run timing.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct HeadlineLine {
+    headline: Headline,
+}
 
 /// `sha256:` and the first 16 hex digits of the text's SHA-256.
 pub fn hash(text: &str) -> String {
@@ -48,6 +55,15 @@ pub fn path_for(file: &Path, kernel: &str) -> PathBuf {
 }
 
 pub fn append(file: &Path, kernel: &str, steps: &[StepRecord]) -> Result<PathBuf, String> {
+    let lines = steps
+        .iter()
+        .map(serde_json::to_string)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    append_lines(file, kernel, &lines)
+}
+
+fn append_lines(file: &Path, kernel: &str, lines: &[String]) -> Result<PathBuf, String> {
     let path = path_for(file, kernel);
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
@@ -58,11 +74,28 @@ pub fn append(file: &Path, kernel: &str, steps: &[StepRecord]) -> Result<PathBuf
         .append(true)
         .open(&path)
         .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    for s in steps {
-        let line = serde_json::to_string(s).map_err(|e| e.to_string())?;
+    for line in lines {
         writeln!(f, "{line}").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(path)
+}
+
+/// Appends a run's end-of-run timing (read back by [`headlines`]).
+pub fn append_headline(file: &Path, kernel: &str, h: &Headline) -> Result<PathBuf, String> {
+    let line = serde_json::to_string(&HeadlineLine {
+        headline: h.clone(),
+    })
+    .map_err(|e| e.to_string())?;
+    append_lines(file, kernel, &[line])
+}
+
+/// The end-of-run timings recorded for `kernel` of `file`, oldest first.
+pub fn headlines(file: &Path, kernel: &str) -> Vec<Headline> {
+    let text = std::fs::read_to_string(path_for(file, kernel)).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<HeadlineLine>(l).ok())
+        .map(|l| l.headline)
+        .collect()
 }
 
 /// The steps recorded for `kernel` of `file`, oldest first. A missing history is empty;
@@ -79,6 +112,7 @@ pub fn read(file: &Path, kernel: &str) -> Result<(Vec<StepRecord>, usize), Strin
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         match serde_json::from_str::<StepRecord>(line) {
             Ok(s) => steps.push(s),
+            Err(_) if serde_json::from_str::<HeadlineLine>(line).is_ok() => {}
             Err(_) => bad += 1,
         }
     }

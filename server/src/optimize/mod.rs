@@ -21,13 +21,16 @@ pub mod coder;
 pub mod diagnosis;
 pub mod edit;
 pub mod evaluate;
+pub mod explain;
 pub mod facts;
+pub mod headline;
 pub mod history;
 pub mod launch;
 pub mod llm;
 pub mod options;
 pub mod policy;
 pub mod record;
+pub mod repeat;
 pub mod report;
 pub mod rewrite;
 pub mod search;
@@ -171,6 +174,7 @@ pub async fn optimize(
     runner.tell(true).await;
     let best = search.best();
     let path = search.path(best.id);
+    let headline = end_of_run_timing(&mut runner, &start, best, run_id).await;
     for r in &mut runner.records {
         r.on_best_path = r.child.is_some_and(|c| path.contains(&c));
     }
@@ -187,8 +191,57 @@ pub async fn optimize(
             .map(|n| (n.id, n.text.clone()))
             .collect(),
         best_node: best.id,
-        best_speedup: best.cumulative,
+        best_speedup: headline.as_ref().map_or(best.cumulative, |h| h.speedup),
+        headline,
         versions: search.nodes.len(),
         llm: runner.spent,
     })
+}
+
+/// The run's one number ([`headline::Headline`]): the answer and the start timed side
+/// by side once the search is over. None (with a warning) for a cancelled run or when
+/// the timing fails; the table then says so instead of printing another figure.
+async fn end_of_run_timing(
+    runner: &mut Runner<'_, '_>,
+    start: &evaluate::Planned,
+    best: &search::Node,
+    run_id: u64,
+) -> Option<headline::Headline> {
+    if runner
+        .opts
+        .cancel
+        .as_ref()
+        .is_some_and(|c| c.load(Ordering::SeqCst))
+    {
+        return None;
+    }
+    let answer = match best.id {
+        0 => None,
+        id => match evaluate::plan(runner.lang, &best.text, runner.kernel_name, &runner.env) {
+            Ok(p) => Some((id, p.version)),
+            Err(e) => {
+                runner.warnings.push(format!(
+                    "the best version does not plan for its end-of-run timing: {e}"
+                ));
+                return None;
+            }
+        },
+    };
+    (runner.on)(Event::Stage(
+        "timing the best version beside the start".into(),
+    ));
+    let interpreter = runner.lang == Lang::Triton && runner.hello.triton.interpreter;
+    let best = answer.as_ref().map(|(id, v)| (*id, v));
+    match headline::measure(runner.pool, run_id, &start.version, best, interpreter).await {
+        Ok(h) => {
+            (runner.on)(Event::Headline(&h));
+            Some(h)
+        }
+        Err(e) => {
+            runner
+                .warnings
+                .push(format!("the end-of-run timing failed: {e}"));
+            None
+        }
+    }
 }

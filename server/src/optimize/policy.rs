@@ -584,6 +584,7 @@ mod tests {
             params: BTreeMap::new(),
             rewrite: None,
             prior: 0.0,
+            sweep: false,
         };
         let (a, b) = (step("a"), step("b"));
         let arms = [&a, &b];

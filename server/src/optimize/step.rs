@@ -881,6 +881,7 @@ impl Runner<'_, '_> {
         energy: Option<EnergyTask>,
     ) -> Expansion {
         let opts = self.opts;
+        let made = accepted.as_ref().map(|(_, hash)| hash.clone());
         let cumulative = tree.nodes[node].cumulative;
         record.cumulative = if record.outcome == Outcome::Accepted {
             cumulative * record.speedup.max(1e-12)
@@ -929,8 +930,14 @@ impl Runner<'_, '_> {
         // would fail again, and after a gain it would make the same child again (when
         // the search comes back to this version).
         if !infra_failure && !cut_short {
-            self.tried
-                .insert((record.strategy_id.clone(), obs.current.kernel_hash.clone()));
+            let sweep = opts
+                .catalog
+                .get(&record.strategy_id)
+                .is_some_and(|s| s.sweep);
+            let id = &record.strategy_id;
+            let current = &obs.current.kernel_hash;
+            let ruled_out = super::repeat::tried_after(id, sweep, current, made.as_deref());
+            self.tried.extend(ruled_out);
         }
         self.records.push(record);
         self.held.push(self.records.len() - 1);

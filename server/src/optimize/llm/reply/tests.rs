@@ -321,6 +321,7 @@ fn catalog() -> Catalog {
             .collect(),
         rewrite: None,
         prior: 0.0,
+        sweep: false,
     };
     Catalog {
         strategies: vec![

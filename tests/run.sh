@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The test suite: every Rust test (unit, LSP sessions, CLI, real Neovim) with the tools
-# from ./.venv on PATH (run tests/setup.sh first). Under CI=true a missing tool fails
-# the tests that need it instead of skipping them.
+# The test suite: installs the test tools (tests/setup.sh; quick when they are there),
+# then every Rust test (unit, LSP sessions, CLI, real Neovim) with the tools from ./.venv
+# on PATH. Under CI=true a missing tool fails the tests that need it instead of skipping
+# them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash tests/setup.sh
 if [ -d .venv ]; then
   export VIRTUAL_ENV="$PWD/.venv"
   export PATH="$VIRTUAL_ENV/bin:$PATH"

@@ -41,7 +41,10 @@ fn one_run_has_one_number_in_the_cli_the_json_and_the_report() {
         Err(why) => return tools::skip("one_run_has_one_number", &why),
     };
     let dir = project("headline");
-    let out = kernel_lsp(&dir, &py, "optimize add.py --steps 1 --json --fresh-policy");
+    // Two steps of the sweep alone: the second would time the values the first has
+    // just timed, on the version the first made; the run stops instead.
+    let args = "optimize add.py --steps 2 --only tunable_sweep --json --fresh-policy";
+    let out = kernel_lsp(&dir, &py, args);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let run: serde_json::Value = serde_json::from_str(&stdout).unwrap();
@@ -51,6 +54,14 @@ fn one_run_has_one_number_in_the_cli_the_json_and_the_report() {
             .unwrap_or_else(|| panic!("headline.{k}: {run}"))
     };
     assert_eq!(h["best_node"], 1, "64 → 1024 programs is faster: {run}");
+    let steps = run["steps"].as_array().unwrap();
+    assert_eq!(
+        steps.len(),
+        1,
+        "the sweep is not repeated on its winner: {run}"
+    );
+    let stopped = run["stopped"].as_str().unwrap_or_default();
+    assert!(stopped.contains("every applicable step was tried"), "{run}");
     assert_eq!(run["best_speedup"].as_f64(), Some(num("speedup")));
     assert!((num("speedup") - num("start_ms") / num("best_ms")).abs() < 1e-9);
     let line = format!(

@@ -35,7 +35,7 @@ fn project(name: &str) -> std::path::PathBuf {
 }
 
 #[test]
-fn one_run_has_one_number_in_the_cli_the_json_and_the_report() {
+fn one_run_has_one_number_in_the_cli_the_json_and_the_report_and_apply_writes_it() {
     let py = match python() {
         Ok(p) => p,
         Err(why) => return tools::skip("one_run_has_one_number", &why),
@@ -81,5 +81,51 @@ fn one_run_has_one_number_in_the_cli_the_json_and_the_report() {
     assert!(trees.contains(&line), "the report's tree: {trees}");
     let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(page.contains(&line.replace('\'', "&#39;")), "{page}");
+    let id = h["run"].as_u64().unwrap();
+    assert!(
+        stderr.contains(&format!(
+            "write it with `kernel-lsp apply add.py --run {id}`"
+        )),
+        "{stderr}"
+    );
+    apply_writes_the_runs_versions_with_no_search(&dir, id);
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `kernel-lsp apply` after that run: no worker (its Python does not exist), the same
+/// history, the run's best written with a backup, any version of the run on request,
+/// and never over text written since.
+fn apply_writes_the_runs_versions_with_no_search(dir: &Path, id: u64) {
+    let history = || {
+        std::fs::read_to_string(dir.join(".kernel-lsp/history/add.py/add_kernel.jsonl")).unwrap()
+    };
+    let before = history();
+    let file = dir.join("add.py");
+    let apply = |args: &str| {
+        let out = kernel_lsp(dir, "/nonexistent/python3", &format!("apply add.py{args}"));
+        (out.status.success(), text(&out.stderr))
+    };
+    let (ok, err) = apply("");
+    assert!(ok, "{err}");
+    assert!(err.contains(&format!("applied v1 of run {id}")), "{err}");
+    let now = std::fs::read_to_string(&file).unwrap();
+    assert!(now.contains("BLOCK = 1024\n"), "{now}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("add.py.orig")).unwrap(),
+        TUNABLE
+    );
+    assert_eq!(history(), before, "no new search, nothing recorded");
+    let (ok, err) = apply("");
+    assert!(ok && err.contains("already holds v1"), "{err}");
+    let (ok, err) = apply(&format!(" --run {id} --version v0"));
+    assert!(ok, "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), TUNABLE);
+    std::fs::write(&file, TUNABLE.replace("m = offs < n", "m = (offs < n)")).unwrap();
+    let (ok, err) = apply("");
+    assert!(!ok && err.contains("changed since that run"), "{err}");
+    let (ok, err) = apply(" --run 7");
+    assert!(
+        !ok && err.contains(&format!("has no run 7; its runs are {id} (")),
+        "{err}"
+    );
 }

@@ -190,8 +190,8 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
                     eprintln!("{kernel}: warning: history not written: {e}");
                 }
             }
-            Event::Headline(h) => {
-                if let Err(e) = history::append_headline(&file, &kernel, h) {
+            Event::RunEnd(end) => {
+                if let Err(e) = history::append_run_end(&file, &kernel, end) {
                     eprintln!("{kernel}: warning: history not written: {e}");
                 }
             }
@@ -245,26 +245,20 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
     if let Some(new_text) = &run.new_text {
         let change = run.accepted();
         if args.apply {
-            // Refuse if the file changed while the run was going on.
-            let now = std::fs::read_to_string(&args.file)
-                .map_err(|e| format!("{shown}: error: cannot re-read: {e}"))?;
-            if now != text {
-                return Err(format!("{shown}: error: the file changed during the run; nothing was written (the result is in the history)"));
-            }
-            let backup = PathBuf::from(format!("{shown}.orig"));
-            std::fs::write(&backup, &text).map_err(|e| {
-                format!("{}: error: cannot write the backup: {e}", backup.display())
-            })?;
-            std::fs::write(&args.file, new_text)
-                .map_err(|e| format!("{shown}: error: cannot write: {e}"))?;
+            // This run's answer; refused if the file changed while the run went on.
+            let backup = super::apply::write_with_backup(&args.file, &text, new_text)?;
             eprintln!(
                 "{kernel}: applied {} (backup: {})",
                 change.join(", "),
                 backup.display()
             );
         } else {
+            let how = match &run.headline {
+                Some(h) => format!("`kernel-lsp apply {shown} --run {}`", h.run),
+                None => "`--apply` on the next run".to_string(),
+            };
             eprintln!(
-                "{kernel}: the best verified version applies {}; run again with --apply to write it",
+                "{kernel}: the best verified version applies {}; write it with {how} (no new search)",
                 change.join(", ")
             );
         }

@@ -22,13 +22,7 @@ pub struct ReportArgs {
 }
 
 pub fn run(args: &ReportArgs) -> ExitCode {
-    match run_inner(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("{message}");
-            ExitCode::from(1)
-        }
-    }
+    super::finish(run_inner(args))
 }
 
 fn run_inner(args: &ReportArgs) -> Result<(), String> {

@@ -141,25 +141,16 @@ pub(super) struct Pending {
     pub label: String,
 }
 
-/// The kernel's region: from its `@bench` block (or its first unit range) to the end of
-/// its last unit range. Edits of a job cover exactly this.
 /// Whether this machine has Nsight Compute (looked up once per server).
 pub(super) fn ncu_present() -> bool {
     static PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *PRESENT.get_or_init(|| crate::toolchain::ncu::locate(None).is_some())
 }
 
+/// The kernel's region: from its `@bench` block (or its first unit range) to the end of
+/// its last unit range. Edits of a job cover exactly this.
 pub(super) fn region(k: &Kernel) -> std::ops::Range<usize> {
-    let mut start = k.def_range.start;
-    let mut end = k.def_range.end;
-    for r in &k.unit_ranges {
-        start = start.min(r.start);
-        end = end.max(r.end);
-    }
-    if let Some(s) = &k.spec.range {
-        start = start.min(s.start);
-    }
-    start..end
+    optimize::apply::kernel_region(k)
 }
 
 fn find_kernel(lang: Lang, text: &str, name: &str) -> Option<(Kernel, std::ops::Range<usize>)> {
@@ -820,9 +811,9 @@ impl Backend {
                     }
                 }
             }
-            Event::Headline(h) => {
+            Event::RunEnd(end) => {
                 if let Some(f) = &file {
-                    if let Err(e) = history::append_headline(f, &kname, h) {
+                    if let Err(e) = history::append_run_end(f, &kname, end) {
                         history_errors.push(e);
                     }
                 }

@@ -7,14 +7,9 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use super::apply::RunEnd;
 use super::headline::Headline;
 use super::record::StepRecord;
-
-/// A history line that is not a step: a run's end-of-run timing.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct HeadlineLine {
-    headline: Headline,
-}
 
 /// `sha256:` and the first 16 hex digits of the text's SHA-256.
 pub fn hash(text: &str) -> String {
@@ -80,21 +75,25 @@ fn append_lines(file: &Path, kernel: &str, lines: &[String]) -> Result<PathBuf, 
     Ok(path)
 }
 
-/// Appends a run's end-of-run timing (read back by [`headlines`]).
-pub fn append_headline(file: &Path, kernel: &str, h: &Headline) -> Result<PathBuf, String> {
-    let line = serde_json::to_string(&HeadlineLine {
-        headline: h.clone(),
-    })
-    .map_err(|e| e.to_string())?;
+/// Appends what a run left besides its steps (read back by [`run_ends`]).
+pub fn append_run_end(file: &Path, kernel: &str, end: &RunEnd) -> Result<PathBuf, String> {
+    let line = serde_json::to_string(end).map_err(|e| e.to_string())?;
     append_lines(file, kernel, &[line])
+}
+
+/// The ends of the runs recorded for `kernel` of `file`, oldest first.
+pub fn run_ends(file: &Path, kernel: &str) -> Vec<RunEnd> {
+    let text = std::fs::read_to_string(path_for(file, kernel)).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<RunEnd>(l).ok())
+        .collect()
 }
 
 /// The end-of-run timings recorded for `kernel` of `file`, oldest first.
 pub fn headlines(file: &Path, kernel: &str) -> Vec<Headline> {
-    let text = std::fs::read_to_string(path_for(file, kernel)).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<HeadlineLine>(l).ok())
-        .map(|l| l.headline)
+    run_ends(file, kernel)
+        .into_iter()
+        .map(|e| e.headline)
         .collect()
 }
 
@@ -112,7 +111,7 @@ pub fn read(file: &Path, kernel: &str) -> Result<(Vec<StepRecord>, usize), Strin
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         match serde_json::from_str::<StepRecord>(line) {
             Ok(s) => steps.push(s),
-            Err(_) if serde_json::from_str::<HeadlineLine>(line).is_ok() => {}
+            Err(_) if serde_json::from_str::<RunEnd>(line).is_ok() => {}
             Err(_) => bad += 1,
         }
     }

@@ -16,6 +16,7 @@
 //! test checks it), so the types it re-exports live in the submodules.
 
 pub mod accept;
+pub mod apply;
 pub mod catalog;
 pub mod coder;
 pub mod diagnosis;
@@ -175,6 +176,13 @@ pub async fn optimize(
     let best = search.best();
     let path = search.path(best.id);
     let headline = end_of_run_timing(&mut runner, &start, best, run_id).await;
+    if let Some(h) = &headline {
+        let end = apply::RunEnd {
+            headline: h.clone(),
+            versions: recorded_versions(lang, kernel_name, &search),
+        };
+        (runner.on)(Event::RunEnd(&end));
+    }
     for r in &mut runner.records {
         r.on_best_path = r.child.is_some_and(|c| path.contains(&c));
     }
@@ -196,6 +204,19 @@ pub async fn optimize(
         versions: search.nodes.len(),
         llm: runner.spent,
     })
+}
+
+/// Every version of the run's tree as the history keeps it, the start first.
+fn recorded_versions(
+    lang: Lang,
+    kernel: &str,
+    search: &search::Search,
+) -> Vec<apply::RecordedVersion> {
+    search
+        .nodes
+        .iter()
+        .filter_map(|n| apply::record_version(lang, &n.text, kernel, n.id))
+        .collect()
 }
 
 /// The run's one number ([`headline::Headline`]): the answer and the start timed side
@@ -233,10 +254,7 @@ async fn end_of_run_timing(
     let interpreter = runner.lang == Lang::Triton && runner.hello.triton.interpreter;
     let best = answer.as_ref().map(|(id, v)| (*id, v));
     match headline::measure(runner.pool, run_id, &start.version, best, interpreter).await {
-        Ok(h) => {
-            (runner.on)(Event::Headline(&h));
-            Some(h)
-        }
+        Ok(h) => Some(h),
         Err(e) => {
             runner
                 .warnings

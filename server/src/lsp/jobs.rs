@@ -959,12 +959,17 @@ impl Backend {
         uri: &Url,
         kernel: &str,
     ) -> std::result::Result<Value, String> {
+        let key = (uri.clone(), kernel.to_string());
+        let waiting = self
+            .state()
+            .kernels
+            .get(&key)
+            .and_then(|k| k.pending.clone());
+        let Some(p) = waiting else {
+            return self.apply_recorded(uri, kernel).await;
+        };
         let (pending, edit) = {
             let st = self.state();
-            let key = (uri.clone(), kernel.to_string());
-            let Some(p) = st.kernels.get(&key).and_then(|k| k.pending.clone()) else {
-                return Err(format!("no verified rewrite is waiting for `{kernel}`"));
-            };
             let Some(open) = st.docs.get(uri) else {
                 return Err(format!(
                     "{uri} was closed; the verified rewrite is in the history (.kernel-lsp/)"
@@ -1006,6 +1011,40 @@ impl Backend {
                     pending.speedup, pending.label
                 )
             },
+        ))
+    }
+
+    /// With no rewrite waiting: the best version of the kernel's last recorded run (the
+    /// CLI's `kernel-lsp apply`, the same engine), with no new search, over the kernel's
+    /// region only if that region is still one of the run's versions.
+    async fn apply_recorded(&self, uri: &Url, kernel: &str) -> std::result::Result<Value, String> {
+        let none = || {
+            format!("no verified rewrite is waiting for `{kernel}` and it has no recorded run: run Optimize or Tune first")
+        };
+        let file = uri.to_file_path().map_err(|_| none())?;
+        let end = history::run_ends(&file, kernel).pop().ok_or_else(none)?;
+        let node = end.headline.best_node;
+        let edit = {
+            let st = self.state();
+            let open = st.docs.get(uri).ok_or("the document was closed")?;
+            let lang = open.doc.lang;
+            let found = optimize::apply::version_edit(lang, open.doc.text(), kernel, &end, node)
+                .map_err(|e| format!("`{kernel}`: {e}"))?;
+            let Some((r, region)) = found else {
+                return Ok(message(
+                    "ok",
+                    format!("`{kernel}` already holds the best version of its last run (v{node})"),
+                ));
+            };
+            region_edit(uri, &open.doc, &r, st.encoding, region)
+        };
+        self.send_edit(edit).await?;
+        Ok(message(
+            "accepted",
+            format!(
+                "`{kernel}`: applied v{node} of its last run: {}",
+                end.headline.describe()
+            ),
         ))
     }
 

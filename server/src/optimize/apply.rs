@@ -74,6 +74,25 @@ pub fn version_text(
     run: &RunEnd,
     node: usize,
 ) -> Result<Option<String>, String> {
+    let Some((r, region)) = version_edit(lang, text, name, run, node)? else {
+        return Ok(None);
+    };
+    let mut out = String::with_capacity(text.len() + region.len());
+    out.push_str(&text[..r.start]);
+    out.push_str(&region);
+    out.push_str(&text[r.end..]);
+    Ok(Some(out))
+}
+
+/// The edit that puts version `node` of `run` in place of kernel `name` of `text`: the
+/// kernel's region now and the version's region. `Ok(None)`: nothing to change.
+pub fn version_edit(
+    lang: Lang,
+    text: &str,
+    name: &str,
+    run: &RunEnd,
+    node: usize,
+) -> Result<Option<(std::ops::Range<usize>, String)>, String> {
     let ids: Vec<String> = run
         .versions
         .iter()
@@ -99,11 +118,7 @@ pub fn version_text(
             "`{name}` changed since that run (it is neither its start nor one of its versions); nothing was written"
         ));
     }
-    let mut out = String::with_capacity(text.len() + target.region.len());
-    out.push_str(&text[..r.start]);
-    out.push_str(&target.region);
-    out.push_str(&text[r.end..]);
-    Ok(Some(out))
+    Ok(Some((r, target.region.clone())))
 }
 
 #[cfg(test)]

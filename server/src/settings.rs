@@ -54,6 +54,9 @@ pub struct Settings {
     pub steps_per_action: usize,
     /// Use the configured LLM strategist/coder for "Optimize" (else the embedded policy).
     pub use_llm: bool,
+    /// Learn in the user-level policy that every project shares, instead of the
+    /// project's own `.kernel-lsp/policy.json` (`optimize::learning`).
+    pub shared_policy: bool,
     /// How candidates are verified (docs/verification.md).
     pub verify: VerifySettings,
     /// Include folders and defines for the compile checks (docs/project-setup.md).
@@ -227,6 +230,7 @@ impl Default for Settings {
             hint_speedup_vs: HintSpeedupVs::All,
             steps_per_action: 1,
             use_llm: false,
+            shared_policy: false,
             verify: VerifySettings::default(),
             cuda: CudaSettings::default(),
         }

@@ -41,6 +41,7 @@ export const SERVER_SETTINGS: Readonly<Record<string, "path" | "value">> = {
   benchOnSave: "value",
   stepsPerAction: "value",
   useLlm: "value",
+  sharedPolicy: "value",
   hintSpeedupVs: "value",
 };
 

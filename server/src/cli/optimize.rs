@@ -11,7 +11,7 @@ use crate::analysis::{self, AnalyzeOptions, Finding, FindingSource, Severity};
 use crate::document::Document;
 use crate::optimize::catalog::Catalog;
 use crate::optimize::headline::ratio;
-use crate::optimize::{self, explain, history, policy, Event, OptimizeOptions, OptimizeRun};
+use crate::optimize::{self, explain, history, learning, Event, OptimizeOptions, OptimizeRun};
 use crate::settings::{Settings, Workers};
 use crate::syntax::{self, Lang};
 use crate::worker::pool::WorkerPool;
@@ -69,10 +69,13 @@ pub struct OptimizeArgs {
     /// strategist's prompt. Never on the timing path.
     #[arg(long)]
     pub profile: bool,
-    /// Keep the strategy policy in memory only (do not read or update the learned state
-    /// in the user data folder).
+    /// Keep the strategy policy in memory only (do not read or update the learned state).
     #[arg(long)]
     pub fresh_policy: bool,
+    /// Learn in the user-level policy shared by every project (default: the project's
+    /// own `.kernel-lsp/policy.json`, or the `sharedPolicy` setting).
+    #[arg(long, conflicts_with = "fresh_policy")]
+    pub shared_policy: bool,
 }
 
 pub fn run(args: &OptimizeArgs) -> ExitCode {
@@ -147,7 +150,8 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
         ..optimize::RunBudget::from_llm_settings(&settings.llm)
     };
     opts.tried = history::tried(&past);
-    opts.policy_path = (!args.fresh_policy).then(policy::default_path);
+    let shared = args.shared_policy || settings.shared_policy;
+    opts.policy_path = (!args.fresh_policy).then(|| learning::policy_path(&args.file, shared));
     if args.llm {
         let mut llm_settings = settings.llm.clone();
         llm_settings.prompts_dir = prompts_dir.clone();

@@ -21,7 +21,7 @@ use tower_lsp::lsp_types::*;
 
 use crate::document::{Document, LinePos};
 use crate::optimize::catalog::Catalog;
-use crate::optimize::{self, evaluate, history, policy, Event, OptimizeOptions};
+use crate::optimize::{self, evaluate, history, Event, OptimizeOptions};
 use crate::settings::{ApplyMode, Settings};
 use crate::spec::{BenchPlan, EvalEnv};
 use crate::syntax::{self, Kernel, Lang};
@@ -775,7 +775,12 @@ impl Backend {
         opts.verify = s.verify.clone();
         opts.budget = optimize::RunBudget::from_llm_settings(&s.llm);
         opts.cancel = Some(guard.cancel.clone());
-        opts.policy_path = Some(policy::default_path());
+        // The project's own policy (an unsaved file's run learns in memory only).
+        let shared = s.shared_policy;
+        opts.policy_path = match &snap.file {
+            Some(f) => Some(optimize::learning::policy_path(f, shared)),
+            None => shared.then(optimize::policy::default_path),
+        };
         if cmd == TUNE {
             opts.only = TUNE_STEPS.iter().map(|s| s.to_string()).collect();
         }

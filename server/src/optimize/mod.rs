@@ -27,6 +27,7 @@ pub mod facts;
 pub mod headline;
 pub mod history;
 pub mod launch;
+pub mod learning;
 pub mod llm;
 pub mod options;
 pub mod policy;

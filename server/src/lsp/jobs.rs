@@ -1586,8 +1586,8 @@ pub(super) fn timing_label(s: &KernelStatus) -> Option<String> {
     }];
     if let Some((eager, compile, vs)) = s.torch {
         use crate::settings::HintSpeedupVs;
-        let eager = eager.map(|e| format!("{e:.2}× eager"));
-        let compile = compile.map(|c| format!("{c:.2}× compile"));
+        let eager = eager.map(|e| format!("{} eager", optimize::headline::ratio(e)));
+        let compile = compile.map(|c| format!("{} compile", optimize::headline::ratio(c)));
         match vs {
             HintSpeedupVs::All => parts.extend(eager.into_iter().chain(compile)),
             HintSpeedupVs::Eager => parts.extend(eager),
@@ -1652,6 +1652,10 @@ mod hint_tests {
         assert_eq!(timing_label(&eager_only).unwrap(), "58.0 µs · 1.06× eager");
         // A kernel or baseline reference: the plain speedup.
         assert_eq!(timing_label(&status(None)).unwrap(), "58.0 µs · 1.06×");
+        // On the interpreter a kernel is thousands of times slower than eager: the
+        // ratio keeps two significant digits instead of reading 0.00×.
+        let slow = status(Some((Some(0.0042), None, HintSpeedupVs::All)));
+        assert_eq!(timing_label(&slow).unwrap(), "58.0 µs · 0.0042× eager");
     }
 }
 

@@ -94,6 +94,14 @@ pub fn torch_reference_span(kernel: &Kernel) -> Option<ByteRange> {
     })
 }
 
+/// The word a spec message suggests ("… did you mean `f32`?" gives `f32`), for the
+/// editor's quick fix that writes it in place of the diagnostic's range.
+pub fn suggestion(message: &str) -> Option<&str> {
+    let rest = message.strip_suffix("`?")?;
+    let (_, word) = rest.rsplit_once("did you mean `")?;
+    (!word.is_empty() && !word.contains('`')).then_some(word)
+}
+
 /// "; did you mean `f32`?" when a candidate is within a small edit distance, else "".
 pub(crate) fn did_you_mean<'a>(word: &str, candidates: impl Iterator<Item = &'a str>) -> String {
     let limit = (word.chars().count() / 3).max(1);

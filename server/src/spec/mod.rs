@@ -13,6 +13,7 @@ mod lexer;
 mod parser;
 mod plan;
 mod skeleton;
+mod skeleton2d;
 #[cfg(test)]
 mod tests;
 mod torch_ref;

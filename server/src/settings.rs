@@ -59,6 +59,9 @@ pub struct Settings {
     pub optimize_budget_s: u64,
     /// Use the configured LLM strategist/coder for "Optimize" (else the embedded policy).
     pub use_llm: bool,
+    /// Learn in the user-level policy that every project shares, instead of the
+    /// project's own `.kernel-lsp/policy.json` (`optimize::learning`).
+    pub shared_policy: bool,
     /// How candidates are verified (docs/verification.md).
     pub verify: VerifySettings,
     /// The command "Capture launches from…" runs (split like `worker`), e.g.
@@ -236,6 +239,7 @@ impl Default for Settings {
             steps_per_action: None,
             optimize_budget_s: 600,
             use_llm: false,
+            shared_policy: false,
             verify: VerifySettings::default(),
             capture_command: None,
             cuda: CudaSettings::default(),

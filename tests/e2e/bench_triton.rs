@@ -272,7 +272,7 @@ fn bench_checks_a_kernel_without_reference_against_itself() {
     assert!(err.contains("checking it against itself"), "{err}");
 }
 
-const TUNABLE: &str = r#"import triton
+pub(crate) const TUNABLE: &str = r#"import triton
 import triton.language as tl
 
 
@@ -361,15 +361,20 @@ fn optimize_sweeps_a_tunable_verifies_and_applies_the_winner_with_history() {
     );
     assert!(err.contains("applied tunable_sweep (BLOCK=1024)"), "{err}");
     assert!(
-        dir.join("data/policy.json").exists(),
-        "the policy learned from the step"
+        dir.join(".kernel-lsp/policy.json").exists(),
+        "the project's policy learned from the step"
+    );
+    assert!(
+        !dir.join("data/policy.json").exists(),
+        "the user-level policy is used only on request"
     );
     let history =
         std::fs::read_to_string(dir.join(".kernel-lsp/history/add.py/add_kernel.jsonl")).unwrap();
+    let count = |key: &str| history.lines().filter(|l| l.starts_with(key)).count();
     assert_eq!(
-        history.lines().count(),
-        2,
-        "one line per step, both runs: {history}"
+        (count("{\"step\":"), count("{\"headline\":")),
+        (2, 2),
+        "one line per step and one per run's end, both runs: {history}"
     );
     std::fs::remove_dir_all(&dir).ok();
 }

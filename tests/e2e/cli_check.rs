@@ -547,3 +547,23 @@ fn fresh_project(name: &str, folders: &[&str]) -> std::path::PathBuf {
     }
     dir
 }
+
+/// A Triton BLOCK that is not a power of two, passed to `tl.arange`, fails `check` on
+/// that argument, naming the parameter; `bench` refuses it before a worker starts
+/// (instead of Triton's traceback at the first launch).
+#[test]
+fn a_non_power_of_two_arange_size_fails_check_naming_the_parameter() {
+    let src = "import triton\nimport triton.language as tl\n\n\n# @bench n = 4096, 1000\n# @bench x_ptr: in f32[n]; out_ptr: out f32[n]\n# @bench grid = cdiv(n, BLOCK); BLOCK = 1000\n@triton.jit\ndef copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)\n";
+    let (code, out, _) = check(&["--no-compile"], &[("copy.py", src.as_bytes())]);
+    assert_eq!(code, 1, "{out}");
+    expect![[r#"
+        copy.py:10:52: error: `BLOCK` is 1000 (case 1), not a power of two, but `tl.arange` needs a power-of-two range: use 512 or 1024 [@bench]
+    "#]]
+    .assert_eq(out.lines().find(|l| l.contains("error")).map(|l| format!("{l}\n")).as_deref().unwrap_or(&out));
+    let (code, _, err) = cli("bench", &[], &[("copy2.py", src.as_bytes())]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("`BLOCK` is 1000") && err.contains("nothing was run"),
+        "{err}"
+    );
+}

@@ -698,3 +698,67 @@ async fn the_server_exits_when_the_editor_quits_while_it_waits_for_an_answer() {
         .unwrap();
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// "Apply verified rewrite" with nothing waiting: the best version of the kernel's last
+/// recorded run, from the history (the engine of `kernel-lsp apply`), with no worker
+/// and no search; refused once the kernel holds text the run did not make.
+#[tokio::test]
+async fn apply_with_nothing_waiting_writes_the_last_runs_best_from_the_history() {
+    use kernel_lsp::optimize::apply::{record_version, RunEnd};
+    use kernel_lsp::optimize::headline::Headline;
+    use kernel_lsp::syntax::Lang;
+    let dir = std::env::temp_dir().join(format!("kernel-lsp-apply-best-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join(".git")).unwrap();
+    let file = dir.join("add.py");
+    std::fs::write(&file, ADD).unwrap();
+    let v1 = ADD.replace("BLOCK = 64\n", "BLOCK = 1024\n");
+    let end = RunEnd {
+        headline: Headline::from_times(1_795_000_000_000, 1, 4.0, 2.0),
+        versions: vec![
+            record_version(Lang::Triton, ADD, "add_kernel", 0).unwrap(),
+            record_version(Lang::Triton, &v1, "add_kernel", 1).unwrap(),
+        ],
+    };
+    let history = dir.join(".kernel-lsp/history/add.py");
+    std::fs::create_dir_all(&history).unwrap();
+    let line = serde_json::to_string(&end).unwrap();
+    std::fs::write(history.join("add_kernel.jsonl"), line + "\n").unwrap();
+
+    let mut c = TestClient::in_process();
+    c.initialize(json!({"compileOnType": false}), &["utf-16"])
+        .await;
+    let uri = format!("file://{}", file.display());
+    c.open(&uri, "python", ADD).await;
+    let apply = json!({"command": "kernel-lsp.applyRewrite", "arguments": [{"uri": uri, "kernel": "add_kernel"}]});
+    let r = c.execute(apply.clone()).await;
+    let edit = c
+        .seen()
+        .find(|m| m["method"] == "workspace/applyEdit")
+        .cloned()
+        .unwrap_or_else(|| panic!("no edit sent: {r}"));
+    let change = &edit["params"]["edit"]["documentChanges"][0]["edits"][0];
+    let new_text = change["newText"].as_str().unwrap();
+    assert!(
+        new_text.starts_with("# @bench n = 4096, 1000\n"),
+        "{change}"
+    );
+    assert!(
+        new_text.contains("BLOCK = 1024\n") && v1.contains(new_text),
+        "{change}"
+    );
+    assert_eq!(change["range"]["start"]["line"], 4, "{change}");
+
+    // Text the run did not make is never overwritten.
+    let edited = ADD.replace("m = offs < n", "m = (offs < n)");
+    let whole =
+        json!({"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": edited}]});
+    c.notify("textDocument/didChange", whole).await;
+    let r = c.execute(apply).await;
+    let msg = r["error"]["message"]
+        .as_str()
+        .or(r["result"]["message"].as_str())
+        .unwrap_or_default();
+    assert!(msg.contains("changed since that run"), "{r}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -184,6 +184,57 @@ async fn symbols_hover_and_skeleton_action() {
     );
 }
 
+/// A spec error whose message names the fix has a quick fix that writes it; a kernel
+/// whose spec has errors is offered no job (Benchmark, Optimize, Tune) until it is fixed.
+#[tokio::test]
+async fn a_named_fix_is_a_quick_fix_and_a_broken_spec_offers_no_job() {
+    let mut c = started(&["utf-16"]).await;
+    let uri = "file:///w/saxpy.cu";
+    c.open(uri, "cuda", SAXPY_BAD).await;
+    let diags = c.diagnostics(uri, Some(1)).await;
+    let at = |line: u32| json!({"start": {"line": line, "character": 18}, "end": {"line": line, "character": 18}});
+    let ask = |range: Value, diags: &[Value]| json!({"textDocument": {"uri": uri}, "range": range, "context": {"diagnostics": diags}});
+    let actions = c
+        .request("textDocument/codeAction", ask(at(1), &diags))
+        .await;
+    let titles: Vec<&str> = actions["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["title"].as_str().unwrap())
+        .collect();
+    assert!(titles.contains(&"Replace with `f32`"), "{titles:?}");
+    for job in [
+        "Benchmark `saxpy`",
+        "Optimize `saxpy`: next step",
+        "Tune parameters of `saxpy`",
+    ] {
+        assert!(
+            !titles.contains(&job),
+            "{job} offered on a broken spec: {titles:?}"
+        );
+    }
+    let fix = actions["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["title"] == "Replace with `f32`")
+        .unwrap();
+    assert_eq!(fix["kind"], "quickfix");
+    let te = &fix["edit"]["documentChanges"][0]["edits"][0];
+    assert_eq!(te["newText"], "f32");
+    assert_eq!(te["range"], diags[0]["range"]);
+
+    // Applied as the editor would: the spec checks clean and the jobs are offered.
+    c.edit(uri, 2, (1, 16), (1, 19), "f32").await;
+    assert_eq!(render_diagnostics(&c.diagnostics(uri, Some(2)).await), "");
+    let actions = c.request("textDocument/codeAction", ask(at(6), &[])).await;
+    assert!(
+        actions.to_string().contains("Benchmark `saxpy`"),
+        "{actions}"
+    );
+}
+
 #[tokio::test]
 async fn bad_requests_get_errors_and_the_server_keeps_serving() {
     let mut c = started(&["utf-16"]).await;

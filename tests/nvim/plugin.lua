@@ -29,8 +29,12 @@ local notes = {}
 vim.notify = function(msg, level)
   table.insert(notes, { msg = tostring(msg), level = level })
 end
+-- The plugin's own notes and the server's window/showMessage (Neovim's handler notifies
+-- them as "LSP[kernel_lsp] ...").
 local function kernel_notes()
-  return vim.tbl_filter(function(n) return vim.startswith(n.msg, "kernel-lsp: ") end, notes)
+  return vim.tbl_filter(function(n)
+    return vim.startswith(n.msg, "kernel-lsp: ") or vim.startswith(n.msg, "LSP[kernel_lsp] ")
+  end, notes)
 end
 
 local ok, err = pcall(function()
@@ -86,12 +90,17 @@ local ok, err = pcall(function()
   end
   local lnum = vim.fn.search("int i = blockIdx", "n")
   vim.api.nvim_win_set_cursor(0, { lnum, 4 })
+  -- The first message after a command is its answer; every message it shows is kept
+  -- (in results.shown[cmd]) to check that a result is shown once.
+  results.shown = {}
   local function run(cmd)
     local before = #kernel_notes()
     vim.cmd(cmd)
     if not vim.wait(60000, function() return #kernel_notes() > before end, 20) then
       return nil
     end
+    vim.wait(1500, function() return false end, 20)
+    results.shown[cmd] = vim.list_slice(kernel_notes(), before + 1)
     return kernel_notes()[before + 1]
   end
   results.bench_answer = run("KernelBench")

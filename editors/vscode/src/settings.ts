@@ -42,6 +42,7 @@ export const SERVER_SETTINGS: Readonly<Record<string, "path" | "value">> = {
   stepsPerAction: "value",
   optimizeBudgetS: "value",
   useLlm: "value",
+  sharedPolicy: "value",
   hintSpeedupVs: "value",
 };
 

@@ -3,6 +3,8 @@
 //! `check` command both call this and only differ in how they render a `Finding`.
 //! Pure except for [`compile`], which runs NVRTC/ptxas and belongs on a blocking thread.
 
+mod arange;
+
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -312,7 +314,10 @@ pub fn analyze_regions_within(
             ));
             break;
         }
-        specs.push(cache.report(k, &model.kernels, fk, &opts.env, &mut next));
+        let mut report = cache.report(k, &model.kernels, fk, &opts.env, &mut next);
+        // Depends on the kernel's body, which the cached report does not: run each time.
+        arange::check(text, k, &mut report);
+        specs.push(report);
     }
     if note.is_some() {
         // Keep what the unchecked kernels had: a later, complete run reuses it.

@@ -499,10 +499,10 @@ fn refuse_errors(
 pub fn torch_speedups(bars: &TorchBars) -> String {
     let mut parts = Vec::new();
     if let Some(s) = bars.speedup_eager {
-        parts.push(format!("{s:.2}× eager"));
+        parts.push(format!("{} eager", crate::optimize::headline::ratio(s)));
     }
     if let Some(s) = bars.speedup_compile {
-        parts.push(format!("{s:.2}× compile"));
+        parts.push(format!("{} compile", crate::optimize::headline::ratio(s)));
     }
     if parts.is_empty() {
         "-".into()

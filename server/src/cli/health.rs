@@ -11,7 +11,7 @@
 //! started at all, 2 for a usage error (an unreadable `--config`).
 
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -278,7 +278,7 @@ pub fn run(args: &HealthArgs) -> ExitCode {
         config,
         nvrtc: nvrtc_check(&tc.0),
         ptxas: ptxas_check(&tc.0, tc.1.as_deref()),
-        nvcc: nvcc_check(&tc.0, nvcc_off),
+        nvcc: with_tests_nvcc(nvcc_check(&tc.0, nvcc_off), tests_nvcc().as_deref()),
         headers: headers_check(&tc.0),
         ncu: ncu_check(crate::toolchain::ncu::locate(None).as_deref()),
         worker,
@@ -444,6 +444,30 @@ pub fn nvcc_check(tc: &Toolchain, off: bool) -> Check {
             "{setting}nvcc not found, so .cu files are checked with NVRTC alone: their device side, with host code blanked; a file whose headers need the project's full build gets a \"not checked\" note instead of errors. Install the CUDA toolkit, or `pip install nvidia-cuda-nvcc nvidia-nvvm nvidia-cuda-crt nvidia-cuda-runtime nvidia-cuda-cccl` (CUDA 13) with g++, or set kernel-lsp.nvccPath"
         ),
     )
+}
+
+/// The nvcc that `tests/setup.sh` installs for this repository's tests, when there is
+/// one under the current folder's workspace root.
+fn tests_nvcc() -> Option<PathBuf> {
+    let cwd = std::env::current_dir().ok()?;
+    let root = crate::toolchain::project::workspace_root(&cwd.join("x"));
+    let p = root.join(".tools/nvcc/nvidia/cu13/bin/nvcc");
+    p.is_file().then_some(p)
+}
+
+/// An nvcc finding that did not find nvcc, when the tests' own nvcc is there: why the
+/// search passed it by (it is kept for the tests that ask for it, so every other check
+/// runs as on a machine without nvcc) and how to use it.
+fn with_tests_nvcc(check: Check, tests_nvcc: Option<&Path>) -> Check {
+    let Some(p) = tests_nvcc.filter(|_| !check.message.starts_with("nvcc at ")) else {
+        return check;
+    };
+    let use_it = format!(
+        "; tests/setup.sh installed one for the tests at {} (outside the search on purpose: only the tests that ask for nvcc use it); to check with it, set KERNEL_LSP_NVCC={} or kernel-lsp.cuda.nvccPath",
+        p.display(),
+        p.display()
+    );
+    Check::new(check.level, format!("{}{use_it}", check.message))
 }
 
 /// The headers finding: where the CUDA headers and CCCL come from, and what is missing
@@ -795,6 +819,10 @@ mod tests {
             n.message
         );
         assert_eq!(nvcc_check(&tc, true).level, Level::Ok);
+        // The tests' nvcc (tests/setup.sh) is not searched; the finding says so.
+        let tests = Path::new("/repo/.tools/nvcc/nvidia/cu13/bin/nvcc");
+        let t = with_tests_nvcc(nvcc_check(&tc, true), Some(tests));
+        expect_test::expect!["off (KERNEL_LSP_NVCC=none or kernel-lsp.cuda.useNvcc = false): NVRTC checks the device side of each file; tests/setup.sh installed one for the tests at /repo/.tools/nvcc/nvidia/cu13/bin/nvcc (outside the search on purpose: only the tests that ask for nvcc use it); to check with it, set KERNEL_LSP_NVCC=/repo/.tools/nvcc/nvidia/cu13/bin/nvcc or kernel-lsp.cuda.nvccPath"].assert_eq(&t.message);
         tc.nvcc = Some("/cuda/bin/nvcc".into());
         tc.notes.remove(0);
         assert!(nvcc_check(&tc, false)

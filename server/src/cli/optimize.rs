@@ -10,7 +10,8 @@ use std::process::ExitCode;
 use crate::analysis::{self, AnalyzeOptions, Finding, FindingSource, Severity};
 use crate::document::Document;
 use crate::optimize::catalog::Catalog;
-use crate::optimize::{self, history, policy, Event, OptimizeOptions, OptimizeRun};
+use crate::optimize::headline::ratio;
+use crate::optimize::{self, explain, history, learning, Event, OptimizeOptions, OptimizeRun};
 use crate::settings::{Settings, Workers};
 use crate::syntax::{self, Lang};
 use crate::worker::pool::WorkerPool;
@@ -70,10 +71,13 @@ pub struct OptimizeArgs {
     /// strategist's prompt. Never on the timing path.
     #[arg(long)]
     pub profile: bool,
-    /// Keep the strategy policy in memory only (do not read or update the learned state
-    /// in the user data folder).
+    /// Keep the strategy policy in memory only (do not read or update the learned state).
     #[arg(long)]
     pub fresh_policy: bool,
+    /// Learn in the user-level policy shared by every project (default: the project's
+    /// own `.kernel-lsp/policy.json`, or the `sharedPolicy` setting).
+    #[arg(long, conflicts_with = "fresh_policy")]
+    pub shared_policy: bool,
 }
 
 pub fn run(args: &OptimizeArgs) -> ExitCode {
@@ -146,7 +150,8 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
     opts.only = args.only.clone();
     opts.budget = budget;
     opts.tried = history::tried(&past);
-    opts.policy_path = (!args.fresh_policy).then(policy::default_path);
+    let shared = args.shared_policy || settings.shared_policy;
+    opts.policy_path = (!args.fresh_policy).then(|| learning::policy_path(&args.file, shared));
     if args.llm {
         let mut llm_settings = settings.llm.clone();
         llm_settings.prompts_dir = prompts_dir.clone();
@@ -189,6 +194,11 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
                     eprintln!("{kernel}: warning: history not written: {e}");
                 }
             }
+            Event::RunEnd(end) => {
+                if let Err(e) = history::append_run_end(&file, &kernel, end) {
+                    eprintln!("{kernel}: warning: history not written: {e}");
+                }
+            }
         };
         let r = optimize::optimize(&pool, lang, &text, &kernel, &opts, &mut on).await;
         // Against PyTorch (`reference = torch: ...`): the start and every accepted
@@ -228,6 +238,8 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
             "{}",
             serde_json::to_string_pretty(&v).expect("run serializes")
         );
+        // The run's one number on the terminal too, as the table would print it.
+        eprint!("{kernel}: {}", result_line(&run));
     } else {
         print!("{}", table(&run));
         if let Some(b) = &bars {
@@ -237,26 +249,20 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
     if let Some(new_text) = &run.new_text {
         let change = run.accepted();
         if args.apply {
-            // Refuse if the file changed while the run was going on.
-            let now = std::fs::read_to_string(&args.file)
-                .map_err(|e| format!("{shown}: error: cannot re-read: {e}"))?;
-            if now != text {
-                return Err(format!("{shown}: error: the file changed during the run; nothing was written (the result is in the history)"));
-            }
-            let backup = PathBuf::from(format!("{shown}.orig"));
-            std::fs::write(&backup, &text).map_err(|e| {
-                format!("{}: error: cannot write the backup: {e}", backup.display())
-            })?;
-            std::fs::write(&args.file, new_text)
-                .map_err(|e| format!("{shown}: error: cannot write: {e}"))?;
+            // This run's answer; refused if the file changed while the run went on.
+            let backup = super::apply::write_with_backup(&args.file, &text, new_text)?;
             eprintln!(
                 "{kernel}: applied {} (backup: {})",
                 change.join(", "),
                 backup.display()
             );
         } else {
+            let how = match &run.headline {
+                Some(h) => format!("`kernel-lsp apply {shown} --run {}`", h.run),
+                None => "`--apply` on the next run".to_string(),
+            };
             eprintln!(
-                "{kernel}: the best verified version applies {}; run again with --apply to write it",
+                "{kernel}: the best verified version applies {}; write it with {how} (no new search)",
                 change.join(", ")
             );
         }
@@ -451,7 +457,7 @@ fn torch_table(c: &TorchColumns) -> String {
         ms(c.compile_ms)
     );
     for (label, t, e, k) in &c.rows {
-        let x = |v: &Option<f64>, what: &str| v.map(|v| format!("{v:.2}× {what}"));
+        let x = |v: &Option<f64>, what: &str| v.map(|v| format!("{} {what}", ratio(v)));
         let parts: Vec<String> = [x(e, "eager"), x(k, "compile")]
             .into_iter()
             .flatten()
@@ -512,6 +518,9 @@ fn load_settings(args: &OptimizeArgs) -> Result<Settings, String> {
     Ok(settings)
 }
 
+/// The run as a table: the start with its time, one row per step that ran (with a note
+/// where the row needs one: `explain::step_note`), the steps that never ran apart, and
+/// the run's one number (`headline`).
 fn table(run: &OptimizeRun) -> String {
     let tree = run.versions > 1 || run.steps.iter().any(|s| s.pick.is_some());
     let mut out = String::from(if tree {
@@ -519,75 +528,33 @@ fn table(run: &OptimizeRun) -> String {
     } else {
         "step  strategy         outcome   time (ms)  speedup  cumulative  candidates\n"
     });
-    for s in &run.steps {
-        let time = s
-            .best_ms
-            .or(s.before_ms)
-            .map_or("-".to_string(), |t| format!("{t:.4}"));
-        let cands: Vec<String> = s
-            .candidates
-            .iter()
-            .map(|c| match (c.median_ms, &c.message) {
-                (Some(ms), _) => match &c.timed_on {
-                    Some(w) => format!("{} {ms:.4} ms on w{}", c.label, w.worker),
-                    None => format!("{} {ms:.4} ms", c.label),
-                },
-                (None, Some(m)) => format!("{} rejected: {m}", c.label),
-                (None, None) => c.label.clone(),
-            })
-            .collect();
-        let mut step = if s.outcome == optimize::Outcome::NotApplicable {
-            "-".to_string()
-        } else {
-            s.step.to_string()
-        };
-        if tree {
-            let mut v = format!("v{}", s.node.unwrap_or(0));
-            if let Some(c) = s.child {
-                v.push_str(&format!("→v{c}"));
-            }
-            if let Some(p) = s.pick.as_deref().filter(|p| *p != "best") {
-                v.push_str(&format!(" ({p})"));
-            }
-            // The version column takes the step column's place in the row below.
-            step = format!("{step:<5} {v:<16}");
-        }
-        out.push_str(&format!(
-            "{:<5} {:<16} {:<9} {:<10} {:<8} {:<11} {}\n",
-            step,
-            s.strategy_id,
-            s.outcome.label(),
-            time,
-            format!("{:.2}×", s.speedup),
-            format!("{:.2}×", s.cumulative),
-            cands.join("; ")
-        ));
+    let start_ms = run
+        .headline
+        .as_ref()
+        .map(|h| h.start_ms)
+        .or_else(|| run.steps.iter().find_map(|s| s.before_ms));
+    let start = (String::from("-"), "v0", "start", "start");
+    out.push_str(&row(tree, start, start_ms, "1.00×", "1.00×", String::new()));
+    let ran = run
+        .steps
+        .iter()
+        .filter(|s| s.outcome != optimize::Outcome::NotApplicable);
+    for s in ran {
+        out.push_str(&step_row(tree, s));
         for c in &s.checks {
             out.push_str(&format!("      checked: {c}\n"));
         }
+        if let Some(n) = explain::step_note(s) {
+            out.push_str(&format!("      note: {n}\n"));
+        }
+    }
+    if let Some(n) = explain::never_ran(&run.steps) {
+        out.push_str(&format!("{n}\n"));
     }
     if let Some(why) = &run.stopped {
         out.push_str(&format!("stopped: {why}\n"));
     }
-    if tree {
-        let path: Vec<String> = run
-            .steps
-            .iter()
-            .filter(|s| s.on_best_path)
-            .map(|s| format!("{} (step {})", s.strategy_id, s.step))
-            .collect();
-        out.push_str(&format!(
-            "best: v{} of {} versions, {:.2}× over the start{}\n",
-            run.best_node,
-            run.versions,
-            run.best_speedup,
-            if path.is_empty() {
-                String::new()
-            } else {
-                format!(", by {}", path.join(" → "))
-            }
-        ));
-    }
+    out.push_str(&result_line(run));
     if run.llm.calls > 0 {
         out.push_str(&format!("models: {}\n", run.llm.describe()));
     }
@@ -595,4 +562,96 @@ fn table(run: &OptimizeRun) -> String {
         out.push_str("note: interpreter timings: Triton ran on the CPU (TRITON_INTERPRET=1); results are verified for real, times are not GPU times\n");
     }
     out
+}
+
+/// One step's row: its time is the accepted candidate's, else the current version's;
+/// a step that kept the current version has no speedup (its note says why).
+fn step_row(tree: bool, s: &optimize::StepRecord) -> String {
+    let accepted = s.outcome == optimize::Outcome::Accepted;
+    let time = if accepted { s.best_ms } else { s.before_ms };
+    let cands: Vec<String> = s
+        .candidates
+        .iter()
+        .map(|c| match (c.median_ms, &c.message) {
+            (Some(ms), _) => match &c.timed_on {
+                Some(w) => format!("{} {ms:.4} ms on w{}", c.label, w.worker),
+                None => format!("{} {ms:.4} ms", c.label),
+            },
+            (None, Some(m)) => format!("{} rejected: {m}", c.label),
+            (None, None) => c.label.clone(),
+        })
+        .collect();
+    let mut v = format!("v{}", s.node.unwrap_or(0));
+    if let Some(c) = s.child {
+        v.push_str(&format!("→v{c}"));
+    }
+    if let Some(p) = s.pick.as_deref().filter(|p| *p != "best") {
+        v.push_str(&format!(" ({p})"));
+    }
+    let speedup = if accepted {
+        ratio(s.speedup)
+    } else {
+        "-".into()
+    };
+    let what = (
+        s.step.to_string(),
+        v.as_str(),
+        s.strategy_id.as_str(),
+        s.outcome.label(),
+    );
+    let cumulative = ratio(s.cumulative);
+    row(tree, what, time, &speedup, &cumulative, cands.join("; "))
+}
+
+/// The columns of one row.
+fn row(
+    tree: bool,
+    (step, version, strategy, outcome): (String, &str, &str, &str),
+    time: Option<f64>,
+    speedup: &str,
+    cumulative: &str,
+    candidates: String,
+) -> String {
+    let time = time.map_or("-".to_string(), |t| format!("{t:.4}"));
+    let step = if tree {
+        format!("{step:<5} {version:<16}")
+    } else {
+        step
+    };
+    let line = format!(
+        "{step:<5} {strategy:<16} {outcome:<9} {time:<10} {speedup:<8} {cumulative:<11} {candidates}"
+    );
+    format!("{}\n", line.trim_end())
+}
+
+/// The run's one number, and the path that led to it.
+fn result_line(run: &OptimizeRun) -> String {
+    let path: Vec<String> = run
+        .steps
+        .iter()
+        .filter(|s| s.on_best_path)
+        .map(|s| format!("{} (step {})", s.strategy_id, s.step))
+        .collect();
+    let by = if path.is_empty() {
+        String::new()
+    } else {
+        format!("; by {}", path.join(" → "))
+    };
+    let ran = run
+        .steps
+        .iter()
+        .filter(|s| s.outcome != optimize::Outcome::NotApplicable)
+        .count();
+    let what = match &run.headline {
+        Some(h) => h.describe(),
+        None => format!(
+            "best v{}, {} over the start by the steps' own timings (no end-of-run timing)",
+            run.best_node,
+            ratio(run.best_speedup)
+        ),
+    };
+    format!(
+        "result: {what}; {ran} steps ran, {} versions{by}\n",
+        run.versions
+    )
 }

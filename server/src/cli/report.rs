@@ -22,13 +22,7 @@ pub struct ReportArgs {
 }
 
 pub fn run(args: &ReportArgs) -> ExitCode {
-    match run_inner(args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("{message}");
-            ExitCode::from(1)
-        }
-    }
+    super::finish(run_inner(args))
 }
 
 fn run_inner(args: &ReportArgs) -> Result<(), String> {
@@ -52,7 +46,8 @@ fn run_inner(args: &ReportArgs) -> Result<(), String> {
                 "{shown}: error: `{name}` has no history; run `kernel-lsp optimize {shown} --kernel {name}` first"
             ));
         }
-        loaded.push((name, steps));
+        let headlines = history::headlines(&args.file, &name);
+        loaded.push((name, steps, headlines));
     }
     if loaded.is_empty() {
         return Err(format!(
@@ -61,7 +56,11 @@ fn run_inner(args: &ReportArgs) -> Result<(), String> {
     }
     let kernels: Vec<KernelHistory<'_>> = loaded
         .iter()
-        .map(|(name, steps)| KernelHistory { name, steps })
+        .map(|(name, steps, headlines)| KernelHistory {
+            name,
+            steps,
+            headlines,
+        })
         .collect();
     let page = report::html(&shown, &kernels);
     let out = args.output.clone().unwrap_or_else(|| {
@@ -80,14 +79,19 @@ fn run_inner(args: &ReportArgs) -> Result<(), String> {
     std::fs::write(&out, page)
         .map_err(|e| format!("{}: error: cannot write: {e}", out.display()))?;
     // The trees go to the terminal too: the quickest view of what a run explored.
-    for (name, steps) in &loaded {
-        for t in report::trees(steps) {
+    for (name, steps, headlines) in &loaded {
+        for t in report::trees(steps, headlines) {
             println!("{name}: {t}");
         }
     }
-    let steps: usize = loaded.iter().map(|(_, s)| s.len()).sum();
+    let ran = |s: &[crate::optimize::StepRecord]| {
+        s.iter()
+            .filter(|s| s.outcome != crate::optimize::Outcome::NotApplicable)
+            .count()
+    };
+    let steps: usize = loaded.iter().map(|(_, s, _)| ran(s)).sum();
     eprintln!(
-        "{shown}: report of {} kernel(s), {steps} steps written to {}",
+        "{shown}: report of {} kernel(s), {steps} steps that ran, written to {}",
         loaded.len(),
         out.display()
     );

@@ -21,7 +21,7 @@ use tower_lsp::lsp_types::*;
 
 use crate::document::{Document, LinePos};
 use crate::optimize::catalog::Catalog;
-use crate::optimize::{self, evaluate, history, policy, Event, OptimizeOptions};
+use crate::optimize::{self, evaluate, history, Event, OptimizeOptions};
 use crate::settings::{ApplyMode, Settings};
 use crate::spec::EvalEnv;
 use crate::syntax::{self, Kernel, Lang};
@@ -141,25 +141,16 @@ pub(super) struct Pending {
     pub label: String,
 }
 
-/// The kernel's region: from its `@bench` block (or its first unit range) to the end of
-/// its last unit range. Edits of a job cover exactly this.
 /// Whether this machine has Nsight Compute (looked up once per server).
 pub(super) fn ncu_present() -> bool {
     static PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *PRESENT.get_or_init(|| crate::toolchain::ncu::locate(None).is_some())
 }
 
+/// The kernel's region: from its `@bench` block (or its first unit range) to the end of
+/// its last unit range. Edits of a job cover exactly this.
 pub(super) fn region(k: &Kernel) -> std::ops::Range<usize> {
-    let mut start = k.def_range.start;
-    let mut end = k.def_range.end;
-    for r in &k.unit_ranges {
-        start = start.min(r.start);
-        end = end.max(r.end);
-    }
-    if let Some(s) = &k.spec.range {
-        start = start.min(s.start);
-    }
-    start..end
+    optimize::apply::kernel_region(k)
 }
 
 fn find_kernel(lang: Lang, text: &str, name: &str) -> Option<(Kernel, std::ops::Range<usize>)> {
@@ -789,7 +780,12 @@ impl Backend {
         opts.verify = s.verify.clone();
         opts.budget = budget;
         opts.cancel = Some(guard.cancel.clone());
-        opts.policy_path = Some(policy::default_path());
+        // The project's own policy (an unsaved file's run learns in memory only).
+        let shared = s.shared_policy;
+        opts.policy_path = match &snap.file {
+            Some(f) => Some(optimize::learning::policy_path(f, shared)),
+            None => shared.then(optimize::policy::default_path),
+        };
         if cmd == TUNE {
             // Sweeps only, no code changes: the catalog's knob steps.
             opts.only = opts.catalog.knobs();
@@ -822,6 +818,13 @@ impl Backend {
             Event::Step(step) => {
                 if let Some(f) = &file {
                     if let Err(e) = history::append(f, &kname, std::slice::from_ref(step)) {
+                        history_errors.push(e);
+                    }
+                }
+            }
+            Event::RunEnd(end) => {
+                if let Some(f) = &file {
+                    if let Err(e) = history::append_run_end(f, &kname, end) {
                         history_errors.push(e);
                     }
                 }
@@ -967,12 +970,17 @@ impl Backend {
         uri: &Url,
         kernel: &str,
     ) -> std::result::Result<Value, String> {
+        let key = (uri.clone(), kernel.to_string());
+        let waiting = self
+            .state()
+            .kernels
+            .get(&key)
+            .and_then(|k| k.pending.clone());
+        let Some(p) = waiting else {
+            return self.apply_recorded(uri, kernel).await;
+        };
         let (pending, edit) = {
             let st = self.state();
-            let key = (uri.clone(), kernel.to_string());
-            let Some(p) = st.kernels.get(&key).and_then(|k| k.pending.clone()) else {
-                return Err(format!("no verified rewrite is waiting for `{kernel}`"));
-            };
             let Some(open) = st.docs.get(uri) else {
                 return Err(format!(
                     "{uri} was closed; the verified rewrite is in the history (.kernel-lsp/)"
@@ -1014,6 +1022,40 @@ impl Backend {
                     pending.speedup, pending.label
                 )
             },
+        ))
+    }
+
+    /// With no rewrite waiting: the best version of the kernel's last recorded run (the
+    /// CLI's `kernel-lsp apply`, the same engine), with no new search, over the kernel's
+    /// region only if that region is still one of the run's versions.
+    async fn apply_recorded(&self, uri: &Url, kernel: &str) -> std::result::Result<Value, String> {
+        let none = || {
+            format!("no verified rewrite is waiting for `{kernel}` and it has no recorded run: run Optimize or Tune first")
+        };
+        let file = uri.to_file_path().map_err(|_| none())?;
+        let end = history::run_ends(&file, kernel).pop().ok_or_else(none)?;
+        let node = end.headline.best_node;
+        let edit = {
+            let st = self.state();
+            let open = st.docs.get(uri).ok_or("the document was closed")?;
+            let lang = open.doc.lang;
+            let found = optimize::apply::version_edit(lang, open.doc.text(), kernel, &end, node)
+                .map_err(|e| format!("`{kernel}`: {e}"))?;
+            let Some((r, region)) = found else {
+                return Ok(message(
+                    "ok",
+                    format!("`{kernel}` already holds the best version of its last run (v{node})"),
+                ));
+            };
+            region_edit(uri, &open.doc, &r, st.encoding, region)
+        };
+        self.send_edit(edit).await?;
+        Ok(message(
+            "accepted",
+            format!(
+                "`{kernel}`: applied v{node} of its last run: {}",
+                end.headline.describe()
+            ),
         ))
     }
 
@@ -1402,6 +1444,7 @@ impl Backend {
             &[optimize::report::KernelHistory {
                 name,
                 steps: &steps,
+                headlines: &history::headlines(file, name),
             }],
         );
         let out = history::workspace_root(file)
@@ -1548,8 +1591,8 @@ pub(super) fn timing_label(s: &KernelStatus) -> Option<String> {
     }];
     if let Some((eager, compile, vs)) = s.torch {
         use crate::settings::HintSpeedupVs;
-        let eager = eager.map(|e| format!("{e:.2}× eager"));
-        let compile = compile.map(|c| format!("{c:.2}× compile"));
+        let eager = eager.map(|e| format!("{} eager", optimize::headline::ratio(e)));
+        let compile = compile.map(|c| format!("{} compile", optimize::headline::ratio(c)));
         match vs {
             HintSpeedupVs::All => parts.extend(eager.into_iter().chain(compile)),
             HintSpeedupVs::Eager => parts.extend(eager),
@@ -1614,6 +1657,10 @@ mod hint_tests {
         assert_eq!(timing_label(&eager_only).unwrap(), "58.0 µs · 1.06× eager");
         // A kernel or baseline reference: the plain speedup.
         assert_eq!(timing_label(&status(None)).unwrap(), "58.0 µs · 1.06×");
+        // On the interpreter a kernel is thousands of times slower than eager: the
+        // ratio keeps two significant digits instead of reading 0.00×.
+        let slow = status(Some((Some(0.0042), None, HintSpeedupVs::All)));
+        assert_eq!(timing_label(&slow).unwrap(), "58.0 µs · 0.0042× eager");
     }
 }
 

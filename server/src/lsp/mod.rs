@@ -1180,7 +1180,13 @@ impl LanguageServer for Backend {
                     }
                     if !k.spec.lines.is_empty() {
                         let busy = status.is_some_and(|s| s.running.is_some());
-                        if !busy {
+                        // A spec with errors cannot run: no job is offered until it is
+                        // fixed (its diagnostics and quick fixes say how).
+                        let runs = (open.analysis.model.kernels.iter())
+                            .position(|x| x.name == k.name)
+                            .and_then(|i| open.analysis.specs.get(i))
+                            .is_some_and(|r| r.plan.is_some());
+                        if !busy && runs {
                             actions.push(cmd(
                                 format!("Optimize `{}`: next step", k.name),
                                 jobs::OPTIMIZE,
@@ -1262,6 +1268,11 @@ impl LanguageServer for Backend {
                         }));
                     }
                 }
+                actions.extend(spec_quick_fixes(
+                    &uri,
+                    doc.version,
+                    &params.context.diagnostics,
+                ));
                 (!actions.is_empty()).then_some(actions)
             })
             .await
@@ -1411,4 +1422,40 @@ impl OpenDoc {
     fn doc_ref(&self) -> &Document {
         &self.doc
     }
+}
+
+/// A quick fix for each spec diagnostic whose message names the fix ("did you mean
+/// `f32`?"): the suggested word in place of the diagnostic's range, which covers the
+/// wrong word exactly.
+fn spec_quick_fixes(uri: &Url, version: i32, diags: &[Diagnostic]) -> Vec<CodeActionOrCommand> {
+    let spec = crate::analysis::FindingSource::Spec.label();
+    let spec_diag = |d: &&Diagnostic| d.source.as_deref() == Some(spec);
+    diags
+        .iter()
+        .filter(spec_diag)
+        .filter_map(|d| {
+            let word = crate::spec::suggestion(&d.message)?;
+            let edit = TextDocumentEdit {
+                text_document: OptionalVersionedTextDocumentIdentifier {
+                    uri: uri.clone(),
+                    version: Some(version),
+                },
+                edits: vec![OneOf::Left(TextEdit {
+                    range: d.range,
+                    new_text: word.to_string(),
+                })],
+            };
+            Some(CodeActionOrCommand::CodeAction(CodeAction {
+                title: format!("Replace with `{word}`"),
+                kind: Some(CodeActionKind::QUICKFIX),
+                diagnostics: Some(vec![d.clone()]),
+                edit: Some(WorkspaceEdit {
+                    document_changes: Some(DocumentChanges::Edits(vec![edit])),
+                    ..Default::default()
+                }),
+                is_preferred: Some(true),
+                ..Default::default()
+            }))
+        })
+        .collect()
 }

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use super::apply::RunEnd;
+use super::headline::Headline;
 use super::record::StepRecord;
 
 /// `sha256:` and the first 16 hex digits of the text's SHA-256.
@@ -48,6 +50,15 @@ pub fn path_for(file: &Path, kernel: &str) -> PathBuf {
 }
 
 pub fn append(file: &Path, kernel: &str, steps: &[StepRecord]) -> Result<PathBuf, String> {
+    let lines = steps
+        .iter()
+        .map(serde_json::to_string)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    append_lines(file, kernel, &lines)
+}
+
+fn append_lines(file: &Path, kernel: &str, lines: &[String]) -> Result<PathBuf, String> {
     let path = path_for(file, kernel);
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
@@ -58,11 +69,32 @@ pub fn append(file: &Path, kernel: &str, steps: &[StepRecord]) -> Result<PathBuf
         .append(true)
         .open(&path)
         .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    for s in steps {
-        let line = serde_json::to_string(s).map_err(|e| e.to_string())?;
+    for line in lines {
         writeln!(f, "{line}").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(path)
+}
+
+/// Appends what a run left besides its steps (read back by [`run_ends`]).
+pub fn append_run_end(file: &Path, kernel: &str, end: &RunEnd) -> Result<PathBuf, String> {
+    let line = serde_json::to_string(end).map_err(|e| e.to_string())?;
+    append_lines(file, kernel, &[line])
+}
+
+/// The ends of the runs recorded for `kernel` of `file`, oldest first.
+pub fn run_ends(file: &Path, kernel: &str) -> Vec<RunEnd> {
+    let text = std::fs::read_to_string(path_for(file, kernel)).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<RunEnd>(l).ok())
+        .collect()
+}
+
+/// The end-of-run timings recorded for `kernel` of `file`, oldest first.
+pub fn headlines(file: &Path, kernel: &str) -> Vec<Headline> {
+    run_ends(file, kernel)
+        .into_iter()
+        .map(|e| e.headline)
+        .collect()
 }
 
 /// The steps recorded for `kernel` of `file`, oldest first. A missing history is empty;
@@ -79,6 +111,7 @@ pub fn read(file: &Path, kernel: &str) -> Result<(Vec<StepRecord>, usize), Strin
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         match serde_json::from_str::<StepRecord>(line) {
             Ok(s) => steps.push(s),
+            Err(_) if serde_json::from_str::<RunEnd>(line).is_ok() => {}
             Err(_) => bad += 1,
         }
     }

@@ -16,14 +16,18 @@
 //! test checks it), so the types it re-exports live in the submodules.
 
 pub mod accept;
+pub mod apply;
 pub mod catalog;
 pub mod coder;
 pub mod diagnosis;
 pub mod edit;
 pub mod evaluate;
+pub mod explain;
 pub mod facts;
+pub mod headline;
 pub mod history;
 pub mod launch;
+pub mod learning;
 pub mod llm;
 pub mod options;
 pub mod policy;
@@ -174,6 +178,14 @@ pub async fn optimize(
     runner.tell(true).await;
     let best = search.best();
     let path = search.path(best.id);
+    let headline = end_of_run_timing(&mut runner, &start, best, run_id).await;
+    if let Some(h) = &headline {
+        let end = apply::RunEnd {
+            headline: h.clone(),
+            versions: recorded_versions(lang, kernel_name, &search),
+        };
+        (runner.on)(Event::RunEnd(&end));
+    }
     for r in &mut runner.records {
         r.on_best_path = r.child.is_some_and(|c| path.contains(&c));
     }
@@ -190,8 +202,64 @@ pub async fn optimize(
             .map(|n| (n.id, n.text.clone()))
             .collect(),
         best_node: best.id,
-        best_speedup: best.cumulative,
+        best_speedup: headline.as_ref().map_or(best.cumulative, |h| h.speedup),
+        headline,
         versions: search.nodes.len(),
         llm: runner.spent,
     })
+}
+
+/// Every version of the run's tree as the history keeps it, the start first.
+fn recorded_versions(
+    lang: Lang,
+    kernel: &str,
+    search: &search::Search,
+) -> Vec<apply::RecordedVersion> {
+    search
+        .nodes
+        .iter()
+        .filter_map(|n| apply::record_version(lang, &n.text, kernel, n.id))
+        .collect()
+}
+
+/// The run's one number ([`headline::Headline`]): the answer and the start timed side
+/// by side once the search is over. None for a repair (its start fails verification:
+/// its result is a fix, not a speedup), for a cancelled run, and (with a warning) when
+/// the timing fails; the table then says so instead of printing another figure.
+async fn end_of_run_timing(
+    runner: &mut Runner<'_, '_>,
+    start: &evaluate::Planned,
+    best: &search::Node,
+    run_id: u64,
+) -> Option<headline::Headline> {
+    let cancelled = (runner.opts.cancel.as_ref()).is_some_and(|c| c.load(Ordering::SeqCst));
+    if cancelled || runner.opts.repair.is_some() {
+        return None;
+    }
+    let answer = match best.id {
+        0 => None,
+        id => match evaluate::plan(runner.lang, &best.text, runner.kernel_name, &runner.env) {
+            Ok(p) => Some((id, p.version)),
+            Err(e) => {
+                runner.warnings.push(format!(
+                    "the best version does not plan for its end-of-run timing: {e}"
+                ));
+                return None;
+            }
+        },
+    };
+    (runner.on)(Event::Stage(
+        "timing the best version beside the start".into(),
+    ));
+    let interpreter = runner.lang == Lang::Triton && runner.hello.triton.interpreter;
+    let best = answer.as_ref().map(|(id, v)| (*id, v));
+    match headline::measure(runner.pool, run_id, &start.version, best, interpreter).await {
+        Ok(h) => Some(h),
+        Err(e) => {
+            runner
+                .warnings
+                .push(format!("the end-of-run timing failed: {e}"));
+            None
+        }
+    }
 }

@@ -129,6 +129,10 @@ pub enum Event<'a> {
     Stage(String),
     /// A step ended; append it to the history now, so a cancelled run keeps it.
     Step(&'a StepRecord),
+    /// The run ended: its answer timed against its start and its versions; append it to
+    /// the history too (`history::append_run_end`), so the report prints the same number
+    /// and `kernel-lsp apply` can write a version back.
+    RunEnd(&'a super::apply::RunEnd),
 }
 
 #[cfg(test)]

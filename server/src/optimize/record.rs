@@ -155,7 +155,13 @@ pub struct OptimizeRun {
     pub version_texts: Vec<(usize, String)>,
     /// The answer: the version of the tree with the highest speedup over the start.
     pub best_node: usize,
+    /// The headline's speedup; without one (a cancelled run, a failed timing), the
+    /// product of the steps' speedups on the answer's path.
     pub best_speedup: f64,
+    /// The answer and the start timed side by side at the end of the run: the run's
+    /// one number.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headline: Option<super::headline::Headline>,
     /// Versions in the tree (the start included).
     pub versions: usize,
     /// What the run spent on models.

@@ -5,12 +5,31 @@
 
 use std::fmt::Write as _;
 
+use super::headline::{ratio, Headline};
 use super::record::{Outcome, StepRecord};
 
-/// One kernel's history for the page.
+/// One kernel's history for the page: its steps and its runs' end-of-run timings.
 pub struct KernelHistory<'a> {
     pub name: &'a str,
     pub steps: &'a [StepRecord],
+    pub headlines: &'a [Headline],
+}
+
+/// Escaped text with `code` spans as `<code>code</code>` (catalog titles and
+/// rationales are written with backticks).
+fn esc_code(s: &str) -> String {
+    let mut out = String::new();
+    for (i, part) in esc(s).split('`').enumerate() {
+        if i % 2 == 1 {
+            let _ = write!(out, "<code>{part}</code>");
+        } else {
+            out.push_str(part);
+        }
+    }
+    if s.matches('`').count() % 2 == 1 {
+        return esc(s);
+    }
+    out
 }
 
 fn esc(s: &str) -> String {
@@ -71,23 +90,85 @@ fn series(steps: &[StepRecord]) -> Vec<(usize, &StepRecord, Option<f64>)> {
         .collect()
 }
 
-/// The SVG chart: one point per step at the current version's time after it (green:
-/// accepted, grey: no gain, red: failed, drawn on the axis), joined by a line; the best
-/// candidate of a step that did not win is a hollow circle.
+/// Round tick values from 0 up to at least `max`: steps of 1, 2 or 5 times a power of
+/// ten, about four of them.
+pub fn ticks(max: f64) -> Vec<f64> {
+    if !(max.is_finite() && max > 0.0) {
+        return vec![0.0, 1.0];
+    }
+    let raw = max / 4.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    let n = (max / step).ceil() as usize;
+    (0..=n).map(|k| k as f64 * step).collect()
+}
+
+/// A tick's label: as many decimals as its step needs, no more.
+fn tick_label(v: f64, step: f64) -> String {
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    format!("{v:.decimals$}")
+}
+
+/// The chart's geometry: the slot of each point (each run starts with its start
+/// version's slot), the value axis and the pixel mappings.
+struct Frame {
+    w: f64,
+    h: f64,
+    left: f64,
+    right: f64,
+    top: f64,
+    bottom: f64,
+    slots: usize,
+    ymax: f64,
+}
+
+impl Frame {
+    fn x(&self, slot: usize) -> f64 {
+        let pw = self.w - self.left - self.right;
+        self.left + pw * (slot as f64 + 0.5) / self.slots as f64
+    }
+    fn y(&self, v: f64) -> f64 {
+        let ph = self.h - self.top - self.bottom;
+        self.top + ph * (1.0 - v / self.ymax)
+    }
+}
+
+/// The steps of each run, in order (steps recorded before runs had ids form one run).
+fn runs_of<'a>(
+    pts: &[(usize, &'a StepRecord, Option<f64>)],
+) -> Vec<Vec<(usize, &'a StepRecord, Option<f64>)>> {
+    let mut runs: Vec<Vec<(usize, &StepRecord, Option<f64>)>> = Vec::new();
+    for p in pts {
+        match runs.last_mut() {
+            Some(r) if r[0].1.run == p.1.run => r.push(*p),
+            _ => runs.push(vec![*p]),
+        }
+    }
+    runs
+}
+
+/// The SVG chart: one line per run, from its start through its steps (green: accepted,
+/// grey: no gain, red: failed, drawn on the axis); the best candidate of a step that
+/// did not win is a hollow circle. Separate runs are separate lines; the value axis has
+/// round ticks and its unit above it.
 pub fn chart(steps: &[StepRecord]) -> String {
     let pts = series(steps);
-    let (w, h, left, right, top, bottom) = (720.0, 280.0, 64.0, 16.0, 16.0, 40.0);
+    let (w, h) = (720.0, 280.0);
     let mut svg = String::new();
     let _ = write!(
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="time per step">"#
     );
-    let ymax = pts
+    let top_value = pts
         .iter()
         .flat_map(|(_, s, a)| [*a, s.best_ms, s.before_ms])
         .flatten()
         .fold(0.0f64, f64::max);
-    if pts.is_empty() || ymax <= 0.0 {
+    if pts.is_empty() || top_value <= 0.0 {
         let _ = write!(
             svg,
             r##"<text x="{}" y="{}" text-anchor="middle" fill="#666">no timed steps yet</text></svg>"##,
@@ -96,63 +177,82 @@ pub fn chart(steps: &[StepRecord]) -> String {
         );
         return svg;
     }
-    let ymax = ymax * 1.1;
-    let pw = w - left - right;
-    let ph = h - top - bottom;
-    // Slot 0 is the starting version (the first step's "before"); step i sits at i + 1.
-    let n = pts.len() + 1;
-    let x = |i: usize| left + pw * (i + 1) as f64 / (n - 1) as f64;
-    let start = pts.iter().find_map(|(_, s, _)| s.before_ms);
-    let y = |v: f64| top + ph * (1.0 - v / ymax);
-    // Axes and grid.
-    for k in 0..=4 {
-        let v = ymax * f64::from(k) / 4.0;
-        let yy = y(v);
+    let runs = runs_of(&pts);
+    let ticks = ticks(top_value);
+    let f = Frame {
+        w,
+        h,
+        left: 64.0,
+        right: 16.0,
+        top: 28.0,
+        bottom: 40.0,
+        slots: pts.len() + runs.len(),
+        ymax: *ticks.last().expect("ticks are never empty"),
+    };
+    axes(&mut svg, &f, &ticks);
+    let mut slot = 0;
+    for run in &runs {
+        draw_run(&mut svg, &f, run, slot);
+        slot += run.len() + 1;
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+/// Grid lines with round tick labels, the unit (`ms`) above the axis, the step axis.
+fn axes(svg: &mut String, f: &Frame, ticks: &[f64]) {
+    let step = ticks.get(1).copied().unwrap_or(1.0);
+    for v in ticks {
+        let yy = f.y(*v);
         let _ = write!(
             svg,
-            r##"<line x1="{left}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end" fill="#444">{v:.3}</text>"##,
-            w - right,
-            left - 6.0,
-            yy + 4.0
+            r##"<line x1="{}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end" fill="#444">{}</text>"##,
+            f.left,
+            f.w - f.right,
+            f.left - 6.0,
+            yy + 4.0,
+            tick_label(*v, step)
         );
     }
     let _ = write!(
         svg,
-        r##"<text x="14" y="{:.1}" font-size="11" fill="#444" transform="rotate(-90 14 {:.1})" text-anchor="middle">ms</text>"##,
-        top + ph / 2.0,
-        top + ph / 2.0
+        r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end" fill="#444">ms</text>"##,
+        f.left - 6.0,
+        f.top - 12.0
     );
-    for (i, s, _) in &pts {
-        let _ = write!(
-            svg,
-            r##"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle" fill="#444">{}</text>"##,
-            x(*i),
-            h - bottom + 14.0,
-            i + 1
-        );
-        let _ = s;
-    }
     let _ = write!(
         svg,
         r##"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#444">step</text>"##,
-        left + pw / 2.0,
-        h - 6.0
+        f.left + (f.w - f.left - f.right) / 2.0,
+        f.h - 6.0
     );
-    // The current version's time, as a line from the start through the steps.
+}
+
+/// One run: its start (the first step's "before") at `slot`, its steps after it, one
+/// line through the current version's times, and each step's mark.
+fn draw_run(svg: &mut String, f: &Frame, run: &[(usize, &StepRecord, Option<f64>)], slot: usize) {
+    let label_y = f.h - f.bottom + 14.0;
     let mut line: Vec<String> = Vec::new();
-    if let Some(v) = start {
-        line.push(format!("{left:.1},{:.1}", y(v)));
+    if let Some(v) = run[0].1.before_ms {
+        let (x, y) = (f.x(slot), f.y(v));
+        line.push(format!("{x:.1},{y:.1}"));
         let _ = write!(
             svg,
-            r##"<circle cx="{left:.1}" cy="{:.1}" r="4" fill="#2b6cb0"><title>start: {v:.4} ms</title></circle><text x="{left:.1}" y="{:.1}" font-size="10" text-anchor="middle" fill="#444">start</text>"##,
-            y(v),
-            h - bottom + 14.0
+            r##"<circle cx="{x:.1}" cy="{y:.1}" r="4" fill="#2b6cb0"><title>start: {v:.4} ms</title></circle><text x="{x:.1}" y="{label_y:.1}" font-size="10" text-anchor="middle" fill="#444">start</text>"##
         );
     }
-    line.extend(
-        pts.iter()
-            .filter_map(|(i, _, a)| a.map(|v| format!("{:.1},{:.1}", x(*i), y(v)))),
-    );
+    for (k, (i, s, a)) in run.iter().enumerate() {
+        let x = f.x(slot + 1 + k);
+        let _ = write!(
+            svg,
+            r##"<text x="{x:.1}" y="{label_y:.1}" font-size="10" text-anchor="middle" fill="#444">{}</text>"##,
+            i + 1
+        );
+        if let Some(v) = a {
+            line.push(format!("{x:.1},{:.1}", f.y(*v)));
+        }
+        mark(svg, f, x, *i, s, *a);
+    }
     if line.len() > 1 {
         let _ = write!(
             svg,
@@ -160,62 +260,59 @@ pub fn chart(steps: &[StepRecord]) -> String {
             line.join(" ")
         );
     }
-    for (i, s, a) in &pts {
-        let title = esc(&format!(
-            "step {}: {} — {}{}",
-            i + 1,
-            s.strategy,
-            s.outcome.label(),
-            s.best_ms
-                .map_or(String::new(), |b| format!(", best {b:.4} ms"))
-        ));
-        match (s.outcome, a) {
-            (Outcome::Accepted, Some(v)) => {
+}
+
+/// A step's mark at `x`: green for accepted, a red cross on the axis for failed, grey
+/// for the rest, with the best candidate of a step that did not win as a hollow circle.
+fn mark(svg: &mut String, f: &Frame, x: f64, i: usize, s: &StepRecord, a: Option<f64>) {
+    let title = esc(&format!(
+        "step {}: {} — {}{}",
+        i + 1,
+        s.strategy,
+        s.outcome.label(),
+        s.best_ms
+            .map_or(String::new(), |b| format!(", best {b:.4} ms"))
+    ));
+    match (s.outcome, a) {
+        (Outcome::Accepted, Some(v)) => {
+            let _ = write!(
+                svg,
+                r##"<circle cx="{x:.1}" cy="{:.1}" r="5" fill="#2f855a"><title>{title}</title></circle>"##,
+                f.y(v)
+            );
+        }
+        (Outcome::Failed, _) => {
+            let _ = write!(
+                svg,
+                r##"<path d="M{:.1},{:.1} l8,8 m0,-8 l-8,8" stroke="#c53030" stroke-width="2"><title>{title}</title></path>"##,
+                x - 4.0,
+                f.y(0.0) - 12.0
+            );
+        }
+        (_, a) => {
+            if let Some(v) = a {
                 let _ = write!(
                     svg,
-                    r##"<circle cx="{:.1}" cy="{:.1}" r="5" fill="#2f855a"><title>{title}</title></circle>"##,
-                    x(*i),
-                    y(*v)
+                    r##"<circle cx="{x:.1}" cy="{:.1}" r="4" fill="#a0aec0"><title>{title}</title></circle>"##,
+                    f.y(v)
                 );
             }
-            (Outcome::Failed, _) => {
-                let (cx, cy) = (x(*i), y(0.0));
+            if let Some(b) = s.best_ms {
                 let _ = write!(
                     svg,
-                    r##"<path d="M{:.1},{:.1} l8,8 m0,-8 l-8,8" stroke="#c53030" stroke-width="2"><title>{title}</title></path>"##,
-                    cx - 4.0,
-                    cy - 12.0
+                    r##"<circle cx="{x:.1}" cy="{:.1}" r="4" fill="none" stroke="#718096"><title>{title}</title></circle>"##,
+                    f.y(b)
                 );
-            }
-            (_, a) => {
-                if let Some(v) = a {
-                    let _ = write!(
-                        svg,
-                        r##"<circle cx="{:.1}" cy="{:.1}" r="4" fill="#a0aec0"><title>{title}</title></circle>"##,
-                        x(*i),
-                        y(*v)
-                    );
-                }
-                if let Some(b) = s.best_ms {
-                    let _ = write!(
-                        svg,
-                        r##"<circle cx="{:.1}" cy="{:.1}" r="4" fill="none" stroke="#718096"><title>{title}</title></circle>"##,
-                        x(*i),
-                        y(b)
-                    );
-                }
             }
         }
     }
-    svg.push_str("</svg>");
-    svg
 }
 
 /// Each run's tree of versions as text, one block per run that recorded its tree (runs
 /// from before the tree have no `node` and are left out): every version with its
 /// speedup over the run's start and the step that made it, what else was tried on it,
 /// and `★` on the path to the run's answer.
-pub fn trees(steps: &[StepRecord]) -> Vec<String> {
+pub fn trees(steps: &[StepRecord], headlines: &[Headline]) -> Vec<String> {
     let mut runs: Vec<u64> = Vec::new();
     for s in steps {
         if let (Some(r), Some(_)) = (s.run, s.node) {
@@ -230,11 +327,15 @@ pub fn trees(steps: &[StepRecord]) -> Vec<String> {
             // The answer: the version with the highest speedup (ties: the newer one),
             // and the path to it, from the records alone (the history is written as the
             // run goes, before the answer is known).
-            let best = rs
-                .iter()
-                .filter_map(|s| s.child.map(|c| (c, s.cumulative)))
-                .filter(|(_, x)| *x > 1.0)
-                .max_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+            let headline = headlines.iter().rev().find(|h| h.run == run);
+            let best = match headline {
+                Some(h) => (h.best_node > 0).then_some((h.best_node, h.speedup)),
+                None => rs
+                    .iter()
+                    .filter_map(|s| s.child.map(|c| (c, s.cumulative)))
+                    .filter(|(_, x)| *x > 1.0)
+                    .max_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0))),
+            };
             let mut path: Vec<usize> = Vec::new();
             let mut at = best.map(|b| b.0);
             while let Some(id) = at {
@@ -258,22 +359,27 @@ pub fn trees(steps: &[StepRecord]) -> Vec<String> {
                 }
             }
             let mut out = format!(
-                "run of {}: {counted} steps, {versions} versions{}{}\n",
+                "run of {}: {counted} steps ran, {versions} versions{}{}\n",
                 utc(run),
                 if models {
                     format!(", {}", spent.describe())
                 } else {
                     String::new()
                 },
-                best.map_or(", no faster version".to_string(), |(c, x)| format!(
-                    ", best v{c} at {x:.2}× over the start"
-                ))
+                match (headline, best) {
+                    (Some(h), _) => format!("; {}", h.describe()),
+                    (None, Some((c, x))) => format!(
+                        ", best v{c} at {} over the start by the steps' own timings",
+                        ratio(x)
+                    ),
+                    (None, None) => ", no faster version".to_string(),
+                }
             );
             #[allow(clippy::too_many_arguments)]
             fn walk(
                 out: &mut String,
                 rs: &[&StepRecord],
-                path: &[usize],
+                (path, headline): (&[usize], Option<&Headline>),
                 id: usize,
                 prefix: &str,
                 last: bool,
@@ -288,15 +394,23 @@ pub fn trees(steps: &[StepRecord]) -> Vec<String> {
                 };
                 let line = match rs.iter().find(|s| s.child == Some(id)) {
                     None => format!("v{id} start"),
-                    Some(s) => format!(
-                        "v{id}{} {:.2}× {} ({}) step {}, {}",
-                        if path.contains(&id) { " ★" } else { "" },
-                        s.cumulative,
-                        s.strategy_id,
-                        s.accepted.as_deref().unwrap_or("-"),
-                        s.step,
-                        ms(s.best_ms) + " ms"
-                    ),
+                    Some(s) => {
+                        // The answer reads the run's one number; other versions the
+                        // product of their steps' speedups.
+                        let (x, t) = match headline.filter(|h| h.best_node == id) {
+                            Some(h) => (h.speedup, Some(h.best_ms)),
+                            None => (s.cumulative, s.best_ms),
+                        };
+                        format!(
+                            "v{id}{} {} {} ({}) step {}, {}",
+                            if path.contains(&id) { " ★" } else { "" },
+                            ratio(x),
+                            s.strategy_id,
+                            s.accepted.as_deref().unwrap_or("-"),
+                            s.step,
+                            ms(t) + " ms"
+                        )
+                    }
                 };
                 out.push_str(&format!("{prefix}{branch}{line}\n"));
                 let tried: Vec<String> = rs
@@ -325,10 +439,11 @@ pub fn trees(steps: &[StepRecord]) -> Vec<String> {
                     out.push_str(&format!("{next}{bar}tried: {}\n", tried.join(", ")));
                 }
                 for (i, c) in children.iter().enumerate() {
-                    walk(out, rs, path, *c, &next, i + 1 == children.len(), false);
+                    let on = (path, headline);
+                    walk(out, rs, on, *c, &next, i + 1 == children.len(), false);
                 }
             }
-            walk(&mut out, &rs, &path, 0, "", true, true);
+            walk(&mut out, &rs, (&path, headline), 0, "", true, true);
             out
         })
         .collect()
@@ -355,6 +470,27 @@ fn energy_note(e: Option<(Option<f64>, Option<f64>)>) -> String {
     }
 }
 
+/// "5 steps ran, 2 accepted, over 2 runs; the last run: best v2: …" — the last run's
+/// one number as the CLI printed it, or why there is none.
+fn summary(k: &KernelHistory<'_>, ran: usize, accepted: usize) -> String {
+    let mut runs: Vec<Option<u64>> = k.steps.iter().map(|s| s.run).collect();
+    runs.dedup();
+    let n = runs.len();
+    let last = k.steps.last().and_then(|s| s.run);
+    let headline = k.headlines.iter().rev().find(|h| Some(h.run) == last);
+    let result = match headline {
+        Some(h) => format!("the last run ({}): {}", utc(h.run), esc(&h.describe())),
+        None => {
+            "the last run has no end-of-run timing (it was cut short or is older than that timing)"
+                .into()
+        }
+    };
+    format!(
+        "{ran} steps ran, {accepted} accepted, over {n} run{}; {result}",
+        if n == 1 { "" } else { "s" }
+    )
+}
+
 /// The whole page for `file`.
 pub fn html(file: &str, kernels: &[KernelHistory<'_>]) -> String {
     let mut out = String::new();
@@ -378,31 +514,17 @@ pub fn html(file: &str, kernels: &[KernelHistory<'_>]) -> String {
             .iter()
             .filter(|s| s.outcome == Outcome::Accepted)
             .count();
-        let first = ran.iter().find_map(|s| s.before_ms);
-        let best = series(k.steps)
-            .iter()
-            .filter_map(|(_, _, a)| *a)
-            .fold(f64::INFINITY, f64::min);
         let _ = write!(
             out,
-            "<h2><code>{}</code></h2>\n<p>{} steps, {accepted} accepted",
+            "<h2><code>{}</code></h2>\n<p>{}",
             esc(k.name),
-            ran.len()
+            summary(k, ran.len(), accepted)
         );
-        if let Some(f) = first {
-            if best.is_finite() && best > 0.0 {
-                let _ = write!(
-                    out,
-                    "; first measured {f:.4} ms, best {best:.4} ms ({:.2}× overall)",
-                    f / best
-                );
-            }
-        }
         if k.steps.iter().any(|s| s.interpreter) {
             out.push_str("; some timings come from Triton's CPU interpreter and are not GPU times");
         }
         out.push_str(".</p>\n");
-        let trees = trees(k.steps);
+        let trees = trees(k.steps, k.headlines);
         if !trees.is_empty() {
             out.push_str("<h3>Tree of versions</h3>\n");
             for t in &trees {
@@ -432,9 +554,9 @@ pub fn html(file: &str, kernels: &[KernelHistory<'_>]) -> String {
                 "<tr><td>{}</td><td>{}</td><td>{}<br><code>{}</code></td><td>{}</td><td>{}</td><td class=\"{class}\">{}{}</td><td>{}</td><td>{}</td><td>{:.2}×</td><td>{:.2}×</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
                 i + 1,
                 utc(s.unix_ms),
-                esc(&s.strategy),
+                esc_code(&s.strategy),
                 esc(&s.strategy_id),
-                esc(&s.rationale),
+                esc_code(&s.rationale),
                 esc(&s.coder),
                 s.outcome.label(),
                 s.accepted
@@ -526,11 +648,12 @@ mod tests {
             &[KernelHistory {
                 name: "matmul",
                 steps: &steps,
+                headlines: &[],
             }],
         );
         assert!(page.contains("<code>a&lt;b&gt;.cu</code>"));
         assert!(page.contains(
-            "3 steps, 1 accepted; first measured 2.0000 ms, best 1.0000 ms (2.00× overall)"
+            "3 steps ran, 1 accepted, over 1 run; the last run has no end-of-run timing"
         ));
         assert!(page.contains("<svg"));
         // One accepted point, one grey point with its hollow best, one red cross.
@@ -579,10 +702,10 @@ mod tests {
         ];
         steps[4].energy_j = Some((Some(0.0362), Some(0.0201)));
         steps[4].profile = Some("memory-bound at 79% of DRAM peak".into());
-        let t = trees(&steps);
+        let t = trees(&steps, &[]);
         assert_eq!(t.len(), 1);
         expect_test::expect![[r#"
-            run of 2026-11-18 11:06 UTC: 5 steps, 4 versions, best v3 at 2.40× over the start
+            run of 2026-11-18 11:06 UTC: 5 steps ran, 4 versions, best v3 at 2.40× over the start by the steps' own timings
             v0 start
             ├─ v1 1.50× block_size (x=1) step 1, 0.5000 ms
             │  tried: unroll no gain, vectorize no gain
@@ -591,12 +714,13 @@ mod tests {
         "#]]
         .assert_eq(&t[0]);
         // Histories from before the tree draw no tree.
-        assert!(trees(&[step("x", Outcome::NoGain, 1.0, None)]).is_empty());
+        assert!(trees(&[step("x", Outcome::NoGain, 1.0, None)], &[]).is_empty());
         let page = html(
             "k.cu",
             &[KernelHistory {
                 name: "k",
                 steps: &steps,
+                headlines: &[],
             }],
         );
         assert!(page.contains("<h3>Tree of versions</h3>"));
@@ -606,5 +730,129 @@ mod tests {
             "{page}"
         );
         assert!(page.contains("profile: memory-bound at 79% of DRAM peak"));
+    }
+
+    /// The steps of the tree test's run, with its end-of-run timing.
+    fn one_run() -> (Vec<StepRecord>, Headline) {
+        let mut steps = vec![
+            step("tunable_sweep", Outcome::Accepted, 4.0, Some(1.5)),
+            step("unroll", Outcome::NoGain, 1.5, Some(1.6)),
+        ];
+        for (i, s) in steps.iter_mut().enumerate() {
+            s.run = Some(1_795_000_000_000);
+            s.node = Some(usize::from(i > 0));
+            s.cumulative = 4.0 / 1.5;
+        }
+        steps[0].child = Some(1);
+        steps[0].on_best_path = true;
+        (steps, Headline::from_times(1_795_000_000_000, 1, 4.2, 1.4))
+    }
+
+    #[test]
+    fn the_run_reads_its_end_of_run_number_everywhere() {
+        let (steps, h) = one_run();
+        let hs = [h];
+        let t = trees(&steps, &hs);
+        expect_test::expect![[r#"
+            run of 2026-11-18 11:06 UTC: 2 steps ran, 2 versions; best v1: 1.4000 ms against the start's 4.2000 ms, 3.00× (timed side by side at the end of the run)
+            v0 start
+            └─ v1 ★ 3.00× tunable_sweep (x=1) step 1, 1.4000 ms
+               tried: unroll no gain
+        "#]]
+        .assert_eq(&t[0]);
+        let k = KernelHistory {
+            name: "k",
+            steps: &steps,
+            headlines: &hs,
+        };
+        let page = html("k.py", &[k]);
+        assert!(page.contains("the last run (2026-11-18 11:06 UTC): best v1: 1.4000 ms against the start&#39;s 4.2000 ms, 3.00×"), "{page}");
+        assert!(
+            !t[0].contains("2.67×"),
+            "the tree has no second figure for the answer"
+        );
+    }
+
+    #[test]
+    fn ticks_are_round_and_cover_the_values() {
+        assert_eq!(ticks(303.9), [0.0, 100.0, 200.0, 300.0, 400.0]);
+        assert_eq!(ticks(0.0734), [0.0, 0.02, 0.04, 0.06, 0.08]);
+        assert_eq!(tick_label(0.04, 0.02), "0.04");
+        assert_eq!(tick_label(200.0, 100.0), "200");
+    }
+
+    /// The text elements of an SVG as (x, y, anchor, text).
+    fn texts(svg: &str) -> Vec<(f64, f64, String, String)> {
+        svg.split("<text ")
+            .skip(1)
+            .map(|t| {
+                let attr = |name: &str| {
+                    let from = t.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+                    t[from..from + t[from..].find('"').unwrap()].to_string()
+                };
+                let body = &t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()];
+                let num = |n: &str| attr(n).parse::<f64>().unwrap();
+                (num("x"), num("y"), attr("text-anchor"), body.to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_chart_unit_clears_the_tick_labels() {
+        let (steps, _) = one_run();
+        let svg = chart(&steps);
+        let all = texts(&svg);
+        let unit = all.iter().find(|t| t.3 == "ms").expect("a unit label");
+        // 11px text: a label's box spans its baseline minus 11 up to the baseline.
+        for t in all
+            .iter()
+            .filter(|t| t.3.parse::<f64>().is_ok() && t.2 == "end")
+        {
+            assert!(
+                unit.1 <= t.1 - 11.0 || t.1 <= unit.1 - 11.0,
+                "`ms` at y {} overlaps tick {} at y {}",
+                unit.1,
+                t.3,
+                t.1
+            );
+        }
+        let ticks: Vec<&str> = all
+            .iter()
+            .filter(|t| t.2 == "end" && t.3 != "ms")
+            .map(|t| t.3.as_str())
+            .collect();
+        assert_eq!(ticks, ["0", "1", "2", "3", "4"], "{svg}");
+    }
+
+    #[test]
+    fn separate_runs_are_separate_lines() {
+        let (mut steps, _) = one_run();
+        let (second, _) = one_run();
+        steps.extend(second.into_iter().map(|mut s| {
+            s.run = Some(1_795_000_100_000);
+            s
+        }));
+        let svg = chart(&steps);
+        assert_eq!(svg.matches("<polyline").count(), 2, "{svg}");
+        assert_eq!(svg.matches(">start</text>").count(), 2);
+    }
+
+    #[test]
+    fn backticks_in_table_cells_are_code() {
+        let mut s = step("restrict_const", Outcome::NoGain, 1.0, Some(1.1));
+        s.strategy = "`__restrict__` and `const` on pointers".into();
+        let page = html(
+            "k.cu",
+            &[KernelHistory {
+                name: "k",
+                steps: &[s],
+                headlines: &[],
+            }],
+        );
+        assert!(
+            page.contains("<code>__restrict__</code> and <code>const</code> on pointers"),
+            "{page}"
+        );
+        assert!(!page.contains("<td>`"), "{page}");
     }
 }

@@ -13,6 +13,7 @@ mod lexer;
 mod parser;
 mod plan;
 mod skeleton;
+mod skeleton2d;
 #[cfg(test)]
 mod tests;
 mod torch_ref;
@@ -92,6 +93,14 @@ pub fn torch_reference_span(kernel: &Kernel) -> Option<ByteRange> {
         parser::StmtKind::TorchReference { span, .. } => Some(span),
         _ => None,
     })
+}
+
+/// The word a spec message suggests ("… did you mean `f32`?" gives `f32`), for the
+/// editor's quick fix that writes it in place of the diagnostic's range.
+pub fn suggestion(message: &str) -> Option<&str> {
+    let rest = message.strip_suffix("`?")?;
+    let (_, word) = rest.rsplit_once("did you mean `")?;
+    (!word.is_empty() && !word.contains('`')).then_some(word)
 }
 
 /// "; did you mean `f32`?" when a candidate is within a small edit distance, else "".

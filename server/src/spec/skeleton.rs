@@ -37,6 +37,39 @@ const FLOAT_NAMES: [&str; 12] = [
     "p",
 ];
 
+/// The spec of a kernel that walks a matrix (`skeleton2d`): both dimensions (an odd
+/// second case for the tails), matrices and vectors by how they are indexed, 16 x 16
+/// blocks over the two indices.
+fn matrix_lines(
+    kernel: &Kernel,
+    source: &str,
+    s: &super::skeleton2d::Shape2d,
+    prefix: &str,
+) -> String {
+    let mut stmts = vec![format!("{} = 2048, 1001; {} = 2048, 77", s.outer, s.inner)];
+    for p in &kernel.params {
+        let n = &p.name;
+        match &p.kind {
+            ParamKind::Pointer { pointee, is_const } => {
+                let (dt, _) = pointee_dtype(pointee).unwrap_or((super::DType::F32, 1));
+                let dims = super::skeleton2d::buffer_dims(s, kernel, source, n);
+                let role = guess_role(kernel.lang, n, *is_const);
+                stmts.push(format!("{n}: {role} {dt}[{dims}]"));
+            }
+            ParamKind::Scalar { ty } if *n != s.outer && *n != s.inner => {
+                let float = scalar_ty(ty).is_some_and(|t| t.is_float());
+                stmts.push(format!("{n} = {}", if float { "1.0" } else { "1" }));
+            }
+            _ => {}
+        }
+    }
+    stmts.push(format!(
+        "grid = (cdiv({}, 16), cdiv({}, 16)); block = (16, 16)",
+        s.x_dim, s.y_dim
+    ));
+    stmts.iter().map(|t| format!("{prefix}{t}\n")).collect()
+}
+
 pub fn skeleton(kernel: &Kernel, source: &str) -> Skeleton {
     let start = kernel.def_range.start.min(source.len());
     // `get` so that an offset off a char boundary (a stale kernel model) cannot panic.
@@ -104,6 +137,16 @@ pub fn skeleton(kernel: &Kernel, source: &str) -> Skeleton {
         .unwrap_or(1)
         .max(1);
     let sizes = format!("1 << 20, {}", 4099u64.div_ceil(width) * width);
+    let two_d = match kernel.lang {
+        Lang::Cuda => super::skeleton2d::shape(kernel, source),
+        Lang::Triton => None,
+    };
+    if let Some(s) = &two_d {
+        return Skeleton {
+            insert_at,
+            text: matrix_lines(kernel, source, s, &prefix),
+        };
+    }
     let mut stmts: Vec<String> = Vec::new();
     if size_param.is_none() {
         stmts.push(format!("{size} = {sizes}"));

@@ -138,7 +138,8 @@ end
 
 --- Sends `command` (a server command id) for the kernel at the cursor, or the kernel
 --- named `kernel`. Progress arrives as $/progress on a fresh workDoneToken, so
---- vim.lsp.status() and LspProgress autocommands see it; the answer goes to vim.notify.
+--- vim.lsp.status() and LspProgress autocommands see it; the server shows the answer
+--- (window/showMessage), and the plugin says only what the server does not (errors).
 --- Returns the request id, or nil when no client serves the buffer.
 function M.execute(command, opts)
   opts = opts or {}
@@ -175,8 +176,8 @@ function M.execute(command, opts)
         notify(title .. ": " .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
       end
     elseif type(result) == "table" and result.message then
-      local level = result.outcome == "failed" and vim.log.levels.WARN or vim.log.levels.INFO
-      notify(result.message, level)
+      -- The server has shown this message already (window/showMessage, which Neovim
+      -- passes to vim.notify), as the VS Code extension relies on: one message per result.
     else
       notify(title .. ": done")
     end

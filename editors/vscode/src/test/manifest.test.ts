@@ -24,7 +24,7 @@ const CONTRACT_COMMANDS = [
 const CONTRACT_SETTINGS = [
   "nvrtcPath", "ptxasPath", "cudaInclude", "arch", "compileOnType", "compileDebounceMs",
   "maxFileBytes", "sms", "worker", "workers", "python", "applyMode", "benchOnSave",
-  "stepsPerAction", "optimizeBudgetS", "useLlm", "hintSpeedupVs", "analysisBudgetMs",
+  "stepsPerAction", "optimizeBudgetS", "useLlm", "sharedPolicy", "hintSpeedupVs", "analysisBudgetMs",
   "llm.strategy.provider", "llm.strategy.url", "llm.strategy.model", "llm.strategy.apiKeyEnv",
   "llm.coder.provider", "llm.coder.url", "llm.coder.model", "llm.coder.apiKeyEnv",
   "llm.callsPerStep", "llm.repairRounds", "llm.promptsDir",

@@ -29,6 +29,7 @@ test("the package.json defaults send the contract's defaults and leave the searc
     benchOnSave: false,
     stepsPerAction: 1,
     useLlm: false,
+    sharedPolicy: false,
     hintSpeedupVs: "all",
     llm: { callsPerStep: 6, repairRounds: 2 },
   });

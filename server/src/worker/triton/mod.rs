@@ -38,7 +38,8 @@ pub const HELPER_PY: &str = include_str!("helper.py");
 /// Bytes of the helper's stderr kept for error messages.
 const STDERR_TAIL: usize = 8 * 1024;
 
-const SETTING_HINT: &str = "set kernel-lsp.python to an interpreter with torch and triton";
+/// Names both ways to pick the interpreter: the editors' setting and the CLI's variable.
+const SETTING_HINT: &str = "set the editor setting `kernel-lsp.python` (or `KERNEL_LSP_PYTHON` for the command line) to an interpreter with torch and triton";
 
 /// The helper's first line.
 #[derive(Clone, Debug, Deserialize)]

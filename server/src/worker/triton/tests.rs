@@ -466,7 +466,7 @@ fn missing_python_is_a_clear_status() {
     assert!(!st.available);
     assert_eq!(
         st.message,
-        "/nonexistent/kernel-lsp/python3 not found; set kernel-lsp.python to an interpreter with torch and triton"
+        "/nonexistent/kernel-lsp/python3 not found; set the editor setting `kernel-lsp.python` (or `KERNEL_LSP_PYTHON` for the command line) to an interpreter with torch and triton"
     );
     let e = b
         .run(

@@ -547,3 +547,51 @@ fn fresh_project(name: &str, folders: &[&str]) -> std::path::PathBuf {
     }
     dir
 }
+
+/// Issue #31: `check` reads the settings `optimize` reads: `--config FILE`, else
+/// `.kernel-lsp/settings.json` at the workspace root (include folders and defines).
+#[test]
+fn check_reads_the_settings_file_and_config() {
+    if let Err(e) = crate::tools::nvrtc_available() {
+        return crate::tools::skip("check_reads_the_settings_file_and_config", &e);
+    }
+    let dir = fresh_project("check-settings", &["src", "vendor/inc", ".kernel-lsp"]);
+    std::fs::write(
+        dir.join("vendor/inc/scale.cuh"),
+        "__device__ inline float scale(float x) { return x * SCALE; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("src/k.cu"),
+        "#include <scale.cuh>\n#ifndef USE_SCALE\n#error build with USE_SCALE\n#endif\n__global__ void k(float* x) { x[threadIdx.x] = scale(x[threadIdx.x]); }\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
+            .current_dir(&dir)
+            .env("KERNEL_LSP_DATA_DIR", &dir)
+            .env("KERNEL_LSP_NVCC", "none")
+            .arg("check")
+            .args(args)
+            .arg("src/k.cu")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code(), text)
+    };
+    let (code, out) = run(&[]);
+    assert_eq!(code, Some(1), "no settings: the #error and SCALE show\n{out}");
+    assert!(out.contains("USE_SCALE"), "{out}");
+    let settings = r#"{"cuda": {"includePaths": ["vendor/inc"], "defines": ["USE_SCALE", "SCALE=2.0f"]}}"#;
+    std::fs::write(dir.join(".kernel-lsp/settings.json"), settings).unwrap();
+    let (code, out) = run(&[]);
+    assert_eq!(code, Some(0), "the workspace's settings.json\n{out}");
+    std::fs::remove_file(dir.join(".kernel-lsp/settings.json")).unwrap();
+    std::fs::write(dir.join("other.json"), settings).unwrap();
+    let (code, out) = run(&["--config", "other.json"]);
+    assert_eq!(code, Some(0), "--config\n{out}");
+    let (code, out) = run(&["--config", "missing.json"]);
+    assert_eq!(code, Some(2), "an unreadable --config\n{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -581,9 +581,14 @@ fn check_reads_the_settings_file_and_config() {
         (out.status.code(), text)
     };
     let (code, out) = run(&[]);
-    assert_eq!(code, Some(1), "no settings: the #error and SCALE show\n{out}");
+    assert_eq!(
+        code,
+        Some(1),
+        "no settings: the #error and SCALE show\n{out}"
+    );
     assert!(out.contains("USE_SCALE"), "{out}");
-    let settings = r#"{"cuda": {"includePaths": ["vendor/inc"], "defines": ["USE_SCALE", "SCALE=2.0f"]}}"#;
+    let settings =
+        r#"{"cuda": {"includePaths": ["vendor/inc"], "defines": ["USE_SCALE", "SCALE=2.0f"]}}"#;
     std::fs::write(dir.join(".kernel-lsp/settings.json"), settings).unwrap();
     let (code, out) = run(&[]);
     assert_eq!(code, Some(0), "the workspace's settings.json\n{out}");

@@ -14,7 +14,8 @@ use crate::toolchain;
 
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
-    /// Files to check (.cu, .cuh, or Python files with @triton.jit kernels).
+    /// Files to check (.cu, .cuh, headers with device code, or Python files with Triton
+    /// kernels).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// Print a JSON array instead of compiler-style lines.
@@ -112,8 +113,13 @@ pub fn run(args: &CheckArgs) -> ExitCode {
 
     for path in &args.files {
         let shown = path.display().to_string();
-        let Some(lang) = syntax::lang_for(&shown, None) else {
-            eprintln!("{shown}: skipped: not a CUDA (.cu, .cuh) or Python file");
+        // A `.h` header with device code is CUDA, as when the editor sends it.
+        let lang = syntax::lang_for(&shown, None).or_else(|| {
+            let text = read_source(path).ok()?;
+            syntax::lang_for_text(&shown, None, &text)
+        });
+        let Some(lang) = lang else {
+            eprintln!("{shown}: skipped: not a CUDA (.cu, .cuh, or a header with __global__ or __device__ code) or Python file");
             continue;
         };
         let text = match read_source(path) {

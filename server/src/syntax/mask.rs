@@ -118,6 +118,49 @@ fn typeid_types(text: &str) -> Vec<ByteRange> {
     out
 }
 
+/// C++ text with its comments and the insides of its string and character literals
+/// overwritten by spaces (newlines kept), for scans that must read code only.
+pub fn code_only(text: &str) -> String {
+    let mut b = text.as_bytes().to_vec();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    b[i] = b' ';
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let end = text[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2);
+                for c in &mut b[i..end] {
+                    if *c != b'\n' {
+                        *c = b' ';
+                    }
+                }
+                i = end;
+            }
+            q @ (b'"' | b'\'') => {
+                i += 1;
+                while i < b.len() && b[i] != q && b[i] != b'\n' {
+                    let step = if b[i] == b'\\' { 2 } else { 1 };
+                    for c in b.iter_mut().skip(i).take(step) {
+                        if *c != b'\n' {
+                            *c = b' ';
+                        }
+                    }
+                    i += step;
+                }
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    // Whole comments and literal insides were replaced, every byte of a multi-byte
+    // character with it, so the text stays UTF-8.
+    String::from_utf8(b).unwrap_or_default()
+}
+
 /// One `#if` group inside a body: whether its current branch is the one kept.
 struct Group {
     keeping: bool,

@@ -128,14 +128,16 @@ if [ ! -d "$cache/causal-conv1d" ]; then
 fi
 
 if [ ! -d "$cache/gsplat" ]; then
-  src=$(sdist_dir gsplat 1.5.3)
+  # 1.5.0: the later sdists leave out gsplat/cuda/include (Common.h, Utils.cuh).
+  src=$(sdist_dir gsplat 1.5.0)
   mkdir -p "$cache/gsplat"
-  cp -r "$src/gsplat/cuda/csrc" "$src/LICENSE" "$cache/gsplat/"
+  cp -r "$src/gsplat/cuda/csrc" "$src/gsplat/cuda/include" "$src/LICENSE" "$cache/gsplat/"
+  rm -rf "$(dirname "$src")"
   # glm's headers and license only (its docs and tests are 22 MB).
   g="$cache/gsplat/csrc/third_party/glm"
   find "$g" -mindepth 1 -maxdepth 1 ! -name glm ! -name copying.txt -exec rm -rf {} +
-  rm -rf "$(dirname "$src")"
-  commands "$cache/gsplat" -Icsrc -Icsrc/third_party/glm $(torch_flags) -std=c++17 \
+  # torch 2.15's headers need C++20 (std::bit_width).
+  commands "$cache/gsplat" -Iinclude -Icsrc/third_party/glm $(torch_flags) -std=c++20 \
     --expt-relaxed-constexpr -use_fast_math
 fi
 

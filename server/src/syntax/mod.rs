@@ -216,7 +216,7 @@ pub fn declares_device_code(text: &str) -> bool {
         code.match_indices(word).any(|(i, _)| {
             let end = i + word.len();
             let name = |c: &u8| c.is_ascii_alphanumeric() || *c == b'_';
-            !(i > 0 && name(&b[i - 1])) && !b.get(end).is_some_and(name)
+            !(b.get(end).is_some_and(name) || (i > 0 && name(&b[i - 1])))
         })
     })
 }

@@ -29,10 +29,12 @@ pub fn masked(lang: Lang, text: &str) -> Option<String> {
     let base = normal.as_deref().unwrap_or(text);
     let (ranges, renames) = match lang {
         Lang::Cuda => (mask_ranges(base), typeid_types(base)),
-        Lang::Triton => (
-            super::py_comments::comment_runs(base, super::py_comments::HIDDEN_RUN),
-            Vec::new(),
-        ),
+        Lang::Triton => {
+            let mut hide = super::py_comments::comment_runs(base, super::py_comments::HIDDEN_RUN);
+            hide.extend(starred_returns(base));
+            hide.sort_by_key(|r| r.start);
+            (hide, Vec::new())
+        }
     };
     if ranges.is_empty() && renames.is_empty() {
         return normal;
@@ -159,6 +161,59 @@ pub fn code_only(text: &str) -> String {
     // Whole comments and literal insides were replaced, every byte of a multi-byte
     // character with it, so the text stays UTF-8.
     String::from_utf8(b).unwrap_or_default()
+}
+
+/// The `*` of each starred item at the top level of a `return` or `yield` list
+/// (`return dy, *[None] * 3`, valid since Python 3.8): tree-sitter-python reads a
+/// starred item only in a parenthesised tuple or a call. Without the `*` the list is an
+/// ordinary tuple, so the rest of the statement parses as the author wrote it.
+fn starred_returns(text: &str) -> Vec<ByteRange> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let start = at;
+        at += line.len();
+        let lead = line.len() - line.trim_start().len();
+        let t = &line[lead..];
+        let Some(kw) = ["return", "yield"].into_iter().find(|k| {
+            t.strip_prefix(k)
+                .is_some_and(|r| r.starts_with([' ', '\t']))
+        }) else {
+            continue;
+        };
+        let b = line.as_bytes();
+        let mut i = lead + kw.len();
+        let (mut depth, mut after_sep) = (0i32, true);
+        while i < b.len() {
+            match b[i] {
+                b'#' | b'\n' | b'\r' => break,
+                b' ' | b'\t' => {}
+                q @ (b'"' | b'\'') => {
+                    i += 1;
+                    while i < b.len() && b[i] != q && b[i] != b'\n' {
+                        i += if b[i] == b'\\' { 2 } else { 1 };
+                    }
+                    after_sep = false;
+                }
+                b'(' | b'[' | b'{' => {
+                    depth += 1;
+                    after_sep = false;
+                }
+                b')' | b']' | b'}' => {
+                    depth -= 1;
+                    after_sep = false;
+                }
+                b',' if depth == 0 => after_sep = true,
+                b'*' if depth == 0 && after_sep && b.get(i + 1) != Some(&b'*') => {
+                    out.push(start + i..start + i + 1);
+                    after_sep = false;
+                }
+                _ => after_sep = false,
+            }
+            i += 1;
+        }
+    }
+    out
 }
 
 /// One `#if` group inside a body: whether its current branch is the one kept.

@@ -23,6 +23,8 @@ pub(crate) use triton::python_int;
 mod unit;
 
 #[cfg(test)]
+mod real_code_tests;
+#[cfg(test)]
 mod tests;
 
 pub use cuda::is_device_header;
@@ -162,6 +164,7 @@ pub fn is_triton_source(source: &str) -> bool {
         let l = l.trim_start();
         l.starts_with("@triton.jit")
             || l.starts_with("@jit")
+            || l.contains("triton.jit(")
             || (l.starts_with("from triton") && l.contains("jit"))
     })
 }

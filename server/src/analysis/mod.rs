@@ -660,6 +660,7 @@ pub fn restore_project_includes(
         };
         if !slice[range.clone()].trim().is_empty()
             || toolchain::compat::HOST_ONLY_HEADERS.contains(&name)
+            || syntax::is_host_library_header(name)
         {
             continue;
         }

@@ -28,7 +28,16 @@ pub fn masked(lang: Lang, text: &str) -> Option<String> {
     let normal = normalized(text);
     let base = normal.as_deref().unwrap_or(text);
     let (ranges, renames) = match lang {
-        Lang::Cuda => (mask_ranges(base), typeid_types(base)),
+        Lang::Cuda => {
+            let mut hide = mask_ranges(base);
+            hide.extend(super::qualifiers::head_macro_ranges(base));
+            hide.extend(expression_typenames(base));
+            let mut renames = typeid_types(base);
+            let (braces, inside) = empty_brace_defaults(base);
+            renames.extend(braces);
+            hide.extend(inside);
+            (hide, renames)
+        }
         Lang::Triton => {
             let mut hide = super::py_comments::comment_runs(base, super::py_comments::HIDDEN_RUN);
             hide.extend(starred_returns(base));
@@ -85,6 +94,86 @@ pub fn normalized(text: &str) -> Option<String> {
         }
     }
     String::from_utf8(out).ok()
+}
+
+/// A default argument `= {}` (`P p = {}`, `std::array<int, 2> a = { }`): the grammar
+/// reads an initializer list there only after a type ("missing type_identifier"). The
+/// `{` becomes `_` (a name, which it reads) and the rest up to `}` blanks: as
+/// `(renamed, hidden)` ranges. Only where `)` or `,` follows, so `x = {};` statements
+/// stay as they are.
+fn empty_brace_defaults(text: &str) -> (Vec<ByteRange>, Vec<ByteRange>) {
+    let (mut renamed, mut hidden) = (Vec::new(), Vec::new());
+    let b = text.as_bytes();
+    for (i, _) in text.match_indices('=') {
+        if i > 0
+            && matches!(
+                b[i - 1],
+                b'=' | b'!' | b'<' | b'>' | b'+' | b'-' | b'*' | b'/'
+            )
+        {
+            continue;
+        }
+        let after = &text[i + 1..];
+        let open = i + 1 + (after.len() - after.trim_start_matches([' ', '\t']).len());
+        if b.get(open) != Some(&b'{') {
+            continue;
+        }
+        let inner = &text[open + 1..];
+        let close = open + 1 + (inner.len() - inner.trim_start_matches([' ', '\t']).len());
+        if b.get(close) != Some(&b'}') {
+            continue;
+        }
+        let rest = text[close + 1..].trim_start();
+        if rest.starts_with(')') || rest.starts_with(',') {
+            renamed.push(open..open + 1);
+            hidden.push(open + 1..close + 1);
+        }
+    }
+    (renamed, hidden)
+}
+
+/// `typename` in an expression (`return typename T::Params{a, b};`,
+/// `typename Traits::Load(smem).Load(x)`): the grammar reads it only in declarations.
+/// Hidden when a qualified name and then `{` or `(` follow, where only an expression
+/// can stand; `using A = typename T::X;` and `typename T::X v;` stay.
+fn expression_typenames(text: &str) -> Vec<ByteRange> {
+    let b = text.as_bytes();
+    let name = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out = Vec::new();
+    for (i, _) in text.match_indices("typename") {
+        let end = i + "typename".len();
+        if (i > 0 && name(b[i - 1])) || b.get(end).is_none_or(|&c| name(c)) {
+            continue;
+        }
+        // The qualified name: words, `::`, template arguments, on this line.
+        let mut j = end;
+        let (mut scoped, mut angle) = (false, 0i32);
+        while j < b.len() && b[j] != b'\n' {
+            match b[j] {
+                b'<' => angle += 1,
+                b'>' if angle > 0 => angle -= 1,
+                b':' if b.get(j + 1) == Some(&b':') => {
+                    scoped = true;
+                    j += 1;
+                }
+                c if name(c) || c == b' ' || c == b'\t' || angle > 0 => {}
+                _ => break,
+            }
+            j += 1;
+        }
+        let words_after_scope = text[end..j].trim_end();
+        let last_is_name = words_after_scope
+            .bytes()
+            .last()
+            .is_some_and(|c| name(c) || c == b'>');
+        let last = words_after_scope.rsplit("::").next().unwrap_or("").trim();
+        let last = last.strip_prefix("template ").unwrap_or(last).trim_start();
+        let one_name = !last.split('<').next().unwrap_or("").contains([' ', '\t']);
+        if scoped && last_is_name && one_name && matches!(b.get(j), Some(b'{' | b'(')) {
+            out.push(i..end);
+        }
+    }
+    out
 }
 
 /// `typeid(double)`, `typeid(unsigned int)`: the grammar reads `typeid` of an expression
@@ -306,18 +395,22 @@ pub fn mask_ranges(text: &str) -> Vec<ByteRange> {
             out.push(start..start + body.len());
             continue;
         }
-        if depth == 0 && !in_block_comment && matches!(last, b';' | b'}') {
-            // `template class PiEstimator<float>;`: an explicit instantiation of a class
-            // template, which the grammar cannot read ("missing identifier").
+        // `template class PiEstimator<float>;`: an explicit instantiation of a class
+        // template, which the grammar cannot read ("missing identifier"). At file scope
+        // or in a namespace (explicit instantiations stand nowhere else).
+        if !in_block_comment && matches!(last, b';' | b'}' | b'{') {
             let words: Vec<&str> = trimmed.split_whitespace().take(3).collect();
             let instantiation = matches!(
                 words.as_slice(),
-                ["template", "class" | "struct", ..] | ["extern", "template", "class" | "struct"]
+                ["template", "class" | "struct" | "union", ..]
+                    | ["extern", "template", "class" | "struct" | "union"]
             );
             if instantiation && body.trim_end().ends_with(';') {
                 out.push(start + (body.len() - trimmed.len())..start + body.trim_end().len());
                 continue;
             }
+        }
+        if depth == 0 && !in_block_comment && matches!(last, b';' | b'}') {
             if let Some(close) = top_level_macro_call(text, start + (body.len() - trimmed.len())) {
                 // `LAUNCH(4, float, f32)` on its own, with no `;`: the grammar would read it
                 // and the items after it as one broken definition (hiding a kernel).
@@ -425,11 +518,21 @@ fn macro_statement(line: &str) -> Option<(usize, usize, bool)> {
     (typed || no_semicolon || loop_head).then_some((from, j + 1, no_semicolon))
 }
 
-/// A top-level all-caps macro call at byte `at` of `text` (`COUNT_NONZERO_OP(float,
+/// A top-level macro call at byte `at` of `text` (`COUNT_NONZERO_OP(float,
 /// f32)`, arguments possibly over several lines) followed by no `;`, `{` or operator:
 /// by a new item, a directive, a comment or the end. The byte index of its `)`.
 fn top_level_macro_call(text: &str, at: usize) -> Option<usize> {
-    let (n, rest) = caps_name(&text[at..]);
+    // Any name: at file scope, `name(...)` followed by a new item can only be a macro
+    // invocation (`MAKE_KERNEL(add, half)`, `Make_Op(mul, float)`).
+    let t = &text[at..];
+    let n = if t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        t.bytes()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == b'_')
+            .count()
+    } else {
+        0
+    };
+    let rest = &t[n..];
     if n == 0 || !rest.starts_with('(') {
         return None;
     }

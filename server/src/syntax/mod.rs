@@ -16,6 +16,7 @@ mod errors;
 pub mod mask;
 pub mod model;
 pub(crate) mod py_comments;
+pub mod qualifiers;
 mod queries;
 mod spec_block;
 mod triton;
@@ -27,7 +28,7 @@ mod real_code_tests;
 #[cfg(test)]
 mod tests;
 
-pub use cuda::is_device_header;
+pub use cuda::{is_device_header, is_host_library_header};
 pub use model::*;
 
 /// The tree-sitter language for a file of `lang`.

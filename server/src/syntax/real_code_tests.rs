@@ -143,3 +143,123 @@ def k(x):
     assert!(hidden.iter().all(|&i| &src[i..i + 1] == "*"), "{hidden:?}");
     assert_eq!(hidden.len(), 4, "{hidden:?}");
 }
+
+/// The device slice as lines, with blanked lines empty.
+fn slice_lines(m: &FileModel) -> Vec<&str> {
+    m.device_slice.lines().map(str::trim_end).collect()
+}
+
+#[test]
+fn host_device_macros_keep_functions_and_parse() {
+    let src = r#"#include <cuda_runtime.h>
+#define HD __host__ __device__
+#define QUAL_FN __device__ __forceinline__
+#define DECL QUAL_FN static
+HD inline float sq(float x) { return x * x; }
+template <typename T>
+HD constexpr T twice(T x) { return x + x; }
+HOST_DEVICE float cube(float x) { return x * x * x; }
+CUTLASS_HOST_DEVICE
+int idx(int a, int b) { return a * b; }
+QUAL_FN float quad(float x) { return sq(sq(x)); }
+DECL int clampi(int v) { return v < 0 ? 0 : v; }
+struct Vec2 {
+  float x, y;
+  C10_HOST_DEVICE Vec2 operator+(const Vec2& o) const { return {x + o.x, y + o.y}; }
+  float host_len() const { return x; }
+};
+EXPORT_API int host_entry(int n) { return n; }
+__global__ void k(float* out, int n) {
+  int i = idx(blockIdx.x, blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = sq(out[i]) + twice(out[i]) + cube(out[i]) + quad(1.f) + clampi(i);
+}
+"#;
+    let m = model(Lang::Cuda, src);
+    assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
+    assert_eq!(kernel_names(&m), ["k"]);
+    let lines = slice_lines(&m);
+    for kept in [4, 6, 7, 8, 9, 10, 11, 14] {
+        assert_eq!(
+            lines[kept],
+            src.lines().nth(kept).unwrap(),
+            "line {}",
+            kept + 1
+        );
+    }
+    // Host code stays blanked: a member without a qualifier, a function whose head
+    // names some other macro.
+    assert_eq!(lines[15], "");
+    assert_eq!(lines[17], "");
+}
+
+#[test]
+fn explicit_instantiations_in_namespaces_parse() {
+    let src = r#"namespace ops {
+template <typename T> struct Acc { T v; };
+template struct Acc<float>;
+namespace detail {
+template <typename T, int N> class Tile { T a[N]; };
+template class Tile<__half, 128>;
+extern template class Tile<float, 64>;
+}  // namespace detail
+template union std_like<int>;
+}
+__global__ void k(float* x) { x[0] = 0; }
+"#;
+    let m = model(Lang::Cuda, src);
+    assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
+    assert_eq!(kernel_names(&m), ["k"]);
+}
+
+#[test]
+fn empty_brace_default_arguments_parse() {
+    let src = r#"struct Opts { int a; float b; };
+__device__ float f(float x, Opts o = {}) { return x + o.b; }
+template <typename T>
+__device__ T g(T x, T y = { }, int z = 0) { return x + y; }
+__global__ void k(float* x, Opts o) {
+  Opts p = {};
+  p = {};
+  x[0] = f(x[0]) + g(x[1]) + (x[2] == 1.f);
+}
+"#;
+    let m = model(Lang::Cuda, src);
+    assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
+    assert_eq!(kernel_names(&m), ["k"]);
+}
+
+#[test]
+fn typename_in_expressions_parses() {
+    let src = r#"template <typename T>
+__device__ typename T::Params make(int a, int b) {
+  return typename T::Params{a, b};
+}
+template <typename K>
+__global__ void k(float* x) {
+  using L = typename K::Loader;
+  typename K::Loader loader;
+  typename K::template Load<4>(loader).run(x);
+  auto p = typename K::Params(1, 2);
+  x[0] = make<K>(1, 2).v;
+}
+"#;
+    let m = model(Lang::Cuda, src);
+    assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
+    assert_eq!(kernel_names(&m), ["k"]);
+}
+
+#[test]
+fn file_scope_macro_invocations_without_semicolons() {
+    let mut src = String::from(
+        "#define Make_Op(NAME, T) __global__ void NAME##_k(T* a) { a[0] = a[0]; }\n#define def_op(NAME) __global__ void NAME(float* a) {}\n",
+    );
+    for i in 0..100 {
+        src.push_str(&format!("Make_Op(op{i}, half)\n"));
+    }
+    src.push_str(
+        "def_op(plain)\n// a kernel after them\n__global__ void last(float* x) { x[0] = 1; }\n",
+    );
+    let m = model(Lang::Cuda, &src);
+    assert!(m.syntax_errors.is_empty(), "{:?}", errors(&src, &m));
+    assert_eq!(kernel_names(&m), ["last"]);
+}

@@ -48,6 +48,11 @@ pub(crate) struct ChunkFacts {
     guarded: Vec<(ByteRange, Vec<String>)>,
     /// Object-like `#define`s made of words (`qualifiers::word_defines`).
     word_defines: Vec<(String, Vec<String>)>,
+    /// Explicit instantiations of function templates without a device qualifier
+    /// (`template void launch<float>(float*, int);`) and the function's name: blanked
+    /// unless the file defines a kernel or device function of that name, since the
+    /// host template they instantiate is blanked.
+    instantiations: Vec<(ByteRange, String)>,
     defs: Vec<DefFacts>,
     /// Syntax error places, unmerged (merged over the whole file by `errors::merge`).
     errors: Vec<(ByteRange, String)>,
@@ -153,6 +158,11 @@ fn chunk_facts(src: &str, region: &Region) -> ChunkFacts {
             .map(|(r, w)| (rel(r.clone()), w.clone()))
             .collect(),
         word_defines: super::qualifiers::word_defines(src.get(region.range.clone()).unwrap_or("")),
+        instantiations: walk
+            .instantiations
+            .iter()
+            .map(|(r, n)| (rel(r.clone()), n.clone()))
+            .collect(),
         defs: Vec::new(),
         errors: errors::found(src, region.root, &region.range)
             .into_iter()
@@ -421,9 +431,18 @@ fn assemble(
         .flat_map(|f| f.word_defines.iter().cloned())
         .collect();
     let defined = super::qualifiers::defined_qualifiers(&defines);
+    let device_names: rustc_hash::FxHashSet<&str> = facts
+        .iter()
+        .flat_map(|f| f.defs.iter().map(|d| d.name.as_str()))
+        .collect();
     for (region, f) in regions.iter().zip(facts.iter()) {
         for (r, words) in &f.guarded {
             if !words.iter().any(|w| defined.contains(w)) {
+                blank(&mut bytes, abs(region.range.start, r));
+            }
+        }
+        for (r, name) in &f.instantiations {
+            if !device_names.contains(name.as_str()) {
                 blank(&mut bytes, abs(region.range.start, r));
             }
         }
@@ -671,6 +690,8 @@ struct SliceWalk<'s, 't> {
     host_macros: Vec<String>,
     /// Host-looking definitions with macro words in their head (absolute ranges).
     guarded: Vec<(ByteRange, Vec<String>)>,
+    /// Explicit instantiations of function templates with no device qualifier.
+    instantiations: Vec<(ByteRange, String)>,
 }
 
 impl<'s, 't> SliceWalk<'s, 't> {
@@ -683,6 +704,7 @@ impl<'s, 't> SliceWalk<'s, 't> {
             sites: Vec::new(),
             host_macros: Vec::new(),
             guarded: Vec::new(),
+            instantiations: Vec::new(),
         };
         // An explicit stack: nesting depth is input-controlled.
         let mut stack: Vec<(Node, bool)> = vec![(root, false)];
@@ -785,6 +807,7 @@ impl<'s, 't> SliceWalk<'s, 't> {
             "declaration_list" | "preproc_if" | "preproc_ifdef" | "preproc_else"
             | "preproc_elif" | "preproc_elifdef" => return Some(n),
             "declaration" if self.host_declaration(n) => self.blank(n.byte_range()),
+            "template_instantiation" => self.record_instantiation(n),
             "using_declaration" | "namespace_alias_definition" if self.names_host_namespace(n) => {
                 self.blank(n.byte_range())
             }
@@ -846,6 +869,29 @@ impl<'s, 't> SliceWalk<'s, 't> {
             };
             let mut cursor = n.walk();
             items = n.named_children(&mut cursor).collect();
+        }
+    }
+
+    /// `template void launch<float>(float*, int, cudaStream_t);`: recorded with the
+    /// function's name when nothing marks it device code (a `__global__`/`__device__`
+    /// token or a qualifier macro); class instantiations stay.
+    fn record_instantiation(&mut self, n: Node) {
+        if has_token(n, &["__global__", "__device__"])
+            || head_words(self.src, n)
+                .0
+                .iter()
+                .any(|w| super::qualifiers::is_qualifier_name(w))
+        {
+            return;
+        }
+        let name = n
+            .child_by_field_name("declarator")
+            .and_then(function_declarator)
+            .and_then(|f| f.child_by_field_name("declarator"))
+            .and_then(name_of);
+        if let Some(name) = name {
+            self.instantiations
+                .push((n.byte_range(), text(self.src, name).to_string()));
         }
     }
 

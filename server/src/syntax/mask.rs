@@ -525,13 +525,7 @@ fn top_level_macro_call(text: &str, at: usize) -> Option<usize> {
     // Any name: at file scope, `name(...)` followed by a new item can only be a macro
     // invocation (`MAKE_KERNEL(add, half)`, `Make_Op(mul, float)`).
     let t = &text[at..];
-    let n = if t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
-        t.bytes()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == b'_')
-            .count()
-    } else {
-        0
-    };
+    let n = name_len(t);
     let rest = &t[n..];
     if n == 0 || !rest.starts_with('(') {
         return None;
@@ -567,13 +561,30 @@ fn top_level_macro_call(text: &str, at: usize) -> Option<usize> {
     }
 }
 
+/// The length of the C identifier at the start of `t` (0 if none).
+fn name_len(t: &str) -> usize {
+    if t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        t.bytes()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == b'_')
+            .count()
+    } else {
+        0
+    }
+}
+
 /// The byte index of the `)` that closes the `(` at `open` in `line`, if on the line.
 fn close_paren(line: &str, open: usize) -> Option<usize> {
+    close_bracket(line, open, b'(', b')')
+}
+
+/// The byte index of the `close` that closes the `open_c` at `open` in `line`, if on
+/// the line (no literal or comment awareness: for one line of a declaration's head).
+pub(crate) fn close_bracket(line: &str, open: usize, open_c: u8, close_c: u8) -> Option<usize> {
     let mut depth = 0i32;
     for (j, c) in line.bytes().enumerate().skip(open) {
         match c {
-            b'(' => depth += 1,
-            b')' => {
+            c if c == open_c => depth += 1,
+            c if c == close_c => {
                 depth -= 1;
                 if depth == 0 {
                     return Some(j);
@@ -715,13 +726,7 @@ fn scan_code(
                     let ws = line[after..].len() - line[after..].trim_start().len();
                     // Any name will do here: between two literals only a macro fits.
                     let t = &line[after + ws..];
-                    let n = if t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
-                        t.bytes()
-                            .take_while(|c| c.is_ascii_alphanumeric() || *c == b'_')
-                            .count()
-                    } else {
-                        0
-                    };
+                    let n = name_len(t);
                     let rest = &t[n..];
                     if ws > 0 && n > 0 && rest.trim_start().starts_with('"') {
                         out.push(base + after + ws..base + after + ws + n);

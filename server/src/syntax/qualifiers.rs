@@ -128,7 +128,7 @@ pub fn head_macro_ranges(text: &str) -> Vec<ByteRange> {
                 continue;
             }
             let open = line.len() - r.len();
-            match close_angle(line, open) {
+            match super::mask::close_bracket(line, open, b'<', b'>') {
                 Some(close) => i = close + 1,
                 None => continue,
             }
@@ -194,24 +194,6 @@ fn attribute_macro(word: &str, rest: &str) -> bool {
         && words
             .iter()
             .all(|w| w.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_'))
-}
-
-/// The `>` closing the `<` at `open` on `line`.
-fn close_angle(line: &str, open: usize) -> Option<usize> {
-    let mut depth = 0i32;
-    for (j, c) in line.bytes().enumerate().skip(open) {
-        match c {
-            b'<' => depth += 1,
-            b'>' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(j);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
 }
 
 #[cfg(test)]

@@ -263,3 +263,31 @@ fn file_scope_macro_invocations_without_semicolons() {
     assert!(m.syntax_errors.is_empty(), "{:?}", errors(&src, &m));
     assert_eq!(kernel_names(&m), ["last"]);
 }
+
+#[test]
+fn explicit_instantiations_of_host_templates_go_with_their_definitions() {
+    let src = r#"template <typename T>
+__global__ void k(T* x, int n) { x[0] = n; }
+template <typename T, int N>
+void launch(T* x, int n, cudaStream_t s) { k<T><<<1, N, 0, s>>>(x, n); }
+template void launch<float, 128>(float*, int, cudaStream_t);
+template void launch<at::Half, 64>(at::Half*, int, cudaStream_t);
+template __global__ void k<float>(float*, int);
+template <typename T>
+__device__ T twice(T v) { return v + v; }
+template float twice<float>(float);
+namespace ops {
+template <typename T> void run(T* x);
+template void run<double>(double*);
+}
+"#;
+    let m = model(Lang::Cuda, src);
+    assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
+    let lines = slice_lines(&m);
+    // The host template and its instantiations are blanked together.
+    assert_eq!(&lines[3..6], ["", "", ""]);
+    assert_eq!(lines[12], "");
+    // Instantiations of a kernel or a device function stay.
+    assert_eq!(lines[6], src.lines().nth(6).unwrap());
+    assert_eq!(lines[9], src.lines().nth(9).unwrap());
+}

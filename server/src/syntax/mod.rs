@@ -11,6 +11,7 @@
 //! - `unit`: callees and unit ranges.
 //! - `errors`: one syntax error per ERROR/MISSING region.
 
+pub mod branches;
 mod cuda;
 mod errors;
 pub mod mask;

@@ -1038,37 +1038,41 @@ fn expands_to_host_functions(value: &str) -> bool {
         })
 }
 
-/// The words of a function's head the grammar may not have seen: those right before the
-/// node (hidden by `mask`: back over blanks to anything but a word, never into a
-/// directive line) and those between its start and its declarator, that are not C++
-/// keywords or types the grammar reads.
-/// Also where the first word before the node starts (the node's start if none).
+/// The words of a function's head the grammar may not have seen: those before the node
+/// back to the end of the previous statement (`;`, `{`, `}`, `)`, a directive or comment
+/// line: what `mask` hid, or what the grammar read as something else, as in
+/// `GLM_FUNC_QUALIFIER GLM_CONSTEXPR static vec<1, R, Q> call(...)`), and the capitalised
+/// ones between its start and its declarator. Also where the first word before the node
+/// starts (the node's start if none).
 fn head_words(src: &str, f: Node) -> (Vec<String>, usize) {
-    let mut words = Vec::new();
     let b = src.as_bytes();
-    let mut i = f.start_byte().min(b.len());
-    let mut first = i;
-    for _ in 0..8 {
-        while i > 0 && b[i - 1].is_ascii_whitespace() {
-            if b[i - 1] == b'\n' {
-                let line_start = src[..i - 1].rfind('\n').map_or(0, |p| p + 1);
-                let prev = src[line_start..i - 1].trim();
-                if prev.starts_with('#') || prev.contains("//") || prev.ends_with("*/") {
-                    break;
-                }
+    let start = f.start_byte().min(b.len());
+    let mut i = start;
+    // `public:` ends a statement too; `ns::T` does not.
+    let label =
+        |i: usize| b[i - 1] == b':' && b.get(i) != Some(&b':') && (i < 2 || b[i - 2] != b':');
+    while i > 0 && !matches!(b[i - 1], b';' | b'{' | b'}' | b')') && !label(i) {
+        if b[i - 1] == b'\n' {
+            let line_start = src[..i - 1].rfind('\n').map_or(0, |p| p + 1);
+            let prev = src.get(line_start..i - 1).unwrap_or("").trim();
+            if prev.starts_with('#') || prev.contains("//") || prev.ends_with("*/") {
+                break;
             }
-            i -= 1;
         }
-        let end = i;
-        while i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') {
-            i -= 1;
-        }
-        if i == end {
-            break;
-        }
-        words.push(src[i..end].to_string());
-        first = i;
+        i -= 1;
     }
+    let before = src.get(i..start).unwrap_or("");
+    let first = i + (before.len() - before.trim_start().len());
+    let is_word = |w: &&str| {
+        w.bytes()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+    };
+    let mut words: Vec<String> = before
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(is_word)
+        .map(String::from)
+        .collect();
     let head_end = f
         .child_by_field_name("declarator")
         .map_or(f.start_byte(), |d| d.start_byte());
@@ -1078,6 +1082,11 @@ fn head_words(src: &str, f: Node) -> (Vec<String>, usize) {
             .filter(|w| w.bytes().next().is_some_and(|c| c.is_ascii_uppercase()))
             .map(String::from),
     );
+    let first = if before.trim().is_empty() {
+        start
+    } else {
+        first
+    };
     (words, first)
 }
 

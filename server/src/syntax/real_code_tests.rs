@@ -291,3 +291,45 @@ template void run<double>(double*);
     assert_eq!(lines[6], src.lines().nth(6).unwrap());
     assert_eq!(lines[9], src.lines().nth(9).unwrap());
 }
+
+#[test]
+fn qualifier_macro_before_other_macros_in_a_member_head() {
+    // As glm writes its members: the qualifier macro, then another macro the grammar
+    // cannot place, then the type.
+    let src = r#"template <typename T>
+struct functor1 {
+    GLM_FUNC_QUALIFIER GLM_CONSTEXPR static vec<1, T> call(T (*Func)(T x), vec<1, T> const& v)
+    {
+        return vec<1, T>(Func(v.x));
+    }
+    OTHER_MACRO static int host_only(int x) { return x; }
+public:
+    int after;
+};
+"#;
+    let m = model(Lang::Cuda, src);
+    let lines = slice_lines(&m);
+    for kept in [2, 3, 4, 5, 7, 8] {
+        assert_eq!(
+            lines[kept],
+            src.lines().nth(kept).unwrap().trim_end(),
+            "line {}",
+            kept + 1
+        );
+    }
+    assert_eq!(
+        lines[6], "",
+        "a member with another macro is host code, blanked whole"
+    );
+}
+
+/// Prints the device slice of `$KERNEL_LSP_SLICE_FILE` (a debugging aid, not a check).
+#[test]
+#[ignore]
+fn print_device_slice() {
+    let Ok(path) = std::env::var("KERNEL_LSP_SLICE_FILE") else {
+        return;
+    };
+    let src = std::fs::read_to_string(path).unwrap_or_default();
+    println!("{}", model(Lang::Cuda, &src).device_slice);
+}

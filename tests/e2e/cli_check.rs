@@ -600,3 +600,53 @@ fn check_reads_the_settings_file_and_config() {
     assert_eq!(code, Some(2), "an unreadable --config\n{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue #31: a syntax error inside an `#if` branch that the project's defines leave out
+/// (HIP-only code) is not shown, even when the compile cannot overrule syntax errors
+/// (here a header with host code gives the "not checked" note); with the define, the
+/// branch is compiled and its error shows.
+#[test]
+fn syntax_errors_in_inactive_branches_are_not_shown() {
+    if let Err(e) = crate::tools::nvrtc_available() {
+        return crate::tools::skip("syntax_errors_in_inactive_branches_are_not_shown", &e);
+    }
+    let dir = fresh_project("check-inactive", &["src"]);
+    std::fs::write(
+        dir.join("src/common.cuh"),
+        "#pragma once\nstruct HostOnly { std::vector<int> v; };\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("src/k.cu"),
+        "#include \"common.cuh\"\n#if defined(USE_HIP)\n  hipLaunch(k, {{{ dim3( ;\n#else\n#define LAUNCH_OK 1\n#endif\n#ifndef NDEBUG\n#else\nint broken( {;\n#endif\n__global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("hip.json"),
+        r#"{"cuda": {"defines": ["USE_HIP", "NDEBUG"]}}"#,
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
+            .current_dir(&dir)
+            .env("KERNEL_LSP_NVCC", "none")
+            .arg("check")
+            .args(args)
+            .arg("src/k.cu")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = run(&[]);
+    assert!(!out.contains("[syntax]"), "{out}");
+    let out = run(&["--config", "hip.json"]);
+    assert!(
+        out.contains("src/k.cu:3:"),
+        "USE_HIP set: its branch is checked\n{out}"
+    );
+    assert!(
+        out.contains("src/k.cu:9:"),
+        "NDEBUG set: the #else branch is checked\n{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -693,6 +693,9 @@ pub struct CompileOutcome {
     /// The compiler read the whole file (it ran and did not stop at a fatal error), so
     /// it can overrule syntax errors ([`merge_findings`]).
     pub read_whole_file: bool,
+    /// Byte ranges of `#if` branches the compile skipped under the file's defines
+    /// (`syntax::branches`): syntax errors there are not shown.
+    pub inactive: Vec<std::ops::Range<usize>>,
     /// Which compiler checked the file.
     pub checker: Checker,
 }
@@ -708,6 +711,13 @@ pub fn merge_findings(
     let Some(c) = compile else {
         return findings;
     };
+    findings.retain(|f| {
+        f.source != FindingSource::Syntax
+            || !c
+                .inactive
+                .iter()
+                .any(|r| r.start <= f.range.start && f.range.end <= r.end)
+    });
     if c.read_whole_file {
         let line_of = |b: usize| text[..b.min(text.len())].matches('\n').count();
         let error_lines: Vec<(usize, usize)> = c
@@ -747,6 +757,24 @@ pub enum Checker {
 /// note saying so instead of errors; with nvcc, when a header was missing and stood in
 /// for, errors on host-only lines and in headers are dropped.
 pub fn compile(
+    tc: &Toolchain,
+    text: &str,
+    inputs: &CompileInputs,
+    program_name: &str,
+) -> CompileOutcome {
+    let defines: Vec<String> = inputs
+        .project
+        .defines
+        .iter()
+        .chain(&inputs.defines)
+        .map(|(n, v)| format!("{n}={v}"))
+        .collect();
+    let mut outcome = compile_with(tc, text, inputs, program_name);
+    outcome.inactive = syntax::branches::inactive_ranges(text, &defines);
+    outcome
+}
+
+fn compile_with(
     tc: &Toolchain,
     text: &str,
     inputs: &CompileInputs,
@@ -970,6 +998,7 @@ fn outcome_of(
         note: result.note,
         read_whole_file,
         checker,
+        inactive: Vec::new(),
     }
 }
 

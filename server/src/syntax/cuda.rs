@@ -806,7 +806,17 @@ impl<'s, 't> SliceWalk<'s, 't> {
             "namespace_definition" => return n.child_by_field_name("body"),
             "declaration_list" | "preproc_if" | "preproc_ifdef" | "preproc_else"
             | "preproc_elif" | "preproc_elifdef" => return Some(n),
-            "declaration" if self.host_declaration(n) => self.blank(n.byte_range()),
+            "declaration" if self.host_declaration(n) => {
+                // A prototype named device code by a qualifier macro stays; the blank
+                // of a host one covers the macros before it.
+                let (words, head_start) = head_words(self.src, n);
+                if !words
+                    .iter()
+                    .any(|w| super::qualifiers::is_qualifier_name(w))
+                {
+                    self.blank(head_start.min(n.start_byte())..n.end_byte());
+                }
+            }
             "template_instantiation" => self.record_instantiation(n),
             "using_declaration" | "namespace_alias_definition" if self.names_host_namespace(n) => {
                 self.blank(n.byte_range())

@@ -694,7 +694,8 @@ pub struct CompileOutcome {
     /// it can overrule syntax errors ([`merge_findings`]).
     pub read_whole_file: bool,
     /// Byte ranges of `#if` branches the compile skipped under the file's defines
-    /// (`syntax::branches`): syntax errors there are not shown.
+    /// (`syntax::branches`): syntax errors that start in them, or on the directive
+    /// that opens one, are not shown.
     pub inactive: Vec<std::ops::Range<usize>>,
     /// Which compiler checked the file.
     pub checker: Checker,
@@ -711,13 +712,23 @@ pub fn merge_findings(
     let Some(c) = compile else {
         return findings;
     };
-    findings.retain(|f| {
-        f.source != FindingSource::Syntax
-            || !c
-                .inactive
-                .iter()
-                .any(|r| r.start <= f.range.start && f.range.end <= r.end)
-    });
+    // An error in a skipped branch, or starting on the directive that opens one (the
+    // grammar's error region often starts at the `#if`).
+    let skipped = |at: usize| {
+        c.inactive.iter().any(|r| {
+            let on_directive = at < r.start
+                && text
+                    .get(at..r.start)
+                    .is_some_and(|t| t.matches('\n').count() <= 1)
+                && text[..at]
+                    .rsplit('\n')
+                    .next()
+                    .is_some_and(|l| l.trim().is_empty())
+                && text[at..].trim_start().starts_with('#');
+            r.contains(&at) || on_directive
+        })
+    };
+    findings.retain(|f| f.source != FindingSource::Syntax || !skipped(f.range.start));
     if c.read_whole_file {
         let line_of = |b: usize| text[..b.min(text.len())].matches('\n').count();
         let error_lines: Vec<(usize, usize)> = c

@@ -119,7 +119,7 @@ pub fn run(args: &CheckArgs) -> ExitCode {
             syntax::lang_for_text(&shown, None, &text)
         });
         let Some(lang) = lang else {
-            eprintln!("{shown}: skipped: not a CUDA (.cu, .cuh, or a header with __global__ or __device__ code) or Python file");
+            eprintln!("{shown}: skipped: not a CUDA (.cu, .cuh) or Python file, nor a header with __global__ or __device__ code");
             continue;
         };
         let text = match read_source(path) {

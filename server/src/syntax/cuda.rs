@@ -1065,7 +1065,12 @@ fn head_words(src: &str, f: Node) -> (Vec<String>, usize) {
         if b[i - 1] == b'\n' {
             let line_start = src[..i - 1].rfind('\n').map_or(0, |p| p + 1);
             let prev = src.get(line_start..i - 1).unwrap_or("").trim();
-            if prev.starts_with('#') || prev.contains("//") || prev.ends_with("*/") {
+            // A directive, its continuation lines, a comment: not part of the head.
+            if prev.starts_with('#')
+                || prev.ends_with('\\')
+                || prev.contains("//")
+                || prev.ends_with("*/")
+            {
                 break;
             }
         }

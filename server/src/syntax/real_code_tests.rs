@@ -333,3 +333,21 @@ fn print_device_slice() {
     let src = std::fs::read_to_string(path).unwrap_or_default();
     println!("{}", model(Lang::Cuda, &src).device_slice);
 }
+
+/// A host function after a `#define` whose continued lines end in `;`: its blank
+/// starts at the function, never inside the macro's lines (which NVRTC expands).
+#[test]
+fn a_blanked_head_never_reaches_into_a_continued_define() {
+    let src = "#define LAUNCHER(T) \\\n  void launch_##T(T* p) {  \\\n    fill(p);              \\\n  }\nvoid host_fn(int n) { (void)n; }\n";
+    let m = model(Lang::Cuda, src);
+    let lines = slice_lines(&m);
+    for kept in 0..4 {
+        assert_eq!(
+            lines[kept],
+            src.lines().nth(kept).unwrap().trim_end(),
+            "line {}",
+            kept + 1
+        );
+    }
+    assert_eq!(lines[4], "");
+}

@@ -5,6 +5,9 @@
 #   candle   candle-kernels from crates.io (MIT OR Apache-2.0)
 #   mistralrs-quant  quantized GEMM kernels (CUB, cooperative groups) from crates.io (MIT)
 #   cuda-samples  NVIDIA's CUDA samples 11.8, from Debian's contrib package (BSD-3-Clause)
+#   causal-conv1d  a PyTorch CUDA extension (torch, ATen, c10, CUB), its sdist on PyPI (BSD-3-Clause)
+#   gsplat   a header-heavy CUDA library (glm, its own .cuh headers, PyTorch), its sdist on PyPI (Apache-2.0)
+#   unsloth  Triton kernels, some made by `triton.jit(f)` calls, its sdist on PyPI (Apache-2.0)
 # Each project gets a compile_commands.json with the include folders its build uses.
 # Safe to run again: a project already there is kept.
 set -euo pipefail
@@ -98,6 +101,54 @@ if [ ! -d "$cache/cuda-samples" ]; then
   rm -rf "$tmp"
   # As the samples' Makefiles build them: -I../../../Common, C++17 for the newest ones.
   commands "$cache/cuda-samples" -ICommon -std=c++17
+fi
+
+# PyTorch extensions are built with torch's include folders and Python's (as
+# torch.utils.cpp_extension passes them); they come from this machine's torch.
+torch_flags() {
+  "$py" -c 'import sysconfig, torch.utils.cpp_extension as c
+print(" ".join("-I" + p for p in c.include_paths() + [sysconfig.get_paths()["include"]]))'
+}
+
+sdist_dir() { # name version: the unpacked sdist's top folder (in a temporary folder)
+  local sd tmp; sd=$(pypi_sdist "$1" "$2"); tmp=$(mktemp -d)
+  tar -xzf "$sd" -C "$tmp"; rm -f "$sd"
+  echo "$tmp"/*
+}
+
+if [ ! -d "$cache/causal-conv1d" ]; then
+  src=$(sdist_dir causal-conv1d 1.7.0)
+  mkdir -p "$cache/causal-conv1d"
+  cp -r "$src/csrc" "$src/LICENSE" "$cache/causal-conv1d/"
+  rm -rf "$(dirname "$src")"
+  # As its setup.py builds it (CUDAExtension, the nvcc flags of a CUDA build).
+  commands "$cache/causal-conv1d" -Icsrc $(torch_flags) -std=c++17 -U__CUDA_NO_HALF_OPERATORS__ \
+    -U__CUDA_NO_HALF_CONVERSIONS__ -U__CUDA_NO_BFLOAT16_OPERATORS__ -U__CUDA_NO_BFLOAT16_CONVERSIONS__ \
+    --expt-relaxed-constexpr --expt-extended-lambda -use_fast_math
+fi
+
+if [ ! -d "$cache/gsplat" ]; then
+  # 1.5.0: the later sdists leave out gsplat/cuda/include (Common.h, Utils.cuh).
+  src=$(sdist_dir gsplat 1.5.0)
+  mkdir -p "$cache/gsplat"
+  cp -r "$src/gsplat/cuda/csrc" "$src/gsplat/cuda/include" "$src/LICENSE" "$cache/gsplat/"
+  rm -rf "$(dirname "$src")"
+  # glm's headers and license only (its docs and tests are 22 MB).
+  g="$cache/gsplat/csrc/third_party/glm"
+  find "$g" -mindepth 1 -maxdepth 1 ! -name glm ! -name copying.txt -exec rm -rf {} +
+  # torch 2.15's headers need C++20 (std::bit_width).
+  commands "$cache/gsplat" -Iinclude -Icsrc/third_party/glm $(torch_flags) -std=c++20 \
+    --expt-relaxed-constexpr -use_fast_math
+fi
+
+if [ ! -d "$cache/unsloth" ]; then
+  # Triton: no compile_commands.json; the corpus test checks every .py file that
+  # imports triton (kernels.txt lists them).
+  src=$(sdist_dir unsloth 2026.3.4)
+  mkdir -p "$cache/unsloth"
+  cp -r "$src/unsloth/kernels" "$src/LICENSE" "$cache/unsloth/"
+  rm -rf "$(dirname "$src")"
+  (cd "$cache/unsloth" && grep -rl --include='*.py' -E '^\s*(import triton|from triton)' kernels | sort > triton-files.txt)
 fi
 
 du -sh "$cache"/* >&2

@@ -567,3 +567,95 @@ fn a_non_power_of_two_arange_size_fails_check_naming_the_parameter() {
         "{err}"
     );
 }
+
+/// Issue #31: `check` reads the settings `optimize` reads: `--config FILE`, else
+/// `.kernel-lsp/settings.json` at the workspace root (include folders and defines).
+#[test]
+fn check_reads_the_settings_file_and_config() {
+    if let Err(e) = crate::tools::nvrtc_available() {
+        return crate::tools::skip("check_reads_the_settings_file_and_config", &e);
+    }
+    let dir = fresh_project("check-settings", &["src", "vendor/inc", ".kernel-lsp"]);
+    for (path, text) in [
+        ("vendor/inc/scale.cuh", "__device__ inline float scale(float x) { return x * SCALE; }\n"),
+        ("src/k.cu", "#include <scale.cuh>\n#ifndef USE_SCALE\n#error build with USE_SCALE\n#endif\n__global__ void k(float* x) { x[threadIdx.x] = scale(x[threadIdx.x]); }\n"),
+    ] {
+        std::fs::write(dir.join(path), text).unwrap();
+    }
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
+            .current_dir(&dir)
+            .env("KERNEL_LSP_DATA_DIR", &dir)
+            .env("KERNEL_LSP_NVCC", "none")
+            .arg("check")
+            .args(args)
+            .arg("src/k.cu")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code(), text)
+    };
+    let (code, out) = run(&[]);
+    assert_eq!(
+        code,
+        Some(1),
+        "no settings: the #error and SCALE show\n{out}"
+    );
+    assert!(out.contains("USE_SCALE"), "{out}");
+    let settings =
+        r#"{"cuda": {"includePaths": ["vendor/inc"], "defines": ["USE_SCALE", "SCALE=2.0f"]}}"#;
+    std::fs::write(dir.join(".kernel-lsp/settings.json"), settings).unwrap();
+    let (code, out) = run(&[]);
+    assert_eq!(code, Some(0), "the workspace's settings.json\n{out}");
+    std::fs::remove_file(dir.join(".kernel-lsp/settings.json")).unwrap();
+    std::fs::write(dir.join("other.json"), settings).unwrap();
+    let (code, out) = run(&["--config", "other.json"]);
+    assert_eq!(code, Some(0), "--config\n{out}");
+    let (code, out) = run(&["--config", "missing.json"]);
+    assert_eq!(code, Some(2), "an unreadable --config\n{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue #31: a syntax error inside an `#if` branch that the project's defines leave out
+/// (HIP-only code) is not shown, even when the compile cannot overrule syntax errors
+/// (here a header with host code gives the "not checked" note); with the define, the
+/// branch is compiled and its error shows.
+#[test]
+fn syntax_errors_in_inactive_branches_are_not_shown() {
+    if let Err(e) = crate::tools::nvrtc_available() {
+        return crate::tools::skip("syntax_errors_in_inactive_branches_are_not_shown", &e);
+    }
+    let dir = fresh_project("check-inactive", &["src"]);
+    for (path, text) in [
+        ("src/common.cuh", "#pragma once\nstruct HostOnly { std::vector<int> v; };\n"),
+        ("src/k.cu", "#include \"common.cuh\"\n#if defined(USE_HIP)\n  hipLaunch(k, {{{ dim3( ;\n#else\n#define LAUNCH_OK 1\n#endif\n#ifndef NDEBUG\n#else\nint broken( {;\n#endif\n__global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n"),
+        ("hip.json", r#"{"cuda": {"defines": ["USE_HIP", "NDEBUG"]}}"#),
+    ] {
+        std::fs::write(dir.join(path), text).unwrap();
+    }
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
+            .current_dir(&dir)
+            .env("KERNEL_LSP_NVCC", "none")
+            .arg("check")
+            .args(args)
+            .arg("src/k.cu")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = run(&[]);
+    assert!(!out.contains("[syntax]"), "{out}");
+    let out = run(&["--config", "hip.json"]);
+    // With the defines, the HIP branch is compiled and its error shows (the grammar
+    // anchors it at its `#if`).
+    let lines: Vec<&str> = out.lines().filter(|l| l.ends_with("[syntax]")).collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("src/k.cu:2:") || l.starts_with("src/k.cu:3:")),
+        "USE_HIP set: its branch is checked\n{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -131,6 +131,16 @@ fn neovim_plugin_attaches_runs_commands_and_reports_health() {
         std::fs::copy(repo.join("examples").join(f), work.join(f)).unwrap();
     }
     std::fs::write(work.join("plain.py"), "def add(a, b):\n    return a + b\n").unwrap();
+    std::fs::write(
+        work.join("host_only.h"),
+        "#pragma once\nint count(int n);\n",
+    )
+    .unwrap();
+    std::fs::write(
+        work.join("device_kernels.h"),
+        "#pragma once\ntemplate <int N>\n__global__ void fill(float* x) { x[threadIdx.x] = N; }\n",
+    )
+    .unwrap();
     let out = dir.join("result.json");
     let plugin = repo.join("editors/nvim");
     run_nvim_script(
@@ -150,7 +160,9 @@ fn neovim_plugin_attaches_runs_commands_and_reports_health() {
     assert!(r.get("error").is_none(), "nvim script failed: {r:#}");
     assert_eq!(
         r["steps"],
-        serde_json::json!(["setup", "attached", "status", "commands", "health", "help", "python"])
+        serde_json::json!([
+            "setup", "attached", "status", "commands", "health", "help", "python", "headers"
+        ])
     );
     for (name, defined) in r["commands"].as_object().unwrap() {
         assert_eq!(defined, true, ":{name} is not defined");
@@ -254,6 +266,13 @@ fn neovim_plugin_attaches_runs_commands_and_reports_health() {
     assert_eq!(r["plain_attached"], false);
     assert_eq!(r["triton_attached"], true);
     assert_eq!(r["plain_attached_after_write"], true);
+    // Issue #31: headers attach when they hold device code.
+    assert_eq!(r["host_header_attached"], false);
+    assert!(
+        matches!(r["device_header_filetype"].as_str(), Some("c" | "cpp")),
+        "{r:#}"
+    );
+    assert_eq!(r["device_header_attached"], true);
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -153,6 +153,19 @@ local ok, err = pcall(function()
     vim.wait(15000, function() return kl.client(plain) ~= nil end, 20)
   step("python")
 
+  -- Headers: a `.h` with a kernel attaches (the server reads it as CUDA); a host-only
+  -- `.h` does not.
+  vim.cmd.edit(work .. "/host_only.h")
+  local host_h = vim.api.nvim_get_current_buf()
+  vim.wait(1500, function() return kl.client(host_h) ~= nil end, 20)
+  results.host_header_attached = kl.client(host_h) ~= nil
+  vim.cmd.edit(work .. "/device_kernels.h")
+  local dev_h = vim.api.nvim_get_current_buf()
+  results.device_header_filetype = vim.bo[dev_h].filetype
+  results.device_header_attached =
+    vim.wait(15000, function() return kl.client(dev_h) ~= nil end, 20)
+  step("headers")
+
   results.errmsg = vim.v.errmsg
   results.notes = notes
 end)

@@ -114,6 +114,8 @@ async function startClient(): Promise<void> {
         { scheme: "untitled", language },
       ]),
       { scheme: "file", pattern: "**/*.{cu,cuh}" },
+      // Headers: the server serves those with device code (__global__/__device__).
+      { scheme: "file", pattern: "**/*.{h,hpp,hh,hxx,inl}" },
     ],
     initializationOptions: () => currentSettings(),
     outputChannel: output,
@@ -182,7 +184,11 @@ async function restartClient(): Promise<void> {
 }
 
 function isKernelFile(doc: vscode.TextDocument): boolean {
-  return LANGUAGES.includes(doc.languageId) || /\.(cu|cuh)$/i.test(doc.fileName);
+  return (
+    LANGUAGES.includes(doc.languageId) ||
+    /\.(cu|cuh)$/i.test(doc.fileName) ||
+    (/\.(h|hpp|hh|hxx|inl)$/i.test(doc.fileName) && /\b__(global|device)__\b/.test(doc.getText()))
+  );
 }
 
 function toKernelSymbols(result: DocumentSymbol[] | SymbolInformation[] | null): KernelSymbol[] {

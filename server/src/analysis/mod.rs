@@ -665,6 +665,7 @@ pub fn restore_project_includes(
         };
         if !slice[range.clone()].trim().is_empty()
             || toolchain::compat::HOST_ONLY_HEADERS.contains(&name)
+            || syntax::is_host_library_header(name)
         {
             continue;
         }
@@ -697,6 +698,10 @@ pub struct CompileOutcome {
     /// The compiler read the whole file (it ran and did not stop at a fatal error), so
     /// it can overrule syntax errors ([`merge_findings`]).
     pub read_whole_file: bool,
+    /// Byte ranges of `#if` branches the compile skipped under the file's defines
+    /// (`syntax::branches`): syntax errors that start in them, or on the directive
+    /// that opens one, are not shown.
+    pub inactive: Vec<std::ops::Range<usize>>,
     /// Which compiler checked the file.
     pub checker: Checker,
 }
@@ -712,6 +717,23 @@ pub fn merge_findings(
     let Some(c) = compile else {
         return findings;
     };
+    // An error in a skipped branch, or starting on the directive that opens one (the
+    // grammar's error region often starts at the `#if`).
+    let skipped = |at: usize| {
+        c.inactive.iter().any(|r| {
+            let on_directive = at < r.start
+                && text
+                    .get(at..r.start)
+                    .is_some_and(|t| t.matches('\n').count() <= 1)
+                && text[..at]
+                    .rsplit('\n')
+                    .next()
+                    .is_some_and(|l| l.trim().is_empty())
+                && text[at..].trim_start().starts_with('#');
+            r.contains(&at) || on_directive
+        })
+    };
+    findings.retain(|f| f.source != FindingSource::Syntax || !skipped(f.range.start));
     if c.read_whole_file {
         let line_of = |b: usize| text[..b.min(text.len())].matches('\n').count();
         let error_lines: Vec<(usize, usize)> = c
@@ -751,6 +773,24 @@ pub enum Checker {
 /// note saying so instead of errors; with nvcc, when a header was missing and stood in
 /// for, errors on host-only lines and in headers are dropped.
 pub fn compile(
+    tc: &Toolchain,
+    text: &str,
+    inputs: &CompileInputs,
+    program_name: &str,
+) -> CompileOutcome {
+    let defines: Vec<String> = inputs
+        .project
+        .defines
+        .iter()
+        .chain(&inputs.defines)
+        .map(|(n, v)| format!("{n}={v}"))
+        .collect();
+    let mut outcome = compile_with(tc, text, inputs, program_name);
+    outcome.inactive = syntax::branches::inactive_ranges(text, &defines);
+    outcome
+}
+
+fn compile_with(
     tc: &Toolchain,
     text: &str,
     inputs: &CompileInputs,
@@ -974,6 +1014,7 @@ fn outcome_of(
         note: result.note,
         read_whole_file,
         checker,
+        inactive: Vec::new(),
     }
 }
 

@@ -8,14 +8,14 @@ use serde::Serialize;
 
 use crate::analysis::{self, AnalyzeOptions, Finding, Severity};
 use crate::document::{Document, PositionEncoding};
-use crate::settings::Settings;
 use crate::spec::EvalEnv;
 use crate::syntax::{self, Lang};
 use crate::toolchain;
 
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
-    /// Files to check (.cu, .cuh, or Python files with @triton.jit kernels).
+    /// Files to check (.cu, .cuh, headers with device code, or Python files with Triton
+    /// kernels).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// Print a JSON array instead of compiler-style lines.
@@ -24,12 +24,17 @@ pub struct CheckArgs {
     /// Skip the NVRTC compile (syntax and @bench checks only).
     #[arg(long)]
     pub no_compile: bool,
-    /// Target architecture for NVRTC and ptxas.
-    #[arg(long, default_value = "sm_90")]
-    pub arch: String,
+    /// Target architecture for NVRTC and ptxas (default: the settings' `arch`, sm_90).
+    #[arg(long)]
+    pub arch: Option<String>,
     /// Path to libnvrtc (a file or the folder holding it).
     #[arg(long)]
     pub nvrtc: Option<PathBuf>,
+    /// Settings as JSON, the shape editors send as initializationOptions (default:
+    /// `.kernel-lsp/settings.json` at the workspace root of the first file, if it
+    /// exists): include folders, defines, the nvcc and NVRTC paths.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -83,11 +88,19 @@ pub(crate) fn read_source(path: &PathBuf) -> Result<String, String> {
 }
 
 pub fn run(args: &CheckArgs) -> ExitCode {
-    let settings = Settings {
-        arch: args.arch.clone(),
-        nvrtc_path: args.nvrtc.clone(),
-        ..Settings::default()
+    let mut settings = match super::load_settings(args.config.as_deref(), &args.files[0]) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
     };
+    if let Some(arch) = &args.arch {
+        settings.arch = arch.clone();
+    }
+    if let Some(nvrtc) = &args.nvrtc {
+        settings.nvrtc_path = Some(nvrtc.clone());
+    }
     let opts = AnalyzeOptions {
         env: EvalEnv { sms: settings.sms },
         max_file_bytes: settings.max_file_bytes,
@@ -100,8 +113,13 @@ pub fn run(args: &CheckArgs) -> ExitCode {
 
     for path in &args.files {
         let shown = path.display().to_string();
-        let Some(lang) = syntax::lang_for(&shown, None) else {
-            eprintln!("{shown}: skipped: not a CUDA (.cu, .cuh) or Python file");
+        // A `.h` header with device code is CUDA, as when the editor sends it.
+        let lang = syntax::lang_for(&shown, None).or_else(|| {
+            let text = read_source(path).ok()?;
+            syntax::lang_for_text(&shown, None, &text)
+        });
+        let Some(lang) = lang else {
+            eprintln!("{shown}: skipped: not a CUDA (.cu, .cuh) or Python file, nor a header with __global__ or __device__ code");
             continue;
         };
         let text = match read_source(path) {

@@ -12,7 +12,7 @@ use crate::document::Document;
 use crate::optimize::catalog::Catalog;
 use crate::optimize::headline::ratio;
 use crate::optimize::{self, explain, history, learning, Event, OptimizeOptions, OptimizeRun};
-use crate::settings::{Settings, Workers};
+use crate::settings::Workers;
 use crate::syntax::{self, Lang};
 use crate::worker::pool::WorkerPool;
 
@@ -123,7 +123,7 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
         }
     };
     refuse_spec_errors(&shown, &doc, &a, &kernel)?;
-    let settings = load_settings(args)?;
+    let settings = super::load_settings(args.config.as_deref(), &args.file)?;
     let prompts_dir = args
         .prompts
         .clone()
@@ -491,31 +491,6 @@ fn parse_budget(s: &str) -> Result<std::time::Duration, String> {
         return Err(format!("`{s}`: the budget must be more than zero"));
     }
     Ok(std::time::Duration::from_secs_f64(secs))
-}
-
-/// `--config FILE`, else `.kernel-lsp/settings.json` at the workspace root, else defaults.
-fn load_settings(args: &OptimizeArgs) -> Result<Settings, String> {
-    let path = match &args.config {
-        Some(p) => p.clone(),
-        None => {
-            let p = history::workspace_root(&args.file)
-                .join(".kernel-lsp")
-                .join("settings.json");
-            if !p.exists() {
-                return Ok(Settings::default());
-            }
-            p
-        }
-    };
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("{}: error: cannot read settings: {e}", path.display()))?;
-    let value: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| format!("{}: error: not JSON: {e}", path.display()))?;
-    let (settings, warning) = Settings::from_json(&value);
-    if let Some(w) = warning {
-        eprintln!("{}: warning: {w}", path.display());
-    }
-    Ok(settings)
 }
 
 /// The run as a table: the start with its time, one row per step that ran (with a note

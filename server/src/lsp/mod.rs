@@ -879,7 +879,8 @@ impl LanguageServer for Backend {
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
         let _ = guarded("didOpen", async {
             let td = params.text_document;
-            let Some(lang) = syntax::lang_for(td.uri.path(), Some(&td.language_id)) else {
+            let Some(lang) = syntax::lang_for_text(td.uri.path(), Some(&td.language_id), &td.text)
+            else {
                 tracing::debug!("ignoring {} ({})", td.uri, td.language_id);
                 return Ok(());
             };

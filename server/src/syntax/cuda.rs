@@ -43,6 +43,16 @@ pub(crate) struct ChunkFacts {
     struct_names: Vec<String>,
     /// Function-like macros defined here whose expansion is only host functions.
     host_macros: Vec<String>,
+    /// Host-looking function definitions whose head names words the parser did not
+    /// see (macros): blanked unless one is a qualifier macro the file defines.
+    guarded: Vec<(ByteRange, Vec<String>)>,
+    /// Object-like `#define`s made of words (`qualifiers::word_defines`).
+    word_defines: Vec<(String, Vec<String>)>,
+    /// Explicit instantiations of function templates without a device qualifier
+    /// (`template void launch<float>(float*, int);`) and the function's name: blanked
+    /// unless the file defines a kernel or device function of that name, since the
+    /// host template they instantiate is blanked.
+    instantiations: Vec<(ByteRange, String)>,
     defs: Vec<DefFacts>,
     /// Syntax error places, unmerged (merged over the whole file by `errors::merge`).
     errors: Vec<(ByteRange, String)>,
@@ -142,6 +152,17 @@ fn chunk_facts(src: &str, region: &Region) -> ChunkFacts {
         blanks: walk.blanks.iter().cloned().map(rel).collect(),
         struct_names: walk.struct_names.iter().cloned().collect(),
         host_macros: walk.host_macros.clone(),
+        guarded: walk
+            .guarded
+            .iter()
+            .map(|(r, w)| (rel(r.clone()), w.clone()))
+            .collect(),
+        word_defines: super::qualifiers::word_defines(src.get(region.range.clone()).unwrap_or("")),
+        instantiations: walk
+            .instantiations
+            .iter()
+            .map(|(r, n)| (rel(r.clone()), n.clone()))
+            .collect(),
         defs: Vec::new(),
         errors: errors::found(src, region.root, &region.range)
             .into_iter()
@@ -402,6 +423,30 @@ fn assemble(
     for r in host_macro_invocations(src, regions, &host_macros) {
         blank(&mut bytes, r);
     }
+    // A function whose head names a qualifier macro the file defines (`#define FN
+    // __host__ __device__`, maybe in another region) is device code; other guarded
+    // ones are host functions with some other macro in their head.
+    let defines: Vec<(String, Vec<String>)> = facts
+        .iter()
+        .flat_map(|f| f.word_defines.iter().cloned())
+        .collect();
+    let defined = super::qualifiers::defined_qualifiers(&defines);
+    let device_names: rustc_hash::FxHashSet<&str> = facts
+        .iter()
+        .flat_map(|f| f.defs.iter().map(|d| d.name.as_str()))
+        .collect();
+    for (region, f) in regions.iter().zip(facts.iter()) {
+        for (r, words) in &f.guarded {
+            if !words.iter().any(|w| defined.contains(w)) {
+                blank(&mut bytes, abs(region.range.start, r));
+            }
+        }
+        for (r, name) in &f.instantiations {
+            if !device_names.contains(name.as_str()) {
+                blank(&mut bytes, abs(region.range.start, r));
+            }
+        }
+    }
     // Only whole nodes were blanked, byte by byte with ASCII spaces: still UTF-8 when
     // node boundaries are character boundaries, which they are for a `&str` source.
     let slice = String::from_utf8(bytes)
@@ -643,6 +688,10 @@ struct SliceWalk<'s, 't> {
     sites: Vec<DefSite<'t>>,
     /// Function-like macros whose expansion is only host function definitions.
     host_macros: Vec<String>,
+    /// Host-looking definitions with macro words in their head (absolute ranges).
+    guarded: Vec<(ByteRange, Vec<String>)>,
+    /// Explicit instantiations of function templates with no device qualifier.
+    instantiations: Vec<(ByteRange, String)>,
 }
 
 impl<'s, 't> SliceWalk<'s, 't> {
@@ -654,6 +703,8 @@ impl<'s, 't> SliceWalk<'s, 't> {
             struct_names: Default::default(),
             sites: Vec::new(),
             host_macros: Vec::new(),
+            guarded: Vec::new(),
+            instantiations: Vec::new(),
         };
         // An explicit stack: nesting depth is input-controlled.
         let mut stack: Vec<(Node, bool)> = vec![(root, false)];
@@ -699,7 +750,13 @@ impl<'s, 't> SliceWalk<'s, 't> {
             },
             _ => return,
         };
-        if def.kind() != "function_definition" || !has_token(def, &["__global__", "__device__"]) {
+        if def.kind() != "function_definition"
+            || !(has_token(def, &["__global__", "__device__"])
+                || head_words(self.src, def)
+                    .0
+                    .iter()
+                    .any(|w| super::qualifiers::is_qualifier_name(w)))
+        {
             return;
         }
         let extern_c = extern_c
@@ -720,13 +777,15 @@ impl<'s, 't> SliceWalk<'s, 't> {
     fn item<'n>(&mut self, n: Node<'n>) -> Option<Node<'n>> {
         match n.kind() {
             "preproc_include" if !self.device_include(n) => self.blank(n.byte_range()),
-            "function_definition" if !self.device_or_constexpr(n) => self.blank(n.byte_range()),
+            "function_definition" if !self.device_or_constexpr(n) => {
+                self.blank_function(n.byte_range(), n)
+            }
             "template_declaration" => {
                 // `template <...> template <...> item`: judge the item, blank the whole.
                 let (inner, _) = template_item(n);
                 match inner.kind() {
                     "function_definition" if !self.device_or_constexpr(inner) => {
-                        self.blank(n.byte_range())
+                        self.blank_function(n.byte_range(), inner)
                     }
                     "struct_specifier" | "class_specifier" | "union_specifier" => {
                         self.record_struct(inner)
@@ -737,7 +796,7 @@ impl<'s, 't> SliceWalk<'s, 't> {
             "linkage_specification" => match n.child_by_field_name("body") {
                 Some(b) if b.kind() == "declaration_list" => return Some(b),
                 Some(b) if b.kind() == "function_definition" && !self.device_or_constexpr(b) => {
-                    self.blank(n.byte_range())
+                    self.blank_function(n.byte_range(), b)
                 }
                 Some(b) if b.kind() == "declaration" && self.host_declaration(b) => {
                     self.blank(n.byte_range())
@@ -747,7 +806,18 @@ impl<'s, 't> SliceWalk<'s, 't> {
             "namespace_definition" => return n.child_by_field_name("body"),
             "declaration_list" | "preproc_if" | "preproc_ifdef" | "preproc_else"
             | "preproc_elif" | "preproc_elifdef" => return Some(n),
-            "declaration" if self.host_declaration(n) => self.blank(n.byte_range()),
+            "declaration" if self.host_declaration(n) => {
+                // A prototype named device code by a qualifier macro stays; the blank
+                // of a host one covers the macros before it.
+                let (words, head_start) = head_words(self.src, n);
+                if !words
+                    .iter()
+                    .any(|w| super::qualifiers::is_qualifier_name(w))
+                {
+                    self.blank(head_start.min(n.start_byte())..n.end_byte());
+                }
+            }
+            "template_instantiation" => self.record_instantiation(n),
             "using_declaration" | "namespace_alias_definition" if self.names_host_namespace(n) => {
                 self.blank(n.byte_range())
             }
@@ -812,6 +882,29 @@ impl<'s, 't> SliceWalk<'s, 't> {
         }
     }
 
+    /// `template void launch<float>(float*, int, cudaStream_t);`: recorded with the
+    /// function's name when nothing marks it device code (a `__global__`/`__device__`
+    /// token or a qualifier macro); class instantiations stay.
+    fn record_instantiation(&mut self, n: Node) {
+        if has_token(n, &["__global__", "__device__"])
+            || head_words(self.src, n)
+                .0
+                .iter()
+                .any(|w| super::qualifiers::is_qualifier_name(w))
+        {
+            return;
+        }
+        let name = n
+            .child_by_field_name("declarator")
+            .and_then(function_declarator)
+            .and_then(|f| f.child_by_field_name("declarator"))
+            .and_then(name_of);
+        if let Some(name) = name {
+            self.instantiations
+                .push((n.byte_range(), text(self.src, name).to_string()));
+        }
+    }
+
     fn record_struct(&mut self, n: Node) {
         if let Some(name) = n.child_by_field_name("name") {
             self.struct_names.insert(text(self.src, name).to_string());
@@ -840,13 +933,32 @@ impl<'s, 't> SliceWalk<'s, 't> {
                 .child_by_field_name("body")
                 .is_some_and(|b| b.kind() == "compound_statement");
             if f.kind() == "function_definition" && has_body && !self.device_or_constexpr(f) {
-                self.blank(m.byte_range());
+                self.blank_function(m.byte_range(), f);
             }
         }
     }
 
     fn blank(&mut self, range: ByteRange) {
         self.blanks.push(range);
+    }
+
+    /// Blanks a function definition judged host by its tokens, unless its head names a
+    /// qualifier macro (`HD inline float f()`, the macro hidden from the parser): kept
+    /// when the name says so, left to `assemble` when only the file's `#define`s can.
+    fn blank_function(&mut self, range: ByteRange, f: Node) {
+        let (words, head_start) = head_words(self.src, f);
+        let range = range.start.min(head_start)..range.end;
+        if words
+            .iter()
+            .any(|w| super::qualifiers::is_qualifier_name(w))
+        {
+            return;
+        }
+        if words.is_empty() {
+            self.blank(range);
+        } else {
+            self.guarded.push((range, words));
+        }
     }
 }
 
@@ -934,6 +1046,63 @@ fn expands_to_host_functions(value: &str) -> bool {
                     && !has_token(f, &["__global__", "__device__", "constexpr"])
             })
         })
+}
+
+/// The words of a function's head the grammar may not have seen: those before the node
+/// back to the end of the previous statement (`;`, `{`, `}`, `)`, a directive or comment
+/// line: what `mask` hid, or what the grammar read as something else, as in
+/// `GLM_FUNC_QUALIFIER GLM_CONSTEXPR static vec<1, R, Q> call(...)`), and the capitalised
+/// ones between its start and its declarator. Also where the first word before the node
+/// starts (the node's start if none).
+fn head_words(src: &str, f: Node) -> (Vec<String>, usize) {
+    let b = src.as_bytes();
+    let start = f.start_byte().min(b.len());
+    let mut i = start;
+    // `public:` ends a statement too; `ns::T` does not.
+    let label =
+        |i: usize| b[i - 1] == b':' && b.get(i) != Some(&b':') && (i < 2 || b[i - 2] != b':');
+    while i > 0 && !matches!(b[i - 1], b';' | b'{' | b'}' | b')') && !label(i) {
+        if b[i - 1] == b'\n' {
+            let line_start = src[..i - 1].rfind('\n').map_or(0, |p| p + 1);
+            let prev = src.get(line_start..i - 1).unwrap_or("").trim();
+            // A directive, its continuation lines, a comment: not part of the head.
+            if prev.starts_with('#')
+                || prev.ends_with('\\')
+                || prev.contains("//")
+                || prev.ends_with("*/")
+            {
+                break;
+            }
+        }
+        i -= 1;
+    }
+    let before = src.get(i..start).unwrap_or("");
+    let first = i + (before.len() - before.trim_start().len());
+    let is_word = |w: &&str| {
+        w.bytes()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+    };
+    let mut words: Vec<String> = before
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(is_word)
+        .map(String::from)
+        .collect();
+    let head_end = f
+        .child_by_field_name("declarator")
+        .map_or(f.start_byte(), |d| d.start_byte());
+    let head = src.get(f.start_byte()..head_end).unwrap_or("");
+    words.extend(
+        head.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.bytes().next().is_some_and(|c| c.is_ascii_uppercase()))
+            .map(String::from),
+    );
+    let first = if before.trim().is_empty() {
+        start
+    } else {
+        first
+    };
+    (words, first)
 }
 
 /// The end of the `#define` line holding byte `at`, following `\` continuations.
@@ -1119,6 +1288,16 @@ impl SliceWalk<'_, '_> {
             .trim();
         is_device_header(name)
     }
+}
+
+/// Whether `<name>` belongs to a host library NVRTC cannot compile even where the
+/// project's folders have it (`grammars/cuda/host_includes.txt`: torch, ATen, c10,
+/// pybind11, Python.h...).
+pub fn is_host_library_header(name: &str) -> bool {
+    queries::data_lines(queries::HOST_INCLUDES).any(|entry| match entry.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => name == entry,
+    })
 }
 
 /// Whether `<name>` is a header NVRTC compiles for device code

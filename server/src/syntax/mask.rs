@@ -28,11 +28,22 @@ pub fn masked(lang: Lang, text: &str) -> Option<String> {
     let normal = normalized(text);
     let base = normal.as_deref().unwrap_or(text);
     let (ranges, renames) = match lang {
-        Lang::Cuda => (mask_ranges(base), typeid_types(base)),
-        Lang::Triton => (
-            super::py_comments::comment_runs(base, super::py_comments::HIDDEN_RUN),
-            Vec::new(),
-        ),
+        Lang::Cuda => {
+            let mut hide = mask_ranges(base);
+            hide.extend(super::qualifiers::head_macro_ranges(base));
+            hide.extend(expression_typenames(base));
+            let mut renames = typeid_types(base);
+            let (braces, inside) = empty_brace_defaults(base);
+            renames.extend(braces);
+            hide.extend(inside);
+            (hide, renames)
+        }
+        Lang::Triton => {
+            let mut hide = super::py_comments::comment_runs(base, super::py_comments::HIDDEN_RUN);
+            hide.extend(starred_returns(base));
+            hide.sort_by_key(|r| r.start);
+            (hide, Vec::new())
+        }
     };
     if ranges.is_empty() && renames.is_empty() {
         return normal;
@@ -85,6 +96,86 @@ pub fn normalized(text: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// A default argument `= {}` (`P p = {}`, `std::array<int, 2> a = { }`): the grammar
+/// reads an initializer list there only after a type ("missing type_identifier"). The
+/// `{` becomes `_` (a name, which it reads) and the rest up to `}` blanks: as
+/// `(renamed, hidden)` ranges. Only where `)` or `,` follows, so `x = {};` statements
+/// stay as they are.
+fn empty_brace_defaults(text: &str) -> (Vec<ByteRange>, Vec<ByteRange>) {
+    let (mut renamed, mut hidden) = (Vec::new(), Vec::new());
+    let b = text.as_bytes();
+    for (i, _) in text.match_indices('=') {
+        if i > 0
+            && matches!(
+                b[i - 1],
+                b'=' | b'!' | b'<' | b'>' | b'+' | b'-' | b'*' | b'/'
+            )
+        {
+            continue;
+        }
+        let after = &text[i + 1..];
+        let open = i + 1 + (after.len() - after.trim_start_matches([' ', '\t']).len());
+        if b.get(open) != Some(&b'{') {
+            continue;
+        }
+        let inner = &text[open + 1..];
+        let close = open + 1 + (inner.len() - inner.trim_start_matches([' ', '\t']).len());
+        if b.get(close) != Some(&b'}') {
+            continue;
+        }
+        let rest = text[close + 1..].trim_start();
+        if rest.starts_with(')') || rest.starts_with(',') {
+            renamed.push(open..open + 1);
+            hidden.push(open + 1..close + 1);
+        }
+    }
+    (renamed, hidden)
+}
+
+/// `typename` in an expression (`return typename T::Params{a, b};`,
+/// `typename Traits::Load(smem).Load(x)`): the grammar reads it only in declarations.
+/// Hidden when a qualified name and then `{` or `(` follow, where only an expression
+/// can stand; `using A = typename T::X;` and `typename T::X v;` stay.
+fn expression_typenames(text: &str) -> Vec<ByteRange> {
+    let b = text.as_bytes();
+    let name = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out = Vec::new();
+    for (i, _) in text.match_indices("typename") {
+        let end = i + "typename".len();
+        if (i > 0 && name(b[i - 1])) || b.get(end).is_none_or(|&c| name(c)) {
+            continue;
+        }
+        // The qualified name: words, `::`, template arguments, on this line.
+        let mut j = end;
+        let (mut scoped, mut angle) = (false, 0i32);
+        while j < b.len() && b[j] != b'\n' {
+            match b[j] {
+                b'<' => angle += 1,
+                b'>' if angle > 0 => angle -= 1,
+                b':' if b.get(j + 1) == Some(&b':') => {
+                    scoped = true;
+                    j += 1;
+                }
+                c if name(c) || c == b' ' || c == b'\t' || angle > 0 => {}
+                _ => break,
+            }
+            j += 1;
+        }
+        let words_after_scope = text[end..j].trim_end();
+        let last_is_name = words_after_scope
+            .bytes()
+            .last()
+            .is_some_and(|c| name(c) || c == b'>');
+        let last = words_after_scope.rsplit("::").next().unwrap_or("").trim();
+        let last = last.strip_prefix("template ").unwrap_or(last).trim_start();
+        let one_name = !last.split('<').next().unwrap_or("").contains([' ', '\t']);
+        if scoped && last_is_name && one_name && matches!(b.get(j), Some(b'{' | b'(')) {
+            out.push(i..end);
+        }
+    }
+    out
+}
+
 /// `typeid(double)`, `typeid(unsigned int)`: the grammar reads `typeid` of an expression
 /// only. The built-in type's words (and the spaces between them) become one name made of
 /// `_`, which it reads: same length, and nothing else of the text changes.
@@ -113,6 +204,102 @@ fn typeid_types(text: &str) -> Vec<ByteRange> {
             let start = text.len() - inner.len();
             let lead = words.len() - words.trim_start().len();
             out.push(start + lead..start + words.trim_end().len());
+        }
+    }
+    out
+}
+
+/// C++ text with its comments and the insides of its string and character literals
+/// overwritten by spaces (newlines kept), for scans that must read code only.
+pub fn code_only(text: &str) -> String {
+    let mut b = text.as_bytes().to_vec();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    b[i] = b' ';
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let end = text[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2);
+                for c in &mut b[i..end] {
+                    if *c != b'\n' {
+                        *c = b' ';
+                    }
+                }
+                i = end;
+            }
+            q @ (b'"' | b'\'') => {
+                i += 1;
+                while i < b.len() && b[i] != q && b[i] != b'\n' {
+                    let step = if b[i] == b'\\' { 2 } else { 1 };
+                    for c in b.iter_mut().skip(i).take(step) {
+                        if *c != b'\n' {
+                            *c = b' ';
+                        }
+                    }
+                    i += step;
+                }
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    // Whole comments and literal insides were replaced, every byte of a multi-byte
+    // character with it, so the text stays UTF-8.
+    String::from_utf8(b).unwrap_or_default()
+}
+
+/// The `*` of each starred item at the top level of a `return` or `yield` list
+/// (`return dy, *[None] * 3`, valid since Python 3.8): tree-sitter-python reads a
+/// starred item only in a parenthesised tuple or a call. Without the `*` the list is an
+/// ordinary tuple, so the rest of the statement parses as the author wrote it.
+fn starred_returns(text: &str) -> Vec<ByteRange> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let start = at;
+        at += line.len();
+        let lead = line.len() - line.trim_start().len();
+        let t = &line[lead..];
+        let Some(kw) = ["return", "yield"].into_iter().find(|k| {
+            t.strip_prefix(k)
+                .is_some_and(|r| r.starts_with([' ', '\t']))
+        }) else {
+            continue;
+        };
+        let b = line.as_bytes();
+        let mut i = lead + kw.len();
+        let (mut depth, mut after_sep) = (0i32, true);
+        while i < b.len() {
+            match b[i] {
+                b'#' | b'\n' | b'\r' => break,
+                b' ' | b'\t' => {}
+                q @ (b'"' | b'\'') => {
+                    i += 1;
+                    while i < b.len() && b[i] != q && b[i] != b'\n' {
+                        i += if b[i] == b'\\' { 2 } else { 1 };
+                    }
+                    after_sep = false;
+                }
+                b'(' | b'[' | b'{' => {
+                    depth += 1;
+                    after_sep = false;
+                }
+                b')' | b']' | b'}' => {
+                    depth -= 1;
+                    after_sep = false;
+                }
+                b',' if depth == 0 => after_sep = true,
+                b'*' if depth == 0 && after_sep && b.get(i + 1) != Some(&b'*') => {
+                    out.push(start + i..start + i + 1);
+                    after_sep = false;
+                }
+                _ => after_sep = false,
+            }
+            i += 1;
         }
     }
     out
@@ -208,18 +395,22 @@ pub fn mask_ranges(text: &str) -> Vec<ByteRange> {
             out.push(start..start + body.len());
             continue;
         }
-        if depth == 0 && !in_block_comment && matches!(last, b';' | b'}') {
-            // `template class PiEstimator<float>;`: an explicit instantiation of a class
-            // template, which the grammar cannot read ("missing identifier").
+        // `template class PiEstimator<float>;`: an explicit instantiation of a class
+        // template, which the grammar cannot read ("missing identifier"). At file scope
+        // or in a namespace (explicit instantiations stand nowhere else).
+        if !in_block_comment && matches!(last, b';' | b'}' | b'{') {
             let words: Vec<&str> = trimmed.split_whitespace().take(3).collect();
             let instantiation = matches!(
                 words.as_slice(),
-                ["template", "class" | "struct", ..] | ["extern", "template", "class" | "struct"]
+                ["template", "class" | "struct" | "union", ..]
+                    | ["extern", "template", "class" | "struct" | "union"]
             );
             if instantiation && body.trim_end().ends_with(';') {
                 out.push(start + (body.len() - trimmed.len())..start + body.trim_end().len());
                 continue;
             }
+        }
+        if depth == 0 && !in_block_comment && matches!(last, b';' | b'}') {
             if let Some(close) = top_level_macro_call(text, start + (body.len() - trimmed.len())) {
                 // `LAUNCH(4, float, f32)` on its own, with no `;`: the grammar would read it
                 // and the items after it as one broken definition (hiding a kernel).
@@ -327,11 +518,15 @@ fn macro_statement(line: &str) -> Option<(usize, usize, bool)> {
     (typed || no_semicolon || loop_head).then_some((from, j + 1, no_semicolon))
 }
 
-/// A top-level all-caps macro call at byte `at` of `text` (`COUNT_NONZERO_OP(float,
+/// A top-level macro call at byte `at` of `text` (`COUNT_NONZERO_OP(float,
 /// f32)`, arguments possibly over several lines) followed by no `;`, `{` or operator:
 /// by a new item, a directive, a comment or the end. The byte index of its `)`.
 fn top_level_macro_call(text: &str, at: usize) -> Option<usize> {
-    let (n, rest) = caps_name(&text[at..]);
+    // Any name: at file scope, `name(...)` followed by a new item can only be a macro
+    // invocation (`MAKE_KERNEL(add, half)`, `Make_Op(mul, float)`).
+    let t = &text[at..];
+    let n = name_len(t);
+    let rest = &t[n..];
     if n == 0 || !rest.starts_with('(') {
         return None;
     }
@@ -366,13 +561,30 @@ fn top_level_macro_call(text: &str, at: usize) -> Option<usize> {
     }
 }
 
+/// The length of the C identifier at the start of `t` (0 if none).
+fn name_len(t: &str) -> usize {
+    if t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        t.bytes()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == b'_')
+            .count()
+    } else {
+        0
+    }
+}
+
 /// The byte index of the `)` that closes the `(` at `open` in `line`, if on the line.
 fn close_paren(line: &str, open: usize) -> Option<usize> {
+    close_bracket(line, open, b'(', b')')
+}
+
+/// The byte index of the `close` that closes the `open_c` at `open` in `line`, if on
+/// the line (no literal or comment awareness: for one line of a declaration's head).
+pub(crate) fn close_bracket(line: &str, open: usize, open_c: u8, close_c: u8) -> Option<usize> {
     let mut depth = 0i32;
     for (j, c) in line.bytes().enumerate().skip(open) {
         match c {
-            b'(' => depth += 1,
-            b')' => {
+            c if c == open_c => depth += 1,
+            c if c == close_c => {
                 depth -= 1;
                 if depth == 0 {
                     return Some(j);
@@ -514,13 +726,7 @@ fn scan_code(
                     let ws = line[after..].len() - line[after..].trim_start().len();
                     // Any name will do here: between two literals only a macro fits.
                     let t = &line[after + ws..];
-                    let n = if t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
-                        t.bytes()
-                            .take_while(|c| c.is_ascii_alphanumeric() || *c == b'_')
-                            .count()
-                    } else {
-                        0
-                    };
+                    let n = name_len(t);
                     let rest = &t[n..];
                     if ws > 0 && n > 0 && rest.trim_start().starts_with('"') {
                         out.push(base + after + ws..base + after + ws + n);

@@ -11,11 +11,13 @@
 //! - `unit`: callees and unit ranges.
 //! - `errors`: one syntax error per ERROR/MISSING region.
 
+pub mod branches;
 mod cuda;
 mod errors;
 pub mod mask;
 pub mod model;
 pub(crate) mod py_comments;
+pub mod qualifiers;
 mod queries;
 mod spec_block;
 mod triton;
@@ -23,9 +25,11 @@ pub(crate) use triton::python_int;
 mod unit;
 
 #[cfg(test)]
+mod real_code_tests;
+#[cfg(test)]
 mod tests;
 
-pub use cuda::is_device_header;
+pub use cuda::{is_device_header, is_host_library_header};
 pub use model::*;
 
 /// The tree-sitter language for a file of `lang`.
@@ -162,6 +166,7 @@ pub fn is_triton_source(source: &str) -> bool {
         let l = l.trim_start();
         l.starts_with("@triton.jit")
             || l.starts_with("@jit")
+            || l.contains("triton.jit(")
             || (l.starts_with("from triton") && l.contains("jit"))
     })
 }
@@ -183,6 +188,42 @@ pub fn lang_for(uri_or_path: &str, language_id: Option<&str>) -> Option<Lang> {
         "py" => Some(Lang::Triton),
         _ => None,
     }
+}
+
+/// The language of an opened document: [`lang_for`], and a C or C++ header (`.h`,
+/// `.hpp`, `.hh`, `.hxx`, `.inl`, `.inc`; language ids `c`, `cpp`) that declares device
+/// code (`__global__` or `__device__` outside comments) is CUDA: projects keep kernels
+/// and device functions in `.h` files that nvcc compiles through a `.cu`.
+pub fn lang_for_text(uri_or_path: &str, language_id: Option<&str>, text: &str) -> Option<Lang> {
+    if let Some(lang) = lang_for(uri_or_path, language_id) {
+        return Some(lang);
+    }
+    let path = uri_or_path.split(['?', '#']).next().unwrap_or(uri_or_path);
+    let file = path.rsplit(['/', '\\']).next().unwrap_or(path);
+    let ext = file.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
+    let header = matches!(
+        ext.as_deref(),
+        Some("h" | "hpp" | "hh" | "hxx" | "inl" | "inc")
+    );
+    let c_family = matches!(
+        language_id.map(str::to_ascii_lowercase).as_deref(),
+        None | Some("c" | "cpp" | "objective-c" | "objective-cpp")
+    );
+    (header && c_family && declares_device_code(text)).then_some(Lang::Cuda)
+}
+
+/// Whether C++ text has `__global__` or `__device__` as a word outside comments and
+/// string literals.
+pub fn declares_device_code(text: &str) -> bool {
+    let code = mask::code_only(text);
+    let b = code.as_bytes();
+    ["__global__", "__device__"].iter().any(|word| {
+        code.match_indices(word).any(|(i, _)| {
+            let end = i + word.len();
+            let name = |c: &u8| c.is_ascii_alphanumeric() || *c == b'_';
+            !(b.get(end).is_some_and(name) || (i > 0 && name(&b[i - 1])))
+        })
+    })
 }
 
 impl FileModel {

@@ -16,6 +16,10 @@ pub(crate) const TRITON_CALLS_SRC: &str = include_str!("../../../grammars/triton
 
 /// Header allow-list for the device slice (see `device_slice`).
 pub(crate) const DEVICE_INCLUDES: &str = include_str!("../../../grammars/cuda/device_includes.txt");
+/// Host libraries NVRTC cannot compile, wherever their headers are found.
+pub(crate) const HOST_INCLUDES: &str = include_str!("../../../grammars/cuda/host_includes.txt");
+/// Execution-space qualifier macros of libraries (`CUTLASS_HOST_DEVICE`).
+pub(crate) const DEVICE_MACROS: &str = include_str!("../../../grammars/cuda/device_macros.txt");
 /// Host-only namespaces for the device slice.
 pub(crate) const HOST_NAMESPACES: &str = include_str!("../../../grammars/cuda/host_namespaces.txt");
 

@@ -1150,3 +1150,42 @@ def named(x, n, EVEN: tl.constexpr):
         ]
     );
 }
+
+/// Issue #31: a `.h`/`.hpp` header with kernels or device functions is CUDA when the
+/// editor sends it (as C or C++); one with only host code, or device words only in
+/// comments and strings, is not.
+#[test]
+fn headers_with_device_code_are_cuda() {
+    use super::lang_for_text;
+    let kernel = "#pragma once\ntemplate <int N>\n__global__ void fill(float* x) { x[0] = N; }\n";
+    let helper = "struct V { float x; };\nstatic __device__ __forceinline__ V add(V a, V b) { return {a.x + b.x}; }\n";
+    for (path, id, text) in [
+        ("file:///w/include/fill.h", Some("cpp"), kernel),
+        ("file:///w/include/fill.h", Some("c"), kernel),
+        ("/w/ops/vec.hpp", None, helper),
+        ("file:///w/impl/ops.inl", Some("cpp"), helper),
+    ] {
+        assert_eq!(
+            lang_for_text(path, id, text),
+            Some(Lang::Cuda),
+            "{path} {id:?}"
+        );
+    }
+    let host = "#include <vector>\nint count(const std::vector<int>& v);\n";
+    let commented = "// __global__ kernels live in k.cu\nconst char* s = \"__device__\";\n/* __device__ */ int f();\n";
+    let named = "#define MY__device__x 1\nint __device__count = 0;\n";
+    for text in [host, commented, named] {
+        assert_eq!(
+            lang_for_text("file:///w/a.h", Some("cpp"), text),
+            None,
+            "{text}"
+        );
+    }
+    // Not a header, or another language: the path and id decide as before.
+    assert_eq!(lang_for_text("file:///w/a.cpp", Some("cpp"), kernel), None);
+    assert_eq!(lang_for_text("file:///w/a.h", Some("rust"), kernel), None);
+    assert_eq!(
+        lang_for_text("file:///w/a.cu", Some("cpp"), "int x;"),
+        Some(Lang::Cuda)
+    );
+}

@@ -1,8 +1,11 @@
 //! Triton kernel discovery. A kernel is a function decorated with `@triton.jit` (or
 //! `@jit` imported from triton, with or without call arguments; `@triton.autotune` and
-//! `@triton.heuristics` may be stacked above). A jit function that another jit function
-//! of the file calls is a helper, part of its callers' units, not a kernel, unless it
-//! has its own `@bench` block.
+//! `@triton.heuristics` may be stacked above), or a function the file passes to a jit
+//! call (`f = triton.jit(f)`, also wrapped: `triton.heuristics({...})(triton.jit(f))`).
+//! Definitions are found at any statement nesting (`if`/`elif`/`else`, `try`/`except`,
+//! `with`, classes, functions), never inside expressions. A jit function that another
+//! jit function of the file calls is a helper, part of its callers' units, not a kernel,
+//! unless it has its own `@bench` block.
 
 use std::collections::HashSet;
 
@@ -21,6 +24,7 @@ pub(crate) fn analyze(src: &str, root: Node, lines: &LineIndex) -> Vec<Kernel> {
     let (c_def, c_name, c_params, c_body) =
         (cap("definition"), cap("name"), cap("params"), cap("body"));
     let jit_names = jit_decorator_names(src, root);
+    let (defs, jit_calls) = statement_defs_and_jit_calls(src, root, &jit_names);
 
     struct Found<'t> {
         name: Node<'t>,
@@ -33,51 +37,62 @@ pub(crate) fn analyze(src: &str, root: Node, lines: &LineIndex) -> Vec<Kernel> {
     let mut funcs: Vec<Func> = Vec::new();
     // Read from the text, not the tree: the parser does not see long comment runs.
     let comments = super::py_comments::comment_lines(src);
-    // Kernels sit at module level or one level down (class, function, `if`): the query
-    // does not start deeper, so expression trees are not walked.
+    // The query runs at each statement-level definition only: expression trees are
+    // not walked.
     let mut cursor = QueryCursor::new();
-    cursor.set_max_start_depth(Some(3));
-    let mut matches = cursor.matches(query, root, src.as_bytes());
-    while let Some(m) = matches.next() {
-        let (mut def, mut name, mut params, mut body) = (None, None, None, None);
-        for c in m.captures {
-            let i = Some(c.index);
-            if i == c_def {
-                def = Some(c.node);
-            } else if i == c_name {
-                name = Some(c.node);
-            } else if i == c_params {
-                params = Some(c.node);
-            } else if i == c_body {
-                body = Some(c.node);
+    cursor.set_max_start_depth(Some(0));
+    for site in defs {
+        let mut matches = cursor.matches(query, site, src.as_bytes());
+        while let Some(m) = matches.next() {
+            let (mut def, mut name, mut params, mut body) = (None, None, None, None);
+            for c in m.captures {
+                let i = Some(c.index);
+                if i == c_def {
+                    def = Some(c.node);
+                } else if i == c_name {
+                    name = Some(c.node);
+                } else if i == c_params {
+                    params = Some(c.node);
+                } else if i == c_body {
+                    body = Some(c.node);
+                }
             }
+            let (Some(def), Some(name), Some(params), Some(body)) = (def, name, params, body)
+            else {
+                continue;
+            };
+            let called_jit = jit_calls.iter().find(|c| c.name == text(src, name));
+            let decorated = def.kind() == "decorated_definition";
+            if !(decorated && is_jit(src, def, &jit_names)) && called_jit.is_none() {
+                continue;
+            }
+            let mut heuristic_names = if decorated {
+                heuristics(src, def)
+            } else {
+                Vec::new()
+            };
+            heuristic_names.extend(called_jit.into_iter().flat_map(|c| c.heuristics.clone()));
+            funcs.push(Func {
+                name: text(src, name).to_string(),
+                def_range: def.byte_range(),
+                body: Some(body),
+                helper: true,
+                calls: None,
+            });
+            found.push(Found {
+                name,
+                params,
+                autotune: decorated.then(|| autotune(src, def)).flatten(),
+                heuristics: heuristic_names,
+                spec: spec_block(
+                    Lang::Triton,
+                    src,
+                    lines,
+                    &comments[..comments.partition_point(|c| c.end <= def.start_byte())],
+                    def.start_byte(),
+                ),
+            });
         }
-        let (Some(def), Some(name), Some(params), Some(body)) = (def, name, params, body) else {
-            continue;
-        };
-        if !is_jit(src, def, &jit_names) {
-            continue;
-        }
-        funcs.push(Func {
-            name: text(src, name).to_string(),
-            def_range: def.byte_range(),
-            body: Some(body),
-            helper: true,
-            calls: None,
-        });
-        found.push(Found {
-            name,
-            params,
-            autotune: autotune(src, def),
-            heuristics: heuristics(src, def),
-            spec: spec_block(
-                Lang::Triton,
-                src,
-                lines,
-                &comments[..comments.partition_point(|c| c.end <= def.start_byte())],
-                def.start_byte(),
-            ),
-        });
     }
 
     let mut graph = CallGraph::new(Lang::Triton, src, &funcs);
@@ -109,6 +124,107 @@ pub(crate) fn analyze(src: &str, root: Node, lines: &LineIndex) -> Vec<Kernel> {
     }
     kernels.sort_by_key(|k| k.def_range.start);
     kernels
+}
+
+/// A function made a kernel by a call: `f = triton.jit(f)`, with the names of a
+/// `triton.heuristics({...})` call wrapped around it.
+struct JitCall {
+    name: String,
+    heuristics: Vec<String>,
+}
+
+/// The function definitions at statement level, at any nesting of compound statements
+/// (decorated or not, in document order), and the functions passed to a jit call in an
+/// expression statement. An explicit stack: nesting depth is input-controlled.
+fn statement_defs_and_jit_calls<'t>(
+    src: &str,
+    root: Node<'t>,
+    jit_names: &HashSet<String>,
+) -> (Vec<Node<'t>>, Vec<JitCall>) {
+    let (mut defs, mut calls) = (Vec::new(), Vec::new());
+    let mut stack = vec![root];
+    while let Some(n) = stack.pop() {
+        let mut cursor = n.walk();
+        for c in n.named_children(&mut cursor) {
+            match c.kind() {
+                "decorated_definition" | "function_definition" => {
+                    defs.push(c);
+                    let inner = match c.kind() {
+                        "decorated_definition" => c.child_by_field_name("definition"),
+                        _ => Some(c),
+                    };
+                    stack.extend(inner.and_then(|d| d.child_by_field_name("body")));
+                }
+                "expression_statement" => jit_calls_in(src, c, jit_names, &mut calls),
+                "block"
+                | "if_statement"
+                | "elif_clause"
+                | "else_clause"
+                | "try_statement"
+                | "except_clause"
+                | "except_group_clause"
+                | "finally_clause"
+                | "with_statement"
+                | "for_statement"
+                | "while_statement"
+                | "class_definition" => stack.push(c),
+                _ => {}
+            }
+        }
+    }
+    defs.sort_by_key(|d| d.start_byte());
+    (defs, calls)
+}
+
+/// The jit calls of one expression statement whose one argument names a function:
+/// `triton.jit(f)`, inside any expression (an assignment's value, a wrapping call).
+fn jit_calls_in(src: &str, stmt: Node, jit_names: &HashSet<String>, out: &mut Vec<JitCall>) {
+    let mut stack = vec![stmt];
+    while let Some(n) = stack.pop() {
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+        if n.kind() != "call" {
+            continue;
+        }
+        let Some(f) = n.child_by_field_name("function") else {
+            continue;
+        };
+        let spelled: String = text(src, f).split_whitespace().collect();
+        let args = n.child_by_field_name("arguments");
+        let arg = args.and_then(|a| a.named_child(0)).filter(|a| {
+            a.kind() == "identifier" && args.is_some_and(|l| l.named_child_count() == 1)
+        });
+        let (true, Some(arg)) = (jit_names.contains(&spelled), arg) else {
+            continue;
+        };
+        out.push(JitCall {
+            name: text(src, arg).to_string(),
+            heuristics: wrapping_heuristics(src, n),
+        });
+    }
+}
+
+/// The string keys of `triton.heuristics({...})` when `call` is its wrapped argument:
+/// `triton.heuristics({"EVEN": ...})(triton.jit(f))`.
+fn wrapping_heuristics(src: &str, call: Node) -> Vec<String> {
+    let outer = call
+        .parent()
+        .filter(|p| p.kind() == "argument_list")
+        .and_then(|p| p.parent())
+        .filter(|p| p.kind() == "call");
+    let Some(maker) = outer
+        .and_then(|o| o.child_by_field_name("function"))
+        .filter(|f| f.kind() == "call")
+    else {
+        return Vec::new();
+    };
+    let named = maker
+        .child_by_field_name("function")
+        .is_some_and(|f| text(src, f).trim_end().ends_with("heuristics"));
+    match maker.child_by_field_name("arguments") {
+        Some(args) if named => dictionary_keys(src, argument(src, args, "values", 0)),
+        _ => Vec::new(),
+    }
 }
 
 /// Decorator spellings that mean `triton.jit`: `triton.jit` and the local names of
@@ -201,28 +317,31 @@ fn autotune(src: &str, def: Node) -> Option<Autotune> {
 fn heuristics(src: &str, def: Node) -> Vec<String> {
     let mut out = Vec::new();
     for (_, call) in decorator_calls(src, def, "heuristics") {
-        let Some(dict) = call
+        let dict = call
             .child_by_field_name("arguments")
-            .and_then(|a| argument(src, a, "values", 0))
-            .filter(|d| d.kind() == "dictionary")
-        else {
-            continue;
-        };
-        let mut c = dict.walk();
-        for pair in dict.named_children(&mut c) {
-            if let Some(key) = pair
-                .child_by_field_name("key")
-                .filter(|k| k.kind() == "string")
-            {
-                out.push(
-                    text(src, key)
-                        .trim_matches(|c| c == '\'' || c == '"')
-                        .to_string(),
-                );
-            }
-        }
+            .and_then(|a| argument(src, a, "values", 0));
+        out.extend(dictionary_keys(src, dict));
     }
     out
+}
+
+/// The string keys of a literal dictionary (none for anything else).
+fn dictionary_keys(src: &str, dict: Option<Node>) -> Vec<String> {
+    let Some(dict) = dict.filter(|d| d.kind() == "dictionary") else {
+        return Vec::new();
+    };
+    let mut c = dict.walk();
+    let keys: Vec<String> = dict
+        .named_children(&mut c)
+        .filter_map(|pair| pair.child_by_field_name("key"))
+        .filter(|k| k.kind() == "string")
+        .map(|key| {
+            text(src, key)
+                .trim_matches(|c| c == '\'' || c == '"')
+                .to_string()
+        })
+        .collect();
+    keys
 }
 
 /// The decorators of `def` that call `name` (`@triton.name(...)`, `@name(...)`), with

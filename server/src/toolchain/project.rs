@@ -326,6 +326,10 @@ pub fn collect_headers(
     transform: &dyn Fn(&str) -> String,
 ) -> Vec<(String, String)> {
     let mut out: BTreeMap<String, String> = BTreeMap::new();
+    // One file reached under two names (`"qualifier.hpp"` from its folder,
+    // `"detail/qualifier.hpp"` from above): the second name includes the first, so
+    // `#pragma once` sees one header and its types are declared once.
+    let mut by_path: BTreeMap<PathBuf, String> = BTreeMap::new();
     let mut used = 0usize;
     let mut queue: Vec<((String, bool), PathBuf)> = includes(source)
         .into_iter()
@@ -346,6 +350,12 @@ pub fn collect_headers(
         if system_dirs.iter().any(|s| path.starts_with(s)) {
             continue;
         }
+        let canonical = path.canonicalize().unwrap_or_else(|_| path.clone());
+        if let Some(first) = by_path.get(&canonical) {
+            out.insert(name, format!("#include \"{first}\"\n"));
+            continue;
+        }
+        by_path.insert(canonical, name.clone());
         let Ok(text) = std::fs::read_to_string(&path) else {
             continue;
         };
@@ -478,6 +488,48 @@ mod tests {
         let names: Vec<&str> = hs.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["common.h", "util/math.h"]);
         assert!(hs[0].1.contains("#DEFINE A 1"), "{:?}", hs[0]);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// Issue #31: glm includes `detail/qualifier.hpp` from its top folder and
+    /// `qualifier.hpp` from `detail/`; NVRTC gets both names, the second as an include of
+    /// the first, so the header's types are declared once.
+    #[test]
+    fn one_header_under_two_names_is_read_once() {
+        let root = tmp("hdr-twice");
+        std::fs::create_dir_all(root.join("lib/detail")).unwrap();
+        std::fs::write(
+            root.join("lib/all.h"),
+            "#include \"detail/q.h\"\n#include \"detail/v.h\"\n",
+        )
+        .unwrap();
+        std::fs::write(root.join("lib/detail/q.h"), "#pragma once\nenum Q { A };\n").unwrap();
+        std::fs::write(
+            root.join("lib/detail/v.h"),
+            "#pragma once\n#include \"q.h\"\n",
+        )
+        .unwrap();
+        let hs = collect_headers(
+            "#include <all.h>\n",
+            &root,
+            &[root.join("lib")],
+            &[],
+            1 << 20,
+            &|t: &str| t.to_string(),
+        );
+        let get = |n: &str| {
+            hs.iter()
+                .find(|(name, _)| name == n)
+                .map(|(_, t)| t.as_str())
+        };
+        // Whichever name was read first holds the text; the other includes it.
+        let (a, b) = (get("detail/q.h"), get("q.h"));
+        let text = Some("#pragma once\nenum Q { A };\n");
+        assert!(
+            (a == text && b == Some("#include \"detail/q.h\"\n"))
+                || (b == text && a == Some("#include \"q.h\"\n")),
+            "{hs:?}"
+        );
         let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -28,7 +28,8 @@ M.commands = {
 
 local defaults = {
   cmd = { "kernel-lsp" },
-  filetypes = { "cuda", "python" },
+  -- C and C++ buffers attach only when they are headers with device code (M.wants).
+  filetypes = { "cuda", "python", "c", "cpp" },
   root_markers = { ".git", ".kernel-lsp" },
   -- The server's settings (:help kernel-lsp-settings), sent as initializationOptions
   -- and as the `kernelLsp` section of workspace/configuration.
@@ -58,18 +59,44 @@ end
 --- True when the buffer holds a Triton kernel (the server's Python language).
 function M.has_triton_kernel(bufnr)
   for _, line in ipairs(vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)) do
-    if line:find("@triton.jit", 1, true) then
+    -- `@triton.jit` and the call form `f = triton.jit(f)`.
+    if line:find("triton.jit", 1, true) then
       return true
     end
   end
   return false
 end
 
---- Whether kernel-lsp should serve this buffer: CUDA always, Python with a kernel.
+--- Whether a C or C++ buffer is a header with device code (`__global__`/`__device__`
+--- outside `//` comments): the server reads it as CUDA.
+function M.has_device_code(bufnr)
+  local name = vim.api.nvim_buf_get_name(bufnr):lower()
+  local header = false
+  for _, ext in ipairs({ ".h", ".hpp", ".hh", ".hxx", ".inl", ".inc" }) do
+    header = header or name:sub(-#ext) == ext
+  end
+  if not header then
+    return false
+  end
+  for _, line in ipairs(vim.api.nvim_buf_get_lines(bufnr, 0, -1, false)) do
+    local code = line:gsub("//.*$", "")
+    if code:find("__global__", 1, true) or code:find("__device__", 1, true) then
+      return true
+    end
+  end
+  return false
+end
+
+--- Whether kernel-lsp should serve this buffer: CUDA always, Python with a kernel, a C
+--- or C++ header with device code.
 function M.wants(bufnr)
   local ft = vim.bo[bufnr].filetype
   if ft == "python" then
     return M.has_triton_kernel(bufnr)
+  end
+  if ft == "c" or ft == "cpp" then
+    local fts = M.options and M.options.filetypes or defaults.filetypes
+    return vim.tbl_contains(fts, ft) and M.has_device_code(bufnr)
   end
   return vim.tbl_contains(M.options and M.options.filetypes or defaults.filetypes, ft)
 end

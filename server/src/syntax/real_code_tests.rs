@@ -1,0 +1,347 @@
+//! Fixture tests for constructs of real projects that nvcc and Python accept (issue
+//! #31): host/device qualifier macros, explicit instantiations, macro lines, inactive
+//! preprocessor branches, and Triton kernels made by calls or nested in statements.
+//! Each fixture is parsed as the product parses it (with `mask`), and the test states
+//! what a user sees: the kernels found, the syntax errors, the device slice.
+
+use super::*;
+
+/// The model of `src` parsed as the document and `check` parse it.
+fn model(lang: Lang, src: &str) -> FileModel {
+    let mut parser = tree_sitter::Parser::new();
+    parser
+        .set_language(&ts_language(lang))
+        .expect("the grammar loads");
+    let tree = parse_text(&mut parser, lang, src).expect("a tree");
+    analyze(lang, src, &tree)
+}
+
+fn kernel_names(m: &FileModel) -> Vec<&str> {
+    m.kernels.iter().map(|k| k.name.as_str()).collect()
+}
+
+fn errors(src: &str, m: &FileModel) -> Vec<String> {
+    m.syntax_errors
+        .iter()
+        .map(|e| format!("{:?} {}: {}", e.range, &src[e.range.clone()], e.message))
+        .collect()
+}
+
+#[test]
+fn triton_kernels_made_by_jit_calls() {
+    let src = r#"import triton
+import triton.language as tl
+from triton import jit as J
+
+def _fwd(x_ptr, n, BLOCK: tl.constexpr):
+    tl.store(x_ptr + tl.arange(0, BLOCK), 1.0)
+
+_fwd = triton.jit(_fwd)
+
+def _bwd(x_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    pass
+
+_bwd = triton.heuristics({"EVEN": lambda a: a["n"] % a["BLOCK"] == 0})(triton.jit(_bwd))
+
+def _aliased(x_ptr):
+    pass
+
+KERNELS = {"aliased": J(_aliased)}
+
+def not_a_kernel(x):
+    return x
+
+wrapped = some_other_decorator(not_a_kernel)
+also_not = triton.jit(not_a_kernel, 3) if False else None
+"#;
+    let m = model(Lang::Triton, src);
+    assert_eq!(kernel_names(&m), ["_fwd", "_bwd", "_aliased"]);
+    assert_eq!(m.kernels[1].heuristics, ["EVEN"]);
+    assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
+    assert!(is_triton_source(
+        "import triton\ndef f(x):\n    pass\nf = triton.jit(f)\n"
+    ));
+}
+
+#[test]
+fn triton_kernels_under_any_nesting_of_statements() {
+    let src = r#"import triton
+import triton.language as tl
+
+if triton.__version__ >= "3":
+    @triton.jit
+    def k_if(x):
+        pass
+elif HAS_OLD:
+    @triton.jit
+    def k_elif(x):
+        pass
+else:
+    try:
+        with ctx():
+            @triton.jit
+            def k_try_with(x):
+                pass
+    except ImportError:
+        if True:
+            for _ in range(1):
+                @triton.jit
+                def k_deep(x):
+                    pass
+    finally:
+        pass
+
+class Op:
+    class Inner:
+        @staticmethod
+        @triton.jit
+        def k_class(x):
+            pass
+"#;
+    let m = model(Lang::Triton, src);
+    assert_eq!(
+        kernel_names(&m),
+        ["k_if", "k_elif", "k_try_with", "k_deep", "k_class"]
+    );
+}
+
+#[test]
+fn starred_items_in_return_and_yield_lists_parse() {
+    let src = r#"import triton
+
+class F(torch.autograd.Function):
+    @staticmethod
+    def backward(ctx, dy):
+        return dy, *[None] * 3
+
+    @staticmethod
+    def more(ctx, a, b):
+        return a, b, *grads, *(None,) * 2  # trailing comment with * star
+
+    def gen(self):
+        yield self.x, *self.rest
+        return (a, *b)
+
+@triton.jit
+def k(x):
+    y = x * 2
+    return y ** 2
+"#;
+    let m = model(Lang::Triton, src);
+    assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
+    assert_eq!(kernel_names(&m), ["k"]);
+    // The mask hides only the stars of the starred items; `x * 2`, `**` stay.
+    let masked = mask::masked(Lang::Triton, src).expect("stars hidden");
+    assert_eq!(masked.len(), src.len());
+    let hidden: Vec<usize> = src
+        .bytes()
+        .zip(masked.bytes())
+        .enumerate()
+        .filter(|(_, (a, b))| a != b)
+        .map(|(i, _)| i)
+        .collect();
+    assert!(hidden.iter().all(|&i| &src[i..i + 1] == "*"), "{hidden:?}");
+    assert_eq!(hidden.len(), 4, "{hidden:?}");
+}
+
+/// The device slice as lines, with blanked lines empty.
+fn slice_lines(m: &FileModel) -> Vec<&str> {
+    m.device_slice.lines().map(str::trim_end).collect()
+}
+
+#[test]
+fn host_device_macros_keep_functions_and_parse() {
+    let src = r#"#include <cuda_runtime.h>
+#define HD __host__ __device__
+#define QUAL_FN __device__ __forceinline__
+#define DECL QUAL_FN static
+HD inline float sq(float x) { return x * x; }
+template <typename T>
+HD constexpr T twice(T x) { return x + x; }
+HOST_DEVICE float cube(float x) { return x * x * x; }
+CUTLASS_HOST_DEVICE
+int idx(int a, int b) { return a * b; }
+QUAL_FN float quad(float x) { return sq(sq(x)); }
+DECL int clampi(int v) { return v < 0 ? 0 : v; }
+struct Vec2 {
+  float x, y;
+  C10_HOST_DEVICE Vec2 operator+(const Vec2& o) const { return {x + o.x, y + o.y}; }
+  float host_len() const { return x; }
+};
+EXPORT_API int host_entry(int n) { return n; }
+__global__ void k(float* out, int n) {
+  int i = idx(blockIdx.x, blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = sq(out[i]) + twice(out[i]) + cube(out[i]) + quad(1.f) + clampi(i);
+}
+"#;
+    let m = model(Lang::Cuda, src);
+    assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
+    assert_eq!(kernel_names(&m), ["k"]);
+    let lines = slice_lines(&m);
+    for kept in [4, 6, 7, 8, 9, 10, 11, 14] {
+        assert_eq!(
+            lines[kept],
+            src.lines().nth(kept).unwrap(),
+            "line {}",
+            kept + 1
+        );
+    }
+    // Host code stays blanked: a member without a qualifier, a function whose head
+    // names some other macro.
+    assert_eq!(lines[15], "");
+    assert_eq!(lines[17], "");
+}
+
+#[test]
+fn explicit_instantiations_in_namespaces_parse() {
+    let src = r#"namespace ops {
+template <typename T> struct Acc { T v; };
+template struct Acc<float>;
+namespace detail {
+template <typename T, int N> class Tile { T a[N]; };
+template class Tile<__half, 128>;
+extern template class Tile<float, 64>;
+}  // namespace detail
+template union std_like<int>;
+}
+__global__ void k(float* x) { x[0] = 0; }
+"#;
+    let m = model(Lang::Cuda, src);
+    assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
+    assert_eq!(kernel_names(&m), ["k"]);
+}
+
+#[test]
+fn empty_brace_default_arguments_parse() {
+    let src = r#"struct Opts { int a; float b; };
+__device__ float f(float x, Opts o = {}) { return x + o.b; }
+template <typename T>
+__device__ T g(T x, T y = { }, int z = 0) { return x + y; }
+__global__ void k(float* x, Opts o) {
+  Opts p = {};
+  p = {};
+  x[0] = f(x[0]) + g(x[1]) + (x[2] == 1.f);
+}
+"#;
+    let m = model(Lang::Cuda, src);
+    assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
+    assert_eq!(kernel_names(&m), ["k"]);
+}
+
+#[test]
+fn typename_in_expressions_parses() {
+    let src = r#"template <typename T>
+__device__ typename T::Params make(int a, int b) {
+  return typename T::Params{a, b};
+}
+template <typename K>
+__global__ void k(float* x) {
+  using L = typename K::Loader;
+  typename K::Loader loader;
+  typename K::template Load<4>(loader).run(x);
+  auto p = typename K::Params(1, 2);
+  x[0] = make<K>(1, 2).v;
+}
+"#;
+    let m = model(Lang::Cuda, src);
+    assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
+    assert_eq!(kernel_names(&m), ["k"]);
+}
+
+#[test]
+fn file_scope_macro_invocations_without_semicolons() {
+    let mut src = String::from(
+        "#define Make_Op(NAME, T) __global__ void NAME##_k(T* a) { a[0] = a[0]; }\n#define def_op(NAME) __global__ void NAME(float* a) {}\n",
+    );
+    for i in 0..100 {
+        src.push_str(&format!("Make_Op(op{i}, half)\n"));
+    }
+    src.push_str(
+        "def_op(plain)\n// a kernel after them\n__global__ void last(float* x) { x[0] = 1; }\n",
+    );
+    let m = model(Lang::Cuda, &src);
+    assert!(m.syntax_errors.is_empty(), "{:?}", errors(&src, &m));
+    assert_eq!(kernel_names(&m), ["last"]);
+}
+
+#[test]
+fn explicit_instantiations_of_host_templates_go_with_their_definitions() {
+    let src = r#"template <typename T>
+__global__ void k(T* x, int n) { x[0] = n; }
+template <typename T, int N>
+void launch(T* x, int n, cudaStream_t s) { k<T><<<1, N, 0, s>>>(x, n); }
+template void launch<float, 128>(float*, int, cudaStream_t);
+template void launch<at::Half, 64>(at::Half*, int, cudaStream_t);
+template __global__ void k<float>(float*, int);
+template <typename T>
+__device__ T twice(T v) { return v + v; }
+template float twice<float>(float);
+namespace ops {
+template <typename T> void run(T* x);
+template void run<double>(double*);
+}
+"#;
+    let m = model(Lang::Cuda, src);
+    assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
+    let lines = slice_lines(&m);
+    // The host template and its instantiations are blanked together.
+    assert_eq!(&lines[3..6], ["", "", ""]);
+    assert_eq!(lines[12], "");
+    // Instantiations of a kernel or a device function stay.
+    assert_eq!(lines[6], src.lines().nth(6).unwrap());
+    assert_eq!(lines[9], src.lines().nth(9).unwrap());
+}
+
+#[test]
+fn qualifier_macro_before_other_macros_in_a_member_head() {
+    // As glm writes its members: the qualifier macro, then another macro the grammar
+    // cannot place, then the type.
+    let src = r#"template <typename T>
+struct functor1 {
+    GLM_FUNC_QUALIFIER GLM_CONSTEXPR static vec<1, T> call(T (*Func)(T x), vec<1, T> const& v)
+    {
+        return vec<1, T>(Func(v.x));
+    }
+    OTHER_MACRO static int host_only(int x) { return x; }
+public:
+    int after;
+};
+"#;
+    let m = model(Lang::Cuda, src);
+    let lines = slice_lines(&m);
+    for kept in [2, 3, 4, 5, 7, 8] {
+        assert_eq!(
+            lines[kept],
+            src.lines().nth(kept).unwrap().trim_end(),
+            "line {}",
+            kept + 1
+        );
+    }
+    assert_eq!(
+        lines[6], "",
+        "a member with another macro is host code, blanked whole"
+    );
+}
+
+/// Prints the device slice of `$KERNEL_LSP_SLICE_FILE` (a debugging aid, not a check).
+#[test]
+#[ignore]
+fn print_device_slice() {
+    let Ok(path) = std::env::var("KERNEL_LSP_SLICE_FILE") else {
+        return;
+    };
+    let src = std::fs::read_to_string(path).unwrap_or_default();
+    println!("{}", model(Lang::Cuda, &src).device_slice);
+}
+
+/// A host function after a `#define` whose continued lines end in `;`: its blank
+/// starts at the function, never inside the macro's lines (which NVRTC expands).
+#[test]
+fn a_blanked_head_never_reaches_into_a_continued_define() {
+    let src = "#define LAUNCHER(T) \\\n  void launch_##T(T* p) {  \\\n    fill(p);              \\\n  }\nvoid host_fn(int n) { (void)n; }\n";
+    let m = model(Lang::Cuda, src);
+    let lines = slice_lines(&m);
+    let define: Vec<&str> = src.lines().take(4).map(str::trim_end).collect();
+    assert_eq!(lines[..4], define[..]);
+    assert_eq!(lines[4], "");
+}

@@ -51,7 +51,7 @@ pub struct Settings {
     /// speedup is taken against.
     pub hint_speedup_vs: HintSpeedupVs,
     /// At most this many optimization steps per run ("Optimize", "Tune", and the CLI's
-    /// `optimize` unless `--steps`); `None`: no step limit, the time budget and the
+    /// `optimize` unless `--steps`); `None` or 0: no step limit, the time budget and the
     /// search's stop rule end a run.
     pub steps_per_action: Option<usize>,
     /// The wall-time budget of one optimization run, in seconds (the editor's actions

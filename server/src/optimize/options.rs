@@ -70,7 +70,7 @@ pub fn run_limits(
             .then(|| std::time::Duration::from_secs(settings.optimize_budget_s))
     });
     let steps = steps
-        .or(settings.steps_per_action)
+        .or(settings.steps_per_action.filter(|s| *s > 0))
         .map_or(usize::MAX, |s| s.max(1));
     (
         steps,
@@ -156,6 +156,12 @@ mod tests {
             ..Settings::default()
         };
         let (steps, budget) = run_limits(&s, None, None);
-        assert_eq!((steps, budget.wall), (1, None), "0 steps is 1; 0 s is none");
+        assert_eq!(
+            (steps, budget.wall),
+            (usize::MAX, None),
+            "0 is none, for both"
+        );
+        let (steps, _) = run_limits(&s, Some(0), None);
+        assert_eq!(steps, 1, "--steps 0 runs one step");
     }
 }

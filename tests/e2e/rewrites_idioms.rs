@@ -224,7 +224,18 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "col_major_row_max",
         id: "cooperative_rows",
-        want: 5,
+        // Its threads already read neighbouring elements (column-major): split_loop's.
+        want: 0,
+        sizes: (
+            "rows = 3000, 41; cols = 200, 9",
+            "rows = 50, 41; cols = 70, 9",
+        ),
+    },
+    Case {
+        file: ROWS,
+        kernel: "col_major_row_max",
+        id: "split_loop",
+        want: 6,
         sizes: (
             "rows = 3000, 41; cols = 200, 9",
             "rows = 50, 41; cols = 70, 9",
@@ -525,8 +536,83 @@ const CASES: &[Case] = &[
         want: 2,
         sizes: ("n = 1 << 20, 999", "n = 2000, 999"),
     },
+    Case {
+        file: "examples/col_sum.cu",
+        kernel: "col_sum",
+        id: "split_loop",
+        want: 6,
+        sizes: (
+            "rows = 16384, 1001; cols = 2048, 77",
+            "rows = 67, 5; cols = 45, 77",
+        ),
+    },
+    Case {
+        file: "examples/matvec_t.cu",
+        kernel: "matvec_t",
+        id: "split_loop",
+        want: 6,
+        sizes: ("m = 8192, 333; n = 4096, 65", "m = 70, 33; n = 40, 65"),
+    },
+    Case {
+        file: "examples/col_max.cu",
+        kernel: "col_max",
+        id: "split_loop",
+        want: 6,
+        sizes: (
+            "batch = 8192, 513; feat = 4096, 100",
+            "batch = 51, 9; feat = 37, 100",
+        ),
+    },
+    Case {
+        file: SPLIT,
+        kernel: "col_normalize",
+        id: "split_loop",
+        want: 6,
+        sizes: (
+            "rows = 4096, 37; cols = 1024, 45",
+            "rows = 37, 6; cols = 45, 20",
+        ),
+    },
+    Case {
+        file: SPLIT,
+        kernel: "even_sum",
+        id: "split_loop",
+        want: 6,
+        sizes: ("pairs = 2048, 9; n = 512, 33", "pairs = 21, 9; n = 40, 33"),
+    },
+    Case {
+        file: SPLIT,
+        kernel: "col_count_prod",
+        id: "split_loop",
+        want: 6,
+        sizes: (
+            "rows = 3000, 7; cols = 700, 31",
+            "rows = 30, 7; cols = 70, 31",
+        ),
+    },
+    Case {
+        file: SPLIT,
+        kernel: "row_sum",
+        id: "split_loop",
+        want: 0,
+        sizes: (
+            "rows = 4096, 7; cols = 512, 3",
+            "rows = 40, 7; cols = 51, 3",
+        ),
+    },
+    Case {
+        file: "examples/col_sum.cu",
+        kernel: "col_sum",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: (
+            "rows = 16384, 1001; cols = 2048, 77",
+            "rows = 67, 5; cols = 45, 77",
+        ),
+    },
 ];
 
+const SPLIT: &str = "tests/fixtures/rewrites/split/columns.cu";
 const MATMULS: &str = "tests/fixtures/rewrites/tiles/matmuls.cu";
 const LANES: &str = "tests/fixtures/rewrites/lanes/remaps.cu";
 const TILES: &str = "tests/fixtures/rewrites/tiles/transposes.cu";

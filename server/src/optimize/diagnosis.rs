@@ -23,7 +23,12 @@ pub struct Cause {
 /// (for a model) any coalescing rewrite.
 const COALESCE: &[&str] = &["remap_lanes", "transpose_tile", "coalesce"];
 /// Steps for a grid that leaves the GPU idle or a thread that walks a long loop alone.
-const PARALLELIZE: &[&str] = &["cooperative_rows", "block_reduce", "block_size"];
+const PARALLELIZE: &[&str] = &[
+    "split_loop",
+    "cooperative_rows",
+    "block_reduce",
+    "block_size",
+];
 
 /// The causes the facts show, most telling first: the profile's when there is one, else
 /// the static analysis's.
@@ -135,7 +140,8 @@ mod tests {
             ]
         );
         assert_eq!(cure_rank(&causes, "remap_lanes").map(|r| r.0), Some(0));
-        assert_eq!(cure_rank(&causes, "cooperative_rows").map(|r| r.0), Some(3));
+        assert_eq!(cure_rank(&causes, "split_loop").map(|r| r.0), Some(3));
+        assert_eq!(cure_rank(&causes, "cooperative_rows").map(|r| r.0), Some(4));
         assert_eq!(cure_rank(&causes, "vectorize"), None);
     }
 
@@ -185,7 +191,8 @@ mod tests {
             causes[0].why,
             "the analysis: the launch has 4 blocks for 132 multiprocessors (under one wave)"
         );
-        assert_eq!(cure_rank(&causes, "cooperative_rows").map(|r| r.0), Some(0));
+        assert_eq!(cure_rank(&causes, "split_loop").map(|r| r.0), Some(0));
+        assert_eq!(cure_rank(&causes, "cooperative_rows").map(|r| r.0), Some(1));
         // A Triton grid of 16 x 16 programs fills it.
         f.set_launch(&crate::spec::Launch::Triton {
             grid: vec![16, 16],

@@ -69,6 +69,7 @@ pub const FACT_NAMES: &[&str] = &[
     "register_limited_occupancy",
     "far_from_roofline",
     "thread_walks_a_row",
+    "thread_walks_a_column",
     "scatter_atomics",
     "transposed_access",
     "matmul_like_loop",
@@ -180,6 +181,10 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
         "thread_walks_a_row" => (
             "each thread loops over a row of its own (neighbouring threads a row apart), with no shared memory or warp cooperation",
             "no thread walks a row of its own",
+        ),
+        "thread_walks_a_column" => (
+            "each thread loops alone over a long range (a column, neighbouring threads on neighbouring elements), with no shared memory or warp cooperation",
+            "no thread loops alone down a column",
         ),
         _ => return None,
     };
@@ -594,6 +599,20 @@ impl Facts {
                                 Stride::Strided(_) | Stride::Symbolic | Stride::Unknown
                             )
                     })
+            }
+            "thread_walks_a_column" => {
+                cuda && self.block_dims() == Some(1)
+                    && self.holds("uses_shared_memory") == Some(false)
+                    && self.barriers == 0
+                    && self.shuffles == 0
+                    && self
+                        .loops
+                        .iter()
+                        .any(|l| l.global_loads > 0 && l.trip_count.is_none_or(|t| t >= 32))
+                    && global().any(|a| a.in_loop && a.stride == Stride::Unit)
+                    && global()
+                        .filter(|a| a.in_loop)
+                        .all(|a| matches!(a.stride, Stride::Unit | Stride::Uniform))
             }
             "far_from_roofline" => match (self.bw_fraction, self.flop_fraction) {
                 (None, None) => false,

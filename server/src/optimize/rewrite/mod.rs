@@ -37,6 +37,7 @@ mod privatize_atomics;
 mod remap_lanes;
 mod restrict_const;
 mod spec_expr;
+mod split_loop;
 mod tile_matmul;
 mod transpose_tile;
 mod tree;
@@ -116,6 +117,7 @@ pub const REGISTRY: &[(&str, Apply)] = &[
     ("remap_lanes", remap_lanes::remap_lanes),
     ("block_coarsen", block_coarsen::block_coarsen),
     ("triton_autotune", triton_autotune::triton_autotune),
+    ("split_loop", split_loop::split_loop),
 ];
 
 /// Every embedded rewrite id, in registry order.

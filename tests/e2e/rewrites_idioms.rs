@@ -242,6 +242,26 @@ const CASES: &[Case] = &[
         ),
     },
     Case {
+        file: "examples/row_cumsum.cu",
+        kernel: "row_cumsum",
+        id: "cooperative_rows",
+        want: 1,
+        sizes: (
+            "rows = 8192, 37; cols = 2048, 300",
+            "rows = 9, 5; cols = 100, 31",
+        ),
+    },
+    Case {
+        file: ROWS,
+        kernel: "offset_cumsum",
+        id: "cooperative_rows",
+        want: 1,
+        sizes: (
+            "rows = 2000, 9; cols = 300, 31",
+            "rows = 7, 9; cols = 70, 31",
+        ),
+    },
+    Case {
         file: REFUSALS,
         kernel: "prefix_rows",
         id: "cooperative_rows",

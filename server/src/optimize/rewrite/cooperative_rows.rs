@@ -127,6 +127,9 @@ pub(super) struct Acc {
     pub inline_ok: bool,
     /// Lanes but the first reset it before the loop.
     pub reset: bool,
+    /// A running sum read after its update in the same iteration (a prefix sum): the
+    /// update statement's byte range and the added term's text.
+    pub prefix: Option<(std::ops::Range<usize>, String)>,
 }
 
 pub(super) struct ColumnLoop<'t> {
@@ -231,6 +234,12 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
                 .collect(),
         };
         let staged = mode.ends_with("_regs");
+        if let Some(name) = prefix_name(&rows).filter(|_| mode != "warp") {
+            dropped.push(format!(
+                "{mode}: the running sum `{name}` is scanned by a whole warp per row"
+            ));
+            continue;
+        }
         for team in teams {
             let (label, new_block, new_grid) = match team {
                 Team::Warp { width } => {
@@ -374,6 +383,15 @@ pub(super) fn row_launch(
         block,
         old_block,
     })
+}
+
+/// The first running sum a loop reads mid-loop (a prefix), if any.
+fn prefix_name<'p>(rows: &'p RowPlan<'_>) -> Option<&'p str> {
+    rows.loops
+        .iter()
+        .flat_map(|l| &l.accs)
+        .find(|a| a.prefix.is_some())
+        .map(|a| a.name.as_str())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1118,6 +1136,7 @@ fn loop_accumulators(
                     template,
                     inline_ok,
                     reset: false,
+                    prefix: None,
                 });
                 Ok(())
             }
@@ -1205,34 +1224,113 @@ fn loop_accumulators(
     if let Some(e) = err {
         return Err(e);
     }
-    // No other read of an accumulator in the loop; the bound and start do not use them.
-    let names: BTreeSet<&str> = accs.iter().map(|a| a.name.as_str()).collect();
-    let mut bad = None;
+    // No other read of an accumulator in the loop, unless it is a running sum read after
+    // its update (a prefix); the bound and start do not use them.
+    let names: BTreeSet<String> = accs.iter().map(|a| a.name.clone()).collect();
+    let mut reads: BTreeMap<String, Vec<Node>> = BTreeMap::new();
     walk(l, &mut |n| {
-        if bad.is_none()
-            && n.kind() == "identifier"
-            && names.contains(text(src, n))
-            && !own.contains(&n.id())
-        {
-            bad = Some(format!(
-                "the column loop `{header}` reads the running value of `{}`; each lane only has its own part of it until the loop ends",
-                text(src, n)
-            ));
+        if n.kind() == "identifier" && names.contains(text(src, n)) && !own.contains(&n.id()) {
+            reads.entry(text(src, n).to_string()).or_default().push(n);
         }
-        bad.is_none()
+        true
     });
-    if let Some(b) = bad {
-        return Err(b);
+    for (name, at) in &reads {
+        let acc = accs
+            .iter_mut()
+            .find(|a| &a.name == name)
+            .expect("reads are of accumulators");
+        match prefix_update(src, l, acc, at) {
+            Ok(p) => acc.prefix = Some(p),
+            Err(why) => {
+                return Err(format!(
+                    "the column loop `{header}` reads the running value of `{name}`; each lane only has its own part of it until the loop ends ({why})"
+                ))
+            }
+        }
     }
     // Resets: unless the accumulator's declaration holds a literal zero and nothing
     // touches it before this loop (and no loop around this one repeats it).
     for acc in &mut accs {
-        if acc.family.reset().is_none() {
+        if acc.family.reset().is_none() || acc.prefix.is_some() {
             continue;
         }
         acc.reset = !starts_at_zero(src, shape, l, &acc.name);
     }
     Ok(accs)
+}
+
+/// A running sum that the loop reads after adding to it (`run += x[c]; y[c] = run;`): a
+/// prefix a warp can scan. Its update is one unconditional statement of the loop's body,
+/// `s += E;` or `s = s + E;`; every other read comes after it; nothing in the body
+/// skips the rest of an iteration. The update's range and `E`, or why not.
+fn prefix_update(
+    src: &str,
+    l: Node<'_>,
+    acc: &Acc,
+    reads: &[Node<'_>],
+) -> Result<(std::ops::Range<usize>, String), String> {
+    if acc.family != Family::Sum {
+        return Err("only a running sum can be scanned".into());
+    }
+    let body = l
+        .child_by_field_name("body")
+        .filter(|b| b.kind() == "compound_statement")
+        .ok_or("the loop's body is not a block")?;
+    let mut update = None;
+    for s in named_children(body) {
+        let Some(e) = s
+            .named_child(0)
+            .filter(|_| s.kind() == "expression_statement")
+        else {
+            continue;
+        };
+        if let Some(term) = sum_term(src, e, &acc.name) {
+            if update.is_some() {
+                return Err("it is added to twice".into());
+            }
+            update = Some((s, term));
+        }
+    }
+    let (stmt, term) = update.ok_or("its update is not a statement of its own in the loop")?;
+    if let Some(r) = reads.iter().find(|r| r.start_byte() < stmt.end_byte()) {
+        return Err(format!(
+            "`{}` reads it before this iteration's update",
+            first_line(text(src, r.parent().unwrap_or(*r)))
+        ));
+    }
+    let mut skips = false;
+    walk(body, &mut |n| {
+        skips |= matches!(n.kind(), "continue_statement" | "goto_statement");
+        !skips
+    });
+    if skips {
+        return Err("an iteration may stop early (`continue`)".into());
+    }
+    Ok((stmt.byte_range(), term))
+}
+
+/// `E` of `name += E` or `name = name + E`.
+fn sum_term(src: &str, e: Node<'_>, name: &str) -> Option<String> {
+    if e.kind() != "assignment_expression" {
+        return None;
+    }
+    let left = e.child_by_field_name("left")?;
+    let right = e.child_by_field_name("right")?;
+    if text(src, left) != name {
+        return None;
+    }
+    match text(src, e.child_by_field_name("operator")?) {
+        "+=" => Some(text(src, right).to_string()),
+        "=" if right.kind() == "binary_expression" => {
+            let (a, op, b) = (
+                right.child_by_field_name("left")?,
+                right.child_by_field_name("operator")?,
+                right.child_by_field_name("right")?,
+            );
+            (text(src, op) == "+" && text(src, a) == name).then(|| text(src, b).to_string())
+        }
+        _ => None,
+    }
 }
 
 /// The declaration of `name` in the row body is `T name = 0` (any zero literal), no
@@ -1682,6 +1780,9 @@ fn emit(
                     l.update.byte_range(),
                     format!("{} += {stride}", l.var),
                 )]);
+                if l.accs.iter().any(|a| a.prefix.is_some()) {
+                    e.extend(scan::loop_edits(src, l, &lane, unit, nl, names)?);
+                }
             }
         }
         let mut before = String::new();
@@ -1695,7 +1796,8 @@ fn emit(
         if !before.is_empty() {
             e.extend([Edit::insert(l.start, before)]);
         }
-        if l.accs.is_empty() {
+        let combined: Vec<&Acc> = l.accs.iter().filter(|a| a.prefix.is_none()).collect();
+        if combined.is_empty() {
             continue;
         }
         let top = match team {
@@ -1703,7 +1805,7 @@ fn emit(
             Team::Block { .. } => 16,
         };
         let mut lines: Vec<String> = Vec::new();
-        for acc in &l.accs {
+        for acc in &combined {
             let shfl = format!("__shfl_xor_sync({mask}, {}, {off})", acc.name);
             lines.extend(combine(acc, &shfl, names)?);
         }
@@ -1731,7 +1833,7 @@ fn emit(
                 "{nl}{ind}{{ // one partial per warp, combined by every thread"
             ));
             let mut parts = Vec::new();
-            for acc in &l.accs {
+            for acc in &combined {
                 let ty = acc.ty.clone().ok_or_else(|| {
                     format!("the type of `{}` is not declared in the row body", acc.name)
                 })?;
@@ -1830,6 +1932,7 @@ pub(super) fn combine_plain(acc: &Acc, other: &str) -> String {
     }
 }
 
+mod scan;
 mod staging;
 
 #[cfg(test)]

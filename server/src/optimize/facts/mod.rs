@@ -36,6 +36,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 use tree_sitter::{Node, Tree};
 
+pub use carries::Carried;
+
 use crate::spec::{self, EvalEnv, Launch};
 use crate::syntax::{FileModel, Kernel, Lang, ParamKind};
 
@@ -318,6 +320,10 @@ pub struct LoopFact {
     /// The `__device__` helper the loop is in, if not the kernel itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// What the loop carries from one iteration to the next (CUDA): accumulators,
+    /// running prefixes, other values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub carries: Vec<Carried>,
 }
 
 /// How an access touches memory.
@@ -831,6 +837,14 @@ impl Facts {
                 ", {} global loads and {} stores inside",
                 l.global_loads, l.global_stores
             ));
+            if !l.carries.is_empty() {
+                let c: Vec<String> = l
+                    .carries
+                    .iter()
+                    .map(|c| format!("{} `{}`", c.kind, c.name))
+                    .collect();
+                s.push_str(&format!(", carries {}", c.join(", ")));
+            }
             if let Some(v) = &l.via {
                 s.push_str(&format!(" (in `{v}`)"));
             }
@@ -999,6 +1013,7 @@ fn human_bytes(b: f64) -> String {
     }
 }
 
+mod carries;
 mod cuda;
 pub(crate) use cuda::elem_bytes;
 mod lanes;

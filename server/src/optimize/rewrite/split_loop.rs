@@ -133,6 +133,17 @@ fn shapes(owners: &[u64], threads: &[u64]) -> Vec<(u64, u64)> {
 /// one of them moves: neighbouring threads read neighbouring elements, so the lanes stay
 /// on the output and the loop is what gets shared.
 pub(super) fn owner_coalesced(rows: &RowPlan<'_>, index: &str) -> Result<(), String> {
+    if let Some(a) = rows
+        .loops
+        .iter()
+        .flat_map(|l| &l.accs)
+        .find(|a| a.prefix.is_some())
+    {
+        return Err(format!(
+            "the loop reads the running value of `{}` after each update (a prefix sum); threads that each hold part of it cannot give every iteration its value",
+            a.name
+        ));
+    }
     let moves = rows.loops.iter().flat_map(|l| &l.moves);
     if let Some(m) = moves.clone().find(|m| m.along_row == Step::Other) {
         return Err(format!(

@@ -246,7 +246,7 @@ fn what_split_loop_cannot_share_is_refused_with_the_reason() {
     let why = |k: &str| not_applicable(cuda(COLUMNS, k, "split_loop", json!({})));
     expect!["`row_sum`: `x[r * cols + c]` does not move one element with `r`: neighbouring threads read apart, which sharing the loop would not fix (remap_lanes or cooperative_rows fit it)"].assert_eq(&why("row_sum"));
     expect!["`ragged_sum`: the loop `for (int k = start[c]; k < end; k++) s += vals[k * cols + c];` reads `c` in its start or bound, so its trip count may differ between outputs; the threads of a block would not all meet the barrier after it"].assert_eq(&why("ragged_sum"));
-    expect!["`col_cumsum`'s loop cannot be split between threads: the column loop `for (int r = 0; r < rows; r++)` reads the running value of `run`; each lane only has its own part of it until the loop ends"].assert_eq(&why("col_cumsum"));
+    expect!["`col_cumsum`: the loop reads the running value of `run` after each update (a prefix sum); threads that each hold part of it cannot give every iteration its value"].assert_eq(&why("col_cumsum"));
     expect!["`maybe_sum`: the loop `for (int r = 0; r < rows; r++) s += x[r * cols + c];` sits under a condition or another loop; the threads of a block would not all meet the barrier after it"].assert_eq(&why("maybe_sum"));
 }
 

@@ -520,12 +520,36 @@ fn emit_fill(o: &mut Out, cx: &Emit<'_, '_>, idx: usize, (k_contig, vector): (bo
             nm.dst, nm.tile[which], nm.slot
         ),
     );
+    let chunk = Chunk {
+        decls: &decls,
+        guard: &guard,
+        load,
+        buffer: &s.buffer,
+    };
+    emit_copies(o, nm, &chunk, vector);
+    o.line(1, "}");
+}
+
+/// One chunk's element: the author's indices redeclared for element `j`, the author's
+/// bounds on them, the load expression and the pointer it reads through.
+struct Chunk<'a> {
+    decls: &'a str,
+    guard: &'a str,
+    load: &'a str,
+    buffer: &'a str,
+}
+
+/// A chunk's copies into `dst`: one 16-byte copy where all four elements pass the bounds
+/// and the first is 16-byte aligned (`vector`: the tile's side has stride 1), else four
+/// 4-byte copies zero-filled where an element fails them.
+fn emit_copies(o: &mut Out, nm: &Names, c: &Chunk<'_>, vector: bool) {
+    let (decls, guard, load, j) = (c.decls, c.guard, c.load, &nm.j);
     let mut depth = 2;
     if vector {
         o.line(2, &format!("bool {} = true;", nm.full));
-        o.line(2, &format!("const float* {} = {};", nm.p, s.buffer));
+        o.line(2, &format!("const float* {} = {};", nm.p, c.buffer));
         o.unrolled(2, j, 4, true);
-        o.line(3, &decls);
+        o.line(3, decls);
         o.line(3, &format!("{full} = {full} && ({guard});", full = nm.full));
         o.line(3, &format!("if ({j} == 0) {} = &({load});", nm.p));
         o.line(2, "}");
@@ -544,17 +568,16 @@ fn emit_fill(o: &mut Out, cx: &Emit<'_, '_>, idx: usize, (k_contig, vector): (bo
         depth = 3;
     }
     o.unrolled(depth, j, 4, true);
-    o.line(depth + 1, &decls);
+    o.line(depth + 1, decls);
     o.line(depth + 1, &format!("const bool {} = {guard};", nm.ok));
     o.line(depth + 1, &format!(
         "asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4, %2;\\n\" :: \"r\"((unsigned)__cvta_generic_to_shared({} + {j})), \"l\"({ok} ? &({load}) : {}), \"r\"({ok} ? 4 : 0));",
-        nm.dst, s.buffer, ok = nm.ok
+        nm.dst, c.buffer, ok = nm.ok
     ));
     o.line(depth, "}");
     if vector {
         o.line(2, "}");
     }
-    o.line(1, "}");
 }
 
 /// The pipeline: `stages - 1` tiles in flight, one barrier per k tile, and each k tile's
@@ -620,6 +643,28 @@ fn emit_main_loop(
         ),
     );
     zeroed(o, nm, &nm.t, mi, ni, 1);
+    emit_k_step(o, nm, tiles, lay);
+    o.unrolled(1, &nm.tm, mi, false);
+    o.unrolled(2, &nm.tn, ni, false);
+    o.line(
+        3,
+        &format!(
+            "for (int {h} = 0; {h} < 4; ++{h}) {d}[{tm}][{tn}][{h}] += {t}[{tm}][{tn}][{h}];",
+            d = nm.d,
+            t = nm.t,
+            tm = nm.tm,
+            tn = nm.tn,
+            h = nm.h
+        ),
+    );
+    o.line(0, "}");
+}
+
+/// One k step of 8 within a k tile: each thread's A and B fragments read from the
+/// current stage and split, then the three products of every fragment pair.
+fn emit_k_step(o: &mut Out, nm: &Names, tiles: MmaTiles, lay: ((bool, bool), (bool, bool))) {
+    let (bm, bn, bk) = (tiles.bm, tiles.bn, tiles.bk);
+    let (mi, ni) = (bm / 32, bn / 16);
     o.line(1, "#pragma unroll");
     o.line(
         1,
@@ -674,6 +719,12 @@ fn emit_main_loop(
         );
         o.line(3, "}");
     }
+    emit_products(o, nm, mi, ni);
+    o.line(1, "}");
+}
+
+/// `lo·hi + hi·lo + hi·hi` of every (m16, n8) fragment pair into the k tile's accumulator.
+fn emit_products(o: &mut Out, nm: &Names, mi: u64, ni: u64) {
     o.unrolled(2, &nm.tm, mi, false);
     o.unrolled(3, &nm.tn, ni, true);
     for (x, y) in [
@@ -691,20 +742,6 @@ fn emit_main_loop(
         ));
     }
     o.line(3, "}");
-    o.line(1, "}");
-    o.unrolled(1, &nm.tm, mi, false);
-    o.unrolled(2, &nm.tn, ni, false);
-    o.line(
-        3,
-        &format!(
-            "for (int {h} = 0; {h} < 4; ++{h}) {d}[{tm}][{tn}][{h}] += {t}[{tm}][{tn}][{h}];",
-            d = nm.d,
-            t = nm.t,
-            tm = nm.tm,
-            tn = nm.tn
-        ),
-    );
-    o.line(0, "}");
 }
 
 /// Each lane's outputs: C fragment c0..c3 at rows group, group + 8 and columns 2 * tig,

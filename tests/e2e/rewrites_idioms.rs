@@ -515,10 +515,30 @@ const CASES: &[Case] = &[
         file: MATMULS,
         kernel: "matmul_loose",
         id: "tile_matmul",
-        want: 9,
+        want: 10,
         sizes: (
             "m = 512, 70; n = 256, 33; k = 384, 45",
             "m = 100, 70; n = 80, 33; k = 50, 45",
+        ),
+    },
+    Case {
+        file: TENSOR_MATMULS,
+        kernel: "gemm_tn",
+        id: "tile_matmul",
+        want: 10,
+        sizes: (
+            "m = 300, 37; n = 200, 70; k = 150, 19",
+            "m = 40, 37; n = 70, 19; k = 30, 19",
+        ),
+    },
+    Case {
+        file: TENSOR_MATMULS,
+        kernel: "gemm_ld",
+        id: "tile_matmul",
+        want: 10,
+        sizes: (
+            "m = 256, 33; n = 192, 41; k = 96, 17; lda = 100, 20; ldb = 200, 45",
+            "m = 40, 33; n = 50, 41; k = 30, 17; lda = 33, 20; ldb = 51, 45",
         ),
     },
     Case {
@@ -634,6 +654,7 @@ const CASES: &[Case] = &[
 
 const SPLIT: &str = "tests/fixtures/rewrites/split/columns.cu";
 const MATMULS: &str = "tests/fixtures/rewrites/tiles/matmuls.cu";
+const TENSOR_MATMULS: &str = "tests/fixtures/rewrites/tiles/tensor_matmuls.cu";
 const LANES: &str = "tests/fixtures/rewrites/lanes/remaps.cu";
 const TILES: &str = "tests/fixtures/rewrites/tiles/transposes.cu";
 const SCATTER: &str = "tests/fixtures/rewrites/atomics/scatter.cu";

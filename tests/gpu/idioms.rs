@@ -85,6 +85,16 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/tiles/matmuls.cu",
         "matmul_loose",
     ),
+    (
+        "tile_matmul",
+        "tests/fixtures/rewrites/tiles/tensor_matmuls.cu",
+        "gemm_tn",
+    ),
+    (
+        "tile_matmul",
+        "tests/fixtures/rewrites/tiles/tensor_matmuls.cu",
+        "gemm_ld",
+    ),
     ("coarsen", "examples/saxpy.cu", "saxpy"),
     (
         "coarsen",
@@ -135,6 +145,9 @@ fn source(file: &str) -> &'static str {
         }
         "tests/fixtures/rewrites/tiles/matmuls.cu" => {
             include_str!("../fixtures/rewrites/tiles/matmuls.cu")
+        }
+        "tests/fixtures/rewrites/tiles/tensor_matmuls.cu" => {
+            include_str!("../fixtures/rewrites/tiles/tensor_matmuls.cu")
         }
         "tests/fixtures/rewrites/geometry/leaky_relu.cu" => {
             include_str!("../fixtures/rewrites/geometry/leaky_relu.cu")

@@ -214,6 +214,7 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
     }
     let RowLaunch {
         grid_range,
+        grid: _,
         component,
         divs,
         block,
@@ -340,6 +341,8 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
 /// The launch a team rewrite edits: the grid's `cdiv(rows, block)` divisions and the
 /// block assignment.
 pub(super) struct RowLaunch {
+    /// The whole `grid = ...` expression, and its first component's range.
+    pub grid: edit::SpecAssignment,
     pub grid_range: std::ops::Range<usize>,
     /// The grid's first component (`cdiv(rows, 256)`).
     pub component: String,
@@ -377,6 +380,7 @@ pub(super) fn row_launch(
         )));
     }
     Ok(RowLaunch {
+        grid,
         grid_range,
         component,
         divs,

@@ -29,6 +29,16 @@
 //! Launch: block `(O, T / O)` for O in param `owners` (default 32, 16, 8) and T in
 //! `threads` (default 256, 512), the grid's `cdiv(n, M)` becoming `cdiv(n, O)`.
 //!
+//! **Clusters** (sm_90): a grid of `cdiv(n, 32)` blocks of 32 outputs (one 128-byte line
+//! of f32 per row) may still fill a fraction of the GPU, and narrower blocks waste half of
+//! each 64-byte DRAM burst. So for the 32-output shapes the loop is also split over a
+//! cluster of C blocks along y (param `clusters`, default 4 and 8;
+//! `__cluster_dims__(1, C, 1)`, grid `(cdiv(n, 32), C)`): each block combines its threads'
+//! partials as above, then every thread reads the C block partials from the cluster's
+//! shared memory (`mapa` + `ld.shared::cluster`, between two cluster barriers) and
+//! combines them in rank order. Carried values of other types than 4- and 8-byte ints and
+//! floats get no cluster candidate.
+//!
 //! **Refuses**, with the reason: another shape, or what `cooperative_rows`' analysis
 //! refuses (barriers, warp code, a running value read mid-loop, writes whose owner cannot
 //! be told, early exits from a loop); an access that moves by a stride with the output
@@ -63,6 +73,7 @@ pub fn split_loop(cx: &RewriteContext<'_>) -> R {
     let p = Params(cx.params);
     let owners = p.uints("owners", &[32, 16, 8], 1..=1024)?;
     let threads = p.uints("threads", &[256, 512], 32..=1024)?;
+    let clusters = p.uints("clusters", &[4, 8], 2..=8)?;
     let k = &cx.kernel.name;
     let func = kernel_function(cx)
         .ok_or_else(|| not_applicable(format!("`{k}`'s definition is not in the syntax tree")))?;
@@ -80,12 +91,19 @@ pub fn split_loop(cx: &RewriteContext<'_>) -> R {
     owner_coalesced(&rows, &shape.index).map_err(why_not)?;
     barriers_reached(cx, func, &shape, &rows).map_err(why_not)?;
     let launch = row_launch(cx, &plan, ID)?;
-    let mut names = code_names(cx);
-    let body = emit(cx, &shape, &rows, &mut names).map_err(why_not)?;
+    let names = code_names(cx);
+    let body = emit(cx, &shape, &rows, 1, &mut names.clone()).map_err(why_not)?;
     let mut drafts = Vec::new();
     let mut dropped = Vec::new();
     let var = rows.loops.first().map_or("the loop", |l| l.var.as_str());
-    for (o, ways) in shapes(&owners, &threads) {
+    for (o, ways, c) in shapes(&owners, &threads, &clusters) {
+        if c > 1 {
+            match cluster_draft(cx, func, &shape, &rows, &launch, (o, ways, c), &names) {
+                Ok(d) => drafts.push(d),
+                Err(e) => dropped.push(e),
+            }
+            continue;
+        }
         let mut g = Edits::new();
         for d in &launch.divs {
             g.extend([Edit::replace(
@@ -115,18 +133,70 @@ pub fn split_loop(cx: &RewriteContext<'_>) -> R {
     finish(cx, drafts, dropped)
 }
 
-/// Block shapes (outputs per block, threads per output) from the params: every thread
-/// count that holds at least two threads per output.
-fn shapes(owners: &[u64], threads: &[u64]) -> Vec<(u64, u64)> {
+/// Launch shapes (outputs per block, threads per output, blocks per cluster) from the
+/// params: every thread count that holds at least two threads per output, one block
+/// each; then, for blocks whose outputs fill a 128-byte line of f32 (32 outputs), the
+/// same split over a cluster of blocks.
+fn shapes(owners: &[u64], threads: &[u64], clusters: &[u64]) -> Vec<(u64, u64, u64)> {
     let mut out = Vec::new();
     for &o in owners {
         for &t in threads {
-            if t % o == 0 && t / o >= 2 && !out.contains(&(o, t / o)) {
-                out.push((o, t / o));
+            if t % o == 0 && t / o >= 2 && !out.contains(&(o, t / o, 1)) {
+                out.push((o, t / o, 1));
             }
         }
     }
+    let singles: Vec<(u64, u64, u64)> = out.clone();
+    for &c in clusters {
+        for &(o, w, _) in singles.iter().filter(|s| s.0 == 32) {
+            out.push((o, w, c));
+        }
+    }
     out
+}
+
+/// One candidate whose loop is also split over a cluster of `c` blocks along y (sm_90):
+/// each block combines its threads' partials as the one-block candidates do, then every
+/// thread reads the cluster's block partials from their shared memory (`mapa`,
+/// `ld.shared::cluster`) and combines them in rank order.
+fn cluster_draft(
+    cx: &RewriteContext<'_>,
+    func: Node<'_>,
+    shape: &Elementwise<'_>,
+    rows: &RowPlan<'_>,
+    launch: &super::cooperative_rows::RowLaunch,
+    (o, ways, c): (u64, u64, u64),
+    names: &BTreeSet<String>,
+) -> Result<Draft, String> {
+    let label = format!(
+        "`{}` loop split over {ways} threads per output in each of {c} blocks of a cluster, block ({o}, {ways})",
+        rows.loops.first().map_or("the", |l| l.var.as_str())
+    );
+    let fail = |e: String| format!("{label}: {e}");
+    let mut e = emit(cx, shape, rows, c, &mut names.clone()).map_err(fail)?;
+    let name = func
+        .child_by_field_name("declarator")
+        .ok_or_else(|| fail("the kernel has no declarator".into()))?;
+    e.extend([Edit::insert(
+        name.start_byte(),
+        format!("__cluster_dims__(1, {c}, 1) "),
+    )]);
+    let mut g = Edits::new();
+    for d in &launch.divs {
+        g.extend([Edit::replace(
+            d.range.clone(),
+            format!("cdiv({}, {o})", d.num),
+        )]);
+    }
+    let first = g
+        .apply(&launch.component)
+        .map_err(|e| fail(e.to_string()))?;
+    e.extend([
+        Edit::replace(launch.grid.range.clone(), format!("({first}, {c})")),
+        Edit::replace(launch.block.range.clone(), format!("({o}, {ways})")),
+    ]);
+    let text = e.apply(cx.text).map_err(|e| fail(e.to_string()))?;
+    Ok(Draft { label, text })
 }
 
 /// Every access of the loops moves one element with the output index or not at all, and
@@ -234,6 +304,7 @@ fn emit(
     cx: &RewriteContext<'_>,
     shape: &Elementwise<'_>,
     rows: &RowPlan<'_>,
+    cluster: u64,
     names: &mut BTreeSet<String>,
 ) -> Result<Edits, String> {
     let src = cx.text;
@@ -242,6 +313,16 @@ fn emit(
     let live = fresh("live", names);
     let lead = fresh("lead", names);
     let ind = line_indent(src, shape.decl.start_byte()).to_string();
+    // The thread's part of each loop: along y in its block, and its block's in the cluster.
+    let (part, parts, first) = if cluster > 1 {
+        (
+            "(blockIdx.y * blockDim.y + threadIdx.y)",
+            "(gridDim.y * blockDim.y)",
+            "threadIdx.y == 0 && blockIdx.y == 0",
+        )
+    } else {
+        ("threadIdx.y", "blockDim.y", "threadIdx.y == 0")
+    };
     let value = index_value(shape)?;
     let v = own_index(src, shape, value);
     let cond = live_condition(src, shape, &v)?;
@@ -255,19 +336,19 @@ fn emit(
         Edit::replace(value.byte_range(), format!("{live} ? ({v}) : 0")),
         Edit::insert(
             shape.decl.end_byte(),
-            format!("{nl}{ind}const bool {lead} = {live} && threadIdx.y == 0;"),
+            format!("{nl}{ind}const bool {lead} = {live} && {first};"),
         ),
     ]);
     e.extend(drop_guard(src, shape));
     for l in &rows.loops {
         let init = text(src, l.init).trim();
         let lane = match l.step {
-            1 => "threadIdx.y".to_string(),
-            s => format!("{s} * threadIdx.y"),
+            1 => part.to_string(),
+            s => format!("{s} * {part}"),
         };
         let stride = match l.step {
-            1 => "blockDim.y".to_string(),
-            s => format!("{s} * blockDim.y"),
+            1 => parts.to_string(),
+            s => format!("{s} * {parts}"),
         };
         let start = if init == "0" {
             lane
@@ -285,10 +366,7 @@ fn emit(
                 .family
                 .reset()
                 .expect("reset only for families with one");
-            before.push_str(&format!(
-                "if (threadIdx.y != 0) {} = {id};{nl}{lind}",
-                acc.name
-            ));
+            before.push_str(&format!("if (!({first})) {} = {id};{nl}{lind}", acc.name));
         }
         let writes = l.moves.iter().any(|m| m.write);
         if writes && l.start == l.node.start_byte() {
@@ -300,7 +378,20 @@ fn emit(
             e.extend([Edit::insert(l.start, before)]);
         }
         if !l.accs.is_empty() {
-            let code = combine_block(l, &lind, &shape.unit, nl, names)?;
+            let (mut code, parts) = combine_block(l, &lind, &shape.unit, nl, names)?;
+            if cluster > 1 {
+                let inner = format!("{lind}{}", shape.unit);
+                code.push_str(&combine_cluster(
+                    l,
+                    &parts,
+                    cluster,
+                    &inner,
+                    &shape.unit,
+                    nl,
+                    names,
+                )?);
+            }
+            code.push_str(&format!("{nl}{lind}}}"));
             e.extend([Edit::insert(l.node.end_byte(), code)]);
         }
     }
@@ -411,14 +502,15 @@ fn drop_guard(src: &str, shape: &Elementwise<'_>) -> Vec<Edit> {
 }
 
 /// After a loop that carries values: every thread stores its partials, and every thread
-/// of the same output combines them in the same order, so all hold the result.
+/// of the same output combines them in the same order, so all hold the result. The
+/// block is left open (the caller closes it), with the partial arrays' names.
 fn combine_block(
     l: &super::cooperative_rows::ColumnLoop<'_>,
     ind: &str,
     unit: &str,
     nl: &str,
     names: &mut BTreeSet<String>,
-) -> Result<String, String> {
+) -> Result<(String, Vec<String>), String> {
     let i1 = format!("{ind}{unit}");
     let w = fresh("w", names);
     let mut code = format!(
@@ -456,8 +548,86 @@ fn combine_block(
     for c in &inner {
         code.push_str(&format!("{nl}{i1}{unit}{c}"));
     }
-    code.push_str(&format!("{nl}{i1}}}{nl}{i1}__syncthreads();{nl}{ind}}}"));
+    code.push_str(&format!("{nl}{i1}}}{nl}{i1}__syncthreads();"));
+    Ok((code, parts.into_iter().map(|(_, p)| p).collect()))
+}
+
+/// After the block's combine, inside its block: the block's partials (one per output,
+/// kept by its `threadIdx.y == 0` threads) are read by every thread of the cluster, from
+/// each block's shared memory in rank order, between two cluster barriers.
+#[allow(clippy::too_many_arguments)]
+fn combine_cluster(
+    l: &super::cooperative_rows::ColumnLoop<'_>,
+    parts: &[String],
+    cluster: u64,
+    ind: &str,
+    unit: &str,
+    nl: &str,
+    names: &mut BTreeSet<String>,
+) -> Result<String, String> {
+    const BARRIER: &str = "asm volatile(\"barrier.cluster.arrive.release.aligned;\\n\\tbarrier.cluster.wait.acquire.aligned;\" ::: \"memory\");";
+    let i1 = ind.to_string();
+    let i2 = format!("{i1}{unit}");
+    let rank = fresh("rank", names);
+    let mut code = format!(
+        "{nl}{i1}// the blocks of the cluster share their partials through distributed shared memory"
+    );
+    let mut reads = Vec::new();
+    for (acc, part) in l.accs.iter().zip(parts) {
+        let ty = acc.ty.as_deref().unwrap_or("");
+        let (ptx, reg) = ptx_type(ty).ok_or_else(|| {
+            format!(
+                "`{}` is a `{ty}`, which the cluster's shared-memory reads do not cover",
+                acc.name
+            )
+        })?;
+        let at = fresh(&format!("{}_at", acc.name), names);
+        let remote = fresh(&format!("{}_remote", acc.name), names);
+        let other = fresh(&format!("{}_other", acc.name), names);
+        code.push_str(&format!(
+            "{nl}{i1}if (threadIdx.y == 0) {part}[threadIdx.x] = {};",
+            acc.name
+        ));
+        reads.push((acc, part, at, remote, other, ptx, reg, ty.to_string()));
+    }
+    code.push_str(&format!("{nl}{i1}{BARRIER}"));
+    for (acc, part, at, remote, other, ptx, reg, ty) in &reads {
+        code.push_str(&format!(
+            "{nl}{i1}const unsigned {at} = (unsigned)__cvta_generic_to_shared(&{part}[threadIdx.x]);"
+        ));
+        code.push_str(&format!(
+            "{nl}{i1}for (unsigned {rank} = 0; {rank} < {cluster}; ++{rank}) {{{nl}{i2}{ty} {other};{nl}{i2}unsigned {remote};"
+        ));
+        code.push_str(&format!(
+            "{nl}{i2}asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"({remote}) : \"r\"({at}), \"r\"({rank}));"
+        ));
+        code.push_str(&format!(
+            "{nl}{i2}asm volatile(\"ld.shared::cluster.{ptx} %0, [%1];\" : \"={reg}\"({other}) : \"r\"({remote}) : \"memory\");"
+        ));
+        code.push_str(&format!(
+            "{nl}{i2}if ({rank} == 0) {} = {other};{nl}{i2}else {}",
+            acc.name,
+            combine_plain(acc, other)
+        ));
+        code.push_str(&format!("{nl}{i1}}}"));
+    }
+    code.push_str(&format!("{nl}{i1}{BARRIER}"));
     Ok(code)
+}
+
+/// The PTX type and asm constraint of a shared-memory read of a C type, for the types a
+/// carried value has in practice.
+fn ptx_type(ty: &str) -> Option<(&'static str, &'static str)> {
+    let t: Vec<&str> = ty.split_whitespace().filter(|w| *w != "const").collect();
+    Some(match t.join(" ").as_str() {
+        "float" => ("f32", "f"),
+        "double" => ("f64", "d"),
+        "int" | "unsigned" | "unsigned int" | "int32_t" | "uint32_t" => ("b32", "r"),
+        "long long" | "unsigned long long" | "int64_t" | "uint64_t" | "size_t" | "long" => {
+            ("b64", "l")
+        }
+        _ => return None,
+    })
 }
 
 /// A statement that writes memory outside the loops, run by one thread of a live output.

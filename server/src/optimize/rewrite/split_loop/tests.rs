@@ -17,6 +17,10 @@ fn a_column_sum_is_split_along_y_and_combined_in_shared_memory() {
             "`r` loop split over 32 threads per output, block (16, 32)",
             "`r` loop split over 32 threads per output, block (8, 32)",
             "`r` loop split over 64 threads per output, block (8, 64)",
+            "`r` loop split over 8 threads per output in each of 4 blocks of a cluster, block (32, 8)",
+            "`r` loop split over 16 threads per output in each of 4 blocks of a cluster, block (32, 16)",
+            "`r` loop split over 8 threads per output in each of 8 blocks of a cluster, block (32, 8)",
+            "`r` loop split over 16 threads per output in each of 8 blocks of a cluster, block (32, 16)",
         ]
     "#]]
     .assert_debug_eq(&labels(&out));
@@ -225,7 +229,7 @@ fn a_nonzero_start_an_aliased_index_and_a_step_of_two() {
             int j = live ? (b * blockDim.x + t) : 0;
             const bool lead = live && threadIdx.y == 0;
             double s = bias[j];
-            if (threadIdx.y != 0) s = 0;
+            if (!(threadIdx.y == 0)) s = 0;
             for (int k = 2 * threadIdx.y; k < 2 * pairs; k += 2 * blockDim.y) s += x[(size_t)k * n + j];
             { // the partials of the threads that share an output, combined by each of them
                 __shared__ double s_part[1024];
@@ -254,4 +258,66 @@ fn what_split_loop_cannot_share_is_refused_with_the_reason() {
 fn cooperative_rows_leaves_coalesced_column_loops_to_split_loop() {
     let why = not_applicable(cuda(COL_SUM, "col_sum", "cooperative_rows", json!({})));
     expect!["`col_sum`'s neighbouring threads already read neighbouring elements (`x[(size_t)r * cols + col]` moves one element with `col`), and nothing in that loop is contiguous along its variable: lanes sharing the loop would read a stride apart (split_loop splits such a loop across threads instead)"].assert_eq(&why);
+}
+
+#[test]
+fn the_split_also_spans_a_cluster_of_blocks_that_read_each_others_partials() {
+    let out = cuda(
+        COL_SUM,
+        "col_sum",
+        "split_loop",
+        json!({"owners": [32], "threads": [256], "clusters": [4]}),
+    )
+    .unwrap();
+    expect![[r#"
+        [
+            "`r` loop split over 8 threads per output, block (32, 8)",
+            "`r` loop split over 8 threads per output in each of 4 blocks of a cluster, block (32, 8)",
+        ]
+    "#]].assert_debug_eq(&labels(&out));
+    expect![[r#"
+        // A first draft of a column sum (`x.sum(0)`): each thread owns one column and walks
+        // down the rows. The loads are coalesced, but with a few thousand columns the grid is a
+        // handful of blocks: most of the GPU sits idle while each thread loops over every row.
+        // @bench rows = 16384, 1001; cols = 2048, 77
+        // @bench x: in f32[rows, cols]; out: out f32[cols]
+        // @bench grid = (cdiv(cols, 32), 4); block = (32, 8)
+        // @bench reference = torch: x.sum(0)
+        // @bench atol = 1e-3; rtol = 1e-4
+        __global__ void __cluster_dims__(1, 4, 1) col_sum(const float* __restrict__ x, float* __restrict__ out, int rows, int cols) {
+            // threads past the bound compute on output 0 and write nothing: every thread meets the barriers
+            const bool live = ((int)(blockIdx.x * blockDim.x + threadIdx.x)) < cols;
+            int col = live ? (blockIdx.x * blockDim.x + threadIdx.x) : 0;
+            const bool lead = live && threadIdx.y == 0 && blockIdx.y == 0;
+            {
+                float acc = 0.0f;
+                for (int r = (blockIdx.y * blockDim.y + threadIdx.y); r < rows; r += (gridDim.y * blockDim.y)) {
+                    acc += x[(size_t)r * cols + col];
+                }
+                { // the partials of the threads that share an output, combined by each of them
+                    __shared__ float acc_part[1024];
+                    acc_part[threadIdx.y * blockDim.x + threadIdx.x] = acc;
+                    __syncthreads();
+                    acc = acc_part[threadIdx.x];
+                    for (unsigned w = 1; w < blockDim.y; ++w) {
+                        acc += acc_part[w * blockDim.x + threadIdx.x];
+                    }
+                    __syncthreads();
+                    // the blocks of the cluster share their partials through distributed shared memory
+                    if (threadIdx.y == 0) acc_part[threadIdx.x] = acc;
+                    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+                    const unsigned acc_at = (unsigned)__cvta_generic_to_shared(&acc_part[threadIdx.x]);
+                    for (unsigned rank = 0; rank < 4; ++rank) {
+                        float acc_other;
+                        unsigned acc_remote;
+                        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(acc_remote) : "r"(acc_at), "r"(rank));
+                        asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(acc_other) : "r"(acc_remote) : "memory");
+                        if (rank == 0) acc = acc_other;
+                        else acc += acc_other;
+                    }
+                    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+                }
+                if (lead) out[col] = acc;
+            }
+        }"#]].assert_eq(&show(Lang::Cuda, COL_SUM, &out[1], "col_sum"));
 }

@@ -1,6 +1,6 @@
 // A first draft of a squared L2 norm of a whole tensor (`(x * x).sum()`): every thread
 // adds its element's square into one float with an atomic.
-// @bench n = 1 << 25, 100003
+// @bench n = 1 << 22, 100003
 // @bench x: in f32[n]; total: inout f32[1] ~ zeros
 // @bench grid = cdiv(n, 256); block = 256
 // @bench reference = torch: (x * x).sum().reshape(1)

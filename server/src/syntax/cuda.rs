@@ -41,8 +41,9 @@ pub(crate) struct ChunkFacts {
     /// Host-only items, blanked in the device slice.
     blanks: Vec<ByteRange>,
     struct_names: Vec<String>,
-    /// Function-like macros defined here whose expansion is only host functions.
-    host_macros: Vec<String>,
+    /// Function-like macros defined here whose expansion is only host functions and
+    /// explicit instantiations, with the names those instantiate.
+    host_macros: Vec<(String, Vec<String>)>,
     /// Host-looking function definitions whose head names words the parser did not
     /// see (macros): blanked unless one is a qualifier macro the file defines.
     guarded: Vec<(ByteRange, Vec<String>)>,
@@ -416,9 +417,17 @@ fn assemble(
             blank(&mut bytes, abs(region.range.start, b));
         }
     }
+    let device_names: rustc_hash::FxHashSet<&str> = facts
+        .iter()
+        .flat_map(|f| f.defs.iter().map(|d| d.name.as_str()))
+        .collect();
+    // A macro that instantiates one of the file's kernels or device functions is device
+    // code (`INSTANTIATE(float)` -> `template void k<float>(...);`).
     let host_macros: Vec<&str> = facts
         .iter()
-        .flat_map(|f| f.host_macros.iter().map(String::as_str))
+        .flat_map(|f| f.host_macros.iter())
+        .filter(|(_, names)| !names.iter().any(|n| device_names.contains(n.as_str())))
+        .map(|(m, _)| m.as_str())
         .collect();
     for r in host_macro_invocations(src, regions, &host_macros) {
         blank(&mut bytes, r);
@@ -431,10 +440,6 @@ fn assemble(
         .flat_map(|f| f.word_defines.iter().cloned())
         .collect();
     let defined = super::qualifiers::defined_qualifiers(&defines);
-    let device_names: rustc_hash::FxHashSet<&str> = facts
-        .iter()
-        .flat_map(|f| f.defs.iter().map(|d| d.name.as_str()))
-        .collect();
     for (region, f) in regions.iter().zip(facts.iter()) {
         for (r, words) in &f.guarded {
             if !words.iter().any(|w| defined.contains(w)) {
@@ -686,8 +691,9 @@ struct SliceWalk<'s, 't> {
     blanks: Vec<ByteRange>,
     struct_names: HashSet<String>,
     sites: Vec<DefSite<'t>>,
-    /// Function-like macros whose expansion is only host function definitions.
-    host_macros: Vec<String>,
+    /// Function-like macros whose expansion is only host function definitions and
+    /// explicit instantiations (with the names those instantiate).
+    host_macros: Vec<(String, Vec<String>)>,
     /// Host-looking definitions with macro words in their head (absolute ranges).
     guarded: Vec<(ByteRange, Vec<String>)>,
     /// Explicit instantiations of function templates with no device qualifier.
@@ -790,6 +796,11 @@ impl<'s, 't> SliceWalk<'s, 't> {
                     "struct_specifier" | "class_specifier" | "union_specifier" => {
                         self.record_struct(inner)
                     }
+                    // `template <int N> void launch(const at::Tensor& x);`: a host
+                    // prototype, whose parameter types NVRTC may not have.
+                    "declaration" if self.host_declaration(inner) => {
+                        self.blank_host_declaration(n, inner)
+                    }
                     _ => {}
                 }
             }
@@ -806,17 +817,7 @@ impl<'s, 't> SliceWalk<'s, 't> {
             "namespace_definition" => return n.child_by_field_name("body"),
             "declaration_list" | "preproc_if" | "preproc_ifdef" | "preproc_else"
             | "preproc_elif" | "preproc_elifdef" => return Some(n),
-            "declaration" if self.host_declaration(n) => {
-                // A prototype named device code by a qualifier macro stays; the blank
-                // of a host one covers the macros before it.
-                let (words, head_start) = head_words(self.src, n);
-                if !words
-                    .iter()
-                    .any(|w| super::qualifiers::is_qualifier_name(w))
-                {
-                    self.blank(head_start.min(n.start_byte())..n.end_byte());
-                }
-            }
+            "declaration" if self.host_declaration(n) => self.blank_host_declaration(n, n),
             "template_instantiation" => self.record_instantiation(n),
             "using_declaration" | "namespace_alias_definition" if self.names_host_namespace(n) => {
                 self.blank(n.byte_range())
@@ -858,8 +859,8 @@ impl<'s, 't> SliceWalk<'s, 't> {
                             &self.src[x.start_byte()..define_end(self.src, x.start_byte())]
                         });
                         if let (Some(name), Some(value)) = (name, value) {
-                            if expands_to_host_functions(value) {
-                                self.host_macros.push(name.to_string());
+                            if let Some(names) = expands_to_host_functions(value) {
+                                self.host_macros.push((name.to_string(), names));
                             }
                         }
                     }
@@ -942,6 +943,32 @@ impl<'s, 't> SliceWalk<'s, 't> {
         self.blanks.push(range);
     }
 
+    /// Blanks `item` (a host prototype or variable `decl`, or the template around it). A
+    /// prototype named device code by a qualifier macro stays; the blank of a host one
+    /// covers the macros before it. Only a whole statement ending in `;` with no
+    /// directive inside is blanked: the grammar reads a constructor head whose
+    /// initializers sit in an `#if` as a declaration, and half a conditional group
+    /// blanked breaks the file.
+    fn blank_host_declaration(&mut self, item: Node, decl: Node) {
+        let text = &self.src[item.byte_range()];
+        let directive = text
+            .lines()
+            .skip(1)
+            .any(|l| l.trim_start().starts_with('#'));
+        if !text.trim_end().ends_with(';') || directive {
+            return;
+        }
+        let (words, head_start) = head_words(self.src, item);
+        let (inner_words, _) = head_words(self.src, decl);
+        let qualified = words
+            .iter()
+            .chain(&inner_words)
+            .any(|w| super::qualifiers::is_qualifier_name(w));
+        if !qualified {
+            self.blank(head_start.min(item.start_byte())..item.end_byte());
+        }
+    }
+
     /// Blanks a function definition judged host by its tokens, unless its head names a
     /// qualifier macro (`HD inline float f()`, the macro hidden from the parser): kept
     /// when the name says so, left to `assemble` when only the file's `#define`s can.
@@ -1005,47 +1032,56 @@ fn host_macro_invocations(src: &str, regions: &[Region], names: &[&str]) -> Vec<
 }
 
 /// Whether a macro's replacement text is one or more host function definitions (no
-/// `__global__`/`__device__`/`constexpr`), read as a translation unit with `##` pasting
-/// and `#` stringizing taken out.
-fn expands_to_host_functions(value: &str) -> bool {
-    if !value.contains('{') || value.contains("__global__") || value.contains("__device__") {
-        return false;
+/// `__global__`/`__device__`/`constexpr`) and explicit instantiations of function
+/// templates (`template void launch<CDIM>(const at::Tensor x);`, whose host template
+/// is blanked), read as a translation unit with `##` pasting and `#` stringizing taken
+/// out: `Some` with the names instantiated, `None` when it holds anything else.
+fn expands_to_host_functions(value: &str) -> Option<Vec<String>> {
+    let maybe = value.contains('{') || value.contains("template");
+    if !maybe || value.contains("__global__") || value.contains("__device__") {
+        return None;
     }
     let body = value
         .replace("\\\n", " \n")
         .replace("##", "")
         .replace('#', " ");
     let mut parser = tree_sitter::Parser::new();
-    if parser
-        .set_language(&super::ts_language(Lang::Cuda))
-        .is_err()
-    {
-        return false;
-    }
-    let Some(tree) = parser.parse(&body, None) else {
-        return false;
-    };
+    parser.set_language(&super::ts_language(Lang::Cuda)).ok()?;
+    let tree = parser.parse(&body, None)?;
     let root = tree.root_node();
     if root.has_error() {
-        return false;
+        return None;
     }
     let mut cursor = root.walk();
     let items: Vec<Node> = root
         .named_children(&mut cursor)
         .filter(|c| c.kind() != "comment")
         .collect();
-    !items.is_empty()
-        && items.iter().all(|item| {
-            let f = match item.kind() {
-                "linkage_specification" => item.child_by_field_name("body"),
-                "template_declaration" => Some(template_item(*item).0),
-                _ => Some(*item),
-            };
-            f.is_some_and(|f| {
-                f.kind() == "function_definition"
-                    && !has_token(f, &["__global__", "__device__", "constexpr"])
-            })
-        })
+    let mut names = Vec::new();
+    for item in &items {
+        if item.kind() == "template_instantiation" {
+            let name = item
+                .child_by_field_name("declarator")
+                .and_then(function_declarator)
+                .and_then(|f| f.child_by_field_name("declarator"))
+                .and_then(name_of)?;
+            names.push(text(&body, name).to_string());
+            continue;
+        }
+        let f = match item.kind() {
+            "linkage_specification" => item.child_by_field_name("body"),
+            "template_declaration" => Some(template_item(*item).0),
+            _ => Some(*item),
+        };
+        let host_function = f.is_some_and(|f| {
+            f.kind() == "function_definition"
+                && !has_token(f, &["__global__", "__device__", "constexpr"])
+        });
+        if !host_function {
+            return None;
+        }
+    }
+    (!items.is_empty()).then_some(names)
 }
 
 /// The words of a function's head the grammar may not have seen: those before the node
@@ -1267,11 +1303,15 @@ impl SliceWalk<'_, '_> {
             "namespace_alias_definition" => t.split_once('=').map_or("", |(_, r)| r),
             _ => t,
         };
-        let first = t.trim_start().trim_start_matches("::");
-        let first: &str = first
-            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .next()
-            .unwrap_or("");
+        let name = t.trim_start().trim_start_matches("::");
+        let mut path = name.split(|c: char| !(c.is_alphanumeric() || c == '_'));
+        let first: &str = path.next().unwrap_or("");
+        // `using std::sqrt;`: a math function device code calls (`std_math.txt`).
+        let member = path.find(|w| !w.is_empty()).unwrap_or("");
+        let one_member = n.kind() == "using_declaration" && name.matches("::").count() == 1;
+        if first == "std" && one_member && is_global_math(member) {
+            return false;
+        }
         queries::data_lines(queries::HOST_NAMESPACES).any(|ns| ns == first)
     }
 
@@ -1298,6 +1338,12 @@ pub fn is_host_library_header(name: &str) -> bool {
         Some(prefix) => name.starts_with(prefix),
         None => name == entry,
     })
+}
+
+/// Whether `std::name` is a `<cmath>` function NVRTC also declares as `::name`
+/// (`grammars/cuda/std_math.txt`).
+pub fn is_global_math(name: &str) -> bool {
+    queries::data_lines(queries::STD_MATH).any(|m| m == name)
 }
 
 /// Whether `<name>` is a header NVRTC compiles for device code

@@ -30,6 +30,7 @@ pub fn masked(lang: Lang, text: &str) -> Option<String> {
     let (ranges, renames) = match lang {
         Lang::Cuda => {
             let mut hide = mask_ranges(base);
+            hide.extend(split_linkage_groups(base));
             hide.extend(super::qualifiers::head_macro_ranges(base));
             hide.extend(expression_typenames(base));
             let mut renames = typeid_types(base);
@@ -130,6 +131,79 @@ fn empty_brace_defaults(text: &str) -> (Vec<ByteRange>, Vec<ByteRange>) {
         }
     }
     (renamed, hidden)
+}
+
+/// C headers open a linkage block in one conditional group and close it in another:
+/// `#ifdef __cplusplus` / `extern "C" {` / `#endif`, declarations, then `#ifdef
+/// __cplusplus` / `}` / `#endif`. The grammar cannot pair them: everything after the
+/// opening group became one ERROR region, whose host prototypes the device slice then
+/// kept. Each such pair of groups (a group whose one line of code opens `extern "..." {`,
+/// and a later one whose one line is `}`) is hidden, directives and all; the
+/// declarations between them parse as top-level items. Only the parser's view changes:
+/// the device slice keeps the groups, so NVRTC reads the block as written.
+fn split_linkage_groups(text: &str) -> Vec<ByteRange> {
+    // (range, opens) of each one-line group, in text order.
+    let mut groups: Vec<(ByteRange, bool)> = Vec::new();
+    let lines: Vec<(usize, &str)> = text
+        .split_inclusive('\n')
+        .scan(0usize, |at, l| {
+            let start = *at;
+            *at += l.len();
+            Some((start, l))
+        })
+        .collect();
+    let code = |l: &str| -> String {
+        let l = l.split("//").next().unwrap_or("");
+        l.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let directive = |l: &str, names: &[&str]| {
+        let t = l.trim_start();
+        t.strip_prefix('#').is_some_and(|d| {
+            let word = d
+                .trim_start()
+                .split(|c: char| !c.is_ascii_alphabetic())
+                .next();
+            word.is_some_and(|w| names.contains(&w))
+        })
+    };
+    let mut i = 0;
+    while i < lines.len() {
+        let (start, line) = lines[i];
+        if !directive(line, &["if", "ifdef", "ifndef"]) {
+            i += 1;
+            continue;
+        }
+        // The group's code lines up to its `#endif`, at most one.
+        let mut j = i + 1;
+        while j < lines.len() && code(lines[j].1).is_empty() {
+            j += 1;
+        }
+        let body = lines.get(j).map(|(_, l)| code(l)).unwrap_or_default();
+        let mut k = j + 1;
+        while k < lines.len() && code(lines[k].1).is_empty() {
+            k += 1;
+        }
+        let closes_group = lines.get(k).is_some_and(|(_, l)| directive(l, &["endif"]));
+        let opens = body.starts_with("extern \"") && body.ends_with('{') && !body.contains('}');
+        if closes_group && (opens || body == "}") {
+            let end = lines[k].0 + lines[k].1.len();
+            groups.push((start..end, opens));
+            i = k + 1;
+        } else {
+            i += 1;
+        }
+    }
+    let mut out = Vec::new();
+    let mut open: Vec<ByteRange> = Vec::new();
+    for (range, opens) in groups {
+        if opens {
+            open.push(range);
+        } else if let Some(o) = open.pop() {
+            out.push(o);
+            out.push(range);
+        }
+    }
+    out
 }
 
 /// `typename` in an expression (`return typename T::Params{a, b};`,
@@ -837,6 +911,23 @@ fn scan_code(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_paired_one_line_linkage_groups_are_hidden() {
+        let open = "#ifdef __cplusplus\nextern \"C\" {\n#endif\n";
+        let close = "#ifdef __cplusplus\n}\n#endif\n";
+        let decl = "int f(void);\n";
+        let both = format!("{open}{decl}{close}");
+        let hidden = split_linkage_groups(&both);
+        assert_eq!(hidden, [0..open.len(), open.len() + decl.len()..both.len()]);
+        // An opening group with no closing one, or groups holding more than the brace.
+        assert!(split_linkage_groups(&format!("{open}{decl}")).is_empty());
+        let busy =
+            format!("#ifdef __cplusplus\nextern \"C\" {{\nint g(void);\n#endif\n{decl}{close}");
+        assert!(split_linkage_groups(&busy).is_empty());
+        let other = "#ifdef USE_FAST\nstatic int fast = 1;\n#endif\n";
+        assert!(split_linkage_groups(other).is_empty());
+    }
 
     /// The text with hidden regions shown as `·` runs, for fixtures.
     fn show(text: &str) -> String {

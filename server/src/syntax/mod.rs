@@ -29,7 +29,7 @@ mod real_code_tests;
 #[cfg(test)]
 mod tests;
 
-pub use cuda::{is_device_header, is_host_library_header};
+pub use cuda::{is_device_header, is_global_math, is_host_library_header};
 pub use model::*;
 
 /// The tree-sitter language for a file of `lang`.

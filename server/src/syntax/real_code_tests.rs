@@ -345,3 +345,123 @@ fn a_blanked_head_never_reaches_into_a_continued_define() {
     assert_eq!(lines[..4], define[..]);
     assert_eq!(lines[4], "");
 }
+
+/// A C header's linkage block opened and closed in separate `#ifdef __cplusplus`
+/// groups: the declarations between parse as items, so host prototypes (naming host
+/// types such as `FILE`) are blanked, device code and types stay, and the groups stay in
+/// the slice for NVRTC.
+#[test]
+fn linkage_block_split_over_conditional_groups() {
+    let src = r#"#pragma once
+#ifdef  __cplusplus
+extern "C" {
+#endif
+    typedef struct { int n; } lib_params;
+    FILE * lib_fopen(const char * fname, const char * mode);
+    LIB_API int64_t lib_cycles(void);
+    __device__ inline int lib_twice(int x) { return 2 * x; }
+    LIB_API void lib_run(lib_params p) { lib_work(p); }
+#if defined(__cplusplus)
+}  // extern "C"
+#endif
+__global__ void k(int* p) { p[0] = lib_twice(p[0]); }
+"#;
+    let m = model(Lang::Cuda, src);
+    assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
+    assert_eq!(kernel_names(&m), ["k"]);
+    let lines = slice_lines(&m);
+    let same = |i: usize| lines[i] == src.lines().nth(i).unwrap().trim_end();
+    for kept in [1, 2, 3, 4, 7, 9, 10, 11, 12] {
+        assert!(same(kept), "line {} kept: {:?}", kept + 1, lines[kept]);
+    }
+    for blank in [5, 6, 8] {
+        assert_eq!(lines[blank], "", "line {} is host code", blank + 1);
+    }
+}
+
+/// A PyTorch extension's header declares its launchers as host function templates
+/// taking `at::Tensor` and `at::optional<...>`, types NVRTC never sees: the prototypes
+/// are blanked like other host prototypes; device templates and qualified ones stay.
+#[test]
+fn host_template_prototypes_are_blanked() {
+    let src = r#"namespace at { class Tensor; }
+namespace ext {
+template <uint32_t CDIM>
+void launch_fwd(const at::Tensor means, const at::optional<at::Tensor> masks,
+                at::Tensor out);
+template <typename T> void launch_bwd(at::Tensor x);
+template <typename T> __device__ T twice(T x);
+template <typename T> HOST_DEVICE T thrice(T x);
+template <typename T> struct Acc;
+}
+"#;
+    let m = model(Lang::Cuda, src);
+    assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
+    let lines = slice_lines(&m);
+    for blank in 2..=5 {
+        assert_eq!(lines[blank], "", "line {} is a host prototype", blank + 1);
+    }
+    for kept in [0, 1, 6, 7, 8, 9] {
+        assert_eq!(
+            lines[kept],
+            src.lines().nth(kept).unwrap(),
+            "line {}",
+            kept + 1
+        );
+    }
+}
+
+/// A constructor head whose initializers sit in an `#if` (glm) reads as a declaration;
+/// it is not blanked, which would cut the conditional group in half.
+#[test]
+fn a_declaration_holding_a_directive_is_never_blanked() {
+    let src = "namespace glm {\ntemplate<typename T>\nGLM_QUALIFIER vec<T>::vec()\n#if GLM_INIT\n    : x(0)\n#endif\n{}\n}\n";
+    let m = model(Lang::Cuda, src);
+    assert_eq!(m.device_slice, src);
+}
+
+/// Explicit instantiations written by a macro (`__INS__(3)` lines after `#define
+/// __INS__(CDIM) template void launch<CDIM>(...);`): those of a host template go with
+/// it; those of one of the file's kernels stay.
+#[test]
+fn instantiation_macros_of_host_templates_are_blanked() {
+    let src = r#"template <uint32_t CDIM>
+void launch(const at::Tensor x, at::optional<at::Tensor> m) { run<CDIM>(x); }
+#define __INS__(CDIM) \
+    template void launch<CDIM>(const at::Tensor x, at::optional<at::Tensor> m);
+__INS__(1)
+__INS__(3)
+template <int N> __global__ void k(float* p) { p[0] = N; }
+#define KERNELS(N) template void k<N>(float* p);
+KERNELS(1)
+KERNELS(2)
+"#;
+    let m = model(Lang::Cuda, src);
+    assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
+    let lines = slice_lines(&m);
+    for blank in [0, 1, 4, 5] {
+        assert_eq!(lines[blank], "", "line {} is host code", blank + 1);
+    }
+    for kept in [2, 3, 6, 7, 8, 9] {
+        assert_eq!(
+            lines[kept],
+            src.lines().nth(kept).unwrap(),
+            "line {}",
+            kept + 1
+        );
+    }
+}
+
+/// `using std::sqrt;` (glm, beside its own `sqrt` overloads) is device code's: it stays
+/// in the slice; other using-declarations of `std` names NVRTC may lack are blanked.
+#[test]
+fn using_declarations_of_std_math_functions_stay() {
+    let src = "namespace glm {\nusing std::sqrt;\nusing ::std::fabs;\nusing std::vector;\nusing namespace std;\nusing std::chrono::seconds;\n}\n";
+    let m = model(Lang::Cuda, src);
+    let lines = slice_lines(&m);
+    assert_eq!(lines[1], "using std::sqrt;");
+    assert_eq!(lines[2], "using ::std::fabs;");
+    for blank in [3, 4, 5] {
+        assert_eq!(lines[blank], "", "line {}", blank + 1);
+    }
+}

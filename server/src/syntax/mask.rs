@@ -29,8 +29,11 @@ pub fn masked(lang: Lang, text: &str) -> Option<String> {
     let base = normal.as_deref().unwrap_or(text);
     let (ranges, renames) = match lang {
         Lang::Cuda => {
-            let mut hide = mask_ranges(base);
-            hide.extend(split_linkage_groups(base));
+            // The linkage groups' braces are no braces to the other scans either.
+            let linkage = split_linkage_groups(base);
+            let unlinked = blanked(base, &linkage);
+            let mut hide = mask_ranges(&unlinked);
+            hide.extend(linkage);
             hide.extend(super::qualifiers::head_macro_ranges(base));
             hide.extend(expression_typenames(base));
             let mut renames = typeid_types(base);
@@ -131,6 +134,22 @@ fn empty_brace_defaults(text: &str) -> (Vec<ByteRange>, Vec<ByteRange>) {
         }
     }
     (renamed, hidden)
+}
+
+/// `text` with `ranges` overwritten by spaces (newlines kept).
+fn blanked<'t>(text: &'t str, ranges: &[ByteRange]) -> std::borrow::Cow<'t, str> {
+    if ranges.is_empty() {
+        return text.into();
+    }
+    let mut b = text.as_bytes().to_vec();
+    for r in ranges {
+        for c in &mut b[r.clone()] {
+            if *c != b'\n' && *c != b'\r' {
+                *c = b' ';
+            }
+        }
+    }
+    String::from_utf8(b).map_or(text.into(), Into::into)
 }
 
 /// C headers open a linkage block in one conditional group and close it in another:
@@ -485,6 +504,18 @@ pub fn mask_ranges(text: &str) -> Vec<ByteRange> {
             }
         }
         if depth == 0 && !in_block_comment && matches!(last, b';' | b'}') {
+            let at = start + (body.len() - trimmed.len());
+            if let Some(end) = wrapping_macro_call(text, at) {
+                // `GGML_DEPRECATED(GGML_API T * f(...), "use g");`: hidden whole.
+                out.push(at..end);
+                while offset < end {
+                    match lines.next() {
+                        Some(l) => offset += l.len(),
+                        None => break,
+                    }
+                }
+                continue;
+            }
             if let Some(close) = top_level_macro_call(text, start + (body.len() - trimmed.len())) {
                 // `LAUNCH(4, float, f32)` on its own, with no `;`: the grammar would read it
                 // and the items after it as one broken definition (hiding a kernel).
@@ -595,6 +626,52 @@ fn macro_statement(line: &str) -> Option<(usize, usize, bool)> {
 /// A top-level macro call at byte `at` of `text` (`COUNT_NONZERO_OP(float,
 /// f32)`, arguments possibly over several lines) followed by no `;`, `{` or operator:
 /// by a new item, a directive, a comment or the end. The byte index of its `)`.
+/// At file scope, an all-caps macro wrapping a declaration and ending its statement:
+/// `GGML_DEPRECATED(GGML_API T * f(int a), "use g");` (the arguments hold a parenthesis
+/// of their own, which a plain invocation such as `MAKE_OP(add, float);` does not). The
+/// grammar read it, and every item after it up to some `{`, as one function. Returns the
+/// end of the statement (after its `;`, the rest of that line included).
+fn wrapping_macro_call(text: &str, at: usize) -> Option<usize> {
+    let t = &text[at..];
+    let (n, rest) = caps_name(t);
+    if n == 0 || !rest.starts_with('(') {
+        return None;
+    }
+    let b = text.as_bytes();
+    let (mut depth, mut nested) = (0usize, false);
+    let mut i = at + n;
+    let close = loop {
+        match b.get(i)? {
+            b'(' => {
+                depth += 1;
+                nested |= depth > 1;
+            }
+            b')' => {
+                depth -= 1;
+                if depth == 0 {
+                    break i;
+                }
+            }
+            q @ (b'"' | b'\'') => {
+                i += 1;
+                while i < b.len() && b[i] != *q && b[i] != b'\n' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b';' | b'{' | b'}' | b'#' => return None,
+            _ => {}
+        }
+        i += 1;
+    };
+    let after = &text[close + 1..];
+    let semi = close + 1 + (after.len() - after.trim_start().len());
+    if !nested || b.get(semi) != Some(&b';') {
+        return None;
+    }
+    let line_end = text[semi..].find('\n').map_or(text.len(), |e| semi + e);
+    Some(line_end)
+}
+
 fn top_level_macro_call(text: &str, at: usize) -> Option<usize> {
     // Any name: at file scope, `name(...)` followed by a new item can only be a macro
     // invocation (`MAKE_KERNEL(add, half)`, `Make_Op(mul, float)`).

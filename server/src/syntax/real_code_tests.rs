@@ -421,8 +421,9 @@ fn a_declaration_holding_a_directive_is_never_blanked() {
 }
 
 /// Explicit instantiations written by a macro (`__INS__(3)` lines after `#define
-/// __INS__(CDIM) template void launch<CDIM>(...);`): those of a host template go with
-/// it; those of one of the file's kernels stay.
+/// __INS__(CDIM) template void launch<CDIM>(...);`, or with the `;` at the invocation,
+/// or through a macro of such macros, ggml's `DECL_..._CASE`s): those of a host template
+/// go with it; those of one of the file's kernels stay.
 #[test]
 fn instantiation_macros_of_host_templates_are_blanked() {
     let src = r#"template <uint32_t CDIM>
@@ -435,14 +436,21 @@ template <int N> __global__ void k(float* p) { p[0] = N; }
 #define KERNELS(N) template void k<N>(float* p);
 KERNELS(1)
 KERNELS(2)
+#define DECL_CASE(D, N) template void launch<D * N>(const at::Tensor x, at::optional<at::Tensor> m)
+#define DECL_CASES(D) \
+    extern DECL_CASE(D, 1); \
+    extern DECL_CASE(D, 2); \
+
+DECL_CASES(64)
+extern DECL_CASE(8, 1);
+DECL_CASE(8, 2);
 "#;
     let m = model(Lang::Cuda, src);
-    assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
     let lines = slice_lines(&m);
-    for blank in [0, 1, 4, 5] {
+    for blank in [0, 1, 4, 5, 15, 16, 17] {
         assert_eq!(lines[blank], "", "line {} is host code", blank + 1);
     }
-    for kept in [2, 3, 6, 7, 8, 9] {
+    for kept in [2, 3, 6, 7, 8, 9, 10, 11, 12, 13] {
         assert_eq!(
             lines[kept],
             src.lines().nth(kept).unwrap(),
@@ -464,4 +472,71 @@ fn using_declarations_of_std_math_functions_stay() {
     for blank in [3, 4, 5] {
         assert_eq!(lines[blank], "", "line {}", blank + 1);
     }
+}
+
+/// A C library header as ggml writes it: a split linkage block holding conditional
+/// groups, a deprecation macro wrapping a prototype, attribute macros on a line of their
+/// own. Host prototypes and functions are blanked with their attributes, types and the
+/// wrapped prototype stay (the grammar once read it and everything after it as one host
+/// function, typedefs included), and a kernel-defining macro line stays.
+#[test]
+fn c_library_header_keeps_its_types_and_blanks_its_prototypes() {
+    let src = r#"#ifdef __cplusplus
+extern "C" {
+#endif
+    GGML_API int ggml_count(void);
+    GGML_DEPRECATED(GGML_API struct ggml_tensor * ggml_add1(
+            struct ggml_context * ctx,
+            struct ggml_tensor  * a),
+        "use ggml_add instead");
+    GGML_NORETURN GGML_ATTRIBUTE_FORMAT(3, 4)
+    GGML_API void ggml_abort(const char * file, int line, const char * fmt, ...);
+    typedef void (*ggml_op_t)(struct ggml_tensor * dst, int ith);
+#ifdef GGML_USE_CUDA
+    GGML_API int ggml_cuda_count(void);
+#else
+    GGML_API int ggml_cpu_count(void);
+#endif
+    static inline int ggml_up(int n, int m) { return (n + m - 1) / m * m; }
+#ifdef __cplusplus
+}
+#endif
+MAKE_KERNEL(add, half)
+void host_launch(int n) { go(n); }
+"#;
+    let m = model(Lang::Cuda, src);
+    let lines = slice_lines(&m);
+    let same = |i: usize| lines[i] == src.lines().nth(i).unwrap().trim_end();
+    for kept in [0, 1, 2, 4, 5, 6, 7, 10, 11, 13, 15, 17, 18, 19, 20] {
+        assert!(same(kept), "line {} kept: {:?}", kept + 1, lines[kept]);
+    }
+    for blank in [3, 8, 9, 12, 14, 16, 21] {
+        assert_eq!(lines[blank], "", "line {} is host code", blank + 1);
+    }
+}
+
+/// A header's instantiation macro invoked from another file (ggml's template-instance
+/// files are `#include "../mmq.cuh"` and `DECL_MMQ_CASE(GGML_TYPE_Q4_0);`): the header
+/// names it a host macro, and the file's invocation is blanked with it.
+#[test]
+fn a_header_s_host_macros_are_blanked_where_other_files_invoke_them() {
+    let header = "#define DECL_CASE(type) template void mul_mat_case<type>(ctx & c, const args & a)\n#define DECL_KERNEL(T) template __global__ void k<T>(T*);\n";
+    let mut parser = tree_sitter::Parser::new();
+    parser
+        .set_language(&ts_language(Lang::Cuda))
+        .expect("grammar");
+    let tree = parse_text(&mut parser, Lang::Cuda, header).expect("tree");
+    let macros = host_macros(header, &tree);
+    assert_eq!(
+        macros,
+        [("DECL_CASE".to_string(), vec!["mul_mat_case".to_string()])]
+    );
+    let file = "#include \"../mmq.cuh\"\n\nDECL_CASE(GGML_TYPE_Q4_0);\nDECL_KERNEL(float)\n";
+    let out = blank_macro_invocations(file, &["DECL_CASE"]).expect("one invocation");
+    let lines: Vec<&str> = out.lines().map(str::trim_end).collect();
+    assert_eq!(
+        lines,
+        ["#include \"../mmq.cuh\"", "", "", "DECL_KERNEL(float)"]
+    );
+    assert_eq!(blank_macro_invocations(file, &["OTHER"]), None);
 }

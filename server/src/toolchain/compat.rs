@@ -27,6 +27,8 @@ pub const PRELUDE_NAME: &str = "kernel_lsp_prelude.h";
 /// CCCL spells them, so a later `#include <cuda/std/climits>` redefines them silently.
 /// `__extension__` (GNU C, which nvcc's front end reads with a GNU host compiler, as in
 /// `__extension__ union { ... };`) is a keyword NVRTC lacks: it marks, and means nothing.
+/// The device runtime's programmatic-launch calls (`cudaGridDependencySynchronize()`,
+/// sm_90) come with `cuda_runtime.h` under nvcc and not under NVRTC: the same inline PTX.
 pub const PRELUDE: &str = r#"#pragma once
 /* kernel-lsp: what nvcc's implicit includes define (docs/compat.md). */
 #ifndef INFINITY
@@ -81,6 +83,12 @@ pub const PRELUDE: &str = r#"#pragma once
 #endif
 #ifndef __extension__
 #define __extension__
+#endif
+#ifndef cudaGridDependencySynchronize
+static __device__ __forceinline__ void kernel_lsp_griddepcontrol_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+static __device__ __forceinline__ void kernel_lsp_griddepcontrol_launch(void) { asm volatile("griddepcontrol.launch_dependents;" :::); }
+#define cudaGridDependencySynchronize() kernel_lsp_griddepcontrol_wait()
+#define cudaTriggerProgrammaticLaunchCompletion() kernel_lsp_griddepcontrol_launch()
 #endif
 #ifndef INT_MAX
 #define CHAR_BIT 8

@@ -512,7 +512,8 @@ fn a_missing_include_is_one_warning_and_the_rest_is_checked() {
 /// compiled by NVRTC with CCCL. A math library's `using std::sqrt;` beside its own
 /// `sqrt` templates (glm), `std::max` of an initializer list in a constexpr helper that
 /// includes nothing (its `<algorithm>` came with PyTorch's headers), `<algorithm>` and
-/// `<iterator>` included, and GNU's `__extension__` on an anonymous union (ggml).
+/// `<iterator>` included, GNU's `__extension__` on an anonymous union and the device
+/// runtime's programmatic-launch calls (ggml).
 #[test]
 fn library_names_device_code_uses_compile() {
     let test = "library_names_device_code_uses_compile";
@@ -543,6 +544,10 @@ typedef struct {
     unsigned char qs[16];
 } block_q;
 extern "C" __global__ void k(float* y, const block_q* b) {
+#if __CUDA_ARCH__ >= 900
+    cudaGridDependencySynchronize();
+    cudaTriggerProgrammaticLaunchCompletion();
+#endif
     constexpr int smem = custom_max({sizeof(float) * 4, sizeof(block_q)});
     __shared__ float tile[smem];
     counter<int> c; c.at = threadIdx.x;

@@ -659,3 +659,44 @@ fn syntax_errors_in_inactive_branches_are_not_shown() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue #31: `--no-compile` applies the same rule for `#if` branches the project's
+/// defines leave out: no syntax error from them, while one in active code still shows,
+/// and with the define the branch's error shows.
+#[test]
+fn no_compile_hides_syntax_errors_in_inactive_branches() {
+    let dir = fresh_project("check-inactive-no-compile", &["src"]);
+    for (path, text) in [
+        ("src/k.cu", "#if defined(USE_HIP)\n  hipLaunch(k, {{{ dim3( ;\n#endif\n__global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n"),
+        ("src/bad.cu", "#ifdef USE_HIP\n  hipLaunch(k, {{{ dim3( ;\n#endif\n__global__ void k(float* x) { x[0] = (1.0f; }\n"),
+        ("hip.json", r#"{"cuda": {"defines": ["USE_HIP"]}}"#),
+    ] {
+        std::fs::write(dir.join(path), text).unwrap();
+    }
+    let run = |args: &[&str], file: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
+            .current_dir(&dir)
+            .arg("check")
+            .arg("--no-compile")
+            .args(args)
+            .arg(file)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = run(&[], "src/k.cu");
+    assert!(!out.contains("[syntax]"), "{out}");
+    let out = run(&[], "src/bad.cu");
+    let lines: Vec<&str> = out.lines().filter(|l| l.ends_with("[syntax]")).collect();
+    assert!(
+        !lines.is_empty() && lines.iter().all(|l| l.starts_with("src/bad.cu:4:")),
+        "only the active line's error\n{out}"
+    );
+    let out = run(&["--config", "hip.json"], "src/k.cu");
+    assert!(
+        out.lines().any(|l| l.ends_with("[syntax]")
+            && (l.starts_with("src/k.cu:1:") || l.starts_with("src/k.cu:2:"))),
+        "USE_HIP set: its branch is read\n{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

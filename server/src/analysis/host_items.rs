@@ -92,12 +92,14 @@ fn failing_items(
                     Some((Place::Header(i), item_at_line(&headers[i].1, line)?))
                 });
                 match at {
-                    Some((p, item)) if !item.device => (p, item),
+                    Some((Place::Header(i), item)) if blankable(&headers[i].1, &item) => {
+                        (Place::Header(i), item)
+                    }
                     _ => return Vec::new(),
                 }
             }
             None => match item_at_line(source, m.line as usize) {
-                Some(item) if !item.device => (Place::Source, item),
+                Some(item) if blankable(source, &item) => (Place::Source, item),
                 _ => continue,
             },
         };
@@ -109,6 +111,31 @@ fn failing_items(
         }
     }
     items
+}
+
+/// Host code whose blank leaves whole statements: it ends in `;` or `}`, and each
+/// conditional group it opens it also closes.
+fn blankable(text: &str, item: &HeaderItem) -> bool {
+    let Some(t) = text.get(item.range.clone()) else {
+        return false;
+    };
+    let mut depth = 0i32;
+    for l in t.lines() {
+        let d = l
+            .trim_start()
+            .strip_prefix('#')
+            .map(str::trim_start)
+            .unwrap_or("");
+        if d.starts_with("if") {
+            depth += 1;
+        } else if d.starts_with("endif") {
+            depth -= 1;
+            if depth < 0 {
+                return false;
+            }
+        }
+    }
+    !item.device && depth == 0 && t.trim_end().ends_with([';', '}'])
 }
 
 /// The header NVRTC names `file`: the include name, maybe with a folder before or after.
@@ -159,6 +186,53 @@ pub(super) fn drop_caused(result: &mut CheckResult, names: &[String]) {
                 .step_by(2)
                 .any(|quoted| names.iter().any(|n| quoted_names(quoted, n)))
     });
+}
+
+/// Device code that names a library whose include the slice blanked
+/// (`thrust::count_if(thrust::device, ...)` in a kernel, with `#include
+/// <thrust/count.h>`, a header NVRTC cannot compile): NVRTC says `name followed by "::"
+/// must be a class or namespace name` there, which is not the author's error. Those
+/// errors (their span is the library's folder name) become one note on the first.
+/// `text` is the author's, `slice` the device slice NVRTC compiled (same lines).
+pub(super) fn note_blanked_libraries(result: &mut CheckResult, text: &str, slice: &str) {
+    let slice_lines: Vec<&str> = slice.split('\n').collect();
+    let roots: Vec<&str> = text
+        .split('\n')
+        .zip(&slice_lines)
+        .filter(|(_, s)| s.trim().is_empty())
+        .filter_map(|(l, _)| {
+            let t = l.trim_start().strip_prefix('#')?.trim_start();
+            let name = t.strip_prefix("include")?.trim_start().strip_prefix('<')?;
+            let (root, _) = name.split_once('/')?;
+            Some(root.trim())
+        })
+        .collect();
+    if roots.is_empty() {
+        return;
+    }
+    let token = |m: &toolchain::CompilerMessage| {
+        slice_lines
+            .get(m.line as usize)
+            .and_then(|l| l.get(m.col_start as usize..m.col_end as usize))
+            .unwrap_or("")
+    };
+    let mut first: Option<(toolchain::CompilerMessage, String)> = None;
+    result.messages.retain(|m| {
+        let t = token(m);
+        let hit = m.severity == MessageSeverity::Error && m.header.is_none() && roots.contains(&t);
+        if hit && first.is_none() {
+            first = Some((m.clone(), t.to_string()));
+        }
+        !hit
+    });
+    if let Some((mut note, lib)) = first {
+        note.severity = MessageSeverity::Note;
+        note.message = format!(
+            "`{lib}` is a host library to NVRTC (its headers are not compiled here), so device code that uses it is not checked; nvcc checks it (docs/project-setup.md)"
+        );
+        result.messages.push(note);
+        result.messages.sort_by_key(|m| (m.line, m.col_start));
+    }
 }
 
 /// Whether a quoted name in a message (`"Params"`, `"ns::Params"`, `"Params<float>"`)
@@ -325,6 +399,66 @@ mod tests {
         assert_eq!(header_index(&hs, "common.cuh"), Some(1));
         assert_eq!(header_index(&hs, "/src/vendors/cuda.h"), Some(2));
         assert_eq!(header_index(&hs, "other.h"), None);
+    }
+
+    #[test]
+    fn half_a_conditional_group_is_never_blanked() {
+        let item = |range| HeaderItem {
+            range,
+            device: false,
+            names: Vec::new(),
+        };
+        let text =
+            "struct A {\n#if X\n  int a;\n#endif\n};\nstruct B {\n#if Y\n  int b;\n};\n#endif\n";
+        assert!(blankable(text, &item(0..text.find("\nstruct B").unwrap())));
+        let b = text.find("struct B").unwrap();
+        assert!(!blankable(
+            text,
+            &item(b..text.find("};\n#endif").unwrap() + 2)
+        ));
+        assert!(!blankable(text, &item(0..8)), "not a whole statement");
+    }
+
+    #[test]
+    fn device_uses_of_a_blanked_library_become_one_note() {
+        let text = "#include <thrust/count.h>\n__global__ void k(int* c, char* t) {\n  *c = thrust::count_if(thrust::device, t, t + 4, 1);\n  *c += typo;\n}\n";
+        let slice = text.replacen("#include <thrust/count.h>", "                         ", 1);
+        let at = |col: u32, len: u32, msg: &str| CompilerMessage {
+            line: 2,
+            col_start: col,
+            col_end: col + len,
+            severity: MessageSeverity::Error,
+            message: msg.to_string(),
+            header: None,
+        };
+        let mut r = CheckResult {
+            messages: vec![
+                at(
+                    7,
+                    6,
+                    "name followed by \"::\" must be a class or namespace name",
+                ),
+                at(
+                    24,
+                    6,
+                    "name followed by \"::\" must be a class or namespace name",
+                ),
+                error(None, 3, "identifier \"typo\" is undefined"),
+            ],
+            ..CheckResult::default()
+        };
+        note_blanked_libraries(&mut r, text, &slice);
+        let shown: Vec<String> = r
+            .messages
+            .iter()
+            .map(|m| format!("{}:{:?}: {}", m.line + 1, m.severity, m.message))
+            .collect();
+        assert_eq!(shown.len(), 2, "{shown:#?}");
+        assert!(
+            shown[0].starts_with("3:Note: `thrust` is a host library to NVRTC"),
+            "{shown:#?}"
+        );
+        assert_eq!(shown[1], "4:Error: identifier \"typo\" is undefined");
     }
 
     #[test]

@@ -577,8 +577,7 @@ pub fn with_project(
     defines: &[String],
     tc: &Toolchain,
 ) -> CompileInputs {
-    inputs.project = toolchain::project::flags_for_file(path, include_paths, defines);
-    inputs.file = Some(path.to_path_buf());
+    inputs = with_project_flags(inputs, path, include_paths, defines);
     let dirs = angle_include_dirs(&inputs.project, path);
     inputs.device_slice =
         restore_project_includes(text, &inputs.device_slice, &dirs, &tc.include_dirs);
@@ -587,6 +586,20 @@ pub fn with_project(
         // slices ([`compile`] collects them itself if nvcc fails and NVRTC stands in).
         inputs.headers = project_headers(&mut inputs, tc);
     }
+    inputs
+}
+
+/// `inputs` with the project flags of the file at `path` (its folder,
+/// compile_commands.json, the `cuda` settings): all a check that runs no compiler needs
+/// ([`branches_only`]). Reads the disk.
+pub fn with_project_flags(
+    mut inputs: CompileInputs,
+    path: &std::path::Path,
+    include_paths: &[std::path::PathBuf],
+    defines: &[String],
+) -> CompileInputs {
+    inputs.project = toolchain::project::flags_for_file(path, include_paths, defines);
+    inputs.file = Some(path.to_path_buf());
     inputs
 }
 
@@ -810,6 +823,24 @@ pub fn compile(
     inputs: &CompileInputs,
     program_name: &str,
 ) -> CompileOutcome {
+    let mut outcome = compile_with(tc, text, inputs, program_name);
+    outcome.inactive = inactive_branches(text, inputs);
+    outcome
+}
+
+/// What a check that runs no compiler (`check --no-compile`) knows of a compile: the
+/// `#if` branches the file's defines leave out ([`CompileOutcome::inactive`]), so that
+/// [`merge_findings`] hides syntax errors there as after a compile. Pure.
+pub fn branches_only(text: &str, inputs: &CompileInputs) -> CompileOutcome {
+    CompileOutcome {
+        inactive: inactive_branches(text, inputs),
+        ..CompileOutcome::default()
+    }
+}
+
+/// The `#if` branches a compile of `text` under the project's and the spec's defines
+/// skips.
+fn inactive_branches(text: &str, inputs: &CompileInputs) -> Vec<std::ops::Range<usize>> {
     let defines: Vec<String> = inputs
         .project
         .defines
@@ -817,9 +848,7 @@ pub fn compile(
         .chain(&inputs.defines)
         .map(|(n, v)| format!("{n}={v}"))
         .collect();
-    let mut outcome = compile_with(tc, text, inputs, program_name);
-    outcome.inactive = syntax::branches::inactive_ranges(text, &defines);
-    outcome
+    syntax::branches::inactive_ranges(text, &defines)
 }
 
 fn compile_with(
@@ -881,6 +910,7 @@ fn compile_with(
     // the file compiled again; errors those blanks cause are not the author's.
     let (mut result, blanked) = host_items::check(compile, inputs.device_slice.clone(), headers);
     host_items::drop_caused(&mut result, &blanked);
+    host_items::note_blanked_libraries(&mut result, text, &inputs.device_slice);
     if inputs.device_slice != text {
         // NVRTC did not see the host code, so what only host code uses looks unused.
         result.messages.retain(|m| !m.message.contains("[#177-D]"));

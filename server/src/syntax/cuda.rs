@@ -946,7 +946,7 @@ impl<'s, 't> SliceWalk<'s, 't> {
         let body_start = f
             .child_by_field_name("body")
             .map_or(f.end_byte(), |b| b.start_byte());
-        if self.src[f.start_byte()..body_start].contains(';') {
+        if super::mask::code_only(&self.src[f.start_byte()..body_start]).contains(';') {
             return;
         }
         let (mut words, head_start) = head_words(self.src, f);

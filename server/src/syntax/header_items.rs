@@ -48,7 +48,11 @@ pub fn item_at_line(text: &str, line: usize) -> Option<HeaderItem> {
             .named_children(&mut cursor)
             .find(|c| c.start_byte() < end && at < c.end_byte())?;
         match child.kind() {
-            "namespace_definition" | "linkage_specification" => {
+            "namespace_definition" | "linkage_specification"
+                if child
+                    .child_by_field_name("body")
+                    .is_some_and(|b| b.kind() == "declaration_list") =>
+            {
                 node = child.child_by_field_name("body")?;
             }
             "declaration_list" | "preproc_if" | "preproc_ifdef" | "preproc_else"
@@ -70,6 +74,8 @@ fn line_offset(text: &str, line: usize) -> Option<usize> {
 fn describe(src: &str, item: Node) -> HeaderItem {
     let inner = match item.kind() {
         "template_declaration" => template_item(item).0,
+        // `extern "C" void f(...) { ... }`: the function is the item.
+        "linkage_specification" => item.child_by_field_name("body").unwrap_or(item),
         _ => item,
     };
     let (words, head_start) = head_words(src, item);
@@ -230,6 +236,15 @@ __constant__ float table[4];
         let c = at(15).expect("constant");
         assert!(c.device);
         assert_eq!(c.names, ["table"]);
+    }
+
+    #[test]
+    fn a_function_in_a_one_item_linkage_block_is_the_whole_block() {
+        let src = "extern \"C\" void\nlaunch(int n, // a; b\n       float* p) {\n  go(n);\n}\n";
+        let item = item_at_line(src, 3).expect("the function");
+        assert_eq!(item.range, 0..src.len() - 1);
+        assert_eq!(item.names, ["launch"]);
+        assert!(!item.device);
     }
 
     #[test]

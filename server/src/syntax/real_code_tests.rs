@@ -540,3 +540,11 @@ fn a_header_s_host_macros_are_blanked_where_other_files_invoke_them() {
     );
     assert_eq!(blank_macro_invocations(file, &["OTHER"]), None);
 }
+
+/// A host function whose parameter comments hold `;` is still a host function.
+#[test]
+fn a_comment_with_semicolons_in_a_host_head_does_not_keep_it() {
+    let src = "extern \"C\" void\nlaunch(int n, // 0 => f16; 1 => bf16\n       float* p) {\n  k<<<1, 1>>>(p);\n}\n";
+    let m = model(Lang::Cuda, src);
+    assert!(m.device_slice.trim().is_empty(), "{:?}", m.device_slice);
+}

@@ -667,8 +667,8 @@ fn syntax_errors_in_inactive_branches_are_not_shown() {
 fn no_compile_hides_syntax_errors_in_inactive_branches() {
     let dir = fresh_project("check-inactive-no-compile", &["src"]);
     for (path, text) in [
-        ("src/k.cu", "#if defined(USE_HIP)\n  hipLaunch(k, {{{ dim3( ;\n#endif\n__global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n"),
-        ("src/bad.cu", "#ifdef USE_HIP\n  hipLaunch(k, {{{ dim3( ;\n#endif\n__global__ void k(float* x) { x[0] = (1.0f; }\n"),
+        ("src/k.cu", "#if defined(USE_HIP)\n  hipDeviceProp_t p q = ;\n#endif\n__global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n"),
+        ("src/bad.cu", "#ifdef USE_HIP\n  hipDeviceProp_t p q = ;\n#endif\n__device__ int ok(int a) { return a; }\n__global__ void k(float* x) { x[0] = (1.0f; }\n"),
         ("hip.json", r#"{"cuda": {"defines": ["USE_HIP"]}}"#),
     ] {
         std::fs::write(dir.join(path), text).unwrap();
@@ -689,7 +689,7 @@ fn no_compile_hides_syntax_errors_in_inactive_branches() {
     let out = run(&[], "src/bad.cu");
     let lines: Vec<&str> = out.lines().filter(|l| l.ends_with("[syntax]")).collect();
     assert!(
-        !lines.is_empty() && lines.iter().all(|l| l.starts_with("src/bad.cu:4:")),
+        !lines.is_empty() && lines.iter().all(|l| l.starts_with("src/bad.cu:5:")),
         "only the active line's error\n{out}"
     );
     let out = run(&["--config", "hip.json"], "src/k.cu");

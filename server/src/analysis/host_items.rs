@@ -302,8 +302,7 @@ mod tests {
         let host = |l: &str| l.contains("std::vector") || l.contains("pthread_t");
         let mut messages = Vec::new();
         for (name, text) in headers {
-            for (i, l) in text.lines().enumerate().filter(|(_, l)| host(l)) {
-                let _ = l;
+            for (i, _) in text.lines().enumerate().filter(|(_, l)| host(l)) {
                 messages.push(error(Some(name), i as u32, "qualified name is not allowed"));
             }
         }

@@ -915,7 +915,7 @@ impl<'s, 't> SliceWalk<'s, 't> {
     /// initializers sit in an `#if` as a declaration, and half a conditional group
     /// blanked breaks the file.
     fn blank_host_declaration(&mut self, item: Node, decl: Node) {
-        let text = &self.src[item.byte_range()];
+        let text = self.src.get(item.byte_range()).unwrap_or("");
         let directive = text
             .lines()
             .skip(1)
@@ -946,7 +946,8 @@ impl<'s, 't> SliceWalk<'s, 't> {
         let body_start = f
             .child_by_field_name("body")
             .map_or(f.end_byte(), |b| b.start_byte());
-        if super::mask::code_only(&self.src[f.start_byte()..body_start]).contains(';') {
+        let head = self.src.get(f.start_byte()..body_start).unwrap_or("");
+        if super::mask::code_only(head).contains(';') {
             return;
         }
         let (mut words, head_start) = head_words(self.src, f);
@@ -1093,8 +1094,12 @@ pub fn blank_macro_invocations(slice: &str, names: &[&str]) -> Option<String> {
 /// follows, which the grammar read as something else. Returns where they start (`at`
 /// if none) and their words, so a qualifier macro among them still marks device code.
 fn macro_lines_before(src: &str, at: usize) -> (usize, Vec<String>) {
-    let line_start = src[..at].rfind('\n').map_or(0, |p| p + 1);
-    if !src[line_start..at].trim().is_empty() {
+    // A stale tree may give any offset: then nothing is found.
+    let Some(before) = src.get(..at) else {
+        return (at, Vec::new());
+    };
+    let line_start = before.rfind('\n').map_or(0, |p| p + 1);
+    if !before[line_start..].trim().is_empty() {
         return (at, Vec::new());
     }
     let (mut start, mut words) = (at, Vec::new());

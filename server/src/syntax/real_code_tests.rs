@@ -398,7 +398,7 @@ template <typename T> struct Acc;
     let m = model(Lang::Cuda, src);
     assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
     let lines = slice_lines(&m);
-    for blank in 2..=5 {
+    for blank in [2, 3, 4, 5] {
         assert_eq!(lines[blank], "", "line {} is a host prototype", blank + 1);
     }
     for kept in [0, 1, 6, 7, 8, 9] {

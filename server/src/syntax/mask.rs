@@ -638,9 +638,24 @@ fn wrapping_macro_call(text: &str, at: usize) -> Option<usize> {
         return None;
     }
     let b = text.as_bytes();
+    let (close, nested) = call_close(text, at + n, b"#")?;
+    let after = &text[close + 1..];
+    let semi = close + 1 + (after.len() - after.trim_start().len());
+    if !nested || b.get(semi) != Some(&b';') {
+        return None;
+    }
+    let line_end = text[semi..].find('\n').map_or(text.len(), |e| semi + e);
+    Some(line_end)
+}
+
+/// The `)` closing the call whose `(` is at `open`, over lines, skipping string and
+/// character literals, and whether the arguments hold parentheses of their own. `None`
+/// at a `;`, `{` or `}` (or a byte of `stop`) before it: no call of a macro at file scope.
+fn call_close(text: &str, open: usize, stop: &[u8]) -> Option<(usize, bool)> {
+    let b = text.as_bytes();
     let (mut depth, mut nested) = (0usize, false);
-    let mut i = at + n;
-    let close = loop {
+    let mut i = open;
+    loop {
         match b.get(i)? {
             b'(' => {
                 depth += 1;
@@ -649,7 +664,7 @@ fn wrapping_macro_call(text: &str, at: usize) -> Option<usize> {
             b')' => {
                 depth -= 1;
                 if depth == 0 {
-                    break i;
+                    return Some((i, nested));
                 }
             }
             q @ (b'"' | b'\'') => {
@@ -658,18 +673,12 @@ fn wrapping_macro_call(text: &str, at: usize) -> Option<usize> {
                     i += if b[i] == b'\\' { 2 } else { 1 };
                 }
             }
-            b';' | b'{' | b'}' | b'#' => return None,
+            b';' | b'{' | b'}' => return None,
+            c if stop.contains(c) => return None,
             _ => {}
         }
         i += 1;
-    };
-    let after = &text[close + 1..];
-    let semi = close + 1 + (after.len() - after.trim_start().len());
-    if !nested || b.get(semi) != Some(&b';') {
-        return None;
     }
-    let line_end = text[semi..].find('\n').map_or(text.len(), |e| semi + e);
-    Some(line_end)
 }
 
 fn top_level_macro_call(text: &str, at: usize) -> Option<usize> {
@@ -681,29 +690,7 @@ fn top_level_macro_call(text: &str, at: usize) -> Option<usize> {
     if n == 0 || !rest.starts_with('(') {
         return None;
     }
-    let b = text.as_bytes();
-    let mut depth = 0usize;
-    let mut i = at + n;
-    let close = loop {
-        match b.get(i)? {
-            b'(' => depth += 1,
-            b')' => {
-                depth -= 1;
-                if depth == 0 {
-                    break i;
-                }
-            }
-            q @ (b'"' | b'\'') => {
-                i += 1;
-                while i < b.len() && b[i] != *q && b[i] != b'\n' {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-            }
-            b';' | b'{' | b'}' => return None,
-            _ => {}
-        }
-        i += 1;
-    };
+    let (close, _) = call_close(text, at + n, b"")?;
     let after = text[close + 1..].trim_start();
     match after.bytes().next() {
         None | Some(b'#' | b'/') => Some(close),

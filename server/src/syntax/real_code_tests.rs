@@ -149,6 +149,18 @@ fn slice_lines(m: &FileModel) -> Vec<&str> {
     m.device_slice.lines().map(str::trim_end).collect()
 }
 
+/// The 0-based lines `blank` are blanked in `m`'s device slice and `kept` are `src`'s.
+fn assert_slice(m: &FileModel, src: &str, blank: &[usize], kept: &[usize]) {
+    let lines = slice_lines(m);
+    for &b in blank {
+        assert_eq!(lines[b], "", "line {} is host code", b + 1);
+    }
+    for &k in kept {
+        let want = src.lines().nth(k).unwrap_or("").trim_end();
+        assert_eq!(lines[k], want, "line {} is kept", k + 1);
+    }
+}
+
 #[test]
 fn host_device_macros_keep_functions_and_parse() {
     let src = r#"#include <cuda_runtime.h>
@@ -369,14 +381,7 @@ __global__ void k(int* p) { p[0] = lib_twice(p[0]); }
     let m = model(Lang::Cuda, src);
     assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
     assert_eq!(kernel_names(&m), ["k"]);
-    let lines = slice_lines(&m);
-    let same = |i: usize| lines[i] == src.lines().nth(i).unwrap().trim_end();
-    for kept in [1, 2, 3, 4, 7, 9, 10, 11, 12] {
-        assert!(same(kept), "line {} kept: {:?}", kept + 1, lines[kept]);
-    }
-    for blank in [5, 6, 8] {
-        assert_eq!(lines[blank], "", "line {} is host code", blank + 1);
-    }
+    assert_slice(&m, src, &[5, 6, 8], &[1, 2, 3, 4, 7, 9, 10, 11, 12]);
 }
 
 /// A PyTorch extension's header declares its launchers as host function templates
@@ -397,18 +402,7 @@ template <typename T> struct Acc;
 "#;
     let m = model(Lang::Cuda, src);
     assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
-    let lines = slice_lines(&m);
-    for blank in [2, 3, 4, 5] {
-        assert_eq!(lines[blank], "", "line {} is a host prototype", blank + 1);
-    }
-    for kept in [0, 1, 6, 7, 8, 9] {
-        assert_eq!(
-            lines[kept],
-            src.lines().nth(kept).unwrap(),
-            "line {}",
-            kept + 1
-        );
-    }
+    assert_slice(&m, src, &[2, 3, 4, 5], &[0, 1, 6, 7, 8, 9]);
 }
 
 /// A constructor head whose initializers sit in an `#if` (glm) reads as a declaration;
@@ -446,18 +440,12 @@ extern DECL_CASE(8, 1);
 DECL_CASE(8, 2);
 "#;
     let m = model(Lang::Cuda, src);
-    let lines = slice_lines(&m);
-    for blank in [0, 1, 4, 5, 15, 16, 17] {
-        assert_eq!(lines[blank], "", "line {} is host code", blank + 1);
-    }
-    for kept in [2, 3, 6, 7, 8, 9, 10, 11, 12, 13] {
-        assert_eq!(
-            lines[kept],
-            src.lines().nth(kept).unwrap(),
-            "line {}",
-            kept + 1
-        );
-    }
+    assert_slice(
+        &m,
+        src,
+        &[0, 1, 4, 5, 15, 16, 17],
+        &[2, 3, 6, 7, 8, 9, 10, 11, 12, 13],
+    );
 }
 
 /// `using std::sqrt;` (glm, beside its own `sqrt` overloads) is device code's: it stays
@@ -505,14 +493,12 @@ MAKE_KERNEL(add, half)
 void host_launch(int n) { go(n); }
 "#;
     let m = model(Lang::Cuda, src);
-    let lines = slice_lines(&m);
-    let same = |i: usize| lines[i] == src.lines().nth(i).unwrap().trim_end();
-    for kept in [0, 1, 2, 4, 5, 6, 7, 10, 11, 13, 15, 17, 18, 19, 20] {
-        assert!(same(kept), "line {} kept: {:?}", kept + 1, lines[kept]);
-    }
-    for blank in [3, 8, 9, 12, 14, 16, 21] {
-        assert_eq!(lines[blank], "", "line {} is host code", blank + 1);
-    }
+    assert_slice(
+        &m,
+        src,
+        &[3, 8, 9, 12, 14, 16, 21],
+        &[0, 1, 2, 4, 5, 6, 7, 10, 11, 13, 15, 17, 18, 19, 20],
+    );
 }
 
 /// A header's instantiation macro invoked from another file (ggml's template-instance

@@ -619,8 +619,8 @@ fn check_reads_the_settings_file_and_config() {
 
 /// Issue #31: a syntax error inside an `#if` branch that the project's defines leave out
 /// (HIP-only code) is not shown, even when the compile cannot overrule syntax errors
-/// (here a header with host code gives the "not checked" note); with the define, the
-/// branch is compiled and its error shows.
+/// (here a header's device code that NVRTC cannot compile gives the "not checked"
+/// note); with the define, the branch is compiled and its error shows.
 #[test]
 fn syntax_errors_in_inactive_branches_are_not_shown() {
     if let Err(e) = crate::tools::nvrtc_available() {
@@ -628,7 +628,7 @@ fn syntax_errors_in_inactive_branches_are_not_shown() {
     }
     let dir = fresh_project("check-inactive", &["src"]);
     for (path, text) in [
-        ("src/common.cuh", "#pragma once\nstruct HostOnly { std::vector<int> v; };\n"),
+        ("src/common.cuh", "#pragma once\n__device__ inline int count(int x) { return std::vector<int>(x).size(); }\n"),
         ("src/k.cu", "#include \"common.cuh\"\n#if defined(USE_HIP)\n  hipLaunch(k, {{{ dim3( ;\n#else\n#define LAUNCH_OK 1\n#endif\n#ifndef NDEBUG\n#else\nint broken( {;\n#endif\n__global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n"),
         ("hip.json", r#"{"cuda": {"defines": ["USE_HIP", "NDEBUG"]}}"#),
     ] {
@@ -656,6 +656,47 @@ fn syntax_errors_in_inactive_branches_are_not_shown() {
             .iter()
             .any(|l| l.starts_with("src/k.cu:2:") || l.starts_with("src/k.cu:3:")),
         "USE_HIP set: its branch is checked\n{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue #31: `--no-compile` applies the same rule for `#if` branches the project's
+/// defines leave out: no syntax error from them, while one in active code still shows,
+/// and with the define the branch's error shows.
+#[test]
+fn no_compile_hides_syntax_errors_in_inactive_branches() {
+    let dir = fresh_project("check-inactive-no-compile", &["src"]);
+    for (path, text) in [
+        ("src/k.cu", "#if defined(USE_HIP)\n  hipDeviceProp_t p q = ;\n#endif\n__global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n"),
+        ("src/bad.cu", "#ifdef USE_HIP\n  hipDeviceProp_t p q = ;\n#endif\n__device__ int ok(int a) { return a; }\n__global__ void k(float* x) { x[0] = (1.0f; }\n"),
+        ("hip.json", r#"{"cuda": {"defines": ["USE_HIP"]}}"#),
+    ] {
+        std::fs::write(dir.join(path), text).unwrap();
+    }
+    let run = |args: &[&str], file: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
+            .current_dir(&dir)
+            .arg("check")
+            .arg("--no-compile")
+            .args(args)
+            .arg(file)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = run(&[], "src/k.cu");
+    assert!(!out.contains("[syntax]"), "{out}");
+    let out = run(&[], "src/bad.cu");
+    let lines: Vec<&str> = out.lines().filter(|l| l.ends_with("[syntax]")).collect();
+    assert!(
+        !lines.is_empty() && lines.iter().all(|l| l.starts_with("src/bad.cu:5:")),
+        "only the active line's error\n{out}"
+    );
+    let out = run(&["--config", "hip.json"], "src/k.cu");
+    assert!(
+        out.lines().any(|l| l.ends_with("[syntax]")
+            && (l.starts_with("src/k.cu:1:") || l.starts_with("src/k.cu:2:"))),
+        "USE_HIP set: its branch is read\n{out}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -4,6 +4,7 @@
 //! Pure except for [`compile`], which runs NVRTC/ptxas and belongs on a blocking thread.
 
 mod arange;
+mod host_items;
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
@@ -576,29 +577,64 @@ pub fn with_project(
     defines: &[String],
     tc: &Toolchain,
 ) -> CompileInputs {
-    inputs.project = toolchain::project::flags_for_file(path, include_paths, defines);
-    inputs.file = Some(path.to_path_buf());
+    inputs = with_project_flags(inputs, path, include_paths, defines);
     let dirs = angle_include_dirs(&inputs.project, path);
     inputs.device_slice =
         restore_project_includes(text, &inputs.device_slice, &dirs, &tc.include_dirs);
     if tc.nvcc.is_none() {
         // nvcc reads the headers itself, host code and all; NVRTC gets their device
         // slices ([`compile`] collects them itself if nvcc fails and NVRTC stands in).
-        inputs.headers = project_headers(&inputs, tc);
+        inputs.headers = project_headers(&mut inputs, tc);
     }
     inputs
 }
 
+/// `inputs` with the project flags of the file at `path` (its folder,
+/// compile_commands.json, the `cuda` settings): all a check that runs no compiler needs
+/// ([`branches_only`]). Reads the disk.
+pub fn with_project_flags(
+    mut inputs: CompileInputs,
+    path: &std::path::Path,
+    include_paths: &[std::path::PathBuf],
+    defines: &[String],
+) -> CompileInputs {
+    inputs.project = toolchain::project::flags_for_file(path, include_paths, defines);
+    inputs.file = Some(path.to_path_buf());
+    inputs
+}
+
 /// The project headers `inputs` includes, each reduced to its device slice, for NVRTC.
-/// Reads the disk; empty for a buffer with no file.
-fn project_headers(inputs: &CompileInputs, tc: &Toolchain) -> Vec<(String, String)> {
+/// Reads the disk; empty for a buffer with no file. A header's macros that expand to
+/// host code only (`DECL_CASE(q4_0);`, instantiating a host template) are blanked
+/// where the file and the other headers invoke them, as the header's own invocations
+/// are (`CompileInputs::device_slice` is updated).
+fn project_headers(inputs: &mut CompileInputs, tc: &Toolchain) -> Vec<(String, String)> {
+    let mut headers = header_slices(inputs, tc);
+    let macros = headers.1;
+    let names: Vec<&str> = macros.iter().map(String::as_str).collect();
+    if !names.is_empty() {
+        if let Some(s) = syntax::blank_macro_invocations(&inputs.device_slice, &names) {
+            inputs.device_slice = s;
+        }
+        for (_, text) in headers.0.iter_mut() {
+            if let Some(s) = syntax::blank_macro_invocations(text, &names) {
+                *text = s;
+            }
+        }
+    }
+    headers.0
+}
+
+/// The project headers' device slices, and the names of the host macros they define.
+fn header_slices(inputs: &CompileInputs, tc: &Toolchain) -> (Vec<(String, String)>, Vec<String>) {
     let Some(path) = &inputs.file else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     let dir = path
         .parent()
         .map_or_else(|| std::path::PathBuf::from("."), |d| d.to_path_buf());
     let dirs = angle_include_dirs(&inputs.project, path);
+    let macros = std::cell::RefCell::new(Vec::new());
     let slice = |t: &str| -> String {
         let mut parser = tree_sitter::Parser::new();
         if parser
@@ -609,20 +645,29 @@ fn project_headers(inputs: &CompileInputs, tc: &Toolchain) -> Vec<(String, Strin
         }
         match syntax::parse_text(&mut parser, Lang::Cuda, t) {
             Some(tree) => {
-                let slice = syntax::analyze(Lang::Cuda, t, &tree).device_slice;
-                restore_project_includes(t, &slice, &dirs, &tc.include_dirs)
+                let model = syntax::analyze(Lang::Cuda, t, &tree);
+                // A macro instantiating one of the header's kernels is device code.
+                let kernels: Vec<&str> = model.kernels.iter().map(|k| k.name.as_str()).collect();
+                macros.borrow_mut().extend(
+                    syntax::host_macros(t, &tree)
+                        .into_iter()
+                        .filter(|(_, inst)| !inst.iter().any(|n| kernels.contains(&n.as_str())))
+                        .map(|(m, _)| m),
+                );
+                restore_project_includes(t, &model.device_slice, &dirs, &tc.include_dirs)
             }
             None => t.to_string(),
         }
     };
-    toolchain::project::collect_headers(
+    let headers = toolchain::project::collect_headers(
         &inputs.device_slice,
         &dir,
         &inputs.project.include_dirs,
         &tc.include_dirs,
         8 << 20,
         &slice,
-    )
+    );
+    (headers, macros.into_inner())
 }
 
 /// The folders nvcc searches for `#include <name>`: the project's (compile_commands.json,
@@ -778,6 +823,24 @@ pub fn compile(
     inputs: &CompileInputs,
     program_name: &str,
 ) -> CompileOutcome {
+    let mut outcome = compile_with(tc, text, inputs, program_name);
+    outcome.inactive = inactive_branches(text, inputs);
+    outcome
+}
+
+/// What a check that runs no compiler (`check --no-compile`) knows of a compile: the
+/// `#if` branches the file's defines leave out ([`CompileOutcome::inactive`]), so that
+/// [`merge_findings`] hides syntax errors there as after a compile. Pure.
+pub fn branches_only(text: &str, inputs: &CompileInputs) -> CompileOutcome {
+    CompileOutcome {
+        inactive: inactive_branches(text, inputs),
+        ..CompileOutcome::default()
+    }
+}
+
+/// The `#if` branches a compile of `text` under the project's and the spec's defines
+/// skips.
+fn inactive_branches(text: &str, inputs: &CompileInputs) -> Vec<std::ops::Range<usize>> {
     let defines: Vec<String> = inputs
         .project
         .defines
@@ -785,9 +848,7 @@ pub fn compile(
         .chain(&inputs.defines)
         .map(|(n, v)| format!("{n}={v}"))
         .collect();
-    let mut outcome = compile_with(tc, text, inputs, program_name);
-    outcome.inactive = syntax::branches::inactive_ranges(text, &defines);
-    outcome
+    syntax::branches::inactive_ranges(text, &defines)
 }
 
 fn compile_with(
@@ -827,17 +888,29 @@ fn compile_with(
         };
     }
     // nvcc was found but could not run: NVRTC needs the headers nvcc would have read.
-    let fallback_headers =
-        (tc.nvcc.is_some() && inputs.headers.is_empty()).then(|| project_headers(inputs, tc));
-    let mut result: CheckResult = toolchain::check_device_slice_with(
-        tc,
-        &inputs.device_slice,
-        program_name,
-        &inputs.defines,
-        &inputs.name_expressions,
-        &inputs.project,
-        fallback_headers.as_deref().unwrap_or(&inputs.headers),
-    );
+    let fallback = (tc.nvcc.is_some() && inputs.headers.is_empty()).then(|| {
+        let mut own = inputs.clone();
+        own.headers = project_headers(&mut own, tc);
+        own
+    });
+    let inputs = fallback.as_ref().unwrap_or(inputs);
+    let headers = inputs.headers.clone();
+    let compile = |slice: &str, headers: &[(String, String)]| {
+        toolchain::check_device_slice_with(
+            tc,
+            slice,
+            program_name,
+            &inputs.defines,
+            &inputs.name_expressions,
+            &inputs.project,
+            headers,
+        )
+    };
+    // Host items NVRTC stops at (in the file or its project headers) are blanked and
+    // the file compiled again; errors those blanks cause are not the author's.
+    let (mut result, blanked) = host_items::check(compile, inputs.device_slice.clone(), headers);
+    host_items::drop_caused(&mut result, &blanked);
+    host_items::note_blanked_libraries(&mut result, text, &inputs.device_slice);
     if inputs.device_slice != text {
         // NVRTC did not see the host code, so what only host code uses looks unused.
         result.messages.retain(|m| !m.message.contains("[#177-D]"));

@@ -179,6 +179,16 @@ pub fn run(args: &CheckArgs) -> ExitCode {
             }
             findings = analysis::merge_findings(findings, Some(&outcome), &text);
             resources = outcome.resources;
+        } else if lang == Lang::Cuda && result.size_note.is_none() {
+            // No compile, but the same rule for `#if` branches the defines leave out.
+            let inputs = analysis::with_project_flags(
+                result.compile_inputs(),
+                path,
+                &settings.cuda.include_paths,
+                &settings.cuda.defines,
+            );
+            let outcome = analysis::branches_only(&text, &inputs);
+            findings = analysis::merge_findings(findings, Some(&outcome), &text);
         }
         findings.sort_by_key(|f| (f.range.start, f.range.end));
         // One line per file on stderr, so a clean run still says what was checked.

@@ -41,8 +41,9 @@ pub(crate) struct ChunkFacts {
     /// Host-only items, blanked in the device slice.
     blanks: Vec<ByteRange>,
     struct_names: Vec<String>,
-    /// Function-like macros defined here whose expansion is only host functions.
-    host_macros: Vec<String>,
+    /// Function-like macros defined here whose expansion is only host functions and
+    /// explicit instantiations, with the names those instantiate.
+    host_macros: Vec<(String, Vec<String>)>,
     /// Host-looking function definitions whose head names words the parser did not
     /// see (macros): blanked unless one is a qualifier macro the file defines.
     guarded: Vec<(ByteRange, Vec<String>)>,
@@ -416,9 +417,17 @@ fn assemble(
             blank(&mut bytes, abs(region.range.start, b));
         }
     }
+    let device_names: rustc_hash::FxHashSet<&str> = facts
+        .iter()
+        .flat_map(|f| f.defs.iter().map(|d| d.name.as_str()))
+        .collect();
+    // A macro that instantiates one of the file's kernels or device functions is device
+    // code (`INSTANTIATE(float)` -> `template void k<float>(...);`).
     let host_macros: Vec<&str> = facts
         .iter()
-        .flat_map(|f| f.host_macros.iter().map(String::as_str))
+        .flat_map(|f| f.host_macros.iter())
+        .filter(|(_, names)| !names.iter().any(|n| device_names.contains(n.as_str())))
+        .map(|(m, _)| m.as_str())
         .collect();
     for r in host_macro_invocations(src, regions, &host_macros) {
         blank(&mut bytes, r);
@@ -431,10 +440,6 @@ fn assemble(
         .flat_map(|f| f.word_defines.iter().cloned())
         .collect();
     let defined = super::qualifiers::defined_qualifiers(&defines);
-    let device_names: rustc_hash::FxHashSet<&str> = facts
-        .iter()
-        .flat_map(|f| f.defs.iter().map(|d| d.name.as_str()))
-        .collect();
     for (region, f) in regions.iter().zip(facts.iter()) {
         for (r, words) in &f.guarded {
             if !words.iter().any(|w| defined.contains(w)) {
@@ -503,7 +508,7 @@ fn inner_declarator(n: Node) -> Option<Node> {
 }
 
 /// The identifier naming a function: `k`, `ns::k` -> `k`, `k<float>` -> `k`.
-fn name_of(n: Node) -> Option<Node> {
+pub(super) fn name_of(n: Node) -> Option<Node> {
     let mut n = n;
     for _ in 0..64 {
         match n.kind() {
@@ -686,8 +691,9 @@ struct SliceWalk<'s, 't> {
     blanks: Vec<ByteRange>,
     struct_names: HashSet<String>,
     sites: Vec<DefSite<'t>>,
-    /// Function-like macros whose expansion is only host function definitions.
-    host_macros: Vec<String>,
+    /// Function-like macros whose expansion is only host function definitions and
+    /// explicit instantiations (with the names those instantiate).
+    host_macros: Vec<(String, Vec<String>)>,
     /// Host-looking definitions with macro words in their head (absolute ranges).
     guarded: Vec<(ByteRange, Vec<String>)>,
     /// Explicit instantiations of function templates with no device qualifier.
@@ -790,6 +796,11 @@ impl<'s, 't> SliceWalk<'s, 't> {
                     "struct_specifier" | "class_specifier" | "union_specifier" => {
                         self.record_struct(inner)
                     }
+                    // `template <int N> void launch(const at::Tensor& x);`: a host
+                    // prototype, whose parameter types NVRTC may not have.
+                    "declaration" if self.host_declaration(inner) => {
+                        self.blank_host_declaration(n, inner)
+                    }
                     _ => {}
                 }
             }
@@ -806,17 +817,7 @@ impl<'s, 't> SliceWalk<'s, 't> {
             "namespace_definition" => return n.child_by_field_name("body"),
             "declaration_list" | "preproc_if" | "preproc_ifdef" | "preproc_else"
             | "preproc_elif" | "preproc_elifdef" => return Some(n),
-            "declaration" if self.host_declaration(n) => {
-                // A prototype named device code by a qualifier macro stays; the blank
-                // of a host one covers the macros before it.
-                let (words, head_start) = head_words(self.src, n);
-                if !words
-                    .iter()
-                    .any(|w| super::qualifiers::is_qualifier_name(w))
-                {
-                    self.blank(head_start.min(n.start_byte())..n.end_byte());
-                }
-            }
+            "declaration" if self.host_declaration(n) => self.blank_host_declaration(n, n),
             "template_instantiation" => self.record_instantiation(n),
             "using_declaration" | "namespace_alias_definition" if self.names_host_namespace(n) => {
                 self.blank(n.byte_range())
@@ -844,42 +845,7 @@ impl<'s, 't> SliceWalk<'s, 't> {
     /// wrapper, as Rust bindings' kernel files do): their invocations are blanked
     /// ([`host_macro_invocations`]), as the functions they define would be.
     fn collect_host_macros(&mut self, root: Node, range: &ByteRange) {
-        let mut items: Vec<Node> = super::top_items(root, range);
-        items.retain(Node::is_named);
-        let mut containers: Vec<Node> = Vec::new();
-        loop {
-            for c in items {
-                match c.kind() {
-                    "preproc_function_def" => {
-                        let name = c.child_by_field_name("name").map(|x| text(self.src, x));
-                        // From the replacement's start to the last continued line: the
-                        // grammar ends the definition at a comment inside it.
-                        let value = c.child_by_field_name("value").map(|x| {
-                            &self.src[x.start_byte()..define_end(self.src, x.start_byte())]
-                        });
-                        if let (Some(name), Some(value)) = (name, value) {
-                            if expands_to_host_functions(value) {
-                                self.host_macros.push(name.to_string());
-                            }
-                        }
-                    }
-                    "preproc_if"
-                    | "preproc_ifdef"
-                    | "preproc_else"
-                    | "preproc_elif"
-                    | "preproc_elifdef"
-                    | "linkage_specification"
-                    | "declaration_list"
-                    | "namespace_definition" => containers.push(c),
-                    _ => {}
-                }
-            }
-            let Some(n) = containers.pop() else {
-                break;
-            };
-            let mut cursor = n.walk();
-            items = n.named_children(&mut cursor).collect();
-        }
+        self.host_macros = host_macro_defs(self.src, root, range);
     }
 
     /// `template void launch<float>(float*, int, cudaStream_t);`: recorded with the
@@ -942,12 +908,52 @@ impl<'s, 't> SliceWalk<'s, 't> {
         self.blanks.push(range);
     }
 
+    /// Blanks `item` (a host prototype or variable `decl`, or the template around it). A
+    /// prototype named device code by a qualifier macro stays; the blank of a host one
+    /// covers the macros before it. Only a whole statement ending in `;` with no
+    /// directive inside is blanked: the grammar reads a constructor head whose
+    /// initializers sit in an `#if` as a declaration, and half a conditional group
+    /// blanked breaks the file.
+    fn blank_host_declaration(&mut self, item: Node, decl: Node) {
+        let text = self.src.get(item.byte_range()).unwrap_or("");
+        let directive = text
+            .lines()
+            .skip(1)
+            .any(|l| l.trim_start().starts_with('#'));
+        if !text.trim_end().ends_with(';') || directive {
+            return;
+        }
+        let (words, head_start) = head_words(self.src, item);
+        let (inner_words, _) = head_words(self.src, decl);
+        let head_start = head_start.min(item.start_byte());
+        let (start, attributes) = macro_lines_before(self.src, head_start);
+        let qualified = words
+            .iter()
+            .chain(&inner_words)
+            .chain(&attributes)
+            .any(|w| super::qualifiers::is_qualifier_name(w));
+        if !qualified {
+            self.blank(start..item.end_byte());
+        }
+    }
+
     /// Blanks a function definition judged host by its tokens, unless its head names a
     /// qualifier macro (`HD inline float f()`, the macro hidden from the parser): kept
     /// when the name says so, left to `assemble` when only the file's `#define`s can.
     fn blank_function(&mut self, range: ByteRange, f: Node) {
-        let (words, head_start) = head_words(self.src, f);
-        let range = range.start.min(head_start)..range.end;
+        // A "head" holding a `;` is the grammar's misreading of several items (a macro
+        // wrapping a prototype, then everything up to some `{`): doubt means keep.
+        let body_start = f
+            .child_by_field_name("body")
+            .map_or(f.end_byte(), |b| b.start_byte());
+        let head = self.src.get(f.start_byte()..body_start).unwrap_or("");
+        if super::mask::code_only(head).contains(';') {
+            return;
+        }
+        let (mut words, head_start) = head_words(self.src, f);
+        let (start, attributes) = macro_lines_before(self.src, range.start.min(head_start));
+        words.extend(attributes);
+        let range = start..range.end;
         if words
             .iter()
             .any(|w| super::qualifiers::is_qualifier_name(w))
@@ -962,6 +968,204 @@ impl<'s, 't> SliceWalk<'s, 't> {
     }
 }
 
+/// The function-like macros defined among the items of `root` in `range` whose
+/// expansion is only host function definitions and explicit instantiations, with the
+/// names those instantiate ([`expands_to_host_functions`]).
+fn host_macro_defs(src: &str, root: Node, range: &ByteRange) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut others: Vec<(String, String)> = Vec::new();
+    let mut items: Vec<Node> = super::top_items(root, range);
+    items.retain(Node::is_named);
+    let mut containers: Vec<Node> = Vec::new();
+    loop {
+        for c in items {
+            match c.kind() {
+                "preproc_function_def" => {
+                    let name = c.child_by_field_name("name").map(|x| text(src, x));
+                    // From the replacement's start to the last continued line: the
+                    // grammar ends the definition at a comment inside it.
+                    let value = c
+                        .child_by_field_name("value")
+                        .map(|x| &src[x.start_byte()..define_end(src, x.start_byte())]);
+                    if let (Some(name), Some(value)) = (name, value) {
+                        match expands_to_host_functions(value) {
+                            Some(names) => out.push((name.to_string(), names)),
+                            None => others.push((name.to_string(), value.to_string())),
+                        }
+                    }
+                }
+                "preproc_if"
+                | "preproc_ifdef"
+                | "preproc_else"
+                | "preproc_elif"
+                | "preproc_elifdef"
+                | "linkage_specification"
+                | "declaration_list"
+                | "namespace_definition" => containers.push(c),
+                _ => {}
+            }
+        }
+        let Some(n) = containers.pop() else {
+            break;
+        };
+        let mut cursor = n.walk();
+        items = n.named_children(&mut cursor).collect();
+    }
+    // Macros made of invocations of host macros are host macros (`CASES(64)` expanding
+    // to `extern DECL_CASE(64, 1); extern DECL_CASE(64, 2);`).
+    loop {
+        let before = out.len();
+        others.retain(|(name, value)| match invokes_only(value, &out) {
+            Some(names) => {
+                out.push((name.clone(), names));
+                false
+            }
+            None => true,
+        });
+        if out.len() == before {
+            return out;
+        }
+    }
+}
+
+/// The names `macros` instantiate, when `value` is only `;`-separated invocations of
+/// them (each maybe after `extern`); `None` otherwise.
+fn invokes_only(value: &str, macros: &[(String, Vec<String>)]) -> Option<Vec<String>> {
+    let body = value.replace("\\\n", " \n");
+    let mut names = Vec::new();
+    let mut any = false;
+    let parts = body
+        .split(';')
+        .map(|p| p.trim_matches(|c: char| c.is_whitespace() || c == '\\'))
+        .filter(|p| !p.is_empty());
+    for part in parts {
+        let part = part
+            .strip_prefix("extern")
+            .filter(|r| r.starts_with(char::is_whitespace))
+            .map_or(part, str::trim_start);
+        let n = part
+            .bytes()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == b'_')
+            .count();
+        let (m, rest) = part.split_at(n);
+        let (_, inst) = macros.iter().find(|(name, _)| name == m)?;
+        let rest = rest.trim_start();
+        let close = super::mask::close_bracket(rest, 0, b'(', b')')?;
+        if !rest.starts_with('(') || close + 1 != rest.len() {
+            return None;
+        }
+        names.extend(inst.iter().cloned());
+        any = true;
+    }
+    any.then_some(names)
+}
+
+/// The function-like macros `src` (parsed as `tree`) defines whose expansion is only
+/// host functions and explicit instantiations of templates, with the names those
+/// instantiate: a header's, whose invocations in the files that include it are host
+/// code too ([`blank_macro_invocations`]).
+pub fn host_macros(src: &str, tree: &tree_sitter::Tree) -> Vec<(String, Vec<String>)> {
+    let root = tree.root_node();
+    host_macro_defs(src, root, &(0..src.len().max(root.end_byte())))
+}
+
+/// `slice` with its file-scope invocations of `names` (host macros of the headers it
+/// includes, [`host_macros`]) blanked; `None` when it has none.
+pub fn blank_macro_invocations(slice: &str, names: &[&str]) -> Option<String> {
+    if !names.iter().any(|n| slice.contains(n)) {
+        return None;
+    }
+    let mut parser = tree_sitter::Parser::new();
+    parser.set_language(&super::ts_language(Lang::Cuda)).ok()?;
+    let tree = super::parse_text(&mut parser, Lang::Cuda, slice)?;
+    let ranges = host_macro_invocations(slice, &[Region::whole(&tree, slice.len())], names);
+    if ranges.is_empty() {
+        return None;
+    }
+    let mut bytes = slice.as_bytes().to_vec();
+    for r in ranges {
+        blank(&mut bytes, r);
+    }
+    String::from_utf8(bytes).ok()
+}
+
+/// Whole lines before `at` (where a head starts) made only of all-caps macro words and
+/// calls, `GGML_NORETURN GGML_ATTRIBUTE_FORMAT(3, 4)`: attributes of the item that
+/// follows, which the grammar read as something else. Returns where they start (`at`
+/// if none) and their words, so a qualifier macro among them still marks device code.
+fn macro_lines_before(src: &str, at: usize) -> (usize, Vec<String>) {
+    // A stale tree may give any offset: then nothing is found.
+    let Some(before) = src.get(..at) else {
+        return (at, Vec::new());
+    };
+    let line_start = before.rfind('\n').map_or(0, |p| p + 1);
+    if !before[line_start..].trim().is_empty() {
+        return (at, Vec::new());
+    }
+    let (mut start, mut words) = (at, Vec::new());
+    let mut end = line_start;
+    while end > 0 {
+        let prev_start = src[..end - 1].rfind('\n').map_or(0, |p| p + 1);
+        let line = src[prev_start..end - 1].trim();
+        match attribute_words(line) {
+            Some(w) => {
+                words.extend(w);
+                start = prev_start
+                    + (src[prev_start..end].len() - src[prev_start..end].trim_start().len());
+                end = prev_start;
+            }
+            None => break,
+        }
+    }
+    (start, words)
+}
+
+/// The macro names of a line made only of all-caps words and attribute-like calls
+/// (`NAME`, `GGML_ATTRIBUTE_FORMAT(3, 4)`), or `None`. A call must name what it is
+/// (`ATTR`, `DEPRECATED`, `FORMAT`...): a line such as `MAKE_KERNEL(add, half)` defines
+/// items of its own and is never taken.
+fn attribute_words(line: &str) -> Option<Vec<String>> {
+    const CALLS: &[&str] = &[
+        "ATTR",
+        "DEPRECATED",
+        "FORMAT",
+        "NORETURN",
+        "ALIGN",
+        "VISIBILITY",
+        "NODISCARD",
+        "UNUSED",
+        "PRINTF",
+    ];
+    let mut rest = line.trim();
+    let mut words = Vec::new();
+    while !rest.is_empty() {
+        let n = rest
+            .bytes()
+            .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == b'_')
+            .count();
+        if n < 2 || rest.as_bytes()[0].is_ascii_digit() {
+            return None;
+        }
+        words.push(rest[..n].to_string());
+        rest = rest[n..].trim_start();
+        if rest.starts_with('(') {
+            if !CALLS
+                .iter()
+                .any(|c| words.last().is_some_and(|w| w.contains(c)))
+            {
+                return None;
+            }
+            let close = super::mask::close_bracket(rest, 0, b'(', b')')?;
+            rest = rest[close + 1..].trim_start();
+        } else if !rest.is_empty()
+            && !rest.starts_with(|c: char| c.is_ascii_uppercase() || c == '_')
+        {
+            return None;
+        }
+    }
+    (!words.is_empty()).then_some(words)
+}
+
 /// Top-level invocations of the file's host-function macros (`names`): each runs from
 /// the macro's name to its closing `)` and an optional `;`.
 fn host_macro_invocations(src: &str, regions: &[Region], names: &[&str]) -> Vec<ByteRange> {
@@ -974,14 +1178,21 @@ fn host_macro_invocations(src: &str, regions: &[Region], names: &[&str]) -> Vec<
         let start = at;
         at += line.len();
         let lead = line.len() - line.trim_start().len();
+        // `extern DECL_CASE(q4_0);` declares what the macro instantiates.
         let t = &line[lead..];
+        let ext = t
+            .strip_prefix("extern")
+            .filter(|r| r.starts_with([' ', '\t']))
+            .map_or(0, |r| t.len() - r.trim_start().len());
+        let t = &t[ext..];
         let Some(name) = names
             .iter()
             .find(|h| t.starts_with(*h) && t[h.len()..].trim_start().starts_with('('))
         else {
             continue;
         };
-        let begin = start + lead;
+        let lead = lead + ext;
+        let begin = start + line.len() - line.trim_start().len();
         let region = regions.partition_point(|r| r.range.end <= begin);
         let Some(region) = regions.get(region) else {
             continue;
@@ -989,8 +1200,10 @@ fn host_macro_invocations(src: &str, regions: &[Region], names: &[&str]) -> Vec<
         if !at_top_level(region.root, begin) {
             continue;
         }
-        let open =
-            begin + name.len() + (t[name.len()..].len() - t[name.len()..].trim_start().len());
+        let open = start
+            + lead
+            + name.len()
+            + (t[name.len()..].len() - t[name.len()..].trim_start().len());
         let Some(close) = matching_paren(src, open) else {
             continue;
         };
@@ -1005,47 +1218,62 @@ fn host_macro_invocations(src: &str, regions: &[Region], names: &[&str]) -> Vec<
 }
 
 /// Whether a macro's replacement text is one or more host function definitions (no
-/// `__global__`/`__device__`/`constexpr`), read as a translation unit with `##` pasting
-/// and `#` stringizing taken out.
-fn expands_to_host_functions(value: &str) -> bool {
-    if !value.contains('{') || value.contains("__global__") || value.contains("__device__") {
-        return false;
+/// `__global__`/`__device__`/`constexpr`) and explicit instantiations of function
+/// templates (`template void launch<CDIM>(const at::Tensor x);`, whose host template
+/// is blanked), read as a translation unit with `##` pasting and `#` stringizing taken
+/// out: `Some` with the names instantiated, `None` when it holds anything else.
+fn expands_to_host_functions(value: &str) -> Option<Vec<String>> {
+    let maybe = value.contains('{') || value.contains("template");
+    if !maybe || value.contains("__global__") || value.contains("__device__") {
+        return None;
     }
     let body = value
         .replace("\\\n", " \n")
         .replace("##", "")
         .replace('#', " ");
     let mut parser = tree_sitter::Parser::new();
-    if parser
-        .set_language(&super::ts_language(Lang::Cuda))
-        .is_err()
-    {
-        return false;
+    parser.set_language(&super::ts_language(Lang::Cuda)).ok()?;
+    let mut body = body;
+    let mut tree = parser.parse(&body, None)?;
+    if tree.root_node().has_error() {
+        // `template void f<type>(...)` with its `;` at the invocation: `DECL(q4_0);`.
+        body = format!("{};", body.trim_end());
+        tree = parser.parse(&body, None)?;
     }
-    let Some(tree) = parser.parse(&body, None) else {
-        return false;
-    };
     let root = tree.root_node();
     if root.has_error() {
-        return false;
+        return None;
     }
     let mut cursor = root.walk();
     let items: Vec<Node> = root
         .named_children(&mut cursor)
         .filter(|c| c.kind() != "comment")
         .collect();
-    !items.is_empty()
-        && items.iter().all(|item| {
-            let f = match item.kind() {
-                "linkage_specification" => item.child_by_field_name("body"),
-                "template_declaration" => Some(template_item(*item).0),
-                _ => Some(*item),
-            };
-            f.is_some_and(|f| {
-                f.kind() == "function_definition"
-                    && !has_token(f, &["__global__", "__device__", "constexpr"])
-            })
-        })
+    let mut names = Vec::new();
+    for item in &items {
+        if item.kind() == "template_instantiation" {
+            let name = item
+                .child_by_field_name("declarator")
+                .and_then(function_declarator)
+                .and_then(|f| f.child_by_field_name("declarator"))
+                .and_then(name_of)?;
+            names.push(text(&body, name).to_string());
+            continue;
+        }
+        let f = match item.kind() {
+            "linkage_specification" => item.child_by_field_name("body"),
+            "template_declaration" => Some(template_item(*item).0),
+            _ => Some(*item),
+        };
+        let host_function = f.is_some_and(|f| {
+            f.kind() == "function_definition"
+                && !has_token(f, &["__global__", "__device__", "constexpr"])
+        });
+        if !host_function {
+            return None;
+        }
+    }
+    (!items.is_empty()).then_some(names)
 }
 
 /// The words of a function's head the grammar may not have seen: those before the node
@@ -1054,7 +1282,7 @@ fn expands_to_host_functions(value: &str) -> bool {
 /// `GLM_FUNC_QUALIFIER GLM_CONSTEXPR static vec<1, R, Q> call(...)`), and the capitalised
 /// ones between its start and its declarator. Also where the first word before the node
 /// starts (the node's start if none).
-fn head_words(src: &str, f: Node) -> (Vec<String>, usize) {
+pub(super) fn head_words(src: &str, f: Node) -> (Vec<String>, usize) {
     let b = src.as_bytes();
     let start = f.start_byte().min(b.len());
     let mut i = start;
@@ -1183,7 +1411,7 @@ fn matching_paren(src: &str, open: usize) -> Option<usize> {
 }
 
 /// The item under `template <...>` headers and the innermost header.
-fn template_item(n: Node) -> (Node, Node) {
+pub(super) fn template_item(n: Node) -> (Node, Node) {
     let (mut inner, mut tpl) = (n, n);
     for _ in 0..64 {
         let mut cursor = inner.walk();
@@ -1203,7 +1431,7 @@ fn template_item(n: Node) -> (Node, Node) {
     (inner, tpl)
 }
 
-fn has_token(n: Node, tokens: &[&str]) -> bool {
+pub(super) fn has_token(n: Node, tokens: &[&str]) -> bool {
     let mut cursor = n.walk();
     let found = n.children(&mut cursor).any(|c| {
         (!c.is_named() && tokens.contains(&c.kind()))
@@ -1267,11 +1495,15 @@ impl SliceWalk<'_, '_> {
             "namespace_alias_definition" => t.split_once('=').map_or("", |(_, r)| r),
             _ => t,
         };
-        let first = t.trim_start().trim_start_matches("::");
-        let first: &str = first
-            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .next()
-            .unwrap_or("");
+        let name = t.trim_start().trim_start_matches("::");
+        let mut path = name.split(|c: char| !(c.is_alphanumeric() || c == '_'));
+        let first: &str = path.next().unwrap_or("");
+        // `using std::sqrt;`: a math function device code calls (`std_math.txt`).
+        let member = path.find(|w| !w.is_empty()).unwrap_or("");
+        let one_member = n.kind() == "using_declaration" && name.matches("::").count() == 1;
+        if first == "std" && one_member && is_global_math(member) {
+            return false;
+        }
         queries::data_lines(queries::HOST_NAMESPACES).any(|ns| ns == first)
     }
 
@@ -1298,6 +1530,12 @@ pub fn is_host_library_header(name: &str) -> bool {
         Some(prefix) => name.starts_with(prefix),
         None => name == entry,
     })
+}
+
+/// Whether `std::name` is a `<cmath>` function NVRTC also declares as `::name`
+/// (`grammars/cuda/std_math.txt`).
+pub fn is_global_math(name: &str) -> bool {
+    queries::data_lines(queries::STD_MATH).any(|m| m == name)
 }
 
 /// Whether `<name>` is a header NVRTC compiles for device code

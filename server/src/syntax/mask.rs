@@ -33,7 +33,11 @@ pub fn masked(lang: Lang, text: &str) -> Option<String> {
     let base = normal.as_deref().unwrap_or(text);
     let (ranges, renames) = match lang {
         Lang::Cuda => {
-            let mut hide = mask_ranges(base);
+            // The linkage groups' braces are no braces to the other scans either.
+            let linkage = split_linkage_groups(base);
+            let unlinked = blanked(base, &linkage);
+            let mut hide = mask_ranges(&unlinked);
+            hide.extend(linkage);
             hide.extend(super::qualifiers::head_macro_ranges(base));
             hide.extend(expression_typenames(base));
             let mut renames = typeid_types(base);
@@ -134,6 +138,95 @@ fn empty_brace_defaults(text: &str) -> (Vec<ByteRange>, Vec<ByteRange>) {
         }
     }
     (renamed, hidden)
+}
+
+/// `text` with `ranges` overwritten by spaces (newlines kept).
+fn blanked<'t>(text: &'t str, ranges: &[ByteRange]) -> std::borrow::Cow<'t, str> {
+    if ranges.is_empty() {
+        return text.into();
+    }
+    let mut b = text.as_bytes().to_vec();
+    for r in ranges {
+        for c in &mut b[r.clone()] {
+            if *c != b'\n' && *c != b'\r' {
+                *c = b' ';
+            }
+        }
+    }
+    String::from_utf8(b).map_or(text.into(), Into::into)
+}
+
+/// C headers open a linkage block in one conditional group and close it in another:
+/// `#ifdef __cplusplus` / `extern "C" {` / `#endif`, declarations, then `#ifdef
+/// __cplusplus` / `}` / `#endif`. The grammar cannot pair them: everything after the
+/// opening group became one ERROR region, whose host prototypes the device slice then
+/// kept. Each such pair of groups (a group whose one line of code opens `extern "..." {`,
+/// and a later one whose one line is `}`) is hidden, directives and all; the
+/// declarations between them parse as top-level items. Only the parser's view changes:
+/// the device slice keeps the groups, so NVRTC reads the block as written.
+fn split_linkage_groups(text: &str) -> Vec<ByteRange> {
+    // (range, opens) of each one-line group, in text order.
+    let mut groups: Vec<(ByteRange, bool)> = Vec::new();
+    let lines: Vec<(usize, &str)> = text
+        .split_inclusive('\n')
+        .scan(0usize, |at, l| {
+            let start = *at;
+            *at += l.len();
+            Some((start, l))
+        })
+        .collect();
+    let code = |l: &str| -> String {
+        let l = l.split("//").next().unwrap_or("");
+        l.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let directive = |l: &str, names: &[&str]| {
+        let t = l.trim_start();
+        t.strip_prefix('#').is_some_and(|d| {
+            let word = d
+                .trim_start()
+                .split(|c: char| !c.is_ascii_alphabetic())
+                .next();
+            word.is_some_and(|w| names.contains(&w))
+        })
+    };
+    let mut i = 0;
+    while i < lines.len() {
+        let (start, line) = lines[i];
+        if !directive(line, &["if", "ifdef", "ifndef"]) {
+            i += 1;
+            continue;
+        }
+        // The group's code lines up to its `#endif`, at most one.
+        let mut j = i + 1;
+        while j < lines.len() && code(lines[j].1).is_empty() {
+            j += 1;
+        }
+        let body = lines.get(j).map(|(_, l)| code(l)).unwrap_or_default();
+        let mut k = j + 1;
+        while k < lines.len() && code(lines[k].1).is_empty() {
+            k += 1;
+        }
+        let closes_group = lines.get(k).is_some_and(|(_, l)| directive(l, &["endif"]));
+        let opens = body.starts_with("extern \"") && body.ends_with('{') && !body.contains('}');
+        if closes_group && (opens || body == "}") {
+            let end = lines[k].0 + lines[k].1.len();
+            groups.push((start..end, opens));
+            i = k + 1;
+        } else {
+            i += 1;
+        }
+    }
+    let mut out = Vec::new();
+    let mut open: Vec<ByteRange> = Vec::new();
+    for (range, opens) in groups {
+        if opens {
+            open.push(range);
+        } else if let Some(o) = open.pop() {
+            out.push(o);
+            out.push(range);
+        }
+    }
+    out
 }
 
 /// `typename` in an expression (`return typename T::Params{a, b};`,
@@ -415,6 +508,18 @@ pub fn mask_ranges(text: &str) -> Vec<ByteRange> {
             }
         }
         if depth == 0 && !in_block_comment && matches!(last, b';' | b'}') {
+            let at = start + (body.len() - trimmed.len());
+            if let Some(end) = wrapping_macro_call(text, at) {
+                // `GGML_DEPRECATED(GGML_API T * f(...), "use g");`: hidden whole.
+                out.push(at..end);
+                while offset < end {
+                    match lines.next() {
+                        Some(l) => offset += l.len(),
+                        None => break,
+                    }
+                }
+                continue;
+            }
             if let Some(close) = top_level_macro_call(text, start + (body.len() - trimmed.len())) {
                 // `LAUNCH(4, float, f32)` on its own, with no `;`: the grammar would read it
                 // and the items after it as one broken definition (hiding a kernel).
@@ -525,25 +630,45 @@ fn macro_statement(line: &str) -> Option<(usize, usize, bool)> {
 /// A top-level macro call at byte `at` of `text` (`COUNT_NONZERO_OP(float,
 /// f32)`, arguments possibly over several lines) followed by no `;`, `{` or operator:
 /// by a new item, a directive, a comment or the end. The byte index of its `)`.
-fn top_level_macro_call(text: &str, at: usize) -> Option<usize> {
-    // Any name: at file scope, `name(...)` followed by a new item can only be a macro
-    // invocation (`MAKE_KERNEL(add, half)`, `Make_Op(mul, float)`).
+/// At file scope, an all-caps macro wrapping a declaration and ending its statement:
+/// `GGML_DEPRECATED(GGML_API T * f(int a), "use g");` (the arguments hold a parenthesis
+/// of their own, which a plain invocation such as `MAKE_OP(add, float);` does not). The
+/// grammar read it, and every item after it up to some `{`, as one function. Returns the
+/// end of the statement (after its `;`, the rest of that line included).
+fn wrapping_macro_call(text: &str, at: usize) -> Option<usize> {
     let t = &text[at..];
-    let n = name_len(t);
-    let rest = &t[n..];
+    let (n, rest) = caps_name(t);
     if n == 0 || !rest.starts_with('(') {
         return None;
     }
     let b = text.as_bytes();
-    let mut depth = 0usize;
-    let mut i = at + n;
-    let close = loop {
+    let (close, nested) = call_close(text, at + n, b"#")?;
+    let after = &text[close + 1..];
+    let semi = close + 1 + (after.len() - after.trim_start().len());
+    if !nested || b.get(semi) != Some(&b';') {
+        return None;
+    }
+    let line_end = text[semi..].find('\n').map_or(text.len(), |e| semi + e);
+    Some(line_end)
+}
+
+/// The `)` closing the call whose `(` is at `open`, over lines, skipping string and
+/// character literals, and whether the arguments hold parentheses of their own. `None`
+/// at a `;`, `{` or `}` (or a byte of `stop`) before it: no call of a macro at file scope.
+fn call_close(text: &str, open: usize, stop: &[u8]) -> Option<(usize, bool)> {
+    let b = text.as_bytes();
+    let (mut depth, mut nested) = (0usize, false);
+    let mut i = open;
+    loop {
         match b.get(i)? {
-            b'(' => depth += 1,
+            b'(' => {
+                depth += 1;
+                nested |= depth > 1;
+            }
             b')' => {
                 depth -= 1;
                 if depth == 0 {
-                    break i;
+                    return Some((i, nested));
                 }
             }
             q @ (b'"' | b'\'') => {
@@ -553,10 +678,23 @@ fn top_level_macro_call(text: &str, at: usize) -> Option<usize> {
                 }
             }
             b';' | b'{' | b'}' => return None,
+            c if stop.contains(c) => return None,
             _ => {}
         }
         i += 1;
-    };
+    }
+}
+
+fn top_level_macro_call(text: &str, at: usize) -> Option<usize> {
+    // Any name: at file scope, `name(...)` followed by a new item can only be a macro
+    // invocation (`MAKE_KERNEL(add, half)`, `Make_Op(mul, float)`).
+    let t = &text[at..];
+    let n = name_len(t);
+    let rest = &t[n..];
+    if n == 0 || !rest.starts_with('(') {
+        return None;
+    }
+    let (close, _) = call_close(text, at + n, b"")?;
     let after = text[close + 1..].trim_start();
     match after.bytes().next() {
         None | Some(b'#' | b'/') => Some(close),
@@ -838,6 +976,23 @@ fn scan_code(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_paired_one_line_linkage_groups_are_hidden() {
+        let open = "#ifdef __cplusplus\nextern \"C\" {\n#endif\n";
+        let close = "#ifdef __cplusplus\n}\n#endif\n";
+        let decl = "int f(void);\n";
+        let both = format!("{open}{decl}{close}");
+        let hidden = split_linkage_groups(&both);
+        assert_eq!(hidden, [0..open.len(), open.len() + decl.len()..both.len()]);
+        // An opening group with no closing one, or groups holding more than the brace.
+        assert!(split_linkage_groups(&format!("{open}{decl}")).is_empty());
+        let busy =
+            format!("#ifdef __cplusplus\nextern \"C\" {{\nint g(void);\n#endif\n{decl}{close}");
+        assert!(split_linkage_groups(&busy).is_empty());
+        let other = "#ifdef USE_FAST\nstatic int fast = 1;\n#endif\n";
+        assert!(split_linkage_groups(other).is_empty());
+    }
 
     /// The text with hidden regions shown as `·` runs, for fixtures.
     fn show(text: &str) -> String {

@@ -10,10 +10,12 @@
 //! - `py_comments`: Python's comment-only lines, outside strings (Triton spec blocks).
 //! - `unit`: callees and unit ranges.
 //! - `errors`: one syntax error per ERROR/MISSING region.
+//! - `header_items`: the item of a header at a line, for the NVRTC check's retries.
 
 pub mod branches;
 mod cuda;
 mod errors;
+pub mod header_items;
 pub mod mask;
 pub mod model;
 pub(crate) mod py_comments;
@@ -29,7 +31,9 @@ mod real_code_tests;
 #[cfg(test)]
 mod tests;
 
-pub use cuda::{is_device_header, is_host_library_header};
+pub use cuda::{
+    blank_macro_invocations, host_macros, is_device_header, is_global_math, is_host_library_header,
+};
 pub use model::*;
 
 /// The tree-sitter language for a file of `lang`.

@@ -20,6 +20,8 @@ pub(crate) const DEVICE_INCLUDES: &str = include_str!("../../../grammars/cuda/de
 pub(crate) const HOST_INCLUDES: &str = include_str!("../../../grammars/cuda/host_includes.txt");
 /// Execution-space qualifier macros of libraries (`CUTLASS_HOST_DEVICE`).
 pub(crate) const DEVICE_MACROS: &str = include_str!("../../../grammars/cuda/device_macros.txt");
+/// The `<cmath>` functions NVRTC declares at global scope.
+pub(crate) const STD_MATH: &str = include_str!("../../../grammars/cuda/std_math.txt");
 /// Host-only namespaces for the device slice.
 pub(crate) const HOST_NAMESPACES: &str = include_str!("../../../grammars/cuda/host_namespaces.txt");
 

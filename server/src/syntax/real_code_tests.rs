@@ -149,6 +149,18 @@ fn slice_lines(m: &FileModel) -> Vec<&str> {
     m.device_slice.lines().map(str::trim_end).collect()
 }
 
+/// The 0-based lines `blank` are blanked in `m`'s device slice and `kept` are `src`'s.
+fn assert_slice(m: &FileModel, src: &str, blank: &[usize], kept: &[usize]) {
+    let lines = slice_lines(m);
+    for &b in blank {
+        assert_eq!(lines[b], "", "line {} is host code", b + 1);
+    }
+    for &k in kept {
+        let want = src.lines().nth(k).unwrap_or("").trim_end();
+        assert_eq!(lines[k], want, "line {} is kept", k + 1);
+    }
+}
+
 #[test]
 fn host_device_macros_keep_functions_and_parse() {
     let src = r#"#include <cuda_runtime.h>
@@ -344,4 +356,181 @@ fn a_blanked_head_never_reaches_into_a_continued_define() {
     let define: Vec<&str> = src.lines().take(4).map(str::trim_end).collect();
     assert_eq!(lines[..4], define[..]);
     assert_eq!(lines[4], "");
+}
+
+/// A C header's linkage block opened and closed in separate `#ifdef __cplusplus`
+/// groups: the declarations between parse as items, so host prototypes (naming host
+/// types such as `FILE`) are blanked, device code and types stay, and the groups stay in
+/// the slice for NVRTC.
+#[test]
+fn linkage_block_split_over_conditional_groups() {
+    let src = r#"#pragma once
+#ifdef  __cplusplus
+extern "C" {
+#endif
+    typedef struct { int n; } lib_params;
+    FILE * lib_fopen(const char * fname, const char * mode);
+    LIB_API int64_t lib_cycles(void);
+    __device__ inline int lib_twice(int x) { return 2 * x; }
+    LIB_API void lib_run(lib_params p) { lib_work(p); }
+#if defined(__cplusplus)
+}  // extern "C"
+#endif
+__global__ void k(int* p) { p[0] = lib_twice(p[0]); }
+"#;
+    let m = model(Lang::Cuda, src);
+    assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
+    assert_eq!(kernel_names(&m), ["k"]);
+    assert_slice(&m, src, &[5, 6, 8], &[1, 2, 3, 4, 7, 9, 10, 11, 12]);
+}
+
+/// A PyTorch extension's header declares its launchers as host function templates
+/// taking `at::Tensor` and `at::optional<...>`, types NVRTC never sees: the prototypes
+/// are blanked like other host prototypes; device templates and qualified ones stay.
+#[test]
+fn host_template_prototypes_are_blanked() {
+    let src = r#"namespace at { class Tensor; }
+namespace ext {
+template <uint32_t CDIM>
+void launch_fwd(const at::Tensor means, const at::optional<at::Tensor> masks,
+                at::Tensor out);
+template <typename T> void launch_bwd(at::Tensor x);
+template <typename T> __device__ T twice(T x);
+template <typename T> HOST_DEVICE T thrice(T x);
+template <typename T> struct Acc;
+}
+"#;
+    let m = model(Lang::Cuda, src);
+    assert!(m.syntax_errors.is_empty(), "{:?}", errors(src, &m));
+    assert_slice(&m, src, &[2, 3, 4, 5], &[0, 1, 6, 7, 8, 9]);
+}
+
+/// A constructor head whose initializers sit in an `#if` (glm) reads as a declaration;
+/// it is not blanked, which would cut the conditional group in half.
+#[test]
+fn a_declaration_holding_a_directive_is_never_blanked() {
+    let src = "namespace glm {\ntemplate<typename T>\nGLM_QUALIFIER vec<T>::vec()\n#if GLM_INIT\n    : x(0)\n#endif\n{}\n}\n";
+    let m = model(Lang::Cuda, src);
+    assert_eq!(m.device_slice, src);
+}
+
+/// Explicit instantiations written by a macro (`__INS__(3)` lines after `#define
+/// __INS__(CDIM) template void launch<CDIM>(...);`, or with the `;` at the invocation,
+/// or through a macro of such macros, ggml's `DECL_..._CASE`s): those of a host template
+/// go with it; those of one of the file's kernels stay.
+#[test]
+fn instantiation_macros_of_host_templates_are_blanked() {
+    let src = r#"template <uint32_t CDIM>
+void launch(const at::Tensor x, at::optional<at::Tensor> m) { run<CDIM>(x); }
+#define __INS__(CDIM) \
+    template void launch<CDIM>(const at::Tensor x, at::optional<at::Tensor> m);
+__INS__(1)
+__INS__(3)
+template <int N> __global__ void k(float* p) { p[0] = N; }
+#define KERNELS(N) template void k<N>(float* p);
+KERNELS(1)
+KERNELS(2)
+#define DECL_CASE(D, N) template void launch<D * N>(const at::Tensor x, at::optional<at::Tensor> m)
+#define DECL_CASES(D) \
+    extern DECL_CASE(D, 1); \
+    extern DECL_CASE(D, 2); \
+
+DECL_CASES(64)
+extern DECL_CASE(8, 1);
+DECL_CASE(8, 2);
+"#;
+    let m = model(Lang::Cuda, src);
+    assert_slice(
+        &m,
+        src,
+        &[0, 1, 4, 5, 15, 16, 17],
+        &[2, 3, 6, 7, 8, 9, 10, 11, 12, 13],
+    );
+}
+
+/// `using std::sqrt;` (glm, beside its own `sqrt` overloads) is device code's: it stays
+/// in the slice; other using-declarations of `std` names NVRTC may lack are blanked.
+#[test]
+fn using_declarations_of_std_math_functions_stay() {
+    let src = "namespace glm {\nusing std::sqrt;\nusing ::std::fabs;\nusing std::vector;\nusing namespace std;\nusing std::chrono::seconds;\n}\n";
+    let m = model(Lang::Cuda, src);
+    let lines = slice_lines(&m);
+    assert_eq!(lines[1], "using std::sqrt;");
+    assert_eq!(lines[2], "using ::std::fabs;");
+    for blank in [3, 4, 5] {
+        assert_eq!(lines[blank], "", "line {}", blank + 1);
+    }
+}
+
+/// A C library header as ggml writes it: a split linkage block holding conditional
+/// groups, a deprecation macro wrapping a prototype, attribute macros on a line of their
+/// own. Host prototypes and functions are blanked with their attributes, types and the
+/// wrapped prototype stay (the grammar once read it and everything after it as one host
+/// function, typedefs included), and a kernel-defining macro line stays.
+#[test]
+fn c_library_header_keeps_its_types_and_blanks_its_prototypes() {
+    let src = r#"#ifdef __cplusplus
+extern "C" {
+#endif
+    GGML_API int ggml_count(void);
+    GGML_DEPRECATED(GGML_API struct ggml_tensor * ggml_add1(
+            struct ggml_context * ctx,
+            struct ggml_tensor  * a),
+        "use ggml_add instead");
+    GGML_NORETURN GGML_ATTRIBUTE_FORMAT(3, 4)
+    GGML_API void ggml_abort(const char * file, int line, const char * fmt, ...);
+    typedef void (*ggml_op_t)(struct ggml_tensor * dst, int ith);
+#ifdef GGML_USE_CUDA
+    GGML_API int ggml_cuda_count(void);
+#else
+    GGML_API int ggml_cpu_count(void);
+#endif
+    static inline int ggml_up(int n, int m) { return (n + m - 1) / m * m; }
+#ifdef __cplusplus
+}
+#endif
+MAKE_KERNEL(add, half)
+void host_launch(int n) { go(n); }
+"#;
+    let m = model(Lang::Cuda, src);
+    assert_slice(
+        &m,
+        src,
+        &[3, 8, 9, 12, 14, 16, 21],
+        &[0, 1, 2, 4, 5, 6, 7, 10, 11, 13, 15, 17, 18, 19, 20],
+    );
+}
+
+/// A header's instantiation macro invoked from another file (ggml's template-instance
+/// files are `#include "../mmq.cuh"` and `DECL_MMQ_CASE(GGML_TYPE_Q4_0);`): the header
+/// names it a host macro, and the file's invocation is blanked with it.
+#[test]
+fn a_header_s_host_macros_are_blanked_where_other_files_invoke_them() {
+    let header = "#define DECL_CASE(type) template void mul_mat_case<type>(ctx & c, const args & a)\n#define DECL_KERNEL(T) template __global__ void k<T>(T*);\n";
+    let mut parser = tree_sitter::Parser::new();
+    parser
+        .set_language(&ts_language(Lang::Cuda))
+        .expect("grammar");
+    let tree = parse_text(&mut parser, Lang::Cuda, header).expect("tree");
+    let macros = host_macros(header, &tree);
+    assert_eq!(
+        macros,
+        [("DECL_CASE".to_string(), vec!["mul_mat_case".to_string()])]
+    );
+    let file = "#include \"../mmq.cuh\"\n\nDECL_CASE(GGML_TYPE_Q4_0);\nDECL_KERNEL(float)\n";
+    let out = blank_macro_invocations(file, &["DECL_CASE"]).expect("one invocation");
+    let lines: Vec<&str> = out.lines().map(str::trim_end).collect();
+    assert_eq!(
+        lines,
+        ["#include \"../mmq.cuh\"", "", "", "DECL_KERNEL(float)"]
+    );
+    assert_eq!(blank_macro_invocations(file, &["OTHER"]), None);
+}
+
+/// A host function whose parameter comments hold `;` is still a host function.
+#[test]
+fn a_comment_with_semicolons_in_a_host_head_does_not_keep_it() {
+    let src = "extern \"C\" void\nlaunch(int n, // 0 => f16; 1 => bf16\n       float* p) {\n  k<<<1, 1>>>(p);\n}\n";
+    let m = model(Lang::Cuda, src);
+    assert!(m.device_slice.trim().is_empty(), "{:?}", m.device_slice);
 }

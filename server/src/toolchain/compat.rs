@@ -25,6 +25,10 @@ pub const PRELUDE_NAME: &str = "kernel_lsp_prelude.h";
 /// What nvcc's implicit includes give a kernel: the `<math.h>` constants and the
 /// `<cfloat>`/`<climits>` limits. Every macro is guarded, and the limits are spelled as
 /// CCCL spells them, so a later `#include <cuda/std/climits>` redefines them silently.
+/// `__extension__` (GNU C, which nvcc's front end reads with a GNU host compiler, as in
+/// `__extension__ union { ... };`) is a keyword NVRTC lacks: it marks, and means nothing.
+/// The device runtime's programmatic-launch calls (`cudaGridDependencySynchronize()`,
+/// sm_90) come with `cuda_runtime.h` under nvcc and not under NVRTC: the same inline PTX.
 pub const PRELUDE: &str = r#"#pragma once
 /* kernel-lsp: what nvcc's implicit includes define (docs/compat.md). */
 #ifndef INFINITY
@@ -76,6 +80,15 @@ pub const PRELUDE: &str = r#"#pragma once
 #define DBL_MAX_EXP 1024
 #define DBL_MIN_10_EXP (-307)
 #define DBL_MAX_10_EXP 308
+#endif
+#ifndef __extension__
+#define __extension__
+#endif
+#ifndef cudaGridDependencySynchronize
+static __device__ __forceinline__ void kernel_lsp_griddepcontrol_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+static __device__ __forceinline__ void kernel_lsp_griddepcontrol_launch(void) { asm volatile("griddepcontrol.launch_dependents;" :::); }
+#define cudaGridDependencySynchronize() kernel_lsp_griddepcontrol_wait()
+#define cudaTriggerProgrammaticLaunchCompletion() kernel_lsp_griddepcontrol_launch()
 #endif
 #ifndef INT_MAX
 #define CHAR_BIT 8
@@ -134,6 +147,7 @@ pub const HOST_ONLY_HEADERS: &[&str] = &[
     "numeric",
     "algorithm",
     "iterator",
+    "initializer_list",
     "tuple",
     "utility",
     "exception",
@@ -209,13 +223,16 @@ pub fn headers(include_dirs: &[PathBuf]) -> Vec<(String, String)> {
         out.push((name.to_string(), text.to_string()));
     }
     if cccl {
-        for h in STD_OVER_CCCL {
-            if has(include_dirs, &format!("cuda/std/{h}")) {
-                out.push((
-                    h.to_string(),
-                    format!("#pragma once\n/* kernel-lsp: <{h}> from CCCL under NVRTC (docs/compat.md) */\n#include <cuda/std/{h}>\nnamespace cuda {{ namespace std {{}} }}\nnamespace std {{ using namespace ::cuda::std; }}\n"),
-                ));
+        for (h, parts) in STD_OVER_CCCL {
+            let found: Vec<&&str> = parts.iter().filter(|p| has(include_dirs, p)).collect();
+            if found.is_empty() {
+                continue;
             }
+            let includes: String = found.iter().map(|p| format!("#include <{p}>\n")).collect();
+            out.push((
+                h.to_string(),
+                format!("#pragma once\n/* kernel-lsp: <{h}> from CCCL under NVRTC (docs/compat.md) */\n{includes}namespace cuda {{ namespace std {{}} }}\nnamespace std {{ using namespace ::cuda::std; }}\n"),
+            ));
         }
     }
     for h in HOST_ONLY_HEADERS {
@@ -297,22 +314,54 @@ const CSTDINT_OVER_CCCL: &str = concat!(
     std_int_usings!()
 );
 
-/// Standard headers whose device-usable part CCCL provides as `cuda/std/...`: with
-/// CCCL, `std::numeric_limits`, `std::integral_constant`, `std::min` and the like work
-/// in device code as under nvcc (with `--expt-relaxed-constexpr`).
-const STD_OVER_CCCL: &[&str] = &[
-    "type_traits",
-    "limits",
-    "utility",
-    "tuple",
-    "array",
-    "functional",
-    "numeric",
-    "cmath",
-    "cstdlib",
-    "climits",
-    "cfloat",
-    "cassert",
+/// Standard headers whose device-usable part CCCL provides, and the CCCL headers that
+/// give it (those present are included): with CCCL, `std::numeric_limits`,
+/// `std::integral_constant`, `std::min` and the like work in device code as under nvcc
+/// (with `--expt-relaxed-constexpr`). `<algorithm>` is the algorithms device code calls
+/// (CCCL has no public `cuda/std/algorithm`; older CCCL has none of them, and the header
+/// stays an empty stand-in).
+const STD_OVER_CCCL: &[(&str, &[&str])] = &[
+    ("type_traits", &["cuda/std/type_traits"]),
+    ("limits", &["cuda/std/limits"]),
+    ("utility", &["cuda/std/utility"]),
+    ("tuple", &["cuda/std/tuple"]),
+    ("array", &["cuda/std/array"]),
+    ("functional", &["cuda/std/functional"]),
+    ("numeric", &["cuda/std/numeric"]),
+    ("cmath", &["cuda/std/cmath"]),
+    ("cstdlib", &["cuda/std/cstdlib"]),
+    ("climits", &["cuda/std/climits"]),
+    ("cfloat", &["cuda/std/cfloat"]),
+    ("cassert", &["cuda/std/cassert"]),
+    ("iterator", &["cuda/std/iterator"]),
+    ("initializer_list", &["cuda/std/initializer_list"]),
+    (
+        "algorithm",
+        &[
+            "cuda/std/__algorithm/min.h",
+            "cuda/std/__algorithm/max.h",
+            "cuda/std/__algorithm/clamp.h",
+            "cuda/std/__algorithm/minmax.h",
+            "cuda/std/__algorithm/min_element.h",
+            "cuda/std/__algorithm/max_element.h",
+            "cuda/std/__algorithm/fill.h",
+            "cuda/std/__algorithm/fill_n.h",
+            "cuda/std/__algorithm/copy.h",
+            "cuda/std/__algorithm/copy_n.h",
+            "cuda/std/__algorithm/find.h",
+            "cuda/std/__algorithm/find_if.h",
+            "cuda/std/__algorithm/count.h",
+            "cuda/std/__algorithm/equal.h",
+            "cuda/std/__algorithm/all_of.h",
+            "cuda/std/__algorithm/any_of.h",
+            "cuda/std/__algorithm/none_of.h",
+            "cuda/std/__algorithm/for_each.h",
+            "cuda/std/__algorithm/lower_bound.h",
+            "cuda/std/__algorithm/upper_bound.h",
+            "cuda/std/__algorithm/reverse.h",
+            "cuda/std/__algorithm/transform.h",
+        ],
+    ),
 ];
 
 /// The CUDA libraries' host headers: what a kernel file's top-level declarations may
@@ -389,10 +438,11 @@ pub fn compile(
     if !req.options.iter().any(|o| o.contains(PRELUDE_NAME)) {
         req.options.push(prelude_option());
     }
-    // nvcc's implicit includes pull in the host's <type_traits> and <utility>, so device
-    // code uses `std::is_same_v` or `std::forward` with no include of its own. With
-    // CCCL, the same names come from `cuda::std` (their stand-ins); only for sources that
-    // name `std::`, as they cost NVRTC most of a second.
+    // nvcc's implicit includes pull in the host's <type_traits>, <utility> and <cmath>
+    // (and a blanked host library's headers, such as PyTorch's, pull in <algorithm>), so
+    // device code uses `std::is_same_v`, `std::forward` or `std::max` with no include of
+    // its own. With CCCL, the same names come from `cuda::std` (their stand-ins); only for
+    // sources that name `std::`, as they cost NVRTC most of a second.
     let names_std =
         req.source.contains("std::") || req.headers.iter().any(|(_, t)| t.contains("std::"));
     if names_std && has(include_dirs, "cuda/std/type_traits") {
@@ -400,8 +450,16 @@ pub fn compile(
             .push(format!("--pre-include={STD_PRELUDE_NAME}"));
         req.headers.push((
             STD_PRELUDE_NAME.to_string(),
-            "#pragma once\n/* kernel-lsp: what nvcc's implicit includes give of the C++ library (docs/compat.md) */\n#include <type_traits>\n#include <utility>\n#include <limits>\n".to_string(),
+            "#pragma once\n/* kernel-lsp: what nvcc's implicit includes give of the C++ library (docs/compat.md) */\n#include <type_traits>\n#include <utility>\n#include <limits>\n#include <initializer_list>\n#include <cmath>\n#include <algorithm>\n".to_string(),
         ));
+    }
+    if let Some(t) = global_math_usings(&req.source) {
+        req.source = t;
+    }
+    for (_, text) in req.headers.iter_mut() {
+        if let Some(t) = global_math_usings(text) {
+            *text = t;
+        }
     }
     for (name, text) in headers(include_dirs) {
         if !req.headers.iter().any(|(n, _)| *n == name) {
@@ -430,6 +488,52 @@ pub fn compile(
             }
         }
     }
+}
+
+/// `using std::sqrt;` made `using ::sqrt;` (spaces for `std`, so every offset stays) for
+/// the math functions NVRTC declares at global scope ([`crate::syntax::is_global_math`],
+/// which the device slice keeps such declarations for). Under NVRTC a using-declaration of a `std`
+/// function brings nothing into a namespace that also declares a function of that name
+/// (glm: `using std::sqrt;` beside its `sqrt(vec)` templates, then `sqrt(x)` on a
+/// float fails), while the same declaration of the global function works, as
+/// `std::sqrt` does under nvcc, where the host's `<cmath>` declares it as `::sqrt`.
+/// `None` when the text has none.
+pub fn global_math_usings(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out: Option<Vec<u8>> = None;
+    for (at, _) in text.match_indices("using") {
+        if at > 0 && word(b[at - 1]) {
+            continue;
+        }
+        let rest = &text[at + "using".len()..];
+        let lead = rest.len() - rest.trim_start().len();
+        if lead == 0 {
+            continue;
+        }
+        let std_at = at + "using".len() + lead;
+        let t = &text[std_at..];
+        let qualifier = if t.starts_with("::std") {
+            "::std"
+        } else {
+            "std"
+        };
+        let Some(after) = t.strip_prefix(qualifier) else {
+            continue;
+        };
+        let after_ws = after.trim_start();
+        let Some(name_part) = after_ws.strip_prefix("::") else {
+            continue;
+        };
+        let name_part = name_part.trim_start();
+        let len = name_part.bytes().take_while(|&c| word(c)).count();
+        let (name, tail) = name_part.split_at(len);
+        if crate::syntax::is_global_math(name) && tail.trim_start().starts_with(';') {
+            let bytes = out.get_or_insert_with(|| b.to_vec());
+            bytes[std_at..std_at + qualifier.len()].fill(b' ');
+        }
+    }
+    out.and_then(|v| String::from_utf8(v).ok())
 }
 
 /// Warnings about kernel-lsp's own stand-ins or from the system headers (the
@@ -477,6 +581,53 @@ mod tests {
         assert_eq!(include_line(src, "common.h"), Some(2));
         assert_eq!(include_line(src, "cuda_runtime.h"), Some(1));
         assert_eq!(include_line(src, "other.h"), None);
+    }
+
+    #[test]
+    fn using_declarations_of_std_math_name_the_global_functions() {
+        let src = "namespace m {\nusing std::sqrt;\n  using ::std::fabs ;\nusing std::numeric_limits;\nusing std::sqrtx;\nusing namespace std;\nmyusing std::exp;\nusing std::pow\n}\n";
+        let out = global_math_usings(src).expect("two rewritten");
+        assert_eq!(out.len(), src.len());
+        assert_eq!(
+            out,
+            "namespace m {\nusing    ::sqrt;\n  using      ::fabs ;\nusing std::numeric_limits;\nusing std::sqrtx;\nusing namespace std;\nmyusing std::exp;\nusing std::pow\n}\n"
+        );
+        assert_eq!(
+            global_math_usings("using std::min;\nusing std::size_t;"),
+            None
+        );
+    }
+
+    #[test]
+    fn algorithm_and_iterator_stand_ins_take_what_cccl_has() {
+        let dir = std::env::temp_dir().join(format!("kl-compat-{}", std::process::id()));
+        for f in [
+            "cuda/std/cstdint",
+            "cuda/std/iterator",
+            "cuda/std/__algorithm/min.h",
+            "cuda/std/__algorithm/max.h",
+        ] {
+            let p = dir.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "").unwrap();
+        }
+        let hs = headers(std::slice::from_ref(&dir));
+        let get = |n: &str| hs.iter().find(|(h, _)| h == n).map(|(_, t)| t.clone());
+        let algorithm = get("algorithm").unwrap();
+        assert!(algorithm.contains("#include <cuda/std/__algorithm/max.h>"));
+        assert!(algorithm.contains("#include <cuda/std/__algorithm/min.h>"));
+        assert!(!algorithm.contains("clamp.h"), "only what the folder has");
+        assert!(algorithm.contains("using namespace ::cuda::std"));
+        assert!(get("iterator")
+            .unwrap()
+            .contains("#include <cuda/std/iterator>"));
+        // Without CCCL they are empty stand-ins, so an include of them costs nothing.
+        let plain = headers(&[]);
+        for h in ["algorithm", "iterator", "initializer_list"] {
+            let t = &plain.iter().find(|(n, _)| n == h).unwrap().1;
+            assert!(!t.contains("cuda/std"), "{h}: {t}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -46,7 +46,7 @@ use std::time::Duration;
 
 pub use locate::{locate, locate_in, SearchEnv, Toolchain, ToolchainSettings};
 pub use nvrtc::{default_options, std_header_shims, CompileOutput, CompileRequest, Nvrtc};
-pub use nvrtc_log::{parse_nvrtc_log, CompilerMessage, MessageSeverity};
+pub use nvrtc_log::{header_line, parse_nvrtc_log, CompilerMessage, MessageSeverity};
 pub use project::ProjectFlags;
 pub use ptxas::{
     parse_ptxas_verbose, ptxas_resources, ptxas_resources_with_args, symbol_matches,

@@ -58,6 +58,15 @@ struct Header<'a> {
 /// Messages for other files (headers) land on the `#include` line that brought them in
 /// when it can be found, else on line 0, with the file name in the text. Messages with no
 /// location at all (`nvrtc: error: ...` for a bad option) land on line 0.
+/// The 0-based line inside its header of a message about a header (`header` set; its
+/// text starts `name(line): `, as [`parse_nvrtc_log`] writes it).
+pub fn header_line(m: &CompilerMessage) -> Option<u32> {
+    let header = m.header.as_deref()?;
+    let rest = m.message.strip_prefix(header)?.strip_prefix('(')?;
+    let (n, _) = rest.split_once("): ")?;
+    n.parse::<u32>().ok()?.checked_sub(1)
+}
+
 pub fn parse_nvrtc_log(log: &str, program_name: &str, source: &str) -> Vec<CompilerMessage> {
     let src_lines: Vec<&str> = source
         .split('\n')
@@ -540,6 +549,17 @@ mod tests {
                 Error 1:0-31 `#include <cooperative_groups.h>`: /opt/cuda/include/cooperative_groups/details/info.h(50): cannot open source file "nv/target"
             "#]],
         );
+    }
+
+    #[test]
+    fn a_header_message_knows_its_line_in_the_header() {
+        let src = "#include \"common.cuh\"\nextern \"C\" __global__ void k() {}\n";
+        let log = "common.cuh(1296): error: qualified name is not allowed\n      std::vector<int> v;\n      ^\n\nkernel.cu(2): error: expected a \";\"\n  extern \"C\" __global__ void k() {}\n  ^\n";
+        let msgs = parse_nvrtc_log(log, "kernel.cu", src);
+        assert_eq!(msgs.len(), 2);
+        assert_eq!(msgs[0].header.as_deref(), Some("common.cuh"));
+        assert_eq!(header_line(&msgs[0]), Some(1295));
+        assert_eq!(header_line(&msgs[1]), None);
     }
 
     #[test]

@@ -507,3 +507,71 @@ fn a_missing_include_is_one_warning_and_the_rest_is_checked() {
         "{shown:#?}"
     );
 }
+
+/// Issue #31: what a project's device code takes from the C++ library under nvcc,
+/// compiled by NVRTC with CCCL. A math library's `using std::sqrt;` beside its own
+/// `sqrt` templates (glm), `std::max` of an initializer list in a constexpr helper that
+/// includes nothing (its `<algorithm>` came with PyTorch's headers), `<algorithm>` and
+/// `<iterator>` included, GNU's `__extension__` on an anonymous union and the device
+/// runtime's programmatic-launch calls (ggml).
+#[test]
+fn library_names_device_code_uses_compile() {
+    let test = "library_names_device_code_uses_compile";
+    let Some(tc) = toolchain(test) else { return };
+    if !tc
+        .include_dirs
+        .iter()
+        .any(|d| d.join("cuda/std/type_traits").is_file())
+    {
+        return skip(test, "no CCCL headers");
+    }
+    let src = r#"#include <algorithm>
+#include <iterator>
+#include <cmath>
+namespace vecmath {
+using std::sqrt;
+using ::std::fabs;
+template <int L> struct vec { float v[L]; };
+template <int L> __device__ vec<L> sqrt(vec<L> x) { for (int i = 0; i < L; ++i) x.v[i] = sqrt(x.v[i]); return x; }
+template <int L> __device__ vec<L> fabs(vec<L> x) { for (int i = 0; i < L; ++i) x.v[i] = fabs(x.v[i]); return x; }
+__device__ inline float length(float x, float y) { return sqrt(x * x + y * y) + fabs(x); }
+}
+constexpr size_t custom_max(std::initializer_list<size_t> l) { return std::max(l); }
+template <typename T> constexpr T constexpr_min(T a, T b) { return std::min(a, b); }
+template <typename T> struct counter : std::iterator<std::input_iterator_tag, T> { T at; };
+typedef struct {
+    __extension__ union { struct { short d; short m; } s; int dm; } u;
+    unsigned char qs[16];
+} block_q;
+extern "C" __global__ void k(float* y, const block_q* b) {
+#if __CUDA_ARCH__ >= 900
+    cudaGridDependencySynchronize();
+    cudaTriggerProgrammaticLaunchCompletion();
+#endif
+    constexpr int smem = custom_max({sizeof(float) * 4, sizeof(block_q)});
+    __shared__ float tile[smem];
+    counter<int> c; c.at = threadIdx.x;
+    vecmath::vec<2> v{{y[0], y[1]}};
+    tile[c.at % smem] = vecmath::length(y[0], y[1]) + vecmath::sqrt(v).v[0] + b->u.dm;
+    y[threadIdx.x] = tile[constexpr_min<int>(threadIdx.x, smem - 1)] + std::clamp(y[2], 0.f, 1.f);
+}
+"#;
+    let r = check_device_slice(&tc, src, "kernel.cu", &[], &[]);
+    let errors: Vec<String> = r
+        .messages
+        .iter()
+        .filter(|m| m.severity == MessageSeverity::Error)
+        .map(|m| format!("{}: {}", m.line + 1, m.message))
+        .collect();
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+    // A real error in the same code is still one.
+    let broken = src.replace("fabs(x); }\n}", "fabs(x) + undefined_v; }\n}");
+    let r = check_device_slice(&tc, &broken, "kernel.cu", &[], &[]);
+    assert!(
+        r.messages
+            .iter()
+            .any(|m| m.severity == MessageSeverity::Error && m.message.contains("undefined_v")),
+        "{:?}",
+        r.messages
+    );
+}

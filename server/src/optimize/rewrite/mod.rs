@@ -44,6 +44,9 @@ mod triton_autotune;
 mod triton_block;
 mod triton_configs;
 mod triton_launch;
+mod triton_loops;
+mod triton_online;
+mod triton_row_tile;
 mod triton_swizzle;
 mod tunable_sweep;
 mod unit;
@@ -116,6 +119,8 @@ pub const REGISTRY: &[(&str, Apply)] = &[
     ("remap_lanes", remap_lanes::remap_lanes),
     ("block_coarsen", block_coarsen::block_coarsen),
     ("triton_autotune", triton_autotune::triton_autotune),
+    ("triton_online", triton_online::triton_online),
+    ("triton_row_tile", triton_row_tile::triton_row_tile),
 ];
 
 /// Every embedded rewrite id, in registry order.

@@ -1,0 +1,175 @@
+//! What the Triton loop cures (`triton_online`, `triton_row_tile`, `triton_split_loop`)
+//! share: the kernel body's statements and loops (from the facts' loop analysis, so a
+//! cure acts on exactly what the diagnosis saw), whole-line spans, identifier renaming,
+//! and the rule that drops a statement repeating an earlier one whose inputs have not
+//! changed since.
+
+use std::collections::BTreeSet;
+use std::ops::Range;
+
+use tree_sitter::Node;
+
+use super::check::not_applicable;
+use super::tree::{kernel_function, text};
+use super::{RewriteContext, RewriteError};
+use crate::optimize::facts::triton_loops::{assigned, assignment, loops, reads, statements, Loop};
+
+/// The kernel body's statements and its loops.
+pub(super) fn body_loops<'t>(
+    cx: &RewriteContext<'t>,
+) -> Result<(Vec<Node<'t>>, Vec<Loop<'t>>), RewriteError> {
+    let k = &cx.kernel.name;
+    let body = kernel_function(cx)
+        .and_then(|f| f.child_by_field_name("body"))
+        .ok_or_else(|| not_applicable(format!("`{k}`'s definition is not in the syntax tree")))?;
+    let top = statements(body);
+    let found = loops(cx.text, &top);
+    Ok((top, found))
+}
+
+/// From the start of `n`'s first line to the end of its last line, newline included.
+pub(super) fn lines_of(src: &str, n: Node<'_>) -> Range<usize> {
+    let start = src[..n.start_byte()].rfind('\n').map_or(0, |i| i + 1);
+    let end = src[n.end_byte()..]
+        .find('\n')
+        .map_or(src.len(), |i| n.end_byte() + i + 1);
+    start..end
+}
+
+/// `n`'s text with each identifier (not attribute or keyword names) for which `f` gives a
+/// replacement replaced.
+pub(super) fn with_names(src: &str, n: Node<'_>, f: &dyn Fn(&str) -> Option<String>) -> String {
+    let base = n.start_byte();
+    let mut reps: Vec<(Range<usize>, String)> = Vec::new();
+    let mut stack = vec![n];
+    while let Some(c) = stack.pop() {
+        if c.kind() == "identifier" {
+            let mut one = BTreeSet::new();
+            reads(src, c, &mut one);
+            if one.is_empty() {
+                continue;
+            }
+            if let Some(r) = f(text(src, c)) {
+                reps.push((c.start_byte() - base..c.end_byte() - base, r));
+            }
+            continue;
+        }
+        let mut w = c.walk();
+        stack.extend(c.named_children(&mut w));
+    }
+    splice(text(src, n), reps)
+}
+
+/// `s` with non-overlapping replacements made.
+pub(super) fn splice(s: &str, mut reps: Vec<(Range<usize>, String)>) -> String {
+    reps.sort_by_key(|r| std::cmp::Reverse(r.0.start));
+    let mut out = s.to_string();
+    for (r, t) in reps {
+        out.replace_range(r, &t);
+    }
+    out
+}
+
+/// One statement as the cures move it: its text and what it reads and assigns.
+#[derive(Clone, Debug)]
+pub(super) struct Stmt {
+    pub text: String,
+    pub reads: BTreeSet<String>,
+    pub assigns: BTreeSet<String>,
+    /// A plain `name = expr` (not `+=`, not reading its own target): running it twice
+    /// with the same inputs gives the same value.
+    pub pure_assign: bool,
+}
+
+impl Stmt {
+    pub fn of(src: &str, n: Node<'_>, text: String) -> Stmt {
+        let (mut r, mut a) = (BTreeSet::new(), BTreeSet::new());
+        assigned(src, n, &mut a);
+        let pure_assign = match assignment(src, n) {
+            Some((name, op, right)) => {
+                reads(src, right, &mut r);
+                op == "=" && !r.contains(&name)
+            }
+            None => {
+                reads(src, n, &mut r);
+                false
+            }
+        };
+        Stmt {
+            text,
+            reads: r,
+            assigns: a,
+            pure_assign,
+        }
+    }
+}
+
+/// Which of `stmts` repeat an earlier one: same text, a plain assignment, and nothing
+/// between them assigns what it reads or assigns. Only statements marked in `droppable`
+/// are dropped; the others serve as originals.
+pub(super) fn repeats(stmts: &[Stmt], droppable: &[bool]) -> Vec<bool> {
+    let mut out = vec![false; stmts.len()];
+    for j in (0..stmts.len()).filter(|j| droppable.get(*j) == Some(&true)) {
+        let s = &stmts[j];
+        if !s.pure_assign || s.text.contains("tl.atomic") {
+            continue;
+        }
+        let touched = |k: &Stmt| {
+            k.assigns
+                .iter()
+                .any(|a| s.reads.contains(a) || s.assigns.contains(a))
+        };
+        for i in (0..j).rev() {
+            if out[i] {
+                continue;
+            }
+            if stmts[i].text == s.text {
+                out[j] = true;
+                break;
+            }
+            if touched(&stmts[i]) {
+                break;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(text: &str, reads: &[&str], assigns: &[&str], pure_assign: bool) -> Stmt {
+        Stmt {
+            text: text.into(),
+            reads: reads.iter().map(|s| s.to_string()).collect(),
+            assigns: assigns.iter().map(|s| s.to_string()).collect(),
+            pure_assign,
+        }
+    }
+
+    #[test]
+    fn a_repeat_is_dropped_only_while_its_inputs_are_unchanged() {
+        let load = st("x = tl.load(p + c)", &["p", "c"], &["x"], true);
+        let c0 = st("c = o + a", &["o", "a"], &["c"], true);
+        let other = st("s = s + x", &["s", "x"], &["s"], false);
+        let c1 = st("c = o + a + 1", &["o", "a"], &["c"], true);
+        assert_eq!(
+            repeats(
+                &[c0.clone(), load.clone(), other.clone(), c0.clone(), load.clone()],
+                &[false, false, false, true, true]
+            ),
+            [false, false, false, true, true]
+        );
+        assert_eq!(
+            repeats(
+                &[c0.clone(), load.clone(), c1, load.clone()],
+                &[false, false, true, true]
+            ),
+            [false, false, false, false],
+            "c changed in between"
+        );
+        let acc = st("s = s + x", &["s", "x"], &["s"], false);
+        assert_eq!(repeats(&[acc.clone(), acc], &[false, true]), [false, false]);
+    }
+}

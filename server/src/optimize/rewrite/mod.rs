@@ -47,6 +47,7 @@ mod triton_launch;
 mod triton_loops;
 mod triton_online;
 mod triton_row_tile;
+mod triton_split_loop;
 mod triton_swizzle;
 mod tunable_sweep;
 mod unit;
@@ -121,6 +122,7 @@ pub const REGISTRY: &[(&str, Apply)] = &[
     ("triton_autotune", triton_autotune::triton_autotune),
     ("triton_online", triton_online::triton_online),
     ("triton_row_tile", triton_row_tile::triton_row_tile),
+    ("triton_split_loop", triton_split_loop::triton_split_loop),
 ];
 
 /// Every embedded rewrite id, in registry order.

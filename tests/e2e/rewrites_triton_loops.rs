@@ -61,3 +61,71 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
     jobs.push((s2, "col_sum", c2));
     verify_on_interpreter(&py, &jobs, 5).await;
 }
+
+/// `kernel-lsp optimize FILE` with its defaults (no LLM, no step limit: the time budget
+/// and the stop rule end it) on a bundled first draft, its sizes shrunk for the CPU
+/// interpreter: the run ends, and the step the analysis names is accepted. Returns the
+/// run's JSON.
+fn default_optimize(py: &str, example: &str, from: &str, to: &str) -> serde_json::Value {
+    let dir = std::env::temp_dir().join(format!("kernel-lsp-cure-{}-{example}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = read(&format!("examples/{example}"));
+    let small = src.replace(from, to);
+    assert_ne!(small, src, "the sizes line `{from}` of {example} moved; update this test");
+    std::fs::write(dir.join(example), &small).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
+        .current_dir(&dir)
+        .args(["optimize", example, "--json"])
+        .env("KERNEL_LSP_DATA_DIR", dir.join("data"))
+        .env("KERNEL_LSP_PYTHON", py)
+        .env("TRITON_INTERPRET", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{example}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{example}: {e}: {stdout}"))
+}
+
+/// The strategy ids of the run's accepted steps.
+fn accepted(run: &serde_json::Value) -> Vec<String> {
+    run["steps"]
+        .as_array()
+        .map(|s| {
+            s.iter()
+                .filter(|s| s["outcome"] == "accepted")
+                .filter_map(|s| s["strategy_id"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_default_optimize_cures_a_two_pass_logsumexp_and_a_column_mean_on_the_interpreter() {
+    let test = "the_default_optimize_cures_a_two_pass_logsumexp_and_a_column_mean_on_the_interpreter";
+    let py = match crate::bench_triton::python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip(test, &why),
+    };
+    let run = default_optimize(
+        &py,
+        "logsumexp_rows.py",
+        "R = 16384, 33; C = 2048, 1500",
+        "R = 40, 9; C = 700, 130",
+    );
+    assert_eq!(run["steps"][0]["strategy_id"], "triton_online", "the diagnosed cure first: {run}");
+    assert!(accepted(&run).contains(&"triton_online".to_string()), "{run}");
+    let run = default_optimize(
+        &py,
+        "col_mean.py",
+        "M = 16384, 1001; N = 1024, 300",
+        "M = 300, 101; N = 200, 30",
+    );
+    assert_eq!(run["steps"][0]["strategy_id"], "triton_split_loop", "{run}");
+    assert!(accepted(&run).contains(&"triton_split_loop".to_string()), "{run}");
+}

@@ -68,6 +68,9 @@ pub(crate) struct Loop<'t> {
     pub reductions: u32,
     /// The body holds another loop or a branch.
     pub nested: bool,
+    /// The carries, and the names later body statements compute from them (`inv =
+    /// 1 / tl.sqrt(tl.sum(sq) / n)`): what a later loop reading one of them depends on.
+    pub results: BTreeSet<String>,
 }
 
 impl Loop<'_> {
@@ -250,6 +253,14 @@ pub(crate) fn loops<'t>(src: &str, top: &[Node<'t>]) -> Vec<Loop<'t>> {
             .into_iter()
             .map(|n| carry(src, &body, n))
             .collect();
+        l.results = l.carries.iter().map(|c| c.name.clone()).collect();
+        for later in &top[i + 1..] {
+            let mut r = BTreeSet::new();
+            reads(src, *later, &mut r);
+            if r.iter().any(|n| l.results.contains(n)) && later.kind() == "expression_statement" {
+                assigned(src, *later, &mut l.results);
+            }
+        }
         out.push(l);
     }
     out
@@ -315,6 +326,7 @@ fn header<'t>(src: &str, s: Node<'t>, earlier: &[Node<'t>]) -> Option<Loop<'t>> 
         stores: 0,
         reductions: 0,
         nested: false,
+        results: BTreeSet::new(),
     };
     match s.kind() {
         "for_statement" => {
@@ -492,7 +504,7 @@ pub(crate) fn summarize(loops: &[Loop<'_>]) -> Vec<LoopPass> {
                 .collect(),
             depends_on: loops[..i]
                 .iter()
-                .filter(|e| e.carries.iter().any(|c| l.reads.contains(&c.name)))
+                .filter(|e| e.results.iter().any(|c| l.reads.contains(c)))
                 .map(|e| e.node.start_position().row as u32 + 1)
                 .collect(),
             loads: l.loads,
@@ -584,7 +596,16 @@ mod tests {
         // A running prefix is not an accumulator the lanes may share.
         let scan = "def cs(x, y, n, B: tl.constexpr):\n    carry = 0.0\n    for off in range(0, n, B):\n        c = off + tl.arange(0, B)\n        v = tl.load(x + c, mask=c < n)\n        tl.store(y + c, tl.cumsum(v, 0) + carry, mask=c < n)\n        carry = carry + tl.sum(v, 0)\n";
         let p = passes(scan);
+        assert_eq!(p[0].depends_on, Vec::<u32>::new());
         assert_eq!(p[0].carries, [("carry".to_string(), Combine::Sum, false)]);
         assert!(!sequential_axis(&p) && !multi_pass(&p));
+    }
+
+    #[test]
+    fn a_value_computed_from_a_sum_between_the_loops_makes_the_later_loop_depend() {
+        let src = "def rms(x, y, n, B: tl.constexpr):\n    sq = tl.zeros([B], dtype=tl.float32)\n    for i in range(0, n, B):\n        j = i + tl.arange(0, B)\n        v = tl.load(x + j, mask=j < n, other=0.0)\n        sq += v * v\n    inv = 1.0 / tl.sqrt(tl.sum(sq, axis=0) / n)\n    for i in range(0, n, B):\n        j = i + tl.arange(0, B)\n        tl.store(y + j, tl.load(x + j, mask=j < n) * inv, mask=j < n)\n";
+        let p = passes(src);
+        assert_eq!(p[1].depends_on, [p[0].line]);
+        assert!(multi_pass(&p));
     }
 }

@@ -48,9 +48,20 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
             .unwrap_or_else(|| panic!("a {kernel} candidate with `{from}`"));
         let text = c.text.replace(from, to);
         assert_ne!(text, c.text);
-        (src.clone(), Candidate { label: format!("control: {label}"), text })
+        (
+            src.clone(),
+            Candidate {
+                label: format!("control: {label}"),
+                text,
+            },
+        )
     };
-    let (s1, c1) = control("softmax3", "s = s * tl.exp(m_prev - m)", "s = s", "no rescale");
+    let (s1, c1) = control(
+        "softmax3",
+        "s = s * tl.exp(m_prev - m)",
+        "s = s",
+        "no rescale",
+    );
     let (s2, c2) = control(
         "col_sum",
         "rs = r + tl.arange(0, 8)",
@@ -67,12 +78,16 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
 /// interpreter: the run ends, and the step the analysis names is accepted. Returns the
 /// run's JSON.
 fn default_optimize(py: &str, example: &str, from: &str, to: &str) -> serde_json::Value {
-    let dir = std::env::temp_dir().join(format!("kernel-lsp-cure-{}-{example}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("kernel-lsp-cure-{}-{example}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let src = read(&format!("examples/{example}"));
     let small = src.replace(from, to);
-    assert_ne!(small, src, "the sizes line `{from}` of {example} moved; update this test");
+    assert_ne!(
+        small, src,
+        "the sizes line `{from}` of {example} moved; update this test"
+    );
     std::fs::write(dir.join(example), &small).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
         .current_dir(&dir)
@@ -107,7 +122,8 @@ fn accepted(run: &serde_json::Value) -> Vec<String> {
 
 #[test]
 fn the_default_optimize_cures_a_two_pass_logsumexp_and_a_column_mean_on_the_interpreter() {
-    let test = "the_default_optimize_cures_a_two_pass_logsumexp_and_a_column_mean_on_the_interpreter";
+    let test =
+        "the_default_optimize_cures_a_two_pass_logsumexp_and_a_column_mean_on_the_interpreter";
     let py = match crate::bench_triton::python() {
         Ok(p) => p,
         Err(why) => return tools::skip(test, &why),
@@ -118,8 +134,14 @@ fn the_default_optimize_cures_a_two_pass_logsumexp_and_a_column_mean_on_the_inte
         "R = 16384, 33; C = 2048, 1500",
         "R = 40, 9; C = 700, 130",
     );
-    assert_eq!(run["steps"][0]["strategy_id"], "triton_online", "the diagnosed cure first: {run}");
-    assert!(accepted(&run).contains(&"triton_online".to_string()), "{run}");
+    assert_eq!(
+        run["steps"][0]["strategy_id"], "triton_online",
+        "the diagnosed cure first: {run}"
+    );
+    assert!(
+        accepted(&run).contains(&"triton_online".to_string()),
+        "{run}"
+    );
     let run = default_optimize(
         &py,
         "col_mean.py",
@@ -127,5 +149,8 @@ fn the_default_optimize_cures_a_two_pass_logsumexp_and_a_column_mean_on_the_inte
         "M = 300, 101; N = 200, 30",
     );
     assert_eq!(run["steps"][0]["strategy_id"], "triton_split_loop", "{run}");
-    assert!(accepted(&run).contains(&"triton_split_loop".to_string()), "{run}");
+    assert!(
+        accepted(&run).contains(&"triton_split_loop".to_string()),
+        "{run}"
+    );
 }

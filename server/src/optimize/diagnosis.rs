@@ -166,7 +166,10 @@ mod tests {
         );
         assert_eq!(cure_rank(&causes, "remap_lanes").map(|r| r.0), Some(0));
         assert_eq!(cure_rank(&causes, "cooperative_rows").map(|r| r.0), Some(3));
-        assert_eq!(cure_rank(&causes, "triton_split_loop").map(|r| r.0), Some(5));
+        assert_eq!(
+            cure_rank(&causes, "triton_split_loop").map(|r| r.0),
+            Some(5)
+        );
         assert_eq!(cure_rank(&causes, "vectorize"), None);
     }
 
@@ -232,7 +235,13 @@ mod tests {
             let doc = crate::document::Document::new(crate::syntax::Lang::Triton, 0, src);
             let tree = doc.tree().expect("parses");
             let model = crate::syntax::analyze(crate::syntax::Lang::Triton, src, tree);
-            crate::optimize::facts::static_facts(crate::syntax::Lang::Triton, src, tree, &model, &model.kernels[0])
+            crate::optimize::facts::static_facts(
+                crate::syntax::Lang::Triton,
+                src,
+                tree,
+                &model,
+                &model.kernels[0],
+            )
         };
         let passes = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x, y, n, B: tl.constexpr):\n    m = -float('inf')\n    for o in range(0, n, B):\n        c = o + tl.arange(0, B)\n        m = tl.maximum(m, tl.max(tl.load(x + c, mask=c < n), 0))\n    s = 0.0\n    for o in range(0, n, B):\n        c = o + tl.arange(0, B)\n        s += tl.sum(tl.exp(tl.load(x + c, mask=c < n) - m), 0)\n    tl.store(y, s)\n";
         let causes = diagnose(&facts(passes));
@@ -254,6 +263,9 @@ mod tests {
                 "the analysis: each program walks an axis one step at a time"
             ]
         );
-        assert_eq!(cure_rank(&causes, "triton_split_loop").map(|r| r.0), Some(2));
+        assert_eq!(
+            cure_rank(&causes, "triton_split_loop").map(|r| r.0),
+            Some(2)
+        );
     }
 }

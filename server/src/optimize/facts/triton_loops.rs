@@ -121,7 +121,13 @@ pub(crate) fn callee(src: &str, call: Node) -> String {
 
 /// Reductions over the lanes: their result has one value per program.
 pub(crate) const LANE_REDUCTIONS: &[&str] = &[
-    "tl.sum", "tl.max", "tl.min", "tl.argmax", "tl.argmin", "tl.reduce", "tl.xor_sum",
+    "tl.sum",
+    "tl.max",
+    "tl.min",
+    "tl.argmax",
+    "tl.argmin",
+    "tl.reduce",
+    "tl.xor_sum",
 ];
 
 /// Every identifier `n` reads (attribute names and keyword names excluded).
@@ -249,10 +255,7 @@ pub(crate) fn loops<'t>(src: &str, top: &[Node<'t>]) -> Vec<Loop<'t>> {
             .filter(|n| before.contains(*n) && **n != l.var && !fresh_each_pass(src, &body, n))
             .cloned()
             .collect();
-        l.carries = names
-            .into_iter()
-            .map(|n| carry(src, &body, n))
-            .collect();
+        l.carries = names.into_iter().map(|n| carry(src, &body, n)).collect();
         l.results = l.carries.iter().map(|c| c.name.clone()).collect();
         for later in &top[i + 1..] {
             let mut r = BTreeSet::new();
@@ -333,7 +336,9 @@ fn header<'t>(src: &str, s: Node<'t>, earlier: &[Node<'t>]) -> Option<Loop<'t>> 
             let var = s
                 .child_by_field_name("left")
                 .filter(|v| v.kind() == "identifier")?;
-            let call = s.child_by_field_name("right").filter(|r| r.kind() == "call")?;
+            let call = s
+                .child_by_field_name("right")
+                .filter(|r| r.kind() == "call")?;
             if !matches!(callee(src, call).as_str(), "range" | "tl.range") {
                 return None;
             }
@@ -577,7 +582,10 @@ mod tests {
         assert_eq!(p[0].carries, [("m".to_string(), Combine::Max, false)]);
         assert_eq!(p[1].carries, [("s".to_string(), Combine::Sum, false)]);
         assert_eq!(p[1].var, "i");
-        assert_eq!(p[1].range, p[0].range, "the while form walks the same range");
+        assert_eq!(
+            p[1].range, p[0].range,
+            "the while form walks the same range"
+        );
         assert_eq!(p[1].depends_on, [p[0].line]);
         assert_eq!(p[2].depends_on, [p[0].line, p[1].line]);
         assert_eq!(p[2].carries, []);

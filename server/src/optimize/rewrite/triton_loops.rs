@@ -156,7 +156,13 @@ mod tests {
         let c1 = st("c = o + a + 1", &["o", "a"], &["c"], true);
         assert_eq!(
             repeats(
-                &[c0.clone(), load.clone(), other.clone(), c0.clone(), load.clone()],
+                &[
+                    c0.clone(),
+                    load.clone(),
+                    other.clone(),
+                    c0.clone(),
+                    load.clone()
+                ],
                 &[false, false, false, true, true]
             ),
             [false, false, false, true, true]

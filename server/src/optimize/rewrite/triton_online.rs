@@ -27,8 +27,8 @@ use tree_sitter::Node;
 
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::edits::{Edit, Edits};
-use super::triton_loops::{body_loops, lines_of, repeats, with_names, Stmt};
 use super::tree::{code_names, fresh, line_indent, newline, reindent, text};
+use super::triton_loops::{body_loops, lines_of, repeats, with_names, Stmt};
 use super::RewriteContext;
 use crate::optimize::facts::triton_loops::{
     assigned, assignment, callee, collapse, reads, Combine, Loop,
@@ -73,7 +73,12 @@ pub fn triton_online(cx: &RewriteContext<'_>) -> R {
 }
 
 /// The file with `b` merged into `a`, or why not.
-fn merge(cx: &RewriteContext<'_>, top: &[Node<'_>], a: &Loop<'_>, b: &Loop<'_>) -> Result<String, String> {
+fn merge(
+    cx: &RewriteContext<'_>,
+    top: &[Node<'_>],
+    a: &Loop<'_>,
+    b: &Loop<'_>,
+) -> Result<String, String> {
     let src = cx.text;
     if a.range_key() != b.range_key() {
         return Err(format!(
@@ -107,7 +112,10 @@ fn merge(cx: &RewriteContext<'_>, top: &[Node<'_>], a: &Loop<'_>, b: &Loop<'_>) 
         return Err("a loop holds a branch or another loop".into());
     }
     if let Some(c) = b.carries.iter().find(|c| a.reads.contains(&c.name)) {
-        return Err(format!("the first reads `{}`, which the second carries", c.name));
+        return Err(format!(
+            "the first reads `{}`, which the second carries",
+            c.name
+        ));
     }
     let locals = locals_of(src, &b.stmts);
     // Values of the first loop's body the second reads must be recomputed by it first.
@@ -134,7 +142,8 @@ fn merge(cx: &RewriteContext<'_>, top: &[Node<'_>], a: &Loop<'_>, b: &Loop<'_>) 
         reads(src, *s, &mut r);
         assigned(src, *s, &mut w);
         if r.iter().any(|n| a.assigned.contains(n))
-            || w.iter().any(|n| a.assigned.contains(n) || a.reads.contains(n))
+            || w.iter()
+                .any(|n| a.assigned.contains(n) || a.reads.contains(n))
         {
             return Err(format!(
                 "`{}` between the loops touches a value of the first",
@@ -215,11 +224,12 @@ fn rescales(
         }
         match assignment(src, *s) {
             Some((n, _, _)) if carry_names.contains(n.as_str()) => {}
-            Some((n, op, right)) if op == "=" => {
-                if lin.depends(right) && b.reads_after(src, &n) {
-                    return Err(format!("`{n}` depends on the maximum and is read after the loop"));
-                }
+            Some((n, op, right)) if op == "=" && lin.depends(right) && b.reads_after(src, &n) => {
+                return Err(format!(
+                    "`{n}` depends on the maximum and is read after the loop"
+                ));
             }
+            Some((_, op, _)) if op == "=" => {}
             _ if lin.depends(*s) => {
                 return Err(format!(
                     "`{}` reads the maximum outside a sum",
@@ -334,7 +344,12 @@ impl Linear<'_, '_> {
             return Ok(None);
         }
         let src = self.src;
-        let nonlinear = || Err(format!("`{}` is not linear in exp(-max)", collapse(text(src, e))));
+        let nonlinear = || {
+            Err(format!(
+                "`{}` is not linear in exp(-max)",
+                collapse(text(src, e))
+            ))
+        };
         match e.kind() {
             "parenthesized_expression" => match kids(e).as_slice() {
                 [c] => self.factor(*c),
@@ -342,10 +357,7 @@ impl Linear<'_, '_> {
             },
             "identifier" => match self.locals.get(text(src, e)) {
                 Some(d) => self.factor(*d),
-                None => Err(format!(
-                    "`{}` is used outside exp(...)",
-                    text(src, e)
-                )),
+                None => Err(format!("`{}` is used outside exp(...)", text(src, e))),
             },
             "binary_operator" => {
                 let (Some(l), Some(r), Some(op)) = (
@@ -485,7 +497,10 @@ fn write(
     // The first loop's statements, then the second's renamed; repeats dropped.
     let rename = |n: &str| (n == b.var && b.var != a.var).then(|| a.var.clone());
     if b.var != a.var && b.reads.contains(&a.var) {
-        return Err(format!("the second loop reads `{}`, the first's loop variable", a.var));
+        return Err(format!(
+            "the second loop reads `{}`, the first's loop variable",
+            a.var
+        ));
     }
     let mut stmts: Vec<Stmt> = a
         .stmts
@@ -493,10 +508,9 @@ fn write(
         .map(|s| Stmt::of(src, *s, collapse(text(src, *s))))
         .collect();
     let from = stmts.len();
-    let b_ind = b
-        .stmts
-        .first()
-        .map_or(ind.clone(), |s| line_indent(src, s.start_byte()).to_string());
+    let b_ind = b.stmts.first().map_or(ind.clone(), |s| {
+        line_indent(src, s.start_byte()).to_string()
+    });
     let mut b_text = Vec::new();
     for s in &b.stmts {
         let t = with_names(src, *s, &rename);

@@ -21,8 +21,8 @@
 use super::check::{current_plan, finish, not_applicable, require_lang, set_spec_values, Draft, R};
 use super::edits::{Edit, Edits};
 use super::params::Params;
-use super::triton_loops::{body_loops, lines_of, repeats, with_names, Stmt};
 use super::tree::{line_indent, newline, reindent, text};
+use super::triton_loops::{body_loops, lines_of, repeats, with_names, Stmt};
 use super::RewriteContext;
 use crate::optimize::edit;
 use crate::optimize::facts::triton_loops::{collapse, Loop};
@@ -73,8 +73,13 @@ pub fn triton_row_tile(cx: &RewriteContext<'_>) -> R {
             first.range_key()
         )));
     }
-    if tiled.iter().any(|l| text(cx.text, l.node).contains("tl.dot")) {
-        return Err(na("a loop calls `tl.dot`: its block is a matmul tile, not a row".into()));
+    if tiled
+        .iter()
+        .any(|l| text(cx.text, l.node).contains("tl.dot"))
+    {
+        return Err(na(
+            "a loop calls `tl.dot`: its block is a matmul tile, not a row".into(),
+        ));
     }
     let n = first.stop.clone();
     let tuned = plan
@@ -83,7 +88,9 @@ pub fn triton_row_tile(cx: &RewriteContext<'_>) -> R {
         .any(|t| t.name == block && t.values.len() > 1);
     let grid = edit::spec_assignment(cx.kernel, "grid").map(|g| g.text);
     if tuned || grid.as_deref().is_some_and(|g| mentions(g, &block)) {
-        return Err(na(format!("the spec tunes `{block}` or the grid depends on it")));
+        return Err(na(format!(
+            "the spec tunes `{block}` or the grid depends on it"
+        )));
     }
     if edit::spec_assignment(cx.kernel, &block).is_none() {
         return Err(na(format!("the spec has no `{block} = ...` to change")));
@@ -158,7 +165,11 @@ fn flatten(
         let l = tiled[li];
         let outer = line_indent(src, l.node.start_byte()).to_string();
         if l.init.is_none() {
-            let var = if l.reads.contains(&tiled[0].var) { &l.var } else { &tiled[0].var };
+            let var = if l.reads.contains(&tiled[0].var) {
+                &l.var
+            } else {
+                &tiled[0].var
+            };
             let t = format!("{var} = {}", l.start);
             stmts.push(Stmt {
                 text: t.clone(),
@@ -168,10 +179,9 @@ fn flatten(
             });
             texts.push((format!("{outer}{t}"), true, Some(li)));
         }
-        let inner = l
-            .stmts
-            .first()
-            .map_or(outer.clone(), |f| line_indent(src, f.start_byte()).to_string());
+        let inner = l.stmts.first().map_or(outer.clone(), |f| {
+            line_indent(src, f.start_byte()).to_string()
+        });
         // Every loop's variable is the first's (all start at the same value), so the
         // same index computed under two names is seen as one.
         let canon = &tiled[0].var;

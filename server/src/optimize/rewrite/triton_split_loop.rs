@@ -30,30 +30,40 @@ use tree_sitter::Node;
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::edits::{Edit, Edits};
 use super::params::Params;
-use super::triton_loops::{body_loops, lines_of, splice};
 use super::tree::{code_names, fresh, line_indent, newline, text};
+use super::triton_loops::{body_loops, lines_of, splice};
 use super::RewriteContext;
-use crate::optimize::facts::triton_loops::{
-    assignment, callee, reads, reduces, Combine, Loop,
-};
+use crate::optimize::facts::triton_loops::{assignment, callee, reads, reduces, Combine, Loop};
 use crate::syntax::Lang;
 
 const ID: &str = "triton_split_loop";
 
 /// Shapes a loop body may not build: the rewrite would have to reshape them too.
 const SHAPED: &[&str] = &[
-    "None", "tl.arange", "tl.zeros", "tl.full", "tl.reshape", "tl.view", "tl.broadcast", "tl.trans",
+    "None",
+    "tl.arange",
+    "tl.zeros",
+    "tl.full",
+    "tl.reshape",
+    "tl.view",
+    "tl.broadcast",
+    "tl.trans",
 ];
 
 /// Python keywords a name made from a loop variable could spell.
-const PY_KEYWORDS: &[&str] = &["as", "if", "in", "is", "or", "and", "def", "del", "for", "not", "try"];
+const PY_KEYWORDS: &[&str] = &[
+    "as", "if", "in", "is", "or", "and", "def", "del", "for", "not", "try",
+];
 
 pub fn triton_split_loop(cx: &RewriteContext<'_>) -> R {
     require_lang(cx, Lang::Triton, ID)?;
     current_plan(cx)?;
     let rows = Params(cx.params).uints("rows", &[8, 32], 2..=256)?;
     if let Some(r) = rows.iter().find(|r| !r.is_power_of_two()) {
-        return Err(super::check::bad_param("rows", format!("{r} is not a power of two")));
+        return Err(super::check::bad_param(
+            "rows",
+            format!("{r} is not a power of two"),
+        ));
     }
     let k = &cx.kernel.name;
     let (top, found) = body_loops(cx)?;
@@ -66,7 +76,8 @@ pub fn triton_split_loop(cx: &RewriteContext<'_>) -> R {
                 let mut drafts = Vec::new();
                 let mut dropped = Vec::new();
                 for r in &rows {
-                    let label = format!("the loop at line {line} takes {r} steps at a time (2-D tile)");
+                    let label =
+                        format!("the loop at line {line} takes {r} steps at a time (2-D tile)");
                     match write(cx, l, &lanes, *r) {
                         Ok(text) => drafts.push(Draft { label, text }),
                         Err(e) => dropped.push(format!("{label}: {e}")),
@@ -84,7 +95,11 @@ pub fn triton_split_loop(cx: &RewriteContext<'_>) -> R {
 }
 
 /// The lane-shaped names defined before `l`, or why `l` cannot be split.
-fn check(cx: &RewriteContext<'_>, top: &[Node<'_>], l: &Loop<'_>) -> Result<BTreeSet<String>, String> {
+fn check(
+    cx: &RewriteContext<'_>,
+    top: &[Node<'_>],
+    l: &Loop<'_>,
+) -> Result<BTreeSet<String>, String> {
     let src = cx.text;
     if l.step != "1" {
         return Err(format!("it steps by `{}`, not 1", l.step));
@@ -103,13 +118,23 @@ fn check(cx: &RewriteContext<'_>, top: &[Node<'_>], l: &Loop<'_>) -> Result<BTre
             ));
         }
     }
-    let body: String = l.stmts.iter().map(|s| text(src, *s)).collect::<Vec<_>>().join("\n");
+    let body: String = l
+        .stmts
+        .iter()
+        .map(|s| text(src, *s))
+        .collect::<Vec<_>>()
+        .join("\n");
     if let Some(s) = SHAPED.iter().find(|s| body.contains(*s)) {
-        return Err(format!("its body uses `{s}`: the tile is already shaped there"));
+        return Err(format!(
+            "its body uses `{s}`: the tile is already shaped there"
+        ));
     }
     let mut bound = BTreeSet::new();
     for e in [&l.start, &l.stop] {
-        bound.extend(e.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).map(str::to_string));
+        bound.extend(
+            e.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .map(str::to_string),
+        );
     }
     if bound.iter().any(|b| l.assigned.contains(b)) {
         return Err("the loop changes its own bounds".into());
@@ -119,8 +144,13 @@ fn check(cx: &RewriteContext<'_>, top: &[Node<'_>], l: &Loop<'_>) -> Result<BTre
         if !lanes.contains(&c.name) {
             return Err(format!("`{}` is not a tile of lanes", c.name));
         }
-        if c.combine != Combine::Sum && !init_of(src, top, l, &c.name).is_some_and(|t| t.contains("inf")) {
-            return Err(format!("`{}` is a maximum or minimum not started from an infinity", c.name));
+        if c.combine != Combine::Sum
+            && !init_of(src, top, l, &c.name).is_some_and(|t| t.contains("inf"))
+        {
+            return Err(format!(
+                "`{}` is a maximum or minimum not started from an infinity",
+                c.name
+            ));
         }
     }
     Ok(lanes)
@@ -137,7 +167,9 @@ fn lane_names(src: &str, top: &[Node<'_>], l: &Loop<'_>) -> BTreeSet<String> {
         let t = text(src, right);
         let mut r = BTreeSet::new();
         reads(src, right, &mut r);
-        let shaped = ["tl.arange", "tl.zeros", "tl.full"].iter().any(|f| t.contains(f))
+        let shaped = ["tl.arange", "tl.zeros", "tl.full"]
+            .iter()
+            .any(|f| t.contains(f))
             || r.iter().any(|n| lanes.contains(n));
         if shaped && !reduces(src, right) {
             lanes.insert(name);
@@ -204,19 +236,26 @@ impl Tile<'_> {
     /// A load with the rows past the bound masked off.
     fn load(&self, call: Node<'_>) -> String {
         let src = self.src;
-        let f = call.child_by_field_name("function").map_or("tl.load", |f| text(src, f));
+        let f = call
+            .child_by_field_name("function")
+            .map_or("tl.load", |f| text(src, f));
         let Some(args) = call.child_by_field_name("arguments") else {
             return text(src, call).to_string();
         };
         let mut w = args.walk();
-        let list: Vec<Node> = args.named_children(&mut w).filter(|c| c.kind() != "comment").collect();
+        let list: Vec<Node> = args
+            .named_children(&mut w)
+            .filter(|c| c.kind() != "comment")
+            .collect();
         let mut out = Vec::new();
         let mut masked = false;
         let mut positional = 0;
         for a in list {
             if a.kind() == "keyword_argument" {
                 let name = a.child_by_field_name("name").map_or("", |n| text(src, n));
-                let value = a.child_by_field_name("value").map_or(String::new(), |v| self.emit(v));
+                let value = a
+                    .child_by_field_name("value")
+                    .map_or(String::new(), |v| self.emit(v));
                 if name == "mask" {
                     masked = true;
                     out.push(format!("mask=({value}) & {}", self.mask));
@@ -242,7 +281,12 @@ impl Tile<'_> {
 }
 
 /// The file with `l` split `r` steps at a time.
-fn write(cx: &RewriteContext<'_>, l: &Loop<'_>, lanes: &BTreeSet<String>, r: u64) -> Result<String, String> {
+fn write(
+    cx: &RewriteContext<'_>,
+    l: &Loop<'_>,
+    lanes: &BTreeSet<String>,
+    r: u64,
+) -> Result<String, String> {
     let src = cx.text;
     let nl = newline(src);
     let mut names = code_names(cx);
@@ -321,7 +365,9 @@ fn write(cx: &RewriteContext<'_>, l: &Loop<'_>, lanes: &BTreeSet<String>, r: u64
                 let v = tile.emit(upd);
                 match combine {
                     Combine::Sum => format!("{p} += tl.where({mask}, {v}, 0)"),
-                    Combine::Max => format!("{p} = tl.maximum({p}, tl.where({mask}, {v}, float(\"-inf\")))"),
+                    Combine::Max => {
+                        format!("{p} = tl.maximum({p}, tl.where({mask}, {v}, float(\"-inf\")))")
+                    }
                     _ => format!("{p} = tl.minimum({p}, tl.where({mask}, {v}, float(\"inf\")))"),
                 }
             }
@@ -339,16 +385,26 @@ fn write(cx: &RewriteContext<'_>, l: &Loop<'_>, lanes: &BTreeSet<String>, r: u64
                 .collect();
             let mut all = vec![l.start.clone(), l.stop.clone(), r.to_string()];
             all.extend(kw);
-            e.extend([Edit::replace(args.byte_range(), format!("({})", all.join(", ")))]);
+            e.extend([Edit::replace(
+                args.byte_range(),
+                format!("({})", all.join(", ")),
+            )]);
         }
-        (None, Some(incr)) => e.extend([Edit::replace(incr.byte_range(), format!("{} += {r}", l.var))]),
+        (None, Some(incr)) => e.extend([Edit::replace(
+            incr.byte_range(),
+            format!("{} += {r}", l.var),
+        )]),
         (None, None) => return Err("the loop has no range to widen".into()),
     }
     let head: String = before.iter().map(|b| format!("{b}{nl}{outer}")).collect();
     e.extend([Edit::insert(l.node.start_byte(), head)]);
     let end = lines_of(src, l.node).end;
     let tail: String = after.iter().map(|a| format!("{outer}{a}{nl}")).collect();
-    let tail = if src[..end].ends_with('\n') { tail } else { format!("{nl}{tail}") };
+    let tail = if src[..end].ends_with('\n') {
+        tail
+    } else {
+        format!("{nl}{tail}")
+    };
     e.extend([Edit::insert(end, tail)]);
     e.apply(src).map_err(|err| err.to_string())
 }

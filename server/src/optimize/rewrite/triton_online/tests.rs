@@ -88,7 +88,10 @@ fn row_maxima_of_a_2d_tile_rescale_row_sums_under_a_where() {
         shown.contains("    denom = tl.zeros([ROWS], tl.float32)\n    for c0 in tl.range(0, V, COLS):\n        row_max_prev = row_max\n"),
         "{shown}"
     );
-    assert!(!shown.contains("c1"), "the second loop's variable is renamed: {shown}");
+    assert!(
+        !shown.contains("c1"),
+        "the second loop's variable is renamed: {shown}"
+    );
 }
 
 #[test]
@@ -96,5 +99,13 @@ fn what_online_rescaling_cannot_express_is_refused_with_the_reason() {
     let why = |k: &str| not_applicable(triton(PASSES, k, "triton_online", json!({})));
     expect!["`mixed_terms` has no pair of passes to merge: lines 90 and 94: `tl.exp(x - m) + x` is not linear in exp(-max)"].assert_eq(&why("mixed_terms"));
     expect!["`spread` has no pair of passes to merge: lines 110 and 114: `m` is used outside exp(...); lines 114 and 119: they walk different ranges (0, cols, BLOCK and 0, cols, 2 * BLOCK)"].assert_eq(&why("spread"));
-    expect!["`softmax_kernel` has 0 loop(s) in its body; merging passes needs two over the same range"].assert_eq(&not_applicable(triton(SOFTMAX, "softmax_kernel", "triton_online", json!({}))));
+    expect![
+        "`softmax_kernel` has 0 loop(s) in its body; merging passes needs two over the same range"
+    ]
+    .assert_eq(&not_applicable(triton(
+        SOFTMAX,
+        "softmax_kernel",
+        "triton_online",
+        json!({}),
+    )));
 }

@@ -76,7 +76,11 @@ fn a_2d_tile_of_rows_takes_its_columns_whole() {
     let shown = show(Lang::Triton, PASSES, &out[0], "xent_rows");
     assert!(shown.contains("COLS = next_pow2(V)"), "{shown}");
     assert!(!shown.contains("for "), "{shown}");
-    assert_eq!(shown.matches("cols = c0 + tl.arange(0, COLS)").count(), 1, "{shown}");
+    assert_eq!(
+        shown.matches("cols = c0 + tl.arange(0, COLS)").count(),
+        1,
+        "{shown}"
+    );
 }
 
 #[test]
@@ -84,5 +88,6 @@ fn tiles_that_are_not_rows_or_rows_too_long_are_refused() {
     let why = |src: &str, k: &str| not_applicable(triton(src, k, "triton_row_tile", json!({})));
     expect!["`row_sum_long` cannot take a row as one tile: case 0: a row of 40000 elements needs a tile of 65536, over 16384"].assert_eq(&why(PASSES, "row_sum_long"));
     expect!["`matmul_kernel` cannot take a row as one tile: a loop calls `tl.dot`: its block is a matmul tile, not a row"].assert_eq(&why(MATMUL, "matmul_kernel"));
-    expect!["`add_kernel` cannot take a row as one tile: no loop steps by a `tl.constexpr` block"].assert_eq(&why(VECTOR_ADD, "add_kernel"));
+    expect!["`add_kernel` cannot take a row as one tile: no loop steps by a `tl.constexpr` block"]
+        .assert_eq(&why(VECTOR_ADD, "add_kernel"));
 }

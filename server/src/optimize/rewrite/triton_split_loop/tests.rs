@@ -95,8 +95,10 @@ fn prefixes_unknown_identities_block_loops_and_2d_tiles_are_refused() {
     let why = |src: &str, k: &str| not_applicable(triton(src, k, "triton_split_loop", json!({})));
     expect!["`col_prefix` has no loop to split: line 59: it stores, branches, nests a loop or reduces over the lanes inside"].assert_eq(&why(SEQ, "col_prefix"));
     expect!["`col_relu_max` has no loop to split: line 73: `top` is a maximum or minimum not started from an infinity"].assert_eq(&why(SEQ, "col_relu_max"));
-    expect!["`row_sum_long` has no loop to split: line 134: it steps by `BLOCK`, not 1"].assert_eq(&why(PASSES, "row_sum_long"));
-    expect!["`matmul_kernel` has no loop to split: line 20: it steps by `BLOCK_K`, not 1"].assert_eq(&why(MATMUL, "matmul_kernel"));
+    expect!["`row_sum_long` has no loop to split: line 134: it steps by `BLOCK`, not 1"]
+        .assert_eq(&why(PASSES, "row_sum_long"));
+    expect!["`matmul_kernel` has no loop to split: line 20: it steps by `BLOCK_K`, not 1"]
+        .assert_eq(&why(MATMUL, "matmul_kernel"));
     let bad = triton(SEQ, "col_sum", "triton_split_loop", json!({"rows": [6]}));
     expect!["parameter `rows`: 6 is not a power of two"].assert_eq(&bad.unwrap_err().to_string());
 }

@@ -1,4 +1,5 @@
-//! The Triton loop cures (`triton_online`, `triton_row_tile`, `triton_split_loop`) for
+//! The Triton loop cures (`triton_online`, `triton_row_tile`, `triton_split_loop`) and
+//! `triton_program_tile` for
 //! real: every candidate they write for the fixtures' kernels verifies against the
 //! original through a worker on Triton's CPU interpreter, and a candidate with the
 //! rescale or the row mask left out must fail. Missing torch/triton skips (or fails
@@ -23,6 +24,7 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
     };
     let passes = read("tests/fixtures/rewrites/triton/passes.py");
     let seq = read("tests/fixtures/rewrites/triton/sequential.py");
+    let cols = read("tests/fixtures/rewrites/triton/columns.py");
     let mut jobs: Vec<(String, &str, Candidate)> = Vec::new();
     for (src, kernel, id, want) in [
         (&passes, "softmax3", "triton_online", 1),
@@ -35,6 +37,9 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
         (&seq, "col_sum", "triton_split_loop", 2),
         (&seq, "matvec_cols", "triton_split_loop", 2),
         (&seq, "col_max_while", "triton_split_loop", 2),
+        (&cols, "col_sum_by_program", "triton_program_tile", 2),
+        (&cols, "col_softmax", "triton_program_tile", 2),
+        (&cols, "bias_relu_cols", "triton_program_tile", 2),
     ] {
         let out = triton_apply(src, kernel, id, serde_json::json!({}));
         assert_eq!(out.len(), want, "{id} on {kernel}");
@@ -68,6 +73,13 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
         "rs = r + 1 + tl.arange(0, 8)",
         "each tile skips a row",
     );
+    let (s3, c3) = control(
+        "bias_relu_cols",
+        "in_grid = (tl.program_id(0) * 8 + tl.arange(0, 8)) < N",
+        "in_grid = (tl.program_id(0) * 8 + tl.arange(0, 8)) < N - 1",
+        "the last column left unwritten",
+    );
+    jobs.push((s3, "bias_relu_cols", c3));
     jobs.push((s1, "softmax3", c1));
     jobs.push((s2, "col_sum", c2));
     verify_on_interpreter(&py, &jobs, 5).await;

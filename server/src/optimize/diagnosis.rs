@@ -21,7 +21,12 @@ pub struct Cause {
 
 /// Steps for accesses that are not coalesced: remap the lanes, stage a transpose, or
 /// (for a model) any coalescing rewrite.
-const COALESCE: &[&str] = &["remap_lanes", "transpose_tile", "coalesce"];
+const COALESCE: &[&str] = &[
+    "remap_lanes",
+    "transpose_tile",
+    "triton_program_tile",
+    "coalesce",
+];
 /// Steps for a grid that leaves the GPU idle or a thread that walks a long loop alone.
 const PARALLELIZE: &[&str] = &[
     "cooperative_rows",
@@ -165,10 +170,10 @@ mod tests {
             ]
         );
         assert_eq!(cure_rank(&causes, "remap_lanes").map(|r| r.0), Some(0));
-        assert_eq!(cure_rank(&causes, "cooperative_rows").map(|r| r.0), Some(3));
+        assert_eq!(cure_rank(&causes, "cooperative_rows").map(|r| r.0), Some(4));
         assert_eq!(
             cure_rank(&causes, "triton_split_loop").map(|r| r.0),
-            Some(5)
+            Some(6)
         );
         assert_eq!(cure_rank(&causes, "vectorize"), None);
     }

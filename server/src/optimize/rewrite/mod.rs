@@ -46,6 +46,7 @@ mod triton_configs;
 mod triton_launch;
 mod triton_loops;
 mod triton_online;
+mod triton_program_tile;
 mod triton_row_tile;
 mod triton_split_loop;
 mod triton_swizzle;
@@ -123,6 +124,10 @@ pub const REGISTRY: &[(&str, Apply)] = &[
     ("triton_online", triton_online::triton_online),
     ("triton_row_tile", triton_row_tile::triton_row_tile),
     ("triton_split_loop", triton_split_loop::triton_split_loop),
+    (
+        "triton_program_tile",
+        triton_program_tile::triton_program_tile,
+    ),
 ];
 
 /// Every embedded rewrite id, in registry order.

@@ -133,9 +133,9 @@ fn accepted(run: &serde_json::Value) -> Vec<String> {
 }
 
 #[test]
-fn the_default_optimize_cures_a_two_pass_logsumexp_and_a_column_mean_on_the_interpreter() {
+fn the_default_optimize_cures_a_logsumexp_a_column_mean_and_a_column_norm_on_the_interpreter() {
     let test =
-        "the_default_optimize_cures_a_two_pass_logsumexp_and_a_column_mean_on_the_interpreter";
+        "the_default_optimize_cures_a_logsumexp_a_column_mean_and_a_column_norm_on_the_interpreter";
     let py = match crate::bench_triton::python() {
         Ok(p) => p,
         Err(why) => return tools::skip(test, &why),
@@ -163,6 +163,20 @@ fn the_default_optimize_cures_a_two_pass_logsumexp_and_a_column_mean_on_the_inte
     assert_eq!(run["steps"][0]["strategy_id"], "triton_split_loop", "{run}");
     assert!(
         accepted(&run).contains(&"triton_split_loop".to_string()),
+        "{run}"
+    );
+    let run = default_optimize(
+        &py,
+        "col_norm.py",
+        "M = 8192, 1000; N = 2048, 333",
+        "M = 300, 100; N = 70, 33",
+    );
+    assert_eq!(
+        run["steps"][0]["strategy_id"], "triton_program_tile",
+        "{run}"
+    );
+    assert!(
+        accepted(&run).contains(&"triton_program_tile".to_string()),
         "{run}"
     );
 }

@@ -918,6 +918,7 @@ impl Facts {
                 "- atomics {}; reductions {}; tl.dot {}",
                 self.atomics, self.reductions, self.tensor_core_ops
             ));
+            out.extend(triton_loops::describe(&self.triton_loops));
         }
         match (self.intensity(), self.spec_bytes) {
             (Some(i), _) => out.push(format!(

@@ -519,6 +519,49 @@ pub(crate) fn summarize(loops: &[Loop<'_>]) -> Vec<LoopPass> {
         .collect()
 }
 
+/// One bullet per loop for prompts: its range, what it carries, which loops it reads.
+pub fn describe(passes: &[LoopPass]) -> Vec<String> {
+    passes
+        .iter()
+        .map(|l| {
+            let carries: Vec<String> = l
+                .carries
+                .iter()
+                .map(|(n, c, lane)| {
+                    let what = match c {
+                        Combine::Sum => "a sum",
+                        Combine::Max => "a maximum",
+                        Combine::Min => "a minimum",
+                        Combine::Other => "a value",
+                    };
+                    let shape = if *lane {
+                        "per lane"
+                    } else {
+                        "reduced over the lanes"
+                    };
+                    format!("`{n}` ({what}, {shape})")
+                })
+                .collect();
+            let mut s = format!(
+                "- Triton loop at line {} over `{}` in range({})",
+                l.line, l.var, l.range
+            );
+            s.push_str(&match carries.as_slice() {
+                [] => ": carries nothing".to_string(),
+                c => format!(": carries {}", c.join(", ")),
+            });
+            if !l.depends_on.is_empty() {
+                let lines: Vec<String> = l.depends_on.iter().map(u32::to_string).collect();
+                s.push_str(&format!(
+                    "; reads the results of the loop(s) at line {}",
+                    lines.join(", ")
+                ));
+            }
+            s
+        })
+        .collect()
+}
+
 /// A later loop over the same range reads an earlier loop's max or sum: two passes where
 /// one could do (online rescaling, or the row kept in registers).
 pub fn multi_pass(passes: &[LoopPass]) -> bool {
@@ -591,6 +634,10 @@ mod tests {
         assert_eq!(p[2].carries, []);
         assert!(multi_pass(&p));
         assert!(!sequential_axis(&p));
+        assert_eq!(
+            describe(&p)[1],
+            "- Triton loop at line 10 over `i` in range(0, n, B): carries `s` (a sum, reduced over the lanes); reads the results of the loop(s) at line 4"
+        );
     }
 
     #[test]

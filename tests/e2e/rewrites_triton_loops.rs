@@ -40,6 +40,7 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
         (&cols, "col_sum_by_program", "triton_program_tile", 2),
         (&cols, "col_softmax", "triton_program_tile", 2),
         (&cols, "bias_relu_cols", "triton_program_tile", 2),
+        (&cols, "col_sum_lanes", "triton_program_tile", 2),
     ] {
         let out = triton_apply(src, kernel, id, serde_json::json!({}));
         assert_eq!(out.len(), want, "{id} on {kernel}");

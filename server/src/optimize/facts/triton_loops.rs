@@ -82,6 +82,20 @@ impl Loop<'_> {
     pub fn carry(&self, name: &str) -> Option<&Carry<'_>> {
         self.carries.iter().find(|c| c.name == name)
     }
+
+    /// `name` is read by a statement after this loop.
+    pub fn reads_after(&self, src: &str, name: &str) -> bool {
+        let mut n = self.node.next_named_sibling();
+        while let Some(s) = n {
+            let mut r = BTreeSet::new();
+            reads(src, s, &mut r);
+            if r.contains(name) {
+                return true;
+            }
+            n = s.next_named_sibling();
+        }
+        false
+    }
 }
 
 /// What the facts keep of a loop: serializable, no tree.

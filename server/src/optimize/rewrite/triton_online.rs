@@ -286,22 +286,6 @@ fn rescales(
     Ok(out)
 }
 
-impl Loop<'_> {
-    /// `name` is read by a statement after this loop.
-    fn reads_after(&self, src: &str, name: &str) -> bool {
-        let mut n = self.node.next_named_sibling();
-        while let Some(s) = n {
-            let mut r = BTreeSet::new();
-            reads(src, s, &mut r);
-            if r.contains(name) {
-                return true;
-            }
-            n = s.next_named_sibling();
-        }
-        false
-    }
-}
-
 /// Linearity of a sum's terms in `exp(-m)`.
 struct Linear<'a, 't> {
     src: &'a str,

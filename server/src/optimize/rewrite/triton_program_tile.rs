@@ -536,8 +536,9 @@ impl Widen<'_> {
                 Some((name, op, right)) => {
                     let want = self.shapes.get(&name);
                     let have = self.shape(right);
-                    let mut v = self.emit(right, want.max(have));
-                    if let Some(w) = self.shapes.widened_inits.get(&st.id()) {
+                    let widened = self.shapes.widened_inits.get(&st.id());
+                    let mut v = self.emit(right, if widened.is_some() { have } else { want });
+                    if let Some(w) = widened {
                         v = match (have, *w) {
                             (S, C) => format!("{v} + tl.zeros([{}], dtype=tl.int32)", self.cb),
                             (L, LC) => format!(

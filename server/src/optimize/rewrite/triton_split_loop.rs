@@ -139,6 +139,13 @@ fn check(
     if bound.iter().any(|b| l.assigned.contains(b)) {
         return Err("the loop changes its own bounds".into());
     }
+    if let Some(n) = l
+        .assigned
+        .iter()
+        .find(|n| l.carry(n).is_none() && **n != l.var && l.reads_after(src, n))
+    {
+        return Err(format!("`{n}` is set in the loop and read after it"));
+    }
     let lanes = lane_names(src, top, l);
     for c in &l.carries {
         if !lanes.contains(&c.name) {

@@ -82,6 +82,20 @@ fn a_while_loop_with_positional_masks_and_a_bias_per_column() {
 }
 
 #[test]
+fn a_lane_accumulator_becomes_a_tile_of_lanes_by_columns() {
+    let out = tile("col_sum_lanes", json!({"columns": [8]}));
+    let shown = show(Lang::Triton, COLS, &out[0], "col_sum_lanes");
+    assert!(
+        shown.contains("acc = (tl.zeros([BLOCK], dtype=tl.float32))[:, None] + tl.zeros([1, 8], dtype=tl.int32)\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("tl.store(out + col, tl.sum(acc, axis=0), mask=in_grid)"),
+        "{shown}"
+    );
+}
+
+#[test]
 fn branches_coalesced_kernels_and_2d_grids_are_refused() {
     let why = |src: &str, k: &str| not_applicable(triton(src, k, "triton_program_tile", json!({})));
     expect!["`col_sum_branch` cannot take a tile of programs: it uses `if M > 16:`"]

@@ -94,6 +94,7 @@ fn a_while_loop_maximum_from_a_header_row_keeps_its_start() {
 fn prefixes_unknown_identities_block_loops_and_2d_tiles_are_refused() {
     let why = |src: &str, k: &str| not_applicable(triton(src, k, "triton_split_loop", json!({})));
     expect!["`col_prefix` has no loop to split: line 59: it stores, branches, nests a loop or reduces over the lanes inside"].assert_eq(&why(SEQ, "col_prefix"));
+    expect!["`col_sum_and_last` has no loop to split: line 86: `v` is set in the loop and read after it"].assert_eq(&why(SEQ, "col_sum_and_last"));
     expect!["`col_relu_max` has no loop to split: line 73: `top` is a maximum or minimum not started from an infinity"].assert_eq(&why(SEQ, "col_relu_max"));
     expect!["`row_sum_long` has no loop to split: line 134: it steps by `BLOCK`, not 1"]
         .assert_eq(&why(PASSES, "row_sum_long"));

@@ -455,11 +455,26 @@ fn carry<'t>(src: &str, stmts: &[Node<'t>], name: String) -> Carry<'t> {
 
 /// `E` reduces over the lanes: a reduction call, or a call, product or sum of them.
 pub(crate) fn reduces(src: &str, e: Node<'_>) -> bool {
-    match e.kind() {
-        "call" => LANE_REDUCTIONS.contains(&callee(src, e).as_str()),
-        "parenthesized_expression" => named(e).first().is_some_and(|c| reduces(src, *c)),
-        _ => false,
+    let mut e = e;
+    while e.kind() == "parenthesized_expression" {
+        match named(e).first() {
+            Some(c) => e = *c,
+            None => return false,
+        }
     }
+    e.kind() == "call" && LANE_REDUCTIONS.contains(&callee(src, e).as_str())
+}
+
+/// The depth of the deepest node under `n` (iterative: any input depth is safe).
+pub(crate) fn depth(n: Node<'_>) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(n, 0usize)];
+    while let Some((n, d)) = stack.pop() {
+        deepest = deepest.max(d);
+        let mut w = n.walk();
+        stack.extend(n.named_children(&mut w).map(|c| (c, d + 1)));
+    }
+    deepest
 }
 
 /// The combine and combined expression of one update `name OP right`.

@@ -12,7 +12,9 @@ use tree_sitter::Node;
 use super::check::not_applicable;
 use super::tree::{kernel_function, text};
 use super::{RewriteContext, RewriteError};
-use crate::optimize::facts::triton_loops::{assigned, assignment, loops, reads, statements, Loop};
+use crate::optimize::facts::triton_loops::{
+    assigned, assignment, depth, loops, reads, statements, Loop,
+};
 
 /// The kernel body's statements and its loops.
 pub(super) fn body_loops<'t>(
@@ -22,9 +24,24 @@ pub(super) fn body_loops<'t>(
     let body = kernel_function(cx)
         .and_then(|f| f.child_by_field_name("body"))
         .ok_or_else(|| not_applicable(format!("`{k}`'s definition is not in the syntax tree")))?;
+    shallow_enough(body, k)?;
     let top = statements(body);
     let found = loops(cx.text, &top);
     Ok((top, found))
+}
+
+/// Deeper than this, the cures' recursive walks could exhaust the stack; no kernel
+/// written by hand comes near it.
+const MAX_NESTING: usize = 200;
+
+/// `NotApplicable` for a body nested deeper than [`MAX_NESTING`].
+pub(super) fn shallow_enough(body: Node<'_>, kernel: &str) -> Result<(), RewriteError> {
+    if depth(body) > MAX_NESTING {
+        return Err(not_applicable(format!(
+            "`{kernel}` nests expressions more than {MAX_NESTING} deep"
+        )));
+    }
+    Ok(())
 }
 
 /// From the start of `n`'s first line to the end of its last line, newline included.

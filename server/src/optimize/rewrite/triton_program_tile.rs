@@ -78,6 +78,10 @@ pub fn triton_program_tile(cx: &RewriteContext<'_>) -> R {
     let cols = Params(cx.params).uints("columns", &[8, 32], 2..=256)?;
     let k = &cx.kernel.name;
     let na = |why: String| not_applicable(format!("`{k}` cannot take a tile of programs: {why}"));
+    let body = kernel_function(cx)
+        .and_then(|f| f.child_by_field_name("body"))
+        .ok_or_else(|| na("the definition is not in the syntax tree".into()))?;
+    super::triton_loops::shallow_enough(body, k)?;
     let facts = static_facts(Lang::Triton, cx.text, cx.tree, cx.model, cx.kernel);
     let strided = facts
         .accesses
@@ -88,9 +92,6 @@ pub fn triton_program_tile(cx: &RewriteContext<'_>) -> R {
             "no global access is strided across the lanes, or one is already unit-stride".into(),
         ));
     }
-    let body = kernel_function(cx)
-        .and_then(|f| f.child_by_field_name("body"))
-        .ok_or_else(|| na("the definition is not in the syntax tree".into()))?;
     let pid = the_program_id(cx.text, body).map_err(na)?;
     let grid = edit::spec_assignment(cx.kernel, "grid")
         .ok_or_else(|| na("the spec has no `grid = ...`".into()))?;

@@ -109,3 +109,26 @@ fn what_online_rescaling_cannot_express_is_refused_with_the_reason() {
         json!({}),
     )));
 }
+
+#[test]
+fn bodies_nested_thousands_deep_are_refused_by_every_triton_loop_cure() {
+    let deep = format!("{}c < cols{}", "(".repeat(3000), ")".repeat(3000));
+    let src = PASSES.replacen(
+        "mask=c < cols, other=-float(\"inf\"))",
+        &format!("mask={deep}, other=-float(\"inf\"))"),
+        1,
+    );
+    assert_ne!(src, PASSES);
+    for id in [
+        "triton_online",
+        "triton_row_tile",
+        "triton_split_loop",
+        "triton_program_tile",
+    ] {
+        let why = not_applicable(triton(&src, "softmax3", id, json!({})));
+        assert_eq!(
+            why, "`softmax3` nests expressions more than 200 deep",
+            "{id}"
+        );
+    }
+}

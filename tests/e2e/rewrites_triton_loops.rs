@@ -25,6 +25,14 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
     let passes = read("tests/fixtures/rewrites/triton/passes.py");
     let seq = read("tests/fixtures/rewrites/triton/sequential.py");
     let cols = read("tests/fixtures/rewrites/triton/columns.py");
+    let layernorm = read("examples/layernorm_3pass.py").replace(
+        "rows = 8192, 31; N = 4096, 1111",
+        "rows = 6, 3; N = 700, 111",
+    );
+    assert!(
+        layernorm.contains("N = 700, 111"),
+        "the example's sizes line moved"
+    );
     let mut jobs: Vec<(String, &str, Candidate)> = Vec::new();
     for (src, kernel, id, want) in [
         (&passes, "softmax3", "triton_online", 1),
@@ -34,6 +42,7 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
         (&passes, "logsumexp_while", "triton_row_tile", 2),
         (&passes, "xent_rows", "triton_row_tile", 2),
         (&passes, "spread", "triton_row_tile", 2),
+        (&layernorm, "layernorm_3pass", "triton_row_tile", 1),
         (&seq, "col_sum", "triton_split_loop", 2),
         (&seq, "matvec_cols", "triton_split_loop", 2),
         (&seq, "col_max_while", "triton_split_loop", 2),

@@ -96,20 +96,23 @@ pub(super) struct Stmt {
     /// A plain `name = expr` (not `+=`, not reading its own target): running it twice
     /// with the same inputs gives the same value.
     pub pure_assign: bool,
+    /// The name a plain assignment sets.
+    pub target: Option<String>,
 }
 
 impl Stmt {
     pub fn of(src: &str, n: Node<'_>, text: String) -> Stmt {
         let (mut r, mut a) = (BTreeSet::new(), BTreeSet::new());
         assigned(src, n, &mut a);
-        let pure_assign = match assignment(src, n) {
+        let (pure_assign, target) = match assignment(src, n) {
             Some((name, op, right)) => {
                 reads(src, right, &mut r);
-                op == "=" && !r.contains(&name)
+                let pure = op == "=" && !r.contains(&name);
+                (pure, pure.then_some(name))
             }
             None => {
                 reads(src, n, &mut r);
-                false
+                (false, None)
             }
         };
         Stmt {
@@ -117,36 +120,59 @@ impl Stmt {
             reads: r,
             assigns: a,
             pure_assign,
+            target,
         }
+    }
+
+    /// The right side of a plain assignment, as text.
+    fn rhs(&self) -> Option<&str> {
+        let t = self.target.as_deref()?;
+        self.text.strip_prefix(t)?.strip_prefix(" = ")
     }
 }
 
-/// Which of `stmts` repeat an earlier one: same text, a plain assignment, and nothing
-/// between them assigns what it reads or assigns. Only statements marked in `droppable`
-/// are dropped; the others serve as originals.
-pub(super) fn repeats(stmts: &[Stmt], droppable: &[bool]) -> Vec<bool> {
-    let mut out = vec![false; stmts.len()];
+/// What becomes of a statement that repeats an earlier one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Repeat {
+    Keep,
+    /// The same statement with the same inputs: it is left out.
+    Drop,
+    /// The same load into another name: `name = earlier`, a copy of the earlier result.
+    Copy(String),
+}
+
+/// Which of `stmts` repeat an earlier one: the same plain assignment (dropped), or the
+/// same load into another name (a copy), where nothing between them assigns what it
+/// reads or the earlier name. Only statements marked in `droppable` change; the others
+/// serve as originals.
+pub(super) fn repeats(stmts: &[Stmt], droppable: &[bool]) -> Vec<Repeat> {
+    let mut out = vec![Repeat::Keep; stmts.len()];
     for j in (0..stmts.len()).filter(|j| droppable.get(*j) == Some(&true)) {
         let s = &stmts[j];
         if !s.pure_assign || s.text.contains("tl.atomic") {
             continue;
         }
-        let touched = |k: &Stmt| {
-            k.assigns
-                .iter()
-                .any(|a| s.reads.contains(a) || s.assigns.contains(a))
-        };
+        let mut changed: BTreeSet<&str> = BTreeSet::new();
         for i in (0..j).rev() {
-            if out[i] {
+            if out[i] == Repeat::Drop {
                 continue;
             }
-            if stmts[i].text == s.text {
-                out[j] = true;
+            let e = &stmts[i];
+            let inputs_kept = !s.reads.iter().any(|r| changed.contains(r.as_str()));
+            if !inputs_kept {
                 break;
             }
-            if touched(&stmts[i]) {
+            if e.text == s.text && !s.assigns.iter().any(|a| changed.contains(a.as_str())) {
+                out[j] = Repeat::Drop;
                 break;
             }
+            if let (Some(a), Some(b), Some(t)) = (e.rhs(), s.rhs(), e.target.as_deref()) {
+                if a == b && a.contains("tl.load") && !changed.contains(t) && e.target != s.target {
+                    out[j] = Repeat::Copy(t.to_string());
+                    break;
+                }
+            }
+            changed.extend(e.assigns.iter().map(String::as_str));
         }
     }
     out
@@ -156,12 +182,16 @@ pub(super) fn repeats(stmts: &[Stmt], droppable: &[bool]) -> Vec<bool> {
 mod tests {
     use super::*;
 
+    const K: Repeat = Repeat::Keep;
+    const D: Repeat = Repeat::Drop;
+
     fn st(text: &str, reads: &[&str], assigns: &[&str], pure_assign: bool) -> Stmt {
         Stmt {
             text: text.into(),
             reads: reads.iter().map(|s| s.to_string()).collect(),
             assigns: assigns.iter().map(|s| s.to_string()).collect(),
             pure_assign,
+            target: pure_assign.then(|| assigns[0].to_string()),
         }
     }
 
@@ -182,17 +212,34 @@ mod tests {
                 ],
                 &[false, false, false, true, true]
             ),
-            [false, false, false, true, true]
+            [K, K, K, D, D]
         );
         assert_eq!(
             repeats(
                 &[c0.clone(), load.clone(), c1, load.clone()],
                 &[false, false, true, true]
             ),
-            [false, false, false, false],
+            [K, K, K, K],
             "c changed in between"
         );
         let acc = st("s = s + x", &["s", "x"], &["s"], false);
-        assert_eq!(repeats(&[acc.clone(), acc], &[false, true]), [false, false]);
+        assert_eq!(repeats(&[acc.clone(), acc], &[false, true]), [K, K]);
+    }
+
+    #[test]
+    fn the_same_load_into_another_name_is_a_copy_while_the_first_name_holds_it() {
+        let a = st("a = tl.load(p + c)", &["p", "c"], &["a"], true);
+        let b = st("b = tl.load(p + c)", &["p", "c"], &["b"], true);
+        let a2 = st("a = a * 2", &["a"], &["a"], false);
+        let sum = st("t = a + 1", &["a"], &["t"], true);
+        assert_eq!(
+            repeats(&[a.clone(), sum, b.clone()], &[false, false, true]),
+            [K, K, Repeat::Copy("a".into())]
+        );
+        assert_eq!(
+            repeats(&[a, a2, b], &[false, false, true]),
+            [K, K, K],
+            "`a` no longer holds the load"
+        );
     }
 }

@@ -28,7 +28,7 @@ use tree_sitter::Node;
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::edits::{Edit, Edits};
 use super::tree::{code_names, fresh, line_indent, newline, reindent, text};
-use super::triton_loops::{body_loops, lines_of, repeats, with_names, Stmt};
+use super::triton_loops::{body_loops, lines_of, repeats, with_names, Repeat, Stmt};
 use super::RewriteContext;
 use crate::optimize::facts::triton_loops::{
     assigned, assignment, callee, collapse, reads, Combine, Loop,
@@ -515,13 +515,13 @@ fn write(
     for (s, m, f) in plan {
         tail.push(format!("{s} = {s} * {}", f.replace("{prev}", &prev[m])));
     }
-    tail.extend(
-        b_text
-            .into_iter()
-            .zip(&drop[from..])
-            .filter(|(_, d)| !**d)
-            .map(|(t, _)| t),
-    );
+    for ((t, r), st) in b_text.into_iter().zip(&drop[from..]).zip(&stmts[from..]) {
+        match (r, &st.target) {
+            (Repeat::Drop, _) => {}
+            (Repeat::Copy(x), Some(y)) => tail.push(format!("{y} = {x}")),
+            _ => tail.push(t),
+        }
+    }
     let tail = tail.join(&format!("{nl}{ind}"));
     let head: String = prev
         .iter()

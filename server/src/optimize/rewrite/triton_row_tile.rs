@@ -22,7 +22,7 @@ use super::check::{current_plan, finish, not_applicable, require_lang, set_spec_
 use super::edits::{Edit, Edits};
 use super::params::Params;
 use super::tree::{line_indent, newline, reindent, text};
-use super::triton_loops::{body_loops, lines_of, repeats, with_names, Stmt};
+use super::triton_loops::{body_loops, lines_of, repeats, with_names, Repeat, Stmt};
 use super::RewriteContext;
 use crate::optimize::edit;
 use crate::optimize::facts::triton_loops::{collapse, Loop};
@@ -176,6 +176,7 @@ fn flatten(
                 reads: Default::default(),
                 assigns: [var.clone()].into_iter().collect(),
                 pure_assign: true,
+                target: Some(var.clone()),
             });
             texts.push((format!("{outer}{t}"), true, Some(li)));
         }
@@ -203,11 +204,17 @@ fn flatten(
     let drop = repeats(&stmts, &droppable);
     let mut e = Edits::new();
     for (li, l) in tiled.iter().enumerate() {
-        let kept: Vec<&str> = texts
+        let outer = line_indent(src, l.node.start_byte());
+        let kept: Vec<String> = texts
             .iter()
             .zip(&drop)
-            .filter(|((_, _, owner), d)| *owner == Some(li) && !**d)
-            .map(|((t, _, _), _)| t.as_str())
+            .zip(&stmts)
+            .filter(|(((_, _, owner), _), _)| *owner == Some(li))
+            .filter_map(|(((t, _, _), r), st)| match (r, &st.target) {
+                (Repeat::Drop, _) => None,
+                (Repeat::Copy(x), Some(y)) => Some(format!("{outer}{y} = {x}")),
+                _ => Some(t.clone()),
+            })
             .collect();
         let mut body = kept.join(nl);
         body.push_str(nl);

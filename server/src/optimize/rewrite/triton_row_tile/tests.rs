@@ -91,3 +91,45 @@ fn tiles_that_are_not_rows_or_rows_too_long_are_refused() {
     expect!["`add_kernel` cannot take a row as one tile: no loop steps by a `tl.constexpr` block"]
         .assert_eq(&why(VECTOR_ADD, "add_kernel"));
 }
+
+#[test]
+fn a_layer_norm_in_three_passes_loads_its_row_once_and_copies_it_under_other_names() {
+    const LAYERNORM: &str = include_str!("../../../../../examples/layernorm_3pass.py");
+    let out = triton(
+        LAYERNORM,
+        "layernorm_3pass",
+        "triton_row_tile",
+        json!({"num_warps": [8]}),
+    )
+    .unwrap();
+    expect![[r#"
+        # @bench rows = 8192, 31; N = 4096, 1111
+        # @bench X: in f32[rows, N]; W: in f32[N]; Bias: in f32[N]; Y: out f32[rows, N]
+        # @bench eps = 1e-5
+        # @bench grid = rows; BLOCK_SIZE = next_pow2(N); num_warps = 8
+        # @bench atol = 1e-4; rtol = 1e-4
+        # @bench reference = torch: F.layer_norm(X, (N,), W, Bias, 1e-5)
+        @triton.jit
+        def layernorm_3pass(X, W, Bias, Y, N, eps, BLOCK_SIZE: tl.constexpr):
+            row = tl.program_id(0)
+            X += row * N
+            Y += row * N
+            _mean = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+            off = 0
+            cols = off + tl.arange(0, BLOCK_SIZE)
+            a = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
+            _mean += a
+            mean = tl.sum(_mean, axis=0) / N
+            _var = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+            x = a
+            x = tl.where(cols < N, x - mean, 0.)
+            _var += x * x
+            var = tl.sum(_var, axis=0) / N
+            rstd = 1 / tl.sqrt(var + eps)
+            mask = cols < N
+            w = tl.load(W + cols, mask=mask)
+            b = tl.load(Bias + cols, mask=mask)
+            x = tl.load(X + cols, mask=mask, other=0.).to(tl.float32)
+            tl.store(Y + cols, (x - mean) * rstd * w + b, mask=mask)"#]]
+    .assert_eq(&show(Lang::Triton, LAYERNORM, &out[0], "layernorm_3pass"));
+}

@@ -478,50 +478,12 @@ fn write(
             prev.insert(m.clone(), p);
         }
     }
-    // The first loop's statements, then the second's renamed; repeats dropped.
-    let rename = |n: &str| (n == b.var && b.var != a.var).then(|| a.var.clone());
-    if b.var != a.var && b.reads.contains(&a.var) {
-        return Err(format!(
-            "the second loop reads `{}`, the first's loop variable",
-            a.var
-        ));
-    }
-    let mut stmts: Vec<Stmt> = a
-        .stmts
-        .iter()
-        .map(|s| Stmt::of(src, *s, collapse(text(src, *s))))
-        .collect();
-    let from = stmts.len();
-    let b_ind = b.stmts.first().map_or(ind.clone(), |s| {
-        line_indent(src, s.start_byte()).to_string()
-    });
-    let mut b_text = Vec::new();
-    for s in &b.stmts {
-        let t = with_names(src, *s, &rename);
-        stmts.push(Stmt::of(src, *s, collapse(&t)));
-        b_text.push(reindent(&t, &b_ind, &ind));
-    }
-    // A renamed statement's reads: the loop variable is the first's.
-    for st in &mut stmts[from..] {
-        if st.reads.remove(&b.var) {
-            st.reads.insert(a.var.clone());
-        }
-    }
-    let droppable: Vec<bool> = (0..stmts.len()).map(|i| i >= from).collect();
-    let drop = repeats(&stmts, &droppable);
-    let mut tail = vec![format!(
-        "# online rescaling: the sums below follow the running maximum"
-    )];
+    let mut tail =
+        vec!["# online rescaling: the sums below follow the running maximum".to_string()];
     for (s, m, f) in plan {
         tail.push(format!("{s} = {s} * {}", f.replace("{prev}", &prev[m])));
     }
-    for ((t, r), st) in b_text.into_iter().zip(&drop[from..]).zip(&stmts[from..]) {
-        match (r, &st.target) {
-            (Repeat::Drop, _) => {}
-            (Repeat::Copy(x), Some(y)) => tail.push(format!("{y} = {x}")),
-            _ => tail.push(t),
-        }
-    }
+    tail.extend(second_body(src, a, b, &ind)?);
     let tail = tail.join(&format!("{nl}{ind}"));
     let head: String = prev
         .iter()
@@ -536,10 +498,10 @@ fn write(
             e.extend([Edit::insert(last.end_byte(), format!("{nl}{ind}{tail}"))]);
         }
     }
-    let mut up = String::new();
-    for s in moved {
-        up.push_str(&format!("{}{nl}{outer}", text(src, *s)));
-    }
+    let up: String = moved
+        .iter()
+        .map(|s| format!("{}{nl}{outer}", text(src, *s)))
+        .collect();
     if !up.is_empty() {
         e.extend([Edit::insert(a.node.start_byte(), up)]);
     }
@@ -551,6 +513,49 @@ fn write(
     }
     e.extend([Edit::replace(lines_of(src, b.node), String::new())]);
     e.apply(src).map_err(|err| err.to_string())
+}
+
+/// The second loop's statements as they go into the first's body (indented `ind`): its
+/// loop variable renamed to the first's, a statement repeating one of the first's with
+/// the same inputs dropped, the same load into another name a copy.
+fn second_body(src: &str, a: &Loop<'_>, b: &Loop<'_>, ind: &str) -> Result<Vec<String>, String> {
+    if b.var != a.var && b.reads.contains(&a.var) {
+        return Err(format!(
+            "the second loop reads `{}`, the first's loop variable",
+            a.var
+        ));
+    }
+    let rename = |n: &str| (n == b.var && b.var != a.var).then(|| a.var.clone());
+    let mut stmts: Vec<Stmt> = a
+        .stmts
+        .iter()
+        .map(|s| Stmt::of(src, *s, collapse(text(src, *s))))
+        .collect();
+    let from = stmts.len();
+    let b_ind = b.stmts.first().map_or(ind.to_string(), |s| {
+        line_indent(src, s.start_byte()).to_string()
+    });
+    let mut b_text = Vec::new();
+    for s in &b.stmts {
+        let t = with_names(src, *s, &rename);
+        let mut st = Stmt::of(src, *s, collapse(&t));
+        if st.reads.remove(&b.var) {
+            st.reads.insert(a.var.clone());
+        }
+        stmts.push(st);
+        b_text.push(reindent(&t, &b_ind, ind));
+    }
+    let droppable: Vec<bool> = (0..stmts.len()).map(|i| i >= from).collect();
+    let drop = repeats(&stmts, &droppable);
+    let mut out = Vec::new();
+    for ((t, r), st) in b_text.into_iter().zip(&drop[from..]).zip(&stmts[from..]) {
+        match (r, &st.target) {
+            (Repeat::Drop, _) => {}
+            (Repeat::Copy(x), Some(y)) => out.push(format!("{y} = {x}")),
+            _ => out.push(t),
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

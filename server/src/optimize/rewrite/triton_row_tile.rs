@@ -26,7 +26,7 @@ use super::triton_loops::{body_loops, lines_of, repeats, with_names, Repeat, Stm
 use super::RewriteContext;
 use crate::optimize::edit;
 use crate::optimize::facts::triton_loops::{collapse, Loop};
-use crate::spec::{Arg, Launch};
+use crate::spec::{Arg, BenchPlan, Launch};
 use crate::syntax::{Lang, ParamKind};
 
 const ID: &str = "triton_row_tile";
@@ -43,73 +43,9 @@ pub fn triton_row_tile(cx: &RewriteContext<'_>) -> R {
     let k = &cx.kernel.name;
     let na = |why: String| not_applicable(format!("`{k}` cannot take a row as one tile: {why}"));
     let (top, found) = body_loops(cx)?;
-    let constexpr = |n: &str| {
-        cx.kernel
-            .params
-            .iter()
-            .any(|p| p.name == n && matches!(p.kind, ParamKind::Constexpr))
-    };
-    let scalar = |n: &str| {
-        cx.kernel
-            .params
-            .iter()
-            .any(|p| p.name == n && matches!(p.kind, ParamKind::TritonArg { .. }))
-    };
-    let tiled: Vec<&Loop> = found.iter().filter(|l| constexpr(&l.step)).collect();
-    let Some(first) = tiled.first() else {
-        return Err(na("no loop steps by a `tl.constexpr` block".into()));
-    };
-    let block = first.step.clone();
-    if let Some(l) = tiled.iter().find(|l| l.range_key() != first.range_key()) {
-        return Err(na(format!(
-            "loops step by `{block}` over different ranges ({} and {})",
-            first.range_key(),
-            l.range_key()
-        )));
-    }
-    if first.start != "0" || !scalar(&first.stop) {
-        return Err(na(format!(
-            "the loop walks `range({})`; one tile needs `range(0, n, {block})` with `n` a parameter",
-            first.range_key()
-        )));
-    }
-    if tiled
-        .iter()
-        .any(|l| text(cx.text, l.node).contains("tl.dot"))
-    {
-        return Err(na(
-            "a loop calls `tl.dot`: its block is a matmul tile, not a row".into(),
-        ));
-    }
-    let n = first.stop.clone();
-    let tuned = plan
-        .tunables
-        .iter()
-        .any(|t| t.name == block && t.values.len() > 1);
-    let grid = edit::spec_assignment(cx.kernel, "grid").map(|g| g.text);
-    if tuned || grid.as_deref().is_some_and(|g| mentions(g, &block)) {
-        return Err(na(format!(
-            "the spec tunes `{block}` or the grid depends on it"
-        )));
-    }
-    if edit::spec_assignment(cx.kernel, &block).is_none() {
-        return Err(na(format!("the spec has no `{block} = ...` to change")));
-    }
-    for (i, case) in plan.cases.iter().enumerate() {
-        let len = case.args.iter().find_map(|a| match a {
-            Arg::Scalar { name, value, .. } if *name == n => Some(value.as_f64()),
-            _ => None,
-        });
-        let Some(len) = len else {
-            return Err(na(format!("the spec gives no value of `{n}`")));
-        };
-        let tile = (len.max(1.0) as u64).next_power_of_two();
-        if tile > max_block {
-            return Err(na(format!(
-                "case {i}: a row of {len} elements needs a tile of {tile}, over {max_block}"
-            )));
-        }
-    }
+    let tiled = row_loops(cx, &found).map_err(na)?;
+    let (block, n) = (tiled[0].step.clone(), tiled[0].stop.clone());
+    fits(cx, &plan, &block, &n, max_block).map_err(na)?;
     let code = flatten(cx, &top, &tiled).map_err(na)?;
     // A size (`cols = 300, 1000`: one value per case) is named as it is; a parameter
     // bound to an expression (`n_cols = cols`), by that expression.
@@ -121,8 +57,7 @@ pub fn triton_row_tile(cx: &RewriteContext<'_>) -> R {
         Launch::Triton { num_warps, .. } => *num_warps,
         Launch::Cuda { .. } => None,
     });
-    let default_warps: Vec<u64> = [warps_now.unwrap_or(4), 8].into_iter().collect();
-    let warps = p.uints("num_warps", &default_warps, 1..=32)?;
+    let warps = p.uints("num_warps", &[warps_now.unwrap_or(4), 8], 1..=32)?;
     let mut drafts = Vec::new();
     let mut dropped = Vec::new();
     for w in warps {
@@ -137,6 +72,89 @@ pub fn triton_row_tile(cx: &RewriteContext<'_>) -> R {
         }
     }
     finish(cx, drafts, dropped)
+}
+
+/// The loops stepping by a `tl.constexpr` block, all over one `range(0, n, BLOCK)` with
+/// `n` a parameter and no `tl.dot` inside.
+fn row_loops<'l, 't>(
+    cx: &RewriteContext<'_>,
+    found: &'l [Loop<'t>],
+) -> Result<Vec<&'l Loop<'t>>, String> {
+    let param = |n: &str, constexpr: bool| {
+        cx.kernel.params.iter().any(|p| {
+            p.name == n
+                && if constexpr {
+                    matches!(p.kind, ParamKind::Constexpr)
+                } else {
+                    matches!(p.kind, ParamKind::TritonArg { .. })
+                }
+        })
+    };
+    let tiled: Vec<&Loop> = found.iter().filter(|l| param(&l.step, true)).collect();
+    let Some(first) = tiled.first() else {
+        return Err("no loop steps by a `tl.constexpr` block".into());
+    };
+    let block = &first.step;
+    if let Some(l) = tiled.iter().find(|l| l.range_key() != first.range_key()) {
+        return Err(format!(
+            "loops step by `{block}` over different ranges ({} and {})",
+            first.range_key(),
+            l.range_key()
+        ));
+    }
+    if first.start != "0" || !param(&first.stop, false) {
+        return Err(format!(
+            "the loop walks `range({})`; one tile needs `range(0, n, {block})` with `n` a parameter",
+            first.range_key()
+        ));
+    }
+    if tiled
+        .iter()
+        .any(|l| text(cx.text, l.node).contains("tl.dot"))
+    {
+        return Err("a loop calls `tl.dot`: its block is a matmul tile, not a row".into());
+    }
+    Ok(tiled)
+}
+
+/// The spec may set `block` to the row's length: it sets it, does not tune it, the grid
+/// does not depend on it, and every case's row fits in `max_block`.
+fn fits(
+    cx: &RewriteContext<'_>,
+    plan: &BenchPlan,
+    block: &str,
+    n: &str,
+    max_block: u64,
+) -> Result<(), String> {
+    let tuned = plan
+        .tunables
+        .iter()
+        .any(|t| t.name == block && t.values.len() > 1);
+    let grid = edit::spec_assignment(cx.kernel, "grid").map(|g| g.text);
+    if tuned || grid.as_deref().is_some_and(|g| mentions(g, block)) {
+        return Err(format!(
+            "the spec tunes `{block}` or the grid depends on it"
+        ));
+    }
+    if edit::spec_assignment(cx.kernel, block).is_none() {
+        return Err(format!("the spec has no `{block} = ...` to change"));
+    }
+    for (i, case) in plan.cases.iter().enumerate() {
+        let len = case.args.iter().find_map(|a| match a {
+            Arg::Scalar { name, value, .. } if *name == n => Some(value.as_f64()),
+            _ => None,
+        });
+        let Some(len) = len else {
+            return Err(format!("the spec gives no value of `{n}`"));
+        };
+        let tile = (len.max(1.0) as u64).next_power_of_two();
+        if tile > max_block {
+            return Err(format!(
+                "case {i}: a row of {len} elements needs a tile of {tile}, over {max_block}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `name` appears as a whole word in `expr`.

@@ -23,7 +23,7 @@
 //! identity), and after the loop `acc += tl.sum(part, axis=0)` (or `tl.max`/`tl.min`). One
 //! candidate per R in param `rows` (default [8, 32]); the launch does not change.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
@@ -305,14 +305,12 @@ fn write(
         fresh(&plural, &mut names)
     };
     let mask = fresh(&format!("{}_ok", l.var), &mut names);
-    let mut body_locals = BTreeSet::new();
-    for s in &l.stmts {
-        if let Some((n, _, _)) = assignment(src, *s) {
-            if l.carry(&n).is_none() {
-                body_locals.insert(n);
-            }
-        }
-    }
+    let body_locals: BTreeSet<String> = l
+        .stmts
+        .iter()
+        .filter_map(|s| assignment(src, *s).map(|a| a.0))
+        .filter(|n| l.carry(n).is_none())
+        .collect();
     let tile = Tile {
         src,
         var: &l.var,
@@ -334,75 +332,30 @@ fn write(
     )]);
     let mut before = Vec::new();
     let mut after = Vec::new();
-    let mut parts = std::collections::BTreeMap::new();
+    let mut parts = BTreeMap::new();
     for c in &l.carries {
         let p = fresh(&format!("{}_part", c.name), &mut names);
-        let acc = &c.name;
-        let (init, combine) = match c.combine {
-            Combine::Sum => (
-                format!("tl.zeros(({r}, 1), dtype={acc}.dtype) + tl.zeros_like({acc})[None, :]"),
-                format!("{acc} += tl.sum({p}, axis=0)"),
-            ),
-            Combine::Max => (
-                format!("tl.full(({r}, 1), float(\"-inf\"), dtype={acc}.dtype) + tl.zeros_like({acc})[None, :]"),
-                format!("{acc} = tl.maximum({acc}, tl.max({p}, axis=0))"),
-            ),
-            Combine::Min => (
-                format!("tl.full(({r}, 1), float(\"inf\"), dtype={acc}.dtype) + tl.zeros_like({acc})[None, :]"),
-                format!("{acc} = tl.minimum({acc}, tl.min({p}, axis=0))"),
-            ),
-            Combine::Other => return Err(format!("`{acc}` is not a sum, maximum or minimum")),
-        };
+        let (init, combine) = partials(&c.name, &p, c.combine, r)?;
         before.push(format!("{p} = {init}"));
         after.push(combine);
-        parts.insert(acc.clone(), (p, c.combine));
+        parts.insert(c.name.clone(), (p, c.combine));
     }
-    for s in &l.stmts {
-        if s.kind() == "comment" {
-            continue;
-        }
+    for s in l.stmts.iter().filter(|s| s.kind() != "comment") {
         let new = match assignment(src, *s) {
             Some((n, op, _)) if parts.contains_key(&n) => {
-                let (p, combine) = &parts[&n];
                 let c = l.carry(&n).expect("a carry");
                 let upd = *c.updates.first().ok_or("an update")?;
                 if c.updates.len() != 1 || (op != "+=" && op != "=") {
                     return Err(format!("`{n}` is updated more than once"));
                 }
-                let v = tile.emit(upd);
-                match combine {
-                    Combine::Sum => format!("{p} += tl.where({mask}, {v}, 0)"),
-                    Combine::Max => {
-                        format!("{p} = tl.maximum({p}, tl.where({mask}, {v}, float(\"-inf\")))")
-                    }
-                    _ => format!("{p} = tl.minimum({p}, tl.where({mask}, {v}, float(\"inf\")))"),
-                }
+                let (p, combine) = &parts[&n];
+                accumulate(p, *combine, &mask, &tile.emit(upd))
             }
             _ => tile.emit(*s),
         };
         e.extend([Edit::replace(s.byte_range(), new)]);
     }
-    match (l.range_args, l.incr) {
-        (Some(args), _) => {
-            let mut w = args.walk();
-            let kw: Vec<String> = args
-                .named_children(&mut w)
-                .filter(|a| a.kind() == "keyword_argument")
-                .map(|a| text(src, a).to_string())
-                .collect();
-            let mut all = vec![l.start.clone(), l.stop.clone(), r.to_string()];
-            all.extend(kw);
-            e.extend([Edit::replace(
-                args.byte_range(),
-                format!("({})", all.join(", ")),
-            )]);
-        }
-        (None, Some(incr)) => e.extend([Edit::replace(
-            incr.byte_range(),
-            format!("{} += {r}", l.var),
-        )]),
-        (None, None) => return Err("the loop has no range to widen".into()),
-    }
+    e.extend([widen_range(src, l, r)?]);
     let head: String = before.iter().map(|b| format!("{b}{nl}{outer}")).collect();
     e.extend([Edit::insert(l.node.start_byte(), head)]);
     let end = lines_of(src, l.node).end;
@@ -414,6 +367,62 @@ fn write(
     };
     e.extend([Edit::insert(end, tail)]);
     e.apply(src).map_err(|err| err.to_string())
+}
+
+/// The `(r, lanes)` tile of partials for accumulator `acc` (its identity in every row)
+/// and the statement that folds it into `acc` after the loop.
+fn partials(acc: &str, p: &str, combine: Combine, r: u64) -> Result<(String, String), String> {
+    let lanes = format!("tl.zeros_like({acc})[None, :]");
+    Ok(match combine {
+        Combine::Sum => (
+            format!("tl.zeros(({r}, 1), dtype={acc}.dtype) + {lanes}"),
+            format!("{acc} += tl.sum({p}, axis=0)"),
+        ),
+        Combine::Max => (
+            format!("tl.full(({r}, 1), float(\"-inf\"), dtype={acc}.dtype) + {lanes}"),
+            format!("{acc} = tl.maximum({acc}, tl.max({p}, axis=0))"),
+        ),
+        Combine::Min => (
+            format!("tl.full(({r}, 1), float(\"inf\"), dtype={acc}.dtype) + {lanes}"),
+            format!("{acc} = tl.minimum({acc}, tl.min({p}, axis=0))"),
+        ),
+        Combine::Other => return Err(format!("`{acc}` is not a sum, maximum or minimum")),
+    })
+}
+
+/// One update of the partials `p` with the tile value `v`; rows past the end add the
+/// identity.
+fn accumulate(p: &str, combine: Combine, mask: &str, v: &str) -> String {
+    match combine {
+        Combine::Sum => format!("{p} += tl.where({mask}, {v}, 0)"),
+        Combine::Max => format!("{p} = tl.maximum({p}, tl.where({mask}, {v}, float(\"-inf\")))"),
+        _ => format!("{p} = tl.minimum({p}, tl.where({mask}, {v}, float(\"inf\")))"),
+    }
+}
+
+/// The loop's step becomes `r`: the `for` header's arguments, or the while form's
+/// increment.
+fn widen_range(src: &str, l: &Loop<'_>, r: u64) -> Result<Edit, String> {
+    match (l.range_args, l.incr) {
+        (Some(args), _) => {
+            let mut w = args.walk();
+            let mut all = vec![l.start.clone(), l.stop.clone(), r.to_string()];
+            all.extend(
+                args.named_children(&mut w)
+                    .filter(|a| a.kind() == "keyword_argument")
+                    .map(|a| text(src, a).to_string()),
+            );
+            Ok(Edit::replace(
+                args.byte_range(),
+                format!("({})", all.join(", ")),
+            ))
+        }
+        (None, Some(incr)) => Ok(Edit::replace(
+            incr.byte_range(),
+            format!("{} += {r}", l.var),
+        )),
+        (None, None) => Err("the loop has no range to widen".into()),
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,8 @@
 //! loops initialise `L2`'s carries from values `L1` does not touch.
 //!
 //! **Refuses** a sum of `exp` and a term without it, a maximum read outside `exp`, a lane
-//! maximum with a reduced sum, a second loop that writes memory, and ranges that differ.
+//! maximum with a reduced sum, a second loop that writes memory, a store between the
+//! loops, and ranges that differ.
 //!
 //! **Writes** `L2`'s body into `L1` (its loop variable renamed, statements that repeat
 //! `L1`'s with the same inputs dropped, so each tile is loaded once), with `m_prev = m`
@@ -141,12 +142,15 @@ fn merge(
         let (mut r, mut w) = (BTreeSet::new(), BTreeSet::new());
         reads(src, *s, &mut r);
         assigned(src, *s, &mut w);
+        let t = text(src, *s);
         if r.iter().any(|n| a.assigned.contains(n))
             || w.iter()
                 .any(|n| a.assigned.contains(n) || a.reads.contains(n))
+            || t.contains("tl.store")
+            || t.contains("tl.atomic")
         {
             return Err(format!(
-                "`{}` between the loops touches a value of the first",
+                "`{}` between the loops touches a value or the memory of the first",
                 collapse(text(src, *s))
             ));
         }

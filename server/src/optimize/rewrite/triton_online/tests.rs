@@ -132,3 +132,15 @@ fn bodies_nested_thousands_deep_are_refused_by_every_triton_loop_cure() {
         );
     }
 }
+
+#[test]
+fn a_store_between_the_passes_stays_where_it_is_and_the_merge_is_refused() {
+    let src = PASSES.replacen(
+        "    s = 0.0\n",
+        "    s = 0.0\n    tl.store(y_ptr + row * cols, m)\n",
+        1,
+    );
+    assert_ne!(src, PASSES);
+    expect!["`softmax3` has no pair of passes to merge: lines 16 and 22: `tl.store(y_ptr + row * cols, m)` between the loops touches a value or the memory of the first; lines 22 and 26: the second reads `s`, which the first carries as a sum; only a running maximum rescales"]
+        .assert_eq(&not_applicable(triton(&src, "softmax3", "triton_online", json!({}))));
+}

@@ -224,10 +224,41 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "col_major_row_max",
         id: "cooperative_rows",
-        want: 5,
+        // Its threads already read neighbouring elements (column-major): split_loop's.
+        want: 0,
         sizes: (
             "rows = 3000, 41; cols = 200, 9",
             "rows = 50, 41; cols = 70, 9",
+        ),
+    },
+    Case {
+        file: ROWS,
+        kernel: "col_major_row_max",
+        id: "split_loop",
+        want: 10,
+        sizes: (
+            "rows = 3000, 41; cols = 200, 9",
+            "rows = 50, 41; cols = 70, 9",
+        ),
+    },
+    Case {
+        file: "examples/row_cumsum.cu",
+        kernel: "row_cumsum",
+        id: "cooperative_rows",
+        want: 1,
+        sizes: (
+            "rows = 8192, 37; cols = 2048, 300",
+            "rows = 9, 5; cols = 100, 31",
+        ),
+    },
+    Case {
+        file: ROWS,
+        kernel: "offset_cumsum",
+        id: "cooperative_rows",
+        want: 1,
+        sizes: (
+            "rows = 2000, 9; cols = 300, 31",
+            "rows = 7, 9; cols = 70, 31",
         ),
     },
     Case {
@@ -484,10 +515,30 @@ const CASES: &[Case] = &[
         file: MATMULS,
         kernel: "matmul_loose",
         id: "tile_matmul",
-        want: 9,
+        want: 10,
         sizes: (
             "m = 512, 70; n = 256, 33; k = 384, 45",
             "m = 100, 70; n = 80, 33; k = 50, 45",
+        ),
+    },
+    Case {
+        file: TENSOR_MATMULS,
+        kernel: "gemm_tn",
+        id: "tile_matmul",
+        want: 10,
+        sizes: (
+            "m = 300, 37; n = 200, 70; k = 150, 19",
+            "m = 40, 37; n = 70, 19; k = 30, 19",
+        ),
+    },
+    Case {
+        file: TENSOR_MATMULS,
+        kernel: "gemm_ld",
+        id: "tile_matmul",
+        want: 10,
+        sizes: (
+            "m = 256, 33; n = 192, 41; k = 96, 17; lda = 100, 20; ldb = 200, 45",
+            "m = 40, 33; n = 50, 41; k = 30, 17; lda = 33, 20; ldb = 51, 45",
         ),
     },
     Case {
@@ -525,9 +576,85 @@ const CASES: &[Case] = &[
         want: 2,
         sizes: ("n = 1 << 20, 999", "n = 2000, 999"),
     },
+    Case {
+        file: "examples/col_sum.cu",
+        kernel: "col_sum",
+        id: "split_loop",
+        want: 10,
+        sizes: (
+            "rows = 16384, 1001; cols = 2048, 77",
+            "rows = 67, 5; cols = 45, 77",
+        ),
+    },
+    Case {
+        file: "examples/matvec_t.cu",
+        kernel: "matvec_t",
+        id: "split_loop",
+        want: 10,
+        sizes: ("m = 8192, 333; n = 4096, 65", "m = 70, 33; n = 40, 65"),
+    },
+    Case {
+        file: "examples/col_max.cu",
+        kernel: "col_max",
+        id: "split_loop",
+        want: 10,
+        sizes: (
+            "batch = 8192, 513; feat = 4096, 100",
+            "batch = 51, 9; feat = 37, 100",
+        ),
+    },
+    Case {
+        file: SPLIT,
+        kernel: "col_normalize",
+        id: "split_loop",
+        want: 10,
+        sizes: (
+            "rows = 4096, 37; cols = 1024, 45",
+            "rows = 37, 6; cols = 45, 20",
+        ),
+    },
+    Case {
+        file: SPLIT,
+        kernel: "even_sum",
+        id: "split_loop",
+        want: 10,
+        sizes: ("pairs = 2048, 9; n = 512, 33", "pairs = 21, 9; n = 40, 33"),
+    },
+    Case {
+        file: SPLIT,
+        kernel: "col_count_prod",
+        id: "split_loop",
+        want: 10,
+        sizes: (
+            "rows = 3000, 7; cols = 700, 31",
+            "rows = 30, 7; cols = 70, 31",
+        ),
+    },
+    Case {
+        file: SPLIT,
+        kernel: "row_sum",
+        id: "split_loop",
+        want: 0,
+        sizes: (
+            "rows = 4096, 7; cols = 512, 3",
+            "rows = 40, 7; cols = 51, 3",
+        ),
+    },
+    Case {
+        file: "examples/col_sum.cu",
+        kernel: "col_sum",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: (
+            "rows = 16384, 1001; cols = 2048, 77",
+            "rows = 67, 5; cols = 45, 77",
+        ),
+    },
 ];
 
+const SPLIT: &str = "tests/fixtures/rewrites/split/columns.cu";
 const MATMULS: &str = "tests/fixtures/rewrites/tiles/matmuls.cu";
+const TENSOR_MATMULS: &str = "tests/fixtures/rewrites/tiles/tensor_matmuls.cu";
 const LANES: &str = "tests/fixtures/rewrites/lanes/remaps.cu";
 const TILES: &str = "tests/fixtures/rewrites/tiles/transposes.cu";
 const SCATTER: &str = "tests/fixtures/rewrites/atomics/scatter.cu";
@@ -670,13 +797,14 @@ fn every_cuda_idiom_candidate_compiles_and_computes_what_the_original_computes()
                 compiled += 1;
             }
         }
-        // The emulator has no f16 and no tensor cores (inline `mma.sync`); those
-        // candidates are compiled here and verified on the GPU (tests/gpu/idioms.rs).
+        // The emulator has no f16, no tensor cores (inline `mma.sync`) and no thread
+        // block clusters; those candidates are compiled here and verified on the GPU
+        // (tests/gpu/idioms.rs).
         let f16 = src.contains(": in f16[");
         if gxx.is_ok() && !f16 {
             let cands: Vec<(String, String)> = out
                 .iter()
-                .filter(|c| !c.text.contains("mma.sync"))
+                .filter(|c| !c.text.contains("mma.sync") && !c.text.contains("barrier.cluster"))
                 .map(|c| (c.label.clone(), c.text.clone()))
                 .collect();
             emulate::compare(&src, c.kernel, &cands, 2).unwrap_or_else(|e| panic!("{what}: {e}"));

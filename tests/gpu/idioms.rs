@@ -36,6 +36,24 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/rows/row_stats.cu",
         "spmv_csr",
     ),
+    ("split_loop", "examples/col_sum.cu", "col_sum"),
+    ("split_loop", "examples/col_max.cu", "col_max"),
+    (
+        "split_loop",
+        "tests/fixtures/rewrites/split/columns.cu",
+        "col_normalize",
+    ),
+    (
+        "split_loop",
+        "tests/fixtures/rewrites/split/columns.cu",
+        "even_sum",
+    ),
+    ("cooperative_rows", "examples/row_cumsum.cu", "row_cumsum"),
+    (
+        "cooperative_rows",
+        "tests/fixtures/rewrites/rows/row_stats.cu",
+        "offset_cumsum",
+    ),
     ("privatize_atomics", "examples/histogram.cu", "histogram"),
     (
         "privatize_atomics",
@@ -85,6 +103,16 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/tiles/matmuls.cu",
         "matmul_loose",
     ),
+    (
+        "tile_matmul",
+        "tests/fixtures/rewrites/tiles/tensor_matmuls.cu",
+        "gemm_tn",
+    ),
+    (
+        "tile_matmul",
+        "tests/fixtures/rewrites/tiles/tensor_matmuls.cu",
+        "gemm_ld",
+    ),
     ("coarsen", "examples/saxpy.cu", "saxpy"),
     (
         "coarsen",
@@ -124,6 +152,12 @@ fn source(file: &str) -> &'static str {
             include_str!("../fixtures/rewrites/reduce/sums.cu")
         }
         "examples/matmul.py" => include_str!("../../examples/matmul.py"),
+        "examples/col_sum.cu" => include_str!("../../examples/col_sum.cu"),
+        "examples/col_max.cu" => include_str!("../../examples/col_max.cu"),
+        "examples/row_cumsum.cu" => include_str!("../../examples/row_cumsum.cu"),
+        "tests/fixtures/rewrites/split/columns.cu" => {
+            include_str!("../fixtures/rewrites/split/columns.cu")
+        }
         "tests/fixtures/rewrites/rows/row_stats.cu" => {
             include_str!("../fixtures/rewrites/rows/row_stats.cu")
         }
@@ -135,6 +169,9 @@ fn source(file: &str) -> &'static str {
         }
         "tests/fixtures/rewrites/tiles/matmuls.cu" => {
             include_str!("../fixtures/rewrites/tiles/matmuls.cu")
+        }
+        "tests/fixtures/rewrites/tiles/tensor_matmuls.cu" => {
+            include_str!("../fixtures/rewrites/tiles/tensor_matmuls.cu")
         }
         "tests/fixtures/rewrites/geometry/leaky_relu.cu" => {
             include_str!("../fixtures/rewrites/geometry/leaky_relu.cu")
@@ -226,7 +263,7 @@ fn gpu_idiom_cases_have_candidates_that_plan_without_a_gpu() {
         *per_idiom.entry(id).or_default() += 1;
     }
     assert!(per_idiom.values().all(|n| *n >= 2), "{per_idiom:?}");
-    assert_eq!(per_idiom.len(), 8, "every idiom: {per_idiom:?}");
+    assert_eq!(per_idiom.len(), 9, "every idiom: {per_idiom:?}");
 }
 
 #[tokio::test]

@@ -29,6 +29,7 @@ const COALESCE: &[&str] = &[
 ];
 /// Steps for a grid that leaves the GPU idle or a thread that walks a long loop alone.
 const PARALLELIZE: &[&str] = &[
+    "split_loop",
     "cooperative_rows",
     "block_reduce",
     "triton_split_loop",
@@ -170,10 +171,11 @@ mod tests {
             ]
         );
         assert_eq!(cure_rank(&causes, "remap_lanes").map(|r| r.0), Some(0));
-        assert_eq!(cure_rank(&causes, "cooperative_rows").map(|r| r.0), Some(4));
+        assert_eq!(cure_rank(&causes, "split_loop").map(|r| r.0), Some(4));
+        assert_eq!(cure_rank(&causes, "cooperative_rows").map(|r| r.0), Some(5));
         assert_eq!(
             cure_rank(&causes, "triton_split_loop").map(|r| r.0),
-            Some(6)
+            Some(7)
         );
         assert_eq!(cure_rank(&causes, "vectorize"), None);
     }
@@ -224,7 +226,8 @@ mod tests {
             causes[0].why,
             "the analysis: the launch has 4 blocks for 132 multiprocessors (under one wave)"
         );
-        assert_eq!(cure_rank(&causes, "cooperative_rows").map(|r| r.0), Some(0));
+        assert_eq!(cure_rank(&causes, "split_loop").map(|r| r.0), Some(0));
+        assert_eq!(cure_rank(&causes, "cooperative_rows").map(|r| r.0), Some(1));
         // A Triton grid of 16 x 16 programs fills it.
         f.set_launch(&crate::spec::Launch::Triton {
             grid: vec![16, 16],
@@ -270,7 +273,7 @@ mod tests {
         );
         assert_eq!(
             cure_rank(&causes, "triton_split_loop").map(|r| r.0),
-            Some(2)
+            Some(3)
         );
     }
 }

@@ -4,7 +4,8 @@
 //! range of the author's text; analyses read the author's text through those ranges.
 //!
 //! - `__align__(N)` and `__builtin_align__(N)` (`struct __align__(8) Pair { ... }`, `__shared__ __align__(16) float
-//!   t[32];`): the attribute is hidden.
+//!   t[32];`), and `__cluster_dims__(X, Y, Z)` before a kernel's name: the attribute is
+//!   hidden.
 //! - Conditional groups (`#if`/`#ifdef`/`#ifndef` ... `#endif`) inside a function body:
 //!   the directive lines and every branch but the first are hidden, so an `#if` around
 //!   the head of an `if` parses as one statement. (`#if 0` keeps its `#else` branch.)
@@ -22,6 +23,9 @@
 //! costs the square of a run's length. Pure.
 
 use super::{ByteRange, Lang};
+
+/// Attributes with a parenthesized argument list that the grammar does not know.
+const HIDDEN_ATTRIBUTES: &[&str] = &["__align__", "__builtin_align__", "__cluster_dims__"];
 
 /// The text the parser should read, or None when nothing needs hiding.
 pub fn masked(lang: Lang, text: &str) -> Option<String> {
@@ -762,14 +766,11 @@ fn scan_code(
                 *depth -= 1;
                 *last = b'}';
             }
-            b'_' if line[i..].starts_with("__align__")
-                || line[i..].starts_with("__builtin_align__") =>
-            {
-                let word = if line[i..].starts_with("__align__") {
-                    "__align__"
-                } else {
-                    "__builtin_align__"
-                };
+            b'_' if HIDDEN_ATTRIBUTES.iter().any(|w| line[i..].starts_with(w)) => {
+                let word = HIDDEN_ATTRIBUTES
+                    .iter()
+                    .find(|w| line[i..].starts_with(*w))
+                    .expect("matched above");
                 let after = i + word.len();
                 let open = after + (line[after..].len() - line[after..].trim_start().len());
                 if let Some(j) = (b.get(open) == Some(&b'('))

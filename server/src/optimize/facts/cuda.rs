@@ -740,6 +740,7 @@ impl<'t> Scan<'_, 't> {
             global_loads: 0,
             global_stores: 0,
             via: cx.via.clone(),
+            carries: super::carries::carried(src, n),
         };
         // `#pragma unroll` right before the loop (comments in between allowed).
         let mut prev = n.prev_named_sibling();

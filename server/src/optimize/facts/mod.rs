@@ -36,6 +36,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 use tree_sitter::{Node, Tree};
 
+pub use carries::Carried;
+
 use crate::spec::{self, EvalEnv, Launch};
 use crate::syntax::{FileModel, Kernel, Lang, ParamKind};
 
@@ -69,6 +71,7 @@ pub const FACT_NAMES: &[&str] = &[
     "register_limited_occupancy",
     "far_from_roofline",
     "thread_walks_a_row",
+    "thread_walks_a_column",
     "scatter_atomics",
     "transposed_access",
     "matmul_like_loop",
@@ -195,6 +198,10 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
         "thread_walks_a_row" => (
             "each thread loops over a row of its own (neighbouring threads a row apart), with no shared memory or warp cooperation",
             "no thread walks a row of its own",
+        ),
+        "thread_walks_a_column" => (
+            "each thread loops alone over a long range (a column, neighbouring threads on neighbouring elements), with no shared memory or warp cooperation",
+            "no thread loops alone down a column",
         ),
         _ => return None,
     };
@@ -331,6 +338,10 @@ pub struct LoopFact {
     /// The `__device__` helper the loop is in, if not the kernel itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// What the loop carries from one iteration to the next (CUDA): accumulators,
+    /// running prefixes, other values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub carries: Vec<Carried>,
 }
 
 /// How an access touches memory.
@@ -616,6 +627,20 @@ impl Facts {
                             )
                     })
             }
+            "thread_walks_a_column" => {
+                cuda && self.block_dims() == Some(1)
+                    && self.holds("uses_shared_memory") == Some(false)
+                    && self.barriers == 0
+                    && self.shuffles == 0
+                    && self
+                        .loops
+                        .iter()
+                        .any(|l| l.global_loads > 0 && l.trip_count.is_none_or(|t| t >= 32))
+                    && global().any(|a| a.in_loop && a.stride == Stride::Unit)
+                    && global()
+                        .filter(|a| a.in_loop)
+                        .all(|a| matches!(a.stride, Stride::Unit | Stride::Uniform))
+            }
             "far_from_roofline" => match (self.bw_fraction, self.flop_fraction) {
                 (None, None) => false,
                 (b, f) => b.unwrap_or(0.0).max(f.unwrap_or(0.0)) < 0.5,
@@ -833,6 +858,14 @@ impl Facts {
                 ", {} global loads and {} stores inside",
                 l.global_loads, l.global_stores
             ));
+            if !l.carries.is_empty() {
+                let c: Vec<String> = l
+                    .carries
+                    .iter()
+                    .map(|c| format!("{} `{}`", c.kind, c.name))
+                    .collect();
+                s.push_str(&format!(", carries {}", c.join(", ")));
+            }
             if let Some(v) = &l.via {
                 s.push_str(&format!(" (in `{v}`)"));
             }
@@ -1002,6 +1035,7 @@ fn human_bytes(b: f64) -> String {
     }
 }
 
+mod carries;
 mod cuda;
 pub(crate) use cuda::elem_bytes;
 mod lanes;

@@ -54,7 +54,7 @@ fn matmul_naive() {
         None,
         expect![[r#"
             - kernel `matmul` (CUDA), block (16, 16, 1)
-            - loop at line 14: counted over `i`, trip count known at run time, no unroll pragma, 2 global loads and 0 stores inside
+            - loop at line 14: counted over `i`, trip count known at run time, no unroll pragma, 2 global loads and 0 stores inside, carries sum `acc`
             - line 15: load `a` via `row * k + i`, same address for every lane (broadcast), in a loop
             - line 15: load `b` via `i * n + col`, unit-stride, in a loop
             - line 17: store `c` via `row * n + col`, unit-stride
@@ -112,17 +112,17 @@ fn reduce_sum_both_kernels() {
         src,
         Some("reduce_tree"),
         expect![[r#"
-                - kernel `reduce_tree` (CUDA), block (128, 1, 1)
-                - tunables: BLOCK in [128, 256, 512]
-                - loop at line 29: counted over `s`, trip count known at run time, no unroll pragma, 0 global loads and 0 stores inside
-                - line 6: load `x` via `i`, unit-stride (in `load_as_float`)
-                - line 33: atomic `out` via `0`, same address for every lane (broadcast)
-                - pointers without `__restrict__`: x, out; read-only without `const`: none
-                - shared memory: dynamic (512 B in the spec); barriers 2; atomics 1; shuffles 0
-                - `__launch_bounds__`: no; `__maxnreg__`: no; reads blockDim: no
-                - fast-math-able calls: none
-                - moves 8.0 MiB per run; no `flops` in the spec
-                - facts: has_tunables, block_1d, has_counted_loop, loop_without_unroll_pragma, pointer_without_restrict, unit_stride_access, one_thread_per_element_1d, uses_shared_memory, has_atomics, reduction_pattern, memory_bound"#]],
+            - kernel `reduce_tree` (CUDA), block (128, 1, 1)
+            - tunables: BLOCK in [128, 256, 512]
+            - loop at line 29: counted over `s`, trip count known at run time, no unroll pragma, 0 global loads and 0 stores inside
+            - line 6: load `x` via `i`, unit-stride (in `load_as_float`)
+            - line 33: atomic `out` via `0`, same address for every lane (broadcast)
+            - pointers without `__restrict__`: x, out; read-only without `const`: none
+            - shared memory: dynamic (512 B in the spec); barriers 2; atomics 1; shuffles 0
+            - `__launch_bounds__`: no; `__maxnreg__`: no; reads blockDim: no
+            - fast-math-able calls: none
+            - moves 8.0 MiB per run; no `flops` in the spec
+            - facts: has_tunables, block_1d, has_counted_loop, loop_without_unroll_pragma, pointer_without_restrict, unit_stride_access, one_thread_per_element_1d, uses_shared_memory, has_atomics, reduction_pattern, memory_bound"#]],
     );
 }
 
@@ -468,6 +468,7 @@ fn hostile_input_does_not_panic() {
 fn idiom_facts_pick_out_their_shapes() {
     const IDIOMS: &[&str] = &[
         "thread_walks_a_row",
+        "thread_walks_a_column",
         "scatter_atomics",
         "transposed_access",
         "matmul_like_loop",
@@ -481,6 +482,15 @@ fn idiom_facts_pick_out_their_shapes() {
         "examples/histogram.cu",
         "tests/fixtures/rewrites/rows/row_stats.cu",
         "tests/fixtures/rewrites/rows/refusals.cu",
+        "tests/fixtures/rewrites/split/columns.cu",
+        "examples/col_sum.cu",
+        "examples/matvec_t.cu",
+        "examples/col_max.cu",
+        "examples/row_cumsum.cu",
+        "examples/cross_entropy.cu",
+        "examples/matvec.cu",
+        "examples/sum_squares.cu",
+        "examples/rms_norm.cu",
         "tests/fixtures/rewrites/cuda/stencil.cu",
         "tests/fixtures/rewrites/atomics/scatter.cu",
         "examples/transpose.cu",
@@ -527,13 +537,29 @@ fn idiom_facts_pick_out_their_shapes() {
         row_stats.cu row_max_count: thread_walks_a_row
         row_stats.cu spmv_csr: thread_walks_a_row
         row_stats.cu spmv_ell_accumulate: thread_walks_a_row
-        row_stats.cu col_major_row_max: 
+        row_stats.cu col_major_row_max: thread_walks_a_column
+        row_stats.cu offset_cumsum: thread_walks_a_row
         refusals.cu prefix_rows: thread_walks_a_row
         refusals.cu smooth_rows: thread_walks_a_row
         refusals.cu argmax_rows: thread_walks_a_row
         refusals.cu online_lse: thread_walks_a_row
         refusals.cu permute_rows: thread_walks_a_row
         refusals.cu sum_until_negative: thread_walks_a_row
+        columns.cu col_normalize: thread_walks_a_column
+        columns.cu even_sum: thread_walks_a_column
+        columns.cu col_count_prod: thread_walks_a_column
+        columns.cu row_sum: thread_walks_a_row
+        columns.cu ragged_sum: thread_walks_a_row
+        columns.cu col_cumsum: thread_walks_a_column
+        columns.cu maybe_sum: thread_walks_a_column
+        col_sum.cu col_sum: thread_walks_a_column
+        matvec_t.cu matvec_t: thread_walks_a_column
+        col_max.cu col_max: thread_walks_a_column
+        row_cumsum.cu row_cumsum: thread_walks_a_row
+        cross_entropy.cu cross_entropy: thread_walks_a_row
+        matvec.cu matvec: thread_walks_a_row
+        sum_squares.cu sum_squares: 
+        rms_norm.cu rms_norm: thread_walks_a_row
         stencil.cu stencil: thread_walks_a_row
         scatter.cu histogram_range: scatter_atomics
         scatter.cu segment_sum: scatter_atomics

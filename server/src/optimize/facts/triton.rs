@@ -354,6 +354,7 @@ impl<'t> Scan<'_> {
                     global_loads: 0,
                     global_stores: 0,
                     via: None,
+                    carries: Vec::new(),
                 };
                 if n.kind() == "for_statement" {
                     let right = n

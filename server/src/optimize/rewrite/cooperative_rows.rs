@@ -56,7 +56,7 @@ use super::elementwise::{
     match_elementwise, one_d_grid, thread_bound, Elementwise, Guard, ThreadBound,
 };
 use super::params::Params;
-use super::poly::{poly, Poly, VarNames};
+use super::poly::{poly, Names, Poly, VarNames};
 use super::spec_expr::divisions;
 use super::tree::{
     code_names, first_line, fresh, kernel_function, line_indent, named_children, newline, reindent,
@@ -73,7 +73,7 @@ const ROW_SHAPE: &str = "`int row = blockIdx.x * blockDim.x + threadIdx.x; if (r
 
 /// How a team combines lane partials of one accumulator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Family {
+pub(super) enum Family {
     Sum,
     Prod,
     Or,
@@ -85,7 +85,7 @@ enum Family {
 impl Family {
     /// The value that lanes other than the first start from, when the accumulator's
     /// value before the loop may be nonzero; None when combining is idempotent.
-    fn reset(self) -> Option<&'static str> {
+    pub(super) fn reset(self) -> Option<&'static str> {
         match self {
             Family::Sum | Family::Xor => Some("0"),
             Family::Prod => Some("1"),
@@ -116,33 +116,59 @@ impl Family {
 /// Placeholder for the other lane's value in a replayed update.
 const OTHER: &str = "\u{1}";
 
-struct Acc {
-    name: String,
+pub(super) struct Acc {
+    pub name: String,
     /// The declared type, for temporaries and shared partials.
-    ty: Option<String>,
-    family: Family,
+    pub ty: Option<String>,
+    pub family: Family,
     /// Max/min: the author's update with the compared value replaced by [`OTHER`].
-    template: Option<String>,
+    pub template: Option<String>,
     /// `template` uses the other value once, in an unconditional place (`fmaxf(s, O)`).
-    inline_ok: bool,
+    pub inline_ok: bool,
     /// Lanes but the first reset it before the loop.
-    reset: bool,
+    pub reset: bool,
+    /// A running sum read after its update in the same iteration (a prefix sum): the
+    /// update statement's byte range and the added term's text.
+    pub prefix: Option<(std::ops::Range<usize>, String)>,
 }
 
-struct ColumnLoop<'t> {
+pub(super) struct ColumnLoop<'t> {
     /// The first node of the construct (the `while` form's declaration) and the loop.
-    start: usize,
-    node: Node<'t>,
-    var: String,
-    init: Node<'t>,
-    step: i64,
-    update: Node<'t>,
-    accs: Vec<Acc>,
+    pub start: usize,
+    pub node: Node<'t>,
+    pub var: String,
+    pub init: Node<'t>,
+    pub step: i64,
+    pub update: Node<'t>,
+    pub accs: Vec<Acc>,
+    /// Every global access in the loop, and how it moves.
+    pub moves: Vec<LoopAccess>,
 }
 
-struct RowPlan<'t> {
-    loops: Vec<ColumnLoop<'t>>,
-    lane0: Vec<Node<'t>>,
+/// How an index moves along one variable: not at all, one element, or otherwise (a
+/// stride, a symbolic factor, or not linear).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Step {
+    Zero,
+    One,
+    Other,
+}
+
+/// One global access in a column loop: how its element moves along the row index (what
+/// neighbouring threads differ in, as written) and along the loop variable.
+#[derive(Clone, Debug)]
+pub(super) struct LoopAccess {
+    /// The access as written (`x[(size_t)r * cols + col]`).
+    pub at: String,
+    pub write: bool,
+    pub along_row: Step,
+    pub along_loop: Step,
+}
+
+pub(super) struct RowPlan<'t> {
+    pub loops: Vec<ColumnLoop<'t>>,
+    /// Row-level statements that write memory (one lane of the team runs them).
+    pub lane0: Vec<Node<'t>>,
     /// What the `*_regs` modes keep in registers, or why they cannot.
     stage: Result<staging::Stage, String>,
 }
@@ -180,27 +206,20 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
     let rows = analyze(cx, &plan, &shape).map_err(|why| {
         not_applicable(format!("`{k}` cannot share a row between threads: {why}"))
     })?;
-    let (grid, first) = one_d_grid(cx, &plan, ID)?;
-    let block = edit::spec_assignment(cx.kernel, "block")
-        .ok_or_else(|| not_applicable(format!("`{k}`'s spec has no `block = ...`")))?;
-    let old_block = match plan.cases.first().map(|c| &c.launch) {
-        Some(Launch::Cuda { block, .. }) => block[0],
-        _ => return Err(not_applicable(format!("`{k}` has no CUDA launch"))),
-    };
-    let component = &grid.text[first.clone()];
-    let grid_range = grid.range.start + first.start..grid.range.start + first.end;
-    let divs: Vec<_> = divisions(component)
-        .into_iter()
-        .filter(|d| {
-            d.den.trim() == block.text.trim() || d.den.trim().parse::<u64>() == Ok(old_block)
-        })
-        .collect();
-    if divs.is_empty() {
+    if let Some(m) = coalesced_along_rows(&rows) {
         return Err(not_applicable(format!(
-            "`{k}`'s grid = {} does not count blocks of `block = {}` threads (`cdiv(rows, {})`)",
-            grid.text, block.text, block.text
+            "`{k}`'s neighbouring threads already read neighbouring elements (`{}` moves one element with `{}`), and nothing in that loop is contiguous along its variable: lanes sharing the loop would read a stride apart (split_loop splits such a loop across threads instead)",
+            m.at, shape.index
         )));
     }
+    let RowLaunch {
+        grid_range,
+        grid: _,
+        component,
+        divs,
+        block,
+        old_block,
+    } = row_launch(cx, &plan, ID)?;
     let taken = code_names(cx);
 
     let mut drafts = Vec::new();
@@ -216,6 +235,12 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
                 .collect(),
         };
         let staged = mode.ends_with("_regs");
+        if let Some(name) = prefix_name(&rows).filter(|_| mode != "warp") {
+            dropped.push(format!(
+                "{mode}: the running sum `{name}` is scanned by a whole warp per row"
+            ));
+            continue;
+        }
         for team in teams {
             let (label, new_block, new_grid) = match team {
                 Team::Warp { width } => {
@@ -232,7 +257,7 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
                             format!("cdiv({}, {per_block})", d.num),
                         )]);
                     }
-                    let g = match e.apply(component) {
+                    let g = match e.apply(&component) {
                         Ok(g) => g,
                         Err(err) => {
                             dropped.push(format!("{mode}: {err}"));
@@ -248,8 +273,7 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
                 Team::Block { threads } => {
                     let [d] = divs.as_slice() else {
                         dropped.push(format!(
-                            "block per row: grid = {} has several divisions by the block",
-                            grid.text
+                            "block per row: grid `{component}` has several divisions by the block"
                         ));
                         continue;
                     };
@@ -314,10 +338,70 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
     finish(cx, drafts, dropped)
 }
 
+/// The launch a team rewrite edits: the grid's `cdiv(rows, block)` divisions and the
+/// block assignment.
+pub(super) struct RowLaunch {
+    /// The whole `grid = ...` expression, and its first component's range.
+    pub grid: edit::SpecAssignment,
+    pub grid_range: std::ops::Range<usize>,
+    /// The grid's first component (`cdiv(rows, 256)`).
+    pub component: String,
+    /// The divisions of `component` by the block.
+    pub divs: Vec<super::spec_expr::Division>,
+    pub block: edit::SpecAssignment,
+    pub old_block: u64,
+}
+
+pub(super) fn row_launch(
+    cx: &RewriteContext<'_>,
+    plan: &BenchPlan,
+    id: &str,
+) -> Result<RowLaunch, super::RewriteError> {
+    let k = &cx.kernel.name;
+    let (grid, first) = one_d_grid(cx, plan, id)?;
+    let block = edit::spec_assignment(cx.kernel, "block")
+        .ok_or_else(|| not_applicable(format!("`{k}`'s spec has no `block = ...`")))?;
+    let old_block = match plan.cases.first().map(|c| &c.launch) {
+        Some(Launch::Cuda { block, .. }) => block[0],
+        _ => return Err(not_applicable(format!("`{k}` has no CUDA launch"))),
+    };
+    let component = grid.text[first.clone()].to_string();
+    let grid_range = grid.range.start + first.start..grid.range.start + first.end;
+    let divs: Vec<_> = divisions(&component)
+        .into_iter()
+        .filter(|d| {
+            d.den.trim() == block.text.trim() || d.den.trim().parse::<u64>() == Ok(old_block)
+        })
+        .collect();
+    if divs.is_empty() {
+        return Err(not_applicable(format!(
+            "`{k}`'s grid = {} does not count blocks of `block = {}` threads (`cdiv(rows, {})`)",
+            grid.text, block.text, block.text
+        )));
+    }
+    Ok(RowLaunch {
+        grid,
+        grid_range,
+        component,
+        divs,
+        block,
+        old_block,
+    })
+}
+
+/// The first running sum a loop reads mid-loop (a prefix), if any.
+fn prefix_name<'p>(rows: &'p RowPlan<'_>) -> Option<&'p str> {
+    rows.loops
+        .iter()
+        .flat_map(|l| &l.accs)
+        .find(|a| a.prefix.is_some())
+        .map(|a| a.name.as_str())
+}
+
 // ---------------------------------------------------------------------------------------
 // Analysis
 
-fn analyze<'t>(
+pub(super) fn analyze<'t>(
     cx: &RewriteContext<'t>,
     spec: &BenchPlan,
     shape: &Elementwise<'t>,
@@ -616,17 +700,87 @@ fn analyze<'t>(
             ));
         }
     }
-    // Accumulator types.
+    // Accumulator types, and how each loop's accesses move.
     for l in &mut loops {
         for acc in &mut l.accs {
             acc.ty = scope.types.get(&acc.name).cloned();
         }
+        l.moves = loop_moves(&scope, l, &accesses, &shape.index);
     }
     let stage = staging::plan(cx.kernel, spec, &scope, &accesses, &loops, &shape.body);
     Ok(RowPlan {
         loops,
         lane0,
         stage,
+    })
+}
+
+/// How every global access of `l` moves along the row index and the loop variable.
+fn loop_moves(
+    scope: &Scope<'_, '_>,
+    l: &ColumnLoop<'_>,
+    accesses: &[Access<'_>],
+    index: &str,
+) -> Vec<LoopAccess> {
+    let names = RowNames {
+        inner: loop_names(scope, l),
+        index,
+    };
+    accesses
+        .iter()
+        .filter(|a| contains(l.node, a.node))
+        .map(|a| {
+            let p = a.parts.iter().fold(Poly::default(), |acc, part| {
+                acc.add(&poly(scope.src, *part, &names), 1)
+            });
+            LoopAccess {
+                at: first_line(text(scope.src, a.node)).to_string(),
+                write: a.write,
+                along_row: step_along(&p, "$r"),
+                along_loop: step_along(&p, "$c"),
+            }
+        })
+        .collect()
+}
+
+fn step_along(p: &Poly, atom: &str) -> Step {
+    match p.linear_in(atom) {
+        Some(c) if c.is_zero() => Step::Zero,
+        Some(c) if c.as_constant() == Some(1) => Step::One,
+        _ => Step::Other,
+    }
+}
+
+/// The loop's names, with the row index singled out as `$r`.
+struct RowNames<'a, 't> {
+    inner: VarNames<'t>,
+    index: &'a str,
+}
+
+impl<'t> Names<'t> for RowNames<'_, 't> {
+    fn rename(&self, name: &str) -> Option<String> {
+        if name == self.index {
+            return Some("$r".into());
+        }
+        self.inner.rename(name)
+    }
+    fn definition(&self, name: &str) -> Option<Node<'t>> {
+        self.inner.definition(name)
+    }
+    fn varies(&self, name: &str) -> bool {
+        self.inner.varies(name)
+    }
+}
+
+/// The first access that is contiguous along the row index while no access of its loop
+/// is contiguous along the loop variable: lanes that shared the loop would read a stride
+/// apart, where the threads as written read neighbouring elements.
+pub(super) fn coalesced_along_rows<'p>(plan: &'p RowPlan<'_>) -> Option<&'p LoopAccess> {
+    plan.loops.iter().find_map(|l| {
+        if l.moves.iter().any(|m| m.along_loop == Step::One) {
+            return None;
+        }
+        l.moves.iter().find(|m| m.along_row == Step::One)
     })
 }
 
@@ -658,6 +812,7 @@ fn find_loops<'t>(
                         step,
                         update,
                         accs,
+                        moves: Vec::new(),
                     });
                     return Ok(());
                 }
@@ -985,6 +1140,7 @@ fn loop_accumulators(
                     template,
                     inline_ok,
                     reset: false,
+                    prefix: None,
                 });
                 Ok(())
             }
@@ -1072,34 +1228,113 @@ fn loop_accumulators(
     if let Some(e) = err {
         return Err(e);
     }
-    // No other read of an accumulator in the loop; the bound and start do not use them.
-    let names: BTreeSet<&str> = accs.iter().map(|a| a.name.as_str()).collect();
-    let mut bad = None;
+    // No other read of an accumulator in the loop, unless it is a running sum read after
+    // its update (a prefix); the bound and start do not use them.
+    let names: BTreeSet<String> = accs.iter().map(|a| a.name.clone()).collect();
+    let mut reads: BTreeMap<String, Vec<Node>> = BTreeMap::new();
     walk(l, &mut |n| {
-        if bad.is_none()
-            && n.kind() == "identifier"
-            && names.contains(text(src, n))
-            && !own.contains(&n.id())
-        {
-            bad = Some(format!(
-                "the column loop `{header}` reads the running value of `{}`; each lane only has its own part of it until the loop ends",
-                text(src, n)
-            ));
+        if n.kind() == "identifier" && names.contains(text(src, n)) && !own.contains(&n.id()) {
+            reads.entry(text(src, n).to_string()).or_default().push(n);
         }
-        bad.is_none()
+        true
     });
-    if let Some(b) = bad {
-        return Err(b);
+    for (name, at) in &reads {
+        let acc = accs
+            .iter_mut()
+            .find(|a| &a.name == name)
+            .expect("reads are of accumulators");
+        match prefix_update(src, l, acc, at) {
+            Ok(p) => acc.prefix = Some(p),
+            Err(why) => {
+                return Err(format!(
+                    "the column loop `{header}` reads the running value of `{name}`; each lane only has its own part of it until the loop ends ({why})"
+                ))
+            }
+        }
     }
     // Resets: unless the accumulator's declaration holds a literal zero and nothing
     // touches it before this loop (and no loop around this one repeats it).
     for acc in &mut accs {
-        if acc.family.reset().is_none() {
+        if acc.family.reset().is_none() || acc.prefix.is_some() {
             continue;
         }
         acc.reset = !starts_at_zero(src, shape, l, &acc.name);
     }
     Ok(accs)
+}
+
+/// A running sum that the loop reads after adding to it (`run += x[c]; y[c] = run;`): a
+/// prefix a warp can scan. Its update is one unconditional statement of the loop's body,
+/// `s += E;` or `s = s + E;`; every other read comes after it; nothing in the body
+/// skips the rest of an iteration. The update's range and `E`, or why not.
+fn prefix_update(
+    src: &str,
+    l: Node<'_>,
+    acc: &Acc,
+    reads: &[Node<'_>],
+) -> Result<(std::ops::Range<usize>, String), String> {
+    if acc.family != Family::Sum {
+        return Err("only a running sum can be scanned".into());
+    }
+    let body = l
+        .child_by_field_name("body")
+        .filter(|b| b.kind() == "compound_statement")
+        .ok_or("the loop's body is not a block")?;
+    let mut update = None;
+    for s in named_children(body) {
+        let Some(e) = s
+            .named_child(0)
+            .filter(|_| s.kind() == "expression_statement")
+        else {
+            continue;
+        };
+        if let Some(term) = sum_term(src, e, &acc.name) {
+            if update.is_some() {
+                return Err("it is added to twice".into());
+            }
+            update = Some((s, term));
+        }
+    }
+    let (stmt, term) = update.ok_or("its update is not a statement of its own in the loop")?;
+    if let Some(r) = reads.iter().find(|r| r.start_byte() < stmt.end_byte()) {
+        return Err(format!(
+            "`{}` reads it before this iteration's update",
+            first_line(text(src, r.parent().unwrap_or(*r)))
+        ));
+    }
+    let mut skips = false;
+    walk(body, &mut |n| {
+        skips |= matches!(n.kind(), "continue_statement" | "goto_statement");
+        !skips
+    });
+    if skips {
+        return Err("an iteration may stop early (`continue`)".into());
+    }
+    Ok((stmt.byte_range(), term))
+}
+
+/// `E` of `name += E` or `name = name + E`.
+fn sum_term(src: &str, e: Node<'_>, name: &str) -> Option<String> {
+    if e.kind() != "assignment_expression" {
+        return None;
+    }
+    let left = e.child_by_field_name("left")?;
+    let right = e.child_by_field_name("right")?;
+    if text(src, left) != name {
+        return None;
+    }
+    match text(src, e.child_by_field_name("operator")?) {
+        "+=" => Some(text(src, right).to_string()),
+        "=" if right.kind() == "binary_expression" => {
+            let (a, op, b) = (
+                right.child_by_field_name("left")?,
+                right.child_by_field_name("operator")?,
+                right.child_by_field_name("right")?,
+            );
+            (text(src, op) == "+" && text(src, a) == name).then(|| text(src, b).to_string())
+        }
+        _ => None,
+    }
 }
 
 /// The declaration of `name` in the row body is `T name = 0` (any zero literal), no
@@ -1388,7 +1623,7 @@ fn replace_nodes(src: &str, n: Node<'_>, nodes: &[Node<'_>], with: &str) -> Stri
 
 /// Names as a column loop sees them: its variable is `$c`, single-definition locals
 /// expand, other locals and the loop's accumulators vary between lanes.
-fn loop_names<'t>(scope: &Scope<'_, 't>, l: &ColumnLoop<'t>) -> VarNames<'t> {
+pub(super) fn loop_names<'t>(scope: &Scope<'_, 't>, l: &ColumnLoop<'t>) -> VarNames<'t> {
     let src = scope.src;
     let mut defs: BTreeMap<String, Node<'t>> = BTreeMap::new();
     let mut count: BTreeMap<String, usize> = BTreeMap::new();
@@ -1549,6 +1784,9 @@ fn emit(
                     l.update.byte_range(),
                     format!("{} += {stride}", l.var),
                 )]);
+                if l.accs.iter().any(|a| a.prefix.is_some()) {
+                    e.extend(scan::loop_edits(src, l, &lane, unit, nl, names)?);
+                }
             }
         }
         let mut before = String::new();
@@ -1562,7 +1800,8 @@ fn emit(
         if !before.is_empty() {
             e.extend([Edit::insert(l.start, before)]);
         }
-        if l.accs.is_empty() {
+        let combined: Vec<&Acc> = l.accs.iter().filter(|a| a.prefix.is_none()).collect();
+        if combined.is_empty() {
             continue;
         }
         let top = match team {
@@ -1570,7 +1809,7 @@ fn emit(
             Team::Block { .. } => 16,
         };
         let mut lines: Vec<String> = Vec::new();
-        for acc in &l.accs {
+        for acc in &combined {
             let shfl = format!("__shfl_xor_sync({mask}, {}, {off})", acc.name);
             lines.extend(combine(acc, &shfl, names)?);
         }
@@ -1598,7 +1837,7 @@ fn emit(
                 "{nl}{ind}{{ // one partial per warp, combined by every thread"
             ));
             let mut parts = Vec::new();
-            for acc in &l.accs {
+            for acc in &combined {
                 let ty = acc.ty.clone().ok_or_else(|| {
                     format!("the type of `{}` is not declared in the row body", acc.name)
                 })?;
@@ -1686,7 +1925,7 @@ fn combine(acc: &Acc, other: &str, names: &mut BTreeSet<String>) -> Result<Vec<S
 }
 
 /// A combine step with a value that may be read twice (a shared-memory partial).
-fn combine_plain(acc: &Acc, other: &str) -> String {
+pub(super) fn combine_plain(acc: &Acc, other: &str) -> String {
     match acc.family.compound() {
         Some(op) => format!("{} {op} {other};", acc.name),
         None => acc
@@ -1697,6 +1936,7 @@ fn combine_plain(acc: &Acc, other: &str) -> String {
     }
 }
 
+mod scan;
 mod staging;
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ mod privatize_atomics;
 mod remap_lanes;
 mod restrict_const;
 mod spec_expr;
+mod split_loop;
 mod tile_matmul;
 mod transpose_tile;
 mod tree;
@@ -121,6 +122,7 @@ pub const REGISTRY: &[(&str, Apply)] = &[
     ("remap_lanes", remap_lanes::remap_lanes),
     ("block_coarsen", block_coarsen::block_coarsen),
     ("triton_autotune", triton_autotune::triton_autotune),
+    ("split_loop", split_loop::split_loop),
     ("triton_online", triton_online::triton_online),
     ("triton_row_tile", triton_row_tile::triton_row_tile),
     ("triton_split_loop", triton_split_loop::triton_split_loop),

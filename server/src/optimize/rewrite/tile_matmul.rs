@@ -38,9 +38,11 @@
 //! locals; a bounds check with a condition on both indices at once; no A-like or B-like
 //! load (nothing to share). Plain TF32 is never written: f32 operands in TF32 lose 13
 //! bits of mantissa, which a spec's default f32 tolerance does not allow. A third kind of
-//! candidate, 3xTF32 on the tensor cores ([`mma`], param `tensor_cores`: rows per block),
-//! keeps about f32's accuracy for a loop that is one float multiply-add, but not the
-//! author's order of additions, so it needs a spec whose atol and rtol allow that.
+//! candidate, 3xTF32 on the tensor cores with `cp.async` pipelines ([`mma`], params
+//! `tensor_cores`: `[BM, BN]` blocks, `tensor_stages`), is closer to the exact product
+//! than the author's f32 loop for a loop that is one float multiply-add, but adds the k
+//! terms in another order, so it needs a spec whose atol and rtol (both ≥ 1e-4) allow
+//! a result that differs from the loop's own rounding.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -138,7 +140,8 @@ pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
             format!("[{rm}, {rn}]: each thread's rows and columns must be 1 to 8"),
         ));
     }
-    let tensor_rows = p.uints_or_none("tensor_cores", &[64, 128], 32..=128)?;
+    let tensor_tiles = p.pairs_or_none("tensor_cores", &[[128, 128], [128, 64], [64, 64]])?;
+    let tensor_stages = p.uints("tensor_stages", &[0], 0..=8)?;
     let k = &cx.kernel.name;
     let src = cx.text;
     let func = kernel_function(cx)
@@ -245,29 +248,21 @@ pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
         }
     }
     // The tensor-core candidates (3xTF32), where the k loop is one multiply-add of floats.
-    if !tensor_rows.is_empty() {
+    if !tensor_tiles.is_empty() {
         match mma::mma_shape(src, &mm, plan.tolerance(DType::F32)) {
             Ok(ms) => {
-                for bm in tensor_rows.iter().filter(|r| *r % 32 == 0) {
-                    let warps = bm / 32 * 2;
-                    let label = format!(
-                        "3xTF32 tensor cores (mma.sync), {bm}x{}x32 tiles, {warps} warps",
-                        mma::MMA_BN
-                    );
-                    let mut e = Edits::new();
-                    match launch.edits(32 * warps, 1, mma::MMA_BN, *bm) {
-                        Ok(l) => e.extend(l),
-                        Err(why) => {
-                            dropped.push(format!("{label}: {why}"));
-                            continue;
+                let tc = TensorCandidates {
+                    shape: &shape,
+                    mm: &mm,
+                    ms: &ms,
+                    launch: &launch,
+                };
+                for [bm, bn] in &tensor_tiles {
+                    for stages in &tensor_stages {
+                        match tc.draft(cx, *bm, *bn, *stages, &names) {
+                            Ok(d) => drafts.push(d),
+                            Err(why) => dropped.push(why),
                         }
-                    }
-                    let mut local_names = names.clone();
-                    let code = mma::emit_mma(src, &shape, &mm, &ms, *bm, &mut local_names);
-                    e.extend([Edit::replace(shape.start..shape.end, code)]);
-                    match e.apply(src) {
-                        Ok(text) => drafts.push(Draft { label, text }),
-                        Err(err) => dropped.push(format!("{label}: {err}")),
                     }
                 }
             }
@@ -276,6 +271,67 @@ pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
     }
     names.clear();
     finish(cx, drafts, dropped)
+}
+
+/// What every tensor-core candidate of one kernel shares.
+struct TensorCandidates<'a, 't> {
+    shape: &'a Shape2d<'t>,
+    mm: &'a Matmul<'t>,
+    ms: &'a mma::MmaShape,
+    launch: &'a Launch2d,
+}
+
+impl TensorCandidates<'_, '_> {
+    /// The candidate with `bm x bn` blocks and `stages` buffers (0: by the rule of
+    /// [`mma::MmaTiles::of`]), or why not: its text, its launch (4 warps, the grid over
+    /// blocks of outputs) and its dynamic shared memory in the spec.
+    fn draft(
+        &self,
+        cx: &RewriteContext<'_>,
+        bm: u64,
+        bn: u64,
+        stages: u64,
+        names: &BTreeSet<String>,
+    ) -> Result<Draft, String> {
+        let src = cx.text;
+        let (a, b) = (
+            mma::layout(&self.mm.shared[self.ms.a]),
+            mma::layout(&self.mm.shared[self.ms.b]),
+        );
+        let tiles = mma::MmaTiles::of(bm, bn, stages, (a.0, b.0))
+            .map_err(|why| format!("3xTF32 tensor cores: {why}"))?;
+        let label = tiles.label();
+        let bytes = tiles.smem_bytes((a.0, b.0));
+        if bytes > 227 * 1024 {
+            return Err(format!(
+                "{label}: {bytes} bytes of shared memory, more than a block may have"
+            ));
+        }
+        if crate::optimize::edit::spec_assignment(cx.kernel, "smem").is_some() {
+            return Err(format!("{label}: the spec already sets `smem`"));
+        }
+        let mut e = Edits::new();
+        let threads = 32 * mma::MMA_WARPS;
+        e.extend(
+            self.launch
+                .edits(threads, 1, bn, bm)
+                .map_err(|why| format!("{label}: {why}"))?,
+        );
+        let mut local_names = names.clone();
+        let code = mma::emit_mma(src, self.shape, self.mm, self.ms, tiles, &mut local_names);
+        e.extend([Edit::replace(self.shape.start..self.shape.end, code)]);
+        let text = e.apply(src).map_err(|err| format!("{label}: {err}"))?;
+        let doc = crate::document::Document::new(Lang::Cuda, 0, &text);
+        let tree = doc
+            .tree()
+            .ok_or_else(|| format!("{label}: the parser gave up"))?;
+        let model = crate::syntax::analyze(Lang::Cuda, &text, tree);
+        let kernel = model
+            .kernel(&cx.kernel.name)
+            .ok_or_else(|| format!("{label}: the kernel is gone"))?;
+        let text = crate::optimize::edit::set_spec_value(&text, kernel, "smem", &bytes.to_string());
+        Ok(Draft { label, text })
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -289,12 +345,17 @@ enum Operand {
 /// One distinct shared operand: its load text, where it occurs, its element type, and
 /// whether the load is coalesced along `k` (a row-major A, a column-major B) or along
 /// the row/column.
-struct Shared<'t> {
+pub(super) struct Shared<'t> {
     operand: Operand,
     text: String,
     nodes: Vec<Node<'t>>,
     ty: String,
     along_k: bool,
+    /// The pointer the load reads through, and whether consecutive `k` (resp. rows of A,
+    /// columns of B) are adjacent elements: a stride of exactly 1 in the index polynomial.
+    buffer: String,
+    unit_k: bool,
+    unit_i: bool,
 }
 
 struct Matmul<'t> {
@@ -587,6 +648,9 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Matmul<'t
                 nodes: vec![a.node],
                 ty,
                 along_k,
+                buffer: a.buffer.clone(),
+                unit_k: coef_k == Some(1),
+                unit_i: coef_i == Some(1),
             }),
         }
     }

@@ -188,7 +188,7 @@ fn csr_rows_read_their_range_from_memory() {
 #[test]
 fn what_cannot_be_shared_between_lanes_is_refused_with_the_reason() {
     let why = |k: &str| not_applicable(cuda(REFUSALS, k, "cooperative_rows", json!({})));
-    expect!["`prefix_rows` cannot share a row between threads: the column loop `for (int c = 0; c < cols; ++c)` reads the running value of `acc`; each lane only has its own part of it until the loop ends"].assert_eq(&why("prefix_rows"));
+    expect!["`prefix_rows` cannot share a row between threads: the column loop `for (int c = 0; c < cols; ++c)` reads the running value of `acc`; each lane only has its own part of it until the loop ends (`y[row * cols + c] = acc` reads it before this iteration's update)"].assert_eq(&why("prefix_rows"));
     expect!["`smooth_rows` cannot share a row between threads: `y[row * cols + c - 1]` and `y[row * cols + c]` touch `y` at different elements in one column loop; another lane may own one of them"].assert_eq(&why("smooth_rows"));
     expect!["`argmax_rows` cannot share a row between threads: `m = x[row * cols + c]` assigns `m` in the column loop `for (int c = 1; c < cols; ++c)`, and it is not a sum, product, max or min of `m`; kernel-lsp cannot split it between lanes"].assert_eq(&why("argmax_rows"));
     expect!["`online_lse` cannot share a row between threads: `sum = sum * expf(m - m_new) + expf(v - m_new)` assigns `sum` in the column loop `for (int c = 0; c < cols; ++c)`, and it is not a sum, product, max or min of `sum`; kernel-lsp cannot split it between lanes"].assert_eq(&why("online_lse"));
@@ -442,4 +442,49 @@ fn staging_is_refused_with_the_reason_and_the_other_modes_stay() {
     // The other modes do not depend on staging.
     let out = cuda(&bounds, "softmax_rows", "cooperative_rows", json!({})).unwrap();
     assert_eq!(out.len(), 5, "{:?}", labels(&out));
+}
+
+const CUMSUM: &str = include_str!("../../../../../examples/row_cumsum.cu");
+
+#[test]
+fn a_running_sum_read_mid_row_becomes_a_warp_scan() {
+    let out = cuda(CUMSUM, "row_cumsum", "cooperative_rows", json!({})).unwrap();
+    expect![[r#"
+        [
+            "warp per row (block 128)",
+        ]
+    "#]]
+    .assert_debug_eq(&labels(&out));
+    expect![[r#"
+        // A first draft of a row-wise prefix sum (`torch.cumsum(x, 1)`): each thread owns a
+        // row and carries a running total across it. One thread walks each row, and
+        // neighbouring threads read addresses a whole row apart.
+        // @bench rows = 8192, 37; cols = 2048, 300
+        // @bench x: in f32[rows, cols]; y: out f32[rows, cols]
+        // @bench grid = cdiv(rows, 4); block = 128
+        // @bench reference = torch: torch.cumsum(x, 1)
+        // @bench atol = 1e-3; rtol = 1e-3
+        extern "C" __global__ void row_cumsum(const float* x, float* y, int rows, int cols) {
+            int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+            int lane = threadIdx.x % 32;
+            if (row < rows) {
+                float running = 0.0f;
+                for (int c = lane; (c - lane) < cols; c += 32) {
+                    unsigned active = __ballot_sync(0xffffffff, c < cols);
+                    if (c < cols) {
+                        { // `running` over the warp: each lane's term after every lower lane's
+                            float running_add = x[row * cols + c];
+                            for (int offset_2 = 1; offset_2 < 32; offset_2 *= 2) {
+                                float up = __shfl_up_sync(active, running_add, offset_2);
+                                if (lane >= offset_2) running_add += up;
+                            }
+                            running += running_add;
+                        }
+                        y[row * cols + c] = running;
+                    }
+                    running = __shfl_sync(0xffffffff, running, 31 - __clz(active));
+                }
+            }
+        }"#]]
+    .assert_eq(&show(Lang::Cuda, CUMSUM, &out[0], "row_cumsum"));
 }

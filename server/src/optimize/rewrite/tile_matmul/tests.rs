@@ -200,37 +200,95 @@ fn what_tiles_cannot_serve_is_refused_with_the_reason() {
 fn a_float_multiply_add_within_a_loose_tolerance_also_gets_3xtf32_tensor_cores() {
     let loose = MATMUL.replace("rtol = 1e-3", "atol = 1e-3; rtol = 1e-3");
     let out = cuda(&loose, "matmul", "tile_matmul", json!({})).unwrap();
-    assert_eq!(out.len(), 9, "{:?}", labels(&out));
+    assert_eq!(out.len(), 10, "{:?}", labels(&out));
     expect![[r#"
         // @bench m = 1024, 67; n = 1024, 45; k = 1024, 33
         // @bench a: in f32[m, k]; b: in f32[k, n]; c: out f32[m, n]
         // @bench grid = (cdiv(n, 64), cdiv(m, 64)); block = (128, 1)
         // @bench flops = 2 * m * n * k
         // @bench atol = 1e-3; rtol = 1e-3
+        // @bench smem = 73728
         extern "C" __global__ void matmul(int m, int n, int k, const float* a, const float* b, float* c) {
-            // 3xTF32 on the tensor cores: each f32 operand split into a TF32 part and the TF32 rest
-            __shared__ float a_tile[64][32 + 4];
-            __shared__ float b_tile[32][64 + 8];
+            // 3xTF32 on the tensor cores: each f32 operand split into a TF32 part and the rest;
+            // tiles staged by cp.async, a fresh accumulator per k tile added in f32
+            extern __shared__ __align__(16) float4 mma_smem[];
+            float* a_tiles = reinterpret_cast<float*>(mma_smem);
+            float* b_tiles = a_tiles + 9216;
             const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
             const int group = lane / 4, tig = lane % 4;
             const int wm0 = (warp / 2) * 32, wn0 = (warp % 2) * 32;
             float d[2][4][4];
             #pragma unroll
             for (int tm = 0; tm < 2; ++tm)
+                #pragma unroll
                 for (int tn = 0; tn < 4; ++tn)
                     for (int h = 0; h < 4; ++h) d[tm][tn][h] = 0.0f;
-            for (int k0 = 0; k0 < k; k0 += 32) {
-                for (int e = threadIdx.x; e < 2048; e += 128) {
-                    int row = blockIdx.y * 64 + e / 32;
-                    int i = k0 + e % 32;
-                    a_tile[e / 32][e % 32] = (row < m && i < k) ? a[row * k + i] : 0.0f;
+            auto fill = [&](int slot, int k0) {
+                #pragma unroll
+                for (int e = threadIdx.x; e < 512; e += 128) {
+                    const int r = e / 8, q = e % 8 * 4;
+                    float* dst = a_tiles + slot * 2304 + r * 36 + q;
+                    bool full = true;
+                    const float* p = a;
+                    #pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        int row = blockIdx.y * 64 + r; int i = k0 + q + j;
+                        full = full && (row < m && i < k);
+                        if (j == 0) p = &(a[row * k + i]);
+                    }
+                    if (full && (reinterpret_cast<unsigned long long>(p) & 15) == 0) {
+                        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(p));
+                    } else {
+                        #pragma unroll
+                        for (int j = 0; j < 4; ++j) {
+                            int row = blockIdx.y * 64 + r; int i = k0 + q + j;
+                            const bool ok = row < m && i < k;
+                            asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"((unsigned)__cvta_generic_to_shared(dst + j)), "l"(ok ? &(a[row * k + i]) : a), "r"(ok ? 4 : 0));
+                        }
+                    }
                 }
-                for (int e = threadIdx.x; e < 2048; e += 128) {
-                    int col = blockIdx.x * 64 + e % 64;
-                    int i = k0 + e / 64;
-                    b_tile[e / 64][e % 64] = (col < n && i < k) ? b[i * n + col] : 0.0f;
+                #pragma unroll
+                for (int e = threadIdx.x; e < 512; e += 128) {
+                    const int r = e / 16, q = e % 16 * 4;
+                    float* dst = b_tiles + slot * 2304 + r * 72 + q;
+                    bool full = true;
+                    const float* p = b;
+                    #pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        int col = blockIdx.x * 64 + q + j; int i = k0 + r;
+                        full = full && (col < n && i < k);
+                        if (j == 0) p = &(b[i * n + col]);
+                    }
+                    if (full && (reinterpret_cast<unsigned long long>(p) & 15) == 0) {
+                        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(p));
+                    } else {
+                        #pragma unroll
+                        for (int j = 0; j < 4; ++j) {
+                            int col = blockIdx.x * 64 + q + j; int i = k0 + r;
+                            const bool ok = col < n && i < k;
+                            asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"((unsigned)__cvta_generic_to_shared(dst + j)), "l"(ok ? &(b[i * n + col]) : b), "r"(ok ? 4 : 0));
+                        }
+                    }
                 }
+            };
+            const int k_tiles = (int)((k + 31) / 32);
+            for (int kt = 0; kt < 3; ++kt) {
+                if (kt < k_tiles) fill(kt, kt * 32);
+                asm volatile("cp.async.commit_group;\n" ::);
+            }
+            for (int kt = 0; kt < k_tiles; ++kt) {
+                asm volatile("cp.async.wait_group 2;\n" ::);
                 __syncthreads();
+                if (kt + 3 < k_tiles) fill((kt + 3) % 4, (kt + 3) * 32);
+                asm volatile("cp.async.commit_group;\n" ::);
+                const float* a_cur = a_tiles + (kt % 4) * 2304;
+                const float* b_cur = b_tiles + (kt % 4) * 2304;
+                float t[2][4][4];
+                #pragma unroll
+                for (int tm = 0; tm < 2; ++tm)
+                    #pragma unroll
+                    for (int tn = 0; tn < 4; ++tn)
+                        for (int h = 0; h < 4; ++h) t[tm][tn][h] = 0.0f;
                 #pragma unroll
                 for (int ks = 0; ks < 32; ks += 8) {
                     unsigned a_hi[2][4], a_lo[2][4], b_hi[4][2], b_lo[4][2];
@@ -238,39 +296,40 @@ fn a_float_multiply_add_within_a_loose_tolerance_also_gets_3xtf32_tensor_cores()
                     for (int tm = 0; tm < 2; ++tm)
                         #pragma unroll
                         for (int h = 0; h < 4; ++h) {
-                            float v = a_tile[wm0 + tm * 16 + group + (h & 1) * 8][ks + tig + (h >> 1) * 4];
-                            asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(a_hi[tm][h]) : "f"(v));
-                            v -= __uint_as_float(a_hi[tm][h]);
-                            asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(a_lo[tm][h]) : "f"(v));
+                            const float v = a_cur[(wm0 + tm * 16 + group + (h & 1) * 8) * 36 + ks + tig + (h >> 1) * 4];
+                            a_hi[tm][h] = (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
+                            a_lo[tm][h] = __float_as_uint(v - __uint_as_float(a_hi[tm][h]));
                         }
                     #pragma unroll
                     for (int tn = 0; tn < 4; ++tn)
                         #pragma unroll
                         for (int h = 0; h < 2; ++h) {
-                            float v = b_tile[ks + tig + h * 4][wn0 + tn * 8 + group];
-                            asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(b_hi[tn][h]) : "f"(v));
-                            v -= __uint_as_float(b_hi[tn][h]);
-                            asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(b_lo[tn][h]) : "f"(v));
+                            const float v = b_cur[(ks + tig + h * 4) * 72 + wn0 + tn * 8 + group];
+                            b_hi[tn][h] = (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
+                            b_lo[tn][h] = __float_as_uint(v - __uint_as_float(b_hi[tn][h]));
                         }
                     #pragma unroll
                     for (int tm = 0; tm < 2; ++tm)
                         #pragma unroll
                         for (int tn = 0; tn < 4; ++tn) {
-                            float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                            asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-                                : "+f"(part[0]), "+f"(part[1]), "+f"(part[2]), "+f"(part[3])
+                            asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                                : "+f"(t[tm][tn][0]), "+f"(t[tm][tn][1]), "+f"(t[tm][tn][2]), "+f"(t[tm][tn][3])
                                 : "r"(a_lo[tm][0]), "r"(a_lo[tm][1]), "r"(a_lo[tm][2]), "r"(a_lo[tm][3]), "r"(b_hi[tn][0]), "r"(b_hi[tn][1]));
-                            asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-                                : "+f"(part[0]), "+f"(part[1]), "+f"(part[2]), "+f"(part[3])
+                            asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                                : "+f"(t[tm][tn][0]), "+f"(t[tm][tn][1]), "+f"(t[tm][tn][2]), "+f"(t[tm][tn][3])
                                 : "r"(a_hi[tm][0]), "r"(a_hi[tm][1]), "r"(a_hi[tm][2]), "r"(a_hi[tm][3]), "r"(b_lo[tn][0]), "r"(b_lo[tn][1]));
-                            asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-                                : "+f"(part[0]), "+f"(part[1]), "+f"(part[2]), "+f"(part[3])
+                            asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                                : "+f"(t[tm][tn][0]), "+f"(t[tm][tn][1]), "+f"(t[tm][tn][2]), "+f"(t[tm][tn][3])
                                 : "r"(a_hi[tm][0]), "r"(a_hi[tm][1]), "r"(a_hi[tm][2]), "r"(a_hi[tm][3]), "r"(b_hi[tn][0]), "r"(b_hi[tn][1]));
-                            for (int h = 0; h < 4; ++h) d[tm][tn][h] += part[h];
                         }
                 }
-                __syncthreads();
+                #pragma unroll
+                for (int tm = 0; tm < 2; ++tm)
+                    #pragma unroll
+                    for (int tn = 0; tn < 4; ++tn)
+                        for (int h = 0; h < 4; ++h) d[tm][tn][h] += t[tm][tn][h];
             }
+            asm volatile("cp.async.wait_group 0;\n" ::);
             #pragma unroll
             for (int tm = 0; tm < 2; ++tm)
                 #pragma unroll
@@ -288,19 +347,19 @@ fn a_float_multiply_add_within_a_loose_tolerance_also_gets_3xtf32_tensor_cores()
         }"#]].assert_eq(&one(
         &loose,
         "matmul",
-        json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": [64], "staged_blocks": []}),
+        json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": [[64, 64]], "staged_blocks": []}),
     ));
 }
 
 #[test]
 fn tensor_cores_only_for_a_float_multiply_add_within_the_tolerance() {
-    let tc = json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": [64, 128], "staged_blocks": []});
+    let tc = json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": [[64, 64], [128, 128]], "staged_blocks": []});
     // Another style: an early return, `size_t` indexing, a loop variable `p`.
     let out = cuda(FIXTURES, "matmul_loose", "tile_matmul", tc.clone()).unwrap();
     expect![[r#"
         [
-            "3xTF32 tensor cores (mma.sync), 64x64x32 tiles, 4 warps",
-            "3xTF32 tensor cores (mma.sync), 128x64x32 tiles, 8 warps",
+            "3xTF32 tensor cores (mma.sync, cp.async), 64x64x32 tiles, 4 stages, 4 warps",
+            "3xTF32 tensor cores (mma.sync, cp.async), 128x128x16 tiles, 4 stages, 4 warps",
         ]
     "#]]
     .assert_debug_eq(&labels(&out));
@@ -534,4 +593,73 @@ fn staged_tiles_of_doubles_take_a_shorter_k_step_and_keep_the_authors_loads() {
     .expect_err("16 rows a thread is refused");
     expect!["parameter `staged_blocks`: [16, 4]: each thread's rows and columns must be 1 to 8"]
         .assert_eq(&bad.to_string());
+}
+
+const TENSOR: &str = include_str!("../../../../../tests/fixtures/rewrites/tiles/tensor_matmuls.cu");
+
+#[test]
+fn tensor_core_tiles_keep_each_operands_contiguous_side_and_guard_unaligned_rows() {
+    let tc = json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "staged_blocks": [], "tensor_cores": [[64, 64]]});
+    // A column-major and B transposed: A's tile `[BK][BM + 8]`, B's `[BN][BK + 4]`, each
+    // filled along its contiguous side; the epilogue reads C as written.
+    let tn = one(TENSOR, "gemm_tn", tc.clone());
+    for want in [
+        "// @bench smem = 73728",
+        "float* dst = a_tiles + slot * 2304 + r * 72 + q;",
+        "const int y = blockIdx.y * 64 + q + j; int t = k0 + r;",
+        "float* dst = b_tiles + slot * 2304 + r * 36 + q;",
+        "const int x = blockIdx.x * 64 + r; int t = k0 + q + j;",
+        "const float v = a_cur[(ks + tig + (h >> 1) * 4) * 72 + wm0 + tm * 16 + group + (h & 1) * 8];",
+        "const float v = b_cur[(wn0 + tn * 8 + group) * 36 + ks + tig + h * 4];",
+        "c[y * n + x] = alpha * s + beta * c[y * n + x];",
+    ] {
+        assert!(tn.contains(want), "gemm_tn lacks `{want}`:\n{tn}");
+    }
+    // Leading dimensions from parameters: a row may start unaligned, so each chunk checks
+    // its first address before a 16-byte copy and falls back to four 4-byte ones; the
+    // author's `unsigned` indices are kept.
+    let ld = one(TENSOR, "gemm_ld", tc);
+    for want in [
+        "unsigned row = blockIdx.y * 64 + r; unsigned p = k0 + q + j;",
+        "if (j == 0) p_2 = &(a[row * lda + p]);",
+        "if (full && (reinterpret_cast<unsigned long long>(p_2) & 15) == 0) {",
+        "\"l\"(ok ? &(b[p * ldb + col]) : b), \"r\"(ok ? 4 : 0));",
+        "if (!(row >= m || col >= n)) {",
+    ] {
+        assert!(ld.contains(want), "gemm_ld lacks `{want}`:\n{ld}");
+    }
+}
+
+#[test]
+fn tensor_core_tiles_follow_the_block_shape_and_the_shared_memory_budget() {
+    use super::mma::MmaTiles;
+    let rows = (true, false); // A along k, B along the column
+    let t =
+        |bm, bn, st| MmaTiles::of(bm, bn, st, rows).map(|t| (t.bk, t.stages, t.smem_bytes(rows)));
+    // A warp's 64x64 share takes a k tile of 16; smaller ones 32; as many stages (2 to 4)
+    // as fit 96 KiB, unless asked.
+    assert_eq!(t(128, 128, 0), Ok((16, 4, 75776)));
+    assert_eq!(t(128, 64, 0), Ok((32, 3, 82944)));
+    assert_eq!(t(64, 64, 0), Ok((32, 4, 73728)));
+    assert_eq!(t(256, 128, 0), Ok((16, 3, 87552)));
+    assert_eq!(t(64, 64, 2), Ok((32, 2, 36864)));
+    assert!(t(48, 64, 0).unwrap_err().contains("multiple of 32"));
+    assert!(t(512, 64, 0).is_err());
+    // The stated layouts: k contiguous pads by 4 floats, the other side by 8.
+    let cols = (false, true);
+    assert_eq!(
+        MmaTiles::of(64, 64, 1, cols).map(|t| t.smem_bytes(cols)),
+        Ok(2 * 4 * 2 * 32 * 72)
+    );
+}
+
+#[test]
+fn tensor_cores_refuse_a_spec_that_sets_its_own_shared_memory() {
+    let tc = json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "staged_blocks": [], "tensor_cores": [[64, 64]]});
+    let own = TENSOR.replace(
+        "// @bench grid = (cdiv(n, 32), cdiv(m, 8)); block = (32, 8)",
+        "// @bench grid = (cdiv(n, 32), cdiv(m, 8)); block = (32, 8); smem = 0",
+    );
+    assert_ne!(own, TENSOR);
+    expect!["no usable candidate for `gemm_ld`: 3xTF32 tensor cores (mma.sync, cp.async), 64x64x32 tiles, 4 stages, 4 warps: the spec already sets `smem`"].assert_eq(&not_applicable(cuda(&own, "gemm_ld", "tile_matmul", tc)));
 }

@@ -1,0 +1,652 @@
+//! `split_loop`: a kernel where each thread owns one output and loops alone over a long
+//! range (a column sum, a column max, `A^T v`) becomes one where several threads share
+//! each output's loop: the block gains a y dimension, thread `threadIdx.y` takes every
+//! `blockDim.y`-th iteration, and the threads of one output combine their partial
+//! accumulators through shared memory. The lanes stay on the output index, so loads that
+//! were coalesced stay coalesced, while the grid holds `blockDim.y` times more threads:
+//! the cure for a launch that fills a fraction of one wave because each thread carries a
+//! long sequential loop.
+//!
+//! **Matches** the shape of [`super::cooperative_rows`] (one output index
+//! `I = blockIdx.x * M + threadIdx.x`, a bound check `if (I < B) { ... }` or
+//! `if (I >= B) return;`, loops whose variable indexes global memory, variables carried
+//! across iterations only as sums, products, maxima or minima), read by the same
+//! analysis. The decision comes from how the loop's accesses move
+//! ([`super::cooperative_rows::LoopAccess`]): every access must move one element with
+//! the output index or not at all (the threads as written read neighbouring elements),
+//! which is exactly where `cooperative_rows` (lanes sharing the loop) would read a stride
+//! apart.
+//!
+//! **Writes** code that works for any block shape: every thread runs the body (the
+//! barriers need the whole block), so the bound check becomes `live` and a thread past
+//! the bound computes on output 0 and writes nothing; each loop starts at
+//! `S + threadIdx.y * step` and steps `blockDim.y * step`; after a loop that carries
+//! values, each thread stores its partials in `__shared__` arrays of 1024, and every
+//! thread of the output combines them in order with the author's own update, so all of
+//! them hold the result; a loop that writes memory runs in live threads only; statements
+//! that write memory outside the loops run in `threadIdx.y == 0` of a live output. A sum
+//! or product that starts from a nonzero value restarts at 0 (1) in the other threads.
+//! Launch: block `(O, T / O)` for O in param `owners` (default 32, 16, 8) and T in
+//! `threads` (default 256, 512), the grid's `cdiv(n, M)` becoming `cdiv(n, O)`.
+//!
+//! **Clusters** (sm_90): a grid of `cdiv(n, 32)` blocks of 32 outputs (one 128-byte line
+//! of f32 per row) may still fill a fraction of the GPU, and narrower blocks waste half of
+//! each 64-byte DRAM burst. So for the 32-output shapes the loop is also split over a
+//! cluster of C blocks along y (param `clusters`, default 4 and 8;
+//! `__cluster_dims__(1, C, 1)`, grid `(cdiv(n, 32), C)`): each block combines its threads'
+//! partials as above, then every thread reads the C block partials from the cluster's
+//! shared memory (`mapa` + `ld.shared::cluster`, between two cluster barriers) and
+//! combines them in rank order. Carried values of other types than 4- and 8-byte ints and
+//! floats get no cluster candidate.
+//!
+//! **Refuses**, with the reason: another shape, or what `cooperative_rows`' analysis
+//! refuses (barriers, warp code, a running value read mid-loop, writes whose owner cannot
+//! be told, early exits from a loop); an access that moves by a stride with the output
+//! index (the threads' reads are apart already: `remap_lanes` or `cooperative_rows`); a
+//! loop carrying a value whose trip count differs between outputs (its bound reads a local
+//! or the output index) or that sits under a condition or another loop (the combine's
+//! barriers must be met by every thread); a bound check that is more than one comparison
+//! of the index.
+
+use std::collections::BTreeSet;
+
+use tree_sitter::Node;
+
+use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
+use super::cooperative_rows::{analyze, combine_plain, row_launch, RowPlan, Step};
+use super::edits::{Edit, Edits};
+use super::elementwise::{match_elementwise, Elementwise, Guard};
+use super::params::Params;
+use super::tree::{
+    code_names, first_line, fresh, kernel_function, line_indent, named_children, newline, reindent,
+    text, walk,
+};
+use super::RewriteContext;
+use crate::syntax::Lang;
+
+const ID: &str = "split_loop";
+const SHAPE: &str = "`int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { ... }` (or `if (i >= n) return;`) with a loop that carries a sum, product, max or min";
+
+pub fn split_loop(cx: &RewriteContext<'_>) -> R {
+    require_lang(cx, Lang::Cuda, ID)?;
+    let plan = current_plan(cx)?;
+    let p = Params(cx.params);
+    let owners = p.uints("owners", &[32, 16, 8], 1..=1024)?;
+    let threads = p.uints("threads", &[256, 512], 32..=1024)?;
+    let clusters = p.uints("clusters", &[4, 8], 2..=8)?;
+    let k = &cx.kernel.name;
+    let func = kernel_function(cx)
+        .ok_or_else(|| not_applicable(format!("`{k}`'s definition is not in the syntax tree")))?;
+    let shape = match_elementwise(cx.text, func).map_err(|why| {
+        not_applicable(format!(
+            "`{k}` does not give one output to each thread: {why}; {ID} needs {SHAPE}"
+        ))
+    })?;
+    let rows = analyze(cx, &plan, &shape).map_err(|why| {
+        not_applicable(format!(
+            "`{k}`'s loop cannot be split between threads: {why}"
+        ))
+    })?;
+    let why_not = |why: String| not_applicable(format!("`{k}`: {why}"));
+    owner_coalesced(&rows, &shape.index).map_err(why_not)?;
+    barriers_reached(cx, func, &shape, &rows).map_err(why_not)?;
+    let launch = row_launch(cx, &plan, ID)?;
+    let names = code_names(cx);
+    let body = emit(cx, &shape, &rows, 1, &mut names.clone()).map_err(why_not)?;
+    let mut drafts = Vec::new();
+    let mut dropped = Vec::new();
+    let var = rows.loops.first().map_or("the loop", |l| l.var.as_str());
+    for (o, ways, c) in shapes(&owners, &threads, &clusters) {
+        if c > 1 {
+            match cluster_draft(cx, func, &shape, &rows, &launch, (o, ways, c), &names) {
+                Ok(d) => drafts.push(d),
+                Err(e) => dropped.push(e),
+            }
+            continue;
+        }
+        let mut g = Edits::new();
+        for d in &launch.divs {
+            g.extend([Edit::replace(
+                d.range.clone(),
+                format!("cdiv({}, {o})", d.num),
+            )]);
+        }
+        let grid = match g.apply(&launch.component) {
+            Ok(grid) => grid,
+            Err(e) => {
+                dropped.push(format!("{o} outputs per block: {e}"));
+                continue;
+            }
+        };
+        let mut e = body.clone();
+        e.extend([
+            Edit::replace(launch.grid_range.clone(), grid),
+            Edit::replace(launch.block.range.clone(), format!("({o}, {ways})")),
+        ]);
+        let label =
+            format!("`{var}` loop split over {ways} threads per output, block ({o}, {ways})");
+        match e.apply(cx.text) {
+            Ok(text) => drafts.push(Draft { label, text }),
+            Err(err) => dropped.push(format!("{label}: {err}")),
+        }
+    }
+    finish(cx, drafts, dropped)
+}
+
+/// Launch shapes (outputs per block, threads per output, blocks per cluster) from the
+/// params: every thread count that holds at least two threads per output, one block
+/// each; then, for blocks whose outputs fill a 128-byte line of f32 (32 outputs), the
+/// same split over a cluster of blocks.
+fn shapes(owners: &[u64], threads: &[u64], clusters: &[u64]) -> Vec<(u64, u64, u64)> {
+    let mut out = Vec::new();
+    for &o in owners {
+        for &t in threads {
+            if t % o == 0 && t / o >= 2 && !out.contains(&(o, t / o, 1)) {
+                out.push((o, t / o, 1));
+            }
+        }
+    }
+    let singles: Vec<(u64, u64, u64)> = out.clone();
+    for &c in clusters {
+        for &(o, w, _) in singles.iter().filter(|s| s.0 == 32) {
+            out.push((o, w, c));
+        }
+    }
+    out
+}
+
+/// One candidate whose loop is also split over a cluster of `c` blocks along y (sm_90):
+/// each block combines its threads' partials as the one-block candidates do, then every
+/// thread reads the cluster's block partials from their shared memory (`mapa`,
+/// `ld.shared::cluster`) and combines them in rank order.
+fn cluster_draft(
+    cx: &RewriteContext<'_>,
+    func: Node<'_>,
+    shape: &Elementwise<'_>,
+    rows: &RowPlan<'_>,
+    launch: &super::cooperative_rows::RowLaunch,
+    (o, ways, c): (u64, u64, u64),
+    names: &BTreeSet<String>,
+) -> Result<Draft, String> {
+    let label = format!(
+        "`{}` loop split over {ways} threads per output in each of {c} blocks of a cluster, block ({o}, {ways})",
+        rows.loops.first().map_or("the", |l| l.var.as_str())
+    );
+    let fail = |e: String| format!("{label}: {e}");
+    let mut e = emit(cx, shape, rows, c, &mut names.clone()).map_err(fail)?;
+    let name = func
+        .child_by_field_name("declarator")
+        .ok_or_else(|| fail("the kernel has no declarator".into()))?;
+    e.extend([Edit::insert(
+        name.start_byte(),
+        format!("__cluster_dims__(1, {c}, 1) "),
+    )]);
+    let mut g = Edits::new();
+    for d in &launch.divs {
+        g.extend([Edit::replace(
+            d.range.clone(),
+            format!("cdiv({}, {o})", d.num),
+        )]);
+    }
+    let first = g
+        .apply(&launch.component)
+        .map_err(|e| fail(e.to_string()))?;
+    e.extend([
+        Edit::replace(launch.grid.range.clone(), format!("({first}, {c})")),
+        Edit::replace(launch.block.range.clone(), format!("({o}, {ways})")),
+    ]);
+    let text = e.apply(cx.text).map_err(|e| fail(e.to_string()))?;
+    Ok(Draft { label, text })
+}
+
+/// Every access of the loops moves one element with the output index or not at all, and
+/// one of them moves: neighbouring threads read neighbouring elements, so the lanes stay
+/// on the output and the loop is what gets shared.
+pub(super) fn owner_coalesced(rows: &RowPlan<'_>, index: &str) -> Result<(), String> {
+    if let Some(a) = rows
+        .loops
+        .iter()
+        .flat_map(|l| &l.accs)
+        .find(|a| a.prefix.is_some())
+    {
+        return Err(format!(
+            "the loop reads the running value of `{}` after each update (a prefix sum); threads that each hold part of it cannot give every iteration its value",
+            a.name
+        ));
+    }
+    let moves = rows.loops.iter().flat_map(|l| &l.moves);
+    if let Some(m) = moves.clone().find(|m| m.along_row == Step::Other) {
+        return Err(format!(
+            "`{}` does not move one element with `{index}`: neighbouring threads read apart, which sharing the loop would not fix (remap_lanes or cooperative_rows fit it)",
+            m.at
+        ));
+    }
+    if !moves.clone().any(|m| m.along_row == Step::One) {
+        return Err(format!(
+            "no access in the loops moves with `{index}`; nothing says the threads read neighbouring elements"
+        ));
+    }
+    Ok(())
+}
+
+/// The combine after a loop that carries values has barriers: every thread of the block
+/// must reach it the same number of times. So such a loop sits directly in the output's
+/// body (not under a condition or another loop), and its start and bound read only
+/// parameters, macros and literals (the same trip count for every output).
+fn barriers_reached(
+    cx: &RewriteContext<'_>,
+    func: Node<'_>,
+    shape: &Elementwise<'_>,
+    rows: &RowPlan<'_>,
+) -> Result<(), String> {
+    let src = cx.text;
+    let locals = declared_names(src, func);
+    for l in rows.loops.iter().filter(|l| !l.accs.is_empty()) {
+        let header = first_line(text(src, l.node));
+        let top = shape.body.iter().any(|b| b.id() == l.node.id());
+        if !top {
+            return Err(format!(
+                "the loop `{header}` sits under a condition or another loop; the threads of a block would not all meet the barrier after it"
+            ));
+        }
+        let mut bounds = vec![l.init];
+        bounds.extend(l.node.child_by_field_name("condition"));
+        for b in bounds {
+            let mut bad = None;
+            walk(b, &mut |n| {
+                let t = text(src, n);
+                if n.kind() == "identifier" && t != l.var && locals.contains(t) {
+                    bad = Some(t.to_string());
+                }
+                bad.is_none()
+            });
+            if let Some(name) = bad {
+                return Err(format!(
+                    "the loop `{header}` reads `{name}` in its start or bound, so its trip count may differ between outputs; the threads of a block would not all meet the barrier after it"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every name declared inside `func` (its locals).
+fn declared_names(src: &str, func: Node<'_>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let Some(body) = func.child_by_field_name("body") else {
+        return out;
+    };
+    walk(body, &mut |n| {
+        if matches!(n.kind(), "declaration" | "for_statement") {
+            let decl = if n.kind() == "for_statement" {
+                n.child_by_field_name("initializer")
+            } else {
+                Some(n)
+            };
+            if let Some(d) = decl.filter(|d| d.kind() == "declaration") {
+                let mut c = d.walk();
+                for mut x in d.children_by_field_name("declarator", &mut c) {
+                    while let Some(inner) = x.child_by_field_name("declarator") {
+                        x = inner;
+                    }
+                    out.insert(text(src, x).to_string());
+                }
+            }
+        }
+        true
+    });
+    out
+}
+
+/// The kernel body's edits: `live`, the index clamped, the bound check gone, the loops
+/// shared along y, the combines, and the writes given to one thread.
+fn emit(
+    cx: &RewriteContext<'_>,
+    shape: &Elementwise<'_>,
+    rows: &RowPlan<'_>,
+    cluster: u64,
+    names: &mut BTreeSet<String>,
+) -> Result<Edits, String> {
+    let src = cx.text;
+    let nl = newline(src);
+    let mut e = Edits::new();
+    let live = fresh("live", names);
+    let lead = fresh("lead", names);
+    let ind = line_indent(src, shape.decl.start_byte()).to_string();
+    // The thread's part of each loop: along y in its block, and its block's in the cluster.
+    let (part, parts, first) = if cluster > 1 {
+        (
+            "(blockIdx.y * blockDim.y + threadIdx.y)",
+            "(gridDim.y * blockDim.y)",
+            "threadIdx.y == 0 && blockIdx.y == 0",
+        )
+    } else {
+        ("threadIdx.y", "blockDim.y", "threadIdx.y == 0")
+    };
+    let value = index_value(shape)?;
+    let v = own_index(src, shape, value);
+    let cond = live_condition(src, shape, &v)?;
+    e.extend([
+        Edit::insert(
+            shape.decl.start_byte(),
+            format!(
+                "// threads past the bound compute on output 0 and write nothing: every thread meets the barriers{nl}{ind}const bool {live} = {cond};{nl}{ind}"
+            ),
+        ),
+        Edit::replace(value.byte_range(), format!("{live} ? ({v}) : 0")),
+        Edit::insert(
+            shape.decl.end_byte(),
+            format!("{nl}{ind}const bool {lead} = {live} && {first};"),
+        ),
+    ]);
+    e.extend(drop_guard(src, shape));
+    for l in &rows.loops {
+        let init = text(src, l.init).trim();
+        let lane = match l.step {
+            1 => part.to_string(),
+            s => format!("{s} * {part}"),
+        };
+        let stride = match l.step {
+            1 => parts.to_string(),
+            s => format!("{s} * {parts}"),
+        };
+        let start = if init == "0" {
+            lane
+        } else {
+            format!("{init} + {lane}")
+        };
+        e.extend([
+            Edit::replace(l.init.byte_range(), start),
+            Edit::replace(l.update.byte_range(), format!("{} += {stride}", l.var)),
+        ]);
+        let lind = line_indent(src, l.start).to_string();
+        let mut before = String::new();
+        for acc in l.accs.iter().filter(|a| a.reset) {
+            let id = acc
+                .family
+                .reset()
+                .expect("reset only for families with one");
+            before.push_str(&format!("if (!({first})) {} = {id};{nl}{lind}", acc.name));
+        }
+        let writes = l.moves.iter().any(|m| m.write);
+        if writes && l.start == l.node.start_byte() {
+            before.push_str(&format!("if ({live}) "));
+        } else if writes {
+            e.extend([Edit::insert(l.node.start_byte(), format!("if ({live}) "))]);
+        }
+        if !before.is_empty() {
+            e.extend([Edit::insert(l.start, before)]);
+        }
+        if !l.accs.is_empty() {
+            let (mut code, parts) = combine_block(l, &lind, &shape.unit, nl, names)?;
+            if cluster > 1 {
+                let inner = format!("{lind}{}", shape.unit);
+                code.push_str(&combine_cluster(
+                    l,
+                    &parts,
+                    cluster,
+                    &inner,
+                    &shape.unit,
+                    nl,
+                    names,
+                )?);
+            }
+            code.push_str(&format!("{nl}{lind}}}"));
+            e.extend([Edit::insert(l.node.end_byte(), code)]);
+        }
+    }
+    for s in &rows.lane0 {
+        e.extend([lead_only(src, *s, &lead, &shape.unit, nl)]);
+    }
+    Ok(e)
+}
+
+fn index_value<'t>(shape: &Elementwise<'t>) -> Result<Node<'t>, String> {
+    let mut c = shape.decl.walk();
+    let d = shape
+        .decl
+        .children_by_field_name("declarator", &mut c)
+        .next()
+        .ok_or("the output index has no declarator")?;
+    d.child_by_field_name("value")
+        .ok_or_else(|| "the output index has no value".to_string())
+}
+
+/// The index's value for a block of any width: the author's, when it counts blocks of
+/// `blockDim.x` (directly or through an alias), else `blockIdx.x * blockDim.x + threadIdx.x`.
+fn own_index(src: &str, shape: &Elementwise<'_>, value: Node<'_>) -> String {
+    let v = text(src, value);
+    let mut reads_dim = false;
+    walk(value, &mut |n| {
+        let t = text(src, n);
+        if t == "blockDim.x"
+            || (n.kind() == "identifier"
+                && shape
+                    .thread_aliases
+                    .get(t)
+                    .is_some_and(|f| f == "blockDim.x"))
+        {
+            reads_dim = true;
+        }
+        !reads_dim
+    });
+    if reads_dim {
+        v.to_string()
+    } else {
+        "blockIdx.x * blockDim.x + threadIdx.x".to_string()
+    }
+}
+
+/// The bound check as a condition that holds for live threads, with the index replaced
+/// by its value (`(int)(V) < n`); one comparison of the index only.
+fn live_condition(src: &str, shape: &Elementwise<'_>, v: &str) -> Result<String, String> {
+    let cond = shape
+        .guard
+        .child_by_field_name("condition")
+        .and_then(|c| named_children(c).into_iter().last())
+        .ok_or("the bound check has no condition")?;
+    let comparison = cond.kind() == "binary_expression"
+        && cond
+            .child_by_field_name("operator")
+            .is_some_and(|o| matches!(text(src, o), "<" | "<=" | ">" | ">="));
+    if !comparison {
+        return Err(format!(
+            "the bound check `{}` is more than one comparison of `{}`",
+            text(src, cond),
+            shape.index
+        ));
+    }
+    let mut spots = Vec::new();
+    walk(cond, &mut |n| {
+        if n.kind() == "identifier" && text(src, n) == shape.index {
+            spots.push(n.byte_range());
+        }
+        true
+    });
+    let base = cond.start_byte();
+    let mut out = text(src, cond).to_string();
+    for r in spots.into_iter().rev() {
+        out.replace_range(
+            r.start - base..r.end - base,
+            &format!("(({})({v}))", shape.index_ty),
+        );
+    }
+    Ok(match shape.form {
+        Guard::Block => out,
+        Guard::EarlyReturn => format!("!({out})"),
+    })
+}
+
+/// Removes the bound check: the `if (...)` head of a guarding block (its body stays, a
+/// plain block), or the whole `if (...) return;` line.
+fn drop_guard(src: &str, shape: &Elementwise<'_>) -> Vec<Edit> {
+    let g = shape.guard;
+    match shape.form {
+        Guard::Block => match g.child_by_field_name("consequence") {
+            Some(body) => vec![Edit::replace(g.start_byte()..body.start_byte(), "")],
+            None => Vec::new(),
+        },
+        Guard::EarlyReturn => {
+            let start = src[..g.start_byte()]
+                .rfind('\n')
+                .map_or(g.start_byte(), |p| p + 1);
+            let end = match src[g.end_byte()..].find('\n') {
+                Some(p) if src[g.end_byte()..g.end_byte() + p].trim().is_empty() => {
+                    g.end_byte() + p + 1
+                }
+                _ => g.end_byte(),
+            };
+            vec![Edit::replace(start..end, "")]
+        }
+    }
+}
+
+/// After a loop that carries values: every thread stores its partials, and every thread
+/// of the same output combines them in the same order, so all hold the result. The
+/// block is left open (the caller closes it), with the partial arrays' names.
+fn combine_block(
+    l: &super::cooperative_rows::ColumnLoop<'_>,
+    ind: &str,
+    unit: &str,
+    nl: &str,
+    names: &mut BTreeSet<String>,
+) -> Result<(String, Vec<String>), String> {
+    let i1 = format!("{ind}{unit}");
+    let w = fresh("w", names);
+    let mut code = format!(
+        "{nl}{ind}{{ // the partials of the threads that share an output, combined by each of them"
+    );
+    let mut parts = Vec::new();
+    for acc in &l.accs {
+        let ty = acc.ty.clone().ok_or_else(|| {
+            format!(
+                "the type of `{}` is not declared in the output's body",
+                acc.name
+            )
+        })?;
+        let part = fresh(&format!("{}_part", acc.name), names);
+        code.push_str(&format!("{nl}{i1}__shared__ {ty} {part}[1024];"));
+        parts.push((acc, part));
+    }
+    for (acc, part) in &parts {
+        code.push_str(&format!(
+            "{nl}{i1}{part}[threadIdx.y * blockDim.x + threadIdx.x] = {};",
+            acc.name
+        ));
+    }
+    code.push_str(&format!("{nl}{i1}__syncthreads();"));
+    for (acc, part) in &parts {
+        code.push_str(&format!("{nl}{i1}{} = {part}[threadIdx.x];", acc.name));
+    }
+    let inner: Vec<String> = parts
+        .iter()
+        .map(|(acc, part)| combine_plain(acc, &format!("{part}[{w} * blockDim.x + threadIdx.x]")))
+        .collect();
+    code.push_str(&format!(
+        "{nl}{i1}for (unsigned {w} = 1; {w} < blockDim.y; ++{w}) {{"
+    ));
+    for c in &inner {
+        code.push_str(&format!("{nl}{i1}{unit}{c}"));
+    }
+    code.push_str(&format!("{nl}{i1}}}{nl}{i1}__syncthreads();"));
+    Ok((code, parts.into_iter().map(|(_, p)| p).collect()))
+}
+
+/// After the block's combine, inside its block: the block's partials (one per output,
+/// kept by its `threadIdx.y == 0` threads) are read by every thread of the cluster, from
+/// each block's shared memory in rank order, between two cluster barriers.
+#[allow(clippy::too_many_arguments)]
+fn combine_cluster(
+    l: &super::cooperative_rows::ColumnLoop<'_>,
+    parts: &[String],
+    cluster: u64,
+    ind: &str,
+    unit: &str,
+    nl: &str,
+    names: &mut BTreeSet<String>,
+) -> Result<String, String> {
+    const BARRIER: &str = "asm volatile(\"barrier.cluster.arrive.release.aligned;\\n\\tbarrier.cluster.wait.acquire.aligned;\" ::: \"memory\");";
+    let i1 = ind.to_string();
+    let i2 = format!("{i1}{unit}");
+    let rank = fresh("rank", names);
+    let mut code = format!(
+        "{nl}{i1}// the blocks of the cluster share their partials through distributed shared memory"
+    );
+    let mut reads = Vec::new();
+    for (acc, part) in l.accs.iter().zip(parts) {
+        let ty = acc.ty.as_deref().unwrap_or("");
+        let (ptx, reg) = ptx_type(ty).ok_or_else(|| {
+            format!(
+                "`{}` is a `{ty}`, which the cluster's shared-memory reads do not cover",
+                acc.name
+            )
+        })?;
+        let at = fresh(&format!("{}_at", acc.name), names);
+        let remote = fresh(&format!("{}_remote", acc.name), names);
+        let other = fresh(&format!("{}_other", acc.name), names);
+        code.push_str(&format!(
+            "{nl}{i1}if (threadIdx.y == 0) {part}[threadIdx.x] = {};",
+            acc.name
+        ));
+        reads.push((acc, part, at, remote, other, ptx, reg, ty.to_string()));
+    }
+    code.push_str(&format!("{nl}{i1}{BARRIER}"));
+    for (acc, part, at, remote, other, ptx, reg, ty) in &reads {
+        code.push_str(&format!(
+            "{nl}{i1}const unsigned {at} = (unsigned)__cvta_generic_to_shared(&{part}[threadIdx.x]);"
+        ));
+        code.push_str(&format!(
+            "{nl}{i1}for (unsigned {rank} = 0; {rank} < {cluster}; ++{rank}) {{{nl}{i2}{ty} {other};{nl}{i2}unsigned {remote};"
+        ));
+        code.push_str(&format!(
+            "{nl}{i2}asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"({remote}) : \"r\"({at}), \"r\"({rank}));"
+        ));
+        code.push_str(&format!(
+            "{nl}{i2}asm volatile(\"ld.shared::cluster.{ptx} %0, [%1];\" : \"={reg}\"({other}) : \"r\"({remote}) : \"memory\");"
+        ));
+        code.push_str(&format!(
+            "{nl}{i2}if ({rank} == 0) {} = {other};{nl}{i2}else {}",
+            acc.name,
+            combine_plain(acc, other)
+        ));
+        code.push_str(&format!("{nl}{i1}}}"));
+    }
+    code.push_str(&format!("{nl}{i1}{BARRIER}"));
+    Ok(code)
+}
+
+/// The PTX type and asm constraint of a shared-memory read of a C type, for the types a
+/// carried value has in practice.
+fn ptx_type(ty: &str) -> Option<(&'static str, &'static str)> {
+    let t: Vec<&str> = ty.split_whitespace().filter(|w| *w != "const").collect();
+    Some(match t.join(" ").as_str() {
+        "float" => ("f32", "f"),
+        "double" => ("f64", "d"),
+        "int" | "unsigned" | "unsigned int" | "int32_t" | "uint32_t" => ("b32", "r"),
+        "long long" | "unsigned long long" | "int64_t" | "uint64_t" | "size_t" | "long" => {
+            ("b64", "l")
+        }
+        _ => return None,
+    })
+}
+
+/// A statement that writes memory outside the loops, run by one thread of a live output.
+fn lead_only(src: &str, s: Node<'_>, lead: &str, unit: &str, nl: &str) -> Edit {
+    let t = text(src, s);
+    let under_if = s.parent().is_some_and(|p| p.kind() == "if_statement");
+    if !t.contains('\n') && !under_if {
+        Edit::insert(s.start_byte(), format!("if ({lead}) "))
+    } else if !t.contains('\n') {
+        Edit::replace(s.byte_range(), format!("{{ if ({lead}) {t} }}"))
+    } else {
+        let ind = line_indent(src, s.start_byte());
+        let body = reindent(t, ind, &format!("{ind}{unit}"));
+        Edit::replace(
+            s.byte_range(),
+            format!("if ({lead}) {{{nl}{ind}{unit}{body}{nl}{ind}}}"),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

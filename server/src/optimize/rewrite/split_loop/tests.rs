@@ -1,0 +1,323 @@
+use expect_test::expect;
+use serde_json::json;
+
+use super::super::check::testing::{cuda, labels, not_applicable, show};
+use crate::syntax::Lang;
+
+const COL_SUM: &str = include_str!("../../../../../examples/col_sum.cu");
+
+#[test]
+fn a_column_sum_is_split_along_y_and_combined_in_shared_memory() {
+    let out = cuda(COL_SUM, "col_sum", "split_loop", json!({})).unwrap();
+    expect![[r#"
+        [
+            "`r` loop split over 8 threads per output, block (32, 8)",
+            "`r` loop split over 16 threads per output, block (32, 16)",
+            "`r` loop split over 16 threads per output, block (16, 16)",
+            "`r` loop split over 32 threads per output, block (16, 32)",
+            "`r` loop split over 32 threads per output, block (8, 32)",
+            "`r` loop split over 64 threads per output, block (8, 64)",
+            "`r` loop split over 8 threads per output in each of 4 blocks of a cluster, block (32, 8)",
+            "`r` loop split over 16 threads per output in each of 4 blocks of a cluster, block (32, 16)",
+            "`r` loop split over 8 threads per output in each of 8 blocks of a cluster, block (32, 8)",
+            "`r` loop split over 16 threads per output in each of 8 blocks of a cluster, block (32, 16)",
+        ]
+    "#]]
+    .assert_debug_eq(&labels(&out));
+    expect![[r#"
+        // A first draft of a column sum (`x.sum(0)`): each thread owns one column and walks
+        // down the rows. The loads are coalesced, but with a few thousand columns the grid is a
+        // handful of blocks: most of the GPU sits idle while each thread loops over every row.
+        // @bench rows = 16384, 1001; cols = 2048, 77
+        // @bench x: in f32[rows, cols]; out: out f32[cols]
+        // @bench grid = cdiv(cols, 32); block = (32, 8)
+        // @bench reference = torch: x.sum(0)
+        // @bench atol = 1e-3; rtol = 1e-4
+        __global__ void col_sum(const float* __restrict__ x, float* __restrict__ out, int rows, int cols) {
+            // threads past the bound compute on output 0 and write nothing: every thread meets the barriers
+            const bool live = ((int)(blockIdx.x * blockDim.x + threadIdx.x)) < cols;
+            int col = live ? (blockIdx.x * blockDim.x + threadIdx.x) : 0;
+            const bool lead = live && threadIdx.y == 0;
+            {
+                float acc = 0.0f;
+                for (int r = threadIdx.y; r < rows; r += blockDim.y) {
+                    acc += x[(size_t)r * cols + col];
+                }
+                { // the partials of the threads that share an output, combined by each of them
+                    __shared__ float acc_part[1024];
+                    acc_part[threadIdx.y * blockDim.x + threadIdx.x] = acc;
+                    __syncthreads();
+                    acc = acc_part[threadIdx.x];
+                    for (unsigned w = 1; w < blockDim.y; ++w) {
+                        acc += acc_part[w * blockDim.x + threadIdx.x];
+                    }
+                    __syncthreads();
+                }
+                if (lead) out[col] = acc;
+            }
+        }"#]].assert_eq(&show(Lang::Cuda, COL_SUM, &out[0], "col_sum"));
+}
+
+const MATVEC_T: &str = include_str!("../../../../../examples/matvec_t.cu");
+const COL_MAX: &str = include_str!("../../../../../examples/col_max.cu");
+
+#[test]
+fn an_early_return_a_while_loop_and_a_pointer_alias_split_alike() {
+    let out = cuda(
+        MATVEC_T,
+        "matvec_t",
+        "split_loop",
+        json!({"owners": [32], "threads": [256]}),
+    )
+    .unwrap();
+    expect![[r#"
+        // A first draft of a transposed matrix-vector product, y = A^T v (the backward of a
+        // linear layer's input): one thread per output, an early return, a `while` loop down the
+        // column with a pointer that steps one row at a time, and a scale applied at the end.
+        // @bench m = 8192, 333; n = 4096, 65
+        // @bench a: in f32[m, n]; v: in f32[m]; y: out f32[n]
+        // @bench alpha = 0.5
+        // @bench grid = cdiv(n, 32); block = (32, 8)
+        // @bench reference = torch: alpha * (a.t() @ v)
+        // @bench atol = 1e-3; rtol = 1e-3
+        extern "C" __global__ void matvec_t(int m, int n, float alpha, const float* a, const float* v,
+                                            float* y) {
+            // threads past the bound compute on output 0 and write nothing: every thread meets the barriers
+            const bool live = !(((int)(threadIdx.x + blockDim.x * blockIdx.x)) >= n);
+            const int j = live ? (threadIdx.x + blockDim.x * blockIdx.x) : 0;
+            const bool lead = live && threadIdx.y == 0;
+            const float* p = a + j;
+            float s = 0.f;
+            int i = threadIdx.y;
+            while (i < m) {
+                s += p[(long long)i * n] * v[i];
+                i += blockDim.y;
+            }
+            { // the partials of the threads that share an output, combined by each of them
+                __shared__ float s_part[1024];
+                s_part[threadIdx.y * blockDim.x + threadIdx.x] = s;
+                __syncthreads();
+                s = s_part[threadIdx.x];
+                for (unsigned w = 1; w < blockDim.y; ++w) {
+                    s += s_part[w * blockDim.x + threadIdx.x];
+                }
+                __syncthreads();
+            }
+            if (lead) y[j] = alpha * s;
+        }"#]].assert_eq(&show(Lang::Cuda, MATVEC_T, &out[0], "matvec_t"));
+}
+
+#[test]
+fn a_max_kept_with_an_if_is_combined_with_the_authors_update() {
+    let out = cuda(
+        COL_MAX,
+        "col_max",
+        "split_loop",
+        json!({"owners": [16], "threads": [256]}),
+    )
+    .unwrap();
+    expect![[r#"
+        // @bench batch = 8192, 513; feat = 4096, 100
+        // @bench x: in f32[batch, feat] ~ normal(0, 1); out: out f32[feat]
+        // @bench grid = cdiv(feat, 16); block = (16, 16)
+        // @bench reference = torch: x.amax(0)
+        __global__ void col_max(const float* x, float* out, int batch, int feat) {
+            // threads past the bound compute on output 0 and write nothing: every thread meets the barriers
+            const bool live = !(((unsigned)(blockIdx.x * blockDim.x + threadIdx.x)) >= feat);
+            unsigned f = live ? (blockIdx.x * blockDim.x + threadIdx.x) : 0;
+            const bool lead = live && threadIdx.y == 0;
+            float best = NEG_INF;
+            for (int b = threadIdx.y; b < batch; b += blockDim.y) {
+                float v = x[b * feat + f];
+                if (v > best) best = v;
+            }
+            { // the partials of the threads that share an output, combined by each of them
+                __shared__ float best_part[1024];
+                best_part[threadIdx.y * blockDim.x + threadIdx.x] = best;
+                __syncthreads();
+                best = best_part[threadIdx.x];
+                for (unsigned w = 1; w < blockDim.y; ++w) {
+                    if (best_part[w * blockDim.x + threadIdx.x] > best) best = best_part[w * blockDim.x + threadIdx.x];
+                }
+                __syncthreads();
+            }
+            if (lead) out[f] = best;
+        }"#]].assert_eq(&show(Lang::Cuda, COL_MAX, &out[0], "col_max"));
+}
+
+const COLUMNS: &str = include_str!("../../../../../tests/fixtures/rewrites/split/columns.cu");
+
+#[test]
+fn every_carried_loop_gets_its_combine_and_writes_go_to_one_thread() {
+    let out = cuda(
+        COLUMNS,
+        "col_normalize",
+        "split_loop",
+        json!({"owners": [32], "threads": [256]}),
+    )
+    .unwrap();
+    expect![[r#"
+        // A column mean and variance in two loops, then every element of the column normalized:
+        // two carried sums, a loop that writes its own column, and a per-column write.
+        // @bench rows = 4096, 37; cols = 1024, 45
+        // @bench x: in f32[rows, cols]; y: out f32[rows, cols]; stats: out f32[cols, 2]
+        // @bench grid = cdiv(cols, 32); block = (32, 8)
+        // @bench atol = 1e-4; rtol = 1e-3
+        extern "C" __global__ void col_normalize(const float* x, float* y, float* stats, int rows, int cols) {
+            // threads past the bound compute on output 0 and write nothing: every thread meets the barriers
+            const bool live = ((int)(blockIdx.x * blockDim.x + threadIdx.x)) < cols;
+            int c = live ? (blockIdx.x * blockDim.x + threadIdx.x) : 0;
+            const bool lead = live && threadIdx.y == 0;
+            {
+                float mean = 0.0f;
+                for (int r = threadIdx.y; r < rows; r += blockDim.y) mean += x[r * cols + c];
+                { // the partials of the threads that share an output, combined by each of them
+                    __shared__ float mean_part[1024];
+                    mean_part[threadIdx.y * blockDim.x + threadIdx.x] = mean;
+                    __syncthreads();
+                    mean = mean_part[threadIdx.x];
+                    for (unsigned w = 1; w < blockDim.y; ++w) {
+                        mean += mean_part[w * blockDim.x + threadIdx.x];
+                    }
+                    __syncthreads();
+                }
+                mean /= rows;
+                float var = 0.0f;
+                for (int r = threadIdx.y; r < rows; r += blockDim.y) {
+                    float d = x[r * cols + c] - mean;
+                    var += d * d;
+                }
+                { // the partials of the threads that share an output, combined by each of them
+                    __shared__ float var_part[1024];
+                    var_part[threadIdx.y * blockDim.x + threadIdx.x] = var;
+                    __syncthreads();
+                    var = var_part[threadIdx.x];
+                    for (unsigned w_2 = 1; w_2 < blockDim.y; ++w_2) {
+                        var += var_part[w_2 * blockDim.x + threadIdx.x];
+                    }
+                    __syncthreads();
+                }
+                float inv = rsqrtf(var / rows + 1e-5f);
+                if (live) for (int r = threadIdx.y; r < rows; r += blockDim.y) y[r * cols + c] = (x[r * cols + c] - mean) * inv;
+                if (lead) stats[2 * c] = mean;
+                if (lead) stats[2 * c + 1] = inv;
+            }
+        }"#]].assert_eq(&show(Lang::Cuda, COLUMNS, &out[0], "col_normalize"));
+}
+
+#[test]
+fn a_nonzero_start_an_aliased_index_and_a_step_of_two() {
+    let out = cuda(
+        COLUMNS,
+        "even_sum",
+        "split_loop",
+        json!({"owners": [32], "threads": [256]}),
+    )
+    .unwrap();
+    expect![[r#"
+        // Doubles, a sum that starts from a bias (the other threads restart at zero), an index
+        // built from aliases of the thread and block, and a loop that steps by two.
+        // @bench pairs = 2048, 9; n = 512, 33
+        // @bench x: in f64[pairs, 2, n]; bias: in f64[n]; out: out f64[n]
+        // @bench grid = cdiv(n, 32); block = (32, 8)
+        extern "C" __global__ void even_sum(const double* __restrict__ x, const double* __restrict__ bias,
+                                            double* __restrict__ out, int pairs, int n) {
+            const int t = threadIdx.x;
+            const int b = blockIdx.x;
+            // threads past the bound compute on output 0 and write nothing: every thread meets the barriers
+            const bool live = !(((int)(b * blockDim.x + t)) >= n);
+            int j = live ? (b * blockDim.x + t) : 0;
+            const bool lead = live && threadIdx.y == 0;
+            double s = bias[j];
+            if (!(threadIdx.y == 0)) s = 0;
+            for (int k = 2 * threadIdx.y; k < 2 * pairs; k += 2 * blockDim.y) s += x[(size_t)k * n + j];
+            { // the partials of the threads that share an output, combined by each of them
+                __shared__ double s_part[1024];
+                s_part[threadIdx.y * blockDim.x + threadIdx.x] = s;
+                __syncthreads();
+                s = s_part[threadIdx.x];
+                for (unsigned w = 1; w < blockDim.y; ++w) {
+                    s += s_part[w * blockDim.x + threadIdx.x];
+                }
+                __syncthreads();
+            }
+            if (lead) out[j] = s;
+        }"#]].assert_eq(&show(Lang::Cuda, COLUMNS, &out[0], "even_sum"));
+}
+
+#[test]
+fn what_split_loop_cannot_share_is_refused_with_the_reason() {
+    let why = |k: &str| not_applicable(cuda(COLUMNS, k, "split_loop", json!({})));
+    expect!["`row_sum`: `x[r * cols + c]` does not move one element with `r`: neighbouring threads read apart, which sharing the loop would not fix (remap_lanes or cooperative_rows fit it)"].assert_eq(&why("row_sum"));
+    expect!["`ragged_sum`: the loop `for (int k = start[c]; k < end; k++) s += vals[k * cols + c];` reads `c` in its start or bound, so its trip count may differ between outputs; the threads of a block would not all meet the barrier after it"].assert_eq(&why("ragged_sum"));
+    expect!["`col_cumsum`: the loop reads the running value of `run` after each update (a prefix sum); threads that each hold part of it cannot give every iteration its value"].assert_eq(&why("col_cumsum"));
+    expect!["`maybe_sum`: the loop `for (int r = 0; r < rows; r++) s += x[r * cols + c];` sits under a condition or another loop; the threads of a block would not all meet the barrier after it"].assert_eq(&why("maybe_sum"));
+}
+
+#[test]
+fn cooperative_rows_leaves_coalesced_column_loops_to_split_loop() {
+    let why = not_applicable(cuda(COL_SUM, "col_sum", "cooperative_rows", json!({})));
+    expect!["`col_sum`'s neighbouring threads already read neighbouring elements (`x[(size_t)r * cols + col]` moves one element with `col`), and nothing in that loop is contiguous along its variable: lanes sharing the loop would read a stride apart (split_loop splits such a loop across threads instead)"].assert_eq(&why);
+}
+
+#[test]
+fn the_split_also_spans_a_cluster_of_blocks_that_read_each_others_partials() {
+    let out = cuda(
+        COL_SUM,
+        "col_sum",
+        "split_loop",
+        json!({"owners": [32], "threads": [256], "clusters": [4]}),
+    )
+    .unwrap();
+    expect![[r#"
+        [
+            "`r` loop split over 8 threads per output, block (32, 8)",
+            "`r` loop split over 8 threads per output in each of 4 blocks of a cluster, block (32, 8)",
+        ]
+    "#]].assert_debug_eq(&labels(&out));
+    expect![[r#"
+        // A first draft of a column sum (`x.sum(0)`): each thread owns one column and walks
+        // down the rows. The loads are coalesced, but with a few thousand columns the grid is a
+        // handful of blocks: most of the GPU sits idle while each thread loops over every row.
+        // @bench rows = 16384, 1001; cols = 2048, 77
+        // @bench x: in f32[rows, cols]; out: out f32[cols]
+        // @bench grid = (cdiv(cols, 32), 4); block = (32, 8)
+        // @bench reference = torch: x.sum(0)
+        // @bench atol = 1e-3; rtol = 1e-4
+        __global__ void __cluster_dims__(1, 4, 1) col_sum(const float* __restrict__ x, float* __restrict__ out, int rows, int cols) {
+            // threads past the bound compute on output 0 and write nothing: every thread meets the barriers
+            const bool live = ((int)(blockIdx.x * blockDim.x + threadIdx.x)) < cols;
+            int col = live ? (blockIdx.x * blockDim.x + threadIdx.x) : 0;
+            const bool lead = live && threadIdx.y == 0 && blockIdx.y == 0;
+            {
+                float acc = 0.0f;
+                for (int r = (blockIdx.y * blockDim.y + threadIdx.y); r < rows; r += (gridDim.y * blockDim.y)) {
+                    acc += x[(size_t)r * cols + col];
+                }
+                { // the partials of the threads that share an output, combined by each of them
+                    __shared__ float acc_part[1024];
+                    acc_part[threadIdx.y * blockDim.x + threadIdx.x] = acc;
+                    __syncthreads();
+                    acc = acc_part[threadIdx.x];
+                    for (unsigned w = 1; w < blockDim.y; ++w) {
+                        acc += acc_part[w * blockDim.x + threadIdx.x];
+                    }
+                    __syncthreads();
+                    // the blocks of the cluster share their partials through distributed shared memory
+                    if (threadIdx.y == 0) acc_part[threadIdx.x] = acc;
+                    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+                    const unsigned acc_at = (unsigned)__cvta_generic_to_shared(&acc_part[threadIdx.x]);
+                    for (unsigned rank = 0; rank < 4; ++rank) {
+                        float acc_other;
+                        unsigned acc_remote;
+                        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(acc_remote) : "r"(acc_at), "r"(rank));
+                        asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(acc_other) : "r"(acc_remote) : "memory");
+                        if (rank == 0) acc = acc_other;
+                        else acc += acc_other;
+                    }
+                    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+                }
+                if (lead) out[col] = acc;
+            }
+        }"#]].assert_eq(&show(Lang::Cuda, COL_SUM, &out[1], "col_sum"));
+}

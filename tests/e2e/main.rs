@@ -38,6 +38,7 @@ mod profile_cpu;
 mod rewrites_cuda;
 mod rewrites_geometry;
 mod rewrites_idioms;
+mod rewrites_triton_loops;
 mod tools;
 mod torch_reference;
 mod worker_listen;

@@ -817,7 +817,12 @@ fn every_cuda_idiom_candidate_compiles_and_computes_what_the_original_computes()
     }
 }
 
-fn triton_apply(src: &str, kernel: &str, id: &str, params: serde_json::Value) -> Vec<Candidate> {
+pub(crate) fn triton_apply(
+    src: &str,
+    kernel: &str,
+    id: &str,
+    params: serde_json::Value,
+) -> Vec<Candidate> {
     let doc = Document::new(Lang::Triton, 0, src);
     let tree = doc.tree().expect("fixture parses");
     let model = kernel_lsp::syntax::analyze(Lang::Triton, src, tree);

@@ -21,14 +21,24 @@ pub struct Cause {
 
 /// Steps for accesses that are not coalesced: remap the lanes, stage a transpose, or
 /// (for a model) any coalescing rewrite.
-const COALESCE: &[&str] = &["remap_lanes", "transpose_tile", "coalesce"];
+const COALESCE: &[&str] = &[
+    "remap_lanes",
+    "transpose_tile",
+    "triton_program_tile",
+    "coalesce",
+];
 /// Steps for a grid that leaves the GPU idle or a thread that walks a long loop alone.
 const PARALLELIZE: &[&str] = &[
     "split_loop",
     "cooperative_rows",
     "block_reduce",
+    "triton_split_loop",
     "block_size",
 ];
+/// Steps for several passes over the same data where one would do.
+const ONE_PASS: &[&str] = &["triton_online", "triton_row_tile"];
+/// Steps for a program that walks a long axis one step at a time.
+const SPLIT_LOOP: &[&str] = &["triton_split_loop"];
 
 /// The causes the facts show, most telling first: the profile's when there is one, else
 /// the static analysis's.
@@ -59,6 +69,7 @@ pub fn diagnose(f: &Facts) -> Vec<Cause> {
                     cures: PARALLELIZE,
                 });
             }
+            out.extend(loop_causes(f));
             out
         }
         None => {
@@ -81,9 +92,29 @@ pub fn diagnose(f: &Facts) -> Vec<Cause> {
                     cures: PARALLELIZE,
                 });
             }
+            out.extend(loop_causes(f));
             out
         }
     }
+}
+
+/// What the loop analysis shows whatever the profile says: passes that re-read what an
+/// earlier pass reduced, and programs that walk an axis one step at a time.
+fn loop_causes(f: &Facts) -> Vec<Cause> {
+    let mut out = Vec::new();
+    if f.holds("multi_pass_loops") == Some(true) {
+        out.push(Cause {
+            why: "the analysis: a later loop reads the data again for an earlier loop's maximum or sum".into(),
+            cures: ONE_PASS,
+        });
+    }
+    if f.holds("sequential_axis_loop") == Some(true) {
+        out.push(Cause {
+            why: "the analysis: each program walks an axis one step at a time".into(),
+            cures: SPLIT_LOOP,
+        });
+    }
+    out
 }
 
 /// Without a profile: a launch of fewer blocks than the device has SMs leaves most of
@@ -140,8 +171,12 @@ mod tests {
             ]
         );
         assert_eq!(cure_rank(&causes, "remap_lanes").map(|r| r.0), Some(0));
-        assert_eq!(cure_rank(&causes, "split_loop").map(|r| r.0), Some(3));
-        assert_eq!(cure_rank(&causes, "cooperative_rows").map(|r| r.0), Some(4));
+        assert_eq!(cure_rank(&causes, "split_loop").map(|r| r.0), Some(4));
+        assert_eq!(cure_rank(&causes, "cooperative_rows").map(|r| r.0), Some(5));
+        assert_eq!(
+            cure_rank(&causes, "triton_split_loop").map(|r| r.0),
+            Some(7)
+        );
         assert_eq!(cure_rank(&causes, "vectorize"), None);
     }
 
@@ -200,5 +235,45 @@ mod tests {
             num_stages: None,
         });
         assert_eq!(diagnose(&f), Vec::new());
+    }
+
+    #[test]
+    fn triton_passes_and_one_step_loops_name_their_cures_with_or_without_a_profile() {
+        let facts = |src: &str| {
+            let doc = crate::document::Document::new(crate::syntax::Lang::Triton, 0, src);
+            let tree = doc.tree().expect("parses");
+            let model = crate::syntax::analyze(crate::syntax::Lang::Triton, src, tree);
+            crate::optimize::facts::static_facts(
+                crate::syntax::Lang::Triton,
+                src,
+                tree,
+                &model,
+                &model.kernels[0],
+            )
+        };
+        let passes = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x, y, n, B: tl.constexpr):\n    m = -float('inf')\n    for o in range(0, n, B):\n        c = o + tl.arange(0, B)\n        m = tl.maximum(m, tl.max(tl.load(x + c, mask=c < n), 0))\n    s = 0.0\n    for o in range(0, n, B):\n        c = o + tl.arange(0, B)\n        s += tl.sum(tl.exp(tl.load(x + c, mask=c < n) - m), 0)\n    tl.store(y, s)\n";
+        let causes = diagnose(&facts(passes));
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(cure_rank(&causes, "triton_online").map(|r| r.0), Some(0));
+        assert_eq!(cure_rank(&causes, "triton_row_tile").map(|r| r.0), Some(1));
+        let cols = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x, y, M, N, B: tl.constexpr):\n    c = tl.program_id(0) * B + tl.arange(0, B)\n    acc = tl.zeros([B], dtype=tl.float32)\n    for r in range(M):\n        acc += tl.load(x + r * N + c, mask=c < N)\n    tl.store(y + c, acc, mask=c < N)\n";
+        let mut f = facts(cols);
+        f.set_profile(Profile {
+            waves: Some(0.1),
+            ..Profile::default()
+        });
+        let causes = diagnose(&f);
+        let whys: Vec<&str> = causes.iter().map(|c| c.why.as_str()).collect();
+        assert_eq!(
+            whys,
+            [
+                "the profile: the grid fills 10% of one wave",
+                "the analysis: each program walks an axis one step at a time"
+            ]
+        );
+        assert_eq!(
+            cure_rank(&causes, "triton_split_loop").map(|r| r.0),
+            Some(3)
+        );
     }
 }

@@ -77,6 +77,9 @@ pub const FACT_NAMES: &[&str] = &[
     "matmul_like_loop",
     "program_grid_2d",
     "autotune_configs",
+    "multi_pass_loops",
+    "sequential_axis_loop",
+    "loop_steps_by_block",
 ];
 
 /// One line for a human or a model: what `name` holding (or not holding) means. `None` for
@@ -94,6 +97,18 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
         "autotune_configs" => (
             "a @triton.autotune decorator lists two or more configs",
             "no @triton.autotune list of several configs",
+        ),
+        "multi_pass_loops" => (
+            "a later loop over the same range reads an earlier loop's max or sum (several passes over the data)",
+            "no loop depends on an earlier loop's reduction over the same range",
+        ),
+        "sequential_axis_loop" => (
+            "a Triton program loops one step at a time over a long axis, accumulating a tile",
+            "no program walks an axis one step at a time",
+        ),
+        "loop_steps_by_block" => (
+            "a Triton loop walks its range a block of elements at a time",
+            "no Triton loop steps by a block",
         ),
         "block_1d" => ("1-D thread blocks", "thread blocks are not 1-D"),
         "block_2d" => ("2-D thread blocks", "thread blocks are not 2-D"),
@@ -299,6 +314,9 @@ pub struct Facts {
     /// its numbers decide the bound, spills and occupancy facts over the estimates.
     #[serde(default, skip)]
     pub profile: Option<crate::profile::Profile>,
+    /// Triton: the kernel body's loops, what each carries and which earlier loops it reads.
+    #[serde(default)]
+    pub triton_loops: Vec<triton_loops::LoopPass>,
 }
 
 /// One loop of the kernel unit.
@@ -489,6 +507,9 @@ impl Facts {
             "has_tunables" => !self.tunables.is_empty(),
             "has_constexpr_params" => !self.constexpr_params.is_empty(),
             "autotune_configs" => self.autotune_configs > 1,
+            "multi_pass_loops" => triton_loops::multi_pass(&self.triton_loops),
+            "sequential_axis_loop" => triton_loops::sequential_axis(&self.triton_loops),
+            "loop_steps_by_block" => self.triton_loops.iter().any(|l| !l.range.ends_with(", 1")),
             "block_1d" => cuda && self.block_dims() == Some(1),
             "block_2d" => cuda && self.block_dims() == Some(2),
             "block_resizable" => cuda && self.block_literal && self.uses_block_dim,
@@ -930,6 +951,7 @@ impl Facts {
                 "- atomics {}; reductions {}; tl.dot {}",
                 self.atomics, self.reductions, self.tensor_core_ops
             ));
+            out.extend(triton_loops::describe(&self.triton_loops));
         }
         match (self.intensity(), self.spec_bytes) {
             (Some(i), _) => out.push(format!(
@@ -1018,6 +1040,7 @@ mod cuda;
 pub(crate) use cuda::elem_bytes;
 mod lanes;
 mod triton;
+pub(crate) mod triton_loops;
 
 use lanes::*;
 

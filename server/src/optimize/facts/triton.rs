@@ -30,6 +30,8 @@ pub(super) fn scan(f: &mut Facts, src: &str, tree: &Tree, kernel: &Kernel) {
         buffer_memo: RefCell::default(),
     };
     cx.collect_defs(body, 0);
+    let top = super::triton_loops::statements(body);
+    f.triton_loops = super::triton_loops::summarize(&super::triton_loops::loops(src, &top));
     let mut scan = Scan {
         facts: f,
         loops: Vec::new(),

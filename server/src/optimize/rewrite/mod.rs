@@ -45,6 +45,11 @@ mod triton_autotune;
 mod triton_block;
 mod triton_configs;
 mod triton_launch;
+mod triton_loops;
+mod triton_online;
+mod triton_program_tile;
+mod triton_row_tile;
+mod triton_split_loop;
 mod triton_swizzle;
 mod tunable_sweep;
 mod unit;
@@ -118,6 +123,13 @@ pub const REGISTRY: &[(&str, Apply)] = &[
     ("block_coarsen", block_coarsen::block_coarsen),
     ("triton_autotune", triton_autotune::triton_autotune),
     ("split_loop", split_loop::split_loop),
+    ("triton_online", triton_online::triton_online),
+    ("triton_row_tile", triton_row_tile::triton_row_tile),
+    ("triton_split_loop", triton_split_loop::triton_split_loop),
+    (
+        "triton_program_tile",
+        triton_program_tile::triton_program_tile,
+    ),
 ];
 
 /// Every embedded rewrite id, in registry order.

@@ -1,0 +1,245 @@
+//! What the Triton loop cures (`triton_online`, `triton_row_tile`, `triton_split_loop`)
+//! share: the kernel body's statements and loops (from the facts' loop analysis, so a
+//! cure acts on exactly what the diagnosis saw), whole-line spans, identifier renaming,
+//! and the rule that drops a statement repeating an earlier one whose inputs have not
+//! changed since.
+
+use std::collections::BTreeSet;
+use std::ops::Range;
+
+use tree_sitter::Node;
+
+use super::check::not_applicable;
+use super::tree::{kernel_function, text};
+use super::{RewriteContext, RewriteError};
+use crate::optimize::facts::triton_loops::{
+    assigned, assignment, depth, loops, reads, statements, Loop,
+};
+
+/// The kernel body's statements and its loops.
+pub(super) fn body_loops<'t>(
+    cx: &RewriteContext<'t>,
+) -> Result<(Vec<Node<'t>>, Vec<Loop<'t>>), RewriteError> {
+    let k = &cx.kernel.name;
+    let body = kernel_function(cx)
+        .and_then(|f| f.child_by_field_name("body"))
+        .ok_or_else(|| not_applicable(format!("`{k}`'s definition is not in the syntax tree")))?;
+    shallow_enough(body, k)?;
+    let top = statements(body);
+    let found = loops(cx.text, &top);
+    Ok((top, found))
+}
+
+/// Deeper than this, the cures' recursive walks could exhaust the stack; no kernel
+/// written by hand comes near it.
+const MAX_NESTING: usize = 200;
+
+/// `NotApplicable` for a body nested deeper than [`MAX_NESTING`].
+pub(super) fn shallow_enough(body: Node<'_>, kernel: &str) -> Result<(), RewriteError> {
+    if depth(body) > MAX_NESTING {
+        return Err(not_applicable(format!(
+            "`{kernel}` nests expressions more than {MAX_NESTING} deep"
+        )));
+    }
+    Ok(())
+}
+
+/// From the start of `n`'s first line to the end of its last line, newline included.
+pub(super) fn lines_of(src: &str, n: Node<'_>) -> Range<usize> {
+    let start = src[..n.start_byte()].rfind('\n').map_or(0, |i| i + 1);
+    let end = src[n.end_byte()..]
+        .find('\n')
+        .map_or(src.len(), |i| n.end_byte() + i + 1);
+    start..end
+}
+
+/// `n`'s text with each identifier (not attribute or keyword names) for which `f` gives a
+/// replacement replaced.
+pub(super) fn with_names(src: &str, n: Node<'_>, f: &dyn Fn(&str) -> Option<String>) -> String {
+    let base = n.start_byte();
+    let mut reps: Vec<(Range<usize>, String)> = Vec::new();
+    let mut stack = vec![n];
+    while let Some(c) = stack.pop() {
+        if c.kind() == "identifier" {
+            let mut one = BTreeSet::new();
+            reads(src, c, &mut one);
+            if one.is_empty() {
+                continue;
+            }
+            if let Some(r) = f(text(src, c)) {
+                reps.push((c.start_byte() - base..c.end_byte() - base, r));
+            }
+            continue;
+        }
+        let mut w = c.walk();
+        stack.extend(c.named_children(&mut w));
+    }
+    splice(text(src, n), reps)
+}
+
+/// `s` with non-overlapping replacements made.
+pub(super) fn splice(s: &str, mut reps: Vec<(Range<usize>, String)>) -> String {
+    reps.sort_by_key(|r| std::cmp::Reverse(r.0.start));
+    let mut out = s.to_string();
+    for (r, t) in reps {
+        out.replace_range(r, &t);
+    }
+    out
+}
+
+/// One statement as the cures move it: its text and what it reads and assigns.
+#[derive(Clone, Debug)]
+pub(super) struct Stmt {
+    pub text: String,
+    pub reads: BTreeSet<String>,
+    pub assigns: BTreeSet<String>,
+    /// A plain `name = expr` (not `+=`, not reading its own target): running it twice
+    /// with the same inputs gives the same value.
+    pub pure_assign: bool,
+    /// The name a plain assignment sets.
+    pub target: Option<String>,
+}
+
+impl Stmt {
+    pub fn of(src: &str, n: Node<'_>, text: String) -> Stmt {
+        let (mut r, mut a) = (BTreeSet::new(), BTreeSet::new());
+        assigned(src, n, &mut a);
+        let (pure_assign, target) = match assignment(src, n) {
+            Some((name, op, right)) => {
+                reads(src, right, &mut r);
+                let pure = op == "=" && !r.contains(&name);
+                (pure, pure.then_some(name))
+            }
+            None => {
+                reads(src, n, &mut r);
+                (false, None)
+            }
+        };
+        Stmt {
+            text,
+            reads: r,
+            assigns: a,
+            pure_assign,
+            target,
+        }
+    }
+
+    /// The right side of a plain assignment, as text.
+    fn rhs(&self) -> Option<&str> {
+        let t = self.target.as_deref()?;
+        self.text.strip_prefix(t)?.strip_prefix(" = ")
+    }
+}
+
+/// What becomes of a statement that repeats an earlier one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Repeat {
+    Keep,
+    /// The same statement with the same inputs: it is left out.
+    Drop,
+    /// The same load into another name: `name = earlier`, a copy of the earlier result.
+    Copy(String),
+}
+
+/// Which of `stmts` repeat an earlier one: the same plain assignment (dropped), or the
+/// same load into another name (a copy), where nothing between them assigns what it
+/// reads or the earlier name. Only statements marked in `droppable` change; the others
+/// serve as originals.
+pub(super) fn repeats(stmts: &[Stmt], droppable: &[bool]) -> Vec<Repeat> {
+    let mut out = vec![Repeat::Keep; stmts.len()];
+    for j in (0..stmts.len()).filter(|j| droppable.get(*j) == Some(&true)) {
+        let s = &stmts[j];
+        if !s.pure_assign || s.text.contains("tl.atomic") {
+            continue;
+        }
+        let mut changed: BTreeSet<&str> = BTreeSet::new();
+        for i in (0..j).rev() {
+            if out[i] == Repeat::Drop {
+                continue;
+            }
+            let e = &stmts[i];
+            let inputs_kept = !s.reads.iter().any(|r| changed.contains(r.as_str()));
+            if !inputs_kept {
+                break;
+            }
+            if e.text == s.text && !s.assigns.iter().any(|a| changed.contains(a.as_str())) {
+                out[j] = Repeat::Drop;
+                break;
+            }
+            if let (Some(a), Some(b), Some(t)) = (e.rhs(), s.rhs(), e.target.as_deref()) {
+                if a == b && a.contains("tl.load") && !changed.contains(t) && e.target != s.target {
+                    out[j] = Repeat::Copy(t.to_string());
+                    break;
+                }
+            }
+            changed.extend(e.assigns.iter().map(String::as_str));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const K: Repeat = Repeat::Keep;
+    const D: Repeat = Repeat::Drop;
+
+    fn st(text: &str, reads: &[&str], assigns: &[&str], pure_assign: bool) -> Stmt {
+        Stmt {
+            text: text.into(),
+            reads: reads.iter().map(|s| s.to_string()).collect(),
+            assigns: assigns.iter().map(|s| s.to_string()).collect(),
+            pure_assign,
+            target: pure_assign.then(|| assigns[0].to_string()),
+        }
+    }
+
+    #[test]
+    fn a_repeat_is_dropped_only_while_its_inputs_are_unchanged() {
+        let load = st("x = tl.load(p + c)", &["p", "c"], &["x"], true);
+        let c0 = st("c = o + a", &["o", "a"], &["c"], true);
+        let other = st("s = s + x", &["s", "x"], &["s"], false);
+        let c1 = st("c = o + a + 1", &["o", "a"], &["c"], true);
+        assert_eq!(
+            repeats(
+                &[
+                    c0.clone(),
+                    load.clone(),
+                    other.clone(),
+                    c0.clone(),
+                    load.clone()
+                ],
+                &[false, false, false, true, true]
+            ),
+            [K, K, K, D, D]
+        );
+        assert_eq!(
+            repeats(
+                &[c0.clone(), load.clone(), c1, load.clone()],
+                &[false, false, true, true]
+            ),
+            [K, K, K, K],
+            "c changed in between"
+        );
+        let acc = st("s = s + x", &["s", "x"], &["s"], false);
+        assert_eq!(repeats(&[acc.clone(), acc], &[false, true]), [K, K]);
+    }
+
+    #[test]
+    fn the_same_load_into_another_name_is_a_copy_while_the_first_name_holds_it() {
+        let a = st("a = tl.load(p + c)", &["p", "c"], &["a"], true);
+        let b = st("b = tl.load(p + c)", &["p", "c"], &["b"], true);
+        let a2 = st("a = a * 2", &["a"], &["a"], false);
+        let sum = st("t = a + 1", &["a"], &["t"], true);
+        assert_eq!(
+            repeats(&[a.clone(), sum, b.clone()], &[false, false, true]),
+            [K, K, Repeat::Copy("a".into())]
+        );
+        assert_eq!(
+            repeats(&[a, a2, b], &[false, false, true]),
+            [K, K, K],
+            "`a` no longer holds the load"
+        );
+    }
+}

@@ -1,0 +1,135 @@
+use expect_test::expect;
+use serde_json::json;
+
+use super::super::check::testing::{labels, not_applicable, show, triton};
+use crate::syntax::Lang;
+
+const PASSES: &str = include_str!("../../../../../tests/fixtures/rewrites/triton/passes.py");
+const MATMUL: &str = include_str!("../../../../../examples/matmul.py");
+const VECTOR_ADD: &str = include_str!("../../../../../examples/vector_add.py");
+
+#[test]
+fn three_passes_over_a_row_become_one_tile_loaded_once_per_distinct_load() {
+    let out = triton(PASSES, "softmax3", "triton_row_tile", json!({})).unwrap();
+    assert_eq!(
+        labels(&out),
+        [
+            "one tile per row: BLOCK = next_pow2(cols), num_warps = 4",
+            "one tile per row: BLOCK = next_pow2(cols), num_warps = 8"
+        ]
+    );
+    expect![[r##"
+        # Three passes: the maximum, the sum of exponentials, the write.
+        # @bench rows = 37, 5; cols = 300, 1000
+        # @bench x_ptr: in f32[rows, cols]; y_ptr: out f32[rows, cols]
+        # @bench grid = rows; BLOCK = next_pow2(cols)
+        # @bench num_warps = 8
+        @triton.jit
+        def softmax3(x_ptr, y_ptr, cols, BLOCK: tl.constexpr):
+            row = tl.program_id(0)
+            base = x_ptr + row * cols
+            m = -float("inf")
+            off = 0
+            c = off + tl.arange(0, BLOCK)
+            x = tl.load(base + c, mask=c < cols, other=-float("inf"))
+            m = tl.maximum(m, tl.max(x, axis=0))
+            s = 0.0
+            s += tl.sum(tl.exp(x - m), axis=0)
+            x = tl.load(base + c, mask=c < cols)
+            tl.store(y_ptr + row * cols + c, tl.exp(x - m) / s, mask=c < cols)"##]]
+    .assert_eq(&show(Lang::Triton, PASSES, &out[1], "softmax3"));
+}
+
+#[test]
+fn while_loops_under_other_names_share_one_index_and_one_load() {
+    let out = triton(
+        PASSES,
+        "logsumexp_while",
+        "triton_row_tile",
+        json!({"num_warps": [2]}),
+    )
+    .unwrap();
+    expect![[r##"
+        # Logsumexp per row with while loops, other names, exp2 and the difference in a local.
+        # @bench R = 21, 3; N = 777, 64
+        # @bench inp: in f32[R, N] ~ normal(0, 4); out: out f32[R]
+        # @bench grid = R; BN = next_pow2(N); num_warps = 2
+        @triton.jit
+        def logsumexp_while(inp, out, N, BN: tl.constexpr):
+            pid = tl.program_id(axis=0)
+            mx = float("-inf")
+            j = 0
+            idx = j + tl.arange(0, BN)
+            v = tl.load(inp + pid * N + idx, idx < N, float("-inf"))
+            mx = tl.maximum(tl.max(v, 0), mx)
+            total = 0.0
+            k = 0
+            d = v - mx
+            total = total + tl.sum(tl.exp2(d * 1.4426950408889634), 0)
+            tl.store(out + pid, mx + tl.log2(total) / 1.4426950408889634)"##]]
+    .assert_eq(&show(Lang::Triton, PASSES, &out[0], "logsumexp_while"));
+}
+
+#[test]
+fn a_2d_tile_of_rows_takes_its_columns_whole() {
+    let out = triton(PASSES, "xent_rows", "triton_row_tile", json!({})).unwrap();
+    let shown = show(Lang::Triton, PASSES, &out[0], "xent_rows");
+    assert!(shown.contains("COLS = next_pow2(V)"), "{shown}");
+    assert!(!shown.contains("for "), "{shown}");
+    assert_eq!(
+        shown.matches("cols = c0 + tl.arange(0, COLS)").count(),
+        1,
+        "{shown}"
+    );
+}
+
+#[test]
+fn tiles_that_are_not_rows_or_rows_too_long_are_refused() {
+    let why = |src: &str, k: &str| not_applicable(triton(src, k, "triton_row_tile", json!({})));
+    expect!["`row_sum_long` cannot take a row as one tile: case 0: a row of 40000 elements needs a tile of 65536, over 16384"].assert_eq(&why(PASSES, "row_sum_long"));
+    expect!["`matmul_kernel` cannot take a row as one tile: a loop calls `tl.dot`: its block is a matmul tile, not a row"].assert_eq(&why(MATMUL, "matmul_kernel"));
+    expect!["`add_kernel` cannot take a row as one tile: no loop steps by a `tl.constexpr` block"]
+        .assert_eq(&why(VECTOR_ADD, "add_kernel"));
+}
+
+#[test]
+fn a_layer_norm_in_three_passes_loads_its_row_once_and_copies_it_under_other_names() {
+    const LAYERNORM: &str = include_str!("../../../../../examples/layernorm_3pass.py");
+    let out = triton(
+        LAYERNORM,
+        "layernorm_3pass",
+        "triton_row_tile",
+        json!({"num_warps": [8]}),
+    )
+    .unwrap();
+    expect![[r#"
+        # @bench rows = 8192, 31; N = 4096, 1111
+        # @bench X: in f32[rows, N]; W: in f32[N]; Bias: in f32[N]; Y: out f32[rows, N]
+        # @bench eps = 1e-5
+        # @bench grid = rows; BLOCK_SIZE = next_pow2(N); num_warps = 8
+        # @bench atol = 1e-4; rtol = 1e-4
+        # @bench reference = torch: F.layer_norm(X, (N,), W, Bias, 1e-5)
+        @triton.jit
+        def layernorm_3pass(X, W, Bias, Y, N, eps, BLOCK_SIZE: tl.constexpr):
+            row = tl.program_id(0)
+            X += row * N
+            Y += row * N
+            _mean = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+            off = 0
+            cols = off + tl.arange(0, BLOCK_SIZE)
+            a = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
+            _mean += a
+            mean = tl.sum(_mean, axis=0) / N
+            _var = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+            x = a
+            x = tl.where(cols < N, x - mean, 0.)
+            _var += x * x
+            var = tl.sum(_var, axis=0) / N
+            rstd = 1 / tl.sqrt(var + eps)
+            mask = cols < N
+            w = tl.load(W + cols, mask=mask)
+            b = tl.load(Bias + cols, mask=mask)
+            x = tl.load(X + cols, mask=mask, other=0.).to(tl.float32)
+            tl.store(Y + cols, (x - mean) * rstd * w + b, mask=mask)"#]]
+    .assert_eq(&show(Lang::Triton, LAYERNORM, &out[0], "layernorm_3pass"));
+}

@@ -1,0 +1,429 @@
+//! `triton_split_loop`: a Triton program that walks a long axis one step at a time,
+//! accumulating a tile (a column sum looping over rows, a matrix-vector product looping
+//! over columns), walks it R steps at a time instead: the loop variable becomes a second
+//! `tl.arange` dimension, the accumulator a 2-D tile of R partial results, and one
+//! reduction over that dimension after the loop combines them. R loads are in flight per
+//! iteration instead of one, and the loop runs R times fewer iterations. The split stays
+//! inside the program, so the output is written once, as before (no atomics into an
+//! output the verifier poisons).
+//!
+//! **Matches**, from the loop analysis (`facts/triton_loops.rs`): a body loop of unit step
+//! (`for r in range(a, b)`, `tl.range`, or the while form ending in `r += 1`) with no
+//! store, branch, inner loop or reduction over the lanes inside, whose carries are all
+//! lane-shaped sums, maxima or minima (`acc += E`, `acc = tl.maximum(acc, E)`) read only
+//! by their updates; maxima and minima start from an infinity (a float).
+//!
+//! **Refuses** tiles that are already 2-D (`[:, None]` inside), a loop that builds its own
+//! `tl.arange` or shapes, a running prefix or any other carry, and a bound the loop itself
+//! changes.
+//!
+//! **Writes** `rr = r + tl.arange(0, R)`, every use of `r` as `rr[:, None]` and of a
+//! lane-shaped value from before the loop as `v[None, :]`, the row mask `rr[:, None] < b`
+//! and'ed into every load's mask, each update into the 2-D partials (rows past `b` add the
+//! identity), and after the loop `acc += tl.sum(part, axis=0)` (or `tl.max`/`tl.min`). One
+//! candidate per R in param `rows` (default [8, 32]); the launch does not change.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use tree_sitter::Node;
+
+use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
+use super::edits::{Edit, Edits};
+use super::params::Params;
+use super::tree::{code_names, fresh, line_indent, newline, text};
+use super::triton_loops::{body_loops, lines_of, splice};
+use super::RewriteContext;
+use crate::optimize::facts::triton_loops::{assignment, callee, reads, reduces, Combine, Loop};
+use crate::syntax::Lang;
+
+const ID: &str = "triton_split_loop";
+
+/// Shapes a loop body may not build: the rewrite would have to reshape them too.
+const SHAPED: &[&str] = &[
+    "None",
+    "tl.arange",
+    "tl.zeros",
+    "tl.full",
+    "tl.reshape",
+    "tl.view",
+    "tl.broadcast",
+    "tl.trans",
+];
+
+/// Python keywords a name made from a loop variable could spell.
+const PY_KEYWORDS: &[&str] = &[
+    "as", "if", "in", "is", "or", "and", "def", "del", "for", "not", "try",
+];
+
+pub fn triton_split_loop(cx: &RewriteContext<'_>) -> R {
+    require_lang(cx, Lang::Triton, ID)?;
+    current_plan(cx)?;
+    let rows = Params(cx.params).uints("rows", &[8, 32], 2..=256)?;
+    if let Some(r) = rows.iter().find(|r| !r.is_power_of_two()) {
+        return Err(super::check::bad_param(
+            "rows",
+            format!("{r} is not a power of two"),
+        ));
+    }
+    let k = &cx.kernel.name;
+    let (top, found) = body_loops(cx)?;
+    let mut why = Vec::new();
+    for l in &found {
+        let line = l.node.start_position().row + 1;
+        match check(cx, &top, l) {
+            Err(e) => why.push(format!("line {line}: {e}")),
+            Ok(lanes) => {
+                let mut drafts = Vec::new();
+                let mut dropped = Vec::new();
+                for r in &rows {
+                    let label =
+                        format!("the loop at line {line} takes {r} steps at a time (2-D tile)");
+                    match write(cx, l, &lanes, *r) {
+                        Ok(text) => drafts.push(Draft { label, text }),
+                        Err(e) => dropped.push(format!("{label}: {e}")),
+                    }
+                }
+                return finish(cx, drafts, dropped);
+            }
+        }
+    }
+    Err(not_applicable(if why.is_empty() {
+        format!("`{k}` has no loop in its body")
+    } else {
+        format!("`{k}` has no loop to split: {}", why.join("; "))
+    }))
+}
+
+/// The lane-shaped names defined before `l`, or why `l` cannot be split.
+fn check(
+    cx: &RewriteContext<'_>,
+    top: &[Node<'_>],
+    l: &Loop<'_>,
+) -> Result<BTreeSet<String>, String> {
+    let src = cx.text;
+    if l.step != "1" {
+        return Err(format!("it steps by `{}`, not 1", l.step));
+    }
+    if l.stores > 0 || l.nested || l.reductions > 0 {
+        return Err("it stores, branches, nests a loop or reduces over the lanes inside".into());
+    }
+    if l.carries.is_empty() {
+        return Err("it carries no accumulator".into());
+    }
+    for c in &l.carries {
+        if !c.lane || c.read_in_loop || c.combine == Combine::Other {
+            return Err(format!(
+                "`{}` is not a lane-shaped sum, maximum or minimum read only by its updates",
+                c.name
+            ));
+        }
+    }
+    let body: String = l
+        .stmts
+        .iter()
+        .map(|s| text(src, *s))
+        .collect::<Vec<_>>()
+        .join("\n");
+    if let Some(s) = SHAPED.iter().find(|s| body.contains(*s)) {
+        return Err(format!(
+            "its body uses `{s}`: the tile is already shaped there"
+        ));
+    }
+    let mut bound = BTreeSet::new();
+    for e in [&l.start, &l.stop] {
+        bound.extend(
+            e.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .map(str::to_string),
+        );
+    }
+    if bound.iter().any(|b| l.assigned.contains(b)) {
+        return Err("the loop changes its own bounds".into());
+    }
+    if let Some(n) = l
+        .assigned
+        .iter()
+        .find(|n| l.carry(n).is_none() && **n != l.var && l.reads_after(src, n))
+    {
+        return Err(format!("`{n}` is set in the loop and read after it"));
+    }
+    let lanes = lane_names(src, top, l);
+    for c in &l.carries {
+        if !lanes.contains(&c.name) {
+            return Err(format!("`{}` is not a tile of lanes", c.name));
+        }
+        if c.combine != Combine::Sum
+            && !init_of(src, top, l, &c.name).is_some_and(|t| t.contains("inf"))
+        {
+            return Err(format!(
+                "`{}` is a maximum or minimum not started from an infinity",
+                c.name
+            ));
+        }
+    }
+    Ok(lanes)
+}
+
+/// Names assigned before `l` whose value has one element per lane: built from
+/// `tl.arange`, `tl.zeros`/`tl.full` of a shape, or other such names, and not reduced.
+fn lane_names(src: &str, top: &[Node<'_>], l: &Loop<'_>) -> BTreeSet<String> {
+    let mut lanes = BTreeSet::new();
+    for s in top.iter().take_while(|s| s.id() != l.node.id()) {
+        let Some((name, _, right)) = assignment(src, *s) else {
+            continue;
+        };
+        let t = text(src, right);
+        let mut r = BTreeSet::new();
+        reads(src, right, &mut r);
+        let shaped = ["tl.arange", "tl.zeros", "tl.full"]
+            .iter()
+            .any(|f| t.contains(f))
+            || r.iter().any(|n| lanes.contains(n));
+        if shaped && !reduces(src, right) {
+            lanes.insert(name);
+        } else {
+            lanes.remove(&name);
+        }
+    }
+    lanes
+}
+
+/// The right side of the last top-level assignment to `name` before `l`.
+fn init_of<'s>(src: &'s str, top: &[Node<'_>], l: &Loop<'_>, name: &str) -> Option<&'s str> {
+    top.iter()
+        .take_while(|s| s.id() != l.node.id())
+        .filter_map(|s| assignment(src, *s))
+        .filter(|(n, _, _)| n == name)
+        .last()
+        .map(|(_, _, r)| text(src, r))
+}
+
+/// Text of body nodes with the loop variable a column of steps and lanes a row.
+struct Tile<'a> {
+    src: &'a str,
+    var: &'a str,
+    steps: &'a str,
+    mask: &'a str,
+    lanes: &'a BTreeSet<String>,
+    /// Names the body assigns: its own values, already 2-D.
+    locals: &'a BTreeSet<String>,
+}
+
+impl Tile<'_> {
+    fn emit(&self, n: Node<'_>) -> String {
+        let src = self.src;
+        match n.kind() {
+            "identifier" => {
+                let mut one = BTreeSet::new();
+                reads(src, n, &mut one);
+                let name = text(src, n);
+                if one.is_empty() {
+                    name.to_string()
+                } else if name == self.var {
+                    format!("{}[:, None]", self.steps)
+                } else if self.lanes.contains(name) && !self.locals.contains(name) {
+                    format!("{name}[None, :]")
+                } else {
+                    name.to_string()
+                }
+            }
+            "call" if callee(src, n) == "tl.load" => self.load(n),
+            _ => {
+                let base = n.start_byte();
+                let mut w = n.walk();
+                let reps: Vec<_> = n
+                    .named_children(&mut w)
+                    .filter(|c| c.kind() != "comment")
+                    .map(|c| (c.start_byte() - base..c.end_byte() - base, self.emit(c)))
+                    .collect();
+                splice(text(src, n), reps)
+            }
+        }
+    }
+
+    /// A load with the rows past the bound masked off.
+    fn load(&self, call: Node<'_>) -> String {
+        let src = self.src;
+        let f = call
+            .child_by_field_name("function")
+            .map_or("tl.load", |f| text(src, f));
+        let Some(args) = call.child_by_field_name("arguments") else {
+            return text(src, call).to_string();
+        };
+        let mut w = args.walk();
+        let list: Vec<Node> = args
+            .named_children(&mut w)
+            .filter(|c| c.kind() != "comment")
+            .collect();
+        let mut out = Vec::new();
+        let mut masked = false;
+        let mut positional = 0;
+        for a in list {
+            if a.kind() == "keyword_argument" {
+                let name = a.child_by_field_name("name").map_or("", |n| text(src, n));
+                let value = a
+                    .child_by_field_name("value")
+                    .map_or(String::new(), |v| self.emit(v));
+                if name == "mask" {
+                    masked = true;
+                    out.push(format!("mask=({value}) & {}", self.mask));
+                } else {
+                    out.push(format!("{name}={value}"));
+                }
+                continue;
+            }
+            positional += 1;
+            let v = self.emit(a);
+            if positional == 2 {
+                masked = true;
+                out.push(format!("({v}) & {}", self.mask));
+            } else {
+                out.push(v);
+            }
+        }
+        if !masked {
+            out.push(format!("mask={}", self.mask));
+        }
+        format!("{f}({})", out.join(", "))
+    }
+}
+
+/// The file with `l` split `r` steps at a time.
+fn write(
+    cx: &RewriteContext<'_>,
+    l: &Loop<'_>,
+    lanes: &BTreeSet<String>,
+    r: u64,
+) -> Result<String, String> {
+    let src = cx.text;
+    let nl = newline(src);
+    let mut names = code_names(cx);
+    // `ks` for `k`; `i_steps` for `i` (`is` is a keyword).
+    let plural = format!("{}s", l.var);
+    let steps = if PY_KEYWORDS.contains(&plural.as_str()) {
+        fresh(&format!("{}_steps", l.var), &mut names)
+    } else {
+        fresh(&plural, &mut names)
+    };
+    let mask = fresh(&format!("{}_ok", l.var), &mut names);
+    let body_locals: BTreeSet<String> = l
+        .stmts
+        .iter()
+        .filter_map(|s| assignment(src, *s).map(|a| a.0))
+        .filter(|n| l.carry(n).is_none())
+        .collect();
+    let tile = Tile {
+        src,
+        var: &l.var,
+        steps: &steps,
+        mask: &mask,
+        lanes,
+        locals: &body_locals,
+    };
+    let first = *l.stmts.first().ok_or("the loop is empty")?;
+    let ind = line_indent(src, first.start_byte()).to_string();
+    let outer = line_indent(src, l.node.start_byte()).to_string();
+    let mut e = Edits::new();
+    e.extend([Edit::insert(
+        first.start_byte(),
+        format!(
+            "{steps} = {} + tl.arange(0, {r}){nl}{ind}{mask} = {steps}[:, None] < {}{nl}{ind}",
+            l.var, l.stop
+        ),
+    )]);
+    let mut before = Vec::new();
+    let mut after = Vec::new();
+    let mut parts = BTreeMap::new();
+    for c in &l.carries {
+        let p = fresh(&format!("{}_part", c.name), &mut names);
+        let (init, combine) = partials(&c.name, &p, c.combine, r)?;
+        before.push(format!("{p} = {init}"));
+        after.push(combine);
+        parts.insert(c.name.clone(), (p, c.combine));
+    }
+    for s in l.stmts.iter().filter(|s| s.kind() != "comment") {
+        let new = match assignment(src, *s) {
+            Some((n, op, _)) if parts.contains_key(&n) => {
+                let c = l.carry(&n).expect("a carry");
+                let upd = *c.updates.first().ok_or("an update")?;
+                if c.updates.len() != 1 || (op != "+=" && op != "=") {
+                    return Err(format!("`{n}` is updated more than once"));
+                }
+                let (p, combine) = &parts[&n];
+                accumulate(p, *combine, &mask, &tile.emit(upd))
+            }
+            _ => tile.emit(*s),
+        };
+        e.extend([Edit::replace(s.byte_range(), new)]);
+    }
+    e.extend([widen_range(src, l, r)?]);
+    let head: String = before.iter().map(|b| format!("{b}{nl}{outer}")).collect();
+    e.extend([Edit::insert(l.node.start_byte(), head)]);
+    let end = lines_of(src, l.node).end;
+    let tail: String = after.iter().map(|a| format!("{outer}{a}{nl}")).collect();
+    let tail = if src[..end].ends_with('\n') {
+        tail
+    } else {
+        format!("{nl}{tail}")
+    };
+    e.extend([Edit::insert(end, tail)]);
+    e.apply(src).map_err(|err| err.to_string())
+}
+
+/// The `(r, lanes)` tile of partials for accumulator `acc` (its identity in every row)
+/// and the statement that folds it into `acc` after the loop.
+fn partials(acc: &str, p: &str, combine: Combine, r: u64) -> Result<(String, String), String> {
+    let lanes = format!("tl.zeros_like({acc})[None, :]");
+    Ok(match combine {
+        Combine::Sum => (
+            format!("tl.zeros(({r}, 1), dtype={acc}.dtype) + {lanes}"),
+            format!("{acc} += tl.sum({p}, axis=0)"),
+        ),
+        Combine::Max => (
+            format!("tl.full(({r}, 1), float(\"-inf\"), dtype={acc}.dtype) + {lanes}"),
+            format!("{acc} = tl.maximum({acc}, tl.max({p}, axis=0))"),
+        ),
+        Combine::Min => (
+            format!("tl.full(({r}, 1), float(\"inf\"), dtype={acc}.dtype) + {lanes}"),
+            format!("{acc} = tl.minimum({acc}, tl.min({p}, axis=0))"),
+        ),
+        Combine::Other => return Err(format!("`{acc}` is not a sum, maximum or minimum")),
+    })
+}
+
+/// One update of the partials `p` with the tile value `v`; rows past the end add the
+/// identity.
+fn accumulate(p: &str, combine: Combine, mask: &str, v: &str) -> String {
+    match combine {
+        Combine::Sum => format!("{p} += tl.where({mask}, {v}, 0)"),
+        Combine::Max => format!("{p} = tl.maximum({p}, tl.where({mask}, {v}, float(\"-inf\")))"),
+        _ => format!("{p} = tl.minimum({p}, tl.where({mask}, {v}, float(\"inf\")))"),
+    }
+}
+
+/// The loop's step becomes `r`: the `for` header's arguments, or the while form's
+/// increment.
+fn widen_range(src: &str, l: &Loop<'_>, r: u64) -> Result<Edit, String> {
+    match (l.range_args, l.incr) {
+        (Some(args), _) => {
+            let mut w = args.walk();
+            let mut all = vec![l.start.clone(), l.stop.clone(), r.to_string()];
+            all.extend(
+                args.named_children(&mut w)
+                    .filter(|a| a.kind() == "keyword_argument")
+                    .map(|a| text(src, a).to_string()),
+            );
+            Ok(Edit::replace(
+                args.byte_range(),
+                format!("({})", all.join(", ")),
+            ))
+        }
+        (None, Some(incr)) => Ok(Edit::replace(
+            incr.byte_range(),
+            format!("{} += {r}", l.var),
+        )),
+        (None, None) => Err("the loop has no range to widen".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

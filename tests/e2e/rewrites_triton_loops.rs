@@ -1,0 +1,192 @@
+//! The Triton loop cures (`triton_online`, `triton_row_tile`, `triton_split_loop`) and
+//! `triton_program_tile` for
+//! real: every candidate they write for the fixtures' kernels verifies against the
+//! original through a worker on Triton's CPU interpreter, and a candidate with the
+//! rescale or the row mask left out must fail. Missing torch/triton skips (or fails
+//! under KERNEL_LSP_REQUIRE_TOOLS=1).
+
+use kernel_lsp::optimize::rewrite::Candidate;
+
+use crate::rewrites_idioms::{triton_apply, verify_on_interpreter};
+use crate::tools;
+
+fn read(f: &str) -> String {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::fs::read_to_string(root.join(f)).unwrap()
+}
+
+#[tokio::test]
+async fn triton_loop_cures_verify_on_the_interpreter() {
+    let test = "triton_loop_cures_verify_on_the_interpreter";
+    let py = match crate::bench_triton::python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip(test, &why),
+    };
+    let passes = read("tests/fixtures/rewrites/triton/passes.py");
+    let seq = read("tests/fixtures/rewrites/triton/sequential.py");
+    let cols = read("tests/fixtures/rewrites/triton/columns.py");
+    let layernorm = read("examples/layernorm_3pass.py").replace(
+        "rows = 8192, 31; N = 4096, 1111",
+        "rows = 6, 3; N = 700, 111",
+    );
+    assert!(
+        layernorm.contains("N = 700, 111"),
+        "the example's sizes line moved"
+    );
+    let mut jobs: Vec<(String, &str, Candidate)> = Vec::new();
+    for (src, kernel, id, want) in [
+        (&passes, "softmax3", "triton_online", 1),
+        (&passes, "logsumexp_while", "triton_online", 1),
+        (&passes, "xent_rows", "triton_online", 1),
+        (&passes, "softmax3", "triton_row_tile", 2),
+        (&passes, "logsumexp_while", "triton_row_tile", 2),
+        (&passes, "xent_rows", "triton_row_tile", 2),
+        (&passes, "spread", "triton_row_tile", 2),
+        (&layernorm, "layernorm_3pass", "triton_row_tile", 1),
+        (&seq, "col_sum", "triton_split_loop", 2),
+        (&seq, "matvec_cols", "triton_split_loop", 2),
+        (&seq, "col_max_while", "triton_split_loop", 2),
+        (&cols, "col_sum_by_program", "triton_program_tile", 2),
+        (&cols, "col_softmax", "triton_program_tile", 2),
+        (&cols, "bias_relu_cols", "triton_program_tile", 2),
+        (&cols, "col_sum_lanes", "triton_program_tile", 2),
+    ] {
+        let out = triton_apply(src, kernel, id, serde_json::json!({}));
+        assert_eq!(out.len(), want, "{id} on {kernel}");
+        jobs.extend(out.into_iter().map(|c| (src.clone(), kernel, c)));
+    }
+    // Controls: the online sum without its rescale, the split loop without its row mask.
+    let control = |kernel: &str, from: &str, to: &str, label: &str| {
+        let (src, _, c) = jobs
+            .iter()
+            .find(|(_, k, c)| *k == kernel && c.text.contains(from))
+            .unwrap_or_else(|| panic!("a {kernel} candidate with `{from}`"));
+        let text = c.text.replace(from, to);
+        assert_ne!(text, c.text);
+        (
+            src.clone(),
+            Candidate {
+                label: format!("control: {label}"),
+                text,
+            },
+        )
+    };
+    let (s1, c1) = control(
+        "softmax3",
+        "s = s * tl.exp(m_prev - m)",
+        "s = s",
+        "no rescale",
+    );
+    let (s2, c2) = control(
+        "col_sum",
+        "rs = r + tl.arange(0, 8)",
+        "rs = r + 1 + tl.arange(0, 8)",
+        "each tile skips a row",
+    );
+    let (s3, c3) = control(
+        "bias_relu_cols",
+        "in_grid = (tl.program_id(0) * 8 + tl.arange(0, 8)) < N",
+        "in_grid = (tl.program_id(0) * 8 + tl.arange(0, 8)) < N - 1",
+        "the last column left unwritten",
+    );
+    jobs.push((s3, "bias_relu_cols", c3));
+    jobs.push((s1, "softmax3", c1));
+    jobs.push((s2, "col_sum", c2));
+    verify_on_interpreter(&py, &jobs, 5).await;
+}
+
+/// `kernel-lsp optimize FILE` with its defaults (no LLM, no step limit: the time budget
+/// and the stop rule end it) on a bundled first draft, its sizes shrunk for the CPU
+/// interpreter: the run ends, and the step the analysis names is accepted. Returns the
+/// run's JSON.
+fn default_optimize(py: &str, example: &str, from: &str, to: &str) -> serde_json::Value {
+    let dir =
+        std::env::temp_dir().join(format!("kernel-lsp-cure-{}-{example}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = read(&format!("examples/{example}"));
+    let small = src.replace(from, to);
+    assert_ne!(
+        small, src,
+        "the sizes line `{from}` of {example} moved; update this test"
+    );
+    std::fs::write(dir.join(example), &small).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
+        .current_dir(&dir)
+        .args(["optimize", example, "--json"])
+        .env("KERNEL_LSP_DATA_DIR", dir.join("data"))
+        .env("KERNEL_LSP_PYTHON", py)
+        .env("TRITON_INTERPRET", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{example}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{example}: {e}: {stdout}"))
+}
+
+/// The strategy ids of the run's accepted steps.
+fn accepted(run: &serde_json::Value) -> Vec<String> {
+    run["steps"]
+        .as_array()
+        .map(|s| {
+            s.iter()
+                .filter(|s| s["outcome"] == "accepted")
+                .filter_map(|s| s["strategy_id"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_default_optimize_cures_a_logsumexp_a_column_mean_and_a_column_norm_on_the_interpreter() {
+    let test =
+        "the_default_optimize_cures_a_logsumexp_a_column_mean_and_a_column_norm_on_the_interpreter";
+    let py = match crate::bench_triton::python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip(test, &why),
+    };
+    let run = default_optimize(
+        &py,
+        "logsumexp_rows.py",
+        "R = 16384, 33; C = 2048, 1500",
+        "R = 40, 9; C = 700, 130",
+    );
+    assert_eq!(
+        run["steps"][0]["strategy_id"], "triton_online",
+        "the diagnosed cure first: {run}"
+    );
+    assert!(
+        accepted(&run).contains(&"triton_online".to_string()),
+        "{run}"
+    );
+    let run = default_optimize(
+        &py,
+        "col_mean.py",
+        "M = 16384, 1001; N = 1024, 300",
+        "M = 300, 101; N = 200, 30",
+    );
+    assert_eq!(run["steps"][0]["strategy_id"], "triton_split_loop", "{run}");
+    assert!(
+        accepted(&run).contains(&"triton_split_loop".to_string()),
+        "{run}"
+    );
+    let run = default_optimize(
+        &py,
+        "col_norm.py",
+        "M = 8192, 1000; N = 2048, 333",
+        "M = 300, 100; N = 70, 33",
+    );
+    assert_eq!(
+        run["steps"][0]["strategy_id"], "triton_program_tile",
+        "{run}"
+    );
+    assert!(
+        accepted(&run).contains(&"triton_program_tile".to_string()),
+        "{run}"
+    );
+}

@@ -1,30 +1,29 @@
-"""Per-row cross-entropy loss in Triton, a first draft: a program takes a few rows at a
-time as a 2-D tile and walks the vocabulary twice (row maxima, then masked sums of
-exponentials), then reads each row's target logit. Every logit is read twice."""
+"""Per-row cross-entropy loss in Triton, a first draft: one program per row walks the
+vocabulary twice (the row's maximum, then the sum of exponentials of the shifted
+logits), then reads the row's target logit. Every logit is read twice."""
 import triton
 import triton.language as tl
 
 
 # @bench B = 4096, 45; V = 8192, 1003
 # @bench logits: in f32[B, V] ~ normal(0, 4); target: in i64[B] ~ randint(0, V); loss: out f32[B]
-# @bench grid = cdiv(B, ROWS); ROWS = 4; COLS = 512; num_warps = 4
+# @bench grid = B; COLS = 512; num_warps = 4
 # @bench reference = torch: F.cross_entropy(logits, target, reduction="none")
+# @bench atol = 1e-4; rtol = 1e-4
 @triton.jit
-def cross_entropy(logits, target, loss, B, V, ROWS: tl.constexpr, COLS: tl.constexpr):
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    live = rows < B
-    row_max = tl.full([ROWS], -float("inf"), tl.float32)
+def cross_entropy(logits, target, loss, V, COLS: tl.constexpr):
+    row = tl.program_id(0)
+    base = logits + row * V
+    row_max = float("-inf")
     for v0 in range(0, V, COLS):
         cols = v0 + tl.arange(0, COLS)
-        ok = live[:, None] & (cols[None, :] < V)
-        z = tl.load(logits + rows[:, None] * V + cols[None, :], mask=ok, other=-float("inf"))
-        row_max = tl.maximum(row_max, tl.max(z, axis=1))
-    total = tl.zeros([ROWS], tl.float32)
+        z = tl.load(base + cols, mask=cols < V, other=float("-inf"))
+        row_max = tl.maximum(row_max, tl.max(z, axis=0))
+    total = 0.0
     for v0 in range(0, V, COLS):
         cols = v0 + tl.arange(0, COLS)
-        ok = live[:, None] & (cols[None, :] < V)
-        z = tl.load(logits + rows[:, None] * V + cols[None, :], mask=ok, other=-float("inf"))
-        total += tl.sum(tl.where(ok, tl.exp(z - row_max[:, None]), 0.0), axis=1)
-    t = tl.load(target + rows, mask=live, other=0)
-    picked = tl.load(logits + rows * V + t, mask=live, other=0.0)
-    tl.store(loss + rows, row_max + tl.log(total) - picked, mask=live)
+        z = tl.load(base + cols, mask=cols < V, other=float("-inf"))
+        total += tl.sum(tl.exp(z - row_max), axis=0)
+    t = tl.load(target + row)
+    picked = tl.load(base + t)
+    tl.store(loss + row, row_max + tl.log(total) - picked)

@@ -9,6 +9,7 @@ import triton.language as tl
 # @bench A: in f32[M, K]; v: in f32[K]; y: out f32[M]
 # @bench grid = cdiv(M, ROWS); ROWS = 64; num_warps = 4
 # @bench reference = torch: A @ v
+# @bench atol = 1e-3; rtol = 1e-3
 @triton.jit
 def matvec(A, v, y, M, K, ROWS: tl.constexpr):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)

@@ -106,6 +106,21 @@ fn what_each_code_rewrite_offers_on_the_examples_and_fixtures() {
         examples/bias_relu_rows.cu bias_relu_rows unroll: n/a: `bias_relu_rows` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
         examples/bias_relu_rows.cu bias_relu_rows fast_math: n/a: `bias_relu_rows` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
         examples/bias_relu_rows.cu bias_relu_rows maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
+        examples/col_max.cu col_max restrict_const: __restrict__ on x, out
+        examples/col_max.cu col_max launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
+        examples/col_max.cu col_max unroll: #pragma unroll 2 on 1 loop | #pragma unroll 4 on 1 loop | #pragma unroll 8 on 1 loop
+        examples/col_max.cu col_max fast_math: n/a: `col_max` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/col_max.cu col_max maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
+        examples/col_sum.cu col_sum restrict_const: n/a: every pointer parameter of `col_sum` is already `__restrict__`, and the others are written through, passed on or cast, so `const` cannot be added safely
+        examples/col_sum.cu col_sum launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
+        examples/col_sum.cu col_sum unroll: #pragma unroll 2 on 1 loop | #pragma unroll 4 on 1 loop | #pragma unroll 8 on 1 loop
+        examples/col_sum.cu col_sum fast_math: n/a: `col_sum` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/col_sum.cu col_sum maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
+        examples/cross_entropy.cu cross_entropy restrict_const: __restrict__ on logits, target, loss
+        examples/cross_entropy.cu cross_entropy launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
+        examples/cross_entropy.cu cross_entropy unroll: #pragma unroll 2 on 2 loops | #pragma unroll 4 on 2 loops | #pragma unroll 8 on 2 loops
+        examples/cross_entropy.cu cross_entropy fast_math: expf→__expf, logf→__logf
+        examples/cross_entropy.cu cross_entropy maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
         examples/half_axpy.cu half_axpy restrict_const: __restrict__ on x, y
         examples/half_axpy.cu half_axpy launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
         examples/half_axpy.cu half_axpy unroll: n/a: `half_axpy` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
@@ -121,6 +136,16 @@ fn what_each_code_rewrite_offers_on_the_examples_and_fixtures() {
         examples/matmul_naive.cu matmul unroll: #pragma unroll 2 on 1 loop | #pragma unroll 4 on 1 loop | #pragma unroll 8 on 1 loop
         examples/matmul_naive.cu matmul fast_math: n/a: `matmul` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
         examples/matmul_naive.cu matmul maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
+        examples/matvec.cu matvec restrict_const: n/a: every pointer parameter of `matvec` is already `__restrict__`, and the others are written through, passed on or cast, so `const` cannot be added safely
+        examples/matvec.cu matvec launch_bounds: __launch_bounds__(64) | __launch_bounds__(64, 2) | __launch_bounds__(64, 4)
+        examples/matvec.cu matvec unroll: #pragma unroll 2 on 1 loop | #pragma unroll 4 on 1 loop | #pragma unroll 8 on 1 loop
+        examples/matvec.cu matvec fast_math: n/a: `matvec` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/matvec.cu matvec maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
+        examples/matvec_t.cu matvec_t restrict_const: __restrict__ on a, v, y
+        examples/matvec_t.cu matvec_t launch_bounds: __launch_bounds__(128) | __launch_bounds__(128, 2) | __launch_bounds__(128, 4)
+        examples/matvec_t.cu matvec_t unroll: n/a: `matvec_t` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
+        examples/matvec_t.cu matvec_t fast_math: n/a: `matvec_t` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/matvec_t.cu matvec_t maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
         examples/norm_apply.cu norm_apply restrict_const: n/a: every pointer parameter of `norm_apply` is already `__restrict__`, and the others are written through, passed on or cast, so `const` cannot be added safely
         examples/norm_apply.cu norm_apply launch_bounds: __launch_bounds__(128) | __launch_bounds__(128, 2) | __launch_bounds__(128, 4)
         examples/norm_apply.cu norm_apply unroll: n/a: `norm_apply` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
@@ -136,6 +161,16 @@ fn what_each_code_rewrite_offers_on_the_examples_and_fixtures() {
         examples/reduce_sum.cu reduce_tree unroll: n/a: `reduce_tree` has no counted `for` loop to unroll: `for (int s = BLOCK / 2; s > 0; s >>= 1)` is not counted (the condition `s > 0` is not `s <`, `<=` or `!=` a bound)
         examples/reduce_sum.cu reduce_tree fast_math: n/a: `reduce_tree` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
         examples/reduce_sum.cu reduce_tree maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
+        examples/rms_norm.cu rms_norm restrict_const: __restrict__ on x, w, y
+        examples/rms_norm.cu rms_norm launch_bounds: __launch_bounds__(128) | __launch_bounds__(128, 2) | __launch_bounds__(128, 4)
+        examples/rms_norm.cu rms_norm unroll: #pragma unroll 2 on 2 loops | #pragma unroll 4 on 2 loops | #pragma unroll 8 on 2 loops
+        examples/rms_norm.cu rms_norm fast_math: n/a: `rms_norm` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/rms_norm.cu rms_norm maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
+        examples/row_cumsum.cu row_cumsum restrict_const: __restrict__ on x, y
+        examples/row_cumsum.cu row_cumsum launch_bounds: __launch_bounds__(128) | __launch_bounds__(128, 2) | __launch_bounds__(128, 4)
+        examples/row_cumsum.cu row_cumsum unroll: #pragma unroll 2 on 1 loop | #pragma unroll 4 on 1 loop | #pragma unroll 8 on 1 loop
+        examples/row_cumsum.cu row_cumsum fast_math: n/a: `row_cumsum` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/row_cumsum.cu row_cumsum maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
         examples/saxpy.cu saxpy restrict_const: __restrict__ on x, y
         examples/saxpy.cu saxpy launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
         examples/saxpy.cu saxpy unroll: n/a: `saxpy` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
@@ -146,6 +181,11 @@ fn what_each_code_rewrite_offers_on_the_examples_and_fixtures() {
         examples/softmax_rows.cu softmax_rows unroll: #pragma unroll 2 on 3 loops | #pragma unroll 4 on 3 loops | #pragma unroll 8 on 3 loops
         examples/softmax_rows.cu softmax_rows fast_math: expf→__expf
         examples/softmax_rows.cu softmax_rows maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
+        examples/sum_squares.cu sum_squares restrict_const: __restrict__ on x, total
+        examples/sum_squares.cu sum_squares launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
+        examples/sum_squares.cu sum_squares unroll: n/a: `sum_squares` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
+        examples/sum_squares.cu sum_squares fast_math: n/a: `sum_squares` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/sum_squares.cu sum_squares maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
         examples/transpose.cu transpose restrict_const: __restrict__ on src, dst
         examples/transpose.cu transpose launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
         examples/transpose.cu transpose unroll: n/a: `transpose` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)

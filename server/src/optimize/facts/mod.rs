@@ -28,7 +28,9 @@
 //! their phrases, the features, `describe`); `lanes.rs` the analysis both languages
 //! share (the lane derivative [`Deriv`] of an index and the settling of a name with
 //! several definitions), so CUDA and Triton strides are computed one way; `cuda.rs` and
-//! `triton.rs` the per-language lowering from the tree to loops, accesses and counts.
+//! `triton.rs` the per-language lowering from the tree to loops, accesses and counts;
+//! `carries.rs` what a CUDA loop carries between iterations and `triton_loops.rs` the
+//! same for Triton loops (with which later loop reads each result).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};

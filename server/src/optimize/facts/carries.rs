@@ -10,6 +10,9 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use tree_sitter::Node;
 
+use super::cuda::declared_name;
+use super::lanes::{named_children, node_text as text, MAX_DEPTH};
+
 /// One variable a loop carries.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Carried {
@@ -180,12 +183,14 @@ fn assignments(n: Node<'_>) -> usize {
 }
 
 fn first_assignment(n: Node<'_>) -> Option<Node<'_>> {
-    if n.kind() == "assignment_expression" {
-        return Some(n);
-    }
-    let mut c = n.walk();
-    let kids: Vec<Node> = n.named_children(&mut c).collect();
-    kids.into_iter().find_map(first_assignment)
+    let mut found = None;
+    walk(n, &mut |x| {
+        if found.is_none() && x.kind() == "assignment_expression" {
+            found = Some(x);
+        }
+        found.is_none()
+    });
+    found
 }
 
 /// Names declared inside the loop (its header included).
@@ -193,14 +198,11 @@ fn declared_in(src: &str, l: Node<'_>) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     walk(l, &mut |n| {
         if n.kind() == "init_declarator" || n.kind() == "declaration" {
-            if let Some(d) = n.child_by_field_name("declarator") {
-                let mut d = d;
-                while let Some(inner) = d.child_by_field_name("declarator") {
-                    d = inner;
-                }
-                if d.kind() == "identifier" {
-                    out.insert(text(src, d).to_string());
-                }
+            if let Some(name) = n
+                .child_by_field_name("declarator")
+                .and_then(|d| declared_name(src, d))
+            {
+                out.insert(name);
             }
         }
         true
@@ -224,18 +226,16 @@ fn loop_var(src: &str, l: Node<'_>) -> Option<String> {
     (target.kind() == "identifier").then(|| text(src, target).to_string())
 }
 
-fn text<'s>(src: &'s str, n: Node<'_>) -> &'s str {
-    src.get(n.byte_range()).unwrap_or("")
-}
-
+/// Every node under `n`, pre-order, while `f` says go on; no deeper than
+/// [`MAX_DEPTH`] (deeper input is left out, never a stack overflow).
 fn walk<'t>(n: Node<'t>, f: &mut dyn FnMut(Node<'t>) -> bool) {
-    if !f(n) {
-        return;
-    }
-    let mut c = n.walk();
-    let kids: Vec<Node<'t>> = n.named_children(&mut c).collect();
-    for k in kids {
-        walk(k, f);
+    let mut stack = vec![(n, 0usize)];
+    while let Some((x, depth)) = stack.pop() {
+        if !f(x) || depth >= MAX_DEPTH {
+            continue;
+        }
+        let kids = named_children(x);
+        stack.extend(kids.into_iter().rev().map(|k| (k, depth + 1)));
     }
 }
 

@@ -149,7 +149,7 @@ fn param_names(src: &str, func: Node) -> Vec<Option<String>> {
 }
 
 /// The identifier a declarator declares (through pointer, reference, array, init).
-fn declared_name(src: &str, mut d: Node) -> Option<String> {
+pub(super) fn declared_name(src: &str, mut d: Node) -> Option<String> {
     for _ in 0..16 {
         match d.kind() {
             "identifier" => return Some(node_text(src, d).to_string()),

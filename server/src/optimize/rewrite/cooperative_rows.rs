@@ -1878,26 +1878,28 @@ fn emit(
         e.extend([Edit::insert(l.node.end_byte(), code)]);
     }
     for s in &rows.lane0 {
-        let t = text(src, *s);
-        // Under an `if` with an `else`, a bare `if` would take the `else`: brace it.
-        let under_if = s.parent().is_some_and(|p| p.kind() == "if_statement");
-        if !t.contains('\n') && !under_if {
-            e.extend([Edit::insert(s.start_byte(), format!("if ({lane} == 0) "))]);
-        } else if !t.contains('\n') {
-            e.extend([Edit::replace(
-                s.byte_range(),
-                format!("{{ if ({lane} == 0) {t} }}"),
-            )]);
-        } else {
-            let ind = line_indent(src, s.start_byte());
-            let body = reindent(t, ind, &format!("{ind}{unit}"));
-            e.extend([Edit::replace(
-                s.byte_range(),
-                format!("if ({lane} == 0) {{{nl}{ind}{unit}{body}{nl}{ind}}}"),
-            )]);
-        }
+        e.extend([only_if(src, *s, &format!("{lane} == 0"), unit, nl)]);
     }
     Ok(e)
+}
+
+/// The edit that runs statement `s` only where `cond` holds (a write given to one lane).
+pub(super) fn only_if(src: &str, s: Node<'_>, cond: &str, unit: &str, nl: &str) -> Edit {
+    let t = text(src, s);
+    // Under an `if` with an `else`, a bare `if` would take the `else`: brace it.
+    let under_if = s.parent().is_some_and(|p| p.kind() == "if_statement");
+    if !t.contains('\n') && !under_if {
+        Edit::insert(s.start_byte(), format!("if ({cond}) "))
+    } else if !t.contains('\n') {
+        Edit::replace(s.byte_range(), format!("{{ if ({cond}) {t} }}"))
+    } else {
+        let ind = line_indent(src, s.start_byte());
+        let body = reindent(t, ind, &format!("{ind}{unit}"));
+        Edit::replace(
+            s.byte_range(),
+            format!("if ({cond}) {{{nl}{ind}{unit}{body}{nl}{ind}}}"),
+        )
+    }
 }
 
 /// One combine step with the other value `other` (an expression evaluated once, in

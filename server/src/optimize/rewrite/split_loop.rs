@@ -53,13 +53,13 @@ use std::collections::BTreeSet;
 use tree_sitter::Node;
 
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
-use super::cooperative_rows::{analyze, combine_plain, row_launch, RowPlan, Step};
+use super::cooperative_rows::{analyze, combine_plain, only_if, row_launch, RowPlan, Step};
 use super::edits::{Edit, Edits};
 use super::elementwise::{match_elementwise, Elementwise, Guard};
 use super::params::Params;
 use super::tree::{
-    code_names, first_line, fresh, kernel_function, line_indent, named_children, newline, reindent,
-    text, walk,
+    code_names, first_line, fresh, kernel_function, line_indent, named_children, newline, text,
+    walk,
 };
 use super::RewriteContext;
 use crate::syntax::Lang;
@@ -396,7 +396,7 @@ fn emit(
         }
     }
     for s in &rows.lane0 {
-        e.extend([lead_only(src, *s, &lead, &shape.unit, nl)]);
+        e.extend([only_if(src, *s, &lead, &shape.unit, nl)]);
     }
     Ok(e)
 }
@@ -628,24 +628,6 @@ fn ptx_type(ty: &str) -> Option<(&'static str, &'static str)> {
         }
         _ => return None,
     })
-}
-
-/// A statement that writes memory outside the loops, run by one thread of a live output.
-fn lead_only(src: &str, s: Node<'_>, lead: &str, unit: &str, nl: &str) -> Edit {
-    let t = text(src, s);
-    let under_if = s.parent().is_some_and(|p| p.kind() == "if_statement");
-    if !t.contains('\n') && !under_if {
-        Edit::insert(s.start_byte(), format!("if ({lead}) "))
-    } else if !t.contains('\n') {
-        Edit::replace(s.byte_range(), format!("{{ if ({lead}) {t} }}"))
-    } else {
-        let ind = line_indent(src, s.start_byte());
-        let body = reindent(t, ind, &format!("{ind}{unit}"));
-        Edit::replace(
-            s.byte_range(),
-            format!("if ({lead}) {{{nl}{ind}{unit}{body}{nl}{ind}}}"),
-        )
-    }
 }
 
 #[cfg(test)]

@@ -407,6 +407,61 @@ pub(super) fn analyze<'t>(
     shape: &Elementwise<'t>,
 ) -> Result<RowPlan<'t>, String> {
     let src = cx.text;
+    let mut scope = body_scope(cx, shape)?;
+    // Every access and whether it writes.
+    let mut accesses: Vec<Access<'t>> = Vec::new();
+    for &root in &shape.body {
+        collect_accesses(&scope, root, &mut accesses)?;
+    }
+    for a in &accesses {
+        if a.write {
+            scope.written.insert(a.buffer.clone());
+        }
+    }
+    written_not_passed(&scope, shape)?;
+    // Column loops, found from the row level down.
+    let mut loops = Vec::new();
+    let mut row_level: Vec<Node<'t>> = Vec::new();
+    for (i, &s) in shape.body.iter().enumerate() {
+        find_loops(
+            &scope,
+            shape,
+            &shape.body[..i],
+            s,
+            &mut loops,
+            &mut row_level,
+            0,
+        )?;
+    }
+    if loops.is_empty() {
+        return Err("no loop in the row body indexes global memory with its variable".into());
+    }
+    loop_vars_stay_inside(src, shape, &loops)?;
+    let loop_buffers = loop_writes(&scope, &accesses, &loops)?;
+    let lane0 = row_writes(&scope, &accesses, &loops, &loop_buffers)?;
+    row_reads(&scope, &accesses, &loops, &lane0, &row_level)?;
+    // Accumulator types, and how each loop's accesses move.
+    for l in &mut loops {
+        for acc in &mut l.accs {
+            acc.ty = scope.types.get(&acc.name).cloned();
+        }
+        l.moves = loop_moves(&scope, l, &accesses, &shape.index);
+    }
+    let stage = staging::plan(cx.kernel, spec, &scope, &accesses, &loops, &shape.body);
+    Ok(RowPlan {
+        loops,
+        lane0,
+        stage,
+    })
+}
+
+/// The row body's scope (declarations and aliases), or the first thing in it a team of
+/// lanes cannot share: a collective, a thread index, a jump, shared memory.
+fn body_scope<'t>(
+    cx: &RewriteContext<'t>,
+    shape: &Elementwise<'t>,
+) -> Result<Scope<'t, 't>, String> {
+    let src = cx.text;
     let mut scope = Scope::of_kernel(cx, src);
     // Forbidden things anywhere in the row body; declarations and aliases.
     let mut err: Option<String> = None;
@@ -460,17 +515,12 @@ pub(super) fn analyze<'t>(
     if let Some(e) = err {
         return Err(e);
     }
-    // Every access and whether it writes.
-    let mut accesses: Vec<Access<'t>> = Vec::new();
-    for &root in &shape.body {
-        collect_accesses(&scope, root, &mut accesses)?;
-    }
-    for a in &accesses {
-        if a.write {
-            scope.written.insert(a.buffer.clone());
-        }
-    }
-    // Pointers passed to calls: a written buffer may not be.
+    Ok(scope)
+}
+
+/// Pointers passed to calls: a written buffer may not be.
+fn written_not_passed(scope: &Scope<'_, '_>, shape: &Elementwise<'_>) -> Result<(), String> {
+    let src = scope.src;
     for &root in &shape.body {
         let mut bad = None;
         walk(root, &mut |n| {
@@ -488,7 +538,7 @@ pub(super) fn analyze<'t>(
                 .map(named_children)
                 .unwrap_or_default()
             {
-                if let Some(a) = base_of(&scope, arg, 0) {
+                if let Some(a) = base_of(scope, arg, 0) {
                     if scope.written.contains(&a.0) {
                         bad = Some(format!(
                             "passes the written buffer `{}` to `{f}`; which lane writes what cannot be told",
@@ -503,27 +553,17 @@ pub(super) fn analyze<'t>(
             return Err(b);
         }
     }
+    Ok(())
+}
 
-    // Column loops, found from the row level down.
-    let mut loops = Vec::new();
-    let mut row_level: Vec<Node<'t>> = Vec::new();
-    for (i, &s) in shape.body.iter().enumerate() {
-        find_loops(
-            &scope,
-            shape,
-            &shape.body[..i],
-            s,
-            &mut loops,
-            &mut row_level,
-            0,
-        )?;
-    }
-    if loops.is_empty() {
-        return Err("no loop in the row body indexes global memory with its variable".into());
-    }
-    // A loop variable declared outside its loop is read nowhere else: after the rewrite
-    // its value after the loop differs from lane to lane.
-    for l in &loops {
+/// A loop variable declared outside its loop is read nowhere else: after the rewrite
+/// its value after the loop differs from lane to lane.
+fn loop_vars_stay_inside(
+    src: &str,
+    shape: &Elementwise<'_>,
+    loops: &[ColumnLoop<'_>],
+) -> Result<(), String> {
+    for l in loops {
         let decl_inside = l.node.kind() == "for_statement"
             && l.node
                 .child_by_field_name("initializer")
@@ -564,11 +604,21 @@ pub(super) fn analyze<'t>(
             return Err(b);
         }
     }
-    // Accesses inside column loops, and at row level.
-    let in_loop = |n: Node| loops.iter().any(|l: &ColumnLoop| contains(l.node, n));
+    Ok(())
+}
+
+/// Writes inside column loops hit the loop's own column, one address per buffer and
+/// loop, and loops over one written buffer start and step alike. The buffers written in
+/// loops.
+fn loop_writes(
+    scope: &Scope<'_, '_>,
+    accesses: &[Access<'_>],
+    loops: &[ColumnLoop<'_>],
+) -> Result<BTreeSet<String>, String> {
+    let src = scope.src;
     let mut loop_buffers: BTreeSet<String> = BTreeSet::new();
-    for l in &loops {
-        let names = loop_names(&scope, l);
+    for l in loops {
+        let names = loop_names(scope, l);
         let mut addr: BTreeMap<String, (Poly, Node)> = BTreeMap::new();
         for a in accesses.iter().filter(|a| contains(l.node, a.node)) {
             if !scope.written.contains(&a.buffer) {
@@ -608,7 +658,7 @@ pub(super) fn analyze<'t>(
     }
     // Several loops touching one written buffer: same start and step, same address.
     let mut seen: BTreeMap<String, (String, i64)> = BTreeMap::new();
-    for l in &loops {
+    for l in loops {
         let touched: BTreeSet<&String> = accesses
             .iter()
             .filter(|a| contains(l.node, a.node) && scope.written.contains(&a.buffer))
@@ -627,7 +677,19 @@ pub(super) fn analyze<'t>(
             }
         }
     }
-    // Row-level accesses.
+    Ok(loop_buffers)
+}
+
+/// Row-level statements that write memory (each runs in one lane), or why a team cannot
+/// share them.
+fn row_writes<'t>(
+    scope: &Scope<'_, 't>,
+    accesses: &[Access<'t>],
+    loops: &[ColumnLoop<'t>],
+    loop_buffers: &BTreeSet<String>,
+) -> Result<Vec<Node<'t>>, String> {
+    let src = scope.src;
+    let in_loop = |n: Node| loops.iter().any(|l: &ColumnLoop| contains(l.node, n));
     let mut lane0: Vec<Node<'t>> = Vec::new();
     for a in accesses.iter().filter(|a| !in_loop(a.node)) {
         let at = first_line(text(src, a.node));
@@ -667,9 +729,21 @@ pub(super) fn analyze<'t>(
             return Err(b);
         }
     }
-    // A row-level read of a buffer one lane writes is safe only before every write, with a
-    // team reduction (shuffles, barriers) between them, and no loop around both.
-    let row_loops: Vec<Node> = row_level.clone();
+    Ok(lane0)
+}
+
+/// A row-level read of a buffer one lane writes is safe only before every write, with a
+/// team reduction (shuffles, barriers) between them, and no loop around both.
+fn row_reads<'t>(
+    scope: &Scope<'_, 't>,
+    accesses: &[Access<'t>],
+    loops: &[ColumnLoop<'t>],
+    lane0: &[Node<'t>],
+    row_level: &[Node<'t>],
+) -> Result<(), String> {
+    let src = scope.src;
+    let in_loop = |n: Node| loops.iter().any(|l: &ColumnLoop| contains(l.node, n));
+    let row_loops = row_level;
     let writes_of = |b: &str| -> Vec<Node<'t>> {
         accesses
             .iter()
@@ -700,19 +774,7 @@ pub(super) fn analyze<'t>(
             ));
         }
     }
-    // Accumulator types, and how each loop's accesses move.
-    for l in &mut loops {
-        for acc in &mut l.accs {
-            acc.ty = scope.types.get(&acc.name).cloned();
-        }
-        l.moves = loop_moves(&scope, l, &accesses, &shape.index);
-    }
-    let stage = staging::plan(cx.kernel, spec, &scope, &accesses, &loops, &shape.body);
-    Ok(RowPlan {
-        loops,
-        lane0,
-        stage,
-    })
+    Ok(())
 }
 
 /// How every global access of `l` moves along the row index and the loop variable.

@@ -9,6 +9,7 @@ mod cli_check;
 mod client;
 mod cluster;
 mod corpus;
+mod cures_corpus;
 mod emulate;
 #[path = "../gpu/cuda_backend.rs"]
 mod gpu;

@@ -1,0 +1,100 @@
+//! The analysis-driven CUDA cures on kernels nobody wrote for them: every kernel of the
+//! real projects in `tests/corpus` (fetched by `tests/corpus/fetch.sh`), given the spec
+//! skeleton the editor would insert, must get an answer from each cure: candidates that
+//! still parse and plan, or a refusal with a reason. Prints how many each cure took.
+
+use kernel_lsp::document::Document;
+use kernel_lsp::optimize::rewrite::{self, RewriteContext, RewriteError};
+use kernel_lsp::syntax::Lang;
+
+const CURES: &[&str] = &[
+    "split_loop",
+    "cooperative_rows",
+    "remap_lanes",
+    "block_reduce",
+];
+
+fn cuda_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            cuda_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "cu" || x == "cuh") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn analysis_cures_answer_every_corpus_kernel_with_a_skeleton_spec() {
+    let test = "analysis_cures_answer_every_corpus_kernel_with_a_skeleton_spec";
+    let cache = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus/cache");
+    let mut files = Vec::new();
+    cuda_files(&cache, &mut files);
+    if files.is_empty() {
+        return crate::tools::skip(test, "no corpus (run tests/corpus/fetch.sh)");
+    }
+    files.sort();
+    let mut kernels = 0;
+    let mut took: Vec<(String, Vec<String>)> =
+        CURES.iter().map(|c| (c.to_string(), Vec::new())).collect();
+    for f in &files {
+        let Ok(text) = std::fs::read_to_string(f) else {
+            continue;
+        };
+        let doc = Document::new(Lang::Cuda, 0, &text);
+        let Some(tree) = doc.tree() else { continue };
+        let model = kernel_lsp::syntax::analyze(Lang::Cuda, &text, tree);
+        for k in model.kernels.iter().filter(|k| k.spec.lines.is_empty()) {
+            let sk = kernel_lsp::spec::skeleton(k, &text);
+            let mut with = text.clone();
+            with.insert_str(sk.insert_at, &sk.text);
+            let doc2 = Document::new(Lang::Cuda, 0, &with);
+            let Some(tree2) = doc2.tree() else { continue };
+            let model2 = kernel_lsp::syntax::analyze(Lang::Cuda, &with, tree2);
+            let Some(k2) = model2.kernel(&k.name) else {
+                continue;
+            };
+            kernels += 1;
+            for (id, hits) in &mut took {
+                let params = Default::default();
+                let cx = RewriteContext {
+                    lang: Lang::Cuda,
+                    text: &with,
+                    tree: tree2,
+                    model: &model2,
+                    kernel: k2,
+                    params: &params,
+                };
+                match rewrite::apply(id, &cx) {
+                    Ok(c) => {
+                        assert!(
+                            !c.is_empty(),
+                            "{id} on {}:{} gave Ok with nothing",
+                            f.display(),
+                            k.name
+                        );
+                        hits.push(format!(
+                            "{}:{} ({} candidates)",
+                            f.strip_prefix(&cache).unwrap_or(f).display(),
+                            k.name,
+                            c.len()
+                        ));
+                    }
+                    Err(RewriteError::NotApplicable(why)) => assert!(!why.is_empty()),
+                    Err(e) => panic!("{id} on {}:{}: {e}", f.display(), k.name),
+                }
+            }
+        }
+    }
+    eprintln!("{kernels} corpus kernels with skeleton specs");
+    for (id, hits) in &took {
+        eprintln!("{id}: {} kernels", hits.len());
+        for h in hits.iter().take(12) {
+            eprintln!("  {h}");
+        }
+    }
+}

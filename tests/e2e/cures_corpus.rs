@@ -1,7 +1,9 @@
 //! The analysis-driven CUDA cures on kernels nobody wrote for them: every kernel of the
 //! real projects in `tests/corpus` (fetched by `tests/corpus/fetch.sh`), given the spec
 //! skeleton the editor would insert, must get an answer from each cure: candidates that
-//! still parse and plan, or a refusal with a reason. Prints how many each cure took.
+//! still parse and plan, or a refusal with a reason. Prints how many each cure took. The
+//! first `interleave` candidates (a code rewrite of loops in any style) must also compile
+//! with NVRTC wherever the original does.
 
 use kernel_lsp::document::Document;
 use kernel_lsp::optimize::rewrite::{self, RewriteContext, RewriteError};
@@ -12,7 +14,43 @@ const CURES: &[&str] = &[
     "cooperative_rows",
     "remap_lanes",
     "block_reduce",
+    "interleave",
 ];
+
+/// How many kernels' `interleave` candidates are compiled with NVRTC, from files under
+/// `SMALL` bytes (a large file with heavy headers takes tens of seconds per compile).
+const COMPILED: usize = 12;
+const SMALL: usize = 24_000;
+
+/// The candidate compiles with no error where the original compiles with none.
+fn compiles_like_the_original(original: &str, candidate: &str, kernel: &str) {
+    if crate::tools::nvrtc_available().is_err() {
+        return;
+    }
+    let tc = kernel_lsp::toolchain::locate(&Default::default());
+    let errors = |text: &str| {
+        let doc = Document::new(Lang::Cuda, 0, text);
+        let file = kernel_lsp::analysis::analyze(
+            Lang::Cuda,
+            text,
+            doc.tree(),
+            &kernel_lsp::analysis::AnalyzeOptions::default(),
+        );
+        kernel_lsp::analysis::compile(&tc, text, &file.compile_inputs(), "candidate.cu")
+            .findings
+            .into_iter()
+            .filter(|f| f.severity == kernel_lsp::analysis::Severity::Error)
+            .map(|f| f.message)
+            .collect::<Vec<_>>()
+    };
+    if errors(original).is_empty() {
+        let new = errors(candidate);
+        assert!(
+            new.is_empty(),
+            "interleave on {kernel}: {new:?}\n{candidate}"
+        );
+    }
+}
 
 fn cuda_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
     let Ok(rd) = std::fs::read_dir(dir) else {
@@ -39,6 +77,7 @@ fn analysis_cures_answer_every_corpus_kernel_with_a_skeleton_spec() {
     }
     files.sort();
     let mut kernels = 0;
+    let mut compiled = 0;
     let mut took: Vec<(String, Vec<String>)> =
         CURES.iter().map(|c| (c.to_string(), Vec::new())).collect();
     for f in &files {
@@ -71,6 +110,10 @@ fn analysis_cures_answer_every_corpus_kernel_with_a_skeleton_spec() {
                 };
                 match rewrite::apply(id, &cx) {
                     Ok(c) => {
+                        if *id == "interleave" && compiled < COMPILED && with.len() < SMALL {
+                            compiles_like_the_original(&with, &c[0].text, &k.name);
+                            compiled += 1;
+                        }
                         assert!(
                             !c.is_empty(),
                             "{id} on {}:{} gave Ok with nothing",

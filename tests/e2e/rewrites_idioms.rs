@@ -650,9 +650,48 @@ const CASES: &[Case] = &[
             "rows = 67, 5; cols = 45, 77",
         ),
     },
+    Case {
+        file: INTERLEAVE,
+        kernel: "col_sum_split",
+        id: "interleave",
+        want: 2,
+        sizes: (
+            "rows = 4096, 37; cols = 1024, 45",
+            "rows = 67, 37; cols = 45, 45",
+        ),
+    },
+    Case {
+        file: INTERLEAVE,
+        kernel: "grid_stride_axpy",
+        id: "interleave",
+        want: 2,
+        sizes: ("n = 1 << 22, 1001", "n = 3001, 1001"),
+    },
+    Case {
+        file: INTERLEAVE,
+        kernel: "row_dot",
+        id: "interleave",
+        want: 2,
+        sizes: ("m = 2048, 33; n = 1024, 77", "m = 9, 33; n = 101, 77"),
+    },
+    Case {
+        file: INTERLEAVE,
+        kernel: "strided_max",
+        id: "interleave",
+        want: 2,
+        sizes: ("n = 1 << 20, 999", "n = 1000, 999"),
+    },
+    Case {
+        file: INTERLEAVE,
+        kernel: "first_negative",
+        id: "interleave",
+        want: 0,
+        sizes: ("n = 1 << 20, 99", "n = 300, 99"),
+    },
 ];
 
 const SPLIT: &str = "tests/fixtures/rewrites/split/columns.cu";
+const INTERLEAVE: &str = "tests/fixtures/rewrites/interleave/loops.cu";
 const MATMULS: &str = "tests/fixtures/rewrites/tiles/matmuls.cu";
 const TENSOR_MATMULS: &str = "tests/fixtures/rewrites/tiles/tensor_matmuls.cu";
 const LANES: &str = "tests/fixtures/rewrites/lanes/remaps.cu";

@@ -48,6 +48,21 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/split/columns.cu",
         "even_sum",
     ),
+    (
+        "interleave",
+        "tests/fixtures/rewrites/interleave/loops.cu",
+        "col_sum_split",
+    ),
+    (
+        "interleave",
+        "tests/fixtures/rewrites/interleave/loops.cu",
+        "row_dot",
+    ),
+    (
+        "interleave",
+        "tests/fixtures/rewrites/interleave/loops.cu",
+        "grid_stride_axpy",
+    ),
     ("cooperative_rows", "examples/row_cumsum.cu", "row_cumsum"),
     (
         "cooperative_rows",
@@ -155,6 +170,9 @@ fn source(file: &str) -> &'static str {
         "examples/col_sum.cu" => include_str!("../../examples/col_sum.cu"),
         "examples/col_max.cu" => include_str!("../../examples/col_max.cu"),
         "examples/row_cumsum.cu" => include_str!("../../examples/row_cumsum.cu"),
+        "tests/fixtures/rewrites/interleave/loops.cu" => {
+            include_str!("../fixtures/rewrites/interleave/loops.cu")
+        }
         "tests/fixtures/rewrites/split/columns.cu" => {
             include_str!("../fixtures/rewrites/split/columns.cu")
         }

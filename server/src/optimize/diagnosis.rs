@@ -37,6 +37,12 @@ const PARALLELIZE: &[&str] = &[
 ];
 /// Steps for several passes over the same data where one would do.
 const ONE_PASS: &[&str] = &["triton_online", "triton_row_tile"];
+/// Steps for a thread that waits on one load at a time: more loads in flight per thread.
+const LOADS_IN_FLIGHT: &[&str] = &["interleave", "vectorize", "coarsen"];
+/// The share of stalls on global loads (long scoreboard) above which, short of the DRAM
+/// peak, the threads wait on their loads rather than on the memory system.
+const LOAD_WAIT_SHARE: f64 = 0.5;
+const DRAM_BUSY_PCT: f64 = 70.0;
 /// Steps for a program that walks a long axis one step at a time.
 const SPLIT_LOOP: &[&str] = &["triton_split_loop"];
 
@@ -69,6 +75,12 @@ pub fn diagnose(f: &Facts) -> Vec<Cause> {
                     cures: PARALLELIZE,
                 });
             }
+            if let Some(why) = waits_on_loads(p) {
+                out.push(Cause {
+                    why,
+                    cures: LOADS_IN_FLIGHT,
+                });
+            }
             out.extend(loop_causes(f));
             out
         }
@@ -92,10 +104,34 @@ pub fn diagnose(f: &Facts) -> Vec<Cause> {
                     cures: PARALLELIZE,
                 });
             }
+            if f.holds("loop_steps_at_run_time") == Some(true) {
+                out.push(Cause {
+                    why: "the analysis: a loop that reads memory steps by a run-time value, so the compiler does not unroll it and each thread waits on one load at a time".into(),
+                    cures: LOADS_IN_FLIGHT,
+                });
+            }
+
             out.extend(loop_causes(f));
             out
         }
     }
+}
+
+/// The profile: most stalls wait on global loads while DRAM is far from busy, so each
+/// warp has too few loads in flight.
+fn waits_on_loads(p: &crate::profile::Profile) -> Option<String> {
+    let share = p
+        .stalls
+        .iter()
+        .find(|(reason, _)| reason == "long scoreboard")
+        .map(|s| s.1)?;
+    let dram = p.dram_pct?;
+    (share > LOAD_WAIT_SHARE && dram < DRAM_BUSY_PCT).then(|| {
+        format!(
+            "the profile: {:.0}% of stalls wait on global loads at {dram:.0}% of DRAM peak (few loads in flight)",
+            share * 100.0
+        )
+    })
 }
 
 /// What the loop analysis shows whatever the profile says: passes that re-read what an
@@ -178,6 +214,60 @@ mod tests {
             Some(7)
         );
         assert_eq!(cure_rank(&causes, "vectorize"), None);
+    }
+
+    #[test]
+    fn loads_waited_on_one_at_a_time_name_the_cures_that_put_more_in_flight() {
+        let waiting = |share: f64, dram: f64| {
+            profiled(Profile {
+                stalls: vec![
+                    ("long scoreboard".into(), share),
+                    ("wait".into(), 1.0 - share),
+                ],
+                dram_pct: Some(dram),
+                ..Profile::default()
+            })
+        };
+        let causes = diagnose(&waiting(0.8, 40.0));
+        assert_eq!(
+            causes[0].why,
+            "the profile: 80% of stalls wait on global loads at 40% of DRAM peak (few loads in flight)"
+        );
+        assert_eq!(cure_rank(&causes, "interleave").map(|r| r.0), Some(0));
+        // DRAM already busy, or stalls mostly elsewhere: nothing to add in flight.
+        assert_eq!(diagnose(&waiting(0.8, 85.0)), Vec::new());
+        assert_eq!(diagnose(&waiting(0.3, 40.0)), Vec::new());
+        // Without a profile, a loop stepped by a run-time value names the same cures.
+        let src = "// @bench n = 1 << 20\n// @bench x: in f32[n]; y: out f32[n]\n// @bench grid = 64; block = 256\n__global__ void k(const float* x, float* y, int n) {\n    float s = 0.0f;\n    for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i];\n    y[threadIdx.x] = s;\n}\n";
+        let doc = crate::document::Document::new(crate::syntax::Lang::Cuda, 0, src);
+        let tree = doc.tree().expect("parses");
+        let model = crate::syntax::analyze(crate::syntax::Lang::Cuda, src, tree);
+        let f = crate::optimize::facts::static_facts(
+            crate::syntax::Lang::Cuda,
+            src,
+            tree,
+            &model,
+            &model.kernels[0],
+        );
+        let causes = diagnose(&f);
+        assert_eq!(
+            cure_rank(&causes, "interleave").map(|r| r.0),
+            Some(0),
+            "{causes:?}"
+        );
+        // A constant step is the compiler's to unroll.
+        let fixed = src.replace("i += blockDim.x", "i += 256");
+        let doc = crate::document::Document::new(crate::syntax::Lang::Cuda, 0, &fixed);
+        let tree = doc.tree().expect("parses");
+        let model = crate::syntax::analyze(crate::syntax::Lang::Cuda, &fixed, tree);
+        let f = crate::optimize::facts::static_facts(
+            crate::syntax::Lang::Cuda,
+            &fixed,
+            tree,
+            &model,
+            &model.kernels[0],
+        );
+        assert_eq!(cure_rank(&diagnose(&f), "interleave"), None);
     }
 
     #[test]

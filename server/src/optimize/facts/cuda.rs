@@ -741,6 +741,7 @@ impl<'t> Scan<'_, 't> {
             global_stores: 0,
             via: cx.via.clone(),
             carries: super::carries::carried(src, n),
+            runtime_step: false,
         };
         // `#pragma unroll` right before the loop (comments in between allowed).
         let mut prev = n.prev_named_sibling();
@@ -755,6 +756,9 @@ impl<'t> Scan<'_, 't> {
                 .child_by_field_name("argument")
                 .map_or("", |a| node_text(src, a));
             fact.unroll_pragma = dir == Some("#pragma") && arg.trim_start().starts_with("unroll");
+        }
+        if n.kind() == "while_statement" {
+            fact.runtime_step = self.while_steps_at_run_time(cx, n);
         }
         if n.kind() != "for_statement" {
             return fact;
@@ -845,6 +849,7 @@ impl<'t> Scan<'_, 't> {
             _ => return fact,
         };
         fact.counted = true;
+        fact.runtime_step = step.is_none();
         fact.var = Some(var);
         if let (Some(i), Some(b), Some(s)) =
             (init.and_then(|i| cx.konst(i, 0)), cx.konst(bound, 0), step)
@@ -852,6 +857,28 @@ impl<'t> Scan<'_, 't> {
             fact.trip_count = simulate_trip_count(i, cmp, b, uop, s);
         }
         fact
+    }
+
+    /// `while (...) { ...; v += e; }` with `e` not a constant.
+    fn while_steps_at_run_time(&self, cx: &mut FnCx<'t>, n: Node<'t>) -> bool {
+        let last = n.child_by_field_name("body").and_then(|b| {
+            named_children(b)
+                .into_iter()
+                .rfind(|c| c.kind() != "comment")
+        });
+        let Some(e) = last
+            .filter(|l| l.kind() == "expression_statement")
+            .and_then(|l| named_children(l).into_iter().next())
+            .filter(|e| e.kind() == "assignment_expression")
+        else {
+            return false;
+        };
+        let op = e
+            .child_by_field_name("operator")
+            .map_or("", |o| node_text(self.src, o));
+        op == "+="
+            && e.child_by_field_name("right")
+                .is_some_and(|r| cx.konst(r, 0).is_none())
     }
 
     fn shared_decl(&mut self, cx: &FnCx<'t>, n: Node<'t>) {

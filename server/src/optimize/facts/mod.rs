@@ -82,6 +82,7 @@ pub const FACT_NAMES: &[&str] = &[
     "multi_pass_loops",
     "sequential_axis_loop",
     "loop_steps_by_block",
+    "loop_steps_at_run_time",
 ];
 
 /// One line for a human or a model: what `name` holding (or not holding) means. `None` for
@@ -122,6 +123,10 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
         "loop_without_unroll_pragma" => (
             "a counted loop has no `#pragma unroll`",
             "every counted loop has `#pragma unroll`",
+        ),
+        "loop_steps_at_run_time" => (
+            "a loop that reads global memory steps by a value known only at run time (`i += blockDim.x * gridDim.x`): the compiler does not unroll it, so each thread waits on one load at a time",
+            "every loop that reads global memory steps by a constant",
         ),
         "loop_over_global_memory" => (
             "a loop reads global memory on every iteration",
@@ -344,6 +349,10 @@ pub struct LoopFact {
     /// running prefixes, other values.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub carries: Vec<Carried>,
+    /// CUDA: the loop steps its variable by a value the compiler does not know (`+=
+    /// blockDim.y`, a parameter), in its header or, for `while`, its last statement.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub runtime_step: bool,
 }
 
 /// How an access touches memory.
@@ -520,6 +529,12 @@ impl Facts {
                 cuda && self.loops.iter().any(|l| l.counted && !l.unroll_pragma)
             }
             "loop_over_global_memory" => self.loops.iter().any(|l| l.global_loads > 0),
+            "loop_steps_at_run_time" => {
+                cuda && self
+                    .loops
+                    .iter()
+                    .any(|l| l.global_loads > 0 && l.runtime_step)
+            }
             "pointer_without_restrict" => !self.pointers_without_restrict.is_empty(),
             "read_only_pointer_without_const" => !self.read_only_pointers_without_const.is_empty(),
             "has_launch_bounds" => self.launch_bounds,

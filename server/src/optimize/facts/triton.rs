@@ -355,6 +355,7 @@ impl<'t> Scan<'_> {
                     global_stores: 0,
                     via: None,
                     carries: Vec::new(),
+                    runtime_step: false,
                 };
                 if n.kind() == "for_statement" {
                     let right = n

@@ -29,6 +29,7 @@ mod elementwise;
 mod fast_math;
 mod grid2d;
 mod grid_stride;
+mod interleave;
 mod launch_bounds;
 mod maxnreg;
 mod params;
@@ -130,6 +131,7 @@ pub const REGISTRY: &[(&str, Apply)] = &[
         "triton_program_tile",
         triton_program_tile::triton_program_tile,
     ),
+    ("interleave", interleave::interleave),
 ];
 
 /// Every embedded rewrite id, in registry order.

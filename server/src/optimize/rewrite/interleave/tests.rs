@@ -1,0 +1,206 @@
+use expect_test::expect;
+
+use super::super::unit::testing::{check, params};
+
+const LOOPS: &str = include_str!("../../../../../tests/fixtures/rewrites/interleave/loops.cu");
+const COL_SUM: &str = include_str!("../../../../../examples/col_sum.cu");
+
+#[test]
+fn a_loop_stepped_by_block_dim_runs_four_iterations_per_trip_then_the_rest() {
+    check(
+        "interleave",
+        LOOPS,
+        "col_sum_split",
+        params(r#"{"factors": [4]}"#),
+        expect![[r#"
+            ## 4 iterations per trip of `for (int r = threadIdx.y; r < rows; r += blockDim.y)`, their loads in flight together
+            __global__ void col_sum_split(const float* __restrict__ x, float* __restrict__ out, int rows, int cols) {
+                const bool live = (int)(blockIdx.x * blockDim.x + threadIdx.x) < cols;
+                int col = live ? (int)(blockIdx.x * blockDim.x + threadIdx.x) : 0;
+                float acc = 0.0f;
+                { // 4 iterations per trip, then the rest
+                    int r = threadIdx.y;
+                    for (; r + (int)(3 * blockDim.y) < rows; r += (int)(4 * blockDim.y)) {
+                        {
+                            acc += x[(size_t)r * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(blockDim.y)) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(2 * blockDim.y)) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(3 * blockDim.y)) * cols + col];
+                        }
+                    }
+                    for (; r < rows; r += blockDim.y) {
+                        acc += x[(size_t)r * cols + col];
+                    }
+                }
+                __shared__ float part[1024];
+                part[threadIdx.y * blockDim.x + threadIdx.x] = acc;
+                __syncthreads();
+                if (live && threadIdx.y == 0) {
+                    float s = 0.0f;
+                    for (unsigned w = 0; w < blockDim.y; ++w) s += part[w * blockDim.x + threadIdx.x];
+                    out[col] = s;
+                }
+            }
+        "#]],
+    );
+}
+
+#[test]
+fn a_grid_stride_loop_that_writes_keeps_its_order_of_statements() {
+    check(
+        "interleave",
+        LOOPS,
+        "grid_stride_axpy",
+        params(r#"{"factors": [2]}"#),
+        expect![[r###"
+            ## 2 iterations per trip of `for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)blockDim.x * gridDim.x)`, their loads in flight together
+            extern "C" __global__ void grid_stride_axpy(int n, float a, const float* x, float* y)
+            {
+              { // 2 iterations per trip, then the rest
+                long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+                for (; i + (long)((long)blockDim.x * gridDim.x) < n; i += (long)(2 * ((long)blockDim.x * gridDim.x))) {
+                  {
+                    float v = x[i];
+                    y[i] = a * v + y[i];
+                  }
+                  {
+                    float v = x[(i + (long)((long)blockDim.x * gridDim.x))];
+                    y[(i + (long)((long)blockDim.x * gridDim.x))] = a * v + y[(i + (long)((long)blockDim.x * gridDim.x))];
+                  }
+                }
+                for (; i < n; i += (long)blockDim.x * gridDim.x) {
+                  float v = x[i];
+                  y[i] = a * v + y[i];
+                }
+              }
+            }
+        "###]],
+    );
+}
+
+#[test]
+fn a_while_loop_stepped_by_its_last_statement_is_interleaved_before_it() {
+    check(
+        "interleave",
+        LOOPS,
+        "row_dot",
+        params(r#"{"factors": [4]}"#),
+        expect![[r#"
+            ## 4 iterations per trip of `while (j < n)`, their loads in flight together
+            __global__ void row_dot(const float *w, const float *x, float *y, int m, int n) {
+                int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+                int lane = threadIdx.x % 32;
+                if (row >= m) return;
+                const float *p = w + (size_t)row * n;
+                float s = 0.f;
+                int j = lane;
+                while (j + (decltype(j))(3 * warpSize) < n) {
+                    {
+                        float t = p[j] * x[j];
+                        s += t;
+                    }
+                    {
+                        float t = p[(j + (decltype(j))(warpSize))] * x[(j + (decltype(j))(warpSize))];
+                        s += t;
+                    }
+                    {
+                        float t = p[(j + (decltype(j))(2 * warpSize))] * x[(j + (decltype(j))(2 * warpSize))];
+                        s += t;
+                    }
+                    {
+                        float t = p[(j + (decltype(j))(3 * warpSize))] * x[(j + (decltype(j))(3 * warpSize))];
+                        s += t;
+                    }
+                    j += (decltype(j))(4 * warpSize);
+                }
+                while (j < n) {
+                    float t = p[j] * x[j];
+                    s += t;
+                    j += warpSize;
+                }
+                for (int o = 16; o > 0; o /= 2) s += __shfl_down_sync(0xffffffff, s, o);
+                if (lane == 0) y[row] = s;
+            }
+        "#]],
+    );
+}
+
+#[test]
+fn an_unsigned_variable_a_le_bound_and_a_parameter_step() {
+    check(
+        "interleave",
+        LOOPS,
+        "strided_max",
+        params(r#"{"factors": [2]}"#),
+        expect![[r#"
+            ## 2 iterations per trip of `for (unsigned k = threadIdx.x; k <= last; k += stride)`, their loads in flight together
+            __global__ void strided_max(const double* v, double* out, int n, unsigned stride) {
+                double best = -1e300;
+                unsigned last = (unsigned)n - 1;
+                { // 2 iterations per trip, then the rest
+                    unsigned k = threadIdx.x;
+                    for (; k + (unsigned)(stride) <= last; k += (unsigned)(2 * stride)) {
+                        {
+                            double e = v[k];
+                            if (e > best) best = e;
+                        }
+                        {
+                            double e = v[(k + (unsigned)(stride))];
+                            if (e > best) best = e;
+                        }
+                    }
+                    for (; k <= last; k += stride) {
+                        double e = v[k];
+                        if (e > best) best = e;
+                    }
+                }
+                out[threadIdx.x] = best;
+            }
+        "#]],
+    );
+}
+
+#[test]
+fn a_loop_with_a_constant_step_is_left_to_the_compiler() {
+    check(
+        "interleave",
+        COL_SUM,
+        "col_sum",
+        params("{}"),
+        expect![[r#"
+        error: no loop of `col_sum` can run several iterations per trip: `for (int r = 0; r < rows; ++r)`: its step is the constant 1: the compiler unrolls such a loop (`unroll` sets the factor)
+    "#]],
+    );
+}
+
+#[test]
+fn loops_that_leave_early_meet_a_barrier_read_nothing_or_move_their_bound_are_refused() {
+    for (kernel, want) in [
+        (
+            "first_negative",
+            expect![[r#"
+            error: no loop of `first_negative` can run several iterations per trip: `for (int i = threadIdx.x; i < n; i += blockDim.x)`: its body has `break`
+        "#]],
+        ),
+        (
+            "staged_and_pure",
+            expect![[r#"
+            error: no loop of `staged_and_pure` can run several iterations per trip: `for (unsigned t = 0; t < 4 * blockDim.x; t += blockDim.x)`: its body calls `__syncthreads` (a barrier or warp collective); `for (unsigned k = 0; k < 8 * blockDim.x; k += blockDim.x)`: its body reads no memory (nothing to have in flight); `for (unsigned k = 1; k < blockDim.x; k += k)`: the step `k += k` reads `k` (its steps differ); `for (unsigned k = threadIdx.x; k < 256; k += blockDim.x)`: its body reads only shared memory (no long load to overlap)
+        "#]],
+        ),
+        (
+            "shrinking",
+            expect![[r#"
+            error: no loop of `shrinking` can run several iterations per trip: `for (int i = 0; i < end; i += gridDim.x)`: its body writes `end`, which the bound or the step reads
+        "#]],
+        ),
+    ] {
+        check("interleave", LOOPS, kernel, params("{}"), want);
+    }
+}

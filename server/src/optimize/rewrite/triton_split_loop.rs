@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
-use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
+use super::check::{current_plan, finish, not_applicable, require_lang, set_spec_values, Draft, R};
 use super::edits::{Edit, Edits};
 use super::params::Params;
 use super::tree::{code_names, fresh, line_indent, newline, text};
@@ -57,7 +57,7 @@ const PY_KEYWORDS: &[&str] = &[
 
 pub fn triton_split_loop(cx: &RewriteContext<'_>) -> R {
     require_lang(cx, Lang::Triton, ID)?;
-    current_plan(cx)?;
+    let plan = current_plan(cx)?;
     let rows = Params(cx.params).uints("rows", &[8, 32], 2..=256)?;
     if let Some(r) = rows.iter().find(|r| !r.is_power_of_two()) {
         return Err(super::check::bad_param(
@@ -83,6 +83,21 @@ pub fn triton_split_loop(cx: &RewriteContext<'_>) -> R {
                         Err(e) => dropped.push(format!("{label}: {e}")),
                     }
                 }
+                if let Some(n) = narrower(cx, &plan) {
+                    let r = (rows.iter().max().copied().unwrap_or(8) * n.factor).min(MAX_ROWS);
+                    let label = format!(
+                        "the loop at line {line} takes {r} steps at a time, {} = {} (2-D tile, {} programs)",
+                        n.name, n.block, n.programs
+                    );
+                    let text = write(cx, l, &lanes, r).and_then(|t| {
+                        set_spec_values(&t, cx.kernel, &[(n.name.clone(), n.block.to_string())])
+                            .map_err(|e| e.to_string())
+                    });
+                    match text {
+                        Ok(text) => drafts.push(Draft { label, text }),
+                        Err(e) => dropped.push(format!("{label}: {e}")),
+                    }
+                }
                 return finish(cx, drafts, dropped);
             }
         }
@@ -92,6 +107,64 @@ pub fn triton_split_loop(cx: &RewriteContext<'_>) -> R {
     } else {
         format!("`{k}` has no loop to split: {}", why.join("; "))
     }))
+}
+
+/// A grid under this many programs leaves most multiprocessors of a large GPU idle (an
+/// H100 has 132): the split then also narrows the tile so that more programs run.
+const MIN_PROGRAMS: u64 = 128;
+/// The most steps one tile takes.
+const MAX_ROWS: u64 = 256;
+/// The narrowest tile of lanes the split makes.
+const MIN_BLOCK: u64 = 8;
+
+/// A narrower lane tile: the constexpr the grid divides by, its new value, how many times
+/// narrower it is, and the programs case 0 then launches.
+struct Narrower {
+    name: String,
+    block: u64,
+    factor: u64,
+    programs: u64,
+}
+
+/// Where case 0 launches fewer than [`MIN_PROGRAMS`] programs on a 1-D grid written
+/// `cdiv(n, BLOCK)` (BLOCK a constexpr the spec sets to a power of two, not tuned): the
+/// widest power of two below BLOCK that reaches [`MIN_PROGRAMS`], and no narrower than
+/// [`MIN_BLOCK`]. The rows per step grow by the same factor, so a tile holds as many
+/// elements as before.
+fn narrower(cx: &RewriteContext<'_>, plan: &crate::spec::BenchPlan) -> Option<Narrower> {
+    let crate::spec::Launch::Triton { grid, .. } = &plan.cases.first()?.launch else {
+        return None;
+    };
+    let [programs] = grid.as_slice() else {
+        return None;
+    };
+    if *programs >= MIN_PROGRAMS {
+        return None;
+    }
+    let g = crate::optimize::edit::spec_assignment(cx.kernel, "grid")?.text;
+    let inner = g.trim().strip_prefix("cdiv(")?.strip_suffix(')')?;
+    let (_, name) = inner.split_once(',')?;
+    let name = name.trim();
+    if plan.tunables.iter().any(|t| t.name == name) {
+        return None;
+    }
+    let block: u64 = crate::optimize::edit::spec_assignment(cx.kernel, name)?
+        .text
+        .parse()
+        .ok()?;
+    if !block.is_power_of_two() {
+        return None;
+    }
+    let mut factor = 1;
+    while block / factor > MIN_BLOCK && programs * factor < MIN_PROGRAMS {
+        factor *= 2;
+    }
+    (factor > 1).then(|| Narrower {
+        name: name.to_string(),
+        block: block / factor,
+        factor,
+        programs: programs * factor,
+    })
 }
 
 /// The lane-shaped names defined before `l`, or why `l` cannot be split.

@@ -19,9 +19,18 @@ fn a_column_sum_walks_its_rows_eight_and_thirty_two_at_a_time() {
         labels(&out),
         [
             "the loop at line 15 takes 8 steps at a time (2-D tile)",
-            "the loop at line 15 takes 32 steps at a time (2-D tile)"
+            "the loop at line 15 takes 32 steps at a time (2-D tile)",
+            "the loop at line 15 takes 256 steps at a time, BLOCK = 8 (2-D tile, 32 programs)"
         ]
     );
+    // 4 programs of 64 columns leave the GPU idle: the third candidate also narrows the
+    // tile to 8 columns (32 programs) and takes 8 times the rows per step.
+    let narrow = show(Lang::Triton, SEQ, &out[2], "col_sum");
+    assert!(
+        narrow.contains("# @bench grid = cdiv(N, BLOCK); BLOCK = 8"),
+        "{narrow}"
+    );
+    assert!(narrow.contains("rs = r + tl.arange(0, 256)"), "{narrow}");
     expect![[r#"
         # A column sum: each program owns BLOCK columns and walks every row.
         # @bench M = 300, 77; N = 200, 33

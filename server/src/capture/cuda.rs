@@ -120,7 +120,8 @@ pub fn resolve(
     let mut by: BTreeMap<(String, String), u64> = BTreeMap::new();
     for c in counts {
         if let Ok(k) = find(&c.kernel, usize::MAX, sources) {
-            *by.entry((k.file.clone(), k.kernel.name.clone())).or_default() += c.launches;
+            *by.entry((k.file.clone(), k.kernel.name.clone()))
+                .or_default() += c.launches;
         }
     }
     let counts = by
@@ -159,7 +160,10 @@ fn find<'a>(
         )),
         (_, many) => Err(format!(
             "`{name}` is defined in several sources ({}): which one ran cannot be told",
-            many.iter().map(|k| k.file.as_str()).collect::<Vec<_>>().join(", ")
+            many.iter()
+                .map(|k| k.file.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         )),
     }
 }
@@ -200,7 +204,11 @@ fn args(l: &CudaLaunch, k: &Kernel) -> Result<Vec<Arg>, String> {
             ParamKind::Scalar { ty } => Some(scalar(&p.name, ty, raw)?),
             _ => None,
         };
-        if let Some(v) = a.as_ref().filter(|a| a.kind == "int").and_then(|a| a.value.as_ref()?.as_u64()) {
+        if let Some(v) = a
+            .as_ref()
+            .filter(|a| a.kind == "int")
+            .and_then(|a| a.value.as_ref()?.as_u64())
+        {
             ints.push((p.name.clone(), v));
         }
         scalars.push(a);
@@ -290,7 +298,8 @@ fn le(b: &[u8]) -> u64 {
 
 /// A scalar argument as the signature types it.
 fn scalar(name: &str, ty: &str, raw: &CudaParam) -> Result<Arg, String> {
-    let t = scalar_ty(ty).ok_or_else(|| format!("`{name}` has type `{ty}`, which a spec cannot give"))?;
+    let t = scalar_ty(ty)
+        .ok_or_else(|| format!("`{name}` has type `{ty}`, which a spec cannot give"))?;
     let b = bytes(raw)?;
     let want = scalar_bytes(t);
     if b.len() as u64 != want {
@@ -337,16 +346,22 @@ fn scalar_bytes(t: ScalarTy) -> u64 {
 }
 
 /// A pointer argument as a buffer of the elements from it to the end of its allocation.
-fn buffer(name: &str, pointee: &str, raw: &CudaParam, ints: &[(String, u64)]) -> Result<Arg, String> {
-    let (dtype, _) = pointee_dtype(pointee).ok_or_else(|| {
-        format!("`{name}` points to `{pointee}`, which is no spec element type")
-    })?;
+fn buffer(
+    name: &str,
+    pointee: &str,
+    raw: &CudaParam,
+    ints: &[(String, u64)],
+) -> Result<Arg, String> {
+    let (dtype, _) = pointee_dtype(pointee)
+        .ok_or_else(|| format!("`{name}` points to `{pointee}`, which is no spec element type"))?;
     let Some(a) = &raw.alloc else {
         return Err(if le(&bytes(raw)?) == 0 {
             format!("`{name}` is a null pointer at the launch: a spec gives every pointer a buffer")
         } else {
-            format!("`{name}` does not point into device memory from cudaMalloc (host, mapped or \
-                     a pool's memory): only device allocations can become buffers")
+            format!(
+                "`{name}` does not point into device memory from cudaMalloc (host, mapped or \
+                     a pool's memory): only device allocations can become buffers"
+            )
         });
     };
     let elems = a.size.saturating_sub(a.offset) / dtype.size_bytes();

@@ -163,7 +163,10 @@ fn integer_template_argument_names_the_block_and_smem_is_kept() {
     let lines = one(&[rec]).expect("a spec");
     assert!(lines.contains(&"BLOCK = 256".to_string()), "{lines:?}");
     assert!(lines.contains(&"x: in f64[n]".to_string()), "{lines:?}");
-    assert!(lines.contains(&"grid = cdiv(n, BLOCK)".to_string()), "{lines:?}");
+    assert!(
+        lines.contains(&"grid = cdiv(n, BLOCK)".to_string()),
+        "{lines:?}"
+    );
     assert!(lines.contains(&"block = BLOCK".to_string()), "{lines:?}");
     assert!(lines.contains(&"smem = 2048".to_string()), "{lines:?}");
 }
@@ -194,10 +197,17 @@ fn refusals_name_the_reason() {
         [1, 1, 1],
         [256, 1, 1],
         0,
-        &[ptr(0, 64, 0, false, false), ptr(1, 64, 0, true, true), scalar(&hex_i32(16))],
+        &[
+            ptr(0, 64, 0, false, false),
+            ptr(1, 64, 0, true, true),
+            scalar(&hex_i32(16)),
+        ],
     );
     let err = one(&[add]).expect_err("a type template is refused");
-    assert!(err.contains("template parameter `T` is the type `float`"), "{err}");
+    assert!(
+        err.contains("template parameter `T` is the type `float`"),
+        "{err}"
+    );
 
     let alias = record(
         "saxpy",
@@ -212,7 +222,10 @@ fn refusals_name_the_reason() {
         ],
     );
     let err = one(&[alias]).expect_err("aliasing is refused");
-    assert!(err.contains("`x` and `y` point into the same allocation"), "{err}");
+    assert!(
+        err.contains("`x` and `y` point into the same allocation"),
+        "{err}"
+    );
 
     let null = record(
         "saxpy",
@@ -229,13 +242,22 @@ fn refusals_name_the_reason() {
     let err = one(&[null]).expect_err("a null pointer is refused");
     assert!(err.contains("`x` is a null pointer"), "{err}");
 
-    let stranger = record("_Z7unknownPf", [1, 1, 1], [32, 1, 1], 0, &[ptr(0, 4, 0, true, false)]);
+    let stranger = record(
+        "_Z7unknownPf",
+        [1, 1, 1],
+        [32, 1, 1],
+        0,
+        &[ptr(0, 4, 0, true, false)],
+    );
     let err = one(&[stranger]).expect_err("a kernel outside the sources is refused");
     assert!(err.contains("no __global__ kernel `unknown`"), "{err}");
 
     let other_build = record("saxpy", [1, 1, 1], [32, 1, 1], 0, &[scalar(&hex_i32(3))]);
     let err = one(&[other_build]).expect_err("a parameter count mismatch is refused");
-    assert!(err.contains("has 1 parameters; the source's has 4"), "{err}");
+    assert!(
+        err.contains("has 1 parameters; the source's has 4"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -247,20 +269,37 @@ fn shim_refusals_and_counts_carry_through() {
     );
     let r = parse_lines(&text);
     let (launches, counts) = resolve(&r.cuda, &r.cuda_counts, &sources());
-    assert_eq!(launches[0].refused.as_deref(), Some("its buffers are larger than the capture's byte cap"));
+    assert_eq!(
+        launches[0].refused.as_deref(),
+        Some("its buffers are larger than the capture's byte cap")
+    );
     assert_eq!(launches[0].file, "/p/ext.cu");
-    assert_eq!(counts.len(), 1, "only the project's kernels are counted: {counts:?}");
-    assert_eq!((counts[0].kernel.as_str(), counts[0].launches), ("saxpy", 9));
+    assert_eq!(
+        counts.len(),
+        1,
+        "only the project's kernels are counted: {counts:?}"
+    );
+    assert_eq!(
+        (counts[0].kernel.as_str(), counts[0].launches),
+        ("saxpy", 9)
+    );
 }
 
 #[test]
 fn shapes_from_integer_arguments() {
     let ints = |v: &[u64]| -> Vec<(String, u64)> {
-        v.iter().enumerate().map(|(i, x)| (format!("a{i}"), *x)).collect()
+        v.iter()
+            .enumerate()
+            .map(|(i, x)| (format!("a{i}"), *x))
+            .collect()
     };
     assert_eq!(shape_for(12, &ints(&[12, 3])), vec![12]);
     assert_eq!(shape_for(12, &ints(&[3, 4])), vec![3, 4]);
     assert_eq!(shape_for(60, &ints(&[3, 4, 5])), vec![3, 4, 5]);
     assert_eq!(shape_for(61, &ints(&[3, 4, 5])), vec![61]);
-    assert_eq!(shape_for(4, &ints(&[1, 4])), vec![4], "1 never makes a dimension");
+    assert_eq!(
+        shape_for(4, &ints(&[1, 4])),
+        vec![4],
+        "1 never makes a dimension"
+    );
 }

@@ -163,6 +163,9 @@ mod tests {
         assert_eq!(r.cuda[0].block, vec![256, 1, 1]);
         assert_eq!(r.cuda[0].params[0].hex, "0a000000");
         assert_eq!(r.cuda_counts[0].launches, 7);
-        assert_eq!(r.bad_lines, 1, "a CUDA line without grid and block is not read");
+        assert_eq!(
+            r.bad_lines, 1,
+            "a CUDA line without grid and block is not read"
+        );
     }
 }

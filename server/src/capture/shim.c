@@ -74,10 +74,12 @@ static void *kl_rt_sym(const char *name) {
   if (!kl_rt) kl_rt = kl_loaded("libcudart");
   return kl_rt ? dlsym(kl_rt, name) : NULL;
 }
+/* A driver function: libcuda's, else one the program defines (a stand-in runtime). */
 static void *kl_drv_sym(const char *name) {
   if (!kl_drv) kl_drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (!kl_drv) kl_drv = dlopen("libcuda.so.1", RTLD_NOW);
-  return kl_drv ? dlsym(kl_drv, name) : NULL;
+  void *f = kl_drv ? dlsym(kl_drv, name) : NULL;
+  return f ? f : dlsym(RTLD_DEFAULT, name);
 }
 
 static unsigned long long kl_hash(unsigned long long h, const void *p, size_t n) {

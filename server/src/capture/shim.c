@@ -1,8 +1,9 @@
 /* kernel-lsp CUDA capture shim (issue #32; docs/spec.md, "Specs from a program's own
  * launches"). Compiled at capture time with the system `cc` into a temporary folder and
  * put in the child's LD_PRELOAD; nothing is installed. It interposes the runtime API's
- * launch entry points (cudaLaunchKernel, cudaLaunchKernelExC and their _ptsz variants)
- * and, for kernels whose name is in KERNEL_LSP_CAPTURE_CUDA_NAMES (the project's own),
+ * launch entry points (cudaLaunchKernel, cudaLaunchKernelExC and their _ptsz variants,
+ * and __cudaLaunchKernel, which `<<<...>>>` compiles to from CUDA 13 on: it takes the
+ * kernel's handle, a CUkernel, instead of the host stub) and, for kernels whose name is in KERNEL_LSP_CAPTURE_CUDA_NAMES (the project's own),
  * writes one JSON line per distinct launch to KERNEL_LSP_CAPTURE_OUT: the mangled name,
  * grid, block, dynamic shared memory, every parameter's bytes (offsets and sizes from the
  * driver's cuFuncGetParamInfo) and, for a parameter that points into a device
@@ -202,16 +203,19 @@ typedef struct {
   int nallocs;
 } kl_launch;
 
-static int kl_params(const void *func, void **args, kl_launch *L, const char **why) {
+/* Parameter offsets and sizes come from the driver: cuKernelGetParamInfo for a kernel
+ * handle (`handle`), else cuFuncGetParamInfo for the function of the host stub. */
+static int kl_params(const void *func, int handle, void **args, kl_launch *L, const char **why) {
   typedef kl_err (*by_symbol_fn)(void **, const void *);
   typedef int (*param_info_fn)(void *, size_t, size_t *, size_t *);
   typedef int (*range_fn)(uintptr_t *, size_t *, uintptr_t);
   by_symbol_fn by_symbol = (by_symbol_fn)kl_rt_sym("cudaGetFuncBySymbol");
-  param_info_fn info = (param_info_fn)kl_drv_sym("cuFuncGetParamInfo");
+  param_info_fn info =
+      (param_info_fn)kl_drv_sym(handle ? "cuKernelGetParamInfo" : "cuFuncGetParamInfo");
   range_fn range = (range_fn)kl_drv_sym("cuMemGetAddressRange_v2");
-  void *cufunc = NULL;
-  if (!by_symbol || !info || !range || by_symbol(&cufunc, func) != 0) {
-    *why = "the CUDA driver has no cuFuncGetParamInfo (it needs CUDA 12.4 or newer)";
+  void *cufunc = handle ? (void *)func : NULL;
+  if (!info || !range || (!handle && (!by_symbol || by_symbol(&cufunc, func) != 0))) {
+    *why = "the CUDA driver has no cuFuncGetParamInfo/cuKernelGetParamInfo (it needs CUDA 12.4 or newer)";
     return 0;
   }
   L->nparams = 0;
@@ -352,13 +356,17 @@ static kl_err kl_observe(kl_launch *L, kl_err (*go)(void *), void *ctx, const ch
   return e;
 }
 
-static const char *kl_name(const void *func) {
+static const char *kl_name(const void *func, int handle) {
   typedef kl_err (*name_fn)(const char **, const void *);
   typedef kl_err (*by_symbol_fn)(void **, const void *);
   typedef int (*drv_name_fn)(const char **, void *);
   static name_fn rt;
-  static drv_name_fn drv;
+  static drv_name_fn drv, kernel_name;
   const char *name = NULL;
+  if (handle) {
+    if (!kernel_name) kernel_name = (drv_name_fn)kl_drv_sym("cuKernelGetName");
+    return kernel_name && kernel_name(&name, (void *)func) == 0 ? name : NULL;
+  }
   if (!rt) rt = (name_fn)kl_rt_sym("cudaFuncGetName");
   if (rt && rt(&name, func) == 0 && name) return name;
   by_symbol_fn by_symbol = (by_symbol_fn)kl_rt_sym("cudaGetFuncBySymbol");
@@ -369,14 +377,14 @@ static const char *kl_name(const void *func) {
 }
 
 /* The common path of every entry point: `go` launches as the program asked. */
-static kl_err kl_launch_seen(const void *func, kl_dim3 g, kl_dim3 b, size_t smem, void **args,
-                             kl_err (*go)(void *), void *ctx) {
+static kl_err kl_launch_seen(const void *func, int handle, kl_dim3 g, kl_dim3 b, size_t smem,
+                             void **args, kl_err (*go)(void *), void *ctx) {
   if (kl_inside) return go(ctx);
   kl_inside = 1;
   pthread_mutex_lock(&kl_lock);
   static int registered;
   if (!registered) { registered = 1; atexit(kl_summary); }
-  const char *name = kl_name(func);
+  const char *name = kl_name(func, handle);
   char base[256];
   kl_err e;
   int slot = -1;
@@ -389,7 +397,7 @@ static kl_err kl_launch_seen(const void *func, kl_dim3 g, kl_dim3 b, size_t smem
   int max_cases = getenv("KERNEL_LSP_CAPTURE_MAX_CASES") ? atoi(getenv("KERNEL_LSP_CAPTURE_MAX_CASES")) : 4;
   static kl_launch L;
   const char *why = NULL;
-  if (kl_kernels[slot].cases >= max_cases || !kl_params(func, args, &L, &why)) {
+  if (kl_kernels[slot].cases >= max_cases || !kl_params(func, handle, args, &L, &why)) {
     if (why && kl_kernels[slot].cases < max_cases) {
       kl_kernels[slot].cases++;
       L.nparams = 0;
@@ -449,13 +457,13 @@ static kl_err kl_go_ex(void *c) {
   return p->f(p->cfg, p->func, p->args);
 }
 
-#define KL_PLAIN(NAME)                                                                   \
+#define KL_PLAIN(NAME, HANDLE)                                                           \
   kl_err NAME(const void *func, kl_dim3 g, kl_dim3 b, void **args, size_t smem, void *s) { \
     static launch_fn real;                                                               \
     if (!real) real = (launch_fn)kl_rt_sym(#NAME);                                       \
     if (!real) return 98;                                                                \
     kl_plain c = {real, func, g, b, args, smem, s};                                      \
-    return kl_launch_seen(func, g, b, smem, args, kl_go_plain, &c);                      \
+    return kl_launch_seen(func, HANDLE, g, b, smem, args, kl_go_plain, &c);              \
   }
 #define KL_EX(NAME)                                                                      \
   kl_err NAME(const kl_config *cfg, const void *func, void **args) {                     \
@@ -463,10 +471,12 @@ static kl_err kl_go_ex(void *c) {
     if (!real) real = (launch_ex_fn)kl_rt_sym(#NAME);                                    \
     if (!real) return 98;                                                                \
     kl_ex c = {real, cfg, func, args};                                                   \
-    return kl_launch_seen(func, cfg->grid, cfg->block, cfg->smem, args, kl_go_ex, &c);   \
+    return kl_launch_seen(func, 0, cfg->grid, cfg->block, cfg->smem, args, kl_go_ex, &c); \
   }
 
-KL_PLAIN(cudaLaunchKernel)
-KL_PLAIN(cudaLaunchKernel_ptsz)
+KL_PLAIN(cudaLaunchKernel, 0)
+KL_PLAIN(cudaLaunchKernel_ptsz, 0)
+KL_PLAIN(__cudaLaunchKernel, 1)
+KL_PLAIN(__cudaLaunchKernel_ptsz, 1)
 KL_EX(cudaLaunchKernelExC)
 KL_EX(cudaLaunchKernelExC_ptsz)

@@ -234,8 +234,12 @@ fn table(rows: &[Row], cwd: &Path) -> String {
                     "{head}: {} launches, {} recorded -> {} cases{state}\n",
                     r.launches, r.recorded, r.cases
                 ));
+                let prefix = match crate::syntax::lang_for(&r.file, None) {
+                    Some(crate::syntax::Lang::Cuda) => "//",
+                    _ => "#",
+                };
                 for l in &r.spec {
-                    out.push_str(&format!("    # @bench {l}\n"));
+                    out.push_str(&format!("    {prefix} @bench {l}\n"));
                 }
             }
         }

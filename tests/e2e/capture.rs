@@ -316,6 +316,14 @@ fn cuda_launches_through_the_shim_become_specs_in_the_cu_source() {
         assert_eq!(row(&rows, k)["written"], true, "{rows:#?}");
     }
     assert_eq!(row(&rows, "saxpy")["launches"], 3);
+    let fill = row(&rows, "fill");
+    assert_eq!(fill["launches"], 2);
+    assert!(
+        fill["notes"]
+            .to_string()
+            .contains("while a CUDA graph was being captured"),
+        "{fill:#}"
+    );
     let text = std::fs::read_to_string(dir.join("kernels.cu")).unwrap();
     assert!(
         text.contains(

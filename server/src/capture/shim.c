@@ -44,7 +44,7 @@ typedef kl_err (*malloc_fn)(void **, size_t);
 static pthread_mutex_t kl_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int kl_inside;
 static void *kl_rt, *kl_drv;
-static struct { char name[256]; unsigned long launches; int cases; } kl_kernels[KL_MAX_KERNELS];
+static struct { char name[256]; unsigned long launches; int cases, in_graph; } kl_kernels[KL_MAX_KERNELS];
 static int kl_nkernels;
 static unsigned long long kl_keys[KL_MAX_KEYS];
 static int kl_nkeys;
@@ -376,9 +376,19 @@ static const char *kl_name(const void *func, int handle) {
   return NULL;
 }
 
+/* Whether `stream` is being captured into a CUDA graph: the launch does not run then, and
+ * the shim's synchronizations would break the capture. */
+static int kl_in_graph(void *stream) {
+  typedef kl_err (*capturing_fn)(void *, int *);
+  static capturing_fn capturing;
+  if (!capturing) capturing = (capturing_fn)kl_rt_sym("cudaStreamIsCapturing");
+  int status = 0;
+  return capturing && (capturing(stream, &status) != 0 || status != 0);
+}
+
 /* The common path of every entry point: `go` launches as the program asked. */
 static kl_err kl_launch_seen(const void *func, int handle, kl_dim3 g, kl_dim3 b, size_t smem,
-                             void **args, kl_err (*go)(void *), void *ctx) {
+                             void *stream, void **args, kl_err (*go)(void *), void *ctx) {
   if (kl_inside) return go(ctx);
   kl_inside = 1;
   pthread_mutex_lock(&kl_lock);
@@ -394,8 +404,16 @@ static kl_err kl_launch_seen(const void *func, int handle, kl_dim3 g, kl_dim3 b,
   }
   if (slot < 0) { e = go(ctx); goto done; }
   kl_kernels[slot].launches++;
-  int max_cases = getenv("KERNEL_LSP_CAPTURE_MAX_CASES") ? atoi(getenv("KERNEL_LSP_CAPTURE_MAX_CASES")) : 4;
   static kl_launch L;
+  if (kl_in_graph(stream)) {
+    if (!kl_kernels[slot].in_graph++) {
+      L.nparams = 0;
+      kl_write(name, g, b, smem, &L, "it was launched while a CUDA graph was being captured (such a launch does not run then)");
+    }
+    e = go(ctx);
+    goto done;
+  }
+  int max_cases = getenv("KERNEL_LSP_CAPTURE_MAX_CASES") ? atoi(getenv("KERNEL_LSP_CAPTURE_MAX_CASES")) : 4;
   const char *why = NULL;
   if (kl_kernels[slot].cases >= max_cases || !kl_params(func, handle, args, &L, &why)) {
     if (why && kl_kernels[slot].cases < max_cases) {
@@ -463,7 +481,7 @@ static kl_err kl_go_ex(void *c) {
     if (!real) real = (launch_fn)kl_rt_sym(#NAME);                                       \
     if (!real) return 98;                                                                \
     kl_plain c = {real, func, g, b, args, smem, s};                                      \
-    return kl_launch_seen(func, HANDLE, g, b, smem, args, kl_go_plain, &c);              \
+    return kl_launch_seen(func, HANDLE, g, b, smem, s, args, kl_go_plain, &c);           \
   }
 #define KL_EX(NAME)                                                                      \
   kl_err NAME(const kl_config *cfg, const void *func, void **args) {                     \
@@ -471,7 +489,8 @@ static kl_err kl_go_ex(void *c) {
     if (!real) real = (launch_ex_fn)kl_rt_sym(#NAME);                                    \
     if (!real) return 98;                                                                \
     kl_ex c = {real, cfg, func, args};                                                   \
-    return kl_launch_seen(func, 0, cfg->grid, cfg->block, cfg->smem, args, kl_go_ex, &c); \
+    return kl_launch_seen(func, 0, cfg->grid, cfg->block, cfg->smem, cfg->stream, args,  \
+                          kl_go_ex, &c);                                                 \
   }
 
 KL_PLAIN(cudaLaunchKernel, 0)

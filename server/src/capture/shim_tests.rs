@@ -98,8 +98,8 @@ fn the_shim_intercepts_launches_of_a_stand_in_runtime() {
     let r = record::parse_lines(&text);
     assert_eq!(
         r.cuda.len(),
-        3,
-        "two distinct saxpy launches and one fill: {text}"
+        4,
+        "two distinct saxpy launches, one fill and one refused in a graph capture: {text}"
     );
     let sources = cuda::kernels_of("/p/k.cu", SOURCES);
     let (launches, counts) = cuda::resolve(&r.cuda, &r.cuda_counts, &sources);
@@ -119,9 +119,16 @@ fn the_shim_intercepts_launches_of_a_stand_in_runtime() {
         ]
     );
     let fill: Vec<&record::Launch> = launches.iter().filter(|l| l.kernel == "fill").collect();
-    let lines = infer(&fill, 4, true)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .lines;
+    let inferred = infer(&fill, 4, true).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        inferred
+            .notes
+            .iter()
+            .any(|n| n.contains("while a CUDA graph was being captured")),
+        "{:?}",
+        inferred.notes
+    );
+    let lines = inferred.lines;
     assert!(
         lines.contains(&"out: out f32[rows, cols]".to_string()),
         "{lines:?}"
@@ -131,6 +138,6 @@ fn the_shim_intercepts_launches_of_a_stand_in_runtime() {
         "{lines:?}"
     );
     let n = |k: &str| counts.iter().find(|c| c.kernel == k).map(|c| c.launches);
-    assert_eq!((n("saxpy"), n("fill")), (Some(3), Some(1)));
+    assert_eq!((n("saxpy"), n("fill")), (Some(3), Some(2)));
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -327,8 +327,8 @@ fn cuda_launches_through_the_shim_become_specs_in_the_cu_source() {
     let text = std::fs::read_to_string(dir.join("kernels.cu")).unwrap();
     assert!(
         text.contains(
-            "// @bench n = 1000, 600, 999\n// @bench a = 2.0\n// @bench x: in f32[n]\n\
-             // @bench y: inout f32[n]\n// @bench grid = cdiv(n, 128)\n// @bench block = 128\n\
+            "// @bench n = 1000, 600, 999\n// @bench a = 2.0\n// @bench x: in f32[n] ~ uniform(1.000, 3.000)\n\
+             // @bench y: inout f32[n] ~ uniform(-599.0, 999.0)\n// @bench grid = cdiv(n, 128)\n// @bench block = 128\n\
              extern \"C\" __global__ void saxpy("
         ),
         "{text}"

@@ -387,7 +387,7 @@ fn neovim_captures_a_cuda_kernels_spec_through_the_launch_shim() {
         "{r:#}"
     );
     let captured = r["captured"].as_str().unwrap();
-    let spec = "// @bench n = 1000, 600, 999\n// @bench a = 2.0\n// @bench x: in f32[n]\n// @bench y: inout f32[n]\n// @bench grid = cdiv(n, 128)\n// @bench block = 128\nextern \"C\" __global__ void saxpy(";
+    let spec = "// @bench n = 1000, 600, 999\n// @bench a = 2.0\n// @bench x: in f32[n] ~ uniform(1.000, 3.000)\n// @bench y: inout f32[n] ~ uniform(-599.0, 999.0)\n// @bench grid = cdiv(n, 128)\n// @bench block = 128\nextern \"C\" __global__ void saxpy(";
     assert!(captured.contains(spec), "{captured}");
     assert!(
         captured.contains("// @bench out: out f32[rows, cols]\n"),

@@ -10,6 +10,8 @@
 //! pointer to the end of its allocation; when that count is a product of the launch's
 //! integer arguments (`rows * cols`) the buffer gets that shape, so that its sizes are
 //! named after them. Integer template arguments (`reduce<256>`) are given as numbers.
+//! The shim also gives each allocation's range of values before the launch, read as
+//! every element type; the one the signature names becomes the input distribution.
 
 use std::collections::BTreeMap;
 
@@ -57,6 +59,10 @@ pub struct Alloc {
     pub written: bool,
     /// Written, and the result depended on what was there before.
     pub read: bool,
+    /// Per spec element type (`f32`, `i32`, ...): the smallest and largest finite value
+    /// before the launch, the allocation read as that type.
+    #[serde(default)]
+    pub ranges: BTreeMap<String, Vec<f64>>,
 }
 
 /// Launch counts of one process, per symbol.
@@ -375,6 +381,7 @@ fn buffer(
         strides.insert(0, acc);
         acc = acc.saturating_mul(*d as i64);
     }
+    let range = a.ranges.get(dtype.name()).filter(|r| r.len() == 2);
     let role = match (a.written, a.read) {
         (false, _) => "in",
         (true, false) => "out",
@@ -387,6 +394,8 @@ fn buffer(
         strides,
         dtype: Some(torch_name(dtype).into()),
         role: Some(role.into()),
+        lo: range.map(|r| r[0]),
+        hi: range.map(|r| r[1]),
         ..Arg::default()
     })
 }

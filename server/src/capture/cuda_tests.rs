@@ -30,6 +30,11 @@ __global__ void add(const T* a, T* b, int n) {
     if (i < n) b[i] += a[i];
 }
 
+__global__ void gather(const float* src, const int* idx, float* out, int m) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < m) out[i] = src[idx[i]];
+}
+
 torch::Tensor run(torch::Tensor x) { return x; }
 "#;
 
@@ -48,6 +53,13 @@ fn hex_f32(v: f32) -> String {
 fn ptr(id: u32, size: u64, offset: u64, written: bool, read: bool) -> String {
     format!(
         r#"{{"offset":0,"size":8,"hex":"0000a0b0c0000000","alloc":{{"id":{id},"size":{size},"range_size":{size},"offset":{offset},"written":{written},"read":{read}}}}}"#
+    )
+}
+
+/// A pointer whose allocation had `ranges` (JSON members) before the launch.
+fn ptr_ranged(id: u32, size: u64, written: bool, ranges: &str) -> String {
+    format!(
+        r#"{{"offset":0,"size":8,"hex":"0000a0b0c0000000","alloc":{{"id":{id},"size":{size},"range_size":{size},"offset":0,"written":{written},"read":false,"ranges":{{{ranges}}}}}}}"#
     )
 }
 
@@ -301,5 +313,39 @@ fn shapes_from_integer_arguments() {
         shape_for(4, &ints(&[1, 4])),
         vec![4],
         "1 never makes a dimension"
+    );
+}
+
+#[test]
+fn input_distributions_come_from_the_range_read_as_the_signatures_type() {
+    let rec = record(
+        "_Z6gatherPKfPKiPfi",
+        [1, 1, 1],
+        [64, 1, 1],
+        0,
+        &[
+            ptr_ranged(
+                0,
+                100 * 4,
+                false,
+                r#""f32":[-2.5,3.0],"i32":[-1075838976,1077936128]"#,
+            ),
+            ptr_ranged(1, 37 * 4, false, r#""f32":[0.0,1.3e-43],"i32":[0,99]"#),
+            ptr_ranged(2, 37 * 4, true, r#""f32":[0.0,0.0]"#),
+            scalar(&hex_i32(37)),
+        ],
+    );
+    let lines = one(&[rec]).expect("a spec");
+    assert!(
+        lines.contains(&"src: in f32[src_d0] ~ uniform(-2.500, 3.000)".to_string()),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(&"idx: in i32[m] ~ randint(0, 100)".to_string()),
+        "an index buffer keeps its captured range: {lines:?}"
+    );
+    assert!(
+        lines.contains(&"out: out f32[m]".to_string()),
+        "an output gets no distribution: {lines:?}"
     );
 }

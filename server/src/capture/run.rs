@@ -185,7 +185,7 @@ pub fn compile_shim(dir: &Path) -> Result<PathBuf, String> {
         .args(["-shared", "-fPIC", "-O1", "-o"])
         .arg(&lib)
         .arg(&src)
-        .args(["-ldl", "-lpthread"])
+        .args(["-ldl", "-lpthread", "-lm"])
         .output()
         .map_err(|e| format!("no C compiler to build the launch shim (`{cc}`: {e}); set CC"))?;
     if !out.status.success() {

@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -194,7 +195,55 @@ typedef struct {
   size_t size, range_size;
   unsigned char *before, *after;
   int written, read;
+  char ranges[640]; /* JSON members: the values' range read as each element type */
 } kl_alloc;
+
+static float kl_half(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  float v = e == 0 ? m / 16777216.0f : e == 31 ? (m ? NAN : INFINITY) : (1024 + m) * ldexpf(1.0f, e - 25);
+  return h & 0x8000 ? -v : v;
+}
+static float kl_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* The smallest and largest finite value of the first bytes of `p` read as `type`
+ * (element `size` bytes), appended to `out` as `"type":[lo,hi]`. */
+static void kl_range(const unsigned char *p, size_t n, const char *type, size_t size, char *out,
+                     size_t cap) {
+  double lo = INFINITY, hi = -INFINITY;
+  for (size_t i = 0; i + size <= n; i += size) {
+    double v;
+    if (!strcmp(type, "f32")) { float f; memcpy(&f, p + i, 4); v = f; }
+    else if (!strcmp(type, "f64")) memcpy(&v, p + i, 8);
+    else if (!strcmp(type, "f16") || !strcmp(type, "bf16")) {
+      uint16_t h; memcpy(&h, p + i, 2); v = type[0] == 'f' ? kl_half(h) : kl_bf16(h);
+    }
+    else if (!strcmp(type, "i32")) { int32_t x; memcpy(&x, p + i, 4); v = x; }
+    else if (!strcmp(type, "u32")) { uint32_t x; memcpy(&x, p + i, 4); v = x; }
+    else if (!strcmp(type, "i64")) { int64_t x; memcpy(&x, p + i, 8); v = (double)x; }
+    else if (!strcmp(type, "i16")) { int16_t x; memcpy(&x, p + i, 2); v = x; }
+    else if (!strcmp(type, "i8")) v = (int8_t)p[i];
+    else v = p[i];
+    if (isfinite(v)) { if (v < lo) lo = v; if (v > hi) hi = v; }
+  }
+  size_t used = strlen(out);
+  if (lo <= hi)
+    snprintf(out + used, cap - used, "%s\"%s\":[%.9g,%.9g]", used ? "," : "", type, lo, hi);
+}
+
+/* Ranges of an allocation's values before the launch, for the spec's input distributions
+ * (at most its first 16 MiB are read). */
+static void kl_ranges(kl_alloc *A) {
+  static const char *types[] = {"f32", "f64", "f16", "bf16", "i32", "u32", "i64", "i16", "i8", "u8"};
+  static const size_t sizes[] = {4, 8, 2, 2, 4, 4, 8, 2, 1, 1};
+  size_t n = A->size < (16u << 20) ? A->size : (16u << 20);
+  A->ranges[0] = 0;
+  for (int t = 0; t < 10; t++) kl_range(A->before, n, types[t], sizes[t], A->ranges, sizeof A->ranges);
+}
 
 typedef struct {
   kl_param params[KL_MAX_PARAMS];
@@ -234,7 +283,7 @@ static int kl_params(const void *func, int handle, void **args, kl_launch *L, co
       while (a < L->nallocs && L->allocs[a].base != base) a++;
       if (a == L->nallocs) {
         size_t exact = kl_malloc_size(base);
-        L->allocs[a] = (kl_alloc){base, exact ? exact : rsize, rsize, NULL, NULL, 0, 0};
+        L->allocs[a] = (kl_alloc){base, exact ? exact : rsize, rsize, NULL, NULL, 0, 0, {0}};
         L->nallocs++;
       }
       p->alloc = a;
@@ -269,7 +318,7 @@ static char *kl_hex(const unsigned char *b, size_t n, char *out) {
 
 static void kl_write(const char *name, kl_dim3 g, kl_dim3 b, size_t smem, kl_launch *L,
                      const char *refused) {
-  size_t cap = 1024 + (size_t)L->nparams * 256;
+  size_t cap = 1024 + (size_t)L->nparams * 1024;
   char *s = malloc(cap), hex[40];
   if (!s) return;
   size_t n = snprintf(s, cap, "{\"cuda\":true,\"kernel\":\"%s\",\"grid\":[%u,%u,%u],"
@@ -285,9 +334,9 @@ static void kl_write(const char *name, kl_dim3 g, kl_dim3 b, size_t smem, kl_lau
       uintptr_t v;
       memcpy(&v, p->bytes, 8);
       n += snprintf(s + n, cap - n, ",\"alloc\":{\"id\":%d,\"size\":%zu,\"range_size\":%zu,"
-                    "\"offset\":%zu,\"written\":%s,\"read\":%s}", p->alloc, A->size,
-                    A->range_size, (size_t)(v - A->base), A->written ? "true" : "false",
-                    A->read ? "true" : "false");
+                    "\"offset\":%zu,\"written\":%s,\"read\":%s,\"ranges\":{%s}}", p->alloc,
+                    A->size, A->range_size, (size_t)(v - A->base), A->written ? "true" : "false",
+                    A->read ? "true" : "false", A->ranges);
     }
     n += snprintf(s + n, cap - n, "}");
   }
@@ -329,6 +378,7 @@ static kl_err kl_observe(kl_launch *L, kl_err (*go)(void *), void *ctx, const ch
   }
   sync();
   kl_copy(L, 0, 0, NULL);
+  for (int a = 0; a < L->nallocs; a++) kl_ranges(&L->allocs[a]);
   kl_err e = go(ctx);
   if (e != 0 || sync() != 0) { kl_free_all(L, scratch); *why = "the launch failed"; return e; }
   kl_copy(L, 1, 0, NULL);

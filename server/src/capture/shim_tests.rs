@@ -112,8 +112,8 @@ fn the_shim_intercepts_launches_of_a_stand_in_runtime() {
         vec![
             "n = 1000, 600, 999",
             "a = 2.0",
-            "x: in f32[n]",
-            "y: inout f32[n]",
+            "x: in f32[n] ~ uniform(1.000, 3.000)",
+            "y: inout f32[n] ~ uniform(-599.0, 999.0)",
             "grid = cdiv(n, 128)",
             "block = 128",
         ]

@@ -1,7 +1,8 @@
 /* kernel-lsp CUDA capture shim (issue #32; docs/spec.md, "Specs from a program's own
  * launches"). Compiled at capture time with the system `cc` into a temporary folder and
  * put in the child's LD_PRELOAD; nothing is installed. It interposes the runtime API's
- * launch entry points (cudaLaunchKernel, cudaLaunchKernelExC and their _ptsz variants,
+ * launch entry points (cudaLaunchKernel, cudaLaunchCooperativeKernel, cudaLaunchKernelExC
+ * and their _ptsz variants,
  * and __cudaLaunchKernel, which `<<<...>>>` compiles to from CUDA 13 on: it takes the
  * kernel's handle, a CUkernel, instead of the host stub) and, for kernels whose name is in KERNEL_LSP_CAPTURE_CUDA_NAMES (the project's own),
  * writes one JSON line per distinct launch to KERNEL_LSP_CAPTURE_OUT: the mangled name,
@@ -545,6 +546,8 @@ static kl_err kl_go_ex(void *c) {
 
 KL_PLAIN(cudaLaunchKernel, 0)
 KL_PLAIN(cudaLaunchKernel_ptsz, 0)
+KL_PLAIN(cudaLaunchCooperativeKernel, 0)
+KL_PLAIN(cudaLaunchCooperativeKernel_ptsz, 0)
 KL_PLAIN(__cudaLaunchKernel, 1)
 KL_PLAIN(__cudaLaunchKernel_ptsz, 1)
 KL_EX(cudaLaunchKernelExC)

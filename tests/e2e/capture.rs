@@ -256,3 +256,93 @@ fn three_public_projects_on_the_cpu_interpreter() {
         "{verified} of {launched} verified: below 80%"
     );
 }
+
+fn cc(args: &[&str], dir: &Path) {
+    let o = Command::new("cc")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "cc {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// CUDA capture through the whole CLI on the CPU: a C program launches "kernels" through
+/// a stand-in `libcudart.so` (tests/fixtures/capture_cuda); `capture --apply` finds the
+/// kernels of the folder's `.cu` source, compiles and preloads the shim, and writes each
+/// spec above its kernel, which `check` accepts; the kernel the sources lack gets none.
+#[test]
+fn cuda_launches_through_the_shim_become_specs_in_the_cu_source() {
+    if Command::new("cc").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: no C compiler (`cc`): the CUDA capture shim cannot be built");
+        return;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/capture_cuda");
+    let dir = std::env::temp_dir().join(format!("kernel-lsp-capture-cuda-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    copy_dir(&src, &dir);
+    cc(
+        &["-shared", "-fPIC", "-o", "libcudart.so", "fake_cudart.c"],
+        &dir,
+    );
+    cc(
+        &[
+            "-o",
+            "prog",
+            "prog.c",
+            "-L.",
+            "-lcudart",
+            "-Wl,-rpath,$ORIGIN",
+        ],
+        &dir,
+    );
+    let out = kernel_lsp()
+        .args(["capture", "--apply", "--json", "--", "./prog"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let (code, stdout, stderr) = tools::outcome(out);
+    assert_eq!(code, 0, "capture failed:\n{stdout}\n{stderr}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        rows.len(),
+        2,
+        "saxpy and fill, not the kernel the sources lack: {rows:#?}"
+    );
+    for k in ["saxpy", "fill"] {
+        assert_eq!(row(&rows, k)["written"], true, "{rows:#?}");
+    }
+    assert_eq!(row(&rows, "saxpy")["launches"], 3);
+    let fill = row(&rows, "fill");
+    assert_eq!(fill["launches"], 2);
+    assert!(
+        fill["notes"]
+            .to_string()
+            .contains("while a CUDA graph was being captured"),
+        "{fill:#}"
+    );
+    let text = std::fs::read_to_string(dir.join("kernels.cu")).unwrap();
+    assert!(
+        text.contains(
+            "// @bench n = 1000, 600, 999\n// @bench a = 2.0\n// @bench x: in f32[n] ~ uniform(1.000, 3.000)\n\
+             // @bench y: inout f32[n] ~ uniform(-599.0, 999.0)\n// @bench grid = cdiv(n, 128)\n// @bench block = 128\n\
+             extern \"C\" __global__ void saxpy("
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("// @bench out: out f32[rows, cols]\n"),
+        "{text}"
+    );
+    let check = kernel_lsp()
+        .arg("check")
+        .arg(dir.join("kernels.cu"))
+        .output()
+        .unwrap();
+    let (code, stdout, stderr) = tools::outcome(check);
+    assert_eq!(code, 0, "check kernels.cu:\n{stdout}\n{stderr}\n{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

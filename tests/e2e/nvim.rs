@@ -329,6 +329,75 @@ fn nvim_python_and_dir(
     Some((nvim, py, dir))
 }
 
+/// Issue #32, CUDA: the same action on a `.cu` kernel. The command is a C program that
+/// launches through a stand-in `libcudart.so` (tests/fixtures/capture_cuda, built with
+/// `cc`); it runs under the preloaded launch shim, the spec arrives above the kernel as
+/// one edit with `//` comments, and undo takes it back.
+#[test]
+fn neovim_captures_a_cuda_kernels_spec_through_the_launch_shim() {
+    let name = "neovim_captures_a_cuda_kernels_spec_through_the_launch_shim";
+    let Some((nvim, _py, dir)) = nvim_python_and_dir(name, "capture-cuda") else {
+        return;
+    };
+    if Command::new("cc").arg("--version").output().is_err() {
+        tools::skip(name, "no C compiler (`cc`) for the launch shim");
+        return;
+    }
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/capture_cuda");
+    std::fs::create_dir_all(dir.join(".kernel-lsp")).unwrap();
+    for f in ["fake_cudart.c", "prog.c", "kernels.cu"] {
+        std::fs::copy(fixtures.join(f), dir.join(f)).unwrap();
+    }
+    for args in [
+        &["-shared", "-fPIC", "-o", "libcudart.so", "fake_cudart.c"][..],
+        &[
+            "-o",
+            "prog",
+            "prog.c",
+            "-L.",
+            "-lcudart",
+            "-Wl,-rpath,$ORIGIN",
+        ][..],
+    ] {
+        let o = Command::new("cc")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let fixture = dir.join("kernels.cu");
+    let source = std::fs::read_to_string(&fixture).unwrap();
+    let command = dir.join("prog").display().to_string();
+    let r = run_plugin_script(
+        &nvim,
+        "capture.lua",
+        &dir,
+        &fixture,
+        &[
+            ("KERNEL_LSP_CAPTURE_CMD", command.as_ref()),
+            ("KERNEL_LSP_CAPTURE_AT", "void saxpy".as_ref()),
+        ],
+        Duration::from_secs(240),
+    );
+    assert_eq!(
+        r["steps"],
+        serde_json::json!(["started", "captured", "undone"]),
+        "{r:#}"
+    );
+    let captured = r["captured"].as_str().unwrap();
+    let spec = "// @bench n = 1000, 600, 999\n// @bench a = 2.0\n// @bench x: in f32[n] ~ uniform(1.000, 3.000)\n// @bench y: inout f32[n] ~ uniform(-599.0, 999.0)\n// @bench grid = cdiv(n, 128)\n// @bench block = 128\nextern \"C\" __global__ void saxpy(";
+    assert!(captured.contains(spec), "{captured}");
+    assert!(
+        captured.contains("// @bench out: out f32[rows, cols]\n"),
+        "{captured}"
+    );
+    assert_eq!(r["undone"].as_str().unwrap(), source.trim_end_matches('\n'));
+    assert_eq!(std::fs::read_to_string(&fixture).unwrap(), source);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// Issue #5, item 8: "Tune parameters" from a real Neovim with the plugin, verified on Triton's CPU
 /// interpreter, applied in the buffer with a hint and a history entry; then a broken
 /// kernel shows the verification error and the revert quick fix restores the verified text.

@@ -27,7 +27,9 @@ trap 'rm -rf "$log"' EXIT
 # benched as written against PyTorch, optimized with the default policy, and the applied
 # result benched again; not in the default set), capture (`kernel-lsp capture` on the
 # projects of tests/fixtures/capture run on the GPU, bench of every captured spec, and
-# optimize of one captured kernel; not in the default set). Each
+# optimize of one captured kernel; not in the default set), capture_cuda (a PyTorch CUDA
+# extension built from tests/gpu/capture_cuda, captured, benched and one kernel optimized:
+# tests/gpu/capture_cuda.sh; not in the default set). Each
 # section stays under ten minutes on an H100, so they can run as separate commands.
 parts=" ${KERNEL_LSP_GPU_PARTS:-tests bench optimize torch compare} "
 part() { [[ "$parts" == *" $1 "* ]]; }
@@ -177,6 +179,13 @@ fi
 if [[ -n "${OUT:-}" ]]; then (cd "$capw" && tar czf "$OUT/captured-specs.tgz" .) 2>/dev/null; fi
 fi
 
+capture_cuda_rc=0
+if part capture_cuda; then
+echo "== capture_cuda (issue #32): a PyTorch CUDA extension captured, benched, optimized"
+KERNEL_LSP_BIN="$KERNEL_LSP_BIN" bash "$here/capture_cuda.sh" 2>&1 | tee "$log/capcuda.txt"
+capture_cuda_rc=${PIPESTATUS[0]}
+fi
+
 multigpu_rc=0
 if part multigpu; then
 echo "== multi-GPU: 1 worker vs 2 (tests/gpu/multigpu.py)"
@@ -262,9 +271,12 @@ for f in "$log"/capture-*.txt; do
 done
 grep -h 'speedup\|accepted\|best' "$log/capture-optimize.txt" 2>/dev/null | tail -5
 fi
+if part capture_cuda; then
+sed -n '/^== capture_cuda summary/,$p' "$log/capcuda.txt"
+fi
 if part multigpu; then
 echo "== multi-GPU: 1 worker vs 2 (wall time, same accepted versions)"
 sed -n '/^== multi-GPU table/,$p' "$log/multigpu.txt" | tail -n +2
 fi
 if [[ -n "${OUT:-}" ]]; then for f in "$log"/*.txt; do echo "=== $(basename "$f")"; cat "$f"; done > "$OUT/gpu-logs.txt"; fi
-[[ $tests_rc -eq 0 && $bench_rc -eq 0 && $opt_rc -eq 0 && $multigpu_rc -eq 0 && $torch_rc -eq 0 && $cures_rc -eq 0 && $capture_rc -eq 0 ]]
+[[ $tests_rc -eq 0 && $bench_rc -eq 0 && $opt_rc -eq 0 && $multigpu_rc -eq 0 && $torch_rc -eq 0 && $cures_rc -eq 0 && $capture_rc -eq 0 && $capture_cuda_rc -eq 0 ]]

@@ -1,5 +1,5 @@
--- Headless Neovim captures a Triton kernel's spec from the author's own script, as an
--- author would: open the kernel file (no spec), pick the code action "Capture launches
+-- Headless Neovim captures a kernel's spec (Triton, or CUDA with KERNEL_LSP_CAPTURE_AT
+-- naming the line to stand on) from the author's own program, as an author would: open the kernel file (no spec), pick the code action "Capture launches
 -- from…", answer the prompt with the script's command line, see the spec arrive above
 -- the kernel as an edit, then undo it. Results go to $KERNEL_LSP_OUT as JSON.
 local bin = assert(os.getenv("KERNEL_LSP_BIN"), "KERNEL_LSP_BIN")
@@ -19,7 +19,7 @@ H.run(bin, plugin, fixture, function(kl, buf)
   vim.wait(500)
   step("started")
   results.before = text(buf)
-  local lnum = vim.fn.search("def scale_rows", "n")
+  local lnum = vim.fn.search(os.getenv("KERNEL_LSP_CAPTURE_AT") or "def scale_rows", "n")
   vim.api.nvim_win_set_cursor(0, { lnum + 1, 4 })
   vim.lsp.buf.code_action({
     filter = function(a)

@@ -14,6 +14,8 @@
 //!   distribution from the captured values' range;
 //! - each grid dimension is a size, or `cdiv` of a size by a constexpr, else as captured
 //!   (sizes that an argument names are tried first: the kernel masks by them);
+//! - CUDA: `block` and `smem` as launched; a block dimension divides a `cdiv` grid like
+//!   a constexpr does (`grid = cdiv(n, 256); block = 256`);
 //! - arguments left to their default, and constexprs a `@triton.heuristics` computes,
 //!   get no statement; an argument passed as `None` (an optional pointer) is `NAME = None`.
 //!
@@ -391,8 +393,16 @@ fn template(l: &Launch) -> Result<Template, String> {
         }
     }
     let grid = l.grid.as_ref().ok_or("the grid could not be evaluated")?;
+    b.block = l.block.iter().flatten().map(|&d| d as i64).collect();
     let line = b.grid_line(grid);
     b.stmts.push(line);
+    if let Some(block) = &l.block {
+        let line = b.block_line(block);
+        b.stmts.push(line);
+    }
+    if let Some(smem) = l.smem.filter(|s| *s > 0) {
+        b.stmts.push(format!("smem = {smem}"));
+    }
     if let Some(w) = l.num_warps {
         b.stmts.push(format!("num_warps = {w}"));
     }
@@ -409,6 +419,8 @@ fn template(l: &Launch) -> Result<Template, String> {
 
 #[derive(Default)]
 struct Builder {
+    /// CUDA: the block's dimensions, divisors of a `cdiv` grid like the constexprs.
+    block: Vec<i64>,
     vars: Vec<Var>,
     stmts: Vec<String>,
     contiguous: bool,
@@ -680,12 +692,41 @@ impl Builder {
         }
     }
 
+    /// `block = 256`, `block = (16, 16)` (trailing 1s dropped); a dimension equal to a
+    /// constexpr (a template argument) is written as its name.
+    fn block_line(&self, block: &[u64]) -> String {
+        let mut d: Vec<u64> = block.to_vec();
+        while d.len() > 1 && d.last() == Some(&1) {
+            d.pop();
+        }
+        let named = self.constexprs();
+        let text: Vec<String> = d
+            .iter()
+            .map(|&v| {
+                named
+                    .iter()
+                    .find(|(_, n)| *n == v as i64)
+                    .map_or(v.to_string(), |(name, _)| name.clone())
+            })
+            .collect();
+        match text.as_slice() {
+            [one] => format!("block = {one}"),
+            many => format!("block = ({})", many.join(", ")),
+        }
+    }
+
     fn grid_dim(&mut self, g: i64, fallback: &str) -> String {
         if g == 1 {
             return "1".into();
         }
         let cands = self.size_candidates();
-        let blocks = self.constexprs();
+        let mut blocks = self.constexprs();
+        blocks.extend(
+            self.block
+                .iter()
+                .filter(|&&d| d >= 2)
+                .map(|&d| (d.to_string(), d)),
+        );
         for rank in 0..=1 {
             let here = cands.iter().filter(|c| c.rank == rank);
             let exact = here

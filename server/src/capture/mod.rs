@@ -6,7 +6,9 @@
 //! call `capture_specs` and `place::edits`, so the two write the same specs. This module
 //! runs no kernel itself and never loads CUDA: the user's code runs only in the child.
 
+pub mod cuda;
 pub mod infer;
+pub mod mangled;
 pub mod place;
 pub mod record;
 pub mod run;

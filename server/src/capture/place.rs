@@ -1,5 +1,5 @@
 //! Where captured statements go: a `@bench` block directly above the kernel (above its
-//! decorators), indented like the kernel, as a text edit on the file. Pure: the file's text
+//! decorators, `template <...>` or `extern "C"`), indented like the kernel, as a text edit on the file. Pure: the file's text
 //! in, edits out. A kernel that already has a spec keeps it unless `replace` is asked,
 //! in which case the old block's lines are the edit's range.
 
@@ -17,20 +17,24 @@ pub struct Edit {
 
 /// Edits that write `specs` (kernel name, statements) into `text`, or per kernel why not.
 pub fn edits(
+    lang: Lang,
     text: &str,
     specs: &[(String, Vec<String>)],
     replace: bool,
 ) -> (Vec<Edit>, Vec<(String, String)>) {
-    let doc = Document::new(Lang::Triton, 0, text);
+    let doc = Document::new(lang, 0, text);
     let opts = crate::analysis::AnalyzeOptions::default();
-    let model = crate::analysis::analyze(Lang::Triton, text, doc.tree(), &opts).model;
+    let model = crate::analysis::analyze(lang, text, doc.tree(), &opts).model;
     let mut out = Vec::new();
     let mut skipped = Vec::new();
     for (name, lines) in specs {
         let Some(k) = model.kernels.iter().find(|k| &k.name == name) else {
             skipped.push((
                 name.clone(),
-                "the file has no @triton.jit kernel of that name".into(),
+                match lang {
+                    Lang::Triton => "the file has no @triton.jit kernel of that name".into(),
+                    Lang::Cuda => "the file has no __global__ kernel of that name".into(),
+                },
             ));
             continue;
         };
@@ -108,7 +112,7 @@ mod tests {
 
     #[test]
     fn inserts_above_the_decorators_and_keeps_an_existing_spec() {
-        let (e, skipped) = edits(SRC, &specs(), false);
+        let (e, skipped) = edits(Lang::Triton, SRC, &specs(), false);
         assert_eq!(e.len(), 1);
         let out = apply(SRC, &e);
         assert!(
@@ -122,7 +126,7 @@ mod tests {
 
     #[test]
     fn replace_writes_over_the_old_block() {
-        let (e, _) = edits(SRC, &specs(), true);
+        let (e, _) = edits(Lang::Triton, SRC, &specs(), true);
         let out = apply(SRC, &e);
         assert!(!out.contains("# @bench n = 4"), "{out}");
         assert!(

@@ -3,14 +3,28 @@
 //! and the options in `KERNEL_LSP_CAPTURE_*` variables. Only the child's environment is
 //! set; nothing is installed or written in the user's environment, and the folder is
 //! removed afterwards. This is the one I/O edge of capture.
+//!
+//! CUDA: when the working folder's `.cu`/`.cuh` sources define kernels, the preload shim
+//! (`shim.c`) is compiled there with the system C compiler (`$CC`, else `cc`) and put in
+//! the child's LD_PRELOAD, told the kernels' names, with PyTorch's caching allocator off
+//! (`PYTORCH_NO_CUDA_MEMORY_CACHING=1`: each tensor is its own allocation). Its records
+//! are resolved against those sources (`cuda::resolve`) into the same launches.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use super::cuda;
 use super::record::{self, Records};
 
 /// The hook's source.
 pub const HOOK_PY: &str = include_str!("hook.py");
+
+/// The CUDA preload shim's source.
+pub const SHIM_C: &str = include_str!("shim.c");
+
+/// Bytes of device memory one CUDA launch may have snapshotted (each allocation it
+/// points into, three copies on the host).
+pub const MAX_BYTES: u64 = 256 << 20;
 
 /// How to run one capture.
 #[derive(Clone, Debug)]
@@ -37,6 +51,8 @@ pub struct RunOutcome {
     pub status: Option<i32>,
     /// The last lines of its output, when it was not shown.
     pub output_tail: String,
+    /// What the run could not do (no C compiler for the CUDA shim).
+    pub notes: Vec<String>,
 }
 
 struct TempDir(PathBuf);
@@ -92,6 +108,15 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, String> {
     if let Some(cwd) = &opts.cwd {
         cmd.current_dir(cwd);
     }
+    let root = match &opts.cwd {
+        Some(c) => c.clone(),
+        None => std::env::current_dir().map_err(|e| format!("no working folder: {e}"))?,
+    };
+    let sources = cuda_sources(&root);
+    let mut notes = Vec::new();
+    if let Err(e) = cuda_env(&mut cmd, &dir.0, &sources, opts.kernel.as_deref()) {
+        notes.push(format!("CUDA launches are not captured: {e}"));
+    }
     let (status, output_tail) = if opts.show_output {
         // The child's stdout goes to stderr: stdout is for the capture's own report.
         let err = std::io::stderr();
@@ -108,11 +133,111 @@ pub fn run(opts: &RunOptions) -> Result<RunOutcome, String> {
         (o.status.code(), tail(&text, 20))
     };
     let text = std::fs::read_to_string(&out_file).unwrap_or_default();
+    let mut records = record::parse_lines(&text);
+    let (launches, counts) = cuda::resolve(&records.cuda, &records.cuda_counts, &sources);
+    records.launches.extend(launches);
+    records.counts.extend(counts);
     Ok(RunOutcome {
-        records: record::parse_lines(&text),
+        records,
         status,
         output_tail,
+        notes,
     })
+}
+
+/// Sets the child up for CUDA capture when the sources define kernels.
+fn cuda_env(
+    cmd: &mut Command,
+    dir: &Path,
+    sources: &[cuda::SourceKernel],
+    only: Option<&str>,
+) -> Result<(), String> {
+    let mut names: Vec<&str> = sources
+        .iter()
+        .map(|k| k.kernel.name.as_str())
+        .filter(|n| only.is_none_or(|o| o == *n))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    if names.is_empty() {
+        return Ok(());
+    }
+    let lib = compile_shim(dir)?;
+    let mut preload = lib.into_os_string();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+        preload.push(":");
+        preload.push(old);
+    }
+    cmd.env("LD_PRELOAD", preload)
+        .env("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")
+        .env("KERNEL_LSP_CAPTURE_CUDA_NAMES", names.join(","))
+        .env("KERNEL_LSP_CAPTURE_MAX_BYTES", MAX_BYTES.to_string());
+    Ok(())
+}
+
+/// Compiles the shim into `dir` with `$CC` (else `cc`); the library's path.
+pub fn compile_shim(dir: &Path) -> Result<PathBuf, String> {
+    let src = dir.join("kernel_lsp_capture.c");
+    let lib = dir.join("libkernel_lsp_capture.so");
+    std::fs::write(&src, SHIM_C).map_err(|e| format!("cannot write the shim: {e}"))?;
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(&cc)
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .args(["-ldl", "-lpthread", "-lm"])
+        .output()
+        .map_err(|e| format!("no C compiler to build the launch shim (`{cc}`: {e}); set CC"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`{cc}` could not build the launch shim: {}",
+            tail(&String::from_utf8_lossy(&out.stderr), 5)
+        ));
+    }
+    Ok(lib)
+}
+
+/// The kernels of the `.cu`/`.cuh` files under `root` (hidden folders, build outputs and
+/// virtual environments left out; at most 2000 files of at most 4 MB).
+pub fn cuda_sources(root: &Path) -> Vec<cuda::SourceKernel> {
+    let mut out = Vec::new();
+    let mut stack = vec![(root.to_path_buf(), 0u32)];
+    let mut files = 0;
+    while let Some((d, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                let skip = name.starts_with('.')
+                    || matches!(
+                        name.as_str(),
+                        "target"
+                            | "build"
+                            | "node_modules"
+                            | "__pycache__"
+                            | "venv"
+                            | "site-packages"
+                    );
+                if !skip && depth < 12 {
+                    stack.push((p, depth + 1));
+                }
+            } else if ft.is_file() && (name.ends_with(".cu") || name.ends_with(".cuh")) {
+                files += 1;
+                if files > 2000 {
+                    return out;
+                }
+                let small = e.metadata().is_ok_and(|m| m.len() <= 4 << 20);
+                if let (true, Ok(text)) = (small, std::fs::read_to_string(&p)) {
+                    out.extend(cuda::kernels_of(&p.to_string_lossy(), &text));
+                }
+            }
+        }
+    }
+    out
 }
 
 fn spawn_error(program: &str, e: &std::io::Error) -> String {
@@ -123,3 +248,7 @@ fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
+
+#[cfg(test)]
+#[path = "shim_tests.rs"]
+mod shim_tests;

@@ -1,6 +1,6 @@
 //! `kernel-lsp capture [--kernel K] [--max-cases N] [--apply] -- COMMAND...`: run the
 //! user's own command (a script, a test, `pytest -k ...`) with the capture hook, and
-//! write a `@bench` spec for every Triton kernel it launched (issue #32; docs/spec.md,
+//! write a `@bench` spec for every Triton or CUDA kernel it launched (issue #32; docs/spec.md,
 //! "Specs from a program's own launches"). Without `--apply` the specs are printed;
 //! with it they are written above the kernels (a backup of each file is kept as
 //! FILE.orig). Only files under the working folder are written, never a library's.
@@ -76,6 +76,9 @@ pub fn run(args: &CaptureArgs) -> ExitCode {
         max_cases: args.max_cases,
         odd_case: !args.no_odd_case,
     };
+    for n in &outcome.notes {
+        eprintln!("kernel-lsp capture: {n}");
+    }
     let mut kernels = capture::capture_specs(&outcome.records, &infer);
     if let Some(r) = &args.reference {
         for k in kernels.iter_mut() {
@@ -105,8 +108,8 @@ pub fn run(args: &CaptureArgs) -> ExitCode {
     }
     if kernels.is_empty() {
         eprintln!(
-            "kernel-lsp capture: no Triton launch was recorded{}; is the command a Python \
-             program that launches @triton.jit kernels?",
+            "kernel-lsp capture: no kernel launch was recorded{}; does the command launch \
+             @triton.jit kernels, or CUDA kernels of the .cu sources under this folder?",
             args.kernel
                 .as_ref()
                 .map_or(String::new(), |k| format!(" of `{k}`"))
@@ -184,7 +187,9 @@ fn write_file(
         .iter()
         .map(|&i| (rows[i].kernel.clone(), rows[i].spec.clone()))
         .collect();
-    let (edits, skipped) = place::edits(&text, &specs, replace);
+    let lang = crate::syntax::lang_for(&file.to_string_lossy(), None)
+        .unwrap_or(crate::syntax::Lang::Triton);
+    let (edits, skipped) = place::edits(lang, &text, &specs, replace);
     let new = place::apply(&text, &edits);
     if new != text {
         let backup = PathBuf::from(format!("{}.orig", file.display()));
@@ -229,8 +234,12 @@ fn table(rows: &[Row], cwd: &Path) -> String {
                     "{head}: {} launches, {} recorded -> {} cases{state}\n",
                     r.launches, r.recorded, r.cases
                 ));
+                let prefix = match crate::syntax::lang_for(&r.file, None) {
+                    Some(crate::syntax::Lang::Cuda) => "//",
+                    _ => "#",
+                };
                 for l in &r.spec {
-                    out.push_str(&format!("    # @bench {l}\n"));
+                    out.push_str(&format!("    {prefix} @bench {l}\n"));
                 }
             }
         }

@@ -1229,15 +1229,14 @@ impl LanguageServer for Backend {
                         ));
                     }
                     // Specs from the author's own program (issue #32): the command is
-                    // asked by the client or read from `captureCommand`.
-                    if k.lang == Lang::Triton {
-                        actions.push(cmd(
-                            "Capture launches from…".into(),
-                            jobs::CAPTURE,
-                            CodeActionKind::REFACTOR_REWRITE,
-                            None,
-                        ));
-                    }
+                    // asked by the client or read from `captureCommand`. CUDA kernels are
+                    // captured through the preload shim (a program using libcudart.so).
+                    actions.push(cmd(
+                        "Capture launches from…".into(),
+                        jobs::CAPTURE,
+                        CodeActionKind::REFACTOR_REWRITE,
+                        None,
+                    ));
                     if k.spec.lines.is_empty() {
                         let sk = crate::spec::skeleton(k, doc.text());
                         let at = doc.position(sk.insert_at, enc);

@@ -7,7 +7,7 @@
 //! (the evaluated `BenchPlan`). `skeleton` writes a starting spec for a kernel without one.
 
 mod check;
-mod ctype;
+pub(crate) mod ctype;
 mod expr;
 mod lexer;
 mod parser;

@@ -112,7 +112,7 @@ impl Backend {
             .get(uri)
             .filter(|o| o.is(snap.epoch, snap.lang))
             .ok_or("the file was closed while the command ran")?;
-        let (edits, skipped) = place::edits(open.doc.text(), specs, false);
+        let (edits, skipped) = place::edits(snap.lang, open.doc.text(), specs, false);
         let edits: Vec<OneOf<TextEdit, AnnotatedTextEdit>> = edits
             .into_iter()
             .map(|e| {

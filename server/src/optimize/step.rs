@@ -745,7 +745,12 @@ impl Runner<'_, '_> {
         let (opts, pool, env) = (self.opts, self.pool, &self.env);
         let (repair_reference, check_failed) = (self.repair_reference, self.check_failed);
         let cx = obs.context(self.hello);
-        let rule = if repair_reference.is_some() || matches!(written, Written::Nothing) {
+        let nothing = match &written {
+            Written::Nothing => true,
+            Written::Candidates(c) => c.is_empty(),
+            Written::Coder => false,
+        };
+        let rule = if repair_reference.is_some() || nothing {
             Rule::Current
         } else {
             let mut quiet = |_: &str| {};

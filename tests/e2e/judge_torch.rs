@@ -3,8 +3,8 @@
 //! against the f64 product, counting each case's elements outside the tolerance, and a
 //! step's batch passes the candidates no less accurate than the current version: a
 //! product accumulated in f64 passes (the old check against the current version's own
-//! rounding fails it), plain TF32 operands, a k term dropped and one element far off
-//! fail. Without a reference in the spec the old check is kept.
+//! rounding fails it), plain TF32 operands, a k term dropped, one element far off, one
+//! NaN and a write past the edge fail. Without a reference in the spec the old check is kept.
 
 use kernel_lsp::optimize::evaluate::{self, Candidate};
 use kernel_lsp::optimize::judge::{Judge, Rule};
@@ -105,6 +105,32 @@ fn candidates(reference: &str) -> Vec<(&'static str, String, bool)> {
             ),
             false,
         ),
+        (
+            // The loop's own rounding (its elements outside tie) and one NaN after them.
+            "one NaN",
+            kernel(
+                reference,
+                "tl.float32",
+                "x",
+                "y",
+                "K",
+                "tl.where((rm[:, None] == 15) & (rn[None, :] == 15), float('nan'), acc)",
+            ),
+            false,
+        ),
+        (
+            "a column past the edge",
+            kernel(
+                reference,
+                "tl.float64",
+                "x.to(tl.float64)",
+                "y.to(tl.float64)",
+                "K",
+                "acc.to(tl.float32)",
+            )
+            .replace("(rn[None, :] < N))", "(rn[None, :] <= N))"),
+            false,
+        ),
     ]
 }
 
@@ -193,6 +219,13 @@ async fn against_pytorch_a_more_accurate_matmul_passes_and_a_less_accurate_one_f
                 assert!(!message.is_empty(), "{label}: no reason given");
             }
         }
+        // NaN and writes out of bounds fail whatever the counts.
+        assert!(
+            got[4].2.contains("c[15, 15]: expected") && got[4].2.contains("got NaN"),
+            "{}",
+            got[4].2
+        );
+        assert!(got[5].2.contains("out-of-bounds write"), "{}", got[5].2);
         // A far-off element is caught by the worst difference, not the count.
         let far = &got[3].2;
         assert!(

@@ -835,10 +835,11 @@ def _num(x, dtype="f64"):
     return ("%%.%dg" % digits) % x if digits else repr(x)
 
 
-def compare(name, shape, dtype, actual, expected, atol, rtol):
+def compare(name, shape, dtype, actual, expected, atol, rtol, nan_first=False):
     """Compare flat tensors on their device (only the verdict's numbers come back).
     Returns None when they match, else a dict with kind ("mismatch", "nan" or
-    "reference_nan"), flat index, values and max errors."""
+    "reference_nan"), flat index (the first bad element; with `nan_first`, the first
+    NaN on one side when there is one), values and max errors."""
     a = _as_compare(actual, dtype)
     b = _as_compare(expected, dtype)
     if dtype in FLOATS:
@@ -869,10 +870,14 @@ def compare(name, shape, dtype, actual, expected, atol, rtol):
     if dtype in FLOATS:
         ratio = diff[bad] / (atol + rtol * b[bad].abs())
         worst = float(ratio.nan_to_num(nan=math.inf).max())
-        nans = int((a_nan & ~b_nan).sum()) + int((b_nan & ~a_nan).sum())
+        one_nan = a_nan ^ b_nan
+        nans = int(one_nan.sum())
     else:
         worst = math.inf
     worst = min(worst, 1e300)
+    if nan_first and nans and not bool(one_nan[i]):
+        # Counting (`tally`) lets plain mismatches pass: name a NaN, which fails.
+        i = int(one_nan.nonzero()[0])
     kind = "mismatch"
     if a_nan is not None:
         if bool(a_nan[i]) and not bool(b_nan[i]):
@@ -1180,7 +1185,7 @@ def _judge(cand, case, trial, seed, where, inputs, cbufs, ref_out, previous, tal
         expected = ref_out[a["name"]]
         atol, rtol = _tolerance(plan, a["dtype"])
         dt = a["dtype"]
-        c = compare(a["name"], b.shape, dt, b.flat, expected, atol, rtol)
+        c = compare(a["name"], b.shape, dt, b.flat, expected, atol, rtol, nan_first=tally is not None)
         if tally is not None:
             t = tally.setdefault((case, a["name"]), {"outside": 0, "elements": 0, "worst": 0.0})
             t["elements"] += b.flat.numel()

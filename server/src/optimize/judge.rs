@@ -21,8 +21,8 @@ use crate::worker::protocol::{Op, OpResult, Tally, TorchMode, VerifyReport, Vers
 pub struct Judge {
     /// The spec's PyTorch reference (eager), when candidates are judged against it.
     torch: Option<Version>,
-    /// Tallies by version and seed (or why the version has none).
-    known: Mutex<HashMap<u64, Result<Vec<Tally>, String>>>,
+    /// Tallies by version and seed.
+    known: Mutex<HashMap<u64, Vec<Tally>>>,
 }
 
 /// One step's rule, resolved before its candidates are verified.
@@ -98,12 +98,13 @@ impl Judge {
         let key = key_of(current, seed);
         let known = self.known.lock().ok().and_then(|k| k.get(&key).cloned());
         let tallies = match known {
-            Some(t) => t,
+            Some(t) => Ok(t),
             None => {
                 let op = Op::verify_tally(current, reference, seed);
                 let served = super::evaluate::request_requeued(pool, op, progress).await;
                 let t = verdict(served.result).map(|r| r.tally);
-                if let Ok(mut k) = self.known.lock() {
+                // A failure is asked again next step: it may be a lost worker.
+                if let (Ok(t), Ok(mut k)) = (&t, self.known.lock()) {
                     k.insert(key, t.clone());
                 }
                 t
@@ -129,14 +130,14 @@ impl Judge {
     /// Remembers `version`'s tallies on `seed` (a candidate's, when it is accepted).
     pub fn remember(&self, version: &Version, seed: u64, tally: Vec<Tally>) {
         if let Ok(mut k) = self.known.lock() {
-            k.insert(key_of(version, seed), Ok(tally));
+            k.insert(key_of(version, seed), tally);
         }
     }
 
     /// `version`'s tallies on `seed`, when they were measured.
     pub fn tallies(&self, version: &Version, seed: u64) -> Option<Vec<Tally>> {
         let k = self.known.lock().ok()?;
-        k.get(&key_of(version, seed)).cloned()?.ok()
+        k.get(&key_of(version, seed)).cloned()
     }
 
     /// The compute-sanitizer run of `cand`: against the current version, or against

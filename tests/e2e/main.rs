@@ -23,6 +23,7 @@ mod gpu_profile;
 mod gpu_torch;
 mod health;
 mod import_kernelbench;
+mod judge_torch;
 mod llm_client;
 mod llm_server;
 mod lsp_fuzz;

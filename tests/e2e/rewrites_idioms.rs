@@ -1038,6 +1038,7 @@ pub(crate) async fn verify_on_interpreter(py: &str, jobs: &[(String, &str, Candi
             seed,
             sanitize: false,
             cases: None,
+            tally: false,
         };
         let control = c.label.starts_with("control");
         match pool.request(op, None).await {

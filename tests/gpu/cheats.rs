@@ -66,6 +66,7 @@ fn verify_with(
         seed: 7,
         sanitize,
         cases: None,
+        tally: false,
     };
     match b.run(&op, &mut |_| {}) {
         Ok(OpResult::Verify(r)) => r,
@@ -395,6 +396,7 @@ async fn gpu_sanitizer_sees_a_read_past_the_end_with_exact_size_buffers() {
         seed: 3,
         sanitize: true,
         cases: None,
+        tally: false,
     };
     let r = match pool.request(op("peeks"), None).await {
         Ok(OpResult::Verify(r)) => r,

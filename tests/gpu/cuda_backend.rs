@@ -69,6 +69,7 @@ fn verify(b: &mut CudaBackend, cand: &Version, reference: &Version) -> VerifyRep
         seed: 0x2a,
         sanitize: false,
         cases: None,
+        tally: false,
     };
     match b.run(&op, &mut |_| {}) {
         Ok(OpResult::Verify(r)) => r,
@@ -87,6 +88,7 @@ fn verify_err(
         seed: 1,
         sanitize: false,
         cases: None,
+        tally: false,
     };
     match b.run(&op, &mut |_| {}) {
         Err(e) => e,
@@ -540,6 +542,7 @@ fn verify_op(cand: &Version, reference: &Version) -> Op {
         seed: 7,
         sanitize: false,
         cases: None,
+        tally: false,
     }
 }
 
@@ -653,6 +656,7 @@ async fn gpu_sanitize_finds_races_and_passes_clean_kernels() {
             seed: 3,
             sanitize: true,
             cases: None,
+            tally: false,
         };
         let pool = pool.clone();
         async move {

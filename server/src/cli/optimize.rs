@@ -148,6 +148,7 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
         ..settings.verify.clone()
     };
     opts.only = args.only.clone();
+    opts.file = Some(args.file.clone());
     opts.budget = budget;
     opts.tried = history::tried(&past);
     let shared = args.shared_policy || settings.shared_policy;

@@ -780,6 +780,7 @@ impl Backend {
         opts.verify = s.verify.clone();
         opts.budget = budget;
         opts.cancel = Some(guard.cancel.clone());
+        opts.file = snap.file.clone();
         // The project's own policy (an unsaved file's run learns in memory only).
         let shared = s.shared_policy;
         opts.policy_path = match &snap.file {

@@ -281,6 +281,8 @@ pub(super) struct Coding<'a> {
     /// correctness alone).
     pub time: bool,
     pub seed: u64,
+    /// Against the current version, or no less accurate against PyTorch.
+    pub rule: &'a super::judge::Rule,
 }
 
 /// Ask the coder for the step, then repair with the failure (a reply that breaks the
@@ -391,6 +393,7 @@ pub(super) async fn llm_code(
                 Ok(candidate) => {
                     let mut b = evaluate::batch(
                         coding.pool,
+                        coding.rule,
                         &current.version,
                         vec![candidate],
                         coding.seed,
@@ -454,6 +457,7 @@ async fn llm_samples(
         current,
         time,
         seed,
+        rule,
     } = *coding;
     let coder = setup.coder.as_ref().ok_or("no coder model")?;
     let kernel = cx.kernel;
@@ -520,7 +524,8 @@ async fn llm_samples(
     }
     if !batch.is_empty() {
         let labels: Vec<String> = batch.iter().map(|c| c.label.clone()).collect();
-        let mut b = evaluate::batch(pool, &current.version, batch, seed, time, &[], stage).await;
+        let mut b =
+            evaluate::batch(pool, rule, &current.version, batch, seed, time, &[], stage).await;
         if !b.verified.is_empty() {
             records.append(&mut b.records);
             b.records = records;

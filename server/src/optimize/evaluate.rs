@@ -23,6 +23,7 @@ use crate::worker::protocol::{
 };
 
 pub use super::accept::{gain, pick, Gain};
+use super::judge::Rule;
 use super::record::CandidateRecord;
 
 /// The kernel of one file text, ready to run: its version and what identifies it.
@@ -167,6 +168,8 @@ pub struct Verified {
     /// The candidate's whole file text.
     pub text: String,
     pub planned: Planned,
+    /// Verified against PyTorch: its elements outside the tolerance (empty otherwise).
+    pub tally: Vec<crate::worker::protocol::Tally>,
 }
 
 impl Verified {
@@ -304,7 +307,7 @@ pub async fn verify_on(
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> (Option<usize>, Result<VerifyReport, String>) {
     let served = request_requeued(pool, Op::verify(cand, current, seed, false), progress).await;
-    (served.worker, verdict(served.result))
+    (served.worker, super::judge::verdict(served.result))
 }
 
 /// The current version must pass its own check (compiled, run, every output written,
@@ -344,6 +347,7 @@ const EXTRA_SEEDS: u64 = 2;
 #[allow(clippy::too_many_arguments)]
 pub async fn confirm(
     pool: &WorkerPool,
+    judge: &super::judge::Judge,
     current: &Version,
     cand: &Version,
     speedup: f64,
@@ -376,7 +380,7 @@ pub async fn confirm(
             ));
             let s = seed ^ (0x5eed_0000_0000 + k);
             let mut quiet = |m: &str| say(m);
-            verify(pool, r, c, s, &mut quiet).await
+            judge.verify_on(pool, r, c, s, &mut quiet).await.1
         });
         for result in futures::future::join_all(seeds).await {
             if let Err(e) = result {
@@ -398,7 +402,7 @@ pub async fn confirm(
         }
         let t0 = std::time::Instant::now();
         say(&format!("running `{}` under compute-sanitizer", cand.label));
-        let op = Op::verify(cand, current, seed, true);
+        let op = judge.sanitize_op(cand, current, seed);
         let secs = |t0: std::time::Instant| t0.elapsed().as_secs_f64();
         let mut quiet = |m: &str| say(m);
         match pool.request_with_progress(op, None, &mut quiet).await {
@@ -482,28 +486,9 @@ enum Checked {
     Passed {
         worker: Option<usize>,
         interpreter: bool,
+        /// Against PyTorch: its elements outside the tolerance.
+        tally: Vec<crate::worker::protocol::Tally>,
     },
-}
-
-/// A verification's answer as a pass (the report) or the reason it failed.
-fn verdict(
-    result: Result<OpResult, crate::worker::protocol::WorkerError>,
-) -> Result<VerifyReport, String> {
-    match result {
-        Ok(OpResult::Verify(r)) if r.passed => Ok(r),
-        Ok(OpResult::Verify(r)) => Err(r.failure.map_or_else(
-            || {
-                if r.nondeterministic {
-                    "gave different results on the same inputs".to_string()
-                } else {
-                    "failed verification".to_string()
-                }
-            },
-            |f| f.message,
-        )),
-        Ok(_) => Err("unexpected worker reply".into()),
-        Err(e) => Err(e.message),
-    }
 }
 
 /// A verified candidate's timing: (the current version's timing beside it, its own, the
@@ -660,8 +645,10 @@ async fn time_members(
 /// once per other worker). The records come out in the order a one-worker run gives.
 /// Any flag of `cancel` that is set stops it (a job's cancel, a failed check of the
 /// current version).
+#[allow(clippy::too_many_arguments)]
 pub async fn batch(
     pool: &WorkerPool,
+    rule: &Rule,
     current: &Version,
     candidates: Vec<Candidate>,
     seed: u64,
@@ -693,6 +680,7 @@ pub async fn batch(
     let (moved_tx, moved_rx) = tokio::sync::watch::channel(0u64);
     let run = BatchRun {
         pool,
+        rule,
         current,
         candidates: &named,
         planned: &planned,
@@ -736,6 +724,8 @@ pub async fn batch(
 /// The state of one batch that its workers share while they verify and time.
 struct BatchRun<'a, 's> {
     pool: &'a WorkerPool,
+    /// Against the current version, or no less accurate against PyTorch.
+    rule: &'a Rule,
     current: &'a Version,
     /// Each candidate's label and text, and its plan (None: it did not plan).
     candidates: &'a [(String, String)],
@@ -818,7 +808,7 @@ impl BatchRun<'_, '_> {
                 .as_ref()
                 .expect("queued candidates are planned");
             let v = labelled(p, &self.candidates[i].0);
-            Some(Op::verify(&v, self.current, self.seed, false))
+            Some(self.rule.op(&v, self.current, self.seed))
         };
         let mut worker_stage = |s: &str| {
             if let Some(i) = taken.lock().ok().and_then(|t| *t) {
@@ -846,10 +836,11 @@ impl BatchRun<'_, '_> {
             self.moved();
             return Some(Took::Lost);
         }
-        let checked = match verdict(served.result) {
+        let checked = match self.rule.verdict(served.result) {
             Ok(r) => Checked::Passed {
                 worker: served.worker,
                 interpreter: r.interpreter,
+                tally: r.tally,
             },
             Err(e) => Checked::Rejected(e),
         };
@@ -1082,7 +1073,7 @@ fn assemble(
             .ok()
             .flatten()
             .unwrap_or_else(|| Checked::Rejected("not tried: the job was cancelled".into()));
-        let (worker, interpreter) = match c {
+        let (worker, interpreter, tally) = match c {
             Checked::Rejected(e) => {
                 if !e.starts_with("not tried") {
                     out.first_failure.get_or_insert(e.clone());
@@ -1093,7 +1084,8 @@ fn assemble(
             Checked::Passed {
                 worker,
                 interpreter,
-            } => (worker, interpreter),
+                tally,
+            } => (worker, interpreter, tally),
         };
         out.interpreter |= interpreter;
         let on = worker.filter(|_| parallel).map(|w| pool.worker_ref(w));
@@ -1108,6 +1100,7 @@ fn assemble(
             label: label.clone(),
             text,
             planned: planned.expect("a verified candidate was planned"),
+            tally,
         };
         if !time {
             out.records.push(record);

@@ -26,6 +26,7 @@ pub mod explain;
 pub mod facts;
 pub mod headline;
 pub mod history;
+pub mod judge;
 pub mod launch;
 pub mod learning;
 pub mod llm;
@@ -133,6 +134,12 @@ pub async fn optimize(
     let run_id = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
+    // A repair is judged against the last verified version, not against PyTorch.
+    let (judge, judge_warning) = match &opts.repair {
+        Some(_) => (judge::Judge::current(), None),
+        None => judge::Judge::for_run(&start.version, opts.file.as_deref()),
+    };
+    warnings.extend(judge_warning);
     let mut runner = Runner {
         pool,
         lang,
@@ -142,6 +149,7 @@ pub async fn optimize(
         env,
         hello: &hello,
         start: &start,
+        judge: &judge,
         repair_reference: repair_reference.as_ref(),
         check: opts.repair.is_none().then_some(check_rx),
         check_failed: &check_failed,

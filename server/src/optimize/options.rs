@@ -40,6 +40,9 @@ pub struct OptimizeOptions {
     /// Profiles a version (its whole file text) with Nsight Compute, once per version
     /// of the tree, for the facts and the strategist (`optimize --profile`).
     pub profiler: Option<Profiler>,
+    /// The kernel's file on disk, where a `reference = torch: module.fn` finds its
+    /// module (candidates are then verified against PyTorch: docs/optimizer.md).
+    pub file: Option<PathBuf>,
 }
 
 /// A version's file text in, its profile out (or why not).
@@ -119,6 +122,7 @@ impl OptimizeOptions {
             },
             budget: RunBudget::default(),
             profiler: None,
+            file: None,
         }
     }
 }

@@ -20,6 +20,7 @@ use super::coder::{self, StepContext};
 use super::evaluate::{self, BatchResult, Candidate, Planned};
 use super::facts::{self, Facts};
 use super::history;
+use super::judge::{self, Judge, Rule};
 use super::llm;
 use super::options::{Event, OptimizeOptions};
 use super::policy::{self, Policy};
@@ -91,6 +92,8 @@ pub(super) struct Runner<'a, 'o> {
     pub(super) env: EvalEnv,
     pub(super) hello: &'a HelloResult,
     pub(super) start: &'a Planned,
+    /// What candidates are verified against: the current version, or PyTorch.
+    pub(super) judge: &'a Judge,
     pub(super) repair_reference: Option<&'a Planned>,
     /// The current version's check, running beside the first step (None: passed, or
     /// none is run); its answer is awaited before anything is accepted.
@@ -742,6 +745,24 @@ impl Runner<'_, '_> {
         let (opts, pool, env) = (self.opts, self.pool, &self.env);
         let (repair_reference, check_failed) = (self.repair_reference, self.check_failed);
         let cx = obs.context(self.hello);
+        let nothing = match &written {
+            Written::Nothing => true,
+            Written::Candidates(c) => c.is_empty(),
+            Written::Coder => false,
+        };
+        let rule = if repair_reference.is_some() || nothing {
+            Rule::Current
+        } else {
+            let mut quiet = |_: &str| {};
+            let (rule, fell_back) = self
+                .judge
+                .rule(pool, &obs.current.version, opts.seed, &mut quiet)
+                .await;
+            if let Some(why) = fell_back.filter(|w| !self.warnings.contains(w)) {
+                self.warnings.push(why);
+            }
+            rule
+        };
         let on = &mut *self.on;
         let mut stage = |s: String| on(Event::Stage(s));
         match written {
@@ -756,6 +777,7 @@ impl Runner<'_, '_> {
                     .collect();
                 let b = evaluate::batch(
                     pool,
+                    &rule,
                     &obs.current.version,
                     c,
                     opts.seed,
@@ -779,6 +801,7 @@ impl Runner<'_, '_> {
                     current: repair_reference.unwrap_or(&obs.current),
                     time: repair_reference.is_none(),
                     seed: opts.seed,
+                    rule: &rule,
                 };
                 match coder::llm_code(&coding, budget, &cx, &step, &mut stage).await {
                     Ok(r) => (Some(r), None),
@@ -841,6 +864,16 @@ impl Runner<'_, '_> {
             record.kernel_after = Some(winner.planned.kernel_text.clone());
             self.timings.insert(new_node, d.timing);
             self.timings.insert(node, d.base);
+            if !winner.tally.is_empty() {
+                // Verified against PyTorch: its tallies are the next step's baseline.
+                let seed = self.opts.seed;
+                let before = self.judge.tallies(&obs.current.version, seed);
+                record
+                    .checks
+                    .push(judge::accuracy_note(&winner.tally, before.as_deref()));
+                self.judge
+                    .remember(&winner.version(), seed, winner.tally.clone());
+            }
             // Energy per call of both versions, once per accepted step (a short extra
             // timing with NVML; none on the interpreter).
             let energy = (!b.interpreter)
@@ -879,10 +912,13 @@ impl Runner<'_, '_> {
         // differences within tolerance cannot pile up across steps. That check runs on
         // another worker while the primary re-times (it is dropped if the re-timing says
         // slower, and run again if the re-timing picks another winner).
+        let judge = self.judge;
         let drift_of = |w: Version| async move {
             let mut quiet = |_: &str| {};
-            evaluate::verify(pool, &start.version, &w, opts.seed, &mut quiet)
+            judge
+                .verify_on(pool, &start.version, &w, opts.seed, &mut quiet)
                 .await
+                .1
                 .err()
                 .map(|why| format!(
                     "matches the current version but drifted from the run's starting version beyond tolerance: {why}"
@@ -931,6 +967,7 @@ impl Runner<'_, '_> {
                 let mut stage = |s: &str| stage(s.to_string());
                 evaluate::confirm(
                     pool,
+                    judge,
                     &current.version,
                     &b.verified[d.winner].version(),
                     speedup,

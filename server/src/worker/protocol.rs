@@ -53,6 +53,11 @@ pub enum Op {
         /// check), so one candidate's cases can run on several workers. None: all.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cases: Option<Vec<usize>>,
+        /// Count the elements outside the tolerance per case and buffer (the report's
+        /// `tally`) instead of failing on them; every other check still fails. Asked only
+        /// with a PyTorch reference (the optimizer's rule, docs/optimizer.md).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        tally: bool,
     },
     /// Time every version on case 0, interleaved in this one process.
     Time {
@@ -72,6 +77,20 @@ impl Op {
             seed,
             sanitize,
             cases: None,
+            tally: false,
+        }
+    }
+
+    /// [`Op::verify`] against a PyTorch reference, counting the elements outside the
+    /// tolerance instead of failing on them.
+    pub fn verify_tally(candidate: &Version, reference: &Version, seed: u64) -> Op {
+        Op::Verify {
+            candidate: Box::new(candidate.clone()),
+            reference: Box::new(reference.clone()),
+            seed,
+            sanitize: false,
+            cases: None,
+            tally: true,
         }
     }
 
@@ -83,6 +102,7 @@ impl Op {
             seed,
             sanitize: false,
             cases: Some(vec![case]),
+            tally: false,
         }
     }
 
@@ -366,6 +386,24 @@ pub struct VerifyReport {
     #[serde(default)]
     pub interpreter: bool,
     pub elapsed_ms: f64,
+    /// With `tally` asked: each case's and output buffer's elements outside the
+    /// tolerance, over its trials.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tally: Vec<Tally>,
+}
+
+/// How far one output buffer of one case is from the reference, over the case's trials.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tally {
+    pub case: usize,
+    pub buffer: String,
+    /// Elements outside `atol + rtol·|reference|`.
+    pub outside: u64,
+    /// Elements compared.
+    pub elements: u64,
+    /// The largest difference in units of that tolerance (0 when none is outside; capped
+    /// at 1e300, which a difference where the tolerance is 0 also gets).
+    pub worst: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -91,6 +91,7 @@ pub fn run(
             seed,
             sanitize: false,
             cases: None,
+            tally: false,
         },
     };
     let line = match serde_json::to_string(&request) {

@@ -177,6 +177,44 @@ mod tests {
             .collect()
     }
 
+    /// The catalog's params for each step are what its rewrite reads: a key the rewrite
+    /// cannot parse makes the step "not applicable" on every kernel (it did for
+    /// `tile_matmul`'s `tensor_cores` once its values became pairs).
+    #[test]
+    fn every_catalog_steps_params_are_accepted_by_its_rewrite_on_the_examples() {
+        use crate::syntax::Lang;
+        let catalog = crate::optimize::catalog::Catalog::embedded();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let mut bad = Vec::new();
+        let mut tried = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let lang = match p.extension().and_then(|x| x.to_str()) {
+                Some("cu") => Lang::Cuda,
+                Some("py") => Lang::Triton,
+                _ => continue,
+            };
+            let src = std::fs::read_to_string(&p).unwrap();
+            let doc = crate::document::Document::new(lang, 0, &src);
+            let model = crate::syntax::analyze(lang, &src, doc.tree().expect("parses"));
+            for k in &model.kernels {
+                for s in catalog.strategies.iter().filter(|s| s.lang.contains(&lang)) {
+                    let Some(rw) = &s.rewrite else { continue };
+                    let params = serde_json::Value::Object(s.params.clone().into_iter().collect());
+                    tried += 1;
+                    if let Err(e) = super::check::testing::run(lang, &src, &k.name, rw, params) {
+                        let e = e.to_string();
+                        if e.contains("parameter `") {
+                            bad.push(format!("{} on {}: {e}", s.id, k.name));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(tried > 100, "only {tried} (step, kernel) pairs");
+        assert!(bad.is_empty(), "{}", bad.join("\n"));
+    }
+
     #[test]
     fn registry_matches_the_files() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/optimize/rewrite");

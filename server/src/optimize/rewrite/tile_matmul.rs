@@ -41,8 +41,9 @@
 //! candidate, 3xTF32 on the tensor cores with `cp.async` pipelines ([`mma`], params
 //! `tensor_cores`: `[BM, BN]` blocks, `tensor_stages`), is closer to the exact product
 //! than the author's f32 loop for a loop that is one float multiply-add, but adds the k
-//! terms in another order, so it needs a spec whose atol and rtol (both ≥ 1e-4) allow
-//! a result that differs from the loop's own rounding.
+//! terms in another order, so it needs a spec that names a PyTorch reference (steps then
+//! verify candidates against it: no less accurate than the current version) or whose
+//! atol and rtol (both ≥ 1e-4) allow a result that differs from the loop's own rounding.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -249,7 +250,9 @@ pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
     }
     // The tensor-core candidates (3xTF32), where the k loop is one multiply-add of floats.
     if !tensor_tiles.is_empty() {
-        match mma::mma_shape(src, &mm, plan.tolerance(DType::F32)) {
+        let verifiable =
+            mma::reordering_verifiable(plan.tolerance(DType::F32), plan.torch_reference.is_some());
+        match verifiable.and_then(|()| mma::mma_shape(src, &mm)) {
             Ok(ms) => {
                 let tc = TensorCandidates {
                     shape: &shape,

@@ -128,6 +128,7 @@ pub fn verify(
         sanitizer: None,
         interpreter: false,
         elapsed_ms: 0.0,
+        tally: Vec::new(),
     };
     let h = gpu.helpers()?;
     // A kernel checked against itself (no reference to compare with): what its first

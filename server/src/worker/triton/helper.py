@@ -835,10 +835,11 @@ def _num(x, dtype="f64"):
     return ("%%.%dg" % digits) % x if digits else repr(x)
 
 
-def compare(name, shape, dtype, actual, expected, atol, rtol):
+def compare(name, shape, dtype, actual, expected, atol, rtol, nan_first=False):
     """Compare flat tensors on their device (only the verdict's numbers come back).
     Returns None when they match, else a dict with kind ("mismatch", "nan" or
-    "reference_nan"), flat index, values and max errors."""
+    "reference_nan"), flat index (the first bad element; with `nan_first`, the first
+    NaN on one side when there is one), values and max errors."""
     a = _as_compare(actual, dtype)
     b = _as_compare(expected, dtype)
     if dtype in FLOATS:
@@ -863,6 +864,20 @@ def compare(name, shape, dtype, actual, expected, atol, rtol):
     if idx.numel() == 0:
         return None
     i = int(idx[0])
+    # The worst difference in units of the tolerance (a tally's `worst`; capped so JSON
+    # carries it: a difference where the tolerance is 0 counts as 1e300).
+    nans = 0
+    if dtype in FLOATS:
+        ratio = diff[bad] / (atol + rtol * b[bad].abs())
+        worst = float(ratio.nan_to_num(nan=math.inf).max())
+        one_nan = a_nan ^ b_nan
+        nans = int(one_nan.sum())
+    else:
+        worst = math.inf
+    worst = min(worst, 1e300)
+    if nan_first and nans and not bool(one_nan[i]):
+        # Counting (`tally`) lets plain mismatches pass: name a NaN, which fails.
+        i = int(one_nan.nonzero()[0])
     kind = "mismatch"
     if a_nan is not None:
         if bool(a_nan[i]) and not bool(b_nan[i]):
@@ -878,6 +893,8 @@ def compare(name, shape, dtype, actual, expected, atol, rtol):
         "max_abs": max_abs,
         "max_rel": max_rel,
         "count": int(bad.sum()),
+        "worst": worst,
+        "nans": nans,
     }
 
 
@@ -1018,6 +1035,10 @@ def op_verify(req, progress):
     own = (not ref.get("torch") and ref_sha == _sha(cand) and ref["plan"] == cand["plan"]
            and ref.get("cuda") == cand.get("cuda"))
     only = req.get("cases")
+    # `tally`: elements outside the tolerance are counted per (case, buffer) instead of
+    # failing the candidate (the optimizer's rule against a PyTorch reference decides);
+    # every other failure stays a failure.
+    tally = {} if req.get("tally") else None
     for case in range(ncases):
         if only is not None and case not in only:
             continue
@@ -1071,7 +1092,7 @@ def op_verify(req, progress):
                 cbufs = _run_version(cand, cand_kernel, case, inputs, seed)
             except KernelFault as e:
                 return _fault(report, t0, case, trial, seed, str(e) + " (%s)" % where)
-            r = _judge(cand, case, trial, seed, where, inputs, cbufs, ref_out, previous)
+            r = _judge(cand, case, trial, seed, where, inputs, cbufs, ref_out, previous, tally)
             if r is not None:
                 report["passed"] = False
                 report["failure"] = r
@@ -1101,6 +1122,8 @@ def op_verify(req, progress):
                                _num(c["actual"], a["dtype"]), c["count"], "" if c["count"] == 1 else "s",
                                "%.3g" % c["max_abs"], where))
             previous = ref_out
+    if tally is not None:
+        report["tally"] = [dict(case=c, buffer=n, **t) for (c, n), t in tally.items()]
     return _finish(report, t0)
 
 
@@ -1124,10 +1147,12 @@ def _out_of_bounds(name, b, v):
         name, b.name, nbytes, "" if nbytes == 1 else "s", b.name, flat, count, plural), None
 
 
-def _judge(cand, case, trial, seed, where, inputs, cbufs, ref_out, previous):
+def _judge(cand, case, trial, seed, where, inputs, cbufs, ref_out, previous, tally=None):
     """The first failure of the candidate's buffers against the reference's outputs
     (`ref_out`: flat tensors by name), or None. `previous` holds the reference's outputs
-    for the previous input set of this case (the stale-results check)."""
+    for the previous input set of this case (the stale-results check). With `tally` (a
+    dict), elements outside the tolerance are counted into it by (case, buffer) instead
+    of failing; NaN and every other check still fail."""
     plan = cand["plan"]
     name = plan["kernel"]
     # Out-of-bounds writes first: they explain any mismatch that follows.
@@ -1160,7 +1185,10 @@ def _judge(cand, case, trial, seed, where, inputs, cbufs, ref_out, previous):
         expected = ref_out[a["name"]]
         atol, rtol = _tolerance(plan, a["dtype"])
         dt = a["dtype"]
-        c = compare(a["name"], b.shape, dt, b.flat, expected, atol, rtol)
+        c = compare(a["name"], b.shape, dt, b.flat, expected, atol, rtol, nan_first=tally is not None)
+        if tally is not None:
+            t = tally.setdefault((case, a["name"]), {"outside": 0, "elements": 0, "worst": 0.0})
+            t["elements"] += b.flat.numel()
         if c is None:
             cheat = _cheat(name, a, b, expected, inputs, cbufs, plan, case, atol, rtol)
             if cheat is not None:
@@ -1174,6 +1202,10 @@ def _judge(cand, case, trial, seed, where, inputs, cbufs, ref_out, previous):
                             "(%s: expected %s, got %s); `%s` must not reuse results between launches (%s)"
                             % (name, b.name, at, _num(c["expected"], dt), _num(c["actual"], dt), name, where),
                             buffer=b.name, index=c["coords"])
+        if tally is not None and c["nans"] == 0:
+            t["outside"] += c["count"]
+            t["worst"] = max(t["worst"], c["worst"])
+            continue
         extra = ""
         if c["count"] > 1:
             extra = "; %d elements differ, max abs err %s, max rel err %s" % (

@@ -158,6 +158,7 @@ fn verify(
         seed: 42,
         sanitize: false,
         cases: None,
+        tally: false,
     };
     let mut stages = Vec::new();
     let r = b.run(&op, &mut |s| stages.push(s.to_string()));

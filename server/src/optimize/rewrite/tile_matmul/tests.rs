@@ -365,7 +365,7 @@ fn tensor_cores_only_for_a_float_multiply_add_within_the_tolerance() {
     .assert_debug_eq(&labels(&out));
     let why = |src: &str, k: &str| not_applicable(cuda(src, k, "tile_matmul", tc.clone()));
     // The bundled example's default atol (1e-5): another order of the k sum fails it.
-    expect!["no usable candidate for `matmul`: 3xTF32 tensor cores: the spec's atol 1e-5 and rtol 1e-3 do not both reach 1e-4; the tensor cores add the k terms in another order than the loop, and near-zero outputs of a long f32 sum then differ by more"].assert_eq(&why(MATMUL, "matmul"));
+    expect!["no usable candidate for `matmul`: 3xTF32 tensor cores: the spec's atol 1e-5 and rtol 1e-3 do not both reach 1e-4 and it names no PyTorch reference (`reference = torch: ...`); the tensor cores add the k terms in another order than the loop, and near-zero outputs of a long f32 sum then differ from the loop's by more"].assert_eq(&why(MATMUL, "matmul"));
     let loose = |src: &str, from: &str, to: &str| {
         let s = src.replace(from, to);
         assert_ne!(s, src);
@@ -389,6 +389,45 @@ fn tensor_cores_only_for_a_float_multiply_add_within_the_tolerance() {
         "acc += 2.0f * a[row * k + i] * b[i * n + col];",
     );
     expect!["no usable candidate for `matmul`: 3xTF32 tensor cores: the k loop's product is not of one A-like and one B-like load"].assert_eq(&why(&scaled, "matmul"));
+}
+
+#[test]
+fn a_pytorch_reference_gets_tensor_cores_at_the_default_f32_tolerance() {
+    let tc = json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": [[64, 64]], "staged_blocks": []});
+    let with = |src: &str, after: &str, line: &str| {
+        let s = src.replacen(after, &format!("{after}\n{line}"), 1);
+        assert_ne!(s, src, "`{after}` moved; update this test");
+        s
+    };
+    let tc_labels = |src: &str, k: &str| match cuda(src, k, "tile_matmul", tc.clone()) {
+        Ok(out) => format!("{:?}", labels(&out)),
+        Err(e) => e.to_string(),
+    };
+    // The bundled example at its default atol (1e-5), with the f64 product as reference:
+    // candidates are judged against it, so another order of the k sum can pass.
+    let f64_ref = with(
+        MATMUL,
+        "// @bench rtol = 1e-3",
+        "// @bench reference = torch: (a.double() @ b.double()).float()",
+    );
+    expect![[r#"["3xTF32 tensor cores (mma.sync, cp.async), 64x64x32 tiles, 4 stages, 4 warps"]"#]]
+        .assert_eq(&tc_labels(&f64_ref, "matmul"));
+    // The same without `rtol` (the f32 default 1e-4) and a module function as reference.
+    let module_ref = with(
+        &MATMUL.replace("// @bench rtol = 1e-3\n", ""),
+        "// @bench flops = 2 * m * n * k",
+        "// @bench reference = torch: refs.matmul",
+    );
+    expect![[r#"["3xTF32 tensor cores (mma.sync, cp.async), 64x64x32 tiles, 4 stages, 4 warps"]"#]]
+        .assert_eq(&tc_labels(&module_ref, "matmul"));
+    // A reference does not make every loop a float multiply-add.
+    let min_plus = with(
+        FIXTURES,
+        "// @bench n = 130, 40",
+        "// @bench reference = torch: d @ d",
+    );
+    expect!["no usable candidate for `min_plus`: 3xTF32 tensor cores: the k loop is not one `ACC += A * B;`"]
+        .assert_eq(&tc_labels(&min_plus, "min_plus"));
 }
 
 #[test]

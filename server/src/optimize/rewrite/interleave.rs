@@ -109,6 +109,26 @@ pub fn interleave(cx: &RewriteContext<'_>) -> R {
     Ok(out)
 }
 
+/// `text` with the loops of `kernel` interleaved `factor` iterations per trip, where any
+/// loop can be; what another rewrite calls on the loop it has just written.
+pub(super) fn interleaved(text: &str, kernel: &str, factor: u64) -> Option<String> {
+    let doc = crate::document::Document::new(crate::syntax::Lang::Cuda, 0, text);
+    let tree = doc.tree()?;
+    let model = crate::syntax::analyze(crate::syntax::Lang::Cuda, text, tree);
+    let k = model.kernel(kernel)?;
+    let params =
+        std::collections::BTreeMap::from([("factors".to_string(), serde_json::json!([factor]))]);
+    let cx = RewriteContext {
+        lang: crate::syntax::Lang::Cuda,
+        text,
+        tree,
+        model: &model,
+        kernel: k,
+        params: &params,
+    };
+    interleave(&cx).ok()?.into_iter().next().map(|c| c.text)
+}
+
 fn is_loop(n: Node<'_>) -> bool {
     matches!(
         n.kind(),
@@ -155,6 +175,16 @@ fn shape<'t>(cx: &RewriteContext<'t>, l: Node<'t>, shared: &[&str]) -> Result<Sh
         s.ty = format!("decltype({})", s.var);
     }
     body_allows(cx, &s, shared)?;
+    if [l.prev_named_sibling(), l.next_named_sibling()]
+        .into_iter()
+        .flatten()
+        .any(|n| is_loop(n) && tests_var(cx, n, &s.var))
+    {
+        return Err(format!(
+            "a loop over `{}` is beside it (it is interleaved already, or the author split it)",
+            s.var
+        ));
+    }
     if let Step::Literal(k) = s.step {
         return Err(format!(
             "its step is the constant {k}: the compiler unrolls such a loop (`unroll` sets the factor)"
@@ -162,6 +192,16 @@ fn shape<'t>(cx: &RewriteContext<'t>, l: Node<'t>, shared: &[&str]) -> Result<Sh
     }
 
     Ok(s)
+}
+
+/// Does loop `n`'s condition start with `var` (`var < B`, `var + 3 * S < B`)?
+fn tests_var(cx: &RewriteContext<'_>, n: Node<'_>, var: &str) -> bool {
+    let Some(cond) = n.child_by_field_name("condition") else {
+        return false;
+    };
+    let t = text(cx, cond).trim_start_matches(['(', ' ']);
+    t.strip_prefix(var)
+        .is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))
 }
 
 /// `v < B` or `v <= B`: the variable, the operator and the bound.

@@ -65,6 +65,8 @@ use super::RewriteContext;
 use crate::syntax::Lang;
 
 const ID: &str = "split_loop";
+/// Iterations per trip of the split loop (`interleave`'s factor).
+const LOADS_IN_FLIGHT: u64 = 4;
 const SHAPE: &str = "`int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { ... }` (or `if (i >= n) return;`) with a loop that carries a sum, product, max or min";
 
 pub fn split_loop(cx: &RewriteContext<'_>) -> R {
@@ -130,7 +132,25 @@ pub fn split_loop(cx: &RewriteContext<'_>) -> R {
             Err(err) => dropped.push(format!("{label}: {err}")),
         }
     }
+    let drafts = drafts
+        .into_iter()
+        .map(|d| with_loads_in_flight(cx, d))
+        .collect();
     finish(cx, drafts, dropped)
+}
+
+/// The split loop steps by `blockDim.y` (times the cluster): a step the compiler does not
+/// know, so it would not unroll the loop and each thread would wait on one load at a
+/// time. The draft's loops run [`LOADS_IN_FLIGHT`] iterations per trip where
+/// `interleave` can make them (the block shapes are then compared as they will run).
+fn with_loads_in_flight(cx: &RewriteContext<'_>, d: Draft) -> Draft {
+    match super::interleave::interleaved(&d.text, &cx.kernel.name, LOADS_IN_FLIGHT) {
+        Some(text) => Draft {
+            label: format!("{}, {LOADS_IN_FLIGHT} iterations per trip", d.label),
+            text,
+        },
+        None => d,
+    }
 }
 
 /// Launch shapes (outputs per block, threads per output, blocks per cluster) from the

@@ -1,6 +1,6 @@
 use expect_test::expect;
 
-use super::super::unit::testing::{check, params};
+use super::super::unit::testing::{check, params, render, run};
 
 const LOOPS: &str = include_str!("../../../../../tests/fixtures/rewrites/interleave/loops.cu");
 const COL_SUM: &str = include_str!("../../../../../examples/col_sum.cu");
@@ -191,8 +191,8 @@ fn loops_that_leave_early_meet_a_barrier_read_nothing_or_move_their_bound_are_re
         (
             "staged_and_pure",
             expect![[r#"
-            error: no loop of `staged_and_pure` can run several iterations per trip: `for (unsigned t = 0; t < 4 * blockDim.x; t += blockDim.x)`: its body calls `__syncthreads` (a barrier or warp collective); `for (unsigned k = 0; k < 8 * blockDim.x; k += blockDim.x)`: its body reads no memory (nothing to have in flight); `for (unsigned k = 1; k < blockDim.x; k += k)`: the step `k += k` reads `k` (its steps differ); `for (unsigned k = threadIdx.x; k < 256; k += blockDim.x)`: its body reads only shared memory (no long load to overlap)
-        "#]],
+                error: no loop of `staged_and_pure` can run several iterations per trip: `for (unsigned t = 0; t < 4 * blockDim.x; t += blockDim.x)`: its body calls `__syncthreads` (a barrier or warp collective); `for (unsigned k = 0; k < 8 * blockDim.x; k += blockDim.x)`: its body reads no memory (nothing to have in flight); `for (unsigned k = 1; k < blockDim.x; k += k)`: the step `k += k` reads `k` (its steps differ); `for (unsigned k = threadIdx.x; k < 256; k += blockDim.x)`: its body reads only shared memory (no long load to overlap)
+            "#]],
         ),
         (
             "shrinking",
@@ -203,4 +203,23 @@ fn loops_that_leave_early_meet_a_barrier_read_nothing_or_move_their_bound_are_re
     ] {
         check("interleave", LOOPS, kernel, params("{}"), want);
     }
+}
+
+#[test]
+fn an_interleaved_loop_is_not_interleaved_again() {
+    let once = run(
+        "interleave",
+        LOOPS,
+        "col_sum_split",
+        params(r#"{"factors": [4]}"#),
+    )
+    .expect("interleaves");
+    let again = render(
+        "col_sum_split",
+        run("interleave", &once[0].text, "col_sum_split", params("{}")),
+    );
+    assert!(
+        again.starts_with("error: ") && again.contains("is beside it (it is interleaved already"),
+        "{again}"
+    );
 }

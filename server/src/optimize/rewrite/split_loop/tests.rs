@@ -11,16 +11,16 @@ fn a_column_sum_is_split_along_y_and_combined_in_shared_memory() {
     let out = cuda(COL_SUM, "col_sum", "split_loop", json!({})).unwrap();
     expect![[r#"
         [
-            "`r` loop split over 8 threads per output, block (32, 8)",
-            "`r` loop split over 16 threads per output, block (32, 16)",
-            "`r` loop split over 16 threads per output, block (16, 16)",
-            "`r` loop split over 32 threads per output, block (16, 32)",
-            "`r` loop split over 32 threads per output, block (8, 32)",
-            "`r` loop split over 64 threads per output, block (8, 64)",
-            "`r` loop split over 8 threads per output in each of 4 blocks of a cluster, block (32, 8)",
-            "`r` loop split over 16 threads per output in each of 4 blocks of a cluster, block (32, 16)",
-            "`r` loop split over 8 threads per output in each of 8 blocks of a cluster, block (32, 8)",
-            "`r` loop split over 16 threads per output in each of 8 blocks of a cluster, block (32, 16)",
+            "`r` loop split over 8 threads per output, block (32, 8), 4 iterations per trip",
+            "`r` loop split over 16 threads per output, block (32, 16), 4 iterations per trip",
+            "`r` loop split over 16 threads per output, block (16, 16), 4 iterations per trip",
+            "`r` loop split over 32 threads per output, block (16, 32), 4 iterations per trip",
+            "`r` loop split over 32 threads per output, block (8, 32), 4 iterations per trip",
+            "`r` loop split over 64 threads per output, block (8, 64), 4 iterations per trip",
+            "`r` loop split over 8 threads per output in each of 4 blocks of a cluster, block (32, 8), 4 iterations per trip",
+            "`r` loop split over 16 threads per output in each of 4 blocks of a cluster, block (32, 16), 4 iterations per trip",
+            "`r` loop split over 8 threads per output in each of 8 blocks of a cluster, block (32, 8), 4 iterations per trip",
+            "`r` loop split over 16 threads per output in each of 8 blocks of a cluster, block (32, 16), 4 iterations per trip",
         ]
     "#]]
     .assert_debug_eq(&labels(&out));
@@ -40,8 +40,25 @@ fn a_column_sum_is_split_along_y_and_combined_in_shared_memory() {
             const bool lead = live && threadIdx.y == 0;
             {
                 float acc = 0.0f;
-                for (int r = threadIdx.y; r < rows; r += blockDim.y) {
-                    acc += x[(size_t)r * cols + col];
+                { // 4 iterations per trip, then the rest
+                    int r = threadIdx.y;
+                    for (; r + (int)(3 * blockDim.y) < rows; r += (int)(4 * blockDim.y)) {
+                        {
+                            acc += x[(size_t)r * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(blockDim.y)) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(2 * blockDim.y)) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(3 * blockDim.y)) * cols + col];
+                        }
+                    }
+                    for (; r < rows; r += blockDim.y) {
+                        acc += x[(size_t)r * cols + col];
+                    }
                 }
                 { // the partials of the threads that share an output, combined by each of them
                     __shared__ float acc_part[1024];
@@ -89,6 +106,21 @@ fn an_early_return_a_while_loop_and_a_pointer_alias_split_alike() {
             const float* p = a + j;
             float s = 0.f;
             int i = threadIdx.y;
+            while (i + (decltype(i))(3 * blockDim.y) < m) {
+                {
+                    s += p[(long long)i * n] * v[i];
+                }
+                {
+                    s += p[(long long)(i + (decltype(i))(blockDim.y)) * n] * v[(i + (decltype(i))(blockDim.y))];
+                }
+                {
+                    s += p[(long long)(i + (decltype(i))(2 * blockDim.y)) * n] * v[(i + (decltype(i))(2 * blockDim.y))];
+                }
+                {
+                    s += p[(long long)(i + (decltype(i))(3 * blockDim.y)) * n] * v[(i + (decltype(i))(3 * blockDim.y))];
+                }
+                i += (decltype(i))(4 * blockDim.y);
+            }
             while (i < m) {
                 s += p[(long long)i * n] * v[i];
                 i += blockDim.y;
@@ -127,9 +159,30 @@ fn a_max_kept_with_an_if_is_combined_with_the_authors_update() {
             unsigned f = live ? (blockIdx.x * blockDim.x + threadIdx.x) : 0;
             const bool lead = live && threadIdx.y == 0;
             float best = NEG_INF;
-            for (int b = threadIdx.y; b < batch; b += blockDim.y) {
-                float v = x[b * feat + f];
-                if (v > best) best = v;
+            { // 4 iterations per trip, then the rest
+                int b = threadIdx.y;
+                for (; b + (int)(3 * blockDim.y) < batch; b += (int)(4 * blockDim.y)) {
+                    {
+                        float v = x[b * feat + f];
+                        if (v > best) best = v;
+                    }
+                    {
+                        float v = x[(b + (int)(blockDim.y)) * feat + f];
+                        if (v > best) best = v;
+                    }
+                    {
+                        float v = x[(b + (int)(2 * blockDim.y)) * feat + f];
+                        if (v > best) best = v;
+                    }
+                    {
+                        float v = x[(b + (int)(3 * blockDim.y)) * feat + f];
+                        if (v > best) best = v;
+                    }
+                }
+                for (; b < batch; b += blockDim.y) {
+                    float v = x[b * feat + f];
+                    if (v > best) best = v;
+                }
             }
             { // the partials of the threads that share an output, combined by each of them
                 __shared__ float best_part[1024];
@@ -170,7 +223,16 @@ fn every_carried_loop_gets_its_combine_and_writes_go_to_one_thread() {
             const bool lead = live && threadIdx.y == 0;
             {
                 float mean = 0.0f;
-                for (int r = threadIdx.y; r < rows; r += blockDim.y) mean += x[r * cols + c];
+                { // 4 iterations per trip, then the rest
+                    int r = threadIdx.y;
+                    for (; r + (int)(3 * blockDim.y) < rows; r += (int)(4 * blockDim.y)) {
+                        { mean += x[r * cols + c]; }
+                        { mean += x[(r + (int)(blockDim.y)) * cols + c]; }
+                        { mean += x[(r + (int)(2 * blockDim.y)) * cols + c]; }
+                        { mean += x[(r + (int)(3 * blockDim.y)) * cols + c]; }
+                    }
+                    for (; r < rows; r += blockDim.y) mean += x[r * cols + c];
+                }
                 { // the partials of the threads that share an output, combined by each of them
                     __shared__ float mean_part[1024];
                     mean_part[threadIdx.y * blockDim.x + threadIdx.x] = mean;
@@ -183,9 +245,30 @@ fn every_carried_loop_gets_its_combine_and_writes_go_to_one_thread() {
                 }
                 mean /= rows;
                 float var = 0.0f;
-                for (int r = threadIdx.y; r < rows; r += blockDim.y) {
-                    float d = x[r * cols + c] - mean;
-                    var += d * d;
+                { // 4 iterations per trip, then the rest
+                    int r = threadIdx.y;
+                    for (; r + (int)(3 * blockDim.y) < rows; r += (int)(4 * blockDim.y)) {
+                        {
+                            float d = x[r * cols + c] - mean;
+                            var += d * d;
+                        }
+                        {
+                            float d = x[(r + (int)(blockDim.y)) * cols + c] - mean;
+                            var += d * d;
+                        }
+                        {
+                            float d = x[(r + (int)(2 * blockDim.y)) * cols + c] - mean;
+                            var += d * d;
+                        }
+                        {
+                            float d = x[(r + (int)(3 * blockDim.y)) * cols + c] - mean;
+                            var += d * d;
+                        }
+                    }
+                    for (; r < rows; r += blockDim.y) {
+                        float d = x[r * cols + c] - mean;
+                        var += d * d;
+                    }
                 }
                 { // the partials of the threads that share an output, combined by each of them
                     __shared__ float var_part[1024];
@@ -230,7 +313,16 @@ fn a_nonzero_start_an_aliased_index_and_a_step_of_two() {
             const bool lead = live && threadIdx.y == 0;
             double s = bias[j];
             if (!(threadIdx.y == 0)) s = 0;
-            for (int k = 2 * threadIdx.y; k < 2 * pairs; k += 2 * blockDim.y) s += x[(size_t)k * n + j];
+            { // 4 iterations per trip, then the rest
+                int k = 2 * threadIdx.y;
+                for (; k + (int)(3 * (2 * blockDim.y)) < 2 * pairs; k += (int)(4 * (2 * blockDim.y))) {
+                    { s += x[(size_t)k * n + j]; }
+                    { s += x[(size_t)(k + (int)(2 * blockDim.y)) * n + j]; }
+                    { s += x[(size_t)(k + (int)(2 * (2 * blockDim.y))) * n + j]; }
+                    { s += x[(size_t)(k + (int)(3 * (2 * blockDim.y))) * n + j]; }
+                }
+                for (; k < 2 * pairs; k += 2 * blockDim.y) s += x[(size_t)k * n + j];
+            }
             { // the partials of the threads that share an output, combined by each of them
                 __shared__ double s_part[1024];
                 s_part[threadIdx.y * blockDim.x + threadIdx.x] = s;
@@ -271,8 +363,8 @@ fn the_split_also_spans_a_cluster_of_blocks_that_read_each_others_partials() {
     .unwrap();
     expect![[r#"
         [
-            "`r` loop split over 8 threads per output, block (32, 8)",
-            "`r` loop split over 8 threads per output in each of 4 blocks of a cluster, block (32, 8)",
+            "`r` loop split over 8 threads per output, block (32, 8), 4 iterations per trip",
+            "`r` loop split over 8 threads per output in each of 4 blocks of a cluster, block (32, 8), 4 iterations per trip",
         ]
     "#]].assert_debug_eq(&labels(&out));
     expect![[r#"
@@ -291,8 +383,25 @@ fn the_split_also_spans_a_cluster_of_blocks_that_read_each_others_partials() {
             const bool lead = live && threadIdx.y == 0 && blockIdx.y == 0;
             {
                 float acc = 0.0f;
-                for (int r = (blockIdx.y * blockDim.y + threadIdx.y); r < rows; r += (gridDim.y * blockDim.y)) {
-                    acc += x[(size_t)r * cols + col];
+                { // 4 iterations per trip, then the rest
+                    int r = (blockIdx.y * blockDim.y + threadIdx.y);
+                    for (; r + (int)(3 * ((gridDim.y * blockDim.y))) < rows; r += (int)(4 * ((gridDim.y * blockDim.y)))) {
+                        {
+                            acc += x[(size_t)r * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)((gridDim.y * blockDim.y))) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(2 * ((gridDim.y * blockDim.y)))) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(3 * ((gridDim.y * blockDim.y)))) * cols + col];
+                        }
+                    }
+                    for (; r < rows; r += (gridDim.y * blockDim.y)) {
+                        acc += x[(size_t)r * cols + col];
+                    }
                 }
                 { // the partials of the threads that share an output, combined by each of them
                     __shared__ float acc_part[1024];

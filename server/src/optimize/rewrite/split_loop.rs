@@ -27,7 +27,10 @@
 //! that write memory outside the loops run in `threadIdx.y == 0` of a live output. A sum
 //! or product that starts from a nonzero value restarts at 0 (1) in the other threads.
 //! Launch: block `(O, T / O)` for O in param `owners` (default 32, 16, 8) and T in
-//! `threads` (default 256, 512), the grid's `cdiv(n, M)` becoming `cdiv(n, O)`.
+//! `threads` (default 256, 512), the grid's `cdiv(n, M)` becoming `cdiv(n, O)`. The split
+//! loop steps by `blockDim.y`, which the compiler does not know, so it is written with 4
+//! iterations per trip ([`super::interleave`]): the block shapes are compared with their
+//! loads in flight.
 //!
 //! **Clusters** (sm_90): a grid of `cdiv(n, 32)` blocks of 32 outputs (one 128-byte line
 //! of f32 per row) may still fill a fraction of the GPU, and narrower blocks waste half of

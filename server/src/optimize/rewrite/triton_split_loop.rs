@@ -113,7 +113,7 @@ pub fn triton_split_loop(cx: &RewriteContext<'_>) -> R {
 /// H100 has 132): the split then also narrows the tile so that more programs run.
 const MIN_PROGRAMS: u64 = 128;
 /// The most steps one tile takes.
-const MAX_ROWS: u64 = 256;
+const MAX_ROWS: u64 = 512;
 /// The narrowest tile of lanes the split makes.
 const MIN_BLOCK: u64 = 8;
 

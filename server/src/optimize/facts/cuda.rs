@@ -205,12 +205,103 @@ struct FnCx<'t> {
     via: Option<String>,
 }
 
-impl<'t> Settle<'t> for FnCx<'t> {
+impl<'t> LaneWalk<'t> for FnCx<'t> {
+    const FORMS: Forms = Forms {
+        literals: &[
+            "number_literal",
+            "char_literal",
+            "string_literal",
+            "true",
+            "false",
+            "null",
+            "nullptr",
+            "sizeof_expression",
+        ],
+        unary: "unary_expression",
+        binary: "binary_expression",
+    };
+
+    fn src(&self) -> &'t str {
+        self.src
+    }
     fn memo(&mut self) -> &mut HashMap<String, Memo> {
         &mut self.memo
     }
-    fn deriv_def(&mut self, def: Def<'t>, cur: Deriv) -> Deriv {
-        FnCx::deriv_def(self, def, cur)
+    fn konst(&self, n: Node<'t>) -> Option<i64> {
+        FnCx::konst(self, n, 0)
+    }
+    fn bound(&self, name: &str) -> Option<Deriv> {
+        match self.bindings.get(name)? {
+            Binding::Scalar(d) | Binding::Buffer { d, .. } => Some(*d),
+        }
+    }
+    fn defs_of(&self, name: &str) -> Option<Vec<Def<'t>>> {
+        self.defs.get(name).cloned()
+    }
+    fn branches(&self, n: Node<'t>) -> Option<(Node<'t>, Node<'t>, Node<'t>)> {
+        Some((
+            n.child_by_field_name("condition")?,
+            n.child_by_field_name("consequence")?,
+            n.child_by_field_name("alternative")?,
+        ))
+    }
+
+    /// Thread indices, member access, casts, calls, memory reads and addresses.
+    fn deriv_own(&mut self, n: Node<'t>, depth: usize) -> Option<Deriv> {
+        let src = self.src;
+        Some(match n.kind() {
+            "field_expression" => {
+                let (Some(a), Some(fld)) = (
+                    n.child_by_field_name("argument"),
+                    n.child_by_field_name("field"),
+                ) else {
+                    return Some(Unknown);
+                };
+                match (node_text(src, a), node_text(src, fld)) {
+                    ("threadIdx", "x") => Const(1),
+                    ("threadIdx" | "blockIdx" | "blockDim" | "gridDim", _) => ZERO,
+                    _ => self.deriv(a, depth + 1),
+                }
+            }
+            "cast_expression" => match n.child_by_field_name("value") {
+                Some(v) => self.deriv(v, depth + 1),
+                None => Unknown,
+            },
+            "call_expression" => {
+                let args: Vec<Node> = n
+                    .child_by_field_name("arguments")
+                    .map(named_children)
+                    .unwrap_or_default();
+                let ds: Vec<Deriv> = args.iter().map(|a| self.deriv(*a, depth + 1)).collect();
+                Deriv::opaque(&ds)
+            }
+            // A value read from memory at a lane-independent address is itself
+            // lane-independent; anything else read from memory is data.
+            "subscript_expression" => {
+                let idx = n
+                    .child_by_field_name("indices")
+                    .or_else(|| n.child_by_field_name("index"))
+                    .map(named_children)
+                    .unwrap_or_default();
+                let mut ds: Vec<Deriv> = idx.iter().map(|i| self.deriv(*i, depth + 1)).collect();
+                if let Some(a) = n.child_by_field_name("argument") {
+                    ds.push(self.deriv(a, depth + 1));
+                }
+                Deriv::opaque(&ds)
+            }
+            "pointer_expression" => match n.child_by_field_name("argument") {
+                Some(a) => {
+                    let d = self.deriv(a, depth + 1);
+                    match n.child_by_field_name("operator").map(|o| node_text(src, o)) {
+                        // `&x`: an address moves with the lvalue.
+                        Some("&") => d,
+                        _ => Deriv::opaque(&[d]),
+                    }
+                }
+                None => Unknown,
+            },
+            _ => return None,
+        })
     }
 }
 
@@ -353,150 +444,6 @@ impl<'t> FnCx<'t> {
                 k
             }
             _ => None,
-        }
-    }
-
-    fn deriv_name(&mut self, name: &str) -> Deriv {
-        match self.bindings.get(name) {
-            Some(Binding::Scalar(d)) | Some(Binding::Buffer { d, .. }) => return *d,
-            None => {}
-        }
-        let Some(defs) = self.defs.get(name).cloned() else {
-            // Macros, globals, `warpSize`: the same for every lane.
-            return ZERO;
-        };
-        self.settle(name, &defs)
-    }
-
-    /// The derivative of the name after one definition, given `cur` before it.
-    fn deriv_def(&mut self, def: Def<'t>, cur: Deriv) -> Deriv {
-        let Some(v) = def.value else {
-            // `++`/`--`: shifts by a constant.
-            return cur;
-        };
-        let dv = self.deriv(v, 0);
-        match def.op {
-            "=" => dv,
-            "+=" => cur.add(dv),
-            "-=" => cur.add(dv.neg()),
-            "*=" => Deriv::mul(cur, None, dv, self.konst(v, 0)),
-            _ => Deriv::opaque(&[cur, dv]),
-        }
-    }
-
-    /// The lane derivative of an expression.
-    fn deriv(&mut self, n: Node<'t>, depth: usize) -> Deriv {
-        if depth > MAX_DEPTH {
-            return Unknown;
-        }
-        let src = self.src;
-        match n.kind() {
-            "number_literal" | "char_literal" | "string_literal" | "true" | "false" | "null"
-            | "nullptr" | "sizeof_expression" => ZERO,
-            "identifier" => self.deriv_name(node_text(src, n)),
-            "field_expression" => {
-                let (Some(a), Some(fld)) = (
-                    n.child_by_field_name("argument"),
-                    n.child_by_field_name("field"),
-                ) else {
-                    return Unknown;
-                };
-                match (node_text(src, a), node_text(src, fld)) {
-                    ("threadIdx", "x") => Const(1),
-                    ("threadIdx" | "blockIdx" | "blockDim" | "gridDim", _) => ZERO,
-                    _ => self.deriv(a, depth + 1),
-                }
-            }
-            "parenthesized_expression" => match named_children(n).first() {
-                Some(c) => self.deriv(*c, depth + 1),
-                None => Unknown,
-            },
-            "cast_expression" => match n.child_by_field_name("value") {
-                Some(v) => self.deriv(v, depth + 1),
-                None => Unknown,
-            },
-            "unary_expression" => {
-                let Some(a) = n.child_by_field_name("argument") else {
-                    return Unknown;
-                };
-                let d = self.deriv(a, depth + 1);
-                match n.child_by_field_name("operator").map(|o| node_text(src, o)) {
-                    Some("-") => d.neg(),
-                    Some("+") => d,
-                    _ => Deriv::opaque(&[d]),
-                }
-            }
-            "binary_expression" => {
-                let (Some(l), Some(r), Some(op)) = (
-                    n.child_by_field_name("left"),
-                    n.child_by_field_name("right"),
-                    n.child_by_field_name("operator"),
-                ) else {
-                    return Unknown;
-                };
-                let (dl, dr) = (self.deriv(l, depth + 1), self.deriv(r, depth + 1));
-                match node_text(src, op) {
-                    "+" => dl.add(dr),
-                    "-" => dl.add(dr.neg()),
-                    "*" => Deriv::mul(dl, self.konst(l, 0), dr, self.konst(r, 0)),
-                    "<<" => match (dr.is_zero(), self.konst(r, 0)) {
-                        (true, Some(k)) if (0..62).contains(&k) => dl.scale(1 << k),
-                        (true, _) if dl.is_zero() => ZERO,
-                        (true, _) if dl != Unknown => Sym,
-                        _ => Unknown,
-                    },
-                    _ => Deriv::opaque(&[dl, dr]),
-                }
-            }
-            "conditional_expression" => {
-                let (Some(c), Some(a), Some(b)) = (
-                    n.child_by_field_name("condition"),
-                    n.child_by_field_name("consequence"),
-                    n.child_by_field_name("alternative"),
-                ) else {
-                    return Unknown;
-                };
-                let (da, db) = (self.deriv(a, depth + 1), self.deriv(b, depth + 1));
-                if da == db && da != Unknown {
-                    da
-                } else {
-                    Deriv::opaque(&[self.deriv(c, depth + 1), da, db])
-                }
-            }
-            "call_expression" => {
-                let args: Vec<Node> = n
-                    .child_by_field_name("arguments")
-                    .map(named_children)
-                    .unwrap_or_default();
-                let ds: Vec<Deriv> = args.iter().map(|a| self.deriv(*a, depth + 1)).collect();
-                Deriv::opaque(&ds)
-            }
-            // A value read from memory at a lane-independent address is itself
-            // lane-independent; anything else read from memory is data.
-            "subscript_expression" => {
-                let idx = n
-                    .child_by_field_name("indices")
-                    .or_else(|| n.child_by_field_name("index"))
-                    .map(named_children)
-                    .unwrap_or_default();
-                let mut ds: Vec<Deriv> = idx.iter().map(|i| self.deriv(*i, depth + 1)).collect();
-                if let Some(a) = n.child_by_field_name("argument") {
-                    ds.push(self.deriv(a, depth + 1));
-                }
-                Deriv::opaque(&ds)
-            }
-            "pointer_expression" => match n.child_by_field_name("argument") {
-                Some(a) => {
-                    let d = self.deriv(a, depth + 1);
-                    match n.child_by_field_name("operator").map(|o| node_text(src, o)) {
-                        // `&x`: an address moves with the lvalue.
-                        Some("&") => d,
-                        _ => Deriv::opaque(&[d]),
-                    }
-                }
-                None => Unknown,
-            },
-            _ => Unknown,
         }
     }
 

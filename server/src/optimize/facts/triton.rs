@@ -76,12 +76,73 @@ struct Cx<'t> {
     buffer_memo: RefCell<HashMap<String, Option<String>>>,
 }
 
-impl<'t> Settle<'t> for Cx<'t> {
+impl<'t> LaneWalk<'t> for Cx<'t> {
+    const FORMS: Forms = Forms {
+        literals: &["integer", "float", "true", "false", "none", "string"],
+        unary: "unary_operator",
+        binary: "binary_operator",
+    };
+
+    fn src(&self) -> &'t str {
+        self.src
+    }
     fn memo(&mut self) -> &mut HashMap<String, Memo> {
         &mut self.memo
     }
-    fn deriv_def(&mut self, def: Def<'t>, cur: Deriv) -> Deriv {
-        Cx::deriv_def(self, def, cur)
+    fn konst(&self, n: Node<'t>) -> Option<i64> {
+        Cx::konst(self, n)
+    }
+    /// Non-constexpr parameters, pointers or scalars, are the same in every lane.
+    fn bound(&self, name: &str) -> Option<Deriv> {
+        self.params.contains(name).then_some(ZERO)
+    }
+    fn defs_of(&self, name: &str) -> Option<Vec<Def<'t>>> {
+        self.defs.get(name).cloned()
+    }
+    /// `a if c else b`.
+    fn branches(&self, n: Node<'t>) -> Option<(Node<'t>, Node<'t>, Node<'t>)> {
+        match named_children(n).as_slice() {
+            [a, c, b] => Some((*c, *a, *b)),
+            _ => None,
+        }
+    }
+
+    /// `tl.arange` and the hints around it, other calls, tiles and comparisons.
+    fn deriv_own(&mut self, n: Node<'t>, depth: usize) -> Option<Deriv> {
+        Some(match n.kind() {
+            "call" => {
+                let name = callee(self.src, n);
+                let args = n
+                    .child_by_field_name("arguments")
+                    .map(positional)
+                    .unwrap_or_default();
+                match name.as_str() {
+                    "tl.arange" => Const(1),
+                    "tl.multiple_of" | "tl.max_contiguous" | "tl.max_constancy" => {
+                        match args.first() {
+                            Some(a) => self.deriv(*a, depth + 1),
+                            None => Unknown,
+                        }
+                    }
+                    _ => {
+                        let ds: Vec<Deriv> =
+                            args.iter().map(|a| self.deriv(*a, depth + 1)).collect();
+                        Deriv::opaque(&ds)
+                    }
+                }
+            }
+            // `offs[:, None]`: a 2-D tile; which axis is contiguous is not tracked.
+            "subscript" => match n.child_by_field_name("value") {
+                Some(v) => Deriv::opaque(&[self.deriv(v, depth + 1)]),
+                None => Unknown,
+            },
+            "comparison_operator" | "boolean_operator" | "not_operator" => {
+                let ch = named_children(n);
+                let ds: Vec<Deriv> = ch.iter().map(|c| self.deriv(*c, depth + 1)).collect();
+                Deriv::opaque(&ds)
+            }
+            _ => return None,
+        })
     }
 }
 
@@ -158,118 +219,6 @@ impl<'t> Cx<'t> {
                     .checked_neg()
             }
             _ => None,
-        }
-    }
-
-    fn deriv_name(&mut self, name: &str) -> Deriv {
-        if self.params.contains(name) {
-            return ZERO;
-        }
-        let Some(defs) = self.defs.get(name).cloned() else {
-            return ZERO;
-        };
-        self.settle(name, &defs)
-    }
-
-    fn deriv_def(&mut self, def: Def<'t>, cur: Deriv) -> Deriv {
-        match (def.op, def.value) {
-            ("loop", _) => ZERO,
-            (_, None) => Unknown,
-            ("=", Some(v)) => self.deriv(v, 0),
-            ("+=", Some(v)) => {
-                let d = self.deriv(v, 0);
-                cur.add(d)
-            }
-            ("-=", Some(v)) => {
-                let d = self.deriv(v, 0);
-                cur.add(d.neg())
-            }
-            (_, Some(v)) => {
-                let d = self.deriv(v, 0);
-                Deriv::opaque(&[cur, d])
-            }
-        }
-    }
-
-    fn deriv(&mut self, n: Node<'t>, depth: usize) -> Deriv {
-        if depth > MAX_DEPTH {
-            return Unknown;
-        }
-        let src = self.src;
-        match n.kind() {
-            "integer" | "float" | "true" | "false" | "none" | "string" => ZERO,
-            "identifier" => self.deriv_name(node_text(src, n)),
-            "parenthesized_expression" => match named_children(n).first() {
-                Some(c) => self.deriv(*c, depth + 1),
-                None => Unknown,
-            },
-            "unary_operator" => {
-                let Some(a) = n.child_by_field_name("argument") else {
-                    return Unknown;
-                };
-                let d = self.deriv(a, depth + 1);
-                match n.child_by_field_name("operator").map(|o| node_text(src, o)) {
-                    Some("-") => d.neg(),
-                    Some("+") => d,
-                    _ => Deriv::opaque(&[d]),
-                }
-            }
-            "binary_operator" => {
-                let (Some(l), Some(r), Some(op)) = (
-                    n.child_by_field_name("left"),
-                    n.child_by_field_name("right"),
-                    n.child_by_field_name("operator"),
-                ) else {
-                    return Unknown;
-                };
-                let (dl, dr) = (self.deriv(l, depth + 1), self.deriv(r, depth + 1));
-                match node_text(src, op) {
-                    "+" => dl.add(dr),
-                    "-" => dl.add(dr.neg()),
-                    "*" => Deriv::mul(dl, self.konst(l), dr, self.konst(r)),
-                    _ => Deriv::opaque(&[dl, dr]),
-                }
-            }
-            "call" => {
-                let name = callee(src, n);
-                let args = n
-                    .child_by_field_name("arguments")
-                    .map(positional)
-                    .unwrap_or_default();
-                match name.as_str() {
-                    "tl.arange" => Const(1),
-                    "tl.multiple_of" | "tl.max_contiguous" | "tl.max_constancy" => {
-                        match args.first() {
-                            Some(a) => self.deriv(*a, depth + 1),
-                            None => Unknown,
-                        }
-                    }
-                    _ => {
-                        let ds: Vec<Deriv> =
-                            args.iter().map(|a| self.deriv(*a, depth + 1)).collect();
-                        Deriv::opaque(&ds)
-                    }
-                }
-            }
-            // `offs[:, None]`: a 2-D tile; which axis is contiguous is not tracked.
-            "subscript" => match n.child_by_field_name("value") {
-                Some(v) => Deriv::opaque(&[self.deriv(v, depth + 1)]),
-                None => Unknown,
-            },
-            "conditional_expression" => {
-                let ch = named_children(n);
-                let ds: Vec<Deriv> = ch.iter().map(|c| self.deriv(*c, depth + 1)).collect();
-                match ds.as_slice() {
-                    [a, _, b] if a == b && *a != Unknown => *a,
-                    _ => Deriv::opaque(&ds),
-                }
-            }
-            "comparison_operator" | "boolean_operator" | "not_operator" => {
-                let ch = named_children(n);
-                let ds: Vec<Deriv> = ch.iter().map(|c| self.deriv(*c, depth + 1)).collect();
-                Deriv::opaque(&ds)
-            }
-            _ => Unknown,
         }
     }
 

@@ -616,27 +616,16 @@ impl<'t> Scan<'_, 't> {
         if kind != AccessKind::Load {
             self.written.insert(buffer.clone());
         }
-        for &i in &self.loops {
-            if let Some(l) = self.facts.loops.get_mut(i) {
-                match kind {
-                    AccessKind::Load => l.global_loads += 1,
-                    AccessKind::Store => l.global_stores += 1,
-                    AccessKind::LoadStore | AccessKind::Atomic => {
-                        l.global_loads += 1;
-                        l.global_stores += 1;
-                    }
-                }
-            }
-        }
-        self.facts.accesses.push(Access {
+        let access = Access {
             buffer,
             index: collapse_ws(&index),
             kind,
             stride: d.stride(),
-            in_loop: !self.loops.is_empty(),
+            in_loop: false,
             line: line_of(n),
             via: cx.via.clone(),
-        });
+        };
+        record_access(self.facts, &self.loops, access);
     }
 
     /// Load, store or both, from where an lvalue sits.

@@ -248,6 +248,26 @@ pub(super) trait LaneWalk<'t> {
     }
 }
 
+/// Records one global access of either language: counted in every loop around it
+/// (`loops`: indices into `facts.loops`, outermost first) and listed.
+pub(super) fn record_access(facts: &mut super::Facts, loops: &[usize], mut access: super::Access) {
+    use super::AccessKind;
+    for &i in loops {
+        if let Some(l) = facts.loops.get_mut(i) {
+            match access.kind {
+                AccessKind::Load => l.global_loads += 1,
+                AccessKind::Store => l.global_stores += 1,
+                AccessKind::LoadStore | AccessKind::Atomic => {
+                    l.global_loads += 1;
+                    l.global_stores += 1;
+                }
+            }
+        }
+    }
+    access.in_loop = !loops.is_empty();
+    facts.accesses.push(access);
+}
+
 /// Nesting limit for expression evaluation and tree walks: deeper input is "unknown",
 /// never a stack overflow.
 pub(super) const MAX_DEPTH: usize = 200;

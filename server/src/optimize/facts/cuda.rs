@@ -235,8 +235,14 @@ impl<'t> LaneWalk<'t> for FnCx<'t> {
             Binding::Scalar(d) | Binding::Buffer { d, .. } => Some(*d),
         }
     }
-    fn defs_of(&self, name: &str) -> Option<Vec<Def<'t>>> {
-        self.defs.get(name).cloned()
+    fn defs(&self) -> &HashMap<String, Vec<Def<'t>>> {
+        &self.defs
+    }
+    fn defs_mut(&mut self) -> &mut HashMap<String, Vec<Def<'t>>> {
+        &mut self.defs
+    }
+    fn defines(&self, n: Node<'t>) -> Vec<(String, Def<'t>)> {
+        FnCx::defines(self, n)
     }
     fn branches(&self, n: Node<'t>) -> Option<(Node<'t>, Node<'t>, Node<'t>)> {
         Some((
@@ -244,6 +250,38 @@ impl<'t> LaneWalk<'t> for FnCx<'t> {
             n.child_by_field_name("consequence")?,
             n.child_by_field_name("alternative")?,
         ))
+    }
+
+    fn bound_buffer(&self, name: &str) -> Option<Option<String>> {
+        match self.bindings.get(name)? {
+            Binding::Buffer { buffer, .. } => Some(Some(buffer.clone())),
+            Binding::Scalar(_) => Some(None),
+        }
+    }
+    fn buffer_memo(&self) -> &RefCell<HashMap<String, Option<String>>> {
+        &self.buffer_memo
+    }
+    /// Casts (`(float4*)p`, `reinterpret_cast<float4*>(p)`) and `&p[i]`.
+    fn buffer_own(&self, n: Node<'t>, depth: usize) -> Option<Option<String>> {
+        let src = self.src;
+        let arg = match n.kind() {
+            "cast_expression" => n.child_by_field_name("value"),
+            "pointer_expression" => n
+                .child_by_field_name("argument")
+                .filter(|a| a.kind() == "subscript_expression")
+                .filter(|_| {
+                    n.child_by_field_name("operator")
+                        .is_some_and(|o| node_text(src, o) == "&")
+                })
+                .and_then(|a| a.child_by_field_name("argument")),
+            "call_expression" => n
+                .child_by_field_name("function")
+                .filter(|f| node_text(src, *f).contains("_cast"))
+                .and_then(|_| n.child_by_field_name("arguments"))
+                .and_then(|a| named_children(a).first().copied()),
+            _ => return None,
+        };
+        Some(arg.and_then(|a| self.buffer_of(a, depth + 1)))
     }
 
     /// Thread indices, member access, casts, calls, memory reads and addresses.
@@ -325,10 +363,9 @@ impl<'t> FnCx<'t> {
         cx
     }
 
-    fn collect_defs(&mut self, n: Node<'t>, depth: usize) {
-        if depth > MAX_DEPTH {
-            return;
-        }
+    /// The local names `n` itself defines, with their definitions.
+    fn defines(&self, n: Node<'t>) -> Vec<(String, Def<'t>)> {
+        let mut out = Vec::new();
         match n.kind() {
             "init_declarator" => {
                 if let (Some(d), Some(v)) = (
@@ -348,10 +385,13 @@ impl<'t> FnCx<'t> {
                             }
                             _ => v,
                         };
-                        self.defs.entry(name).or_default().push(Def {
-                            op: "=",
-                            value: Some(v),
-                        });
+                        out.push((
+                            name,
+                            Def {
+                                op: "=",
+                                value: Some(v),
+                            },
+                        ));
                     }
                 }
             }
@@ -364,32 +404,29 @@ impl<'t> FnCx<'t> {
                         let op = n
                             .child_by_field_name("operator")
                             .map_or("=", |o| node_text(self.src, o));
-                        self.defs
-                            .entry(node_text(self.src, l).to_string())
-                            .or_default()
-                            .push(Def { op, value: Some(r) });
+                        out.push((
+                            node_text(self.src, l).to_string(),
+                            Def { op, value: Some(r) },
+                        ));
                     }
                 }
             }
             "update_expression" => {
                 if let Some(a) = n.child_by_field_name("argument") {
                     if a.kind() == "identifier" {
-                        self.defs
-                            .entry(node_text(self.src, a).to_string())
-                            .or_default()
-                            .push(Def {
+                        out.push((
+                            node_text(self.src, a).to_string(),
+                            Def {
                                 op: "++",
                                 value: None,
-                            });
+                            },
+                        ));
                     }
                 }
             }
             _ => {}
         }
-        let mut c = n.walk();
-        for ch in n.children(&mut c) {
-            self.collect_defs(ch, depth + 1);
-        }
+        out
     }
 
     /// A literal integer value (numbers, arithmetic on them, single-definition locals).
@@ -442,70 +479,6 @@ impl<'t> FnCx<'t> {
                 };
                 self.konst_memo.borrow_mut().insert(name.to_string(), k);
                 k
-            }
-            _ => None,
-        }
-    }
-
-    /// The kernel buffer an expression points into, if any.
-    fn buffer_of(&mut self, n: Node<'t>, depth: usize) -> Option<String> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        match n.kind() {
-            "identifier" => {
-                let name = node_text(self.src, n);
-                match self.bindings.get(name) {
-                    Some(Binding::Buffer { buffer, .. }) => return Some(buffer.clone()),
-                    Some(Binding::Scalar(_)) => return None,
-                    None => {}
-                }
-                // A local pointer alias: the buffer its first definition points into.
-                if let Some(b) = self.buffer_memo.borrow().get(name) {
-                    return b.clone();
-                }
-                self.buffer_memo.borrow_mut().insert(name.to_string(), None);
-                let first = self.defs.get(name)?.first().copied()?;
-                let b = self.buffer_of(first.value?, depth + 1);
-                self.buffer_memo
-                    .borrow_mut()
-                    .insert(name.to_string(), b.clone());
-                b
-            }
-            "parenthesized_expression" => self.buffer_of(*named_children(n).first()?, depth + 1),
-            "cast_expression" => self.buffer_of(n.child_by_field_name("value")?, depth + 1),
-            "binary_expression" => {
-                let op = node_text(self.src, n.child_by_field_name("operator")?);
-                let l = n.child_by_field_name("left")?;
-                let r = n.child_by_field_name("right")?;
-                match op {
-                    "+" => self
-                        .buffer_of(l, depth + 1)
-                        .or_else(|| self.buffer_of(r, depth + 1)),
-                    "-" => self.buffer_of(l, depth + 1),
-                    _ => None,
-                }
-            }
-            "pointer_expression" => {
-                // `&p[i]`
-                let a = n.child_by_field_name("argument")?;
-                if node_text(self.src, n.child_by_field_name("operator")?) == "&"
-                    && a.kind() == "subscript_expression"
-                {
-                    self.buffer_of(a.child_by_field_name("argument")?, depth + 1)
-                } else {
-                    None
-                }
-            }
-            // `reinterpret_cast<float4*>(p)`, `static_cast<...>(p)`
-            "call_expression" => {
-                let name = node_text(self.src, n.child_by_field_name("function")?);
-                if name.contains("_cast") {
-                    let a = *named_children(n.child_by_field_name("arguments")?).first()?;
-                    self.buffer_of(a, depth + 1)
-                } else {
-                    None
-                }
             }
             _ => None,
         }

@@ -4,6 +4,7 @@
 //! (`cuda.rs`, `triton.rs`) compute strides one way and cannot disagree; and the small
 //! literal helpers both use.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use tree_sitter::Node;
@@ -115,18 +116,87 @@ pub(super) trait LaneWalk<'t> {
     fn konst(&self, n: Node<'t>) -> Option<i64>;
     /// The derivative of a name the language binds (parameters); None for a local.
     fn bound(&self, name: &str) -> Option<Deriv>;
-    /// A local name's definitions.
-    fn defs_of(&self, name: &str) -> Option<Vec<Def<'t>>>;
+    /// The local definitions, by name, in source order.
+    fn defs(&self) -> &HashMap<String, Vec<Def<'t>>>;
+    fn defs_mut(&mut self) -> &mut HashMap<String, Vec<Def<'t>>>;
+    /// The local names `n` itself (not its children) defines, with their definitions.
+    fn defines(&self, n: Node<'t>) -> Vec<(String, Def<'t>)>;
     /// The language's own forms; None for the shared ones.
     fn deriv_own(&mut self, n: Node<'t>, depth: usize) -> Option<Deriv>;
+    /// The buffer a name the language binds is (`Some(None)`: a bound non-pointer);
+    /// None for a local.
+    fn bound_buffer(&self, name: &str) -> Option<Option<String>>;
+    /// Per-name results of [`LaneWalk::buffer_of`] (None while being computed).
+    fn buffer_memo(&self) -> &RefCell<HashMap<String, Option<String>>>;
+    /// The language's own pointer forms (casts, `&p[i]`); None for the shared ones.
+    fn buffer_own(&self, n: Node<'t>, depth: usize) -> Option<Option<String>>;
+
+    /// The kernel buffer an address expression points into, if any: a pointer
+    /// parameter, a local alias of one (by its first definition), and offsets from it.
+    fn buffer_of(&self, n: Node<'t>, depth: usize) -> Option<String> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        if let Some(b) = self.buffer_own(n, depth) {
+            return b;
+        }
+        match n.kind() {
+            "identifier" => {
+                let name = node_text(self.src(), n);
+                if let Some(b) = self.bound_buffer(name) {
+                    return b;
+                }
+                if let Some(b) = self.buffer_memo().borrow().get(name) {
+                    return b.clone();
+                }
+                self.buffer_memo()
+                    .borrow_mut()
+                    .insert(name.to_string(), None);
+                let first = self.defs().get(name)?.first().copied()?;
+                let b = self.buffer_of(first.value?, depth + 1);
+                self.buffer_memo()
+                    .borrow_mut()
+                    .insert(name.to_string(), b.clone());
+                b
+            }
+            "parenthesized_expression" => self.buffer_of(*named_children(n).first()?, depth + 1),
+            kind if kind == Self::FORMS.binary => {
+                let op = node_text(self.src(), n.child_by_field_name("operator")?);
+                let l = n.child_by_field_name("left")?;
+                let r = n.child_by_field_name("right")?;
+                match op {
+                    "+" => self
+                        .buffer_of(l, depth + 1)
+                        .or_else(|| self.buffer_of(r, depth + 1)),
+                    "-" => self.buffer_of(l, depth + 1),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
     /// A conditional expression's (condition, then, else).
     fn branches(&self, n: Node<'t>) -> Option<(Node<'t>, Node<'t>, Node<'t>)>;
+
+    /// Every local definition in `n`, in source order, into [`LaneWalk::defs_mut`].
+    fn collect_defs(&mut self, n: Node<'t>, depth: usize) {
+        if depth > MAX_DEPTH {
+            return;
+        }
+        for (name, def) in self.defines(n) {
+            self.defs_mut().entry(name).or_default().push(def);
+        }
+        let mut c = n.walk();
+        for ch in n.children(&mut c) {
+            self.collect_defs(ch, depth + 1);
+        }
+    }
 
     fn deriv_name(&mut self, name: &str) -> Deriv {
         if let Some(d) = self.bound(name) {
             return d;
         }
-        match self.defs_of(name) {
+        match self.defs().get(name).cloned() {
             Some(defs) => self.settle(name, &defs),
             // Macros, globals, `warpSize`: the same for every lane.
             None => ZERO,

@@ -96,8 +96,14 @@ impl<'t> LaneWalk<'t> for Cx<'t> {
     fn bound(&self, name: &str) -> Option<Deriv> {
         self.params.contains(name).then_some(ZERO)
     }
-    fn defs_of(&self, name: &str) -> Option<Vec<Def<'t>>> {
-        self.defs.get(name).cloned()
+    fn defs(&self) -> &HashMap<String, Vec<Def<'t>>> {
+        &self.defs
+    }
+    fn defs_mut(&mut self) -> &mut HashMap<String, Vec<Def<'t>>> {
+        &mut self.defs
+    }
+    fn defines(&self, n: Node<'t>) -> Vec<(String, Def<'t>)> {
+        Cx::defines(self, n)
     }
     /// `a if c else b`.
     fn branches(&self, n: Node<'t>) -> Option<(Node<'t>, Node<'t>, Node<'t>)> {
@@ -105,6 +111,17 @@ impl<'t> LaneWalk<'t> for Cx<'t> {
             [a, c, b] => Some((*c, *a, *b)),
             _ => None,
         }
+    }
+
+    /// Pointer parameters are buffers (scalars never reach an address here).
+    fn bound_buffer(&self, name: &str) -> Option<Option<String>> {
+        self.params.contains(name).then(|| Some(name.to_string()))
+    }
+    fn buffer_memo(&self) -> &RefCell<HashMap<String, Option<String>>> {
+        &self.buffer_memo
+    }
+    fn buffer_own(&self, _: Node<'t>, _: usize) -> Option<Option<String>> {
+        None
     }
 
     /// `tl.arange` and the hints around it, other calls, tiles and comparisons.
@@ -147,10 +164,9 @@ impl<'t> LaneWalk<'t> for Cx<'t> {
 }
 
 impl<'t> Cx<'t> {
-    fn collect_defs(&mut self, n: Node<'t>, depth: usize) {
-        if depth > MAX_DEPTH {
-            return;
-        }
+    /// The local names `n` itself defines, with their definitions.
+    fn defines(&self, n: Node<'t>) -> Vec<(String, Def<'t>)> {
+        let mut out = Vec::new();
         match n.kind() {
             "assignment" | "augmented_assignment" => {
                 if let (Some(l), r) = (
@@ -164,22 +180,19 @@ impl<'t> Cx<'t> {
                             .map_or("opaque", |o| node_text(self.src, o))
                     };
                     if l.kind() == "identifier" {
-                        self.defs
-                            .entry(node_text(self.src, l).to_string())
-                            .or_default()
-                            .push(Def { op, value: r });
+                        out.push((node_text(self.src, l).to_string(), Def { op, value: r }));
                     } else {
                         for name in named_children(l)
                             .into_iter()
                             .filter(|c| c.kind() == "identifier")
                         {
-                            self.defs
-                                .entry(node_text(self.src, name).to_string())
-                                .or_default()
-                                .push(Def {
+                            out.push((
+                                node_text(self.src, name).to_string(),
+                                Def {
                                     op: "opaque",
                                     value: None,
-                                });
+                                },
+                            ));
                         }
                     }
                 }
@@ -190,21 +203,18 @@ impl<'t> Cx<'t> {
                     .filter(|l| l.kind() == "identifier")
                 {
                     // A loop counter is the same for every lane.
-                    self.defs
-                        .entry(node_text(self.src, l).to_string())
-                        .or_default()
-                        .push(Def {
+                    out.push((
+                        node_text(self.src, l).to_string(),
+                        Def {
                             op: "loop",
                             value: None,
-                        });
+                        },
+                    ));
                 }
             }
             _ => {}
         }
-        let mut c = n.walk();
-        for ch in n.children(&mut c) {
-            self.collect_defs(ch, depth + 1);
-        }
+        out
     }
 
     fn konst(&self, n: Node) -> Option<i64> {
@@ -217,45 +227,6 @@ impl<'t> Cx<'t> {
             {
                 self.konst(n.child_by_field_name("argument")?)?
                     .checked_neg()
-            }
-            _ => None,
-        }
-    }
-
-    /// The pointer parameter an address expression is based on.
-    fn buffer_of(&self, n: Node, depth: usize) -> Option<String> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        match n.kind() {
-            "identifier" => {
-                let name = node_text(self.src, n);
-                if self.params.contains(name) {
-                    return Some(name.to_string());
-                }
-                if let Some(b) = self.buffer_memo.borrow().get(name) {
-                    return b.clone();
-                }
-                self.buffer_memo.borrow_mut().insert(name.to_string(), None);
-                let first = self.defs.get(name)?.first().copied()?;
-                let b = self.buffer_of(first.value?, depth + 1);
-                self.buffer_memo
-                    .borrow_mut()
-                    .insert(name.to_string(), b.clone());
-                b
-            }
-            "parenthesized_expression" => self.buffer_of(*named_children(n).first()?, depth + 1),
-            "binary_operator" => {
-                let op = node_text(self.src, n.child_by_field_name("operator")?);
-                let l = n.child_by_field_name("left")?;
-                let r = n.child_by_field_name("right")?;
-                match op {
-                    "+" => self
-                        .buffer_of(l, depth + 1)
-                        .or_else(|| self.buffer_of(r, depth + 1)),
-                    "-" => self.buffer_of(l, depth + 1),
-                    _ => None,
-                }
             }
             _ => None,
         }

@@ -11,7 +11,7 @@ use crate::analysis::AnalyzeOptions;
 use crate::document::Document;
 use crate::optimize::bench::{self, BenchFile, Reference};
 use crate::optimize::evaluate;
-use crate::spec::EvalEnv;
+use crate::spec::{BenchPlan, EvalEnv};
 use crate::worker::protocol::Version;
 
 use super::{load, message, region, status_for, store, Backend, Snapshot, Target};
@@ -98,33 +98,16 @@ impl Backend {
             .ok_or("the worker returned no timing")?;
         let speedup = timed.speedup(0);
         let registers = bench::registers(&pool, &cand).await;
-        let verified = format!(
-            "{} ({} case(s) × {} trials), ",
-            label.as_ref().map_or_else(
-                || "checked against itself".to_string(),
-                |l| format!("verified against {l}")
-            ),
-            cand.plan.cases.len(),
-            cand.plan.trials
-        );
-        let text = format!(
-            "`{name}`: {verified}{:.4} ms{}{}{}",
-            timing.median_ms,
-            speedup.map_or(String::new(), |s| format!(
-                ", {s:.2}× vs {}",
-                label.as_deref().unwrap_or("")
-            )),
-            if pinned_now {
-                " (pinned as the baseline)"
-            } else {
-                ""
-            },
-            if timed.interpreter {
-                " (Triton CPU interpreter: not GPU time)"
-            } else {
-                ""
-            }
-        );
+        let outcome = Outcome {
+            name: &name,
+            against: label.as_deref(),
+            plan: &cand.plan,
+            median_ms: timing.median_ms,
+            speedup,
+            pinned_now,
+            interpreter: timed.interpreter,
+        };
+        let (verified, text) = (outcome.verified(), outcome.message());
         {
             let mut st = self.state();
             if let Some(k) = status_for(&mut st, uri, &snap) {
@@ -219,5 +202,103 @@ fn baseline(
         Err(e) => Err(format!(
             "the pinned baseline of `{name}` no longer plans ({e}); pin the current version again"
         )),
+    }
+}
+
+/// What a passed bench shows the author.
+struct Outcome<'a> {
+    name: &'a str,
+    /// The reference's label; None: checked against itself.
+    against: Option<&'a str>,
+    plan: &'a BenchPlan,
+    median_ms: f64,
+    speedup: Option<f64>,
+    pinned_now: bool,
+    interpreter: bool,
+}
+
+impl Outcome<'_> {
+    /// "verified against baseline (2 case(s) × 3 trials), ".
+    fn verified(&self) -> String {
+        let how = self.against.map_or_else(
+            || "checked against itself".to_string(),
+            |l| format!("verified against {l}"),
+        );
+        format!(
+            "{how} ({} case(s) × {} trials), ",
+            self.plan.cases.len(),
+            self.plan.trials
+        )
+    }
+
+    /// The job's message: the verification, the time, the speedup and what happened.
+    fn message(&self) -> String {
+        let mut text = format!(
+            "`{}`: {}{:.4} ms",
+            self.name,
+            self.verified(),
+            self.median_ms
+        );
+        if let Some(s) = self.speedup {
+            text.push_str(&format!(", {s:.2}× vs {}", self.against.unwrap_or("")));
+        }
+        if self.pinned_now {
+            text.push_str(" (pinned as the baseline)");
+        }
+        if self.interpreter {
+            text.push_str(" (Triton CPU interpreter: not GPU time)");
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Outcome;
+    use crate::spec::BenchPlan;
+    use crate::syntax::Lang;
+
+    #[test]
+    fn the_message_says_what_the_kernel_was_checked_against_and_how_fast_it_is() {
+        let plan = BenchPlan {
+            kernel: "k".into(),
+            lang: Lang::Cuda,
+            cases: Vec::new(),
+            tunables: Vec::new(),
+            defines: Vec::new(),
+            atol: None,
+            rtol: None,
+            reference: None,
+            torch_reference: None,
+            trials: 3,
+        };
+        let first = Outcome {
+            name: "k",
+            against: None,
+            plan: &plan,
+            median_ms: 0.12345,
+            speedup: None,
+            pinned_now: true,
+            interpreter: true,
+        };
+        assert_eq!(
+            first.message(),
+            "`k`: checked against itself (0 case(s) × 3 trials), 0.1235 ms (pinned as the baseline) (Triton CPU interpreter: not GPU time)"
+        );
+        let again = Outcome {
+            against: Some("torch eager"),
+            speedup: Some(1.5),
+            pinned_now: false,
+            interpreter: false,
+            ..first
+        };
+        assert_eq!(
+            again.message(),
+            "`k`: verified against torch eager (0 case(s) × 3 trials), 0.1235 ms, 1.50× vs torch eager"
+        );
+        assert_eq!(
+            again.verified(),
+            "verified against torch eager (0 case(s) × 3 trials), "
+        );
     }
 }

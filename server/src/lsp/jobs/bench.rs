@@ -255,23 +255,16 @@ impl Outcome<'_> {
 #[cfg(test)]
 mod tests {
     use super::Outcome;
-    use crate::spec::BenchPlan;
     use crate::syntax::Lang;
 
     #[test]
     fn the_message_says_what_the_kernel_was_checked_against_and_how_fast_it_is() {
-        let plan = BenchPlan {
-            kernel: "k".into(),
-            lang: Lang::Cuda,
-            cases: Vec::new(),
-            tunables: Vec::new(),
-            defines: Vec::new(),
-            atol: None,
-            rtol: None,
-            reference: None,
-            torch_reference: None,
-            trials: 3,
-        };
+        let src = "// @bench n = 1000, 17\n// @bench x: out f32[n]\n// @bench grid = cdiv(n, 256); block = 256\nextern \"C\" __global__ void k(int n, float* x) {}\n";
+        let env = crate::spec::EvalEnv::default();
+        let plan = crate::optimize::evaluate::plan(Lang::Cuda, src, "k", &env)
+            .expect("the fixture plans")
+            .version
+            .plan;
         let first = Outcome {
             name: "k",
             against: None,
@@ -283,7 +276,7 @@ mod tests {
         };
         assert_eq!(
             first.message(),
-            "`k`: checked against itself (0 case(s) × 3 trials), 0.1235 ms (pinned as the baseline) (Triton CPU interpreter: not GPU time)"
+            "`k`: checked against itself (2 case(s) × 3 trials), 0.1235 ms (pinned as the baseline) (Triton CPU interpreter: not GPU time)"
         );
         let again = Outcome {
             against: Some("torch eager"),
@@ -294,11 +287,11 @@ mod tests {
         };
         assert_eq!(
             again.message(),
-            "`k`: verified against torch eager (0 case(s) × 3 trials), 0.1235 ms, 1.50× vs torch eager"
+            "`k`: verified against torch eager (2 case(s) × 3 trials), 0.1235 ms, 1.50× vs torch eager"
         );
         assert_eq!(
             again.verified(),
-            "verified against torch eager (0 case(s) × 3 trials), "
+            "verified against torch eager (2 case(s) × 3 trials), "
         );
     }
 }

@@ -63,6 +63,22 @@ pub const RULES: &[Rule] = &[
         "the optimizer talks to GPUs only through WorkerPool and the protocol",
     ),
     (
+        &["optimize::bench"],
+        &[
+            &["lsp", "cli"],
+            WORKER_INSIDE,
+            &[
+                "optimize::step",
+                "optimize::search",
+                "optimize::policy",
+                "optimize::coder",
+                "optimize::llm",
+                "optimize::rewrite",
+            ],
+        ],
+        "the one bench engine of every front end: it verifies and times versions and knows no search",
+    ),
+    (
         &["optimize::facts"],
         &[&["lsp", "cli", "worker"]],
         "facts are pure: the step loop passes measured values in",

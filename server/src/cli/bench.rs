@@ -10,12 +10,12 @@ use serde::Serialize;
 
 use crate::analysis::{self, AnalyzeOptions, FileAnalysis, Severity};
 use crate::document::Document;
-use crate::spec::{BenchPlan, EvalEnv};
+pub use crate::optimize::bench::TorchBars;
+use crate::optimize::bench::{self, BenchFile, Reference, Verdict};
 use crate::syntax::{self, Lang};
 use crate::worker::pool::WorkerPool;
 use crate::worker::protocol::{
-    ErrorKind, HelloResult, Op, OpResult, TimeSettings, Timing, TorchMode, VerifyReport, Version,
-    WorkerError,
+    ErrorKind, HelloResult, TimeSettings, Timing, VerifyReport, Version, WorkerError,
 };
 
 #[derive(clap::Args, Debug)]
@@ -68,21 +68,21 @@ pub struct KernelBench {
     pub error: Option<WorkerError>,
 }
 
-/// The kernel against PyTorch (issue #17): the reference's timings and the speedups
-/// (reference median over the kernel's).
-#[derive(Debug, Default, Serialize)]
-pub struct TorchBars {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub eager: Option<Timing>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub compile: Option<Timing>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub speedup_eager: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub speedup_compile: Option<f64>,
-    /// Why a column is missing ("torch.compile is not timed on the CPU interpreter").
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
+impl KernelBench {
+    fn new(kernel: &str, status: &'static str) -> Self {
+        KernelBench {
+            kernel: kernel.to_string(),
+            status,
+            reference: None,
+            verify: None,
+            timing: None,
+            reference_timing: None,
+            speedup: None,
+            torch: None,
+            interpreter: false,
+            error: None,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -206,231 +206,109 @@ async fn bench(
         ));
     }
     // Specs may use `sms`: evaluate them for the device that runs them.
-    if let Some(d) = &hello.device {
-        if u64::from(d.sms) != AnalyzeOptions::default().env.sms && d.sms > 0 {
-            let opts = AnalyzeOptions {
-                env: EvalEnv {
-                    sms: u64::from(d.sms),
-                },
-                ..AnalyzeOptions::default()
-            };
-            analysis = analysis::analyze(lang, text, doc.tree(), &opts);
-            refuse_errors(shown, &args.file, doc, &analysis)?;
-        }
+    let default = AnalyzeOptions::default();
+    let env = bench::device_env(Some(&hello), default.env.sms);
+    if env != default.env {
+        let opts = AnalyzeOptions { env, ..default };
+        analysis = analysis::analyze(lang, text, doc.tree(), &opts);
+        refuse_errors(shown, &args.file, doc, &analysis)?;
     }
-    let version = |name: &str, plan: &BenchPlan| Version {
-        torch: None,
-        label: name.to_string(),
-        lang,
-        source: analysis.kernel_source(name, text),
-        plan: plan.clone(),
-        options: Vec::new(),
-        cuda: None,
+    let file = BenchFile {
+        text,
+        analysis: &analysis,
+        path: Some(&args.file),
     };
-    let plan_of = |name: &str| {
-        analysis
-            .model
-            .kernels
-            .iter()
-            .position(|k| k.name == name)
-            .and_then(|i| analysis.specs[i].plan.as_ref())
-    };
-
     let mut reports = Vec::new();
     for (kernel, spec) in analysis.model.kernels.iter().zip(&analysis.specs) {
         if args.kernel.as_ref().is_some_and(|k| k != &kernel.name) {
             continue;
         }
-        let mut report = KernelBench {
-            kernel: kernel.name.clone(),
-            status: "ok",
-            reference: None,
-            verify: None,
-            timing: None,
-            reference_timing: None,
-            speedup: None,
-            torch: None,
-            interpreter: false,
-            error: None,
+        let report = match &spec.plan {
+            Some(plan) => bench_one(pool, args, &file, file.version(&kernel.name, plan)).await,
+            None => KernelBench::new(&kernel.name, "no_spec"),
         };
-        let Some(plan) = &spec.plan else {
-            report.status = "no_spec";
-            reports.push(report);
-            continue;
-        };
-        let candidate = version(&kernel.name, plan);
-        let mut versions = vec![candidate.clone()];
-        // The reference: another kernel of the file, or PyTorch (eager, and compiled
-        // where the timing means something).
-        let mut torch_modes: Vec<TorchMode> = Vec::new();
-        let reference = if let Some(r) = &plan.reference {
-            report.reference = Some(r.clone());
-            // `reference = R` requires R to take the same parameters; it runs on this
-            // kernel's inputs, with its own launch when it has a spec.
-            Some(version(r, &plan.for_reference(r, plan_of(r))))
-        } else if let Some(tr) = &plan.torch_reference {
-            report.reference = Some(format!("torch: {}", tr.describe()));
-            let module = match analysis::torch_module_source(&args.file, tr) {
-                Ok(m) => m,
-                Err(message) => {
-                    report.status = "error";
-                    report.error = Some(WorkerError {
-                        kind: ErrorKind::BadRequest,
-                        message,
-                        log: None,
-                    });
-                    reports.push(report);
-                    continue;
-                }
-            };
-            torch_modes.push(TorchMode::Eager);
-            if !(lang == Lang::Triton && hello.triton.interpreter) {
-                torch_modes.push(TorchMode::Compile);
-            }
-            Some(Version::torch_reference(
-                &candidate,
-                TorchMode::Eager,
-                module,
-            ))
-        } else {
-            None
-        };
-        // Without a reference the kernel is checked against itself: no result can be
-        // judged, but out-of-bounds writes, writes into `in` buffers, `out` elements
-        // left unwritten, faults, hangs and results that change from run to run are
-        // caught before a time is shown (and `--sanitize` runs).
-        {
-            let against = reference.as_ref().unwrap_or(&candidate);
-            if !args.json {
-                match &reference {
-                    Some(r) => eprintln!(
-                        "{}: verifying against `{}`...",
-                        kernel.name,
-                        report.reference.as_deref().unwrap_or(&r.label)
-                    ),
-                    None => eprintln!(
-                        "{}: no reference: checking it against itself...",
-                        kernel.name
-                    ),
-                }
-            }
-            let verified = pool
-                .request(
-                    Op::verify(&candidate, against, args.seed, args.sanitize),
-                    None,
-                )
-                .await;
-            match verified {
-                Ok(OpResult::Verify(v)) => {
-                    let passed = v.passed;
-                    report.verify = Some(v);
-                    if !passed {
-                        report.status = "verify_failed";
-                        reports.push(report);
-                        continue;
-                    }
-                }
-                Ok(other) => {
-                    report.status = "error";
-                    report.error = Some(unexpected("verify", &other));
-                    reports.push(report);
-                    continue;
-                }
-                Err(e) => {
-                    report.status = if e.kind == ErrorKind::Fault || e.kind == ErrorKind::Timeout {
-                        "verify_failed"
-                    } else {
-                        "error"
-                    };
-                    report.error = Some(e);
-                    reports.push(report);
-                    continue;
-                }
-            }
-        }
-        if let Some(reference) = reference {
-            if torch_modes.is_empty() {
-                versions.push(reference);
-            } else {
-                for mode in &torch_modes {
-                    versions.push(Version::torch_reference(
-                        &candidate,
-                        *mode,
-                        reference.source.clone(),
-                    ));
-                }
-            }
-        }
-        if !args.json {
-            eprintln!("{}: timing...", kernel.name);
-        }
-        let timed = pool
-            .request(
-                Op::Time {
-                    versions,
-                    settings: TimeSettings {
-                        energy: true,
-                        ..TimeSettings::default()
-                    },
-                },
-                None,
-            )
-            .await;
-        match timed {
-            Ok(OpResult::Time(t)) => {
-                report.interpreter = t.interpreter;
-                let mut timings = t.timings.into_iter();
-                report.timing = timings.next();
-                let ratio = |r: &Option<Timing>| match (&report.timing, r) {
-                    (Some(c), Some(r)) if c.median_ms > 0.0 => Some(r.median_ms / c.median_ms),
-                    _ => None,
-                };
-                if plan.torch_reference.is_some() {
-                    let mut bars = TorchBars::default();
-                    for mode in &torch_modes {
-                        let t = timings.next();
-                        match mode {
-                            TorchMode::Eager => {
-                                bars.speedup_eager = ratio(&t);
-                                bars.eager = t;
-                            }
-                            TorchMode::Compile => {
-                                bars.speedup_compile = ratio(&t);
-                                bars.compile = t;
-                            }
-                        }
-                    }
-                    if !torch_modes.contains(&TorchMode::Compile) {
-                        bars.note =
-                            Some("torch.compile is not timed on Triton's CPU interpreter".into());
-                    }
-                    report.speedup = bars.speedup_eager;
-                    report.torch = Some(bars);
-                } else {
-                    report.reference_timing = timings.next();
-                    report.speedup = ratio(&report.reference_timing);
-                }
-            }
-            Ok(other) => {
-                report.status = "error";
-                report.error = Some(unexpected("time", &other));
-            }
-            Err(e) => {
-                report.status = "error";
-                report.error = Some(e);
-            }
-        }
         reports.push(report);
     }
     Ok((hello, reports))
 }
 
-fn unexpected(op: &str, got: &OpResult) -> WorkerError {
-    WorkerError {
-        kind: ErrorKind::WorkerLost,
-        message: format!("the worker answered `{op}` with another kind of result: {got:?}"),
-        log: None,
+/// One kernel through the bench engine: its reference, verification, then timing.
+async fn bench_one(
+    pool: &WorkerPool,
+    args: &BenchArgs,
+    file: &BenchFile<'_>,
+    candidate: Version,
+) -> KernelBench {
+    let name = candidate.label.clone();
+    let mut report = KernelBench::new(&name, "ok");
+    let reference = match file.reference(&candidate) {
+        Ok(r) => r,
+        Err(message) => {
+            report.reference = candidate
+                .plan
+                .torch_reference
+                .as_ref()
+                .map(|t| format!("torch: {}", t.describe()));
+            report.status = "error";
+            report.error = Some(WorkerError {
+                kind: ErrorKind::BadRequest,
+                message,
+                log: None,
+            });
+            return report;
+        }
+    };
+    report.reference = reference.as_ref().map(Reference::name);
+    if !args.json {
+        match &report.reference {
+            Some(r) => eprintln!("{name}: verifying against `{r}`..."),
+            None => eprintln!("{name}: no reference: checking it against itself..."),
+        }
     }
+    let verdict = bench::verify(
+        pool,
+        &candidate,
+        reference.as_ref(),
+        args.seed,
+        args.sanitize,
+    )
+    .await;
+    // A fault or a hang fails the verification; other errors left it unjudged.
+    let crashed = matches!(verdict, Verdict::Crashed(_));
+    match verdict {
+        Verdict::Passed(v) => report.verify = Some(v),
+        Verdict::Failed(v) => {
+            report.verify = Some(v);
+            report.status = "verify_failed";
+            return report;
+        }
+        Verdict::Crashed(e) | Verdict::Error(e) => {
+            report.status = if crashed { "verify_failed" } else { "error" };
+            report.error = Some(e);
+            return report;
+        }
+    }
+    if !args.json {
+        eprintln!("{name}: timing...");
+    }
+    let settings = TimeSettings {
+        energy: true,
+        ..TimeSettings::default()
+    };
+    match bench::time(pool, vec![candidate], reference.as_ref(), settings).await {
+        Ok(t) => {
+            report.interpreter = t.interpreter;
+            report.speedup = t.speedup(0);
+            report.torch = t.bars(0);
+            report.timing = t.kernels.into_iter().next();
+            report.reference_timing = t.reference;
+        }
+        Err(e) => {
+            report.status = "error";
+            report.error = Some(e);
+        }
+    }
+    report
 }
 
 /// Refuses a run in which no kernel would run: none in the file, none with a spec, or

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use crate::analysis::{self, AnalyzeOptions, Finding, FindingSource, Severity};
 use crate::document::Document;
+use crate::optimize::bench::{self, TorchColumns};
 use crate::optimize::catalog::Catalog;
 use crate::optimize::headline::ratio;
 use crate::optimize::{self, explain, history, learning, Event, OptimizeOptions, OptimizeRun};
@@ -206,7 +207,7 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
         // version, timed together with PyTorch eager and torch.compile.
         let bars = match &r {
             Ok(run) => {
-                torch_columns(
+                bench::torch_columns(
                     &pool,
                     lang,
                     &args.file,
@@ -273,22 +274,6 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The optimizer's PyTorch columns: the start and every accepted version next to PyTorch.
-#[derive(Debug, serde::Serialize)]
-pub struct TorchColumns {
-    pub reference: String,
-    /// (version, its time, × eager, × compile): "start", then each accepted version
-    /// (`v2`), the answer labelled `best (v3)`.
-    pub rows: Vec<(String, f64, Option<f64>, Option<f64>)>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub eager_ms: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub compile_ms: Option<f64>,
-    /// Why the columns are missing or partial.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
-
 /// The kernel's spec is checked before a worker starts, as `bench` does: its errors
 /// are what the author must fix, whatever the worker's state. The step loop checks it
 /// again with the device's `sms`.
@@ -329,124 +314,6 @@ fn refuse_spec_errors(
     }
     out.push_str("kernel-lsp optimize: fix the errors above first; nothing was run");
     Err(out)
-}
-
-/// With `reference = torch: ...` in the kernel's spec: one interleaved timing of the
-/// start, every accepted version (`accepted`: node id and text; `best`: the answer's
-/// id), PyTorch eager and torch.compile (not on Triton's CPU interpreter). None for a
-/// kernel without a PyTorch reference.
-async fn torch_columns(
-    pool: &WorkerPool,
-    lang: Lang,
-    file: &std::path::Path,
-    start: &str,
-    accepted: &[(usize, String)],
-    best: usize,
-    kernel: &str,
-) -> Option<TorchColumns> {
-    use crate::worker::protocol::{Op, OpResult, TorchMode, Version};
-    let env = crate::spec::EvalEnv {
-        sms: pool
-            .hello()
-            .and_then(|h| h.device.map(|d| u64::from(d.sms)))
-            .unwrap_or(crate::spec::EvalEnv::default().sms),
-    };
-    let v0 = optimize::evaluate::plan(lang, start, kernel, &env)
-        .ok()?
-        .version;
-    let tr = v0.plan.torch_reference.clone()?;
-    let mut cols = TorchColumns {
-        reference: tr.describe(),
-        rows: Vec::new(),
-        eager_ms: None,
-        compile_ms: None,
-        note: None,
-    };
-    let module = match analysis::torch_module_source(file, &tr) {
-        Ok(m) => m,
-        Err(e) => {
-            cols.note = Some(e);
-            return Some(cols);
-        }
-    };
-    let mut versions = vec![Version {
-        label: "start".into(),
-        ..v0.clone()
-    }];
-    // One timing of every version at once: at most 16 of them (the answer and the most
-    // recent others), so a long run's table stays one interleaved measurement.
-    const MAX_TIMED: usize = 16;
-    let mut chosen: Vec<&(usize, String)> = accepted.iter().collect();
-    if chosen.len() > MAX_TIMED {
-        let dropped = chosen.len() - MAX_TIMED;
-        let keep_from = chosen.len() - (MAX_TIMED - 1);
-        chosen = accepted
-            .iter()
-            .enumerate()
-            .filter(|(i, (id, _))| *i >= keep_from || *id == best)
-            .map(|(_, v)| v)
-            .collect();
-        chosen.truncate(MAX_TIMED);
-        cols.note = Some(format!(
-            "{dropped} earlier accepted versions are not in this table (at most {MAX_TIMED} are timed together)"
-        ));
-    }
-    for (id, text) in chosen {
-        if let Ok(p) = optimize::evaluate::plan(lang, text, kernel, &env) {
-            let label = if *id == best {
-                format!("best (v{id})")
-            } else {
-                format!("v{id}")
-            };
-            versions.push(Version { label, ..p.version });
-        }
-    }
-    let kernels = versions.len();
-    versions.push(Version::torch_reference(
-        &v0,
-        TorchMode::Eager,
-        module.clone(),
-    ));
-    let interpreter = lang == Lang::Triton && pool.hello().is_some_and(|h| h.triton.interpreter);
-    if interpreter {
-        let why = "torch.compile is not timed on Triton's CPU interpreter";
-        cols.note = Some(match cols.note.take() {
-            Some(n) => format!("{why}; {n}"),
-            None => why.into(),
-        });
-    } else {
-        versions.push(Version::torch_reference(&v0, TorchMode::Compile, module));
-    }
-    match pool
-        .request(
-            Op::Time {
-                versions,
-                settings: Default::default(),
-            },
-            None,
-        )
-        .await
-    {
-        Ok(OpResult::Time(t)) => {
-            let ms: Vec<f64> = t.timings.iter().map(|t| t.median_ms).collect();
-            cols.eager_ms = ms.get(kernels).copied();
-            cols.compile_ms = ms.get(kernels + 1).copied();
-            for (t, m) in t.timings.iter().zip(&ms).take(kernels) {
-                let over = |r: Option<f64>| r.map(|r| r / m.max(1e-12));
-                cols.rows.push((
-                    t.label.clone(),
-                    *m,
-                    over(cols.eager_ms),
-                    over(cols.compile_ms),
-                ));
-            }
-        }
-        Ok(_) => {
-            cols.note = Some("the worker answered the timing with another kind of result".into())
-        }
-        Err(e) => cols.note = Some(format!("timing against PyTorch failed: {}", e.message)),
-    }
-    Some(cols)
 }
 
 fn torch_table(c: &TorchColumns) -> String {

@@ -84,6 +84,16 @@ pub fn plan(lang: Lang, text: &str, kernel_name: &str, env: &EvalEnv) -> Result<
         ..AnalyzeOptions::default()
     };
     let file = analysis::analyze(lang, text, doc.tree(), &opts);
+    plan_in(&file, text, kernel_name)
+}
+
+/// [`plan`] over a file already analyzed (`file` is `text`'s analysis).
+pub fn plan_in(
+    file: &analysis::FileAnalysis,
+    text: &str,
+    kernel_name: &str,
+) -> Result<Planned, String> {
+    let lang = file.model.lang;
     let Some(idx) = file
         .model
         .kernels

@@ -17,6 +17,7 @@
 
 pub mod accept;
 pub mod apply;
+pub mod bench;
 pub mod catalog;
 pub mod coder;
 pub mod diagnosis;

@@ -205,12 +205,141 @@ struct FnCx<'t> {
     via: Option<String>,
 }
 
-impl<'t> Settle<'t> for FnCx<'t> {
+impl<'t> LaneWalk<'t> for FnCx<'t> {
+    const FORMS: Forms = Forms {
+        literals: &[
+            "number_literal",
+            "char_literal",
+            "string_literal",
+            "true",
+            "false",
+            "null",
+            "nullptr",
+            "sizeof_expression",
+        ],
+        unary: "unary_expression",
+        binary: "binary_expression",
+    };
+
+    fn src(&self) -> &'t str {
+        self.src
+    }
     fn memo(&mut self) -> &mut HashMap<String, Memo> {
         &mut self.memo
     }
-    fn deriv_def(&mut self, def: Def<'t>, cur: Deriv) -> Deriv {
-        FnCx::deriv_def(self, def, cur)
+    fn konst(&self, n: Node<'t>) -> Option<i64> {
+        FnCx::konst(self, n, 0)
+    }
+    fn bound(&self, name: &str) -> Option<Deriv> {
+        match self.bindings.get(name)? {
+            Binding::Scalar(d) | Binding::Buffer { d, .. } => Some(*d),
+        }
+    }
+    fn defs(&self) -> &HashMap<String, Vec<Def<'t>>> {
+        &self.defs
+    }
+    fn defs_mut(&mut self) -> &mut HashMap<String, Vec<Def<'t>>> {
+        &mut self.defs
+    }
+    fn defines(&self, n: Node<'t>) -> Vec<(String, Def<'t>)> {
+        FnCx::defines(self, n)
+    }
+    fn branches(&self, n: Node<'t>) -> Option<(Node<'t>, Node<'t>, Node<'t>)> {
+        Some((
+            n.child_by_field_name("condition")?,
+            n.child_by_field_name("consequence")?,
+            n.child_by_field_name("alternative")?,
+        ))
+    }
+
+    fn bound_buffer(&self, name: &str) -> Option<Option<String>> {
+        match self.bindings.get(name)? {
+            Binding::Buffer { buffer, .. } => Some(Some(buffer.clone())),
+            Binding::Scalar(_) => Some(None),
+        }
+    }
+    fn buffer_memo(&self) -> &RefCell<HashMap<String, Option<String>>> {
+        &self.buffer_memo
+    }
+    /// Casts (`(float4*)p`, `reinterpret_cast<float4*>(p)`) and `&p[i]`.
+    fn buffer_own(&self, n: Node<'t>, depth: usize) -> Option<Option<String>> {
+        let src = self.src;
+        let arg = match n.kind() {
+            "cast_expression" => n.child_by_field_name("value"),
+            "pointer_expression" => n
+                .child_by_field_name("argument")
+                .filter(|a| a.kind() == "subscript_expression")
+                .filter(|_| {
+                    n.child_by_field_name("operator")
+                        .is_some_and(|o| node_text(src, o) == "&")
+                })
+                .and_then(|a| a.child_by_field_name("argument")),
+            "call_expression" => n
+                .child_by_field_name("function")
+                .filter(|f| node_text(src, *f).contains("_cast"))
+                .and_then(|_| n.child_by_field_name("arguments"))
+                .and_then(|a| named_children(a).first().copied()),
+            _ => return None,
+        };
+        Some(arg.and_then(|a| self.buffer_of(a, depth + 1)))
+    }
+
+    /// Thread indices, member access, casts, calls, memory reads and addresses.
+    fn deriv_own(&mut self, n: Node<'t>, depth: usize) -> Option<Deriv> {
+        let src = self.src;
+        Some(match n.kind() {
+            "field_expression" => {
+                let (Some(a), Some(fld)) = (
+                    n.child_by_field_name("argument"),
+                    n.child_by_field_name("field"),
+                ) else {
+                    return Some(Unknown);
+                };
+                match (node_text(src, a), node_text(src, fld)) {
+                    ("threadIdx", "x") => Const(1),
+                    ("threadIdx" | "blockIdx" | "blockDim" | "gridDim", _) => ZERO,
+                    _ => self.deriv(a, depth + 1),
+                }
+            }
+            "cast_expression" => match n.child_by_field_name("value") {
+                Some(v) => self.deriv(v, depth + 1),
+                None => Unknown,
+            },
+            "call_expression" => {
+                let args: Vec<Node> = n
+                    .child_by_field_name("arguments")
+                    .map(named_children)
+                    .unwrap_or_default();
+                let ds: Vec<Deriv> = args.iter().map(|a| self.deriv(*a, depth + 1)).collect();
+                Deriv::opaque(&ds)
+            }
+            // A value read from memory at a lane-independent address is itself
+            // lane-independent; anything else read from memory is data.
+            "subscript_expression" => {
+                let idx = n
+                    .child_by_field_name("indices")
+                    .or_else(|| n.child_by_field_name("index"))
+                    .map(named_children)
+                    .unwrap_or_default();
+                let mut ds: Vec<Deriv> = idx.iter().map(|i| self.deriv(*i, depth + 1)).collect();
+                if let Some(a) = n.child_by_field_name("argument") {
+                    ds.push(self.deriv(a, depth + 1));
+                }
+                Deriv::opaque(&ds)
+            }
+            "pointer_expression" => match n.child_by_field_name("argument") {
+                Some(a) => {
+                    let d = self.deriv(a, depth + 1);
+                    match n.child_by_field_name("operator").map(|o| node_text(src, o)) {
+                        // `&x`: an address moves with the lvalue.
+                        Some("&") => d,
+                        _ => Deriv::opaque(&[d]),
+                    }
+                }
+                None => Unknown,
+            },
+            _ => return None,
+        })
     }
 }
 
@@ -234,10 +363,9 @@ impl<'t> FnCx<'t> {
         cx
     }
 
-    fn collect_defs(&mut self, n: Node<'t>, depth: usize) {
-        if depth > MAX_DEPTH {
-            return;
-        }
+    /// The local names `n` itself defines, with their definitions.
+    fn defines(&self, n: Node<'t>) -> Vec<(String, Def<'t>)> {
+        let mut out = Vec::new();
         match n.kind() {
             "init_declarator" => {
                 if let (Some(d), Some(v)) = (
@@ -257,10 +385,13 @@ impl<'t> FnCx<'t> {
                             }
                             _ => v,
                         };
-                        self.defs.entry(name).or_default().push(Def {
-                            op: "=",
-                            value: Some(v),
-                        });
+                        out.push((
+                            name,
+                            Def {
+                                op: "=",
+                                value: Some(v),
+                            },
+                        ));
                     }
                 }
             }
@@ -273,32 +404,29 @@ impl<'t> FnCx<'t> {
                         let op = n
                             .child_by_field_name("operator")
                             .map_or("=", |o| node_text(self.src, o));
-                        self.defs
-                            .entry(node_text(self.src, l).to_string())
-                            .or_default()
-                            .push(Def { op, value: Some(r) });
+                        out.push((
+                            node_text(self.src, l).to_string(),
+                            Def { op, value: Some(r) },
+                        ));
                     }
                 }
             }
             "update_expression" => {
                 if let Some(a) = n.child_by_field_name("argument") {
                     if a.kind() == "identifier" {
-                        self.defs
-                            .entry(node_text(self.src, a).to_string())
-                            .or_default()
-                            .push(Def {
+                        out.push((
+                            node_text(self.src, a).to_string(),
+                            Def {
                                 op: "++",
                                 value: None,
-                            });
+                            },
+                        ));
                     }
                 }
             }
             _ => {}
         }
-        let mut c = n.walk();
-        for ch in n.children(&mut c) {
-            self.collect_defs(ch, depth + 1);
-        }
+        out
     }
 
     /// A literal integer value (numbers, arithmetic on them, single-definition locals).
@@ -351,214 +479,6 @@ impl<'t> FnCx<'t> {
                 };
                 self.konst_memo.borrow_mut().insert(name.to_string(), k);
                 k
-            }
-            _ => None,
-        }
-    }
-
-    fn deriv_name(&mut self, name: &str) -> Deriv {
-        match self.bindings.get(name) {
-            Some(Binding::Scalar(d)) | Some(Binding::Buffer { d, .. }) => return *d,
-            None => {}
-        }
-        let Some(defs) = self.defs.get(name).cloned() else {
-            // Macros, globals, `warpSize`: the same for every lane.
-            return ZERO;
-        };
-        self.settle(name, &defs)
-    }
-
-    /// The derivative of the name after one definition, given `cur` before it.
-    fn deriv_def(&mut self, def: Def<'t>, cur: Deriv) -> Deriv {
-        let Some(v) = def.value else {
-            // `++`/`--`: shifts by a constant.
-            return cur;
-        };
-        let dv = self.deriv(v, 0);
-        match def.op {
-            "=" => dv,
-            "+=" => cur.add(dv),
-            "-=" => cur.add(dv.neg()),
-            "*=" => Deriv::mul(cur, None, dv, self.konst(v, 0)),
-            _ => Deriv::opaque(&[cur, dv]),
-        }
-    }
-
-    /// The lane derivative of an expression.
-    fn deriv(&mut self, n: Node<'t>, depth: usize) -> Deriv {
-        if depth > MAX_DEPTH {
-            return Unknown;
-        }
-        let src = self.src;
-        match n.kind() {
-            "number_literal" | "char_literal" | "string_literal" | "true" | "false" | "null"
-            | "nullptr" | "sizeof_expression" => ZERO,
-            "identifier" => self.deriv_name(node_text(src, n)),
-            "field_expression" => {
-                let (Some(a), Some(fld)) = (
-                    n.child_by_field_name("argument"),
-                    n.child_by_field_name("field"),
-                ) else {
-                    return Unknown;
-                };
-                match (node_text(src, a), node_text(src, fld)) {
-                    ("threadIdx", "x") => Const(1),
-                    ("threadIdx" | "blockIdx" | "blockDim" | "gridDim", _) => ZERO,
-                    _ => self.deriv(a, depth + 1),
-                }
-            }
-            "parenthesized_expression" => match named_children(n).first() {
-                Some(c) => self.deriv(*c, depth + 1),
-                None => Unknown,
-            },
-            "cast_expression" => match n.child_by_field_name("value") {
-                Some(v) => self.deriv(v, depth + 1),
-                None => Unknown,
-            },
-            "unary_expression" => {
-                let Some(a) = n.child_by_field_name("argument") else {
-                    return Unknown;
-                };
-                let d = self.deriv(a, depth + 1);
-                match n.child_by_field_name("operator").map(|o| node_text(src, o)) {
-                    Some("-") => d.neg(),
-                    Some("+") => d,
-                    _ => Deriv::opaque(&[d]),
-                }
-            }
-            "binary_expression" => {
-                let (Some(l), Some(r), Some(op)) = (
-                    n.child_by_field_name("left"),
-                    n.child_by_field_name("right"),
-                    n.child_by_field_name("operator"),
-                ) else {
-                    return Unknown;
-                };
-                let (dl, dr) = (self.deriv(l, depth + 1), self.deriv(r, depth + 1));
-                match node_text(src, op) {
-                    "+" => dl.add(dr),
-                    "-" => dl.add(dr.neg()),
-                    "*" => Deriv::mul(dl, self.konst(l, 0), dr, self.konst(r, 0)),
-                    "<<" => match (dr.is_zero(), self.konst(r, 0)) {
-                        (true, Some(k)) if (0..62).contains(&k) => dl.scale(1 << k),
-                        (true, _) if dl.is_zero() => ZERO,
-                        (true, _) if dl != Unknown => Sym,
-                        _ => Unknown,
-                    },
-                    _ => Deriv::opaque(&[dl, dr]),
-                }
-            }
-            "conditional_expression" => {
-                let (Some(c), Some(a), Some(b)) = (
-                    n.child_by_field_name("condition"),
-                    n.child_by_field_name("consequence"),
-                    n.child_by_field_name("alternative"),
-                ) else {
-                    return Unknown;
-                };
-                let (da, db) = (self.deriv(a, depth + 1), self.deriv(b, depth + 1));
-                if da == db && da != Unknown {
-                    da
-                } else {
-                    Deriv::opaque(&[self.deriv(c, depth + 1), da, db])
-                }
-            }
-            "call_expression" => {
-                let args: Vec<Node> = n
-                    .child_by_field_name("arguments")
-                    .map(named_children)
-                    .unwrap_or_default();
-                let ds: Vec<Deriv> = args.iter().map(|a| self.deriv(*a, depth + 1)).collect();
-                Deriv::opaque(&ds)
-            }
-            // A value read from memory at a lane-independent address is itself
-            // lane-independent; anything else read from memory is data.
-            "subscript_expression" => {
-                let idx = n
-                    .child_by_field_name("indices")
-                    .or_else(|| n.child_by_field_name("index"))
-                    .map(named_children)
-                    .unwrap_or_default();
-                let mut ds: Vec<Deriv> = idx.iter().map(|i| self.deriv(*i, depth + 1)).collect();
-                if let Some(a) = n.child_by_field_name("argument") {
-                    ds.push(self.deriv(a, depth + 1));
-                }
-                Deriv::opaque(&ds)
-            }
-            "pointer_expression" => match n.child_by_field_name("argument") {
-                Some(a) => {
-                    let d = self.deriv(a, depth + 1);
-                    match n.child_by_field_name("operator").map(|o| node_text(src, o)) {
-                        // `&x`: an address moves with the lvalue.
-                        Some("&") => d,
-                        _ => Deriv::opaque(&[d]),
-                    }
-                }
-                None => Unknown,
-            },
-            _ => Unknown,
-        }
-    }
-
-    /// The kernel buffer an expression points into, if any.
-    fn buffer_of(&mut self, n: Node<'t>, depth: usize) -> Option<String> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        match n.kind() {
-            "identifier" => {
-                let name = node_text(self.src, n);
-                match self.bindings.get(name) {
-                    Some(Binding::Buffer { buffer, .. }) => return Some(buffer.clone()),
-                    Some(Binding::Scalar(_)) => return None,
-                    None => {}
-                }
-                // A local pointer alias: the buffer its first definition points into.
-                if let Some(b) = self.buffer_memo.borrow().get(name) {
-                    return b.clone();
-                }
-                self.buffer_memo.borrow_mut().insert(name.to_string(), None);
-                let first = self.defs.get(name)?.first().copied()?;
-                let b = self.buffer_of(first.value?, depth + 1);
-                self.buffer_memo
-                    .borrow_mut()
-                    .insert(name.to_string(), b.clone());
-                b
-            }
-            "parenthesized_expression" => self.buffer_of(*named_children(n).first()?, depth + 1),
-            "cast_expression" => self.buffer_of(n.child_by_field_name("value")?, depth + 1),
-            "binary_expression" => {
-                let op = node_text(self.src, n.child_by_field_name("operator")?);
-                let l = n.child_by_field_name("left")?;
-                let r = n.child_by_field_name("right")?;
-                match op {
-                    "+" => self
-                        .buffer_of(l, depth + 1)
-                        .or_else(|| self.buffer_of(r, depth + 1)),
-                    "-" => self.buffer_of(l, depth + 1),
-                    _ => None,
-                }
-            }
-            "pointer_expression" => {
-                // `&p[i]`
-                let a = n.child_by_field_name("argument")?;
-                if node_text(self.src, n.child_by_field_name("operator")?) == "&"
-                    && a.kind() == "subscript_expression"
-                {
-                    self.buffer_of(a.child_by_field_name("argument")?, depth + 1)
-                } else {
-                    None
-                }
-            }
-            // `reinterpret_cast<float4*>(p)`, `static_cast<...>(p)`
-            "call_expression" => {
-                let name = node_text(self.src, n.child_by_field_name("function")?);
-                if name.contains("_cast") {
-                    let a = *named_children(n.child_by_field_name("arguments")?).first()?;
-                    self.buffer_of(a, depth + 1)
-                } else {
-                    None
-                }
             }
             _ => None,
         }
@@ -669,27 +589,16 @@ impl<'t> Scan<'_, 't> {
         if kind != AccessKind::Load {
             self.written.insert(buffer.clone());
         }
-        for &i in &self.loops {
-            if let Some(l) = self.facts.loops.get_mut(i) {
-                match kind {
-                    AccessKind::Load => l.global_loads += 1,
-                    AccessKind::Store => l.global_stores += 1,
-                    AccessKind::LoadStore | AccessKind::Atomic => {
-                        l.global_loads += 1;
-                        l.global_stores += 1;
-                    }
-                }
-            }
-        }
-        self.facts.accesses.push(Access {
+        let access = Access {
             buffer,
             index: collapse_ws(&index),
             kind,
             stride: d.stride(),
-            in_loop: !self.loops.is_empty(),
+            in_loop: false,
             line: line_of(n),
             via: cx.via.clone(),
-        });
+        };
+        record_access(self.facts, &self.loops, access);
     }
 
     /// Load, store or both, from where an lvalue sits.

@@ -4,6 +4,7 @@
 //! (`cuda.rs`, `triton.rs`) compute strides one way and cannot disagree; and the small
 //! literal helpers both use.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use tree_sitter::Node;
@@ -91,13 +92,136 @@ pub(super) enum Memo {
     Done(Deriv),
 }
 
-/// Settling a name's lane stride when it has several definitions (loop updates
-/// included), shared by the CUDA and Triton analyses: the first definition, evaluated
-/// without assumption, is assumed; every other definition must keep it, else the stride
-/// is unknown. Memoized; a name met again while it is being settled reads the assumption.
-pub(super) trait Settle<'t> {
+/// The grammar's names for the expression forms both languages share.
+pub(super) struct Forms {
+    /// Literals: the same in every lane.
+    pub(super) literals: &'static [&'static str],
+    pub(super) unary: &'static str,
+    pub(super) binary: &'static str,
+}
+
+/// The lane-derivative walker both languages share: the shared forms (names, literals,
+/// parentheses, unary and binary arithmetic, conditionals) are walked here, parametrised
+/// by the grammar's names for them ([`Forms`]); each language adds its own forms (thread
+/// indices and casts; `tl.arange` and tiles) in [`LaneWalk::deriv_own`]. A name with
+/// several definitions (loop updates included) is settled: the first definition,
+/// evaluated without assumption, is assumed; every other definition must keep it, else
+/// the stride is unknown. Memoized; a name met again while it is being settled reads the
+/// assumption.
+pub(super) trait LaneWalk<'t> {
+    const FORMS: Forms;
+    fn src(&self) -> &'t str;
     fn memo(&mut self) -> &mut HashMap<String, Memo>;
-    fn deriv_def(&mut self, def: Def<'t>, cur: Deriv) -> Deriv;
+    /// A literal integer value of an expression, when it has one.
+    fn konst(&self, n: Node<'t>) -> Option<i64>;
+    /// The derivative of a name the language binds (parameters); None for a local.
+    fn bound(&self, name: &str) -> Option<Deriv>;
+    /// The local definitions, by name, in source order.
+    fn defs(&self) -> &HashMap<String, Vec<Def<'t>>>;
+    fn defs_mut(&mut self) -> &mut HashMap<String, Vec<Def<'t>>>;
+    /// The local names `n` itself (not its children) defines, with their definitions.
+    fn defines(&self, n: Node<'t>) -> Vec<(String, Def<'t>)>;
+    /// The language's own forms; None for the shared ones.
+    fn deriv_own(&mut self, n: Node<'t>, depth: usize) -> Option<Deriv>;
+    /// The buffer a name the language binds is (`Some(None)`: a bound non-pointer);
+    /// None for a local.
+    fn bound_buffer(&self, name: &str) -> Option<Option<String>>;
+    /// Per-name results of [`LaneWalk::buffer_of`] (None while being computed).
+    fn buffer_memo(&self) -> &RefCell<HashMap<String, Option<String>>>;
+    /// The language's own pointer forms (casts, `&p[i]`); None for the shared ones.
+    fn buffer_own(&self, n: Node<'t>, depth: usize) -> Option<Option<String>>;
+
+    /// The kernel buffer an address expression points into, if any: a pointer
+    /// parameter, a local alias of one (by its first definition), and offsets from it.
+    fn buffer_of(&self, n: Node<'t>, depth: usize) -> Option<String> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        if let Some(b) = self.buffer_own(n, depth) {
+            return b;
+        }
+        match n.kind() {
+            "identifier" => {
+                let name = node_text(self.src(), n);
+                if let Some(b) = self.bound_buffer(name) {
+                    return b;
+                }
+                if let Some(b) = self.buffer_memo().borrow().get(name) {
+                    return b.clone();
+                }
+                self.buffer_memo()
+                    .borrow_mut()
+                    .insert(name.to_string(), None);
+                let first = self.defs().get(name)?.first().copied()?;
+                let b = self.buffer_of(first.value?, depth + 1);
+                self.buffer_memo()
+                    .borrow_mut()
+                    .insert(name.to_string(), b.clone());
+                b
+            }
+            "parenthesized_expression" => self.buffer_of(*named_children(n).first()?, depth + 1),
+            kind if kind == Self::FORMS.binary => {
+                let op = node_text(self.src(), n.child_by_field_name("operator")?);
+                let l = n.child_by_field_name("left")?;
+                let r = n.child_by_field_name("right")?;
+                match op {
+                    "+" => self
+                        .buffer_of(l, depth + 1)
+                        .or_else(|| self.buffer_of(r, depth + 1)),
+                    "-" => self.buffer_of(l, depth + 1),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+    /// A conditional expression's (condition, then, else).
+    fn branches(&self, n: Node<'t>) -> Option<(Node<'t>, Node<'t>, Node<'t>)>;
+
+    /// Every local definition in `n`, in source order, into [`LaneWalk::defs_mut`].
+    fn collect_defs(&mut self, n: Node<'t>, depth: usize) {
+        if depth > MAX_DEPTH {
+            return;
+        }
+        for (name, def) in self.defines(n) {
+            self.defs_mut().entry(name).or_default().push(def);
+        }
+        let mut c = n.walk();
+        for ch in n.children(&mut c) {
+            self.collect_defs(ch, depth + 1);
+        }
+    }
+
+    fn deriv_name(&mut self, name: &str) -> Deriv {
+        if let Some(d) = self.bound(name) {
+            return d;
+        }
+        match self.defs().get(name).cloned() {
+            Some(defs) => self.settle(name, &defs),
+            // Macros, globals, `warpSize`: the same for every lane.
+            None => ZERO,
+        }
+    }
+
+    /// The derivative of the name after one definition, given `cur` before it.
+    fn deriv_def(&mut self, def: Def<'t>, cur: Deriv) -> Deriv {
+        let v = match (def.op, def.value) {
+            // A loop counter of `for i in range(...)` is the same for every lane.
+            ("loop", _) => return ZERO,
+            // `++`/`--`: shifts by a constant.
+            ("++", None) => return cur,
+            (_, None) => return Unknown,
+            (_, Some(v)) => v,
+        };
+        let dv = self.deriv(v, 0);
+        match def.op {
+            "=" => dv,
+            "+=" => cur.add(dv),
+            "-=" => cur.add(dv.neg()),
+            "*=" => Deriv::mul(cur, None, dv, self.konst(v)),
+            _ => Deriv::opaque(&[cur, dv]),
+        }
+    }
 
     fn settle(&mut self, name: &str, defs: &[Def<'t>]) -> Deriv {
         match self.memo().get(name) {
@@ -120,6 +244,98 @@ pub(super) trait Settle<'t> {
         self.memo().insert(name.to_string(), Memo::Done(result));
         result
     }
+
+    /// The lane derivative of an expression.
+    fn deriv(&mut self, n: Node<'t>, depth: usize) -> Deriv {
+        if depth > MAX_DEPTH {
+            return Unknown;
+        }
+        if let Some(d) = self.deriv_own(n, depth) {
+            return d;
+        }
+        let kind = n.kind();
+        if Self::FORMS.literals.contains(&kind) {
+            return ZERO;
+        }
+        match kind {
+            "identifier" => self.deriv_name(node_text(self.src(), n)),
+            "parenthesized_expression" => match named_children(n).first() {
+                Some(c) => self.deriv(*c, depth + 1),
+                None => Unknown,
+            },
+            "conditional_expression" => {
+                let Some((c, a, b)) = self.branches(n) else {
+                    return Unknown;
+                };
+                let (da, db) = (self.deriv(a, depth + 1), self.deriv(b, depth + 1));
+                if da == db && da != Unknown {
+                    da
+                } else {
+                    Deriv::opaque(&[self.deriv(c, depth + 1), da, db])
+                }
+            }
+            _ if kind == Self::FORMS.unary => {
+                let Some(a) = n.child_by_field_name("argument") else {
+                    return Unknown;
+                };
+                let d = self.deriv(a, depth + 1);
+                match n
+                    .child_by_field_name("operator")
+                    .map(|o| node_text(self.src(), o))
+                {
+                    Some("-") => d.neg(),
+                    Some("+") => d,
+                    _ => Deriv::opaque(&[d]),
+                }
+            }
+            _ if kind == Self::FORMS.binary => self.deriv_binary(n, depth),
+            _ => Unknown,
+        }
+    }
+
+    /// `l op r`: sums, differences, products and shifts by a literal stay linear.
+    fn deriv_binary(&mut self, n: Node<'t>, depth: usize) -> Deriv {
+        let (Some(l), Some(r), Some(op)) = (
+            n.child_by_field_name("left"),
+            n.child_by_field_name("right"),
+            n.child_by_field_name("operator"),
+        ) else {
+            return Unknown;
+        };
+        let (dl, dr) = (self.deriv(l, depth + 1), self.deriv(r, depth + 1));
+        match node_text(self.src(), op) {
+            "+" => dl.add(dr),
+            "-" => dl.add(dr.neg()),
+            "*" => Deriv::mul(dl, self.konst(l), dr, self.konst(r)),
+            "<<" => match (dr.is_zero(), self.konst(r)) {
+                (true, Some(k)) if (0..62).contains(&k) => dl.scale(1 << k),
+                (true, _) if dl.is_zero() => ZERO,
+                (true, _) if dl != Unknown => Sym,
+                _ => Unknown,
+            },
+            _ => Deriv::opaque(&[dl, dr]),
+        }
+    }
+}
+
+/// Records one global access of either language: counted in every loop around it
+/// (`loops`: indices into `facts.loops`, outermost first) and listed.
+pub(super) fn record_access(facts: &mut super::Facts, loops: &[usize], mut access: super::Access) {
+    use super::AccessKind;
+    for &i in loops {
+        if let Some(l) = facts.loops.get_mut(i) {
+            match access.kind {
+                AccessKind::Load => l.global_loads += 1,
+                AccessKind::Store => l.global_stores += 1,
+                AccessKind::LoadStore | AccessKind::Atomic => {
+                    l.global_loads += 1;
+                    l.global_stores += 1;
+                }
+            }
+        }
+    }
+    access.in_loop = !loops.is_empty();
+    facts.accesses.push(access);
 }
 
 /// Nesting limit for expression evaluation and tree walks: deeper input is "unknown",

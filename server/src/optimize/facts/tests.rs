@@ -242,6 +242,71 @@ def k(x_ptr, y_ptr, stride, n, BLOCK: tl.constexpr):
     );
 }
 
+/// The strides only, one a line.
+fn strides(lang: Lang, src: &str) -> Vec<String> {
+    facts_of(lang, src, None)
+        .accesses
+        .iter()
+        .map(|a| format!("{:?} {:?}", a.kind, a.stride))
+        .collect()
+}
+
+/// One lane walker serves both languages: the same index shapes (shifts by a literal,
+/// redefinitions, negation, conditionals with equal branches, parentheses) give the
+/// same strides in CUDA and in Triton.
+#[test]
+fn the_same_index_shapes_have_the_same_strides_in_both_languages() {
+    let cuda = r#"
+__global__ void k(int n, int s, float* x) {
+    int l = threadIdx.x;
+    int a = l << 2;
+    int b = l;
+    b *= 3;
+    int c = n > 4 ? l : l;
+    int d = -(l) + n;
+    int e = l * s;
+    x[a] = 1.0f;
+    x[b] = 1.0f;
+    x[c] = 1.0f;
+    x[d] = 1.0f;
+    x[e] = 1.0f;
+    x[a + b] = 1.0f;
+}
+"#;
+    let triton = r#"
+import triton
+import triton.language as tl
+
+@triton.jit
+def k(x_ptr, n, s, BLOCK: tl.constexpr):
+    l = tl.arange(0, BLOCK)
+    a = l << 2
+    b = l
+    b *= 3
+    c = l if n > 4 else l
+    d = -(l) + n
+    e = l * s
+    tl.store(x_ptr + a, 1.0)
+    tl.store(x_ptr + b, 1.0)
+    tl.store(x_ptr + c, 1.0)
+    tl.store(x_ptr + d, 1.0)
+    tl.store(x_ptr + e, 1.0)
+    tl.store(x_ptr + (a + b), 1.0)
+"#;
+    // `b` is defined twice with different strides: unknown, in both (the names are
+    // settled over all their definitions, not flow by flow).
+    let expected = [
+        "Store Strided(4)",
+        "Store Unknown",
+        "Store Unit",
+        "Store Strided(-1)",
+        "Store Symbolic",
+        "Store Unknown",
+    ];
+    assert_eq!(strides(Lang::Cuda, cuda), expected);
+    assert_eq!(strides(Lang::Triton, triton), expected);
+}
+
 #[test]
 fn loops_and_unroll_pragmas() {
     let f = facts_of(

@@ -76,162 +76,59 @@ struct Cx<'t> {
     buffer_memo: RefCell<HashMap<String, Option<String>>>,
 }
 
-impl<'t> Settle<'t> for Cx<'t> {
+impl<'t> LaneWalk<'t> for Cx<'t> {
+    const FORMS: Forms = Forms {
+        literals: &["integer", "float", "true", "false", "none", "string"],
+        unary: "unary_operator",
+        binary: "binary_operator",
+    };
+
+    fn src(&self) -> &'t str {
+        self.src
+    }
     fn memo(&mut self) -> &mut HashMap<String, Memo> {
         &mut self.memo
     }
-    fn deriv_def(&mut self, def: Def<'t>, cur: Deriv) -> Deriv {
-        Cx::deriv_def(self, def, cur)
+    fn konst(&self, n: Node<'t>) -> Option<i64> {
+        Cx::konst(self, n)
     }
-}
-
-impl<'t> Cx<'t> {
-    fn collect_defs(&mut self, n: Node<'t>, depth: usize) {
-        if depth > MAX_DEPTH {
-            return;
-        }
-        match n.kind() {
-            "assignment" | "augmented_assignment" => {
-                if let (Some(l), r) = (
-                    n.child_by_field_name("left"),
-                    n.child_by_field_name("right"),
-                ) {
-                    let op = if n.kind() == "assignment" {
-                        "="
-                    } else {
-                        n.child_by_field_name("operator")
-                            .map_or("opaque", |o| node_text(self.src, o))
-                    };
-                    if l.kind() == "identifier" {
-                        self.defs
-                            .entry(node_text(self.src, l).to_string())
-                            .or_default()
-                            .push(Def { op, value: r });
-                    } else {
-                        for name in named_children(l)
-                            .into_iter()
-                            .filter(|c| c.kind() == "identifier")
-                        {
-                            self.defs
-                                .entry(node_text(self.src, name).to_string())
-                                .or_default()
-                                .push(Def {
-                                    op: "opaque",
-                                    value: None,
-                                });
-                        }
-                    }
-                }
-            }
-            "for_statement" => {
-                if let Some(l) = n
-                    .child_by_field_name("left")
-                    .filter(|l| l.kind() == "identifier")
-                {
-                    // A loop counter is the same for every lane.
-                    self.defs
-                        .entry(node_text(self.src, l).to_string())
-                        .or_default()
-                        .push(Def {
-                            op: "loop",
-                            value: None,
-                        });
-                }
-            }
-            _ => {}
-        }
-        let mut c = n.walk();
-        for ch in n.children(&mut c) {
-            self.collect_defs(ch, depth + 1);
-        }
+    /// Non-constexpr parameters, pointers or scalars, are the same in every lane.
+    fn bound(&self, name: &str) -> Option<Deriv> {
+        self.params.contains(name).then_some(ZERO)
     }
-
-    fn konst(&self, n: Node) -> Option<i64> {
-        match n.kind() {
-            "integer" => int_literal(node_text(self.src, n)),
-            "unary_operator"
-                if n.child_by_field_name("operator")
-                    .map(|o| node_text(self.src, o))
-                    == Some("-") =>
-            {
-                self.konst(n.child_by_field_name("argument")?)?
-                    .checked_neg()
-            }
+    fn defs(&self) -> &HashMap<String, Vec<Def<'t>>> {
+        &self.defs
+    }
+    fn defs_mut(&mut self) -> &mut HashMap<String, Vec<Def<'t>>> {
+        &mut self.defs
+    }
+    fn defines(&self, n: Node<'t>) -> Vec<(String, Def<'t>)> {
+        Cx::defines(self, n)
+    }
+    /// `a if c else b`.
+    fn branches(&self, n: Node<'t>) -> Option<(Node<'t>, Node<'t>, Node<'t>)> {
+        match named_children(n).as_slice() {
+            [a, c, b] => Some((*c, *a, *b)),
             _ => None,
         }
     }
 
-    fn deriv_name(&mut self, name: &str) -> Deriv {
-        if self.params.contains(name) {
-            return ZERO;
-        }
-        let Some(defs) = self.defs.get(name).cloned() else {
-            return ZERO;
-        };
-        self.settle(name, &defs)
+    /// Pointer parameters are buffers (scalars never reach an address here).
+    fn bound_buffer(&self, name: &str) -> Option<Option<String>> {
+        self.params.contains(name).then(|| Some(name.to_string()))
+    }
+    fn buffer_memo(&self) -> &RefCell<HashMap<String, Option<String>>> {
+        &self.buffer_memo
+    }
+    fn buffer_own(&self, _: Node<'t>, _: usize) -> Option<Option<String>> {
+        None
     }
 
-    fn deriv_def(&mut self, def: Def<'t>, cur: Deriv) -> Deriv {
-        match (def.op, def.value) {
-            ("loop", _) => ZERO,
-            (_, None) => Unknown,
-            ("=", Some(v)) => self.deriv(v, 0),
-            ("+=", Some(v)) => {
-                let d = self.deriv(v, 0);
-                cur.add(d)
-            }
-            ("-=", Some(v)) => {
-                let d = self.deriv(v, 0);
-                cur.add(d.neg())
-            }
-            (_, Some(v)) => {
-                let d = self.deriv(v, 0);
-                Deriv::opaque(&[cur, d])
-            }
-        }
-    }
-
-    fn deriv(&mut self, n: Node<'t>, depth: usize) -> Deriv {
-        if depth > MAX_DEPTH {
-            return Unknown;
-        }
-        let src = self.src;
-        match n.kind() {
-            "integer" | "float" | "true" | "false" | "none" | "string" => ZERO,
-            "identifier" => self.deriv_name(node_text(src, n)),
-            "parenthesized_expression" => match named_children(n).first() {
-                Some(c) => self.deriv(*c, depth + 1),
-                None => Unknown,
-            },
-            "unary_operator" => {
-                let Some(a) = n.child_by_field_name("argument") else {
-                    return Unknown;
-                };
-                let d = self.deriv(a, depth + 1);
-                match n.child_by_field_name("operator").map(|o| node_text(src, o)) {
-                    Some("-") => d.neg(),
-                    Some("+") => d,
-                    _ => Deriv::opaque(&[d]),
-                }
-            }
-            "binary_operator" => {
-                let (Some(l), Some(r), Some(op)) = (
-                    n.child_by_field_name("left"),
-                    n.child_by_field_name("right"),
-                    n.child_by_field_name("operator"),
-                ) else {
-                    return Unknown;
-                };
-                let (dl, dr) = (self.deriv(l, depth + 1), self.deriv(r, depth + 1));
-                match node_text(src, op) {
-                    "+" => dl.add(dr),
-                    "-" => dl.add(dr.neg()),
-                    "*" => Deriv::mul(dl, self.konst(l), dr, self.konst(r)),
-                    _ => Deriv::opaque(&[dl, dr]),
-                }
-            }
+    /// `tl.arange` and the hints around it, other calls, tiles and comparisons.
+    fn deriv_own(&mut self, n: Node<'t>, depth: usize) -> Option<Deriv> {
+        Some(match n.kind() {
             "call" => {
-                let name = callee(src, n);
+                let name = callee(self.src, n);
                 let args = n
                     .child_by_field_name("arguments")
                     .map(positional)
@@ -256,57 +153,80 @@ impl<'t> Cx<'t> {
                 Some(v) => Deriv::opaque(&[self.deriv(v, depth + 1)]),
                 None => Unknown,
             },
-            "conditional_expression" => {
-                let ch = named_children(n);
-                let ds: Vec<Deriv> = ch.iter().map(|c| self.deriv(*c, depth + 1)).collect();
-                match ds.as_slice() {
-                    [a, _, b] if a == b && *a != Unknown => *a,
-                    _ => Deriv::opaque(&ds),
-                }
-            }
             "comparison_operator" | "boolean_operator" | "not_operator" => {
                 let ch = named_children(n);
                 let ds: Vec<Deriv> = ch.iter().map(|c| self.deriv(*c, depth + 1)).collect();
                 Deriv::opaque(&ds)
             }
-            _ => Unknown,
+            _ => return None,
+        })
+    }
+}
+
+impl<'t> Cx<'t> {
+    /// The local names `n` itself defines, with their definitions.
+    fn defines(&self, n: Node<'t>) -> Vec<(String, Def<'t>)> {
+        let mut out = Vec::new();
+        match n.kind() {
+            "assignment" | "augmented_assignment" => {
+                if let (Some(l), r) = (
+                    n.child_by_field_name("left"),
+                    n.child_by_field_name("right"),
+                ) {
+                    let op = if n.kind() == "assignment" {
+                        "="
+                    } else {
+                        n.child_by_field_name("operator")
+                            .map_or("opaque", |o| node_text(self.src, o))
+                    };
+                    if l.kind() == "identifier" {
+                        out.push((node_text(self.src, l).to_string(), Def { op, value: r }));
+                    } else {
+                        for name in named_children(l)
+                            .into_iter()
+                            .filter(|c| c.kind() == "identifier")
+                        {
+                            out.push((
+                                node_text(self.src, name).to_string(),
+                                Def {
+                                    op: "opaque",
+                                    value: None,
+                                },
+                            ));
+                        }
+                    }
+                }
+            }
+            "for_statement" => {
+                if let Some(l) = n
+                    .child_by_field_name("left")
+                    .filter(|l| l.kind() == "identifier")
+                {
+                    // A loop counter is the same for every lane.
+                    out.push((
+                        node_text(self.src, l).to_string(),
+                        Def {
+                            op: "loop",
+                            value: None,
+                        },
+                    ));
+                }
+            }
+            _ => {}
         }
+        out
     }
 
-    /// The pointer parameter an address expression is based on.
-    fn buffer_of(&self, n: Node, depth: usize) -> Option<String> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
+    fn konst(&self, n: Node) -> Option<i64> {
         match n.kind() {
-            "identifier" => {
-                let name = node_text(self.src, n);
-                if self.params.contains(name) {
-                    return Some(name.to_string());
-                }
-                if let Some(b) = self.buffer_memo.borrow().get(name) {
-                    return b.clone();
-                }
-                self.buffer_memo.borrow_mut().insert(name.to_string(), None);
-                let first = self.defs.get(name)?.first().copied()?;
-                let b = self.buffer_of(first.value?, depth + 1);
-                self.buffer_memo
-                    .borrow_mut()
-                    .insert(name.to_string(), b.clone());
-                b
-            }
-            "parenthesized_expression" => self.buffer_of(*named_children(n).first()?, depth + 1),
-            "binary_operator" => {
-                let op = node_text(self.src, n.child_by_field_name("operator")?);
-                let l = n.child_by_field_name("left")?;
-                let r = n.child_by_field_name("right")?;
-                match op {
-                    "+" => self
-                        .buffer_of(l, depth + 1)
-                        .or_else(|| self.buffer_of(r, depth + 1)),
-                    "-" => self.buffer_of(l, depth + 1),
-                    _ => None,
-                }
+            "integer" => int_literal(node_text(self.src, n)),
+            "unary_operator"
+                if n.child_by_field_name("operator")
+                    .map(|o| node_text(self.src, o))
+                    == Some("-") =>
+            {
+                self.konst(n.child_by_field_name("argument")?)?
+                    .checked_neg()
             }
             _ => None,
         }
@@ -467,26 +387,15 @@ impl<'t> Scan<'_> {
             return;
         };
         let d = cx.deriv(ptr, 0);
-        for &i in &self.loops {
-            if let Some(l) = self.facts.loops.get_mut(i) {
-                match kind {
-                    AccessKind::Load => l.global_loads += 1,
-                    AccessKind::Store => l.global_stores += 1,
-                    AccessKind::LoadStore | AccessKind::Atomic => {
-                        l.global_loads += 1;
-                        l.global_stores += 1;
-                    }
-                }
-            }
-        }
-        self.facts.accesses.push(Access {
+        let access = Access {
             buffer,
             index: collapse_ws(node_text(src, ptr)),
             kind,
             stride: d.stride(),
-            in_loop: !self.loops.is_empty(),
+            in_loop: false,
             line: line_of(n),
             via: None,
-        });
+        };
+        record_access(self.facts, &self.loops, access);
     }
 }

@@ -298,6 +298,7 @@ fn report(passed: bool, failure: Option<Failure>, nondeterministic: bool) -> Ver
         sanitizer: None,
         interpreter: false,
         elapsed_ms: 1.0,
+        tally: Vec::new(),
     }
 }
 

@@ -28,7 +28,7 @@
 //! or product that starts from a nonzero value restarts at 0 (1) in the other threads.
 //! Launch: block `(O, T / O)` for O in param `owners` (default 32, 16, 8) and T in
 //! `threads` (default 256, 512), the grid's `cdiv(n, M)` becoming `cdiv(n, O)`. The split
-//! loop steps by `blockDim.y`, which the compiler does not know, so it is written with 4
+//! loop steps by `blockDim.y`, which the compiler does not know, so it is written with 8
 //! iterations per trip ([`super::interleave`]): the block shapes are compared with their
 //! loads in flight.
 //!
@@ -69,7 +69,7 @@ use crate::syntax::Lang;
 
 const ID: &str = "split_loop";
 /// Iterations per trip of the split loop (`interleave`'s factor).
-const LOADS_IN_FLIGHT: u64 = 4;
+const LOADS_IN_FLIGHT: u64 = 8;
 const SHAPE: &str = "`int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { ... }` (or `if (i >= n) return;`) with a loop that carries a sum, product, max or min";
 
 pub fn split_loop(cx: &RewriteContext<'_>) -> R {

@@ -11,16 +11,16 @@ fn a_column_sum_is_split_along_y_and_combined_in_shared_memory() {
     let out = cuda(COL_SUM, "col_sum", "split_loop", json!({})).unwrap();
     expect![[r#"
         [
-            "`r` loop split over 8 threads per output, block (32, 8), 4 iterations per trip",
-            "`r` loop split over 16 threads per output, block (32, 16), 4 iterations per trip",
-            "`r` loop split over 16 threads per output, block (16, 16), 4 iterations per trip",
-            "`r` loop split over 32 threads per output, block (16, 32), 4 iterations per trip",
-            "`r` loop split over 32 threads per output, block (8, 32), 4 iterations per trip",
-            "`r` loop split over 64 threads per output, block (8, 64), 4 iterations per trip",
-            "`r` loop split over 8 threads per output in each of 4 blocks of a cluster, block (32, 8), 4 iterations per trip",
-            "`r` loop split over 16 threads per output in each of 4 blocks of a cluster, block (32, 16), 4 iterations per trip",
-            "`r` loop split over 8 threads per output in each of 8 blocks of a cluster, block (32, 8), 4 iterations per trip",
-            "`r` loop split over 16 threads per output in each of 8 blocks of a cluster, block (32, 16), 4 iterations per trip",
+            "`r` loop split over 8 threads per output, block (32, 8), 8 iterations per trip",
+            "`r` loop split over 16 threads per output, block (32, 16), 8 iterations per trip",
+            "`r` loop split over 16 threads per output, block (16, 16), 8 iterations per trip",
+            "`r` loop split over 32 threads per output, block (16, 32), 8 iterations per trip",
+            "`r` loop split over 32 threads per output, block (8, 32), 8 iterations per trip",
+            "`r` loop split over 64 threads per output, block (8, 64), 8 iterations per trip",
+            "`r` loop split over 8 threads per output in each of 4 blocks of a cluster, block (32, 8), 8 iterations per trip",
+            "`r` loop split over 16 threads per output in each of 4 blocks of a cluster, block (32, 16), 8 iterations per trip",
+            "`r` loop split over 8 threads per output in each of 8 blocks of a cluster, block (32, 8), 8 iterations per trip",
+            "`r` loop split over 16 threads per output in each of 8 blocks of a cluster, block (32, 16), 8 iterations per trip",
         ]
     "#]]
     .assert_debug_eq(&labels(&out));
@@ -40,9 +40,9 @@ fn a_column_sum_is_split_along_y_and_combined_in_shared_memory() {
             const bool lead = live && threadIdx.y == 0;
             {
                 float acc = 0.0f;
-                { // 4 iterations per trip, then the rest
+                { // 8 iterations per trip, then the rest
                     int r = threadIdx.y;
-                    for (; r + (int)(3 * blockDim.y) < rows; r += (int)(4 * blockDim.y)) {
+                    for (; r + (int)(7 * blockDim.y) < rows; r += (int)(8 * blockDim.y)) {
                         {
                             acc += x[(size_t)r * cols + col];
                         }
@@ -54,6 +54,18 @@ fn a_column_sum_is_split_along_y_and_combined_in_shared_memory() {
                         }
                         {
                             acc += x[(size_t)(r + (int)(3 * blockDim.y)) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(4 * blockDim.y)) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(5 * blockDim.y)) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(6 * blockDim.y)) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(7 * blockDim.y)) * cols + col];
                         }
                     }
                     for (; r < rows; r += blockDim.y) {
@@ -106,7 +118,7 @@ fn an_early_return_a_while_loop_and_a_pointer_alias_split_alike() {
             const float* p = a + j;
             float s = 0.f;
             int i = threadIdx.y;
-            while (i + (decltype(i))(3 * blockDim.y) < m) {
+            while (i + (decltype(i))(7 * blockDim.y) < m) {
                 {
                     s += p[(long long)i * n] * v[i];
                 }
@@ -119,7 +131,19 @@ fn an_early_return_a_while_loop_and_a_pointer_alias_split_alike() {
                 {
                     s += p[(long long)(i + (decltype(i))(3 * blockDim.y)) * n] * v[(i + (decltype(i))(3 * blockDim.y))];
                 }
-                i += (decltype(i))(4 * blockDim.y);
+                {
+                    s += p[(long long)(i + (decltype(i))(4 * blockDim.y)) * n] * v[(i + (decltype(i))(4 * blockDim.y))];
+                }
+                {
+                    s += p[(long long)(i + (decltype(i))(5 * blockDim.y)) * n] * v[(i + (decltype(i))(5 * blockDim.y))];
+                }
+                {
+                    s += p[(long long)(i + (decltype(i))(6 * blockDim.y)) * n] * v[(i + (decltype(i))(6 * blockDim.y))];
+                }
+                {
+                    s += p[(long long)(i + (decltype(i))(7 * blockDim.y)) * n] * v[(i + (decltype(i))(7 * blockDim.y))];
+                }
+                i += (decltype(i))(8 * blockDim.y);
             }
             while (i < m) {
                 s += p[(long long)i * n] * v[i];
@@ -159,9 +183,9 @@ fn a_max_kept_with_an_if_is_combined_with_the_authors_update() {
             unsigned f = live ? (blockIdx.x * blockDim.x + threadIdx.x) : 0;
             const bool lead = live && threadIdx.y == 0;
             float best = NEG_INF;
-            { // 4 iterations per trip, then the rest
+            { // 8 iterations per trip, then the rest
                 int b = threadIdx.y;
-                for (; b + (int)(3 * blockDim.y) < batch; b += (int)(4 * blockDim.y)) {
+                for (; b + (int)(7 * blockDim.y) < batch; b += (int)(8 * blockDim.y)) {
                     {
                         float v = x[b * feat + f];
                         if (v > best) best = v;
@@ -176,6 +200,22 @@ fn a_max_kept_with_an_if_is_combined_with_the_authors_update() {
                     }
                     {
                         float v = x[(b + (int)(3 * blockDim.y)) * feat + f];
+                        if (v > best) best = v;
+                    }
+                    {
+                        float v = x[(b + (int)(4 * blockDim.y)) * feat + f];
+                        if (v > best) best = v;
+                    }
+                    {
+                        float v = x[(b + (int)(5 * blockDim.y)) * feat + f];
+                        if (v > best) best = v;
+                    }
+                    {
+                        float v = x[(b + (int)(6 * blockDim.y)) * feat + f];
+                        if (v > best) best = v;
+                    }
+                    {
+                        float v = x[(b + (int)(7 * blockDim.y)) * feat + f];
                         if (v > best) best = v;
                     }
                 }
@@ -223,13 +263,17 @@ fn every_carried_loop_gets_its_combine_and_writes_go_to_one_thread() {
             const bool lead = live && threadIdx.y == 0;
             {
                 float mean = 0.0f;
-                { // 4 iterations per trip, then the rest
+                { // 8 iterations per trip, then the rest
                     int r = threadIdx.y;
-                    for (; r + (int)(3 * blockDim.y) < rows; r += (int)(4 * blockDim.y)) {
+                    for (; r + (int)(7 * blockDim.y) < rows; r += (int)(8 * blockDim.y)) {
                         { mean += x[r * cols + c]; }
                         { mean += x[(r + (int)(blockDim.y)) * cols + c]; }
                         { mean += x[(r + (int)(2 * blockDim.y)) * cols + c]; }
                         { mean += x[(r + (int)(3 * blockDim.y)) * cols + c]; }
+                        { mean += x[(r + (int)(4 * blockDim.y)) * cols + c]; }
+                        { mean += x[(r + (int)(5 * blockDim.y)) * cols + c]; }
+                        { mean += x[(r + (int)(6 * blockDim.y)) * cols + c]; }
+                        { mean += x[(r + (int)(7 * blockDim.y)) * cols + c]; }
                     }
                     for (; r < rows; r += blockDim.y) mean += x[r * cols + c];
                 }
@@ -245,9 +289,9 @@ fn every_carried_loop_gets_its_combine_and_writes_go_to_one_thread() {
                 }
                 mean /= rows;
                 float var = 0.0f;
-                { // 4 iterations per trip, then the rest
+                { // 8 iterations per trip, then the rest
                     int r = threadIdx.y;
-                    for (; r + (int)(3 * blockDim.y) < rows; r += (int)(4 * blockDim.y)) {
+                    for (; r + (int)(7 * blockDim.y) < rows; r += (int)(8 * blockDim.y)) {
                         {
                             float d = x[r * cols + c] - mean;
                             var += d * d;
@@ -262,6 +306,22 @@ fn every_carried_loop_gets_its_combine_and_writes_go_to_one_thread() {
                         }
                         {
                             float d = x[(r + (int)(3 * blockDim.y)) * cols + c] - mean;
+                            var += d * d;
+                        }
+                        {
+                            float d = x[(r + (int)(4 * blockDim.y)) * cols + c] - mean;
+                            var += d * d;
+                        }
+                        {
+                            float d = x[(r + (int)(5 * blockDim.y)) * cols + c] - mean;
+                            var += d * d;
+                        }
+                        {
+                            float d = x[(r + (int)(6 * blockDim.y)) * cols + c] - mean;
+                            var += d * d;
+                        }
+                        {
+                            float d = x[(r + (int)(7 * blockDim.y)) * cols + c] - mean;
                             var += d * d;
                         }
                     }
@@ -313,13 +373,17 @@ fn a_nonzero_start_an_aliased_index_and_a_step_of_two() {
             const bool lead = live && threadIdx.y == 0;
             double s = bias[j];
             if (!(threadIdx.y == 0)) s = 0;
-            { // 4 iterations per trip, then the rest
+            { // 8 iterations per trip, then the rest
                 int k = 2 * threadIdx.y;
-                for (; k + (int)(3 * (2 * blockDim.y)) < 2 * pairs; k += (int)(4 * (2 * blockDim.y))) {
+                for (; k + (int)(7 * (2 * blockDim.y)) < 2 * pairs; k += (int)(8 * (2 * blockDim.y))) {
                     { s += x[(size_t)k * n + j]; }
                     { s += x[(size_t)(k + (int)(2 * blockDim.y)) * n + j]; }
                     { s += x[(size_t)(k + (int)(2 * (2 * blockDim.y))) * n + j]; }
                     { s += x[(size_t)(k + (int)(3 * (2 * blockDim.y))) * n + j]; }
+                    { s += x[(size_t)(k + (int)(4 * (2 * blockDim.y))) * n + j]; }
+                    { s += x[(size_t)(k + (int)(5 * (2 * blockDim.y))) * n + j]; }
+                    { s += x[(size_t)(k + (int)(6 * (2 * blockDim.y))) * n + j]; }
+                    { s += x[(size_t)(k + (int)(7 * (2 * blockDim.y))) * n + j]; }
                 }
                 for (; k < 2 * pairs; k += 2 * blockDim.y) s += x[(size_t)k * n + j];
             }
@@ -363,8 +427,8 @@ fn the_split_also_spans_a_cluster_of_blocks_that_read_each_others_partials() {
     .unwrap();
     expect![[r#"
         [
-            "`r` loop split over 8 threads per output, block (32, 8), 4 iterations per trip",
-            "`r` loop split over 8 threads per output in each of 4 blocks of a cluster, block (32, 8), 4 iterations per trip",
+            "`r` loop split over 8 threads per output, block (32, 8), 8 iterations per trip",
+            "`r` loop split over 8 threads per output in each of 4 blocks of a cluster, block (32, 8), 8 iterations per trip",
         ]
     "#]].assert_debug_eq(&labels(&out));
     expect![[r#"
@@ -383,9 +447,9 @@ fn the_split_also_spans_a_cluster_of_blocks_that_read_each_others_partials() {
             const bool lead = live && threadIdx.y == 0 && blockIdx.y == 0;
             {
                 float acc = 0.0f;
-                { // 4 iterations per trip, then the rest
+                { // 8 iterations per trip, then the rest
                     int r = (blockIdx.y * blockDim.y + threadIdx.y);
-                    for (; r + (int)(3 * ((gridDim.y * blockDim.y))) < rows; r += (int)(4 * ((gridDim.y * blockDim.y)))) {
+                    for (; r + (int)(7 * ((gridDim.y * blockDim.y))) < rows; r += (int)(8 * ((gridDim.y * blockDim.y)))) {
                         {
                             acc += x[(size_t)r * cols + col];
                         }
@@ -397,6 +461,18 @@ fn the_split_also_spans_a_cluster_of_blocks_that_read_each_others_partials() {
                         }
                         {
                             acc += x[(size_t)(r + (int)(3 * ((gridDim.y * blockDim.y)))) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(4 * ((gridDim.y * blockDim.y)))) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(5 * ((gridDim.y * blockDim.y)))) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(6 * ((gridDim.y * blockDim.y)))) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(7 * ((gridDim.y * blockDim.y)))) * cols + col];
                         }
                     }
                     for (; r < rows; r += (gridDim.y * blockDim.y)) {

@@ -128,15 +128,6 @@ impl Backend {
                             None,
                         ));
                     }
-                    // Specs from the author's own program (issue #32): the command is
-                    // asked by the client or read from `captureCommand`. CUDA kernels are
-                    // captured through the preload shim (a program using libcudart.so).
-                    actions.push(cmd(
-                        "Capture launches from…".into(),
-                        jobs::CAPTURE,
-                        CodeActionKind::REFACTOR_REWRITE,
-                        None,
-                    ));
                     if k.spec.lines.is_empty() {
                         let sk = crate::spec::skeleton(k, doc.text());
                         let at = doc.position(sk.insert_at, enc);
@@ -167,6 +158,15 @@ impl Backend {
                             ..Default::default()
                         }));
                     }
+                    // Specs from the author's own program (issue #32), after the skeleton: the command is
+                    // asked by the client or read from `captureCommand`. CUDA kernels are
+                    // captured through the preload shim (a program using libcudart.so).
+                    actions.push(cmd(
+                        "Capture launches from…".into(),
+                        jobs::CAPTURE,
+                        CodeActionKind::REFACTOR_REWRITE,
+                        None,
+                    ));
                 }
                 actions.extend(spec_quick_fixes(
                     &uri,

@@ -21,7 +21,9 @@
 //! lane-shaped value from before the loop as `v[None, :]`, the row mask `rr[:, None] < b`
 //! and'ed into every load's mask, each update into the 2-D partials (rows past `b` add the
 //! identity), and after the loop `acc += tl.sum(part, axis=0)` (or `tl.max`/`tl.min`). One
-//! candidate per R in param `rows` (default [8, 32]); the launch does not change.
+//! candidate per R in param `rows` (default [8, 32]), the launch unchanged; and where case
+//! 0 launches fewer than 128 programs over `cdiv(n, BLOCK)`, one more with BLOCK narrowed
+//! (down to 8) and R grown by the same factor (at most 512), so the split fills the GPU.
 
 use std::collections::{BTreeMap, BTreeSet};
 

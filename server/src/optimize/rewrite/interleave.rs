@@ -30,7 +30,7 @@ use tree_sitter::Node;
 
 use super::edits::Edit;
 use super::params::Params;
-use super::tree::reindent;
+use super::tree::{line_indent, reindent};
 use super::unit::*;
 use super::unroll::{is_integer_type, loop_header};
 use super::RewriteContext;
@@ -75,7 +75,7 @@ pub fn interleave(cx: &RewriteContext<'_>) -> R {
         for l in descendants(body).into_iter().filter(|n| is_loop(*n)) {
             match shape(cx, l, &shared) {
                 Ok(s) => loops.push(s),
-                Err(why) => reasons.push(format!("`{}`: {why}", header(cx, l))),
+                Err(why) => reasons.push(format!("`{}`: {why}", loop_header(cx, l))),
             }
         }
     }
@@ -99,7 +99,7 @@ pub fn interleave(cx: &RewriteContext<'_>) -> R {
             .collect();
         let n = loops.len();
         let what = if n == 1 {
-            format!("`{}`", header(cx, loops[0].node))
+            format!("`{}`", loop_header(cx, loops[0].node))
         } else {
             format!("{n} loops")
         };
@@ -134,11 +134,6 @@ fn is_loop(n: Node<'_>) -> bool {
         n.kind(),
         "for_statement" | "while_statement" | "do_statement"
     )
-}
-
-/// The loop's header as written, one space between words: `for (int r = 0; r < n; ++r)`.
-fn header(cx: &RewriteContext<'_>, l: Node<'_>) -> String {
-    loop_header(cx, l)
 }
 
 fn tidy(s: &str) -> String {
@@ -466,7 +461,7 @@ fn emit(cx: &RewriteContext<'_>, s: &Shape<'_>, u: u64) -> String {
     } else {
         "\n"
     };
-    let ind = line_indent_of(cx, s.node.start_byte());
+    let ind = line_indent(cx.text, s.node.start_byte()).to_string();
     let step_unit = indent_unit(cx, s);
     let v = &s.var;
     let cond = format!("{v} + {} {} {}", offset(s, u - 1), s.op, s.bound);
@@ -518,7 +513,7 @@ fn copies(
     last: Option<Node<'_>>,
     nl: &str,
 ) -> String {
-    let ind = line_indent_of(cx, s.node.start_byte());
+    let ind = line_indent(cx.text, s.node.start_byte()).to_string();
     let braced = s.body.kind() == "compound_statement";
     let (start, end) = match last {
         Some(l) => (s.body.start_byte() + 1, l.start_byte()),
@@ -555,18 +550,12 @@ fn copies(
     out
 }
 
-fn line_indent_of(cx: &RewriteContext<'_>, pos: usize) -> String {
-    let start = cx.text[..pos].rfind('\n').map_or(0, |i| i + 1);
-    let line = &cx.text[start..];
-    line[..line.len() - line.trim_start_matches([' ', '\t']).len()].to_string()
-}
-
 /// One level of indentation as the body uses it (four spaces when it cannot tell).
 fn indent_unit(cx: &RewriteContext<'_>, s: &Shape<'_>) -> String {
-    let ind = line_indent_of(cx, s.node.start_byte());
+    let ind = line_indent(cx.text, s.node.start_byte()).to_string();
     named_children(s.body)
         .first()
-        .map(|c| line_indent_of(cx, c.start_byte()))
+        .map(|c| line_indent(cx.text, c.start_byte()).to_string())
         .and_then(|i| i.strip_prefix(ind.as_str()).map(str::to_string))
         .filter(|u| !u.is_empty())
         .unwrap_or_else(|| "    ".to_string())

@@ -78,6 +78,17 @@ pub(super) fn with_names(src: &str, n: Node<'_>, f: &dyn Fn(&str) -> Option<Stri
 }
 
 /// `s` with non-overlapping replacements made.
+/// A node's named children other than comments: a call's arguments, an expression's
+/// parts, as the rewrites that re-emit them walk them.
+pub(super) fn code_children(n: Node<'_>) -> Vec<Node<'_>> {
+    let mut w = n.walk();
+    let out = n
+        .named_children(&mut w)
+        .filter(|c| c.kind() != "comment")
+        .collect();
+    out
+}
+
 pub(super) fn splice(s: &str, mut reps: Vec<(Range<usize>, String)>) -> String {
     reps.sort_by_key(|r| std::cmp::Reverse(r.0.start));
     let mut out = s.to_string();

@@ -30,7 +30,7 @@ use super::check::{current_plan, finish, not_applicable, require_lang, set_spec_
 use super::edits::{Edit, Edits};
 use super::params::Params;
 use super::tree::{code_names, fresh, kernel_function, text, walk};
-use super::triton_loops::splice;
+use super::triton_loops::{code_children, splice};
 use super::RewriteContext;
 use crate::optimize::edit;
 use crate::optimize::facts::triton_loops::{assignment, callee};
@@ -383,10 +383,8 @@ impl Widen<'_> {
                 }
                 _ => {
                     let base = n.start_byte();
-                    let mut w = n.walk();
-                    let reps: Vec<_> = n
-                        .named_children(&mut w)
-                        .filter(|c| c.kind() != "comment")
+                    let reps: Vec<_> = code_children(n)
+                        .into_iter()
                         .map(|c| {
                             (
                                 c.start_byte() - base..c.end_byte() - base,
@@ -410,11 +408,7 @@ impl Widen<'_> {
         let Some(args) = n.child_by_field_name("arguments") else {
             return text(src, n).to_string();
         };
-        let mut w = args.walk();
-        let list: Vec<Node> = args
-            .named_children(&mut w)
-            .filter(|c| c.kind() != "comment")
-            .collect();
+        let list = code_children(args);
         match f.as_str() {
             "tl.load" | "tl.store" => self.memory(fun, &list, f == "tl.store"),
             r if REDUCE.contains(&r) => {

@@ -33,7 +33,7 @@ use super::check::{current_plan, finish, not_applicable, require_lang, set_spec_
 use super::edits::{Edit, Edits};
 use super::params::Params;
 use super::tree::{code_names, fresh, line_indent, newline, text};
-use super::triton_loops::{body_loops, lines_of, splice};
+use super::triton_loops::{body_loops, code_children, lines_of, splice};
 use super::RewriteContext;
 use crate::optimize::facts::triton_loops::{assignment, callee, reads, reduces, Combine, Loop};
 use crate::syntax::Lang;
@@ -304,10 +304,8 @@ impl Tile<'_> {
             "call" if callee(src, n) == "tl.load" => self.load(n),
             _ => {
                 let base = n.start_byte();
-                let mut w = n.walk();
-                let reps: Vec<_> = n
-                    .named_children(&mut w)
-                    .filter(|c| c.kind() != "comment")
+                let reps: Vec<_> = code_children(n)
+                    .into_iter()
                     .map(|c| (c.start_byte() - base..c.end_byte() - base, self.emit(c)))
                     .collect();
                 splice(text(src, n), reps)
@@ -324,11 +322,7 @@ impl Tile<'_> {
         let Some(args) = call.child_by_field_name("arguments") else {
             return text(src, call).to_string();
         };
-        let mut w = args.walk();
-        let list: Vec<Node> = args
-            .named_children(&mut w)
-            .filter(|c| c.kind() != "comment")
-            .collect();
+        let list = code_children(args);
         let mut out = Vec::new();
         let mut masked = false;
         let mut positional = 0;

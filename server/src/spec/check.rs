@@ -1734,6 +1734,9 @@ fn source_span(cx: &Ctx<'_>, graph: &Graph<'_>, name: &str, ci: usize) -> ByteRa
     }
 }
 
+/// One case of the spec: the sizes, every kernel argument, the launch and the roofline
+/// counts, evaluated with case `ci`'s values. Errors go to `cx` at the spec line that
+/// causes them; `None` when any piece failed.
 fn build_case(
     cx: &mut Ctx<'_>,
     ci: usize,
@@ -1743,300 +1746,19 @@ fn build_case(
     params: &HashMap<&str, &Param>,
 ) -> Option<Case> {
     let kernel = cx.kernel;
-    let lang = kernel.lang;
-    let scope = CaseScope {
-        lines: cx.lines,
-        vals,
-    };
-    let num = |name: &str| match vals.get(name) {
-        Some(Ok(EvalVal::Num(v))) => Some(*v),
-        _ => None,
-    };
-    let mut ok = true;
     cx.charge(graph.nodes.len() + kernel.params.len());
-    let sizes: Vec<(String, Value)> = graph
-        .nodes
-        .iter()
-        .filter(|n| {
-            !params.contains_key(n.name.as_str())
-                && !is_keyword(lang, &n.name)
-                && !kernel.template_params.contains(&n.name)
-        })
-        .filter_map(|n| num(&n.name).map(|v| (n.name.clone(), v)))
-        .collect();
-
-    let mut args = Vec::new();
-    let mut total_bytes = 0f64;
-    for p in &kernel.params {
-        if let Some(b) = decls.buffer(&p.name) {
-            let mut shape = Vec::new();
-            for d in b.dims {
-                let text = text_of(cx.lines, &d.span);
-                match eval(d, &scope) {
-                    Ok(Value::Int(v)) if v > 0 => shape.push(v as u64),
-                    Ok(Value::Int(v)) => {
-                        cx.error(
-                            d.span.clone(),
-                            format!(
-                                "shape dimension `{text}` is {v}{}; sizes must be positive",
-                                name_values(d, &scope)
-                            ),
-                        );
-                        ok = false;
-                    }
-                    Ok(v) => {
-                        cx.error(
-                            d.span.clone(),
-                            format!("shape dimension `{text}` is {v}; it must be an integer"),
-                        );
-                        ok = false;
-                    }
-                    Err(EvalError::Diag { span, message }) => {
-                        cx.error(span, message);
-                        ok = false;
-                    }
-                    Err(EvalError::Silent) => ok = false,
-                }
-            }
-            if shape.len() != b.dims.len() {
-                continue;
-            }
-            let elems = shape.iter().try_fold(1u64, |a, d| a.checked_mul(*d));
-            let bytes = elems.and_then(|e| e.checked_mul(b.dtype.size_bytes()));
-            let (Some(elems), Some(bytes)) = (elems, bytes) else {
-                cx.error(
-                    b.shape_span.clone(),
-                    format!(
-                        "`{}` has more elements than fit in 64 bits; a buffer may be at most 4 GiB",
-                        p.name
-                    ),
-                );
-                ok = false;
-                continue;
-            };
-            if bytes > MAX_BUFFER_BYTES {
-                cx.error(
-                    b.shape_span.clone(),
-                    format!(
-                        "`{}` is {} ({elems} elements of {}) in case {ci}; a buffer may be at most 4 GiB",
-                        p.name,
-                        human_bytes(bytes as f64),
-                        b.dtype
-                    ),
-                );
-                ok = false;
-                continue;
-            }
-            if b.width > 1 && elems % b.width != 0 {
-                let pointee = match &p.kind {
-                    ParamKind::Pointer { pointee, .. } => pointee.as_str(),
-                    _ => "",
-                };
-                cx.error(
-                    b.shape_span.clone(),
-                    format!(
-                        "`{}` is `{pointee}*`, so its element count must be a multiple of {}, but it is {elems} in case {ci}",
-                        p.name, b.width
-                    ),
-                );
-                ok = false;
-                continue;
-            }
-            let Some(dist) = eval_dist(cx, b, &scope) else {
-                ok = false;
-                continue;
-            };
-            total_bytes += bytes as f64 * if b.role == Role::InOut { 2.0 } else { 1.0 };
-            args.push(Arg::Buffer {
-                name: p.name.clone(),
-                role: b.role,
-                dtype: b.dtype,
-                shape,
-                elems,
-                bytes,
-                dist,
-            });
-            continue;
-        }
-        if decls.nones.contains(&p.name.as_str()) {
-            args.push(Arg::None {
-                name: p.name.clone(),
-            });
-            continue;
-        }
-        // A Triton parameter with a default that is no number (`ACT: tl.constexpr =
-        // None`) and no value in the spec is left out of the launch: it runs with its
-        // default.
-        if left_out(kernel, p, graph) {
-            continue;
-        }
-        let Some(value) = num(&p.name) else {
-            ok = false;
-            continue;
-        };
-        let span = source_span(cx, graph, &p.name, ci);
-        match &p.kind {
-            ParamKind::Scalar { ty: cty } => {
-                let Some(ty) = scalar_ty(cty) else {
-                    ok = false;
-                    continue;
-                };
-                match convert_scalar(value, ty) {
-                    Ok(v) => args.push(Arg::Scalar {
-                        name: p.name.clone(),
-                        value: v,
-                        ty,
-                    }),
-                    Err(why) => {
-                        cx.error(span, format!("`{}` is `{cty}`, but {why}", p.name));
-                        ok = false;
-                    }
-                }
-            }
-            ParamKind::TritonArg { annotation } => {
-                let ann = annotation.as_deref().unwrap_or("");
-                let value = match value {
-                    Value::Float(f) if ann.contains("int") => {
-                        cx.error(
-                            span,
-                            format!(
-                                "`{}` is annotated `{ann}`, but {f:?} is not an integer",
-                                p.name
-                            ),
-                        );
-                        ok = false;
-                        continue;
-                    }
-                    Value::Int(i) if ann.contains("float") => Value::Float(i as f64),
-                    v => v,
-                };
-                let ty = if matches!(value, Value::Int(_)) {
-                    ScalarTy::I64
-                } else {
-                    ScalarTy::F64
-                };
-                args.push(Arg::Scalar {
-                    name: p.name.clone(),
-                    value,
-                    ty,
-                });
-            }
-            ParamKind::Constexpr => args.push(Arg::Constexpr {
-                name: p.name.clone(),
-                value,
-            }),
-            ParamKind::Pointer { .. } | ParamKind::Other { .. } => ok = false,
-        }
-    }
-    let mut template_args = Vec::new();
-    for t in &kernel.template_params {
-        match num(t) {
-            Some(value) => template_args.push(Arg::Constexpr {
-                name: t.clone(),
-                value,
-            }),
-            None => ok = false,
-        }
-    }
-
-    let launch = match lang {
-        Lang::Cuda => {
-            let grid = dims3(cx, graph, vals, "grid", ci);
-            let block = dims3(cx, graph, vals, "block", ci);
-            let smem = match vals.get("smem") {
-                None => Some(0),
-                Some(Ok(EvalVal::Num(Value::Int(v)))) if *v >= 0 => Some(*v as u64),
-                Some(Ok(EvalVal::Num(v))) => {
-                    cx.error(
-                        source_span(cx, graph, "smem", ci),
-                        format!("`smem` is {v}; it is a byte count, zero or more"),
-                    );
-                    None
-                }
-                Some(_) => None,
-            };
-            if let Some(b) = block {
-                let threads = b[0] * b[1] * b[2];
-                if threads > 1024 || b[2] > 64 {
-                    cx.error(
-                        source_span(cx, graph, "block", ci),
-                        format!("`block` is ({}, {}, {}) = {threads} threads; CUDA allows at most 1024 per block (and z <= 64)", b[0], b[1], b[2]),
-                    );
-                }
-            }
-            if let Some(g) = grid {
-                if g[0] > (1 << 31) - 1 || g[1] > 65535 || g[2] > 65535 {
-                    cx.error(
-                        source_span(cx, graph, "grid", ci),
-                        format!(
-                            "`grid` is ({}, {}, {}); CUDA allows x <= 2147483647 and y, z <= 65535",
-                            g[0], g[1], g[2]
-                        ),
-                    );
-                }
-            }
-            match (grid, block, smem) {
-                (Some(grid), Some(block), Some(smem)) => Launch::Cuda { grid, block, smem },
-                _ => return None,
-            }
-        }
-        Lang::Triton => {
-            let grid = dims_n(cx, graph, vals, "grid", ci);
-            let mut opt =
-                |name: &str, check: fn(i64) -> bool, rule: &str| -> Result<Option<u64>, ()> {
-                    match vals.get(name) {
-                        None => Ok(None),
-                        Some(Ok(EvalVal::Num(Value::Int(v)))) if check(*v) => Ok(Some(*v as u64)),
-                        Some(Ok(EvalVal::Num(v))) => {
-                            cx.error(
-                                source_span(cx, graph, name, ci),
-                                format!("`{name}` is {v}; {rule}"),
-                            );
-                            Err(())
-                        }
-                        Some(_) => Err(()),
-                    }
-                };
-            let num_warps = opt(
-                "num_warps",
-                |v| (1..=64).contains(&v) && (v as u64).is_power_of_two(),
-                "it must be a power of two from 1 to 64",
-            );
-            let num_stages = opt(
-                "num_stages",
-                |v| (1..=16).contains(&v),
-                "it must be a whole number from 1 to 16",
-            );
-            match (grid, num_warps, num_stages) {
-                (Some(grid), Ok(num_warps), Ok(num_stages)) => Launch::Triton {
-                    grid,
-                    num_warps,
-                    num_stages,
-                },
-                _ => return None,
-            }
-        }
+    let at = CaseAt { ci, graph, vals };
+    let sizes = case_sizes(kernel, &at, params);
+    let (args, total_bytes, args_ok) = kernel_args(cx, &at, decls);
+    let template_args = template_args(kernel, &at);
+    let launch = match kernel.lang {
+        Lang::Cuda => cuda_launch(cx, &at)?,
+        Lang::Triton => triton_launch(cx, &at)?,
     };
-    let nonneg = |cx: &mut Ctx<'_>, name: &str| -> Option<Option<f64>> {
-        if params.contains_key(name) {
-            return Some(None);
-        }
-        match vals.get(name) {
-            None => Some(None),
-            Some(Ok(EvalVal::Num(v))) if v.as_f64() >= 0.0 => Some(Some(v.as_f64())),
-            Some(Ok(EvalVal::Num(v))) => {
-                cx.error(
-                    source_span(cx, graph, name, ci),
-                    format!("`{name}` is {v}; it must be zero or more"),
-                );
-                None
-            }
-            Some(_) => None,
-        }
-    };
-    let bytes = nonneg(cx, "bytes")?.unwrap_or(total_bytes);
-    let flops = nonneg(cx, "flops")?;
-    ok.then_some(Case {
+    let bytes = roofline_count(cx, &at, params, "bytes")?.unwrap_or(total_bytes);
+    let flops = roofline_count(cx, &at, params, "flops")?;
+    let template_args = template_args?;
+    args_ok.then_some(Case {
         sizes,
         args,
         template_args,
@@ -2044,6 +1766,342 @@ fn build_case(
         bytes,
         flops,
     })
+}
+
+/// Where a case's pieces are read from: its index, the value graph and its values.
+struct CaseAt<'g, 'a> {
+    ci: usize,
+    graph: &'g Graph<'a>,
+    vals: &'g CaseEnv,
+}
+
+impl CaseAt<'_, '_> {
+    fn num(&self, name: &str) -> Option<Value> {
+        match self.vals.get(name) {
+            Some(Ok(EvalVal::Num(v))) => Some(*v),
+            _ => None,
+        }
+    }
+    /// The expression that gave `name` its value in this case.
+    fn span(&self, cx: &Ctx<'_>, name: &str) -> ByteRange {
+        source_span(cx, self.graph, name, self.ci)
+    }
+}
+
+/// The size variables of the case: named values that are no parameter, keyword or
+/// template parameter.
+fn case_sizes(
+    kernel: &Kernel,
+    at: &CaseAt<'_, '_>,
+    params: &HashMap<&str, &Param>,
+) -> Vec<(String, Value)> {
+    at.graph
+        .nodes
+        .iter()
+        .filter(|n| {
+            !params.contains_key(n.name.as_str())
+                && !is_keyword(kernel.lang, &n.name)
+                && !kernel.template_params.contains(&n.name)
+        })
+        .filter_map(|n| at.num(&n.name).map(|v| (n.name.clone(), v)))
+        .collect()
+}
+
+/// Every kernel parameter's argument in signature order, the bytes the buffers move,
+/// and whether every parameter got one.
+fn kernel_args(cx: &mut Ctx<'_>, at: &CaseAt<'_, '_>, decls: &Decls<'_>) -> (Vec<Arg>, f64, bool) {
+    let kernel = cx.kernel;
+    let mut args = Vec::new();
+    let mut total_bytes = 0f64;
+    let mut ok = true;
+    let scope = CaseScope {
+        lines: cx.lines,
+        vals: at.vals,
+    };
+    for p in &kernel.params {
+        if let Some(b) = decls.buffer(&p.name) {
+            match buffer_arg(cx, at.ci, p, b, &scope) {
+                Some((arg, moved)) => {
+                    total_bytes += moved;
+                    args.push(arg);
+                }
+                None => ok = false,
+            }
+        } else if decls.nones.contains(&p.name.as_str()) {
+            args.push(Arg::None {
+                name: p.name.clone(),
+            });
+        } else if left_out(kernel, p, at.graph) {
+            // A Triton parameter with a default that is no number (`ACT: tl.constexpr =
+            // None`) and no value in the spec is left out of the launch: it runs with
+            // its default.
+        } else {
+            let span = at.span(cx, &p.name);
+            match at.num(&p.name).and_then(|v| scalar_arg(cx, p, v, span)) {
+                Some(arg) => args.push(arg),
+                None => ok = false,
+            }
+        }
+    }
+    (args, total_bytes, ok)
+}
+
+/// A buffer's argument for case `ci` and the bytes it moves (twice for `inout`): its
+/// shape evaluated, bounded (4 GiB, the vector width of its C type) and its
+/// distribution. `None` after reporting why.
+fn buffer_arg(
+    cx: &mut Ctx<'_>,
+    ci: usize,
+    p: &Param,
+    b: &BufferSpec<'_>,
+    scope: &CaseScope<'_>,
+) -> Option<(Arg, f64)> {
+    let shape = buffer_shape(cx, b, scope)?;
+    let elems = shape.iter().try_fold(1u64, |a, d| a.checked_mul(*d));
+    let bytes = elems.and_then(|e| e.checked_mul(b.dtype.size_bytes()));
+    let (Some(elems), Some(bytes)) = (elems, bytes) else {
+        cx.error(
+            b.shape_span.clone(),
+            format!(
+                "`{}` has more elements than fit in 64 bits; a buffer may be at most 4 GiB",
+                p.name
+            ),
+        );
+        return None;
+    };
+    if bytes > MAX_BUFFER_BYTES {
+        cx.error(
+            b.shape_span.clone(),
+            format!(
+                "`{}` is {} ({elems} elements of {}) in case {ci}; a buffer may be at most 4 GiB",
+                p.name,
+                human_bytes(bytes as f64),
+                b.dtype
+            ),
+        );
+        return None;
+    }
+    if b.width > 1 && elems % b.width != 0 {
+        let pointee = match &p.kind {
+            ParamKind::Pointer { pointee, .. } => pointee.as_str(),
+            _ => "",
+        };
+        cx.error(
+            b.shape_span.clone(),
+            format!(
+                "`{}` is `{pointee}*`, so its element count must be a multiple of {}, but it is {elems} in case {ci}",
+                p.name, b.width
+            ),
+        );
+        return None;
+    }
+    let dist = eval_dist(cx, b, scope)?;
+    let moved = bytes as f64 * if b.role == Role::InOut { 2.0 } else { 1.0 };
+    let arg = Arg::Buffer {
+        name: p.name.clone(),
+        role: b.role,
+        dtype: b.dtype,
+        shape,
+        elems,
+        bytes,
+        dist,
+    };
+    Some((arg, moved))
+}
+
+/// A buffer's shape: each dimension a positive integer, every failing one reported.
+fn buffer_shape(cx: &mut Ctx<'_>, b: &BufferSpec<'_>, scope: &CaseScope<'_>) -> Option<Vec<u64>> {
+    let mut shape = Vec::new();
+    for d in b.dims {
+        let text = text_of(cx.lines, &d.span);
+        match eval(d, scope) {
+            Ok(Value::Int(v)) if v > 0 => shape.push(v as u64),
+            Ok(Value::Int(v)) => cx.error(
+                d.span.clone(),
+                format!(
+                    "shape dimension `{text}` is {v}{}; sizes must be positive",
+                    name_values(d, scope)
+                ),
+            ),
+            Ok(v) => cx.error(
+                d.span.clone(),
+                format!("shape dimension `{text}` is {v}; it must be an integer"),
+            ),
+            Err(EvalError::Diag { span, message }) => cx.error(span, message),
+            Err(EvalError::Silent) => {}
+        }
+    }
+    (shape.len() == b.dims.len()).then_some(shape)
+}
+
+/// A scalar parameter's argument: a C scalar converted to its type (range checked), a
+/// Triton argument by its annotation, or a `tl.constexpr`. `None` after reporting why
+/// (or silently for parameters that take no scalar).
+fn scalar_arg(cx: &mut Ctx<'_>, p: &Param, value: Value, span: ByteRange) -> Option<Arg> {
+    let name = p.name.clone();
+    match &p.kind {
+        ParamKind::Scalar { ty: cty } => {
+            let ty = scalar_ty(cty)?;
+            match convert_scalar(value, ty) {
+                Ok(value) => Some(Arg::Scalar { name, value, ty }),
+                Err(why) => {
+                    cx.error(span, format!("`{}` is `{cty}`, but {why}", p.name));
+                    None
+                }
+            }
+        }
+        ParamKind::TritonArg { annotation } => {
+            let ann = annotation.as_deref().unwrap_or("");
+            let value = match value {
+                Value::Float(f) if ann.contains("int") => {
+                    cx.error(
+                        span,
+                        format!(
+                            "`{}` is annotated `{ann}`, but {f:?} is not an integer",
+                            p.name
+                        ),
+                    );
+                    return None;
+                }
+                Value::Int(i) if ann.contains("float") => Value::Float(i as f64),
+                v => v,
+            };
+            let ty = if matches!(value, Value::Int(_)) {
+                ScalarTy::I64
+            } else {
+                ScalarTy::F64
+            };
+            Some(Arg::Scalar { name, value, ty })
+        }
+        ParamKind::Constexpr => Some(Arg::Constexpr { name, value }),
+        ParamKind::Pointer { .. } | ParamKind::Other { .. } => None,
+    }
+}
+
+/// The template parameters' values, in declaration order; `None` when one has none.
+fn template_args(kernel: &Kernel, at: &CaseAt<'_, '_>) -> Option<Vec<Arg>> {
+    kernel
+        .template_params
+        .iter()
+        .map(|t| {
+            at.num(t).map(|value| Arg::Constexpr {
+                name: t.clone(),
+                value,
+            })
+        })
+        .collect()
+}
+
+/// A CUDA launch: grid, block and dynamic shared memory, checked against CUDA's limits.
+fn cuda_launch(cx: &mut Ctx<'_>, at: &CaseAt<'_, '_>) -> Option<Launch> {
+    let grid = dims3(cx, at.graph, at.vals, "grid", at.ci);
+    let block = dims3(cx, at.graph, at.vals, "block", at.ci);
+    let smem = match at.vals.get("smem") {
+        None => Some(0),
+        Some(Ok(EvalVal::Num(Value::Int(v)))) if *v >= 0 => Some(*v as u64),
+        Some(Ok(EvalVal::Num(v))) => {
+            cx.error(
+                at.span(cx, "smem"),
+                format!("`smem` is {v}; it is a byte count, zero or more"),
+            );
+            None
+        }
+        Some(_) => None,
+    };
+    if let Some(b) = block {
+        let threads = b[0] * b[1] * b[2];
+        if threads > 1024 || b[2] > 64 {
+            cx.error(
+                at.span(cx, "block"),
+                format!("`block` is ({}, {}, {}) = {threads} threads; CUDA allows at most 1024 per block (and z <= 64)", b[0], b[1], b[2]),
+            );
+        }
+    }
+    if let Some(g) = grid {
+        if g[0] > (1 << 31) - 1 || g[1] > 65535 || g[2] > 65535 {
+            cx.error(
+                at.span(cx, "grid"),
+                format!(
+                    "`grid` is ({}, {}, {}); CUDA allows x <= 2147483647 and y, z <= 65535",
+                    g[0], g[1], g[2]
+                ),
+            );
+        }
+    }
+    Some(Launch::Cuda {
+        grid: grid?,
+        block: block?,
+        smem: smem?,
+    })
+}
+
+/// A Triton launch: the grid, and `num_warps` / `num_stages` when given.
+fn triton_launch(cx: &mut Ctx<'_>, at: &CaseAt<'_, '_>) -> Option<Launch> {
+    let grid = dims_n(cx, at.graph, at.vals, "grid", at.ci);
+    let num_warps = launch_option(
+        cx,
+        at,
+        "num_warps",
+        |v| (1..=64).contains(&v) && (v as u64).is_power_of_two(),
+        "it must be a power of two from 1 to 64",
+    );
+    let num_stages = launch_option(
+        cx,
+        at,
+        "num_stages",
+        |v| (1..=16).contains(&v),
+        "it must be a whole number from 1 to 16",
+    );
+    Some(Launch::Triton {
+        grid: grid?,
+        num_warps: num_warps.ok()?,
+        num_stages: num_stages.ok()?,
+    })
+}
+
+/// An optional integer launch option: absent, valid by `check`, or an error that
+/// states `rule`.
+fn launch_option(
+    cx: &mut Ctx<'_>,
+    at: &CaseAt<'_, '_>,
+    name: &str,
+    check: fn(i64) -> bool,
+    rule: &str,
+) -> Result<Option<u64>, ()> {
+    match at.vals.get(name) {
+        None => Ok(None),
+        Some(Ok(EvalVal::Num(Value::Int(v)))) if check(*v) => Ok(Some(*v as u64)),
+        Some(Ok(EvalVal::Num(v))) => {
+            cx.error(at.span(cx, name), format!("`{name}` is {v}; {rule}"));
+            Err(())
+        }
+        Some(_) => Err(()),
+    }
+}
+
+/// `bytes` or `flops`: `Some(None)` when not given (or a kernel parameter of that
+/// name), `None` after reporting a negative value.
+fn roofline_count(
+    cx: &mut Ctx<'_>,
+    at: &CaseAt<'_, '_>,
+    params: &HashMap<&str, &Param>,
+    name: &str,
+) -> Option<Option<f64>> {
+    if params.contains_key(name) {
+        return Some(None);
+    }
+    match at.vals.get(name) {
+        None => Some(None),
+        Some(Ok(EvalVal::Num(v))) if v.as_f64() >= 0.0 => Some(Some(v.as_f64())),
+        Some(Ok(EvalVal::Num(v))) => {
+            cx.error(
+                at.span(cx, name),
+                format!("`{name}` is {v}; it must be zero or more"),
+            );
+            None
+        }
+        Some(_) => None,
+    }
 }
 
 fn convert_scalar(v: Value, ty: ScalarTy) -> Result<Value, String> {

@@ -276,10 +276,10 @@ const CASES: &[Case] = &[
         sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
     },
     Case {
-        file: REFUSALS,
+        file: PICKS,
         kernel: "argmax_rows",
         id: "cooperative_rows",
-        want: 0,
+        want: 3,
         sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
     },
     Case {
@@ -688,6 +688,60 @@ const CASES: &[Case] = &[
         want: 0,
         sizes: ("n = 1 << 20, 99", "n = 300, 99"),
     },
+    Case {
+        file: PICKS,
+        kernel: "row_argmax",
+        id: "cooperative_rows",
+        want: 3,
+        sizes: (
+            "rows = 4096, 33; cols = 2048, 257",
+            "rows = 40, 33; cols = 150, 257",
+        ),
+    },
+    Case {
+        file: PICKS,
+        kernel: "row_argmin_last",
+        id: "cooperative_rows",
+        want: 3,
+        sizes: (
+            "rows = 2048, 17; cols = 1000, 99",
+            "rows = 21, 17; cols = 77, 99",
+        ),
+    },
+    Case {
+        file: PICKS,
+        kernel: "best_label",
+        id: "cooperative_rows",
+        want: 3,
+        sizes: (
+            "rows = 1024, 9; cols = 700, 65",
+            "rows = 11, 9; cols = 70, 65",
+        ),
+    },
+    Case {
+        file: PICKS,
+        kernel: "col_argmax",
+        id: "split_loop",
+        want: 6,
+        sizes: (
+            "rows = 4096, 301; cols = 512, 77",
+            "rows = 130, 301; cols = 40, 77",
+        ),
+    },
+    Case {
+        file: PICKS,
+        kernel: "running_argmax",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: ("rows = 512; cols = 256", "rows = 5; cols = 40"),
+    },
+    Case {
+        file: PICKS,
+        kernel: "max_tag",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: ("rows = 512; cols = 256", "rows = 5; cols = 40"),
+    },
 ];
 
 const SPLIT: &str = "tests/fixtures/rewrites/split/columns.cu";
@@ -700,6 +754,7 @@ const SCATTER: &str = "tests/fixtures/rewrites/atomics/scatter.cu";
 const SUMS: &str = "tests/fixtures/rewrites/reduce/sums.cu";
 const ROWS: &str = "tests/fixtures/rewrites/rows/row_stats.cu";
 const REFUSALS: &str = "tests/fixtures/rewrites/rows/refusals.cu";
+const PICKS: &str = "tests/fixtures/rewrites/rows/arg_picks.cu";
 
 /// The case's file with the sizes line made small.
 fn small(c: &Case) -> String {

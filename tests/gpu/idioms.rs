@@ -36,6 +36,16 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/rows/row_stats.cu",
         "spmv_csr",
     ),
+    (
+        "cooperative_rows",
+        "tests/fixtures/rewrites/rows/arg_picks.cu",
+        "row_argmax",
+    ),
+    (
+        "split_loop",
+        "tests/fixtures/rewrites/rows/arg_picks.cu",
+        "col_argmax",
+    ),
     ("split_loop", "examples/col_sum.cu", "col_sum"),
     ("split_loop", "examples/col_max.cu", "col_max"),
     (
@@ -178,6 +188,9 @@ fn source(file: &str) -> &'static str {
         }
         "tests/fixtures/rewrites/rows/row_stats.cu" => {
             include_str!("../fixtures/rewrites/rows/row_stats.cu")
+        }
+        "tests/fixtures/rewrites/rows/arg_picks.cu" => {
+            include_str!("../fixtures/rewrites/rows/arg_picks.cu")
         }
         "tests/fixtures/rewrites/atomics/scatter.cu" => {
             include_str!("../fixtures/rewrites/atomics/scatter.cu")

@@ -606,7 +606,6 @@ fn idiom_facts_pick_out_their_shapes() {
         row_stats.cu offset_cumsum: thread_walks_a_row
         refusals.cu prefix_rows: thread_walks_a_row
         refusals.cu smooth_rows: thread_walks_a_row
-        refusals.cu argmax_rows: thread_walks_a_row
         refusals.cu online_lse: thread_walks_a_row
         refusals.cu permute_rows: thread_walks_a_row
         refusals.cu sum_until_negative: thread_walks_a_row

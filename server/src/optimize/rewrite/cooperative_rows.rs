@@ -16,8 +16,11 @@
 //! **Inside a column loop** a variable declared outside it may only be an accumulator:
 //! `s += e`, `s -= e`, `s++`, `s = s + e`, `s *= e`, `s |= e`, `s ^= e`,
 //! `s = fmaxf(s, e)` (`fmax`, `max`, `fminf`, `fmin`, `min`), `s = e > s ? e : s`, or
-//! `if (e > s) s = e;` (any comparison that keeps the larger or the smaller), and it may
-//! not be read otherwise in the loop. Right after the loop the team all-reduces it with
+//! `if (e > s) s = e;` (any comparison that keeps the larger or the smaller), or an
+//! arg-max/min pick `if (e > s) { s = e; at = c; }` (values assigned beside the extreme,
+//! one of them the column; see [`arg`]: combined as one, ties to the column the loop
+//! meets first or last as the author's comparison does), and it may not be read
+//! otherwise in the loop. Right after the loop the team all-reduces it with
 //! `__shfl_xor_sync` (the author's own update replayed with the other lane's value), so
 //! every lane holds the row's result; a sum or product whose value before the loop is
 //! not a literal zero is first reset in every lane but the team's first. Global writes in
@@ -130,6 +133,8 @@ pub(super) struct Acc {
     /// A running sum read after its update in the same iteration (a prefix sum): the
     /// update statement's byte range and the added term's text.
     pub prefix: Option<(std::ops::Range<usize>, String)>,
+    /// An arg-max/min: the values assigned beside this extreme (see [`arg`]).
+    pub arg: Option<arg::ArgPick>,
 }
 
 pub(super) struct ColumnLoop<'t> {
@@ -444,6 +449,9 @@ pub(super) fn analyze<'t>(
     for l in &mut loops {
         for acc in &mut l.accs {
             acc.ty = scope.types.get(&acc.name).cloned();
+            for (w, ty) in acc.arg.iter_mut().flat_map(|p| &mut p.with) {
+                *ty = scope.types.get(w.as_str()).cloned();
+            }
         }
         l.moves = loop_moves(&scope, l, &accesses, &shape.index);
     }
@@ -1203,6 +1211,7 @@ fn loop_accumulators(
                     inline_ok,
                     reset: false,
                     prefix: None,
+                    arg: None,
                 });
                 Ok(())
             }
@@ -1241,6 +1250,41 @@ fn loop_accumulators(
                     if let Err(e) = add(&mut accs, &name, fam, Some(tmpl), false) {
                         err = Some(e);
                     }
+                    own.extend(ids);
+                    return false;
+                }
+                if let Some(picked) = arg::if_arg(src, n, var) {
+                    let (name, fam, pick, ids) = match picked {
+                        Ok(p) => p,
+                        Err(why) => {
+                            err = Some(why);
+                            return false;
+                        }
+                    };
+                    let group = std::iter::once(&name).chain(pick.with.iter().map(|(w, _)| w));
+                    if group.clone().any(|g| locals.contains(g)) {
+                        return true;
+                    }
+                    if let Some(taken) = group.clone().find(|g| {
+                        accs.iter().any(|a| {
+                            &a.name == *g || a.arg.iter().any(|p| p.with.iter().any(|w| &w.0 == *g))
+                        })
+                    }) {
+                        err = Some(format!(
+                            "`{taken}` is picked in two places of the column loop `{header}`"
+                        ));
+                        return false;
+                    }
+                    accs.push(Acc {
+                        name,
+                        ty: None,
+                        family: fam,
+                        template: None,
+                        inline_ok: false,
+                        reset: false,
+                        prefix: None,
+                        arg: Some(pick),
+                    });
                     own.extend(ids);
                     return false;
                 }
@@ -1292,7 +1336,13 @@ fn loop_accumulators(
     }
     // No other read of an accumulator in the loop, unless it is a running sum read after
     // its update (a prefix); the bound and start do not use them.
-    let names: BTreeSet<String> = accs.iter().map(|a| a.name.clone()).collect();
+    let names: BTreeSet<String> = accs
+        .iter()
+        .flat_map(|a| {
+            std::iter::once(&a.name).chain(a.arg.iter().flat_map(|p| p.with.iter().map(|w| &w.0)))
+        })
+        .cloned()
+        .collect();
     let mut reads: BTreeMap<String, Vec<Node>> = BTreeMap::new();
     walk(l, &mut |n| {
         if n.kind() == "identifier" && names.contains(text(src, n)) && !own.contains(&n.id()) {
@@ -1301,10 +1351,11 @@ fn loop_accumulators(
         true
     });
     for (name, at) in &reads {
-        let acc = accs
-            .iter_mut()
-            .find(|a| &a.name == name)
-            .expect("reads are of accumulators");
+        let Some(acc) = accs.iter_mut().find(|a| &a.name == name && a.arg.is_none()) else {
+            return Err(format!(
+                "the column loop `{header}` reads `{name}`, which is picked with a maximum or minimum; each lane only has its own pick until the loop ends"
+            ));
+        };
         match prefix_update(src, l, acc, at) {
             Ok(p) => acc.prefix = Some(p),
             Err(why) => {
@@ -1872,8 +1923,17 @@ fn emit(
         };
         let mut lines: Vec<String> = Vec::new();
         for acc in &combined {
-            let shfl = format!("__shfl_xor_sync({mask}, {}, {off})", acc.name);
-            lines.extend(combine(acc, &shfl, names)?);
+            let shfl = |v: &str| format!("__shfl_xor_sync({mask}, {v}, {off})");
+            lines.extend(match &acc.arg {
+                Some(pick) => {
+                    if let Team::Block { .. } = team {
+                        return Err(format!("`{}` is picked with `{}`: a block combines one value per warp, not a pick", acc.name, pick.with[pick.key].0));
+                    }
+                    let ty = acc.ty.as_deref();
+                    arg::combine_arg(&acc.name, ty, acc.family, pick, l.step, &shfl, names)?
+                }
+                None => combine(acc, &shfl(&acc.name), names)?,
+            });
         }
         let mut code = format!("{nl}{ind}");
         if let [one] = lines.as_slice() {
@@ -2000,6 +2060,7 @@ pub(super) fn combine_plain(acc: &Acc, other: &str) -> String {
     }
 }
 
+pub(super) mod arg;
 mod scan;
 mod staging;
 

@@ -56,6 +56,7 @@ use std::collections::BTreeSet;
 use tree_sitter::Node;
 
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
+use super::cooperative_rows::arg::combine_arg;
 use super::cooperative_rows::{analyze, combine_plain, only_if, row_launch, RowPlan, Step};
 use super::edits::{Edit, Edits};
 use super::elementwise::{match_elementwise, Elementwise, Guard};
@@ -539,37 +540,54 @@ fn combine_block(
     let mut code = format!(
         "{nl}{ind}{{ // the partials of the threads that share an output, combined by each of them"
     );
-    let mut parts = Vec::new();
+    // One shared array per carried value: each accumulator, and what an arg-max picks
+    // beside its extreme.
+    let mut parts: Vec<(String, String)> = Vec::new();
     for acc in &l.accs {
-        let ty = acc.ty.clone().ok_or_else(|| {
-            format!(
-                "the type of `{}` is not declared in the output's body",
-                acc.name
-            )
-        })?;
-        let part = fresh(&format!("{}_part", acc.name), names);
-        code.push_str(&format!("{nl}{i1}__shared__ {ty} {part}[1024];"));
-        parts.push((acc, part));
+        let picked = acc.arg.iter().flat_map(|p| &p.with);
+        for (name, ty) in std::iter::once((&acc.name, &acc.ty)).chain(picked.map(|(n, t)| (n, t))) {
+            let ty = ty.clone().ok_or_else(|| {
+                format!("the type of `{name}` is not declared in the output's body")
+            })?;
+            let part = fresh(&format!("{name}_part"), names);
+            code.push_str(&format!("{nl}{i1}__shared__ {ty} {part}[1024];"));
+            parts.push((name.clone(), part));
+        }
     }
-    for (acc, part) in &parts {
+    for (name, part) in &parts {
         code.push_str(&format!(
-            "{nl}{i1}{part}[threadIdx.y * blockDim.x + threadIdx.x] = {};",
-            acc.name
+            "{nl}{i1}{part}[threadIdx.y * blockDim.x + threadIdx.x] = {name};"
         ));
     }
     code.push_str(&format!("{nl}{i1}__syncthreads();"));
-    for (acc, part) in &parts {
-        code.push_str(&format!("{nl}{i1}{} = {part}[threadIdx.x];", acc.name));
+    for (name, part) in &parts {
+        code.push_str(&format!("{nl}{i1}{name} = {part}[threadIdx.x];"));
     }
-    let inner: Vec<String> = parts
-        .iter()
-        .map(|(acc, part)| combine_plain(acc, &format!("{part}[{w} * blockDim.x + threadIdx.x]")))
-        .collect();
+    let part_of = |v: &str| {
+        let p = parts.iter().find(|(n, _)| n == v).map_or(v, |(_, p)| p);
+        format!("{p}[{w} * blockDim.x + threadIdx.x]")
+    };
+    let mut inner = Vec::new();
+    for acc in &l.accs {
+        match &acc.arg {
+            Some(pick) => inner.extend(combine_arg(
+                &acc.name,
+                acc.ty.as_deref(),
+                acc.family,
+                pick,
+                l.step,
+                &part_of,
+                names,
+            )?),
+            None => inner.push(combine_plain(acc, &part_of(&acc.name))),
+        }
+    }
     code.push_str(&format!(
         "{nl}{i1}for (unsigned {w} = 1; {w} < blockDim.y; ++{w}) {{"
     ));
     for c in &inner {
-        code.push_str(&format!("{nl}{i1}{unit}{c}"));
+        let (extra, c) = c.strip_prefix('\t').map_or(("", c.as_str()), |r| (unit, r));
+        code.push_str(&format!("{nl}{i1}{unit}{extra}{c}"));
     }
     code.push_str(&format!("{nl}{i1}}}{nl}{i1}__syncthreads();"));
     Ok((code, parts.into_iter().map(|(_, p)| p).collect()))
@@ -595,6 +613,12 @@ fn combine_cluster(
     let mut code = format!(
         "{nl}{i1}// the blocks of the cluster share their partials through distributed shared memory"
     );
+    if let Some(acc) = l.accs.iter().find(|a| a.arg.is_some()) {
+        return Err(format!(
+            "`{}` is picked with other values (an arg-max or arg-min); the cluster combines one value per output",
+            acc.name
+        ));
+    }
     let mut reads = Vec::new();
     for (acc, part) in l.accs.iter().zip(parts) {
         let ty = acc.ty.as_deref().unwrap_or("");

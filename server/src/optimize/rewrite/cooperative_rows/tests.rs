@@ -190,7 +190,6 @@ fn what_cannot_be_shared_between_lanes_is_refused_with_the_reason() {
     let why = |k: &str| not_applicable(cuda(REFUSALS, k, "cooperative_rows", json!({})));
     expect!["`prefix_rows` cannot share a row between threads: the column loop `for (int c = 0; c < cols; ++c)` reads the running value of `acc`; each lane only has its own part of it until the loop ends (`y[row * cols + c] = acc` reads it before this iteration's update)"].assert_eq(&why("prefix_rows"));
     expect!["`smooth_rows` cannot share a row between threads: `y[row * cols + c - 1]` and `y[row * cols + c]` touch `y` at different elements in one column loop; another lane may own one of them"].assert_eq(&why("smooth_rows"));
-    expect!["`argmax_rows` cannot share a row between threads: `m = x[row * cols + c]` assigns `m` in the column loop `for (int c = 1; c < cols; ++c)`, and it is not a sum, product, max or min of `m`; kernel-lsp cannot split it between lanes"].assert_eq(&why("argmax_rows"));
     expect!["`online_lse` cannot share a row between threads: `sum = sum * expf(m - m_new) + expf(v - m_new)` assigns `sum` in the column loop `for (int c = 0; c < cols; ++c)`, and it is not a sum, product, max or min of `sum`; kernel-lsp cannot split it between lanes"].assert_eq(&why("online_lse"));
     expect!["`permute_rows` cannot share a row between threads: `y[row * cols + perm[c]]` uses a value that differs between the lanes of a row; which lane owns the element cannot be told"].assert_eq(&why("permute_rows"));
     expect!["`sum_until_negative` cannot share a row between threads: `break` leaves the column loop `for (int c = 0; c < cols; ++c)` early; lanes cannot know where another lane stopped"].assert_eq(&why("sum_until_negative"));
@@ -487,4 +486,62 @@ fn a_running_sum_read_mid_row_becomes_a_warp_scan() {
             }
         }"#]]
     .assert_eq(&show(Lang::Cuda, CUMSUM, &out[0], "row_cumsum"));
+}
+
+const PICKS: &str = include_str!("../../../../../tests/fixtures/rewrites/rows/arg_picks.cu");
+
+#[test]
+fn an_arg_pick_is_combined_as_one_with_the_author_s_tie_rule() {
+    // `m >= v` keeps the last of equal minima: the larger column wins a tie.
+    expect![[r#"
+        // `<=` keeps the last of equal minima; integers, a `while` loop, the value and its
+        // column both written, the comparison with the accumulator on the left.
+        // @bench rows = 2048, 17; cols = 1000, 99
+        // @bench x: in i32[rows, cols] ~ randint(0, 5); lo: out i32[rows]; where: out i32[rows]
+        // @bench grid = cdiv(rows, 4); block = 128
+        extern "C" __global__ void row_argmin_last(const int* __restrict__ x, int* __restrict__ lo,
+                                                   int* __restrict__ where, int rows, int cols) {
+            int r = (threadIdx.x + blockIdx.x * blockDim.x) / 32;
+            int lane = threadIdx.x % 32;
+            if (r < rows) {
+                int m = 1 << 30;
+                int w = -1;
+                int c = lane;
+                while (c < cols) {
+                    int v = x[r * cols + c];
+                    if (m >= v) {
+                        m = v;
+                        w = c;
+                    }
+                    c += 32;
+                }
+                for (int offset = 16; offset > 0; offset /= 2) {
+                    {
+                        int m_other = __shfl_xor_sync(0xffffffff, m, offset);
+                        int w_other = __shfl_xor_sync(0xffffffff, w, offset);
+                        if (m_other < m || (m_other == m && w_other > w)) { m = m_other; w = w_other; }
+                    }
+                }
+                if (lane == 0) lo[r] = m;
+                if (lane == 0) where[r] = w;
+            }
+        }"#]]
+    .assert_eq(&one(PICKS, "row_argmin_last", "warp"));
+    // A block team combines one value per warp: the pick is left to the warp teams.
+    let out = cuda(PICKS, "row_argmax", "cooperative_rows", json!({})).unwrap();
+    assert_eq!(
+        labels(&out),
+        [
+            "warp per row (block 256)",
+            "2 rows per warp (block 256)",
+            "4 rows per warp (block 256)"
+        ]
+    );
+}
+
+#[test]
+fn an_arg_pick_read_mid_loop_or_without_its_column_is_refused() {
+    let why = |k: &str| not_applicable(cuda(PICKS, k, "cooperative_rows", json!({})));
+    expect!["`running_argmax` cannot share a row between threads: the column loop `for (int c = 0; c < cols; c++)` reads `at`, which is picked with a maximum or minimum; each lane only has its own pick until the loop ends"].assert_eq(&why("running_argmax"));
+    expect!["`max_tag` cannot share a row between threads: `if (x[r * cols + c] > best) { best = x[r * cols + c]; t = tag[r * cols + c]; }` picks values with `best`, but none of them is the column `c`, so equal values in two lanes could not be told apart in the loop's order"].assert_eq(&why("max_tag"));
 }

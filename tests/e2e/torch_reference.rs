@@ -143,6 +143,47 @@ fn bench_rejects_a_wrong_kernel_with_the_first_bad_element_against_torch() {
     }
 }
 
+/// Two outputs, the softmax and each row's maximum; `BUG` makes the maximum wrong.
+const SOFTMAX_MAX: &str = r#"import triton
+import triton.language as tl
+
+
+# @bench rows = 16, 5; cols = 100
+# @bench x_ptr: in f32[rows, cols]; out_ptr: out f32[rows, cols]; m_ptr: out f32[rows]
+# @bench grid = rows; BLOCK = 128
+# @bench reference = torch: (torch.softmax(x_ptr, dim=-1), x_ptr.amax(1))
+@triton.jit
+def softmax_max(x_ptr, out_ptr, m_ptr, rows, cols, BLOCK: tl.constexpr):
+    r = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    m = offs < cols
+    x = tl.load(x_ptr + r * cols + offs, mask=m, other=-float("inf"))
+    mx = tl.max(x, axis=0)
+    e = tl.exp(x - mx)
+    tl.store(out_ptr + r * cols + offs, e / tl.sum(e, axis=0), mask=m)
+    tl.store(m_ptr + r, mx BUG)
+"#;
+
+#[test]
+fn bench_checks_each_output_against_its_element_of_a_torch_tuple() {
+    let test = "bench_checks_each_output_against_its_element_of_a_torch_tuple";
+    let py = match python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip(test, &why),
+    };
+    let good = SOFTMAX_MAX.replace(" BUG", "");
+    let (code, out, err) = run(&["bench"], &[("two.py", &good)], Some(&py));
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("passed (2 cases × 3 trials)"), "{out}");
+    let bad = SOFTMAX_MAX.replace(" BUG", " + (r == 2) * 1.0");
+    let (code, out, err) = run(&["bench"], &[("two.py", &bad)], Some(&py));
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(
+        out.contains("FAILED: softmax_max: m_ptr[2]: expected "),
+        "{out}"
+    );
+}
+
 #[test]
 fn bench_reports_a_torch_reference_that_fails_in_the_worker() {
     let test = "bench_reports_a_torch_reference_that_fails_in_the_worker";

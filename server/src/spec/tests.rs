@@ -1661,6 +1661,11 @@ fn torch_reference_errors_are_on_their_columns_with_the_fix() {
         ("", ""),
         ("torch.softmax(x_ptr, dim=-1)", "; m_ptr: out f32[rows]"),
         ("x_ptr $ 2", ""),
+        ("(x_ptr.exp(), x_ptr.max(1).values)", ""),
+        (
+            "x_ptr.exp(), x_ptr.amax(1), x_ptr.sum(1)",
+            "; m_ptr: out f32[rows]",
+        ),
     ];
     let got: Vec<String> = cases.iter().map(|(t, e)| torch_ref(t, e)).collect();
     expect![[r#"
@@ -1684,9 +1689,13 @@ fn torch_reference_errors_are_on_their_columns_with_the_fix() {
         ---
         4:10-28 error `reference = torch:`: `torch:` needs a torch expression or a `module.function`; e.g. `reference = torch: torch.softmax(x, dim=-1)` or `reference = torch: my_ref.softmax` (a function in my_ref.py next to the kernel)
         ---
-        4:29-57 error `torch.softmax(x_ptr, dim=-1)`: a torch expression gives one output, but `softmax` has 2 (`out_ptr`, `m_ptr`); write `reference = torch: module.fn` with a function in a file next to the kernel that returns them in that order
+        4:29-57 error `torch.softmax(x_ptr, dim=-1)`: a torch expression gives one output, but `softmax` has 2 (`out_ptr`, `m_ptr`); write a tuple of 2 expressions in that order, or `reference = torch: module.fn` with a function in a file next to the kernel that returns them
         ---
         4:35-36 error `$`: `$` cannot appear in a Python expression; write one torch expression, e.g. `reference = torch: torch.softmax(x, dim=-1)`
+        ---
+        4:29-63 error `(x_ptr.exp(), x_ptr.max(1).values)`: this tuple gives 2 outputs, but `softmax` has 1 (`out_ptr`); give one expression per output, in that order
+        ---
+        4:29-69 error `x_ptr.exp(), x_ptr.amax(1), x_ptr.sum(1)`: this tuple gives 3 outputs, but `softmax` has 2 (`out_ptr`, `m_ptr`); give one expression per output, in that order
     "#]].assert_eq(&got.join("---\n"));
 }
 
@@ -1916,4 +1925,22 @@ def k(x_ptr, n):
             2:28-29 error `m`: `m = None` passes None to a Triton kernel parameter; `m` is not one
         "#]],
     );
+}
+
+#[test]
+fn a_torch_tuple_gives_one_value_per_output_in_order() {
+    // Two outputs, a tuple of two (with or without its parentheses, a trailing comma).
+    for text in [
+        "(torch.softmax(x_ptr, dim=-1), x_ptr.amax(1))",
+        "torch.softmax(x_ptr, dim=-1), x_ptr.amax(1)",
+        "(torch.softmax(x_ptr, dim=-1), torch.max(x_ptr, 1)[0],)",
+    ] {
+        let got = torch_ref(text, "; m_ptr: out f32[rows]");
+        assert!(
+            got.starts_with("torch_reference=Some(Expr"),
+            "{text}: {got}"
+        );
+    }
+    // A parenthesized single value, or a call whose arguments have commas, is one.
+    assert!(torch_ref("(torch.softmax(x_ptr, dim=-1))", "").starts_with("torch_reference=Some"));
 }

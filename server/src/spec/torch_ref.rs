@@ -17,7 +17,8 @@ use crate::syntax::ByteRange;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum TorchReference {
-    /// One Python expression giving the kernel's one compared output. In scope: the `in`
+    /// One Python expression giving the kernel's compared output, or a tuple of one value
+    /// per output in parameter order. In scope: the `in`
     /// and `inout` buffers as tensors of their spec shape and dtype, the sizes and scalar
     /// arguments as numbers, `torch`, `F` (`torch.nn.functional`) and `math`.
     Expr { expr: String },
@@ -406,12 +407,21 @@ pub(crate) fn check(
         .filter(|(_, r)| *r != Role::In)
         .map(|(b, _)| *b)
         .collect();
-    if outputs.len() != 1 {
+    let gives = tuple_arity(&toks);
+    if outputs.len() != gives {
         let msg = if outputs.is_empty() {
             format!("`{}` has no `out` or `inout` buffer, so there is nothing to compare with the torch reference; mark the buffer the kernel writes as `out`", scope.kernel)
+        } else if gives == 1 {
+            format!(
+                "a torch expression gives one output, but `{}` has {} (`{}`); write a tuple of {} expressions in that order, or `reference = torch: module.fn` with a function in a file next to the kernel that returns them",
+                scope.kernel,
+                outputs.len(),
+                outputs.join("`, `"),
+                outputs.len()
+            )
         } else {
             format!(
-                "a torch expression gives one output, but `{}` has {} (`{}`); write `reference = torch: module.fn` with a function in a file next to the kernel that returns them in that order",
+                "this tuple gives {gives} outputs, but `{}` has {} (`{}`); give one expression per output, in that order",
                 scope.kernel,
                 outputs.len(),
                 outputs.join("`, `")
@@ -427,6 +437,51 @@ pub(crate) fn check(
         },
         used,
     ))
+}
+
+/// How many values the expression gives: the elements of a tuple written at its top
+/// level (`a, b` or `(a, b)`, a trailing comma allowed), else 1.
+fn tuple_arity(toks: &[(PyTok, ByteRange)]) -> usize {
+    let op = |i: usize| match toks.get(i) {
+        Some((PyTok::Op(o), _)) => o.as_str(),
+        _ => "",
+    };
+    // One pair of parentheses around the whole expression is the tuple's own.
+    let mut depth = 0usize;
+    let wraps = op(0) == "(" && {
+        let mut closes_at_end = false;
+        for i in 0..toks.len() {
+            match op(i) {
+                "(" | "[" | "{" => depth += 1,
+                ")" | "]" | "}" => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        closes_at_end = i + 1 == toks.len();
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        closes_at_end
+    };
+    let inner = if wraps {
+        &toks[1..toks.len() - 1]
+    } else {
+        toks
+    };
+    let mut depth = 0usize;
+    let mut commas = 0;
+    for (i, (t, _)) in inner.iter().enumerate() {
+        let PyTok::Op(o) = t else { continue };
+        match o.as_str() {
+            "(" | "[" | "{" => depth += 1,
+            ")" | "]" | "}" => depth = depth.saturating_sub(1),
+            "," if depth == 0 && i + 1 < inner.len() => commas += 1,
+            _ => {}
+        }
+    }
+    commas + 1
 }
 
 /// `x, y`: the buffers a torch reference reads.

@@ -65,9 +65,9 @@ const CUDA_CASES: &[(&str, &str, &str, usize)] = &[
     ("leaky_relu.cu", "leaky", "vectorize", 2),
     ("leaky_relu.cu", "leaky", "grid_stride", 4),
     ("half_scale.cu", "half_scale", "vectorize", 3),
-    ("packed.cu", "invert_u8", "vectorize", 1),
+    ("packed.cu", "invert_u8", "vectorize", 3),
     ("packed.cu", "to_bf16", "vectorize", 2),
-    ("packed.cu", "invert_u8", "coarsen", 2),
+    ("packed.cu", "invert_u8", "coarsen", 6),
     ("half_scale.cu", "half_scale", "grid_stride", 4),
     ("daxpy.cu", "daxpy_pos", "vectorize", 1),
 ];

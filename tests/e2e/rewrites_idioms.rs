@@ -641,6 +641,67 @@ const CASES: &[Case] = &[
         ),
     },
     Case {
+        file: BROADCASTS,
+        kernel: "dequant_rows",
+        id: "vectorize",
+        want: 2,
+        sizes: (
+            "rows = 512, 33; cols = 1024, 100",
+            "rows = 7, 33; cols = 101, 100",
+        ),
+    },
+    Case {
+        file: BROADCASTS,
+        kernel: "dequant_rows",
+        id: "coarsen",
+        want: 4,
+        sizes: (
+            "rows = 512, 33; cols = 1024, 100",
+            "rows = 7, 33; cols = 101, 100",
+        ),
+    },
+    Case {
+        file: BROADCASTS,
+        kernel: "bias_relu_nchw",
+        id: "vectorize",
+        want: 2,
+        sizes: (
+            "n = 8, 3; c = 64, 5; hw = 784, 49",
+            "n = 2, 3; c = 3, 5; hw = 37, 49",
+        ),
+    },
+    Case {
+        file: BROADCASTS,
+        kernel: "bias_relu_nchw",
+        id: "coarsen",
+        want: 4,
+        sizes: (
+            "n = 8, 3; c = 64, 5; hw = 784, 49",
+            "n = 2, 3; c = 3, 5; hw = 37, 49",
+        ),
+    },
+    Case {
+        file: BROADCASTS,
+        kernel: "lut_add",
+        id: "vectorize",
+        want: 2,
+        sizes: ("n = 1 << 20, 999", "n = 2001, 999"),
+    },
+    Case {
+        file: BROADCASTS,
+        kernel: "lut_add",
+        id: "coarsen",
+        want: 4,
+        sizes: ("n = 1 << 20, 999", "n = 2001, 999"),
+    },
+    Case {
+        file: BROADCASTS,
+        kernel: "halve_from_half",
+        id: "vectorize",
+        want: 0,
+        sizes: ("n = 1 << 20", "n = 1000"),
+    },
+    Case {
         file: "examples/col_sum.cu",
         kernel: "col_sum",
         id: "cooperative_rows",
@@ -755,6 +816,7 @@ const SUMS: &str = "tests/fixtures/rewrites/reduce/sums.cu";
 const ROWS: &str = "tests/fixtures/rewrites/rows/row_stats.cu";
 const REFUSALS: &str = "tests/fixtures/rewrites/rows/refusals.cu";
 const PICKS: &str = "tests/fixtures/rewrites/rows/arg_picks.cu";
+const BROADCASTS: &str = "tests/fixtures/rewrites/geometry/broadcasts.cu";
 
 /// The case's file with the sizes line made small.
 fn small(c: &Case) -> String {

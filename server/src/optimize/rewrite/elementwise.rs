@@ -370,6 +370,50 @@ pub(super) struct BufferUse {
     pub writes_unconditional: bool,
 }
 
+/// The pointer parameters the guarded body writes through: an assignment or increment
+/// of one of their elements, an element's address (`&p[j]`, for an atomic), or the
+/// pointer itself passed or offset (`atomicAdd(p + j, v)`).
+fn written_buffers(
+    src: &str,
+    shape: &Elementwise<'_>,
+    pointers: &BTreeMap<String, String>,
+) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for &root in &shape.body {
+        walk(root, &mut |n| {
+            let base = match n.kind() {
+                "assignment_expression" => n.child_by_field_name("left"),
+                "update_expression" => n.child_by_field_name("argument"),
+                "pointer_expression" => n.child_by_field_name("argument"),
+                "identifier" if pointers.contains_key(text(src, n)) => {
+                    let parent = n.parent();
+                    let subscripted = parent.is_some_and(|p| {
+                        p.kind() == "subscript_expression"
+                            && p.child_by_field_name("argument")
+                                .is_some_and(|a| a.id() == n.id())
+                    });
+                    (!subscripted).then_some(n)
+                }
+                _ => None,
+            };
+            let mut b = base;
+            while let Some(x) = b.filter(|x| x.kind() != "identifier") {
+                b = x
+                    .child_by_field_name("argument")
+                    .or_else(|| x.child_by_field_name("left"));
+            }
+            if let Some(name) = b
+                .map(|x| text(src, x))
+                .filter(|x| pointers.contains_key(*x))
+            {
+                out.insert(name.to_string());
+            }
+            true
+        });
+    }
+    out
+}
+
 /// What ties code to the thread that runs it.
 pub(super) enum ThreadBound<'s> {
     /// A barrier or warp collective (`__syncthreads`, `__shfl_xor_sync`, ...).
@@ -429,6 +473,10 @@ pub(super) fn inspect_body(
         ..BodyFacts::default()
     };
     let mut err: Option<String> = None;
+    // Read-only buffers may be read at another element (`scale[i / cols]`): each
+    // element's copy of the body computes its own index. The ids of those reads' names.
+    let written = written_buffers(src, shape, pointers);
+    let mut gathers: BTreeSet<usize> = BTreeSet::new();
     let inside = |n: Node, kinds: &[&str]| {
         let mut cur = n;
         loop {
@@ -529,10 +577,11 @@ pub(super) fn inspect_body(
                             _ => None,
                         });
                     let Some(own) = own else {
-                        if strict {
-                            err = Some(format!("`{t}` is not the thread's own element `{p}[{i}]`"));
+                        if strict && written.contains(p) {
+                            err = Some(format!("`{t}` is not the thread's own element `{p}[{i}]`, and the body writes `{p}`"));
                             return false;
                         }
+                        gathers.extend(arg.map(|a| a.id()));
                         return true;
                     };
                     let parent = n.parent();
@@ -597,7 +646,9 @@ pub(super) fn inspect_body(
                         shape.thread_aliases[t]
                     ));
                 }
-                "identifier" if strict && pointers.contains_key(t) => {
+                "identifier"
+                    if strict && pointers.contains_key(t) && !gathers.contains(&n.id()) =>
+                {
                     let mut context = n;
                     while let Some(p) = context.parent() {
                         context = p;

@@ -5,7 +5,8 @@
 //! divided by VEC. An element type with no vector type of that width (8 halves, 16
 //! bytes, 4 bfloat16s) is *packed*: an aligned register array moved as one `uint4` or
 //! `uint2`, so every element type gets 8- and 16-byte accesses. Refuses another shape, a
-//! global access other than `p[i]`, a 2-D launch, a grid with no division, or a pointee
+//! global access other than `p[i]` (but a buffer the body never writes may be read at any
+//! element, `scale[i / cols]`: each element computes its own index), a 2-D launch, a grid with no division, or a pointee
 //! of unknown size. Param `widths` (2, 4, 8 or 16; default 4 and 2, and the width that
 //! makes the narrowest buffer's accesses 16 bytes when that is wider).
 
@@ -277,6 +278,14 @@ pub(super) fn vector_type(pointee: &str, width: usize) -> Option<&'static str> {
         ("int", 2) => "int2",
         ("unsigned int" | "unsigned", 4) => "uint4",
         ("unsigned int" | "unsigned", 2) => "uint2",
+        ("char" | "signed char" | "int8_t", 4) => "char4",
+        ("char" | "signed char" | "int8_t", 2) => "char2",
+        ("unsigned char" | "uint8_t", 4) => "uchar4",
+        ("unsigned char" | "uint8_t", 2) => "uchar2",
+        ("short" | "int16_t", 4) => "short4",
+        ("short" | "int16_t", 2) => "short2",
+        ("unsigned short" | "uint16_t", 4) => "ushort4",
+        ("unsigned short" | "uint16_t", 2) => "ushort2",
         _ => return None,
     })
 }
@@ -552,8 +561,12 @@ mod tests {
         let out = cuda(u8s, "inv", "vectorize", json!({})).unwrap();
         assert_eq!(
             labels(&out),
-            ["VEC=16 (16×unsigned char as uint4)"],
-            "u8 has no 4- or 2-wide packing under 8 bytes"
+            [
+                "VEC=16 (16×unsigned char as uint4)",
+                "VEC=4 (uchar4)",
+                "VEC=2 (uchar2)"
+            ],
+            "u8: 16 bytes packed, and CUDA's uchar4 and uchar2"
         );
     }
 
@@ -566,8 +579,9 @@ mod tests {
             .assert_eq(&why(REDUCE, "reduce_naive"));
         expect!["`reduce_tree` is not a 1-D elementwise kernel: `int i = blockIdx.x * BLOCK + threadIdx.x;` is not the 1-D index `blockIdx.x * blockDim.x + threadIdx.x`; vectorize needs `int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { ... }` (or `if (i >= n) return;`) with every global access `p[i]`"]
             .assert_eq(&why(REDUCE, "reduce_tree"));
-        let shifted = SAXPY.replace("a * x[i]", "a * x[i + 1]");
-        expect!["`saxpy` cannot be vectorized: `x[i + 1]` is not the thread's own element `x[i]`"]
+        // Another element of a buffer the body writes: a neighbour's thread may write it.
+        let shifted = SAXPY.replace("+ y[i];", "+ y[i + 1];");
+        expect!["`saxpy` cannot be vectorized: `y[i + 1]` is not the thread's own element `y[i]`, and the body writes `y`"]
             .assert_eq(&why(&shifted, "saxpy"));
         let address = SAXPY.replace("y[i] = a * x[i] + y[i];", "atomicAdd(&y[i], a * x[i]);");
         expect!["`saxpy` cannot be vectorized: `&y[i]` takes an element's address"]

@@ -33,7 +33,7 @@
 //! same for Triton loops (with which later loop reads each result).
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use tree_sitter::{Node, Tree};
@@ -146,7 +146,7 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
         ),
         "has_maxnreg" => ("the kernel has `__maxnreg__`", "no `__maxnreg__`"),
         "unit_stride_access" => (
-            "global accesses are unit-stride (or broadcast) across neighbouring threads",
+            "global accesses are unit-stride (or broadcast, or reads of a read-only buffer at a computed element) across neighbouring threads",
             "not every global access is unit-stride",
         ),
         "strided_access" => (
@@ -540,8 +540,21 @@ impl Facts {
             "has_launch_bounds" => self.launch_bounds,
             "has_maxnreg" => self.maxnreg,
             "unit_stride_access" => {
+                // Besides unit-stride and broadcast accesses, loads of a buffer nothing
+                // writes at an index not linear in the lane (`scale[i / cols]`,
+                // `lut[code[i]]`): each element reads its own, whatever the stride.
+                let written: BTreeSet<&str> = global()
+                    .filter(|a| a.kind != AccessKind::Load)
+                    .map(|a| a.buffer.as_str())
+                    .collect();
+                let gather =
+                    |a: &Access| a.kind == AccessKind::Load && !written.contains(a.buffer.as_str());
                 global().any(|a| a.stride == Stride::Unit)
-                    && global().all(|a| matches!(a.stride, Stride::Unit | Stride::Uniform))
+                    && global().all(|a| match a.stride {
+                        Stride::Unit | Stride::Uniform => true,
+                        Stride::Unknown => gather(a),
+                        _ => false,
+                    })
             }
             "strided_access" => {
                 global().any(|a| matches!(a.stride, Stride::Strided(_) | Stride::Symbolic))

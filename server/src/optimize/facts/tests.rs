@@ -726,3 +726,15 @@ fn a_profile_overrides_the_estimates_and_reaches_the_description() {
     g.set_profile(softmax_profile);
     assert_ne!(g.features(), before, "the policy's context moved");
 }
+
+#[test]
+fn reads_of_a_read_only_buffer_at_a_computed_element_keep_an_access_unit_stride() {
+    let src = include_str!("../../../../tests/fixtures/rewrites/geometry/broadcasts.cu");
+    let unit = |k: &str| facts_of(Lang::Cuda, src, Some(k)).holds("unit_stride_access");
+    // A per-row scale, a per-channel bias, a table indexed by data: gathers that read.
+    assert_eq!(unit("dequant_rows"), Some(true));
+    assert_eq!(unit("bias_relu_nchw"), Some(true));
+    assert_eq!(unit("lut_add"), Some(true));
+    // The other element is of the buffer the kernel writes.
+    assert_eq!(unit("halve_from_half"), Some(false));
+}

@@ -750,6 +750,36 @@ const CASES: &[Case] = &[
         sizes: ("n = 1 << 20, 99", "n = 300, 99"),
     },
     Case {
+        file: BATCHED,
+        kernel: "batched_rowsum",
+        id: "cooperative_rows",
+        want: 5,
+        sizes: (
+            "B = 4, 3; R = 256, 33; C = 512, 100",
+            "B = 2, 3; R = 40, 33; C = 70, 100",
+        ),
+    },
+    Case {
+        file: BATCHED,
+        kernel: "batched_rowsum",
+        id: "grid_stride",
+        want: 4,
+        sizes: (
+            "B = 4, 3; R = 256, 33; C = 512, 100",
+            "B = 2, 3; R = 40, 33; C = 70, 100",
+        ),
+    },
+    Case {
+        file: BATCHED,
+        kernel: "batched_col_max",
+        id: "split_loop",
+        want: 6,
+        sizes: (
+            "B = 3, 2; M = 1024, 77; N = 256, 45",
+            "B = 2, 2; M = 50, 77; N = 40, 45",
+        ),
+    },
+    Case {
         file: PICKS,
         kernel: "row_argmax",
         id: "cooperative_rows",
@@ -816,6 +846,7 @@ const SUMS: &str = "tests/fixtures/rewrites/reduce/sums.cu";
 const ROWS: &str = "tests/fixtures/rewrites/rows/row_stats.cu";
 const REFUSALS: &str = "tests/fixtures/rewrites/rows/refusals.cu";
 const PICKS: &str = "tests/fixtures/rewrites/rows/arg_picks.cu";
+const BATCHED: &str = "tests/fixtures/rewrites/rows/batched.cu";
 const BROADCASTS: &str = "tests/fixtures/rewrites/geometry/broadcasts.cu";
 
 /// The case's file with the sizes line made small.

@@ -89,7 +89,7 @@ pub fn block_reduce(cx: &RewriteContext<'_>) -> R {
             }
         }
     }
-    let (grid, first) = one_d_grid(cx, &plan, ID)?;
+    let (grid, first) = one_d_grid(cx, &plan, ID, false)?;
     if words(&grid.text).contains("sms") {
         return Err(na(format!(
             "its grid = {} already depends on `sms`",

@@ -56,7 +56,7 @@ use super::access::{
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::edits::{Edit, Edits};
 use super::elementwise::{
-    match_elementwise, one_d_grid, thread_bound, Elementwise, Guard, ThreadBound,
+    is_block_yz, match_elementwise, one_d_grid, thread_bound, Elementwise, Guard, ThreadBound,
 };
 use super::params::Params;
 use super::poly::{poly, Names, Poly, VarNames};
@@ -224,7 +224,7 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
         divs,
         block,
         old_block,
-    } = row_launch(cx, &plan, ID)?;
+    } = row_launch(cx, &plan, ID, &shape)?;
     let taken = code_names(cx);
 
     let mut drafts = Vec::new();
@@ -361,9 +361,10 @@ pub(super) fn row_launch(
     cx: &RewriteContext<'_>,
     plan: &BenchPlan,
     id: &str,
+    shape: &Elementwise<'_>,
 ) -> Result<RowLaunch, super::RewriteError> {
     let k = &cx.kernel.name;
-    let (grid, first) = one_d_grid(cx, plan, id)?;
+    let (grid, first) = one_d_grid(cx, plan, id, shape.batched)?;
     let block = edit::spec_assignment(cx.kernel, "block")
         .ok_or_else(|| not_applicable(format!("`{k}`'s spec has no `block = ...`")))?;
     let old_block = match plan.cases.first().map(|c| &c.launch) {
@@ -480,6 +481,7 @@ fn body_scope<'t>(
             }
             let t = text(src, n);
             match n.kind() {
+                "field_expression" if is_block_yz(src, n) => {}
                 "call_expression" | "field_expression" => match thread_bound(src, n) {
                     Some(ThreadBound::Collective(f)) => {
                         err = Some(format!(

@@ -45,6 +45,11 @@ pub(super) struct Elementwise<'t> {
     pub form: Guard,
     /// Comments between the index and the guard.
     pub between: Vec<Node<'t>>,
+    /// The kernel reads `blockIdx.y` or `blockIdx.z` (a batch index, the same for every
+    /// thread of a block), in declarations before the index or in the body: its grid
+    /// may have y and z, which stay the author's; a rewrite that changes the grid
+    /// changes only its x.
+    pub batched: bool,
     /// The guarded statements (comments among them included), at least one.
     pub body: Vec<Node<'t>>,
     /// End of the last guarded statement.
@@ -185,6 +190,32 @@ fn words_replaced(s: &str, map: &BTreeMap<String, String>) -> String {
     out
 }
 
+/// Whether a declaration's text reads the block's position only along y or z
+/// (`int b = blockIdx.y;`, `const int head = blockIdx.z % heads;`): no thread index, no
+/// x, no block or grid size, no alias of them.
+fn block_uniform(t: &str, aliases: &BTreeMap<String, String>) -> bool {
+    let reads_yz = t.contains("blockIdx.y") || t.contains("blockIdx.z");
+    let no_x = !t.contains("threadIdx")
+        && !t.contains("blockIdx.x")
+        && !t.contains("blockDim")
+        && !t.contains("gridDim");
+    reads_yz && no_x && !aliases.keys().any(|a| words_of(t).any(|w| w == a))
+}
+
+/// Whether `n` is `blockIdx.y` or `blockIdx.z`: the same in every thread of a block.
+pub(super) fn is_block_yz(src: &str, n: Node<'_>) -> bool {
+    n.kind() == "field_expression" && matches!(text(src, n), "blockIdx.y" | "blockIdx.z")
+}
+
+fn reads_block_yz(src: &str, root: Node<'_>) -> bool {
+    let mut hit = false;
+    walk(root, &mut |n| {
+        hit |= is_block_yz(src, n);
+        !hit
+    });
+    hit
+}
+
 /// `return;` or `{ return; }`.
 pub(super) fn is_plain_return(n: Node<'_>) -> bool {
     let plain = |n: Node| n.kind() == "return_statement" && n.named_child_count() == 0;
@@ -201,6 +232,7 @@ pub(super) fn match_elementwise<'t>(src: &str, func: Node<'t>) -> Result<Element
     let mut idx = 0;
     // Helper variables before the index: `int tid = threadIdx.x;`, `int stride = blockDim.x;`.
     let mut aliases: BTreeMap<String, String> = BTreeMap::new();
+    let mut batch = false;
     let decl = loop {
         let Some(&s) = stmts.get(idx) else {
             return Err(
@@ -222,6 +254,7 @@ pub(super) fn match_elementwise<'t>(src: &str, func: Node<'t>) -> Result<Element
         match s.kind() {
             "comment" => continue,
             "declaration" if !reads_index => continue,
+            "declaration" if block_uniform(t, &aliases) => batch = true,
             "declaration" => break s,
             _ => return Err(format!("`{}` comes before the thread index", first_line(t))),
         }
@@ -339,6 +372,7 @@ pub(super) fn match_elementwise<'t>(src: &str, func: Node<'t>) -> Result<Element
         bound,
         form,
         between,
+        batched: batch || reads_block_yz(src, body),
         body: guarded,
         body_end,
         end,
@@ -526,6 +560,7 @@ pub(super) fn inspect_body(
                 {
                     err = Some("`continue` leaves the guarded body".into());
                 }
+                "field_expression" if is_block_yz(src, n) => {}
                 "call_expression" | "field_expression" => match thread_bound(src, n) {
                     Some(ThreadBound::Collective(f)) => {
                         err = Some(format!(
@@ -699,11 +734,14 @@ pub(super) fn bound_text(src: &str, bound: Node<'_>) -> String {
     }
 }
 
-/// The launch must be 1-D: block (b, 1, 1) and a grid whose y and z are absent or 1.
+/// The launch must be 1-D: block (b, 1, 1) and a grid whose y and z are absent or 1,
+/// unless the kernel is `batched` (it reads `blockIdx.y`/`.z` as a batch index: see
+/// [`Elementwise::batch`]). The grid and the range of its x component.
 pub(super) fn one_d_grid(
     cx: &RewriteContext<'_>,
     plan: &BenchPlan,
     id: &str,
+    batched: bool,
 ) -> Result<(edit::SpecAssignment, ByteRange), RewriteError> {
     let k = &cx.kernel.name;
     if let Some(Launch::Cuda { block, .. }) = plan.cases.first().map(|c| &c.launch) {
@@ -717,9 +755,10 @@ pub(super) fn one_d_grid(
     let grid = edit::spec_assignment(cx.kernel, "grid")
         .ok_or_else(|| not_applicable(format!("`{k}`'s spec has no `grid = ...`")))?;
     let parts = components(&grid.text);
-    if parts[1..]
-        .iter()
-        .any(|p| strip_parens(&grid.text[p.clone()]) != "1")
+    if !batched
+        && parts[1..]
+            .iter()
+            .any(|p| strip_parens(&grid.text[p.clone()]) != "1")
     {
         return Err(not_applicable(format!(
             "{id} needs a 1-D grid; `{k}` has grid = {}",

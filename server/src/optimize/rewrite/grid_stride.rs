@@ -33,7 +33,7 @@ pub fn grid_stride(cx: &RewriteContext<'_>) -> R {
     })?;
     inspect_body(cx.text, &shape, &pointer_params(cx), false)
         .map_err(|why| not_applicable(format!("`{k}` cannot become a grid-stride loop: {why}")))?;
-    let (grid, first) = one_d_grid(cx, &plan, "grid_stride")?;
+    let (grid, first) = one_d_grid(cx, &plan, "grid_stride", shape.batched)?;
     if words(&grid.text).contains("sms") {
         return Err(not_applicable(format!(
             "`{k}`'s grid = {} already depends on `sms`",

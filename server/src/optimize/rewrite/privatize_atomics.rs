@@ -85,7 +85,7 @@ pub fn privatize_atomics(cx: &RewriteContext<'_>) -> R {
     let pointers = pointer_params(cx);
     inspect_body(cx.text, &shape, &pointers, false)
         .map_err(|why| not_applicable(format!("`{k}` cannot become a grid-stride loop: {why}")))?;
-    let (grid, first) = one_d_grid(cx, &plan, ID)?;
+    let (grid, first) = one_d_grid(cx, &plan, ID, shape.batched)?;
     if words(&grid.text).contains("sms") {
         return Err(not_applicable(format!(
             "`{k}`'s grid = {} already depends on `sms`",

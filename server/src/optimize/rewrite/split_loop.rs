@@ -96,7 +96,7 @@ pub fn split_loop(cx: &RewriteContext<'_>) -> R {
     let why_not = |why: String| not_applicable(format!("`{k}`: {why}"));
     owner_coalesced(&rows, &shape.index).map_err(why_not)?;
     barriers_reached(cx, func, &shape, &rows).map_err(why_not)?;
-    let launch = row_launch(cx, &plan, ID)?;
+    let launch = row_launch(cx, &plan, ID, &shape)?;
     let names = code_names(cx);
     let body = emit(cx, &shape, &rows, 1, &mut names.clone()).map_err(why_not)?;
     let mut drafts = Vec::new();
@@ -197,6 +197,11 @@ fn cluster_draft(
         rows.loops.first().map_or("the", |l| l.var.as_str())
     );
     let fail = |e: String| format!("{label}: {e}");
+    if shape.batched {
+        return Err(fail(
+            "the grid's y is the kernel's batch index (`blockIdx.y`/`.z`), which a cluster along y would take".into(),
+        ));
+    }
     let mut e = emit(cx, shape, rows, c, &mut names.clone()).map_err(fail)?;
     let name = func
         .child_by_field_name("declarator")

@@ -100,7 +100,7 @@ impl<'t> Vectorized<'t> {
                 shape.index
             )));
         }
-        let (grid, first) = one_d_grid(cx, &plan, id)?;
+        let (grid, first) = one_d_grid(cx, &plan, id, shape.batched)?;
         let taken: BTreeSet<String> = words(cx.text).into_iter().map(str::to_string).collect();
         // Buffers in parameter order, for stable output.
         let order: Vec<&String> = cx

@@ -6,6 +6,11 @@
 //! then compiles them with NVRTC on a GPU machine, checks them against the f64 product
 //! and times them against cuBLAS fp32.
 //!
+//! It also writes `triton_persistent_dot`'s candidates (persistent, TMA-fed) for
+//! `examples/matmul.py` (as it is, f32 out, and with an f16 output) and two styles of
+//! `tests/fixtures/rewrites/triton/persistent_dots.py`, with their drafts, as `*.py`;
+//! `tests/gpu/f16_matmul.py` times those against cuBLAS f16/bf16.
+//!
 //! Run with `cargo bench --bench tensor_matmul -- DIR`; record results in
 //! docs/benchmarks.md.
 
@@ -20,6 +25,8 @@ use serde_json::json;
 const MATMUL: &str = include_str!("../../examples/matmul_naive.cu");
 const TENSOR: &str = include_str!("../../tests/fixtures/rewrites/tiles/tensor_matmuls.cu");
 const MATMULS: &str = include_str!("../../tests/fixtures/rewrites/tiles/matmuls.cu");
+const TRITON_MATMUL: &str = include_str!("../../examples/matmul.py");
+const DOTS: &str = include_str!("../../tests/fixtures/rewrites/triton/persistent_dots.py");
 
 fn main() {
     // `cargo bench` passes `--bench`; the folder is the first other argument.
@@ -63,6 +70,41 @@ fn main() {
             std::fs::write(dir.join(format!("{kernel}_{i}.cu")), &c.text).expect("write");
             std::fs::write(dir.join(format!("{kernel}_{i}.label")), &c.label).expect("write");
             println!("{kernel}_{i}.cu: {}", c.label);
+        }
+    }
+    write_triton(&dir);
+}
+
+/// The Triton drafts and `triton_persistent_dot`'s candidates for them, `NAME.py` (the
+/// draft) and `NAME_I.py` with `NAME_I.label`.
+fn write_triton(dir: &std::path::Path) {
+    let f16_out = TRITON_MATMUL.replace("c_ptr: out f32[M, N]", "c_ptr: out f16[M, N]");
+    let params = BTreeMap::new();
+    for (src, kernel, name) in [
+        (TRITON_MATMUL, "matmul_kernel", "matmul_f32out"),
+        (f16_out.as_str(), "matmul_kernel", "matmul_f16out"),
+        (DOTS, "mm_tutorial", "mm_tutorial"),
+        (DOTS, "linear_bt", "linear_bt"),
+    ] {
+        let doc = Document::new(Lang::Triton, 0, src);
+        let tree = doc.tree().expect("the file parses");
+        let model = syntax::analyze(Lang::Triton, src, tree);
+        let k = model.kernel(kernel).expect("the file has the kernel");
+        let cx = RewriteContext {
+            lang: Lang::Triton,
+            text: src,
+            tree,
+            model: &model,
+            kernel: k,
+            params: &params,
+        };
+        std::fs::write(dir.join(format!("{name}.py")), src).expect("write");
+        let out = rewrite::apply("triton_persistent_dot", &cx)
+            .unwrap_or_else(|e| panic!("{kernel}: {e}"));
+        for (i, c) in out.iter().enumerate() {
+            std::fs::write(dir.join(format!("{name}_{i}.py")), &c.text).expect("write");
+            std::fs::write(dir.join(format!("{name}_{i}.label")), &c.label).expect("write");
+            println!("{name}_{i}.py: {}", c.label);
         }
     }
 }

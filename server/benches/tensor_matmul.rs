@@ -15,7 +15,7 @@
 //! docs/benchmarks.md.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use kernel_lsp::document::Document;
 use kernel_lsp::optimize::rewrite::{self, RewriteContext};
@@ -53,58 +53,67 @@ fn main() {
         (TENSOR, "gemm_tn"),
         (TENSOR, "gemm_ld"),
     ] {
-        let doc = Document::new(Lang::Cuda, 0, src);
-        let tree = doc.tree().expect("the file parses");
-        let model = syntax::analyze(Lang::Cuda, src, tree);
-        let k = model.kernel(kernel).expect("the file has the kernel");
-        let cx = RewriteContext {
+        let one = Rewrite {
             lang: Lang::Cuda,
-            text: src,
-            tree,
-            model: &model,
-            kernel: k,
-            params: &params,
+            src,
+            kernel,
+            id: "tile_matmul",
         };
-        let out = rewrite::apply("tile_matmul", &cx).unwrap_or_else(|e| panic!("{kernel}: {e}"));
-        for (i, c) in out.iter().enumerate() {
-            std::fs::write(dir.join(format!("{kernel}_{i}.cu")), &c.text).expect("write");
-            std::fs::write(dir.join(format!("{kernel}_{i}.label")), &c.label).expect("write");
-            println!("{kernel}_{i}.cu: {}", c.label);
-        }
+        one.write(&dir, kernel, "cu", &params);
     }
-    write_triton(&dir);
-}
-
-/// The Triton drafts and `triton_persistent_dot`'s candidates for them, `NAME.py` (the
-/// draft) and `NAME_I.py` with `NAME_I.label`.
-fn write_triton(dir: &std::path::Path) {
+    // The Triton drafts (`NAME.py`) and triton_persistent_dot's candidates for them.
     let f16_out = TRITON_MATMUL.replace("c_ptr: out f32[M, N]", "c_ptr: out f16[M, N]");
-    let params = BTreeMap::new();
     for (src, kernel, name) in [
         (TRITON_MATMUL, "matmul_kernel", "matmul_f32out"),
         (f16_out.as_str(), "matmul_kernel", "matmul_f16out"),
         (DOTS, "mm_tutorial", "mm_tutorial"),
         (DOTS, "linear_bt", "linear_bt"),
     ] {
-        let doc = Document::new(Lang::Triton, 0, src);
-        let tree = doc.tree().expect("the file parses");
-        let model = syntax::analyze(Lang::Triton, src, tree);
-        let k = model.kernel(kernel).expect("the file has the kernel");
-        let cx = RewriteContext {
+        std::fs::write(dir.join(format!("{name}.py")), src).expect("write");
+        let one = Rewrite {
             lang: Lang::Triton,
-            text: src,
+            src,
+            kernel,
+            id: "triton_persistent_dot",
+        };
+        one.write(&dir, name, "py", &BTreeMap::new());
+    }
+}
+
+/// One rewrite of one kernel.
+struct Rewrite<'a> {
+    lang: Lang,
+    src: &'a str,
+    kernel: &'a str,
+    id: &'a str,
+}
+
+impl Rewrite<'_> {
+    /// Writes each candidate as `NAME_I.EXT` with its label in `NAME_I.label`.
+    fn write(
+        &self,
+        dir: &Path,
+        name: &str,
+        ext: &str,
+        params: &BTreeMap<String, serde_json::Value>,
+    ) {
+        let doc = Document::new(self.lang, 0, self.src);
+        let tree = doc.tree().expect("the file parses");
+        let model = syntax::analyze(self.lang, self.src, tree);
+        let k = model.kernel(self.kernel).expect("the file has the kernel");
+        let cx = RewriteContext {
+            lang: self.lang,
+            text: self.src,
             tree,
             model: &model,
             kernel: k,
-            params: &params,
+            params,
         };
-        std::fs::write(dir.join(format!("{name}.py")), src).expect("write");
-        let out = rewrite::apply("triton_persistent_dot", &cx)
-            .unwrap_or_else(|e| panic!("{kernel}: {e}"));
+        let out = rewrite::apply(self.id, &cx).unwrap_or_else(|e| panic!("{}: {e}", self.kernel));
         for (i, c) in out.iter().enumerate() {
-            std::fs::write(dir.join(format!("{name}_{i}.py")), &c.text).expect("write");
+            std::fs::write(dir.join(format!("{name}_{i}.{ext}")), &c.text).expect("write");
             std::fs::write(dir.join(format!("{name}_{i}.label")), &c.label).expect("write");
-            println!("{name}_{i}.py: {}", c.label);
+            println!("{name}_{i}.{ext}: {}", c.label);
         }
     }
 }

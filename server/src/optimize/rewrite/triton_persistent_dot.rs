@@ -39,7 +39,9 @@ use tree_sitter::Node;
 
 use super::check::{current_plan, finish, not_applicable, require_lang, set_spec_values, Draft, R};
 use super::params::Params;
-use super::tree::{fresh, kernel_function, line_indent, named_children, newline, text, walk};
+use super::tree::{
+    code_names_outside, fresh, kernel_function, line_indent, named_children, newline, text, walk,
+};
 use super::RewriteContext;
 use crate::spec::{Arg, BenchPlan, DType, Value};
 use crate::syntax::Lang;
@@ -172,23 +174,11 @@ fn draft(
 /// The names the file uses outside function bodies (the kernel's is replaced whole, and
 /// other functions' locals are their own): what the new body's locals must not shadow.
 fn names_outside(cx: &RewriteContext<'_>) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    walk(cx.tree.root_node(), &mut |n| {
-        let a_body = n.kind() == "block"
+    code_names_outside(cx, &|n| {
+        n.kind() == "block"
             && n.parent()
-                .is_some_and(|p| p.kind() == "function_definition");
-        if n.kind() == "comment" || a_body {
-            return false;
-        }
-        if n.child_count() == 0 {
-            let t = text(cx.text, n);
-            if t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
-                out.insert(t.to_string());
-            }
-        }
-        true
-    });
-    out
+                .is_some_and(|p| p.kind() == "function_definition")
+    })
 }
 
 /// Where the rewritten body starts: after a leading docstring, which stays.
@@ -292,6 +282,55 @@ fn analyze<'t>(
 ) -> Result<DotKernel, String> {
     let src = cx.text;
     let defs = Defs::of(src, body);
+    let Skeleton { lp, dot, store } = skeleton(src, body)?;
+    let (k, bk) = loop_header(src, lp, cx)?;
+    let (acc, x, y) = accumulation(src, dot)?;
+    let init = accumulator_init(&defs, &acc, lp)?;
+    let (bm, bn) = accumulator(src, init, &acc, cx)?;
+    let buffers = buffer_names(plan);
+    let addr = AddrCx {
+        src,
+        defs: &defs,
+        buffers: &buffers,
+        plan,
+    };
+    let a = addr.layout(arguments(src, load_call(src, &defs, x)?).0.first().copied())?;
+    let b = addr.layout(arguments(src, load_call(src, &defs, y)?).0.first().copied())?;
+    let (spos, skw) = arguments(src, store);
+    let c = addr.layout(spos.first().copied())?;
+    let cast = stored_value(src, &defs, spos.get(1).copied(), &acc)?;
+    let mask = skw
+        .get("mask")
+        .copied()
+        .or_else(|| spos.get(2).copied())
+        .ok_or("the store has no mask naming the output's bounds")?;
+    let (m, n) = mask_bounds(src, &defs, mask, cx)?;
+    let mut allowed = vec![lp, store, init.parent().unwrap_or(init)];
+    allowed.extend(cast);
+    acc_only_in_place(src, body, &acc, &allowed)?;
+    Ok(DotKernel {
+        acc,
+        bm,
+        bn,
+        bk,
+        m,
+        n,
+        k,
+        a,
+        b,
+        c,
+    })
+}
+
+/// The loop, the dot in it and the store after it.
+struct Skeleton<'t> {
+    lp: Node<'t>,
+    dot: Node<'t>,
+    store: Node<'t>,
+}
+
+/// One loop holding the only dot and both loads, no atomics, one store after the loop.
+fn skeleton<'t>(src: &str, body: Node<'t>) -> Result<Skeleton<'t>, String> {
     let mut calls: BTreeMap<&str, Vec<Node>> = BTreeMap::new();
     let mut loops = Vec::new();
     walk(body, &mut |n| {
@@ -318,16 +357,27 @@ fn analyze<'t>(
         return Err(format!("it has {} loops, not one k loop", loops.len()));
     };
     let (dot, store) = (calls["dot"][0], calls["store"][0]);
-    let inside = |n: Node<'_>| n.start_byte() >= lp.start_byte() && n.end_byte() <= lp.end_byte();
-    if !inside(dot) || calls["load"].iter().any(|l| !inside(*l)) || inside(store) {
+    if !within(dot, *lp) || calls["load"].iter().any(|l| !within(*l, *lp)) || within(store, *lp) {
         return Err("the dot and both loads must be in the loop, the store after it".into());
     }
-    let (k, bk) = loop_header(src, *lp, cx)?;
-    let (acc, x, y) = accumulation(src, dot)?;
+    Ok(Skeleton {
+        lp: *lp,
+        dot,
+        store,
+    })
+}
+
+/// Whether `n` lies inside `outer`.
+fn within(n: Node<'_>, outer: Node<'_>) -> bool {
+    n.start_byte() >= outer.start_byte() && n.end_byte() <= outer.end_byte()
+}
+
+/// The right side of ACC's one assignment before the loop; none after it (an epilogue).
+fn accumulator_init<'t>(defs: &Defs<'t>, acc: &str, lp: Node<'t>) -> Result<Node<'t>, String> {
     let outside: Vec<Node> = defs
         .plain
-        .get(&acc)
-        .map(|rs| rs.iter().copied().filter(|r| !inside(*r)).collect())
+        .get(acc)
+        .map(|rs| rs.iter().copied().filter(|r| !within(*r, lp)).collect())
         .unwrap_or_default();
     if let Some(after) = outside.iter().find(|r| r.start_byte() > lp.end_byte()) {
         return Err(format!(
@@ -335,30 +385,35 @@ fn analyze<'t>(
             after.start_position().row + 1
         ));
     }
-    let [init] = outside.as_slice() else {
-        return Err(format!("`{acc}` is not set once before the loop"));
+    match outside.as_slice() {
+        [init] => Ok(*init),
+        _ => Err(format!("`{acc}` is not set once before the loop")),
+    }
+}
+
+/// The `tl.load` a dot operand is: the call itself, or a name assigned once from it.
+fn load_call<'t>(src: &str, defs: &Defs<'t>, arg: Node<'t>) -> Result<Node<'t>, String> {
+    let arg = bare(arg);
+    let call = if arg.kind() == "identifier" {
+        defs.one(text(src, arg))
+            .map(bare)
+            .ok_or_else(|| format!("`{}` is not assigned once", text(src, arg)))?
+    } else {
+        arg
     };
-    let (bm, bn) = accumulator(src, *init, &acc, cx)?;
-    let load_of = |arg: Node<'t>| -> Result<Node<'t>, String> {
-        let arg = bare(arg);
-        let call = if arg.kind() == "identifier" {
-            defs.one(text(src, arg))
-                .map(bare)
-                .ok_or_else(|| format!("`{}` is not assigned once", text(src, arg)))?
-        } else {
-            arg
-        };
-        if call.kind() == "call" && callee(src, call) == "load" {
-            Ok(call)
-        } else {
-            Err(format!(
-                "the dot's operand `{}` is not a `tl.load`",
-                text(src, arg)
-            ))
-        }
-    };
-    let buffers: BTreeSet<&str> = plan
-        .cases
+    if call.kind() == "call" && callee(src, call) == "load" {
+        Ok(call)
+    } else {
+        Err(format!(
+            "the dot's operand `{}` is not a `tl.load`",
+            text(src, arg)
+        ))
+    }
+}
+
+/// The spec's buffer arguments.
+fn buffer_names(plan: &BenchPlan) -> BTreeSet<&str> {
+    plan.cases
         .first()
         .map(|c| {
             c.args
@@ -367,39 +422,7 @@ fn analyze<'t>(
                 .map(Arg::name)
                 .collect()
         })
-        .unwrap_or_default();
-    let cx2 = AddrCx {
-        src,
-        defs: &defs,
-        buffers: &buffers,
-        plan,
-    };
-    let a = cx2.layout(arguments(src, load_of(x)?).0.first().copied())?;
-    let b = cx2.layout(arguments(src, load_of(y)?).0.first().copied())?;
-    let (spos, skw) = arguments(src, store);
-    let c = cx2.layout(spos.first().copied())?;
-    let cast = stored_value(src, &defs, spos.get(1).copied(), &acc)?;
-    let mask = skw
-        .get("mask")
-        .copied()
-        .or_else(|| spos.get(2).copied())
-        .ok_or("the store has no mask naming the output's bounds")?;
-    let (m, n) = mask_bounds(src, &defs, mask, cx)?;
-    let mut allowed = vec![*lp, store, init.parent().unwrap_or(*init)];
-    allowed.extend(cast);
-    acc_only_in_place(src, body, &acc, &allowed)?;
-    Ok(DotKernel {
-        acc,
-        bm,
-        bn,
-        bk,
-        m,
-        n,
-        k,
-        a,
-        b,
-        c,
-    })
+        .unwrap_or_default()
 }
 
 /// `for V in range(0, K, BK)` / `range(tl.cdiv(K, BK))`: K and BK (K a kernel
@@ -611,39 +634,7 @@ impl<'t> AddrCx<'_, 't> {
     /// `[:, None]` and a `[None, :]` offset, one of them with unit stride.
     fn layout(&self, addr: Option<Node<'t>>) -> Result<Layout, String> {
         let addr = addr.ok_or("a load or store has no address")?;
-        let mut terms = Vec::new();
-        self.terms(addr, 0, &mut terms)?;
-        let mut buffer = None;
-        let mut axes: [Option<Option<Node<'t>>>; 2] = [None, None];
-        for t in terms {
-            let s = text(self.src, t);
-            if t.kind() == "identifier" && self.buffers.contains(s) {
-                if buffer.replace(s.to_string()).is_some() {
-                    return Err(format!("`{}` adds two buffers", text(self.src, addr)));
-                }
-                continue;
-            }
-            let (axis, factor) = broadcast_term(self.src, t).ok_or_else(|| {
-                format!(
-                    "`{}`'s address adds `{s}`, not a tile offset `x[:, None] * stride` or `y[None, :]`",
-                    text(self.src, addr)
-                )
-            })?;
-            if axes[axis].replace(factor).is_some() {
-                return Err(format!(
-                    "`{}` has two offsets along one axis",
-                    text(self.src, addr)
-                ));
-            }
-        }
-        let buffer = buffer
-            .ok_or_else(|| format!("`{}` names no buffer of the spec", text(self.src, addr)))?;
-        let [Some(f0), Some(f1)] = axes else {
-            return Err(format!(
-                "`{}` is not a 2-D tile address",
-                text(self.src, addr)
-            ));
-        };
+        let (buffer, [f0, f1]) = self.split(addr)?;
         let unit = |f: Option<Node<'_>>| {
             f.is_none_or(|f| self.per_case(f).is_some_and(|v| v.iter().all(|x| *x == 1)))
         };
@@ -670,6 +661,39 @@ impl<'t> AddrCx<'_, 't> {
             stride: text(self.src, stride).to_string(),
             stride_values,
         })
+    }
+
+    /// An address as its buffer and the factors (None: none) of its row and column
+    /// offsets.
+    #[allow(clippy::type_complexity)]
+    fn split(&self, addr: Node<'t>) -> Result<(String, [Option<Node<'t>>; 2]), String> {
+        let whole = text(self.src, addr);
+        let mut terms = Vec::new();
+        self.terms(addr, 0, &mut terms)?;
+        let mut buffer = None;
+        let mut axes: [Option<Option<Node<'t>>>; 2] = [None, None];
+        for t in terms {
+            let s = text(self.src, t);
+            if t.kind() == "identifier" && self.buffers.contains(s) {
+                if buffer.replace(s.to_string()).is_some() {
+                    return Err(format!("`{whole}` adds two buffers"));
+                }
+                continue;
+            }
+            let (axis, factor) = broadcast_term(self.src, t).ok_or_else(|| {
+                format!(
+                    "`{whole}`'s address adds `{s}`, not a tile offset `x[:, None] * stride` or `y[None, :]`"
+                )
+            })?;
+            if axes[axis].replace(factor).is_some() {
+                return Err(format!("`{whole}` has two offsets along one axis"));
+            }
+        }
+        let buffer = buffer.ok_or_else(|| format!("`{whole}` names no buffer of the spec"))?;
+        match axes {
+            [Some(f0), Some(f1)] => Ok((buffer, [f0, f1])),
+            _ => Err(format!("`{whole}` is not a 2-D tile address")),
+        }
     }
 
     /// An integer expression of literals and scalar parameters, evaluated in every case;
@@ -955,6 +979,42 @@ fn tma_strides(plan: &BenchPlan, dk: &DotKernel) -> Result<(), String> {
     Ok(())
 }
 
+/// The new body's locals, fresh against the names the file keeps.
+struct Locals {
+    npm: String,
+    npn: String,
+    width: String,
+    tile: String,
+    first: String,
+    gsz: String,
+    pm: String,
+    pn: String,
+    kk: String,
+    desc: [String; 3],
+    x: String,
+    y: String,
+}
+
+impl Locals {
+    fn new(names: &mut BTreeSet<String>) -> Locals {
+        let mut f = |b: &str| fresh(b, names);
+        Locals {
+            npm: f("num_pid_m"),
+            npn: f("num_pid_n"),
+            width: f("num_pid_in_group"),
+            tile: f("tile"),
+            first: f("first_pid_m"),
+            gsz: f("group_size_m"),
+            pm: f("pid_m"),
+            pn: f("pid_n"),
+            kk: f("k0"),
+            desc: [f("a_desc"), f("b_desc"), f("c_desc")],
+            x: f("a_tile"),
+            y: f("b_tile"),
+        }
+    }
+}
+
 /// The new body: descriptors, the persistent loop over tiles in grouped order, the k loop.
 fn emit(
     src: &str,
@@ -963,45 +1023,37 @@ fn emit(
     group: u64,
     names: &mut BTreeSet<String>,
 ) -> String {
-    let nl = newline(src);
-    let stmts = named_children(body);
-    let ind = stmts
+    let ind = named_children(body)
         .iter()
         .find(|s| s.kind() != "comment")
         .map_or("    ", |s| line_indent(src, s.start_byte()))
         .to_string();
     let unit = if ind.starts_with('\t') { "\t" } else { "    " };
-    let mut f = |b: &str| fresh(b, names);
-    let (npm, npn, width, tile, first, gsz, pm, pn, kk) = (
-        f("num_pid_m"),
-        f("num_pid_n"),
-        f("num_pid_in_group"),
-        f("tile"),
-        f("first_pid_m"),
-        f("group_size_m"),
-        f("pid_m"),
-        f("pid_n"),
-        f("k0"),
-    );
-    let (ad, bd, cd, x, y) = (
-        f("a_desc"),
-        f("b_desc"),
-        f("c_desc"),
-        f("a_tile"),
-        f("b_tile"),
-    );
+    let Locals {
+        npm,
+        npn,
+        width,
+        tile,
+        first,
+        gsz,
+        pm,
+        pn,
+        kk,
+        desc: [ad, bd, cd],
+        x,
+        y,
+    } = Locals::new(names);
     let (m, n, k, bm, bn, bk, acc) = (&dk.m, &dk.n, &dk.k, &dk.bm, &dk.bn, &dk.bk, &dk.acc);
-    let om = format!("{pm} * {bm}");
-    let on = format!("{pn} * {bn}");
+    let (om, on) = (format!("{pm} * {bm}"), format!("{pn} * {bn}"));
     // Each tile's axes: (size, block, offset) of its rows and of its columns.
     let a = Tile {
         l: &dk.a,
         rows: (m, bm, &om),
-        cols: (k, bk, kk.as_str()),
+        cols: (k, bk, &kk),
     };
     let b = Tile {
         l: &dk.b,
-        rows: (k, bk, kk.as_str()),
+        rows: (k, bk, &kk),
         cols: (n, bn, &on),
     };
     let c = Tile {
@@ -1037,7 +1089,7 @@ fn emit(
         format!("{i3}{acc} = tl.dot({x}, {y}, {acc})"),
         format!("{i2}{}", c.store(&cd, &value)),
     ];
-    lines.join(nl)
+    lines.join(newline(src))
 }
 
 /// One tile's descriptor and accesses: its rows' and columns' (size, block, offset).

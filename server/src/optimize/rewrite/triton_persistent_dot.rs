@@ -42,6 +42,7 @@ use super::params::Params;
 use super::tree::{
     code_names_outside, fresh, kernel_function, line_indent, named_children, newline, text, walk,
 };
+use super::triton_loops::shallow_enough;
 use super::RewriteContext;
 use crate::spec::{Arg, BenchPlan, DType, Value};
 use crate::syntax::Lang;
@@ -103,6 +104,7 @@ pub fn triton_persistent_dot(cx: &RewriteContext<'_>) -> R {
     let body = func
         .child_by_field_name("body")
         .ok_or_else(|| na("it has no body".into()))?;
+    shallow_enough(body, k)?;
     let dk = analyze(cx, &plan, body).map_err(na)?;
     let eb = operand_bytes(&plan, &dk).map_err(na)?;
     tma_strides(&plan, &dk).map_err(na)?;

@@ -594,6 +594,9 @@ fn accumulator(
     }
 }
 
+/// The factors of an address's row and column offsets (None: unit, no factor written).
+type Factors<'t> = [Option<Node<'t>>; 2];
+
 /// What an address is resolved against.
 struct AddrCx<'a, 't> {
     src: &'a str,
@@ -667,8 +670,7 @@ impl<'t> AddrCx<'_, 't> {
 
     /// An address as its buffer and the factors (None: none) of its row and column
     /// offsets.
-    #[allow(clippy::type_complexity)]
-    fn split(&self, addr: Node<'t>) -> Result<(String, [Option<Node<'t>>; 2]), String> {
+    fn split(&self, addr: Node<'t>) -> Result<(String, Factors<'t>), String> {
         let whole = text(self.src, addr);
         let mut terms = Vec::new();
         self.terms(addr, 0, &mut terms)?;

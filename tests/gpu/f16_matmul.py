@@ -11,24 +11,13 @@ Prints one line per file and shape and writes $OUT/f16_matmul.json where OUT is 
 Record results in docs/benchmarks.md."""
 import glob, importlib.util, json, math, os, re, sys
 import numpy as np, torch, triton
+from timing import bench
 
 D = sys.argv[1].rstrip("/")
 SHAPES = [tuple(int(x) for x in s.split(",")) for s in sys.argv[2:]] or [(4096, 4096, 4096), (4000, 4000, 4000)]
 dev = "cuda"
 triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=dev))
 SMS = torch.cuda.get_device_properties(0).multi_processor_count
-flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
-
-
-def bench(fn, reps=40):
-    s = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    e = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for _ in range(3):
-        fn()
-    for r in range(reps):
-        flush.zero_(); s[r].record(); fn(); e[r].record()
-    torch.cuda.synchronize()
-    return float(np.median([s[r].elapsed_time(e[r]) for r in range(reps)]))
 
 
 def spec(path, kernel):

@@ -13,6 +13,7 @@ sizes instead.
 Record results in docs/benchmarks.md."""
 import json, os
 import numpy as np, torch, triton, triton.language as tl
+from timing import bench
 
 dev = "cuda" if torch.cuda.is_available() else "cpu"
 triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=dev))
@@ -87,18 +88,6 @@ def mm_tma_persist(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N:
         c_d.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_ptr.dtype.element_ty))
 
 
-flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
-
-
-def bench(fn, reps=40):
-    s = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    e = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for _ in range(3):
-        fn()
-    for r in range(reps):
-        flush.zero_(); s[r].record(); fn(); e[r].record()
-    torch.cuda.synchronize()
-    return float(np.median([s[r].elapsed_time(e[r]) for r in range(reps)]))
 
 
 def main():

@@ -22,7 +22,8 @@
 //! descriptors.
 //!
 //! **Refuses** other operand types than f16/bf16 (measured only there); an epilogue
-//! (anything done to `ACC` but a cast), more loads or stores, atomics, another loop; an
+//! (anything done to `ACC` but a cast), more loads or stores, atomics, another loop; a
+//! load padded with anything but zero (descriptors read zeros past the edges); an
 //! address with another term (a batch offset); a stride that is not a multiple of 16
 //! bytes in some case of the spec (TMA needs it: a row of 4097 halves is refused);
 //! a block size the spec tunes; configurations whose stages and output tile pass
@@ -404,7 +405,16 @@ fn load_call<'t>(src: &str, defs: &Defs<'t>, arg: Node<'t>) -> Result<Node<'t>, 
         arg
     };
     if call.kind() == "call" && callee(src, call) == "load" {
-        Ok(call)
+        // Past the edges the descriptors read zeros: a mask's `other` must be zero too.
+        let (pos, kw) = arguments(src, call);
+        let other = kw.get("other").or(pos.get(2)).map(|o| text(src, *o));
+        match other {
+            None | Some("0" | "0.0" | "0." | "0.0f") => Ok(call),
+            Some(o) => Err(format!(
+                "`{}` pads with `{o}`, where tensor descriptors read zeros",
+                text(src, arg)
+            )),
+        }
     } else {
         Err(format!(
             "the dot's operand `{}` is not a `tl.load`",

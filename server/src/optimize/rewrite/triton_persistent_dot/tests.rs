@@ -148,6 +148,15 @@ fn epilogues_batches_unaligned_rows_and_f32_operands_are_refused() {
     assert_ne!(unmasked, MATMUL);
     expect!["`matmul_kernel` cannot become a persistent TMA matmul: the store has no mask naming the output's bounds"]
         .assert_eq(&why(&unmasked, "matmul_kernel"));
+    // Past the edges TMA reads zeros; a load padded with something else is the author's.
+    let ones = MATMUL.replacen(
+        "(k + offs_k)[None, :] < K), other=0.0)",
+        "(k + offs_k)[None, :] < K), other=1.0)",
+        1,
+    );
+    assert_ne!(ones, MATMUL);
+    expect!["`matmul_kernel` cannot become a persistent TMA matmul: `a` pads with `1.0`, where tensor descriptors read zeros"]
+        .assert_eq(&why(&ones, "matmul_kernel"));
     // A tuned block size is tunable_sweep's.
     let tuned = MATMUL.replace(
         "BLOCK_K = 32",

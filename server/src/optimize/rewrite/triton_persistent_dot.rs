@@ -31,7 +31,8 @@
 //! (default the measured best, 128x256x64 with 8 warps and 3 stages, and two 128x128x64
 //! ones, which fit beside an f32 output tile; 128x256x64 with 2 stages, which would too,
 //! ran at 57-70% of cuBLAS's speed on the H100),
-//! `group_m` (default 8). Needs a Triton with `tl.make_tensor_descriptor` (3.4+) and an
+//! `group_m` (default 8). Needs a Triton with `tl.make_tensor_descriptor` (measured with
+//! 3.6; an older one fails to compile the candidate, which is then dropped) and an
 //! allocator for its scratch (the worker sets one).
 
 use std::collections::{BTreeMap, BTreeSet};

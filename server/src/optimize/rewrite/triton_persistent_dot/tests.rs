@@ -168,3 +168,74 @@ fn epilogues_batches_unaligned_rows_and_f32_operands_are_refused() {
     expect!["no usable candidate for `matmul_kernel`: persistent TMA tiles 256x256x128, 8 warps, 4 stages, GROUP_M=8: 786432 bytes of shared memory, more than 232448"]
         .assert_eq(&not_applicable(triton(MATMUL, "matmul_kernel", "triton_persistent_dot", json!({"configs": [[256, 256, 128, 8, 4]]}))));
 }
+
+#[test]
+fn other_spellings_of_the_same_loop_are_matched() {
+    let variant = |from: &str, to: &str| {
+        let s = MATMUL.replacen(from, to, 1);
+        assert_ne!(s, MATMUL, "`{from}` moved; update this test");
+        s
+    };
+    let offered = |src: &str| match triton(src, "matmul_kernel", "triton_persistent_dot", json!({}))
+    {
+        Ok(out) => format!("{} candidates", out.len()),
+        Err(e) => e.to_string(),
+    };
+    for (what, src) in [
+        (
+            "the accumulator by keyword",
+            variant("acc += tl.dot(a, b)", "acc = tl.dot(a, b, acc=acc)"),
+        ),
+        (
+            "an explicit f32 out_dtype",
+            variant(
+                "acc += tl.dot(a, b)",
+                "acc += tl.dot(a, b, out_dtype=tl.float32)",
+            ),
+        ),
+        (
+            "a sum written out",
+            variant("acc += tl.dot(a, b)", "acc = acc + tl.dot(a, b)"),
+        ),
+        (
+            "tl.range with its own stages",
+            variant(
+                "for k in range(0, K, BLOCK_K):",
+                "for k in tl.range(0, K, BLOCK_K, num_stages=3):",
+            ),
+        ),
+        (
+            "bounds written the other way round",
+            variant(
+                "mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))",
+                "mask=(M > offs_m[:, None]) & (N > offs_n[None, :]))",
+            ),
+        ),
+    ] {
+        assert_eq!(offered(&src), "2 candidates", "{what}");
+    }
+    for (what, src, why) in [
+        (
+            "a while loop",
+            variant("for k in range(0, K, BLOCK_K):", "k = 0\n    while k < K:"),
+            "`matmul_kernel` cannot become a persistent TMA matmul: the loop is not `for k in range(0, K, BK)` or `range(tl.cdiv(K, BK))` with parameters K and BK: `while k < K:`",
+        ),
+        (
+            "a loop from 1",
+            variant("for k in range(0, K, BLOCK_K):", "for k in range(1, K, BLOCK_K):"),
+            "`matmul_kernel` cannot become a persistent TMA matmul: the loop is not `for k in range(0, K, BK)` or `range(tl.cdiv(K, BK))` with parameters K and BK: `for k in range(1, K, BLOCK_K):`",
+        ),
+        (
+            "a scaled product",
+            variant("acc += tl.dot(a, b)", "acc += 2.0 * tl.dot(a, b)"),
+            "`matmul_kernel` cannot become a persistent TMA matmul: `tl.dot(a, b)` is not accumulated as `acc += tl.dot(a, b)`",
+        ),
+        (
+            "a dot at another precision",
+            variant("acc += tl.dot(a, b)", "acc += tl.dot(a, b, input_precision=\"ieee\")"),
+            "`matmul_kernel` cannot become a persistent TMA matmul: the dot passes `input_precision=`",
+        ),
+    ] {
+        assert_eq!(offered(&src), why, "{what}");
+    }
+}

@@ -6,11 +6,16 @@
 //! then compiles them with NVRTC on a GPU machine, checks them against the f64 product
 //! and times them against cuBLAS fp32.
 //!
+//! It also writes `triton_persistent_dot`'s candidates (persistent, TMA-fed) for
+//! `examples/matmul.py` (as it is, f32 out, and with an f16 output) and two styles of
+//! `tests/fixtures/rewrites/triton/persistent_dots.py`, with their drafts, as `*.py`;
+//! `tests/gpu/f16_matmul.py` times those against cuBLAS f16/bf16.
+//!
 //! Run with `cargo bench --bench tensor_matmul -- DIR`; record results in
 //! docs/benchmarks.md.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use kernel_lsp::document::Document;
 use kernel_lsp::optimize::rewrite::{self, RewriteContext};
@@ -20,6 +25,8 @@ use serde_json::json;
 const MATMUL: &str = include_str!("../../examples/matmul_naive.cu");
 const TENSOR: &str = include_str!("../../tests/fixtures/rewrites/tiles/tensor_matmuls.cu");
 const MATMULS: &str = include_str!("../../tests/fixtures/rewrites/tiles/matmuls.cu");
+const TRITON_MATMUL: &str = include_str!("../../examples/matmul.py");
+const DOTS: &str = include_str!("../../tests/fixtures/rewrites/triton/persistent_dots.py");
 
 fn main() {
     // `cargo bench` passes `--bench`; the folder is the first other argument.
@@ -46,23 +53,67 @@ fn main() {
         (TENSOR, "gemm_tn"),
         (TENSOR, "gemm_ld"),
     ] {
-        let doc = Document::new(Lang::Cuda, 0, src);
-        let tree = doc.tree().expect("the file parses");
-        let model = syntax::analyze(Lang::Cuda, src, tree);
-        let k = model.kernel(kernel).expect("the file has the kernel");
-        let cx = RewriteContext {
+        let one = Rewrite {
             lang: Lang::Cuda,
-            text: src,
+            src,
+            kernel,
+            id: "tile_matmul",
+        };
+        one.write(&dir, kernel, "cu", &params);
+    }
+    // The Triton drafts (`NAME.py`) and triton_persistent_dot's candidates for them.
+    let f16_out = TRITON_MATMUL.replace("c_ptr: out f32[M, N]", "c_ptr: out f16[M, N]");
+    for (src, kernel, name) in [
+        (TRITON_MATMUL, "matmul_kernel", "matmul_f32out"),
+        (f16_out.as_str(), "matmul_kernel", "matmul_f16out"),
+        (DOTS, "mm_tutorial", "mm_tutorial"),
+        (DOTS, "linear_bt", "linear_bt"),
+    ] {
+        std::fs::write(dir.join(format!("{name}.py")), src).expect("write");
+        let one = Rewrite {
+            lang: Lang::Triton,
+            src,
+            kernel,
+            id: "triton_persistent_dot",
+        };
+        one.write(&dir, name, "py", &BTreeMap::new());
+    }
+}
+
+/// One rewrite of one kernel.
+struct Rewrite<'a> {
+    lang: Lang,
+    src: &'a str,
+    kernel: &'a str,
+    id: &'a str,
+}
+
+impl Rewrite<'_> {
+    /// Writes each candidate as `NAME_I.EXT` with its label in `NAME_I.label`.
+    fn write(
+        &self,
+        dir: &Path,
+        name: &str,
+        ext: &str,
+        params: &BTreeMap<String, serde_json::Value>,
+    ) {
+        let doc = Document::new(self.lang, 0, self.src);
+        let tree = doc.tree().expect("the file parses");
+        let model = syntax::analyze(self.lang, self.src, tree);
+        let k = model.kernel(self.kernel).expect("the file has the kernel");
+        let cx = RewriteContext {
+            lang: self.lang,
+            text: self.src,
             tree,
             model: &model,
             kernel: k,
-            params: &params,
+            params,
         };
-        let out = rewrite::apply("tile_matmul", &cx).unwrap_or_else(|e| panic!("{kernel}: {e}"));
+        let out = rewrite::apply(self.id, &cx).unwrap_or_else(|e| panic!("{}: {e}", self.kernel));
         for (i, c) in out.iter().enumerate() {
-            std::fs::write(dir.join(format!("{kernel}_{i}.cu")), &c.text).expect("write");
-            std::fs::write(dir.join(format!("{kernel}_{i}.label")), &c.label).expect("write");
-            println!("{kernel}_{i}.cu: {}", c.label);
+            std::fs::write(dir.join(format!("{name}_{i}.{ext}")), &c.text).expect("write");
+            std::fs::write(dir.join(format!("{name}_{i}.label")), &c.label).expect("write");
+            println!("{name}_{i}.{ext}: {}", c.label);
         }
     }
 }

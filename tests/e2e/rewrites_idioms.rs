@@ -495,6 +495,26 @@ const CASES: &[Case] = &[
         ),
     },
     Case {
+        file: HALF_MATMULS,
+        kernel: "hgemm",
+        id: "tile_matmul",
+        want: 7,
+        sizes: (
+            "m = 1024, 67; n = 1024, 45; k = 1024, 33",
+            "m = 70, 67; n = 45, 33; k = 40, 33",
+        ),
+    },
+    Case {
+        file: HALF_MATMULS,
+        kernel: "linear_bt",
+        id: "tile_matmul",
+        want: 7,
+        sizes: (
+            "m = 512, 37; n = 768, 70; k = 256, 19",
+            "m = 40, 37; n = 70, 19; k = 33, 19",
+        ),
+    },
+    Case {
         file: MATMULS,
         kernel: "min_plus",
         id: "tile_matmul",
@@ -838,6 +858,7 @@ const CASES: &[Case] = &[
 const SPLIT: &str = "tests/fixtures/rewrites/split/columns.cu";
 const INTERLEAVE: &str = "tests/fixtures/rewrites/interleave/loops.cu";
 const MATMULS: &str = "tests/fixtures/rewrites/tiles/matmuls.cu";
+const HALF_MATMULS: &str = "tests/fixtures/rewrites/tiles/half_matmuls.cu";
 const TENSOR_MATMULS: &str = "tests/fixtures/rewrites/tiles/tensor_matmuls.cu";
 const LANES: &str = "tests/fixtures/rewrites/lanes/remaps.cu";
 const TILES: &str = "tests/fixtures/rewrites/tiles/transposes.cu";
@@ -984,10 +1005,10 @@ fn every_cuda_idiom_candidate_compiles_and_computes_what_the_original_computes()
                 compiled += 1;
             }
         }
-        // The emulator has no f16, no tensor cores (inline `mma.sync`) and no thread
+        // The emulator has no f16 or bf16, no tensor cores (inline `mma.sync`) and no thread
         // block clusters; those candidates are compiled here and verified on the GPU
         // (tests/gpu/idioms.rs).
-        let f16 = src.contains(": in f16[");
+        let f16 = src.contains(": in f16[") || src.contains(": in bf16[");
         if gxx.is_ok() && !f16 {
             let cands: Vec<(String, String)> = out
                 .iter()

@@ -95,6 +95,72 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
     verify_on_interpreter(&py, &jobs, 5).await;
 }
 
+/// `triton_persistent_dot`'s candidates (persistent programs, tensor descriptors) for
+/// the bundled matmul and three other styles, at sizes with partial tiles on every edge,
+/// verify against their originals on the interpreter (which exercises the descriptors'
+/// zero fill and clipped stores); one whose grouped order skips rows of tiles must fail.
+#[tokio::test]
+async fn persistent_tma_matmuls_verify_on_the_interpreter() {
+    let test = "persistent_tma_matmuls_verify_on_the_interpreter";
+    let py = match crate::bench_triton::python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip(test, &why),
+    };
+    let shrink = |src: String, from: &str, to: &str| {
+        let s = src.replace(from, to);
+        assert_ne!(s, src, "the sizes line `{from}` moved; update this test");
+        s
+    };
+    let matmul = shrink(
+        read("examples/matmul.py"),
+        "M = 4096, 100; N = 4096, 72; K = 4096, 40",
+        "M = 200, 72; N = 136, 264; K = 96, 40",
+    );
+    let dots = read("tests/fixtures/rewrites/triton/persistent_dots.py");
+    let dots = shrink(
+        dots,
+        "M = 4000, 264; N = 3968, 136; K = 4096, 72",
+        "M = 264, 40; N = 136, 72; K = 72, 104",
+    );
+    let dots = shrink(
+        dots,
+        "m = 2048, 40; n = 1536, 24; k = 1024, 56",
+        "m = 150, 40; n = 264, 24; k = 56, 136",
+    );
+    let dots = shrink(
+        dots,
+        "M = 1024, 48; N = 1024, 64; K = 512, 40\n# @bench at:",
+        "M = 136, 48; N = 72, 264; K = 40, 88\n# @bench at:",
+    );
+    let config = serde_json::json!({"configs": [[128, 256, 64, 8, 3], [128, 128, 64, 4, 4]]});
+    let mut jobs: Vec<(String, &str, Candidate)> = Vec::new();
+    for (src, kernel, want) in [
+        (&matmul, "matmul_kernel", 1),
+        (&dots, "mm_tutorial", 2),
+        (&dots, "linear_bt", 2),
+        (&dots, "mm_at", 1),
+    ] {
+        let out = triton_apply(src, kernel, "triton_persistent_dot", config.clone());
+        assert_eq!(out.len(), want, "{kernel}");
+        jobs.extend(out.into_iter().map(|c| (src.clone(), kernel, c)));
+    }
+    let (src, _, c) = jobs
+        .iter()
+        .find(|(_, k, _)| *k == "mm_tutorial")
+        .expect("a mm_tutorial candidate");
+    let wrong = c.text.replace("% group_size_m\n", "% 1\n");
+    assert_ne!(wrong, c.text);
+    jobs.push((
+        src.clone(),
+        "mm_tutorial",
+        Candidate {
+            label: "control: every program of a group on its first row of tiles".into(),
+            text: wrong,
+        },
+    ));
+    verify_on_interpreter(&py, &jobs, 7).await;
+}
+
 /// `kernel-lsp optimize FILE` with its defaults (no LLM, no step limit: the time budget
 /// and the stop rule end it) on a bundled first draft, its sizes shrunk for the CPU
 /// interpreter: the run ends, and the step the analysis names is accepted. Returns the

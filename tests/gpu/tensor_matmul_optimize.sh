@@ -7,6 +7,7 @@
 # (that copy's tolerance loosened to 1e-3 only so bench times it against a @ b), and the
 # answer benched against the f64 product at the default tolerance.
 #   KERNEL_LSP_BIN=target/release/kernel-lsp SHAPES="2048 2048 1024" bash tests/gpu/tensor_matmul_optimize.sh
+# (SHAPES holds one "m n k" per line; unset, 2048x2048x1024 and 1000^3.)
 set -u
 : "${KERNEL_LSP_BIN:?set KERNEL_LSP_BIN to the prebuilt release kernel-lsp}"
 B="$KERNEL_LSP_BIN"
@@ -33,7 +34,11 @@ extern "C" __global__ void matmul(int m, int n, int k, const float* a, const flo
 }
 CU
 }
-for shape in ${SHAPES:-"2048 2048 1024" "1000 1000 1000"}; do
+# SHAPES: one "m n k" per line (the default: two shapes).
+mapfile -t shapes <<< "${SHAPES:-2048 2048 1024
+1000 1000 1000}"
+for shape in "${shapes[@]}"; do
+  [[ -z "$shape" ]] && continue
   set -- $shape
   d="$W/mm_$1x$2x$3"; mkdir -p "$d"; cd "$d"
   draft $1 $2 $3 "(a.double() @ b.double()).float()" > mm.cu

@@ -48,6 +48,7 @@ mod triton_configs;
 mod triton_launch;
 mod triton_loops;
 mod triton_online;
+mod triton_persistent_dot;
 mod triton_program_tile;
 mod triton_row_tile;
 mod triton_split_loop;
@@ -118,6 +119,10 @@ pub const REGISTRY: &[(&str, Apply)] = &[
     ("tile_matmul", tile_matmul::tile_matmul),
     ("triton_swizzle", triton_swizzle::triton_swizzle),
     ("triton_configs", triton_configs::triton_configs),
+    (
+        "triton_persistent_dot",
+        triton_persistent_dot::triton_persistent_dot,
+    ),
     ("coarsen", coarsen::coarsen),
     ("block_reduce", block_reduce::block_reduce),
     ("remap_lanes", remap_lanes::remap_lanes),

@@ -174,23 +174,39 @@ impl<'a> Params<'a> {
 
     /// `[[32, 8], ...]`: pairs of positive integers.
     pub fn pairs(&self, name: &str, default: &[[u64; 2]]) -> Result<Vec<[u64; 2]>, RewriteError> {
+        self.rows(name, default)
+    }
+
+    /// `[[128, 256, 64], ...]`: lists of `N` positive integers each.
+    pub fn rows<const N: usize>(
+        &self,
+        name: &str,
+        default: &[[u64; N]],
+    ) -> Result<Vec<[u64; N]>, RewriteError> {
         let Some(v) = self.get(name) else {
             return Ok(default.to_vec());
+        };
+        let what = if N == 2 {
+            "[x, y] pairs".to_string()
+        } else {
+            format!("lists of {N}")
         };
         let err = || {
             bad(
                 name,
-                format!("expected a list of [x, y] pairs of positive integers, found `{v}`"),
+                format!("expected a list of {what} of positive integers, found `{v}`"),
             )
         };
         let items = v.as_array().filter(|a| !a.is_empty()).ok_or_else(err)?;
         items
             .iter()
-            .map(|pair| {
-                let p = pair.as_array().filter(|p| p.len() == 2).ok_or_else(err)?;
-                let x = p[0].as_u64().filter(|x| *x > 0).ok_or_else(err)?;
-                let y = p[1].as_u64().filter(|y| *y > 0).ok_or_else(err)?;
-                Ok([x, y])
+            .map(|row| {
+                let r = row.as_array().filter(|r| r.len() == N).ok_or_else(err)?;
+                let mut out = [0u64; N];
+                for (o, x) in out.iter_mut().zip(r) {
+                    *o = x.as_u64().filter(|x| *x > 0).ok_or_else(err)?;
+                }
+                Ok(out)
             })
             .collect()
     }

@@ -88,9 +88,17 @@ pub(super) fn render(
 /// Every name the file's code uses (identifiers, fields, types, macro names), not the
 /// words of its comments: what a new local must not shadow or collide with.
 pub(super) fn code_names(cx: &RewriteContext<'_>) -> BTreeSet<String> {
+    code_names_outside(cx, &|_| false)
+}
+
+/// [`code_names`] outside the subtrees `skip` picks (a body about to be replaced whole).
+pub(super) fn code_names_outside(
+    cx: &RewriteContext<'_>,
+    skip: &dyn Fn(Node<'_>) -> bool,
+) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     walk(cx.tree.root_node(), &mut |n| {
-        if n.kind() == "comment" {
+        if n.kind() == "comment" || skip(n) {
             return false;
         }
         if n.child_count() == 0 {

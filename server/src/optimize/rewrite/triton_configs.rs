@@ -8,7 +8,8 @@
 //!
 //! For a kernel that multiplies tiles (`tl.dot`, an accumulator `tl.zeros((BM, BN))`,
 //! a loop `range(..., ..., BK)`), a configuration is kept when its pipelined tiles fit in
-//! shared memory (`num_stages × (BM·BK + BK·BN) × element bytes` ≤ 227 KiB) and its
+//! shared memory (`num_stages × (BM·BK + BK·BN) × element bytes` ≤ 227 KiB, plus the
+//! `BM·BN` output tile where the kernel stores through a tensor descriptor) and its
 //! accumulator in registers (`BM·BN / (32·num_warps)` ≤ 128 per thread, as f32), and
 //! ranked by the tile's arithmetic intensity `BM·BN / (BM + BN)` times the warps an SM
 //! can keep resident (up to 8: Hopper's asynchronous MMAs need no more, so a 128x256
@@ -31,7 +32,7 @@ use super::tree::{kernel_function, named_children, text, walk};
 use super::triton_launch::{DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS};
 use super::RewriteContext;
 use crate::optimize::edit;
-use crate::spec::{Arg, DType, Launch, Role, TunableKind};
+use crate::spec::{Arg, Launch, Role, TunableKind};
 use crate::syntax::{Lang, ParamKind};
 
 const ID: &str = "triton_configs";
@@ -47,6 +48,9 @@ struct DotShape {
     bn: String,
     bk: String,
     elem_bytes: u64,
+    /// Bytes of one output element where the kernel stores through a tensor descriptor
+    /// (the output tile is staged in shared memory), else 0.
+    out_tile_bytes: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -234,6 +238,7 @@ fn dot_shape(
     let src = cx.text;
     let f = kernel_function(cx)?;
     let (mut has_dot, mut acc, mut step) = (false, None, None);
+    let (mut descriptors, mut desc_store) = (false, false);
     walk(f, &mut |n| {
         if n.kind() == "call" {
             let callee = n
@@ -242,6 +247,8 @@ fn dot_shape(
             if callee.ends_with(".dot") {
                 has_dot = true;
             }
+            descriptors |= callee.ends_with("make_tensor_descriptor");
+            desc_store |= callee.ends_with(".store") && !callee.starts_with("tl.");
             if callee.ends_with(".zeros") && acc.is_none() {
                 let first = n
                     .child_by_field_name("arguments")
@@ -275,24 +282,28 @@ fn dot_shape(
         return None;
     }
     // The loaded tiles are inputs: their element size sets the tiles' bytes.
-    let elem_bytes = args
-        .iter()
-        .filter_map(|a| match a {
-            Arg::Buffer { dtype, role, .. } if *role != Role::Out => Some(match dtype {
-                DType::F16 | DType::Bf16 | DType::I16 => 2,
-                DType::I8 | DType::U8 | DType::Bool => 1,
-                DType::F64 | DType::I64 => 8,
-                _ => 4,
-            }),
-            _ => None,
-        })
-        .max()
-        .unwrap_or(4);
+    let bytes_of = |out: bool| {
+        args.iter()
+            .filter_map(|a| match a {
+                Arg::Buffer { dtype, role, .. } if (*role == Role::Out) == out => {
+                    Some(dtype.size_bytes())
+                }
+                _ => None,
+            })
+            .max()
+    };
+    let elem_bytes = bytes_of(false).unwrap_or(4);
+    let out_tile_bytes = if descriptors && desc_store {
+        bytes_of(true).unwrap_or(4)
+    } else {
+        0
+    };
     Some(DotShape {
         bm,
         bn,
         bk,
         elem_bytes,
+        out_tile_bytes,
     })
 }
 
@@ -306,7 +317,7 @@ fn score(
     match dot {
         Some(d) => {
             let (bm, bn, bk) = (blocks[&d.bm], blocks[&d.bn], blocks[&d.bk]);
-            let smem = stages * (bm * bk + bk * bn) * d.elem_bytes;
+            let smem = stages * (bm * bk + bk * bn) * d.elem_bytes + bm * bn * d.out_tile_bytes;
             let acc_regs = bm * bn / (32 * warps);
             if smem > SMEM_BYTES || acc_regs > 128 || acc_regs == 0 {
                 return None;

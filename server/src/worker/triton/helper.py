@@ -132,6 +132,11 @@ def init():
         _state["device"] = "cpu"
     else:
         _state["device"] = "cuda"
+    # Tensor descriptors made inside a kernel (`tl.make_tensor_descriptor`: TMA on Hopper)
+    # take their scratch from an allocator; kernels that make none never call it.
+    if hasattr(triton, "set_allocator"):
+        dev = _state["device"]
+        triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device=dev))
     # Modules go under kernel-lsp's private directory when it gives one (removed with it).
     # kernel-lsp's directory (this script's) is removed at exit too: a worker that never
     # drops its backend still leaves nothing behind.

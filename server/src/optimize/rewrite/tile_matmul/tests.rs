@@ -702,3 +702,30 @@ fn tensor_cores_refuse_a_spec_that_sets_its_own_shared_memory() {
     assert_ne!(own, TENSOR);
     expect!["no usable candidate for `gemm_ld`: 3xTF32 tensor cores (mma.sync, cp.async), 64x64x32 tiles, 4 stages, 4 warps: the spec already sets `smem`"].assert_eq(&not_applicable(cuda(&own, "gemm_ld", "tile_matmul", tc)));
 }
+
+#[test]
+fn sixteen_bit_drafts_get_simt_tiles_and_no_tensor_cores() {
+    // What a first-draft f16 or bf16 matmul in CUDA gets today: the SIMT tiles and
+    // register blocks (the loads stay the author's, converted as written), and the
+    // reason it gets no tensor-core candidate.
+    const HALF: &str = include_str!("../../../../../tests/fixtures/rewrites/tiles/half_matmuls.cu");
+    for kernel in ["hgemm", "linear_bt"] {
+        let out = cuda(HALF, kernel, "tile_matmul", json!({}))
+            .unwrap_or_else(|e| panic!("{kernel}: {e}"));
+        assert!(
+            labels(&out).iter().all(|l| !l.contains("tensor cores")),
+            "{kernel}: {:?}",
+            labels(&out)
+        );
+        assert!(out.len() >= 5, "{kernel}: {:?}", labels(&out));
+    }
+    let tc =
+        json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "staged_blocks": []});
+    let loose = HALF.replace(
+        "// @bench grid = (cdiv(n, 16), cdiv(m, 16)); block = (16, 16)",
+        "// @bench grid = (cdiv(n, 16), cdiv(m, 16)); block = (16, 16); atol = 1e-2; rtol = 1e-2",
+    );
+    assert_ne!(loose, HALF);
+    expect!["no usable candidate for `hgemm`: 3xTF32 tensor cores: the k loop's product is not of one A-like and one B-like load"]
+        .assert_eq(&not_applicable(cuda(&loose, "hgemm", "tile_matmul", tc)));
+}

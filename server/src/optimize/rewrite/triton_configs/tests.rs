@@ -132,3 +132,49 @@ fn tuned_values_are_left_to_the_tunable_sweep() {
     expect!["`add_kernel` has no configuration grid to sweep: `BLOCK` has a `tune` line (tunable_sweep covers it)"].assert_eq(&why(VECTOR_ADD, "add_kernel"));
     expect!["`softmax_kernel` has no configuration grid to sweep: the spec tunes `num_warps` or `num_stages` itself; tunable_sweep covers it"].assert_eq(&why(SOFTMAX, "softmax_kernel"));
 }
+
+#[test]
+fn a_kernel_storing_through_a_descriptor_counts_its_output_tile_in_shared_memory() {
+    // The persistent, TMA-fed version of the bundled matmul with an f16 output: its
+    // output tile (128x256 halves, 64 KiB) is staged in shared memory beside the stages,
+    // so 4 stages of 128x256x64 (192 KiB) no longer fit; 3 do.
+    let f16_out = MATMUL.replace("c_ptr: out f32[M, N]", "c_ptr: out f16[M, N]");
+    let persistent = run(
+        Lang::Triton,
+        &f16_out,
+        "matmul_kernel",
+        "triton_persistent_dot",
+        json!({"configs": [[128, 256, 64, 8, 3]]}),
+    )
+    .unwrap();
+    let text = &persistent[0].text;
+    let sweep = |src: &str| {
+        let out = run(
+            Lang::Triton,
+            src,
+            "matmul_kernel",
+            "triton_configs",
+            json!({"max_candidates": 64}),
+        );
+        labels(&out.unwrap())
+            .iter()
+            .map(|l| l.to_string())
+            .collect::<Vec<_>>()
+    };
+    let big4 = "BLOCK_K=64, BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=4";
+    let big3 = "BLOCK_K=64, BLOCK_M=128, BLOCK_N=256, num_warps=8, num_stages=3";
+    assert!(
+        sweep(&f16_out).iter().any(|l| l == big4),
+        "the per-tile kernel keeps `{big4}`"
+    );
+    let after = sweep(text);
+    assert!(!after.iter().any(|l| l == big4), "{after:?}");
+    assert!(
+        after
+            .iter()
+            .any(|l| l.starts_with("BLOCK_K=64, BLOCK_M=128, BLOCK_N=128")),
+        "{after:?}"
+    );
+    // The 3-stage 128x256x64 is the candidate's own launch, so it is not swept again.
+    assert!(!after.iter().any(|l| l == big3), "{after:?}");
+}

@@ -791,6 +791,26 @@ const CASES: &[Case] = &[
     },
     Case {
         file: BATCHED,
+        kernel: "mid_sum_flat",
+        id: "split_loop",
+        want: 10,
+        sizes: (
+            "B = 16, 3; D1 = 256, 17; D2 = 256, 33",
+            "B = 3, 3; D1 = 40, 17; D2 = 50, 33",
+        ),
+    },
+    Case {
+        file: BATCHED,
+        kernel: "mid_sum_flat",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: (
+            "B = 16, 3; D1 = 256, 17; D2 = 256, 33",
+            "B = 3, 3; D1 = 40, 17; D2 = 50, 33",
+        ),
+    },
+    Case {
+        file: BATCHED,
         kernel: "batched_col_max",
         id: "split_loop",
         want: 6,

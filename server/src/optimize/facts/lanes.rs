@@ -313,9 +313,20 @@ pub(super) trait LaneWalk<'t> {
                 (true, _) if dl != Unknown => Sym,
                 _ => Unknown,
             },
+            // The remainder by a uniform value moves as its operand (but where it wraps);
+            // the quotient by a uniform value of a warp's width or more (or a run-time
+            // one) changes once every that many lanes: taken as uniform, a stride
+            // estimate that is right for all but the wrapping lanes.
+            "%" if dr.is_zero() && matches!(dl, Const(_)) => dl,
+            "/" | "//" if dr.is_zero() && dl != Unknown && wide_divisor(self.konst(r)) => ZERO,
             _ => Deriv::opaque(&[dl, dr]),
         }
     }
+}
+
+/// A divisor that spans a warp: a literal of magnitude 32 or more, or a run-time value.
+fn wide_divisor(k: Option<i64>) -> bool {
+    k.is_none_or(|k| k.unsigned_abs() >= 32)
 }
 
 /// Records one global access of either language: counted in every loop around it

@@ -184,27 +184,33 @@ __global__ void k(int n, int s, float* x, const float* y, const int* idx, float*
     for (int g = i; g < n; g += blockDim.x * gridDim.x) out[g] = y[g];
     atomicAdd(out, 1.0f);
     atomicAdd(&out[i], 1.0f);
+    // Quotients by a run-time or warp-wide value change once every many lanes.
+    out[i] = y[i / n] + y[i / 2] + y[(i / 64) * n + i % 64];
 }
 "#,
         expect![[r#"
-                x [2 * threadIdx.x]: Store Strided(2)
-                x [threadIdx.x << 2]: Store Strided(4)
-                x [threadIdx.x * s]: Store Symbolic
-                y [tid % 32]: Load Unknown
-                x [idx[i]]: LoadStore Unknown
-                idx [i]: Load Unit
-                y [(int)i - 1]: Load Unit
-                x [blockIdx.x]: Store Uniform
-                y [threadIdx.y * n]: Load Uniform
-                out [i]: Store Unit
-                y [tid]: Load Unit
-                y [j]: Load Unit via get
-                y [j]: Load Uniform via get
-                y [y + i]: Load Unit
-                out [g]: Store Unit in-loop
-                y [g]: Load Unit in-loop
-                out [0]: Atomic Uniform
-                out [i]: Atomic Unit"#]],
+            x [2 * threadIdx.x]: Store Strided(2)
+            x [threadIdx.x << 2]: Store Strided(4)
+            x [threadIdx.x * s]: Store Symbolic
+            y [tid % 32]: Load Unit
+            x [idx[i]]: LoadStore Unknown
+            idx [i]: Load Unit
+            y [(int)i - 1]: Load Unit
+            x [blockIdx.x]: Store Uniform
+            y [threadIdx.y * n]: Load Uniform
+            out [i]: Store Unit
+            y [tid]: Load Unit
+            y [j]: Load Unit via get
+            y [j]: Load Uniform via get
+            y [y + i]: Load Unit
+            out [g]: Store Unit in-loop
+            y [g]: Load Unit in-loop
+            out [0]: Atomic Uniform
+            out [i]: Atomic Unit
+            out [i]: Store Unit
+            y [i / n]: Load Uniform
+            y [i / 2]: Load Unknown
+            y [(i / 64) * n + i % 64]: Load Unit"#]],
     );
 }
 

@@ -454,7 +454,7 @@ pub(super) fn analyze<'t>(
                 *ty = scope.types.get(w.as_str()).cloned();
             }
         }
-        l.moves = loop_moves(&scope, l, &accesses, &shape.index);
+        l.moves = loop_moves(&scope, shape, l, &accesses);
     }
     let stage = staging::plan(cx.kernel, spec, &scope, &accesses, &loops, &shape.body);
     Ok(RowPlan {
@@ -788,15 +788,16 @@ fn row_reads<'t>(
 }
 
 /// How every global access of `l` moves along the row index and the loop variable.
-fn loop_moves(
-    scope: &Scope<'_, '_>,
-    l: &ColumnLoop<'_>,
-    accesses: &[Access<'_>],
-    index: &str,
+fn loop_moves<'t>(
+    scope: &Scope<'_, 't>,
+    shape: &Elementwise<'t>,
+    l: &ColumnLoop<'t>,
+    accesses: &[Access<'t>],
 ) -> Vec<LoopAccess> {
     let names = RowNames {
         inner: loop_names(scope, l),
-        index,
+        index: &shape.index,
+        row_defs: row_definitions(scope.src, shape, l),
     };
     accesses
         .iter()
@@ -815,6 +816,44 @@ fn loop_moves(
         .collect()
 }
 
+/// Row-level locals declared once, with a value, before loop `l` and never assigned
+/// again in the row body (`int b = row / D2; int j = row % D2;`): their definitions, so
+/// that an access through them is seen to move with the row index.
+fn row_definitions<'t>(
+    src: &str,
+    shape: &Elementwise<'t>,
+    l: &ColumnLoop<'t>,
+) -> BTreeMap<String, Node<'t>> {
+    let mut defs: BTreeMap<String, Node<'t>> = BTreeMap::new();
+    let mut assigned: BTreeSet<String> = BTreeSet::new();
+    for &root in &shape.body {
+        walk(root, &mut |n| {
+            match n.kind() {
+                "init_declarator" if n.end_byte() <= l.start => {
+                    let name = n.child_by_field_name("declarator").map(|d| text(src, d));
+                    if let (Some(name), Some(v)) = (name, n.child_by_field_name("value")) {
+                        if defs.insert(name.to_string(), v).is_some() {
+                            assigned.insert(name.to_string());
+                        }
+                    }
+                }
+                "assignment_expression" | "update_expression" => {
+                    let t = n
+                        .child_by_field_name("left")
+                        .or_else(|| n.child_by_field_name("argument"));
+                    if let Some(t) = t.filter(|t| t.kind() == "identifier") {
+                        assigned.insert(text(src, t).to_string());
+                    }
+                }
+                _ => {}
+            }
+            true
+        });
+    }
+    defs.retain(|name, _| !assigned.contains(name));
+    defs
+}
+
 fn step_along(p: &Poly, atom: &str) -> Step {
     match p.linear_in(atom) {
         Some(c) if c.is_zero() => Step::Zero,
@@ -823,10 +862,13 @@ fn step_along(p: &Poly, atom: &str) -> Step {
     }
 }
 
-/// The loop's names, with the row index singled out as `$r`.
+/// Names as a loop's accesses see them, for the steps along the row index (`$r`) and
+/// the loop variable (`$c`): the loop's own definitions, the row-level ones before it,
+/// and quotients taken coarsely (a stride question only).
 struct RowNames<'a, 't> {
     inner: VarNames<'t>,
     index: &'a str,
+    row_defs: BTreeMap<String, Node<'t>>,
 }
 
 impl<'t> Names<'t> for RowNames<'_, 't> {
@@ -837,10 +879,15 @@ impl<'t> Names<'t> for RowNames<'_, 't> {
         self.inner.rename(name)
     }
     fn definition(&self, name: &str) -> Option<Node<'t>> {
-        self.inner.definition(name)
+        self.inner
+            .definition(name)
+            .or_else(|| self.row_defs.get(name).copied())
     }
     fn varies(&self, name: &str) -> bool {
         self.inner.varies(name)
+    }
+    fn coarse_quotients(&self) -> bool {
+        true
     }
 }
 

@@ -33,6 +33,12 @@ pub(super) trait Names<'t> {
     /// Does this name vary where the caller cares (a lane-local temporary, an
     /// accumulator, a thread index)? Opaque atoms that mention it are tainted.
     fn varies(&self, name: &str) -> bool;
+    /// For questions of stride only, never of identity: `x % K` moves as `x` does (but
+    /// where it wraps), and `x / K` is taken as the same for neighbouring `x` (it
+    /// changes once every K), when K does not vary.
+    fn coarse_quotients(&self) -> bool {
+        false
+    }
 }
 
 /// The usual [`Names`]: one singled-out variable (`$c`), definitions to expand, and
@@ -138,6 +144,15 @@ impl Poly {
 
     pub fn is_zero(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// No singled-out variable and nothing tainted: the same wherever the caller looks.
+    pub fn is_invariant(&self) -> bool {
+        !self
+            .0
+            .keys()
+            .flatten()
+            .any(|a| a.starts_with('$') || a.starts_with('?'))
     }
 
     /// A literal constant (no atoms).
@@ -268,6 +283,17 @@ fn poly_at<'t, N: Names<'t>>(src: &str, n: Node<'t>, names: &N, depth: usize) ->
                     Some(k) if (0..31).contains(&k) => pl.mul(&Poly::constant(1 << k)),
                     _ => opaque(src, n, names),
                 },
+                "%" if names.coarse_quotients() && pr.is_invariant() => pl,
+                "/" if names.coarse_quotients()
+                    && pr.is_invariant()
+                    && pr.as_constant() != Some(1) =>
+                {
+                    let canon: String = text(src, n)
+                        .chars()
+                        .filter(|c| !c.is_whitespace())
+                        .collect();
+                    Poly::atom(format!("~{canon}"))
+                }
                 _ => opaque(src, n, names),
             }
         }

@@ -520,12 +520,14 @@ impl Document {
 
     /// A document whose text is not parsed yet: the server parses on an analysis
     /// thread ([`ParseJob`]) and installs the result with [`Document::install_parse`].
-    pub fn unparsed(lang: Lang, version: i32, text: &str) -> Self {
+    /// A `String` is moved in, not copied (a 20 MB text from the client, issue #28).
+    pub fn unparsed(lang: Lang, version: i32, text: impl Into<String>) -> Self {
+        let text = text.into();
         Document {
             lang,
             version,
-            lines: lines::LineIndex::new(text),
-            text: text.to_string(),
+            lines: lines::LineIndex::new(&text),
+            text,
             forest: None,
             masked: false,
         }
@@ -595,9 +597,11 @@ impl Document {
     /// off the server's loop, or [`Document::reparse`]) starts fresh. (Parsing here
     /// blocked the loop for seconds on a 20 MB file and kept a tree of forty times the
     /// text even for files checked for syntax only, issue #16.)
-    pub fn replace_all(&mut self, text: &str) {
-        self.lines = lines::LineIndex::new(text);
-        self.text = text.to_string();
+    /// A `String` is moved in, not copied.
+    pub fn replace_all(&mut self, text: impl Into<String>) {
+        let text = text.into();
+        self.lines = lines::LineIndex::new(&text);
+        self.text = text;
         self.forest = None;
         self.masked = false;
     }

@@ -28,7 +28,7 @@ pub struct Text {
 
 impl Text {
     /// The string's contents as written, without the quotes.
-    fn inner(&self) -> Range<usize> {
+    pub fn inner(&self) -> Range<usize> {
         self.raw.start + 1..self.raw.end - 1
     }
 }
@@ -186,9 +186,12 @@ pub fn decode(mut body: Vec<u8>, texts: &[Text]) -> Vec<String> {
     let mut out: Vec<String> = spans
         .iter()
         .enumerate()
-        .map(|(i, s)| match i == largest {
-            true => String::new(),
-            false => String::from_utf8(body[s.clone()].to_vec()).expect(utf8),
+        .map(|(i, s)| {
+            if i == largest {
+                String::new()
+            } else {
+                String::from_utf8(body[s.clone()].to_vec()).expect(utf8)
+            }
         })
         .collect();
     if let Some(keep) = spans.get(largest).cloned() {

@@ -7,7 +7,10 @@
 //!   issue #28); linear checking takes about twice as long at 20,000;
 //! - memory of a syntax-only document: the server's RSS before and after opening a
 //!   20 MB CUDA file and replacing its whole text 3 times (target: the growth is at
-//!   most 3 times the text).
+//!   most 3 times the text);
+//! - the same replacement piece by piece, in this process, with a counting allocator:
+//!   the bytes each stage of the server's path allocates at its peak and holds after it
+//!   (the frame decoder, tower-lsp's request, the typed params, the document).
 //!
 //! Run with `cargo bench --bench big_documents`; record results in docs/benchmarks.md.
 
@@ -15,11 +18,88 @@
 #[allow(dead_code)]
 mod client;
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use client::{peak_mb, rss_mb, TestClient};
+use kernel_lsp::document::Document;
+use kernel_lsp::lsp::frame::{Decoder, Event};
+use kernel_lsp::syntax::Lang;
 use serde_json::json;
+use tower_lsp::lsp_types::DidChangeTextDocumentParams;
+
+/// The system allocator, counting the bytes live and their peak (for [`pieces`]).
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+fn grew(by: usize) {
+    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
+
+// SAFETY: every call goes to the system allocator unchanged; only counters are added.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        grew(layout.size());
+        System.alloc(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        System.dealloc(ptr, layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // A growth is counted as a copy may do it, the new block beside the old one (so
+        // a peak here is an upper bound: glibc moves a big block with mremap instead);
+        // a shrink is done in place.
+        if new_size > layout.size() {
+            grew(new_size);
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        } else {
+            LIVE.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
+        }
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// One stage of [`pieces`]: bytes allocated at its peak and still held after it, above
+/// what was live before it. The counts are of blocks asked for (capacity, a `realloc`
+/// as the new block beside the old), so they bound the resident memory from above.
+struct Stage {
+    base: usize,
+}
+
+impl Stage {
+    fn start() -> Stage {
+        let base = LIVE.load(Ordering::Relaxed);
+        PEAK.store(base, Ordering::Relaxed);
+        Stage { base }
+    }
+
+    /// Print the stage's row; returns its peak, in bytes live in the process.
+    fn end(self, name: &str, text: usize) -> usize {
+        let peak = PEAK.load(Ordering::Relaxed);
+        let held = LIVE.load(Ordering::Relaxed) as f64 - self.base as f64;
+        row(name, peak - self.base, held, text);
+        peak
+    }
+}
+
+fn row(name: &str, peak: usize, held: f64, text: usize) {
+    let mb = |b: f64| b / (1024.0 * 1024.0);
+    println!(
+        "| {name} | {:.1} MB | {:.2} | {:.1} MB |",
+        mb(peak as f64),
+        peak as f64 / text as f64,
+        mb(held)
+    );
+}
 
 /// A file of one kernel whose spec has `n` statements of `shape`: CUDA (`ext` "cu") or
 /// Triton ("py", where each `#` line used to cost the parser the whole run after it).
@@ -124,6 +204,71 @@ async fn memory(program: &str) -> (f64, f64, f64, f64, usize) {
     (before, opened, rss_mb(pid), peak_mb(pid), text.len())
 }
 
+/// A whole-text `didChange` of a 20 MB document, stage by stage as the server runs it,
+/// with the old text open: what each stage allocates beyond what came before it.
+fn pieces() {
+    let old = big_cuda(20_000_000, 0);
+    let new = big_cuda(20_000_000, 1);
+    let text = new.len();
+    let body = serde_json::to_vec(&json!({
+        "jsonrpc": "2.0", "method": "textDocument/didChange",
+        "params": {"textDocument": {"uri": "file:///bench/huge.cu", "version": 2},
+                   "contentChanges": [{"text": new}]},
+    }))
+    .expect("serializes");
+    drop(new);
+    let frame = [
+        format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes(),
+        &body,
+    ]
+    .concat();
+    drop(body);
+    let mut doc = Document::unparsed(Lang::Cuda, 1, &old);
+    drop(old);
+    println!("memory piece by piece: a 20 MB whole-text didChange, in this process");
+    println!("| stage | peak | peak / text | held after |");
+    println!("| --- | --- | --- | --- |");
+    let start = LIVE.load(Ordering::Relaxed);
+    let mut peak = 0;
+    // In 64 KB reads, each followed by a look for a whole message, as the server's
+    // reader does; the last read completes the body.
+    let stage = Stage::start();
+    let mut decoder = Decoder::new();
+    let chunks: Vec<&[u8]> = frame.chunks(64 << 10).collect();
+    let (last, reads) = chunks.split_last().expect("a frame has bytes");
+    for chunk in reads {
+        decoder.push(chunk);
+        assert!(
+            decoder.next_event().is_none(),
+            "a message before the body's end"
+        );
+    }
+    peak = peak.max(stage.end("frame bytes in the decoder", text));
+    let stage = Stage::start();
+    decoder.push(last);
+    let Some(Event::Message(value)) = decoder.next_event() else {
+        panic!("the frame did not decode");
+    };
+    peak = peak.max(stage.end("decoder: parse and check the body", text));
+    let stage = Stage::start();
+    let request: tower_lsp::jsonrpc::Request = serde_json::from_value(value).expect("a request");
+    peak = peak.max(stage.end("tower-lsp's Request from the Value", text));
+    let stage = Stage::start();
+    let (_, _, params) = request.into_parts();
+    let params: DidChangeTextDocumentParams =
+        serde_json::from_value(params.expect("params")).expect("didChange params");
+    peak = peak.max(stage.end("typed params from the Request", text));
+    let stage = Stage::start();
+    for change in params.content_changes {
+        doc.replace_all(change.text);
+    }
+    peak = peak.max(stage.end("the document takes the text", text));
+    drop(decoder);
+    let held = LIVE.load(Ordering::Relaxed) as f64 - start as f64;
+    row("all of it, beside the old text", peak - start, held, text);
+    println!();
+}
+
 #[tokio::main]
 async fn main() {
     let mut programs = vec![("this build", env!("CARGO_BIN_EXE_kernel-lsp").to_string())];
@@ -166,6 +311,7 @@ async fn main() {
 
         println!();
     }
+    pieces();
     println!("memory: a 20 MB CUDA file (syntax only) opened, then replaced whole 3 times");
     println!("| binary | RSS before | after open | after 3 replacements | growth / text (<= 3) | peak | peak / text (<= 3) |");
     println!("| --- | --- | --- | --- | --- | --- | --- |");

@@ -305,6 +305,51 @@ async fn syntax_errors_are_one_per_region() {
 }
 
 #[tokio::test]
+async fn big_texts_keep_their_characters_positions_and_edits() {
+    // Bodies of 1 MiB and more have their texts decoded apart from the rest of the
+    // message (issue #28): escapes, non-ASCII text, CRLF lines, a whole-text change and
+    // a ranged edit in UTF-16 columns after it must read as in a small document.
+    let mut c = started(&["utf-16"]).await;
+    let uri = "file:///w/big_text.cu";
+    let mut src = String::new();
+    while src.len() < 1_200_000 {
+        src.push_str("// naïve ∑ 🚀 \"quoted\" \\ back\tslash\r\n");
+    }
+    let kernel = "__global__ void first(float* y) { /* 🚀 */ y[0] = 1.0f; }\n";
+    c.open(uri, "cuda", &(src.clone() + kernel)).await;
+    let _ = c.diagnostics(uri, Some(1)).await;
+    let renamed = kernel.replace("first", "second");
+    let changed = src.clone() + &renamed;
+    c.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": changed}]}),
+    )
+    .await;
+    assert_eq!(render_diagnostics(&c.diagnostics(uri, Some(2)).await), "");
+    // Delete `1.0f`, after the 🚀 (two UTF-16 units) on the kernel's line.
+    let line = changed.matches('\n').count() as u32 - 1;
+    let at = renamed.find("1.0f").unwrap();
+    let col = renamed[..at].encode_utf16().count() as u32;
+    c.edit(uri, 3, (line, col), (line, col + 4), "").await;
+    let big = c.diagnostics(uri, Some(3)).await;
+    let syms = c
+        .request(
+            "textDocument/documentSymbol",
+            json!({"textDocument": {"uri": uri}}),
+        )
+        .await;
+    assert_eq!(syms["result"][0]["name"], "second");
+    assert_eq!(syms["result"][0]["range"]["start"]["line"], line);
+    // The same line in a small document, below as many empty lines, gets the same.
+    let small = "file:///w/small_text.cu";
+    let edited = "\n".repeat(line as usize) + &renamed.replace("1.0f", "");
+    c.open(small, "cuda", &edited).await;
+    let expected = render_diagnostics(&c.diagnostics(small, Some(1)).await);
+    assert!(!expected.is_empty(), "the edit leaves a syntax error");
+    assert_eq!(render_diagnostics(&big), expected);
+}
+
+#[tokio::test]
 async fn huge_files_get_syntax_checks_only_and_say_so() {
     let mut c = started(&["utf-16"]).await;
     let mut src = String::from("// @bench n = 4; bogus\n__global__ void k(int n) {}\n");

@@ -25,6 +25,7 @@
 //! [`Document::apply_change`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use tree_sitter::{InputEdit, Node, Parser, Point, Tree};
 
@@ -253,7 +254,8 @@ fn cut(root: Node, range: ByteRange) -> Vec<ByteRange> {
 /// A parse of one document's text, to run on any thread (see [`Document::parse_job`]).
 pub struct ParseJob {
     pub lang: Lang,
-    pub text: String,
+    /// The document's own text, shared (see [`Document::parse_job`]).
+    pub text: Arc<String>,
     forest: Option<Forest>,
     was_masked: bool,
 }
@@ -500,8 +502,11 @@ fn point_after(from: Point, span: &str) -> Point {
 pub struct Document {
     pub lang: Lang,
     pub version: i32,
-    /// The text; analysis works on `&str`. Edits splice it in place.
-    text: String,
+    /// The text; analysis works on `&str`. Edits splice it in place. Shared with the
+    /// [`ParseJob`]s still running on it: an edit then copies it first (`Arc::make_mut`),
+    /// so a job never sees a change, and the text is not copied for a job that ends
+    /// before the next edit (a 20 MB syntax-only text: once, not twice, issue #28).
+    text: Arc<String>,
     /// Where each line starts (positions to offsets and back).
     lines: lines::LineIndex,
     /// The parse of the text (module doc), `None` before the first parse, when the
@@ -520,12 +525,14 @@ impl Document {
 
     /// A document whose text is not parsed yet: the server parses on an analysis
     /// thread ([`ParseJob`]) and installs the result with [`Document::install_parse`].
-    pub fn unparsed(lang: Lang, version: i32, text: &str) -> Self {
+    /// A `String` is moved in, not copied (a 20 MB text from the client, issue #28).
+    pub fn unparsed(lang: Lang, version: i32, text: impl Into<String>) -> Self {
+        let text = text.into();
         Document {
             lang,
             version,
-            lines: lines::LineIndex::new(text),
-            text: text.to_string(),
+            lines: lines::LineIndex::new(&text),
+            text: Arc::new(text),
             forest: None,
             masked: false,
         }
@@ -541,7 +548,7 @@ impl Document {
     pub fn parse_job(&self) -> ParseJob {
         ParseJob {
             lang: self.lang,
-            text: self.text.clone(),
+            text: Arc::clone(&self.text),
             forest: self.forest.clone().filter(|f| f.lang == self.lang),
             was_masked: self.masked,
         }
@@ -595,9 +602,12 @@ impl Document {
     /// off the server's loop, or [`Document::reparse`]) starts fresh. (Parsing here
     /// blocked the loop for seconds on a 20 MB file and kept a tree of forty times the
     /// text even for files checked for syntax only, issue #16.)
-    pub fn replace_all(&mut self, text: &str) {
-        self.lines = lines::LineIndex::new(text);
-        self.text = text.to_string();
+    /// A `String` is moved in, not copied.
+    pub fn replace_all(&mut self, text: impl Into<String>) {
+        // The old text goes before the new index is built: a big document is then held
+        // once, beside its old line index at most.
+        self.text = Arc::new(text.into());
+        self.lines = lines::LineIndex::new(&self.text);
         self.forest = None;
         self.masked = false;
     }
@@ -620,7 +630,7 @@ impl Document {
         let start_position = point_of(&self.text, start_byte);
         let old_end_position = point_after(start_position, &self.text[start_byte..old_end_byte]);
 
-        self.text.replace_range(start_byte..old_end_byte, new_text);
+        Arc::make_mut(&mut self.text).replace_range(start_byte..old_end_byte, new_text);
         self.lines
             .edit(&self.text, start_byte, old_end_byte, new_text.len());
 

@@ -34,11 +34,17 @@
 //! - A dropped body that does not parse (an error deep inside, or nesting past serde_json's
 //!   limit of 128) is answered with the id of its top level when that reads as an object
 //!   ([`top_level`] delimits the members' values without parsing them).
+//! - A body of [`LIFT_FROM`] bytes or more gets a buffer of its own length, and its
+//!   document texts are decoded in that buffer and moved into the message ([`lift`]);
+//!   the events are the same as without it.
 
 use serde_json::{json, Value};
 
 /// Bodies above this are refused without being read into memory.
 pub const MAX_BODY: usize = 64 << 20;
+/// Bodies from this size on have their document texts lifted out ([`lift`]) rather than
+/// parsed with the rest: the text is decoded in the frame's buffer and moved, not copied.
+pub const LIFT_FROM: usize = 1 << 20;
 /// A header block longer than this is garbage.
 const MAX_HEADER: usize = 8 << 10;
 /// An unframed JSON body (no usable Content-Length) is kept up to this size to read its
@@ -128,6 +134,8 @@ pub struct Decoder {
     /// A rejection was just reported: the garbage that may follow it (the rest of the
     /// same bad frame) gets no reply of its own.
     quiet: bool,
+    /// Bodies of at least this many bytes go through [`Decoder::lifted`].
+    lift_from: usize,
 }
 
 enum State {
@@ -167,11 +175,32 @@ impl Decoder {
             buf: Vec::new(),
             state: State::Header,
             quiet: false,
+            lift_from: LIFT_FROM,
+        }
+    }
+
+    /// A decoder that lifts the texts of bodies from `lift_from` bytes on (tests run
+    /// every body that way, to check that it decodes as the plain parse does).
+    #[cfg(test)]
+    pub fn lifting_from(lift_from: usize) -> Self {
+        Decoder {
+            lift_from,
+            ..Decoder::new()
         }
     }
 
     /// Append bytes read from the input.
     pub fn push(&mut self, bytes: &[u8]) {
+        let want = self.buf.len() + bytes.len();
+        if let State::Body { len, .. } = self.state {
+            if len >= LIFT_FROM && want > self.buf.capacity() {
+                // Doubling, but never past a big body's length: left to `Vec`, the room
+                // would reach up to twice the body. (Not all at once from the length: a
+                // wrong length would hold that room for bytes that never come.)
+                let room = (2 * self.buf.capacity()).min(len).max(want);
+                self.buf.reserve_exact(room - self.buf.len());
+            }
+        }
         self.buf.extend_from_slice(bytes);
     }
 
@@ -321,6 +350,12 @@ impl Decoder {
         let len = *len;
         let scan = scan.feed(&self.buf);
         if self.buf.len() >= len {
+            if len >= self.lift_from {
+                if let Some(message) = self.lifted(len) {
+                    self.state = State::Header;
+                    return Step::Emit(Event::Message(message));
+                }
+            }
             let body = &self.buf[..len];
             if let Ok(v) = serde_json::from_slice::<Value>(body) {
                 let ev = match check_message(&v, body) {
@@ -351,6 +386,29 @@ impl Decoder {
             }
         }
         Step::Emit(Event::Rejected(self.misframed(len, scan)))
+    }
+
+    /// The first `len` bytes, a whole body, as a message whose document texts were
+    /// decoded in this buffer and moved into it ([`lift`]), the buffer taken with them.
+    /// None, with nothing consumed, unless the body has such texts and is a valid
+    /// message: every other body is read by the plain parse, which words its errors.
+    fn lifted(&mut self, len: usize) -> Option<Value> {
+        let body = &self.buf[..len];
+        let texts = lift::texts(body);
+        if texts.is_empty() || !texts.iter().all(|t| lift::valid(&body[t.inner()])) {
+            return None;
+        }
+        let skeleton = lift::skeleton(body, &texts);
+        let mut message = serde_json::from_slice::<Value>(&skeleton).ok()?;
+        check_message(&message, &skeleton).ok()?;
+        let rest = self.buf.split_off(len);
+        let body = std::mem::replace(&mut self.buf, rest);
+        for (text, s) in texts.iter().zip(lift::decode(body, &texts)) {
+            // The skeleton has `""` there: the same keys, the last of duplicates kept.
+            let slot = message.pointer_mut(&text.pointer);
+            *slot.expect("the skeleton holds each lifted text's place") = Value::String(s);
+        }
+        Some(message)
     }
 
     /// The body under Content-Length `len` is not one JSON value: drop what the scan says
@@ -648,54 +706,94 @@ struct TopLevel {
 /// None unless the whole top level is well formed (`{"key": value, …}` and nothing
 /// after it but blanks).
 fn top_level(body: &[u8]) -> Option<TopLevel> {
-    let blank = |i: usize| {
-        i + body[i..]
-            .iter()
-            .take_while(|b| b.is_ascii_whitespace())
-            .count()
-    };
-    let mut i = blank(0);
-    if body.get(i) != Some(&b'{') {
+    let (members, end) = object_members(body, skip_blank(body, 0))?;
+    if skip_blank(body, end) != body.len() {
         return None;
     }
-    i = blank(i + 1);
     let (mut id, mut method, mut result) = (None, false, false);
-    if body.get(i) == Some(&b'}') {
-        i += 1;
-    } else {
-        loop {
-            let key_end = value_end(body, i).filter(|_| body[i] == b'"')?;
-            let key: String = serde_json::from_slice(&body[i..key_end]).ok()?;
-            i = blank(key_end);
-            if body.get(i) != Some(&b':') {
-                return None;
-            }
-            let start = blank(i + 1);
-            let end = value_end(body, start)?;
-            match key.as_str() {
-                "id" => id = Some(serde_json::from_slice::<Value>(&body[start..end]).ok()?),
-                "method" => method = true,
-                "result" | "error" => result = true,
-                _ => {}
-            }
-            i = blank(end);
-            match body.get(i) {
-                Some(b',') => i = blank(i + 1),
-                Some(b'}') => {
-                    i += 1;
-                    break;
-                }
-                _ => return None,
-            }
+    for m in &members {
+        match m.key.as_str() {
+            "id" => id = Some(serde_json::from_slice::<Value>(&body[m.value.clone()]).ok()?),
+            "method" => method = true,
+            "result" | "error" => result = true,
+            _ => {}
         }
-    }
-    if blank(i) != body.len() {
-        return None;
     }
     Some(TopLevel {
         id: readable_id(id.as_ref()),
         response: !method && result,
     })
+}
+
+/// The first non-blank byte at or after `i`.
+fn skip_blank(body: &[u8], i: usize) -> usize {
+    i + body[i.min(body.len())..]
+        .iter()
+        .take_while(|b| b.is_ascii_whitespace())
+        .count()
+}
+
+/// One member of an object read by [`object_members`]: its key, parsed, and where its
+/// value lies in the body, not parsed.
+struct Member {
+    key: String,
+    value: std::ops::Range<usize>,
+}
+
+/// The members of the object that starts at `start` (keys parsed, values delimited by
+/// [`value_end`]) and where it ends; None unless it is `{"key": value, …}`.
+fn object_members(body: &[u8], start: usize) -> Option<(Vec<Member>, usize)> {
+    if body.get(start) != Some(&b'{') {
+        return None;
+    }
+    let mut members = Vec::new();
+    let mut i = skip_blank(body, start + 1);
+    if body.get(i) == Some(&b'}') {
+        return Some((members, i + 1));
+    }
+    loop {
+        let key_end = value_end(body, i).filter(|_| body[i] == b'"')?;
+        let key: String = serde_json::from_slice(&body[i..key_end]).ok()?;
+        i = skip_blank(body, key_end);
+        if body.get(i) != Some(&b':') {
+            return None;
+        }
+        let value = skip_blank(body, i + 1);
+        let end = value_end(body, value)?;
+        members.push(Member {
+            key,
+            value: value..end,
+        });
+        i = skip_blank(body, end);
+        match body.get(i) {
+            Some(b',') => i = skip_blank(body, i + 1),
+            Some(b'}') => return Some((members, i + 1)),
+            _ => return None,
+        }
+    }
+}
+
+/// Where each element of the array that starts at `start` lies; None unless it is
+/// `[value, …]`.
+fn array_elements(body: &[u8], start: usize) -> Option<Vec<std::ops::Range<usize>>> {
+    if body.get(start) != Some(&b'[') {
+        return None;
+    }
+    let mut elements = Vec::new();
+    let mut i = skip_blank(body, start + 1);
+    if body.get(i) == Some(&b']') {
+        return Some(elements);
+    }
+    loop {
+        let end = value_end(body, i)?;
+        elements.push(i..end);
+        i = skip_blank(body, end);
+        match body.get(i) {
+            Some(b',') => i = skip_blank(body, i + 1),
+            Some(b']') => return Some(elements),
+            _ => return None,
+        }
+    }
 }
 
 /// Where the JSON value that starts at `start` ends, by its delimiters only: an object
@@ -926,6 +1024,8 @@ impl Extent {
         s
     }
 }
+
+mod lift;
 
 #[cfg(test)]
 mod fuzz;

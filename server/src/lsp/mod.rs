@@ -10,7 +10,7 @@
 
 mod conform;
 mod convert;
-mod frame;
+pub mod frame;
 mod hover;
 mod jobs;
 mod requests;
@@ -892,7 +892,7 @@ impl LanguageServer for Backend {
                 Self::forget(&mut st, &td.uri);
                 st.opens += 1;
                 let epoch = st.opens;
-                let doc = Document::unparsed(lang, td.version, &td.text);
+                let doc = Document::unparsed(lang, td.version, td.text);
                 st.docs.insert(
                     td.uri.clone(),
                     OpenDoc {
@@ -928,9 +928,9 @@ impl LanguageServer for Backend {
                     return Ok(());
                 };
                 let mut problem = None;
-                for change in &params.content_changes {
+                for change in params.content_changes {
                     match change.range {
-                        None => open.doc.replace_all(&change.text),
+                        None => open.doc.replace_all(change.text),
                         Some(r) => {
                             let start = LinePos { line: r.start.line, col: r.start.character };
                             let end = LinePos { line: r.end.line, col: r.end.character };

@@ -160,12 +160,30 @@ impl Gen {
 
     fn request(&mut self, id: Value) -> Value {
         let depth = self.rng.below(5);
-        let params = value(&mut self.rng, depth);
+        let params = match self.rng.chance(30) {
+            true => self.sync_params(depth),
+            false => value(&mut self.rng, depth),
+        };
         let mut msg = json!({"jsonrpc": "2.0", "id": id, "method": "textDocument/hover"});
         if self.rng.chance(80) {
             msg["params"] = params;
         }
         msg
+    }
+
+    /// Params shaped as `didOpen`'s or `didChange`'s, whose texts the decoder may lift.
+    fn sync_params(&mut self, depth: usize) -> Value {
+        let mut text = || match value(&mut self.rng, 0) {
+            Value::Null => value(&mut self.rng, depth),
+            v => v,
+        };
+        let doc = json!({"uri": "file:///w/k.cu", "version": 3, "text": text()});
+        let changes: Vec<Value> = (0..3).map(|_| json!({"text": text()})).collect();
+        match self.rng.below(3) {
+            0 => json!({"textDocument": doc}),
+            1 => json!({"textDocument": doc, "contentChanges": changes}),
+            _ => json!({"contentChanges": changes}),
+        }
     }
 
     fn piece(&mut self) -> Piece {
@@ -404,40 +422,8 @@ fn check_stream(pieces: &[Piece], rng: &mut Rng, label: &str) {
         format!("{label}: {kinds:?}\nstream: {}", sample_long(&stream))
     };
 
-    let mut d = Decoder::new();
-    let mut events = Vec::new();
-    let mut at = 0;
-    let mut chunk_max = 0;
-    let mut steps = 0usize;
-    while at < stream.len() {
-        let size = match rng.below(4) {
-            0 => 1,
-            1 => 1 + rng.below(16),
-            2 => 1 + rng.below(4096),
-            _ => 64 << 10,
-        }
-        .min(stream.len() - at);
-        chunk_max = chunk_max.max(size);
-        d.push(&stream[at..at + size]);
-        at += size;
-        while let Some(ev) = d.next_event() {
-            events.push(ev);
-            steps += 1;
-            assert!(
-                steps <= stream.len() + 16,
-                "no progress: more events than bytes\n{}",
-                story()
-            );
-        }
-        // The input may pause here; a pause never drops a valid frame.
-        if rng.chance(10) {
-            if let Some(ev) = d.stalled() {
-                events.push(ev);
-            }
-            while let Some(ev) = d.next_event() {
-                events.push(ev);
-            }
-        }
+    let plan = schedule(rng, stream.len());
+    let bounded = |d: &Decoder, chunk_max: usize| {
         let bound = largest.max(KEEP_FOR_ID) + chunk_max + MAX_HEADER;
         assert!(
             d.buf.len() <= bound,
@@ -451,8 +437,15 @@ fn check_stream(pieces: &[Piece], rng: &mut Rng, label: &str) {
             d.buf.capacity(),
             story()
         );
-    }
-    let _ = d.finish();
+    };
+    let events = feed(Decoder::new(), &stream, &plan, bounded);
+    // The decoder that lifts every body's document texts (frame/lift.rs) says the same.
+    let lifted = feed(Decoder::lifting_from(0), &stream, &plan, bounded);
+    assert!(
+        events == lifted,
+        "lifting changed the events:\n{events:#?}\n{lifted:#?}\n{}",
+        story()
+    );
 
     // Each answered id once; replies are frames a client can read.
     let mut seen = std::collections::HashSet::new();
@@ -548,6 +541,56 @@ fn check_stream(pieces: &[Piece], rng: &mut Rng, label: &str) {
             );
         }
     }
+}
+
+/// How a stream is fed: each chunk's size, and whether the input pauses after it.
+fn schedule(rng: &mut Rng, len: usize) -> Vec<(usize, bool)> {
+    let mut plan = Vec::new();
+    let mut at = 0;
+    while at < len {
+        let size = match rng.below(4) {
+            0 => 1,
+            1 => 1 + rng.below(16),
+            2 => 1 + rng.below(4096),
+            _ => 64 << 10,
+        }
+        .min(len - at);
+        plan.push((size, rng.chance(10)));
+        at += size;
+    }
+    plan
+}
+
+/// The events of `stream` fed to `d` by `plan`; `check` sees the decoder after each
+/// chunk, with the largest chunk so far. Panics when the decoder makes no progress.
+fn feed(
+    mut d: Decoder,
+    stream: &[u8],
+    plan: &[(usize, bool)],
+    check: impl Fn(&Decoder, usize),
+) -> Vec<Event> {
+    let mut events = Vec::new();
+    let (mut at, mut chunk_max) = (0, 0);
+    for &(size, pause) in plan {
+        chunk_max = chunk_max.max(size);
+        d.push(&stream[at..at + size]);
+        at += size;
+        while let Some(ev) = d.next_event() {
+            events.push(ev);
+            assert!(
+                events.len() <= stream.len() + 16,
+                "no progress: more events than bytes"
+            );
+        }
+        // The input may pause here; a pause never drops a valid frame.
+        if pause {
+            events.extend(d.stalled());
+            events.extend(std::iter::from_fn(|| d.next_event()));
+        }
+        check(&d, chunk_max);
+    }
+    let _ = d.finish();
+    events
 }
 
 /// Up to 2000 bytes of the stream, escaped, for a failure message.

@@ -101,6 +101,11 @@ fn what_each_code_rewrite_offers_on_the_examples_and_fixtures() {
         table.push_str(&format!("{file} {kernel} {id}: {what}\n"));
     }
     expect![[r#"
+        examples/batched_rowsum.cu batched_rowsum restrict_const: __restrict__ on x, y
+        examples/batched_rowsum.cu batched_rowsum launch_bounds: __launch_bounds__(128) | __launch_bounds__(128, 2) | __launch_bounds__(128, 4)
+        examples/batched_rowsum.cu batched_rowsum unroll: #pragma unroll 2 on 1 loop | #pragma unroll 4 on 1 loop | #pragma unroll 8 on 1 loop
+        examples/batched_rowsum.cu batched_rowsum fast_math: n/a: `batched_rowsum` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/batched_rowsum.cu batched_rowsum maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
         examples/bias_relu_rows.cu bias_relu_rows restrict_const: __restrict__ on x, bias, y
         examples/bias_relu_rows.cu bias_relu_rows launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
         examples/bias_relu_rows.cu bias_relu_rows unroll: n/a: `bias_relu_rows` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
@@ -121,6 +126,11 @@ fn what_each_code_rewrite_offers_on_the_examples_and_fixtures() {
         examples/cross_entropy.cu cross_entropy unroll: #pragma unroll 2 on 2 loops | #pragma unroll 4 on 2 loops | #pragma unroll 8 on 2 loops
         examples/cross_entropy.cu cross_entropy fast_math: expf→__expf, logf→__logf
         examples/cross_entropy.cu cross_entropy maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
+        examples/dequant.cu dequant restrict_const: __restrict__ on q, scale, y
+        examples/dequant.cu dequant launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
+        examples/dequant.cu dequant unroll: n/a: `dequant` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
+        examples/dequant.cu dequant fast_math: n/a: `dequant` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/dequant.cu dequant maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
         examples/half_axpy.cu half_axpy restrict_const: __restrict__ on x, y
         examples/half_axpy.cu half_axpy launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
         examples/half_axpy.cu half_axpy unroll: n/a: `half_axpy` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
@@ -146,6 +156,11 @@ fn what_each_code_rewrite_offers_on_the_examples_and_fixtures() {
         examples/matvec_t.cu matvec_t unroll: n/a: `matvec_t` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
         examples/matvec_t.cu matvec_t fast_math: n/a: `matvec_t` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
         examples/matvec_t.cu matvec_t maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
+        examples/mid_sum.cu mid_sum restrict_const: __restrict__ on x, y
+        examples/mid_sum.cu mid_sum launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
+        examples/mid_sum.cu mid_sum unroll: #pragma unroll 2 on 1 loop | #pragma unroll 4 on 1 loop | #pragma unroll 8 on 1 loop
+        examples/mid_sum.cu mid_sum fast_math: n/a: `mid_sum` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/mid_sum.cu mid_sum maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
         examples/norm_apply.cu norm_apply restrict_const: n/a: every pointer parameter of `norm_apply` is already `__restrict__`, and the others are written through, passed on or cast, so `const` cannot be added safely
         examples/norm_apply.cu norm_apply launch_bounds: __launch_bounds__(128) | __launch_bounds__(128, 2) | __launch_bounds__(128, 4)
         examples/norm_apply.cu norm_apply unroll: n/a: `norm_apply` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
@@ -166,6 +181,11 @@ fn what_each_code_rewrite_offers_on_the_examples_and_fixtures() {
         examples/rms_norm.cu rms_norm unroll: #pragma unroll 2 on 2 loops | #pragma unroll 4 on 2 loops | #pragma unroll 8 on 2 loops
         examples/rms_norm.cu rms_norm fast_math: n/a: `rms_norm` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
         examples/rms_norm.cu rms_norm maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
+        examples/row_argmax.cu row_argmax restrict_const: __restrict__ on x, idx
+        examples/row_argmax.cu row_argmax launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
+        examples/row_argmax.cu row_argmax unroll: #pragma unroll 2 on 1 loop | #pragma unroll 4 on 1 loop | #pragma unroll 8 on 1 loop
+        examples/row_argmax.cu row_argmax fast_math: n/a: `row_argmax` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/row_argmax.cu row_argmax maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
         examples/row_cumsum.cu row_cumsum restrict_const: __restrict__ on x, y
         examples/row_cumsum.cu row_cumsum launch_bounds: __launch_bounds__(128) | __launch_bounds__(128, 2) | __launch_bounds__(128, 4)
         examples/row_cumsum.cu row_cumsum unroll: #pragma unroll 2 on 1 loop | #pragma unroll 4 on 1 loop | #pragma unroll 8 on 1 loop

@@ -29,13 +29,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
-use super::check::{current_plan, finish, not_applicable, require_lang, set_spec_values, Draft, R};
+use super::check::{
+    current_plan, finish, not_applicable, require_lang, set_spec_statements, Draft, R,
+};
 use super::edits::{Edit, Edits};
 use super::params::Params;
-use super::tree::{code_names, fresh, line_indent, newline, text};
+use super::tree::{code_names, fresh, kernel_function, line_indent, newline, text};
 use super::triton_loops::{body_loops, code_children, lines_of, splice};
 use super::RewriteContext;
 use crate::optimize::facts::triton_loops::{assignment, callee, reads, reduces, Combine, Loop};
+use crate::optimize::facts::{static_facts, AccessKind, Stride};
 use crate::syntax::Lang;
 
 const ID: &str = "triton_split_loop";
@@ -80,24 +83,15 @@ pub fn triton_split_loop(cx: &RewriteContext<'_>) -> R {
                 for r in &rows {
                     let label =
                         format!("the loop at line {line} takes {r} steps at a time (2-D tile)");
-                    match write(cx, l, &lanes, *r) {
+                    match write(cx, l, &lanes, &Steps::Fixed(*r)) {
                         Ok(text) => drafts.push(Draft { label, text }),
                         Err(e) => dropped.push(format!("{label}: {e}")),
                     }
                 }
-                if let Some(n) = narrower(cx, &plan) {
-                    let r = (rows.iter().max().copied().unwrap_or(8) * n.factor).min(MAX_ROWS);
-                    let label = format!(
-                        "the loop at line {line} takes {r} steps at a time, {} = {} (2-D tile, {} programs)",
-                        n.name, n.block, n.programs
-                    );
-                    let text = write(cx, l, &lanes, r).and_then(|t| {
-                        set_spec_values(&t, cx.kernel, &[(n.name.clone(), n.block.to_string())])
-                            .map_err(|e| e.to_string())
-                    });
-                    match text {
-                        Ok(text) => drafts.push(Draft { label, text }),
-                        Err(e) => dropped.push(format!("{label}: {e}")),
+                if let Some(lane) = lane_tile(cx, &plan, l) {
+                    match budgeted(cx, l, &lanes, &lane) {
+                        Ok(d) => drafts.push(d),
+                        Err(e) => dropped.push(format!("line {line}, the budgeted tile: {e}")),
                     }
                 }
                 return finish(cx, drafts, dropped);
@@ -112,37 +106,69 @@ pub fn triton_split_loop(cx: &RewriteContext<'_>) -> R {
 }
 
 /// A grid under this many programs leaves most multiprocessors of a large GPU idle (an
-/// H100 has 132): the split then also narrows the tile so that more programs run.
+/// H100 has 132): the budgeted tile narrows its lanes until this many programs run.
 const MIN_PROGRAMS: u64 = 128;
-/// The most steps one tile takes.
-const MAX_ROWS: u64 = 512;
-/// The narrowest tile of lanes the split makes.
+/// The narrowest tile of lanes the split makes (8 f32 lanes: one 32-byte sector a row).
 const MIN_BLOCK: u64 = 8;
+/// Elements one program loads per iteration of the budgeted tile (32 KiB of f32), and
+/// the elements each thread holds of it. Measured on an H200 (docs/benchmarks.md, issue
+/// #29): a column mean's [1024, 8] tile on 8 warps, 3 stages, reached 51% of copy where
+/// [512, 8] on 16 warps, unpipelined, reached 45%; taller tiles or more warps gave no more.
+const TILE_ELEMS: u64 = 8192;
+const ELEMS_PER_THREAD: u64 = 32;
+/// Where the lanes are strided and the loop walks the contiguous axis, the steps a lane
+/// walks per iteration: 4 KiB of f32 in one run of addresses.
+const CONTIGUOUS_STEPS: u64 = 1024;
+/// The most steps one tile takes, and the pipelining depth the split loop starts with
+/// (Triton pipelines a loop's plain loads only when its `tl.range` names `num_stages`).
+const MAX_STEPS: u64 = 4096;
+const STAGES: u64 = 3;
+const STAGE_CHOICES: &str = "[1, 2, 3, 4]";
 
-/// A narrower lane tile: the constexpr the grid divides by, its new value, how many times
-/// narrower it is, and the programs case 0 then launches.
-struct Narrower {
+/// The lanes of the kernel's tile as the launch sets them: the constexpr the 1-D grid
+/// `cdiv(n, BLOCK)` divides by (a power of two the spec sets and does not tune), its
+/// value, the programs case 0 launches, and whether every global load in the kernel
+/// that moves with the lanes is strided along them (the loop then walks the contiguous
+/// axis, as a matrix-vector product over columns does).
+/// `trip` is the loop's trip count in case 0, where its bounds are literals or scalar
+/// arguments.
+struct LaneTile {
     name: String,
     block: u64,
-    factor: u64,
     programs: u64,
+    strided: bool,
+    trip: Option<u64>,
 }
 
-/// Where case 0 launches fewer than [`MIN_PROGRAMS`] programs on a 1-D grid written
-/// `cdiv(n, BLOCK)` (BLOCK a constexpr the spec sets to a power of two, not tuned): the
-/// widest power of two below BLOCK that reaches [`MIN_PROGRAMS`], and no narrower than
-/// [`MIN_BLOCK`]. The rows per step grow by the same factor, so a tile holds as many
-/// elements as before.
-fn narrower(cx: &RewriteContext<'_>, plan: &crate::spec::BenchPlan) -> Option<Narrower> {
-    let crate::spec::Launch::Triton { grid, .. } = &plan.cases.first()?.launch else {
+/// The value of a loop bound in case 0: an integer literal or a scalar argument.
+fn bound_value(case: &crate::spec::Case, e: &str) -> Option<i64> {
+    e.trim().parse().ok().or_else(|| {
+        case.args.iter().find_map(|a| match a {
+            crate::spec::Arg::Scalar {
+                name,
+                value: crate::spec::Value::Int(v),
+                ..
+            } if name == e.trim() => Some(*v),
+            _ => None,
+        })
+    })
+}
+
+fn lane_tile(
+    cx: &RewriteContext<'_>,
+    plan: &crate::spec::BenchPlan,
+    l: &Loop<'_>,
+) -> Option<LaneTile> {
+    let case = plan.cases.first()?;
+    let trip = bound_value(case, &l.stop)
+        .zip(bound_value(case, &l.start))
+        .and_then(|(b, a)| u64::try_from(b - a).ok());
+    let crate::spec::Launch::Triton { grid, .. } = &case.launch else {
         return None;
     };
     let [programs] = grid.as_slice() else {
         return None;
     };
-    if *programs >= MIN_PROGRAMS {
-        return None;
-    }
     let g = crate::optimize::edit::spec_assignment(cx.kernel, "grid")?.text;
     let inner = g.trim().strip_prefix("cdiv(")?.strip_suffix(')')?;
     let (_, name) = inner.split_once(',')?;
@@ -154,19 +180,115 @@ fn narrower(cx: &RewriteContext<'_>, plan: &crate::spec::BenchPlan) -> Option<Na
         .text
         .parse()
         .ok()?;
-    if !block.is_power_of_two() {
-        return None;
-    }
-    let mut factor = 1;
-    while block / factor > MIN_BLOCK && programs * factor < MIN_PROGRAMS {
-        factor *= 2;
-    }
-    (factor > 1).then(|| Narrower {
+    let facts = static_facts(Lang::Triton, cx.text, cx.tree, cx.model, cx.kernel);
+    let loads: Vec<_> = facts
+        .accesses
+        .iter()
+        .filter(|a| a.kind == AccessKind::Load && a.stride != Stride::Uniform)
+        .collect();
+    let strided = !loads.is_empty()
+        && loads
+            .iter()
+            .all(|a| matches!(a.stride, Stride::Strided(_) | Stride::Symbolic));
+    block.is_power_of_two().then(|| LaneTile {
         name: name.to_string(),
-        block: block / factor,
-        factor,
-        programs: programs * factor,
+        block,
+        programs: *programs,
+        strided,
+        trip,
     })
+}
+
+/// The budgeted tile of one split step: lanes, steps per iteration, warps.
+#[derive(Debug, PartialEq, Eq)]
+struct TilePlan {
+    block: u64,
+    steps: u64,
+    num_warps: u64,
+}
+
+/// The tile that keeps [`TILE_ELEMS`] loads in flight per program per iteration, at
+/// [`ELEMS_PER_THREAD`] a thread. Strided lanes (the loop walks the contiguous axis)
+/// narrow to the lanes that let each walk [`CONTIGUOUS_STEPS`]; contiguous lanes narrow
+/// (by halves, to [`MIN_BLOCK`]) only while case 0 launches under [`MIN_PROGRAMS`]
+/// programs, so the split fills the GPU. The steps fill the rest of the tile, up to the
+/// loop's trip count (rounded up to a power of two).
+fn tile_plan(lanes: &LaneTile) -> TilePlan {
+    let mut block = lanes.block;
+    let mut programs = lanes.programs;
+    let wide = |b: u64, p: u64| {
+        if lanes.strided {
+            b * CONTIGUOUS_STEPS > TILE_ELEMS
+        } else {
+            p < MIN_PROGRAMS
+        }
+    };
+    while block > MIN_BLOCK && wide(block, programs) {
+        block /= 2;
+        programs = programs.saturating_mul(2);
+    }
+    let whole = lanes
+        .trip
+        .map_or(MAX_STEPS, |t| t.max(2).next_power_of_two());
+    let steps = (TILE_ELEMS / block).clamp(2, MAX_STEPS).min(whole);
+    let num_warps = (steps * block / (32 * ELEMS_PER_THREAD))
+        .clamp(1, 16)
+        .next_power_of_two();
+    TilePlan {
+        block,
+        steps,
+        num_warps,
+    }
+}
+
+/// The candidate with the budgeted tile: the steps per iteration and the loop's
+/// pipelining depth become constexpr parameters the spec sets (knobs the search's
+/// retuning sweeps: `triton_block` the steps, `tunable_sweep` the stages), the lanes
+/// narrowed and the warps set as [`tile_plan`] says. A `while` loop, or a `tl.range`
+/// that names its own `num_stages`, gets no stages knob.
+fn budgeted(
+    cx: &RewriteContext<'_>,
+    l: &Loop<'_>,
+    lanes: &BTreeSet<String>,
+    lane: &LaneTile,
+) -> Result<Draft, String> {
+    let t = tile_plan(lane);
+    let mut names = code_names(cx);
+    let steps = fresh(&format!("{}_STEPS", l.var.to_uppercase()), &mut names);
+    let stages = l
+        .range_args
+        .filter(|a| !text(cx.text, *a).contains("num_stages"))
+        .map(|_| fresh(&format!("{}_STAGES", l.var.to_uppercase()), &mut names));
+    let text = write(
+        cx,
+        l,
+        lanes,
+        &Steps::Knob {
+            steps: steps.clone(),
+            stages: stages.clone(),
+        },
+    )?;
+    let mut values = vec![(steps.clone(), t.steps.to_string())];
+    let mut extra = Vec::new();
+    if let Some(s) = &stages {
+        values.push((s.clone(), STAGES.to_string()));
+        extra.push(format!("tune {s} in {STAGE_CHOICES}"));
+    }
+    if t.block != lane.block {
+        values.push((lane.name.clone(), t.block.to_string()));
+    }
+    values.push(("num_warps".into(), t.num_warps.to_string()));
+    let text = set_spec_statements(&text, cx.kernel, &values, &extra).map_err(|e| e.to_string())?;
+    let line = l.node.start_position().row + 1;
+    let label = format!(
+        "the loop at line {line} takes {} steps at a time, {} = {}, {} warps (2-D tile, {} programs)",
+        t.steps,
+        lane.name,
+        t.block,
+        t.num_warps,
+        lane.programs.saturating_mul(lane.block / t.block)
+    );
+    Ok(Draft { label, text })
 }
 
 /// The lane-shaped names defined before `l`, or why `l` cannot be split.
@@ -356,12 +478,41 @@ impl Tile<'_> {
     }
 }
 
+/// How many steps one iteration of the split loop takes: a literal, or constexpr
+/// parameters the rewrite adds (the steps, and for a `for` loop its pipelining depth).
+enum Steps {
+    Fixed(u64),
+    Knob {
+        steps: String,
+        stages: Option<String>,
+    },
+}
+
+impl Steps {
+    fn text(&self) -> String {
+        match self {
+            Steps::Fixed(r) => r.to_string(),
+            Steps::Knob { steps, .. } => steps.clone(),
+        }
+    }
+
+    /// The constexpr parameters the kernel's signature gains.
+    fn params(&self) -> Vec<&str> {
+        match self {
+            Steps::Fixed(_) => Vec::new(),
+            Steps::Knob { steps, stages } => std::iter::once(steps.as_str())
+                .chain(stages.as_deref())
+                .collect(),
+        }
+    }
+}
+
 /// The file with `l` split `r` steps at a time.
 fn write(
     cx: &RewriteContext<'_>,
     l: &Loop<'_>,
     lanes: &BTreeSet<String>,
-    r: u64,
+    r: &Steps,
 ) -> Result<String, String> {
     let src = cx.text;
     let nl = newline(src);
@@ -388,6 +539,8 @@ fn write(
         lanes,
         locals: &body_locals,
     };
+    let knobs = r;
+    let r = knobs.text();
     let first = *l.stmts.first().ok_or("the loop is empty")?;
     let ind = line_indent(src, first.start_byte()).to_string();
     let outer = line_indent(src, l.node.start_byte()).to_string();
@@ -404,7 +557,7 @@ fn write(
     let mut parts = BTreeMap::new();
     for c in &l.carries {
         let p = fresh(&format!("{}_part", c.name), &mut names);
-        let (init, combine) = partials(&c.name, &p, c.combine, r)?;
+        let (init, combine) = partials(&c.name, &p, c.combine, &r)?;
         before.push(format!("{p} = {init}"));
         after.push(combine);
         parts.insert(c.name.clone(), (p, c.combine));
@@ -424,7 +577,8 @@ fn write(
         };
         e.extend([Edit::replace(s.byte_range(), new)]);
     }
-    e.extend([widen_range(src, l, r)?]);
+    e.extend(widen_range(src, l, knobs)?);
+    e.extend(signature(cx, knobs)?);
     let head: String = before.iter().map(|b| format!("{b}{nl}{outer}")).collect();
     e.extend([Edit::insert(l.node.start_byte(), head)]);
     let end = lines_of(src, l.node).end;
@@ -440,7 +594,7 @@ fn write(
 
 /// The `(r, lanes)` tile of partials for accumulator `acc` (its identity in every row)
 /// and the statement that folds it into `acc` after the loop.
-fn partials(acc: &str, p: &str, combine: Combine, r: u64) -> Result<(String, String), String> {
+fn partials(acc: &str, p: &str, combine: Combine, r: &str) -> Result<(String, String), String> {
     let lanes = format!("tl.zeros_like({acc})[None, :]");
     Ok(match combine {
         Combine::Sum => (
@@ -469,29 +623,72 @@ fn accumulate(p: &str, combine: Combine, mask: &str, v: &str) -> String {
     }
 }
 
-/// The loop's step becomes `r`: the `for` header's arguments, or the while form's
-/// increment.
-fn widen_range(src: &str, l: &Loop<'_>, r: u64) -> Result<Edit, String> {
+/// The loop's step becomes `r`: the `for` header's arguments (with `num_stages` where `r`
+/// names a pipelining depth and the author's `tl.range` names none; a plain `range`
+/// becomes `tl.range`), or the while form's increment.
+fn widen_range(src: &str, l: &Loop<'_>, r: &Steps) -> Result<Vec<Edit>, String> {
+    let step = r.text();
     match (l.range_args, l.incr) {
         (Some(args), _) => {
             let mut w = args.walk();
-            let mut all = vec![l.start.clone(), l.stop.clone(), r.to_string()];
-            all.extend(
-                args.named_children(&mut w)
-                    .filter(|a| a.kind() == "keyword_argument")
-                    .map(|a| text(src, a).to_string()),
-            );
-            Ok(Edit::replace(
+            let mut all = vec![l.start.clone(), l.stop.clone(), step];
+            let kw: Vec<_> = args
+                .named_children(&mut w)
+                .filter(|a| a.kind() == "keyword_argument")
+                .map(|a| text(src, a).to_string())
+                .collect();
+            let mut edits = Vec::new();
+            if let Steps::Knob {
+                stages: Some(s), ..
+            } = r
+            {
+                if !kw.iter().any(|k| k.starts_with("num_stages")) {
+                    all.push(format!("num_stages={s}"));
+                    let f = args
+                        .parent()
+                        .and_then(|c| c.child_by_field_name("function"));
+                    if let Some(f) = f.filter(|f| text(src, *f) == "range") {
+                        edits.push(Edit::replace(f.byte_range(), "tl.range".to_string()));
+                    }
+                }
+            }
+            all.extend(kw);
+            edits.push(Edit::replace(
                 args.byte_range(),
                 format!("({})", all.join(", ")),
-            ))
+            ));
+            Ok(edits)
         }
-        (None, Some(incr)) => Ok(Edit::replace(
+        (None, Some(incr)) => Ok(vec![Edit::replace(
             incr.byte_range(),
-            format!("{} += {r}", l.var),
-        )),
+            format!("{} += {step}", l.var),
+        )]),
         (None, None) => Err("the loop has no range to widen".into()),
     }
+}
+
+/// The kernel's signature with `r`'s constexpr parameters appended.
+fn signature(cx: &RewriteContext<'_>, r: &Steps) -> Result<Vec<Edit>, String> {
+    let names = r.params();
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let params = kernel_function(cx)
+        .and_then(|f| f.child_by_field_name("parameters"))
+        .ok_or("the kernel's parameters are not in the syntax tree")?;
+    let close = params.end_byte() - 1;
+    let inner = text(cx.text, params);
+    let comma = if inner[..inner.len() - 1].trim_end().ends_with(',') {
+        " "
+    } else {
+        ", "
+    };
+    let added: Vec<String> = names.iter().map(|n| format!("{n}: tl.constexpr")).collect();
+    let at = cx.text[..close].trim_end().len();
+    Ok(vec![Edit::insert(
+        at,
+        format!("{comma}{}", added.join(", ")),
+    )])
 }
 
 #[cfg(test)]

@@ -21,9 +21,11 @@
 //! lane-shaped value from before the loop as `v[None, :]`, the row mask `rr[:, None] < b`
 //! and'ed into every load's mask, each update into the 2-D partials (rows past `b` add the
 //! identity), and after the loop `acc += tl.sum(part, axis=0)` (or `tl.max`/`tl.min`). One
-//! candidate per R in param `rows` (default [8, 32]), the launch unchanged; and where case
-//! 0 launches fewer than 128 programs over `cdiv(n, BLOCK)`, one more with BLOCK narrowed
-//! (down to 8) and R grown by the same factor (at most 512), so the split fills the GPU.
+//! candidate per R in param `rows` (default [8, 32]), the launch unchanged; and on a 1-D
+//! grid `cdiv(n, BLOCK)`, the budgeted tile ([`tile_plan`]): as many loads in flight per
+//! step as one program holds at 32 a thread, lanes narrowed where the grid is small or
+//! strided along the lanes, its steps a constexpr knob and a `for` loop's `num_stages` a
+//! tuned one, which the search's retune sweeps on the new version.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -279,3 +279,29 @@ fn the_budget_never_takes_more_steps_than_the_loop_runs() {
     assert_eq!(tile_plan(&lanes(32, 2, true, Some(250))), plan(8, 256, 2));
     assert_eq!(tile_plan(&lanes(8, 200, false, Some(1))), plan(8, 2, 1));
 }
+
+/// The knobs the budgeted tile declares are what the retune after a structural step
+/// sweeps on the new version: `triton_block` the steps (and the narrowed lanes),
+/// `tunable_sweep` the loop's stages.
+#[test]
+fn the_retune_sweeps_the_budgeted_tile_s_steps_and_stages() {
+    let out = triton(COL_MIN, "col_min", "triton_split_loop", json!({})).unwrap();
+    let tile = &out.last().unwrap().text;
+    let blocks = triton(tile, "col_min", "triton_block", json!({})).unwrap();
+    assert_eq!(
+        labels(&blocks),
+        [
+            "BLOCK=16",
+            "BLOCK=32",
+            "ROW_STEPS=256",
+            "ROW_STEPS=512",
+            "ROW_STEPS=2048",
+            "ROW_STEPS=4096"
+        ]
+    );
+    let stages = triton(tile, "col_min", "tunable_sweep", json!({})).unwrap();
+    assert_eq!(
+        labels(&stages),
+        ["ROW_STAGES=1", "ROW_STAGES=2", "ROW_STAGES=4"]
+    );
+}

@@ -28,7 +28,7 @@ use tree_sitter::Node;
 use super::check::{finish, not_applicable, require_lang, Draft, R};
 use super::edits::{Edit, Edits};
 use super::tree::{code_names, fresh, line_indent, newline, text};
-use super::triton_loops::{body_loops, code_children, lines_of};
+use super::triton_loops::{around_loop, body_loops, code_children, local_read_after, ELEMENTWISE};
 use super::RewriteContext;
 use crate::optimize::facts::triton_loops::{assignment, callee, Combine, Loop};
 use crate::syntax::Lang;
@@ -89,11 +89,7 @@ fn hoists<'t>(
     if l.carries.is_empty() || l.reductions as usize != l.carries.len() {
         return Err("its reductions are not all updates of carried sums, maxima or minima".into());
     }
-    if let Some(n) = l
-        .assigned
-        .iter()
-        .find(|n| l.carry(n).is_none() && **n != l.var && l.reads_after(src, n))
-    {
+    if let Some(n) = local_read_after(src, l) {
         return Err(format!("`{n}` is set in the loop and read after it"));
     }
     let mut env: BTreeMap<String, Vec<String>> = cx
@@ -197,25 +193,6 @@ fn bind(src: &str, s: Node<'_>, env: &mut BTreeMap<String, Vec<String>>) {
     }
 }
 
-/// Calls applied element by element: the broadcast of their arguments' shapes.
-const ELEMENTWISE: &[&str] = &[
-    "tl.exp",
-    "tl.exp2",
-    "tl.log",
-    "tl.log2",
-    "tl.sqrt",
-    "tl.rsqrt",
-    "tl.abs",
-    "tl.maximum",
-    "tl.minimum",
-    "tl.where",
-    "tl.sigmoid",
-    "tl.fma",
-    "tl.cos",
-    "tl.sin",
-    "tl.load",
-];
-
 /// The shape of `e` (dimension sizes as written; `[]` a scalar), where the names' shapes
 /// are `env`'s; None where it cannot be followed.
 fn shape_of(src: &str, e: Node<'_>, env: &BTreeMap<String, Vec<String>>) -> Option<Vec<String>> {
@@ -289,7 +266,7 @@ fn call_shape(src: &str, e: Node<'_>, env: &BTreeMap<String, Vec<String>>) -> Op
                 s
             })
         }
-        _ if ELEMENTWISE.contains(&f.as_str()) => {
+        _ if ELEMENTWISE.contains(&f.as_str()) || f == "tl.load" => {
             let mut all: Vec<Node<'_>> = pos.clone();
             if f == "tl.load" {
                 all.truncate(2);
@@ -361,14 +338,7 @@ fn write(cx: &RewriteContext<'_>, l: &Loop<'_>, hs: &[Hoist<'_>]) -> Result<Stri
         tail.push_str(&format!("{outer}{}{p}{}{nl}", &s[..at.start], &s[at.end..]));
         e.extend([Edit::replace(h.stmt.byte_range(), update)]);
     }
-    e.extend([Edit::insert(l.node.start_byte(), head)]);
-    let end = lines_of(src, l.node).end;
-    let tail = if src[..end].ends_with('\n') {
-        tail
-    } else {
-        format!("{nl}{tail}")
-    };
-    e.extend([Edit::insert(end, tail)]);
+    e.extend(around_loop(src, l.node, head, tail));
     e.apply(src).map_err(|err| err.to_string())
 }
 

@@ -10,6 +10,7 @@ use std::ops::Range;
 use tree_sitter::Node;
 
 use super::check::not_applicable;
+use super::edits::Edit;
 use super::tree::{kernel_function, text};
 use super::{RewriteContext, RewriteError};
 use crate::optimize::facts::triton_loops::{
@@ -187,6 +188,52 @@ pub(super) fn repeats(stmts: &[Stmt], droppable: &[bool]) -> Vec<Repeat> {
         }
     }
     out
+}
+
+/// Calls applied element by element: the shape of their result is the broadcast of
+/// their arguments'.
+pub(super) const ELEMENTWISE: &[&str] = &[
+    "tl.exp",
+    "tl.exp2",
+    "tl.log",
+    "tl.log2",
+    "tl.sqrt",
+    "tl.rsqrt",
+    "tl.abs",
+    "tl.maximum",
+    "tl.minimum",
+    "tl.where",
+    "tl.sigmoid",
+    "tl.fma",
+    "tl.cos",
+    "tl.sin",
+    "tl.erf",
+    "tl.math.exp",
+    "tl.math.log",
+    "tl.math.rsqrt",
+    "tl.math.sqrt",
+    "tl.cdiv",
+    "tl.clamp",
+];
+
+/// A name `l` sets (not a carry, not its variable) that a statement after `l` reads: a
+/// value the cures that reshape the loop's body would leave with another shape.
+pub(super) fn local_read_after<'a>(src: &str, l: &'a Loop<'_>) -> Option<&'a String> {
+    l.assigned
+        .iter()
+        .find(|n| l.carry(n).is_none() && **n != l.var && l.reads_after(src, n))
+}
+
+/// The edits that put `head` (whole lines, each ending in a newline and the loop's
+/// indent) right before `lp` and `tail` (whole lines) after its last line.
+pub(super) fn around_loop(src: &str, lp: Node<'_>, head: String, tail: String) -> [Edit; 2] {
+    let end = lines_of(src, lp).end;
+    let tail = if src[..end].ends_with('\n') {
+        tail
+    } else {
+        format!("{}{tail}", super::tree::newline(src))
+    };
+    [Edit::insert(lp.start_byte(), head), Edit::insert(end, tail)]
 }
 
 #[cfg(test)]

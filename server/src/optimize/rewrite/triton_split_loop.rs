@@ -37,7 +37,7 @@ use super::check::{
 use super::edits::{Edit, Edits};
 use super::params::Params;
 use super::tree::{code_names, fresh, kernel_function, line_indent, newline, text};
-use super::triton_loops::{body_loops, code_children, lines_of, splice};
+use super::triton_loops::{around_loop, body_loops, code_children, local_read_after, splice};
 use super::RewriteContext;
 use crate::optimize::facts::triton_loops::{assignment, callee, reads, reduces, Combine, Loop};
 use crate::optimize::facts::{static_facts, AccessKind, Stride};
@@ -338,11 +338,7 @@ fn check(
     if bound.iter().any(|b| l.assigned.contains(b)) {
         return Err("the loop changes its own bounds".into());
     }
-    if let Some(n) = l
-        .assigned
-        .iter()
-        .find(|n| l.carry(n).is_none() && **n != l.var && l.reads_after(src, n))
-    {
+    if let Some(n) = local_read_after(src, l) {
         return Err(format!("`{n}` is set in the loop and read after it"));
     }
     let lanes = lane_names(src, top, l);
@@ -582,15 +578,8 @@ fn write(
     e.extend(widen_range(src, l, knobs)?);
     e.extend(signature(cx, knobs)?);
     let head: String = before.iter().map(|b| format!("{b}{nl}{outer}")).collect();
-    e.extend([Edit::insert(l.node.start_byte(), head)]);
-    let end = lines_of(src, l.node).end;
     let tail: String = after.iter().map(|a| format!("{outer}{a}{nl}")).collect();
-    let tail = if src[..end].ends_with('\n') {
-        tail
-    } else {
-        format!("{nl}{tail}")
-    };
-    e.extend([Edit::insert(end, tail)]);
+    e.extend(around_loop(src, l.node, head, tail));
     e.apply(src).map_err(|err| err.to_string())
 }
 

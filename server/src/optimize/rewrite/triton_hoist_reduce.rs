@@ -18,17 +18,23 @@
 //!
 //! **Writes** `acc_part = tl.zeros(shape, dtype=...)` (or `tl.full` of minus/plus
 //! infinity) before the loop, `acc_part += E` (`tl.maximum`/`tl.minimum`) in place of the
-//! update, and after the loop the update as written with `E` replaced by `acc_part`. One
-//! candidate, the launch unchanged.
+//! update, and after the loop the update as written with `E` replaced by `acc_part`. A
+//! `for` loop whose header names no `num_stages` becomes `tl.range(..., num_stages=
+//! V_STAGES)`, a constexpr knob the spec sets to 1 (not pipelined, as before) and tunes
+//! over [1, 2, 3, 4], so the retune after the step tries pipelining the loop's loads.
+//! One candidate, the launch otherwise unchanged.
 
 use std::collections::BTreeMap;
 
 use tree_sitter::Node;
 
-use super::check::{finish, not_applicable, require_lang, Draft, R};
+use super::check::{finish, not_applicable, require_lang, set_spec_statements, Draft, R};
 use super::edits::{Edit, Edits};
 use super::tree::{code_names, fresh, line_indent, newline, text};
-use super::triton_loops::{around_loop, body_loops, code_children, local_read_after, ELEMENTWISE};
+use super::triton_loops::{
+    add_constexprs, around_loop, body_loops, code_children, local_read_after, loop_header,
+    stages_free, ELEMENTWISE, STAGE_CHOICES,
+};
 use super::RewriteContext;
 use crate::optimize::facts::triton_loops::{assignment, callee, Combine, Loop};
 use crate::syntax::Lang;
@@ -339,7 +345,23 @@ fn write(cx: &RewriteContext<'_>, l: &Loop<'_>, hs: &[Hoist<'_>]) -> Result<Stri
         e.extend([Edit::replace(h.stmt.byte_range(), update)]);
     }
     e.extend(around_loop(src, l.node, head, tail));
-    e.apply(src).map_err(|err| err.to_string())
+    let stages =
+        stages_free(src, l).then(|| fresh(&format!("{}_STAGES", l.var.to_uppercase()), &mut names));
+    if let Some(s) = &stages {
+        e.extend(loop_header(src, l, &l.step, Some(s))?);
+        e.extend(add_constexprs(cx, &[s])?);
+    }
+    let text = e.apply(src).map_err(|err| err.to_string())?;
+    match stages {
+        None => Ok(text),
+        Some(s) => set_spec_statements(
+            &text,
+            cx.kernel,
+            &[(s.clone(), "1".into())],
+            &[format!("tune {s} in {STAGE_CHOICES}")],
+        )
+        .map_err(|err| err.to_string()),
+    }
 }
 
 #[cfg(test)]

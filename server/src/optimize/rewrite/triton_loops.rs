@@ -236,6 +236,80 @@ pub(super) fn around_loop(src: &str, lp: Node<'_>, head: String, tail: String) -
     [Edit::insert(lp.start_byte(), head), Edit::insert(end, tail)]
 }
 
+/// The edits that make `l` step by `step`: the `for` header's arguments, with
+/// `num_stages=STAGES` where `stages` names a pipelining depth and the author's
+/// `tl.range` names none (a plain `range` becomes `tl.range`: Triton pipelines the plain
+/// loads of a loop only when it names its stages), or the while form's increment.
+pub(super) fn loop_header(
+    src: &str,
+    l: &Loop<'_>,
+    step: &str,
+    stages: Option<&str>,
+) -> Result<Vec<Edit>, String> {
+    let Some(args) = l.range_args else {
+        let incr = l.incr.ok_or("the loop has no range to change")?;
+        return Ok(vec![Edit::replace(
+            incr.byte_range(),
+            format!("{} += {step}", l.var),
+        )]);
+    };
+    let mut w = args.walk();
+    let mut all = vec![l.start.clone(), l.stop.clone(), step.to_string()];
+    let kw: Vec<_> = args
+        .named_children(&mut w)
+        .filter(|a| a.kind() == "keyword_argument")
+        .map(|a| text(src, a).to_string())
+        .collect();
+    let mut edits = Vec::new();
+    if let Some(s) = stages.filter(|_| !kw.iter().any(|k| k.starts_with("num_stages"))) {
+        all.push(format!("num_stages={s}"));
+        let f = args
+            .parent()
+            .and_then(|c| c.child_by_field_name("function"));
+        if let Some(f) = f.filter(|f| text(src, *f) == "range") {
+            edits.push(Edit::replace(f.byte_range(), "tl.range".to_string()));
+        }
+    }
+    all.extend(kw);
+    edits.push(Edit::replace(
+        args.byte_range(),
+        format!("({})", all.join(", ")),
+    ));
+    Ok(edits)
+}
+
+/// The edit that appends `names` to the kernel's signature as `tl.constexpr` parameters.
+pub(super) fn add_constexprs(cx: &RewriteContext<'_>, names: &[&str]) -> Result<Vec<Edit>, String> {
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let params = kernel_function(cx)
+        .and_then(|f| f.child_by_field_name("parameters"))
+        .ok_or("the kernel's parameters are not in the syntax tree")?;
+    let inner = text(cx.text, params);
+    let comma = if inner[..inner.len() - 1].trim_end().ends_with(',') {
+        " "
+    } else {
+        ", "
+    };
+    let added: Vec<String> = names.iter().map(|n| format!("{n}: tl.constexpr")).collect();
+    let at = cx.text[..params.end_byte() - 1].trim_end().len();
+    Ok(vec![Edit::insert(
+        at,
+        format!("{comma}{}", added.join(", ")),
+    )])
+}
+
+/// The pipelining depths a loop's stages knob is tuned over.
+pub(super) const STAGE_CHOICES: &str = "[1, 2, 3, 4]";
+
+/// Whether `l` can take a pipelining-depth knob: a `for` loop whose header names no
+/// `num_stages` of its own.
+pub(super) fn stages_free(src: &str, l: &Loop<'_>) -> bool {
+    l.range_args
+        .is_some_and(|a| !text(src, a).contains("num_stages"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,8 +36,11 @@ use super::check::{
 };
 use super::edits::{Edit, Edits};
 use super::params::Params;
-use super::tree::{code_names, fresh, kernel_function, line_indent, newline, text};
-use super::triton_loops::{around_loop, body_loops, code_children, local_read_after, splice};
+use super::tree::{code_names, fresh, line_indent, newline, text};
+use super::triton_loops::{
+    add_constexprs, around_loop, body_loops, code_children, local_read_after, loop_header, splice,
+    stages_free, STAGE_CHOICES,
+};
 use super::RewriteContext;
 use crate::optimize::facts::triton_loops::{assignment, callee, reads, reduces, Combine, Loop};
 use crate::optimize::facts::{static_facts, AccessKind, Stride};
@@ -125,7 +128,6 @@ const CONTIGUOUS_STEPS: u64 = 1024;
 /// (Triton pipelines a loop's plain loads only when its `tl.range` names `num_stages`).
 const MAX_STEPS: u64 = 4096;
 const STAGES: u64 = 3;
-const STAGE_CHOICES: &str = "[1, 2, 3, 4]";
 
 /// The lanes of the kernel's tile as the launch sets them: the constexpr the 1-D grid
 /// `cdiv(n, BLOCK)` divides by (a power of two the spec sets and does not tune), its
@@ -257,10 +259,8 @@ fn budgeted(
     let t = tile_plan(lane);
     let mut names = code_names(cx);
     let steps = fresh(&format!("{}_STEPS", l.var.to_uppercase()), &mut names);
-    let stages = l
-        .range_args
-        .filter(|a| !text(cx.text, *a).contains("num_stages"))
-        .map(|_| fresh(&format!("{}_STAGES", l.var.to_uppercase()), &mut names));
+    let stages = stages_free(cx.text, l)
+        .then(|| fresh(&format!("{}_STAGES", l.var.to_uppercase()), &mut names));
     let text = write(
         cx,
         l,
@@ -575,8 +575,12 @@ fn write(
         };
         e.extend([Edit::replace(s.byte_range(), new)]);
     }
-    e.extend(widen_range(src, l, knobs)?);
-    e.extend(signature(cx, knobs)?);
+    let stages = match knobs {
+        Steps::Knob { stages, .. } => stages.as_deref(),
+        Steps::Fixed(_) => None,
+    };
+    e.extend(loop_header(src, l, &r, stages)?);
+    e.extend(add_constexprs(cx, &knobs.params())?);
     let head: String = before.iter().map(|b| format!("{b}{nl}{outer}")).collect();
     let tail: String = after.iter().map(|a| format!("{outer}{a}{nl}")).collect();
     e.extend(around_loop(src, l.node, head, tail));
@@ -612,74 +616,6 @@ fn accumulate(p: &str, combine: Combine, mask: &str, v: &str) -> String {
         Combine::Max => format!("{p} = tl.maximum({p}, tl.where({mask}, {v}, float(\"-inf\")))"),
         _ => format!("{p} = tl.minimum({p}, tl.where({mask}, {v}, float(\"inf\")))"),
     }
-}
-
-/// The loop's step becomes `r`: the `for` header's arguments (with `num_stages` where `r`
-/// names a pipelining depth and the author's `tl.range` names none; a plain `range`
-/// becomes `tl.range`), or the while form's increment.
-fn widen_range(src: &str, l: &Loop<'_>, r: &Steps) -> Result<Vec<Edit>, String> {
-    let step = r.text();
-    match (l.range_args, l.incr) {
-        (Some(args), _) => {
-            let mut w = args.walk();
-            let mut all = vec![l.start.clone(), l.stop.clone(), step];
-            let kw: Vec<_> = args
-                .named_children(&mut w)
-                .filter(|a| a.kind() == "keyword_argument")
-                .map(|a| text(src, a).to_string())
-                .collect();
-            let mut edits = Vec::new();
-            if let Steps::Knob {
-                stages: Some(s), ..
-            } = r
-            {
-                if !kw.iter().any(|k| k.starts_with("num_stages")) {
-                    all.push(format!("num_stages={s}"));
-                    let f = args
-                        .parent()
-                        .and_then(|c| c.child_by_field_name("function"));
-                    if let Some(f) = f.filter(|f| text(src, *f) == "range") {
-                        edits.push(Edit::replace(f.byte_range(), "tl.range".to_string()));
-                    }
-                }
-            }
-            all.extend(kw);
-            edits.push(Edit::replace(
-                args.byte_range(),
-                format!("({})", all.join(", ")),
-            ));
-            Ok(edits)
-        }
-        (None, Some(incr)) => Ok(vec![Edit::replace(
-            incr.byte_range(),
-            format!("{} += {step}", l.var),
-        )]),
-        (None, None) => Err("the loop has no range to widen".into()),
-    }
-}
-
-/// The kernel's signature with `r`'s constexpr parameters appended.
-fn signature(cx: &RewriteContext<'_>, r: &Steps) -> Result<Vec<Edit>, String> {
-    let names = r.params();
-    if names.is_empty() {
-        return Ok(Vec::new());
-    }
-    let params = kernel_function(cx)
-        .and_then(|f| f.child_by_field_name("parameters"))
-        .ok_or("the kernel's parameters are not in the syntax tree")?;
-    let close = params.end_byte() - 1;
-    let inner = text(cx.text, params);
-    let comma = if inner[..inner.len() - 1].trim_end().ends_with(',') {
-        " "
-    } else {
-        ", "
-    };
-    let added: Vec<String> = names.iter().map(|n| format!("{n}: tl.constexpr")).collect();
-    let at = cx.text[..close].trim_end().len();
-    Ok(vec![Edit::insert(
-        at,
-        format!("{comma}{}", added.join(", ")),
-    )])
 }
 
 #[cfg(test)]

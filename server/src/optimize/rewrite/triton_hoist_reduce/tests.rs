@@ -22,12 +22,13 @@ fn a_column_norm_over_2d_blocks_adds_squares_into_a_block_of_partials() {
         # @bench M = 301, 40; N = 70, 9
         # @bench x: in f32[M, N]; out: out f32[N]
         # @bench grid = cdiv(N, BN); BM = 32; BN = 16
+        # @bench M0_STAGES = 1; tune M0_STAGES in [1, 2, 3, 4]
         @triton.jit
-        def col_norm_blocks(x, out, M, N, BM: tl.constexpr, BN: tl.constexpr):
+        def col_norm_blocks(x, out, M, N, BM: tl.constexpr, BN: tl.constexpr, M0_STAGES: tl.constexpr):
             cols = tl.program_id(0) * BN + tl.arange(0, BN)
             acc = tl.zeros([BN], dtype=tl.float32)
             acc_part = tl.zeros((BM, BN), dtype=acc.dtype)
-            for m0 in range(0, M, BM):
+            for m0 in tl.range(0, M, BM, num_stages=M0_STAGES):
                 rows = m0 + tl.arange(0, BM)
                 ptrs = x + rows[:, None] * N + cols[None, :]
                 block = tl.load(ptrs, mask=(rows[:, None] < M) & (cols[None, :] < N), other=0.0)
@@ -66,12 +67,13 @@ fn a_row_maximum_over_axis_1_with_a_cast_starts_its_partials_at_minus_infinity()
         # @bench R = 37, 5; C = 500, 33
         # @bench x: in f16[R, C] ~ normal(0, 4); y: out f32[R]
         # @bench grid = cdiv(R, ROWS); ROWS = 8; COLS = 64
+        # @bench C0_STAGES = 1; tune C0_STAGES in [1, 2, 3, 4]
         @triton.jit
-        def row_max_tiles(x, y, R, C, ROWS: tl.constexpr, COLS: tl.constexpr):
+        def row_max_tiles(x, y, R, C, ROWS: tl.constexpr, COLS: tl.constexpr, C0_STAGES: tl.constexpr):
             r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
             best = tl.full([ROWS], float("-inf"), tl.float32)
             best_part = tl.full((ROWS, COLS), float("-inf"), dtype=tl.float32)
-            for c0 in tl.range(0, C, COLS):
+            for c0 in tl.range(0, C, COLS, num_stages=C0_STAGES):
                 c = c0 + tl.arange(0, COLS)
                 t = tl.load(x + r[:, None] * C + c[None, :], mask=(r[:, None] < R) & (c[None, :] < C), other=float("-inf"))
                 best_part = tl.maximum(best_part, t.to(tl.float32))
@@ -92,7 +94,7 @@ fn a_program_tiled_column_sum_is_hoisted() {
     .unwrap();
     let out = hoisted(&tiled[0].text, "col_sum_by_program");
     for line in [
-        "    total_part = tl.zeros((BLOCK, 8), dtype=total.dtype)\n    for r0 in range(0, M, BLOCK):",
+        "    total_part = tl.zeros((BLOCK, 8), dtype=total.dtype)\n    for r0 in tl.range(0, M, BLOCK, num_stages=R0_STAGES):",
         "        total_part += tl.load((x + r * N)[:, None] + col[None, :], mask=((r < M)[:, None]) & in_grid[None, :], other=0.0)\n    total += tl.sum(total_part, axis=0)\n",
     ] {
         assert!(out.contains(line), "{out}");
@@ -125,4 +127,15 @@ fn shapes_broadcast_as_numpy_does_and_unknown_ones_stop_the_inference() {
         Some(s(&["BM", "BN"]))
     );
     assert_eq!(super::broadcast(&s(&["BM"]), &s(&["BN"])), None);
+}
+
+#[test]
+fn an_author_s_own_num_stages_is_kept_and_no_stages_knob_is_added() {
+    let src = LOOPS.replace("tl.range(0, C, COLS)", "tl.range(0, C, COLS, num_stages=2)");
+    let out = hoisted(&src, "row_max_tiles");
+    assert!(
+        out.contains("for c0 in tl.range(0, C, COLS, num_stages=2):"),
+        "{out}"
+    );
+    assert!(!out.contains("STAGES"), "{out}");
 }

@@ -286,8 +286,10 @@ pub(super) fn add_constexprs(cx: &RewriteContext<'_>, names: &[&str]) -> Result<
     let params = kernel_function(cx)
         .and_then(|f| f.child_by_field_name("parameters"))
         .ok_or("the kernel's parameters are not in the syntax tree")?;
-    let inner = text(cx.text, params);
-    let comma = if inner[..inner.len() - 1].trim_end().ends_with(',') {
+    let inner = text(cx.text, params)
+        .strip_suffix(')')
+        .ok_or("the kernel's parameter list is not closed")?;
+    let comma = if inner.trim_end().ends_with(',') {
         " "
     } else {
         ", "

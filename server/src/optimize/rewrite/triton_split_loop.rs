@@ -119,8 +119,12 @@ const MIN_BLOCK: u64 = 8;
 /// the elements each thread holds of it. Measured on an H200 (docs/benchmarks.md, issue
 /// #29): a column mean's [1024, 8] tile on 8 warps, 3 stages, reached 51% of copy where
 /// [512, 8] on 16 warps, unpipelined, reached 45%; taller tiles or more warps gave no more.
+/// A loop Triton does not pipeline (the while form) needs more warps for the same
+/// loads in flight: the [1024, 8] tile unpipelined ran at 24% of copy on 8 warps, 50% on
+/// 32.
 const TILE_ELEMS: u64 = 8192;
 const ELEMS_PER_THREAD: u64 = 32;
+const ELEMS_PER_THREAD_UNPIPELINED: u64 = 8;
 /// Where the lanes are strided and the loop walks the contiguous axis, the steps a lane
 /// walks per iteration: 4 KiB of f32 in one run of addresses.
 const CONTIGUOUS_STEPS: u64 = 1024;
@@ -212,12 +216,13 @@ struct TilePlan {
 }
 
 /// The tile that keeps [`TILE_ELEMS`] loads in flight per program per iteration, at
-/// [`ELEMS_PER_THREAD`] a thread. Strided lanes (the loop walks the contiguous axis)
+/// [`ELEMS_PER_THREAD`] a thread where the loop is pipelined (else
+/// [`ELEMS_PER_THREAD_UNPIPELINED`], up to 32 warps). Strided lanes (the loop walks the contiguous axis)
 /// narrow to the lanes that let each walk [`CONTIGUOUS_STEPS`]; contiguous lanes narrow
 /// (by halves, to [`MIN_BLOCK`]) only while case 0 launches under [`MIN_PROGRAMS`]
 /// programs, so the split fills the GPU. The steps fill the rest of the tile, up to the
 /// loop's trip count (rounded up to a power of two).
-fn tile_plan(lanes: &LaneTile) -> TilePlan {
+fn tile_plan(lanes: &LaneTile, pipelined: bool) -> TilePlan {
     let mut block = lanes.block;
     let mut programs = lanes.programs;
     let wide = |b: u64, p: u64| {
@@ -235,8 +240,13 @@ fn tile_plan(lanes: &LaneTile) -> TilePlan {
         .trip
         .map_or(MAX_STEPS, |t| t.max(2).next_power_of_two());
     let steps = (TILE_ELEMS / block).clamp(2, MAX_STEPS).min(whole);
-    let num_warps = (steps * block / (32 * ELEMS_PER_THREAD))
-        .clamp(1, 16)
+    let (per_thread, most) = if pipelined {
+        (ELEMS_PER_THREAD, 16)
+    } else {
+        (ELEMS_PER_THREAD_UNPIPELINED, 32)
+    };
+    let num_warps = (steps * block / (32 * per_thread))
+        .clamp(1, most)
         .next_power_of_two();
     TilePlan {
         block,
@@ -256,7 +266,7 @@ fn budgeted(
     lanes: &BTreeSet<String>,
     lane: &LaneTile,
 ) -> Result<Draft, String> {
-    let t = tile_plan(lane);
+    let t = tile_plan(lane, l.range_args.is_some());
     let mut names = code_names(cx);
     let steps = fresh(&format!("{}_STEPS", l.var.to_uppercase()), &mut names);
     let stages = stages_free(cx.text, l)

@@ -110,7 +110,7 @@ fn a_while_loop_sum_of_squares_gets_the_steps_knob_and_no_stages() {
         # @bench grid = cdiv(N, BLOCK_N); BLOCK_N = 8
         # @bench reference = torch: (x * x).sum(dim=0)
         # @bench rtol = 1e-3
-        # @bench M_STEPS = 1024; num_warps = 8
+        # @bench M_STEPS = 1024; num_warps = 32
         @triton.jit
         def col_sumsq(x, ss, M, N, BLOCK_N: tl.constexpr, M_STEPS: tl.constexpr):
             n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -249,15 +249,21 @@ fn the_budget_narrows_contiguous_lanes_only_until_the_grid_fills_the_gpu() {
     use super::tile_plan;
     // A column mean of 1024 columns, 128 a program: 8 programs -> 8 columns, 128 programs.
     assert_eq!(
-        tile_plan(&lanes(128, 8, false, Some(16384))),
+        tile_plan(&lanes(128, 8, false, Some(16384)), true),
         plan(8, 1024, 8)
     );
     // Enough programs already: the lanes stay, the steps fill the tile.
-    assert_eq!(tile_plan(&lanes(64, 1024, false, None)), plan(64, 128, 8));
+    assert_eq!(
+        tile_plan(&lanes(64, 1024, false, None), true),
+        plan(64, 128, 8)
+    );
     // Never narrower than 8 lanes, whatever the grid.
-    assert_eq!(tile_plan(&lanes(16, 1, false, None)), plan(8, 1024, 8));
+    assert_eq!(
+        tile_plan(&lanes(16, 1, false, None), true),
+        plan(8, 1024, 8)
+    );
     // A lane tile already under the floor is left alone.
-    assert_eq!(tile_plan(&lanes(4, 2, false, None)), plan(4, 2048, 8));
+    assert_eq!(tile_plan(&lanes(4, 2, false, None), true), plan(4, 2048, 8));
 }
 
 #[test]
@@ -266,18 +272,47 @@ fn the_budget_gives_strided_lanes_long_contiguous_runs() {
     // A matrix-vector product over columns: 128 programs of 64 rows already fill the GPU,
     // but each row's run is what the loop walks: 8 rows, 1024 columns a step.
     assert_eq!(
-        tile_plan(&lanes(64, 128, true, Some(4096))),
+        tile_plan(&lanes(64, 128, true, Some(4096)), true),
         plan(8, 1024, 8)
     );
-    assert_eq!(tile_plan(&lanes(8, 1000, true, None)), plan(8, 1024, 8));
+    assert_eq!(
+        tile_plan(&lanes(8, 1000, true, None), true),
+        plan(8, 1024, 8)
+    );
+}
+
+#[test]
+fn an_unpipelined_loop_gets_four_times_the_warps_up_to_32() {
+    use super::tile_plan;
+    assert_eq!(
+        tile_plan(&lanes(128, 8, false, None), false),
+        plan(8, 1024, 32)
+    );
+    assert_eq!(
+        tile_plan(&lanes(64, 4, false, Some(300)), false),
+        plan(8, 512, 16)
+    );
+    assert_eq!(
+        tile_plan(&lanes(8, 200, false, Some(3)), false),
+        plan(8, 4, 1)
+    );
 }
 
 #[test]
 fn the_budget_never_takes_more_steps_than_the_loop_runs() {
     use super::tile_plan;
-    assert_eq!(tile_plan(&lanes(64, 4, false, Some(300))), plan(8, 512, 4));
-    assert_eq!(tile_plan(&lanes(32, 2, true, Some(250))), plan(8, 256, 2));
-    assert_eq!(tile_plan(&lanes(8, 200, false, Some(1))), plan(8, 2, 1));
+    assert_eq!(
+        tile_plan(&lanes(64, 4, false, Some(300)), true),
+        plan(8, 512, 4)
+    );
+    assert_eq!(
+        tile_plan(&lanes(32, 2, true, Some(250)), true),
+        plan(8, 256, 2)
+    );
+    assert_eq!(
+        tile_plan(&lanes(8, 200, false, Some(1)), true),
+        plan(8, 2, 1)
+    );
 }
 
 /// The knobs the budgeted tile declares are what the retune after a structural step

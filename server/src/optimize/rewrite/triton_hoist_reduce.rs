@@ -14,7 +14,8 @@
 //!
 //! **Refuses** a reduction whose result the loop uses otherwise, a carry read in the loop
 //! (a running prefix), a name set in the loop and read after it, a maximum or minimum of
-//! a carry not started from a float, and a tile whose shape the inference cannot follow.
+//! a carry not started from a float, a carry started from an integer literal (the
+//! partials' type is unknown), and a tile whose shape the inference cannot follow.
 //!
 //! **Writes** `acc_part = tl.zeros(shape, dtype=...)` (or `tl.full` of minus/plus
 //! infinity) before the loop, `acc_part += E` (`tl.maximum`/`tl.minimum`) in place of the
@@ -162,7 +163,13 @@ fn hoist<'t>(
         .last()
         .map(|(_, _, r)| text(src, r).to_string())
         .ok_or_else(|| format!("`{name}` is not set before the loop"))?;
-    let literal = init.trim_start_matches('-').parse::<f64>().is_ok() || init.contains("float(");
+    let bare = init.trim().trim_start_matches('-');
+    if bare.parse::<i64>().is_ok() {
+        return Err(format!(
+            "`{name}` starts from the integer `{init}`: the type of its partials is not known"
+        ));
+    }
+    let literal = bare.parse::<f64>().is_ok() || init.contains("float(");
     if c.combine != Combine::Sum && !(literal || init.contains("inf")) {
         return Err(format!(
             "`{name}` is a maximum or minimum not started from a float"

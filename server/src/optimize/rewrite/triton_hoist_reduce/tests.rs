@@ -102,7 +102,7 @@ fn a_program_tiled_column_sum_is_hoisted() {
 }
 
 #[test]
-fn reductions_used_otherwise_prefixes_and_unit_step_lane_sums_are_refused() {
+fn reductions_used_otherwise_prefixes_lane_sums_unknown_shapes_and_integer_starts_are_refused() {
     let why = |src: &str, k: &str| not_applicable(triton(src, k, "triton_hoist_reduce", json!({})));
     expect!["`sum_of_block_sums_squared` has no reduction to move out of a loop: line 63: `acc` is not one reduction of a tile read only by its update"].assert_eq(&why(LOOPS, "sum_of_block_sums_squared"));
     expect!["`block_prefix` has no reduction to move out of a loop: line 77: it stores, branches or nests a loop"].assert_eq(&why(LOOPS, "block_prefix"));
@@ -112,6 +112,8 @@ fn reductions_used_otherwise_prefixes_and_unit_step_lane_sums_are_refused() {
         "tl.sum(tl.trans(block * block), axis=1)",
     );
     expect!["`col_norm_blocks` has no reduction to move out of a loop: line 16: the shape of `tl.trans(block * block)` is not known"].assert_eq(&why(&transposed, "col_norm_blocks"));
+    let int_start = LOOPS.replace("    total = 0.0\n", "    total = 0\n");
+    expect!["`row_sum_while` has no reduction to move out of a loop: line 33: `total` starts from the integer `0`: the type of its partials is not known"].assert_eq(&why(&int_start, "row_sum_while"));
 }
 
 #[test]

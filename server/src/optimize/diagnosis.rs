@@ -337,20 +337,23 @@ mod tests {
         assert_eq!(diagnose(&f), Vec::new());
     }
 
+    /// The static facts of the first kernel of Triton source `src`.
+    fn triton_facts(src: &str) -> Facts {
+        let doc = crate::document::Document::new(crate::syntax::Lang::Triton, 0, src);
+        let tree = doc.tree().expect("parses");
+        let model = crate::syntax::analyze(crate::syntax::Lang::Triton, src, tree);
+        crate::optimize::facts::static_facts(
+            crate::syntax::Lang::Triton,
+            src,
+            tree,
+            &model,
+            &model.kernels[0],
+        )
+    }
+
     #[test]
     fn triton_passes_and_one_step_loops_name_their_cures_with_or_without_a_profile() {
-        let facts = |src: &str| {
-            let doc = crate::document::Document::new(crate::syntax::Lang::Triton, 0, src);
-            let tree = doc.tree().expect("parses");
-            let model = crate::syntax::analyze(crate::syntax::Lang::Triton, src, tree);
-            crate::optimize::facts::static_facts(
-                crate::syntax::Lang::Triton,
-                src,
-                tree,
-                &model,
-                &model.kernels[0],
-            )
-        };
+        let facts = triton_facts;
         let passes = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x, y, n, B: tl.constexpr):\n    m = -float('inf')\n    for o in range(0, n, B):\n        c = o + tl.arange(0, B)\n        m = tl.maximum(m, tl.max(tl.load(x + c, mask=c < n), 0))\n    s = 0.0\n    for o in range(0, n, B):\n        c = o + tl.arange(0, B)\n        s += tl.sum(tl.exp(tl.load(x + c, mask=c < n) - m), 0)\n    tl.store(y, s)\n";
         let causes = diagnose(&facts(passes));
         assert_eq!(causes.len(), 2, "{causes:?}");
@@ -386,17 +389,7 @@ mod tests {
     #[test]
     fn a_loop_reducing_2d_blocks_every_step_names_the_one_tile_then_the_hoist() {
         let src = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x, y, M, N, BM: tl.constexpr, BN: tl.constexpr):\n    c = tl.program_id(0) * BN + tl.arange(0, BN)\n    acc = tl.zeros([BN], dtype=tl.float32)\n    for m0 in range(0, M, BM):\n        r = m0 + tl.arange(0, BM)\n        t = tl.load(x + r[:, None] * N + c[None, :], mask=r[:, None] < M)\n        acc += tl.sum(t * t, axis=0)\n    tl.store(y + c, acc)\n";
-        let doc = crate::document::Document::new(crate::syntax::Lang::Triton, 0, src);
-        let tree = doc.tree().expect("parses");
-        let model = crate::syntax::analyze(crate::syntax::Lang::Triton, src, tree);
-        let f = crate::optimize::facts::static_facts(
-            crate::syntax::Lang::Triton,
-            src,
-            tree,
-            &model,
-            &model.kernels[0],
-        );
-        let causes = diagnose(&f);
+        let causes = diagnose(&triton_facts(src));
         let whys: Vec<&str> = causes.iter().map(|c| c.why.as_str()).collect();
         assert_eq!(
             whys,

@@ -1,8 +1,8 @@
-//! The Triton loop cures (`triton_online`, `triton_row_tile`, `triton_split_loop`) and
-//! `triton_program_tile` for
-//! real: every candidate they write for the fixtures' kernels verifies against the
-//! original through a worker on Triton's CPU interpreter, and a candidate with the
-//! rescale or the row mask left out must fail. Missing torch/triton skips (or fails
+//! The Triton loop cures (`triton_online`, `triton_row_tile`, `triton_split_loop`,
+//! `triton_hoist_reduce`) and `triton_program_tile` for real: every candidate they write
+//! for the fixtures' kernels verifies against the original through a worker on Triton's
+//! CPU interpreter, and a candidate with the rescale, the row mask (the budgeted split
+//! tile's too) or the squares left out must fail. Missing torch/triton skips (or fails
 //! under KERNEL_LSP_REQUIRE_TOOLS=1).
 
 use kernel_lsp::optimize::rewrite::Candidate;
@@ -25,6 +25,7 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
     let passes = read("tests/fixtures/rewrites/triton/passes.py");
     let seq = read("tests/fixtures/rewrites/triton/sequential.py");
     let cols = read("tests/fixtures/rewrites/triton/columns.py");
+    let in_loop = read("tests/fixtures/rewrites/triton/reduce_in_loop.py");
     let layernorm = read("examples/layernorm_3pass.py").replace(
         "rows = 8192, 31; N = 4096, 1111",
         "rows = 6, 3; N = 700, 111",
@@ -32,6 +33,27 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
     assert!(
         layernorm.contains("N = 700, 111"),
         "the example's sizes line moved"
+    );
+    // The column and row reductions of other styles, shrunk for the interpreter.
+    let shrink = |f: &str, from: &str, to: &str| {
+        let src = read(f);
+        assert!(src.contains(from), "the sizes line of {f} moved");
+        src.replace(from, to)
+    };
+    let col_min = shrink(
+        "examples/col_min.py",
+        "M = 12289, 1001; N = 1531, 77",
+        "M = 301, 17; N = 90, 7",
+    );
+    let col_sumsq = shrink(
+        "examples/col_sumsq.py",
+        "M = 20000, 513; N = 768, 100",
+        "M = 150, 13; N = 70, 9",
+    );
+    let row_absmax = shrink(
+        "examples/row_absmax.py",
+        "R = 6000, 97; C = 2500, 333",
+        "R = 70, 5; C = 1300, 33",
     );
     let mut jobs: Vec<(String, &str, Candidate)> = Vec::new();
     for (src, kernel, id, want) in [
@@ -46,6 +68,12 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
         (&seq, "col_sum", "triton_split_loop", 3),
         (&seq, "matvec_cols", "triton_split_loop", 3),
         (&seq, "col_max_while", "triton_split_loop", 3),
+        (&col_min, "col_min", "triton_split_loop", 3),
+        (&col_sumsq, "col_sumsq", "triton_split_loop", 3),
+        (&row_absmax, "row_absmax", "triton_split_loop", 3),
+        (&in_loop, "col_norm_blocks", "triton_hoist_reduce", 1),
+        (&in_loop, "row_sum_while", "triton_hoist_reduce", 1),
+        (&in_loop, "row_max_tiles", "triton_hoist_reduce", 1),
         (&cols, "col_sum_by_program", "triton_program_tile", 2),
         (&cols, "col_softmax", "triton_program_tile", 2),
         (&cols, "bias_relu_cols", "triton_program_tile", 2),
@@ -89,6 +117,20 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
         "in_grid = (tl.program_id(0) * 8 + tl.arange(0, 8)) < N - 1",
         "the last column left unwritten",
     );
+    let (s4, c4) = control(
+        "col_sumsq",
+        "ms = m + tl.arange(0, M_STEPS)",
+        "ms = m + 1 + tl.arange(0, M_STEPS)",
+        "each budgeted tile skips a row",
+    );
+    let (s5, c5) = control(
+        "col_norm_blocks",
+        "acc_part += block * block",
+        "acc_part += block",
+        "the partials add the values, not their squares",
+    );
+    jobs.push((s4, "col_sumsq", c4));
+    jobs.push((s5, "col_norm_blocks", c5));
     jobs.push((s3, "bias_relu_cols", c3));
     jobs.push((s1, "softmax3", c1));
     jobs.push((s2, "col_sum", c2));

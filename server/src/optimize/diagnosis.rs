@@ -45,6 +45,9 @@ const LOAD_WAIT_SHARE: f64 = 0.5;
 const DRAM_BUSY_PCT: f64 = 70.0;
 /// Steps for a program that walks a long axis one step at a time.
 const SPLIT_LOOP: &[&str] = &["triton_split_loop"];
+/// Steps for a loop that reduces across the lanes every iteration: no loop at all where
+/// the row fits one tile, else one reduction after the loop.
+const REDUCE_ONCE: &[&str] = &["triton_row_tile", "triton_hoist_reduce"];
 
 /// The causes the facts show, most telling first: the profile's when there is one, else
 /// the static analysis's.
@@ -135,7 +138,8 @@ fn waits_on_loads(p: &crate::profile::Profile) -> Option<String> {
 }
 
 /// What the loop analysis shows whatever the profile says: passes that re-read what an
-/// earlier pass reduced, and programs that walk an axis one step at a time.
+/// earlier pass reduced, programs that walk an axis one step at a time, and loops that
+/// reduce across the lanes on every iteration.
 fn loop_causes(f: &Facts) -> Vec<Cause> {
     let mut out = Vec::new();
     if f.holds("multi_pass_loops") == Some(true) {
@@ -148,6 +152,12 @@ fn loop_causes(f: &Facts) -> Vec<Cause> {
         out.push(Cause {
             why: "the analysis: each program walks an axis one step at a time".into(),
             cures: SPLIT_LOOP,
+        });
+    }
+    if f.holds("reduce_every_step") == Some(true) {
+        out.push(Cause {
+            why: "the analysis: a loop reduces its tile across the lanes on every iteration".into(),
+            cures: REDUCE_ONCE,
         });
     }
     out
@@ -327,25 +337,34 @@ mod tests {
         assert_eq!(diagnose(&f), Vec::new());
     }
 
+    /// The static facts of the first kernel of Triton source `src`.
+    fn triton_facts(src: &str) -> Facts {
+        let doc = crate::document::Document::new(crate::syntax::Lang::Triton, 0, src);
+        let tree = doc.tree().expect("parses");
+        let model = crate::syntax::analyze(crate::syntax::Lang::Triton, src, tree);
+        crate::optimize::facts::static_facts(
+            crate::syntax::Lang::Triton,
+            src,
+            tree,
+            &model,
+            &model.kernels[0],
+        )
+    }
+
     #[test]
     fn triton_passes_and_one_step_loops_name_their_cures_with_or_without_a_profile() {
-        let facts = |src: &str| {
-            let doc = crate::document::Document::new(crate::syntax::Lang::Triton, 0, src);
-            let tree = doc.tree().expect("parses");
-            let model = crate::syntax::analyze(crate::syntax::Lang::Triton, src, tree);
-            crate::optimize::facts::static_facts(
-                crate::syntax::Lang::Triton,
-                src,
-                tree,
-                &model,
-                &model.kernels[0],
-            )
-        };
+        let facts = triton_facts;
         let passes = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x, y, n, B: tl.constexpr):\n    m = -float('inf')\n    for o in range(0, n, B):\n        c = o + tl.arange(0, B)\n        m = tl.maximum(m, tl.max(tl.load(x + c, mask=c < n), 0))\n    s = 0.0\n    for o in range(0, n, B):\n        c = o + tl.arange(0, B)\n        s += tl.sum(tl.exp(tl.load(x + c, mask=c < n) - m), 0)\n    tl.store(y, s)\n";
         let causes = diagnose(&facts(passes));
-        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(causes.len(), 2, "{causes:?}");
         assert_eq!(cure_rank(&causes, "triton_online").map(|r| r.0), Some(0));
         assert_eq!(cure_rank(&causes, "triton_row_tile").map(|r| r.0), Some(1));
+        // Both passes also reduce every step: moving the reductions out comes after
+        // joining the passes.
+        assert_eq!(
+            cure_rank(&causes, "triton_hoist_reduce").map(|r| r.0),
+            Some(3)
+        );
         let cols = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x, y, M, N, B: tl.constexpr):\n    c = tl.program_id(0) * B + tl.arange(0, B)\n    acc = tl.zeros([B], dtype=tl.float32)\n    for r in range(M):\n        acc += tl.load(x + r * N + c, mask=c < N)\n    tl.store(y + c, acc, mask=c < N)\n";
         let mut f = facts(cols);
         f.set_profile(Profile {
@@ -364,6 +383,21 @@ mod tests {
         assert_eq!(
             cure_rank(&causes, "triton_split_loop").map(|r| r.0),
             Some(3)
+        );
+    }
+
+    #[test]
+    fn a_loop_reducing_2d_blocks_every_step_names_the_one_tile_then_the_hoist() {
+        let src = "import triton\nimport triton.language as tl\n@triton.jit\ndef k(x, y, M, N, BM: tl.constexpr, BN: tl.constexpr):\n    c = tl.program_id(0) * BN + tl.arange(0, BN)\n    acc = tl.zeros([BN], dtype=tl.float32)\n    for m0 in range(0, M, BM):\n        r = m0 + tl.arange(0, BM)\n        t = tl.load(x + r[:, None] * N + c[None, :], mask=r[:, None] < M)\n        acc += tl.sum(t * t, axis=0)\n    tl.store(y + c, acc)\n";
+        let causes = diagnose(&triton_facts(src));
+        let whys: Vec<&str> = causes.iter().map(|c| c.why.as_str()).collect();
+        assert_eq!(
+            whys,
+            ["the analysis: a loop reduces its tile across the lanes on every iteration"]
+        );
+        assert_eq!(
+            cure_rank(&causes, "triton_hoist_reduce").map(|r| r.0),
+            Some(1)
         );
     }
 }

@@ -81,6 +81,7 @@ pub const FACT_NAMES: &[&str] = &[
     "autotune_configs",
     "multi_pass_loops",
     "sequential_axis_loop",
+    "reduce_every_step",
     "loop_steps_by_block",
     "loop_steps_at_run_time",
 ];
@@ -108,6 +109,10 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
         "sequential_axis_loop" => (
             "a Triton program loops one step at a time over a long axis, accumulating a tile",
             "no program walks an axis one step at a time",
+        ),
+        "reduce_every_step" => (
+            "a Triton loop reduces its tile across the lanes on every iteration",
+            "no loop reduces across the lanes on every iteration",
         ),
         "loop_steps_by_block" => (
             "a Triton loop walks its range a block of elements at a time",
@@ -520,6 +525,7 @@ impl Facts {
             "autotune_configs" => self.autotune_configs > 1,
             "multi_pass_loops" => triton_loops::multi_pass(&self.triton_loops),
             "sequential_axis_loop" => triton_loops::sequential_axis(&self.triton_loops),
+            "reduce_every_step" => triton_loops::reduce_every_step(&self.triton_loops),
             "loop_steps_by_block" => self.triton_loops.iter().any(|l| !l.range.ends_with(", 1")),
             "block_1d" => cuda && self.block_dims() == Some(1),
             "block_2d" => cuda && self.block_dims() == Some(2),

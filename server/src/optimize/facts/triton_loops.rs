@@ -621,6 +621,22 @@ pub fn sequential_axis(passes: &[LoopPass]) -> bool {
     })
 }
 
+/// A loop that loads on every iteration, stores nothing, and whose carries are all sums,
+/// maxima or minima reduced over the lanes, its reductions no more than its carries: each
+/// iteration reduces its tile across the lanes (a barrier when the lanes span warps)
+/// where the tiles could be added up first and reduced once.
+pub fn reduce_every_step(passes: &[LoopPass]) -> bool {
+    passes.iter().any(|l| {
+        l.loads > 0
+            && l.stores == 0
+            && l.reductions > 0
+            && l.reductions as usize <= l.carries.len()
+            && l.carries
+                .iter()
+                .all(|c| !c.2 && matches!(c.1, Combine::Sum | Combine::Max | Combine::Min))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -663,6 +679,10 @@ mod tests {
         assert_eq!(p[2].carries, []);
         assert!(multi_pass(&p));
         assert!(!sequential_axis(&p));
+        assert!(
+            reduce_every_step(&p),
+            "the max and the sum reduce a tile every step"
+        );
         assert_eq!(
             describe(&p)[1],
             "- Triton loop at line 10 over `i` in range(0, n, B): carries `s` (a sum, reduced over the lanes); reads the results of the loop(s) at line 4"
@@ -677,12 +697,14 @@ mod tests {
         assert_eq!(p[0].range, "0, M, 1");
         assert!(sequential_axis(&p));
         assert!(!multi_pass(&p));
+        assert!(!reduce_every_step(&p), "a lane accumulator reduces nothing");
         // A running prefix is not an accumulator the lanes may share.
         let scan = "def cs(x, y, n, B: tl.constexpr):\n    carry = 0.0\n    for off in range(0, n, B):\n        c = off + tl.arange(0, B)\n        v = tl.load(x + c, mask=c < n)\n        tl.store(y + c, tl.cumsum(v, 0) + carry, mask=c < n)\n        carry = carry + tl.sum(v, 0)\n";
         let p = passes(scan);
         assert_eq!(p[0].depends_on, Vec::<u32>::new());
         assert_eq!(p[0].carries, [("carry".to_string(), Combine::Sum, false)]);
         assert!(!sequential_axis(&p) && !multi_pass(&p));
+        assert!(!reduce_every_step(&p), "it stores every step");
     }
 
     #[test]

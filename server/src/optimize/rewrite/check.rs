@@ -71,6 +71,17 @@ pub(super) fn set_spec_values(
     kernel: &crate::syntax::Kernel,
     values: &[(String, String)],
 ) -> Result<String, super::edits::EditError> {
+    set_spec_statements(text, kernel, values, &[])
+}
+
+/// [`set_spec_values`], with `extra` statements (`tune NAME in [...]`) ending the new
+/// `@bench` line.
+pub(super) fn set_spec_statements(
+    text: &str,
+    kernel: &crate::syntax::Kernel,
+    values: &[(String, String)],
+    extra: &[String],
+) -> Result<String, super::edits::EditError> {
     use super::edits::{Edit, Edits};
     let mut e = Edits::new();
     let mut new_line: Vec<String> = Vec::new();
@@ -80,6 +91,7 @@ pub(super) fn set_spec_values(
             None => new_line.push(format!("{name} = {value}")),
         }
     }
+    new_line.extend(extra.iter().cloned());
     if let (Some(last), false) = (kernel.spec.lines.last(), new_line.is_empty()) {
         let line_start = text[..last.offset].rfind('\n').map_or(0, |i| i + 1);
         let line_end = text[last.offset..]

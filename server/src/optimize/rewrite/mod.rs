@@ -45,6 +45,7 @@ mod tree;
 mod triton_autotune;
 mod triton_block;
 mod triton_configs;
+mod triton_hoist_reduce;
 mod triton_launch;
 mod triton_loops;
 mod triton_online;
@@ -132,6 +133,10 @@ pub const REGISTRY: &[(&str, Apply)] = &[
     ("triton_online", triton_online::triton_online),
     ("triton_row_tile", triton_row_tile::triton_row_tile),
     ("triton_split_loop", triton_split_loop::triton_split_loop),
+    (
+        "triton_hoist_reduce",
+        triton_hoist_reduce::triton_hoist_reduce,
+    ),
     (
         "triton_program_tile",
         triton_program_tile::triton_program_tile,

@@ -10,6 +10,7 @@ use std::ops::Range;
 use tree_sitter::Node;
 
 use super::check::not_applicable;
+use super::edits::Edit;
 use super::tree::{kernel_function, text};
 use super::{RewriteContext, RewriteError};
 use crate::optimize::facts::triton_loops::{
@@ -187,6 +188,128 @@ pub(super) fn repeats(stmts: &[Stmt], droppable: &[bool]) -> Vec<Repeat> {
         }
     }
     out
+}
+
+/// Calls applied element by element: the shape of their result is the broadcast of
+/// their arguments'.
+pub(super) const ELEMENTWISE: &[&str] = &[
+    "tl.exp",
+    "tl.exp2",
+    "tl.log",
+    "tl.log2",
+    "tl.sqrt",
+    "tl.rsqrt",
+    "tl.abs",
+    "tl.maximum",
+    "tl.minimum",
+    "tl.where",
+    "tl.sigmoid",
+    "tl.fma",
+    "tl.cos",
+    "tl.sin",
+    "tl.erf",
+    "tl.math.exp",
+    "tl.math.log",
+    "tl.math.rsqrt",
+    "tl.math.sqrt",
+    "tl.cdiv",
+    "tl.clamp",
+];
+
+/// A name `l` sets (not a carry, not its variable) that a statement after `l` reads: a
+/// value the cures that reshape the loop's body would leave with another shape.
+pub(super) fn local_read_after<'a>(src: &str, l: &'a Loop<'_>) -> Option<&'a String> {
+    l.assigned
+        .iter()
+        .find(|n| l.carry(n).is_none() && **n != l.var && l.reads_after(src, n))
+}
+
+/// The edits that put `head` (whole lines, each ending in a newline and the loop's
+/// indent) right before `lp` and `tail` (whole lines) after its last line.
+pub(super) fn around_loop(src: &str, lp: Node<'_>, head: String, tail: String) -> [Edit; 2] {
+    let end = lines_of(src, lp).end;
+    let tail = if src[..end].ends_with('\n') {
+        tail
+    } else {
+        format!("{}{tail}", super::tree::newline(src))
+    };
+    [Edit::insert(lp.start_byte(), head), Edit::insert(end, tail)]
+}
+
+/// The edits that make `l` step by `step`: the `for` header's arguments, with
+/// `num_stages=STAGES` where `stages` names a pipelining depth and the author's
+/// `tl.range` names none (a plain `range` becomes `tl.range`: Triton pipelines the plain
+/// loads of a loop only when it names its stages), or the while form's increment.
+pub(super) fn loop_header(
+    src: &str,
+    l: &Loop<'_>,
+    step: &str,
+    stages: Option<&str>,
+) -> Result<Vec<Edit>, String> {
+    let Some(args) = l.range_args else {
+        let incr = l.incr.ok_or("the loop has no range to change")?;
+        return Ok(vec![Edit::replace(
+            incr.byte_range(),
+            format!("{} += {step}", l.var),
+        )]);
+    };
+    let mut w = args.walk();
+    let mut all = vec![l.start.clone(), l.stop.clone(), step.to_string()];
+    let kw: Vec<_> = args
+        .named_children(&mut w)
+        .filter(|a| a.kind() == "keyword_argument")
+        .map(|a| text(src, a).to_string())
+        .collect();
+    let mut edits = Vec::new();
+    if let Some(s) = stages.filter(|_| !kw.iter().any(|k| k.starts_with("num_stages"))) {
+        all.push(format!("num_stages={s}"));
+        let f = args
+            .parent()
+            .and_then(|c| c.child_by_field_name("function"));
+        if let Some(f) = f.filter(|f| text(src, *f) == "range") {
+            edits.push(Edit::replace(f.byte_range(), "tl.range".to_string()));
+        }
+    }
+    all.extend(kw);
+    edits.push(Edit::replace(
+        args.byte_range(),
+        format!("({})", all.join(", ")),
+    ));
+    Ok(edits)
+}
+
+/// The edit that appends `names` to the kernel's signature as `tl.constexpr` parameters.
+pub(super) fn add_constexprs(cx: &RewriteContext<'_>, names: &[&str]) -> Result<Vec<Edit>, String> {
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let params = kernel_function(cx)
+        .and_then(|f| f.child_by_field_name("parameters"))
+        .ok_or("the kernel's parameters are not in the syntax tree")?;
+    let inner = text(cx.text, params)
+        .strip_suffix(')')
+        .ok_or("the kernel's parameter list is not closed")?;
+    let comma = if inner.trim_end().ends_with(',') {
+        " "
+    } else {
+        ", "
+    };
+    let added: Vec<String> = names.iter().map(|n| format!("{n}: tl.constexpr")).collect();
+    let at = cx.text[..params.end_byte() - 1].trim_end().len();
+    Ok(vec![Edit::insert(
+        at,
+        format!("{comma}{}", added.join(", ")),
+    )])
+}
+
+/// The pipelining depths a loop's stages knob is tuned over.
+pub(super) const STAGE_CHOICES: &str = "[1, 2, 3, 4]";
+
+/// Whether `l` can take a pipelining-depth knob: a `for` loop whose header names no
+/// `num_stages` of its own.
+pub(super) fn stages_free(src: &str, l: &Loop<'_>) -> bool {
+    l.range_args
+        .is_some_and(|a| !text(src, a).contains("num_stages"))
 }
 
 #[cfg(test)]

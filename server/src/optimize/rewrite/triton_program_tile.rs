@@ -30,7 +30,7 @@ use super::check::{current_plan, finish, not_applicable, require_lang, set_spec_
 use super::edits::{Edit, Edits};
 use super::params::Params;
 use super::tree::{code_names, fresh, kernel_function, text, walk};
-use super::triton_loops::{code_children, splice};
+use super::triton_loops::{code_children, splice, ELEMENTWISE};
 use super::RewriteContext;
 use crate::optimize::edit;
 use crate::optimize::facts::triton_loops::{assignment, callee};
@@ -46,30 +46,6 @@ const L: Shape = 1;
 const C: Shape = 2;
 const LC: Shape = 3;
 
-/// Calls applied element by element: the shape of their arguments.
-const ELEMENTWISE: &[&str] = &[
-    "tl.exp",
-    "tl.exp2",
-    "tl.log",
-    "tl.log2",
-    "tl.sqrt",
-    "tl.rsqrt",
-    "tl.abs",
-    "tl.maximum",
-    "tl.minimum",
-    "tl.where",
-    "tl.sigmoid",
-    "tl.fma",
-    "tl.cos",
-    "tl.sin",
-    "tl.erf",
-    "tl.math.exp",
-    "tl.math.log",
-    "tl.math.rsqrt",
-    "tl.math.sqrt",
-    "tl.cdiv",
-    "tl.clamp",
-];
 const REDUCE: &[&str] = &["tl.sum", "tl.max", "tl.min"];
 
 pub fn triton_program_tile(cx: &RewriteContext<'_>) -> R {

@@ -21,21 +21,29 @@
 //! lane-shaped value from before the loop as `v[None, :]`, the row mask `rr[:, None] < b`
 //! and'ed into every load's mask, each update into the 2-D partials (rows past `b` add the
 //! identity), and after the loop `acc += tl.sum(part, axis=0)` (or `tl.max`/`tl.min`). One
-//! candidate per R in param `rows` (default [8, 32]), the launch unchanged; and where case
-//! 0 launches fewer than 128 programs over `cdiv(n, BLOCK)`, one more with BLOCK narrowed
-//! (down to 8) and R grown by the same factor (at most 512), so the split fills the GPU.
+//! candidate per R in param `rows` (default [8, 32]), the launch unchanged; and on a 1-D
+//! grid `cdiv(n, BLOCK)`, the budgeted tile ([`tile_plan`]): as many loads in flight per
+//! step as one program holds at 32 a thread, lanes narrowed where the grid is small or
+//! strided along the lanes, its steps a constexpr knob and a `for` loop's `num_stages` a
+//! tuned one, which the search's retune sweeps on the new version.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
-use super::check::{current_plan, finish, not_applicable, require_lang, set_spec_values, Draft, R};
+use super::check::{
+    current_plan, finish, not_applicable, require_lang, set_spec_statements, Draft, R,
+};
 use super::edits::{Edit, Edits};
 use super::params::Params;
 use super::tree::{code_names, fresh, line_indent, newline, text};
-use super::triton_loops::{body_loops, code_children, lines_of, splice};
+use super::triton_loops::{
+    add_constexprs, around_loop, body_loops, code_children, local_read_after, loop_header, splice,
+    stages_free, STAGE_CHOICES,
+};
 use super::RewriteContext;
 use crate::optimize::facts::triton_loops::{assignment, callee, reads, reduces, Combine, Loop};
+use crate::optimize::facts::{static_facts, AccessKind, Stride};
 use crate::syntax::Lang;
 
 const ID: &str = "triton_split_loop";
@@ -80,24 +88,15 @@ pub fn triton_split_loop(cx: &RewriteContext<'_>) -> R {
                 for r in &rows {
                     let label =
                         format!("the loop at line {line} takes {r} steps at a time (2-D tile)");
-                    match write(cx, l, &lanes, *r) {
+                    match write(cx, l, &lanes, &Steps::Fixed(*r)) {
                         Ok(text) => drafts.push(Draft { label, text }),
                         Err(e) => dropped.push(format!("{label}: {e}")),
                     }
                 }
-                if let Some(n) = narrower(cx, &plan) {
-                    let r = (rows.iter().max().copied().unwrap_or(8) * n.factor).min(MAX_ROWS);
-                    let label = format!(
-                        "the loop at line {line} takes {r} steps at a time, {} = {} (2-D tile, {} programs)",
-                        n.name, n.block, n.programs
-                    );
-                    let text = write(cx, l, &lanes, r).and_then(|t| {
-                        set_spec_values(&t, cx.kernel, &[(n.name.clone(), n.block.to_string())])
-                            .map_err(|e| e.to_string())
-                    });
-                    match text {
-                        Ok(text) => drafts.push(Draft { label, text }),
-                        Err(e) => dropped.push(format!("{label}: {e}")),
+                if let Some(lane) = lane_tile(cx, &plan, l) {
+                    match budgeted(cx, l, &lanes, &lane) {
+                        Ok(d) => drafts.push(d),
+                        Err(e) => dropped.push(format!("line {line}, the budgeted tile: {e}")),
                     }
                 }
                 return finish(cx, drafts, dropped);
@@ -112,37 +111,72 @@ pub fn triton_split_loop(cx: &RewriteContext<'_>) -> R {
 }
 
 /// A grid under this many programs leaves most multiprocessors of a large GPU idle (an
-/// H100 has 132): the split then also narrows the tile so that more programs run.
+/// H100 has 132): the budgeted tile narrows its lanes until this many programs run.
 const MIN_PROGRAMS: u64 = 128;
-/// The most steps one tile takes.
-const MAX_ROWS: u64 = 512;
-/// The narrowest tile of lanes the split makes.
+/// The narrowest tile of lanes the split makes (8 f32 lanes: one 32-byte sector a row).
 const MIN_BLOCK: u64 = 8;
+/// Elements one program loads per iteration of the budgeted tile (32 KiB of f32), and
+/// the elements each thread holds of it. Measured on an H200 (docs/benchmarks.md, issue
+/// #29): a column mean's [1024, 8] tile on 8 warps, 3 stages, reached 51% of copy where
+/// [512, 8] on 16 warps, unpipelined, reached 45%; taller tiles or more warps gave no more.
+/// A loop Triton does not pipeline (the while form) needs more warps for the same
+/// loads in flight: the [1024, 8] tile unpipelined ran at 24% of copy on 8 warps, 50% on
+/// 32.
+const TILE_ELEMS: u64 = 8192;
+const ELEMS_PER_THREAD: u64 = 32;
+const ELEMS_PER_THREAD_UNPIPELINED: u64 = 8;
+/// Where the lanes are strided and the loop walks the contiguous axis, the steps a lane
+/// walks per iteration: 4 KiB of f32 in one run of addresses.
+const CONTIGUOUS_STEPS: u64 = 1024;
+/// The most steps one tile takes, and the pipelining depth the split loop starts with
+/// (Triton pipelines a loop's plain loads only when its `tl.range` names `num_stages`).
+const MAX_STEPS: u64 = 4096;
+const STAGES: u64 = 3;
 
-/// A narrower lane tile: the constexpr the grid divides by, its new value, how many times
-/// narrower it is, and the programs case 0 then launches.
-struct Narrower {
+/// The lanes of the kernel's tile as the launch sets them: the constexpr the 1-D grid
+/// `cdiv(n, BLOCK)` divides by (a power of two the spec sets and does not tune), its
+/// value, the programs case 0 launches, and whether every global load in the kernel
+/// that moves with the lanes is strided along them (the loop then walks the contiguous
+/// axis, as a matrix-vector product over columns does).
+/// `trip` is the loop's trip count in case 0, where its bounds are literals or scalar
+/// arguments.
+struct LaneTile {
     name: String,
     block: u64,
-    factor: u64,
     programs: u64,
+    strided: bool,
+    trip: Option<u64>,
 }
 
-/// Where case 0 launches fewer than [`MIN_PROGRAMS`] programs on a 1-D grid written
-/// `cdiv(n, BLOCK)` (BLOCK a constexpr the spec sets to a power of two, not tuned): the
-/// widest power of two below BLOCK that reaches [`MIN_PROGRAMS`], and no narrower than
-/// [`MIN_BLOCK`]. The rows per step grow by the same factor, so a tile holds as many
-/// elements as before.
-fn narrower(cx: &RewriteContext<'_>, plan: &crate::spec::BenchPlan) -> Option<Narrower> {
-    let crate::spec::Launch::Triton { grid, .. } = &plan.cases.first()?.launch else {
+/// The value of a loop bound in case 0: an integer literal or a scalar argument.
+fn bound_value(case: &crate::spec::Case, e: &str) -> Option<i64> {
+    e.trim().parse().ok().or_else(|| {
+        case.args.iter().find_map(|a| match a {
+            crate::spec::Arg::Scalar {
+                name,
+                value: crate::spec::Value::Int(v),
+                ..
+            } if name == e.trim() => Some(*v),
+            _ => None,
+        })
+    })
+}
+
+fn lane_tile(
+    cx: &RewriteContext<'_>,
+    plan: &crate::spec::BenchPlan,
+    l: &Loop<'_>,
+) -> Option<LaneTile> {
+    let case = plan.cases.first()?;
+    let trip = bound_value(case, &l.stop)
+        .zip(bound_value(case, &l.start))
+        .and_then(|(b, a)| u64::try_from(b - a).ok());
+    let crate::spec::Launch::Triton { grid, .. } = &case.launch else {
         return None;
     };
     let [programs] = grid.as_slice() else {
         return None;
     };
-    if *programs >= MIN_PROGRAMS {
-        return None;
-    }
     let g = crate::optimize::edit::spec_assignment(cx.kernel, "grid")?.text;
     let inner = g.trim().strip_prefix("cdiv(")?.strip_suffix(')')?;
     let (_, name) = inner.split_once(',')?;
@@ -154,19 +188,119 @@ fn narrower(cx: &RewriteContext<'_>, plan: &crate::spec::BenchPlan) -> Option<Na
         .text
         .parse()
         .ok()?;
-    if !block.is_power_of_two() {
-        return None;
-    }
-    let mut factor = 1;
-    while block / factor > MIN_BLOCK && programs * factor < MIN_PROGRAMS {
-        factor *= 2;
-    }
-    (factor > 1).then(|| Narrower {
+    let facts = static_facts(Lang::Triton, cx.text, cx.tree, cx.model, cx.kernel);
+    let loads: Vec<_> = facts
+        .accesses
+        .iter()
+        .filter(|a| a.kind == AccessKind::Load && a.stride != Stride::Uniform)
+        .collect();
+    let strided = !loads.is_empty()
+        && loads
+            .iter()
+            .all(|a| matches!(a.stride, Stride::Strided(_) | Stride::Symbolic));
+    block.is_power_of_two().then(|| LaneTile {
         name: name.to_string(),
-        block: block / factor,
-        factor,
-        programs: programs * factor,
+        block,
+        programs: *programs,
+        strided,
+        trip,
     })
+}
+
+/// The budgeted tile of one split step: lanes, steps per iteration, warps.
+#[derive(Debug, PartialEq, Eq)]
+struct TilePlan {
+    block: u64,
+    steps: u64,
+    num_warps: u64,
+}
+
+/// The tile that keeps [`TILE_ELEMS`] loads in flight per program per iteration, at
+/// [`ELEMS_PER_THREAD`] a thread where the loop is pipelined (else
+/// [`ELEMS_PER_THREAD_UNPIPELINED`], up to 32 warps). Strided lanes (the loop walks the contiguous axis)
+/// narrow to the lanes that let each walk [`CONTIGUOUS_STEPS`]; contiguous lanes narrow
+/// (by halves, to [`MIN_BLOCK`]) only while case 0 launches under [`MIN_PROGRAMS`]
+/// programs, so the split fills the GPU. The steps fill the rest of the tile, up to the
+/// loop's trip count (rounded up to a power of two).
+fn tile_plan(lanes: &LaneTile, pipelined: bool) -> TilePlan {
+    let mut block = lanes.block;
+    let mut programs = lanes.programs;
+    let wide = |b: u64, p: u64| {
+        if lanes.strided {
+            b * CONTIGUOUS_STEPS > TILE_ELEMS
+        } else {
+            p < MIN_PROGRAMS
+        }
+    };
+    while block > MIN_BLOCK && wide(block, programs) {
+        block /= 2;
+        programs = programs.saturating_mul(2);
+    }
+    let whole = lanes
+        .trip
+        .map_or(MAX_STEPS, |t| t.max(2).next_power_of_two());
+    let steps = (TILE_ELEMS / block).clamp(2, MAX_STEPS).min(whole);
+    let (per_thread, most) = if pipelined {
+        (ELEMS_PER_THREAD, 16)
+    } else {
+        (ELEMS_PER_THREAD_UNPIPELINED, 32)
+    };
+    let num_warps = (steps * block / (32 * per_thread))
+        .clamp(1, most)
+        .next_power_of_two();
+    TilePlan {
+        block,
+        steps,
+        num_warps,
+    }
+}
+
+/// The candidate with the budgeted tile: the steps per iteration and the loop's
+/// pipelining depth become constexpr parameters the spec sets (knobs the search's
+/// retuning sweeps: `triton_block` the steps, `tunable_sweep` the stages), the lanes
+/// narrowed and the warps set as [`tile_plan`] says. A `while` loop, or a `tl.range`
+/// that names its own `num_stages`, gets no stages knob.
+fn budgeted(
+    cx: &RewriteContext<'_>,
+    l: &Loop<'_>,
+    lanes: &BTreeSet<String>,
+    lane: &LaneTile,
+) -> Result<Draft, String> {
+    let t = tile_plan(lane, l.range_args.is_some());
+    let mut names = code_names(cx);
+    let steps = fresh(&format!("{}_STEPS", l.var.to_uppercase()), &mut names);
+    let stages = stages_free(cx.text, l)
+        .then(|| fresh(&format!("{}_STAGES", l.var.to_uppercase()), &mut names));
+    let text = write(
+        cx,
+        l,
+        lanes,
+        &Steps::Knob {
+            steps: steps.clone(),
+            stages: stages.clone(),
+        },
+    )?;
+    let mut values = vec![(steps.clone(), t.steps.to_string())];
+    let mut extra = Vec::new();
+    if let Some(s) = &stages {
+        values.push((s.clone(), STAGES.to_string()));
+        extra.push(format!("tune {s} in {STAGE_CHOICES}"));
+    }
+    if t.block != lane.block {
+        values.push((lane.name.clone(), t.block.to_string()));
+    }
+    values.push(("num_warps".into(), t.num_warps.to_string()));
+    let text = set_spec_statements(&text, cx.kernel, &values, &extra).map_err(|e| e.to_string())?;
+    let line = l.node.start_position().row + 1;
+    let label = format!(
+        "the loop at line {line} takes {} steps at a time, {} = {}, {} warps (2-D tile, {} programs)",
+        t.steps,
+        lane.name,
+        t.block,
+        t.num_warps,
+        lane.programs.saturating_mul(lane.block / t.block)
+    );
+    Ok(Draft { label, text })
 }
 
 /// The lane-shaped names defined before `l`, or why `l` cannot be split.
@@ -214,11 +348,7 @@ fn check(
     if bound.iter().any(|b| l.assigned.contains(b)) {
         return Err("the loop changes its own bounds".into());
     }
-    if let Some(n) = l
-        .assigned
-        .iter()
-        .find(|n| l.carry(n).is_none() && **n != l.var && l.reads_after(src, n))
-    {
+    if let Some(n) = local_read_after(src, l) {
         return Err(format!("`{n}` is set in the loop and read after it"));
     }
     let lanes = lane_names(src, top, l);
@@ -356,12 +486,41 @@ impl Tile<'_> {
     }
 }
 
+/// How many steps one iteration of the split loop takes: a literal, or constexpr
+/// parameters the rewrite adds (the steps, and for a `for` loop its pipelining depth).
+enum Steps {
+    Fixed(u64),
+    Knob {
+        steps: String,
+        stages: Option<String>,
+    },
+}
+
+impl Steps {
+    fn text(&self) -> String {
+        match self {
+            Steps::Fixed(r) => r.to_string(),
+            Steps::Knob { steps, .. } => steps.clone(),
+        }
+    }
+
+    /// The constexpr parameters the kernel's signature gains.
+    fn params(&self) -> Vec<&str> {
+        match self {
+            Steps::Fixed(_) => Vec::new(),
+            Steps::Knob { steps, stages } => std::iter::once(steps.as_str())
+                .chain(stages.as_deref())
+                .collect(),
+        }
+    }
+}
+
 /// The file with `l` split `r` steps at a time.
 fn write(
     cx: &RewriteContext<'_>,
     l: &Loop<'_>,
     lanes: &BTreeSet<String>,
-    r: u64,
+    r: &Steps,
 ) -> Result<String, String> {
     let src = cx.text;
     let nl = newline(src);
@@ -388,6 +547,8 @@ fn write(
         lanes,
         locals: &body_locals,
     };
+    let knobs = r;
+    let r = knobs.text();
     let first = *l.stmts.first().ok_or("the loop is empty")?;
     let ind = line_indent(src, first.start_byte()).to_string();
     let outer = line_indent(src, l.node.start_byte()).to_string();
@@ -404,7 +565,7 @@ fn write(
     let mut parts = BTreeMap::new();
     for c in &l.carries {
         let p = fresh(&format!("{}_part", c.name), &mut names);
-        let (init, combine) = partials(&c.name, &p, c.combine, r)?;
+        let (init, combine) = partials(&c.name, &p, c.combine, &r)?;
         before.push(format!("{p} = {init}"));
         after.push(combine);
         parts.insert(c.name.clone(), (p, c.combine));
@@ -424,23 +585,21 @@ fn write(
         };
         e.extend([Edit::replace(s.byte_range(), new)]);
     }
-    e.extend([widen_range(src, l, r)?]);
-    let head: String = before.iter().map(|b| format!("{b}{nl}{outer}")).collect();
-    e.extend([Edit::insert(l.node.start_byte(), head)]);
-    let end = lines_of(src, l.node).end;
-    let tail: String = after.iter().map(|a| format!("{outer}{a}{nl}")).collect();
-    let tail = if src[..end].ends_with('\n') {
-        tail
-    } else {
-        format!("{nl}{tail}")
+    let stages = match knobs {
+        Steps::Knob { stages, .. } => stages.as_deref(),
+        Steps::Fixed(_) => None,
     };
-    e.extend([Edit::insert(end, tail)]);
+    e.extend(loop_header(src, l, &r, stages)?);
+    e.extend(add_constexprs(cx, &knobs.params())?);
+    let head: String = before.iter().map(|b| format!("{b}{nl}{outer}")).collect();
+    let tail: String = after.iter().map(|a| format!("{outer}{a}{nl}")).collect();
+    e.extend(around_loop(src, l.node, head, tail));
     e.apply(src).map_err(|err| err.to_string())
 }
 
 /// The `(r, lanes)` tile of partials for accumulator `acc` (its identity in every row)
 /// and the statement that folds it into `acc` after the loop.
-fn partials(acc: &str, p: &str, combine: Combine, r: u64) -> Result<(String, String), String> {
+fn partials(acc: &str, p: &str, combine: Combine, r: &str) -> Result<(String, String), String> {
     let lanes = format!("tl.zeros_like({acc})[None, :]");
     Ok(match combine {
         Combine::Sum => (
@@ -466,31 +625,6 @@ fn accumulate(p: &str, combine: Combine, mask: &str, v: &str) -> String {
         Combine::Sum => format!("{p} += tl.where({mask}, {v}, 0)"),
         Combine::Max => format!("{p} = tl.maximum({p}, tl.where({mask}, {v}, float(\"-inf\")))"),
         _ => format!("{p} = tl.minimum({p}, tl.where({mask}, {v}, float(\"inf\")))"),
-    }
-}
-
-/// The loop's step becomes `r`: the `for` header's arguments, or the while form's
-/// increment.
-fn widen_range(src: &str, l: &Loop<'_>, r: u64) -> Result<Edit, String> {
-    match (l.range_args, l.incr) {
-        (Some(args), _) => {
-            let mut w = args.walk();
-            let mut all = vec![l.start.clone(), l.stop.clone(), r.to_string()];
-            all.extend(
-                args.named_children(&mut w)
-                    .filter(|a| a.kind() == "keyword_argument")
-                    .map(|a| text(src, a).to_string()),
-            );
-            Ok(Edit::replace(
-                args.byte_range(),
-                format!("({})", all.join(", ")),
-            ))
-        }
-        (None, Some(incr)) => Ok(Edit::replace(
-            incr.byte_range(),
-            format!("{} += {r}", l.var),
-        )),
-        (None, None) => Err("the loop has no range to widen".into()),
     }
 }
 

@@ -7,6 +7,9 @@ use crate::syntax::Lang;
 const SEQ: &str = include_str!("../../../../../tests/fixtures/rewrites/triton/sequential.py");
 const PASSES: &str = include_str!("../../../../../tests/fixtures/rewrites/triton/passes.py");
 const MATMUL: &str = include_str!("../../../../../examples/matmul.py");
+const COL_MIN: &str = include_str!("../../../../../examples/col_min.py");
+const COL_SUMSQ: &str = include_str!("../../../../../examples/col_sumsq.py");
+const ROW_ABSMAX: &str = include_str!("../../../../../examples/row_absmax.py");
 
 fn split(k: &str, params: serde_json::Value) -> Vec<super::super::Candidate> {
     triton(SEQ, k, "triton_split_loop", params).unwrap()
@@ -20,17 +23,9 @@ fn a_column_sum_walks_its_rows_eight_and_thirty_two_at_a_time() {
         [
             "the loop at line 15 takes 8 steps at a time (2-D tile)",
             "the loop at line 15 takes 32 steps at a time (2-D tile)",
-            "the loop at line 15 takes 256 steps at a time, BLOCK = 8 (2-D tile, 32 programs)"
+            "the loop at line 15 takes 512 steps at a time, BLOCK = 8, 4 warps (2-D tile, 32 programs)"
         ]
     );
-    // 4 programs of 64 columns leave the GPU idle: the third candidate also narrows the
-    // tile to 8 columns (32 programs) and takes 8 times the rows per step.
-    let narrow = show(Lang::Triton, SEQ, &out[2], "col_sum");
-    assert!(
-        narrow.contains("# @bench grid = cdiv(N, BLOCK); BLOCK = 8"),
-        "{narrow}"
-    );
-    assert!(narrow.contains("rs = r + tl.arange(0, 256)"), "{narrow}");
     expect![[r#"
         # A column sum: each program owns BLOCK columns and walks every row.
         # @bench M = 300, 77; N = 200, 33
@@ -48,6 +43,123 @@ fn a_column_sum_walks_its_rows_eight_and_thirty_two_at_a_time() {
             acc += tl.sum(acc_part, axis=0)
             tl.store(out + cols, acc, mask=cols < N)"#]]
     .assert_eq(&show(Lang::Triton, SEQ, &out[0], "col_sum"));
+}
+
+/// The budgeted candidate: 4 programs of 64 columns leave the GPU idle, so the tile
+/// narrows to 8 columns (32 programs) and takes the 300 rows 512 at a time (the trip
+/// count rounded up); the steps and the loop's stages are constexpr knobs the spec sets
+/// (the stages tuned), and the plain `range` becomes a pipelined `tl.range`.
+#[test]
+fn a_column_sum_gets_a_budgeted_tile_with_its_steps_and_stages_as_knobs() {
+    let out = split("col_sum", json!({}));
+    expect![[r#"
+        # A column sum: each program owns BLOCK columns and walks every row.
+        # @bench M = 300, 77; N = 200, 33
+        # @bench x: in f32[M, N]; out: out f32[N]
+        # @bench grid = cdiv(N, BLOCK); BLOCK = 8
+        # @bench R_STEPS = 512; R_STAGES = 3; num_warps = 4; tune R_STAGES in [1, 2, 3, 4]
+        @triton.jit
+        def col_sum(x, out, M, N, BLOCK: tl.constexpr, R_STEPS: tl.constexpr, R_STAGES: tl.constexpr):
+            cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            acc = tl.zeros([BLOCK], dtype=tl.float32)
+            acc_part = tl.zeros((R_STEPS, 1), dtype=acc.dtype) + tl.zeros_like(acc)[None, :]
+            for r in tl.range(0, M, R_STEPS, num_stages=R_STAGES):
+                rs = r + tl.arange(0, R_STEPS)
+                r_ok = rs[:, None] < M
+                acc_part += tl.where(r_ok, tl.load(x + rs[:, None] * N + cols[None, :], mask=(cols[None, :] < N) & r_ok, other=0.0), 0)
+            acc += tl.sum(acc_part, axis=0)
+            tl.store(out + cols, acc, mask=cols < N)"#]]
+    .assert_eq(&show(Lang::Triton, SEQ, &out[2], "col_sum"));
+}
+
+/// The last candidate of `triton_split_loop` on `kernel` of `src`, as the author sees it.
+fn budgeted(src: &str, kernel: &str) -> String {
+    let out = triton(src, kernel, "triton_split_loop", json!({})).unwrap();
+    show(Lang::Triton, src, out.last().unwrap(), kernel)
+}
+
+#[test]
+fn a_column_minimum_on_odd_sizes_narrows_to_192_programs_and_pipelines_its_tl_range() {
+    expect![[r##"
+        # @bench M = 12289, 1001; N = 1531, 77
+        # @bench x: in f32[M, N] ~ normal(0, 3); lo: out f32[N]
+        # @bench grid = cdiv(N, BLOCK); BLOCK = 8; num_warps = 8
+        # @bench reference = torch: x.amin(dim=0)
+        # @bench ROW_STEPS = 1024; ROW_STAGES = 3; tune ROW_STAGES in [1, 2, 3, 4]
+        @triton.jit
+        def col_min(x, lo, M, N, BLOCK: tl.constexpr, ROW_STEPS: tl.constexpr, ROW_STAGES: tl.constexpr):
+            pid = tl.program_id(axis=0)
+            offs = pid * BLOCK + tl.arange(0, BLOCK)
+            keep = offs < N
+            smallest = tl.full((BLOCK,), float("inf"), dtype=tl.float32)
+            smallest_part = tl.full((ROW_STEPS, 1), float("inf"), dtype=smallest.dtype) + tl.zeros_like(smallest)[None, :]
+            for row in tl.range(0, M, ROW_STEPS, num_stages=ROW_STAGES):
+                rows = row + tl.arange(0, ROW_STEPS)
+                row_ok = rows[:, None] < M
+                vals = tl.load(x + rows[:, None] * N + offs[None, :], mask=(keep[None, :]) & row_ok, other=float("inf"))
+                smallest_part = tl.minimum(smallest_part, tl.where(row_ok, vals, float("inf")))
+            smallest = tl.minimum(smallest, tl.min(smallest_part, axis=0))
+            tl.store(lo + offs, smallest, mask=keep)"##]].assert_eq(&budgeted(COL_MIN, "col_min"));
+}
+
+#[test]
+fn a_while_loop_sum_of_squares_gets_the_steps_knob_and_no_stages() {
+    expect![[r#"
+        # @bench M = 20000, 513; N = 768, 100
+        # @bench x: in f32[M, N]; ss: out f32[N]
+        # @bench grid = cdiv(N, BLOCK_N); BLOCK_N = 8
+        # @bench reference = torch: (x * x).sum(dim=0)
+        # @bench rtol = 1e-3
+        # @bench M_STEPS = 1024; num_warps = 32
+        @triton.jit
+        def col_sumsq(x, ss, M, N, BLOCK_N: tl.constexpr, M_STEPS: tl.constexpr):
+            n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+            total = tl.zeros((BLOCK_N,), dtype=tl.float32)
+            m = 0
+            total_part = tl.zeros((M_STEPS, 1), dtype=total.dtype) + tl.zeros_like(total)[None, :]
+            while m < M:
+                ms = m + tl.arange(0, M_STEPS)
+                m_ok = ms[:, None] < M
+                v = tl.load(x + ms[:, None] * N + n[None, :], mask=(n[None, :] < N) & m_ok, other=0.0)
+                total_part += tl.where(m_ok, v * v, 0)
+                m += M_STEPS
+            total += tl.sum(total_part, axis=0)
+            tl.store(ss + n, total, mask=n < N)"#]].assert_eq(&budgeted(COL_SUMSQ, "col_sumsq"));
+}
+
+/// Strided lanes (a row per lane, the loop walking the row): 8 rows a program, each
+/// walking 1024 contiguous columns a step, although 188 programs already filled the GPU.
+#[test]
+fn a_row_maximum_over_strided_lanes_walks_long_contiguous_runs() {
+    expect![[r##"
+        # @bench R = 6000, 97; C = 2500, 333
+        # @bench x: in f32[R, C]; amax: out f32[R]
+        # @bench grid = cdiv(R, ROWS); ROWS = 8
+        # @bench reference = torch: x.abs().amax(dim=1)
+        # @bench C_STEPS = 1024; C_STAGES = 3; num_warps = 8; tune C_STAGES in [1, 2, 3, 4]
+        @triton.jit
+        def row_absmax(x, amax, R, C, ROWS: tl.constexpr, C_STEPS: tl.constexpr, C_STAGES: tl.constexpr):
+            r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+            ok = r < R
+            best = tl.full([ROWS], -float("inf"), tl.float32)
+            best_part = tl.full((C_STEPS, 1), float("-inf"), dtype=best.dtype) + tl.zeros_like(best)[None, :]
+            for c in tl.range(0, C, C_STEPS, num_stages=C_STAGES):
+                cs = c + tl.arange(0, C_STEPS)
+                c_ok = cs[:, None] < C
+                best_part = tl.maximum(best_part, tl.where(c_ok, tl.abs(tl.load(x + r[None, :] * C + cs[:, None], mask=(ok[None, :]) & c_ok, other=0.0)), float("-inf")))
+            best = tl.maximum(best, tl.max(best_part, axis=0))
+            tl.store(amax + r, best, mask=ok)"##]].assert_eq(&budgeted(ROW_ABSMAX, "row_absmax"));
+}
+
+#[test]
+fn an_author_s_own_num_stages_is_kept_and_no_stages_knob_is_added() {
+    let src = COL_MIN.replace("tl.range(0, M)", "tl.range(0, M, num_stages=2)");
+    let text = budgeted(&src, "col_min");
+    assert!(
+        text.contains("for row in tl.range(0, M, ROW_STEPS, num_stages=2):"),
+        "{text}"
+    );
+    assert!(!text.contains("STAGES"), "{text}");
 }
 
 #[test]
@@ -104,6 +216,7 @@ fn prefixes_unknown_identities_block_loops_and_2d_tiles_are_refused() {
     let why = |src: &str, k: &str| not_applicable(triton(src, k, "triton_split_loop", json!({})));
     expect!["`col_prefix` has no loop to split: line 59: it stores, branches, nests a loop or reduces over the lanes inside"].assert_eq(&why(SEQ, "col_prefix"));
     expect!["`col_sum_and_last` has no loop to split: line 86: `v` is set in the loop and read after it"].assert_eq(&why(SEQ, "col_sum_and_last"));
+    expect!["`col_sum_pointer_walk` has no loop to split: line 101: `p` is not a lane-shaped sum, maximum or minimum read only by its updates"].assert_eq(&why(SEQ, "col_sum_pointer_walk"));
     expect!["`col_relu_max` has no loop to split: line 73: `top` is a maximum or minimum not started from an infinity"].assert_eq(&why(SEQ, "col_relu_max"));
     expect!["`row_sum_long` has no loop to split: line 134: it steps by `BLOCK`, not 1"]
         .assert_eq(&why(PASSES, "row_sum_long"));
@@ -111,4 +224,119 @@ fn prefixes_unknown_identities_block_loops_and_2d_tiles_are_refused() {
         .assert_eq(&why(MATMUL, "matmul_kernel"));
     let bad = triton(SEQ, "col_sum", "triton_split_loop", json!({"rows": [6]}));
     expect!["parameter `rows`: 6 is not a power of two"].assert_eq(&bad.unwrap_err().to_string());
+}
+
+fn lanes(block: u64, programs: u64, strided: bool, trip: Option<u64>) -> super::LaneTile {
+    super::LaneTile {
+        name: "BLOCK".into(),
+        block,
+        programs,
+        strided,
+        trip,
+    }
+}
+
+fn plan(block: u64, steps: u64, num_warps: u64) -> super::TilePlan {
+    super::TilePlan {
+        block,
+        steps,
+        num_warps,
+    }
+}
+
+#[test]
+fn the_budget_narrows_contiguous_lanes_only_until_the_grid_fills_the_gpu() {
+    use super::tile_plan;
+    // A column mean of 1024 columns, 128 a program: 8 programs -> 8 columns, 128 programs.
+    assert_eq!(
+        tile_plan(&lanes(128, 8, false, Some(16384)), true),
+        plan(8, 1024, 8)
+    );
+    // Enough programs already: the lanes stay, the steps fill the tile.
+    assert_eq!(
+        tile_plan(&lanes(64, 1024, false, None), true),
+        plan(64, 128, 8)
+    );
+    // Never narrower than 8 lanes, whatever the grid.
+    assert_eq!(
+        tile_plan(&lanes(16, 1, false, None), true),
+        plan(8, 1024, 8)
+    );
+    // A lane tile already under the floor is left alone.
+    assert_eq!(tile_plan(&lanes(4, 2, false, None), true), plan(4, 2048, 8));
+}
+
+#[test]
+fn the_budget_gives_strided_lanes_long_contiguous_runs() {
+    use super::tile_plan;
+    // A matrix-vector product over columns: 128 programs of 64 rows already fill the GPU,
+    // but each row's run is what the loop walks: 8 rows, 1024 columns a step.
+    assert_eq!(
+        tile_plan(&lanes(64, 128, true, Some(4096)), true),
+        plan(8, 1024, 8)
+    );
+    assert_eq!(
+        tile_plan(&lanes(8, 1000, true, None), true),
+        plan(8, 1024, 8)
+    );
+}
+
+#[test]
+fn an_unpipelined_loop_gets_four_times_the_warps_up_to_32() {
+    use super::tile_plan;
+    assert_eq!(
+        tile_plan(&lanes(128, 8, false, None), false),
+        plan(8, 1024, 32)
+    );
+    assert_eq!(
+        tile_plan(&lanes(64, 4, false, Some(300)), false),
+        plan(8, 512, 16)
+    );
+    assert_eq!(
+        tile_plan(&lanes(8, 200, false, Some(3)), false),
+        plan(8, 4, 1)
+    );
+}
+
+#[test]
+fn the_budget_never_takes_more_steps_than_the_loop_runs() {
+    use super::tile_plan;
+    assert_eq!(
+        tile_plan(&lanes(64, 4, false, Some(300)), true),
+        plan(8, 512, 4)
+    );
+    assert_eq!(
+        tile_plan(&lanes(32, 2, true, Some(250)), true),
+        plan(8, 256, 2)
+    );
+    assert_eq!(
+        tile_plan(&lanes(8, 200, false, Some(1)), true),
+        plan(8, 2, 1)
+    );
+}
+
+/// The knobs the budgeted tile declares are what the retune after a structural step
+/// sweeps on the new version: `triton_block` the steps (and the narrowed lanes),
+/// `tunable_sweep` the loop's stages.
+#[test]
+fn the_retune_sweeps_the_budgeted_tile_s_steps_and_stages() {
+    let out = triton(COL_MIN, "col_min", "triton_split_loop", json!({})).unwrap();
+    let tile = &out.last().unwrap().text;
+    let blocks = triton(tile, "col_min", "triton_block", json!({})).unwrap();
+    assert_eq!(
+        labels(&blocks),
+        [
+            "BLOCK=16",
+            "BLOCK=32",
+            "ROW_STEPS=256",
+            "ROW_STEPS=512",
+            "ROW_STEPS=2048",
+            "ROW_STEPS=4096"
+        ]
+    );
+    let stages = triton(tile, "col_min", "tunable_sweep", json!({})).unwrap();
+    assert_eq!(
+        labels(&stages),
+        ["ROW_STAGES=1", "ROW_STAGES=2", "ROW_STAGES=4"]
+    );
 }

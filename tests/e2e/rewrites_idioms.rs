@@ -245,21 +245,70 @@ const CASES: &[Case] = &[
         file: "examples/row_cumsum.cu",
         kernel: "row_cumsum",
         id: "cooperative_rows",
-        want: 1,
+        want: 3,
         sizes: (
             "rows = 8192, 37; cols = 2048, 300",
-            "rows = 9, 5; cols = 100, 31",
+            "rows = 9, 5; cols = 300, 31",
         ),
     },
     Case {
         file: ROWS,
         kernel: "offset_cumsum",
         id: "cooperative_rows",
-        want: 1,
+        want: 3,
         sizes: (
             "rows = 2000, 9; cols = 300, 31",
             "rows = 7, 9; cols = 70, 31",
         ),
+    },
+    Case {
+        file: SCANS,
+        kernel: "cumsum_f64",
+        id: "cooperative_rows",
+        want: 3,
+        sizes: ("rows = 1500, 7; cols = 333, 45", "rows = 5, 3; cols = 300, 45"),
+    },
+    Case {
+        file: SCANS,
+        kernel: "count_positive",
+        id: "cooperative_rows",
+        want: 3,
+        sizes: ("rows = 2048, 5; cols = 517, 66", "rows = 6, 5; cols = 517, 66"),
+    },
+    Case {
+        file: SCANS,
+        kernel: "weighted_cumsum_inplace",
+        id: "cooperative_rows",
+        want: 3,
+        sizes: ("rows = 1024, 3; cols = 1030, 19", "rows = 4, 3; cols = 300, 19"),
+    },
+    Case {
+        file: SCANS,
+        kernel: "relu_cumsum_delta",
+        id: "cooperative_rows",
+        want: 3,
+        sizes: ("rows = 700, 9; cols = 260, 37", "rows = 5, 9; cols = 260, 37"),
+    },
+    Case {
+        file: SCANS,
+        kernel: "even_cumsum",
+        id: "cooperative_rows",
+        want: 3,
+        sizes: ("rows = 900, 11; cols = 300, 41", "rows = 5, 11; cols = 300, 41"),
+    },
+    Case {
+        file: SCANS,
+        kernel: "two_running_sums",
+        id: "cooperative_rows",
+        want: 1,
+        sizes: ("rows = 600, 3; cols = 200, 21", "rows = 5, 3; cols = 200, 21"),
+    },
+    Case {
+        file: SCANS,
+        kernel: "copy_then_cumsum",
+        id: "cooperative_rows",
+        want: 1,
+        sizes: ("rows = 600, 3; cols = 200, 21", "rows = 5, 3; cols = 200, 21"),
     },
     Case {
         file: REFUSALS,
@@ -697,6 +746,7 @@ const TENSOR_MATMULS: &str = "tests/fixtures/rewrites/tiles/tensor_matmuls.cu";
 const LANES: &str = "tests/fixtures/rewrites/lanes/remaps.cu";
 const TILES: &str = "tests/fixtures/rewrites/tiles/transposes.cu";
 const SCATTER: &str = "tests/fixtures/rewrites/atomics/scatter.cu";
+const SCANS: &str = "tests/fixtures/rewrites/rows/scans.cu";
 const SUMS: &str = "tests/fixtures/rewrites/reduce/sums.cu";
 const ROWS: &str = "tests/fixtures/rewrites/rows/row_stats.cu";
 const REFUSALS: &str = "tests/fixtures/rewrites/rows/refusals.cu";

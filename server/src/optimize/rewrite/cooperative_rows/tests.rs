@@ -452,6 +452,8 @@ fn a_running_sum_read_mid_row_becomes_a_warp_scan() {
     expect![[r#"
         [
             "warp per row (block 128)",
+            "warp per row, 4 columns a lane scanned in registers (block 128)",
+            "warp per row, 8 columns a lane scanned in registers (block 128)",
         ]
     "#]]
     .assert_debug_eq(&labels(&out));
@@ -487,4 +489,102 @@ fn a_running_sum_read_mid_row_becomes_a_warp_scan() {
             }
         }"#]]
     .assert_eq(&show(Lang::Cuda, CUMSUM, &out[0], "row_cumsum"));
+}
+
+const SCANS: &str = include_str!("../../../../../tests/fixtures/rewrites/rows/scans.cu");
+
+fn tiled(src: &str, kernel: &str, k: u64) -> String {
+    let params = json!({ "modes": ["warp"], "scan_tile": [k] });
+    let out = cuda(src, kernel, "cooperative_rows", params).unwrap_or_else(|e| panic!("{e}"));
+    let labels = labels(&out);
+    let at = labels
+        .iter()
+        .position(|l| l.contains("scanned in registers"))
+        .unwrap_or_else(|| panic!("{kernel}: no register tile among {labels:?}"));
+    show(Lang::Cuda, src, &out[at], kernel)
+}
+
+#[test]
+fn every_running_sum_style_gets_register_tiles_unless_the_body_forbids_them() {
+    let got: Vec<String> = [
+        "cumsum_f64",
+        "count_positive",
+        "weighted_cumsum_inplace",
+        "relu_cumsum_delta",
+        "even_cumsum",
+        "two_running_sums",
+        "copy_then_cumsum",
+    ]
+    .iter()
+    .map(|k| {
+        let out = cuda(SCANS, k, "cooperative_rows", json!({})).unwrap();
+        format!("{k}: {}", labels(&out).join(" | "))
+    })
+    .collect();
+    expect![[r#"
+        cumsum_f64: warp per row (block 96) | warp per row, 4 columns a lane scanned in registers (block 96) | warp per row, 8 columns a lane scanned in registers (block 96)
+        count_positive: warp per row (block 128) | warp per row, 4 columns a lane scanned in registers (block 128) | warp per row, 8 columns a lane scanned in registers (block 128)
+        weighted_cumsum_inplace: warp per row (block 256) | warp per row, 4 columns a lane scanned in registers (block 256) | warp per row, 8 columns a lane scanned in registers (block 256)
+        relu_cumsum_delta: warp per row (block 64) | warp per row, 4 columns a lane scanned in registers (block 64) | warp per row, 8 columns a lane scanned in registers (block 64)
+        even_cumsum: warp per row (block 128) | warp per row, 4 columns a lane scanned in registers (block 128) | warp per row, 8 columns a lane scanned in registers (block 128)
+        two_running_sums: warp per row (block 128)
+        copy_then_cumsum: warp per row (block 128)"#]]
+    .assert_eq(&got.join("\n"));
+}
+
+#[test]
+fn register_tiles_are_refused_with_the_reason_when_nothing_else_is_left() {
+    let why = |k: &str| {
+        let params = json!({ "modes": ["warp"], "scan_tile": [4] });
+        not_applicable(cuda(SCANS, k, "cooperative_rows", params))
+    };
+    expect![[r#"
+        no usable candidate for `two_running_sums`: warp per row, 4 columns a lane scanned in registers (block 128): the loop carries more than one running sum"#]]
+    .assert_eq(&why("two_running_sums"));
+    expect![[r#"
+        no usable candidate for `copy_then_cumsum`: warp per row, 4 columns a lane scanned in registers (block 128): `z[row * cols + c] = 2.0f * x[row * cols + c];` comes before the running sum's update and is not a declaration"#]]
+    .assert_eq(&why("copy_then_cumsum"));
+    // The warp scan of one column a lane still takes both.
+    for k in ["two_running_sums", "copy_then_cumsum"] {
+        let out = cuda(SCANS, k, "cooperative_rows", json!({ "scan_tile": [1] })).unwrap();
+        assert_eq!(labels(&out), ["warp per row (block 128)"]);
+    }
+}
+
+#[test]
+fn a_tile_loads_and_stores_in_16_byte_units_only_where_the_run_time_check_allows() {
+    // Unit step: the read before the update and the store after it move as whole tiles,
+    // behind a test of the lane's first element's alignment and of the tile's last column.
+    let f32 = tiled(CUMSUM, "row_cumsum", 4);
+    for want in [
+        "bool full = (c + 3) < cols;",
+        "bool x_in_whole = full && reinterpret_cast<size_t>(&x[row * cols + c]) % 16 == 0;",
+        "reinterpret_cast<uint4*>(x_in)[0] = reinterpret_cast<const uint4*>(&x[row * cols + c])[0];",
+        "if (c < cols) x_in[j] = x[row * cols + c];",
+        "reinterpret_cast<uint4*>(&y[row * cols + c])[0] = reinterpret_cast<const uint4*>(y_out)[0];",
+        "if (c < cols) y[row * cols + c] = y_out[j];",
+        "running_tile[j] = x_in[j];",
+        "y_out[j] = running;",
+    ] {
+        assert!(f32.contains(want), "{want}\n{f32}");
+    }
+    // f64: eight columns a lane are four 16-byte units each way.
+    let f64 = tiled(SCANS, "cumsum_f64", 8);
+    assert!(f64.contains("reinterpret_cast<uint4*>(x_in)[3] = reinterpret_cast<const uint4*>(&in[c])[3];"), "{f64}");
+    assert!(f64.contains("reinterpret_cast<uint4*>(&out[c])[3]"), "{f64}");
+    // A term read under `?:` stays as written; a store whose buffer is read back after the
+    // update stays in place, while the other output is collected.
+    let relu = tiled(SCANS, "relu_cumsum_delta", 4);
+    assert!(relu.contains("s_tile[j] = x[row * cols + c] > 0.0f ? x[row * cols + c] : 0.0f;"), "{relu}");
+    assert!(relu.contains("y[row * cols + c] = s;\n"), "{relu}");
+    assert!(relu.contains("d_out[j] = y[row * cols + c] - x_in[j];"), "{relu}");
+    // A loop of step 2: the lane's columns are two apart, nothing is vectorized.
+    let even = tiled(SCANS, "even_cumsum", 4);
+    assert!(even.contains("for (int c = 8 * lane; (c - 8 * lane) < cols; c += 256)"), "{even}");
+    assert!(even.contains("auto c = c_first + j * 2;"), "{even}");
+    assert!(!even.contains("uint4"), "{even}");
+    // In place: the term's read of `y` is buffered before the update, the store after it.
+    let inplace = tiled(SCANS, "weighted_cumsum_inplace", 4);
+    assert!(inplace.contains("s_tile[j] = y_in[j] * w_in[j];"), "{inplace}");
+    assert!(inplace.contains("for (int c = 1 + 4 * lane; (c - 4 * lane) < cols; c += 128)"), "{inplace}");
 }

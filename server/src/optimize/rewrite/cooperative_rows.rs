@@ -43,7 +43,8 @@
 //! among `warp`, `rows2`, `rows4`, `block`, `warp_regs`, `block_regs` (default all);
 //! `stage_registers` caps the registers per staged buffer (default: the longest row);
 //! `scan_tile` lists the columns a lane takes per trip in a running sum's scan (default
-//! 1, 4 and 8; see [`scan_tile`]).
+//! 1, 4 and 8), `walk_tile` the same for warp rows whose loops walk the row contiguously
+//! (default 1, 4 and 8; see [`tiles`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -195,6 +196,7 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
     let block_threads = p.uints("block_threads", &[128, 256], 32..=1024)?;
     let stage_registers = p.uints("stage_registers", &[64], 1..=64)?[0];
     let scan_tiles = p.uints("scan_tile", &[1, 4, 8], 1..=16)?;
+    let walk_tiles = p.uints("walk_tile", &[1, 4, 8], 1..=16)?;
     if let Some(t) = block_threads.iter().find(|t| *t % 32 != 0) {
         return Err(super::RewriteError::BadParam {
             name: "block_threads".into(),
@@ -323,12 +325,16 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
             } else {
                 (label, None)
             };
-            for tile in tiles_for(&rows, mode, &scan_tiles) {
+            for tile in tiles_for(&rows, mode, &scan_tiles, &walk_tiles) {
                 let label = match tile {
                     None => label.clone(),
                     Some(k) => {
                         let (head, tail) = label.split_once(" (").unwrap_or((&label, ")"));
-                        format!("{head}, {k} columns a lane scanned in registers ({tail}")
+                        let how = match prefix_name(&rows) {
+                            Some(_) => " scanned in registers",
+                            None => "",
+                        };
+                        format!("{head}, {k} columns a lane{how} ({tail}")
                     }
                 };
                 let mut names = taken.clone();
@@ -404,17 +410,33 @@ pub(super) fn row_launch(
     })
 }
 
-/// The register tiles a mode is written with: with a running sum in warp mode, one per
-/// size in `sizes` (columns a lane per trip; 1 is the warp scan of one column a lane,
-/// `None`); otherwise only `None`.
-fn tiles_for(rows: &RowPlan<'_>, mode: &str, sizes: &[u64]) -> Vec<Option<usize>> {
-    if mode != "warp" || prefix_name(rows).is_none() {
+/// The register tiles warp mode is written with (columns a lane per trip; 1 is one
+/// column a lane, `None`): `scans` with a running sum, `walks` where a loop walks the
+/// row contiguously; other modes and rows: only `None`.
+fn tiles_for(rows: &RowPlan<'_>, mode: &str, scans: &[u64], walks: &[u64]) -> Vec<Option<usize>> {
+    let sizes = match () {
+        _ if mode != "warp" => &[][..],
+        _ if prefix_name(rows).is_some() => scans,
+        _ if rows.loops.iter().any(tiled_loop) => walks,
+        _ => &[][..],
+    };
+    if sizes.is_empty() {
         return vec![None];
     }
     sizes
         .iter()
         .map(|&k| (k > 1).then_some(k as usize))
         .collect()
+}
+
+/// Whether a column loop is written as register tiles: it carries a running sum, or it
+/// steps one column at a time and reads an element that moves one place with it.
+fn tiled_loop(l: &ColumnLoop<'_>) -> bool {
+    l.accs.iter().any(|a| a.prefix.is_some())
+        || (l.step == 1
+            && l.moves
+                .iter()
+                .any(|m| !m.write && m.along_loop == Step::One))
 }
 
 /// The first running sum a loop reads mid-loop (a prefix), if any.
@@ -1880,16 +1902,16 @@ fn emit(
                     nl,
                 ));
             }
-            _ if tile.is_some() && l.accs.iter().any(|a| a.prefix.is_some()) => {
+            _ if tile.is_some() && tiled_loop(l) => {
                 let pointees = pointee_types(cx);
-                let args = scan_tile::TileArgs {
+                let args = tiles::TileArgs {
                     k: tile.unwrap_or(4),
                     lane: &lane,
                     unit,
                     nl,
                     pointees: &pointees,
                 };
-                e.extend(scan_tile::loop_edits(src, l, &args, names)?);
+                e.extend(tiles::loop_edits(src, l, &args, names)?);
             }
             _ => {
                 e.extend([Edit::replace(l.init.byte_range(), new_init)]);
@@ -2066,8 +2088,8 @@ fn pointee_types(cx: &RewriteContext<'_>) -> BTreeMap<String, String> {
 }
 
 mod scan;
-mod scan_tile;
 mod staging;
+mod tiles;
 
 #[cfg(test)]
 mod tests;

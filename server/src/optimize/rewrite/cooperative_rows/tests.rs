@@ -11,7 +11,7 @@ const MATMUL: &str = include_str!("../../../../../examples/matmul_naive.cu");
 const SAXPY: &str = include_str!("../../../../../examples/saxpy.cu");
 
 fn one(src: &str, kernel: &str, mode: &str) -> String {
-    let params = json!({ "modes": [mode], "block_threads": [256] });
+    let params = json!({ "modes": [mode], "block_threads": [256], "walk_tile": [1] });
     let out =
         cuda(src, kernel, "cooperative_rows", params).unwrap_or_else(|e| panic!("{kernel}: {e}"));
     assert_eq!(out.len(), 1, "{:?}", labels(&out));
@@ -25,6 +25,8 @@ fn softmax_becomes_a_warp_per_row_with_lane_strided_passes() {
         labels(&out),
         [
             "warp per row (block 128)",
+            "warp per row, 4 columns a lane (block 128)",
+            "warp per row, 8 columns a lane (block 128)",
             "2 rows per warp (block 128)",
             "4 rows per warp (block 128)",
             "block per row (128 threads)",
@@ -441,7 +443,7 @@ fn staging_is_refused_with_the_reason_and_the_other_modes_stay() {
     expect!["no usable candidate for `softmax_rows`: warp per row (block 128), row in registers: column loops end at `cols` and at `cols - 0`"].assert_eq(&why(&bounds, "softmax_rows"));
     // The other modes do not depend on staging.
     let out = cuda(&bounds, "softmax_rows", "cooperative_rows", json!({})).unwrap();
-    assert_eq!(out.len(), 5, "{:?}", labels(&out));
+    assert_eq!(out.len(), 7, "{:?}", labels(&out));
 }
 
 const CUMSUM: &str = include_str!("../../../../../examples/row_cumsum.cu");
@@ -494,12 +496,12 @@ fn a_running_sum_read_mid_row_becomes_a_warp_scan() {
 const SCANS: &str = include_str!("../../../../../tests/fixtures/rewrites/rows/scans.cu");
 
 fn tiled(src: &str, kernel: &str, k: u64) -> String {
-    let params = json!({ "modes": ["warp"], "scan_tile": [k] });
+    let params = json!({ "modes": ["warp"], "scan_tile": [k], "walk_tile": [k] });
     let out = cuda(src, kernel, "cooperative_rows", params).unwrap_or_else(|e| panic!("{e}"));
     let labels = labels(&out);
     let at = labels
         .iter()
-        .position(|l| l.contains("scanned in registers"))
+        .position(|l| l.contains("columns a lane"))
         .unwrap_or_else(|| panic!("{kernel}: no register tile among {labels:?}"));
     show(Lang::Cuda, src, &out[at], kernel)
 }
@@ -570,21 +572,97 @@ fn a_tile_loads_and_stores_in_16_byte_units_only_where_the_run_time_check_allows
     }
     // f64: eight columns a lane are four 16-byte units each way.
     let f64 = tiled(SCANS, "cumsum_f64", 8);
-    assert!(f64.contains("reinterpret_cast<uint4*>(x_in)[3] = reinterpret_cast<const uint4*>(&in[c])[3];"), "{f64}");
-    assert!(f64.contains("reinterpret_cast<uint4*>(&out[c])[3]"), "{f64}");
+    assert!(
+        f64.contains(
+            "reinterpret_cast<uint4*>(x_in)[3] = reinterpret_cast<const uint4*>(&in[c])[3];"
+        ),
+        "{f64}"
+    );
+    assert!(
+        f64.contains("reinterpret_cast<uint4*>(&out[c])[3]"),
+        "{f64}"
+    );
     // A term read under `?:` stays as written; a store whose buffer is read back after the
     // update stays in place, while the other output is collected.
     let relu = tiled(SCANS, "relu_cumsum_delta", 4);
-    assert!(relu.contains("s_tile[j] = x[row * cols + c] > 0.0f ? x[row * cols + c] : 0.0f;"), "{relu}");
+    assert!(
+        relu.contains("s_tile[j] = x[row * cols + c] > 0.0f ? x[row * cols + c] : 0.0f;"),
+        "{relu}"
+    );
     assert!(relu.contains("y[row * cols + c] = s;\n"), "{relu}");
-    assert!(relu.contains("d_out[j] = y[row * cols + c] - x_in[j];"), "{relu}");
+    assert!(
+        relu.contains("d_out[j] = y[row * cols + c] - x_in[j];"),
+        "{relu}"
+    );
     // A loop of step 2: the lane's columns are two apart, nothing is vectorized.
     let even = tiled(SCANS, "even_cumsum", 4);
-    assert!(even.contains("for (int c = 8 * lane; (c - 8 * lane) < cols; c += 256)"), "{even}");
+    assert!(
+        even.contains("for (int c = 8 * lane; (c - 8 * lane) < cols; c += 256)"),
+        "{even}"
+    );
     assert!(even.contains("auto c = c_first + j * 2;"), "{even}");
     assert!(!even.contains("uint4"), "{even}");
     // In place: the term's read of `y` is buffered before the update, the store after it.
     let inplace = tiled(SCANS, "weighted_cumsum_inplace", 4);
-    assert!(inplace.contains("s_tile[j] = y_in[j] * w_in[j];"), "{inplace}");
-    assert!(inplace.contains("for (int c = 1 + 4 * lane; (c - 4 * lane) < cols; c += 128)"), "{inplace}");
+    assert!(
+        inplace.contains("s_tile[j] = y_in[j] * w_in[j];"),
+        "{inplace}"
+    );
+    assert!(
+        inplace.contains("for (int c = 1 + 4 * lane; (c - 4 * lane) < cols; c += 128)"),
+        "{inplace}"
+    );
+}
+
+const WALKS: &str = include_str!("../../../../../tests/fixtures/rewrites/rows/walks.cu");
+const MATVEC: &str = include_str!("../../../../../examples/matvec.cu");
+
+#[test]
+fn a_row_walked_one_element_at_a_time_gets_register_tiles_in_warp_mode() {
+    let got: Vec<String> = [
+        (WALKS, "row_dot_f64"),
+        (WALKS, "row_l1_int"),
+        (WALKS, "scale_shift_rows"),
+        (WALKS, "even_columns_sum"),
+        (MATVEC, "matvec"),
+    ]
+    .iter()
+    .map(|(src, k)| {
+        let params = json!({ "modes": ["warp", "rows2"] });
+        let out = cuda(src, k, "cooperative_rows", params).unwrap();
+        format!("{k}: {}", labels(&out).join(" | "))
+    })
+    .collect();
+    expect![[r#"
+        row_dot_f64: warp per row (block 128) | warp per row, 4 columns a lane (block 128) | warp per row, 8 columns a lane (block 128) | 2 rows per warp (block 128)
+        row_l1_int: warp per row (block 256) | warp per row, 4 columns a lane (block 256) | warp per row, 8 columns a lane (block 256) | 2 rows per warp (block 256)
+        scale_shift_rows: warp per row (block 64) | warp per row, 4 columns a lane (block 64) | warp per row, 8 columns a lane (block 64) | 2 rows per warp (block 64)
+        even_columns_sum: warp per row (block 128) | 2 rows per warp (block 128)
+        matvec: warp per row (block 64) | warp per row, 4 columns a lane (block 64) | warp per row, 8 columns a lane (block 64) | 2 rows per warp (block 64)"#]].assert_eq(&got.join("\n"));
+}
+
+#[test]
+fn a_walk_tile_reads_every_contiguous_operand_and_collects_the_store() {
+    // f64 rows through row pointers: two 16-byte units per operand and lane.
+    let dot = tiled(WALKS, "row_dot_f64", 4);
+    for want in [
+        "for (int k = 4 * lane; (k - 4 * lane) < n; k += 128) {",
+        "reinterpret_cast<uint4*>(b_in)[1] = reinterpret_cast<const uint4*>(&pb[k])[1];",
+        "s += a_in[j] * b_in[j];",
+        "for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffff, s, offset);",
+    ] {
+        assert!(dot.contains(want), "{want}\n{dot}");
+    }
+    // An unbraced body gets braces on the loop's line.
+    let l1 = tiled(WALKS, "row_l1_int", 4);
+    assert!(l1.contains("c += 128) {\n"), "{l1}");
+    assert!(l1.contains("s += abs(x_in[j]);"), "{l1}");
+    // No accumulator: the per-row factor stays as written, the per-column bias is a tile,
+    // and the output is stored as one unit where aligned.
+    let shift = tiled(WALKS, "scale_shift_rows", 4);
+    assert!(
+        shift.contains("y_out[j] = x_in[j] * f + bias_in[j];"),
+        "{shift}"
+    );
+    assert!(shift.contains("reinterpret_cast<uint4*>(&y[row * cols + c])[0] = reinterpret_cast<const uint4*>(y_out)[0];"), "{shift}");
 }

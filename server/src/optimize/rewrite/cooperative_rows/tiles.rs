@@ -142,7 +142,7 @@ fn facts<'t>(
     src: &str,
     l: &ColumnLoop<'t>,
     body: Node<'t>,
-    update: ByteRange,
+    split: usize,
     nodes: &[Node<'t>],
 ) -> Vec<AccessFacts> {
     let locals = body_locals(src, body);
@@ -164,13 +164,13 @@ fn facts<'t>(
                 })
                 && stmt.is_some_and(|s| {
                     s.kind() == "expression_statement"
-                        && s.parent().map(|b| b.id()) == Some(body.id())
+                        && (s.id() == body.id() || s.parent().map(|b| b.id()) == Some(body.id()))
                 });
             AccessFacts {
                 buffer: m.buffer.clone(),
                 write: m.write,
                 along_loop: m.along_loop,
-                phase: if n.start_byte() < update.end {
+                phase: if n.start_byte() < split {
                     Phase::Before
                 } else {
                     Phase::After
@@ -197,15 +197,16 @@ struct Buffered {
 /// The loop's parts a tile needs.
 struct Parts<'t> {
     body: Node<'t>,
+    /// The body's statements: inside its braces, or the one statement.
+    inner: ByteRange,
     cond: Node<'t>,
-    update: Node<'t>,
+    /// A running sum's update statement.
+    update: Option<Node<'t>>,
 }
 
-fn parts<'t>(l: &ColumnLoop<'t>, range: &ByteRange) -> Result<Parts<'t>, String> {
+fn parts<'t>(l: &ColumnLoop<'t>, prefix: Option<&ByteRange>) -> Result<Parts<'t>, String> {
     if l.node.kind() != "for_statement" {
-        return Err(
-            "a running sum in a `while` loop is not scanned; write the loop as a `for`".into(),
-        );
+        return Err("the loop is a `while`; only a `for` loop is tiled".into());
     }
     let cond = l
         .node
@@ -214,19 +215,35 @@ fn parts<'t>(l: &ColumnLoop<'t>, range: &ByteRange) -> Result<Parts<'t>, String>
     let body = l
         .node
         .child_by_field_name("body")
-        .filter(|b| b.kind() == "compound_statement")
-        .ok_or("the loop has no braced body")?;
-    let update = named_children(body)
-        .into_iter()
-        .find(|s| s.byte_range() == *range)
-        .ok_or("the running sum's update is not a statement of the loop's body")?;
-    Ok(Parts { body, cond, update })
+        .ok_or("the loop has no body")?;
+    let inner = match body.kind() {
+        "compound_statement" => body.start_byte() + 1..body.end_byte().saturating_sub(1),
+        _ => body.byte_range(),
+    };
+    let update = match prefix {
+        None => None,
+        Some(range) => Some(
+            named_children(body)
+                .into_iter()
+                .find(|s| s.byte_range() == *range)
+                .ok_or("the running sum's update is not a statement of the loop's body")?,
+        ),
+    };
+    Ok(Parts {
+        body,
+        inner,
+        cond,
+        update,
+    })
 }
 
 /// The statements before the update may only declare (they run in both phases).
 fn check_before(src: &str, p: &Parts<'_>) -> Result<(), String> {
+    let Some(update) = p.update else {
+        return Ok(());
+    };
     for s in named_children(p.body) {
-        if s.start_byte() >= p.update.start_byte() {
+        if s.start_byte() >= update.start_byte() {
             break;
         }
         if !matches!(s.kind(), "declaration" | "comment") {
@@ -295,20 +312,28 @@ pub(super) fn loop_edits(
         })
         .collect::<Result<_, _>>()?;
     let prefixes: Vec<_> = l.accs.iter().filter(|x| x.prefix.is_some()).collect();
-    let [acc] = prefixes.as_slice() else {
-        return Err("the loop carries more than one running sum".into());
+    let (p, prefix) = match prefixes.as_slice() {
+        [] => (parts(l, None)?, None),
+        [acc] => {
+            let range = acc.prefix.as_ref().map(|(r, _)| r);
+            let p = parts(l, range)?;
+            check_before(src, &p)?;
+            let ty = acc.ty.clone().ok_or_else(|| {
+                format!("the type of `{}` is not declared in the row body", acc.name)
+            })?;
+            let term = p
+                .update
+                .and_then(|u| super::sum_term_node(src, u, &acc.name))
+                .ok_or("the running sum's update has no term")?;
+            let prefix = Prefix {
+                acc: acc.name.clone(),
+                ty,
+                term,
+            };
+            (p, Some(prefix))
+        }
+        _ => return Err("the loop carries more than one running sum".into()),
     };
-    let Some((range, _)) = &acc.prefix else {
-        return Err("no running sum".into());
-    };
-    let ty = acc
-        .ty
-        .clone()
-        .ok_or_else(|| format!("the type of `{}` is not declared in the row body", acc.name))?;
-    let p = parts(l, range)?;
-    check_before(src, &p)?;
-    let term = super::sum_term_node(src, p.update, &acc.name)
-        .ok_or("the running sum's update has no term")?;
     let (k, step) = (a.k, l.step);
     let lane_term = match k as i64 * step {
         1 => a.lane.to_string(),
@@ -329,10 +354,26 @@ pub(super) fn loop_edits(
     ];
     let cond_text = substitute_var(src, p.cond, &l.var, &format!("({} - {lane_term})", l.var))?;
     edits.push(Edit::replace(p.cond.byte_range(), cond_text));
-    let all = facts(src, l, p.body, p.update.byte_range(), &nodes);
-    let body = tile_body(src, l, a, &p, term, &ty, &acc.name, &all, &nodes, names)?;
-    edits.push(Edit::replace(p.body.byte_range(), body));
+    let split = p.update.map_or(p.inner.start, |u| u.end_byte());
+    let all = facts(src, l, p.body, split, &nodes);
+    let mut body = tile_body(src, l, a, &p, prefix.as_ref(), &all, &nodes, names)?;
+    // An unbraced body on its own line: the new braces open on the loop's line.
+    let from = match p.body.prev_sibling() {
+        Some(close) if p.body.kind() != "compound_statement" => {
+            body.insert(0, ' ');
+            close.end_byte()
+        }
+        _ => p.body.start_byte(),
+    };
+    edits.push(Edit::replace(from..p.body.end_byte(), body));
     Ok(edits)
+}
+
+/// A running sum's parts.
+struct Prefix<'t> {
+    acc: String,
+    ty: String,
+    term: Node<'t>,
 }
 
 /// Names of one tile body.
@@ -348,280 +389,309 @@ struct TileNames {
     full: String,
 }
 
+impl TileNames {
+    fn new(var: &str, acc: &str, names: &mut BTreeSet<String>) -> TileNames {
+        let mut f = |base: String| fresh(&base, names);
+        TileNames {
+            first: f(format!("{var}_first")),
+            j: f("j".into()),
+            tile: f(format!("{acc}_tile")),
+            lanes: f(format!("{acc}_lanes")),
+            before: f(format!("{acc}_before")),
+            after: f(format!("{acc}_after")),
+            up: f("up".into()),
+            off: f("offset".into()),
+            full: f("full".into()),
+        }
+    }
+}
+
+/// Lines of code at indentation levels below the loop's.
+struct Out<'a> {
+    text: String,
+    nl: &'a str,
+    /// The loop's indentation, one level in, two, three.
+    ind: [String; 4],
+}
+
+impl Out<'_> {
+    fn line(&mut self, level: usize, s: impl AsRef<str>) {
+        self.text
+            .push_str(&format!("{}{}{}", self.nl, self.ind[level], s.as_ref()));
+    }
+    /// `for (int j = 0; j < k; j++) {` with its pragma, and the column's declaration.
+    fn per_column(&mut self, level: usize, n: &TileNames, k: usize, column: &str) {
+        self.line(level, "#pragma unroll");
+        self.line(
+            level,
+            format!("for (int {j} = 0; {j} < {k}; {j}++) {{", j = n.j),
+        );
+        self.line(level + 1, column);
+    }
+}
+
+/// What the tile does with the loop's accesses: the buffered ones, and the replacements
+/// of the body's text before the update (or in its term) and after it.
+#[derive(Default)]
+struct Plan {
+    bufs: Vec<Buffered>,
+    before: Vec<(ByteRange, String)>,
+    after: Vec<(ByteRange, String)>,
+}
+
+fn plan(
+    src: &str,
+    l: &ColumnLoop<'_>,
+    a: &TileArgs<'_>,
+    all: &[AccessFacts],
+    nodes: &[Node<'_>],
+    j: &str,
+    names: &mut BTreeSet<String>,
+) -> Result<Plan, String> {
+    let unit_step = l.step == 1;
+    let mut out = Plan::default();
+    let mut stores = Vec::new();
+    // Reads first: a deferred store's value uses them.
+    let order = all.iter().zip(nodes).filter(|(f, _)| !f.write);
+    let order = order.chain(all.iter().zip(nodes).filter(|(f, _)| f.write));
+    for (f, node) in order {
+        let store = deferred_store(f, all, unit_step);
+        if !buffered_read(f, all, unit_step) && !store {
+            continue;
+        }
+        let Some(elem) = a.pointees.get(&f.buffer) else {
+            continue;
+        };
+        if element_bytes(elem)
+            .and_then(|b| tile_units(b, a.k))
+            .is_none()
+        {
+            continue;
+        }
+        let key = canon(text(src, *node));
+        let at = match out
+            .bufs
+            .iter()
+            .position(|b| b.key == key && b.store == store)
+        {
+            Some(i) => format!("{}[{j}]", out.bufs[i].array),
+            None => {
+                let array = fresh(
+                    &format!("{}_{}", f.buffer, if store { "out" } else { "in" }),
+                    names,
+                );
+                let whole = fresh(&format!("{array}_whole"), names);
+                let at = format!("{array}[{j}]");
+                let (ty, text) = (elem.clone(), text(src, *node).to_string());
+                out.bufs.push(Buffered {
+                    key,
+                    at: text,
+                    array,
+                    whole,
+                    ty,
+                    store,
+                });
+                at
+            }
+        };
+        if store {
+            let assign = node.parent().ok_or("a store without its statement")?;
+            let value = assign
+                .child_by_field_name("right")
+                .ok_or("a store without a value")?;
+            let value = render(
+                src,
+                &value.byte_range(),
+                &reps_in(&out.after, value.byte_range()),
+            )
+            .map_err(|e| e.to_string())?;
+            let stmt = assign
+                .parent()
+                .map_or(assign.byte_range(), |s| s.byte_range());
+            stores.push((stmt, format!("{at} = {value};")));
+            continue;
+        }
+        if f.phase == Phase::Before {
+            out.before.push((node.byte_range(), at.clone()));
+        }
+        if !all.iter().any(|o| o.write && o.buffer == f.buffer) {
+            out.after.push((node.byte_range(), at));
+        }
+    }
+    // A deferred store's statement is replaced whole, reads inside it included.
+    out.after.retain(|(r, _)| {
+        !stores
+            .iter()
+            .any(|(s, _): &(ByteRange, String)| s.start <= r.start && r.end <= s.end)
+    });
+    out.after.extend(stores);
+    Ok(out)
+}
+
+/// The declarations of the buffered accesses, and the loads of the read ones.
+fn load_lines(o: &mut Out<'_>, plan: &Plan, n: &TileNames, k: usize, column: &str, cond: &str) {
+    for b in &plan.bufs {
+        let bytes = element_bytes(&b.ty).unwrap_or(4);
+        let (carrier, align, count) = tile_units(bytes, k).unwrap_or(("uint4", 16, 1));
+        o.line(1, format!("alignas({align}) {} {}[{k}];", b.ty, b.array));
+        let aligned = format!("reinterpret_cast<size_t>(&{}) % {align} == 0", b.at);
+        o.line(1, format!("bool {} = {} && {aligned};", b.whole, n.full));
+        if b.store {
+            continue;
+        }
+        o.line(1, format!("if ({}) {{", b.whole));
+        for q in 0..count {
+            o.line(2, format!("reinterpret_cast<{carrier}*>({})[{q}] = reinterpret_cast<const {carrier}*>(&{})[{q}];", b.array, b.at));
+        }
+        o.line(1, "} else {");
+        o.per_column(2, n, k, column);
+        o.line(3, format!("if ({cond}) {}[{}] = {};", b.array, n.j, b.at));
+        o.line(2, "}");
+        o.line(1, "}");
+    }
+}
+
+/// The stores of the collected outputs: whole units where the test allows.
+fn store_lines(o: &mut Out<'_>, plan: &Plan, n: &TileNames, k: usize, column: &str, cond: &str) {
+    for b in plan.bufs.iter().filter(|b| b.store) {
+        let bytes = element_bytes(&b.ty).unwrap_or(4);
+        let (carrier, _, count) = tile_units(bytes, k).unwrap_or(("uint4", 16, 1));
+        o.line(1, format!("if ({}) {{", b.whole));
+        for q in 0..count {
+            o.line(2, format!("reinterpret_cast<{carrier}*>(&{})[{q}] = reinterpret_cast<const {carrier}*>({})[{q}];", b.at, b.array));
+        }
+        o.line(1, "} else {");
+        o.per_column(2, n, k, column);
+        o.line(3, format!("if ({cond}) {} = {}[{}];", b.at, b.array, n.j));
+        o.line(2, "}");
+        o.line(1, "}");
+    }
+}
+
+/// The new body of a tiled loop.
 #[allow(clippy::too_many_arguments)]
 fn tile_body(
     src: &str,
     l: &ColumnLoop<'_>,
     a: &TileArgs<'_>,
     p: &Parts<'_>,
-    term: Node<'_>,
-    ty: &str,
-    acc: &str,
+    prefix: Option<&Prefix<'_>>,
     all: &[AccessFacts],
     nodes: &[Node<'_>],
     names: &mut BTreeSet<String>,
 ) -> Result<String, String> {
-    let (k, nl, unit, lane) = (a.k, a.nl, a.unit, a.lane);
-    let var = &l.var;
-    let n = TileNames {
-        first: fresh(&format!("{var}_first"), names),
-        j: fresh("j", names),
-        tile: fresh(&format!("{acc}_tile"), names),
-        lanes: fresh(&format!("{acc}_lanes"), names),
-        before: fresh(&format!("{acc}_before"), names),
-        after: fresh(&format!("{acc}_after"), names),
-        up: fresh("up", names),
-        off: fresh("offset", names),
-        full: fresh("full", names),
-    };
+    let (k, var) = (a.k, &l.var);
+    let n = TileNames::new(var, prefix.map_or("v", |x| x.acc.as_str()), names);
     let ind = line_indent(src, l.node.start_byte()).to_string();
-    let i1 = format!("{ind}{unit}");
-    let i2 = format!("{i1}{unit}");
-    let i3 = format!("{i2}{unit}");
-    let unit_step = l.step == 1;
+    let levels = [1, 2, 3].map(|d| format!("{ind}{}", a.unit.repeat(d)));
+    let mut o = Out {
+        text: "{".into(),
+        nl: a.nl,
+        ind: [
+            ind.clone(),
+            levels[0].clone(),
+            levels[1].clone(),
+            levels[2].clone(),
+        ],
+    };
     let cond = text(src, p.cond);
     let column = match l.step {
         1 => format!("auto {var} = {} + {};", n.first, n.j),
         s => format!("auto {var} = {} + {} * {s};", n.first, n.j),
     };
-    // Buffered accesses, by their text.
-    let mut bufs: Vec<Buffered> = Vec::new();
-    let mut reps_before: Vec<(ByteRange, String)> = Vec::new();
-    let mut reps_after: Vec<(ByteRange, String)> = Vec::new();
-    let mut store_stmts: Vec<(ByteRange, String)> = Vec::new();
-    // Reads first: a deferred store's value uses them.
-    let order = all
-        .iter()
-        .zip(nodes)
-        .filter(|(f, _)| !f.write)
-        .chain(all.iter().zip(nodes).filter(|(f, _)| f.write));
-    for (f, node) in order {
-        let read = buffered_read(f, all, unit_step);
-        let store = deferred_store(f, all, unit_step);
-        if !read && !store {
-            continue;
-        }
-        let Some(elem) = a.pointees.get(&f.buffer) else {
-            continue;
-        };
-        let Some(bytes) = element_bytes(elem) else {
-            continue;
-        };
-        let Some(_) = tile_units(bytes, k) else {
-            continue;
-        };
-        let key = canon(text(src, *node));
-        let idx = match bufs.iter().position(|b| b.key == key && b.store == store) {
-            Some(i) => i,
-            None => {
-                let base = if store { "out" } else { "in" };
-                let array = fresh(&format!("{}_{base}", f.buffer), names);
-                let whole = fresh(&format!("{}_whole", array), names);
-                bufs.push(Buffered {
-                    key,
-                    at: text(src, *node).to_string(),
-                    array,
-                    whole,
-                    ty: elem.clone(),
-                    store,
-                });
-                bufs.len() - 1
-            }
-        };
-        let b = &bufs[idx];
-        let elem_at = format!("{}[{}]", b.array, n.j);
-        if store {
-            let stmt = node.parent().ok_or("a store without its statement")?;
-            let value = stmt
-                .child_by_field_name("right")
-                .ok_or("a store without a value")?;
-            let value = render(
-                src,
-                &value.byte_range(),
-                &reps_in(&reps_after, value.byte_range()),
-            )
-            .map_err(|e| e.to_string())?;
-            store_stmts.push((
-                stmt.parent().map_or(stmt.byte_range(), |s| s.byte_range()),
-                format!("{elem_at} = {value};"),
-            ));
-        } else {
-            let r = (node.byte_range(), elem_at);
-            if f.phase == Phase::Before {
-                reps_before.push(r.clone());
-            }
-            if !all.iter().any(|o| o.write && o.buffer == f.buffer) {
-                reps_after.push(r);
-            }
-        }
-    }
-    // Statements before the update and its term, with buffered reads.
-    let body_in = p.body.start_byte() + 1..p.body.end_byte() - 1;
-    let pre_range = body_in.start..p.update.start_byte();
-    let post_range = p.update.end_byte()..body_in.end;
-    let before_reps = reps_in(&reps_before, pre_range.clone());
-    let pre = render(src, &pre_range, &before_reps).map_err(|e| e.to_string())?;
-    let term_t = render(
-        src,
-        &term.byte_range(),
-        &reps_in(&reps_before, term.byte_range()),
-    )
-    .map_err(|e| e.to_string())?;
-    // After the update: deferred stores, then buffered reads outside them.
-    let mut after = reps_in(&store_stmts, post_range.clone());
-    for r in reps_in(&reps_after, post_range.clone()) {
-        if !after
-            .iter()
-            .any(|(s, _)| s.start <= r.0.start && r.0.end <= s.end)
-        {
-            after.push(r);
-        }
-    }
-    let post = render(src, &post_range, &after).map_err(|e| e.to_string())?;
+    let plan = plan(src, l, a, all, nodes, &n.j, names)?;
+    // The body's text before the update and after it (all of it without a running sum).
+    let split = p
+        .update
+        .map(|u| u.byte_range())
+        .unwrap_or(p.inner.start..p.inner.start);
+    let pre_range = p.inner.start..split.start;
+    let post_range = split.end..p.inner.end;
+    let pre = render(src, &pre_range, &reps_in(&plan.before, pre_range.clone()))
+        .map_err(|e| e.to_string())?;
+    let post = render(src, &post_range, &reps_in(&plan.after, post_range.clone()))
+        .map_err(|e| e.to_string())?;
+    let body_ind = line_indent(src, p.inner.start.min(src.len())).to_string();
     let block = |code: &str| -> String {
         let t = code.trim_matches(['\n', '\r']).trim_end();
         if t.trim().is_empty() {
             return String::new();
         }
-        let r = reindent(t.trim_start(), &i1, &i3);
-        format!("{nl}{i3}{r}")
+        let from = if p.body.kind() == "compound_statement" {
+            &o.ind[1]
+        } else {
+            &body_ind
+        };
+        format!(
+            "{}{}{}",
+            a.nl,
+            o.ind[3],
+            reindent(t.trim_start(), from, &o.ind[3])
+        )
     };
     let (pre_b, post_b) = (block(&pre), block(&post));
-    let mut o = String::new();
-    let push = |o: &mut String, ind: &str, s: String| o.push_str(&format!("{nl}{ind}{s}"));
-    o.push('{');
-    push(
-        &mut o,
-        &i1,
-        format!("// this lane's {k} columns from `{var}`: `{acc}`'s terms scanned in registers,"),
-    );
-    push(
-        &mut o,
-        &i1,
-        "// then the lanes' totals over the warp".to_string(),
-    );
-    push(&mut o, &i1, format!("auto {} = {var};", n.first));
-    push(&mut o, &i1, format!("{ty} {}[{k}];", n.tile));
-    if !bufs.is_empty() {
-        let last = substitute_var(
-            src,
-            p.cond,
-            var,
-            &format!("({var} + {})", (k as i64 - 1) * l.step),
-        )?;
-        push(&mut o, &i1, format!("bool {} = {last};", n.full));
-    }
-    for b in &bufs {
-        let bytes = element_bytes(&b.ty).unwrap_or(4);
-        let (carrier, align, count) = tile_units(bytes, k).unwrap_or(("uint4", 16, 1));
-        push(
-            &mut o,
-            &i1,
-            format!("alignas({align}) {} {}[{k}];", b.ty, b.array),
-        );
-        push(
-            &mut o,
-            &i1,
-            format!(
-                "bool {} = {} && reinterpret_cast<size_t>(&{}) % {align} == 0;",
-                b.whole, n.full, b.at
-            ),
-        );
-        if b.store {
-            continue;
-        }
-        let copy = (0..count)
-            .map(|q| {
+    match prefix {
+        Some(x) => {
+            o.line(
+                1,
                 format!(
-                    "reinterpret_cast<{carrier}*>({})[{q}] = reinterpret_cast<const {carrier}*>(&{})[{q}];",
-                    b.array, b.at
-                )
-            })
-            .collect::<Vec<_>>();
-        push(&mut o, &i1, format!("if ({}) {{", b.whole));
-        for c in copy {
-            push(&mut o, &i2, c);
-        }
-        push(&mut o, &i1, "} else {".into());
-        push(&mut o, &i2, format!("#pragma unroll"));
-        push(
-            &mut o,
-            &i2,
-            format!("for (int {j} = 0; {j} < {k}; {j}++) {{", j = n.j),
-        );
-        push(&mut o, &i3, column.clone());
-        push(
-            &mut o,
-            &i3,
-            format!("if ({cond}) {}[{}] = {};", b.array, n.j, b.at),
-        );
-        push(&mut o, &i2, "}".into());
-        push(&mut o, &i1, "}".into());
-    }
-    // Phase 1: the terms.
-    push(&mut o, &i1, "#pragma unroll".into());
-    push(
-        &mut o,
-        &i1,
-        format!("for (int {j} = 0; {j} < {k}; {j}++) {{", j = n.j),
-    );
-    push(&mut o, &i2, column.clone());
-    push(&mut o, &i2, format!("{}[{}] = 0;", n.tile, n.j));
-    o.push_str(&format!("{nl}{i2}if ({cond}) {{{pre_b}"));
-    push(&mut o, &i3, format!("{}[{}] = {term_t};", n.tile, n.j));
-    push(&mut o, &i2, "}".into());
-    push(&mut o, &i1, "}".into());
-    scan_lines(&mut o, &n, ty, acc, k, lane, &i1, &i2, nl);
-    // Phase 2: the body per column, with the running value.
-    push(&mut o, &i1, "#pragma unroll".into());
-    push(
-        &mut o,
-        &i1,
-        format!("for (int {j} = 0; {j} < {k}; {j}++) {{", j = n.j),
-    );
-    push(&mut o, &i2, column.clone());
-    o.push_str(&format!("{nl}{i2}if ({cond}) {{{pre_b}"));
-    push(
-        &mut o,
-        &i3,
-        format!("{acc} = {} + {}[{}];", n.before, n.tile, n.j),
-    );
-    o.push_str(&post_b);
-    push(&mut o, &i2, "}".into());
-    push(&mut o, &i1, "}".into());
-    for b in bufs.iter().filter(|b| b.store) {
-        let bytes = element_bytes(&b.ty).unwrap_or(4);
-        let (carrier, _, count) = tile_units(bytes, k).unwrap_or(("uint4", 16, 1));
-        push(&mut o, &i1, format!("if ({}) {{", b.whole));
-        for q in 0..count {
-            push(
-                &mut o,
-                &i2,
-                format!(
-                    "reinterpret_cast<{carrier}*>(&{})[{q}] = reinterpret_cast<const {carrier}*>({})[{q}];",
-                    b.at, b.array
+                    "// this lane's {k} columns from `{var}`: `{}`'s terms scanned in registers,",
+                    x.acc
                 ),
             );
+            o.line(1, "// then the lanes' totals over the warp");
         }
-        push(&mut o, &i1, "} else {".into());
-        push(&mut o, &i2, "#pragma unroll".into());
-        push(
-            &mut o,
-            &i2,
-            format!("for (int {j} = 0; {j} < {k}; {j}++) {{", j = n.j),
-        );
-        push(&mut o, &i3, column.clone());
-        push(
-            &mut o,
-            &i3,
-            format!("if ({cond}) {} = {}[{}];", b.at, b.array, n.j),
-        );
-        push(&mut o, &i2, "}".into());
-        push(&mut o, &i1, "}".into());
+        None => o.line(
+            1,
+            format!("// this lane's {k} columns from `{var}`, moved as whole tiles where aligned"),
+        ),
     }
-    push(&mut o, &i1, format!("{acc} = {};", n.after));
-    push(&mut o, &ind, "}".into());
-    Ok(o)
+    o.line(1, format!("auto {} = {var};", n.first));
+    if !plan.bufs.is_empty() {
+        let last = (k as i64 - 1) * l.step;
+        o.line(
+            1,
+            format!(
+                "bool {} = {};",
+                n.full,
+                substitute_var(src, p.cond, var, &format!("({var} + {last})"))?
+            ),
+        );
+    }
+    load_lines(&mut o, &plan, &n, k, &column, cond);
+    if let Some(x) = prefix {
+        let term = render(
+            src,
+            &x.term.byte_range(),
+            &reps_in(&plan.before, x.term.byte_range()),
+        )
+        .map_err(|e| e.to_string())?;
+        o.line(1, format!("{} {}[{k}];", x.ty, n.tile));
+        o.per_column(1, &n, k, &column);
+        o.line(2, format!("{}[{}] = 0;", n.tile, n.j));
+        o.line(2, format!("if ({cond}) {{{pre_b}"));
+        o.line(3, format!("{}[{}] = {term};", n.tile, n.j));
+        o.line(2, "}");
+        o.line(1, "}");
+        scan_lines(&mut o, &n, &x.ty, &x.acc, k, a.lane);
+    }
+    o.per_column(1, &n, k, &column);
+    o.line(2, format!("if ({cond}) {{{pre_b}"));
+    if let Some(x) = prefix {
+        o.line(
+            3,
+            format!("{} = {} + {}[{}];", x.acc, n.before, n.tile, n.j),
+        );
+    }
+    o.text.push_str(&post_b);
+    o.line(2, "}");
+    o.line(1, "}");
+    store_lines(&mut o, &plan, &n, k, &column, cond);
+    if let Some(x) = prefix {
+        o.line(1, format!("{} = {};", x.acc, n.after));
+    }
+    o.line(0, "}");
+    Ok(o.text)
 }
 
 /// The replacements that lie inside `span`.
@@ -634,59 +704,40 @@ fn reps_in(reps: &[(ByteRange, String)], span: ByteRange) -> Vec<(ByteRange, Str
 
 /// The scan of the tile: in registers, then the lanes' totals over the warp; the running
 /// value before the lane's first column and after the trip.
-#[allow(clippy::too_many_arguments)]
-fn scan_lines(
-    o: &mut String,
-    n: &TileNames,
-    ty: &str,
-    acc: &str,
-    k: usize,
-    lane: &str,
-    i1: &str,
-    i2: &str,
-    nl: &str,
-) {
-    let (t, j, off) = (&n.tile, &n.j, &n.off);
-    let lines = [
-        (i1, "#pragma unroll".to_string()),
-        (
-            i1,
-            format!("for (int {j} = 1; {j} < {k}; {j}++) {t}[{j}] += {t}[{j} - 1];"),
+fn scan_lines(o: &mut Out<'_>, n: &TileNames, ty: &str, acc: &str, k: usize, lane: &str) {
+    let (t, j, off, lanes) = (&n.tile, &n.j, &n.off, &n.lanes);
+    o.line(1, "#pragma unroll");
+    o.line(
+        1,
+        format!("for (int {j} = 1; {j} < {k}; {j}++) {t}[{j}] += {t}[{j} - 1];"),
+    );
+    o.line(1, format!("{ty} {lanes} = {t}[{}];", k - 1));
+    o.line(1, format!("for (int {off} = 1; {off} < 32; {off} *= 2) {{"));
+    o.line(
+        2,
+        format!(
+            "{ty} {} = __shfl_up_sync(0xffffffff, {lanes}, {off});",
+            n.up
         ),
-        (i1, format!("{ty} {} = {t}[{}];", n.lanes, k - 1)),
-        (
-            i1,
-            format!("for (int {off} = 1; {off} < 32; {off} *= 2) {{"),
+    );
+    o.line(2, format!("if ({lane} >= {off}) {lanes} += {};", n.up));
+    o.line(1, "}");
+    o.line(
+        1,
+        format!(
+            "{ty} {} = __shfl_up_sync(0xffffffff, {lanes}, 1);",
+            n.before
         ),
-        (
-            i2,
-            format!(
-                "{ty} {} = __shfl_up_sync(0xffffffff, {}, {off});",
-                n.up, n.lanes
-            ),
+    );
+    o.line(1, format!("if ({lane} == 0) {} = 0;", n.before));
+    o.line(1, format!("{} += {acc};", n.before));
+    o.line(
+        1,
+        format!(
+            "{ty} {} = {acc} + __shfl_sync(0xffffffff, {lanes}, 31);",
+            n.after
         ),
-        (i2, format!("if ({lane} >= {off}) {} += {};", n.lanes, n.up)),
-        (i1, "}".to_string()),
-        (
-            i1,
-            format!(
-                "{ty} {} = __shfl_up_sync(0xffffffff, {}, 1);",
-                n.before, n.lanes
-            ),
-        ),
-        (i1, format!("if ({lane} == 0) {} = 0;", n.before)),
-        (i1, format!("{} += {acc};", n.before)),
-        (
-            i1,
-            format!(
-                "{ty} {} = {acc} + __shfl_sync(0xffffffff, {}, 31);",
-                n.after, n.lanes
-            ),
-        ),
-    ];
-    for (ind, l) in lines {
-        o.push_str(&format!("{nl}{ind}{l}"));
-    }
+    );
 }
 
 #[cfg(test)]
@@ -731,10 +782,22 @@ mod tests {
         assert!(buffered_read(&x, &all, true));
         assert!(!buffered_read(&x, &all, false), "columns a step apart");
         for f in [
-            AccessFacts { along_loop: Step::Zero, ..x.clone() },
-            AccessFacts { along_loop: Step::Other, ..x.clone() },
-            AccessFacts { unconditional: false, ..x.clone() },
-            AccessFacts { uses_body_locals: true, ..x.clone() },
+            AccessFacts {
+                along_loop: Step::Zero,
+                ..x.clone()
+            },
+            AccessFacts {
+                along_loop: Step::Other,
+                ..x.clone()
+            },
+            AccessFacts {
+                unconditional: false,
+                ..x.clone()
+            },
+            AccessFacts {
+                uses_body_locals: true,
+                ..x.clone()
+            },
         ] {
             assert!(!buffered_read(&f, &all, true), "{f:?}");
         }
@@ -749,16 +812,42 @@ mod tests {
     #[test]
     fn a_store_waits_for_the_tile_only_when_nothing_else_touches_its_buffer_after_the_update() {
         let y = store("y");
-        assert!(deferred_store(&y, &[read("x", Phase::Before), y.clone()], true));
-        assert!(deferred_store(&y, &[read("y", Phase::Before), y.clone()], true), "in place");
-        assert!(!deferred_store(&y, &[read("y", Phase::After), y.clone()], true));
-        assert!(!deferred_store(&y, &[y.clone(), store("y")], true), "written twice");
+        assert!(deferred_store(
+            &y,
+            &[read("x", Phase::Before), y.clone()],
+            true
+        ));
+        assert!(
+            deferred_store(&y, &[read("y", Phase::Before), y.clone()], true),
+            "in place"
+        );
+        assert!(!deferred_store(
+            &y,
+            &[read("y", Phase::After), y.clone()],
+            true
+        ));
+        assert!(
+            !deferred_store(&y, &[y.clone(), store("y")], true),
+            "written twice"
+        );
         assert!(!deferred_store(&y, &[y.clone()], false));
         for f in [
-            AccessFacts { plain_store: false, ..y.clone() },
-            AccessFacts { phase: Phase::Before, ..y.clone() },
-            AccessFacts { along_loop: Step::Other, ..y.clone() },
-            AccessFacts { uses_body_locals: true, ..y.clone() },
+            AccessFacts {
+                plain_store: false,
+                ..y.clone()
+            },
+            AccessFacts {
+                phase: Phase::Before,
+                ..y.clone()
+            },
+            AccessFacts {
+                along_loop: Step::Other,
+                ..y.clone()
+            },
+            AccessFacts {
+                uses_body_locals: true,
+                ..y.clone()
+            },
         ] {
             assert!(!deferred_store(&f, std::slice::from_ref(&f), true), "{f:?}");
         }

@@ -495,6 +495,12 @@ fn a_running_sum_read_mid_row_becomes_a_warp_scan() {
 
 const SCANS: &str = include_str!("../../../../../tests/fixtures/rewrites/rows/scans.cu");
 
+fn contains_all(text: &str, wants: &[&str]) {
+    for want in wants {
+        assert!(text.contains(want), "{want}\n{text}");
+    }
+}
+
 fn tiled(src: &str, kernel: &str, k: u64) -> String {
     let params = json!({ "modes": ["warp"], "scan_tile": [k], "walk_tile": [k] });
     let out = cuda(src, kernel, "cooperative_rows", params).unwrap_or_else(|e| panic!("{e}"));
@@ -554,22 +560,100 @@ fn register_tiles_are_refused_with_the_reason_when_nothing_else_is_left() {
 }
 
 #[test]
+fn a_running_sum_scanned_over_tiles_of_four_columns_a_lane() {
+    expect![[r#"
+        // A first draft of a row-wise prefix sum (`torch.cumsum(x, 1)`): each thread owns a
+        // row and carries a running total across it. One thread walks each row, and
+        // neighbouring threads read addresses a whole row apart.
+        // @bench rows = 8192, 37; cols = 2048, 300
+        // @bench x: in f32[rows, cols]; y: out f32[rows, cols]
+        // @bench grid = cdiv(rows, 4); block = 128
+        // @bench reference = torch: torch.cumsum(x, 1)
+        // @bench atol = 1e-3; rtol = 1e-3
+        extern "C" __global__ void row_cumsum(const float* x, float* y, int rows, int cols) {
+            int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+            int lane = threadIdx.x % 32;
+            if (row < rows) {
+                float running = 0.0f;
+                for (int c = 4 * lane; (c - 4 * lane) < cols; c += 128) {
+                    // this lane's 4 columns from `c`: `running`'s terms scanned in registers,
+                    // then the lanes' totals over the warp
+                    auto c_first = c;
+                    bool full = (c + 3) < cols;
+                    alignas(16) float x_in[4];
+                    bool x_in_whole = full && reinterpret_cast<size_t>(&x[row * cols + c]) % 16 == 0;
+                    if (x_in_whole) {
+                        reinterpret_cast<uint4*>(x_in)[0] = reinterpret_cast<const uint4*>(&x[row * cols + c])[0];
+                    } else {
+                        #pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            auto c = c_first + j;
+                            if (c < cols) x_in[j] = x[row * cols + c];
+                        }
+                    }
+                    alignas(16) float y_out[4];
+                    bool y_out_whole = full && reinterpret_cast<size_t>(&y[row * cols + c]) % 16 == 0;
+                    float running_tile[4];
+                    #pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        auto c = c_first + j;
+                        running_tile[j] = 0;
+                        if (c < cols) {
+                            running_tile[j] = x_in[j];
+                        }
+                    }
+                    #pragma unroll
+                    for (int j = 1; j < 4; j++) running_tile[j] += running_tile[j - 1];
+                    float running_lanes = running_tile[3];
+                    for (int offset_2 = 1; offset_2 < 32; offset_2 *= 2) {
+                        float up = __shfl_up_sync(0xffffffff, running_lanes, offset_2);
+                        if (lane >= offset_2) running_lanes += up;
+                    }
+                    float running_before = __shfl_up_sync(0xffffffff, running_lanes, 1);
+                    if (lane == 0) running_before = 0;
+                    running_before += running;
+                    float running_after = running + __shfl_sync(0xffffffff, running_lanes, 31);
+                    #pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        auto c = c_first + j;
+                        if (c < cols) {
+                            running = running_before + running_tile[j];
+                            y_out[j] = running;
+                        }
+                    }
+                    if (y_out_whole) {
+                        reinterpret_cast<uint4*>(&y[row * cols + c])[0] = reinterpret_cast<const uint4*>(y_out)[0];
+                    } else {
+                        #pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            auto c = c_first + j;
+                            if (c < cols) y[row * cols + c] = y_out[j];
+                        }
+                    }
+                    running = running_after;
+                }
+            }
+        }"#]].assert_eq(&tiled(CUMSUM, "row_cumsum", 4));
+}
+
+#[test]
 fn a_tile_loads_and_stores_in_16_byte_units_only_where_the_run_time_check_allows() {
     // Unit step: the read before the update and the store after it move as whole tiles,
     // behind a test of the lane's first element's alignment and of the tile's last column.
     let f32 = tiled(CUMSUM, "row_cumsum", 4);
-    for want in [
-        "bool full = (c + 3) < cols;",
-        "bool x_in_whole = full && reinterpret_cast<size_t>(&x[row * cols + c]) % 16 == 0;",
-        "reinterpret_cast<uint4*>(x_in)[0] = reinterpret_cast<const uint4*>(&x[row * cols + c])[0];",
-        "if (c < cols) x_in[j] = x[row * cols + c];",
-        "reinterpret_cast<uint4*>(&y[row * cols + c])[0] = reinterpret_cast<const uint4*>(y_out)[0];",
-        "if (c < cols) y[row * cols + c] = y_out[j];",
-        "running_tile[j] = x_in[j];",
-        "y_out[j] = running;",
-    ] {
-        assert!(f32.contains(want), "{want}\n{f32}");
-    }
+    contains_all(
+        &f32,
+        &[
+            "bool full = (c + 3) < cols;",
+            "bool x_in_whole = full && reinterpret_cast<size_t>(&x[row * cols + c]) % 16 == 0;",
+            "reinterpret_cast<uint4*>(x_in)[0] = reinterpret_cast<const uint4*>(&x[row * cols + c])[0];",
+            "if (c < cols) x_in[j] = x[row * cols + c];",
+            "reinterpret_cast<uint4*>(&y[row * cols + c])[0] = reinterpret_cast<const uint4*>(y_out)[0];",
+            "if (c < cols) y[row * cols + c] = y_out[j];",
+            "running_tile[j] = x_in[j];",
+            "y_out[j] = running;",
+        ],
+    );
     // f64: eight columns a lane are four 16-byte units each way.
     let f64 = tiled(SCANS, "cumsum_f64", 8);
     assert!(
@@ -645,14 +729,15 @@ fn a_row_walked_one_element_at_a_time_gets_register_tiles_in_warp_mode() {
 fn a_walk_tile_reads_every_contiguous_operand_and_collects_the_store() {
     // f64 rows through row pointers: two 16-byte units per operand and lane.
     let dot = tiled(WALKS, "row_dot_f64", 4);
-    for want in [
-        "for (int k = 4 * lane; (k - 4 * lane) < n; k += 128) {",
-        "reinterpret_cast<uint4*>(b_in)[1] = reinterpret_cast<const uint4*>(&pb[k])[1];",
-        "s += a_in[j] * b_in[j];",
-        "for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffff, s, offset);",
-    ] {
-        assert!(dot.contains(want), "{want}\n{dot}");
-    }
+    contains_all(
+        &dot,
+        &[
+            "for (int k = 4 * lane; (k - 4 * lane) < n; k += 128) {",
+            "reinterpret_cast<uint4*>(b_in)[1] = reinterpret_cast<const uint4*>(&pb[k])[1];",
+            "s += a_in[j] * b_in[j];",
+            "for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffff, s, offset);",
+        ],
+    );
     // An unbraced body gets braces on the loop's line.
     let l1 = tiled(WALKS, "row_l1_int", 4);
     assert!(l1.contains("c += 128) {\n"), "{l1}");

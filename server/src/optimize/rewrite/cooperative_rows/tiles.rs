@@ -204,18 +204,21 @@ struct Parts<'t> {
     update: Option<Node<'t>>,
 }
 
-fn parts<'t>(l: &ColumnLoop<'t>, prefix: Option<&ByteRange>) -> Result<Parts<'t>, String> {
+/// A `for` column loop's condition and body (a running sum in a `while` is not scanned).
+pub(super) fn for_parts<'t>(l: &ColumnLoop<'t>) -> Result<(Node<'t>, Node<'t>), String> {
     if l.node.kind() != "for_statement" {
-        return Err("the loop is a `while`; only a `for` loop is tiled".into());
+        return Err("the loop is a `while`; write it as a `for`".into());
     }
-    let cond = l
-        .node
-        .child_by_field_name("condition")
-        .ok_or("the loop has no condition")?;
-    let body = l
-        .node
-        .child_by_field_name("body")
-        .ok_or("the loop has no body")?;
+    let cond = l.node.child_by_field_name("condition");
+    let body = l.node.child_by_field_name("body");
+    Ok((
+        cond.ok_or("the loop has no condition")?,
+        body.ok_or("the loop has no body")?,
+    ))
+}
+
+fn parts<'t>(l: &ColumnLoop<'t>, prefix: Option<&ByteRange>) -> Result<Parts<'t>, String> {
+    let (cond, body) = for_parts(l)?;
     let inner = match body.kind() {
         "compound_statement" => body.start_byte() + 1..body.end_byte().saturating_sub(1),
         _ => body.byte_range(),
@@ -468,47 +471,9 @@ fn plan(
         {
             continue;
         }
-        let key = canon(text(src, *node));
-        let at = match out
-            .bufs
-            .iter()
-            .position(|b| b.key == key && b.store == store)
-        {
-            Some(i) => format!("{}[{j}]", out.bufs[i].array),
-            None => {
-                let array = fresh(
-                    &format!("{}_{}", f.buffer, if store { "out" } else { "in" }),
-                    names,
-                );
-                let whole = fresh(&format!("{array}_whole"), names);
-                let at = format!("{array}[{j}]");
-                let (ty, text) = (elem.clone(), text(src, *node).to_string());
-                out.bufs.push(Buffered {
-                    key,
-                    at: text,
-                    array,
-                    whole,
-                    ty,
-                    store,
-                });
-                at
-            }
-        };
+        let at = slot(&mut out.bufs, src, f, *node, elem, store, j, names);
         if store {
-            let assign = node.parent().ok_or("a store without its statement")?;
-            let value = assign
-                .child_by_field_name("right")
-                .ok_or("a store without a value")?;
-            let value = render(
-                src,
-                &value.byte_range(),
-                &reps_in(&out.after, value.byte_range()),
-            )
-            .map_err(|e| e.to_string())?;
-            let stmt = assign
-                .parent()
-                .map_or(assign.byte_range(), |s| s.byte_range());
-            stores.push((stmt, format!("{at} = {value};")));
+            stores.push(collected_store(src, *node, &at, &out.after)?);
             continue;
         }
         if f.phase == Phase::Before {
@@ -519,53 +484,213 @@ fn plan(
         }
     }
     // A deferred store's statement is replaced whole, reads inside it included.
-    out.after.retain(|(r, _)| {
-        !stores
+    let inside = |r: &ByteRange| {
+        stores
             .iter()
-            .any(|(s, _): &(ByteRange, String)| s.start <= r.start && r.end <= s.end)
-    });
+            .any(|(s, _)| s.start <= r.start && r.end <= s.end)
+    };
+    out.after.retain(|(r, _)| !inside(r));
     out.after.extend(stores);
     Ok(out)
+}
+
+/// The element `j` of the local array that holds access `node` over the tile (one array
+/// per access text and direction, made on first use).
+#[allow(clippy::too_many_arguments)]
+fn slot(
+    bufs: &mut Vec<Buffered>,
+    src: &str,
+    f: &AccessFacts,
+    node: Node<'_>,
+    elem: &str,
+    store: bool,
+    j: &str,
+    names: &mut BTreeSet<String>,
+) -> String {
+    let key = canon(text(src, node));
+    if let Some(b) = bufs.iter().find(|b| b.key == key && b.store == store) {
+        return format!("{}[{j}]", b.array);
+    }
+    let array = fresh(
+        &format!("{}_{}", f.buffer, if store { "out" } else { "in" }),
+        names,
+    );
+    let whole = fresh(&format!("{array}_whole"), names);
+    let at = format!("{array}[{j}]");
+    let text = text(src, node).to_string();
+    bufs.push(Buffered {
+        key,
+        at: text,
+        array,
+        whole,
+        ty: elem.to_string(),
+        store,
+    });
+    at
+}
+
+/// The statement `B[i] = v;` of store `node` rewritten to set `at` (the reads in `v`
+/// replaced by `reads`): its range and its new text.
+fn collected_store(
+    src: &str,
+    node: Node<'_>,
+    at: &str,
+    reads: &[(ByteRange, String)],
+) -> Result<(ByteRange, String), String> {
+    let assign = node.parent().ok_or("a store without its statement")?;
+    let value = assign
+        .child_by_field_name("right")
+        .ok_or("a store without a value")?;
+    let span = value.byte_range();
+    let value = render(src, &span, &reps_in(reads, span.clone())).map_err(|e| e.to_string())?;
+    let stmt = assign
+        .parent()
+        .map_or(assign.byte_range(), |s| s.byte_range());
+    Ok((stmt, format!("{at} = {value};")))
 }
 
 /// The declarations of the buffered accesses, and the loads of the read ones.
 fn load_lines(o: &mut Out<'_>, plan: &Plan, n: &TileNames, k: usize, column: &str, cond: &str) {
     for b in &plan.bufs {
         let bytes = element_bytes(&b.ty).unwrap_or(4);
-        let (carrier, align, count) = tile_units(bytes, k).unwrap_or(("uint4", 16, 1));
+        let align = tile_units(bytes, k).map_or(16, |u| u.1);
         o.line(1, format!("alignas({align}) {} {}[{k}];", b.ty, b.array));
         let aligned = format!("reinterpret_cast<size_t>(&{}) % {align} == 0", b.at);
         o.line(1, format!("bool {} = {} && {aligned};", b.whole, n.full));
-        if b.store {
-            continue;
+        if !b.store {
+            move_lines(o, b, n, k, column, cond);
         }
-        o.line(1, format!("if ({}) {{", b.whole));
-        for q in 0..count {
-            o.line(2, format!("reinterpret_cast<{carrier}*>({})[{q}] = reinterpret_cast<const {carrier}*>(&{})[{q}];", b.array, b.at));
-        }
-        o.line(1, "} else {");
-        o.per_column(2, n, k, column);
-        o.line(3, format!("if ({cond}) {}[{}] = {};", b.array, n.j, b.at));
-        o.line(2, "}");
-        o.line(1, "}");
     }
 }
 
-/// The stores of the collected outputs: whole units where the test allows.
+/// The stores of the collected outputs.
 fn store_lines(o: &mut Out<'_>, plan: &Plan, n: &TileNames, k: usize, column: &str, cond: &str) {
     for b in plan.bufs.iter().filter(|b| b.store) {
-        let bytes = element_bytes(&b.ty).unwrap_or(4);
-        let (carrier, _, count) = tile_units(bytes, k).unwrap_or(("uint4", 16, 1));
-        o.line(1, format!("if ({}) {{", b.whole));
-        for q in 0..count {
-            o.line(2, format!("reinterpret_cast<{carrier}*>(&{})[{q}] = reinterpret_cast<const {carrier}*>({})[{q}];", b.at, b.array));
-        }
-        o.line(1, "} else {");
-        o.per_column(2, n, k, column);
-        o.line(3, format!("if ({cond}) {} = {}[{}];", b.at, b.array, n.j));
-        o.line(2, "}");
-        o.line(1, "}");
+        move_lines(o, b, n, k, column, cond);
     }
+}
+
+/// One buffered access moved between memory and its array (into it for a read, out of it
+/// for a store): whole units where the run-time test allows, element by element otherwise.
+fn move_lines(o: &mut Out<'_>, b: &Buffered, n: &TileNames, k: usize, column: &str, cond: &str) {
+    let bytes = element_bytes(&b.ty).unwrap_or(4);
+    let (carrier, _, count) = tile_units(bytes, k).unwrap_or(("uint4", 16, 1));
+    let (mem, local) = (format!("&{}", b.at), b.array.clone());
+    let (to, from) = if b.store {
+        (&mem, &local)
+    } else {
+        (&local, &mem)
+    };
+    let elem = format!("{}[{}]", b.array, n.j);
+    let (to_elem, from_elem) = if b.store {
+        (&b.at, &elem)
+    } else {
+        (&elem, &b.at)
+    };
+    o.line(1, format!("if ({}) {{", b.whole));
+    for q in 0..count {
+        o.line(2, format!("reinterpret_cast<{carrier}*>({to})[{q}] = reinterpret_cast<const {carrier}*>({from})[{q}];"));
+    }
+    o.line(1, "} else {");
+    o.per_column(2, n, k, column);
+    o.line(3, format!("if ({cond}) {to_elem} = {from_elem};"));
+    o.line(2, "}");
+    o.line(1, "}");
+}
+
+/// The body's statements before the update and after it (all of them without a running
+/// sum), with the plan's replacements, indented three levels in (empty: nothing).
+fn body_texts(src: &str, p: &Parts<'_>, plan: &Plan, o: &Out<'_>) -> Result<[String; 2], String> {
+    let split = p
+        .update
+        .map_or(p.inner.start..p.inner.start, |u| u.byte_range());
+    let body_ind = line_indent(src, p.inner.start.min(src.len())).to_string();
+    let from = match p.body.kind() {
+        "compound_statement" => o.ind[1].as_str(),
+        _ => body_ind.as_str(),
+    };
+    let mut out = [String::new(), String::new()];
+    let spans = [
+        (p.inner.start..split.start, &plan.before),
+        (split.end..p.inner.end, &plan.after),
+    ];
+    for (slot, (span, reps)) in out.iter_mut().zip(spans) {
+        let code = render(src, &span, &reps_in(reps, span.clone())).map_err(|e| e.to_string())?;
+        let t = code.trim_matches(['\n', '\r']).trim_end();
+        if !t.trim().is_empty() {
+            let body = reindent(t.trim_start(), from, &o.ind[3]);
+            *slot = format!("{}{}{body}", o.nl, o.ind[3]);
+        }
+    }
+    Ok(out)
+}
+
+/// The trip's first lines: what it does, the lane's first column, whether the whole tile
+/// is inside the loop.
+#[allow(clippy::too_many_arguments)]
+fn head_lines(
+    o: &mut Out<'_>,
+    src: &str,
+    l: &ColumnLoop<'_>,
+    p: &Parts<'_>,
+    n: &TileNames,
+    k: usize,
+    prefix: Option<&Prefix<'_>>,
+    tested: bool,
+) -> Result<(), String> {
+    let var = &l.var;
+    match prefix {
+        Some(x) => {
+            let acc = &x.acc;
+            o.line(1, format!("// this lane's {k} columns from `{var}`: `{acc}`'s terms scanned in registers,"));
+            o.line(1, "// then the lanes' totals over the warp");
+        }
+        None => o.line(
+            1,
+            format!("// this lane's {k} columns from `{var}`, moved as whole tiles where aligned"),
+        ),
+    }
+    o.line(1, format!("auto {} = {var};", n.first));
+    if tested {
+        let last = format!("({var} + {})", (k as i64 - 1) * l.step);
+        o.line(
+            1,
+            format!(
+                "bool {} = {};",
+                n.full,
+                substitute_var(src, p.cond, var, &last)?
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// A running sum's terms of the lane's columns (zero past the loop), then their scan.
+#[allow(clippy::too_many_arguments)]
+fn term_lines(
+    o: &mut Out<'_>,
+    src: &str,
+    x: &Prefix<'_>,
+    plan: &Plan,
+    n: &TileNames,
+    k: usize,
+    column: &str,
+    cond: &str,
+    pre: &str,
+    lane: &str,
+) -> Result<(), String> {
+    let span = x.term.byte_range();
+    let term =
+        render(src, &span, &reps_in(&plan.before, span.clone())).map_err(|e| e.to_string())?;
+    o.line(1, format!("{} {}[{k}];", x.ty, n.tile));
+    o.per_column(1, n, k, column);
+    o.line(2, format!("{}[{}] = 0;", n.tile, n.j));
+    o.line(2, format!("if ({cond}) {{{pre}"));
+    o.line(3, format!("{}[{}] = {term};", n.tile, n.j));
+    o.line(2, "}");
+    o.line(1, "}");
+    scan_lines(o, n, &x.ty, &x.acc, k, lane);
+    Ok(())
 }
 
 /// The new body of a tiled loop.
@@ -583,16 +708,11 @@ fn tile_body(
     let (k, var) = (a.k, &l.var);
     let n = TileNames::new(var, prefix.map_or("v", |x| x.acc.as_str()), names);
     let ind = line_indent(src, l.node.start_byte()).to_string();
-    let levels = [1, 2, 3].map(|d| format!("{ind}{}", a.unit.repeat(d)));
+    let level = |d: usize| format!("{ind}{}", a.unit.repeat(d));
     let mut o = Out {
         text: "{".into(),
         nl: a.nl,
-        ind: [
-            ind.clone(),
-            levels[0].clone(),
-            levels[1].clone(),
-            levels[2].clone(),
-        ],
+        ind: [level(0), level(1), level(2), level(3)],
     };
     let cond = text(src, p.cond);
     let column = match l.step {
@@ -600,90 +720,22 @@ fn tile_body(
         s => format!("auto {var} = {} + {} * {s};", n.first, n.j),
     };
     let plan = plan(src, l, a, all, nodes, &n.j, names)?;
-    // The body's text before the update and after it (all of it without a running sum).
-    let split = p
-        .update
-        .map(|u| u.byte_range())
-        .unwrap_or(p.inner.start..p.inner.start);
-    let pre_range = p.inner.start..split.start;
-    let post_range = split.end..p.inner.end;
-    let pre = render(src, &pre_range, &reps_in(&plan.before, pre_range.clone()))
-        .map_err(|e| e.to_string())?;
-    let post = render(src, &post_range, &reps_in(&plan.after, post_range.clone()))
-        .map_err(|e| e.to_string())?;
-    let body_ind = line_indent(src, p.inner.start.min(src.len())).to_string();
-    let block = |code: &str| -> String {
-        let t = code.trim_matches(['\n', '\r']).trim_end();
-        if t.trim().is_empty() {
-            return String::new();
-        }
-        let from = if p.body.kind() == "compound_statement" {
-            &o.ind[1]
-        } else {
-            &body_ind
-        };
-        format!(
-            "{}{}{}",
-            a.nl,
-            o.ind[3],
-            reindent(t.trim_start(), from, &o.ind[3])
-        )
-    };
-    let (pre_b, post_b) = (block(&pre), block(&post));
-    match prefix {
-        Some(x) => {
-            o.line(
-                1,
-                format!(
-                    "// this lane's {k} columns from `{var}`: `{}`'s terms scanned in registers,",
-                    x.acc
-                ),
-            );
-            o.line(1, "// then the lanes' totals over the warp");
-        }
-        None => o.line(
-            1,
-            format!("// this lane's {k} columns from `{var}`, moved as whole tiles where aligned"),
-        ),
-    }
-    o.line(1, format!("auto {} = {var};", n.first));
-    if !plan.bufs.is_empty() {
-        let last = (k as i64 - 1) * l.step;
-        o.line(
-            1,
-            format!(
-                "bool {} = {};",
-                n.full,
-                substitute_var(src, p.cond, var, &format!("({var} + {last})"))?
-            ),
-        );
-    }
+    let [pre, post] = body_texts(src, p, &plan, &o)?;
+    head_lines(&mut o, src, l, p, &n, k, prefix, !plan.bufs.is_empty())?;
     load_lines(&mut o, &plan, &n, k, &column, cond);
     if let Some(x) = prefix {
-        let term = render(
-            src,
-            &x.term.byte_range(),
-            &reps_in(&plan.before, x.term.byte_range()),
-        )
-        .map_err(|e| e.to_string())?;
-        o.line(1, format!("{} {}[{k}];", x.ty, n.tile));
-        o.per_column(1, &n, k, &column);
-        o.line(2, format!("{}[{}] = 0;", n.tile, n.j));
-        o.line(2, format!("if ({cond}) {{{pre_b}"));
-        o.line(3, format!("{}[{}] = {term};", n.tile, n.j));
-        o.line(2, "}");
-        o.line(1, "}");
-        scan_lines(&mut o, &n, &x.ty, &x.acc, k, a.lane);
+        term_lines(&mut o, src, x, &plan, &n, k, &column, cond, &pre, a.lane)?;
     }
+    // The body per column, with the running value set.
     o.per_column(1, &n, k, &column);
-    o.line(2, format!("if ({cond}) {{{pre_b}"));
+    o.line(2, format!("if ({cond}) {{{pre}"));
     if let Some(x) = prefix {
         o.line(
             3,
             format!("{} = {} + {}[{}];", x.acc, n.before, n.tile, n.j),
         );
     }
-    o.text.push_str(&post_b);
+    o.text.push_str(&post);
     o.line(2, "}");
     o.line(1, "}");
     store_lines(&mut o, &plan, &n, k, &column, cond);
@@ -830,7 +882,7 @@ mod tests {
             !deferred_store(&y, &[y.clone(), store("y")], true),
             "written twice"
         );
-        assert!(!deferred_store(&y, &[y.clone()], false));
+        assert!(!deferred_store(&y, std::slice::from_ref(&y), false));
         for f in [
             AccessFacts {
                 plain_store: false,

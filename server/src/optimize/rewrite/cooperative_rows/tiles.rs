@@ -1,15 +1,18 @@
-//! A running sum scanned over register tiles: each lane of the warp that shares the row
-//! owns `K` consecutive columns of a trip (the warp takes `32 K` columns at a time), so a
-//! trip has one warp scan for `32 K` columns instead of one per 32.
+//! Register tiles of a warp row's column loop: each lane of the warp that shares the row
+//! owns `K` consecutive columns of a trip (the warp takes `32 K` columns at a time). For
+//! a running sum, a trip has one warp scan for `32 K` columns instead of one per 32; for a
+//! loop that walks the row one element at a time (no running sum), the body simply runs
+//! per column of the tile, and the tile's reads and writes move in 16-byte units.
 //!
-//! A trip runs in two phases over the lane's columns `c_first + j * step` (`j < K`; the
-//! loop variable is redeclared in an inner block, so the author's statements are reused as
-//! written). First the statements before the update (declarations only) and the update's
-//! term are evaluated into `tile[j]` (zero past the loop's end); the tile is scanned in
-//! registers, the lanes' totals over the warp (`__shfl_up_sync`), and each lane's exclusive
-//! offset plus the carry from earlier trips is the running value before its first column.
-//! Then the body runs again per column with the running value set, and every lane's carry
-//! becomes the row's running value after the trip.
+//! With a running sum a trip runs in two phases over the lane's columns `c_first + j *
+//! step` (`j < K`; the loop variable is redeclared in an inner block, so the author's
+//! statements are reused as written). First the statements before the update
+//! (declarations only) and the update's term are evaluated into `tile[j]` (zero past the
+//! loop's end); the tile is scanned in registers, the lanes' totals over the warp
+//! (`__shfl_up_sync`), and each lane's exclusive offset plus the carry from earlier trips
+//! is the running value before its first column. Then the body runs again per column with
+//! the running value set, and every lane's carry becomes the row's running value after
+//! the trip. Without one, only the second phase.
 //!
 //! **Vector accesses** (unit-step loops only): a read evaluated unconditionally in the
 //! loop's body whose element moves one place with the loop variable, and whose address

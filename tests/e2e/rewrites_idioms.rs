@@ -164,7 +164,7 @@ const CASES: &[Case] = &[
         file: "examples/softmax_rows.cu",
         kernel: "softmax_rows",
         id: "cooperative_rows",
-        want: 8,
+        want: 10,
         sizes: (
             "rows = 8192, 37; cols = 1024, 100",
             "rows = 70, 37; cols = 300, 5",
@@ -184,7 +184,7 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "layer_norm",
         id: "cooperative_rows",
-        want: 8,
+        want: 10,
         sizes: (
             "rows = 2048, 7; cols = 768, 45",
             "rows = 20, 7; cols = 200, 45",
@@ -194,7 +194,7 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "row_max_count",
         id: "cooperative_rows",
-        want: 5,
+        want: 7,
         sizes: (
             "rows = 1000, 3; cols = 96, 17",
             "rows = 40, 3; cols = 96, 17",
@@ -204,7 +204,7 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "spmv_csr",
         id: "cooperative_rows",
-        want: 5,
+        want: 7,
         sizes: (
             "rows = 8192, 50; cols = 4096, 20",
             "rows = 80, 50; cols = 60, 20",
@@ -214,7 +214,7 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "spmv_ell_accumulate",
         id: "cooperative_rows",
-        want: 5,
+        want: 7,
         sizes: (
             "rows = 4096, 10; width = 32, 5; cols = 2048, 40",
             "rows = 40, 10; width = 70, 5; cols = 50, 40",
@@ -245,20 +245,137 @@ const CASES: &[Case] = &[
         file: "examples/row_cumsum.cu",
         kernel: "row_cumsum",
         id: "cooperative_rows",
-        want: 1,
+        want: 3,
         sizes: (
             "rows = 8192, 37; cols = 2048, 300",
-            "rows = 9, 5; cols = 100, 31",
+            "rows = 9, 5; cols = 300, 31",
         ),
     },
     Case {
         file: ROWS,
         kernel: "offset_cumsum",
         id: "cooperative_rows",
-        want: 1,
+        want: 3,
         sizes: (
             "rows = 2000, 9; cols = 300, 31",
             "rows = 7, 9; cols = 70, 31",
+        ),
+    },
+    Case {
+        file: SCANS,
+        kernel: "cumsum_f64",
+        id: "cooperative_rows",
+        want: 3,
+        sizes: (
+            "rows = 1500, 7; cols = 333, 45",
+            "rows = 5, 3; cols = 300, 45",
+        ),
+    },
+    Case {
+        file: SCANS,
+        kernel: "count_positive",
+        id: "cooperative_rows",
+        want: 3,
+        sizes: (
+            "rows = 2048, 5; cols = 517, 66",
+            "rows = 6, 5; cols = 517, 66",
+        ),
+    },
+    Case {
+        file: SCANS,
+        kernel: "weighted_cumsum_inplace",
+        id: "cooperative_rows",
+        want: 3,
+        sizes: (
+            "rows = 1024, 3; cols = 1030, 19",
+            "rows = 4, 3; cols = 300, 19",
+        ),
+    },
+    Case {
+        file: SCANS,
+        kernel: "relu_cumsum_delta",
+        id: "cooperative_rows",
+        want: 3,
+        sizes: (
+            "rows = 700, 9; cols = 260, 37",
+            "rows = 5, 9; cols = 260, 37",
+        ),
+    },
+    Case {
+        file: SCANS,
+        kernel: "even_cumsum",
+        id: "cooperative_rows",
+        want: 3,
+        sizes: (
+            "rows = 900, 11; cols = 300, 41",
+            "rows = 5, 11; cols = 300, 41",
+        ),
+    },
+    Case {
+        file: SCANS,
+        kernel: "two_running_sums",
+        id: "cooperative_rows",
+        want: 1,
+        sizes: (
+            "rows = 600, 3; cols = 200, 21",
+            "rows = 5, 3; cols = 200, 21",
+        ),
+    },
+    Case {
+        file: SCANS,
+        kernel: "copy_then_cumsum",
+        id: "cooperative_rows",
+        want: 1,
+        sizes: (
+            "rows = 600, 3; cols = 200, 21",
+            "rows = 5, 3; cols = 200, 21",
+        ),
+    },
+    Case {
+        file: WALKS,
+        kernel: "row_dot_f64",
+        id: "cooperative_rows",
+        want: 7,
+        sizes: ("rows = 1200, 7; n = 1000, 130", "rows = 5, 7; n = 300, 130"),
+    },
+    Case {
+        file: WALKS,
+        kernel: "row_l1_int",
+        id: "cooperative_rows",
+        want: 7,
+        sizes: (
+            "rows = 2000, 9; cols = 777, 64",
+            "rows = 5, 9; cols = 301, 64",
+        ),
+    },
+    Case {
+        file: WALKS,
+        kernel: "scale_shift_rows",
+        id: "cooperative_rows",
+        want: 7,
+        sizes: (
+            "rows = 1024, 5; cols = 1000, 37",
+            "rows = 4, 5; cols = 300, 37",
+        ),
+    },
+    Case {
+        file: WALKS,
+        kernel: "even_columns_sum",
+        id: "cooperative_rows",
+        want: 5,
+        sizes: (
+            "rows = 1024, 5; cols = 1000, 37",
+            "rows = 4, 5; cols = 300, 37",
+        ),
+    },
+    Case {
+        file: "examples/matvec.cu",
+        kernel: "matvec",
+        id: "cooperative_rows",
+        want: 7,
+        sizes: (
+            "out_f = 8192, 77; in_f = 4096, 1000",
+            "out_f = 5, 77; in_f = 300, 37",
         ),
     },
     Case {
@@ -279,7 +396,7 @@ const CASES: &[Case] = &[
         file: PICKS,
         kernel: "argmax_rows",
         id: "cooperative_rows",
-        want: 3,
+        want: 5,
         sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
     },
     Case {
@@ -773,7 +890,7 @@ const CASES: &[Case] = &[
         file: BATCHED,
         kernel: "batched_rowsum",
         id: "cooperative_rows",
-        want: 5,
+        want: 7,
         sizes: (
             "B = 4, 3; R = 256, 33; C = 512, 100",
             "B = 2, 3; R = 40, 33; C = 70, 100",
@@ -823,7 +940,7 @@ const CASES: &[Case] = &[
         file: PICKS,
         kernel: "row_argmax",
         id: "cooperative_rows",
-        want: 3,
+        want: 5,
         sizes: (
             "rows = 4096, 33; cols = 2048, 257",
             "rows = 40, 33; cols = 150, 257",
@@ -843,7 +960,7 @@ const CASES: &[Case] = &[
         file: PICKS,
         kernel: "best_label",
         id: "cooperative_rows",
-        want: 3,
+        want: 5,
         sizes: (
             "rows = 1024, 9; cols = 700, 65",
             "rows = 11, 9; cols = 70, 65",
@@ -883,6 +1000,8 @@ const TENSOR_MATMULS: &str = "tests/fixtures/rewrites/tiles/tensor_matmuls.cu";
 const LANES: &str = "tests/fixtures/rewrites/lanes/remaps.cu";
 const TILES: &str = "tests/fixtures/rewrites/tiles/transposes.cu";
 const SCATTER: &str = "tests/fixtures/rewrites/atomics/scatter.cu";
+const SCANS: &str = "tests/fixtures/rewrites/rows/scans.cu";
+const WALKS: &str = "tests/fixtures/rewrites/rows/walks.cu";
 const SUMS: &str = "tests/fixtures/rewrites/reduce/sums.cu";
 const ROWS: &str = "tests/fixtures/rewrites/rows/row_stats.cu";
 const REFUSALS: &str = "tests/fixtures/rewrites/rows/refusals.cu";

@@ -79,6 +79,26 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/rows/row_stats.cu",
         "offset_cumsum",
     ),
+    (
+        "cooperative_rows",
+        "tests/fixtures/rewrites/rows/scans.cu",
+        "cumsum_f64",
+    ),
+    (
+        "cooperative_rows",
+        "tests/fixtures/rewrites/rows/scans.cu",
+        "weighted_cumsum_inplace",
+    ),
+    (
+        "cooperative_rows",
+        "tests/fixtures/rewrites/rows/walks.cu",
+        "row_dot_f64",
+    ),
+    (
+        "cooperative_rows",
+        "tests/fixtures/rewrites/rows/walks.cu",
+        "scale_shift_rows",
+    ),
     ("privatize_atomics", "examples/histogram.cu", "histogram"),
     (
         "privatize_atomics",
@@ -191,6 +211,12 @@ fn source(file: &str) -> &'static str {
         }
         "tests/fixtures/rewrites/rows/arg_picks.cu" => {
             include_str!("../fixtures/rewrites/rows/arg_picks.cu")
+        }
+        "tests/fixtures/rewrites/rows/scans.cu" => {
+            include_str!("../fixtures/rewrites/rows/scans.cu")
+        }
+        "tests/fixtures/rewrites/rows/walks.cu" => {
+            include_str!("../fixtures/rewrites/rows/walks.cu")
         }
         "tests/fixtures/rewrites/atomics/scatter.cu" => {
             include_str!("../fixtures/rewrites/atomics/scatter.cu")

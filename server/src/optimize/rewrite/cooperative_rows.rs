@@ -44,7 +44,10 @@
 //! divide the grid's `cdiv(rows, B)` by the rows a block now covers; block teams launch
 //! `grid = rows` with param `block_threads` (default 128 and 256) threads. Param `modes` picks
 //! among `warp`, `rows2`, `rows4`, `block`, `warp_regs`, `block_regs` (default all);
-//! `stage_registers` caps the registers per staged buffer (default: the longest row).
+//! `stage_registers` caps the registers per staged buffer (default: the longest row);
+//! `scan_tile` lists the columns a lane takes per trip in a running sum's scan (default
+//! 1, 4 and 8), `walk_tile` the same for warp rows whose loops walk the row contiguously
+//! (default 1, 4 and 8; see [`tiles`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -165,6 +168,9 @@ pub(super) enum Step {
 pub(super) struct LoopAccess {
     /// The access as written (`x[(size_t)r * cols + col]`).
     pub at: String,
+    /// The access's node range and the buffer it reaches.
+    pub range: crate::syntax::ByteRange,
+    pub buffer: String,
     pub write: bool,
     pub along_row: Step,
     pub along_loop: Step,
@@ -194,6 +200,8 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
     let modes = p.choices("modes", MODES, MODES)?;
     let block_threads = p.uints("block_threads", &[128, 256], 32..=1024)?;
     let stage_registers = p.uints("stage_registers", &[64], 1..=64)?[0];
+    let scan_tiles = p.uints("scan_tile", &[1, 4, 8], 1..=16)?;
+    let walk_tiles = p.uints("walk_tile", &[1, 4, 8], 1..=16)?;
     if let Some(t) = block_threads.iter().find(|t| *t % 32 != 0) {
         return Err(super::RewriteError::BadParam {
             name: "block_threads".into(),
@@ -322,21 +330,34 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
             } else {
                 (label, None)
             };
-            let mut names = taken.clone();
-            let mut e = match emit(cx, &shape, &rows, team, stage, &mut names) {
-                Ok(e) => e,
-                Err(why) => {
-                    dropped.push(format!("{label}: {why}"));
-                    continue;
+            for tile in tiles_for(&rows, mode, &scan_tiles, &walk_tiles) {
+                let label = match tile {
+                    None => label.clone(),
+                    Some(k) => {
+                        let (head, tail) = label.split_once(" (").unwrap_or((&label, ")"));
+                        let how = match prefix_name(&rows) {
+                            Some(_) => " scanned in registers",
+                            None => "",
+                        };
+                        format!("{head}, {k} columns a lane{how} ({tail}")
+                    }
+                };
+                let mut names = taken.clone();
+                let mut e = match emit(cx, &shape, &rows, team, stage, tile, &mut names) {
+                    Ok(e) => e,
+                    Err(why) => {
+                        dropped.push(format!("{label}: {why}"));
+                        continue;
+                    }
+                };
+                e.extend([
+                    Edit::replace(grid_range.clone(), new_grid.clone()),
+                    Edit::replace(block.range.clone(), new_block.to_string()),
+                ]);
+                match e.apply(cx.text) {
+                    Ok(text) => drafts.push(Draft { label, text }),
+                    Err(err) => dropped.push(format!("{label}: {err}")),
                 }
-            };
-            e.extend([
-                Edit::replace(grid_range.clone(), new_grid),
-                Edit::replace(block.range.clone(), new_block.to_string()),
-            ]);
-            match e.apply(cx.text) {
-                Ok(text) => drafts.push(Draft { label, text }),
-                Err(err) => dropped.push(format!("{label}: {err}")),
             }
         }
     }
@@ -393,6 +414,35 @@ pub(super) fn row_launch(
         block,
         old_block,
     })
+}
+
+/// The register tiles warp mode is written with (columns a lane per trip; 1 is one
+/// column a lane, `None`): `scans` with a running sum, `walks` where a loop walks the
+/// row contiguously; other modes and rows: only `None`.
+fn tiles_for(rows: &RowPlan<'_>, mode: &str, scans: &[u64], walks: &[u64]) -> Vec<Option<usize>> {
+    let sizes = match () {
+        _ if mode != "warp" => &[][..],
+        _ if prefix_name(rows).is_some() => scans,
+        _ if rows.loops.iter().any(tiled_loop) => walks,
+        _ => &[][..],
+    };
+    if sizes.is_empty() {
+        return vec![None];
+    }
+    sizes
+        .iter()
+        .map(|&k| (k > 1).then_some(k as usize))
+        .collect()
+}
+
+/// Whether a column loop is written as register tiles: it carries a running sum, or it
+/// steps one column at a time and reads an element that moves one place with it.
+fn tiled_loop(l: &ColumnLoop<'_>) -> bool {
+    l.accs.iter().any(|a| a.prefix.is_some())
+        || (l.step == 1
+            && l.moves
+                .iter()
+                .any(|m| !m.write && m.along_loop == Step::One))
 }
 
 /// The first running sum a loop reads mid-loop (a prefix), if any.
@@ -808,6 +858,8 @@ fn loop_moves<'t>(
             });
             LoopAccess {
                 at: first_line(text(scope.src, a.node)).to_string(),
+                range: a.node.byte_range(),
+                buffer: a.buffer.clone(),
                 write: a.write,
                 along_row: step_along(&p, "$r"),
                 along_loop: step_along(&p, "$c"),
@@ -1477,6 +1529,15 @@ fn prefix_update(
 
 /// `E` of `name += E` or `name = name + E`.
 fn sum_term(src: &str, e: Node<'_>, name: &str) -> Option<String> {
+    sum_term_node(src, e, name).map(|t| text(src, t).to_string())
+}
+
+/// The node of `E` in `name += E` or `name = name + E` (the expression or its statement).
+pub(super) fn sum_term_node<'t>(src: &str, e: Node<'t>, name: &str) -> Option<Node<'t>> {
+    let e = match e.kind() {
+        "expression_statement" => e.named_child(0)?,
+        _ => e,
+    };
     if e.kind() != "assignment_expression" {
         return None;
     }
@@ -1486,14 +1547,14 @@ fn sum_term(src: &str, e: Node<'_>, name: &str) -> Option<String> {
         return None;
     }
     match text(src, e.child_by_field_name("operator")?) {
-        "+=" => Some(text(src, right).to_string()),
+        "+=" => Some(right),
         "=" if right.kind() == "binary_expression" => {
             let (a, op, b) = (
                 right.child_by_field_name("left")?,
                 right.child_by_field_name("operator")?,
                 right.child_by_field_name("right")?,
             );
-            (text(src, op) == "+" && text(src, a) == name).then(|| text(src, b).to_string())
+            (text(src, op) == "+" && text(src, a) == name).then_some(b)
         }
         _ => None,
     }
@@ -1848,6 +1909,7 @@ fn emit(
     rows: &RowPlan<'_>,
     team: Team,
     stage: Option<(&staging::Stage, u64)>,
+    tile: Option<usize>,
     names: &mut BTreeSet<String>,
 ) -> Result<Edits, String> {
     let src = cx.text;
@@ -1939,6 +2001,17 @@ fn emit(
                     unit,
                     nl,
                 ));
+            }
+            _ if tile.is_some() && tiled_loop(l) => {
+                let pointees = pointee_types(cx);
+                let args = tiles::TileArgs {
+                    k: tile.unwrap_or(4),
+                    lane: &lane,
+                    unit,
+                    nl,
+                    pointees: &pointees,
+                };
+                e.extend(tiles::loop_edits(src, l, &args, names)?);
             }
             _ => {
                 e.extend([Edit::replace(l.init.byte_range(), new_init)]);
@@ -2109,9 +2182,24 @@ pub(super) fn combine_plain(acc: &Acc, other: &str) -> String {
     }
 }
 
+/// The element type of each pointer parameter.
+fn pointee_types(cx: &RewriteContext<'_>) -> BTreeMap<String, String> {
+    cx.kernel
+        .params
+        .iter()
+        .filter_map(|p| match &p.kind {
+            crate::syntax::ParamKind::Pointer { pointee, .. } => {
+                Some((p.name.clone(), pointee.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 pub(super) mod arg;
 mod scan;
 mod staging;
+mod tiles;
 
 #[cfg(test)]
 mod tests;

@@ -26,19 +26,7 @@ pub(super) fn loop_edits(
     nl: &str,
     names: &mut BTreeSet<String>,
 ) -> Result<Vec<Edit>, String> {
-    if l.node.kind() != "for_statement" {
-        return Err(
-            "a running sum in a `while` loop is not scanned; write the loop as a `for`".into(),
-        );
-    }
-    let cond = l
-        .node
-        .child_by_field_name("condition")
-        .ok_or("the loop has no condition")?;
-    let body = l
-        .node
-        .child_by_field_name("body")
-        .ok_or("the loop has no body")?;
+    let (cond, body) = super::tiles::for_parts(l)?;
     let lane_term = match l.step {
         1 => lane.to_string(),
         s => format!("{s} * {lane}"),

@@ -11,7 +11,7 @@ const MATMUL: &str = include_str!("../../../../../examples/matmul_naive.cu");
 const SAXPY: &str = include_str!("../../../../../examples/saxpy.cu");
 
 fn one(src: &str, kernel: &str, mode: &str) -> String {
-    let params = json!({ "modes": [mode], "block_threads": [256] });
+    let params = json!({ "modes": [mode], "block_threads": [256], "walk_tile": [1] });
     let out =
         cuda(src, kernel, "cooperative_rows", params).unwrap_or_else(|e| panic!("{kernel}: {e}"));
     assert_eq!(out.len(), 1, "{:?}", labels(&out));
@@ -25,6 +25,8 @@ fn softmax_becomes_a_warp_per_row_with_lane_strided_passes() {
         labels(&out),
         [
             "warp per row (block 128)",
+            "warp per row, 4 columns a lane (block 128)",
+            "warp per row, 8 columns a lane (block 128)",
             "2 rows per warp (block 128)",
             "4 rows per warp (block 128)",
             "block per row (128 threads)",
@@ -440,7 +442,7 @@ fn staging_is_refused_with_the_reason_and_the_other_modes_stay() {
     expect!["no usable candidate for `softmax_rows`: warp per row (block 128), row in registers: column loops end at `cols` and at `cols - 0`"].assert_eq(&why(&bounds, "softmax_rows"));
     // The other modes do not depend on staging.
     let out = cuda(&bounds, "softmax_rows", "cooperative_rows", json!({})).unwrap();
-    assert_eq!(out.len(), 5, "{:?}", labels(&out));
+    assert_eq!(out.len(), 7, "{:?}", labels(&out));
 }
 
 const CUMSUM: &str = include_str!("../../../../../examples/row_cumsum.cu");
@@ -451,6 +453,8 @@ fn a_running_sum_read_mid_row_becomes_a_warp_scan() {
     expect![[r#"
         [
             "warp per row (block 128)",
+            "warp per row, 4 columns a lane scanned in registers (block 128)",
+            "warp per row, 8 columns a lane scanned in registers (block 128)",
         ]
     "#]]
     .assert_debug_eq(&labels(&out));
@@ -533,6 +537,8 @@ fn an_arg_pick_is_combined_as_one_with_the_author_s_tie_rule() {
         labels(&out),
         [
             "warp per row (block 256)",
+            "warp per row, 4 columns a lane (block 256)",
+            "warp per row, 8 columns a lane (block 256)",
             "2 rows per warp (block 256)",
             "4 rows per warp (block 256)"
         ]
@@ -544,4 +550,263 @@ fn an_arg_pick_read_mid_loop_or_without_its_column_is_refused() {
     let why = |k: &str| not_applicable(cuda(PICKS, k, "cooperative_rows", json!({})));
     expect!["`running_argmax` cannot share a row between threads: the column loop `for (int c = 0; c < cols; c++)` reads `at`, which is picked with a maximum or minimum; each lane only has its own pick until the loop ends"].assert_eq(&why("running_argmax"));
     expect!["`max_tag` cannot share a row between threads: `if (x[r * cols + c] > best) { best = x[r * cols + c]; t = tag[r * cols + c]; }` picks values with `best`, but none of them is the column `c`, so equal values in two lanes could not be told apart in the loop's order"].assert_eq(&why("max_tag"));
+}
+
+const SCANS: &str = include_str!("../../../../../tests/fixtures/rewrites/rows/scans.cu");
+
+fn contains_all(text: &str, wants: &[&str]) {
+    for want in wants {
+        assert!(text.contains(want), "{want}\n{text}");
+    }
+}
+
+fn tiled(src: &str, kernel: &str, k: u64) -> String {
+    let params = json!({ "modes": ["warp"], "scan_tile": [k], "walk_tile": [k] });
+    let out = cuda(src, kernel, "cooperative_rows", params).unwrap_or_else(|e| panic!("{e}"));
+    let labels = labels(&out);
+    let at = labels
+        .iter()
+        .position(|l| l.contains("columns a lane"))
+        .unwrap_or_else(|| panic!("{kernel}: no register tile among {labels:?}"));
+    show(Lang::Cuda, src, &out[at], kernel)
+}
+
+#[test]
+fn every_running_sum_style_gets_register_tiles_unless_the_body_forbids_them() {
+    let got: Vec<String> = [
+        "cumsum_f64",
+        "count_positive",
+        "weighted_cumsum_inplace",
+        "relu_cumsum_delta",
+        "even_cumsum",
+        "two_running_sums",
+        "copy_then_cumsum",
+    ]
+    .iter()
+    .map(|k| {
+        let out = cuda(SCANS, k, "cooperative_rows", json!({})).unwrap();
+        format!("{k}: {}", labels(&out).join(" | "))
+    })
+    .collect();
+    expect![[r#"
+        cumsum_f64: warp per row (block 96) | warp per row, 4 columns a lane scanned in registers (block 96) | warp per row, 8 columns a lane scanned in registers (block 96)
+        count_positive: warp per row (block 128) | warp per row, 4 columns a lane scanned in registers (block 128) | warp per row, 8 columns a lane scanned in registers (block 128)
+        weighted_cumsum_inplace: warp per row (block 256) | warp per row, 4 columns a lane scanned in registers (block 256) | warp per row, 8 columns a lane scanned in registers (block 256)
+        relu_cumsum_delta: warp per row (block 64) | warp per row, 4 columns a lane scanned in registers (block 64) | warp per row, 8 columns a lane scanned in registers (block 64)
+        even_cumsum: warp per row (block 128) | warp per row, 4 columns a lane scanned in registers (block 128) | warp per row, 8 columns a lane scanned in registers (block 128)
+        two_running_sums: warp per row (block 128)
+        copy_then_cumsum: warp per row (block 128)"#]]
+    .assert_eq(&got.join("\n"));
+}
+
+#[test]
+fn register_tiles_are_refused_with_the_reason_when_nothing_else_is_left() {
+    let why = |k: &str| {
+        let params = json!({ "modes": ["warp"], "scan_tile": [4] });
+        not_applicable(cuda(SCANS, k, "cooperative_rows", params))
+    };
+    expect![[r#"
+        no usable candidate for `two_running_sums`: warp per row, 4 columns a lane scanned in registers (block 128): the loop carries more than one running sum"#]]
+    .assert_eq(&why("two_running_sums"));
+    expect![[r#"
+        no usable candidate for `copy_then_cumsum`: warp per row, 4 columns a lane scanned in registers (block 128): `z[row * cols + c] = 2.0f * x[row * cols + c];` comes before the running sum's update and is not a declaration"#]]
+    .assert_eq(&why("copy_then_cumsum"));
+    // The warp scan of one column a lane still takes both.
+    for k in ["two_running_sums", "copy_then_cumsum"] {
+        let out = cuda(SCANS, k, "cooperative_rows", json!({ "scan_tile": [1] })).unwrap();
+        assert_eq!(labels(&out), ["warp per row (block 128)"]);
+    }
+}
+
+#[test]
+fn a_running_sum_scanned_over_tiles_of_four_columns_a_lane() {
+    expect![[r#"
+        // A first draft of a row-wise prefix sum (`torch.cumsum(x, 1)`): each thread owns a
+        // row and carries a running total across it. One thread walks each row, and
+        // neighbouring threads read addresses a whole row apart.
+        // @bench rows = 8192, 37; cols = 2048, 300
+        // @bench x: in f32[rows, cols]; y: out f32[rows, cols]
+        // @bench grid = cdiv(rows, 4); block = 128
+        // @bench reference = torch: torch.cumsum(x, 1)
+        // @bench atol = 1e-3; rtol = 1e-3
+        extern "C" __global__ void row_cumsum(const float* x, float* y, int rows, int cols) {
+            int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+            int lane = threadIdx.x % 32;
+            if (row < rows) {
+                float running = 0.0f;
+                for (int c = 4 * lane; (c - 4 * lane) < cols; c += 128) {
+                    // this lane's 4 columns from `c`: `running`'s terms scanned in registers,
+                    // then the lanes' totals over the warp
+                    auto c_first = c;
+                    bool full = (c + 3) < cols;
+                    alignas(16) float x_in[4];
+                    bool x_in_whole = full && reinterpret_cast<size_t>(&x[row * cols + c]) % 16 == 0;
+                    if (x_in_whole) {
+                        reinterpret_cast<uint4*>(x_in)[0] = reinterpret_cast<const uint4*>(&x[row * cols + c])[0];
+                    } else {
+                        #pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            auto c = c_first + j;
+                            if (c < cols) x_in[j] = x[row * cols + c];
+                        }
+                    }
+                    alignas(16) float y_out[4];
+                    bool y_out_whole = full && reinterpret_cast<size_t>(&y[row * cols + c]) % 16 == 0;
+                    float running_tile[4];
+                    #pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        auto c = c_first + j;
+                        running_tile[j] = 0;
+                        if (c < cols) {
+                            running_tile[j] = x_in[j];
+                        }
+                    }
+                    #pragma unroll
+                    for (int j = 1; j < 4; j++) running_tile[j] += running_tile[j - 1];
+                    float running_lanes = running_tile[3];
+                    for (int offset_2 = 1; offset_2 < 32; offset_2 *= 2) {
+                        float up = __shfl_up_sync(0xffffffff, running_lanes, offset_2);
+                        if (lane >= offset_2) running_lanes += up;
+                    }
+                    float running_before = __shfl_up_sync(0xffffffff, running_lanes, 1);
+                    if (lane == 0) running_before = 0;
+                    running_before += running;
+                    float running_after = running + __shfl_sync(0xffffffff, running_lanes, 31);
+                    #pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        auto c = c_first + j;
+                        if (c < cols) {
+                            running = running_before + running_tile[j];
+                            y_out[j] = running;
+                        }
+                    }
+                    if (y_out_whole) {
+                        reinterpret_cast<uint4*>(&y[row * cols + c])[0] = reinterpret_cast<const uint4*>(y_out)[0];
+                    } else {
+                        #pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            auto c = c_first + j;
+                            if (c < cols) y[row * cols + c] = y_out[j];
+                        }
+                    }
+                    running = running_after;
+                }
+            }
+        }"#]].assert_eq(&tiled(CUMSUM, "row_cumsum", 4));
+}
+
+#[test]
+fn a_tile_loads_and_stores_in_16_byte_units_only_where_the_run_time_check_allows() {
+    // Unit step: the read before the update and the store after it move as whole tiles,
+    // behind a test of the lane's first element's alignment and of the tile's last column.
+    let f32 = tiled(CUMSUM, "row_cumsum", 4);
+    contains_all(
+        &f32,
+        &[
+            "bool full = (c + 3) < cols;",
+            "bool x_in_whole = full && reinterpret_cast<size_t>(&x[row * cols + c]) % 16 == 0;",
+            "reinterpret_cast<uint4*>(x_in)[0] = reinterpret_cast<const uint4*>(&x[row * cols + c])[0];",
+            "if (c < cols) x_in[j] = x[row * cols + c];",
+            "reinterpret_cast<uint4*>(&y[row * cols + c])[0] = reinterpret_cast<const uint4*>(y_out)[0];",
+            "if (c < cols) y[row * cols + c] = y_out[j];",
+            "running_tile[j] = x_in[j];",
+            "y_out[j] = running;",
+        ],
+    );
+    // f64: eight columns a lane are four 16-byte units each way.
+    let f64 = tiled(SCANS, "cumsum_f64", 8);
+    assert!(
+        f64.contains(
+            "reinterpret_cast<uint4*>(x_in)[3] = reinterpret_cast<const uint4*>(&in[c])[3];"
+        ),
+        "{f64}"
+    );
+    assert!(
+        f64.contains("reinterpret_cast<uint4*>(&out[c])[3]"),
+        "{f64}"
+    );
+    // A term read under `?:` stays as written; a store whose buffer is read back after the
+    // update stays in place, while the other output is collected.
+    let relu = tiled(SCANS, "relu_cumsum_delta", 4);
+    assert!(
+        relu.contains("s_tile[j] = x[row * cols + c] > 0.0f ? x[row * cols + c] : 0.0f;"),
+        "{relu}"
+    );
+    assert!(relu.contains("y[row * cols + c] = s;\n"), "{relu}");
+    assert!(
+        relu.contains("d_out[j] = y[row * cols + c] - x_in[j];"),
+        "{relu}"
+    );
+    // A loop of step 2: the lane's columns are two apart, nothing is vectorized.
+    let even = tiled(SCANS, "even_cumsum", 4);
+    assert!(
+        even.contains("for (int c = 8 * lane; (c - 8 * lane) < cols; c += 256)"),
+        "{even}"
+    );
+    assert!(even.contains("auto c = c_first + j * 2;"), "{even}");
+    assert!(!even.contains("uint4"), "{even}");
+    // In place: the term's read of `y` is buffered before the update, the store after it.
+    let inplace = tiled(SCANS, "weighted_cumsum_inplace", 4);
+    assert!(
+        inplace.contains("s_tile[j] = y_in[j] * w_in[j];"),
+        "{inplace}"
+    );
+    assert!(
+        inplace.contains("for (int c = 1 + 4 * lane; (c - 4 * lane) < cols; c += 128)"),
+        "{inplace}"
+    );
+}
+
+const WALKS: &str = include_str!("../../../../../tests/fixtures/rewrites/rows/walks.cu");
+const MATVEC: &str = include_str!("../../../../../examples/matvec.cu");
+
+#[test]
+fn a_row_walked_one_element_at_a_time_gets_register_tiles_in_warp_mode() {
+    let got: Vec<String> = [
+        (WALKS, "row_dot_f64"),
+        (WALKS, "row_l1_int"),
+        (WALKS, "scale_shift_rows"),
+        (WALKS, "even_columns_sum"),
+        (MATVEC, "matvec"),
+    ]
+    .iter()
+    .map(|(src, k)| {
+        let params = json!({ "modes": ["warp", "rows2"] });
+        let out = cuda(src, k, "cooperative_rows", params).unwrap();
+        format!("{k}: {}", labels(&out).join(" | "))
+    })
+    .collect();
+    expect![[r#"
+        row_dot_f64: warp per row (block 128) | warp per row, 4 columns a lane (block 128) | warp per row, 8 columns a lane (block 128) | 2 rows per warp (block 128)
+        row_l1_int: warp per row (block 256) | warp per row, 4 columns a lane (block 256) | warp per row, 8 columns a lane (block 256) | 2 rows per warp (block 256)
+        scale_shift_rows: warp per row (block 64) | warp per row, 4 columns a lane (block 64) | warp per row, 8 columns a lane (block 64) | 2 rows per warp (block 64)
+        even_columns_sum: warp per row (block 128) | 2 rows per warp (block 128)
+        matvec: warp per row (block 64) | warp per row, 4 columns a lane (block 64) | warp per row, 8 columns a lane (block 64) | 2 rows per warp (block 64)"#]].assert_eq(&got.join("\n"));
+}
+
+#[test]
+fn a_walk_tile_reads_every_contiguous_operand_and_collects_the_store() {
+    // f64 rows through row pointers: two 16-byte units per operand and lane.
+    let dot = tiled(WALKS, "row_dot_f64", 4);
+    contains_all(
+        &dot,
+        &[
+            "for (int k = 4 * lane; (k - 4 * lane) < n; k += 128) {",
+            "reinterpret_cast<uint4*>(b_in)[1] = reinterpret_cast<const uint4*>(&pb[k])[1];",
+            "s += a_in[j] * b_in[j];",
+            "for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffff, s, offset);",
+        ],
+    );
+    // An unbraced body gets braces on the loop's line.
+    let l1 = tiled(WALKS, "row_l1_int", 4);
+    assert!(l1.contains("c += 128) {\n"), "{l1}");
+    assert!(l1.contains("s += abs(x_in[j]);"), "{l1}");
+    // No accumulator: the per-row factor stays as written, the per-column bias is a tile,
+    // and the output is stored as one unit where aligned.
+    let shift = tiled(WALKS, "scale_shift_rows", 4);
+    assert!(
+        shift.contains("y_out[j] = x_in[j] * f + bias_in[j];"),
+        "{shift}"
+    );
+    assert!(shift.contains("reinterpret_cast<uint4*>(&y[row * cols + c])[0] = reinterpret_cast<const uint4*>(y_out)[0];"), "{shift}");
 }

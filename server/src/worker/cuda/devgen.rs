@@ -382,6 +382,14 @@ mod tests {
                 gpu.ctx.sync().unwrap();
                 let got = buf.download().unwrap();
                 let want = fill_host(dtype, &fill, 0x5eed, n as usize);
+                // What `in` buffers are checked with after a launch: the fill matches
+                // itself (negative integers included).
+                let slot = h.matches(stream, buf.ptr, n, dtype, &fill, 0x5eed).unwrap();
+                let st = h.collect(|| gpu.ctx.sync()).unwrap().get(slot);
+                assert_eq!(
+                    st.bad, 0,
+                    "{dtype} {dist:?} {role:?}: klsp_match finds the fill changed"
+                );
                 if matches!(dist, Dist::Normal { .. }) && role == Role::In {
                     // ln and cos may differ in the last place: nearly every element
                     // equal, the rest within rounding.

@@ -162,9 +162,10 @@ __device__ u64 klsp_poison(int dt) {
     }
 }
 
-// The bits of element `i` of a buffer filled from `dist` with stream `key`.
-__device__ u64 klsp_gen(int dt, int dist, double p1, double p2, i64 ilo, u64 ispan, u64 key,
-                        u64 i) {
+// The value of element `i` of a buffer filled from `dist` with stream `key`, as an
+// encoder gives it (a negative integer sign-extended to 64 bits).
+__device__ u64 klsp_gen_wide(int dt, int dist, double p1, double p2, i64 ilo, u64 ispan,
+                             u64 key, u64 i) {
     switch (dist) {
     case DS_UNIFORM: {
         double u = (double)(klsp_bits(key, i, 0) >> 11) * 1.1102230246251565e-16;
@@ -183,6 +184,15 @@ __device__ u64 klsp_gen(int dt, int dist, double p1, double p2, i64 ilo, u64 isp
     case DS_ARANGE: return klsp_encode_int(dt, (i64)i);
     default: return klsp_poison(dt);
     }
+}
+
+// The bits of element `i`, exactly as the element holds them: the encoded value cut to
+// the element's size (so a negative i8 is 0xc5, as a load reads it back, not 0xff..c5).
+__device__ u64 klsp_gen(int dt, int dist, double p1, double p2, i64 ilo, u64 ispan, u64 key,
+                        u64 i) {
+    u64 v = klsp_gen_wide(dt, dist, p1, p2, ilo, ispan, key, i);
+    int size = klsp_size(dt);
+    return size >= 8 ? v : v & ((1ull << (8 * size)) - 1ull);
 }
 
 __device__ __forceinline__ u64 klsp_load(const unsigned char* p, int size, u64 i) {

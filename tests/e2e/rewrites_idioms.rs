@@ -396,7 +396,7 @@ const CASES: &[Case] = &[
         file: PICKS,
         kernel: "argmax_rows",
         id: "cooperative_rows",
-        want: 5,
+        want: 7,
         sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
     },
     Case {
@@ -940,7 +940,7 @@ const CASES: &[Case] = &[
         file: PICKS,
         kernel: "row_argmax",
         id: "cooperative_rows",
-        want: 5,
+        want: 7,
         sizes: (
             "rows = 4096, 33; cols = 2048, 257",
             "rows = 40, 33; cols = 150, 257",
@@ -950,7 +950,7 @@ const CASES: &[Case] = &[
         file: PICKS,
         kernel: "row_argmin_last",
         id: "cooperative_rows",
-        want: 3,
+        want: 5,
         sizes: (
             "rows = 2048, 17; cols = 1000, 99",
             "rows = 21, 17; cols = 77, 99",
@@ -960,7 +960,7 @@ const CASES: &[Case] = &[
         file: PICKS,
         kernel: "best_label",
         id: "cooperative_rows",
-        want: 5,
+        want: 7,
         sizes: (
             "rows = 1024, 9; cols = 700, 65",
             "rows = 11, 9; cols = 70, 65",

@@ -2048,9 +2048,6 @@ fn emit(
             let shfl = |v: &str| format!("__shfl_xor_sync({mask}, {v}, {off})");
             lines.extend(match &acc.arg {
                 Some(pick) => {
-                    if let Team::Block { .. } = team {
-                        return Err(format!("`{}` is picked with `{}`: a block combines one value per warp, not a pick", acc.name, pick.with[pick.key].0));
-                    }
                     let ty = acc.ty.as_deref();
                     arg::combine_arg(&acc.name, ty, acc.family, pick, l.step, &shfl, names)?
                 }
@@ -2076,48 +2073,20 @@ fn emit(
             code.push_str(&format!("{nl}{ind}}}"));
         }
         if let Team::Block { .. } = team {
-            let i1 = format!("{ind}{unit}");
-            code.push_str(&format!(
-                "{nl}{ind}{{ // one partial per warp, combined by every thread"
-            ));
-            let mut parts = Vec::new();
-            for acc in &combined {
-                let ty = acc.ty.clone().ok_or_else(|| {
-                    format!("the type of `{}` is not declared in the row body", acc.name)
-                })?;
-                let part = fresh(&format!("{}_part", acc.name), names);
-                code.push_str(&format!("{nl}{i1}__shared__ {ty} {part}[32];"));
-                parts.push((acc, part));
-            }
-            for (acc, part) in &parts {
-                code.push_str(&format!(
-                    "{nl}{i1}if ({lane} % 32 == 0) {part}[{lane} / 32] = {};",
-                    acc.name
-                ));
-            }
-            code.push_str(&format!("{nl}{i1}__syncthreads();"));
-            for (acc, part) in &parts {
-                code.push_str(&format!("{nl}{i1}{} = {part}[0];", acc.name));
-            }
-            let mut inner = Vec::new();
-            for (acc, part) in &parts {
-                inner.push(combine_plain(acc, &format!("{part}[{w}]")));
-            }
-            if inner.len() == 1 {
-                code.push_str(&format!(
-                    "{nl}{i1}for (int {w} = 1; {w} < blockDim.x / 32; ++{w}) {}",
-                    inner[0]
-                ));
-            } else {
-                code.push_str(&format!(
-                    "{nl}{i1}for (int {w} = 1; {w} < blockDim.x / 32; ++{w}) {{"
-                ));
-                for c in &inner {
-                    code.push_str(&format!("{nl}{i1}{unit}{c}"));
-                }
-                code.push_str(&format!("{nl}{i1}}}"));
-            }
-            code.push_str(&format!("{nl}{i1}__syncthreads();{nl}{ind}}}"));
+            let slots = combine::Slots {
+                len: 32,
+                store_if: Some(format!("{lane} % 32 == 0")),
+                mine: format!("{lane} / 32"),
+                first: "0".into(),
+                nth: w.clone(),
+                others: format!("int {w} = 1; {w} < blockDim.x / 32; ++{w}"),
+                compact: true,
+                comment: "one partial per warp, combined by every thread",
+                scope: "row body",
+            };
+            let (block, _) =
+                combine::shared_combine(&combined, l.step, &slots, &ind, unit, nl, names)?;
+            code.push_str(&format!("{block}{nl}{ind}}}"));
         }
         e.extend([Edit::insert(l.node.end_byte(), code)]);
     }
@@ -2197,6 +2166,7 @@ fn pointee_types(cx: &RewriteContext<'_>) -> BTreeMap<String, String> {
 }
 
 pub(super) mod arg;
+pub(super) mod combine;
 mod scan;
 mod staging;
 mod tiles;

@@ -56,8 +56,8 @@ use std::collections::BTreeSet;
 use tree_sitter::Node;
 
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
-use super::cooperative_rows::arg::combine_arg;
-use super::cooperative_rows::{analyze, combine_plain, only_if, row_launch, RowPlan, Step};
+use super::cooperative_rows::combine::{shared_combine, Slots};
+use super::cooperative_rows::{analyze, combine_plain, only_if, row_launch, Acc, RowPlan, Step};
 use super::edits::{Edit, Edits};
 use super::elementwise::{match_elementwise, Elementwise, Guard};
 use super::params::Params;
@@ -540,62 +540,20 @@ fn combine_block(
     nl: &str,
     names: &mut BTreeSet<String>,
 ) -> Result<(String, Vec<String>), String> {
-    let i1 = format!("{ind}{unit}");
     let w = fresh("w", names);
-    let mut code = format!(
-        "{nl}{ind}{{ // the partials of the threads that share an output, combined by each of them"
-    );
-    // One shared array per carried value: each accumulator, and what an arg-max picks
-    // beside its extreme.
-    let mut parts: Vec<(String, String)> = Vec::new();
-    for acc in &l.accs {
-        let picked = acc.arg.iter().flat_map(|p| &p.with);
-        for (name, ty) in std::iter::once((&acc.name, &acc.ty)).chain(picked.map(|(n, t)| (n, t))) {
-            let ty = ty.clone().ok_or_else(|| {
-                format!("the type of `{name}` is not declared in the output's body")
-            })?;
-            let part = fresh(&format!("{name}_part"), names);
-            code.push_str(&format!("{nl}{i1}__shared__ {ty} {part}[1024];"));
-            parts.push((name.clone(), part));
-        }
-    }
-    for (name, part) in &parts {
-        code.push_str(&format!(
-            "{nl}{i1}{part}[threadIdx.y * blockDim.x + threadIdx.x] = {name};"
-        ));
-    }
-    code.push_str(&format!("{nl}{i1}__syncthreads();"));
-    for (name, part) in &parts {
-        code.push_str(&format!("{nl}{i1}{name} = {part}[threadIdx.x];"));
-    }
-    let part_of = |v: &str| {
-        let p = parts.iter().find(|(n, _)| n == v).map_or(v, |(_, p)| p);
-        format!("{p}[{w} * blockDim.x + threadIdx.x]")
+    let slots = Slots {
+        len: 1024,
+        store_if: None,
+        mine: "threadIdx.y * blockDim.x + threadIdx.x".into(),
+        first: "threadIdx.x".into(),
+        nth: format!("{w} * blockDim.x + threadIdx.x"),
+        others: format!("unsigned {w} = 1; {w} < blockDim.y; ++{w}"),
+        compact: false,
+        comment: "the partials of the threads that share an output, combined by each of them",
+        scope: "output's body",
     };
-    let mut inner = Vec::new();
-    for acc in &l.accs {
-        match &acc.arg {
-            Some(pick) => inner.extend(combine_arg(
-                &acc.name,
-                acc.ty.as_deref(),
-                acc.family,
-                pick,
-                l.step,
-                &part_of,
-                names,
-            )?),
-            None => inner.push(combine_plain(acc, &part_of(&acc.name))),
-        }
-    }
-    code.push_str(&format!(
-        "{nl}{i1}for (unsigned {w} = 1; {w} < blockDim.y; ++{w}) {{"
-    ));
-    for c in &inner {
-        let (extra, c) = c.strip_prefix('\t').map_or(("", c.as_str()), |r| (unit, r));
-        code.push_str(&format!("{nl}{i1}{unit}{extra}{c}"));
-    }
-    code.push_str(&format!("{nl}{i1}}}{nl}{i1}__syncthreads();"));
-    Ok((code, parts.into_iter().map(|(_, p)| p).collect()))
+    let accs: Vec<&Acc> = l.accs.iter().collect();
+    shared_combine(&accs, l.step, &slots, ind, unit, nl, names)
 }
 
 /// After the block's combine, inside its block: the block's partials (one per output,

@@ -531,7 +531,7 @@ fn an_arg_pick_is_combined_as_one_with_the_author_s_tie_rule() {
             }
         }"#]]
     .assert_eq(&one(PICKS, "row_argmin_last", "warp"));
-    // A block team combines one value per warp: the pick is left to the warp teams.
+    // A block team combines the warps' picks through shared memory, each with its column.
     let out = cuda(PICKS, "row_argmax", "cooperative_rows", json!({})).unwrap();
     assert_eq!(
         labels(&out),
@@ -540,9 +540,21 @@ fn an_arg_pick_is_combined_as_one_with_the_author_s_tie_rule() {
             "warp per row, 4 columns a lane (block 256)",
             "warp per row, 8 columns a lane (block 256)",
             "2 rows per warp (block 256)",
-            "4 rows per warp (block 256)"
+            "4 rows per warp (block 256)",
+            "block per row (128 threads)",
+            "block per row (256 threads)"
         ]
     );
+    let block = &out[5].text;
+    for want in [
+        "__shared__ float best_part[32];",
+        "__shared__ long long at_part[32];",
+        "if (lane % 32 == 0) at_part[lane / 32] = at;",
+        "long long at_other_2 = at_part[w_2];",
+        "if (best_other_2 > best || (best_other_2 == best && at_other_2 < at)) { best = best_other_2; at = at_other_2; }",
+    ] {
+        assert!(block.contains(want), "{want}:\n{block}");
+    }
 }
 
 #[test]

@@ -1355,38 +1355,12 @@ fn loop_accumulators(
                     return false;
                 }
                 if let Some(picked) = arg::if_arg(src, n, var) {
-                    let (name, fam, pick, ids) = match picked {
-                        Ok(p) => p,
-                        Err(why) => {
-                            err = Some(why);
-                            return false;
-                        }
-                    };
-                    let group = std::iter::once(&name).chain(pick.with.iter().map(|(w, _)| w));
-                    if group.clone().any(|g| locals.contains(g)) {
-                        return true;
+                    let added = picked.and_then(|p| add_pick(&mut accs, p, &locals, header));
+                    match added {
+                        Ok(Some(ids)) => own.extend(ids),
+                        Ok(None) => return true,
+                        Err(why) => err = Some(why),
                     }
-                    if let Some(taken) = group.clone().find(|g| {
-                        accs.iter().any(|a| {
-                            &a.name == *g || a.arg.iter().any(|p| p.with.iter().any(|w| &w.0 == *g))
-                        })
-                    }) {
-                        err = Some(format!(
-                            "`{taken}` is picked in two places of the column loop `{header}`"
-                        ));
-                        return false;
-                    }
-                    accs.push(Acc {
-                        name,
-                        ty: None,
-                        family: fam,
-                        template: None,
-                        inline_ok: false,
-                        reset: false,
-                        prefix: None,
-                        arg: Some(pick),
-                    });
-                    own.extend(ids);
                     return false;
                 }
             }
@@ -1475,6 +1449,43 @@ fn loop_accumulators(
         acc.reset = !starts_at_zero(src, shape, l, &acc.name);
     }
     Ok(accs)
+}
+
+/// Adds an arg pick to the loop's accumulators: the ids of its own identifiers, `None`
+/// when the group is the loop's own locals (not carried), or why the pick cannot be
+/// shared (a name picked in two places).
+fn add_pick(
+    accs: &mut Vec<Acc>,
+    (name, family, pick, ids): arg::Picked,
+    locals: &BTreeSet<String>,
+    header: &str,
+) -> Result<Option<Vec<usize>>, String> {
+    let group: Vec<&String> = std::iter::once(&name)
+        .chain(pick.with.iter().map(|(w, _)| w))
+        .collect();
+    if group.iter().any(|g| locals.contains(*g)) {
+        return Ok(None);
+    }
+    let taken = |g: &String| {
+        accs.iter()
+            .any(|a| &a.name == g || a.arg.iter().any(|p| p.with.iter().any(|w| &w.0 == g)))
+    };
+    if let Some(g) = group.iter().find(|g| taken(g)) {
+        return Err(format!(
+            "`{g}` is picked in two places of the column loop `{header}`"
+        ));
+    }
+    accs.push(Acc {
+        name,
+        ty: None,
+        family,
+        template: None,
+        inline_ok: false,
+        reset: false,
+        prefix: None,
+        arg: Some(pick),
+    });
+    Ok(Some(ids))
 }
 
 /// A running sum that the loop reads after adding to it (`run += x[c]; y[c] = run;`): a

@@ -887,22 +887,22 @@ const CASES: &[Case] = &[
         sizes: ("n = 1 << 20, 99", "n = 300, 99"),
     },
     Case {
-        file: BATCHED,
+        file: "examples/batched_rowsum.cu",
         kernel: "batched_rowsum",
         id: "cooperative_rows",
         want: 7,
         sizes: (
-            "B = 4, 3; R = 256, 33; C = 512, 100",
+            "B = 16, 3; R = 1024, 33; C = 1024, 100",
             "B = 2, 3; R = 40, 33; C = 70, 100",
         ),
     },
     Case {
-        file: BATCHED,
+        file: "examples/batched_rowsum.cu",
         kernel: "batched_rowsum",
         id: "grid_stride",
         want: 4,
         sizes: (
-            "B = 4, 3; R = 256, 33; C = 512, 100",
+            "B = 16, 3; R = 1024, 33; C = 1024, 100",
             "B = 2, 3; R = 40, 33; C = 70, 100",
         ),
     },

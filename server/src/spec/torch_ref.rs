@@ -188,43 +188,7 @@ pub(crate) fn check(
     let toks = tokenize(text, span.start).map_err(|p| vec![p])?;
     let mut problems = Vec::new();
 
-    // Brackets.
-    let mut stack: Vec<(&str, &ByteRange)> = Vec::new();
-    for (t, s) in &toks {
-        let PyTok::Op(op) = t else { continue };
-        match op.as_str() {
-            "(" | "[" | "{" => stack.push((op, s)),
-            ")" | "]" | "}" => {
-                let want = match op.as_str() {
-                    ")" => "(",
-                    "]" => "[",
-                    _ => "{",
-                };
-                match stack.pop() {
-                    Some((open, _)) if open == want => {}
-                    Some((open, os)) => {
-                        return Err(vec![(
-                            os.start..s.end,
-                            format!("`{open}` is closed by `{op}`; match the brackets"),
-                        )])
-                    }
-                    None => {
-                        return Err(vec![(
-                            s.clone(),
-                            format!("`{op}` closes nothing; remove it or add its `{want}`"),
-                        )])
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    if let Some((open, s)) = stack.pop() {
-        return Err(vec![(
-            s.clone(),
-            format!("`{open}` is never closed; the torch reference must end on its line"),
-        )]);
-    }
+    brackets_match(&toks).map_err(|p| vec![p])?;
 
     // A function named where a call was meant, or `module.fn`.
     let dotted: Option<Vec<&str>> = {
@@ -437,6 +401,47 @@ pub(crate) fn check(
         },
         used,
     ))
+}
+
+/// Every bracket closed by its own kind, in order; the first that is not, on its columns.
+fn brackets_match(toks: &[(PyTok, ByteRange)]) -> Result<(), Problem> {
+    let mut stack: Vec<(&str, &ByteRange)> = Vec::new();
+    for (t, s) in toks {
+        let PyTok::Op(op) = t else { continue };
+        match op.as_str() {
+            "(" | "[" | "{" => stack.push((op, s)),
+            ")" | "]" | "}" => {
+                let want = match op.as_str() {
+                    ")" => "(",
+                    "]" => "[",
+                    _ => "{",
+                };
+                match stack.pop() {
+                    Some((open, _)) if open == want => {}
+                    Some((open, os)) => {
+                        return Err((
+                            os.start..s.end,
+                            format!("`{open}` is closed by `{op}`; match the brackets"),
+                        ))
+                    }
+                    None => {
+                        return Err((
+                            s.clone(),
+                            format!("`{op}` closes nothing; remove it or add its `{want}`"),
+                        ))
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some((open, s)) = stack.pop() {
+        return Err((
+            s.clone(),
+            format!("`{open}` is never closed; the torch reference must end on its line"),
+        ));
+    }
+    Ok(())
 }
 
 /// How many values the expression gives: the elements of a tuple written at its top

@@ -26,7 +26,7 @@ def load(folder):
 def summary(run):
     head = run.get("headline") or {}
     steps = [s for s in run.get("steps", []) if s.get("outcome") != "not_applicable"]
-    chain = [s["strategy_id"] for s in steps if s.get("outcome") == "accepted" and s.get("on_best_path", True)]
+    chain = [s["strategy_id"] for s in steps if s.get("outcome") == "accepted" and s.get("on_best_path", False)]
     return {
         "speedup": head.get("speedup", run.get("best_speedup", 1.0)),
         "best_ms": head.get("best_ms"),

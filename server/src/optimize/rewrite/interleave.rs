@@ -112,21 +112,10 @@ pub fn interleave(cx: &RewriteContext<'_>) -> R {
 /// `text` with the loops of `kernel` interleaved `factor` iterations per trip, where any
 /// loop can be; what another rewrite calls on the loop it has just written.
 pub(super) fn interleaved(text: &str, kernel: &str, factor: u64) -> Option<String> {
-    let doc = crate::document::Document::new(crate::syntax::Lang::Cuda, 0, text);
-    let tree = doc.tree()?;
-    let model = crate::syntax::analyze(crate::syntax::Lang::Cuda, text, tree);
-    let k = model.kernel(kernel)?;
     let params =
         std::collections::BTreeMap::from([("factors".to_string(), serde_json::json!([factor]))]);
-    let cx = RewriteContext {
-        lang: crate::syntax::Lang::Cuda,
-        text,
-        tree,
-        model: &model,
-        kernel: k,
-        params: &params,
-    };
-    interleave(&cx).ok()?.into_iter().next().map(|c| c.text)
+    let out = super::with_text(crate::syntax::Lang::Cuda, text, kernel, &params, interleave)?;
+    out.ok()?.into_iter().next().map(|c| c.text)
 }
 
 fn is_loop(n: Node<'_>) -> bool {

@@ -29,6 +29,7 @@ mod elementwise;
 mod fast_math;
 mod grid2d;
 mod grid_stride;
+mod guard_first;
 mod interleave;
 mod launch_bounds;
 mod maxnreg;
@@ -155,7 +156,12 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
     let Some((_, run)) = REGISTRY.iter().find(|(known, _)| *known == id) else {
         return Err(RewriteError::Unknown(id.to_string()));
     };
-    let out = run(cx)?;
+    let out = match run(cx) {
+        Err(RewriteError::NotApplicable(why)) => retry_guard_first(cx, *run)
+            .and_then(Result::ok)
+            .ok_or(RewriteError::NotApplicable(why))?,
+        out => out?,
+    };
     let out: Vec<Candidate> = out.into_iter().filter(|c| c.text != cx.text).collect();
     if out.is_empty() {
         return Err(RewriteError::NotApplicable(format!(
@@ -164,6 +170,39 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         )));
     }
     Ok(out)
+}
+
+/// `run` again on the kernel with the declarations between its thread index and its
+/// bounds check moved inside the check ([`guard_first`]), when it has any that can move.
+fn retry_guard_first(
+    cx: &RewriteContext<'_>,
+    run: Apply,
+) -> Option<Result<Vec<Candidate>, RewriteError>> {
+    let text = guard_first::moved_inside_guard(cx)?;
+    with_text(cx.lang, &text, &cx.kernel.name, cx.params, run)
+}
+
+/// `f` on a context for `text`, parsed anew, and its kernel `kernel`; None when the text
+/// does not parse or has no such kernel.
+pub(super) fn with_text<T>(
+    lang: Lang,
+    text: &str,
+    kernel: &str,
+    params: &BTreeMap<String, serde_json::Value>,
+    f: impl FnOnce(&RewriteContext<'_>) -> T,
+) -> Option<T> {
+    let doc = crate::document::Document::new(lang, 0, text);
+    let tree = doc.tree()?;
+    let model = crate::syntax::analyze(lang, text, tree);
+    let kernel = model.kernel(kernel)?;
+    Some(f(&RewriteContext {
+        lang,
+        text,
+        tree,
+        model: &model,
+        kernel,
+        params,
+    }))
 }
 
 #[cfg(test)]

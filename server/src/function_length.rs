@@ -20,7 +20,6 @@ const LIMIT: usize = 150;
 const ALLOWED: &[(&str, &str, usize)] = &[
     ("optimize/rewrite/tile_matmul.rs", "emit", 374),
     ("optimize/rewrite/tile_matmul.rs", "analyze", 298),
-    ("optimize/rewrite/block_reduce.rs", "match_shape", 247),
     (
         "optimize/rewrite/privatize_atomics.rs",
         "privatize_atomics",

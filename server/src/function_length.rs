@@ -27,7 +27,6 @@ const ALLOWED: &[(&str, &str, usize)] = &[
     ),
     ("cli/kernelbench/mod.rs", "skeleton", 237),
     ("worker/cuda/time.rs", "time", 236),
-    ("spec/torch_ref.rs", "check", 229),
     ("optimize/rewrite/transpose_tile.rs", "analyze", 220),
     ("optimize/rewrite/elementwise.rs", "inspect_body", 213),
     ("syntax/cuda.rs", "assemble", 206),

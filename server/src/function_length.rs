@@ -20,14 +20,8 @@ const LIMIT: usize = 150;
 const ALLOWED: &[(&str, &str, usize)] = &[
     ("optimize/rewrite/tile_matmul.rs", "emit", 374),
     ("optimize/rewrite/tile_matmul.rs", "analyze", 298),
-    (
-        "optimize/rewrite/privatize_atomics.rs",
-        "privatize_atomics",
-        242,
-    ),
     ("cli/kernelbench/mod.rs", "skeleton", 237),
     ("worker/cuda/time.rs", "time", 236),
-    ("optimize/rewrite/transpose_tile.rs", "analyze", 220),
     ("optimize/rewrite/elementwise.rs", "inspect_body", 213),
     ("syntax/cuda.rs", "assemble", 206),
     (

@@ -23,7 +23,6 @@ const ALLOWED: &[(&str, &str, usize)] = &[
     ("cli/kernelbench/mod.rs", "skeleton", 237),
     ("worker/cuda/time.rs", "time", 236),
     ("optimize/rewrite/elementwise.rs", "inspect_body", 213),
-    ("syntax/cuda.rs", "assemble", 206),
     (
         "optimize/rewrite/cooperative_rows.rs",
         "loop_accumulators",

@@ -20,7 +20,6 @@ const LIMIT: usize = 150;
 const ALLOWED: &[(&str, &str, usize)] = &[
     ("optimize/rewrite/tile_matmul.rs", "emit", 374),
     ("optimize/rewrite/tile_matmul.rs", "analyze", 298),
-    ("cli/kernelbench/mod.rs", "skeleton", 237),
     ("worker/cuda/time.rs", "time", 236),
     ("optimize/rewrite/elementwise.rs", "inspect_body", 213),
     (

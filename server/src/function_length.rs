@@ -27,7 +27,6 @@ const ALLOWED: &[(&str, &str, usize)] = &[
     ),
     ("optimize/rewrite/cooperative_rows.rs", "emit", 192),
     ("cli/optimize.rs", "run_inner", 182),
-    ("optimize/rewrite/triton_swizzle.rs", "triton_swizzle", 178),
     ("cli/check.rs", "run", 178),
     ("optimize/facts/mod.rs", "holds", 172),
     (

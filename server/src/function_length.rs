@@ -19,7 +19,6 @@ const LIMIT: usize = 150;
 /// when it fits.
 const ALLOWED: &[(&str, &str, usize)] = &[
     ("worker/cuda/time.rs", "time", 236),
-    ("optimize/rewrite/elementwise.rs", "inspect_body", 213),
     (
         "optimize/rewrite/cooperative_rows.rs",
         "loop_accumulators",

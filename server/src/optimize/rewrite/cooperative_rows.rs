@@ -1257,23 +1257,7 @@ fn loop_accumulators(
         .child_by_field_name("body")
         .ok_or("a loop without a body")?;
     let header = first_line(text(src, l));
-    // Names declared inside the loop body.
-    let mut locals: BTreeSet<String> = BTreeSet::new();
-    walk(body, &mut |n| {
-        if n.kind() == "init_declarator" || n.kind() == "declaration" {
-            let mut c = n.walk();
-            for d in n.children_by_field_name("declarator", &mut c) {
-                let mut d = d;
-                while let Some(inner) = d.child_by_field_name("declarator") {
-                    d = inner;
-                }
-                if d.kind() == "identifier" {
-                    locals.insert(text(src, d).to_string());
-                }
-            }
-        }
-        true
-    });
+    let locals = declared_in(src, body);
     let mut accs: Vec<Acc> = Vec::new();
     let mut own: BTreeSet<usize> = BTreeSet::new(); // identifier nodes that are accumulator updates' own
     let mut err: Option<String> = None;
@@ -1289,34 +1273,6 @@ fn loop_accumulators(
             cur = p;
         }
         false
-    };
-    let add = |accs: &mut Vec<Acc>,
-               name: &str,
-               family: Family,
-               template: Option<String>,
-               inline_ok: bool|
-     -> Result<(), String> {
-        match accs.iter_mut().find(|a| a.name == name) {
-            Some(a) if a.family != family => Err(format!(
-                "`{name}` is combined as a {} and as a {} in one column loop",
-                a.family.word(),
-                family.word()
-            )),
-            Some(_) => Ok(()),
-            None => {
-                accs.push(Acc {
-                    name: name.to_string(),
-                    ty: None,
-                    family,
-                    template,
-                    inline_ok,
-                    reset: false,
-                    prefix: None,
-                    arg: None,
-                });
-                Ok(())
-            }
-        }
     };
     walk(body, &mut |n| {
         if err.is_some() || n.id() == update.id() {
@@ -1348,7 +1304,7 @@ fn loop_accumulators(
                     if name == var || locals.contains(&name) {
                         return true;
                     }
-                    if let Err(e) = add(&mut accs, &name, fam, Some(tmpl), false) {
+                    if let Err(e) = add_accumulator(&mut accs, &name, fam, Some(tmpl), false) {
                         err = Some(e);
                     }
                     own.extend(ids);
@@ -1388,7 +1344,7 @@ fn loop_accumulators(
                 }
                 match accumulate(src, n, &name) {
                     Some((fam, tmpl, inline_ok, ids)) => {
-                        if let Err(e) = add(&mut accs, &name, fam, tmpl, inline_ok) {
+                        if let Err(e) = add_accumulator(&mut accs, &name, fam, tmpl, inline_ok) {
                             err = Some(e);
                         }
                         own.extend(ids);
@@ -1409,6 +1365,81 @@ fn loop_accumulators(
     if let Some(e) = err {
         return Err(e);
     }
+    set_prefixes(src, l, &mut accs, &own, header)?;
+    // Resets: unless the accumulator's declaration holds a literal zero and nothing
+    // touches it before this loop (and no loop around this one repeats it).
+    for acc in &mut accs {
+        if acc.family.reset().is_none() || acc.prefix.is_some() {
+            continue;
+        }
+        acc.reset = !starts_at_zero(src, shape, l, &acc.name);
+    }
+    Ok(accs)
+}
+
+/// The names declared inside `body` (plain identifiers).
+fn declared_in(src: &str, body: Node<'_>) -> BTreeSet<String> {
+    let mut locals: BTreeSet<String> = BTreeSet::new();
+    walk(body, &mut |n| {
+        if n.kind() == "init_declarator" || n.kind() == "declaration" {
+            let mut c = n.walk();
+            for d in n.children_by_field_name("declarator", &mut c) {
+                let mut d = d;
+                while let Some(inner) = d.child_by_field_name("declarator") {
+                    d = inner;
+                }
+                if d.kind() == "identifier" {
+                    locals.insert(text(src, d).to_string());
+                }
+            }
+        }
+        true
+    });
+    locals
+}
+
+/// Adds the accumulator `name` of `family` to the loop's, or refuses one combined two
+/// ways in one loop (a name already there of the same family is kept as it is).
+fn add_accumulator(
+    accs: &mut Vec<Acc>,
+    name: &str,
+    family: Family,
+    template: Option<String>,
+    inline_ok: bool,
+) -> Result<(), String> {
+    match accs.iter_mut().find(|a| a.name == name) {
+        Some(a) if a.family != family => Err(format!(
+            "`{name}` is combined as a {} and as a {} in one column loop",
+            a.family.word(),
+            family.word()
+        )),
+        Some(_) => Ok(()),
+        None => {
+            accs.push(Acc {
+                name: name.to_string(),
+                ty: None,
+                family,
+                template,
+                inline_ok,
+                reset: false,
+                prefix: None,
+                arg: None,
+            });
+            Ok(())
+        }
+    }
+}
+
+/// Sets the prefix of each accumulator the column loop `l` (`header` its first line)
+/// reads other than in its own updates (`own`, identifier ids): a running sum read after
+/// its update. Refuses any other read, and any read of an arg pick's names.
+fn set_prefixes(
+    src: &str,
+    l: Node<'_>,
+    accs: &mut [Acc],
+    own: &BTreeSet<usize>,
+    header: &str,
+) -> Result<(), String> {
     // No other read of an accumulator in the loop, unless it is a running sum read after
     // its update (a prefix); the bound and start do not use them.
     let names: BTreeSet<String> = accs
@@ -1440,15 +1471,7 @@ fn loop_accumulators(
             }
         }
     }
-    // Resets: unless the accumulator's declaration holds a literal zero and nothing
-    // touches it before this loop (and no loop around this one repeats it).
-    for acc in &mut accs {
-        if acc.family.reset().is_none() || acc.prefix.is_some() {
-            continue;
-        }
-        acc.reset = !starts_at_zero(src, shape, l, &acc.name);
-    }
-    Ok(accs)
+    Ok(())
 }
 
 /// Adds an arg pick to the loop's accumulators: the ids of its own identifiers, `None`

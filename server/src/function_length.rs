@@ -17,22 +17,13 @@ const LIMIT: usize = 150;
 /// The functions over [`LIMIT`] when the rule came: (file under `server/src`, function
 /// name, its length then). Lower a number when its function shrinks; remove the entry
 /// when it fits.
+#[rustfmt::skip]
 const ALLOWED: &[(&str, &str, usize)] = &[
     ("worker/cuda/time.rs", "time", 236),
-    (
-        "optimize/rewrite/cooperative_rows.rs",
-        "loop_accumulators",
-        205,
-    ),
-    ("optimize/rewrite/cooperative_rows.rs", "emit", 192),
     ("cli/optimize.rs", "run_inner", 182),
     ("cli/check.rs", "run", 178),
     ("optimize/facts/mod.rs", "holds", 172),
-    (
-        "optimize/rewrite/cooperative_rows.rs",
-        "cooperative_rows",
-        170,
-    ),
+    ("optimize/rewrite/cooperative_rows.rs", "cooperative_rows", 170),
     ("worker/cuda/verify.rs", "judge", 169),
     ("optimize/rewrite/triton_configs.rs", "triton_configs", 165),
     ("syntax/mask.rs", "mask_ranges", 163),

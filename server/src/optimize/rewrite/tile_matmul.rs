@@ -155,66 +155,7 @@ pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
     let na = |why: String| not_applicable(format!("`{k}` cannot be tiled: {why}"));
     let mm = analyze(cx, &shape).map_err(na)?;
     let launch = Launch2d::of(cx).map_err(na)?;
-    let mut geometries: Vec<Geometry> = tiles
-        .iter()
-        .map(|t| Geometry {
-            bx: *t,
-            by: *t,
-            rm: 1,
-            rn: 1,
-            tk: *t,
-            contiguous: false,
-            staged: false,
-        })
-        .collect();
-    for (r, contiguous) in blocks
-        .iter()
-        .map(|r| (r, false))
-        .chain(adjacent.iter().map(|r| (r, true)))
-    {
-        // 16 x 16 threads, r x r outputs each; a k-step that keeps each tile near 4 KiB.
-        geometries.push(Geometry {
-            bx: 16,
-            by: 16,
-            rm: *r,
-            rn: *r,
-            tk: (64 / r).clamp(4, 16),
-            contiguous,
-            staged: false,
-        });
-    }
-    for [rm, rn] in &staged {
-        // 16 x 16 threads; a k step of 512 / (RM * RN) (8x4 outputs: 128x64x16 tiles; 4x4:
-        // 64x64x32), halved until both buffers of every tile fit the 48 KiB a block may
-        // declare statically.
-        let mut g = Geometry {
-            bx: 16,
-            by: 16,
-            rm: *rm,
-            rn: *rn,
-            tk: (512 / (rm * rn)).clamp(8, 32),
-            contiguous: true,
-            staged: true,
-        };
-        let bytes = |g: Geometry| -> u64 {
-            mm.shared
-                .iter()
-                .map(|s| {
-                    let rows = if s.operand == Operand::A {
-                        g.bm()
-                    } else {
-                        g.bn()
-                    };
-                    // An unknown type counts as the widest (16 bytes).
-                    2 * g.tk * (rows + 4) * elem_bytes(&s.ty).unwrap_or(16)
-                })
-                .sum()
-        };
-        while bytes(g) > 48 * 1024 && g.tk > 4 {
-            g.tk /= 2;
-        }
-        geometries.push(g);
-    }
+    let geometries = geometries(&mm, &tiles, &blocks, &adjacent, &staged);
     let mut names = code_names(cx);
     let mut drafts = Vec::new();
     let mut dropped = Vec::new();
@@ -274,6 +215,80 @@ pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
     }
     names.clear();
     finish(cx, drafts, dropped)
+}
+
+/// The candidates' geometries: a T x T tile for each of `tiles`; 16 x 16 threads with
+/// r x r outputs a block apart for each of `blocks`, adjacent for each of `adjacent`; and
+/// staged RM x RN blocks for each of `staged`, their k step halved until both buffers of
+/// `mm`'s tiles fit the static shared memory.
+fn geometries(
+    mm: &Matmul<'_>,
+    tiles: &[u64],
+    blocks: &[u64],
+    adjacent: &[u64],
+    staged: &[[u64; 2]],
+) -> Vec<Geometry> {
+    let mut geometries: Vec<Geometry> = tiles
+        .iter()
+        .map(|t| Geometry {
+            bx: *t,
+            by: *t,
+            rm: 1,
+            rn: 1,
+            tk: *t,
+            contiguous: false,
+            staged: false,
+        })
+        .collect();
+    for (r, contiguous) in blocks
+        .iter()
+        .map(|r| (r, false))
+        .chain(adjacent.iter().map(|r| (r, true)))
+    {
+        // 16 x 16 threads, r x r outputs each; a k-step that keeps each tile near 4 KiB.
+        geometries.push(Geometry {
+            bx: 16,
+            by: 16,
+            rm: *r,
+            rn: *r,
+            tk: (64 / r).clamp(4, 16),
+            contiguous,
+            staged: false,
+        });
+    }
+    for [rm, rn] in staged {
+        // 16 x 16 threads; a k step of 512 / (RM * RN) (8x4 outputs: 128x64x16 tiles; 4x4:
+        // 64x64x32), halved until both buffers of every tile fit the 48 KiB a block may
+        // declare statically.
+        let mut g = Geometry {
+            bx: 16,
+            by: 16,
+            rm: *rm,
+            rn: *rn,
+            tk: (512 / (rm * rn)).clamp(8, 32),
+            contiguous: true,
+            staged: true,
+        };
+        let bytes = |g: Geometry| -> u64 {
+            mm.shared
+                .iter()
+                .map(|s| {
+                    let rows = if s.operand == Operand::A {
+                        g.bm()
+                    } else {
+                        g.bn()
+                    };
+                    // An unknown type counts as the widest (16 bytes).
+                    2 * g.tk * (rows + 4) * elem_bytes(&s.ty).unwrap_or(16)
+                })
+                .sum()
+        };
+        while bytes(g) > 48 * 1024 && g.tk > 4 {
+            g.tk /= 2;
+        }
+        geometries.push(g);
+    }
+    geometries
 }
 
 /// What every tensor-core candidate of one kernel shares.

@@ -25,7 +25,6 @@ const ALLOWED: &[(&str, &str, usize)] = &[
     ("optimize/facts/mod.rs", "holds", 172),
     ("optimize/rewrite/cooperative_rows.rs", "cooperative_rows", 170),
     ("worker/cuda/verify.rs", "judge", 169),
-    ("optimize/rewrite/triton_configs.rs", "triton_configs", 165),
     ("syntax/mask.rs", "mask_ranges", 163),
     ("optimize/mod.rs", "optimize", 163),
     ("worker/serve.rs", "serve", 162),

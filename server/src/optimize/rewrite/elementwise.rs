@@ -305,6 +305,46 @@ pub(super) fn match_elementwise<'t>(src: &str, func: Node<'t>) -> Result<Element
         }
         break s;
     };
+    let (form, cond, bound) = bounds_check(src, guard, &index)?;
+    let (guarded, body_end, end) = guarded_body(src, guard, form, &stmts[idx..])?;
+    if !guarded.iter().any(|s| s.kind() != "comment") {
+        return Err("the guarded body is empty".into());
+    }
+    let indent = line_indent(src, guard.start_byte()).to_string();
+    let outer = line_indent(src, func.start_byte());
+    let unit = match indent.strip_prefix(outer) {
+        Some(u) if !u.is_empty() => u.to_string(),
+        _ => "    ".to_string(),
+    };
+    Ok(Elementwise {
+        thread_aliases: aliases,
+        index,
+        index_ty,
+        init: init.to_string(),
+        decl,
+        guard,
+        cond_end: cond.end_byte(),
+        bound,
+        form,
+        between,
+        batched: batch || reads_block_yz(src, body),
+        body: guarded,
+        body_end,
+        end,
+        indent,
+        unit,
+    })
+}
+
+/// The bounds check `guard` of the index `index`: an `if` without `else` whose
+/// condition is `index < n` (or `n > index`; `index >= n` or `n <= index` for the
+/// early-return form) with a bound that does not depend on the index. Its form, its
+/// condition and the bound.
+fn bounds_check<'t>(
+    src: &str,
+    guard: Node<'t>,
+    index: &str,
+) -> Result<(Guard, Node<'t>, Node<'t>), String> {
     let guard_text = first_line(text(src, guard));
     if guard.kind() != "if_statement" {
         return Err(format!(
@@ -351,34 +391,7 @@ pub(super) fn match_elementwise<'t>(src: &str, func: Node<'t>) -> Result<Element
             text(src, bound)
         ));
     }
-    let (guarded, body_end, end) = guarded_body(src, guard, form, &stmts[idx..])?;
-    if !guarded.iter().any(|s| s.kind() != "comment") {
-        return Err("the guarded body is empty".into());
-    }
-    let indent = line_indent(src, guard.start_byte()).to_string();
-    let outer = line_indent(src, func.start_byte());
-    let unit = match indent.strip_prefix(outer) {
-        Some(u) if !u.is_empty() => u.to_string(),
-        _ => "    ".to_string(),
-    };
-    Ok(Elementwise {
-        thread_aliases: aliases,
-        index,
-        index_ty,
-        init: init.to_string(),
-        decl,
-        guard,
-        cond_end: cond.end_byte(),
-        bound,
-        form,
-        between,
-        batched: batch || reads_block_yz(src, body),
-        body: guarded,
-        body_end,
-        end,
-        indent,
-        unit,
-    })
+    Ok((form, cond, bound))
 }
 
 /// What the guarded body does with the index and the pointer parameters.

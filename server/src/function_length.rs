@@ -21,7 +21,6 @@ const LIMIT: usize = 150;
 const ALLOWED: &[(&str, &str, usize)] = &[
     ("worker/cuda/time.rs", "time", 236),
     ("cli/optimize.rs", "run_inner", 182),
-    ("cli/check.rs", "run", 178),
     ("optimize/facts/mod.rs", "holds", 172),
     ("optimize/rewrite/cooperative_rows.rs", "cooperative_rows", 170),
     ("worker/cuda/verify.rs", "judge", 169),

@@ -52,6 +52,7 @@ fn main() {
         (MATMULS, "matmul_loose"),
         (TENSOR, "gemm_tn"),
         (TENSOR, "gemm_ld"),
+        (TENSOR, "linear_nt"),
     ] {
         let one = Rewrite {
             lang: Lang::Cuda,

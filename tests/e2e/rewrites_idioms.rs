@@ -679,6 +679,16 @@ const CASES: &[Case] = &[
         ),
     },
     Case {
+        file: TENSOR_MATMULS,
+        kernel: "linear_nt",
+        id: "tile_matmul",
+        want: 10,
+        sizes: (
+            "rows = 300, 37; outs = 200, 70; ins = 150, 19",
+            "rows = 40, 37; outs = 70, 19; ins = 30, 19",
+        ),
+    },
+    Case {
         file: MATMULS,
         kernel: "conv_rows",
         id: "tile_matmul",

@@ -99,8 +99,12 @@ while read -r ex kernel steps; do
   # KERNEL_LSP_OPT_DEFAULT=1: the default run (no step count; the time budget
   # KERNEL_LSP_OPT_BUDGET, default 150s, and the search's stop rule end it) instead of
   # the listed step counts.
+  # KERNEL_LSP_OPT_THOROUGH=1: `--thorough --steps 40` (every version expanded until
+  # nothing is left on it) within the same budget, to compare with the default run
+  # (tests/gpu/thorough_compare.py).
   limit=(--steps "$steps")
   [[ -n "${KERNEL_LSP_OPT_DEFAULT:-}" ]] && limit=(--budget "${KERNEL_LSP_OPT_BUDGET:-150s}")
+  [[ -n "${KERNEL_LSP_OPT_THOROUGH:-}" ]] && limit=(--thorough --steps 40 --budget "${KERNEL_LSP_OPT_BUDGET:-150s}")
   echo "== optimize $ex --kernel $kernel ${limit[*]}"
   t0=$(date +%s)
   ( cd "$work" && timeout 420 "$KERNEL_LSP_BIN" optimize "$ex" --kernel "$kernel" "${limit[@]}" --json > "$log/opt-$kernel.json" 2> "$log/opt-$kernel.err" )
@@ -125,7 +129,10 @@ LIST
 echo "== PyTorch baselines"
 timeout 300 python3 "$here/torch_baselines.py" 2>&1 | tee "$log/torch.txt"
 ( cd "$work" && "$KERNEL_LSP_BIN" report matmul_naive.cu -o "$log/report-matmul.html" ) 2>&1
-if [[ -n "${OUT:-}" ]]; then cp "$log"/opt-*.json "$log"/report-*.html "$log/policy/policy.json" "$OUT/" 2>/dev/null; fi
+if [[ -n "${OUT:-}" ]]; then
+  mkdir -p "$OUT/${KERNEL_LSP_OPT_TAG:-opt}"
+  cp "$log"/opt-*.json "$log"/report-*.html "$log/policy/policy.json" "$OUT/${KERNEL_LSP_OPT_TAG:-opt}/" 2>/dev/null
+fi
 fi
 
 cures_rc=0

@@ -102,6 +102,15 @@ def mk_ld(shape):
         c = torch.full((m, n), float("nan"), device=dev)
         return (cp.asarray(A), cp.asarray(B), cp.asarray(c), u32(m), u32(n), u32(k), u32(lda), u32(ldb)), [c]
     return dict(m=m, n=n, k=k), args, ref, 0, None
+def mk_nt(shape):
+    rows_, outs, ins = shape
+    X = torch.rand(rows_, ins, device=dev) * 2 - 1; W = torch.rand(outs, ins, device=dev) * 2 - 1
+    bias = torch.rand(outs, device=dev) * 2 - 1
+    ref = lambda: X.double() @ W.double().t() + bias.double()
+    def args():
+        y = torch.full((rows_, outs), float("nan"), device=dev)
+        return (cp.asarray(X), cp.asarray(W), cp.asarray(bias), cp.asarray(y), i32(rows_), i32(outs), i32(ins)), [y]
+    return dict(rows=rows_, outs=outs, ins=ins), args, ref, 0, None
 files = lambda k: sorted(glob.glob(C + k + "_[0-9].cu"))
 for s in [(2048, 2048, 1024), (1024, 1024, 1024), (1000, 1000, 1000), (67, 45, 33)]:
     run("matmul", files("matmul"), s, mk_matmul)
@@ -111,4 +120,6 @@ for s in [(1000, 998, 1001), (37, 70, 19)]:
     run("gemm_tn", files("gemm_tn"), s, mk_tn)
 for s in [(1000, 1000, 1000, 1001, 1003), (2048, 2048, 1024, 1024, 2048), (33, 41, 17, 20, 45)]:
     run("gemm_ld", files("gemm_ld"), s, mk_ld)
+for s in [(1000, 998, 1001), (2048, 2048, 1024), (37, 70, 19)]:
+    run("linear_nt", files("linear_nt"), s, mk_nt)
 json.dump(rows, open(os.path.join(OUT, "tensor_matmul.json"), "w"), indent=1)

@@ -34,6 +34,11 @@ pub struct OptimizeArgs {
     /// is spent finishes; the best version so far is the answer.
     #[arg(long, value_name = "TIME", value_parser = parse_budget)]
     pub budget: Option<std::time::Duration>,
+    /// Expand every version of the tree until nothing is left to try on it, not only the
+    /// versions within 80% of the best's speedup: a longer run that shows what the
+    /// default run leaves out (pair it with `--steps` or `--budget`).
+    #[arg(long)]
+    pub thorough: bool,
     /// Write the best verified version into FILE (a backup is kept as FILE.orig).
     #[arg(long)]
     pub apply: bool,
@@ -151,6 +156,7 @@ fn run_inner(args: &OptimizeArgs) -> Result<ExitCode, String> {
     opts.only = args.only.clone();
     opts.file = Some(args.file.clone());
     opts.budget = budget;
+    opts.thorough = args.thorough;
     opts.tried = history::tried(&past);
     let shared = args.shared_policy || settings.shared_policy;
     opts.policy_path = (!args.fresh_policy).then(|| learning::policy_path(&args.file, shared));

@@ -169,7 +169,13 @@ pub async fn optimize(
         started,
         on,
     };
-    let mut search = search::Search::new(text, &start.kernel_hash, None, opts.seed);
+    let mut search = search::Search::with_config(
+        text,
+        &start.kernel_hash,
+        None,
+        opts.seed,
+        search::SearchConfig::for_run(opts.thorough),
+    );
     let budgets = search::Budgets {
         // One repair step.
         steps: if opts.repair.is_some() { 1 } else { opts.steps },

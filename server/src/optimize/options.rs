@@ -43,6 +43,10 @@ pub struct OptimizeOptions {
     /// The kernel's file on disk, where a `reference = torch: module.fn` finds its
     /// module (candidates are then verified against PyTorch: docs/optimizer.md).
     pub file: Option<PathBuf>,
+    /// Expand every version until nothing is left on it, not only those within the
+    /// frontier of the best (`optimize --thorough`): a slower, longer run that shows
+    /// what the default run leaves out.
+    pub thorough: bool,
 }
 
 /// A version's file text in, its profile out (or why not).
@@ -123,6 +127,7 @@ impl OptimizeOptions {
             budget: RunBudget::default(),
             profiler: None,
             file: None,
+            thorough: false,
         }
     }
 }

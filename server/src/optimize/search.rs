@@ -155,6 +155,19 @@ impl Default for SearchConfig {
     }
 }
 
+impl SearchConfig {
+    /// The default knobs, or with `thorough` a frontier of every version: each is
+    /// expanded until nothing is left on it, however slow it is against the best.
+    pub fn for_run(thorough: bool) -> Self {
+        let c = SearchConfig::default();
+        if thorough {
+            SearchConfig { frontier: 0.0, ..c }
+        } else {
+            c
+        }
+    }
+}
+
 /// The tree and the selection state.
 #[derive(Clone, Debug)]
 pub struct Search {
@@ -687,6 +700,21 @@ mod tests {
         assert!(s.nodes.iter().all(|n| n.exhausted));
         // Each node was asked once more after its last attempt, to learn it was exhausted.
         assert_eq!(fake.log.len(), 2 + 1 + 2 + 1);
+
+        // A thorough run goes back to the slower root too, and finds what it held.
+        let mut fake = Fake::new(vec![("a", 1, "b", 3.0), ("a", 2, "c", 4.0)], 3);
+        let mut s = Search::with_config("a", "a", None, 3, SearchConfig::for_run(true));
+        let why = run(&mut s, &steps(50), &mut fake);
+        assert_eq!(s.best().text, "c", "{why}");
+        assert!(why.starts_with("nothing left to try"), "{why}");
+        let mut fake = Fake::new(vec![("a", 1, "b", 3.0), ("a", 2, "c", 4.0)], 3);
+        let mut s = Search::with_config("a", "a", None, 3, SearchConfig::for_run(false));
+        run(&mut s, &steps(50), &mut fake);
+        assert_eq!(
+            s.best().text,
+            "b",
+            "the default run leaves the root after a 3x win"
+        );
 
         let mut lone = Fake::new(vec![], 0);
         let mut s = Search::new("x", "x", None, 3);

@@ -10,13 +10,18 @@ use tree_sitter::Node;
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::edits::Edits;
 use super::params::Params;
-use super::spec_expr::{components, format_dims, literal_dims, parse_int_literal, rescale, words};
+use super::spec_expr::{
+    components, format_dims, literal_dims, parse_int_literal, rescale, rescale_cap, words,
+};
 use super::tree::{kernel_function, text, walk};
 use super::RewriteContext;
 use crate::optimize::edit;
 use crate::syntax::Lang;
 
 pub(super) const DIMS: [&str; 3] = ["x", "y", "z"];
+
+/// A replacement in the document: its range and the new text.
+type GridEdit = (crate::syntax::ByteRange, String);
 
 /// New CUDA block shapes, with the `grid` dims that divide by the old block size
 /// rescaled. See the module doc for bodies that hard-code the block size.
@@ -79,7 +84,11 @@ pub fn block_size(cx: &RewriteContext<'_>) -> R {
             continue;
         }
         let shown = format_dims(&new);
+        let old_threads = old.iter().product::<u64>();
         let mut edits = Vec::new();
+        // The same edits with the grid's `sms * K` cap rescaled to keep the threads
+        // per multiprocessor (None: no cap to rescale).
+        let mut capped: Option<(Vec<GridEdit>, u64)> = None;
         let mut failed = None;
         for (j, (o, n)) in old.iter().zip(&new).enumerate() {
             if o == n {
@@ -93,10 +102,17 @@ pub fn block_size(cx: &RewriteContext<'_>) -> R {
                 break;
             };
             match rescale(&grid.text[part.clone()], *o, *n) {
-                Some(t) => edits.push((
-                    grid.range.start + part.start..grid.range.start + part.end,
-                    t,
-                )),
+                Some(t) => {
+                    let range = grid.range.start + part.start..grid.range.start + part.end;
+                    if let Some((c, k)) = rescale_cap(&t, old_threads, threads) {
+                        let mut e = edits.clone();
+                        e.push((range.clone(), c));
+                        capped = Some((e, k));
+                    } else if let Some((e, _)) = &mut capped {
+                        e.push((range.clone(), t.clone()));
+                    }
+                    edits.push((range, t));
+                }
                 None => {
                     failed = Some(format!(
                         "grid {} `{}` has no `cdiv(X, {o})` or `(X + {o} - 1) / {o}` to rescale",
@@ -112,13 +128,19 @@ pub fn block_size(cx: &RewriteContext<'_>) -> R {
             continue;
         }
         edits.push((block.range.clone(), shown.clone()));
-        let mut label = format!("block={shown}");
-        if let Some(v) = hard {
-            label.push_str(&format!("; body has literal {v}"));
+        let note = hard
+            .map(|v| format!("; body has literal {v}"))
+            .unwrap_or_default();
+        let mut variants = vec![(format!("block={shown}{note}"), edits)];
+        if let Some((mut e, k)) = capped {
+            e.push((block.range.clone(), shown.clone()));
+            variants.push((format!("block={shown}, grid <= {k} * sms{note}"), e));
         }
-        match Edits::from_pairs(edits).apply(cx.text) {
-            Ok(text) => drafts.push(Draft { label, text }),
-            Err(e) => dropped.push(format!("{label}: {e}")),
+        for (label, edits) in variants {
+            match Edits::from_pairs(edits).apply(cx.text) {
+                Ok(text) => drafts.push(Draft { label, text }),
+                Err(e) => dropped.push(format!("{label}: {e}")),
+            }
         }
     }
     if drafts.is_empty() && dropped.is_empty() {
@@ -191,6 +213,31 @@ mod tests {
                 if (i < n) y[i] = a * x[i] + y[i];
             }"#]]
         .assert_eq(&show(Lang::Cuda, SAXPY, find(&out, "block=512"), "saxpy"));
+    }
+
+    #[test]
+    fn a_capped_grid_gets_each_block_also_with_the_threads_per_multiprocessor_kept() {
+        let capped = SAXPY.replace("grid = cdiv(n, 256)", "grid = min(cdiv(n, 256), sms * 8)");
+        let out = cuda(&capped, "saxpy", "block_size", json!({})).unwrap();
+        assert_eq!(
+            labels(&out),
+            [
+                "block=64",
+                "block=64, grid <= 32 * sms",
+                "block=128",
+                "block=128, grid <= 16 * sms",
+                "block=512",
+                "block=512, grid <= 4 * sms",
+                "block=1024",
+                "block=1024, grid <= 2 * sms"
+            ]
+        );
+        assert!(find(&out, "block=512, grid <= 4 * sms")
+            .text
+            .contains("// @bench grid = min(cdiv(n, 512), sms * 4); block = 512"));
+        assert!(find(&out, "block=512")
+            .text
+            .contains("// @bench grid = min(cdiv(n, 512), sms * 8); block = 512"));
     }
 
     #[test]

@@ -27,6 +27,61 @@ pub(super) fn format_dims(dims: &[u64]) -> String {
     }
 }
 
+/// A grid whose cap in blocks per multiprocessor (`sms * K` or `K * sms`, as the
+/// grid-stride rewrites write it) is rescaled for a block of `new` threads instead of
+/// `old`, so the threads resident per multiprocessor stay as they were: `K * old / new`
+/// blocks. None when the grid has no such cap, or the new count is not a whole number of
+/// at least one block. Returns the new grid text and the new K.
+pub(super) fn rescale_cap(grid: &str, old: u64, new: u64) -> Option<(String, u64)> {
+    let (range, k) = sms_cap(grid)?;
+    let scaled = k.checked_mul(old)?;
+    if new == 0 || scaled % new != 0 || scaled / new == 0 || scaled / new == k {
+        return None;
+    }
+    let k2 = scaled / new;
+    Edits::from_pairs(vec![(range, k2.to_string())])
+        .apply(grid)
+        .ok()
+        .map(|g| (g, k2))
+}
+
+/// The literal K of the grid's `sms * K` (or `K * sms`) and its range in `grid`.
+fn sms_cap(grid: &str) -> Option<(ByteRange, u64)> {
+    let b = grid.as_bytes();
+    let mut from = 0;
+    while let Some(i) = grid[from..].find("sms").map(|i| i + from) {
+        from = i + 3;
+        let before_ok = i == 0 || !is_word_byte(b[i - 1]);
+        let after_ok = i + 3 == b.len() || !is_word_byte(b[i + 3]);
+        if !(before_ok && after_ok) {
+            continue;
+        }
+        let right = grid[i + 3..].trim_start();
+        if let Some(rest) = right.strip_prefix('*') {
+            let lit = rest.trim_start();
+            let start = grid.len() - lit.len();
+            let end = start + lit.bytes().take_while(u8::is_ascii_digit).count();
+            if let Some(k) = parse_uint(&grid[start..end]) {
+                if end == b.len() || !is_word_byte(b[end]) {
+                    return Some((start..end, k));
+                }
+            }
+        }
+        let left = grid[..i].trim_end();
+        if let Some(rest) = left.strip_suffix('*') {
+            let lit = rest.trim_end();
+            let end = lit.len();
+            let start = end - lit.bytes().rev().take_while(u8::is_ascii_digit).count();
+            if let Some(k) = parse_uint(&grid[start..end]) {
+                if start == 0 || !is_word_byte(b[start - 1]) {
+                    return Some((start..end, k));
+                }
+            }
+        }
+    }
+    None
+}
+
 /// `component` with every division by `old` made a division by `new`; None if it has none.
 /// A divisor that is a product of integer literals with `old` as a factor (`4 * 256`, as
 /// coarsening and vector rewrites write it: elements per thread times the block) has
@@ -311,6 +366,33 @@ pub(super) fn divisions(s: &str) -> Vec<Division> {
 mod tests {
 
     use super::*;
+
+    #[test]
+    fn a_grid_cap_in_blocks_per_multiprocessor_keeps_its_threads() {
+        let g = "min(cdiv(n, BLOCK), sms * 16)";
+        assert_eq!(
+            rescale_cap(g, 128, 512),
+            Some(("min(cdiv(n, BLOCK), sms * 4)".into(), 4))
+        );
+        assert_eq!(
+            rescale_cap("min(cdiv(n, 256), 8*sms)", 256, 128),
+            Some(("min(cdiv(n, 256), 16*sms)".into(), 16))
+        );
+        assert_eq!(
+            rescale_cap("min(cdiv(n, 256), sms * 1)", 256, 512),
+            None,
+            "half a block"
+        );
+        assert_eq!(
+            rescale_cap("min(cdiv(n, 256), sms * 6)", 256, 1024),
+            None,
+            "not whole"
+        );
+        assert_eq!(rescale_cap("cdiv(n, 256)", 256, 512), None, "no cap");
+        assert_eq!(rescale_cap("min(cdiv(n, 256), nsms * 4)", 256, 512), None);
+        assert_eq!(rescale_cap("min(cdiv(n, 256), sms * k4)", 256, 512), None);
+        assert_eq!(rescale_cap("min(cdiv(n, 256), sms * 4)", 256, 256), None);
+    }
 
     #[test]
     fn spec_divisions_are_found_and_rescaled() {

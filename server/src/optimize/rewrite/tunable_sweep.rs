@@ -1,10 +1,14 @@
 //! `tunable_sweep`: for every `tune NAME in [...]` line with several values, one
 //! candidate per value other than the current one, written as `NAME = V` in the spec (the
 //! value of an existing `NAME = ...` statement, else a new `@bench` line). Param `name`
-//! limits the sweep to one tunable. Both languages; the code does not change.
+//! limits the sweep to one tunable. Both languages; the code does not change. Where the
+//! tunable sets the CUDA block and the grid is capped at `sms * K` blocks (a grid-stride
+//! rewrite's launch), each value also gets a candidate with K rescaled so the threads
+//! resident per multiprocessor stay as they were: the block and its cap are one knob.
 
 use super::check::{current_plan, finish, not_applicable, Draft, R};
 use super::params::Params;
+use super::spec_expr::{literal_dims, rescale_cap, words};
 use super::RewriteContext;
 use crate::optimize::edit;
 
@@ -35,13 +39,51 @@ pub fn tunable_sweep(cx: &RewriteContext<'_>) -> R {
     let mut drafts = Vec::new();
     for t in tunables {
         for v in t.values.iter().filter(|v| **v != t.current) {
+            let text = edit::set_spec_value(cx.text, cx.kernel, &t.name, &v.to_string());
+            let capped = cap_kept(cx, &t.name, &t.current.to_string(), &v.to_string(), &text);
             drafts.push(Draft {
                 label: format!("{}={v}", t.name),
-                text: edit::set_spec_value(cx.text, cx.kernel, &t.name, &v.to_string()),
+                text,
             });
+            drafts.extend(capped);
         }
     }
     finish(cx, drafts, Vec::new())
+}
+
+/// `swept` (the spec with `name = new`) with the grid's `sms * K` cap rescaled so the
+/// threads resident per multiprocessor stay as they were with `name = old`, when the
+/// block is made of `name` alone and the grid has such a cap.
+fn cap_kept(
+    cx: &RewriteContext<'_>,
+    name: &str,
+    old: &str,
+    new: &str,
+    swept: &str,
+) -> Option<Draft> {
+    let block = edit::spec_assignment(cx.kernel, "block")?;
+    if words(&block.text).into_iter().ne([name]) {
+        return None;
+    }
+    let threads = |v: &str| {
+        let dims = literal_dims(&block.text.replace(name, v))?;
+        Some(dims.iter().product::<u64>())
+    };
+    let grid = edit::spec_assignment(cx.kernel, "grid")?;
+    let (new_grid, k) = rescale_cap(&grid.text, threads(old)?, threads(new)?)?;
+    // The sweep's own edit is one statement: the grid moved by its length change if it
+    // came before the grid.
+    let shift = swept.len() as isize - cx.text.len() as isize;
+    let moved = |r: &std::ops::Range<usize>, by: isize| {
+        (r.start as isize + by) as usize..(r.end as isize + by) as usize
+    };
+    let at = [moved(&grid.range, 0), moved(&grid.range, shift)]
+        .into_iter()
+        .find(|r| swept.get(r.clone()) == Some(grid.text.as_str()))?;
+    Some(Draft {
+        label: format!("{name}={new}, grid <= {k} * sms"),
+        text: edit::replace_ranges(swept, vec![(at, new_grid)]),
+    })
 }
 
 #[cfg(test)]
@@ -85,6 +127,58 @@ mod tests {
                 if (threadIdx.x == 0) atomicAdd(out, buf[0]);
             }"#]]
         .assert_eq(&show(Lang::Cuda, REDUCE, &out[1], "reduce_tree"));
+    }
+
+    #[test]
+    fn a_block_tunable_with_a_capped_grid_also_keeps_the_threads_per_multiprocessor() {
+        let capped = REDUCE.replace(
+            "grid = cdiv(n, BLOCK)",
+            "grid = min(cdiv(n, BLOCK), sms * 16)",
+        );
+        let out = cuda(&capped, "reduce_tree", "tunable_sweep", json!({})).unwrap();
+        assert_eq!(
+            labels(&out),
+            [
+                "BLOCK=256",
+                "BLOCK=256, grid <= 8 * sms",
+                "BLOCK=512",
+                "BLOCK=512, grid <= 4 * sms"
+            ]
+        );
+        let spec: Vec<&str> = out[3]
+            .text
+            .lines()
+            .filter(|l| l.contains("@bench"))
+            .collect();
+        assert!(
+            spec.contains(
+                &"// @bench grid = min(cdiv(n, BLOCK), sms * 4); block = BLOCK; smem = BLOCK * 4"
+            ),
+            "{spec:#?}"
+        );
+        assert!(spec.contains(&"// @bench BLOCK = 512"), "{spec:#?}");
+        // With `BLOCK = 512` already written before the grid line, the grid moves with it.
+        let set = capped.replace(
+            "// @bench tune BLOCK in [128, 256, 512]",
+            "// @bench tune BLOCK in [128, 256, 512]; BLOCK = 512",
+        );
+        let out = cuda(&set, "reduce_tree", "tunable_sweep", json!({})).unwrap();
+        assert_eq!(
+            labels(&out),
+            [
+                "BLOCK=128",
+                "BLOCK=128, grid <= 64 * sms",
+                "BLOCK=256",
+                "BLOCK=256, grid <= 32 * sms"
+            ]
+        );
+        assert!(out[1]
+            .text
+            .contains("BLOCK = 128\n// @bench grid = min(cdiv(n, BLOCK), sms * 64);"));
+        // A cap that would not be a whole number of blocks gets no such candidate.
+        let one = REDUCE.replace("grid = cdiv(n, BLOCK)", "grid = min(cdiv(n, BLOCK), sms)");
+        let out = cuda(&one, "reduce_tree", "tunable_sweep", json!({})).unwrap();
+        assert_eq!(labels(&out), ["BLOCK=256", "BLOCK=512"]);
     }
 
     #[test]

@@ -3,11 +3,14 @@
 //!
 //! **Matches** the tiled shape whose k loop body is exactly `ACC += A * B;` (either
 //! order) with one A-like and one B-like load of `float`, the loop starting at 0, and
-//! `ACC` declared in PRE as a `float` set to a literal zero. Each f32 operand is split
-//! into its nearest TF32 `hi` (ties away from zero, integer rounding of the bits) and the
-//! rest `lo = x - hi` (exact in f32; the tensor cores read its top 19 bits), and every
-//! product is accumulated as `lo·hi + hi·lo + hi·hi` on the tensor cores: about 21 bits
-//! of each operand take part. The tensor cores' own accumulation does not round to
+//! `ACC` declared in PRE as a `float` set to a literal zero. Each f32 operand `x` is
+//! passed whole as its TF32 part `hi` (the tensor cores read its top 19 bits: its
+//! truncation) with the rest `lo = x - trunc(x)` (exact in f32; again its top 19 bits
+//! read), and every product is accumulated as `lo·hi + hi·lo + hi·hi` on the tensor
+//! cores: about 21 bits of each operand take part. (An earlier split rounded `hi` to
+//! nearest, two integer operations more for 2^-21 instead of 2^-20 of each product: both
+//! leave no output outside the default f32 tolerance of the f64 product at
+//! 2048x2048x1024, where the sequential loop leaves 117.) The tensor cores' own accumulation does not round to
 //! nearest: chained over a 1024-term sum it lost up to 4.5e-4 (67,812 of 4M outputs
 //! outside `1e-5 + 1e-4·|x|` of the f64 product, 2048x2048x1024, H200), so each k tile's
 //! products go to a fresh accumulator that is added to the running sum in f32. Measured
@@ -26,9 +29,11 @@
 //! by n8 fragments), `stages` shared buffers of A and B in dynamic shared memory (the
 //! spec's `smem`), filled by `cp.async` with `stages - 1` k tiles in flight and one
 //! barrier per k tile. Each operand's tile keeps the side its load has stride 1 along
-//! (`k`: `[rows][BK + 4]`; the row or column: `[BK][rows + 8]`; paddings that put a
-//! warp's fragment reads on 32 distinct banks and keep rows 16-byte aligned). A thread
-//! copies four adjacent elements at a time: one 16-byte copy where all four pass the
+//! (`k`: `[rows][BK + 4]`, its fragments read by `ldmatrix`; the row or column:
+//! `[BK][rows + 8]`, read a float at a time; paddings that put a warp's fragment reads on
+//! 32 distinct banks and keep rows 16-byte aligned). A thread copies four adjacent
+//! elements at a time (its chunks a counted, unrolled loop where a warp's share is under
+//! 64x64): one 16-byte copy where all four pass the
 //! author's bounds and the first is 16-byte aligned (checked at run time: leading
 //! dimensions and sizes need not be multiples of 4), else four 4-byte copies, each
 //! zero-filled past the edges; the addresses are the author's load expressions under
@@ -225,6 +230,16 @@ impl MmaTiles {
         4 * self.stages * (self.a_floats(a_k) + self.b_floats(b_k))
     }
 
+    /// Whether a thread's copies of a stage are a counted loop (unrolled, their addresses
+    /// kept in registers across k tiles) rather than one strided from the thread index:
+    /// where a warp's share is under 64x64, whose one set of accumulators leaves the
+    /// registers (H100, 2026-11-27: 64x64x32 tiles 0.0553 ms against 0.0650 at 1000^3,
+    /// 128x64x32 0.1609 against 0.1798 at 2048x2048x1024; at 128x128 the unrolled copies
+    /// spilled and took 0.1925 against 0.1679).
+    pub fn counted_fill(self) -> bool {
+        self.bm * self.bn < 128 * 128
+    }
+
     pub fn label(self) -> String {
         format!(
             "3xTF32 tensor cores (mma.sync, cp.async), {}x{}x{} tiles, {} stages, {MMA_WARPS} warps",
@@ -274,6 +289,8 @@ struct Names {
     tn: String,
     h: String,
     v: String,
+    c: String,
+    frag: String,
 }
 
 impl Names {
@@ -311,6 +328,8 @@ impl Names {
             tn: n("tn"),
             h: n("h"),
             v: n("v"),
+            c: n("chunk"),
+            frag: n("frag"),
         }
     }
 }
@@ -494,7 +513,6 @@ fn emit_fill(o: &mut Out, cx: &Emit<'_, '_>, idx: usize, (k_contig, vector): (bo
         tiles.b_floats(k_contig)
     };
     let (e, r, q, j) = (&nm.e, &nm.r, &nm.q, &nm.j);
-    let threads = 32 * MMA_WARPS;
     let (ie, ke) = if k_contig {
         (r.to_string(), format!("{q} + {j}"))
     } else {
@@ -513,10 +531,7 @@ fn emit_fill(o: &mut Out, cx: &Emit<'_, '_>, idx: usize, (k_contig, vector): (bo
     );
     let load = text(src, s.nodes[0]);
     o.line(1, "#pragma unroll");
-    o.line(
-        1,
-        &format!("for (int {e} = threadIdx.x; {e} < {chunks}; {e} += {threads}) {{"),
-    );
+    chunk_loop(o, nm, chunks, tiles.counted_fill());
     o.line(
         2,
         &format!("const int {r} = {e} / {per_row}, {q} = {e} % {per_row} * 4;"),
@@ -536,6 +551,29 @@ fn emit_fill(o: &mut Out, cx: &Emit<'_, '_>, idx: usize, (k_contig, vector): (bo
     };
     emit_copies(o, nm, &chunk, vector);
     o.line(1, "}");
+}
+
+/// The loop over a thread's chunks of a stage: counted (`for (c = 0; c < chunks / threads;
+/// ++c)`, which the compiler unrolls and whose addresses it keeps across k tiles) where
+/// [`MmaTiles::counted_fill`], else strided from the thread's index.
+fn chunk_loop(o: &mut Out, nm: &Names, chunks: u64, counted: bool) {
+    let (e, threads) = (&nm.e, 32 * MMA_WARPS);
+    if counted {
+        let c = &nm.c;
+        o.line(
+            1,
+            &format!("for (int {c} = 0; {c} < {}; ++{c}) {{", chunks / threads),
+        );
+        o.line(
+            2,
+            &format!("const int {e} = threadIdx.x + {c} * {threads};"),
+        );
+    } else {
+        o.line(
+            1,
+            &format!("for (int {e} = threadIdx.x; {e} < {chunks}; {e} += {threads}) {{"),
+        );
+    }
 }
 
 /// One chunk's element: the author's indices redeclared for element `j`, the author's
@@ -686,49 +724,91 @@ fn emit_k_step(o: &mut Out, nm: &Names, tiles: MmaTiles, lay: ((bool, bool), (bo
         ),
     );
     // Fragments: A (16x8, row) a0..a3 at rows group, group + 8 and k tig, tig + 4; B (8x8,
-    // col) b0, b1 at k tig, tig + 4 and column group.
+    // col) b0, b1 at k tig, tig + 4 and column group. A tile that keeps k contiguous is read
+    // with `ldmatrix`; the others (`[BK][rows + 8]`) one float at a time, at these indices.
     let (g, t, h, ks) = (&nm.group, &nm.tig, &nm.h, &nm.ks);
     let am = format!("{} + {} * 16 + {g} + ({h} & 1) * 8", nm.wm0, nm.tm);
-    let ak = format!("{ks} + {t} + ({h} >> 1) * 4");
-    let a_at = if lay.0 .0 {
-        format!("({am}) * {} + {ak}", bk + 4)
-    } else {
-        format!("({ak}) * {} + {am}", bm + 8)
-    };
-    let bk_ = format!("{ks} + {t} + {h} * 4");
+    let a_at = format!("({ks} + {t} + ({h} >> 1) * 4) * {} + {am}", bm + 8);
     let bnn = format!("{} + {} * 8 + {g}", nm.wn0, nm.tn);
-    let b_at = if lay.1 .0 {
-        format!("({bnn}) * {} + {bk_}", bk + 4)
-    } else {
-        format!("({bk_}) * {} + {bnn}", bn + 8)
-    };
+    let b_at = format!("({ks} + {t} + {h} * 4) * {} + {bnn}", bn + 8);
     for (w, n, frag, idx, at) in [(0, mi, 4, &nm.tm, a_at), (1, ni, 2, &nm.tn, b_at)] {
-        o.unrolled(2, idx, n, false);
+        let k_contig = if w == 0 { lay.0 .0 } else { lay.1 .0 };
+        o.unrolled(2, idx, n, true);
+        if k_contig {
+            emit_ldmatrix(o, nm, tiles, w, frag);
+        }
         o.unrolled(3, h, frag, true);
-        o.line(4, &format!("const float {} = {}[{at}];", nm.v, nm.cur[w]));
-        // Round to the nearest TF32 (ties away), and the rest as an f32 whose low bits
-        // the tensor cores ignore.
-        o.line(
-            4,
-            &format!(
-                "{hi}[{idx}][{h}] = (__float_as_uint({v}) + 0x1000u) & 0xffffe000u;",
-                hi = nm.hi[w],
-                v = nm.v
-            ),
-        );
-        o.line(
-            4,
-            &format!(
-                "{}[{idx}][{h}] = __float_as_uint({v} - __uint_as_float({}[{idx}][{h}]));",
-                nm.lo[w],
-                nm.hi[w],
-                v = nm.v
-            ),
-        );
+        if k_contig {
+            o.line(
+                4,
+                &format!("const float {} = __uint_as_float({}[{h}]);", nm.v, nm.frag),
+            );
+        } else {
+            o.line(4, &format!("const float {} = {}[{at}];", nm.v, nm.cur[w]));
+        }
+        emit_split(o, nm, w, idx);
         o.line(3, "}");
+        o.line(2, "}");
     }
     emit_products(o, nm, mi, ni);
     o.line(1, "}");
+}
+
+/// One operand's fragment of a k step read with `ldmatrix` (A: `.x4`, m16 x k8; B: `.x2`,
+/// n8 x k8) from a tile that keeps k contiguous (`[rows][BK + 4]`: 16-byte aligned rows
+/// on distinct banks). Each 8x8 matrix of 16-bit pairs is 8 rows of 4 floats, and a lane's
+/// word `lane % 4` of row `lane / 4` is the TF32 fragment's element at (group, tig):
+/// matrices at row offsets 0 and 8 (A only) and k offsets 0 and 4.
+fn emit_ldmatrix(o: &mut Out, nm: &Names, tiles: MmaTiles, w: usize, frag: u64) {
+    let (lane, ks, stride) = (&nm.lane, &nm.ks, tiles.bk + 4);
+    let (row, k) = if w == 0 {
+        (
+            format!(
+                "{} + {} * 16 + ({lane} & 7) + (({lane} >> 3) & 1) * 8",
+                nm.wm0, nm.tm
+            ),
+            format!("{ks} + ({lane} >> 4) * 4"),
+        )
+    } else {
+        (
+            format!("{} + {} * 8 + ({lane} & 7)", nm.wn0, nm.tn),
+            format!("{ks} + (({lane} >> 3) & 1) * 4"),
+        )
+    };
+    let x = &nm.frag;
+    let regs: Vec<String> = (0..frag).map(|i| format!("%{i}")).collect();
+    let outs: Vec<String> = (0..frag).map(|i| format!("\"=r\"({x}[{i}])")).collect();
+    o.line(3, &format!("unsigned {x}[{frag}];"));
+    o.line(
+        3,
+        &format!(
+            "asm volatile(\"ldmatrix.sync.aligned.m8n8.x{frag}.shared.b16 {{{}}}, [%{frag}];\\n\" : {} : \"r\"((unsigned)__cvta_generic_to_shared(&{}[({row}) * {stride} + {k}])));",
+            regs.join(", "),
+            outs.join(", "),
+            nm.cur[w]
+        ),
+    );
+}
+
+/// The split of `v` into the registers the tensor cores read: `hi` its own bits (they
+/// read the top 19, its TF32 truncation) and `lo` the rest, `v` less that truncation
+/// (exact in f32). Passing `v` itself as `hi` saves the rounding's two integer operations
+/// (H100, 2026-11-27: 0.1547 ms against 0.1679 at 2048x2048x1024, 128x128x16 tiles); the
+/// dropped `lo·lo` and `lo`'s own truncation stay near 2^-20 of each product (relative
+/// error 3.7e-7 against the f64 product, the sequential f32 loop's 5.7e-7).
+fn emit_split(o: &mut Out, nm: &Names, w: usize, idx: &str) {
+    let (h, v) = (&nm.h, &nm.v);
+    o.line(
+        4,
+        &format!("{}[{idx}][{h}] = __float_as_uint({v});", nm.hi[w]),
+    );
+    o.line(
+        4,
+        &format!(
+            "{}[{idx}][{h}] = __float_as_uint({v} - __uint_as_float(__float_as_uint({v}) & 0xffffe000u));",
+            nm.lo[w]
+        ),
+    );
 }
 
 /// `lo·hi + hi·lo + hi·hi` of every (m16, n8) fragment pair into the k tile's accumulator.

@@ -225,7 +225,8 @@ fn a_float_multiply_add_within_a_loose_tolerance_also_gets_3xtf32_tensor_cores()
                     for (int h = 0; h < 4; ++h) d[tm][tn][h] = 0.0f;
             auto fill = [&](int slot, int k0) {
                 #pragma unroll
-                for (int e = threadIdx.x; e < 512; e += 128) {
+                for (int chunk = 0; chunk < 4; ++chunk) {
+                    const int e = threadIdx.x + chunk * 128;
                     const int r = e / 8, q = e % 8 * 4;
                     float* dst = a_tiles + slot * 2304 + r * 36 + q;
                     bool full = true;
@@ -248,7 +249,8 @@ fn a_float_multiply_add_within_a_loose_tolerance_also_gets_3xtf32_tensor_cores()
                     }
                 }
                 #pragma unroll
-                for (int e = threadIdx.x; e < 512; e += 128) {
+                for (int chunk = 0; chunk < 4; ++chunk) {
+                    const int e = threadIdx.x + chunk * 128;
                     const int r = e / 16, q = e % 16 * 4;
                     float* dst = b_tiles + slot * 2304 + r * 72 + q;
                     bool full = true;
@@ -293,21 +295,25 @@ fn a_float_multiply_add_within_a_loose_tolerance_also_gets_3xtf32_tensor_cores()
                 for (int ks = 0; ks < 32; ks += 8) {
                     unsigned a_hi[2][4], a_lo[2][4], b_hi[4][2], b_lo[4][2];
                     #pragma unroll
-                    for (int tm = 0; tm < 2; ++tm)
+                    for (int tm = 0; tm < 2; ++tm) {
+                        unsigned frag[4];
+                        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n" : "=r"(frag[0]), "=r"(frag[1]), "=r"(frag[2]), "=r"(frag[3]) : "r"((unsigned)__cvta_generic_to_shared(&a_cur[(wm0 + tm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * 36 + ks + (lane >> 4) * 4])));
                         #pragma unroll
                         for (int h = 0; h < 4; ++h) {
-                            const float v = a_cur[(wm0 + tm * 16 + group + (h & 1) * 8) * 36 + ks + tig + (h >> 1) * 4];
-                            a_hi[tm][h] = (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
-                            a_lo[tm][h] = __float_as_uint(v - __uint_as_float(a_hi[tm][h]));
+                            const float v = __uint_as_float(frag[h]);
+                            a_hi[tm][h] = __float_as_uint(v);
+                            a_lo[tm][h] = __float_as_uint(v - __uint_as_float(__float_as_uint(v) & 0xffffe000u));
                         }
+                    }
                     #pragma unroll
-                    for (int tn = 0; tn < 4; ++tn)
+                    for (int tn = 0; tn < 4; ++tn) {
                         #pragma unroll
                         for (int h = 0; h < 2; ++h) {
                             const float v = b_cur[(ks + tig + h * 4) * 72 + wn0 + tn * 8 + group];
-                            b_hi[tn][h] = (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
-                            b_lo[tn][h] = __float_as_uint(v - __uint_as_float(b_hi[tn][h]));
+                            b_hi[tn][h] = __float_as_uint(v);
+                            b_lo[tn][h] = __float_as_uint(v - __uint_as_float(__float_as_uint(v) & 0xffffe000u));
                         }
+                    }
                     #pragma unroll
                     for (int tm = 0; tm < 2; ++tm)
                         #pragma unroll
@@ -639,8 +645,9 @@ const TENSOR: &str = include_str!("../../../../../tests/fixtures/rewrites/tiles/
 #[test]
 fn tensor_core_tiles_keep_each_operands_contiguous_side_and_guard_unaligned_rows() {
     let tc = json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "staged_blocks": [], "tensor_cores": [[64, 64]]});
-    // A column-major and B transposed: A's tile `[BK][BM + 8]`, B's `[BN][BK + 4]`, each
-    // filled along its contiguous side; the epilogue reads C as written.
+    // A column-major and B transposed: A's tile `[BK][BM + 8]`, read a float at a time, and
+    // B's `[BN][BK + 4]`, read by `ldmatrix` (n8 x k8), each filled along its contiguous
+    // side; the epilogue reads C as written.
     let tn = one(TENSOR, "gemm_tn", tc.clone());
     for want in [
         "// @bench smem = 73728",
@@ -649,7 +656,7 @@ fn tensor_core_tiles_keep_each_operands_contiguous_side_and_guard_unaligned_rows
         "float* dst = b_tiles + slot * 2304 + r * 36 + q;",
         "const int x = blockIdx.x * 64 + r; int t = k0 + q + j;",
         "const float v = a_cur[(ks + tig + (h >> 1) * 4) * 72 + wm0 + tm * 16 + group + (h & 1) * 8];",
-        "const float v = b_cur[(wn0 + tn * 8 + group) * 36 + ks + tig + h * 4];",
+        "asm volatile(\"ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\\n\" : \"=r\"(frag[0]), \"=r\"(frag[1]) : \"r\"((unsigned)__cvta_generic_to_shared(&b_cur[(wn0 + tn * 8 + (lane & 7)) * 36 + ks + ((lane >> 3) & 1) * 4])));",
         "c[y * n + x] = alpha * s + beta * c[y * n + x];",
     ] {
         assert!(tn.contains(want), "gemm_tn lacks `{want}`:\n{tn}");
@@ -670,6 +677,50 @@ fn tensor_core_tiles_keep_each_operands_contiguous_side_and_guard_unaligned_rows
 }
 
 #[test]
+fn k_contiguous_tiles_are_read_by_ldmatrix_and_small_warp_shares_count_their_copies() {
+    let tc = |pairs: serde_json::Value| json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "staged_blocks": [], "tensor_cores": pairs});
+    // `x @ w.T`: both tiles keep k contiguous, so both fragments come from `ldmatrix` (A
+    // m16 x k8 as four 8x8 matrices, B n8 x k8 as two) and no float is read one at a time.
+    let nt = one(TENSOR, "linear_nt", tc(json!([[64, 64]])));
+    for want in [
+        "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];",
+        "&a_cur[(wm0 + tm * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * 36 + ks + (lane >> 4) * 4]",
+        "ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];",
+        "&b_cur[(wn0 + tn * 8 + (lane & 7)) * 36 + ks + ((lane >> 3) & 1) * 4]",
+        "int out = blockIdx.x * 64 + r; int i = k0 + q + j;",
+        "y[(long)row * outs + out] = acc + bias[out];",
+    ] {
+        assert!(nt.contains(want), "linear_nt lacks `{want}`:\n{nt}");
+    }
+    assert!(
+        !nt.contains("= a_cur[") && !nt.contains("= b_cur["),
+        "a float read one at a time:\n{nt}"
+    );
+    // The split passes each operand whole as its TF32 part; the rest is what its
+    // truncation leaves.
+    assert!(nt.contains("a_hi[tm][h] = __float_as_uint(v);"), "{nt}");
+    assert!(
+        nt.contains(
+            "b_lo[tn][h] = __float_as_uint(v - __uint_as_float(__float_as_uint(v) & 0xffffe000u));"
+        ),
+        "{nt}"
+    );
+    // A warp's share under 64x64 counts its copies (4 chunks of 4 floats a thread at
+    // 64x64x32, 8 at 128x64x32); a 64x64 share keeps the loop strided from its index.
+    let loose = MATMUL.replace("rtol = 1e-3", "atol = 1e-3; rtol = 1e-3");
+    let strided = "for (int e = threadIdx.x; e < 512; e += 128) {";
+    for (pair, want) in [
+        ([64, 64], "for (int chunk = 0; chunk < 4; ++chunk) {"),
+        ([128, 64], "for (int chunk = 0; chunk < 8; ++chunk) {"),
+        ([128, 128], strided),
+    ] {
+        let text = one(&loose, "matmul", tc(json!([pair])));
+        assert!(text.contains(want), "{pair:?} lacks `{want}`:\n{text}");
+        assert_eq!(text.contains("chunk"), want != strided, "{pair:?}:\n{text}");
+    }
+}
+
+#[test]
 fn tensor_core_tiles_follow_the_block_shape_and_the_shared_memory_budget() {
     use super::mma::MmaTiles;
     let rows = (true, false); // A along k, B along the column
@@ -683,6 +734,13 @@ fn tensor_core_tiles_follow_the_block_shape_and_the_shared_memory_budget() {
     assert_eq!(t(256, 128, 0), Ok((16, 3, 87552)));
     assert_eq!(t(64, 64, 2), Ok((32, 2, 36864)));
     assert!(t(48, 64, 0).unwrap_err().contains("multiple of 32"));
+    // Counted copies only where a warp's share (a quarter of the block) is under 64x64.
+    let counted = |bm, bn| MmaTiles::of(bm, bn, 0, rows).map(|t| t.counted_fill());
+    assert_eq!(counted(64, 64), Ok(true));
+    assert_eq!(counted(128, 64), Ok(true));
+    assert_eq!(counted(32, 256), Ok(true));
+    assert_eq!(counted(128, 128), Ok(false));
+    assert_eq!(counted(256, 128), Ok(false));
     assert!(t(512, 64, 0).is_err());
     // The stated layouts: k contiguous pads by 4 floats, the other side by 8.
     let cols = (false, true);

@@ -103,7 +103,7 @@ fn kernel_summaries(
             if spec.plan.is_none() && k.spec.lines.is_empty() {
                 d.push_str(" (no @bench spec)");
             }
-            if let Some(r) = analysis::resources_for(&resources, k) {
+            if let Some(r) = analysis::resources_for(resources, k) {
                 d.push_str(&format!(": {}", analysis::resources_label(r)));
             }
             d

@@ -2185,7 +2185,7 @@ impl Combiner<'_> {
                 scope: "row body",
             };
             let (block, _) =
-                combine::shared_combine(&combined, l.step, &slots, &ind, unit, nl, names)?;
+                combine::shared_combine(&combined, l.step, &slots, ind, unit, nl, names)?;
             code.push_str(&format!("{block}{nl}{ind}}}"));
         }
         Ok(Some(code))

@@ -7,6 +7,8 @@ pub mod analysis;
 pub mod capture;
 pub mod cli;
 pub mod document;
+#[cfg(test)]
+mod function_length;
 pub mod layers;
 pub mod lsp;
 pub mod optimize;

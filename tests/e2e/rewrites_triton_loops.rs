@@ -205,8 +205,7 @@ async fn persistent_tma_matmuls_verify_on_the_interpreter() {
 
 /// `kernel-lsp optimize FILE` with its defaults (no LLM, no step limit: the time budget
 /// and the stop rule end it) on a bundled first draft, its sizes shrunk for the CPU
-/// interpreter: the run ends, and the step the analysis names is accepted. Returns the
-/// run's JSON.
+/// interpreter: the run ends. Returns the run's JSON.
 fn default_optimize(py: &str, example: &str, from: &str, to: &str) -> serde_json::Value {
     let dir =
         std::env::temp_dir().join(format!("kernel-lsp-cure-{}-{example}", std::process::id()));
@@ -237,17 +236,43 @@ fn default_optimize(py: &str, example: &str, from: &str, to: &str) -> serde_json
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{example}: {e}: {stdout}"))
 }
 
-/// The strategy ids of the run's accepted steps.
-fn accepted(run: &serde_json::Value) -> Vec<String> {
-    run["steps"]
-        .as_array()
-        .map(|s| {
-            s.iter()
-                .filter(|s| s["outcome"] == "accepted")
-                .filter_map(|s| s["strategy_id"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+/// The run's first step is the diagnosed `cure` and it cures: a candidate of it verified
+/// against the original on the interpreter and, timed beside the original, ran faster
+/// (the medians' ratio is over 1). Whether that gain also clears the timing noise, so
+/// that the step is accepted and offered, is the acceptance rule's call on this run's
+/// spread (unit-tested in `optimize::accept`): on Triton's CPU interpreter under a
+/// loaded machine the spread reaches tens of percent, and a 1.35x cure has been judged
+/// "no gain". So either outcome passes, but an accepted step's text must carry the
+/// cure's `mark`, and a failed or inapplicable step fails.
+fn assert_cures(run: &serde_json::Value, cure: &str, mark: &str) {
+    let step = &run["steps"][0];
+    assert_eq!(step["strategy_id"], cure, "the diagnosed cure first: {run}");
+    let timed_and_verified = step["candidates"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["verified"] == true && c["median_ms"].as_f64().is_some())
+    });
+    assert!(
+        timed_and_verified,
+        "no candidate of {cure} verified and was timed: {step}"
+    );
+    let speedup = step["speedup"].as_f64().unwrap_or(0.0);
+    assert!(
+        speedup > 1.0,
+        "{cure}'s best candidate is not faster than the original ({speedup}x): {step}"
+    );
+    match step["outcome"].as_str() {
+        Some("accepted") => {
+            let text = step["kernel_after"].as_str().unwrap_or("");
+            assert!(
+                text.contains(mark),
+                "{cure} was accepted with a text that lacks `{mark}`: {text}"
+            );
+        }
+        Some("no_gain") => eprintln!(
+            "note: {cure} verified and ran {speedup:.2}x faster, within this run's timing noise (not accepted)"
+        ),
+        other => panic!("{cure}'s step ended {other:?}: {step}"),
+    }
 }
 
 #[test]
@@ -264,37 +289,22 @@ fn the_default_optimize_cures_a_logsumexp_a_column_mean_and_a_column_norm_on_the
         "R = 16384, 33; C = 2048, 1500",
         "R = 40, 9; C = 700, 130",
     );
-    assert_eq!(
-        run["steps"][0]["strategy_id"], "triton_online",
-        "the diagnosed cure first: {run}"
-    );
-    assert!(
-        accepted(&run).contains(&"triton_online".to_string()),
-        "{run}"
-    );
+    // The rescale of the running sum by the change of the maximum.
+    assert_cures(&run, "triton_online", "hi_prev = hi");
     let run = default_optimize(
         &py,
         "col_mean.py",
         "M = 16384, 1001; N = 1024, 300",
         "M = 300, 101; N = 200, 30",
     );
-    assert_eq!(run["steps"][0]["strategy_id"], "triton_split_loop", "{run}");
-    assert!(
-        accepted(&run).contains(&"triton_split_loop".to_string()),
-        "{run}"
-    );
+    // The row mask of the R rows a step now takes.
+    assert_cures(&run, "triton_split_loop", "r_ok = ");
     let run = default_optimize(
         &py,
         "col_norm.py",
         "M = 8192, 1000; N = 2048, 333",
         "M = 300, 100; N = 70, 33",
     );
-    assert_eq!(
-        run["steps"][0]["strategy_id"], "triton_program_tile",
-        "{run}"
-    );
-    assert!(
-        accepted(&run).contains(&"triton_program_tile".to_string()),
-        "{run}"
-    );
+    // The mask of the columns a program now owns.
+    assert_cures(&run, "triton_program_tile", "in_grid");
 }

@@ -87,6 +87,62 @@ pub(crate) fn read_source(path: &PathBuf) -> Result<String, String> {
     })
 }
 
+/// Each kernel of the file for the summary line: its name, "(no @bench spec)" where it
+/// has none, and its registers and spills where the compile reported them.
+fn kernel_summaries(
+    result: &analysis::FileAnalysis,
+    resources: &[toolchain::KernelResources],
+) -> Vec<String> {
+    result
+        .model
+        .kernels
+        .iter()
+        .zip(&result.specs)
+        .map(|(k, spec)| {
+            let mut d = k.name.clone();
+            if spec.plan.is_none() && k.spec.lines.is_empty() {
+                d.push_str(" (no @bench spec)");
+            }
+            if let Some(r) = analysis::resources_for(resources, k) {
+                d.push_str(&format!(": {}", analysis::resources_label(r)));
+            }
+            d
+        })
+        .collect()
+}
+
+/// A finding as JSON, at compiler line:column positions.
+fn json_finding(shown: &str, doc: &Document, f: &Finding) -> JsonFinding {
+    let (line, column) = compiler_position(doc, f.range.start);
+    let (end_line, end_column) = compiler_position(doc, f.range.end);
+    JsonFinding {
+        file: shown.to_string(),
+        line,
+        column,
+        end_line,
+        end_column,
+        severity: f.severity,
+        source: f.source.label(),
+        message: f.message.clone(),
+    }
+}
+
+/// A finding as a compiler's line: `file:line:column: severity: message [source]`.
+fn text_finding(shown: &str, doc: &Document, f: &Finding) -> String {
+    let (line, column) = compiler_position(doc, f.range.start);
+    let sev = match f.severity {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+        Severity::Information => "info",
+        Severity::Hint => "hint",
+    };
+    format!(
+        "{shown}:{line}:{column}: {sev}: {} [{}]\n",
+        f.message,
+        f.source.label()
+    )
+}
+
 pub fn run(args: &CheckArgs) -> ExitCode {
     let mut settings = match super::load_settings(args.config.as_deref(), &args.files[0]) {
         Ok(s) => s,
@@ -192,22 +248,7 @@ pub fn run(args: &CheckArgs) -> ExitCode {
         }
         findings.sort_by_key(|f| (f.range.start, f.range.end));
         // One line per file on stderr, so a clean run still says what was checked.
-        let kernels: Vec<String> = result
-            .model
-            .kernels
-            .iter()
-            .zip(&result.specs)
-            .map(|(k, spec)| {
-                let mut d = k.name.clone();
-                if spec.plan.is_none() && k.spec.lines.is_empty() {
-                    d.push_str(" (no @bench spec)");
-                }
-                if let Some(r) = analysis::resources_for(&resources, k) {
-                    d.push_str(&format!(": {}", analysis::resources_label(r)));
-                }
-                d
-            })
-            .collect();
+        let kernels = kernel_summaries(&result, &resources);
         let count = |sev| findings.iter().filter(|f| f.severity == sev).count();
         eprintln!(
             "{shown}: {} kernel(s){}{}, {} error(s), {} warning(s)",
@@ -221,31 +262,10 @@ pub fn run(args: &CheckArgs) -> ExitCode {
             if f.severity == Severity::Error {
                 errors += 1;
             }
-            let (line, column) = compiler_position(&doc, f.range.start);
-            let (end_line, end_column) = compiler_position(&doc, f.range.end);
             if args.json {
-                json_out.push(JsonFinding {
-                    file: shown.clone(),
-                    line,
-                    column,
-                    end_line,
-                    end_column,
-                    severity: f.severity,
-                    source: f.source.label(),
-                    message: f.message.clone(),
-                });
+                json_out.push(json_finding(&shown, &doc, f));
             } else {
-                let sev = match f.severity {
-                    Severity::Error => "error",
-                    Severity::Warning => "warning",
-                    Severity::Information => "info",
-                    Severity::Hint => "hint",
-                };
-                text_out.push_str(&format!(
-                    "{shown}:{line}:{column}: {sev}: {} [{}]\n",
-                    f.message,
-                    f.source.label()
-                ));
+                text_out.push_str(&text_finding(&shown, &doc, f));
             }
         }
     }

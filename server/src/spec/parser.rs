@@ -270,17 +270,9 @@ fn quote(line: &SpecLine, span: &ByteRange) -> String {
     }
 }
 
-fn parse_buffer(c: &mut Cursor<'_>, name: Name) -> Result<StmtKind, ParseError> {
-    let n = name.text.clone();
-    let Some(rt) = c.next() else {
-        return Err(ParseError {
-            span: c.end_span(),
-            message: format!(
-                "expected a role after `{n}:`; write `{n}: in f32[n]` (in, out or inout)"
-            ),
-        });
-    };
-    let role = match rt.ident() {
+/// The role token `rt` of buffer `n` (in, out or inout), or the error with a hint.
+fn role_of(rt: &Token, n: &str) -> Result<Role, ParseError> {
+    Ok(match rt.ident() {
         Some("in") => Role::In,
         Some("out") => Role::Out,
         Some("inout") => Role::InOut,
@@ -302,7 +294,68 @@ fn parse_buffer(c: &mut Cursor<'_>, name: Name) -> Result<StmtKind, ParseError> 
                 message: format!("expected a role (in, out or inout), found {}", describe(rt)),
             });
         }
+    })
+}
+
+/// The distribution after a buffer's `~`: a name and optional arguments in parentheses.
+fn parse_dist(c: &mut Cursor<'_>) -> Result<DistSpec, ParseError> {
+    let Some(t) = c.next() else {
+        return Err(ParseError {
+            span: c.end_span(),
+            message: format!(
+                "expected a distribution after `~`; {}",
+                super::check::DIST_LIST
+            ),
+        });
     };
+    let Tok::Ident(dn) = &t.tok else {
+        return Err(ParseError {
+            span: t.span.clone(),
+            message: format!(
+                "expected a distribution after `~`, found {}; {}",
+                describe(t),
+                super::check::DIST_LIST
+            ),
+        });
+    };
+    let mut args = Vec::new();
+    let mut end = t.span.end;
+    if let Some(_open) = c.eat("(") {
+        let close = loop {
+            if let Some(close) = c.eat(")") {
+                break close;
+            }
+            args.push(c.expr()?);
+            if let Some(close) = c.eat(")") {
+                break close;
+            }
+            c.expect(",", "or `)` in the distribution's arguments")?;
+        };
+        end = close.span.end;
+    }
+    Ok(DistSpec {
+        name: Name {
+            text: dn.clone(),
+            span: t.span.clone(),
+        },
+        args,
+        span: t.span.start..end,
+    })
+}
+
+/// A buffer line's statement after `name:`: role, element type, shape and an optional
+/// distribution.
+fn parse_buffer(c: &mut Cursor<'_>, name: Name) -> Result<StmtKind, ParseError> {
+    let n = name.text.clone();
+    let Some(rt) = c.next() else {
+        return Err(ParseError {
+            span: c.end_span(),
+            message: format!(
+                "expected a role after `{n}:`; write `{n}: in f32[n]` (in, out or inout)"
+            ),
+        });
+    };
+    let role = role_of(rt, &n)?;
     let Some(dt) = c.next() else {
         return Err(ParseError {
             span: c.end_span(),
@@ -366,48 +419,7 @@ fn parse_buffer(c: &mut Cursor<'_>, name: Name) -> Result<StmtKind, ParseError> 
         });
     }
     let dist = if c.eat("~").is_some() {
-        let Some(t) = c.next() else {
-            return Err(ParseError {
-                span: c.end_span(),
-                message: format!(
-                    "expected a distribution after `~`; {}",
-                    super::check::DIST_LIST
-                ),
-            });
-        };
-        let Tok::Ident(dn) = &t.tok else {
-            return Err(ParseError {
-                span: t.span.clone(),
-                message: format!(
-                    "expected a distribution after `~`, found {}; {}",
-                    describe(t),
-                    super::check::DIST_LIST
-                ),
-            });
-        };
-        let mut args = Vec::new();
-        let mut end = t.span.end;
-        if let Some(_open) = c.eat("(") {
-            let close = loop {
-                if let Some(close) = c.eat(")") {
-                    break close;
-                }
-                args.push(c.expr()?);
-                if let Some(close) = c.eat(")") {
-                    break close;
-                }
-                c.expect(",", "or `)` in the distribution's arguments")?;
-            };
-            end = close.span.end;
-        }
-        Some(DistSpec {
-            name: Name {
-                text: dn.clone(),
-                span: t.span.clone(),
-            },
-            args,
-            span: t.span.start..end,
-        })
+        Some(parse_dist(c)?)
     } else {
         None
     };

@@ -186,67 +186,96 @@ pub(crate) fn check(
         )]);
     }
     let toks = tokenize(text, span.start).map_err(|p| vec![p])?;
-    let mut problems = Vec::new();
-
     brackets_match(&toks).map_err(|p| vec![p])?;
-
-    // A function named where a call was meant, or `module.fn`.
-    let dotted: Option<Vec<&str>> = {
-        let mut parts = Vec::new();
-        let mut ok = toks.len() % 2 == 1;
-        for (i, (t, _)) in toks.iter().enumerate() {
-            match (i % 2, t) {
-                (0, PyTok::Name(n)) => parts.push(n.as_str()),
-                (1, PyTok::Op(o)) if o == "." => {}
-                _ => ok = false,
-            }
-        }
-        ok.then_some(parts)
-    };
-    if let Some(parts) = &dotted {
-        if parts.len() == 1 && scope.kernels.contains(&parts[0]) {
-            return Err(vec![(
-                span.clone(),
-                format!(
-                    "`{0}` is a kernel of this file, not a torch expression; write `reference = {0}` (without `torch:`)",
-                    parts[0]
-                ),
-            )]);
-        }
-        if parts.len() >= 2 {
-            let head = parts[0];
-            let is_value =
-                scope.buffers.iter().any(|(b, _)| *b == head) || scope.numbers.contains(&head);
-            if MODULES.contains(&head) || is_value {
-                let inputs = input_list(scope);
-                return Err(vec![(
-                    span.clone(),
-                    format!(
-                        "`{text}` is not a torch expression but a function or attribute; call it on the inputs, e.g. `reference = torch: {text}({inputs})`, or name a function of a file next to the kernel (`my_ref.fn`)"
-                    ),
-                )]);
-            }
-            let (function, module) = parts.split_last().expect("two parts or more");
-            return Ok((
-                TorchReference::Function {
-                    module: module.join("."),
-                    function: function.to_string(),
-                },
-                Vec::new(),
-            ));
+    if let Some(parts) = dotted_name(&toks) {
+        if let Some(named) = named_function(text, span, scope, &parts) {
+            return named.map(|r| (r, Vec::new())).map_err(|p| vec![p]);
         }
     }
+    one_expression(&toks).map_err(|p| vec![p])?;
+    let (mut used, reads_input) = names_read(&toks, scope)?;
+    if !reads_input {
+        return Err(vec![(
+            span.clone(),
+            format!(
+                "the torch reference reads no input buffer, so it cannot check `{}`; compute the output from the inputs ({})",
+                scope.kernel,
+                input_list(scope)
+            ),
+        )]);
+    }
+    outputs_match(&toks, scope).map_err(|msg| vec![(span.clone(), msg)])?;
+    used.sort();
+    used.dedup();
+    Ok((
+        TorchReference::Expr {
+            expr: text.to_string(),
+        },
+        used,
+    ))
+}
 
-    // Statements and assignments.
+/// The parts of a text that is only a dotted name (`a`, `my_ref.softmax`).
+fn dotted_name(toks: &[(PyTok, ByteRange)]) -> Option<Vec<&str>> {
+    let mut parts = Vec::new();
+    let mut ok = toks.len() % 2 == 1;
+    for (i, (t, _)) in toks.iter().enumerate() {
+        match (i % 2, t) {
+            (0, PyTok::Name(n)) => parts.push(n.as_str()),
+            (1, PyTok::Op(o)) if o == "." => {}
+            _ => ok = false,
+        }
+    }
+    ok.then_some(parts)
+}
+
+/// What a dotted name (`parts`) as the whole reference means: `module.fn`, or a problem
+/// (a kernel or a torch function named where a call was meant). `None` for a single
+/// name that is no kernel, which is checked as an expression.
+fn named_function(
+    text: &str,
+    span: &ByteRange,
+    scope: &Scope<'_>,
+    parts: &[&str],
+) -> Option<Result<TorchReference, Problem>> {
+    if parts.len() == 1 && scope.kernels.contains(&parts[0]) {
+        return Some(Err((
+            span.clone(),
+            format!(
+                "`{0}` is a kernel of this file, not a torch expression; write `reference = {0}` (without `torch:`)",
+                parts[0]
+            ),
+        )));
+    }
+    let (function, module) = parts.split_last().filter(|(_, m)| !m.is_empty())?;
+    let head = parts[0];
+    let is_value = scope.buffers.iter().any(|(b, _)| *b == head) || scope.numbers.contains(&head);
+    if MODULES.contains(&head) || is_value {
+        let inputs = input_list(scope);
+        return Some(Err((
+            span.clone(),
+            format!(
+                "`{text}` is not a torch expression but a function or attribute; call it on the inputs, e.g. `reference = torch: {text}({inputs})`, or name a function of a file next to the kernel (`my_ref.fn`)"
+            ),
+        )));
+    }
+    Some(Ok(TorchReference::Function {
+        module: module.join("."),
+        function: function.to_string(),
+    }))
+}
+
+/// The first statement keyword or assignment of a text that must be one expression
+/// (`f(dim=-1)`'s keyword argument is neither), on its columns.
+fn one_expression(toks: &[(PyTok, ByteRange)]) -> Result<(), Problem> {
     let mut depth = 0usize;
     for (i, (t, s)) in toks.iter().enumerate() {
         match t {
             PyTok::Name(n) if PY_STATEMENTS.contains(&n.as_str()) => {
-                problems.push((
+                return Err((
                     s.clone(),
                     format!("`{n}` starts a statement, not a torch expression; write one expression, or put the code in a function of a file next to the kernel and write `reference = torch: module.fn`"),
                 ));
-                return Err(problems);
             }
             PyTok::Op(o) if ["(", "[", "{"].contains(&o.as_str()) => depth += 1,
             PyTok::Op(o) if [")", "]", "}"].contains(&o.as_str()) => {
@@ -258,22 +287,24 @@ pub(crate) fn check(
                     && depth > 0
                     && matches!(toks.get(i.wrapping_sub(1)), Some((PyTok::Name(_), _)));
                 if !kwarg {
-                    problems.push((
+                    return Err((
                         s.clone(),
                         format!("`{o}` assigns, and the torch reference is one expression whose value is the output; write only the value, e.g. `reference = torch: x + y`"),
                     ));
-                    return Err(problems);
                 }
             }
             _ => {}
         }
     }
+    Ok(())
+}
 
-    // Names.
+/// The names the expression binds itself: comprehension variables (`for i in`) and
+/// lambda parameters (`lambda a, b:`).
+fn bound_names(toks: &[(PyTok, ByteRange)]) -> Vec<&str> {
     let mut bound: Vec<&str> = Vec::new();
     let mut binding = false;
-    for (t, _) in &toks {
-        // Comprehension variables (`for i in`) and lambda parameters (`lambda a, b:`).
+    for (t, _) in toks {
         match t {
             PyTok::Name(n) if n == "for" || n == "lambda" => binding = true,
             PyTok::Name(n) if n == "in" => binding = false,
@@ -282,6 +313,17 @@ pub(crate) fn check(
             _ => {}
         }
     }
+    bound
+}
+
+/// The spec names the expression reads and whether one is an input buffer; or a problem
+/// for each `out` buffer it reads and each name it cannot know.
+fn names_read(
+    toks: &[(PyTok, ByteRange)],
+    scope: &Scope<'_>,
+) -> Result<(Vec<String>, bool), Vec<Problem>> {
+    let bound = bound_names(toks);
+    let mut problems = Vec::new();
     let mut used = Vec::new();
     let mut reads_input = false;
     for (i, (t, s)) in toks.iter().enumerate() {
@@ -318,89 +360,79 @@ pub(crate) fn check(
             used.push(n.to_string());
             continue;
         }
-        let hint = if scope.kernels.contains(&n) {
-            format!(
-                "; `{n}` is a kernel: to compare with it write `reference = {n}` without `torch:`"
-            )
-        } else if let Some(b) = scope
-            .buffers
-            .iter()
-            .find(|(b, r)| *r != Role::Out && (b.starts_with(n) || n.starts_with(b)))
-        {
-            // `x` for `x_ptr`: the kernel's name of the tensor.
-            format!("; did you mean `{}`?", b.0)
+        problems.push((s.clone(), unknown_name(n, scope)));
+    }
+    if problems.is_empty() {
+        Ok((used, reads_input))
+    } else {
+        Err(problems)
+    }
+}
+
+/// The message for a name the torch reference cannot know: what it may use, and the
+/// likeliest name meant.
+fn unknown_name(n: &str, scope: &Scope<'_>) -> String {
+    let hint = if scope.kernels.contains(&n) {
+        format!("; `{n}` is a kernel: to compare with it write `reference = {n}` without `torch:`")
+    } else if let Some(b) = scope
+        .buffers
+        .iter()
+        .find(|(b, r)| *r != Role::Out && (b.starts_with(n) || n.starts_with(b)))
+    {
+        // `x` for `x_ptr`: the kernel's name of the tensor.
+        format!("; did you mean `{}`?", b.0)
+    } else {
+        did_you_mean(
+            n,
+            scope
+                .buffers
+                .iter()
+                .map(|(b, _)| *b)
+                .chain(scope.numbers.iter().copied()),
+        )
+    };
+    format!(
+        "unknown name `{n}` in the torch reference; it can use the input buffers ({}), the sizes and scalars{}, `torch`, `F` (torch.nn.functional) and `math`{hint}",
+        input_list(scope),
+        if scope.numbers.is_empty() {
+            String::new()
         } else {
-            did_you_mean(
-                n,
-                scope
-                    .buffers
-                    .iter()
-                    .map(|(b, _)| *b)
-                    .chain(scope.numbers.iter().copied()),
-            )
-        };
-        problems.push((
-            s.clone(),
-            format!(
-                "unknown name `{n}` in the torch reference; it can use the input buffers ({}), the sizes and scalars{}, `torch`, `F` (torch.nn.functional) and `math`{hint}",
-                input_list(scope),
-                if scope.numbers.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", scope.numbers.join(", "))
-                },
-            ),
-        ));
-    }
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    if !reads_input {
-        return Err(vec![(
-            span.clone(),
-            format!(
-                "the torch reference reads no input buffer, so it cannot check `{}`; compute the output from the inputs ({})",
-                scope.kernel,
-                input_list(scope)
-            ),
-        )]);
-    }
+            format!(" ({})", scope.numbers.join(", "))
+        },
+    )
+}
+
+/// Whether the expression gives one value per `out`/`inout` buffer (a tuple for
+/// several); the message when it does not.
+fn outputs_match(toks: &[(PyTok, ByteRange)], scope: &Scope<'_>) -> Result<(), String> {
     let outputs: Vec<&str> = scope
         .buffers
         .iter()
         .filter(|(_, r)| *r != Role::In)
         .map(|(b, _)| *b)
         .collect();
-    let gives = tuple_arity(&toks);
-    if outputs.len() != gives {
-        let msg = if outputs.is_empty() {
-            format!("`{}` has no `out` or `inout` buffer, so there is nothing to compare with the torch reference; mark the buffer the kernel writes as `out`", scope.kernel)
-        } else if gives == 1 {
-            format!(
-                "a torch expression gives one output, but `{}` has {} (`{}`); write a tuple of {} expressions in that order, or `reference = torch: module.fn` with a function in a file next to the kernel that returns them",
-                scope.kernel,
-                outputs.len(),
-                outputs.join("`, `"),
-                outputs.len()
-            )
-        } else {
-            format!(
-                "this tuple gives {gives} outputs, but `{}` has {} (`{}`); give one expression per output, in that order",
-                scope.kernel,
-                outputs.len(),
-                outputs.join("`, `")
-            )
-        };
-        return Err(vec![(span.clone(), msg)]);
+    let gives = tuple_arity(toks);
+    if outputs.len() == gives {
+        return Ok(());
     }
-    used.sort();
-    used.dedup();
-    Ok((
-        TorchReference::Expr {
-            expr: text.to_string(),
-        },
-        used,
-    ))
+    Err(if outputs.is_empty() {
+        format!("`{}` has no `out` or `inout` buffer, so there is nothing to compare with the torch reference; mark the buffer the kernel writes as `out`", scope.kernel)
+    } else if gives == 1 {
+        format!(
+            "a torch expression gives one output, but `{}` has {} (`{}`); write a tuple of {} expressions in that order, or `reference = torch: module.fn` with a function in a file next to the kernel that returns them",
+            scope.kernel,
+            outputs.len(),
+            outputs.join("`, `"),
+            outputs.len()
+        )
+    } else {
+        format!(
+            "this tuple gives {gives} outputs, but `{}` has {} (`{}`); give one expression per output, in that order",
+            scope.kernel,
+            outputs.len(),
+            outputs.join("`, `")
+        )
+    })
 }
 
 /// Every bracket closed by its own kind, in order; the first that is not, on its columns.

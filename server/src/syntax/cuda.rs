@@ -268,16 +268,36 @@ fn assemble(
     facts: &mut [ChunkFacts],
     lines: &LineIndex,
 ) -> (Vec<Kernel>, String, Vec<(ByteRange, String)>) {
-    let abs = |base: usize, r: &ByteRange| r.start + base..r.end + base;
+    resolve_calls(src, regions, facts);
+    let facts: &[ChunkFacts] = facts;
+    let kernels = kernels_of(src, regions, facts, lines);
+    let slice = device_slice(src, regions, facts);
+    let errors = regions
+        .iter()
+        .zip(facts.iter())
+        .flat_map(|(region, f)| {
+            f.errors
+                .iter()
+                .map(move |(r, m)| (abs(region.range.start, r), m.clone()))
+        })
+        .collect();
+    (kernels, slice, errors)
+}
+
+/// `r`, relative to a region starting at `base`, in the whole text.
+fn abs(base: usize, r: &ByteRange) -> ByteRange {
+    r.start + base..r.end + base
+}
+
+/// Resolves each definition's calls against this file's helpers; `calls.scm` is asked
+/// once per candidate occurrence, and the answer kept with the region's facts. A
+/// region's resolved calls are kept while the set of helper names is the same.
+fn resolve_calls(src: &str, regions: &[Region], facts: &mut [ChunkFacts]) {
     let helpers: rustc_hash::FxHashSet<&str> = facts
         .iter()
         .flat_map(|f| f.defs.iter().filter(|d| d.kernel.is_none()))
         .map(|d| d.name.as_str())
         .collect();
-
-    // Resolve each definition's calls against this file's helpers; `calls.scm` is asked
-    // once per candidate occurrence, and the answer kept with the region's facts. A
-    // region's resolved calls are kept while the set of helper names is the same.
     // Order-free (a sum of each name's hash, and the count): no sort per keystroke.
     let helpers_key = helpers.iter().fold(helpers.len() as u64, |acc, name| {
         acc.wrapping_add(std::hash::BuildHasher::hash_one(
@@ -335,7 +355,17 @@ fn assemble(
     for (i, per_def) in updates {
         facts[i].resolved = Some((helpers_key, per_def));
     }
-    let facts: &[ChunkFacts] = facts;
+}
+
+/// The file's kernels, in text order, each with its unit (from the call graph of every
+/// definition), its spec block and its parameters (a named type is a struct when the
+/// file defines a struct of that name).
+fn kernels_of(
+    src: &str,
+    regions: &[Region],
+    facts: &[ChunkFacts],
+    lines: &LineIndex,
+) -> Vec<Kernel> {
     let struct_names: rustc_hash::FxHashSet<&str> = facts
         .iter()
         .flat_map(|f| f.struct_names.iter().map(String::as_str))
@@ -409,8 +439,13 @@ fn assemble(
         });
     }
     kernels.sort_by_key(|k| k.def_range.start);
+    kernels
+}
 
-    // The device slice: the source with every region's host items blanked.
+/// The device slice: the source with every region's host items blanked, and the host
+/// macros' invocations, the guarded functions whose head names no qualifier macro the
+/// file defines, and instantiations of host templates.
+fn device_slice(src: &str, regions: &[Region], facts: &[ChunkFacts]) -> String {
     let mut bytes = src.as_bytes().to_vec();
     for (region, f) in regions.iter().zip(facts.iter()) {
         for b in &f.blanks {
@@ -454,19 +489,7 @@ fn assemble(
     }
     // Only whole nodes were blanked, byte by byte with ASCII spaces: still UTF-8 when
     // node boundaries are character boundaries, which they are for a `&str` source.
-    let slice = String::from_utf8(bytes)
-        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-
-    let errors = regions
-        .iter()
-        .zip(facts.iter())
-        .flat_map(|(region, f)| {
-            f.errors
-                .iter()
-                .map(move |(r, m)| (abs(region.range.start, r), m.clone()))
-        })
-        .collect();
-    (kernels, slice, errors)
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 fn blank(bytes: &mut [u8], range: ByteRange) {

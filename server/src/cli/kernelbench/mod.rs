@@ -250,6 +250,10 @@ struct Buf {
     shape: Vec<u64>,
 }
 
+/// A number input of the problem, passed to the kernel as a scalar: (its Python name,
+/// its value as written, whether it is a float).
+type Scalar = (String, String, bool);
+
 /// The files for `probe`'s problem (pure: text in, text out).
 pub fn skeleton(
     stem: &str,
@@ -259,23 +263,44 @@ pub fn skeleton(
     lang: KernelLang,
 ) -> Result<Skeleton, String> {
     let name = ident(stem);
+    let (bufs, scalars) = kernel_arguments(probe, lang)?;
+    let ref_module = format!("{name}_ref");
+    let spec = spec_lines(shown, &bufs, &scalars, lang, &ref_module);
+    let outs: Vec<&Buf> = bufs.iter().filter(|b| b.out).collect();
+    let todo = format!(
+        "TODO: compute {} from the inputs, as `Model.forward` in {shown} does.",
+        outs.iter()
+            .map(|b| format!("`{}`", b.param))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let kernel_name = format!("{name}_kernel");
+    let (kernel_file, kernel_text) = match lang {
+        KernelLang::Triton => (
+            format!("{name}_kernel.py"),
+            triton_kernel(shown, &spec, &kernel_name, &todo, &bufs, &scalars),
+        ),
+        KernelLang::Cuda => (
+            format!("{name}_kernel.cu"),
+            cuda_kernel(shown, &spec, &kernel_name, &todo, &bufs, &scalars),
+        ),
+    };
+    Ok(Skeleton {
+        kernel_file,
+        kernel_text,
+        ref_file: format!("{ref_module}.py"),
+        ref_text: reference_module(source, probe, &bufs, &scalars),
+    })
+}
+
+/// The kernel's arguments, in order: the problem's tensor inputs, the module's
+/// parameters (`w_<name>`), the outputs (`out`, or `out0`, `out1`, ...); and its number
+/// inputs as scalars. Refuses an input with neither a shape nor a value, a dtype a spec
+/// cannot hold, and a forward that returns no tensor.
+fn kernel_arguments(probe: &Probe, lang: KernelLang) -> Result<(Vec<Buf>, Vec<Scalar>), String> {
     let ptr = |n: &str| match lang {
         KernelLang::Triton => format!("{n}_ptr"),
         KernelLang::Cuda => n.to_string(),
-    };
-    let tensor = |what: &str, dtype: &str, shape: &[u64]| -> Result<(DType, Vec<u64>), String> {
-        let d = dtype_of(dtype).ok_or_else(|| {
-            format!("{what} is a torch.{dtype} tensor; a spec has f16, bf16, f32, f64, i8, i16, i32, i64, u8, u32 and bool")
-        })?;
-        // A 0-d tensor is one element.
-        Ok((
-            d,
-            if shape.is_empty() {
-                vec![1]
-            } else {
-                shape.to_vec()
-            },
-        ))
     };
     let input = |py: String, dtype: DType, shape: Vec<u64>| Buf {
         param: ptr(&py),
@@ -285,7 +310,7 @@ pub fn skeleton(
         shape,
     };
     let mut bufs: Vec<Buf> = Vec::new();
-    let mut scalars: Vec<(String, String, bool)> = Vec::new();
+    let mut scalars: Vec<Scalar> = Vec::new();
     for i in &probe.inputs {
         let py = ident(&i.name);
         match (&i.shape, &i.dtype, &i.value) {
@@ -330,15 +355,41 @@ pub fn skeleton(
             shape,
         });
     }
+    Ok((bufs, scalars))
+}
+
+/// A probed tensor's spec dtype and shape (a 0-d tensor is one element); `what` names it
+/// in the refusal of a dtype a spec cannot hold.
+fn tensor(what: &str, dtype: &str, shape: &[u64]) -> Result<(DType, Vec<u64>), String> {
+    let d = dtype_of(dtype).ok_or_else(|| {
+        format!("{what} is a torch.{dtype} tensor; a spec has f16, bf16, f32, f64, i8, i16, i32, i64, u8, u32 and bool")
+    })?;
+    Ok((
+        d,
+        if shape.is_empty() {
+            vec![1]
+        } else {
+            shape.to_vec()
+        },
+    ))
+}
+
+/// The skeleton's spec comment: a note on where it came from, `n` (the largest output's
+/// elements), the buffers and scalars, a 1-D launch over `n`, looser tolerances for a
+/// half-precision output, and the reference `ref_module.reference`.
+fn spec_lines(
+    shown: &str,
+    bufs: &[Buf],
+    scalars: &[Scalar],
+    lang: KernelLang,
+    ref_module: &str,
+) -> String {
     let n: u64 = bufs
         .iter()
         .filter(|b| b.out)
         .map(|b| b.shape.iter().product::<u64>())
         .max()
         .unwrap_or(1);
-    let ref_module = format!("{name}_ref");
-
-    // The spec.
     let c = match lang {
         KernelLang::Triton => "#",
         KernelLang::Cuda => "//",
@@ -357,7 +408,7 @@ pub fn skeleton(
         "{c} n: the elements of the largest output (one thread or lane per element to start)."
     );
     let _ = writeln!(spec, "{c} @bench n = {n}");
-    for b in &bufs {
+    for b in bufs {
         let dims: Vec<String> = b.shape.iter().map(u64::to_string).collect();
         let _ = writeln!(
             spec,
@@ -368,7 +419,7 @@ pub fn skeleton(
             dims.join(", ")
         );
     }
-    for (s, v, _) in &scalars {
+    for (s, v, _) in scalars {
         let _ = writeln!(spec, "{c} @bench {s} = {v}");
     }
     match lang {
@@ -386,67 +437,80 @@ pub fn skeleton(
         let _ = writeln!(spec, "{c} @bench atol = 1e-2; rtol = 1e-2");
     }
     let _ = writeln!(spec, "{c} @bench reference = torch: {ref_module}.reference");
+    spec
+}
 
-    let outs: Vec<&Buf> = bufs.iter().filter(|b| b.out).collect();
-    let todo = format!(
-        "TODO: compute {} from the inputs, as `Model.forward` in {shown} does.",
-        outs.iter()
-            .map(|b| format!("`{}`", b.param))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let kernel_name = format!("{name}_kernel");
-    let (kernel_file, kernel_text) = match lang {
-        KernelLang::Triton => {
-            let mut params: Vec<String> = bufs.iter().map(|b| b.param.clone()).collect();
-            params.extend(scalars.iter().map(|s| s.0.clone()));
-            params.push("n".into());
-            params.push("BLOCK: tl.constexpr".into());
-            let text = format!(
-                "\"\"\"A Triton kernel for the KernelBench problem {shown}.\"\"\"\nimport triton\nimport triton.language as tl\n\n\n{spec}@triton.jit\ndef {kernel_name}({}):\n    # {todo}\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    mask = offs < n\n",
-                params.join(", ")
-            );
-            (format!("{name}_kernel.py"), text)
-        }
-        KernelLang::Cuda => {
-            let mut params: Vec<String> = bufs
-                .iter()
-                .map(|b| {
-                    format!(
-                        "{}{}* {}",
-                        if b.out { "" } else { "const " },
-                        c_type(b.dtype),
-                        b.param
-                    )
-                })
-                .collect();
-            params.extend(scalars.iter().map(|(s, v, float)| {
-                let ty = if *float {
-                    "float"
-                } else if v.parse::<i64>().is_ok_and(|x| i32::try_from(x).is_ok()) {
-                    "int"
-                } else {
-                    "long long"
-                };
-                format!("{ty} {s}")
-            }));
-            params.push("int n".into());
-            let mut includes = String::new();
-            if bufs.iter().any(|b| b.dtype == DType::F16) {
-                includes.push_str("#include <cuda_fp16.h>\n");
-            }
-            if bufs.iter().any(|b| b.dtype == DType::Bf16) {
-                includes.push_str("#include <cuda_bf16.h>\n");
-            }
-            let text = format!(
-                "// A CUDA kernel for the KernelBench problem {shown}.\n{includes}\n{spec}extern \"C\" __global__ void {kernel_name}({}) {{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= n) return;\n    // {todo}\n}}\n",
-                params.join(", ")
-            );
-            (format!("{name}_kernel.cu"), text)
-        }
-    };
+/// The Triton skeleton: the spec, then a `@triton.jit` kernel over the arguments, `n`
+/// and `BLOCK` whose body is the `todo` and the lanes' offsets and mask.
+fn triton_kernel(
+    shown: &str,
+    spec: &str,
+    kernel_name: &str,
+    todo: &str,
+    bufs: &[Buf],
+    scalars: &[Scalar],
+) -> String {
+    let mut params: Vec<String> = bufs.iter().map(|b| b.param.clone()).collect();
+    params.extend(scalars.iter().map(|s| s.0.clone()));
+    params.push("n".into());
+    params.push("BLOCK: tl.constexpr".into());
+    format!(
+        "\"\"\"A Triton kernel for the KernelBench problem {shown}.\"\"\"\nimport triton\nimport triton.language as tl\n\n\n{spec}@triton.jit\ndef {kernel_name}({}):\n    # {todo}\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    mask = offs < n\n",
+        params.join(", ")
+    )
+}
 
-    // The reference: the problem's own text, then a function of the kernel's inputs.
+/// The CUDA skeleton: the half-precision headers it needs, the spec, then an
+/// `extern "C" __global__` kernel over the arguments (inputs `const`, scalars `float`,
+/// `int` or `long long` by value) and `n` whose body is the index, its guard and the
+/// `todo`.
+fn cuda_kernel(
+    shown: &str,
+    spec: &str,
+    kernel_name: &str,
+    todo: &str,
+    bufs: &[Buf],
+    scalars: &[Scalar],
+) -> String {
+    let mut params: Vec<String> = bufs
+        .iter()
+        .map(|b| {
+            format!(
+                "{}{}* {}",
+                if b.out { "" } else { "const " },
+                c_type(b.dtype),
+                b.param
+            )
+        })
+        .collect();
+    params.extend(scalars.iter().map(|(s, v, float)| {
+        let ty = if *float {
+            "float"
+        } else if v.parse::<i64>().is_ok_and(|x| i32::try_from(x).is_ok()) {
+            "int"
+        } else {
+            "long long"
+        };
+        format!("{ty} {s}")
+    }));
+    params.push("int n".into());
+    let mut includes = String::new();
+    if bufs.iter().any(|b| b.dtype == DType::F16) {
+        includes.push_str("#include <cuda_fp16.h>\n");
+    }
+    if bufs.iter().any(|b| b.dtype == DType::Bf16) {
+        includes.push_str("#include <cuda_bf16.h>\n");
+    }
+    format!(
+        "// A CUDA kernel for the KernelBench problem {shown}.\n{includes}\n{spec}extern \"C\" __global__ void {kernel_name}({}) {{\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= n) return;\n    // {todo}\n}}\n",
+        params.join(", ")
+    )
+}
+
+/// The reference module: the problem's own text, then `reference(...)` over the kernel's
+/// inputs and scalars, which runs `Model.forward` (with the module's parameters taken
+/// from the `w_` buffers, if it has any) and returns the outputs in the kernel's order.
+fn reference_module(source: &str, probe: &Probe, bufs: &[Buf], scalars: &[Scalar]) -> String {
     let tensors_in: Vec<&Buf> = bufs.iter().filter(|b| !b.out).collect();
     let mut sig: Vec<String> = tensors_in.iter().map(|b| b.py.clone()).collect();
     sig.extend(scalars.iter().map(|s| s.0.clone()));
@@ -481,10 +545,5 @@ pub fn skeleton(
             forward_args.join(", ")
         );
     }
-    Ok(Skeleton {
-        kernel_file,
-        kernel_text,
-        ref_file: format!("{ref_module}.py"),
-        ref_text: r,
-    })
+    r
 }

@@ -842,26 +842,7 @@ impl Facts {
 
     /// Markdown bullets for prompts and reports.
     pub fn describe(&self) -> String {
-        let mut out = Vec::new();
-        let lang = match self.lang {
-            Some(Lang::Cuda) => "CUDA",
-            Some(Lang::Triton) => "Triton",
-            None => "unknown language",
-        };
-        let mut head = format!("- kernel `{}` ({lang})", self.kernel);
-        if let Some(b) = self.block {
-            head.push_str(&format!(", block ({}, {}, {})", b[0], b[1], b[2]));
-        }
-        if let Some(w) = self.num_warps {
-            head.push_str(&format!(", num_warps {w}"));
-        }
-        if let Some(s) = self.num_stages {
-            head.push_str(&format!(", num_stages {s}"));
-        }
-        if let Some(g) = self.grid_blocks {
-            head.push_str(&format!(", {g} blocks in the grid"));
-        }
-        out.push(head);
+        let mut out = vec![self.head_line()];
         if !self.tunables.is_empty() {
             out.push(format!("- tunables: {}", self.tunables.join("; ")));
         }
@@ -874,114 +855,13 @@ impl Facts {
         if self.loops.is_empty() {
             out.push("- loops: none".into());
         }
-        for l in &self.loops {
-            let mut s = format!("- loop at line {}: ", l.line);
-            match (&l.var, l.counted) {
-                (Some(v), true) => s.push_str(&format!("counted over `{v}`")),
-                _ => s.push_str("not counted"),
-            }
-            match l.trip_count {
-                Some(n) => s.push_str(&format!(", {n} iterations")),
-                None if l.counted => s.push_str(", trip count known at run time"),
-                None => {}
-            }
-            s.push_str(if l.unroll_pragma {
-                ", unrolled"
-            } else {
-                ", no unroll pragma"
-            });
-            s.push_str(&format!(
-                ", {} global loads and {} stores inside",
-                l.global_loads, l.global_stores
-            ));
-            if !l.carries.is_empty() {
-                let c: Vec<String> = l
-                    .carries
-                    .iter()
-                    .map(|c| format!("{} `{}`", c.kind, c.name))
-                    .collect();
-                s.push_str(&format!(", carries {}", c.join(", ")));
-            }
-            if let Some(v) = &l.via {
-                s.push_str(&format!(" (in `{v}`)"));
-            }
-            out.push(s);
-        }
+        out.extend(self.loops.iter().map(loop_line));
         if self.accesses.is_empty() {
             out.push("- global accesses: none found".into());
         }
-        for a in &self.accesses {
-            let kind = match a.kind {
-                AccessKind::Load => "load",
-                AccessKind::Store => "store",
-                AccessKind::LoadStore => "load+store",
-                AccessKind::Atomic => "atomic",
-            };
-            let stride = match a.stride {
-                Stride::Unit => "unit-stride".to_string(),
-                Stride::Uniform => "same address for every lane (broadcast)".into(),
-                Stride::Strided(k) => format!("stride {k}"),
-                Stride::Symbolic => "run-time stride".into(),
-                Stride::Unknown => "irregular".into(),
-            };
-            let mut s = format!(
-                "- line {}: {kind} `{}` via `{}`, {stride}",
-                a.line, a.buffer, a.index
-            );
-            if a.in_loop {
-                s.push_str(", in a loop");
-            }
-            if let Some(v) = &a.via {
-                s.push_str(&format!(" (in `{v}`)"));
-            }
-            out.push(s);
-        }
-        let list = |v: &[String]| {
-            if v.is_empty() {
-                "none".to_string()
-            } else {
-                v.join(", ")
-            }
-        };
+        out.extend(self.accesses.iter().map(access_line));
         if self.lang == Some(Lang::Cuda) {
-            out.push(format!(
-                "- pointers without `__restrict__`: {}; read-only without `const`: {}",
-                list(&self.pointers_without_restrict),
-                list(&self.read_only_pointers_without_const)
-            ));
-            let mut smem = Vec::new();
-            if self.static_smem_bytes > 0 {
-                smem.push(format!("{} B static", self.static_smem_bytes));
-            }
-            if self.static_smem_unsized {
-                smem.push("static of non-literal size".into());
-            }
-            if self.dynamic_smem || self.spec_smem_bytes > 0 {
-                smem.push(format!("dynamic ({} B in the spec)", self.spec_smem_bytes));
-            }
-            out.push(format!(
-                "- shared memory: {}; barriers {}; atomics {}; shuffles {}",
-                if smem.is_empty() {
-                    "none".into()
-                } else {
-                    smem.join(", ")
-                },
-                self.barriers,
-                self.atomics,
-                self.shuffles
-            ));
-            out.push(format!(
-                "- `__launch_bounds__`: {}; `__maxnreg__`: {}; reads blockDim: {}",
-                yes_no(self.launch_bounds),
-                yes_no(self.maxnreg),
-                yes_no(self.uses_block_dim)
-            ));
-            let fm: Vec<String> = self
-                .fast_math_calls
-                .iter()
-                .map(|(k, n)| format!("{k} x{n}"))
-                .collect();
-            out.push(format!("- fast-math-able calls: {}", list(&fm)));
+            out.extend(self.cuda_lines());
         } else {
             out.push(format!(
                 "- atomics {}; reductions {}; tl.dot {}",
@@ -1000,6 +880,92 @@ impl Facts {
             )),
             (None, None) => {}
         }
+        out.extend(self.measured_line());
+        if let Some(p) = &self.profile {
+            out.push(format!("- profile (Nsight Compute): {}", p.diagnosis()));
+            out.push(format!("- profile numbers: {}", p.short()));
+        }
+        out.extend(self.device.as_ref().map(device_line));
+        out.push(format!("- facts: {}", self.holding().join(", ")));
+        out.join("\n")
+    }
+
+    /// The description's first line: the kernel, its language and its launch.
+    fn head_line(&self) -> String {
+        let lang = match self.lang {
+            Some(Lang::Cuda) => "CUDA",
+            Some(Lang::Triton) => "Triton",
+            None => "unknown language",
+        };
+        let mut head = format!("- kernel `{}` ({lang})", self.kernel);
+        if let Some(b) = self.block {
+            head.push_str(&format!(", block ({}, {}, {})", b[0], b[1], b[2]));
+        }
+        if let Some(w) = self.num_warps {
+            head.push_str(&format!(", num_warps {w}"));
+        }
+        if let Some(s) = self.num_stages {
+            head.push_str(&format!(", num_stages {s}"));
+        }
+        if let Some(g) = self.grid_blocks {
+            head.push_str(&format!(", {g} blocks in the grid"));
+        }
+        head
+    }
+
+    /// The CUDA-only lines: pointer qualifiers, shared memory and synchronization,
+    /// launch bounds, fast-math-able calls.
+    fn cuda_lines(&self) -> Vec<String> {
+        let list = |v: &[String]| {
+            if v.is_empty() {
+                "none".to_string()
+            } else {
+                v.join(", ")
+            }
+        };
+        let mut out = vec![format!(
+            "- pointers without `__restrict__`: {}; read-only without `const`: {}",
+            list(&self.pointers_without_restrict),
+            list(&self.read_only_pointers_without_const)
+        )];
+        let mut smem = Vec::new();
+        if self.static_smem_bytes > 0 {
+            smem.push(format!("{} B static", self.static_smem_bytes));
+        }
+        if self.static_smem_unsized {
+            smem.push("static of non-literal size".into());
+        }
+        if self.dynamic_smem || self.spec_smem_bytes > 0 {
+            smem.push(format!("dynamic ({} B in the spec)", self.spec_smem_bytes));
+        }
+        out.push(format!(
+            "- shared memory: {}; barriers {}; atomics {}; shuffles {}",
+            if smem.is_empty() {
+                "none".into()
+            } else {
+                smem.join(", ")
+            },
+            self.barriers,
+            self.atomics,
+            self.shuffles
+        ));
+        out.push(format!(
+            "- `__launch_bounds__`: {}; `__maxnreg__`: {}; reads blockDim: {}",
+            yes_no(self.launch_bounds),
+            yes_no(self.maxnreg),
+            yes_no(self.uses_block_dim)
+        ));
+        let fm: Vec<String> = self
+            .fast_math_calls
+            .iter()
+            .map(|(k, n)| format!("{k} x{n}"))
+            .collect();
+        out.push(format!("- fast-math-able calls: {}", list(&fm)));
+        out
+    }
+
+    /// What was measured (registers, spills, time, fractions of the peaks), if anything.
+    fn measured_line(&self) -> Option<String> {
         let mut measured = Vec::new();
         if let Some(r) = self.registers {
             measured.push(format!("{r} registers"));
@@ -1016,30 +982,88 @@ impl Facts {
         if let Some(f) = self.flop_fraction {
             measured.push(format!("{:.0}% of peak FMA rate", f * 100.0));
         }
-        if !measured.is_empty() {
-            out.push(format!("- measured: {}", measured.join(", ")));
-        }
-        if let Some(p) = &self.profile {
-            out.push(format!("- profile (Nsight Compute): {}", p.diagnosis()));
-            out.push(format!("- profile numbers: {}", p.short()));
-        }
-        if let Some(d) = &self.device {
-            let mut s = format!(
-                "- device: {} ({} SMs, {} shared memory per block, {} L2",
-                d.name,
-                d.sms,
-                human_bytes(d.smem_per_block as f64),
-                human_bytes(d.l2_bytes as f64)
-            );
-            if let (Some(bw), Some(fl)) = (d.copy_gbps, d.fma_tflops) {
-                s.push_str(&format!(", {bw:.0} GB/s copy, {fl:.1} TFLOP/s FP32"));
-            }
-            s.push(')');
-            out.push(s);
-        }
-        out.push(format!("- facts: {}", self.holding().join(", ")));
-        out.join("\n")
+        (!measured.is_empty()).then(|| format!("- measured: {}", measured.join(", ")))
     }
+}
+
+/// One loop's line of [`Facts::describe`]: counted or not, trip count, unrolling, global
+/// accesses inside and what it carries.
+fn loop_line(l: &LoopFact) -> String {
+    let mut s = format!("- loop at line {}: ", l.line);
+    match (&l.var, l.counted) {
+        (Some(v), true) => s.push_str(&format!("counted over `{v}`")),
+        _ => s.push_str("not counted"),
+    }
+    match l.trip_count {
+        Some(n) => s.push_str(&format!(", {n} iterations")),
+        None if l.counted => s.push_str(", trip count known at run time"),
+        None => {}
+    }
+    s.push_str(if l.unroll_pragma {
+        ", unrolled"
+    } else {
+        ", no unroll pragma"
+    });
+    s.push_str(&format!(
+        ", {} global loads and {} stores inside",
+        l.global_loads, l.global_stores
+    ));
+    if !l.carries.is_empty() {
+        let c: Vec<String> = l
+            .carries
+            .iter()
+            .map(|c| format!("{} `{}`", c.kind, c.name))
+            .collect();
+        s.push_str(&format!(", carries {}", c.join(", ")));
+    }
+    if let Some(v) = &l.via {
+        s.push_str(&format!(" (in `{v}`)"));
+    }
+    s
+}
+
+/// One global access's line of [`Facts::describe`]: its kind, buffer, index and stride.
+fn access_line(a: &Access) -> String {
+    let kind = match a.kind {
+        AccessKind::Load => "load",
+        AccessKind::Store => "store",
+        AccessKind::LoadStore => "load+store",
+        AccessKind::Atomic => "atomic",
+    };
+    let stride = match a.stride {
+        Stride::Unit => "unit-stride".to_string(),
+        Stride::Uniform => "same address for every lane (broadcast)".into(),
+        Stride::Strided(k) => format!("stride {k}"),
+        Stride::Symbolic => "run-time stride".into(),
+        Stride::Unknown => "irregular".into(),
+    };
+    let mut s = format!(
+        "- line {}: {kind} `{}` via `{}`, {stride}",
+        a.line, a.buffer, a.index
+    );
+    if a.in_loop {
+        s.push_str(", in a loop");
+    }
+    if let Some(v) = &a.via {
+        s.push_str(&format!(" (in `{v}`)"));
+    }
+    s
+}
+
+/// The device's line of [`Facts::describe`]: name, SMs, memory sizes and ceilings.
+fn device_line(d: &DeviceFacts) -> String {
+    let mut s = format!(
+        "- device: {} ({} SMs, {} shared memory per block, {} L2",
+        d.name,
+        d.sms,
+        human_bytes(d.smem_per_block as f64),
+        human_bytes(d.l2_bytes as f64)
+    );
+    if let (Some(bw), Some(fl)) = (d.copy_gbps, d.fma_tflops) {
+        s.push_str(&format!(", {bw:.0} GB/s copy, {fl:.1} TFLOP/s FP32"));
+    }
+    s.push(')');
+    s
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

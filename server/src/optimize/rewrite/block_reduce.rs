@@ -29,6 +29,8 @@
 //! grid that already depends on `sms`; element types `atomicAdd` and the shuffles do not
 //! both take. Float sums change order within the spec's tolerance.
 
+use std::collections::BTreeMap;
+
 use tree_sitter::Node;
 
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
@@ -285,12 +287,78 @@ fn is_barrier(src: &str, n: Node<'_>) -> bool {
         && squash(text(src, n)).trim_end_matches(';').trim() == "__syncthreads()"
 }
 
+/// The kernel's shape (see the module doc), or why it is not one `block_reduce` takes.
 fn match_shape<'t>(cx: &RewriteContext<'t>, body: Node<'t>) -> Result<Shape<'t>, String> {
     let src = cx.text;
     let stmts = statements(body);
     let pointers = pointer_params(cx);
-    // The index.
-    let (pos, index_decl, index_type, index, init) = stmts
+    let (pos, index_decl, index_type, index, init) = index_declaration(src, &stmts)?;
+    let stride = index_stride(&init).ok_or_else(|| {
+        format!("`{index} = {init}` is not the 1-D index `blockIdx.x * M + threadIdx.x`")
+    })?;
+    let bound = index_bound(src, body, &index)?;
+    let after: Vec<Node<'t>> = stmts[pos + 1..].to_vec();
+    let shared: Vec<Node<'t>> = stmts
+        .iter()
+        .copied()
+        .filter(|s| s.kind() == "declaration" && text(src, *s).contains("__shared__"))
+        .collect();
+    let atomics = calls(src, body, "atomicAdd");
+    if atomics.len() != 1 {
+        return Err(format!(
+            "it has {} `atomicAdd` calls; {ID} needs exactly one, adding the block's or the element's value to one place",
+            atomics.len()
+        ));
+    }
+    let atomic = atomics[0];
+    let a = args(atomic);
+    if a.len() != 2 {
+        return Err("its atomicAdd does not take two arguments".into());
+    }
+    let out = fixed_address(src, &pointers, a[0])?;
+    let Summand {
+        per_element,
+        sink,
+        value,
+        ty,
+    } = if !calls(src, body, "__syncthreads").is_empty() {
+        shared_tree(src, &after, &shared, atomic, a[1])?
+    } else {
+        if !shared.is_empty() {
+            return Err("it declares shared memory but never synchronizes".into());
+        }
+        let ty =
+            pointee(&pointers, &out).ok_or_else(|| format!("cannot tell the type of `{out}`"))?;
+        Summand {
+            per_element: after,
+            sink: atomic,
+            value: a[1],
+            ty,
+        }
+    };
+    check_returns(src, &per_element)?;
+    Ok(Shape {
+        index_decl,
+        index_type,
+        index,
+        stride,
+        init,
+        bound,
+        per_element,
+        sink,
+        value: format!("({})", text(src, value)),
+        out,
+        ty: numeric(&ty)?,
+    })
+}
+
+/// The index declaration `T i = <init with blockIdx.x and threadIdx.x>;` among the body's
+/// statements: (its position, the declaration, `T`, `i`, the initializer).
+fn index_declaration<'t>(
+    src: &str,
+    stmts: &[Node<'t>],
+) -> Result<(usize, Node<'t>, String, String, String), String> {
+    stmts
         .iter()
         .enumerate()
         .find_map(|(p, s)| {
@@ -307,11 +375,13 @@ fn match_shape<'t>(cx: &RewriteContext<'t>, body: Node<'t>) -> Result<Shape<'t>,
             (value.contains("blockIdx.x") && value.contains("threadIdx.x"))
                 .then_some((p, *s, ty, name, value))
         })
-        .ok_or("no index `int i = blockIdx.x * blockDim.x + threadIdx.x;`")?;
-    let stride = index_stride(&init).ok_or_else(|| {
-        format!("`{index} = {init}` is not the 1-D index `blockIdx.x * M + threadIdx.x`")
-    })?;
-    // The bound.
+        .ok_or_else(|| "no index `int i = blockIdx.x * blockDim.x + threadIdx.x;`".to_string())
+}
+
+/// The text of `B` in the body's first comparison `index < B` (or `index >= B`,
+/// `B > index`, `B <= index`) whose `B` depends neither on the index nor on a thread
+/// or block index.
+fn index_bound(src: &str, body: Node<'_>, index: &str) -> Result<String, String> {
     let mut bound = None;
     walk(body, &mut |n| {
         if bound.is_none() && n.kind() == "binary_expression" {
@@ -327,7 +397,7 @@ fn match_shape<'t>(cx: &RewriteContext<'t>, body: Node<'t>) -> Result<Shape<'t>,
                     _ => None,
                 };
                 if let Some(b) =
-                    b.filter(|b| !mentions(src, *b, &index) && !text(src, *b).contains("Idx"))
+                    b.filter(|b| !mentions(src, *b, index) && !text(src, *b).contains("Idx"))
                 {
                     bound = Some(bound_text(src, b));
                 }
@@ -335,202 +405,221 @@ fn match_shape<'t>(cx: &RewriteContext<'t>, body: Node<'t>) -> Result<Shape<'t>,
         }
         bound.is_none()
     });
-    let bound = bound.ok_or_else(|| format!("no bound `{index} < n` on the index"))?;
-    let after: Vec<Node<'t>> = stmts[pos + 1..].to_vec();
-    let shared: Vec<Node<'t>> = stmts
+    bound.ok_or_else(|| format!("no bound `{index} < n` on the index"))
+}
+
+/// The atomic's address as text, when it names only pointer parameters (the same place
+/// for every thread); otherwise the refusal: a thread-dependent address is a scatter.
+fn fixed_address(
+    src: &str,
+    pointers: &BTreeMap<String, String>,
+    out: Node<'_>,
+) -> Result<String, String> {
+    let mut bad = None;
+    walk(out, &mut |x| {
+        if x.kind() == "identifier" && !pointers.contains_key(text(src, x)) {
+            bad = Some(text(src, x).to_string());
+        }
+        bad.is_none()
+    });
+    match bad {
+        Some(b) => Err(format!(
+            "the atomic's address `{}` depends on `{b}`: that is a scatter, not one sum",
+            text(src, out)
+        )),
+        None => Ok(text(src, out).to_string()),
+    }
+}
+
+/// The element type of the pointer parameter an address (`out`, `&out[0]`, `out + 3`)
+/// starts from.
+fn pointee(pointers: &BTreeMap<String, String>, out: &str) -> Option<String> {
+    let base = out
+        .trim_start_matches('&')
+        .split(['[', ' ', '+'])
+        .next()?
+        .trim();
+    pointers.get(base).cloned()
+}
+
+/// What each thread sums: the parts of [`Shape`] that the two shapes find differently.
+struct Summand<'t> {
+    per_element: Vec<Node<'t>>,
+    sink: Node<'t>,
+    value: Node<'t>,
+    ty: String,
+}
+
+/// The shared-memory tree's [`Summand`], from the statements `after` the index (its type
+/// is the shared array's), when the block's total is added last by one thread, only
+/// barriers and `buf`-into-`buf` sums run between the first barrier and it, and one
+/// plain store `buf[tid] = E` feeds `buf` before that barrier.
+fn shared_tree<'t>(
+    src: &str,
+    after: &[Node<'t>],
+    shared: &[Node<'t>],
+    atomic: Node<'t>,
+    total: Node<'t>,
+) -> Result<Summand<'t>, String> {
+    let first_barrier = after
+        .iter()
+        .position(|s| is_barrier(src, *s))
+        .ok_or("its `__syncthreads()` is not a statement of the kernel's body")?;
+    let last = *after.last().ok_or("an empty body")?;
+    let buf = block_total_array(src, last, atomic, total)?;
+    let buf_decl = shared
         .iter()
         .copied()
-        .filter(|s| s.kind() == "declaration" && text(src, *s).contains("__shared__"))
+        .find(|d| mentions(src, *d, &buf))
+        .ok_or_else(|| format!("`{buf}` is not a `__shared__` array of the kernel"))?;
+    let ty = text(
+        src,
+        buf_decl
+            .child_by_field_name("type")
+            .ok_or("a declaration without a type")?,
+    )
+    .to_string();
+    for s in &after[first_barrier..after.len() - 1] {
+        check_combine_step(src, *s, &buf)?;
+    }
+    let before = &after[..first_barrier];
+    let (store, value) = thread_store(src, before, &buf)?;
+    let per_element: Vec<Node<'t>> = before
+        .iter()
+        .copied()
+        .filter(|s| !shared.contains(s))
         .collect();
-    let out_ok = |out: Node<'_>| -> Result<String, String> {
-        let mut bad = None;
-        walk(out, &mut |x| {
-            if x.kind() == "identifier" && !pointers.contains_key(text(src, x)) {
-                bad = Some(text(src, x).to_string());
-            }
-            bad.is_none()
-        });
-        match bad {
-            Some(b) => Err(format!(
-                "the atomic's address `{}` depends on `{b}`: that is a scatter, not one sum",
-                text(src, out)
-            )),
-            None => Ok(text(src, out).to_string()),
-        }
-    };
-    let pointee_of = |out: &str| -> Option<String> {
-        let base = out
-            .trim_start_matches('&')
-            .split(['[', ' ', '+'])
-            .next()?
-            .trim();
-        pointers.get(base).cloned()
-    };
-    let atomics = calls(src, body, "atomicAdd");
-    if atomics.len() != 1 {
+    Ok(Summand {
+        per_element,
+        sink: store,
+        value,
+        ty,
+    })
+}
+
+/// The shared array `buf` whose `buf[0]` the body's last statement adds, when that
+/// statement is `if (tid == 0) atomicAdd(out, buf[0]);` (`total` is the atomic's value).
+fn block_total_array(
+    src: &str,
+    last: Node<'_>,
+    atomic: Node<'_>,
+    total: Node<'_>,
+) -> Result<String, String> {
+    if !last.byte_range().contains(&atomic.start_byte()) || last.kind() != "if_statement" {
+        return Err(
+            "the block's sum is not added last, by `if (tid == 0) atomicAdd(out, buf[0]);`".into(),
+        );
+    }
+    let cond = last
+        .child_by_field_name("condition")
+        .map(|c| squash(text(src, c)))
+        .unwrap_or_default();
+    if !cond.contains("== 0") {
         return Err(format!(
-            "it has {} `atomicAdd` calls; {ID} needs exactly one, adding the block's or the element's value to one place",
-            atomics.len()
+            "the last atomic runs under `{cond}`, not for one thread of the block"
         ));
     }
-    let atomic = atomics[0];
-    let a = args(atomic);
-    if a.len() != 2 {
-        return Err("its atomicAdd does not take two arguments".into());
+    let total = squash(text(src, total));
+    total
+        .strip_suffix("[0]")
+        .map(str::to_string)
+        .ok_or_else(|| format!("the block adds `{total}`, not `buf[0]` of a shared array"))
+}
+
+/// Refuses a statement of the tree's combine (between the first barrier and the final
+/// atomic) that is not a barrier or a loop, or that assigns `buf` anything but a sum of
+/// `buf` elements.
+fn check_combine_step(src: &str, s: Node<'_>, buf: &str) -> Result<(), String> {
+    if is_barrier(src, s) {
+        return Ok(());
     }
-    let out = out_ok(a[0])?;
-    let (per_element, sink, value, ty) = if !calls(src, body, "__syncthreads").is_empty() {
-        // The shared-memory tree.
-        let first_barrier = after
-            .iter()
-            .position(|s| is_barrier(src, *s))
-            .ok_or("its `__syncthreads()` is not a statement of the kernel's body")?;
-        let last = *after.last().ok_or("an empty body")?;
-        if !last.byte_range().contains(&atomic.start_byte()) || last.kind() != "if_statement" {
-            return Err(
-                "the block's sum is not added last, by `if (tid == 0) atomicAdd(out, buf[0]);`"
-                    .into(),
-            );
-        }
-        let cond = last
-            .child_by_field_name("condition")
-            .map(|c| squash(text(src, c)))
-            .unwrap_or_default();
-        if !cond.contains("== 0") {
-            return Err(format!(
-                "the last atomic runs under `{cond}`, not for one thread of the block"
-            ));
-        }
-        let total = squash(text(src, a[1]));
-        let Some(buf) = total.strip_suffix("[0]").map(str::to_string) else {
-            return Err(format!(
-                "the block adds `{total}`, not `buf[0]` of a shared array"
-            ));
-        };
-        let buf_decl = shared
-            .iter()
-            .copied()
-            .find(|d| mentions(src, *d, &buf))
-            .ok_or_else(|| format!("`{buf}` is not a `__shared__` array of the kernel"))?;
-        let ty = text(
-            src,
-            buf_decl
-                .child_by_field_name("type")
-                .ok_or("a declaration without a type")?,
-        )
-        .to_string();
-        // The combine: barriers and loops that add buf into buf.
-        for s in &after[first_barrier..after.len() - 1] {
-            if is_barrier(src, *s) {
-                continue;
-            }
-            if !matches!(s.kind(), "for_statement" | "while_statement") {
-                return Err(format!(
-                    "between the first barrier and the final atomic, `{}` is neither a barrier nor the tree's loop",
-                    squash(text(src, *s))
+    if !matches!(s.kind(), "for_statement" | "while_statement") {
+        return Err(format!(
+            "between the first barrier and the final atomic, `{}` is neither a barrier nor the tree's loop",
+            squash(text(src, s))
+        ));
+    }
+    let mut bad = None;
+    walk(s, &mut |n| {
+        if n.kind() == "assignment_expression" {
+            let l = n
+                .child_by_field_name("left")
+                .map(|l| text(src, l))
+                .unwrap_or("");
+            if l.starts_with(&format!("{buf}[")) && !sums_buf(src, n, buf) {
+                bad = Some(format!(
+                    "the tree combines with `{}`; {ID} only sums",
+                    squash(text(src, n))
                 ));
             }
-            let mut bad = None;
-            walk(*s, &mut |n| {
-                if n.kind() == "assignment_expression" {
-                    let l = n
-                        .child_by_field_name("left")
-                        .map(|l| text(src, l))
-                        .unwrap_or("");
-                    let op = n
-                        .child_by_field_name("operator")
-                        .map(|o| text(src, o))
-                        .unwrap_or("");
-                    let right = n.child_by_field_name("right");
-                    let is_buf = |x: Node<'_>| {
-                        x.kind() == "subscript_expression"
-                            && x.child_by_field_name("argument")
-                                .is_some_and(|a| text(src, a) == buf)
-                    };
-                    let lhs_buf = l.starts_with(&format!("{buf}["));
-                    let sum = match (op, right) {
-                        ("+=", Some(r)) => is_buf(r),
-                        ("=", Some(r)) => {
-                            r.kind() == "binary_expression"
-                                && r.child_by_field_name("operator").map(|o| text(src, o))
-                                    == Some("+")
-                                && r.child_by_field_name("left").is_some_and(is_buf)
-                                && r.child_by_field_name("right").is_some_and(is_buf)
-                        }
-                        _ => false,
-                    };
-                    if lhs_buf && !sum {
-                        bad = Some(format!(
-                            "the tree combines with `{}`; {ID} only sums",
-                            squash(text(src, n))
-                        ));
-                    }
-                }
-                bad.is_none()
-            });
-            if let Some(b) = bad {
-                return Err(b);
-            }
         }
-        // The thread's value: the one store into buf before the first barrier.
-        let before = &after[..first_barrier];
-        let mut stores = Vec::new();
-        for s in before {
-            walk(*s, &mut |n| {
-                if n.kind() == "assignment_expression"
-                    && n.child_by_field_name("left")
-                        .is_some_and(|l| text(src, l).starts_with(&format!("{buf}[")))
-                {
-                    stores.push(n);
-                }
-                true
-            });
-        }
-        let [store] = stores.as_slice() else {
-            return Err(format!(
-                "before the first barrier it stores into `{buf}` {} times; {ID} needs one `{buf}[tid] = value;`",
-                stores.len()
-            ));
-        };
-        if store.child_by_field_name("operator").map(|o| text(src, o)) != Some("=") {
-            return Err(format!(
-                "`{}` is not a plain store",
-                squash(text(src, *store))
-            ));
-        }
-        let value = store
-            .child_by_field_name("right")
-            .ok_or("a store without a value")?;
-        if mentions(src, value, &buf) {
-            return Err("the stored value reads the shared array".into());
-        }
-        let per_element: Vec<Node<'t>> = before
-            .iter()
-            .copied()
-            .filter(|s| !shared.contains(s))
-            .collect();
-        (per_element, *store, value, ty)
-    } else {
-        if !shared.is_empty() {
-            return Err("it declares shared memory but never synchronizes".into());
-        }
-        let ty = pointee_of(&out).ok_or_else(|| format!("cannot tell the type of `{out}`"))?;
-        (after, atomic, a[1], ty)
+        bad.is_none()
+    });
+    bad.map_or(Ok(()), Err)
+}
+
+/// Whether the assignment `n` adds `buf` elements: `_ += buf[..]` or
+/// `_ = buf[..] + buf[..]`.
+fn sums_buf(src: &str, n: Node<'_>, buf: &str) -> bool {
+    let op = n
+        .child_by_field_name("operator")
+        .map(|o| text(src, o))
+        .unwrap_or("");
+    let is_buf = |x: Node<'_>| {
+        x.kind() == "subscript_expression"
+            && x.child_by_field_name("argument")
+                .is_some_and(|a| text(src, a) == buf)
     };
-    check_returns(src, &per_element)?;
-    Ok(Shape {
-        index_decl,
-        index_type,
-        index,
-        stride,
-        init,
-        bound,
-        per_element,
-        sink,
-        value: format!("({})", text(src, value)),
-        out,
-        ty: numeric(&ty)?,
-    })
+    match (op, n.child_by_field_name("right")) {
+        ("+=", Some(r)) => is_buf(r),
+        ("=", Some(r)) => {
+            r.kind() == "binary_expression"
+                && r.child_by_field_name("operator").map(|o| text(src, o)) == Some("+")
+                && r.child_by_field_name("left").is_some_and(is_buf)
+                && r.child_by_field_name("right").is_some_and(is_buf)
+        }
+        _ => false,
+    }
+}
+
+/// The one plain store `buf[tid] = E;` among the statements `before` the first barrier
+/// and its `E`, which must not read `buf`.
+fn thread_store<'t>(
+    src: &str,
+    before: &[Node<'t>],
+    buf: &str,
+) -> Result<(Node<'t>, Node<'t>), String> {
+    let mut stores = Vec::new();
+    for s in before {
+        walk(*s, &mut |n| {
+            if n.kind() == "assignment_expression"
+                && n.child_by_field_name("left")
+                    .is_some_and(|l| text(src, l).starts_with(&format!("{buf}[")))
+            {
+                stores.push(n);
+            }
+            true
+        });
+    }
+    let [store] = stores.as_slice() else {
+        return Err(format!(
+            "before the first barrier it stores into `{buf}` {} times; {ID} needs one `{buf}[tid] = value;`",
+            stores.len()
+        ));
+    };
+    if store.child_by_field_name("operator").map(|o| text(src, o)) != Some("=") {
+        return Err(format!(
+            "`{}` is not a plain store",
+            squash(text(src, *store))
+        ));
+    }
+    let value = store
+        .child_by_field_name("right")
+        .ok_or("a store without a value")?;
+    if mentions(src, value, buf) {
+        return Err("the stored value reads the shared array".into());
+    }
+    Ok((*store, value))
 }
 
 /// The element types both `atomicAdd` and `__shfl_down_sync` take.

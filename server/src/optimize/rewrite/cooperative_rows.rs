@@ -1257,23 +1257,7 @@ fn loop_accumulators(
         .child_by_field_name("body")
         .ok_or("a loop without a body")?;
     let header = first_line(text(src, l));
-    // Names declared inside the loop body.
-    let mut locals: BTreeSet<String> = BTreeSet::new();
-    walk(body, &mut |n| {
-        if n.kind() == "init_declarator" || n.kind() == "declaration" {
-            let mut c = n.walk();
-            for d in n.children_by_field_name("declarator", &mut c) {
-                let mut d = d;
-                while let Some(inner) = d.child_by_field_name("declarator") {
-                    d = inner;
-                }
-                if d.kind() == "identifier" {
-                    locals.insert(text(src, d).to_string());
-                }
-            }
-        }
-        true
-    });
+    let locals = declared_in(src, body);
     let mut accs: Vec<Acc> = Vec::new();
     let mut own: BTreeSet<usize> = BTreeSet::new(); // identifier nodes that are accumulator updates' own
     let mut err: Option<String> = None;
@@ -1289,34 +1273,6 @@ fn loop_accumulators(
             cur = p;
         }
         false
-    };
-    let add = |accs: &mut Vec<Acc>,
-               name: &str,
-               family: Family,
-               template: Option<String>,
-               inline_ok: bool|
-     -> Result<(), String> {
-        match accs.iter_mut().find(|a| a.name == name) {
-            Some(a) if a.family != family => Err(format!(
-                "`{name}` is combined as a {} and as a {} in one column loop",
-                a.family.word(),
-                family.word()
-            )),
-            Some(_) => Ok(()),
-            None => {
-                accs.push(Acc {
-                    name: name.to_string(),
-                    ty: None,
-                    family,
-                    template,
-                    inline_ok,
-                    reset: false,
-                    prefix: None,
-                    arg: None,
-                });
-                Ok(())
-            }
-        }
     };
     walk(body, &mut |n| {
         if err.is_some() || n.id() == update.id() {
@@ -1348,7 +1304,7 @@ fn loop_accumulators(
                     if name == var || locals.contains(&name) {
                         return true;
                     }
-                    if let Err(e) = add(&mut accs, &name, fam, Some(tmpl), false) {
+                    if let Err(e) = add_accumulator(&mut accs, &name, fam, Some(tmpl), false) {
                         err = Some(e);
                     }
                     own.extend(ids);
@@ -1388,7 +1344,7 @@ fn loop_accumulators(
                 }
                 match accumulate(src, n, &name) {
                     Some((fam, tmpl, inline_ok, ids)) => {
-                        if let Err(e) = add(&mut accs, &name, fam, tmpl, inline_ok) {
+                        if let Err(e) = add_accumulator(&mut accs, &name, fam, tmpl, inline_ok) {
                             err = Some(e);
                         }
                         own.extend(ids);
@@ -1409,6 +1365,81 @@ fn loop_accumulators(
     if let Some(e) = err {
         return Err(e);
     }
+    set_prefixes(src, l, &mut accs, &own, header)?;
+    // Resets: unless the accumulator's declaration holds a literal zero and nothing
+    // touches it before this loop (and no loop around this one repeats it).
+    for acc in &mut accs {
+        if acc.family.reset().is_none() || acc.prefix.is_some() {
+            continue;
+        }
+        acc.reset = !starts_at_zero(src, shape, l, &acc.name);
+    }
+    Ok(accs)
+}
+
+/// The names declared inside `body` (plain identifiers).
+fn declared_in(src: &str, body: Node<'_>) -> BTreeSet<String> {
+    let mut locals: BTreeSet<String> = BTreeSet::new();
+    walk(body, &mut |n| {
+        if n.kind() == "init_declarator" || n.kind() == "declaration" {
+            let mut c = n.walk();
+            for d in n.children_by_field_name("declarator", &mut c) {
+                let mut d = d;
+                while let Some(inner) = d.child_by_field_name("declarator") {
+                    d = inner;
+                }
+                if d.kind() == "identifier" {
+                    locals.insert(text(src, d).to_string());
+                }
+            }
+        }
+        true
+    });
+    locals
+}
+
+/// Adds the accumulator `name` of `family` to the loop's, or refuses one combined two
+/// ways in one loop (a name already there of the same family is kept as it is).
+fn add_accumulator(
+    accs: &mut Vec<Acc>,
+    name: &str,
+    family: Family,
+    template: Option<String>,
+    inline_ok: bool,
+) -> Result<(), String> {
+    match accs.iter_mut().find(|a| a.name == name) {
+        Some(a) if a.family != family => Err(format!(
+            "`{name}` is combined as a {} and as a {} in one column loop",
+            a.family.word(),
+            family.word()
+        )),
+        Some(_) => Ok(()),
+        None => {
+            accs.push(Acc {
+                name: name.to_string(),
+                ty: None,
+                family,
+                template,
+                inline_ok,
+                reset: false,
+                prefix: None,
+                arg: None,
+            });
+            Ok(())
+        }
+    }
+}
+
+/// Sets the prefix of each accumulator the column loop `l` (`header` its first line)
+/// reads other than in its own updates (`own`, identifier ids): a running sum read after
+/// its update. Refuses any other read, and any read of an arg pick's names.
+fn set_prefixes(
+    src: &str,
+    l: Node<'_>,
+    accs: &mut [Acc],
+    own: &BTreeSet<usize>,
+    header: &str,
+) -> Result<(), String> {
     // No other read of an accumulator in the loop, unless it is a running sum read after
     // its update (a prefix); the bound and start do not use them.
     let names: BTreeSet<String> = accs
@@ -1440,15 +1471,7 @@ fn loop_accumulators(
             }
         }
     }
-    // Resets: unless the accumulator's declaration holds a literal zero and nothing
-    // touches it before this loop (and no loop around this one repeats it).
-    for acc in &mut accs {
-        if acc.family.reset().is_none() || acc.prefix.is_some() {
-            continue;
-        }
-        acc.reset = !starts_at_zero(src, shape, l, &acc.name);
-    }
-    Ok(accs)
+    Ok(())
 }
 
 /// Adds an arg pick to the loop's accumulators: the ids of its own identifiers, `None`
@@ -1930,56 +1953,17 @@ fn emit(
     let lane = fresh("lane", names);
     let off = fresh("offset", names);
     let w = fresh("w", names);
-    let decl_indent = line_indent(src, shape.decl.start_byte()).to_string();
-    // The row index and the lane.
-    let value = {
-        let mut c = shape.decl.walk();
-        let d = shape
-            .decl
-            .children_by_field_name("declarator", &mut c)
-            .next()
-            .ok_or("the row index has no declarator")?;
-        d.child_by_field_name("value")
-            .ok_or("the row index has no value")?
-    };
-    let (mask, step) = match team {
-        Team::Warp { width } => {
-            e.extend([Edit::replace(
-                value.byte_range(),
-                format!("({}) / {width}", text(src, value)),
-            )]);
-            let mut after = format!("{nl}{decl_indent}int {lane} = threadIdx.x % {width};");
-            let mask = if width == 32 {
-                "0xffffffff".to_string()
-            } else {
-                let m = fresh("mask", names);
-                let cond = shape
-                    .guard
-                    .child_by_field_name("condition")
-                    .and_then(|c| c.child_by_field_name("value"))
-                    .map_or("", |v| text(src, v));
-                let active = match shape.form {
-                    Guard::Block => cond.to_string(),
-                    Guard::EarlyReturn => format!("!({cond})"),
-                };
-                after.push_str(&format!(
-                    "{nl}{decl_indent}// each {width} lanes share a row; the shuffles name only lanes whose row exists{nl}{decl_indent}unsigned {m} = __ballot_sync(0xffffffff, {active});"
-                ));
-                m
-            };
-            e.extend([Edit::insert(shape.decl.end_byte(), after)]);
-            (mask, width.to_string())
-        }
-        Team::Block { .. } => {
-            e.extend([Edit::replace(value.byte_range(), "blockIdx.x")]);
-            e.extend([Edit::insert(
-                shape.decl.end_byte(),
-                format!("{nl}{decl_indent}int {lane} = threadIdx.x;"),
-            )]);
-            ("0xffffffff".to_string(), "blockDim.x".to_string())
-        }
-    };
+    let (mask, step) = team_lane(src, shape, team, &lane, &mut e, names)?;
     let stage_names = stage.map(|(s, _)| staging::names(s, names));
+    let combiner = Combiner {
+        team,
+        mask: &mask,
+        off: &off,
+        w: &w,
+        lane: &lane,
+        unit,
+        nl,
+    };
     for (i, l) in rows.loops.iter().enumerate() {
         let ind = line_indent(src, l.start).to_string();
         let init = text(src, l.init).trim();
@@ -2046,9 +2030,114 @@ fn emit(
         if !before.is_empty() {
             e.extend([Edit::insert(l.start, before)]);
         }
+        let Some(code) = combiner.after_loop(l, &ind, names)? else {
+            continue;
+        };
+        e.extend([Edit::insert(l.node.end_byte(), code)]);
+    }
+    for s in &rows.lane0 {
+        e.extend([only_if(src, *s, &format!("{lane} == 0"), unit, nl)]);
+    }
+    Ok(e)
+}
+
+/// The edits that make the row index the team's row and declare the thread's `lane` in
+/// it (for a partial warp, also the ballot of lanes whose row exists): the shuffles' mask
+/// and the lanes' stride along the row.
+fn team_lane(
+    src: &str,
+    shape: &Elementwise<'_>,
+    team: Team,
+    lane: &str,
+    e: &mut Edits,
+    names: &mut BTreeSet<String>,
+) -> Result<(String, String), String> {
+    let nl = newline(src);
+    let decl_indent = line_indent(src, shape.decl.start_byte()).to_string();
+    let value = {
+        let mut c = shape.decl.walk();
+        let d = shape
+            .decl
+            .children_by_field_name("declarator", &mut c)
+            .next()
+            .ok_or("the row index has no declarator")?;
+        d.child_by_field_name("value")
+            .ok_or("the row index has no value")?
+    };
+    Ok(match team {
+        Team::Warp { width } => {
+            e.extend([Edit::replace(
+                value.byte_range(),
+                format!("({}) / {width}", text(src, value)),
+            )]);
+            let mut after = format!("{nl}{decl_indent}int {lane} = threadIdx.x % {width};");
+            let mask = if width == 32 {
+                "0xffffffff".to_string()
+            } else {
+                let m = fresh("mask", names);
+                let cond = shape
+                    .guard
+                    .child_by_field_name("condition")
+                    .and_then(|c| c.child_by_field_name("value"))
+                    .map_or("", |v| text(src, v));
+                let active = match shape.form {
+                    Guard::Block => cond.to_string(),
+                    Guard::EarlyReturn => format!("!({cond})"),
+                };
+                after.push_str(&format!(
+                    "{nl}{decl_indent}// each {width} lanes share a row; the shuffles name only lanes whose row exists{nl}{decl_indent}unsigned {m} = __ballot_sync(0xffffffff, {active});"
+                ));
+                m
+            };
+            e.extend([Edit::insert(shape.decl.end_byte(), after)]);
+            (mask, width.to_string())
+        }
+        Team::Block { .. } => {
+            e.extend([Edit::replace(value.byte_range(), "blockIdx.x")]);
+            e.extend([Edit::insert(
+                shape.decl.end_byte(),
+                format!("{nl}{decl_indent}int {lane} = threadIdx.x;"),
+            )]);
+            ("0xffffffff".to_string(), "blockDim.x".to_string())
+        }
+    })
+}
+
+/// What combining a column loop's accumulators across the team needs: the team, the
+/// shuffles' mask, the names of the shuffle offset, the warp counter and the lane.
+struct Combiner<'a> {
+    team: Team,
+    mask: &'a str,
+    off: &'a str,
+    w: &'a str,
+    lane: &'a str,
+    unit: &'a str,
+    nl: &'a str,
+}
+
+impl Combiner<'_> {
+    /// The code after column loop `l` (indented `ind`) that combines its accumulators
+    /// (those that are not running prefixes) across the team: a butterfly of shuffles,
+    /// and for a block team the warps' partials through shared memory. `None` when it
+    /// has none to combine.
+    fn after_loop(
+        &self,
+        l: &ColumnLoop<'_>,
+        ind: &str,
+        names: &mut BTreeSet<String>,
+    ) -> Result<Option<String>, String> {
+        let Combiner {
+            team,
+            mask,
+            off,
+            w,
+            lane,
+            unit,
+            nl,
+        } = *self;
         let combined: Vec<&Acc> = l.accs.iter().filter(|a| a.prefix.is_none()).collect();
         if combined.is_empty() {
-            continue;
+            return Ok(None);
         }
         let top = match team {
             Team::Warp { width } => width / 2,
@@ -2076,7 +2165,7 @@ fn emit(
             ));
             for c in &lines {
                 let (extra, c) = match c.strip_prefix('\t') {
-                    Some(rest) => (unit.as_str(), rest),
+                    Some(rest) => (unit, rest),
                     None => ("", c.as_str()),
                 };
                 code.push_str(&format!("{nl}{ind}{unit}{extra}{c}"));
@@ -2089,22 +2178,18 @@ fn emit(
                 store_if: Some(format!("{lane} % 32 == 0")),
                 mine: format!("{lane} / 32"),
                 first: "0".into(),
-                nth: w.clone(),
+                nth: w.to_string(),
                 others: format!("int {w} = 1; {w} < blockDim.x / 32; ++{w}"),
                 compact: true,
                 comment: "one partial per warp, combined by every thread",
                 scope: "row body",
             };
             let (block, _) =
-                combine::shared_combine(&combined, l.step, &slots, &ind, unit, nl, names)?;
+                combine::shared_combine(&combined, l.step, &slots, ind, unit, nl, names)?;
             code.push_str(&format!("{block}{nl}{ind}}}"));
         }
-        e.extend([Edit::insert(l.node.end_byte(), code)]);
+        Ok(Some(code))
     }
-    for s in &rows.lane0 {
-        e.extend([only_if(src, *s, &format!("{lane} == 0"), unit, nl)]);
-    }
-    Ok(e)
 }
 
 /// The edit that runs statement `s` only where `cond` holds (a write given to one lane).

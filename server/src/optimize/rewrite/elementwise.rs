@@ -305,6 +305,46 @@ pub(super) fn match_elementwise<'t>(src: &str, func: Node<'t>) -> Result<Element
         }
         break s;
     };
+    let (form, cond, bound) = bounds_check(src, guard, &index)?;
+    let (guarded, body_end, end) = guarded_body(src, guard, form, &stmts[idx..])?;
+    if !guarded.iter().any(|s| s.kind() != "comment") {
+        return Err("the guarded body is empty".into());
+    }
+    let indent = line_indent(src, guard.start_byte()).to_string();
+    let outer = line_indent(src, func.start_byte());
+    let unit = match indent.strip_prefix(outer) {
+        Some(u) if !u.is_empty() => u.to_string(),
+        _ => "    ".to_string(),
+    };
+    Ok(Elementwise {
+        thread_aliases: aliases,
+        index,
+        index_ty,
+        init: init.to_string(),
+        decl,
+        guard,
+        cond_end: cond.end_byte(),
+        bound,
+        form,
+        between,
+        batched: batch || reads_block_yz(src, body),
+        body: guarded,
+        body_end,
+        end,
+        indent,
+        unit,
+    })
+}
+
+/// The bounds check `guard` of the index `index`: an `if` without `else` whose
+/// condition is `index < n` (or `n > index`; `index >= n` or `n <= index` for the
+/// early-return form) with a bound that does not depend on the index. Its form, its
+/// condition and the bound.
+fn bounds_check<'t>(
+    src: &str,
+    guard: Node<'t>,
+    index: &str,
+) -> Result<(Guard, Node<'t>, Node<'t>), String> {
     let guard_text = first_line(text(src, guard));
     if guard.kind() != "if_statement" {
         return Err(format!(
@@ -351,34 +391,7 @@ pub(super) fn match_elementwise<'t>(src: &str, func: Node<'t>) -> Result<Element
             text(src, bound)
         ));
     }
-    let (guarded, body_end, end) = guarded_body(src, guard, form, &stmts[idx..])?;
-    if !guarded.iter().any(|s| s.kind() != "comment") {
-        return Err("the guarded body is empty".into());
-    }
-    let indent = line_indent(src, guard.start_byte()).to_string();
-    let outer = line_indent(src, func.start_byte());
-    let unit = match indent.strip_prefix(outer) {
-        Some(u) if !u.is_empty() => u.to_string(),
-        _ => "    ".to_string(),
-    };
-    Ok(Elementwise {
-        thread_aliases: aliases,
-        index,
-        index_ty,
-        init: init.to_string(),
-        decl,
-        guard,
-        cond_end: cond.end_byte(),
-        bound,
-        form,
-        between,
-        batched: batch || reads_block_yz(src, body),
-        body: guarded,
-        body_end,
-        end,
-        indent,
-        unit,
-    })
+    Ok((form, cond, bound))
 }
 
 /// What the guarded body does with the index and the pointer parameters.
@@ -511,21 +524,7 @@ pub(super) fn inspect_body(
     // element's copy of the body computes its own index. The ids of those reads' names.
     let written = written_buffers(src, shape, pointers);
     let mut gathers: BTreeSet<usize> = BTreeSet::new();
-    let inside = |n: Node, kinds: &[&str]| {
-        let mut cur = n;
-        loop {
-            if kinds.contains(&cur.kind()) {
-                return true;
-            }
-            if top.contains(&cur.id()) {
-                return false;
-            }
-            match cur.parent() {
-                Some(p) => cur = p,
-                None => return false,
-            }
-        }
-    };
+    let inside = |n: Node, kinds: &[&str]| inside_body(n, kinds, &top);
     for &root in &shape.body {
         walk(root, &mut |n| {
             if err.is_some() {
@@ -595,76 +594,21 @@ pub(super) fn inspect_body(
                     }
                 }
                 "subscript_expression" => {
-                    let arg = n.child_by_field_name("argument");
-                    let Some(p) = arg
-                        .filter(|a| a.kind() == "identifier")
-                        .map(|a| text(src, a))
-                        .filter(|p| pointers.contains_key(*p))
-                    else {
-                        return true;
+                    let seen = Seen {
+                        src,
+                        index: i,
+                        pointers,
+                        written: &written,
+                        top: &top,
+                        strict,
                     };
-                    let own = n
-                        .child_by_field_name("indices")
-                        .and_then(|ix| match named_children(ix).as_slice() {
-                            [only] if only.kind() == "identifier" && text(src, *only) == i => {
-                                Some(*only)
-                            }
-                            _ => None,
-                        });
-                    let Some(own) = own else {
-                        if strict && written.contains(p) {
-                            err = Some(format!("`{t}` is not the thread's own element `{p}[{i}]`, and the body writes `{p}`"));
-                            return false;
+                    return match seen.subscript(n, &mut facts, &mut gathers) {
+                        Ok(descend) => descend,
+                        Err(e) => {
+                            err = Some(e);
+                            false
                         }
-                        gathers.extend(arg.map(|a| a.id()));
-                        return true;
                     };
-                    let parent = n.parent();
-                    if strict
-                        && parent.is_some_and(|p| {
-                            p.kind() == "pointer_expression"
-                                && p.child_by_field_name("operator")
-                                    .is_some_and(|o| text(src, o) == "&")
-                        })
-                    {
-                        err = Some(format!("`&{t}` takes an element's address"));
-                        return false;
-                    }
-                    let (mut read, mut written, mut unconditional) = (true, false, true);
-                    if let Some(p) = parent {
-                        let is_target = p
-                            .child_by_field_name("left")
-                            .is_some_and(|l| l.id() == n.id())
-                            || p.kind() == "update_expression";
-                        if is_target
-                            && matches!(p.kind(), "assignment_expression" | "update_expression")
-                        {
-                            written = true;
-                            let op = p
-                                .child_by_field_name("operator")
-                                .map_or("", |o| text(src, o));
-                            read = !(p.kind() == "assignment_expression" && op == "=");
-                            unconditional = !read
-                                && p.parent().is_some_and(|s| {
-                                    s.kind() == "expression_statement" && top.contains(&s.id())
-                                });
-                        }
-                    }
-                    let pointee = pointers.get(p).cloned().unwrap_or_default();
-                    let u = facts.buffers.entry(p.to_string()).or_insert(BufferUse {
-                        pointee,
-                        read: false,
-                        written: false,
-                        writes_unconditional: true,
-                    });
-                    u.read |= read;
-                    u.written |= written;
-                    if written && !unconditional {
-                        u.writes_unconditional = false;
-                    }
-                    facts.subscripts.push((n.byte_range(), p.to_string()));
-                    facts.all_index.push(own.byte_range());
-                    return false;
                 }
                 "identifier" if t == i => {
                     facts.index_uses.push(n.byte_range());
@@ -684,14 +628,7 @@ pub(super) fn inspect_body(
                 "identifier"
                     if strict && pointers.contains_key(t) && !gathers.contains(&n.id()) =>
                 {
-                    let mut context = n;
-                    while let Some(p) = context.parent() {
-                        context = p;
-                        if p.kind().ends_with("_statement") || p.kind() == "declaration" {
-                            break;
-                        }
-                    }
-                    let context = text(src, context);
+                    let context = text(src, enclosing_statement(n));
                     err = Some(format!(
                         "`{t}` is used other than as `{t}[{i}]` (in `{}`)",
                         first_line(context)
@@ -706,6 +643,137 @@ pub(super) fn inspect_body(
         }
     }
     Ok(facts)
+}
+
+/// Whether `n` lies in a node of one of `kinds` below the guarded body's statements
+/// (`top`, by id): a `break` in a loop or switch of the body stays in the body.
+fn inside_body(n: Node<'_>, kinds: &[&str], top: &BTreeSet<usize>) -> bool {
+    let mut cur = n;
+    loop {
+        if kinds.contains(&cur.kind()) {
+            return true;
+        }
+        if top.contains(&cur.id()) {
+            return false;
+        }
+        match cur.parent() {
+            Some(p) => cur = p,
+            None => return false,
+        }
+    }
+}
+
+/// The nearest statement or declaration above `n` (for a message's context).
+fn enclosing_statement(n: Node<'_>) -> Node<'_> {
+    let mut context = n;
+    while let Some(p) = context.parent() {
+        context = p;
+        if p.kind().ends_with("_statement") || p.kind() == "declaration" {
+            break;
+        }
+    }
+    context
+}
+
+/// What [`inspect_body`] knows while it reads the guarded body: the text, the index,
+/// the pointer parameters, those the body writes, the body's own statements (by id), and
+/// whether every use of a pointer must be the thread's own element.
+struct Seen<'a> {
+    src: &'a str,
+    index: &'a str,
+    pointers: &'a BTreeMap<String, String>,
+    written: &'a BTreeSet<String>,
+    top: &'a BTreeSet<usize>,
+    strict: bool,
+}
+
+impl Seen<'_> {
+    /// Records the subscript `n` of a pointer parameter in `facts`: the thread's own
+    /// element `p[i]` as a read or a write (and whether every write is a plain statement
+    /// of the body), another element as a gather (in `gathers`; refused when `strict` and
+    /// the body writes `p`). Whether to look inside `n`, or why the body is refused.
+    fn subscript(
+        &self,
+        n: Node<'_>,
+        facts: &mut BodyFacts,
+        gathers: &mut BTreeSet<usize>,
+    ) -> Result<bool, String> {
+        let Seen {
+            src,
+            index: i,
+            pointers,
+            written,
+            top,
+            strict,
+        } = *self;
+        let t = text(src, n);
+        let arg = n.child_by_field_name("argument");
+        let Some(p) = arg
+            .filter(|a| a.kind() == "identifier")
+            .map(|a| text(src, a))
+            .filter(|p| pointers.contains_key(*p))
+        else {
+            return Ok(true);
+        };
+        let own =
+            n.child_by_field_name("indices")
+                .and_then(|ix| match named_children(ix).as_slice() {
+                    [only] if only.kind() == "identifier" && text(src, *only) == i => Some(*only),
+                    _ => None,
+                });
+        let Some(own) = own else {
+            if strict && written.contains(p) {
+                return Err(format!(
+                    "`{t}` is not the thread's own element `{p}[{i}]`, and the body writes `{p}`"
+                ));
+            }
+            gathers.extend(arg.map(|a| a.id()));
+            return Ok(true);
+        };
+        let parent = n.parent();
+        if strict
+            && parent.is_some_and(|p| {
+                p.kind() == "pointer_expression"
+                    && p.child_by_field_name("operator")
+                        .is_some_and(|o| text(src, o) == "&")
+            })
+        {
+            return Err(format!("`&{t}` takes an element's address"));
+        }
+        let (mut read, mut written, mut unconditional) = (true, false, true);
+        if let Some(p) = parent {
+            let is_target = p
+                .child_by_field_name("left")
+                .is_some_and(|l| l.id() == n.id())
+                || p.kind() == "update_expression";
+            if is_target && matches!(p.kind(), "assignment_expression" | "update_expression") {
+                written = true;
+                let op = p
+                    .child_by_field_name("operator")
+                    .map_or("", |o| text(src, o));
+                read = !(p.kind() == "assignment_expression" && op == "=");
+                unconditional = !read
+                    && p.parent().is_some_and(|s| {
+                        s.kind() == "expression_statement" && top.contains(&s.id())
+                    });
+            }
+        }
+        let pointee = pointers.get(p).cloned().unwrap_or_default();
+        let u = facts.buffers.entry(p.to_string()).or_insert(BufferUse {
+            pointee,
+            read: false,
+            written: false,
+            writes_unconditional: true,
+        });
+        u.read |= read;
+        u.written |= written;
+        if written && !unconditional {
+            u.writes_unconditional = false;
+        }
+        facts.subscripts.push((n.byte_range(), p.to_string()));
+        facts.all_index.push(own.byte_range());
+        Ok(false)
+    }
 }
 
 /// The pointer parameters: name -> pointee.

@@ -29,7 +29,7 @@ use tree_sitter::Node;
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::edits::{Edit, Edits};
 use super::elementwise::{
-    inspect_body, match_elementwise, one_d_grid, pointer_params, INDEX_SHAPE,
+    inspect_body, match_elementwise, one_d_grid, pointer_params, Elementwise, INDEX_SHAPE,
 };
 use super::grid_stride::emit_grid_stride;
 use super::params::Params;
@@ -38,9 +38,10 @@ use super::tree::{
     code_names, fresh, kernel_function, line_indent, named_children, newline, text, walk,
 };
 use super::RewriteContext;
+use super::RewriteError;
 use crate::document::Document;
 use crate::optimize::edit;
-use crate::spec::{Arg, Value};
+use crate::spec::{Arg, BenchPlan, Value};
 use crate::syntax::{self, Lang, ParamKind};
 
 const ID: &str = "privatize_atomics";
@@ -102,80 +103,7 @@ pub fn privatize_atomics(cx: &RewriteContext<'_>) -> R {
             "`{k}` has no `atomicAdd(&h[e], v)` on a pointer parameter"
         )));
     }
-    // Sizes from the spec.
-    let mut privates = Vec::new();
-    for (buffer, pointee) in &targets {
-        let bytes = elem_bytes(pointee).ok_or_else(|| {
-            na(format!(
-                "`{buffer}` holds `{pointee}`; shared-memory atomicAdd takes int, unsigned, unsigned long long, float or double"
-            ))
-        })?;
-        let counts: Vec<u64> = plan
-            .cases
-            .iter()
-            .filter_map(|c| {
-                c.args.iter().find_map(|a| match a {
-                    Arg::Buffer { name, elems, .. } if name == buffer => Some(*elems),
-                    _ => None,
-                })
-            })
-            .collect();
-        let max = counts.iter().copied().max().unwrap_or(0);
-        let count = if counts.windows(2).all(|w| w[0] == w[1]) {
-            Count::Literal(max)
-        } else {
-            let param = cx.kernel.params.iter().find(|p| {
-                matches!(&p.kind, ParamKind::Scalar { ty } if ty.contains("int") || ty == "size_t" || ty == "unsigned")
-                    && plan.cases.iter().zip(&counts).all(|(c, n)| {
-                        c.args.iter().any(|a| {
-                            matches!(a, Arg::Scalar { name, value: Value::Int(v), .. } if *name == p.name && *v as u64 == *n)
-                        })
-                    })
-            });
-            match param {
-                Some(p) => Count::Param(p.name.clone()),
-                None => {
-                    return Err(na(format!(
-                        "`{buffer}` has {} elements depending on the case, and no kernel parameter holds the count in every case",
-                        counts.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
-                    )))
-                }
-            }
-        };
-        privates.push(Private {
-            buffer: buffer.clone(),
-            pointee: pointee.clone(),
-            count,
-            bytes_per_elem: bytes,
-        });
-        if max.saturating_mul(bytes) > MAX_STATIC_SMEM {
-            return Err(na(format!(
-                "`{buffer}` has {max} elements ({} KiB), more than the 48 KiB of shared memory a block can count on",
-                max * bytes / 1024
-            )));
-        }
-    }
-    let total: u64 = privates
-        .iter()
-        .map(|p| {
-            let n = match p.count {
-                Count::Literal(n) => n,
-                Count::Param(_) => MAX_STATIC_SMEM / p.bytes_per_elem,
-            };
-            n * p.bytes_per_elem
-        })
-        .sum();
-    if privates.len() > 1 && privates.iter().any(|p| matches!(p.count, Count::Param(_))) {
-        return Err(na(
-            "it would privatize several buffers and one of them changes size between cases; only one dynamic shared array is possible".into()
-        ));
-    }
-    if total > MAX_STATIC_SMEM {
-        return Err(na(format!(
-            "the private copies take {} KiB, more than the 48 KiB of shared memory a block can count on",
-            total / 1024
-        )));
-    }
+    let privates = private_copies(cx, &plan, &targets).map_err(na)?;
     let dynamic = privates.iter().find_map(|p| match &p.count {
         Count::Param(name) => Some((p, name.clone())),
         Count::Literal(_) => None,
@@ -185,87 +113,7 @@ pub fn privatize_atomics(cx: &RewriteContext<'_>) -> R {
             "the spec already sets `smem`; a dynamic private copy would need it".into(),
         ));
     }
-
-    // Phase 1: the body as a grid-stride loop.
-    let loop_code = emit_grid_stride(cx.text, &shape);
-    let start = shape.decl.start_byte();
-    let mut e = Edits::new();
-    e.extend([Edit::replace(start..shape.end, loop_code.clone())]);
-    let text1 = e
-        .apply(cx.text)
-        .map_err(|err| not_applicable(format!("`{ID}` made edits that collide: {err}")))?;
-    let loop_end = start + loop_code.len();
-    // Phase 2, on the new text: atomics onto the copies, the copies, the flush.
-    let doc = Document::new(Lang::Cuda, 0, &text1);
-    let tree = doc
-        .tree()
-        .ok_or_else(|| not_applicable("the parser gave up on the grid-stride loop"))?;
-    let mut names = code_names(cx);
-    let nl = newline(cx.text);
-    let ind = line_indent(cx.text, start).to_string();
-    let unit = shape.unit.clone();
-    let bin = fresh("bin", &mut names);
-    let mut copies = BTreeMap::new();
-    for p in &privates {
-        copies.insert(
-            p.buffer.clone(),
-            fresh(&format!("{}_s", p.buffer), &mut names),
-        );
-    }
-    let mut e2 = Edits::new();
-    let root = tree.root_node();
-    let mut renamed = 0;
-    walk(root, &mut |n| {
-        if n.end_byte() <= start || n.start_byte() >= loop_end {
-            return n.start_byte() < loop_end && n.end_byte() > start;
-        }
-        if n.kind() == "call_expression" && is_atomic_add(&text1, n) {
-            if let Some(first) = n
-                .child_by_field_name("arguments")
-                .and_then(|a| named_children(a).into_iter().next())
-            {
-                walk(first, &mut |x| {
-                    if x.kind() == "identifier" {
-                        if let Some(c) = copies.get(text(&text1, x)) {
-                            e2.extend([Edit::replace(x.byte_range(), c.clone())]);
-                            renamed += 1;
-                        }
-                    }
-                    true
-                });
-            }
-        }
-        true
-    });
-    if renamed == 0 {
-        return Err(not_applicable(format!(
-            "`{ID}` lost the atomics in the grid-stride loop; nothing was changed"
-        )));
-    }
-    let mut pre = String::new();
-    let mut post = format!("{nl}{ind}__syncthreads();");
-    for p in &privates {
-        let c = &copies[&p.buffer];
-        let (decl, count) = match &p.count {
-            Count::Literal(n) => (format!("__shared__ {} {c}[{n}];", p.pointee), n.to_string()),
-            Count::Param(name) => (
-                format!("extern __shared__ {} {c}[];", p.pointee),
-                name.clone(),
-            ),
-        };
-        pre.push_str(&format!(
-            "{decl}{nl}{ind}for (int {bin} = threadIdx.x; {bin} < {count}; {bin} += blockDim.x) {c}[{bin}] = 0;{nl}{ind}"
-        ));
-        post.push_str(&format!(
-            "{nl}{ind}for (int {bin} = threadIdx.x; {bin} < {count}; {bin} += blockDim.x){nl}{ind}{unit}if ({c}[{bin}] != 0) atomicAdd(&{}[{bin}], {c}[{bin}]);",
-            p.buffer
-        ));
-    }
-    pre.push_str(&format!("__syncthreads();{nl}{ind}"));
-    e2.extend([Edit::insert(start, pre), Edit::insert(loop_end, post)]);
-    let text2 = e2
-        .apply(&text1)
-        .map_err(|err| not_applicable(format!("`{ID}` made edits that collide: {err}")))?;
+    let text2 = privatized_text(cx, &shape, &privates)?;
 
     // The launch: a few blocks per SM, and the dynamic copy's bytes.
     let g = &grid.text[first.clone()];
@@ -288,29 +136,226 @@ pub fn privatize_atomics(cx: &RewriteContext<'_>) -> R {
             grid_range.clone(),
             format!("min({g}, sms * {n})"),
         )]);
-        let mut out = match spec.apply(&text2) {
-            Ok(t) => t,
-            Err(err) => {
-                dropped.push(format!("{label}: {err}"));
-                continue;
-            }
-        };
-        if let Some(bytes) = &smem {
-            let doc = Document::new(Lang::Cuda, 0, &out);
-            let Some(tree) = doc.tree() else {
-                dropped.push(format!("{label}: the parser gave up"));
-                continue;
-            };
-            let model = syntax::analyze(Lang::Cuda, &out, tree);
-            let Some(kernel) = model.kernel(k) else {
-                dropped.push(format!("{label}: the kernel is gone"));
-                continue;
-            };
-            out = edit::set_spec_value(&out, kernel, "smem", bytes);
+        match spec
+            .apply(&text2)
+            .map_err(|err| err.to_string())
+            .and_then(|out| with_smem(&out, k, smem.as_deref()))
+        {
+            Ok(out) => drafts.push(Draft { label, text: out }),
+            Err(why) => dropped.push(format!("{label}: {why}")),
         }
-        drafts.push(Draft { label, text: out });
     }
     finish(cx, drafts, dropped)
+}
+
+/// `text` with the kernel `k`'s spec setting `smem = bytes`, when the copy is dynamic.
+fn with_smem(text: &str, k: &str, bytes: Option<&str>) -> Result<String, String> {
+    let Some(bytes) = bytes else {
+        return Ok(text.to_string());
+    };
+    let doc = Document::new(Lang::Cuda, 0, text);
+    let tree = doc.tree().ok_or("the parser gave up")?;
+    let model = syntax::analyze(Lang::Cuda, text, tree);
+    let kernel = model.kernel(k).ok_or("the kernel is gone")?;
+    Ok(edit::set_spec_value(text, kernel, "smem", bytes))
+}
+
+/// The shared copy of each target buffer (name, element type): its element size and its
+/// count from the spec's cases, a literal when every case has the same, else the kernel
+/// parameter that holds it in every case. Refuses element types shared `atomicAdd` does
+/// not take, counts no parameter holds, and copies past the static shared memory.
+fn private_copies(
+    cx: &RewriteContext<'_>,
+    plan: &BenchPlan,
+    targets: &BTreeMap<String, String>,
+) -> Result<Vec<Private>, String> {
+    let mut privates = Vec::new();
+    for (buffer, pointee) in targets {
+        let bytes = elem_bytes(pointee).ok_or_else(|| {
+            format!(
+                "`{buffer}` holds `{pointee}`; shared-memory atomicAdd takes int, unsigned, unsigned long long, float or double"
+            )
+        })?;
+        let counts: Vec<u64> = plan
+            .cases
+            .iter()
+            .filter_map(|c| {
+                c.args.iter().find_map(|a| match a {
+                    Arg::Buffer { name, elems, .. } if name == buffer => Some(*elems),
+                    _ => None,
+                })
+            })
+            .collect();
+        let max = counts.iter().copied().max().unwrap_or(0);
+        privates.push(Private {
+            buffer: buffer.clone(),
+            pointee: pointee.clone(),
+            count: copy_count(cx, plan, buffer, &counts)?,
+            bytes_per_elem: bytes,
+        });
+        if max.saturating_mul(bytes) > MAX_STATIC_SMEM {
+            return Err(format!(
+                "`{buffer}` has {max} elements ({} KiB), more than the 48 KiB of shared memory a block can count on",
+                max * bytes / 1024
+            ));
+        }
+    }
+    fits_in_shared_memory(&privates)?;
+    Ok(privates)
+}
+
+/// The count of `buffer`'s copy, given its element count in each case: the literal when
+/// they are all the same, else an integer parameter equal to it in every case.
+fn copy_count(
+    cx: &RewriteContext<'_>,
+    plan: &BenchPlan,
+    buffer: &str,
+    counts: &[u64],
+) -> Result<Count, String> {
+    if counts.windows(2).all(|w| w[0] == w[1]) {
+        return Ok(Count::Literal(counts.iter().copied().max().unwrap_or(0)));
+    }
+    let param = cx.kernel.params.iter().find(|p| {
+        matches!(&p.kind, ParamKind::Scalar { ty } if ty.contains("int") || ty == "size_t" || ty == "unsigned")
+            && plan.cases.iter().zip(counts).all(|(c, n)| {
+                c.args.iter().any(|a| {
+                    matches!(a, Arg::Scalar { name, value: Value::Int(v), .. } if *name == p.name && *v as u64 == *n)
+                })
+            })
+    });
+    match param {
+        Some(p) => Ok(Count::Param(p.name.clone())),
+        None => Err(format!(
+            "`{buffer}` has {} elements depending on the case, and no kernel parameter holds the count in every case",
+            counts.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
+/// Refuses copies that together pass the static shared memory (a dynamic copy counted at
+/// the most it could be), or several copies of which one is dynamic.
+fn fits_in_shared_memory(privates: &[Private]) -> Result<(), String> {
+    let total: u64 = privates
+        .iter()
+        .map(|p| {
+            let n = match p.count {
+                Count::Literal(n) => n,
+                Count::Param(_) => MAX_STATIC_SMEM / p.bytes_per_elem,
+            };
+            n * p.bytes_per_elem
+        })
+        .sum();
+    if privates.len() > 1 && privates.iter().any(|p| matches!(p.count, Count::Param(_))) {
+        return Err(
+            "it would privatize several buffers and one of them changes size between cases; only one dynamic shared array is possible".into()
+        );
+    }
+    if total > MAX_STATIC_SMEM {
+        return Err(format!(
+            "the private copies take {} KiB, more than the 48 KiB of shared memory a block can count on",
+            total / 1024
+        ));
+    }
+    Ok(())
+}
+
+/// The kernel's text with its body a grid-stride loop whose atomics go to the shared
+/// copies, the copies declared and zeroed before it, and every nonzero bin flushed to
+/// its buffer after it.
+fn privatized_text(
+    cx: &RewriteContext<'_>,
+    shape: &Elementwise<'_>,
+    privates: &[Private],
+) -> Result<String, RewriteError> {
+    // Phase 1: the body as a grid-stride loop.
+    let loop_code = emit_grid_stride(cx.text, shape);
+    let start = shape.decl.start_byte();
+    let mut e = Edits::new();
+    e.extend([Edit::replace(start..shape.end, loop_code.clone())]);
+    let text1 = e
+        .apply(cx.text)
+        .map_err(|err| not_applicable(format!("`{ID}` made edits that collide: {err}")))?;
+    let loop_end = start + loop_code.len();
+    // Phase 2, on the new text: atomics onto the copies, the copies, the flush.
+    let doc = Document::new(Lang::Cuda, 0, &text1);
+    let tree = doc
+        .tree()
+        .ok_or_else(|| not_applicable("the parser gave up on the grid-stride loop"))?;
+    let mut names = code_names(cx);
+    let nl = newline(cx.text);
+    let ind = line_indent(cx.text, start).to_string();
+    let bin = fresh("bin", &mut names);
+    let mut copies = BTreeMap::new();
+    for p in privates {
+        copies.insert(
+            p.buffer.clone(),
+            fresh(&format!("{}_s", p.buffer), &mut names),
+        );
+    }
+    let renames = atomics_onto_copies(&text1, tree.root_node(), start..loop_end, &copies);
+    if renames.is_empty() {
+        return Err(not_applicable(format!(
+            "`{ID}` lost the atomics in the grid-stride loop; nothing was changed"
+        )));
+    }
+    let mut pre = String::new();
+    let mut post = format!("{nl}{ind}__syncthreads();");
+    for p in privates {
+        let c = &copies[&p.buffer];
+        let (decl, count) = match &p.count {
+            Count::Literal(n) => (format!("__shared__ {} {c}[{n}];", p.pointee), n.to_string()),
+            Count::Param(name) => (
+                format!("extern __shared__ {} {c}[];", p.pointee),
+                name.clone(),
+            ),
+        };
+        pre.push_str(&format!(
+            "{decl}{nl}{ind}for (int {bin} = threadIdx.x; {bin} < {count}; {bin} += blockDim.x) {c}[{bin}] = 0;{nl}{ind}"
+        ));
+        post.push_str(&format!(
+            "{nl}{ind}for (int {bin} = threadIdx.x; {bin} < {count}; {bin} += blockDim.x){nl}{ind}{}if ({c}[{bin}] != 0) atomicAdd(&{}[{bin}], {c}[{bin}]);",
+            shape.unit, p.buffer
+        ));
+    }
+    pre.push_str(&format!("__syncthreads();{nl}{ind}"));
+    let mut e2 = Edits::new();
+    e2.extend(renames);
+    e2.extend([Edit::insert(start, pre), Edit::insert(loop_end, post)]);
+    e2.apply(&text1)
+        .map_err(|err| not_applicable(format!("`{ID}` made edits that collide: {err}")))
+}
+
+/// The edits that rename each copied buffer to its copy (`copies`) in the address of
+/// every `atomicAdd` within `span` (the grid-stride loop) of `src`.
+fn atomics_onto_copies(
+    src: &str,
+    root: Node<'_>,
+    span: std::ops::Range<usize>,
+    copies: &BTreeMap<String, String>,
+) -> Vec<Edit> {
+    let mut out = Vec::new();
+    walk(root, &mut |n| {
+        if n.end_byte() <= span.start || n.start_byte() >= span.end {
+            return n.start_byte() < span.end && n.end_byte() > span.start;
+        }
+        if n.kind() == "call_expression" && is_atomic_add(src, n) {
+            if let Some(first) = n
+                .child_by_field_name("arguments")
+                .and_then(|a| named_children(a).into_iter().next())
+            {
+                walk(first, &mut |x| {
+                    if x.kind() == "identifier" {
+                        if let Some(c) = copies.get(text(src, x)) {
+                            out.push(Edit::replace(x.byte_range(), c.clone()));
+                        }
+                    }
+                    true
+                });
+            }
+        }
+        true
+    });
+    out
 }
 
 fn is_atomic_add(src: &str, call: Node<'_>) -> bool {

@@ -49,7 +49,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
-use super::access::{collect_accesses, declare, Scope};
+use super::access::{collect_accesses, declare, Access, Scope};
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::edits::{Edit, Edits};
 use super::elementwise::{thread_bound, ThreadBound};
@@ -155,66 +155,7 @@ pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
     let na = |why: String| not_applicable(format!("`{k}` cannot be tiled: {why}"));
     let mm = analyze(cx, &shape).map_err(na)?;
     let launch = Launch2d::of(cx).map_err(na)?;
-    let mut geometries: Vec<Geometry> = tiles
-        .iter()
-        .map(|t| Geometry {
-            bx: *t,
-            by: *t,
-            rm: 1,
-            rn: 1,
-            tk: *t,
-            contiguous: false,
-            staged: false,
-        })
-        .collect();
-    for (r, contiguous) in blocks
-        .iter()
-        .map(|r| (r, false))
-        .chain(adjacent.iter().map(|r| (r, true)))
-    {
-        // 16 x 16 threads, r x r outputs each; a k-step that keeps each tile near 4 KiB.
-        geometries.push(Geometry {
-            bx: 16,
-            by: 16,
-            rm: *r,
-            rn: *r,
-            tk: (64 / r).clamp(4, 16),
-            contiguous,
-            staged: false,
-        });
-    }
-    for [rm, rn] in &staged {
-        // 16 x 16 threads; a k step of 512 / (RM * RN) (8x4 outputs: 128x64x16 tiles; 4x4:
-        // 64x64x32), halved until both buffers of every tile fit the 48 KiB a block may
-        // declare statically.
-        let mut g = Geometry {
-            bx: 16,
-            by: 16,
-            rm: *rm,
-            rn: *rn,
-            tk: (512 / (rm * rn)).clamp(8, 32),
-            contiguous: true,
-            staged: true,
-        };
-        let bytes = |g: Geometry| -> u64 {
-            mm.shared
-                .iter()
-                .map(|s| {
-                    let rows = if s.operand == Operand::A {
-                        g.bm()
-                    } else {
-                        g.bn()
-                    };
-                    // An unknown type counts as the widest (16 bytes).
-                    2 * g.tk * (rows + 4) * elem_bytes(&s.ty).unwrap_or(16)
-                })
-                .sum()
-        };
-        while bytes(g) > 48 * 1024 && g.tk > 4 {
-            g.tk /= 2;
-        }
-        geometries.push(g);
-    }
+    let geometries = geometries(&mm, &tiles, &blocks, &adjacent, &staged);
     let mut names = code_names(cx);
     let mut drafts = Vec::new();
     let mut dropped = Vec::new();
@@ -274,6 +215,80 @@ pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
     }
     names.clear();
     finish(cx, drafts, dropped)
+}
+
+/// The candidates' geometries: a T x T tile for each of `tiles`; 16 x 16 threads with
+/// r x r outputs a block apart for each of `blocks`, adjacent for each of `adjacent`; and
+/// staged RM x RN blocks for each of `staged`, their k step halved until both buffers of
+/// `mm`'s tiles fit the static shared memory.
+fn geometries(
+    mm: &Matmul<'_>,
+    tiles: &[u64],
+    blocks: &[u64],
+    adjacent: &[u64],
+    staged: &[[u64; 2]],
+) -> Vec<Geometry> {
+    let mut geometries: Vec<Geometry> = tiles
+        .iter()
+        .map(|t| Geometry {
+            bx: *t,
+            by: *t,
+            rm: 1,
+            rn: 1,
+            tk: *t,
+            contiguous: false,
+            staged: false,
+        })
+        .collect();
+    for (r, contiguous) in blocks
+        .iter()
+        .map(|r| (r, false))
+        .chain(adjacent.iter().map(|r| (r, true)))
+    {
+        // 16 x 16 threads, r x r outputs each; a k-step that keeps each tile near 4 KiB.
+        geometries.push(Geometry {
+            bx: 16,
+            by: 16,
+            rm: *r,
+            rn: *r,
+            tk: (64 / r).clamp(4, 16),
+            contiguous,
+            staged: false,
+        });
+    }
+    for [rm, rn] in staged {
+        // 16 x 16 threads; a k step of 512 / (RM * RN) (8x4 outputs: 128x64x16 tiles; 4x4:
+        // 64x64x32), halved until both buffers of every tile fit the 48 KiB a block may
+        // declare statically.
+        let mut g = Geometry {
+            bx: 16,
+            by: 16,
+            rm: *rm,
+            rn: *rn,
+            tk: (512 / (rm * rn)).clamp(8, 32),
+            contiguous: true,
+            staged: true,
+        };
+        let bytes = |g: Geometry| -> u64 {
+            mm.shared
+                .iter()
+                .map(|s| {
+                    let rows = if s.operand == Operand::A {
+                        g.bm()
+                    } else {
+                        g.bn()
+                    };
+                    // An unknown type counts as the widest (16 bytes).
+                    2 * g.tk * (rows + 4) * elem_bytes(&s.ty).unwrap_or(16)
+                })
+                .sum()
+        };
+        while bytes(g) > 48 * 1024 && g.tk > 4 {
+            g.tk /= 2;
+        }
+        geometries.push(g);
+    }
+    geometries
 }
 
 /// What every tensor-core candidate of one kernel shares.
@@ -378,6 +393,8 @@ struct Matmul<'t> {
     col_cond: Vec<String>,
 }
 
+/// The guarded body as PRE, the k loop and POST, with the loop's loads to share (see
+/// the module doc), or why it is not a tileable matmul.
 fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Matmul<'t>, String> {
     let src = cx.text;
     let stmts: Vec<Node> = shape
@@ -393,9 +410,69 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Matmul<'t
     let l = stmts[li];
     let (pre, post) = (stmts[..li].to_vec(), stmts[li + 1..].to_vec());
     let mut scope = Scope::of_kernel(cx, src);
+    let pre_names = pre_declarations(src, &pre, &mut scope)?;
+    check_around_the_loop(src, &pre, &post, &scope)?;
+    let header = first_line(text(src, l)).to_string();
+    let (var, var_ty, start, bound) = counted_loop(src, l, &header)?;
+    let params: BTreeSet<&str> = cx.kernel.params.iter().map(|p| p.name.as_str()).collect();
+    let uniform = |n: Node| {
+        let mut ok = true;
+        walk(n, &mut |x| {
+            if x.kind() == "identifier" && !params.contains(text(src, x)) {
+                ok = false;
+            }
+            if thread_bound(src, x).is_some() {
+                ok = false;
+            }
+            ok
+        });
+        ok
+    };
+    if !uniform(start) || !uniform(bound) {
+        return Err(format!(
+            "the bounds of `{header}` name more than kernel parameters; every thread of a tile must run the same steps"
+        ));
+    }
+    let body = l
+        .child_by_field_name("body")
+        .ok_or("the k loop has no body")?;
+    check_k_body(src, body, &var)?;
+    let mut acc = Vec::new();
+    collect_accesses(&scope, body, &mut acc)?;
+    if let Some(w) = acc.iter().find(|a| a.write) {
+        return Err(format!(
+            "`{}` writes global memory inside the k loop",
+            first_line(text(src, w.node))
+        ));
+    }
+    let shared = shared_loads(cx, shape, &acc, &var, &params)?;
+    // The bounds check, split into conjuncts on the row and on the column.
+    let (row_cond, col_cond) = split_bounds(cx, shape)?;
+    Ok(Matmul {
+        pre,
+        post,
+        body,
+        var,
+        var_ty,
+        start: text(src, start).to_string(),
+        bound: text(src, bound).to_string(),
+        shared,
+        pre_names,
+        row_cond,
+        col_cond,
+    })
+}
+
+/// The names PRE declares, each declaration recorded in `scope`; refuses PRE statements
+/// other than declarations.
+fn pre_declarations<'t>(
+    src: &str,
+    pre: &[Node<'t>],
+    scope: &mut Scope<'_, 't>,
+) -> Result<BTreeSet<String>, String> {
     let mut pre_names = BTreeSet::new();
     let mut err: Option<String> = None;
-    for s in &pre {
+    for s in pre {
         if s.kind() != "declaration" {
             return Err(format!(
                 "`{}` comes before the k loop; only declarations may",
@@ -407,7 +484,7 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Matmul<'t
             .map(|t| text(src, t).to_string());
         let mut c = s.walk();
         for d in s.children_by_field_name("declarator", &mut c) {
-            declare(&mut scope, d, ty.as_deref(), &mut err);
+            declare(scope, d, ty.as_deref(), &mut err);
             let mut n = d;
             while let Some(inner) = n.child_by_field_name("declarator") {
                 n = inner;
@@ -415,10 +492,18 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Matmul<'t
             pre_names.insert(text(src, n).to_string());
         }
     }
-    if let Some(e) = err {
-        return Err(e);
-    }
-    for s in post.iter().chain(&pre) {
+    err.map_or(Ok(pre_names), Err)
+}
+
+/// Refuses a second loop or a collective in PRE or POST, and a global read in PRE
+/// (every thread of a tile runs PRE, in bounds or not).
+fn check_around_the_loop(
+    src: &str,
+    pre: &[Node<'_>],
+    post: &[Node<'_>],
+    scope: &Scope<'_, '_>,
+) -> Result<(), String> {
+    for s in post.iter().chain(pre) {
         let mut bad = None;
         walk(*s, &mut |n| {
             if matches!(
@@ -437,8 +522,8 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Matmul<'t
         }
     }
     let mut pre_acc = Vec::new();
-    for s in &pre {
-        collect_accesses(&scope, *s, &mut pre_acc)?;
+    for s in pre {
+        collect_accesses(scope, *s, &mut pre_acc)?;
     }
     if let Some(a) = pre_acc.first() {
         return Err(format!(
@@ -446,8 +531,16 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Matmul<'t
             text(src, a.node)
         ));
     }
-    // The loop header.
-    let header = first_line(text(src, l)).to_string();
+    Ok(())
+}
+
+/// The counted loop `for (T i = S; i < K; i++)` (`header` its first line): its
+/// variable, type, start and bound.
+fn counted_loop<'t>(
+    src: &str,
+    l: Node<'t>,
+    header: &str,
+) -> Result<(String, String, Node<'t>, Node<'t>), String> {
     let not_counted = || format!("`{header}` is not `for (int i = S; i < K; i++)`");
     let init = l
         .child_by_field_name("initializer")
@@ -496,28 +589,12 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Matmul<'t
     {
         return Err(format!("`{header}` does not step by 1"));
     }
-    let params: BTreeSet<&str> = cx.kernel.params.iter().map(|p| p.name.as_str()).collect();
-    let uniform = |n: Node| {
-        let mut ok = true;
-        walk(n, &mut |x| {
-            if x.kind() == "identifier" && !params.contains(text(src, x)) {
-                ok = false;
-            }
-            if thread_bound(src, x).is_some() {
-                ok = false;
-            }
-            ok
-        });
-        ok
-    };
-    if !uniform(start) || !uniform(bound) {
-        return Err(format!(
-            "the bounds of `{header}` name more than kernel parameters; every thread of a tile must run the same steps"
-        ));
-    }
-    let body = l
-        .child_by_field_name("body")
-        .ok_or("the k loop has no body")?;
+    Ok((var, var_ty, start, bound))
+}
+
+/// Refuses a k loop body that leaves the loop, calls a collective, reads a thread
+/// index, assigns the loop variable `var` or declares shared memory.
+fn check_k_body(src: &str, body: Node<'_>, var: &str) -> Result<(), String> {
     let mut bad = None;
     walk(body, &mut |n| {
         let t = text(src, n);
@@ -566,25 +643,29 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Matmul<'t
         }
         bad.is_none()
     });
-    if let Some(b) = bad {
-        return Err(b);
-    }
-    let mut acc = Vec::new();
-    collect_accesses(&scope, body, &mut acc)?;
-    if let Some(w) = acc.iter().find(|a| a.write) {
-        return Err(format!(
-            "`{}` writes global memory inside the k loop",
-            first_line(text(src, w.node))
-        ));
-    }
+    bad.map_or(Ok(()), Err)
+}
+
+/// The k loop's loads to share, from its accesses `acc`: each load (through no alias)
+/// that moves with k and with exactly one of the row (A-like) and the column (B-like),
+/// loads of the same text merged. Refuses a load moving with both, one naming other
+/// locals than the indices and `var`, and a loop with nothing to share.
+fn shared_loads<'t>(
+    cx: &RewriteContext<'t>,
+    shape: &Shape2d<'t>,
+    acc: &[Access<'t>],
+    var: &str,
+    params: &BTreeSet<&str>,
+) -> Result<Vec<Shared<'t>>, String> {
+    let src = cx.text;
     // Row, column and loop variable renamed, so a polynomial says what a load moves with.
     let names = Renamed(vec![
         (&shape.y.name, "$r"),
         (&shape.x.name, "$c"),
-        (&var, "$k"),
+        (var, "$k"),
     ]);
     let mut shared: Vec<Shared> = Vec::new();
-    for a in &acc {
+    for a in acc {
         if a.parts.len() != 1 {
             continue; // through an alias: leave it as it is
         }
@@ -660,21 +741,7 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Matmul<'t
     if shared.is_empty() {
         return Err("no load in the k loop moves with k and only one of the row and the column; there is nothing to share".into());
     }
-    // The bounds check, split into conjuncts on the row and on the column.
-    let (row_cond, col_cond) = split_bounds(cx, shape)?;
-    Ok(Matmul {
-        pre,
-        post,
-        body,
-        var,
-        var_ty,
-        start: text(src, start).to_string(),
-        bound: text(src, bound).to_string(),
-        shared,
-        pre_names,
-        row_cond,
-        col_cond,
-    })
+    Ok(shared)
 }
 
 /// The bounds check as conjuncts that hold for a row (naming no column) and for a column.
@@ -787,6 +854,9 @@ fn rewrite_text(
         .unwrap_or_else(|_| text(src, n).to_string())
 }
 
+/// The code of one tiled or register-blocked candidate (geometry `g`) that replaces the
+/// kernel's index declarations and guarded body: the tiles, each output's coordinates,
+/// PRE per output, the k loop with its cooperative loads, and POST under the bounds check.
 fn emit(
     cx: &RewriteContext<'_>,
     shape: &Shape2d<'_>,
@@ -794,159 +864,286 @@ fn emit(
     g: Geometry,
     names: &mut BTreeSet<String>,
 ) -> Result<String, String> {
-    let src = cx.text;
-    let nl = newline(src);
-    let ind = line_indent(src, shape.start).to_string();
-    let u = shape.unit.clone();
-    let (row, col) = (&shape.y, &shape.x);
-    let (bm, bn, tk) = (g.bm(), g.bn(), g.tk);
-    let outputs: Vec<(u64, u64)> = (0..g.rm)
-        .flat_map(|p| (0..g.rn).map(move |q| (p, q)))
-        .collect();
-    let single = outputs.len() == 1;
-    let k0 = fresh("k0", names);
-    let kk = fresh("kk", names);
-    let e = fresh("e", names);
-    let tile_names: Vec<String> = mm
-        .shared
-        .iter()
-        .map(|s| {
-            fresh(
-                if s.operand == Operand::A {
-                    "a_tile"
-                } else {
-                    "b_tile"
-                },
-                names,
-            )
-        })
-        .collect();
-    let row_of = |p: u64| {
-        if single {
+    let w = Writer::new(cx.text, shape, mm, g, names);
+    let mut o = w.tiles();
+    o.push_str(&w.coordinates());
+    o.push_str(&w.pre());
+    let compute = w.compute(&w.k_steps());
+    o.push_str(&w.k_loop(&compute, names));
+    o.push_str(&w.post());
+    Ok(o)
+}
+
+/// What every piece of one candidate's code shares: the text, its shape and matmul, the
+/// geometry, the indents and the names the code declares.
+struct Writer<'a, 't> {
+    src: &'a str,
+    nl: &'static str,
+    ind: String,
+    u: String,
+    i1: String,
+    i2: String,
+    i3: String,
+    shape: &'a Shape2d<'t>,
+    mm: &'a Matmul<'t>,
+    g: Geometry,
+    /// Every thread's outputs, (p, q) for p < RM, q < RN.
+    outputs: Vec<(u64, u64)>,
+    /// One output a thread: the author's names stay as they are.
+    single: bool,
+    k0: String,
+    kk: String,
+    e: String,
+    tile_names: Vec<String>,
+    /// Staged tiles: the buffer a k step fills (it computes from `buf ^ 1`).
+    buf: Option<String>,
+}
+
+impl<'a, 't> Writer<'a, 't> {
+    fn new(
+        src: &'a str,
+        shape: &'a Shape2d<'t>,
+        mm: &'a Matmul<'t>,
+        g: Geometry,
+        names: &mut BTreeSet<String>,
+    ) -> Self {
+        let ind = line_indent(src, shape.start).to_string();
+        let u = shape.unit.clone();
+        let outputs: Vec<(u64, u64)> = (0..g.rm)
+            .flat_map(|p| (0..g.rn).map(move |q| (p, q)))
+            .collect();
+        let k0 = fresh("k0", names);
+        let kk = fresh("kk", names);
+        let e = fresh("e", names);
+        let tile_names: Vec<String> = mm
+            .shared
+            .iter()
+            .map(|s| {
+                fresh(
+                    if s.operand == Operand::A {
+                        "a_tile"
+                    } else {
+                        "b_tile"
+                    },
+                    names,
+                )
+            })
+            .collect();
+        let i1 = format!("{ind}{u}");
+        let i2 = format!("{i1}{u}");
+        let i3 = format!("{i2}{u}");
+        let buf = g.staged.then(|| fresh("buf", names));
+        Writer {
+            src,
+            nl: newline(src),
+            single: outputs.len() == 1,
+            ind,
+            u,
+            i1,
+            i2,
+            i3,
+            shape,
+            mm,
+            g,
+            outputs,
+            k0,
+            kk,
+            e,
+            tile_names,
+            buf,
+        }
+    }
+
+    /// The row index of output row `p`.
+    fn row_of(&self, p: u64) -> String {
+        let row = &self.shape.y;
+        if self.single {
             row.name.clone()
         } else {
             format!("{}_{p}", row.name)
         }
-    };
-    let col_of = |q: u64| {
-        if single {
+    }
+
+    /// The column index of output column `q`.
+    fn col_of(&self, q: u64) -> String {
+        let col = &self.shape.x;
+        if self.single {
             col.name.clone()
         } else {
             format!("{}_{q}", col.name)
         }
-    };
-    let suffix = |p: u64, q: u64| {
-        if single {
+    }
+
+    /// PRE's names for output (p, q): suffixed `_p_q` when a thread has several.
+    fn renames(&self, p: u64, q: u64) -> BTreeMap<String, String> {
+        let suffix = if self.single {
             String::new()
         } else {
             format!("_{p}_{q}")
-        }
-    };
-    let renames = |p: u64, q: u64| -> BTreeMap<String, String> {
-        mm.pre_names
-            .iter()
-            .map(|n| (n.clone(), format!("{n}{}", suffix(p, q))))
-            .collect()
-    };
-    let mut o = String::new();
-    // Tiles.
-    for (s, t) in mm.shared.iter().zip(&tile_names) {
-        let dims = match (s.operand, g.contiguous) {
-            (Operand::A, false) => format!("[{bm}][{tk} + 1]"),
-            (Operand::B, false) => format!("[{tk}][{bn} + 1]"),
-            // Rows padded by 4: the transposed fill hits distinct banks, and a thread's
-            // RM (or RN) adjacent values stay 16-byte aligned.
-            (Operand::A, true) => format!("[{tk}][{bm} + 4]"),
-            (Operand::B, true) => format!("[{tk}][{bn} + 4]"),
         };
-        if g.staged {
-            // Two buffers; 16-byte aligned so a thread's adjacent values load as vectors.
+        self.mm
+            .pre_names
+            .iter()
+            .map(|n| (n.clone(), format!("{n}{suffix}")))
+            .collect()
+    }
+
+    /// The tile `t` a k step computes from.
+    fn computing(&self, t: &str) -> String {
+        match &self.buf {
+            Some(b) => format!("{t}[{b} ^ 1]"),
+            None => t.to_string(),
+        }
+    }
+
+    /// The shared tiles' declarations, padded; two 16-byte aligned buffers each when
+    /// staged.
+    fn tiles(&self) -> String {
+        let Writer { nl, ind, mm, g, .. } = self;
+        let (bm, bn, tk) = (g.bm(), g.bn(), g.tk);
+        let mut o = String::new();
+        for (s, t) in mm.shared.iter().zip(&self.tile_names) {
+            let dims = match (s.operand, g.contiguous) {
+                (Operand::A, false) => format!("[{bm}][{tk} + 1]"),
+                (Operand::B, false) => format!("[{tk}][{bn} + 1]"),
+                // Rows padded by 4: the transposed fill hits distinct banks, and a thread's
+                // RM (or RN) adjacent values stay 16-byte aligned.
+                (Operand::A, true) => format!("[{tk}][{bm} + 4]"),
+                (Operand::B, true) => format!("[{tk}][{bn} + 4]"),
+            };
+            if g.staged {
+                // Two buffers; 16-byte aligned so a thread's adjacent values load as vectors.
+                o.push_str(&format!(
+                    "__shared__ __align__(16) {} {t}[2]{dims};{nl}{ind}",
+                    s.ty
+                ));
+            } else {
+                o.push_str(&format!("__shared__ {} {t}{dims};{nl}{ind}", s.ty));
+            }
+        }
+        o
+    }
+
+    /// Each output's row and column declarations.
+    fn coordinates(&self) -> String {
+        let Writer { nl, ind, g, .. } = self;
+        let (row, col) = (&self.shape.y, &self.shape.x);
+        let (bm, bn) = (g.bm(), g.bn());
+        let mut o = String::new();
+        if self.single {
             o.push_str(&format!(
-                "__shared__ __align__(16) {} {t}[2]{dims};{nl}{ind}",
-                s.ty
+                "{} {} = blockIdx.y * {bm} + threadIdx.y;{nl}{ind}{} {} = blockIdx.x * {bn} + threadIdx.x;{nl}{ind}",
+                row.ty, row.name, col.ty, col.name
             ));
         } else {
-            o.push_str(&format!("__shared__ {} {t}{dims};{nl}{ind}", s.ty));
-        }
-    }
-    // Each output's coordinates.
-    if single {
-        o.push_str(&format!(
-            "{} {} = blockIdx.y * {bm} + threadIdx.y;{nl}{ind}{} {} = blockIdx.x * {bn} + threadIdx.x;{nl}{ind}",
-            row.ty, row.name, col.ty, col.name
-        ));
-    } else {
-        for p in 0..g.rm {
-            o.push_str(&format!(
-                "{} {} = blockIdx.y * {bm} + {};{nl}{ind}",
-                row.ty,
-                row_of(p),
-                owned(g, "threadIdx.y", p, g.by, g.rm)
-            ));
-        }
-        for q in 0..g.rn {
-            o.push_str(&format!(
-                "{} {} = blockIdx.x * {bn} + {};{nl}{ind}",
-                col.ty,
-                col_of(q),
-                owned(g, "threadIdx.x", q, g.bx, g.rn)
-            ));
-        }
-    }
-    // PRE, once per output.
-    for &(p, q) in &outputs {
-        for s in &mm.pre {
-            let mut t = rewrite_text(src, *s, &renames(p, q), &[]);
-            if !single {
-                // PRE may name the indices: give it this output's.
-                t = rename_words(&t, &[(&row.name, &row_of(p)), (&col.name, &col_of(q))]);
+            for p in 0..g.rm {
+                o.push_str(&format!(
+                    "{} {} = blockIdx.y * {bm} + {};{nl}{ind}",
+                    row.ty,
+                    self.row_of(p),
+                    owned(*g, "threadIdx.y", p, g.by, g.rm)
+                ));
             }
-            o.push_str(&format!("{t}{nl}{ind}"));
+            for q in 0..g.rn {
+                o.push_str(&format!(
+                    "{} {} = blockIdx.x * {bn} + {};{nl}{ind}",
+                    col.ty,
+                    self.col_of(q),
+                    owned(*g, "threadIdx.x", q, g.bx, g.rn)
+                ));
+            }
         }
+        o
     }
-    let i1 = format!("{ind}{u}");
-    let i2 = format!("{i1}{u}");
-    let i3 = format!("{i2}{u}");
-    let var = &mm.var;
-    let threads = g.bx * g.by;
-    // Staged tiles: the buffer a k step computes from is `buf ^ 1`, the one it fills `buf`.
-    let buf = g.staged.then(|| fresh("buf", names));
-    let computing = |t: &str| match &buf {
-        Some(b) => format!("{t}[{b} ^ 1]"),
-        None => t.to_string(),
-    };
-    // The tile's k steps, the author's body per output.
-    // The author's loop variable, where the body still names it outside its tiled loads.
-    let tiled: BTreeSet<usize> = mm
-        .shared
-        .iter()
-        .flat_map(|s| s.nodes.iter().map(|n| n.id()))
-        .collect();
-    let mut names_var = false;
-    walk(mm.body, &mut |x| {
-        if tiled.contains(&x.id()) {
-            return false;
+
+    /// PRE, once per output, with that output's names and indices.
+    fn pre(&self) -> String {
+        let Writer {
+            src, nl, ind, mm, ..
+        } = self;
+        let (row, col) = (&self.shape.y, &self.shape.x);
+        let mut o = String::new();
+        for &(p, q) in &self.outputs {
+            for s in &mm.pre {
+                let mut t = rewrite_text(src, *s, &self.renames(p, q), &[]);
+                if !self.single {
+                    // PRE may name the indices: give it this output's.
+                    t = rename_words(
+                        &t,
+                        &[(&row.name, &self.row_of(p)), (&col.name, &self.col_of(q))],
+                    );
+                }
+                o.push_str(&format!("{t}{nl}{ind}"));
+            }
         }
-        names_var |= x.kind() == "identifier" && text(src, x) == var.as_str();
-        true
-    });
-    // The k steps of one tile: the author's body per output (into `inner`).
-    let mut inner = String::new();
-    if names_var {
-        inner.push_str(&format!("{i2}{} {var} = {k0} + {kk};{nl}", mm.var_ty));
+        o
     }
-    for &(p, q) in &outputs {
+
+    /// The k steps of one tile: the author's body per output, its tiled loads replaced
+    /// by tile reads (and the author's loop variable declared where the body still
+    /// names it outside those loads).
+    fn k_steps(&self) -> String {
+        let Writer {
+            src,
+            nl,
+            i2,
+            mm,
+            k0,
+            kk,
+            ..
+        } = self;
+        let var = &mm.var;
+        let tiled: BTreeSet<usize> = mm
+            .shared
+            .iter()
+            .flat_map(|s| s.nodes.iter().map(|n| n.id()))
+            .collect();
+        let mut names_var = false;
+        walk(mm.body, &mut |x| {
+            if tiled.contains(&x.id()) {
+                return false;
+            }
+            names_var |= x.kind() == "identifier" && text(src, x) == var.as_str();
+            true
+        });
+        let mut inner = String::new();
+        if names_var {
+            inner.push_str(&format!("{i2}{} {var} = {k0} + {kk};{nl}", mm.var_ty));
+        }
+        for &(p, q) in &self.outputs {
+            inner.push_str(&self.output_step(p, q));
+        }
+        inner
+    }
+
+    /// One k step of output (p, q): the author's loop body with its tiled loads read
+    /// from the tiles, in a block that redeclares the author's indices as this output's
+    /// where the body names them.
+    fn output_step(&self, p: u64, q: u64) -> String {
+        let Writer {
+            src,
+            nl,
+            i2,
+            i3,
+            mm,
+            g,
+            kk,
+            ..
+        } = self;
+        let (row, col) = (&self.shape.y, &self.shape.x);
         let mut loads = Vec::new();
-        for (s, t) in mm.shared.iter().zip(&tile_names) {
-            let t = computing(t);
+        for (s, t) in mm.shared.iter().zip(&self.tile_names) {
+            let t = self.computing(t);
             let slot = match (s.operand, g.contiguous) {
                 (Operand::A, false) => {
-                    format!("{t}[{}][{kk}]", owned(g, "threadIdx.y", p, g.by, g.rm))
+                    format!("{t}[{}][{kk}]", owned(*g, "threadIdx.y", p, g.by, g.rm))
                 }
                 (Operand::A, true) => {
-                    format!("{t}[{kk}][{}]", owned(g, "threadIdx.y", p, g.by, g.rm))
+                    format!("{t}[{kk}][{}]", owned(*g, "threadIdx.y", p, g.by, g.rm))
                 }
-                (Operand::B, _) => format!("{t}[{kk}][{}]", owned(g, "threadIdx.x", q, g.bx, g.rn)),
+                (Operand::B, _) => {
+                    format!("{t}[{kk}][{}]", owned(*g, "threadIdx.x", q, g.bx, g.rn))
+                }
             };
             for n in &s.nodes {
                 loads.push((n.id(), slot.clone()));
@@ -970,27 +1167,28 @@ fn emit(
             });
             u
         };
-        let shadow = if single || !stmts.iter().any(|s| uses_index(*s)) {
+        let shadow = if self.single || !stmts.iter().any(|s| uses_index(*s)) {
             String::new()
         } else {
             format!(
                 " {} {} = {}; {} {} = {};",
                 row.ty,
                 row.name,
-                row_of(p),
+                self.row_of(p),
                 col.ty,
                 col.name,
-                col_of(q)
+                self.col_of(q)
             )
         };
         let lines: Vec<String> = stmts
             .iter()
             .map(|st| {
-                let t = rewrite_text(src, *st, &renames(p, q), &loads);
-                reindent(&t, line_indent(src, st.start_byte()), &i3)
+                let t = rewrite_text(src, *st, &self.renames(p, q), &loads);
+                reindent(&t, line_indent(src, st.start_byte()), i3)
             })
             .collect();
-        if single && lines.len() == 1 && !lines[0].contains('\n') {
+        let mut inner = String::new();
+        if self.single && lines.len() == 1 && !lines[0].contains('\n') {
             inner.push_str(&format!("{i2}{}{nl}", lines[0]));
         } else {
             inner.push_str(&format!("{i2}{{{shadow}{nl}"));
@@ -999,167 +1197,246 @@ fn emit(
             }
             inner.push_str(&format!("{i2}}}{nl}"));
         }
+        inner
     }
-    let bounded = format!(
-        "for (int {kk} = 0; {kk} < {tk} && {k0} + {kk} < {}; ++{kk}) {{{nl}",
-        mm.bound
-    );
-    // One tile's k steps, at the loop body's depth.
-    let compute = if g.contiguous {
-        // A full tile runs an unrolled loop (the slots are then constants); the last,
-        // partial one the bounded loop. Same steps in the same order either way.
-        let deeper = deepen(&inner, &u);
-        format!(
-            "{i1}if ({k0} + {tk} <= {}) {{{nl}{i2}#pragma unroll{nl}{i2}for (int {kk} = 0; {kk} < {tk}; ++{kk}) {{{nl}{deeper}{i2}}}{nl}{i1}}} else {{{nl}{i2}{bounded}{deeper}{i2}}}{nl}{i1}}}{nl}",
+
+    /// One tile's k steps (`inner`) at the loop body's depth, bounded by the author's
+    /// bound; with contiguous outputs a full tile runs them in an unrolled loop.
+    fn compute(&self, inner: &str) -> String {
+        let Writer {
+            nl,
+            u,
+            i1,
+            i2,
+            mm,
+            g,
+            k0,
+            kk,
+            ..
+        } = self;
+        let tk = g.tk;
+        let bounded = format!(
+            "for (int {kk} = 0; {kk} < {tk} && {k0} + {kk} < {}; ++{kk}) {{{nl}",
             mm.bound
-        )
-    } else {
-        format!("{i1}{bounded}{inner}{i1}}}{nl}")
-    };
-    // Cooperative loads: every thread of the block, each element of each tile once; in
-    // a staged loop, each thread's share in an unrolled loop into registers.
-    let mut fetch = String::new();
-    let mut fill = String::new();
-    let mut staging = String::new();
-    let k_fetch = match &buf {
-        Some(_) => fresh("k_next", names),
-        None => k0.clone(),
-    };
-    let j = match &buf {
-        Some(_) => fresh("j", names),
-        None => String::new(),
-    };
-    for (s, t) in mm.shared.iter().zip(&tile_names) {
-        let (rows_n, cond) = match s.operand {
-            Operand::A => (bm, &mm.row_cond),
-            Operand::B => (bn, &mm.col_cond),
-        };
-        let elems = rows_n * tk;
-        // Consecutive threads take consecutive addresses: along k for a row-major A or a
-        // column-major B, along the row or column otherwise.
-        let (ix, kx) = if s.along_k {
-            (format!("{e} / {tk}"), format!("{e} % {tk}"))
+        );
+        if g.contiguous {
+            // A full tile runs an unrolled loop (the slots are then constants); the last,
+            // partial one the bounded loop. Same steps in the same order either way.
+            let deeper = deepen(inner, u);
+            format!(
+                "{i1}if ({k0} + {tk} <= {}) {{{nl}{i2}#pragma unroll{nl}{i2}for (int {kk} = 0; {kk} < {tk}; ++{kk}) {{{nl}{deeper}{i2}}}{nl}{i1}}} else {{{nl}{i2}{bounded}{deeper}{i2}}}{nl}{i1}}}{nl}",
+                mm.bound
+            )
         } else {
-            (format!("{e} % {rows_n}"), format!("{e} / {rows_n}"))
+            format!("{i1}{bounded}{inner}{i1}}}{nl}")
+        }
+    }
+
+    /// The loop over k tiles around `compute`: cooperative loads into the tiles, then the
+    /// steps, between barriers; staged, each step fetches the next tile into registers,
+    /// computes the one before from the other buffer, then fills it.
+    fn k_loop(&self, compute: &str, names: &mut BTreeSet<String>) -> String {
+        let Writer {
+            nl,
+            ind,
+            u,
+            i1,
+            i2,
+            mm,
+            g,
+            k0,
+            ..
+        } = self;
+        let tk = g.tk;
+        let k_fetch = match &self.buf {
+            Some(_) => fresh("k_next", names),
+            None => k0.clone(),
         };
-        let filled = match &buf {
-            Some(b) => format!("{t}[{b}]"),
-            None => t.clone(),
+        let j = match &self.buf {
+            Some(_) => fresh("j", names),
+            None => String::new(),
         };
-        let decl = match s.operand {
-            Operand::A => format!("{} {} = blockIdx.y * {bm} + {ix};", row.ty, row.name),
-            Operand::B => format!("{} {} = blockIdx.x * {bn} + {ix};", col.ty, col.name),
-        };
-        let slot = if s.operand == Operand::A && !g.contiguous {
-            format!("{filled}[{ix}][{kx}]")
-        } else {
-            format!("{filled}[{kx}][{ix}]")
-        };
-        let mut guard: Vec<String> = cond.clone();
-        guard.push(format!("{var} < {}", mm.bound));
-        let load = s.nodes.first().map_or("", |n| text(src, *n));
-        let first = format!("threadIdx.y * {} + threadIdx.x", g.bx);
-        if buf.is_none() {
+        let (fetch, fill, staging) = self.cooperative_loads(&k_fetch, &j, names);
+        match &self.buf {
+            None => format!(
+                "for ({} {k0} = {}; {k0} < {}; {k0} += {tk}) {{{nl}{fetch}{i1}__syncthreads();{nl}{compute}{i1}__syncthreads();{nl}{ind}}}",
+                mm.var_ty, mm.start, mm.bound
+            ),
+            Some(b) => {
+                // Step `k_next` fetches that tile into registers, computes the one before it
+                // from the buffer filled a step earlier, then fills the other buffer. The
+                // barrier ends the step: the buffer filled next was last read before it.
+                let bound = &mm.bound;
+                let past = if bound.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    format!("{bound} + {tk}")
+                } else {
+                    format!("({bound}) + {tk}")
+                };
+                format!(
+                    "{staging}int {b} = 0;{nl}{ind}for ({ty} {k_fetch} = {start}; {k_fetch} < {past}; {k_fetch} += {tk}) {{{nl}{i1}if ({k_fetch} < {bound}) {{{nl}{fetch}{i1}}}{nl}{i1}if ({k_fetch} > {start}) {{{nl}{i2}{ty} {k0} = {k_fetch} - {tk};{nl}{}{i1}}}{nl}{i1}if ({k_fetch} < {bound}) {{{nl}{fill}{i1}}}{nl}{i1}__syncthreads();{nl}{i1}{b} ^= 1;{nl}{ind}}}",
+                    deepen(compute, u),
+                    ty = mm.var_ty,
+                    start = mm.start,
+                )
+            }
+        }
+    }
+
+    /// The cooperative loads, every thread of the block taking each element of each tile
+    /// once, consecutive threads on consecutive addresses: (the fetch, the fill from
+    /// registers, the registers' declarations); unstaged, the fetch stores into the tile
+    /// and the other two are empty. `k_fetch` is the k tile fetched, `j` a staged
+    /// thread's round.
+    fn cooperative_loads(
+        &self,
+        k_fetch: &str,
+        j: &str,
+        names: &mut BTreeSet<String>,
+    ) -> (String, String, String) {
+        let Writer {
+            src,
+            nl,
+            ind,
+            i1,
+            i2,
+            i3,
+            mm,
+            g,
+            k0,
+            e,
+            ..
+        } = self;
+        let (row, col) = (&self.shape.y, &self.shape.x);
+        let (bm, bn, tk) = (g.bm(), g.bn(), g.tk);
+        let var = &mm.var;
+        let threads = g.bx * g.by;
+        let mut fetch = String::new();
+        let mut fill = String::new();
+        let mut staging = String::new();
+        for (s, t) in mm.shared.iter().zip(&self.tile_names) {
+            let (rows_n, cond) = match s.operand {
+                Operand::A => (bm, &mm.row_cond),
+                Operand::B => (bn, &mm.col_cond),
+            };
+            let elems = rows_n * tk;
+            // Consecutive threads take consecutive addresses: along k for a row-major A or a
+            // column-major B, along the row or column otherwise.
+            let (ix, kx) = if s.along_k {
+                (format!("{e} / {tk}"), format!("{e} % {tk}"))
+            } else {
+                (format!("{e} % {rows_n}"), format!("{e} / {rows_n}"))
+            };
+            let filled = match &self.buf {
+                Some(b) => format!("{t}[{b}]"),
+                None => t.clone(),
+            };
+            let decl = match s.operand {
+                Operand::A => format!("{} {} = blockIdx.y * {bm} + {ix};", row.ty, row.name),
+                Operand::B => format!("{} {} = blockIdx.x * {bn} + {ix};", col.ty, col.name),
+            };
+            let slot = if s.operand == Operand::A && !g.contiguous {
+                format!("{filled}[{ix}][{kx}]")
+            } else {
+                format!("{filled}[{kx}][{ix}]")
+            };
+            let mut guard: Vec<String> = cond.clone();
+            guard.push(format!("{var} < {}", mm.bound));
+            let load = s.nodes.first().map_or("", |n| text(src, *n));
+            let first = format!("threadIdx.y * {} + threadIdx.x", g.bx);
+            if self.buf.is_none() {
+                fetch.push_str(&format!(
+                    "{i1}for (int {e} = {first}; {e} < {elems}; {e} += {threads}) {{{nl}{i2}{decl}{nl}{i2}{} {var} = {k0} + {kx};{nl}{i2}if ({}) {slot} = {load};{nl}{i1}}}{nl}",
+                    mm.var_ty,
+                    guard.join(" && "),
+                ));
+                continue;
+            }
+            // Staged: `per` registers a thread; a last round past the tile's end is skipped.
+            let per = elems.div_ceil(threads);
+            let next = fresh(
+                if s.operand == Operand::A {
+                    "a_next"
+                } else {
+                    "b_next"
+                },
+                names,
+            );
+            staging.push_str(&format!("{} {next}[{per}] = {{}};{nl}{ind}", s.ty));
+            let within = if elems % threads == 0 {
+                String::new()
+            } else {
+                format!("{e} < {elems} && ")
+            };
+            let each = format!(
+                "{i2}#pragma unroll{nl}{i2}for (int {j} = 0; {j} < {per}; ++{j}) {{{nl}{i3}int {e} = {first} + {j} * {threads};{nl}"
+            );
             fetch.push_str(&format!(
-                "{i1}for (int {e} = {first}; {e} < {elems}; {e} += {threads}) {{{nl}{i2}{decl}{nl}{i2}{} {var} = {k0} + {kx};{nl}{i2}if ({}) {slot} = {load};{nl}{i1}}}{nl}",
+                "{each}{i3}{}{nl}{i3}{} {var} = {k_fetch} + {kx};{nl}{i3}if ({within}{}) {next}[{j}] = {load};{nl}{i2}}}{nl}",
+                reindent(&decl, "", i3),
                 mm.var_ty,
                 guard.join(" && "),
             ));
-            continue;
-        }
-        // Staged: `per` registers a thread; a last round past the tile's end is skipped.
-        let per = elems.div_ceil(threads);
-        let next = fresh(
-            if s.operand == Operand::A {
-                "a_next"
+            let fill_if = if within.is_empty() {
+                String::new()
             } else {
-                "b_next"
-            },
-            names,
-        );
-        staging.push_str(&format!("{} {next}[{per}] = {{}};{nl}{ind}", s.ty));
-        let within = if elems % threads == 0 {
-            String::new()
-        } else {
-            format!("{e} < {elems} && ")
-        };
-        let each = format!(
-            "{i2}#pragma unroll{nl}{i2}for (int {j} = 0; {j} < {per}; ++{j}) {{{nl}{i3}int {e} = {first} + {j} * {threads};{nl}"
-        );
-        fetch.push_str(&format!(
-            "{each}{i3}{}{nl}{i3}{} {var} = {k_fetch} + {kx};{nl}{i3}if ({within}{}) {next}[{j}] = {load};{nl}{i2}}}{nl}",
-            reindent(&decl, "", &i3),
-            mm.var_ty,
-            guard.join(" && "),
-        ));
-        let fill_if = if within.is_empty() {
-            String::new()
-        } else {
-            format!("if ({e} < {elems}) ")
-        };
-        fill.push_str(&format!(
-            "{each}{i3}{fill_if}{slot} = {next}[{j}];{nl}{i2}}}{nl}"
-        ));
-    }
-    match &buf {
-        None => {
-            o.push_str(&format!(
-                "for ({} {k0} = {}; {k0} < {}; {k0} += {tk}) {{{nl}{fetch}{i1}__syncthreads();{nl}{compute}{i1}__syncthreads();{nl}{ind}}}",
-                mm.var_ty, mm.start, mm.bound
-            ));
-        }
-        Some(b) => {
-            // Step `k_next` fetches that tile into registers, computes the one before it
-            // from the buffer filled a step earlier, then fills the other buffer. The
-            // barrier ends the step: the buffer filled next was last read before it.
-            let bound = &mm.bound;
-            let past = if bound.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                format!("{bound} + {tk}")
-            } else {
-                format!("({bound}) + {tk}")
+                format!("if ({e} < {elems}) ")
             };
-            o.push_str(&format!(
-                "{staging}int {b} = 0;{nl}{ind}for ({ty} {k_fetch} = {start}; {k_fetch} < {past}; {k_fetch} += {tk}) {{{nl}{i1}if ({k_fetch} < {bound}) {{{nl}{fetch}{i1}}}{nl}{i1}if ({k_fetch} > {start}) {{{nl}{i2}{ty} {k0} = {k_fetch} - {tk};{nl}{}{i1}}}{nl}{i1}if ({k_fetch} < {bound}) {{{nl}{fill}{i1}}}{nl}{i1}__syncthreads();{nl}{i1}{b} ^= 1;{nl}{ind}}}",
-                deepen(&compute, &u),
-                ty = mm.var_ty,
-                start = mm.start,
+            fill.push_str(&format!(
+                "{each}{i3}{fill_if}{slot} = {next}[{j}];{nl}{i2}}}{nl}"
             ));
         }
+        (fetch, fill, staging)
     }
-    // POST under the bounds check, per output.
-    for &(p, q) in &outputs {
-        if mm.post.is_empty() {
-            continue;
+
+    /// POST per output, under the author's bounds check (with this output's indices in
+    /// its own block when a thread has several).
+    fn post(&self) -> String {
+        let Writer {
+            src,
+            nl,
+            ind,
+            i1,
+            i2,
+            mm,
+            shape,
+            ..
+        } = self;
+        let (row, col) = (&shape.y, &shape.x);
+        let mut o = String::new();
+        for &(p, q) in &self.outputs {
+            if mm.post.is_empty() {
+                continue;
+            }
+            let depth = if self.single { i1.clone() } else { i2.clone() };
+            let body: Vec<String> = mm
+                .post
+                .iter()
+                .map(|s| {
+                    let t = rewrite_text(src, *s, &self.renames(p, q), &[]);
+                    reindent(&t, line_indent(src, s.start_byte()), &depth)
+                })
+                .collect();
+            let body = body.join(&format!("{nl}{depth}"));
+            if self.single {
+                o.push_str(&format!(
+                    "{nl}{ind}if ({}) {{{nl}{i1}{body}{nl}{ind}}}",
+                    shape.active
+                ));
+            } else {
+                o.push_str(&format!(
+                    "{nl}{ind}{{{nl}{i1}{} {} = {}; {} {} = {};{nl}{i1}if ({}) {{{nl}{i2}{body}{nl}{i1}}}{nl}{ind}}}",
+                    row.ty,
+                    row.name,
+                    self.row_of(p),
+                    col.ty,
+                    col.name,
+                    self.col_of(q),
+                    shape.active
+                ));
+            }
         }
-        let depth = if single { i1.clone() } else { i2.clone() };
-        let body: Vec<String> = mm
-            .post
-            .iter()
-            .map(|s| {
-                let t = rewrite_text(src, *s, &renames(p, q), &[]);
-                reindent(&t, line_indent(src, s.start_byte()), &depth)
-            })
-            .collect();
-        let body = body.join(&format!("{nl}{depth}"));
-        if single {
-            o.push_str(&format!(
-                "{nl}{ind}if ({}) {{{nl}{i1}{body}{nl}{ind}}}",
-                shape.active
-            ));
-        } else {
-            o.push_str(&format!(
-                "{nl}{ind}{{{nl}{i1}{} {} = {}; {} {} = {};{nl}{i1}if ({}) {{{nl}{i2}{body}{nl}{i1}}}{nl}{ind}}}",
-                row.ty,
-                row.name,
-                row_of(p),
-                col.ty,
-                col.name,
-                col_of(q),
-                shape.active
-            ));
-        }
+        o
     }
-    Ok(o)
 }
 
 /// The offset of a thread's output `i` (of `r`) within its block, along an axis of `t`

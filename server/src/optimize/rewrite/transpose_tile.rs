@@ -28,7 +28,7 @@
 
 use tree_sitter::Node;
 
-use super::access::{collect_accesses, declare, Scope};
+use super::access::{collect_accesses, declare, Access, Scope};
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::edits::{Edit, Edits};
 use super::elementwise::{thread_bound, ThreadBound};
@@ -110,66 +110,11 @@ struct Staged<'t> {
     read_x: bool,
 }
 
+/// The guarded body's parts to stage (see the module doc), or why it cannot be staged.
 fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Staged<'t>, String> {
     let src = cx.text;
     let mut scope = Scope::of_kernel(cx, src);
-    let mut err = None;
-    for &s in &shape.body {
-        walk(s, &mut |n| {
-            if err.is_some() {
-                return false;
-            }
-            match n.kind() {
-                "for_statement" | "while_statement" | "do_statement" => {
-                    err = Some(format!(
-                        "`{}` loops inside the element's body",
-                        first_line(text(src, n))
-                    ))
-                }
-                "return_statement" | "goto_statement" | "break_statement"
-                | "continue_statement" => {
-                    err = Some(format!(
-                        "`{}` leaves the element's body",
-                        first_line(text(src, n))
-                    ))
-                }
-                "call_expression" | "field_expression" => match thread_bound(src, n) {
-                    Some(ThreadBound::Collective(f)) => err = Some(format!("the body calls `{f}`")),
-                    Some(ThreadBound::Index(_)) => {
-                        err = Some(format!(
-                            "the body reads `{}`; in a tile it names another element",
-                            text(src, n)
-                        ))
-                    }
-                    None => {
-                        let f = n
-                            .child_by_field_name("function")
-                            .map_or("", |f| text(src, f));
-                        if f.starts_with("atomic") {
-                            err = Some(format!("`{}` is an atomic", text(src, n)));
-                        }
-                    }
-                },
-                "declaration" => {
-                    if text(src, n).contains("__shared__") {
-                        err = Some("the body declares shared memory".into());
-                    }
-                    let ty = n
-                        .child_by_field_name("type")
-                        .map(|t| text(src, t).to_string());
-                    let mut c = n.walk();
-                    for d in n.children_by_field_name("declarator", &mut c) {
-                        declare(&mut scope, d, ty.as_deref(), &mut err);
-                    }
-                }
-                _ => {}
-            }
-            true
-        });
-    }
-    if let Some(e) = err {
-        return Err(e);
-    }
+    check_element_body(src, &shape.body, &mut scope)?;
     if scope.pointers.values().any(|a| a.offset.is_some()) {
         return Err(
             "the body makes a pointer into a buffer; kernel-lsp stages plain subscripts only"
@@ -194,7 +139,122 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Staged<'t
             stores.len()
         ));
     };
-    let asg = (last.kind() == "expression_statement")
+    let asg = last_statement_store(src, *last, store)?;
+    check_write_names_no_local(src, before, store)?;
+    let op = asg
+        .child_by_field_name("operator")
+        .map_or("=", |o| text(src, o))
+        .to_string();
+    let value = asg
+        .child_by_field_name("right")
+        .ok_or("the store has no value")?;
+    // Both thread indices renamed, so a polynomial says how an address moves along each.
+    let axes = Renamed(vec![(&shape.x.name, "$x"), (&shape.y.name, "$y")]);
+    let addr = |parts: &[Node<'t>]| {
+        parts
+            .iter()
+            .fold(Poly::default(), |acc, p| acc.add(&poly(src, *p, &axes), 1))
+    };
+    let read_x = read_axis(&addr(&store.parts), text(src, store.node))?;
+    let reads: Vec<(&Access<'t>, Poly)> = accesses
+        .iter()
+        .filter(|a| !a.write)
+        .map(|a| (a, addr(&a.parts)))
+        .collect();
+    check_reads(src, &reads, store, read_x)?;
+    let ty = cx
+        .kernel
+        .params
+        .iter()
+        .find_map(|p| match &p.kind {
+            ParamKind::Pointer { pointee, .. } if p.name == store.buffer => Some(pointee.clone()),
+            _ => None,
+        })
+        .ok_or("the store's buffer is not a pointer parameter")?;
+    Ok(Staged {
+        before: before.to_vec(),
+        target: store.node,
+        op,
+        value,
+        ty,
+        read_x,
+    })
+}
+
+/// Refuses an element body that loops, leaves early, calls a collective or an atomic,
+/// reads a thread index or declares shared memory; records its declarations in `scope`.
+fn check_element_body<'t>(
+    src: &str,
+    body: &[Node<'t>],
+    scope: &mut Scope<'_, 't>,
+) -> Result<(), String> {
+    let mut err = None;
+    for &s in body {
+        walk(s, &mut |n| {
+            if err.is_some() {
+                return false;
+            }
+            match n.kind() {
+                "for_statement" | "while_statement" | "do_statement" => {
+                    err = Some(format!(
+                        "`{}` loops inside the element's body",
+                        first_line(text(src, n))
+                    ))
+                }
+                "return_statement" | "goto_statement" | "break_statement"
+                | "continue_statement" => {
+                    err = Some(format!(
+                        "`{}` leaves the element's body",
+                        first_line(text(src, n))
+                    ))
+                }
+                "call_expression" | "field_expression" => err = thread_bound_refusal(src, n),
+                "declaration" => {
+                    if text(src, n).contains("__shared__") {
+                        err = Some("the body declares shared memory".into());
+                    }
+                    let ty = n
+                        .child_by_field_name("type")
+                        .map(|t| text(src, t).to_string());
+                    let mut c = n.walk();
+                    for d in n.children_by_field_name("declarator", &mut c) {
+                        declare(scope, d, ty.as_deref(), &mut err);
+                    }
+                }
+                _ => {}
+            }
+            true
+        });
+    }
+    err.map_or(Ok(()), Err)
+}
+
+/// Why a call or field `n` of the element's body cannot be staged: a collective, a
+/// thread or block index (another element's, in a tile), an atomic.
+fn thread_bound_refusal(src: &str, n: Node<'_>) -> Option<String> {
+    match thread_bound(src, n) {
+        Some(ThreadBound::Collective(f)) => Some(format!("the body calls `{f}`")),
+        Some(ThreadBound::Index(_)) => Some(format!(
+            "the body reads `{}`; in a tile it names another element",
+            text(src, n)
+        )),
+        None => {
+            let f = n
+                .child_by_field_name("function")
+                .map_or("", |f| text(src, f));
+            f.starts_with("atomic")
+                .then(|| format!("`{}` is an atomic", text(src, n)))
+        }
+    }
+}
+
+/// The assignment of the one global `store`, when it is the body's `last` statement.
+fn last_statement_store<'t>(
+    src: &str,
+    last: Node<'t>,
+    store: &Access<'t>,
+) -> Result<Node<'t>, String> {
+    (last.kind() == "expression_statement")
         .then(|| last.named_child(0))
         .flatten()
         .filter(|a| a.kind() == "assignment_expression")
@@ -207,8 +267,16 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Staged<'t
                 "the store `{}` is not the body's last statement",
                 first_line(text(src, store.node))
             )
-        })?;
-    // The second pass evaluates the write's address without the body's locals.
+        })
+}
+
+/// Refuses a write whose address names a local the statements `before` it declare: the
+/// second pass evaluates the write's address without the body.
+fn check_write_names_no_local(
+    src: &str,
+    before: &[Node<'_>],
+    store: &Access<'_>,
+) -> Result<(), String> {
     let mut locals = std::collections::BTreeSet::new();
     for b in before {
         walk(*b, &mut |n| {
@@ -232,66 +300,59 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Staged<'t
         }
         true
     });
-    if let Some(l) = uses_local {
-        return Err(format!(
+    match uses_local {
+        Some(l) => Err(format!(
             "the write `{}` names `{l}`, which the body computes; the second pass writes without the body",
             text(src, store.node)
-        ));
+        )),
+        None => Ok(()),
     }
-    let op = asg
-        .child_by_field_name("operator")
-        .map_or("=", |o| text(src, o))
-        .to_string();
-    let value = asg
-        .child_by_field_name("right")
-        .ok_or("the store has no value")?;
-    // Both thread indices renamed, so a polynomial says how an address moves along each.
-    let axes = Renamed(vec![(&shape.x.name, "$x"), (&shape.y.name, "$y")]);
-    let addr = |parts: &[Node<'t>]| {
-        parts
-            .iter()
-            .fold(Poly::default(), |acc, p| acc.add(&poly(src, *p, &axes), 1))
-    };
-    let sp = addr(&store.parts);
+}
+
+/// The read axis from the write's address polynomial `sp` (`write` is its text): the
+/// write must be linear in both thread indices and unit-stride along exactly one, and
+/// the reads are then staged along the other (true for x).
+fn read_axis(sp: &Poly, write: &str) -> Result<bool, String> {
     if sp.tainted() || sp.linear_in("$x").is_none() || sp.linear_in("$y").is_none() {
         return Err(format!(
-            "the write `{}` goes to an address that is not linear in the thread indices; that each element has its own cannot be told",
-            text(src, store.node)
+            "the write `{write}` goes to an address that is not linear in the thread indices; that each element has its own cannot be told"
         ));
     }
-    let (sx, sy) = (along(&sp, "$x"), along(&sp, "$y"));
-    // The write's coalesced axis; the reads must be coalesced along the other.
-    let read_x = match (sx, sy) {
-        (Some(true), Some(true)) => {
-            return Err(format!(
-                "the write `{}` moves along both thread axes at once",
-                text(src, store.node)
-            ))
-        }
-        (_, Some(true)) => true,
-        (Some(true), _) => false,
-        _ => {
-            return Err(format!(
-                "the write `{}` is unit-stride along neither thread axis",
-                text(src, store.node)
-            ))
-        }
-    };
+    match (along(sp, "$x"), along(sp, "$y")) {
+        (Some(true), Some(true)) => Err(format!(
+            "the write `{write}` moves along both thread axes at once"
+        )),
+        (_, Some(true)) => Ok(true),
+        (Some(true), _) => Ok(false),
+        _ => Err(format!(
+            "the write `{write}` is unit-stride along neither thread axis"
+        )),
+    }
+}
+
+/// Refuses reads (each with its address polynomial) of the written buffer, reads
+/// coalesced along the write's axis or along neither, and a body with no read coalesced
+/// along the read axis.
+fn check_reads(
+    src: &str,
+    reads: &[(&Access<'_>, Poly)],
+    store: &Access<'_>,
+    read_x: bool,
+) -> Result<(), String> {
     let (r, w) = if read_x { ("x", "y") } else { ("y", "x") };
     let mut along_read = 0;
-    for a in accesses.iter().filter(|a| !a.write) {
+    for (a, p) in reads {
         if a.buffer == store.buffer {
             return Err(format!(
                 "the body reads `{}`, the buffer it writes; staged, it would read another element's old value",
                 a.buffer
             ));
         }
-        let p = addr(&a.parts);
-        match along(&p, &format!("${r}")) {
+        match along(p, &format!("${r}")) {
             Some(true) => along_read += 1,
             // The same for every thread along the read axis: a broadcast there.
             Some(false) => {}
-            None if along(&p, &format!("${w}")) == Some(true) => {
+            None if along(p, &format!("${w}")) == Some(true) => {
                 return Err(format!(
                     "the read `{}` and the write `{}` are both coalesced along {w}; there is nothing to transpose",
                     text(src, a.node),
@@ -312,23 +373,7 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Staged<'t
             text(src, store.node)
         ));
     }
-    let ty = cx
-        .kernel
-        .params
-        .iter()
-        .find_map(|p| match &p.kind {
-            ParamKind::Pointer { pointee, .. } if p.name == store.buffer => Some(pointee.clone()),
-            _ => None,
-        })
-        .ok_or("the store's buffer is not a pointer parameter")?;
-    Ok(Staged {
-        before: before.to_vec(),
-        target: store.node,
-        op,
-        value,
-        ty,
-        read_x,
-    })
+    Ok(())
 }
 
 fn emit(

@@ -32,7 +32,7 @@ use super::tree::{kernel_function, named_children, text, walk};
 use super::triton_launch::{DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS};
 use super::RewriteContext;
 use crate::optimize::edit;
-use crate::spec::{Arg, Launch, Role, TunableKind};
+use crate::spec::{Arg, BenchPlan, Launch, Role, TunableKind};
 use crate::syntax::{Lang, ParamKind};
 
 const ID: &str = "triton_configs";
@@ -78,44 +78,7 @@ pub fn triton_configs(cx: &RewriteContext<'_>) -> R {
             "the spec tunes `num_warps` or `num_stages` itself; tunable_sweep covers it".into(),
         ));
     }
-    // Block sizes: literal powers of two, not tuned.
-    let mut blocks: BTreeMap<String, u64> = BTreeMap::new();
-    let mut reasons = Vec::new();
-    for prm in cx
-        .kernel
-        .params
-        .iter()
-        .filter(|p| matches!(p.kind, ParamKind::Constexpr))
-    {
-        let name = &prm.name;
-        if plan
-            .tunables
-            .iter()
-            .any(|t| t.name == *name && t.values.len() > 1)
-        {
-            reasons.push(format!(
-                "`{name}` has a `tune` line (tunable_sweep covers it)"
-            ));
-            continue;
-        }
-        let Some(v) = edit::spec_assignment(cx.kernel, name)
-            .and_then(|a| a.text.parse::<u64>().ok())
-            .filter(|v| v.is_power_of_two() && *v >= 16)
-        else {
-            reasons.push(format!(
-                "`{name}` is not set to a power-of-two literal of at least 16"
-            ));
-            continue;
-        };
-        blocks.insert(name.clone(), v);
-    }
-    if blocks.is_empty() {
-        return Err(na(if reasons.is_empty() {
-            "it has no `tl.constexpr` parameter".into()
-        } else {
-            reasons.join("; ")
-        }));
-    }
+    let blocks = literal_blocks(cx, &plan).map_err(na)?;
     let (cur_warps, cur_stages) = match plan.cases.first().map(|c| &c.launch) {
         Some(Launch::Triton {
             num_warps,
@@ -151,32 +114,7 @@ pub fn triton_configs(cx: &RewriteContext<'_>) -> R {
     } else {
         vec![cur_stages]
     };
-    // The grid: each block size halved, kept or doubled.
-    let mut combos: Vec<BTreeMap<String, u64>> = vec![BTreeMap::new()];
-    for (name, v) in &blocks {
-        let (lo, hi) = match &dot {
-            Some(d) if *name == d.bk => (16, 128),
-            Some(_) => (16, 256),
-            None => (16, 16384),
-        };
-        // Every block may also grow fourfold: a first draft's 64x64x32 tiles are two
-        // doublings away from the 128x256x64 ones that keep Hopper's tensor cores busy.
-        let mut options: Vec<u64> = [*v / 2, *v, *v * 2, *v * 4]
-            .into_iter()
-            .filter(|x| (lo..=hi).contains(x))
-            .collect();
-        options.dedup();
-        combos = combos
-            .into_iter()
-            .flat_map(|c| {
-                options.iter().map(move |o| {
-                    let mut c = c.clone();
-                    c.insert(name.clone(), *o);
-                    c
-                })
-            })
-            .collect();
-    }
+    let combos = block_grid(&blocks, &dot);
     let mut configs: Vec<Config> = Vec::new();
     for c in &combos {
         for &w in &warps_list {
@@ -225,6 +163,86 @@ pub fn triton_configs(cx: &RewriteContext<'_>) -> R {
         }
     }
     finish(cx, drafts, dropped)
+}
+
+/// The kernel's block sizes to sweep: each `tl.constexpr` parameter the spec sets to a
+/// power-of-two literal of at least 16 and does not tune; or why there is none.
+fn literal_blocks(
+    cx: &RewriteContext<'_>,
+    plan: &BenchPlan,
+) -> Result<BTreeMap<String, u64>, String> {
+    let mut blocks: BTreeMap<String, u64> = BTreeMap::new();
+    let mut reasons = Vec::new();
+    for prm in cx
+        .kernel
+        .params
+        .iter()
+        .filter(|p| matches!(p.kind, ParamKind::Constexpr))
+    {
+        let name = &prm.name;
+        if plan
+            .tunables
+            .iter()
+            .any(|t| t.name == *name && t.values.len() > 1)
+        {
+            reasons.push(format!(
+                "`{name}` has a `tune` line (tunable_sweep covers it)"
+            ));
+            continue;
+        }
+        let Some(v) = edit::spec_assignment(cx.kernel, name)
+            .and_then(|a| a.text.parse::<u64>().ok())
+            .filter(|v| v.is_power_of_two() && *v >= 16)
+        else {
+            reasons.push(format!(
+                "`{name}` is not set to a power-of-two literal of at least 16"
+            ));
+            continue;
+        };
+        blocks.insert(name.clone(), v);
+    }
+    if blocks.is_empty() {
+        return Err(if reasons.is_empty() {
+            "it has no `tl.constexpr` parameter".into()
+        } else {
+            reasons.join("; ")
+        });
+    }
+    Ok(blocks)
+}
+
+/// The grid of block sizes: each block halved, kept, doubled or quadrupled, within the
+/// bounds a `tl.dot`'s tiles (`dot`) allow.
+fn block_grid(
+    blocks: &BTreeMap<String, u64>,
+    dot: &Option<DotShape>,
+) -> Vec<BTreeMap<String, u64>> {
+    let mut combos: Vec<BTreeMap<String, u64>> = vec![BTreeMap::new()];
+    for (name, v) in blocks {
+        let (lo, hi) = match &dot {
+            Some(d) if *name == d.bk => (16, 128),
+            Some(_) => (16, 256),
+            None => (16, 16384),
+        };
+        // Every block may also grow fourfold: a first draft's 64x64x32 tiles are two
+        // doublings away from the 128x256x64 ones that keep Hopper's tensor cores busy.
+        let mut options: Vec<u64> = [*v / 2, *v, *v * 2, *v * 4]
+            .into_iter()
+            .filter(|x| (lo..=hi).contains(x))
+            .collect();
+        options.dedup();
+        combos = combos
+            .into_iter()
+            .flat_map(|c| {
+                options.iter().map(move |o| {
+                    let mut c = c.clone();
+                    c.insert(name.clone(), *o);
+                    c
+                })
+            })
+            .collect();
+    }
+    combos
 }
 
 /// The kernel multiplies tiles: `tl.dot`, an accumulator `tl.zeros((BM, BN), ...)` and a

@@ -45,46 +45,7 @@ pub fn triton_swizzle(cx: &RewriteContext<'_>) -> R {
     let body = func
         .child_by_field_name("body")
         .ok_or_else(|| na("it has no body".into()))?;
-    // Every program_id / num_programs call.
-    let mut ids: Vec<(u8, tree_sitter::Node)> = Vec::new();
-    let mut err = None;
-    walk(body, &mut |n| {
-        if n.kind() != "call" {
-            return true;
-        }
-        let f = n
-            .child_by_field_name("function")
-            .map_or("", |f| text(src, f));
-        let short = f.rsplit('.').next().unwrap_or(f);
-        if short == "num_programs" {
-            err = Some(format!(
-                "`{}` reads the grid's shape, which a 1-D grid changes",
-                text(src, n)
-            ));
-        }
-        if short != "program_id" {
-            return true;
-        }
-        let axis = n
-            .child_by_field_name("arguments")
-            .and_then(|a| named_children(a).into_iter().next())
-            .map(|a| match a.kind() {
-                "keyword_argument" => a.child_by_field_name("value").map_or("", |v| text(src, v)),
-                _ => text(src, a),
-            })
-            .unwrap_or("");
-        match axis {
-            "0" => ids.push((0, n)),
-            "1" => ids.push((1, n)),
-            other => {
-                err = Some(format!("`{}` takes program axis `{other}`", text(src, n)));
-            }
-        }
-        true
-    });
-    if let Some(e) = err {
-        return Err(na(e));
-    }
+    let ids = program_ids(src, body).map_err(na)?;
     let [(a0, c0), (a1, c1)] = ids.as_slice() else {
         return Err(na(format!(
             "it reads `tl.program_id` {} times; grouping needs one read of axis 0 and one of axis 1",
@@ -128,41 +89,7 @@ pub fn triton_swizzle(cx: &RewriteContext<'_>) -> R {
         return Err(na(format!("`grid = {}` is not a 2-D grid", grid.text)));
     }
     let params: Vec<&str> = cx.kernel.params.iter().map(|p| p.name.as_str()).collect();
-    let in_kernel = |e: &str| -> Result<String, String> {
-        let mut out = String::new();
-        let mut word = String::new();
-        let mut chars = e.chars().peekable();
-        while let Some(ch) = chars.next() {
-            if ch.is_ascii_alphanumeric() || ch == '_' {
-                word.push(ch);
-                if chars
-                    .peek()
-                    .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_')
-                {
-                    continue;
-                }
-                if word.chars().next().is_some_and(|c| c.is_ascii_digit()) {
-                    out.push_str(&word);
-                } else if word == "cdiv" {
-                    out.push_str("tl.cdiv");
-                } else if params.contains(&word.as_str()) {
-                    out.push_str(&word);
-                } else {
-                    return Err(format!(
-                        "the grid names `{word}`, which the kernel cannot see; write the grid with kernel parameters"
-                    ));
-                }
-                word.clear();
-            } else if ch == '/' {
-                out.push_str("//");
-            } else if "+-*(), ".contains(ch) {
-                out.push(ch);
-            } else {
-                return Err(format!("the grid uses `{ch}`"));
-            }
-        }
-        Ok(out)
-    };
+    let in_kernel = |e: &str| grid_in_kernel(e, &params);
     let g0 = &grid.text[parts[0].clone()];
     let g1 = &grid.text[parts[1].clone()];
     let (k0, k1) = (in_kernel(g0).map_err(na)?, in_kernel(g1).map_err(na)?);
@@ -206,6 +133,89 @@ pub fn triton_swizzle(cx: &RewriteContext<'_>) -> R {
         }
     }
     finish(cx, drafts, dropped)
+}
+
+/// Every `tl.program_id` call of `body` with its axis (0 or 1); refuses a
+/// `tl.num_programs` read and another axis.
+fn program_ids<'t>(
+    src: &str,
+    body: tree_sitter::Node<'t>,
+) -> Result<Vec<(u8, tree_sitter::Node<'t>)>, String> {
+    let mut ids: Vec<(u8, tree_sitter::Node)> = Vec::new();
+    let mut err = None;
+    walk(body, &mut |n| {
+        if n.kind() != "call" {
+            return true;
+        }
+        let f = n
+            .child_by_field_name("function")
+            .map_or("", |f| text(src, f));
+        let short = f.rsplit('.').next().unwrap_or(f);
+        if short == "num_programs" {
+            err = Some(format!(
+                "`{}` reads the grid's shape, which a 1-D grid changes",
+                text(src, n)
+            ));
+        }
+        if short != "program_id" {
+            return true;
+        }
+        let axis = n
+            .child_by_field_name("arguments")
+            .and_then(|a| named_children(a).into_iter().next())
+            .map(|a| match a.kind() {
+                "keyword_argument" => a.child_by_field_name("value").map_or("", |v| text(src, v)),
+                _ => text(src, a),
+            })
+            .unwrap_or("");
+        match axis {
+            "0" => ids.push((0, n)),
+            "1" => ids.push((1, n)),
+            other => {
+                err = Some(format!("`{}` takes program axis `{other}`", text(src, n)));
+            }
+        }
+        true
+    });
+    err.map_or(Ok(ids), Err)
+}
+
+/// A spec grid expression `e` as kernel code: literals and the kernel's `params` kept,
+/// `cdiv` as `tl.cdiv`, `/` as `//`; refuses other names and operators.
+fn grid_in_kernel(e: &str, params: &[&str]) -> Result<String, String> {
+    let mut out = String::new();
+    let mut word = String::new();
+    let mut chars = e.chars().peekable();
+    while let Some(ch) = chars.next() {
+        if ch.is_ascii_alphanumeric() || ch == '_' {
+            word.push(ch);
+            if chars
+                .peek()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_')
+            {
+                continue;
+            }
+            if word.chars().next().is_some_and(|c| c.is_ascii_digit()) {
+                out.push_str(&word);
+            } else if word == "cdiv" {
+                out.push_str("tl.cdiv");
+            } else if params.contains(&word.as_str()) {
+                out.push_str(&word);
+            } else {
+                return Err(format!(
+                    "the grid names `{word}`, which the kernel cannot see; write the grid with kernel parameters"
+                ));
+            }
+            word.clear();
+        } else if ch == '/' {
+            out.push_str("//");
+        } else if "+-*(), ".contains(ch) {
+            out.push(ch);
+        } else {
+            return Err(format!("the grid uses `{ch}`"));
+        }
+    }
+    Ok(out)
 }
 
 /// `name = CALL` as a whole statement: the name and the statement.

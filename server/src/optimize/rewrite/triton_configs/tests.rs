@@ -178,3 +178,20 @@ fn a_kernel_storing_through_a_descriptor_counts_its_output_tile_in_shared_memory
     // The 3-stage 128x256x64 is the candidate's own launch, so it is not swept again.
     assert!(!after.iter().any(|l| l == big3), "{after:?}");
 }
+
+#[test]
+fn each_block_is_halved_kept_doubled_or_quadrupled_within_its_bounds() {
+    let blocks: std::collections::BTreeMap<String, u64> =
+        [("BLOCK".to_string(), 16), ("ROWS".to_string(), 4096)].into();
+    let grid = super::block_grid(&blocks, &None);
+    let values = |name: &str| {
+        let mut v: Vec<u64> = grid.iter().map(|c| c[name]).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    // 8 is below the lowest block; 32768 above the highest.
+    assert_eq!(values("BLOCK"), [16, 32, 64]);
+    assert_eq!(values("ROWS"), [2048, 4096, 8192, 16384]);
+    assert_eq!(grid.len(), 3 * 4);
+}

@@ -92,3 +92,24 @@ fn what_grouping_cannot_do_is_refused_with_the_reason() {
     expect!["`uses_num_programs` cannot take its programs in grouped order: `tl.num_programs(1)` reads the grid's shape, which a 1-D grid changes"].assert_eq(&why(GRID2D, "uses_num_programs"));
     expect!["`grid_from_sizes` cannot take its programs in grouped order: the grid names `rows`, which the kernel cannot see; write the grid with kernel parameters"].assert_eq(&why(GRID2D, "grid_from_sizes"));
 }
+
+#[test]
+fn a_spec_grid_becomes_kernel_code_or_is_refused() {
+    let params = ["M", "N"];
+    assert_eq!(
+        super::grid_in_kernel("cdiv(M, 64)", &params).as_deref(),
+        Ok("tl.cdiv(M, 64)")
+    );
+    assert_eq!(
+        super::grid_in_kernel("N / 2 + 1", &params).as_deref(),
+        Ok("N // 2 + 1")
+    );
+    assert_eq!(
+        super::grid_in_kernel("cdiv(M, BM)", &params),
+        Err("the grid names `BM`, which the kernel cannot see; write the grid with kernel parameters".to_string())
+    );
+    assert_eq!(
+        super::grid_in_kernel("M % 2", &params),
+        Err("the grid uses `%`".to_string())
+    );
+}

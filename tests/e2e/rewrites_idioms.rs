@@ -52,7 +52,7 @@ fn apply(src: &str, kernel: &str, id: &str) -> Result<Vec<Candidate>, RewriteErr
     apply_with(src, kernel, id, BTreeMap::new())
 }
 
-fn apply_with(
+pub(crate) fn apply_with(
     src: &str,
     kernel: &str,
     id: &str,

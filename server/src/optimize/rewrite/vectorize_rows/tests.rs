@@ -11,6 +11,7 @@ const BIAS_RELU: &str = include_str!("../../../../../examples/bias_relu_rows.cu"
 const NORM_APPLY: &str = include_str!("../../../../../examples/norm_apply.cu");
 const SAXPY: &str = include_str!("../../../../../examples/saxpy.cu");
 const ROWS: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_rows/rows.cu");
+const HALVES: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_rows/halves.cu");
 
 /// The first candidate of `remap_lanes` on `src`: the kernel as the search reaches it.
 fn remapped(src: &str, kernel: &str) -> String {
@@ -205,7 +206,12 @@ fn every_style_and_element_type_gets_its_vector_types() {
         ),
     ];
     for (k, want) in cases {
-        let out = cuda(ROWS, k, "vectorize_rows", json!({})).unwrap_or_else(|e| panic!("{k}: {e}"));
+        let src = if k.contains("half") || k.contains("bf16") {
+            HALVES
+        } else {
+            ROWS
+        };
+        let out = cuda(src, k, "vectorize_rows", json!({})).unwrap_or_else(|e| panic!("{k}: {e}"));
         assert_eq!(labels(&out), want, "{k}");
     }
 }

@@ -5,6 +5,7 @@ use super::super::check::testing::{cuda, labels, not_applicable, show};
 use crate::document::Document;
 use crate::optimize::catalog::Catalog;
 use crate::optimize::facts::static_facts;
+use crate::optimize::policy::Policy;
 use crate::syntax::{self, Lang};
 
 const BIAS_RELU: &str = include_str!("../../../../../examples/bias_relu_rows.cu");
@@ -21,7 +22,8 @@ fn remapped(src: &str, kernel: &str) -> String {
         .text
 }
 
-/// The catalog steps whose facts hold for `kernel` in `text`.
+/// The catalog steps whose facts hold for `kernel` in `text`, in the order a fresh
+/// policy ranks them.
 fn applicable(text: &str, kernel: &str) -> Vec<String> {
     let doc = Document::new(Lang::Cuda, 0, text);
     let tree = doc.tree().unwrap();
@@ -29,8 +31,9 @@ fn applicable(text: &str, kernel: &str) -> Vec<String> {
     let k = model.kernel(kernel).unwrap();
     let f = static_facts(Lang::Cuda, text, tree, &model, k);
     let cat = Catalog::embedded();
-    let ids = cat.applicable(Lang::Cuda, &f);
-    ids.iter().map(|s| s.id.clone()).collect()
+    let arms = cat.applicable(Lang::Cuda, &f);
+    let ranked = Policy::new().rank(&f, &arms, &Default::default());
+    ranked.into_iter().map(|c| c.id).collect()
 }
 
 #[test]
@@ -130,9 +133,12 @@ fn the_default_search_reaches_it_after_remap_and_can_coarsen_after_it() {
             "{k}: strided as written, the remap comes first"
         );
         let v1 = remapped(src, k);
+        let steps = applicable(&v1, k);
+        let at = |id: &str| steps.iter().position(|s| s == id);
+        assert!(at("vectorize_rows").is_some(), "{k}: {steps:?}");
         assert!(
-            applicable(&v1, k).contains(&"vectorize_rows".to_string()),
-            "{k}"
+            at("block_coarsen").is_none_or(|b| at("vectorize_rows") < Some(b)),
+            "{k}: a fresh policy tries the vector width before coarsening blocks (which would hide the lane index in a loop): {steps:?}"
         );
         let v2 = cuda(&v1, k, "vectorize_rows", json!({}))
             .unwrap()

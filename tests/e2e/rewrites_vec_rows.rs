@@ -19,6 +19,8 @@ use crate::tools;
 
 const BIAS_RELU: &str = include_str!("../../examples/bias_relu_rows.cu");
 const NORM_APPLY: &str = include_str!("../../examples/norm_apply.cu");
+const GELU_HALF: &str = include_str!("../../examples/gelu_bias_half.cu");
+const SCALE_SHIFT: &str = include_str!("../../examples/scale_shift_batched.cu");
 const ROWS: &str = include_str!("../fixtures/rewrites/vec_rows/rows.cu");
 const HALVES: &str = include_str!("../fixtures/rewrites/vec_rows/halves.cu");
 
@@ -48,6 +50,26 @@ const CASES: &[Case] = &[
         ("m = 16384, 999; n = 2048, 130", "m = 20, 9; n = 128, 130"),
         true,
         2,
+    ),
+    (
+        SCALE_SHIFT,
+        "scale_shift_batched",
+        (
+            "batch = 8, 3; rows = 1024, 33; cols = 2048, 999",
+            "batch = 2, 3; rows = 5, 3; cols = 64, 999",
+        ),
+        false,
+        2,
+    ),
+    (
+        GELU_HALF,
+        "gelu_bias_half",
+        (
+            "rows = 8192, 3; cols = 4096, 130",
+            "rows = 4, 3; cols = 256, 130",
+        ),
+        false,
+        3,
     ),
     (ROWS, "scale_rows", ("", ""), false, 2),
     (ROWS, "add_bias_batched", ("", ""), false, 2),
@@ -151,5 +173,25 @@ fn the_emulator_runs_both_the_vector_and_the_scalar_path() {
         let err = emulate::compare(&src, "bias_relu_rows", &[(what.into(), wrong)], 2)
             .expect_err(&format!("the emulator missed a wrong {what} path"));
         assert!(err.contains(&format!("{what} {case}: y[")), "{what}: {err}");
+    }
+}
+
+/// What the search does next on the vectorized rows: `block_coarsen` (each block the work
+/// of several along x) keeps them correct on both paths.
+#[test]
+fn coarsened_vector_rows_compute_what_the_original_computes() {
+    let test = "coarsened_vector_rows_compute_what_the_original_computes";
+    if let Err(why) = emulate::gxx() {
+        return tools::skip(test, &why);
+    }
+    for c in [&CASES[0], &CASES[1]] {
+        let src = source(c);
+        let vec4 = run(&src, c.1, "vectorize_rows").remove(0);
+        let cands: Vec<(String, String)> = run(&vec4.text, c.1, "block_coarsen")
+            .into_iter()
+            .map(|b| (format!("{} then {}", vec4.label, b.label), b.text))
+            .collect();
+        assert!(!cands.is_empty(), "{}", c.1);
+        emulate::compare(&src, c.1, &cands, 2).unwrap_or_else(|e| panic!("{}: {e}", c.1));
     }
 }

@@ -6,7 +6,8 @@
 //! bytes, 4 bfloat16s) is *packed*: an aligned register array moved as one `uint4` or
 //! `uint2`, so every element type gets 8- and 16-byte accesses. Refuses another shape, a
 //! global access other than `p[i]` (but a buffer the body never writes may be read at any
-//! element, `scale[i / cols]`: each element computes its own index), a 2-D launch, a grid with no division, or a pointee
+//! element, `scale[i / cols]`: each element computes its own index), a 2-D launch (`vectorize_rows`
+//! takes kernels whose lane walks the columns of rows), a grid with no division, or a pointee
 //! of unknown size. Param `widths` (2, 4, 8 or 16; default 4 and 2, and the width that
 //! makes the narrowest buffer's accesses 16 bytes when that is wider).
 

@@ -172,6 +172,15 @@ pub(super) fn match_rows<'t>(src: &str, func: Node<'t>) -> Result<Rows<'t>, Stri
     let first = (at + 1..stmts.len())
         .find(|i| mentions(src, stmts[*i], &lane))
         .ok_or_else(|| format!("nothing after `{lane}`'s declaration uses it"))?;
+    if let Some(s) = stmts[..first]
+        .iter()
+        .find(|s| !once_per_thread_ok(src, **s))
+    {
+        return Err(format!(
+            "`{}` runs once per thread before the columns' work; with fewer threads it would run fewer times",
+            first_line(text(src, *s))
+        ));
+    }
     let mut region: Vec<Node> = stmts[first..].to_vec();
     while region.last().is_some_and(|n| n.kind() == "comment") {
         region.pop();
@@ -211,6 +220,30 @@ pub(super) fn match_rows<'t>(src: &str, func: Node<'t>) -> Result<Rows<'t>, Stri
         indent,
         unit,
     })
+}
+
+/// A statement before the columns' work that may run once per thread whatever the
+/// number of threads: a declaration, a comment or `if (...) return;`, with no
+/// assignment, increment or atomic in it.
+fn once_per_thread_ok(src: &str, s: Node<'_>) -> bool {
+    let shape = match s.kind() {
+        "declaration" | "comment" => true,
+        "if_statement" => {
+            s.child_by_field_name("alternative").is_none()
+                && s.child_by_field_name("consequence")
+                    .is_some_and(is_plain_return)
+        }
+        _ => false,
+    };
+    let mut effects = false;
+    walk(s, &mut |n| {
+        effects |= matches!(n.kind(), "assignment_expression" | "update_expression")
+            || (n.kind() == "call_expression"
+                && n.child_by_field_name("function")
+                    .is_some_and(|f| text(src, f).starts_with("atomic")));
+        !effects
+    });
+    shape && !effects
 }
 
 /// The check's form and condition: `if (c) return;` anywhere in the region, or

@@ -277,6 +277,7 @@ fn it_says_why_a_kernel_does_not_fit() {
     expect!["`row_total` cannot be vectorized along its rows: `atomicAdd(&s[r], x[r * cols + c])` is an atomic; columns of one thread would race on it"].assert_eq(&why("row_total"));
     expect!["`even_cols` cannot be vectorized along its rows: `y[r * cols + 2 * c]` is not the lane's own column of `y`, which is written: a write to a computed index, or a read another column may write"].assert_eq(&why("even_cols"));
     expect!["`skip_first` cannot be vectorized along its rows: `c < 1` in the bounds check is not an upper bound on `c`"].assert_eq(&why("skip_first"));
+    expect!["`count_threads` cannot be vectorized along its rows: `atomicAdd(seen, 1);` runs once per thread before the columns' work; with fewer threads it would run fewer times"].assert_eq(&why("count_threads"));
     expect!["`saxpy` is a 1-D elementwise kernel; `vectorize` rewrites it"].assert_eq(
         &not_applicable(cuda(SAXPY, "saxpy", "vectorize_rows", json!({}))),
     );

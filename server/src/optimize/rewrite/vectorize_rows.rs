@@ -275,18 +275,22 @@ impl Emit<'_, '_> {
         let (ind, unit) = (&self.rows.indent, &self.rows.unit);
         let in1 = format!("{ind}{unit}");
         let w = self.w;
-        let regs: Vec<String> = self
-            .plan
-            .groups
-            .iter()
-            .map(|g| fresh(&format!("{}{w}", g.buffer), names))
-            .collect();
-        let held: Vec<String> = self
-            .plan
-            .hoists
-            .iter()
-            .map(|h| fresh(&format!("{}_row", h.buffer), names))
-            .collect();
+        let mut fresh_each =
+            |bases: Vec<String>| -> Vec<String> { bases.iter().map(|b| fresh(b, names)).collect() };
+        let regs = fresh_each(
+            self.plan
+                .groups
+                .iter()
+                .map(|g| format!("{}{w}", g.buffer))
+                .collect(),
+        );
+        let held = fresh_each(
+            self.plan
+                .hoists
+                .iter()
+                .map(|h| format!("{}_row", h.buffer))
+                .collect(),
+        );
         let fast = self.fast()?.join(&format!(" &&{nl}{ind}    "));
         let mut o = format!("if ({fast}) {{{nl}");
         let x = &self.rows.lane;

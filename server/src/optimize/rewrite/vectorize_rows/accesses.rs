@@ -12,10 +12,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
-use super::super::access::{collect_accesses, declare, Access, Scope};
+use super::super::access::{collect_accesses, declare_statement, Access, Scope};
+use super::super::elementwise::{thread_bound, ThreadBound};
 use super::super::poly::{poly, Names, Poly, VarNames};
 use super::super::tree::{first_line, named_children, text, walk};
-use super::shape::Rows;
+use super::shape::{Form, Rows};
 use crate::syntax::ByteRange;
 
 /// The buffers read or written with one vector access per thread.
@@ -142,13 +143,7 @@ fn scope_of<'s, 't>(
     let mut err = None;
     walk(body, &mut |n| {
         if n.kind() == "declaration" {
-            let ty = n
-                .child_by_field_name("type")
-                .map(|t| text(src, t).to_string());
-            let mut c = n.walk();
-            for d in n.children_by_field_name("declarator", &mut c) {
-                declare(&mut scope, d, ty.as_deref(), &mut err);
-            }
+            declare_statement(&mut scope, n, &mut err);
         }
         true
     });
@@ -161,16 +156,17 @@ fn forbidden(src: &str, rows: &Rows<'_>, body: Node<'_>) -> Option<String> {
     if text(src, body).contains("__shared__") {
         return Some("it uses shared memory".into());
     }
-    let guard = rows.guard_node().id();
+    // The early return's own `return` ends a column; the check is looked at elsewhere.
+    let early = (rows.form == Form::EarlyReturn).then(|| rows.guard_node().id());
     let mut why = None;
     for s in &rows.region {
         walk(*s, &mut |n| {
-            if why.is_some() {
+            if why.is_some() || Some(n.id()) == early {
                 return false;
             }
             let t = text(src, n);
             match n.kind() {
-                "return_statement" if !n.parent().is_some_and(|p| p.id() == guard) => {
+                "return_statement" => {
                     why = Some(format!(
                         "`{}` returns from inside the columns' work",
                         first_line(t)
@@ -188,19 +184,7 @@ fn forbidden(src: &str, rows: &Rows<'_>, body: Node<'_>) -> Option<String> {
                             "`{}` is an atomic; columns of one thread would race on it",
                             first_line(t)
                         ));
-                    } else if [
-                        "__sync",
-                        "__shfl",
-                        "__ballot",
-                        "__any",
-                        "__all",
-                        "__match",
-                        "__reduce",
-                        "__activemask",
-                    ]
-                    .iter()
-                    .any(|p| f.starts_with(p))
-                    {
+                    } else if let Some(ThreadBound::Collective(f)) = thread_bound(src, n) {
                         why = Some(format!(
                             "the body calls `{f}`; barriers and warp collectives no longer line up"
                         ));

@@ -380,14 +380,20 @@ impl Emit<'_, '_> {
     /// now ending that column only. The block's threads on this row take the columns
     /// the block covers in turn, `blockDim.x` apart, so the path stays coalesced (it
     /// runs for a whole row of the block: a misaligned row, or the row's last block).
+    /// A counted, unrolled loop: its W columns' loads may be in flight together.
     fn scalar(&self, names: &mut BTreeSet<String>, in1: &str) -> Text {
         let nl = newline(self.src);
         let (x, w, ty) = (&self.rows.lane, self.w, &self.rows.lane_ty);
-        let j = ["j", "k", "e"]
-            .iter()
-            .find(|n| !names.contains(**n))
-            .map_or_else(|| fresh(&format!("{x}_col"), names), |n| n.to_string());
-        names.insert(j.clone());
+        let mut pick = |choices: [&str; 3], base: &str| {
+            let n = choices
+                .iter()
+                .find(|n| !names.contains(**n))
+                .map_or_else(|| fresh(&format!("{x}_{base}"), names), |n| n.to_string());
+            names.insert(n.clone());
+            n
+        };
+        let j = pick(["j", "k", "e"], "col");
+        let k = pick(["k", "q", "s"], "part");
         let mut reps = lane_uses(self.src, &self.rows.region, x, &j, &[]);
         walk(self.rows.guard_node(), &mut |n| {
             if n.kind() == "return_statement" {
@@ -397,13 +403,11 @@ impl Emit<'_, '_> {
         });
         let to = format!("{in1}{}", self.rows.unit);
         let body = self.pieces(&self.rows.region, &reps, &to)?;
-        let from = match w - 1 {
-            1 => format!("({ty})(2 * {x} - threadIdx.x)"),
-            k => format!("({ty})({w} * {x} - {k} * threadIdx.x)"),
-        };
-        let end = format!("({ty})({w} * ({x} - threadIdx.x + blockDim.x))");
+        let col = format!(
+            "{to}const {ty} {j} = ({ty})({w} * ({x} - threadIdx.x) + {k} * blockDim.x + threadIdx.x);{nl}"
+        );
         Ok(format!(
-            "{in1}for ({ty} {j} = {from}; {j} < {end}; {j} += blockDim.x) {{{nl}{body}{in1}}}{nl}"
+            "{in1}#pragma unroll{nl}{in1}for (int {k} = 0; {k} < {w}; ++{k}) {{{nl}{col}{body}{in1}}}{nl}"
         ))
     }
 }

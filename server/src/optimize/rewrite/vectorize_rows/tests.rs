@@ -79,7 +79,9 @@ fn bias_relu_after_remap_moves_float4_rows_and_a_float4_bias() {
                 }
                 reinterpret_cast<float4*>(y + (r * cols))[c] = y4;
             } else {
-                for (int j = (int)(4 * c - 3 * threadIdx.x); j < (int)(4 * (c - threadIdx.x + blockDim.x)); j += blockDim.x) {
+                #pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    const int j = (int)(4 * (c - threadIdx.x) + k * blockDim.x + threadIdx.x);
                     if (r < rows && j < cols) {
                         float v = x[r * cols + j] + bias[j];
                         y[r * cols + j] = v > 0.0f ? v : 0.0f;
@@ -116,7 +118,9 @@ fn norm_apply_after_remap_reads_each_row_statistic_once_through_the_helper() {
                 out4.w = ((x4.w) - mean_row) * rstd_row;
                 reinterpret_cast<float4*>(out + (i * n))[j] = out4;
             } else {
-                for (size_t k = (size_t)(4 * j - 3 * threadIdx.x); k < (size_t)(4 * (j - threadIdx.x + blockDim.x)); k += blockDim.x) {
+                #pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const size_t k = (size_t)(4 * (j - threadIdx.x) + q * blockDim.x + threadIdx.x);
                     if (i >= (size_t)m || k >= (size_t)n) continue;
                     out[i * n + k] = ((x[((size_t)i) * ((size_t)n) + ((size_t)k)]) - mean[i]) * rstd[i];
                 }
@@ -149,6 +153,12 @@ fn the_default_search_reaches_it_after_remap_and_can_coarsen_after_it() {
             !after.contains(&"remap_lanes".to_string()),
             "{k}: the vectorized kernel still reads as coalesced: {after:?}"
         );
+        for spent in ["interleave", "unroll"] {
+            assert!(
+                !after.contains(&spent.to_string()),
+                "{k}: the scalar path's loop is counted and unrolled already: {after:?}"
+            );
+        }
         let again = not_applicable(cuda(&v2, k, "vectorize_rows", json!({})));
         assert!(
             again.contains("reads `threadIdx.x` outside the lane index"),

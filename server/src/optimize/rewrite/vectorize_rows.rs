@@ -80,7 +80,10 @@ pub fn vectorize_rows(cx: &RewriteContext<'_>) -> R {
     }
     let grid = spec_assignment(cx.kernel, "grid")
         .ok_or_else(|| na("the spec has no `grid = ...`".into()))?;
-    let gx = components(&grid.text)[0].clone();
+    let gx = components(&grid.text)
+        .into_iter()
+        .next()
+        .ok_or_else(|| na("`grid` is empty".into()))?;
     let grid_at = grid.range.start + gx.start..grid.range.start + gx.end;
     let narrowest = plan
         .groups

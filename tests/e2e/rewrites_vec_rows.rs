@@ -75,6 +75,7 @@ const CASES: &[Case] = &[
     (ROWS, "add_bias_batched", ("", ""), false, 2),
     (ROWS, "flat_affine", ("", ""), false, 2),
     (ROWS, "axpy_rows", ("", ""), false, 2),
+    (ROWS, "square_rows", ("", ""), false, 2),
     (ROWS, "quantize_rows", ("", ""), false, 2),
     (HALVES, "half_gate", ("", ""), false, 3),
     (HALVES, "bf16_residual", ("", ""), false, 3),

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use tree_sitter::Node;
 
-use super::super::elementwise::{is_plain_return, one_d_index_forms};
+use super::super::elementwise::{is_plain_return, one_d_index_forms, words_replaced};
 use super::super::tree::{first_line, line_indent, named_children, text, walk};
 use crate::syntax::ByteRange;
 
@@ -107,20 +107,51 @@ fn lane_form(init: &str) -> String {
     s
 }
 
-/// The lane index declaration: its position among `stmts`, its name and type.
-fn lane_index(src: &str, stmts: &[Node<'_>]) -> Result<(usize, String, String), String> {
+/// Names declared before the lane index for a thread or block position along x
+/// (`int tx = threadIdx.x;`, `const int bx = blockIdx.x, bd = blockDim.x;`): name ->
+/// the field, and the declarations.
+fn x_aliases<'t>(src: &str, stmts: &[Node<'t>]) -> (BTreeMap<String, String>, Vec<Node<'t>>) {
+    let (mut names, mut decls) = (BTreeMap::new(), Vec::new());
+    for s in stmts.iter().filter(|s| s.kind() == "declaration") {
+        let mut c = s.walk();
+        let found: Option<Vec<(String, String)>> = s
+            .children_by_field_name("declarator", &mut c)
+            .map(|d| {
+                let name = d
+                    .child_by_field_name("declarator")
+                    .filter(|n| n.kind() == "identifier")?;
+                let field = lane_form(text(src, d.child_by_field_name("value")?));
+                matches!(field.as_str(), "threadIdx.x" | "blockIdx.x" | "blockDim.x")
+                    .then(|| (text(src, name).to_string(), field))
+            })
+            .collect();
+        if let Some(found) = found.filter(|f| !f.is_empty()) {
+            names.extend(found);
+            decls.push(*s);
+        }
+    }
+    (names, decls)
+}
+
+/// The lane index declaration: its position among `stmts`, its name and type. Its
+/// initializer may read the positions through `aliases` (declared in `skip`).
+fn lane_index(
+    src: &str,
+    stmts: &[Node<'_>],
+    aliases: &BTreeMap<String, String>,
+    skip: &[Node<'_>],
+) -> Result<(usize, String, String), String> {
     let forms = one_d_index_forms();
     for (i, s) in stmts.iter().enumerate() {
-        if s.kind() != "declaration" || !text(src, *s).contains("threadIdx.x") {
+        let t = text(src, *s);
+        let reads_x = t.contains("threadIdx.x") || aliases.keys().any(|a| mentions(src, *s, a));
+        if s.kind() != "declaration" || !reads_x || skip.iter().any(|k| k.id() == s.id()) {
             continue;
         }
         let mut c = s.walk();
         let ds: Vec<Node> = s.children_by_field_name("declarator", &mut c).collect();
         let [d] = ds.as_slice() else {
-            return Err(format!(
-                "`{}` declares several names",
-                first_line(text(src, *s))
-            ));
+            return Err(format!("`{}` declares several names", first_line(t)));
         };
         let (Some(name), Some(value)) = (
             d.child_by_field_name("declarator")
@@ -129,7 +160,7 @@ fn lane_index(src: &str, stmts: &[Node<'_>]) -> Result<(usize, String, String), 
         ) else {
             break;
         };
-        if !forms.contains(&lane_form(text(src, value))) {
+        if !forms.contains(&lane_form(&words_replaced(text(src, value), aliases))) {
             break;
         }
         let ty = s
@@ -140,18 +171,26 @@ fn lane_index(src: &str, stmts: &[Node<'_>]) -> Result<(usize, String, String), 
     Err("it has no lane index `int c = blockIdx.x * blockDim.x + threadIdx.x;` declared at the top of the kernel".into())
 }
 
-/// A read of the x thread or block position other than in the lane index: once a thread
-/// handles several columns it no longer names one.
-fn stray_x(src: &str, body: Node<'_>, lane_decl: Node<'_>) -> Option<String> {
+/// A read of the x thread or block position other than in the lane index (directly or
+/// through an alias; `blockDim.x` is the same for every thread): once a thread handles
+/// several columns it no longer names one.
+fn stray_x(
+    src: &str,
+    body: Node<'_>,
+    skip: &[Node<'_>],
+    aliases: &BTreeMap<String, String>,
+) -> Option<String> {
     let mut found = None;
     walk(body, &mut |n| {
-        if n.id() == lane_decl.id() || found.is_some() {
+        if skip.iter().any(|s| s.id() == n.id()) || found.is_some() {
             return false;
         }
-        if n.kind() == "field_expression"
-            && matches!(text(src, n), "threadIdx.x" | "blockIdx.x" | "gridDim.x")
-        {
-            found = Some(text(src, n).to_string());
+        let t = text(src, n);
+        let direct = n.kind() == "field_expression"
+            && matches!(t, "threadIdx.x" | "blockIdx.x" | "gridDim.x");
+        let alias = n.kind() == "identifier" && aliases.get(t).is_some_and(|f| f != "blockDim.x");
+        if direct || alias {
+            found = Some(t.to_string());
         }
         true
     });
@@ -163,8 +202,10 @@ pub(super) fn match_rows<'t>(src: &str, func: Node<'t>) -> Result<Rows<'t>, Stri
         .child_by_field_name("body")
         .ok_or("the kernel has no body")?;
     let stmts = named_children(body);
-    let (at, lane, ty) = lane_index(src, &stmts)?;
-    if let Some(x) = stray_x(src, body, stmts[at]) {
+    let (aliases, mut skip) = x_aliases(src, &stmts);
+    let (at, lane, ty) = lane_index(src, &stmts, &aliases, &skip)?;
+    skip.push(stmts[at]);
+    if let Some(x) = stray_x(src, body, &skip, &aliases) {
         return Err(format!(
             "it reads `{x}` outside the lane index `{lane}`; once a thread handles several columns it no longer names one"
         ));

@@ -194,6 +194,10 @@ fn every_style_and_element_type_gets_its_vector_types() {
             vec!["VEC=4 along rows (float4)", "VEC=2 along rows (float2)"],
         ),
         (
+            "square_rows",
+            vec!["VEC=4 along rows (float4)", "VEC=2 along rows (float2)"],
+        ),
+        (
             "axpy_rows",
             vec!["VEC=4 along rows (float4)", "VEC=2 along rows (float2)"],
         ),
@@ -288,6 +292,7 @@ fn it_says_why_a_kernel_does_not_fit() {
     expect!["`even_cols` cannot be vectorized along its rows: `y[r * cols + 2 * c]` is not the lane's own column of `y`, which is written: a write to a computed index, or a read another column may write"].assert_eq(&why("even_cols"));
     expect!["`skip_first` cannot be vectorized along its rows: `c < 1` in the bounds check is not an upper bound on `c`"].assert_eq(&why("skip_first"));
     expect!["`count_threads` cannot be vectorized along its rows: `atomicAdd(seen, 1);` runs once per thread before the columns' work; with fewer threads it would run fewer times"].assert_eq(&why("count_threads"));
+    expect!["`lane_tag` cannot be vectorized along its rows: it reads `tx` outside the lane index `c`; once a thread handles several columns it no longer names one"].assert_eq(&why("lane_tag"));
     expect!["`saxpy` is a 1-D elementwise kernel; `vectorize` rewrites it"].assert_eq(
         &not_applicable(cuda(SAXPY, "saxpy", "vectorize_rows", json!({}))),
     );

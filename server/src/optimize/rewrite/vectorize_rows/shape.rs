@@ -1,8 +1,7 @@
 //! The shape `vectorize_rows` rewrites, found on the tree: the *lane index* `X`, declared
 //! once as `blockIdx.x * blockDim.x + threadIdx.x` (casts, either order, and aliases
-//! such as `int tx = threadIdx.x;` allowed), and
-//! the *region*: every top-level statement from the first that mentions `X` to the end
-//! of the kernel. Statements before the region (row indices from y or z, batch offsets,
+//! such as `int tx = threadIdx.x;` allowed), and the *region*: every top-level statement
+//! from the first that mentions `X` to the end of the kernel. Statements before the region (row indices from y or z, batch offsets,
 //! row pointers, row guards) run once per thread and stay as written. In the region the
 //! *bounds check* is the first `if` whose condition mentions `X`: `if (c) return;`, or
 //! `if (c) { ... }` ending the kernel; every term of it that mentions `X` must be an

@@ -131,6 +131,11 @@ fn what_each_code_rewrite_offers_on_the_examples_and_fixtures() {
         examples/dequant.cu dequant unroll: n/a: `dequant` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
         examples/dequant.cu dequant fast_math: n/a: `dequant` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
         examples/dequant.cu dequant maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
+        examples/gelu_bias_half.cu gelu_bias_half restrict_const: __restrict__ on x, bias, y
+        examples/gelu_bias_half.cu gelu_bias_half launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
+        examples/gelu_bias_half.cu gelu_bias_half unroll: n/a: `gelu_bias_half` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
+        examples/gelu_bias_half.cu gelu_bias_half fast_math: n/a: `gelu_bias_half` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/gelu_bias_half.cu gelu_bias_half maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
         examples/half_axpy.cu half_axpy restrict_const: __restrict__ on x, y
         examples/half_axpy.cu half_axpy launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
         examples/half_axpy.cu half_axpy unroll: n/a: `half_axpy` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
@@ -196,6 +201,11 @@ fn what_each_code_rewrite_offers_on_the_examples_and_fixtures() {
         examples/saxpy.cu saxpy unroll: n/a: `saxpy` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
         examples/saxpy.cu saxpy fast_math: n/a: `saxpy` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
         examples/saxpy.cu saxpy maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
+        examples/scale_shift_batched.cu scale_shift_batched restrict_const: __restrict__ on x, gamma, beta, y
+        examples/scale_shift_batched.cu scale_shift_batched launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
+        examples/scale_shift_batched.cu scale_shift_batched unroll: n/a: `scale_shift_batched` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
+        examples/scale_shift_batched.cu scale_shift_batched fast_math: n/a: `scale_shift_batched` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/scale_shift_batched.cu scale_shift_batched maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
         examples/softmax_rows.cu softmax_rows restrict_const: __restrict__ on x, y
         examples/softmax_rows.cu softmax_rows launch_bounds: __launch_bounds__(128) | __launch_bounds__(128, 2) | __launch_bounds__(128, 4)
         examples/softmax_rows.cu softmax_rows unroll: #pragma unroll 2 on 3 loops | #pragma unroll 4 on 3 loops | #pragma unroll 8 on 3 loops

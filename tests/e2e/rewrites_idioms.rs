@@ -52,7 +52,7 @@ fn apply(src: &str, kernel: &str, id: &str) -> Result<Vec<Candidate>, RewriteErr
     apply_with(src, kernel, id, BTreeMap::new())
 }
 
-fn apply_with(
+pub(crate) fn apply_with(
     src: &str,
     kernel: &str,
     id: &str,
@@ -1427,6 +1427,7 @@ fn every_rewrite_on_damaged_kernels_answers_or_refuses() {
         "tests/fixtures/rewrites/cuda",
         "tests/fixtures/rewrites/geometry",
         "tests/fixtures/rewrites/lanes",
+        "tests/fixtures/rewrites/vec_rows",
     ] {
         let mut paths: Vec<_> = std::fs::read_dir(root().join(dir))
             .unwrap()

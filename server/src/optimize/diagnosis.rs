@@ -38,7 +38,7 @@ const PARALLELIZE: &[&str] = &[
 /// Steps for several passes over the same data where one would do.
 const ONE_PASS: &[&str] = &["triton_online", "triton_row_tile"];
 /// Steps for a thread that waits on one load at a time: more loads in flight per thread.
-const LOADS_IN_FLIGHT: &[&str] = &["interleave", "vectorize", "coarsen"];
+const LOADS_IN_FLIGHT: &[&str] = &["interleave", "vectorize", "vectorize_rows", "coarsen"];
 /// The share of stalls on global loads (long scoreboard) above which, short of the DRAM
 /// peak, the threads wait on their loads rather than on the memory system.
 const LOAD_WAIT_SHARE: f64 = 0.5;

@@ -89,6 +89,21 @@ pub(super) fn enclosing_statement(n: Node) -> Option<Node> {
     }
 }
 
+/// Record every declarator of a `declaration` statement (see [`declare`]).
+pub(super) fn declare_statement<'t>(
+    scope: &mut Scope<'_, 't>,
+    n: Node<'t>,
+    err: &mut Option<String>,
+) {
+    let ty = n
+        .child_by_field_name("type")
+        .map(|t| text(scope.src, t).to_string());
+    let mut c = n.walk();
+    for d in n.children_by_field_name("declarator", &mut c) {
+        declare(scope, d, ty.as_deref(), err);
+    }
+}
+
 /// Record a declarator: its type for later, and pointer aliases into buffers.
 pub(super) fn declare<'t>(
     scope: &mut Scope<'_, 't>,

@@ -166,7 +166,7 @@ fn words_of(s: &str) -> impl Iterator<Item = &str> {
 
 /// `s` with whole words replaced by their value in `map`; a word right after `.` (a
 /// field, the `x` of `threadIdx.x`) is left alone.
-fn words_replaced(s: &str, map: &BTreeMap<String, String>) -> String {
+pub(super) fn words_replaced(s: &str, map: &BTreeMap<String, String>) -> String {
     let mut out = String::with_capacity(s.len());
     let mut word = String::new();
     let mut after_dot = false;

@@ -59,6 +59,7 @@ mod tunable_sweep;
 mod unit;
 mod unroll;
 mod vectorize;
+mod vectorize_rows;
 
 use std::collections::BTreeMap;
 
@@ -143,6 +144,7 @@ pub const REGISTRY: &[(&str, Apply)] = &[
         triton_program_tile::triton_program_tile,
     ),
     ("interleave", interleave::interleave),
+    ("vectorize_rows", vectorize_rows::vectorize_rows),
 ];
 
 /// Every embedded rewrite id, in registry order.

@@ -39,6 +39,12 @@ pub(super) trait Names<'t> {
     fn coarse_quotients(&self) -> bool {
         false
     }
+    /// Does a read of a thread or block position (`threadIdx.y`, `blockIdx.z`) taint
+    /// the opaque atom it is in? Yes, unless the caller knows the positions it may meet
+    /// are the same wherever it looks.
+    fn positions_vary(&self) -> bool {
+        true
+    }
 }
 
 /// The usual [`Names`]: one singled-out variable (`$c`), definitions to expand, and
@@ -210,7 +216,7 @@ fn opaque<'t, N: Names<'t>>(src: &str, n: Node<'t>, names: &N) -> Poly {
             let a = x
                 .child_by_field_name("argument")
                 .map_or("", |a| text(src, a));
-            if matches!(a, "threadIdx" | "blockIdx") {
+            if matches!(a, "threadIdx" | "blockIdx") && names.positions_vary() {
                 tainted = true;
             }
         }

@@ -28,7 +28,7 @@
 
 use tree_sitter::Node;
 
-use super::access::{collect_accesses, declare, Access, Scope};
+use super::access::{collect_accesses, declare_statement, Access, Scope};
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::edits::{Edit, Edits};
 use super::elementwise::{thread_bound, ThreadBound};
@@ -213,13 +213,7 @@ fn check_element_body<'t>(
                     if text(src, n).contains("__shared__") {
                         err = Some("the body declares shared memory".into());
                     }
-                    let ty = n
-                        .child_by_field_name("type")
-                        .map(|t| text(src, t).to_string());
-                    let mut c = n.walk();
-                    for d in n.children_by_field_name("declarator", &mut c) {
-                        declare(scope, d, ty.as_deref(), &mut err);
-                    }
+                    declare_statement(scope, n, &mut err);
                 }
                 _ => {}
             }

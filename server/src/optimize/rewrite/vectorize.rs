@@ -6,7 +6,8 @@
 //! bytes, 4 bfloat16s) is *packed*: an aligned register array moved as one `uint4` or
 //! `uint2`, so every element type gets 8- and 16-byte accesses. Refuses another shape, a
 //! global access other than `p[i]` (but a buffer the body never writes may be read at any
-//! element, `scale[i / cols]`: each element computes its own index), a 2-D launch, a grid with no division, or a pointee
+//! element, `scale[i / cols]`: each element computes its own index), a 2-D launch (`vectorize_rows`
+//! takes kernels whose lane walks the columns of rows), a grid with no division, or a pointee
 //! of unknown size. Param `widths` (2, 4, 8 or 16; default 4 and 2, and the width that
 //! makes the narrowest buffer's accesses 16 bytes when that is wider).
 
@@ -74,14 +75,7 @@ impl<'t> Vectorized<'t> {
     pub fn of(cx: &RewriteContext<'t>, id: &str) -> Result<Vectorized<'t>, RewriteError> {
         require_lang(cx, Lang::Cuda, id)?;
         let plan = current_plan(cx)?;
-        let given = cx.params.contains_key("widths");
-        let mut widths = Params(cx.params).ints("widths", &[4, 2], 2..=i64::MAX)?;
-        if let Some(w) = widths.iter().find(|w| !matches!(w, 2 | 4 | 8 | 16)) {
-            return Err(bad_param(
-                "widths",
-                format!("{w} is not a vector width; use 2, 4, 8 or 16"),
-            ));
-        }
+        widths(cx, None)?;
         let k = &cx.kernel.name;
         let func = kernel_function(cx).ok_or_else(|| {
             not_applicable(format!("`{k}`'s definition is not in the syntax tree"))
@@ -109,19 +103,13 @@ impl<'t> Vectorized<'t> {
             .iter()
             .filter_map(|p| facts.buffers.get_key_value(&p.name).map(|(k, _)| k))
             .collect();
-        if !given {
-            let narrowest = order
-                .iter()
-                .filter_map(|p| element_bytes(&facts.buffers[*p].pointee))
-                .min();
-            if let Some(w) = narrowest.map(|b| 16 / b).filter(|w| *w > 4) {
-                widths.insert(0, w as i64);
-            }
-        }
+        let narrowest = order
+            .iter()
+            .filter_map(|p| element_bytes(&facts.buffers[*p].pointee))
+            .min();
         let mut out = Vec::new();
         let mut dropped = Vec::new();
-        'width: for width in widths {
-            let width = width as usize;
+        'width: for width in widths(cx, narrowest)? {
             let mut types: BTreeMap<&str, Lanes> = BTreeMap::new();
             for p in &order {
                 let u = &facts.buffers[*p];
@@ -172,6 +160,27 @@ impl<'t> Vectorized<'t> {
     }
 }
 
+/// The widths to try: param `widths` (2, 4, 8 or 16), by default 4 and 2 and, first,
+/// the width that makes the `narrowest` element type's accesses 16 bytes when that is
+/// wider than 4.
+pub(super) fn widths(
+    cx: &RewriteContext<'_>,
+    narrowest: Option<usize>,
+) -> Result<Vec<usize>, RewriteError> {
+    let given = cx.params.contains_key("widths");
+    let mut widths = Params(cx.params).ints("widths", &[4, 2], 2..=i64::MAX)?;
+    if let Some(w) = widths.iter().find(|w| !matches!(w, 2 | 4 | 8 | 16)) {
+        return Err(bad_param(
+            "widths",
+            format!("{w} is not a vector width; use 2, 4, 8 or 16"),
+        ));
+    }
+    if let Some(w) = narrowest.map(|b| 16 / b).filter(|w| *w > 4 && !given) {
+        widths.insert(0, w as i64);
+    }
+    Ok(widths.into_iter().map(|w| w as usize).collect())
+}
+
 /// How one buffer's VEC elements live in registers: a CUDA vector type (`float4`, lanes
 /// `.x`..`.w`), or an aligned array of the element type moved as one `carrier`
 /// (`uint4`: 16 bytes; lanes `[0]`..).
@@ -203,7 +212,7 @@ impl Lanes {
     }
 
     /// For labels: `float4`, `8×__half as uint4`.
-    fn shown(&self, width: usize) -> String {
+    pub(super) fn shown(&self, width: usize) -> String {
         match self.carrier {
             None => self.ty.clone(),
             Some(c) => format!("{width}×{} as {c}", self.ty),
@@ -211,7 +220,7 @@ impl Lanes {
     }
 
     /// Lane `k` of register `reg`.
-    fn lane(&self, reg: &str, k: usize) -> String {
+    pub(super) fn lane(&self, reg: &str, k: usize) -> String {
         const LANES: [&str; 4] = ["x", "y", "z", "w"];
         match self.carrier {
             None => format!("{reg}.{}", LANES[k]),
@@ -220,7 +229,7 @@ impl Lanes {
     }
 
     /// The register's declaration, loaded from `p[i]` (as VEC-wide units) or not.
-    fn declare(
+    pub(super) fn declare(
         &self,
         reg: &str,
         p: &str,
@@ -244,7 +253,7 @@ impl Lanes {
     }
 
     /// The store of register `reg` to `p[i]`.
-    fn store(&self, reg: &str, p: &str, i: &str) -> String {
+    pub(super) fn store(&self, reg: &str, p: &str, i: &str) -> String {
         match self.carrier {
             None => format!("reinterpret_cast<{0}*>({p})[{i}] = {reg};", self.ty),
             Some(c) => {

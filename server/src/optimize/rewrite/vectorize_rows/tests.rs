@@ -1,0 +1,301 @@
+use expect_test::expect;
+use serde_json::json;
+
+use super::super::check::testing::{cuda, labels, not_applicable, show};
+use crate::document::Document;
+use crate::optimize::catalog::Catalog;
+use crate::optimize::facts::static_facts;
+use crate::optimize::policy::Policy;
+use crate::syntax::{self, Lang};
+
+const BIAS_RELU: &str = include_str!("../../../../../examples/bias_relu_rows.cu");
+const NORM_APPLY: &str = include_str!("../../../../../examples/norm_apply.cu");
+const SAXPY: &str = include_str!("../../../../../examples/saxpy.cu");
+const ROWS: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_rows/rows.cu");
+const HALVES: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_rows/halves.cu");
+
+/// The first candidate of `remap_lanes` on `src`: the kernel as the search reaches it.
+fn remapped(src: &str, kernel: &str) -> String {
+    cuda(src, kernel, "remap_lanes", json!({}))
+        .unwrap()
+        .remove(0)
+        .text
+}
+
+/// The catalog steps whose facts hold for `kernel` in `text`, in the order a fresh
+/// policy ranks them.
+fn applicable(text: &str, kernel: &str) -> Vec<String> {
+    let doc = Document::new(Lang::Cuda, 0, text);
+    let tree = doc.tree().unwrap();
+    let model = syntax::analyze(Lang::Cuda, text, tree);
+    let k = model.kernel(kernel).unwrap();
+    let f = static_facts(Lang::Cuda, text, tree, &model, k);
+    let cat = Catalog::embedded();
+    let arms = cat.applicable(Lang::Cuda, &f);
+    let ranked = Policy::new().rank(&f, &arms, &Default::default());
+    ranked.into_iter().map(|c| c.id).collect()
+}
+
+#[test]
+fn bias_relu_after_remap_moves_float4_rows_and_a_float4_bias() {
+    let src = remapped(BIAS_RELU, "bias_relu_rows");
+    let out = cuda(&src, "bias_relu_rows", "vectorize_rows", json!({})).unwrap();
+    assert_eq!(
+        labels(&out),
+        ["VEC=4 along rows (float4)", "VEC=2 along rows (float2)"]
+    );
+    expect![[r#"
+        // A first draft of bias + ReLU over a row-major matrix, written row-first: the thread x
+        // index walks the rows, so neighbouring threads touch addresses a whole row apart.
+        // @bench rows = 8192, 1001; cols = 4096, 77
+        // @bench x: in f32[rows, cols]; bias: in f32[cols]; y: out f32[rows, cols]
+        // @bench grid = (cdiv(cols, 4 * 16), cdiv(rows, 16)); block = (16, 16)
+        // @bench reference = torch: torch.relu(x + bias)
+        __global__ void bias_relu_rows(const float* x, const float* bias, float* y, int rows, int cols) {
+            int r = blockIdx.y * blockDim.y + threadIdx.y;
+            int c = blockIdx.x * blockDim.x + threadIdx.x;
+            if (r < rows && (4 * (c - threadIdx.x + blockDim.x) - 1) < cols &&
+                reinterpret_cast<unsigned long long>(x + (r * cols)) % 16 == 0 &&
+                reinterpret_cast<unsigned long long>(bias) % 16 == 0 &&
+                reinterpret_cast<unsigned long long>(y + (r * cols)) % 16 == 0) {
+                const float4 x4 = reinterpret_cast<const float4*>(x + (r * cols))[c];
+                const float4 bias4 = reinterpret_cast<const float4*>(bias)[c];
+                float4 y4;
+                {
+                    float v = x4.x + bias4.x;
+                    y4.x = v > 0.0f ? v : 0.0f;
+                }
+                {
+                    float v = x4.y + bias4.y;
+                    y4.y = v > 0.0f ? v : 0.0f;
+                }
+                {
+                    float v = x4.z + bias4.z;
+                    y4.z = v > 0.0f ? v : 0.0f;
+                }
+                {
+                    float v = x4.w + bias4.w;
+                    y4.w = v > 0.0f ? v : 0.0f;
+                }
+                reinterpret_cast<float4*>(y + (r * cols))[c] = y4;
+            } else {
+                #pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    const int j = (int)(4 * (c - threadIdx.x) + k * blockDim.x + threadIdx.x);
+                    if (r < rows && j < cols) {
+                        float v = x[r * cols + j] + bias[j];
+                        y[r * cols + j] = v > 0.0f ? v : 0.0f;
+                    }
+                }
+            }
+        }"#]]
+    .assert_eq(&show(Lang::Cuda, &src, &out[0], "bias_relu_rows"));
+}
+
+#[test]
+fn norm_apply_after_remap_reads_each_row_statistic_once_through_the_helper() {
+    let src = remapped(NORM_APPLY, "norm_apply");
+    let out = cuda(&src, "norm_apply", "vectorize_rows", json!({"widths": [4]})).unwrap();
+    expect![[r#"
+        // @bench m = 16384, 999; n = 2048, 130
+        // @bench x: in f32[m, n]; mean: in f32[m]; rstd: in f32[m] ~ uniform(0.5, 2); out: out f32[m, n]
+        // @bench grid = (cdiv(n, 4 * 4), cdiv(m, 32)); block = (4, 32)
+        // @bench reference = torch: (x - mean[:, None]) * rstd[:, None]
+        __global__ void norm_apply(const float* __restrict__ x, const float* __restrict__ mean,
+                                   const float* __restrict__ rstd, float* __restrict__ out, int m, int n) {
+            const size_t i = (size_t)blockIdx.y * blockDim.y + threadIdx.y;
+            const size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+            if (!(i >= (size_t)m || (4 * (j - threadIdx.x + blockDim.x) - 1) >= (size_t)n) &&
+                reinterpret_cast<unsigned long long>(out + (i * n)) % 16 == 0 &&
+                reinterpret_cast<unsigned long long>(x + (((size_t)i) * ((size_t)n))) % 16 == 0) {
+                const float mean_row = mean[i];
+                const float rstd_row = rstd[i];
+                float4 out4;
+                const float4 x4 = reinterpret_cast<const float4*>(x + (((size_t)i) * ((size_t)n)))[j];
+                out4.x = ((x4.x) - mean_row) * rstd_row;
+                out4.y = ((x4.y) - mean_row) * rstd_row;
+                out4.z = ((x4.z) - mean_row) * rstd_row;
+                out4.w = ((x4.w) - mean_row) * rstd_row;
+                reinterpret_cast<float4*>(out + (i * n))[j] = out4;
+            } else {
+                #pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const size_t k = (size_t)(4 * (j - threadIdx.x) + q * blockDim.x + threadIdx.x);
+                    if (i >= (size_t)m || k >= (size_t)n) continue;
+                    out[i * n + k] = ((x[((size_t)i) * ((size_t)n) + ((size_t)k)]) - mean[i]) * rstd[i];
+                }
+            }
+        }"#]]
+    .assert_eq(&show(Lang::Cuda, &src, &out[0], "norm_apply"));
+}
+
+#[test]
+fn the_default_search_reaches_it_after_remap_and_can_coarsen_after_it() {
+    for (src, k) in [(BIAS_RELU, "bias_relu_rows"), (NORM_APPLY, "norm_apply")] {
+        assert!(
+            !applicable(src, k).contains(&"vectorize_rows".to_string()),
+            "{k}: strided as written, the remap comes first"
+        );
+        let v1 = remapped(src, k);
+        let steps = applicable(&v1, k);
+        let at = |id: &str| steps.iter().position(|s| s == id);
+        assert!(at("vectorize_rows").is_some(), "{k}: {steps:?}");
+        assert!(
+            at("block_coarsen").is_none_or(|b| at("vectorize_rows") < Some(b)),
+            "{k}: a fresh policy tries the vector width before coarsening blocks (which would hide the lane index in a loop): {steps:?}"
+        );
+        let v2 = cuda(&v1, k, "vectorize_rows", json!({}))
+            .unwrap()
+            .remove(0)
+            .text;
+        let after = applicable(&v2, k);
+        assert!(
+            !after.contains(&"remap_lanes".to_string()),
+            "{k}: the vectorized kernel still reads as coalesced: {after:?}"
+        );
+        for spent in ["interleave", "unroll"] {
+            assert!(
+                !after.contains(&spent.to_string()),
+                "{k}: the scalar path's loop is counted and unrolled already: {after:?}"
+            );
+        }
+        let again = not_applicable(cuda(&v2, k, "vectorize_rows", json!({})));
+        assert!(
+            again.contains("reads `threadIdx.x` outside the lane index"),
+            "{again}"
+        );
+    }
+    let v2 = cuda(
+        &remapped(BIAS_RELU, "bias_relu_rows"),
+        "bias_relu_rows",
+        "vectorize_rows",
+        json!({}),
+    )
+    .unwrap()
+    .remove(0)
+    .text;
+    assert!(applicable(&v2, "bias_relu_rows").contains(&"block_coarsen".to_string()));
+    assert!(cuda(&v2, "bias_relu_rows", "block_coarsen", json!({})).is_ok());
+}
+
+#[test]
+fn every_style_and_element_type_gets_its_vector_types() {
+    let cases = [
+        (
+            "scale_rows",
+            vec!["VEC=4 along rows (float4)", "VEC=2 along rows (float2)"],
+        ),
+        (
+            "add_bias_batched",
+            vec!["VEC=4 along rows (float4)", "VEC=2 along rows (float2)"],
+        ),
+        (
+            "flat_affine",
+            vec!["VEC=4 along rows (float4)", "VEC=2 along rows (float2)"],
+        ),
+        (
+            "square_rows",
+            vec!["VEC=4 along rows (float4)", "VEC=2 along rows (float2)"],
+        ),
+        (
+            "axpy_rows",
+            vec!["VEC=4 along rows (float4)", "VEC=2 along rows (float2)"],
+        ),
+        (
+            "quantize_rows",
+            vec![
+                "VEC=4 along rows (float4, char4)",
+                "VEC=2 along rows (float2, char2)",
+            ],
+        ),
+        (
+            "half_gate",
+            vec![
+                "VEC=8 along rows (8×__half as uint4)",
+                "VEC=4 along rows (4×__half as uint2)",
+                "VEC=2 along rows (__half2)",
+            ],
+        ),
+        (
+            "bf16_residual",
+            vec![
+                "VEC=8 along rows (8×__nv_bfloat16 as uint4)",
+                "VEC=4 along rows (4×__nv_bfloat16 as uint2)",
+                "VEC=2 along rows (__nv_bfloat162)",
+            ],
+        ),
+    ];
+    for (k, want) in cases {
+        let src = if k.contains("half") || k.contains("bf16") {
+            HALVES
+        } else {
+            ROWS
+        };
+        let out = cuda(src, k, "vectorize_rows", json!({})).unwrap_or_else(|e| panic!("{k}: {e}"));
+        assert_eq!(labels(&out), want, "{k}");
+    }
+}
+
+#[test]
+fn batched_row_pointers_and_a_flat_split_keep_their_offsets() {
+    let out = cuda(
+        ROWS,
+        "add_bias_batched",
+        "vectorize_rows",
+        json!({"widths": [4]}),
+    )
+    .unwrap();
+    let text = show(Lang::Cuda, ROWS, &out[0], "add_bias_batched");
+    for want in [
+        "grid = (cdiv(cols, 4 * 32), cdiv(rows, 4), batch)",
+        "const float4 x4 = reinterpret_cast<const float4*>(xr)[c];",
+        "reinterpret_cast<float4*>(yr)[c] = y4;",
+        "y4.w = v;",
+    ] {
+        assert!(text.contains(want), "{want}\n{text}");
+    }
+    let out = cuda(
+        ROWS,
+        "flat_affine",
+        "vectorize_rows",
+        json!({"widths": [4]}),
+    )
+    .unwrap();
+    let text = show(Lang::Cuda, ROWS, &out[0], "flat_affine");
+    for want in [
+        "grid = cdiv(rows * cols, 4 * 256)",
+        "const float4 x4 = reinterpret_cast<const float4*>(x)[i];",
+        "y4.z = x4.z * w[c] + b[r];",
+        "int c = (4 * i + 2) % cols;",
+    ] {
+        assert!(text.contains(want), "{want}\n{text}");
+    }
+    let out = cuda(ROWS, "axpy_rows", "vectorize_rows", json!({"widths": [2]})).unwrap();
+    let text = show(Lang::Cuda, ROWS, &out[0], "axpy_rows");
+    assert!(
+        text.contains("float2 y2 = reinterpret_cast<const float2*>(y + (row * ld))[col];"),
+        "y += ... loads y first\n{text}"
+    );
+    assert!(
+        !text.contains("int idx = row * ld + (2 * col"),
+        "a column's copy drops the index its vector accesses replaced\n{text}"
+    );
+}
+
+#[test]
+fn it_says_why_a_kernel_does_not_fit() {
+    let why = |k: &str| not_applicable(cuda(ROWS, k, "vectorize_rows", json!({})));
+    expect!["`transpose_write` cannot be vectorized along its rows: `y[c * rows + r]` is not the lane's own column of `y`, which is written: a write to a computed index, or a read another column may write"].assert_eq(&why("transpose_write"));
+    expect!["`shift_left` cannot be vectorized along its rows: `y` is written at `y[r * cols + c]` and reached at `y[r * cols + c + 1]` too: another offset into a written buffer"].assert_eq(&why("shift_left"));
+    expect!["`scatter_cols` cannot be vectorized along its rows: `y[r * cols + perm[c]]` is not the lane's own column of `y`, which is written: a write to a computed index, or a read another column may write"].assert_eq(&why("scatter_cols"));
+    expect!["`row_total` cannot be vectorized along its rows: `atomicAdd(&s[r], x[r * cols + c])` is an atomic; columns of one thread would race on it"].assert_eq(&why("row_total"));
+    expect!["`even_cols` cannot be vectorized along its rows: `y[r * cols + 2 * c]` is not the lane's own column of `y`, which is written: a write to a computed index, or a read another column may write"].assert_eq(&why("even_cols"));
+    expect!["`skip_first` cannot be vectorized along its rows: `c < 1` in the bounds check is not an upper bound on `c`"].assert_eq(&why("skip_first"));
+    expect!["`count_threads` cannot be vectorized along its rows: `atomicAdd(seen, 1);` runs once per thread before the columns' work; with fewer threads it would run fewer times"].assert_eq(&why("count_threads"));
+    expect!["`lane_tag` cannot be vectorized along its rows: it reads `tx` outside the lane index `c`; once a thread handles several columns it no longer names one"].assert_eq(&why("lane_tag"));
+    expect!["`saxpy` is a 1-D elementwise kernel; `vectorize` rewrites it"].assert_eq(
+        &not_applicable(cuda(SAXPY, "saxpy", "vectorize_rows", json!({}))),
+    );
+    expect!["`bias_relu_rows` cannot be vectorized along its rows: `y[r * cols + c]` is not the lane's own column of `y`, which is written: a write to a computed index, or a read another column may write"]
+        .assert_eq(&not_applicable(cuda(BIAS_RELU, "bias_relu_rows", "vectorize_rows", json!({}))));
+}

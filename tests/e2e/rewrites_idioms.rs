@@ -846,35 +846,50 @@ const CASES: &[Case] = &[
         kernel: "scale_rows_cols",
         id: "vectorize",
         want: 2,
-        sizes: ("rows = 300, 7; cols = 1000, 77", "rows = 5, 7; cols = 77, 77"),
+        sizes: (
+            "rows = 300, 7; cols = 1000, 77",
+            "rows = 5, 7; cols = 77, 77",
+        ),
     },
     Case {
         file: BROADCASTS,
         kernel: "scale_rows_cols",
         id: "coarsen",
         want: 4,
-        sizes: ("rows = 300, 7; cols = 1000, 77", "rows = 5, 7; cols = 77, 77"),
+        sizes: (
+            "rows = 300, 7; cols = 1000, 77",
+            "rows = 5, 7; cols = 77, 77",
+        ),
     },
     Case {
         file: BROADCASTS,
         kernel: "center_rows",
         id: "vectorize",
         want: 2,
-        sizes: ("rows = 300, 7; cols = 1000, 77", "rows = 5, 7; cols = 77, 77"),
+        sizes: (
+            "rows = 300, 7; cols = 1000, 77",
+            "rows = 5, 7; cols = 77, 77",
+        ),
     },
     Case {
         file: BROADCASTS,
         kernel: "center_rows",
         id: "grid_stride",
         want: 4,
-        sizes: ("rows = 300, 7; cols = 1000, 77", "rows = 5, 7; cols = 77, 77"),
+        sizes: (
+            "rows = 300, 7; cols = 1000, 77",
+            "rows = 5, 7; cols = 77, 77",
+        ),
     },
     Case {
         file: BROADCASTS,
         kernel: "scale_loaded_early",
         id: "vectorize",
         want: 0,
-        sizes: ("rows = 300, 7; cols = 1000, 77", "rows = 5, 7; cols = 77, 77"),
+        sizes: (
+            "rows = 300, 7; cols = 1000, 77",
+            "rows = 5, 7; cols = 77, 77",
+        ),
     },
     Case {
         file: BROADCASTS,

@@ -53,6 +53,7 @@ fn main() {
         (TENSOR, "gemm_tn"),
         (TENSOR, "gemm_ld"),
         (TENSOR, "linear_nt"),
+        (TENSOR, "matmul_band"),
     ] {
         let one = Rewrite {
             lang: Lang::Cuda,

@@ -680,6 +680,16 @@ const CASES: &[Case] = &[
     },
     Case {
         file: TENSOR_MATMULS,
+        kernel: "matmul_band",
+        id: "tile_matmul",
+        want: 10,
+        sizes: (
+            "m = 300, 37; n = 200, 70; k = 150, 19; row0 = 37, 5",
+            "m = 40, 37; n = 50, 19; k = 30, 19; row0 = 7, 5",
+        ),
+    },
+    Case {
+        file: TENSOR_MATMULS,
         kernel: "linear_nt",
         id: "tile_matmul",
         want: 10,

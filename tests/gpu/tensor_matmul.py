@@ -111,6 +111,16 @@ def mk_nt(shape):
         y = torch.full((rows_, outs), float("nan"), device=dev)
         return (cp.asarray(X), cp.asarray(W), cp.asarray(bias), cp.asarray(y), i32(rows_), i32(outs), i32(ins)), [y]
     return dict(rows=rows_, outs=outs, ins=ins), args, ref, 0, None
+def mk_band(shape):
+    m, n, k, row0 = shape
+    A = torch.rand(m, k, device=dev) * 2 - 1; B = torch.rand(k, n, device=dev) * 2 - 1
+    C0 = torch.rand(m, n, device=dev) * 2 - 1
+    def ref():
+        r = C0.double().clone(); r[row0:] = A[row0:].double() @ B.double(); return r
+    def args():
+        c = C0.clone()
+        return (i32(m), i32(n), i32(k), i32(row0), cp.asarray(A), cp.asarray(B), cp.asarray(c)), [c]
+    return dict(m=m, n=n, k=k), args, ref, 0, None
 files = lambda k: sorted(glob.glob(C + k + "_[0-9].cu"))
 for s in [(2048, 2048, 1024), (1024, 1024, 1024), (1000, 1000, 1000), (67, 45, 33)]:
     run("matmul", files("matmul"), s, mk_matmul)
@@ -122,4 +132,6 @@ for s in [(1000, 1000, 1000, 1001, 1003), (2048, 2048, 1024, 1024, 2048), (33, 4
     run("gemm_ld", files("gemm_ld"), s, mk_ld)
 for s in [(1000, 998, 1001), (2048, 2048, 1024), (37, 70, 19)]:
     run("linear_nt", files("linear_nt"), s, mk_nt)
+for s in [(300, 200, 150, 37), (1000, 1000, 1000, 200), (70, 45, 33, 5)]:
+    run("matmul_band", files("matmul_band"), s, mk_band)
 json.dump(rows, open(os.path.join(OUT, "tensor_matmul.json"), "w"), indent=1)

@@ -37,11 +37,17 @@
 //! author's bounds and the first is 16-byte aligned (checked at run time: leading
 //! dimensions and sizes need not be multiples of 4), else four 4-byte copies, each
 //! zero-filled past the edges; the addresses are the author's load expressions under
-//! redeclared indices. Each output then runs PRE and POST as the author wrote them, with
+//! redeclared indices. Where the author's bounds compare the indices themselves with
+//! what names no index (`row < m`, `!(col >= n)`, `row >= row0`), a stage tile whose
+//! corners pass them is decided interior once per tile and copies with no check per
+//! element (only the 16-byte alignment of each chunk's first address); edge tiles copy
+//! as above (`interior`). Each output then runs PRE and POST as the author wrote them, with
 //! `ACC` set to its fragment's value, under the author's bounds check. Knobs: `BM x BN`
 //! (`tensor_cores`), the k tile (16 where a warp's share is 64x64 or more, else 32) and
 //! the stages (`tensor_stages`; by default the most of 2 to 4 within 96 KiB). Launch:
 //! block `(128, 1)`, grid `cdiv(X, BN) x cdiv(Y, BM)`.
+
+mod interior;
 
 use std::collections::BTreeSet;
 
@@ -279,6 +285,7 @@ struct Names {
     p: String,
     j: String,
     ok: String,
+    inside: [String; 2],
     tiles: String,
     kt: String,
     cur: [String; 2],
@@ -318,6 +325,7 @@ impl Names {
             p: n("p"),
             j: n("j"),
             ok: n("ok"),
+            inside: [n("a_inside"), n("b_inside")],
             tiles: n("k_tiles"),
             kt: n("kt"),
             cur: [n("a_cur"), n("b_cur")],
@@ -350,6 +358,13 @@ impl Out {
         }
         self.text.push_str(s);
         self.text.push_str(self.nl);
+    }
+    /// What `f` writes, one indentation step deeper.
+    fn indented(&mut self, f: impl FnOnce(&mut Out)) {
+        let ind = self.ind.clone();
+        self.ind.push_str(&self.unit.clone());
+        f(self);
+        self.ind = ind;
     }
     /// `#pragma unroll` and a counted loop header.
     fn unrolled(&mut self, depth: usize, var: &str, n: u64, open: bool) {
@@ -481,76 +496,133 @@ fn zeroed(o: &mut Out, nm: &Names, name: &str, mi: u64, ni: u64, depth: usize) {
     );
 }
 
-/// The fill of one operand's stage: 16-byte `cp.async` copies of four adjacent elements
-/// where all four pass the author's bounds and the first is 16-byte aligned, else four
-/// 4-byte ones, each zero-filled past the edges (a tensor-core product reads whole tiles).
+/// One operand's stage fill as text: where a thread's chunk lands in the stage, the
+/// author's indices redeclared for element `j` of the chunk (`decls`) and for its first
+/// element (`first`), the author's bounds as conjuncts, the load and its pointer.
+struct Fill<'a> {
+    chunks: u64,
+    per_row: u64,
+    stride: u64,
+    stage: u64,
+    which: usize,
+    decls: String,
+    first: String,
+    guard: Vec<String>,
+    spans: [interior::Span<'a>; 2],
+    load: &'a str,
+    buffer: &'a str,
+}
+
+impl<'a> Fill<'a> {
+    fn of(cx: &'a Emit<'_, '_>, idx: usize, k_contig: bool) -> Fill<'a> {
+        let (shape, mm, nm, tiles) = (cx.shape, cx.mm, cx.nm, cx.tiles);
+        let s = &mm.shared[idx];
+        let is_a = s.operand == Operand::A;
+        let (ext, ix, block, which) = if is_a {
+            (tiles.bm, &shape.y, "blockIdx.y", 0)
+        } else {
+            (tiles.bn, &shape.x, "blockIdx.x", 1)
+        };
+        let bk = tiles.bk;
+        // The tile's rows (outer) and its contiguous side (inner, padded).
+        let (inner, stride) = if k_contig {
+            (bk, bk + 4)
+        } else {
+            (ext, ext + 8)
+        };
+        let (r, q, j) = (&nm.r, &nm.q, &nm.j);
+        let decls_at = |jx: &str| {
+            let (ie, ke) = if k_contig {
+                (r.to_string(), format!("{q}{jx}"))
+            } else {
+                (format!("{q}{jx}"), r.to_string())
+            };
+            format!(
+                "{} {} = {block} * {ext} + {ie}; {} {} = {} + {ke};",
+                ix.ty, ix.name, mm.var_ty, mm.var, nm.k0
+            )
+        };
+        let mut guard = if is_a {
+            mm.row_cond.clone()
+        } else {
+            mm.col_cond.clone()
+        };
+        guard.push(format!("{} < {}", mm.var, mm.bound));
+        let span = |ty, name, first: String, n: u64| interior::Span {
+            ty,
+            name,
+            last: format!("{first} + {}", n - 1),
+            first,
+        };
+        Fill {
+            chunks: ext * bk / 4,
+            per_row: inner / 4,
+            stride,
+            stage: if is_a {
+                tiles.a_floats(k_contig)
+            } else {
+                tiles.b_floats(k_contig)
+            },
+            which,
+            decls: decls_at(&format!(" + {j}")),
+            first: decls_at(""),
+            guard,
+            spans: [
+                span(&ix.ty, &ix.name, format!("{block} * {ext}"), ext),
+                span(&mm.var_ty, &mm.var, nm.k0.clone(), bk),
+            ],
+            load: text(cx.src, s.nodes[0]),
+            buffer: &s.buffer,
+        }
+    }
+}
+
+/// The fill of one operand's stage. Where the author's bounds are comparisons of the
+/// indices (see `interior`), a tile whose corners pass them (decided once per tile) copies
+/// without a check per element; other tiles, and every tile where the bounds are of
+/// another form, copy as [`emit_copies`] does.
 fn emit_fill(o: &mut Out, cx: &Emit<'_, '_>, idx: usize, (k_contig, vector): (bool, bool)) {
-    let (src, shape, mm, nm, tiles) = (cx.src, cx.shape, cx.mm, cx.nm, cx.tiles);
-    let s = &mm.shared[idx];
-    let is_a = s.operand == Operand::A;
-    let (ext, ix) = if is_a {
-        (tiles.bm, &shape.y)
-    } else {
-        (tiles.bn, &shape.x)
+    let (nm, tiles) = (cx.nm, cx.tiles);
+    let f = Fill::of(cx, idx, k_contig);
+    let (e, r, q) = (&nm.e, &nm.r, &nm.q);
+    let chunks = |o: &mut Out, checked: bool| {
+        o.line(1, "#pragma unroll");
+        chunk_loop(o, nm, f.chunks, tiles.counted_fill());
+        o.line(
+            2,
+            &format!(
+                "const int {r} = {e} / {}, {q} = {e} % {} * 4;",
+                f.per_row, f.per_row
+            ),
+        );
+        o.line(
+            2,
+            &format!(
+                "float* {} = {} + {} * {} + {r} * {} + {q};",
+                nm.dst, nm.tile[f.which], nm.slot, f.stage, f.stride
+            ),
+        );
+        if checked {
+            emit_copies(o, nm, &f, vector);
+        } else {
+            emit_interior_copies(o, nm, &f, vector);
+        }
+        o.line(1, "}");
     };
-    let (block, which) = if is_a {
-        ("blockIdx.y", 0)
-    } else {
-        ("blockIdx.x", 1)
-    };
-    let bk = tiles.bk;
-    // The tile's rows (outer) and its contiguous side (inner, padded).
-    let (inner, stride) = if k_contig {
-        (bk, bk + 4)
-    } else {
-        (ext, ext + 8)
-    };
-    let chunks = ext * bk / 4;
-    let per_row = inner / 4;
-    let stage = if is_a {
-        tiles.a_floats(k_contig)
-    } else {
-        tiles.b_floats(k_contig)
-    };
-    let (e, r, q, j) = (&nm.e, &nm.r, &nm.q, &nm.j);
-    let (ie, ke) = if k_contig {
-        (r.to_string(), format!("{q} + {j}"))
-    } else {
-        (format!("{q} + {j}"), r.to_string())
-    };
-    let mut guard: Vec<String> = if is_a {
-        mm.row_cond.clone()
-    } else {
-        mm.col_cond.clone()
-    };
-    guard.push(format!("{} < {}", mm.var, mm.bound));
-    let guard = guard.join(" && ");
-    let decls = format!(
-        "{} {} = {block} * {ext} + {ie}; {} {} = {} + {ke};",
-        ix.ty, ix.name, mm.var_ty, mm.var, nm.k0
-    );
-    let load = text(src, s.nodes[0]);
-    o.line(1, "#pragma unroll");
-    chunk_loop(o, nm, chunks, tiles.counted_fill());
-    o.line(
-        2,
-        &format!("const int {r} = {e} / {per_row}, {q} = {e} % {per_row} * 4;"),
-    );
-    o.line(
-        2,
-        &format!(
-            "float* {} = {} + {} * {stage} + {r} * {stride} + {q};",
-            nm.dst, nm.tile[which], nm.slot
-        ),
-    );
-    let chunk = Chunk {
-        decls: &decls,
-        guard: &guard,
-        load,
-        buffer: &s.buffer,
-    };
-    emit_copies(o, nm, &chunk, vector);
-    o.line(1, "}");
+    let inside = &nm.inside[f.which];
+    match interior::interior_test(&f.guard, &f.spans, inside) {
+        Some(test) => {
+            for l in &test {
+                o.line(1, l);
+            }
+            o.line(1, &format!("if ({inside}) {{"));
+            o.indented(|o| chunks(o, false));
+            o.line(1, "} else {");
+            o.indented(|o| chunks(o, true));
+            o.line(1, "}");
+        }
+        None => chunks(o, true),
+    }
 }
 
 /// The loop over a thread's chunks of a stage: counted (`for (c = 0; c < chunks / threads;
@@ -576,24 +648,21 @@ fn chunk_loop(o: &mut Out, nm: &Names, chunks: u64, counted: bool) {
     }
 }
 
-/// One chunk's element: the author's indices redeclared for element `j`, the author's
-/// bounds on them, the load expression and the pointer it reads through.
-struct Chunk<'a> {
-    decls: &'a str,
-    guard: &'a str,
-    load: &'a str,
-    buffer: &'a str,
+/// The 16-byte `cp.async` of the four floats at `src` into `dst` (both 16-byte aligned).
+fn copy16(dst: &str, src: &str) -> String {
+    format!("asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\\n\" :: \"r\"((unsigned)__cvta_generic_to_shared({dst})), \"l\"({src}));")
 }
 
 /// A chunk's copies into `dst`: one 16-byte copy where all four elements pass the bounds
 /// and the first is 16-byte aligned (`vector`: the tile's side has stride 1), else four
 /// 4-byte copies zero-filled where an element fails them.
-fn emit_copies(o: &mut Out, nm: &Names, c: &Chunk<'_>, vector: bool) {
-    let (decls, guard, load, j) = (c.decls, c.guard, c.load, &nm.j);
+fn emit_copies(o: &mut Out, nm: &Names, f: &Fill<'_>, vector: bool) {
+    let (decls, load, j) = (&f.decls, f.load, &nm.j);
+    let guard = f.guard.join(" && ");
     let mut depth = 2;
     if vector {
         o.line(2, &format!("bool {} = true;", nm.full));
-        o.line(2, &format!("const float* {} = {};", nm.p, c.buffer));
+        o.line(2, &format!("const float* {} = {};", nm.p, f.buffer));
         o.unrolled(2, j, 4, true);
         o.line(3, decls);
         o.line(3, &format!("{full} = {full} && ({guard});", full = nm.full));
@@ -606,10 +675,7 @@ fn emit_copies(o: &mut Out, nm: &Names, c: &Chunk<'_>, vector: bool) {
                 nm.full, nm.p
             ),
         );
-        o.line(3, &format!(
-            "asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\\n\" :: \"r\"((unsigned)__cvta_generic_to_shared({})), \"l\"({}));",
-            nm.dst, nm.p
-        ));
+        o.line(3, &copy16(&nm.dst, &nm.p));
         o.line(2, "} else {");
         depth = 3;
     }
@@ -618,10 +684,39 @@ fn emit_copies(o: &mut Out, nm: &Names, c: &Chunk<'_>, vector: bool) {
     o.line(depth + 1, &format!("const bool {} = {guard};", nm.ok));
     o.line(depth + 1, &format!(
         "asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4, %2;\\n\" :: \"r\"((unsigned)__cvta_generic_to_shared({} + {j})), \"l\"({ok} ? &({load}) : {}), \"r\"({ok} ? 4 : 0));",
-        nm.dst, c.buffer, ok = nm.ok
+        nm.dst, f.buffer, ok = nm.ok
     ));
     o.line(depth, "}");
     if vector {
+        o.line(2, "}");
+    }
+}
+
+/// A chunk's copies where the whole tile passes the bounds: no check per element. With
+/// `vector` (the tile's side has stride 1) the chunk's first address serves all four: one
+/// 16-byte copy where it is 16-byte aligned, else four 4-byte ones from it; otherwise each
+/// element's address is the author's load under its own indices.
+fn emit_interior_copies(o: &mut Out, nm: &Names, f: &Fill<'_>, vector: bool) {
+    let (j, p, dst) = (&nm.j, &nm.p, &nm.dst);
+    let copy4 = |at: &str| {
+        format!("asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4;\\n\" :: \"r\"((unsigned)__cvta_generic_to_shared({dst} + {j})), \"l\"({at}));")
+    };
+    if vector {
+        o.line(2, &f.first);
+        o.line(2, &format!("const float* {p} = &({});", f.load));
+        o.line(
+            2,
+            &format!("if ((reinterpret_cast<unsigned long long>({p}) & 15) == 0) {{"),
+        );
+        o.line(3, &copy16(dst, p));
+        o.line(2, "} else {");
+        o.unrolled(3, j, 4, false);
+        o.line(4, &copy4(&format!("{p} + {j}")));
+        o.line(2, "}");
+    } else {
+        o.unrolled(2, j, 4, true);
+        o.line(3, &f.decls);
+        o.line(3, &copy4(&format!("&({})", f.load)));
         o.line(2, "}");
     }
 }

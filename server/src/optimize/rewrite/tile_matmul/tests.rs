@@ -224,51 +224,91 @@ fn a_float_multiply_add_within_a_loose_tolerance_also_gets_3xtf32_tensor_cores()
                 for (int tn = 0; tn < 4; ++tn)
                     for (int h = 0; h < 4; ++h) d[tm][tn][h] = 0.0f;
             auto fill = [&](int slot, int k0) {
-                #pragma unroll
-                for (int chunk = 0; chunk < 4; ++chunk) {
-                    const int e = threadIdx.x + chunk * 128;
-                    const int r = e / 8, q = e % 8 * 4;
-                    float* dst = a_tiles + slot * 2304 + r * 36 + q;
-                    bool full = true;
-                    const float* p = a;
+                bool a_inside = true;
+                { int row = blockIdx.y * 64 + 63; int i = k0 + 31; a_inside = a_inside && (row < m) && (i < k); }
+                if (a_inside) {
                     #pragma unroll
-                    for (int j = 0; j < 4; ++j) {
-                        int row = blockIdx.y * 64 + r; int i = k0 + q + j;
-                        full = full && (row < m && i < k);
-                        if (j == 0) p = &(a[row * k + i]);
+                    for (int chunk = 0; chunk < 4; ++chunk) {
+                        const int e = threadIdx.x + chunk * 128;
+                        const int r = e / 8, q = e % 8 * 4;
+                        float* dst = a_tiles + slot * 2304 + r * 36 + q;
+                        int row = blockIdx.y * 64 + r; int i = k0 + q;
+                        const float* p = &(a[row * k + i]);
+                        if ((reinterpret_cast<unsigned long long>(p) & 15) == 0) {
+                            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(p));
+                        } else {
+                            #pragma unroll
+                            for (int j = 0; j < 4; ++j)
+                                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"((unsigned)__cvta_generic_to_shared(dst + j)), "l"(p + j));
+                        }
                     }
-                    if (full && (reinterpret_cast<unsigned long long>(p) & 15) == 0) {
-                        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(p));
-                    } else {
+                } else {
+                    #pragma unroll
+                    for (int chunk = 0; chunk < 4; ++chunk) {
+                        const int e = threadIdx.x + chunk * 128;
+                        const int r = e / 8, q = e % 8 * 4;
+                        float* dst = a_tiles + slot * 2304 + r * 36 + q;
+                        bool full = true;
+                        const float* p = a;
                         #pragma unroll
                         for (int j = 0; j < 4; ++j) {
                             int row = blockIdx.y * 64 + r; int i = k0 + q + j;
-                            const bool ok = row < m && i < k;
-                            asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"((unsigned)__cvta_generic_to_shared(dst + j)), "l"(ok ? &(a[row * k + i]) : a), "r"(ok ? 4 : 0));
+                            full = full && (row < m && i < k);
+                            if (j == 0) p = &(a[row * k + i]);
+                        }
+                        if (full && (reinterpret_cast<unsigned long long>(p) & 15) == 0) {
+                            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(p));
+                        } else {
+                            #pragma unroll
+                            for (int j = 0; j < 4; ++j) {
+                                int row = blockIdx.y * 64 + r; int i = k0 + q + j;
+                                const bool ok = row < m && i < k;
+                                asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"((unsigned)__cvta_generic_to_shared(dst + j)), "l"(ok ? &(a[row * k + i]) : a), "r"(ok ? 4 : 0));
+                            }
                         }
                     }
                 }
-                #pragma unroll
-                for (int chunk = 0; chunk < 4; ++chunk) {
-                    const int e = threadIdx.x + chunk * 128;
-                    const int r = e / 16, q = e % 16 * 4;
-                    float* dst = b_tiles + slot * 2304 + r * 72 + q;
-                    bool full = true;
-                    const float* p = b;
+                bool b_inside = true;
+                { int col = blockIdx.x * 64 + 63; int i = k0 + 31; b_inside = b_inside && (col < n) && (i < k); }
+                if (b_inside) {
                     #pragma unroll
-                    for (int j = 0; j < 4; ++j) {
-                        int col = blockIdx.x * 64 + q + j; int i = k0 + r;
-                        full = full && (col < n && i < k);
-                        if (j == 0) p = &(b[i * n + col]);
+                    for (int chunk = 0; chunk < 4; ++chunk) {
+                        const int e = threadIdx.x + chunk * 128;
+                        const int r = e / 16, q = e % 16 * 4;
+                        float* dst = b_tiles + slot * 2304 + r * 72 + q;
+                        int col = blockIdx.x * 64 + q; int i = k0 + r;
+                        const float* p = &(b[i * n + col]);
+                        if ((reinterpret_cast<unsigned long long>(p) & 15) == 0) {
+                            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(p));
+                        } else {
+                            #pragma unroll
+                            for (int j = 0; j < 4; ++j)
+                                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"((unsigned)__cvta_generic_to_shared(dst + j)), "l"(p + j));
+                        }
                     }
-                    if (full && (reinterpret_cast<unsigned long long>(p) & 15) == 0) {
-                        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(p));
-                    } else {
+                } else {
+                    #pragma unroll
+                    for (int chunk = 0; chunk < 4; ++chunk) {
+                        const int e = threadIdx.x + chunk * 128;
+                        const int r = e / 16, q = e % 16 * 4;
+                        float* dst = b_tiles + slot * 2304 + r * 72 + q;
+                        bool full = true;
+                        const float* p = b;
                         #pragma unroll
                         for (int j = 0; j < 4; ++j) {
                             int col = blockIdx.x * 64 + q + j; int i = k0 + r;
-                            const bool ok = col < n && i < k;
-                            asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"((unsigned)__cvta_generic_to_shared(dst + j)), "l"(ok ? &(b[i * n + col]) : b), "r"(ok ? 4 : 0));
+                            full = full && (col < n && i < k);
+                            if (j == 0) p = &(b[i * n + col]);
+                        }
+                        if (full && (reinterpret_cast<unsigned long long>(p) & 15) == 0) {
+                            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(p));
+                        } else {
+                            #pragma unroll
+                            for (int j = 0; j < 4; ++j) {
+                                int col = blockIdx.x * 64 + q + j; int i = k0 + r;
+                                const bool ok = col < n && i < k;
+                                asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"((unsigned)__cvta_generic_to_shared(dst + j)), "l"(ok ? &(b[i * n + col]) : b), "r"(ok ? 4 : 0));
+                            }
                         }
                     }
                 }
@@ -786,4 +826,43 @@ fn sixteen_bit_drafts_get_simt_tiles_and_no_tensor_cores() {
     assert_ne!(loose, HALF);
     expect!["no usable candidate for `hgemm`: 3xTF32 tensor cores: the k loop's product is not of one A-like and one B-like load"]
         .assert_eq(&not_applicable(cuda(&loose, "hgemm", "tile_matmul", tc)));
+}
+
+#[test]
+fn interior_tiles_copy_without_a_check_per_element_and_edge_tiles_keep_the_authors_bounds() {
+    let tc = json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "staged_blocks": [], "tensor_cores": [[64, 64]]});
+    // Upper bounds at the tile's last row and k, the lower one at its first, the conjunct
+    // that names no index as it is; an interior tile's chunk copies from its first address.
+    let band = one(TENSOR, "matmul_band", tc.clone());
+    for want in [
+        "bool a_inside = true;",
+        "{ int row = blockIdx.y * 64 + 63; int i = k0 + 31; a_inside = a_inside && (row < m) && (k > 0) && (i < k); }",
+        "{ int row = blockIdx.y * 64; a_inside = a_inside && (row >= row0); }",
+        "if (a_inside) {",
+        "{ int col = blockIdx.x * 64 + 63; int i = k0 + 31; b_inside = b_inside && (col < n) && (k > 0) && (i < k); }",
+        "int row = blockIdx.y * 64 + r; int i = k0 + q;",
+        "\"l\"(p_2 + j));",
+        // The edge tiles: the author's bounds on each element, as before.
+        "const bool ok = row >= row0 && row < m && k > 0 && i < k;",
+    ] {
+        assert!(band.contains(want), "matmul_band lacks `{want}`:\n{band}");
+    }
+    // Negated bounds of the early-return form, on `unsigned` indices.
+    let ld = one(TENSOR, "gemm_ld", tc.clone());
+    let want = "{ unsigned row = blockIdx.y * 64 + 63; unsigned p = k0 + 31; a_inside = a_inside && (!(row >= m)) && (p < k); }";
+    assert!(ld.contains(want), "gemm_ld lacks `{want}`:\n{ld}");
+    // A tile whose contiguous side has stride 2 in memory: each element's own address.
+    let strided = TENSOR.replace("a[row * k + i] * b", "a[2 * (row * k + i)] * b");
+    let strided = one(&strided, "matmul_band", tc.clone());
+    let want = "int row = blockIdx.y * 64 + r; int i = k0 + q + j;";
+    assert!(strided.contains(want), "lacks `{want}`:\n{strided}");
+    let want = "\"l\"(&(a[2 * (row * k + i)])));";
+    assert!(strided.contains(want), "lacks `{want}`:\n{strided}");
+    // A bound that is no comparison of the index leaves that operand checked per element.
+    let odd = TENSOR.replace("row >= row0 && row < m", "row % 2 == 0 && row < m");
+    let odd = one(&odd, "matmul_band", tc);
+    assert!(
+        !odd.contains("a_inside") && odd.contains("if (b_inside) {"),
+        "{odd}"
+    );
 }

@@ -18,6 +18,10 @@
 //! false. Per CUDA project the table also gives the share of files that got a device
 //! check rather than the "not checked" note. `KERNEL_LSP_CORPUS_NVCC=off` leaves the
 //! nvcc half out (it reads every header in full: tens of CPU-minutes) and says so.
+//!
+//! Each file is checked alone, so the files go to `check` in small batches, as many
+//! processes at a time as the machine has cores; nvcc checks only the files the truth
+//! calls clean, the only ones whose nvcc errors are asserted.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -107,6 +111,8 @@ struct Run {
     infos: usize,
     /// Files whose compile gave the "not checked" note instead of a device check.
     not_checked: std::collections::BTreeSet<String>,
+    /// How long the `check` process took.
+    took: std::time::Duration,
 }
 
 impl Run {
@@ -117,12 +123,14 @@ impl Run {
             all.files.extend(run.files);
             all.infos += run.infos;
             all.not_checked.extend(run.not_checked);
+            all.took += run.took;
         }
         all
     }
 }
 
 fn check(project: &Path, files: &[String], nvcc: Option<&Path>) -> Run {
+    let started = std::time::Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
         .current_dir(project)
         .env("KERNEL_LSP_NVCC", nvcc.map_or(Path::new("none"), |p| p))
@@ -135,7 +143,10 @@ fn check(project: &Path, files: &[String], nvcc: Option<&Path>) -> Run {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let findings: Vec<serde_json::Value> = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("check --json: {e}\n{stdout}\n{stderr}"));
-    let mut run = Run::default();
+    let mut run = Run {
+        took: started.elapsed(),
+        ..Run::default()
+    };
     for line in stderr.lines() {
         // `src/a.cu: 3 kernel(s): ...`
         if let Some((file, rest)) = line.split_once(": ") {
@@ -259,12 +270,17 @@ struct Batch<'a> {
 /// together, enough that process start-ups do not count.
 const BATCH: usize = 6;
 
+/// `check` processes at a time: one per core.
+fn jobs() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
 /// Runs every batch, as many `check` processes at a time as the machine has cores: each
 /// file is checked alone (its own flags from compile_commands.json), as the editor checks
 /// it, so a split changes nothing but the time. The runs come back in batch order.
 fn check_batches(batches: &[Batch]) -> Vec<Run> {
     use std::sync::atomic::{AtomicUsize, Ordering};
-    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let jobs = jobs();
     let next = AtomicUsize::new(0);
     let done: std::sync::Mutex<Vec<Option<Run>>> =
         std::sync::Mutex::new(batches.iter().map(|_| None).collect());
@@ -338,7 +354,7 @@ fn corpus_every_kernel_found_and_no_false_errors() {
         crate::tools::skip(&format!("{test} (nvcc half)"), "no nvcc for tests");
     }
     let mut table = vec![format!(
-        "{:<16} {:>5} {:>7} {:>7} {:>6} {:>12} {:>11} {:>11} {:>8}",
+        "{:<16} {:>5} {:>7} {:>7} {:>6} {:>12} {:>11} {:>11} {:>8} {:>8} {:>7}",
         "project",
         "files",
         "kernels",
@@ -347,7 +363,9 @@ fn corpus_every_kernel_found_and_no_false_errors() {
         "false(nvrtc)",
         "false(nvcc)",
         "not-checked",
-        "checked%"
+        "checked%",
+        "s(nvrtc)",
+        "s(nvcc)"
     )];
     let mut failures: Vec<String> = Vec::new();
     let dirs_with = |marker: &str| -> Vec<PathBuf> {
@@ -389,8 +407,9 @@ fn corpus_every_kernel_found_and_no_false_errors() {
     let report = table.join("\n");
     let _ = writeln!(
         std::io::stderr(),
-        "corpus:\n{report}\n({} check runs of up to {BATCH} files in {:.0} s)",
+        "corpus:\n{report}\n(s: seconds of `check` processes, summed; {} of them, up to {BATCH} files each, {} at a time: {:.0} s)",
         batches.len(),
+        jobs(),
         started.elapsed().as_secs_f64()
     );
     assert!(failures.is_empty(), "{report}\n{}", failures.join("\n"));
@@ -464,7 +483,7 @@ fn cuda_project_row(
     }
     let checked = files.len() - nvrtc.not_checked.len();
     let row = format!(
-        "{:<16} {:>5} {:>7} {:>7} {:>6} {:>12} {:>11} {:>11} {:>7.0}%",
+        "{:<16} {:>5} {:>7} {:>7} {:>6} {:>12} {:>11} {:>11} {:>7.0}% {:>8.0} {:>7}",
         name,
         files.len(),
         p.expected.values().sum::<usize>(),
@@ -473,7 +492,9 @@ fn cuda_project_row(
         fe_nvrtc,
         fe_nvcc,
         nvrtc.not_checked.len(),
-        100.0 * checked as f64 / files.len().max(1) as f64
+        100.0 * checked as f64 / files.len().max(1) as f64,
+        nvrtc.took.as_secs_f64(),
+        with_nvcc.map_or("-".into(), |r| format!("{:.0}", r.took.as_secs_f64()))
     );
     (row, failures)
 }
@@ -521,7 +542,7 @@ fn triton_project(project: &Path) -> (String, Vec<String>) {
         failures.append(&mut missed);
     }
     let row = format!(
-        "{:<16} {:>5} {:>7} {:>7} {:>6} {:>12} {:>11} {:>11} {:>8}",
+        "{:<16} {:>5} {:>7} {:>7} {:>6} {:>12} {:>11} {:>11} {:>8} {:>8.0} {:>7}",
         name,
         files.len(),
         expected,
@@ -530,6 +551,8 @@ fn triton_project(project: &Path) -> (String, Vec<String>) {
         errors.len(),
         "-",
         "-",
+        "-",
+        run.took.as_secs_f64(),
         "-"
     );
     (row, failures)

@@ -5,7 +5,9 @@
 # them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+t0=$SECONDS
 bash tests/setup.sh
+t1=$SECONDS
 if [ -d .venv ]; then
   export VIRTUAL_ENV="$PWD/.venv"
   export PATH="$VIRTUAL_ENV/bin:$PATH"
@@ -16,12 +18,16 @@ fi
 # Checks use NVRTC unless a test asks for nvcc (tools::test_nvcc), so results do not
 # depend on whether this machine has a CUDA toolkit on PATH.
 export KERNEL_LSP_NVCC="${KERNEL_LSP_NVCC:-none}"
-# The release profile, so the tests reuse the dependencies tests/demo.sh built. A test
-# that cannot run here prints SKIP and counts as passed: the last lines say how many.
+# The release profile, so the tests reuse the dependencies tests/demo.sh built (the
+# build and the run apart, so the time of each is printed). A test that cannot run here
+# prints SKIP and counts as passed: the last lines say how many.
+cargo test --release --workspace --locked --no-run
+t2=$SECONDS
 log=target/test-output.log
 mkdir -p target
 status=0
 cargo test --release --workspace --locked 2>&1 | tee "$log" || status=$?
+t3=$SECONDS
 bash tests/skipped.sh "$log"
 [ "$status" = 0 ] || exit "$status"
 
@@ -29,3 +35,4 @@ bash tests/skipped.sh "$log"
 # .vsix in code-server + headless Chromium against the kernel-lsp cargo just built.
 bash editors/vscode/test.sh
 bash editors/vscode/e2e.sh
+echo "== tests done in $((SECONDS - t0)) s: setup $((t1 - t0)) s, test build $((t2 - t1)) s, Rust tests $((t3 - t2)) s, VS Code extension $((SECONDS - t3)) s" >&2

@@ -242,9 +242,20 @@ fn three_public_projects_on_the_cpu_interpreter() {
         ("lightning_attn", "run_lightning_attn.py"),
         ("mamba", "run_mamba.py"),
     ];
+    // The projects are independent (each in its own folder, its own processes): run side
+    // by side, reported in order.
+    let py = py.as_str();
+    let results: Vec<(usize, usize, Vec<String>)> = std::thread::scope(|s| {
+        let runs: Vec<_> = projects
+            .iter()
+            .map(|&(name, script)| s.spawn(move || run_project(py, name, script)))
+            .collect();
+        runs.into_iter()
+            .map(|r| r.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
     let (mut launched, mut verified) = (0, 0);
-    for (name, script) in projects {
-        let (n, ok, lines) = run_project(&py, name, script);
+    for ((name, _), (n, ok, lines)) in projects.iter().zip(results) {
         eprintln!("{name}: {ok} of {n} kernels verified\n{}", lines.join("\n"));
         assert!(n >= 5, "{name}: only {n} kernels launched");
         launched += n;

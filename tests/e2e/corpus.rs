@@ -18,6 +18,10 @@
 //! false. Per CUDA project the table also gives the share of files that got a device
 //! check rather than the "not checked" note. `KERNEL_LSP_CORPUS_NVCC=off` leaves the
 //! nvcc half out (it reads every header in full: tens of CPU-minutes) and says so.
+//!
+//! Each file is checked alone, so the files go to `check` in small batches, as many
+//! processes at a time as the machine has cores; nvcc checks only the files the truth
+//! calls clean, the only ones whose nvcc errors are asserted.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -100,15 +104,33 @@ fn triton_kernels_defined(text: &str) -> usize {
         .sum()
 }
 
+#[derive(Default)]
 struct Run {
     /// file → (kernels found, errors)
     files: BTreeMap<String, (usize, Vec<String>)>,
     infos: usize,
     /// Files whose compile gave the "not checked" note instead of a device check.
     not_checked: std::collections::BTreeSet<String>,
+    /// How long the `check` process took.
+    took: std::time::Duration,
+}
+
+impl Run {
+    /// The runs of one project's batches as one run.
+    fn merged(runs: Vec<Run>) -> Run {
+        let mut all = Run::default();
+        for run in runs {
+            all.files.extend(run.files);
+            all.infos += run.infos;
+            all.not_checked.extend(run.not_checked);
+            all.took += run.took;
+        }
+        all
+    }
 }
 
 fn check(project: &Path, files: &[String], nvcc: Option<&Path>) -> Run {
+    let started = std::time::Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
         .current_dir(project)
         .env("KERNEL_LSP_NVCC", nvcc.map_or(Path::new("none"), |p| p))
@@ -122,9 +144,8 @@ fn check(project: &Path, files: &[String], nvcc: Option<&Path>) -> Run {
     let findings: Vec<serde_json::Value> = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("check --json: {e}\n{stdout}\n{stderr}"));
     let mut run = Run {
-        files: BTreeMap::new(),
-        infos: 0,
-        not_checked: Default::default(),
+        took: started.elapsed(),
+        ..Run::default()
     };
     for line in stderr.lines() {
         // `src/a.cu: 3 kernel(s): ...`
@@ -190,6 +211,120 @@ fn baseline(project: &str) -> Baseline {
         })
 }
 
+/// A CUDA project of the cache: its files (from compile_commands.json) and the kernels each
+/// defines.
+struct CudaProject {
+    name: String,
+    dir: PathBuf,
+    files: Vec<String>,
+    expected: BTreeMap<String, usize>,
+    /// The files checked with nvcc: those nvcc-truth.txt calls clean (only their errors
+    /// are asserted), less ggml's template-instances/ (one-line files that instantiate its
+    /// heaviest headers; nvcc reads every header in full, host code and templates
+    /// included, so they are left to the NVRTC half).
+    nvcc_files: Vec<String>,
+}
+
+fn cuda_project(dir: &Path, clean: &[&str]) -> CudaProject {
+    let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let db: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("compile_commands.json")).unwrap())
+            .unwrap();
+    let files: Vec<String> = db
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["file"].as_str().map(String::from))
+        .collect();
+    let expected = files
+        .iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(dir.join(f)).unwrap();
+            (f.clone(), kernels_defined(&text))
+        })
+        .collect();
+    let nvcc_files = files
+        .iter()
+        .filter(|f| !f.contains("template-instances/"))
+        .filter(|f| clean.contains(&format!("{name}/{f}").as_str()))
+        .cloned()
+        .collect();
+    CudaProject {
+        name,
+        dir: dir.to_path_buf(),
+        files,
+        expected,
+        nvcc_files,
+    }
+}
+
+/// One `kernel-lsp check` to run: some of one project's files, with NVRTC alone or nvcc.
+struct Batch<'a> {
+    project: usize,
+    dir: &'a Path,
+    files: &'a [String],
+    nvcc: Option<&'a Path>,
+}
+
+/// Files per `check` process: few enough that the last batches to finish end close
+/// together, enough that process start-ups do not count.
+const BATCH: usize = 6;
+
+/// `check` processes at a time: one per core.
+fn jobs() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// Runs every batch, as many `check` processes at a time as the machine has cores: each
+/// file is checked alone (its own flags from compile_commands.json), as the editor checks
+/// it, so a split changes nothing but the time. The runs come back in batch order.
+fn check_batches(batches: &[Batch]) -> Vec<Run> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let jobs = jobs();
+    let next = AtomicUsize::new(0);
+    let done: std::sync::Mutex<Vec<Option<Run>>> =
+        std::sync::Mutex::new(batches.iter().map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..jobs.min(batches.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(b) = batches.get(i) else { break };
+                let run = check(b.dir, b.files, b.nvcc);
+                done.lock().unwrap()[i] = Some(run);
+            });
+        }
+    });
+    done.into_inner()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.expect("every batch ran"))
+        .collect()
+}
+
+/// Every project's files in batches, nvcc's first (its files take longest, so the batches
+/// left at the end are short), then NVRTC's.
+fn batches<'a>(projects: &'a [CudaProject], nvcc: Option<&'a Path>) -> Vec<Batch<'a>> {
+    let mut out = Vec::new();
+    let mut add = |project: usize, files: &'a [String], nvcc: Option<&'a Path>| {
+        let dir = &projects[project].dir;
+        out.extend(files.chunks(BATCH).map(|files| Batch {
+            project,
+            dir,
+            files,
+            nvcc,
+        }));
+    };
+    if let Some(n) = nvcc {
+        for (i, p) in projects.iter().enumerate() {
+            add(i, &p.nvcc_files, Some(n));
+        }
+    }
+    for (i, p) in projects.iter().enumerate() {
+        add(i, &p.files, None);
+    }
+    out
+}
+
 #[test]
 fn corpus_every_kernel_found_and_no_false_errors() {
     let test = "corpus_every_kernel_found_and_no_false_errors";
@@ -219,7 +354,7 @@ fn corpus_every_kernel_found_and_no_false_errors() {
         crate::tools::skip(&format!("{test} (nvcc half)"), "no nvcc for tests");
     }
     let mut table = vec![format!(
-        "{:<16} {:>5} {:>7} {:>7} {:>6} {:>12} {:>11} {:>11} {:>8}",
+        "{:<16} {:>5} {:>7} {:>7} {:>6} {:>12} {:>11} {:>11} {:>8} {:>8} {:>7}",
         "project",
         "files",
         "kernels",
@@ -228,137 +363,140 @@ fn corpus_every_kernel_found_and_no_false_errors() {
         "false(nvrtc)",
         "false(nvcc)",
         "not-checked",
-        "checked%"
+        "checked%",
+        "s(nvrtc)",
+        "s(nvcc)"
     )];
     let mut failures: Vec<String> = Vec::new();
-    let mut projects: Vec<PathBuf> = std::fs::read_dir(&cache)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.join("compile_commands.json").is_file())
-        .collect();
-    projects.sort();
-    let triton_projects: Vec<PathBuf> = {
+    let dirs_with = |marker: &str| -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = std::fs::read_dir(&cache)
             .unwrap()
             .flatten()
             .map(|e| e.path())
-            .filter(|p| p.join("triton-files.txt").is_file())
+            .filter(|p| p.join(marker).is_file())
             .collect();
         v.sort();
         v
     };
-    for project in &triton_projects {
+    for project in &dirs_with("triton-files.txt") {
         let (row, mut f) = triton_project(project);
         table.push(row);
         failures.append(&mut f);
     }
-    for project in &projects {
-        let name = project.file_name().unwrap().to_string_lossy().into_owned();
-        let db: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(project.join("compile_commands.json")).unwrap(),
-        )
-        .unwrap();
-        let files: Vec<String> = db
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|e| e["file"].as_str().map(String::from))
-            .collect();
-        let expected: BTreeMap<&String, usize> = files
-            .iter()
-            .map(|f| {
-                (
-                    f,
-                    kernels_defined(&std::fs::read_to_string(project.join(f)).unwrap()),
-                )
-            })
-            .collect();
-        let is_clean = |f: &str| clean.contains(&format!("{name}/{f}").as_str());
-        let nvrtc = check(project, &files, None);
-        // nvcc reads every header in full, host code and templates included (the
-        // whole corpus is 27 CPU-minutes of it); ggml's template-instances/ (one-line
-        // files that instantiate its heaviest headers) are left to the NVRTC half.
-        let nvcc_files: Vec<String> = files
-            .iter()
-            .filter(|f| !f.contains("template-instances/"))
-            .cloned()
-            .collect();
+    let projects: Vec<CudaProject> = dirs_with("compile_commands.json")
+        .iter()
+        .map(|d| cuda_project(d, &clean))
+        .collect();
+    let started = std::time::Instant::now();
+    let batches = batches(&projects, nvcc.as_deref());
+    let mut runs: BTreeMap<(usize, bool), Vec<Run>> = BTreeMap::new();
+    for (b, run) in batches.iter().zip(check_batches(&batches)) {
+        runs.entry((b.project, b.nvcc.is_some()))
+            .or_default()
+            .push(run);
+    }
+    for (i, p) in projects.iter().enumerate() {
+        let nvrtc = Run::merged(runs.remove(&(i, false)).unwrap_or_default());
         let with_nvcc = nvcc
-            .as_deref()
-            .map(|n| check(project, &nvcc_files, Some(n)));
-        let mut found = 0;
-        let mut missed: Vec<String> = Vec::new();
-        for f in &files {
-            let got = nvrtc.files.get(f).map_or(0, |r| r.0);
-            found += got;
-            if got != expected[f] {
-                missed.push(format!(
-                    "{name}/{f}: {got} kernels found, {} defined",
-                    expected[f]
-                ));
-            }
-        }
-        let false_errors = |run: &Run, label: &str, failures: &mut Vec<String>| -> usize {
-            let mut n = 0;
-            for f in files.iter().filter(|f| is_clean(f)) {
-                if let Some((_, errs)) = run.files.get(f) {
-                    n += errs.len();
-                    for e in errs.iter().take(3) {
-                        failures.push(format!("{name} ({label}): {e}"));
-                    }
-                }
-            }
-            n
-        };
-        let mut nvrtc_errors = Vec::new();
-        let fe_nvrtc = false_errors(&nvrtc, "nvrtc", &mut nvrtc_errors);
-        let fe_nvcc = with_nvcc
             .as_ref()
-            .map(|r| false_errors(r, "nvcc", &mut failures).to_string())
-            .unwrap_or_else(|| "-".into());
-        let Baseline {
-            false_errors: max_false,
-            missed: max_missed,
-            not_checked: max_not_checked,
-        } = baseline(&name);
-        if nvrtc.not_checked.len() > max_not_checked {
-            failures.push(format!(
-                "{name}: {} files \"not checked\" with NVRTC alone, baseline {max_not_checked}: {:?}",
-                nvrtc.not_checked.len(),
-                nvrtc.not_checked
-            ));
-        }
-        if fe_nvrtc > max_false {
-            failures.push(format!(
-                "{name}: {fe_nvrtc} false errors with NVRTC alone, baseline {max_false}"
-            ));
-            failures.append(&mut nvrtc_errors);
-        }
-        if missed.len() > max_missed {
-            failures.push(format!(
-                "{name}: {} files with kernels missed, baseline {max_missed}",
-                missed.len()
-            ));
-            failures.append(&mut missed);
-        }
-        let checked = files.len() - nvrtc.not_checked.len();
-        table.push(format!(
-            "{:<16} {:>5} {:>7} {:>7} {:>6} {:>12} {:>11} {:>11} {:>7.0}%",
-            name,
-            files.len(),
-            expected.values().sum::<usize>(),
-            found,
-            files.iter().filter(|f| is_clean(f)).count(),
-            fe_nvrtc,
-            fe_nvcc,
-            nvrtc.not_checked.len(),
-            100.0 * checked as f64 / files.len().max(1) as f64
-        ));
+            .map(|_| Run::merged(runs.remove(&(i, true)).unwrap_or_default()));
+        let (row, mut f) = cuda_project_row(p, &nvrtc, with_nvcc.as_ref(), &clean);
+        table.push(row);
+        failures.append(&mut f);
     }
     let report = table.join("\n");
-    let _ = writeln!(std::io::stderr(), "corpus:\n{report}");
+    let _ = writeln!(
+        std::io::stderr(),
+        "corpus:\n{report}\n(s: seconds of `check` processes, summed; {} of them, up to {BATCH} files each, {} at a time: {:.0} s)",
+        batches.len(),
+        jobs(),
+        started.elapsed().as_secs_f64()
+    );
     assert!(failures.is_empty(), "{report}\n{}", failures.join("\n"));
+}
+
+/// One CUDA project's row and failures, from its NVRTC run and (when there is nvcc for
+/// tests) its nvcc run: kernels found against [`kernels_defined`], false errors on the
+/// files nvcc-truth.txt calls clean, files "not checked"; bounded by the baseline.
+fn cuda_project_row(
+    p: &CudaProject,
+    nvrtc: &Run,
+    with_nvcc: Option<&Run>,
+    clean: &[&str],
+) -> (String, Vec<String>) {
+    let (name, files) = (&p.name, &p.files);
+    let is_clean = |f: &str| clean.contains(&format!("{name}/{f}").as_str());
+    let mut failures = Vec::new();
+    let mut found = 0;
+    let mut missed: Vec<String> = Vec::new();
+    for f in files {
+        let got = nvrtc.files.get(f).map_or(0, |r| r.0);
+        found += got;
+        if got != p.expected[f] {
+            missed.push(format!(
+                "{name}/{f}: {got} kernels found, {} defined",
+                p.expected[f]
+            ));
+        }
+    }
+    let false_errors = |run: &Run, label: &str, failures: &mut Vec<String>| -> usize {
+        let mut n = 0;
+        for f in files.iter().filter(|f| is_clean(f)) {
+            if let Some((_, errs)) = run.files.get(f) {
+                n += errs.len();
+                for e in errs.iter().take(3) {
+                    failures.push(format!("{name} ({label}): {e}"));
+                }
+            }
+        }
+        n
+    };
+    let mut nvrtc_errors = Vec::new();
+    let fe_nvrtc = false_errors(nvrtc, "nvrtc", &mut nvrtc_errors);
+    let fe_nvcc = with_nvcc
+        .map(|r| false_errors(r, "nvcc", &mut failures).to_string())
+        .unwrap_or_else(|| "-".into());
+    let Baseline {
+        false_errors: max_false,
+        missed: max_missed,
+        not_checked: max_not_checked,
+    } = baseline(name);
+    if nvrtc.not_checked.len() > max_not_checked {
+        failures.push(format!(
+            "{name}: {} files \"not checked\" with NVRTC alone, baseline {max_not_checked}: {:?}",
+            nvrtc.not_checked.len(),
+            nvrtc.not_checked
+        ));
+    }
+    if fe_nvrtc > max_false {
+        failures.push(format!(
+            "{name}: {fe_nvrtc} false errors with NVRTC alone, baseline {max_false}"
+        ));
+        failures.append(&mut nvrtc_errors);
+    }
+    if missed.len() > max_missed {
+        failures.push(format!(
+            "{name}: {} files with kernels missed, baseline {max_missed}",
+            missed.len()
+        ));
+        failures.append(&mut missed);
+    }
+    let checked = files.len() - nvrtc.not_checked.len();
+    let row = format!(
+        "{:<16} {:>5} {:>7} {:>7} {:>6} {:>12} {:>11} {:>11} {:>7.0}% {:>8.0} {:>7}",
+        name,
+        files.len(),
+        p.expected.values().sum::<usize>(),
+        found,
+        files.iter().filter(|f| is_clean(f)).count(),
+        fe_nvrtc,
+        fe_nvcc,
+        nvrtc.not_checked.len(),
+        100.0 * checked as f64 / files.len().max(1) as f64,
+        nvrtc.took.as_secs_f64(),
+        with_nvcc.map_or("-".into(), |r| format!("{:.0}", r.took.as_secs_f64()))
+    );
+    (row, failures)
 }
 
 /// One Triton project's row and failures: every file of `triton-files.txt` checked; its
@@ -404,7 +542,7 @@ fn triton_project(project: &Path) -> (String, Vec<String>) {
         failures.append(&mut missed);
     }
     let row = format!(
-        "{:<16} {:>5} {:>7} {:>7} {:>6} {:>12} {:>11} {:>11} {:>8}",
+        "{:<16} {:>5} {:>7} {:>7} {:>6} {:>12} {:>11} {:>11} {:>8} {:>8.0} {:>7}",
         name,
         files.len(),
         expected,
@@ -413,6 +551,8 @@ fn triton_project(project: &Path) -> (String, Vec<String>) {
         errors.len(),
         "-",
         "-",
+        "-",
+        run.took.as_secs_f64(),
         "-"
     );
     (row, failures)

@@ -253,10 +253,12 @@ pub fn compare(
         versions.push(version(label, text, kernel, sms)?);
     }
     let src = program(&versions)?;
+    // A folder per call: tests (and threads of one test) emulate at the same time.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!(
         "kernel-lsp-emulate-{}-{kernel}-{}",
         std::process::id(),
-        versions.len()
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let cpp = dir.join("k.cpp");

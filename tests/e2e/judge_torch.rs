@@ -20,7 +20,7 @@ const MM: &str = r#"import triton
 import triton.language as tl
 
 
-# @bench M = 16, 7; N = 16, 5; K = 512, 33
+# @bench M = 16, 7; N = 16, 5; K = 128, 33
 # @bench a: in f32[M, K]; b: in f32[K, N]; c: out f32[M, N]
 # @bench grid = (cdiv(M, BM), cdiv(N, BN)); BM = 16; BN = 16
 REF

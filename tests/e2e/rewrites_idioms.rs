@@ -1164,70 +1164,102 @@ fn a_staged_row_longer_than_its_registers_computes_what_the_original_computes() 
     }
 }
 
+/// One case: its candidates, each compiled with NVRTC (when `tc` is given) and run on the
+/// emulator against the original (when `emulate` is true); (compiled, emulated).
+fn check_idiom_case(
+    c: &Case,
+    tc: Option<&kernel_lsp::toolchain::Toolchain>,
+    emulate: bool,
+) -> (usize, usize) {
+    let what = format!("{} on {}:{}", c.id, c.file, c.kernel);
+    let src = small(c);
+    let out = match apply(&src, c.kernel, c.id) {
+        Ok(out) => out,
+        Err(RewriteError::NotApplicable(why)) => {
+            assert_eq!(c.want, 0, "{what} is not applicable: {why}");
+            return (0, 0);
+        }
+        Err(e) => panic!("{what}: {e}"),
+    };
+    assert_eq!(
+        out.len(),
+        c.want,
+        "{what}: {:?}",
+        out.iter().map(|c| &c.label).collect::<Vec<_>>()
+    );
+    let mut compiled = 0;
+    for cand in out.iter().filter(|_| tc.is_some()) {
+        let doc = Document::new(Lang::Cuda, 0, &cand.text);
+        let file = analysis::analyze(
+            Lang::Cuda,
+            &cand.text,
+            doc.tree(),
+            &AnalyzeOptions::default(),
+        );
+        let errors: Vec<String> = analysis::compile(
+            tc.expect("filtered"),
+            &cand.text,
+            &file.compile_inputs(),
+            "candidate.cu",
+        )
+        .findings
+        .into_iter()
+        .filter(|f| f.severity == Severity::Error)
+        .map(|f| f.message)
+        .collect();
+        assert!(
+            errors.is_empty(),
+            "{what} [{}] does not compile: {errors:?}\n{}",
+            cand.label,
+            cand.text
+        );
+        compiled += 1;
+    }
+    // The emulator has no f16 or bf16, no tensor cores (inline `mma.sync`) and no thread
+    // block clusters; those candidates are compiled here and verified on the GPU
+    // (tests/gpu/idioms.rs).
+    let f16 = src.contains(": in f16[") || src.contains(": in bf16[");
+    if !emulate || f16 {
+        return (compiled, 0);
+    }
+    let cands: Vec<(String, String)> = out
+        .iter()
+        .filter(|c| !c.text.contains("mma.sync") && !c.text.contains("barrier.cluster"))
+        .map(|c| (c.label.clone(), c.text.clone()))
+        .collect();
+    emulate::compare(&src, c.kernel, &cands, 2).unwrap_or_else(|e| panic!("{what}: {e}"));
+    (compiled, cands.len())
+}
+
 #[test]
 fn every_cuda_idiom_candidate_compiles_and_computes_what_the_original_computes() {
     let test = "every_cuda_idiom_candidate_compiles_and_computes_what_the_original_computes";
     let nvrtc = tools::nvrtc_available();
     let gxx = emulate::gxx();
     let tc = kernel_lsp::toolchain::locate(&Default::default());
-    let mut compiled = 0;
-    let mut emulated = 0;
-    for c in CASES {
-        let what = format!("{} on {}:{}", c.id, c.file, c.kernel);
-        let src = small(c);
-        let out = match apply(&src, c.kernel, c.id) {
-            Ok(out) => out,
-            Err(RewriteError::NotApplicable(why)) => {
-                assert_eq!(c.want, 0, "{what} is not applicable: {why}");
-                continue;
-            }
-            Err(e) => panic!("{what}: {e}"),
-        };
-        assert_eq!(
-            out.len(),
-            c.want,
-            "{what}: {:?}",
-            out.iter().map(|c| &c.label).collect::<Vec<_>>()
-        );
-        if nvrtc.is_ok() {
-            for cand in &out {
-                let doc = Document::new(Lang::Cuda, 0, &cand.text);
-                let file = analysis::analyze(
-                    Lang::Cuda,
-                    &cand.text,
-                    doc.tree(),
-                    &AnalyzeOptions::default(),
-                );
-                let errors: Vec<String> =
-                    analysis::compile(&tc, &cand.text, &file.compile_inputs(), "candidate.cu")
-                        .findings
-                        .into_iter()
-                        .filter(|f| f.severity == Severity::Error)
-                        .map(|f| f.message)
-                        .collect();
-                assert!(
-                    errors.is_empty(),
-                    "{what} [{}] does not compile: {errors:?}\n{}",
-                    cand.label,
-                    cand.text
-                );
-                compiled += 1;
-            }
-        }
-        // The emulator has no f16 or bf16, no tensor cores (inline `mma.sync`) and no thread
-        // block clusters; those candidates are compiled here and verified on the GPU
-        // (tests/gpu/idioms.rs).
-        let f16 = src.contains(": in f16[") || src.contains(": in bf16[");
-        if gxx.is_ok() && !f16 {
-            let cands: Vec<(String, String)> = out
-                .iter()
-                .filter(|c| !c.text.contains("mma.sync") && !c.text.contains("barrier.cluster"))
-                .map(|c| (c.label.clone(), c.text.clone()))
-                .collect();
-            emulate::compare(&src, c.kernel, &cands, 2).unwrap_or_else(|e| panic!("{what}: {e}"));
-            emulated += cands.len();
-        }
-    }
+    let tc = nvrtc.is_ok().then_some(&tc);
+    // The cases are independent (NVRTC in process, g++ and the emulator in their own
+    // folders): one thread per core, each taking every `jobs`-th case.
+    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let (compiled, emulated) = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..jobs)
+            .map(|j| {
+                let emulate = gxx.is_ok();
+                s.spawn(move || {
+                    CASES
+                        .iter()
+                        .skip(j)
+                        .step_by(jobs)
+                        .map(|c| check_idiom_case(c, tc, emulate))
+                        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    });
     match (nvrtc, gxx) {
         (Err(why), _) | (_, Err(why)) => tools::skip(test, &why),
         _ => eprintln!("{compiled} idiom candidates compiled with NVRTC, {emulated} emulated"),
@@ -1399,6 +1431,9 @@ pub(crate) async fn verify_on_interpreter(py: &str, jobs: &[(String, &str, Candi
     use kernel_lsp::worker::pool::{PoolConfig, WorkerPool};
     use kernel_lsp::worker::protocol::{Op, OpResult};
     let bin = env!("CARGO_BIN_EXE_kernel-lsp");
+    // The candidates are independent: one worker per core (at most 4, each a Python with
+    // torch), the requests queued on the pool, the replies checked in order.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let pool = WorkerPool::new(PoolConfig {
         command: vec![
             "env".into(),
@@ -1407,9 +1442,10 @@ pub(crate) async fn verify_on_interpreter(py: &str, jobs: &[(String, &str, Candi
             bin.into(),
             "worker".into(),
         ],
+        size: cores.min(4).min(jobs.len()).max(1),
         ..PoolConfig::default()
     });
-    for (original, kernel, c) in jobs {
+    let replies = futures::future::join_all(jobs.iter().map(|(original, kernel, c)| {
         let op = Op::Verify {
             candidate: Box::new(triton_version(&c.label, &c.text, kernel)),
             reference: Box::new(triton_version("original", original, kernel)),
@@ -1418,8 +1454,12 @@ pub(crate) async fn verify_on_interpreter(py: &str, jobs: &[(String, &str, Candi
             cases: None,
             tally: false,
         };
+        pool.request(op, None)
+    }))
+    .await;
+    for ((_, kernel, c), reply) in jobs.iter().zip(replies) {
         let control = c.label.starts_with("control");
-        match pool.request(op, None).await {
+        match reply {
             Ok(OpResult::Verify(r)) if control => {
                 assert!(!r.passed, "{kernel}: the control `{}` passed", c.label)
             }

@@ -80,6 +80,10 @@ pub fn block_coarsen(cx: &RewriteContext<'_>) -> R {
 
 /// Why the kernel cannot be coarsened this way, if it cannot.
 fn refusal(cx: &RewriteContext<'_>, func: Node<'_>, body: Node<'_>) -> Option<String> {
+    let braces = text(cx.text, body);
+    if braces.len() < 2 || !braces.starts_with('{') || !braces.ends_with('}') {
+        return Some("its body does not parse (a closing brace is missing)".into());
+    }
     let unit: String = cx
         .kernel
         .unit_ranges

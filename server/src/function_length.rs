@@ -25,7 +25,6 @@ const ALLOWED: &[(&str, &str, usize)] = &[
     ("optimize/rewrite/cooperative_rows.rs", "cooperative_rows", 170),
     ("worker/cuda/verify.rs", "judge", 169),
     ("syntax/mask.rs", "mask_ranges", 163),
-    ("optimize/mod.rs", "optimize", 169),
     ("worker/serve.rs", "serve", 162),
     ("spec/plan.rs", "hover_markdown", 161),
 ];

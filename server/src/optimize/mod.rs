@@ -45,6 +45,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::spec::EvalEnv;
 use crate::syntax::Lang;
 use crate::worker::pool::WorkerPool;
+use crate::worker::protocol::HelloResult;
 
 pub use coder::LlmSetup;
 pub use options::{run_limits, Event, OptimizeOptions, Profiler, Repair, RunBudget};
@@ -66,24 +67,7 @@ pub async fn optimize(
     // The other workers start beside the primary, not after its `hello`: each start
     // (Python, torch, a CUDA context) takes seconds, and they overlap.
     pool.start_others_in_background();
-    let hello = pool.connect().await.map_err(|e| e.message)?;
-    let env = EvalEnv {
-        sms: hello
-            .device
-            .as_ref()
-            .map_or(EvalEnv::default().sms, |d| u64::from(d.sms)),
-    };
-    let backend = match lang {
-        Lang::Cuda => &hello.cuda,
-        Lang::Triton => &hello.triton,
-    };
-    if !backend.available {
-        return Err(format!(
-            "the worker cannot run {} kernels: {}",
-            llm::lang_label(lang),
-            backend.message
-        ));
-    }
+    let (hello, env) = connect(pool, lang).await?;
     // The starting version must plan; its errors are the author's to fix.
     let start = evaluate::plan(lang, text, kernel_name, &env)?;
     let repair_reference = match &opts.repair {
@@ -123,15 +107,7 @@ pub async fn optimize(
         on(Event::Stage("checking the current version".into()));
     }
 
-    let mut warnings = Vec::new();
-    let policy = match &opts.policy_path {
-        Some(p) => {
-            let (policy, warning) = Policy::load(p);
-            warnings.extend(warning);
-            policy
-        }
-        None => Policy::default(),
-    };
+    let (policy, mut warnings) = load_policy(opts);
     let run_id = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
@@ -176,13 +152,7 @@ pub async fn optimize(
         opts.seed,
         search::SearchConfig::for_run(opts.thorough),
     );
-    let budgets = search::Budgets {
-        // One repair step.
-        steps: if opts.repair.is_some() { 1 } else { opts.steps },
-        wall: opts.budget.wall,
-        llm_calls: opts.budget.llm_calls,
-        tokens: opts.budget.tokens,
-    };
+    let budgets = budgets(opts);
     let mut elapsed = || started.elapsed();
     let drive = search::drive(&mut search, &budgets, &mut runner, &mut elapsed);
     let ((), stopped) = futures::join!(check, drive);
@@ -225,6 +195,51 @@ pub async fn optimize(
 }
 
 /// Every version of the run's tree as the history keeps it, the start first.
+/// The primary worker's `hello` and the spec environment it gives, or why the run
+/// cannot start (no worker, or a worker that cannot run this language).
+async fn connect(pool: &WorkerPool, lang: Lang) -> Result<(HelloResult, EvalEnv), String> {
+    let hello = pool.connect().await.map_err(|e| e.message)?;
+    let env = EvalEnv {
+        sms: hello
+            .device
+            .as_ref()
+            .map_or(EvalEnv::default().sms, |d| u64::from(d.sms)),
+    };
+    let backend = match lang {
+        Lang::Cuda => &hello.cuda,
+        Lang::Triton => &hello.triton,
+    };
+    if !backend.available {
+        return Err(format!(
+            "the worker cannot run {} kernels: {}",
+            llm::lang_label(lang),
+            backend.message
+        ));
+    }
+    Ok((hello, env))
+}
+
+/// The run's policy (from its state file, if any) and the warnings loading it gave.
+fn load_policy(opts: &OptimizeOptions) -> (Policy, Vec<String>) {
+    match &opts.policy_path {
+        Some(p) => {
+            let (policy, warning) = Policy::load(p);
+            (policy, warning.into_iter().collect())
+        }
+        None => (Policy::default(), Vec::new()),
+    }
+}
+
+/// The run's limits: its steps (one for a repair), wall time and model budget.
+fn budgets(opts: &OptimizeOptions) -> search::Budgets {
+    search::Budgets {
+        steps: if opts.repair.is_some() { 1 } else { opts.steps },
+        wall: opts.budget.wall,
+        llm_calls: opts.budget.llm_calls,
+        tokens: opts.budget.tokens,
+    }
+}
+
 fn recorded_versions(
     lang: Lang,
     kernel: &str,

@@ -48,34 +48,34 @@ pub(super) fn rescale_cap(grid: &str, old: u64, new: u64) -> Option<(String, u64
 /// The literal K of the grid's `sms * K` (or `K * sms`) and its range in `grid`.
 fn sms_cap(grid: &str) -> Option<(ByteRange, u64)> {
     let b = grid.as_bytes();
+    let word_edge = |i: usize| i == 0 || i >= b.len() || !is_word_byte(b[i]);
+    // A whole literal in `grid[start..end]`: digits, with no word character beside it.
+    let literal = |start: usize, end: usize| {
+        let k = parse_uint(&grid[start..end])?;
+        (word_edge(end) && (start == 0 || word_edge(start - 1))).then_some((start..end, k))
+    };
     let mut from = 0;
     while let Some(i) = grid[from..].find("sms").map(|i| i + from) {
         from = i + 3;
-        let before_ok = i == 0 || !is_word_byte(b[i - 1]);
-        let after_ok = i + 3 == b.len() || !is_word_byte(b[i + 3]);
-        if !(before_ok && after_ok) {
+        if !(word_edge(i.wrapping_sub(1)) && word_edge(i + 3)) {
             continue;
         }
-        let right = grid[i + 3..].trim_start();
-        if let Some(rest) = right.strip_prefix('*') {
-            let lit = rest.trim_start();
-            let start = grid.len() - lit.len();
-            let end = start + lit.bytes().take_while(u8::is_ascii_digit).count();
-            if let Some(k) = parse_uint(&grid[start..end]) {
-                if end == b.len() || !is_word_byte(b[end]) {
-                    return Some((start..end, k));
-                }
+        if let Some(rest) = grid[i + 3..].trim_start().strip_prefix('*') {
+            let start = grid.len() - rest.trim_start().len();
+            let digits = grid[start..].bytes().take_while(u8::is_ascii_digit).count();
+            if let Some(found) = literal(start, start + digits) {
+                return Some(found);
             }
         }
-        let left = grid[..i].trim_end();
-        if let Some(rest) = left.strip_suffix('*') {
-            let lit = rest.trim_end();
-            let end = lit.len();
-            let start = end - lit.bytes().rev().take_while(u8::is_ascii_digit).count();
-            if let Some(k) = parse_uint(&grid[start..end]) {
-                if start == 0 || !is_word_byte(b[start - 1]) {
-                    return Some((start..end, k));
-                }
+        if let Some(rest) = grid[..i].trim_end().strip_suffix('*') {
+            let end = rest.trim_end().len();
+            let digits = grid[..end]
+                .bytes()
+                .rev()
+                .take_while(u8::is_ascii_digit)
+                .count();
+            if let Some(found) = literal(end - digits, end) {
+                return Some(found);
             }
         }
     }

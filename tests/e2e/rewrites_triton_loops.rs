@@ -203,9 +203,11 @@ async fn persistent_tma_matmuls_verify_on_the_interpreter() {
     verify_on_interpreter(&py, &jobs, 7).await;
 }
 
-/// `kernel-lsp optimize FILE` with its defaults (no LLM, no step limit: the time budget
-/// and the stop rule end it) on a bundled first draft, its sizes shrunk for the CPU
-/// interpreter: the run ends. Returns the run's JSON.
+/// The first step of `kernel-lsp optimize FILE` with its defaults (no LLM; the policy's
+/// first pick, which a step limit does not change) on a bundled first draft, its sizes
+/// shrunk for the CPU interpreter. Returns the run's JSON. (A whole default run on the
+/// interpreter takes minutes; `optimize_llm::each_run_budget_stops_the_run_and_says_which`
+/// tests that a run ends by its budgets.)
 fn default_optimize(py: &str, example: &str, from: &str, to: &str) -> serde_json::Value {
     let dir =
         std::env::temp_dir().join(format!("kernel-lsp-cure-{}-{example}", std::process::id()));
@@ -220,7 +222,7 @@ fn default_optimize(py: &str, example: &str, from: &str, to: &str) -> serde_json
     std::fs::write(dir.join(example), &small).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
         .current_dir(&dir)
-        .args(["optimize", example, "--json"])
+        .args(["optimize", example, "--json", "--steps", "1"])
         .env("KERNEL_LSP_DATA_DIR", dir.join("data"))
         .env("KERNEL_LSP_PYTHON", py)
         .env("TRITON_INTERPRET", "1")
@@ -276,9 +278,10 @@ fn assert_cures(run: &serde_json::Value, cure: &str, mark: &str) {
 }
 
 #[test]
-fn the_default_optimize_cures_a_logsumexp_a_column_mean_and_a_column_norm_on_the_interpreter() {
+fn the_default_optimize_first_cures_a_logsumexp_a_column_mean_and_a_column_norm_on_the_interpreter()
+{
     let test =
-        "the_default_optimize_cures_a_logsumexp_a_column_mean_and_a_column_norm_on_the_interpreter";
+        "the_default_optimize_first_cures_a_logsumexp_a_column_mean_and_a_column_norm_on_the_interpreter";
     let py = match crate::bench_triton::python() {
         Ok(p) => p,
         Err(why) => return tools::skip(test, &why),

@@ -100,6 +100,14 @@ fn the_test_summary_says_what_was_skipped() {
         run(log),
         "2 GPU tests skipped: no CUDA device\n1 tests skipped: nvim not found\n"
     );
+    // The corpus test's sample line (tests/e2e/corpus.rs) reads whole in the summary.
+    let sample = "SKIP corpus_x[rest]: a sample of the corpus was checked, 1 file in 4 with \
+                  NVRTC alone; KERNEL_LSP_CORPUS=full checks every file with NVRTC and nvcc\n";
+    assert_eq!(
+        run(sample),
+        "1 tests skipped: a sample of the corpus was checked, 1 file in 4 with NVRTC alone; \
+         KERNEL_LSP_CORPUS=full checks every file with NVRTC and nvcc\n"
+    );
     assert_eq!(
         run("test result: ok. 4 passed\n"),
         "",

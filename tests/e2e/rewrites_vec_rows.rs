@@ -99,7 +99,7 @@ fn source(c: &Case) -> String {
     }
 }
 
-fn nvrtc_errors(text: &str) -> Vec<String> {
+pub(crate) fn nvrtc_errors(text: &str) -> Vec<String> {
     let tc = kernel_lsp::toolchain::locate(&Default::default());
     let doc = Document::new(Lang::Cuda, 0, text);
     let file = analysis::analyze(Lang::Cuda, text, doc.tree(), &AnalyzeOptions::default());

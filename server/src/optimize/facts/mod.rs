@@ -60,6 +60,7 @@ pub const FACT_NAMES: &[&str] = &[
     "has_maxnreg",
     "unit_stride_access",
     "strided_access",
+    "grouped_access",
     "one_thread_per_element_1d",
     "uses_shared_memory",
     "has_atomics",
@@ -157,6 +158,10 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
         "strided_access" => (
             "a global access is strided across neighbouring threads",
             "no strided global access",
+        ),
+        "grouped_access" => (
+            "a thread touches an interleaved group: a global access at a stride of 2, 4, 8 or 16 elements, outside loops",
+            "no global access in interleaved groups",
         ),
         "one_thread_per_element_1d" => (
             "one thread per element in 1-D, outside any loop",
@@ -564,6 +569,12 @@ impl Facts {
             }
             "strided_access" => {
                 global().any(|a| matches!(a.stride, Stride::Strided(_) | Stride::Symbolic))
+            }
+            // `x[2 * i]`, `x[2 * i + 1]`: each thread's pair is one vector access
+            // (`vectorize_groups` proves the group complete).
+            "grouped_access" => {
+                cuda && global()
+                    .any(|a| !a.in_loop && matches!(a.stride, Stride::Strided(2 | 4 | 8 | 16)))
             }
             "one_thread_per_element_1d" => {
                 cuda && self.block_dims() == Some(1)

@@ -171,6 +171,39 @@ impl Poly {
     }
 }
 
+/// `(i / K) * K + i % K` is `i`: the row and column of a flat lane index `i`, put back
+/// together as `r * K + c`. Each pair of terms `a * (i/K) * K` and `a * (i%K)` becomes
+/// `a * i` (`$c`), for any one-word K.
+pub(super) fn fold_split(mut p: Poly, lane: &str) -> Poly {
+    let quotients: Vec<(Vec<String>, i64, String)> =
+        p.0.iter()
+            .filter_map(|(atoms, coef)| {
+                let q = atoms
+                    .iter()
+                    .position(|a| a.starts_with(&format!("?{lane}/")))?;
+                let k = atoms[q]
+                    .strip_prefix(&format!("?{lane}/"))?
+                    .strip_suffix("{$c}")?;
+                let rest: Vec<&String> = atoms
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != q)
+                    .map(|(_, a)| a)
+                    .collect();
+                (rest.len() == 1 && rest[0] == k).then(|| (atoms.clone(), *coef, k.to_string()))
+            })
+            .collect();
+    for (atoms, coef, k) in quotients {
+        let rem = vec![format!("?{lane}%{k}{{$c}}")];
+        if p.0.get(&rem) == Some(&coef) {
+            p.0.remove(&atoms);
+            p.0.remove(&rem);
+            p = p.add(&Poly::atom("$c".into()).mul(&Poly::constant(coef)), 1);
+        }
+    }
+    p
+}
+
 /// An integer literal (`16`, `0x10`, `16u`, `16LL`); floats and others are None.
 pub(super) fn int_literal(s: &str) -> Option<i64> {
     let s = s.trim().replace('\'', "");

@@ -14,7 +14,7 @@ use tree_sitter::Node;
 
 use super::super::access::{collect_accesses, declare_statement, Access, Scope};
 use super::super::elementwise::{thread_bound, ThreadBound};
-use super::super::poly::{poly, Names, Poly, VarNames};
+use super::super::poly::{fold_split, poly, Names, Poly, VarNames};
 use super::super::tree::{first_line, named_children, text, walk};
 use super::shape::{Form, Rows};
 use crate::syntax::ByteRange;
@@ -258,39 +258,6 @@ fn address<'t>(src: &str, a: &Access<'t>, names: &RowNames<'t>) -> Poly {
         .iter()
         .fold(Poly::default(), |acc, p| acc.add(&poly(src, *p, names), 1));
     fold_split(p, &names.0.var)
-}
-
-/// `(i / K) * K + i % K` is `i`: the row and column of a flat lane index `i`, put back
-/// together as `r * K + c`. Each pair of terms `a * (i/K) * K` and `a * (i%K)` becomes
-/// `a * i` (`$c`), for any one-word K.
-pub(super) fn fold_split(mut p: Poly, lane: &str) -> Poly {
-    let quotients: Vec<(Vec<String>, i64, String)> =
-        p.0.iter()
-            .filter_map(|(atoms, coef)| {
-                let q = atoms
-                    .iter()
-                    .position(|a| a.starts_with(&format!("?{lane}/")))?;
-                let k = atoms[q]
-                    .strip_prefix(&format!("?{lane}/"))?
-                    .strip_suffix("{$c}")?;
-                let rest: Vec<&String> = atoms
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| *i != q)
-                    .map(|(_, a)| a)
-                    .collect();
-                (rest.len() == 1 && rest[0] == k).then(|| (atoms.clone(), *coef, k.to_string()))
-            })
-            .collect();
-    for (atoms, coef, k) in quotients {
-        let rem = vec![format!("?{lane}%{k}{{$c}}")];
-        if p.0.get(&rem) == Some(&coef) {
-            p.0.remove(&atoms);
-            p.0.remove(&rem);
-            p = p.add(&Poly::atom("$c".into()).mul(&Poly::constant(coef)), 1);
-        }
-    }
-    p
 }
 
 fn kind(p: &Poly) -> Kind {

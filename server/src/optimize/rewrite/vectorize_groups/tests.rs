@@ -1,0 +1,203 @@
+use expect_test::expect;
+use serde_json::json;
+
+use super::super::check::testing::{cuda, labels, not_applicable, show};
+use crate::document::Document;
+use crate::optimize::catalog::Catalog;
+use crate::optimize::facts::static_facts;
+use crate::optimize::policy::Policy;
+use crate::syntax::{self, Lang};
+
+const GROUPS: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_groups/groups.cu");
+const HALVES: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_groups/halves.cu");
+const ROPE: &str = include_str!("../../../../../examples/rope_pairs.cu");
+const SAXPY: &str = include_str!("../../../../../examples/saxpy.cu");
+
+fn first(src: &str, kernel: &str) -> String {
+    let out = cuda(src, kernel, "vectorize_groups", json!({})).unwrap();
+    show(Lang::Cuda, src, &out[0], kernel)
+}
+
+fn why(src: &str, kernel: &str) -> String {
+    not_applicable(cuda(src, kernel, "vectorize_groups", json!({})))
+}
+
+#[test]
+fn rope_rows_split_index_folds_back_to_pairs() {
+    let out = cuda(GROUPS, "rope_rows", "vectorize_groups", json!({})).unwrap();
+    assert_eq!(labels(&out), ["groups: x, y as float2"]);
+    expect![[r#"
+        // Rotary embedding on interleaved pairs of each row: the pair index split into row and
+        // pair (i / half, i % half), per-row-and-pair cos and sin read as they are.
+        // @bench rows = 40, 3; half = 64, 63
+        // @bench x: in f32[rows, 2 * half]; cs: in f32[rows, half]; sn: in f32[rows, half]
+        // @bench y: out f32[rows, 2 * half]
+        // @bench grid = cdiv(rows * half, 128); block = 128
+        __global__ void rope_rows(const float* x, const float* cs, const float* sn, float* y, int rows, int half) {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i >= rows * half) return;
+            if (reinterpret_cast<unsigned long long>(x) % 8 == 0 &&
+                reinterpret_cast<unsigned long long>(y) % 8 == 0) {
+                const float2 x2 = reinterpret_cast<const float2*>(x)[i];
+                float2 y2;
+                int r = i / half;
+                int p = i % half;
+                float c = cs[i];
+                float s = sn[i];
+                float x0 = x2.x;
+                float x1 = x2.y;
+                y2.x = x0 * c - x1 * s;
+                y2.y = x0 * s + x1 * c;
+                reinterpret_cast<float2*>(y)[i] = y2;
+            } else {
+                int r = i / half;
+                int p = i % half;
+                float c = cs[i];
+                float s = sn[i];
+                float x0 = x[r * 2 * half + 2 * p];
+                float x1 = x[r * 2 * half + 2 * p + 1];
+                y[r * 2 * half + 2 * p] = x0 * c - x1 * s;
+                y[r * 2 * half + 2 * p + 1] = x0 * s + x1 * c;
+            }
+        }"#]].assert_eq(&first(GROUPS, "rope_rows"));
+}
+
+#[test]
+fn complex_multiply_and_pointer_quads() {
+    expect![[r#"
+        // Complex multiply on (re, im) pairs, the check around the body.
+        // @bench n = 1000, 77
+        // @bench a: in f32[2 * n]; b: in f32[2 * n]; out: out f32[2 * n]
+        // @bench grid = cdiv(n, 128); block = 128
+        __global__ void cmul(int n, const float* a, const float* b, float* out) {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) {
+                if (reinterpret_cast<unsigned long long>(a) % 8 == 0 &&
+                    reinterpret_cast<unsigned long long>(b) % 8 == 0 &&
+                    reinterpret_cast<unsigned long long>(out) % 8 == 0) {
+                    const float2 a2 = reinterpret_cast<const float2*>(a)[i];
+                    const float2 b2 = reinterpret_cast<const float2*>(b)[i];
+                    float2 out2;
+                    out2.x = a2.x * b2.x - a2.y * b2.y;
+                    out2.y = a2.x * b2.y + a2.y * b2.x;
+                    reinterpret_cast<float2*>(out)[i] = out2;
+                } else {
+                    out[2 * i] = a[2 * i] * b[2 * i] - a[2 * i + 1] * b[2 * i + 1];
+                    out[2 * i + 1] = a[2 * i] * b[2 * i + 1] + a[2 * i + 1] * b[2 * i];
+                }
+            }
+        }"#]]
+    .assert_eq(&first(GROUPS, "cmul"));
+    expect![[r#"
+        // Float quads (RGBA pixels) through pointer offsets, in place, with a per-pixel gain.
+        // @bench n = 999, 5
+        // @bench px: inout f32[4 * n]; gain: in f32[n]
+        // @bench grid = cdiv(n, 64); block = 64
+        __global__ void gain_rgba(int n, float* px, const float* gain) {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i >= n) return;
+            if (reinterpret_cast<unsigned long long>(px) % 16 == 0) {
+                float4 px4 = reinterpret_cast<const float4*>(px)[i];
+                float* q = px + 4 * i;
+                float g = gain[i];
+                px4.x *= g;
+                px4.y *= g;
+                px4.z *= g;
+                // alpha stays
+                px4.w = px4.w;
+                reinterpret_cast<float4*>(px)[i] = px4;
+            } else {
+                float* q = px + 4 * i;
+                float g = gain[i];
+                q[0] *= g;
+                q[1] *= g;
+                q[2] *= g;
+                // alpha stays
+                q[3] = q[3];
+            }
+        }"#]]
+    .assert_eq(&first(GROUPS, "gain_rgba"));
+}
+
+#[test]
+fn half_pairs_and_packed_half_quads() {
+    expect![[r#"
+        // Rotary embedding on half pairs, the math in float.
+        // @bench rows = 64, 3; half = 64, 31
+        // @bench x: in f16[rows, 2 * half]; cs: in f32[rows, half]; sn: in f32[rows, half]
+        // @bench y: out f16[rows, 2 * half]
+        // @bench grid = cdiv(rows * half, 128); block = 128
+        __global__ void rope_half(const __half* x, const float* cs, const float* sn, __half* y, int rows, int half) {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i >= rows * half) return;
+            if (reinterpret_cast<unsigned long long>(x) % 4 == 0 &&
+                reinterpret_cast<unsigned long long>(y) % 4 == 0) {
+                const __half2 x2 = reinterpret_cast<const __half2*>(x)[i];
+                __half2 y2;
+                int r = i / half;
+                int p = i % half;
+                float x0 = __half2float(x2.x);
+                float x1 = __half2float(x2.y);
+                y2.x = __float2half(x0 * cs[i] - x1 * sn[i]);
+                y2.y = __float2half(x0 * sn[i] + x1 * cs[i]);
+                reinterpret_cast<__half2*>(y)[i] = y2;
+            } else {
+                int r = i / half;
+                int p = i % half;
+                float x0 = __half2float(x[(r * half + p) * 2]);
+                float x1 = __half2float(x[(r * half + p) * 2 + 1]);
+                y[(r * half + p) * 2] = __float2half(x0 * cs[i] - x1 * sn[i]);
+                y[(r * half + p) * 2 + 1] = __float2half(x0 * sn[i] + x1 * cs[i]);
+            }
+        }"#]].assert_eq(&first(HALVES, "rope_half"));
+    let out = cuda(HALVES, "quad_scale", "vectorize_groups", json!({})).unwrap();
+    assert_eq!(labels(&out), ["groups: x, y as 4×__half as uint2"]);
+}
+
+#[test]
+fn vectorize_groups_says_why_a_kernel_does_not_fit() {
+    expect!["`evens` has no groups to vectorize: `x`'s groups of 2 are incomplete: only offset(s) 0 of 0..1 are accessed, and a vector access would touch the rest"].assert_eq(&why(GROUPS, "evens"));
+    expect!["`shifted` has no groups to vectorize: `x[2 * i + 2]` is offset 2 from its group of 2: the groups `x[2 * i .. 2 * i + 1]` would overlap or be misaligned"].assert_eq(&why(GROUPS, "shifted"));
+    expect!["`rgb_sum` has no groups to vectorize: `x` is `float*` in groups of 3: 12 bytes with no vector type and no 8- or 16-byte packing"].assert_eq(&why(GROUPS, "rgb_sum"));
+    expect!["`mixed` has no groups to vectorize: `x[i]` has stride 1 and another access of `x` stride 2"].assert_eq(&why(GROUPS, "mixed"));
+    expect!["`saxpy` has no groups to vectorize: no buffer is accessed as `p[k * i + c]` with k >= 2 (accesses `p[i]` are `vectorize`'s)"].assert_eq(&why(SAXPY, "saxpy"));
+    let returns = GROUPS.replace("    // alpha stays\n", "    if (g == 0.0f) return;\n");
+    expect!["`gain_rgba` has no groups to vectorize: `return;` leaves the body before the vector stores at its end"].assert_eq(&why(&returns, "gain_rgba"));
+    let doubles = GROUPS
+        .replace("px: inout f32[4 * n]", "px: inout f64[4 * n]")
+        .replace("float* px", "double* px")
+        .replace("float* q", "double* q");
+    expect!["`gain_rgba` has no groups to vectorize: `px` is `double*` in groups of 4: 32 bytes with no vector type and no 8- or 16-byte packing"].assert_eq(&why(&doubles, "gain_rgba"));
+    let passed = GROUPS.replace("    q[3] = q[3];\n", "    q[3] = __ldg(&px[4 * i + 3]);\n");
+    expect!["`gain_rgba` has no groups to vectorize: `&px[4 * i + 3]` takes the address of an element; kernel-lsp cannot follow what is done with it"].assert_eq(&why(&passed, "gain_rgba"));
+    let loop_ = HALVES.replace(
+        "        y[4 * i + 3] = __hmul(x[4 * i + 3], h);\n",
+        "        for (int c = 3; c < 4; ++c) y[4 * i + c] = __hmul(x[4 * i + c], h);\n",
+    );
+    expect!["`quad_scale` has no groups to vectorize: `x[4 * i + c]` is not `x[k * i + c]` with literal k and c, and other accesses of `x` are; `y[4 * i + c]` is not `y[k * i + c]` with literal k and c, and other accesses of `y` are"].assert_eq(&why(&loop_, "quad_scale"));
+}
+
+/// The catalog steps whose facts hold, in the order a fresh policy ranks them.
+fn applicable(text: &str, kernel: &str) -> Vec<String> {
+    let doc = Document::new(Lang::Cuda, 0, text);
+    let tree = doc.tree().unwrap();
+    let model = syntax::analyze(Lang::Cuda, text, tree);
+    let k = model.kernel(kernel).unwrap();
+    let f = static_facts(Lang::Cuda, text, tree, &model, k);
+    let cat = Catalog::embedded();
+    let arms = cat.applicable(Lang::Cuda, &f);
+    let ranked = Policy::new().rank(&f, &arms, &Default::default());
+    ranked.into_iter().map(|c| c.id).collect()
+}
+
+#[test]
+fn the_rope_example_is_cured_by_groups_first() {
+    let ranked = applicable(ROPE, "rope_pairs");
+    assert_eq!(
+        ranked.first().map(String::as_str),
+        Some("vectorize_groups"),
+        "{ranked:?}"
+    );
+    let out = cuda(ROPE, "rope_pairs", "vectorize_groups", json!({})).unwrap();
+    assert_eq!(labels(&out), ["groups: x, y as float2"]);
+}

@@ -159,7 +159,7 @@ fn vectorize_groups_says_why_a_kernel_does_not_fit() {
     expect!["`evens` has no groups to vectorize: `x`'s groups of 2 are incomplete: only offset(s) 0 of 0..1 are accessed, and a vector access would touch the rest"].assert_eq(&why(GROUPS, "evens"));
     expect!["`shifted` has no groups to vectorize: `x[2 * i + 2]` is offset 2 from its group of 2: the groups `x[2 * i .. 2 * i + 1]` would overlap or be misaligned"].assert_eq(&why(GROUPS, "shifted"));
     expect!["`rgb_sum` has no groups to vectorize: `x` is `float*` in groups of 3: 12 bytes with no vector type and no 8- or 16-byte packing"].assert_eq(&why(GROUPS, "rgb_sum"));
-    expect!["`mixed` has no groups to vectorize: `x[i]` has stride 1 and another access of `x` stride 2"].assert_eq(&why(GROUPS, "mixed"));
+    expect!["`mixed` has no groups to vectorize: `x[i]` steps by 1 per thread where another access of `x` steps by 2: `x` is also accessed outside its groups"].assert_eq(&why(GROUPS, "mixed"));
     expect!["`saxpy` has no groups to vectorize: no buffer is accessed as `p[k * i + c]` with k >= 2 (accesses `p[i]` are `vectorize`'s)"].assert_eq(&why(SAXPY, "saxpy"));
     let returns = GROUPS.replace("    // alpha stays\n", "    if (g == 0.0f) return;\n");
     expect!["`gain_rgba` has no groups to vectorize: `return;` leaves the body before the vector stores at its end"].assert_eq(&why(&returns, "gain_rgba"));

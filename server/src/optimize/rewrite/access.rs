@@ -89,6 +89,18 @@ pub(super) fn enclosing_statement(n: Node) -> Option<Node> {
     }
 }
 
+/// `n` lies in the value of a pointer declarator (`T* p = x + offset;`): it defines an
+/// alias, which [`base_of`] follows.
+pub(super) fn defines_alias(n: Node<'_>) -> bool {
+    std::iter::successors(Some(n), |x| x.parent())
+        .take_while(|x| x.kind() != "declaration")
+        .any(|x| {
+            x.kind() == "init_declarator"
+                && x.child_by_field_name("declarator")
+                    .is_some_and(|d| d.kind() == "pointer_declarator")
+        })
+}
+
 /// Record every declarator of a `declaration` statement (see [`declare`]).
 pub(super) fn declare_statement<'t>(
     scope: &mut Scope<'_, 't>,

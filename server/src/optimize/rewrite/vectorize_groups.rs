@@ -25,10 +25,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
-use super::access::{collect_accesses, declare_statement, index_of, Access, Scope};
+use super::access::{
+    collect_accesses, declare_statement, defines_alias, enclosing_statement, index_of, Access,
+    Scope,
+};
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::elementwise::{match_elementwise, pointer_params, Elementwise, Guard, INDEX_SHAPE};
-use super::poly::{fold_split, poly, Poly, VarNames};
+use super::poly::{fold_split, poly, single_definitions, Poly, VarNames};
 use super::tree::{
     first_line, fresh, kernel_function, line_indent, newline, reindent, render, text, walk,
 };
@@ -289,17 +292,8 @@ fn other_uses(
                     && within(&a.node.byte_range())
                     && !index_of(a.node).is_some_and(|ix| within(&ix.byte_range()))
             });
-            let defines = std::iter::successors(Some(n), |x| x.parent())
-                .take_while(|x| x.kind() != "declaration")
-                .any(|x| {
-                    x.kind() == "init_declarator"
-                        && x.child_by_field_name("declarator")
-                            .is_some_and(|d| d.kind() == "pointer_declarator")
-                });
-            if !reached && !defines {
-                let stmt = std::iter::successors(Some(n), |x| x.parent())
-                    .find(|x| x.kind().ends_with("_statement") || x.kind() == "declaration")
-                    .map_or("", |x| text(src, x));
+            if !reached && !defines_alias(n) {
+                let stmt = enclosing_statement(n).map_or("", |x| text(src, x));
                 out.entry(alias.buffer.clone())
                     .or_insert_with(|| format!("`{}` in `{}`", text(src, n), first_line(stmt)));
             }
@@ -331,10 +325,8 @@ fn jumps(src: &str, shape: &Elementwise<'_>) -> Option<String> {
 }
 
 /// The index as `$c` and every local of the kernel with one definition and no
-/// assignment expandable; anything assigned varies.
+/// assignment expandable; anything assigned or declared twice varies.
 fn index_names<'t>(src: &str, shape: &Elementwise<'t>) -> VarNames<'t> {
-    let mut defs: BTreeMap<String, Node<'t>> = BTreeMap::new();
-    let mut varying: BTreeSet<String> = BTreeSet::new();
     let mut root = shape.decl;
     while let Some(p) = root.parent() {
         root = p;
@@ -342,38 +334,8 @@ fn index_names<'t>(src: &str, shape: &Elementwise<'t>) -> VarNames<'t> {
             break;
         }
     }
-    walk(root, &mut |n| {
-        match n.kind() {
-            "init_declarator" => {
-                let d = n.child_by_field_name("declarator");
-                if let Some(d) = d.filter(|d| d.kind() == "identifier") {
-                    let name = text(src, d).to_string();
-                    match n.child_by_field_name("value") {
-                        Some(v) if !defs.contains_key(&name) => {
-                            defs.insert(name, v);
-                        }
-                        _ => {
-                            varying.insert(name);
-                        }
-                    }
-                }
-            }
-            "assignment_expression" | "update_expression" => {
-                let t = n
-                    .child_by_field_name("left")
-                    .or_else(|| n.child_by_field_name("argument"));
-                if let Some(t) = t.filter(|t| t.kind() == "identifier") {
-                    varying.insert(text(src, t).to_string());
-                }
-            }
-            _ => {}
-        }
-        true
-    });
+    let (mut defs, varying) = single_definitions(src, &[root], &|_| true);
     defs.remove(&shape.index);
-    for v in &varying {
-        defs.remove(v);
-    }
     VarNames {
         var: shape.index.clone(),
         defs,

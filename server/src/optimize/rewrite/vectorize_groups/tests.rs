@@ -1,12 +1,8 @@
 use expect_test::expect;
 use serde_json::json;
 
-use super::super::check::testing::{cuda, labels, not_applicable, show};
-use crate::document::Document;
-use crate::optimize::catalog::Catalog;
-use crate::optimize::facts::static_facts;
-use crate::optimize::policy::Policy;
-use crate::syntax::{self, Lang};
+use super::super::check::testing::{cuda, labels, not_applicable, ranked_steps, show};
+use crate::syntax::Lang;
 
 const GROUPS: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_groups/groups.cu");
 const HALVES: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_groups/halves.cu");
@@ -24,16 +20,15 @@ fn why(src: &str, kernel: &str) -> String {
 
 #[test]
 fn rope_rows_split_index_folds_back_to_pairs() {
-    let out = cuda(GROUPS, "rope_rows", "vectorize_groups", json!({})).unwrap();
+    let out = cuda(ROPE, "rope_pairs", "vectorize_groups", json!({})).unwrap();
     assert_eq!(labels(&out), ["groups: x, y as float2"]);
     expect![[r#"
-        // Rotary embedding on interleaved pairs of each row: the pair index split into row and
-        // pair (i / half, i % half), per-row-and-pair cos and sin read as they are.
-        // @bench rows = 40, 3; half = 64, 63
-        // @bench x: in f32[rows, 2 * half]; cs: in f32[rows, half]; sn: in f32[rows, half]
+        // @bench rows = 8192, 5; half = 64, 63
+        // @bench x: in f32[rows, 2 * half]; cos: in f32[rows, half]; sin: in f32[rows, half]
         // @bench y: out f32[rows, 2 * half]
-        // @bench grid = cdiv(rows * half, 128); block = 128
-        __global__ void rope_rows(const float* x, const float* cs, const float* sn, float* y, int rows, int half) {
+        // @bench grid = cdiv(rows * half, 256); block = 256
+        // @bench reference = torch: torch.stack((x[:, 0::2] * cos - x[:, 1::2] * sin, x[:, 0::2] * sin + x[:, 1::2] * cos), -1).flatten(1)
+        __global__ void rope_pairs(const float* x, const float* cos, const float* sin, float* y, int rows, int half) {
             int i = blockIdx.x * blockDim.x + threadIdx.x;
             if (i >= rows * half) return;
             if (reinterpret_cast<unsigned long long>(x) % 8 == 0 &&
@@ -42,8 +37,8 @@ fn rope_rows_split_index_folds_back_to_pairs() {
                 float2 y2;
                 int r = i / half;
                 int p = i % half;
-                float c = cs[i];
-                float s = sn[i];
+                float c = cos[i];
+                float s = sin[i];
                 float x0 = x2.x;
                 float x1 = x2.y;
                 y2.x = x0 * c - x1 * s;
@@ -52,14 +47,14 @@ fn rope_rows_split_index_folds_back_to_pairs() {
             } else {
                 int r = i / half;
                 int p = i % half;
-                float c = cs[i];
-                float s = sn[i];
+                float c = cos[i];
+                float s = sin[i];
                 float x0 = x[r * 2 * half + 2 * p];
                 float x1 = x[r * 2 * half + 2 * p + 1];
                 y[r * 2 * half + 2 * p] = x0 * c - x1 * s;
                 y[r * 2 * half + 2 * p + 1] = x0 * s + x1 * c;
             }
-        }"#]].assert_eq(&first(GROUPS, "rope_rows"));
+        }"#]].assert_eq(&first(ROPE, "rope_pairs"));
 }
 
 #[test]
@@ -121,35 +116,16 @@ fn complex_multiply_and_pointer_quads() {
 
 #[test]
 fn half_pairs_and_packed_half_quads() {
-    expect![[r#"
-        // Rotary embedding on half pairs, the math in float.
-        // @bench rows = 64, 3; half = 64, 31
-        // @bench x: in f16[rows, 2 * half]; cs: in f32[rows, half]; sn: in f32[rows, half]
-        // @bench y: out f16[rows, 2 * half]
-        // @bench grid = cdiv(rows * half, 128); block = 128
-        __global__ void rope_half(const __half* x, const float* cs, const float* sn, __half* y, int rows, int half) {
-            int i = blockIdx.x * blockDim.x + threadIdx.x;
-            if (i >= rows * half) return;
-            if (reinterpret_cast<unsigned long long>(x) % 4 == 0 &&
-                reinterpret_cast<unsigned long long>(y) % 4 == 0) {
-                const __half2 x2 = reinterpret_cast<const __half2*>(x)[i];
-                __half2 y2;
-                int r = i / half;
-                int p = i % half;
-                float x0 = __half2float(x2.x);
-                float x1 = __half2float(x2.y);
-                y2.x = __float2half(x0 * cs[i] - x1 * sn[i]);
-                y2.y = __float2half(x0 * sn[i] + x1 * cs[i]);
-                reinterpret_cast<__half2*>(y)[i] = y2;
-            } else {
-                int r = i / half;
-                int p = i % half;
-                float x0 = __half2float(x[(r * half + p) * 2]);
-                float x1 = __half2float(x[(r * half + p) * 2 + 1]);
-                y[(r * half + p) * 2] = __float2half(x0 * cs[i] - x1 * sn[i]);
-                y[(r * half + p) * 2 + 1] = __float2half(x0 * sn[i] + x1 * cs[i]);
-            }
-        }"#]].assert_eq(&first(HALVES, "rope_half"));
+    let half = first(HALVES, "rope_half");
+    for line in [
+        "if (reinterpret_cast<unsigned long long>(x) % 4 == 0 &&",
+        "const __half2 x2 = reinterpret_cast<const __half2*>(x)[i];",
+        "float x1 = __half2float(x2.y);",
+        "y2.y = __float2half(x0 * sn[i] + x1 * cs[i]);",
+        "reinterpret_cast<__half2*>(y)[i] = y2;",
+    ] {
+        assert!(half.contains(line), "{line}\n{half}");
+    }
     let out = cuda(HALVES, "quad_scale", "vectorize_groups", json!({})).unwrap();
     assert_eq!(labels(&out), ["groups: x, y as 4×__half as uint2"]);
 }
@@ -177,27 +153,12 @@ fn vectorize_groups_says_why_a_kernel_does_not_fit() {
     expect!["`quad_scale` has no groups to vectorize: `x[4 * i + c]` is not `x[k * i + c]` with literal k and c, and other accesses of `x` are; `y[4 * i + c]` is not `y[k * i + c]` with literal k and c, and other accesses of `y` are"].assert_eq(&why(&loop_, "quad_scale"));
 }
 
-/// The catalog steps whose facts hold, in the order a fresh policy ranks them.
-fn applicable(text: &str, kernel: &str) -> Vec<String> {
-    let doc = Document::new(Lang::Cuda, 0, text);
-    let tree = doc.tree().unwrap();
-    let model = syntax::analyze(Lang::Cuda, text, tree);
-    let k = model.kernel(kernel).unwrap();
-    let f = static_facts(Lang::Cuda, text, tree, &model, k);
-    let cat = Catalog::embedded();
-    let arms = cat.applicable(Lang::Cuda, &f);
-    let ranked = Policy::new().rank(&f, &arms, &Default::default());
-    ranked.into_iter().map(|c| c.id).collect()
-}
-
 #[test]
 fn the_rope_example_is_cured_by_groups_first() {
-    let ranked = applicable(ROPE, "rope_pairs");
+    let ranked = ranked_steps(ROPE, "rope_pairs");
     assert_eq!(
         ranked.first().map(String::as_str),
         Some("vectorize_groups"),
         "{ranked:?}"
     );
-    let out = cuda(ROPE, "rope_pairs", "vectorize_groups", json!({})).unwrap();
-    assert_eq!(labels(&out), ["groups: x, y as float2"]);
 }

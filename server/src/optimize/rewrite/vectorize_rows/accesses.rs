@@ -12,9 +12,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
-use super::super::access::{collect_accesses, declare_statement, Access, Scope};
+use super::super::access::{
+    collect_accesses, declare_statement, defines_alias, enclosing_statement, Access, Scope,
+};
 use super::super::elementwise::{thread_bound, ThreadBound};
-use super::super::poly::{fold_split, poly, Names, Poly, VarNames};
+use super::super::poly::{fold_split, poly, single_definitions, Names, Poly, VarNames};
 use super::super::tree::{first_line, named_children, text, walk};
 use super::shape::{Form, Rows};
 use crate::syntax::ByteRange;
@@ -80,57 +82,9 @@ enum Kind {
 /// never assigned (name -> value), and all the others (they vary between elements).
 fn locals<'t>(src: &str, rows: &Rows<'t>) -> (BTreeMap<String, Node<'t>>, BTreeSet<String>) {
     let top: BTreeSet<usize> = rows.element_statements().iter().map(|n| n.id()).collect();
-    let (mut defs, mut varying) = (BTreeMap::new(), BTreeSet::new());
-    for s in &rows.region {
-        walk(*s, &mut |n| {
-            match n.kind() {
-                "init_declarator" | "declaration" | "parameter_declaration" => {
-                    let d = if n.kind() == "init_declarator" {
-                        n.child_by_field_name("declarator")
-                    } else {
-                        None
-                    };
-                    if let Some(name) = d.and_then(|d| declared(src, d)) {
-                        let at_top = n.parent().is_some_and(|p| top.contains(&p.id()));
-                        match n.child_by_field_name("value") {
-                            Some(v) if at_top && !defs.contains_key(&name) => {
-                                defs.insert(name, v);
-                            }
-                            _ => {
-                                varying.insert(name);
-                            }
-                        }
-                    }
-                }
-                "assignment_expression" | "update_expression" => {
-                    let t = n
-                        .child_by_field_name("left")
-                        .or_else(|| n.child_by_field_name("argument"));
-                    if let Some(t) = t.filter(|t| t.kind() == "identifier") {
-                        varying.insert(text(src, t).to_string());
-                    }
-                }
-                _ => {}
-            }
-            true
-        });
-    }
-    for v in &varying {
-        defs.remove(v);
-    }
-    (defs, varying)
-}
-
-/// The name a declarator declares (through `*`, `&`, `[]`).
-fn declared(src: &str, mut d: Node<'_>) -> Option<String> {
-    while d.kind() != "identifier" {
-        d = d.child_by_field_name("declarator").or_else(|| {
-            named_children(d)
-                .into_iter()
-                .find(|c| c.kind().ends_with("declarator") || c.kind() == "identifier")
-        })?;
-    }
-    Some(text(src, d).to_string())
+    single_definitions(src, &rows.region, &|n| {
+        n.parent().is_some_and(|p| top.contains(&p.id()))
+    })
 }
 
 /// The kernel's pointer aliases, declared in order.
@@ -389,17 +343,8 @@ fn escapes(
             }
             let r = n.byte_range();
             let reached = inside.iter().any(|a| a.start <= r.start && r.end <= a.end);
-            let alias = std::iter::successors(Some(n), |x| x.parent())
-                .take_while(|x| x.kind() != "declaration")
-                .any(|x| {
-                    x.kind() == "init_declarator"
-                        && x.child_by_field_name("declarator")
-                            .is_some_and(|d| d.kind() == "pointer_declarator")
-                });
-            if !reached && !alias {
-                let stmt = std::iter::successors(Some(n), |x| x.parent())
-                    .find(|x| x.kind().ends_with("_statement") || x.kind() == "declaration")
-                    .map_or("", |x| text(src, x));
+            if !reached && !defines_alias(n) {
+                let stmt = enclosing_statement(n).map_or("", |x| text(src, x));
                 err = Some(format!(
                     "`{}` is used other than to reach an element (in `{}`)",
                     text(src, n),

@@ -119,7 +119,7 @@ fn plan<'t>(cx: &RewriteContext<'_>, shape: &Elementwise<'t>) -> Result<Vec<Grou
     let others = other_uses(src, shape, &scope, &accesses);
     let names = index_names(src, shape);
     let pointers = pointer_params(cx);
-    let mut by_buffer: BTreeMap<&str, Vec<(&Access<'t>, Option<(i64, i64)>)>> = BTreeMap::new();
+    let mut by_buffer: BTreeMap<&str, Vec<Placed<'_, 't>>> = BTreeMap::new();
     for a in &accesses {
         let p = a.parts.iter().fold(Poly::default(), |acc, part| {
             acc.add(&poly(src, *part, &names), 1)
@@ -158,6 +158,9 @@ fn plan<'t>(cx: &RewriteContext<'_>, shape: &Elementwise<'t>) -> Result<Vec<Grou
     }
 }
 
+/// An access and, when its address is `k * i + c` with literal k and c, `(k, c)`.
+type Placed<'a, 't> = (&'a Access<'t>, Option<(i64, i64)>);
+
 /// `Some((k, c))` when the address is `k * $c + c` with literal k and c.
 fn affine(p: &Poly) -> Option<(i64, i64)> {
     let k = p.linear_in("$c")?.as_constant()?;
@@ -172,7 +175,7 @@ fn group<'t>(
     src: &str,
     p: &str,
     pointee: &str,
-    list: &[(&Access<'t>, Option<(i64, i64)>)],
+    list: &[Placed<'_, 't>],
     other: Option<&String>,
     top: &BTreeSet<usize>,
 ) -> Result<Group<'t>, String> {

@@ -17,7 +17,7 @@ use super::super::access::{
 };
 use super::super::elementwise::{thread_bound, ThreadBound};
 use super::super::poly::{fold_split, poly, single_definitions, Names, Poly, VarNames};
-use super::super::tree::{first_line, named_children, text, walk};
+use super::super::tree::{first_line, text, walk};
 use super::shape::{Form, Rows};
 use crate::syntax::ByteRange;
 

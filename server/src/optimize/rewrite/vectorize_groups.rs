@@ -18,16 +18,19 @@
 //! theirs); no buffer accessed in groups (`p[i]` alone is `vectorize`'s); an incomplete
 //! group (`x[2*i]` only); offsets outside 0..k-1 (`x[2*i + 1]` with `x[2*i + 2]`: groups
 //! overlap or are misaligned); two strides for one buffer; a group size with no vector
-//! form (k = 3, 8 floats, 4 doubles); a buffer also reached another way (another index,
-//! its address taken, passed on, an atomic); a `return` or jump inside the body.
+//! form (k = 3, 8 floats, 4 doubles); an offset reached only under a condition or in a
+//! loop (`if (2*i + 1 < m)`: the whole group might reach past what the kernel touches);
+//! a buffer also reached another way (another index, its address taken, passed on, an
+//! atomic); the index assigned; a `return` or jump inside the body. A buffer refused
+//! beside one that qualifies stays as written.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
 use super::access::{
-    collect_accesses, declare_statement, defines_alias, enclosing_statement, index_of, Access,
-    Scope,
+    collect_accesses, declare_statement, defines_alias, enclosing_statement, index_of,
+    unconditional, Access, Scope,
 };
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::elementwise::{match_elementwise, pointer_params, Elementwise, Guard, INDEX_SHAPE};
@@ -118,6 +121,12 @@ fn plan<'t>(cx: &RewriteContext<'_>, shape: &Elementwise<'t>) -> Result<Vec<Grou
     }
     let others = other_uses(src, shape, &scope, &accesses);
     let names = index_names(src, shape);
+    if names.varying.contains(&shape.index) {
+        return Err(format!(
+            "`{0}` is assigned or declared again; the group must be the thread's own `{0}`",
+            shape.index
+        ));
+    }
     let pointers = pointer_params(cx);
     let mut by_buffer: BTreeMap<&str, Vec<Placed<'_, 't>>> = BTreeMap::new();
     for a in &accesses {
@@ -131,7 +140,6 @@ fn plan<'t>(cx: &RewriteContext<'_>, shape: &Elementwise<'t>) -> Result<Vec<Grou
             .or_default()
             .push((a, kc));
     }
-    let top: BTreeSet<usize> = shape.body.iter().map(|n| n.id()).collect();
     let mut groups = Vec::new();
     let mut why: Vec<String> = Vec::new();
     for p in cx.kernel.params.iter().map(|p| p.name.as_str()) {
@@ -143,7 +151,7 @@ fn plan<'t>(cx: &RewriteContext<'_>, shape: &Elementwise<'t>) -> Result<Vec<Grou
             continue;
         }
         let pointee = pointers.get(p).cloned().unwrap_or_default();
-        match group(src, p, &pointee, list, others.get(p), &top) {
+        match group(src, p, &pointee, list, others.get(p), &shape.body) {
             Ok(g) => groups.push(g),
             Err(e) => why.push(e),
         }
@@ -177,8 +185,9 @@ fn group<'t>(
     pointee: &str,
     list: &[Placed<'_, 't>],
     other: Option<&String>,
-    top: &BTreeSet<usize>,
+    tops: &[Node<'t>],
 ) -> Result<Group<'t>, String> {
+    let top: &BTreeSet<usize> = &tops.iter().map(|n| n.id()).collect();
     if let Some(use_) = other {
         return Err(format!(
             "`{p}` is also used other than as an element ({use_})"
@@ -223,6 +232,17 @@ fn group<'t>(
             "`{p}`'s groups of {k} are incomplete: only offset(s) {} of 0..{} are accessed, and a vector access would touch the rest",
             have.join(", "),
             k - 1
+        ));
+    }
+    // The vector access must reach nothing the kernel might not: each offset is
+    // reached whenever the body runs (an odd tail's `if (2 * i + 1 < m) x[2 * i + 1]`).
+    if let Some(c) = (0..k).find(|c| {
+        !list
+            .iter()
+            .any(|(a, kc)| kc.is_some_and(|(_, o)| o == *c) && unconditional(a.node, tops))
+    }) {
+        return Err(format!(
+            "`{p}`'s offset {c} is reached only under a condition or in a loop, so a vector access of the whole group could touch an element the kernel does not"
         ));
     }
     let ku = k as usize;

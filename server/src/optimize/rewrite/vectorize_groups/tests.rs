@@ -146,6 +146,27 @@ fn vectorize_groups_says_why_a_kernel_does_not_fit() {
     expect!["`gain_rgba` has no groups to vectorize: `px` is `double*` in groups of 4: 32 bytes with no vector type and no 8- or 16-byte packing"].assert_eq(&why(&doubles, "gain_rgba"));
     let passed = GROUPS.replace("    q[3] = q[3];\n", "    q[3] = __ldg(&px[4 * i + 3]);\n");
     expect!["`gain_rgba` has no groups to vectorize: `&px[4 * i + 3]` takes the address of an element; kernel-lsp cannot follow what is done with it"].assert_eq(&why(&passed, "gain_rgba"));
+    // An odd tail: the second of the last pair may not exist.
+    let tail = GROUPS.replace(
+        "        out[2 * i + 1] = a[2 * i] * b[2 * i + 1] + a[2 * i + 1] * b[2 * i];\n",
+        "        if (2 * i + 1 < m) out[2 * i + 1] = a[2 * i] * b[2 * i + 1];\n",
+    );
+    let out = cuda(&tail, "cmul", "vectorize_groups", json!({})).unwrap();
+    assert_eq!(
+        labels(&out),
+        ["groups: a, b as float2"],
+        "`out` stays scalar"
+    );
+    assert!(out[0]
+        .text
+        .contains("if (2 * i + 1 < m) out[2 * i + 1] = a2.x * b2.y;"));
+    let odd = GROUPS.replace(
+        "        y[i] = x[2 * i];\n",
+        "        y[i] = x[2 * i];\n        if (2 * i + 1 < m) y[i] += x[2 * i + 1];\n",
+    );
+    expect!["`evens` has no groups to vectorize: `x`'s offset 1 is reached only under a condition or in a loop, so a vector access of the whole group could touch an element the kernel does not"].assert_eq(&why(&odd, "evens"));
+    let moved = GROUPS.replace("    float g = gain[i];\n", "    float g = gain[i++];\n");
+    expect!["`gain_rgba` has no groups to vectorize: `i` is assigned or declared again; the group must be the thread's own `i`"].assert_eq(&why(&moved, "gain_rgba"));
     let loop_ = HALVES.replace(
         "        y[4 * i + 3] = __hmul(x[4 * i + 3], h);\n",
         "        for (int c = 3; c < 4; ++c) y[4 * i + c] = __hmul(x[4 * i + c], h);\n",

@@ -13,7 +13,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use tree_sitter::Node;
 
 use super::super::access::{
-    collect_accesses, declare_statement, defines_alias, enclosing_statement, Access, Scope,
+    collect_accesses, declare_statement, defines_alias, enclosing_statement, unconditional, Access,
+    Scope,
 };
 use super::super::elementwise::{thread_bound, ThreadBound};
 use super::super::poly::{fold_split, poly, single_definitions, Names, Poly, VarNames};
@@ -231,35 +232,6 @@ fn pointee(cx: &super::super::RewriteContext<'_>, buffer: &str) -> String {
     super::super::elementwise::pointer_params(cx)
         .remove(buffer)
         .unwrap_or_default()
-}
-
-/// No `if`, `?:`, loop, `switch`, `&&` or `||` between `n` and its element statement.
-fn unconditional(n: Node<'_>, tops: &[Node<'_>]) -> bool {
-    let top: BTreeSet<usize> = tops.iter().map(|t| t.id()).collect();
-    let mut cur = n;
-    while !top.contains(&cur.id()) {
-        let Some(p) = cur.parent() else { return false };
-        let k = p.kind();
-        if matches!(
-            k,
-            "if_statement"
-                | "conditional_expression"
-                | "for_statement"
-                | "while_statement"
-                | "do_statement"
-                | "switch_statement"
-        ) {
-            return false;
-        }
-        if k == "binary_expression" {
-            let op = p.child_by_field_name("operator").map(|o| o.kind());
-            if matches!(op, Some("&&" | "||")) {
-                return false;
-            }
-        }
-        cur = p;
-    }
-    true
 }
 
 /// Unit accesses by buffer and address. A written buffer must have one address; a read

@@ -2,8 +2,8 @@
 //! fixtures (rotary pairs split into row and pair, complex numbers, float quads through
 //! a pointer, f16 pairs and packed quads), every candidate compiles with NVRTC, and every
 //! f32 candidate computes what the original computes on the CPU emulator for every case
-//! of its spec (odd sizes included), on the vector path (aligned buffers) and, with its
-//! alignment check forced false, on the scalar path. A control shows that the vector
+//! of its spec (odd sizes included), one group or several per thread, on the vector path
+//! (aligned buffers) and, with its alignment check forced false, on the scalar path. A control shows that the vector
 //! path runs there. Missing NVRTC or g++ skips (or fails under
 //! KERNEL_LSP_REQUIRE_TOOLS=1).
 
@@ -20,8 +20,8 @@ const ROPE: &str = include_str!("../../examples/rope_pairs.cu");
 const GROUPS: &str = include_str!("../fixtures/rewrites/vec_groups/groups.cu");
 const HALVES: &str = include_str!("../fixtures/rewrites/vec_groups/halves.cu");
 
-/// (text, kernel, sizes as written -> small sizes)
-const CASES: &[(&str, &str, (&str, &str))] = &[
+/// (text, kernel, sizes as written -> small sizes, candidates wanted)
+const CASES: &[(&str, &str, (&str, &str), usize)] = &[
     (
         ROPE,
         "rope_pairs",
@@ -29,11 +29,12 @@ const CASES: &[(&str, &str, (&str, &str))] = &[
             "rows = 8192, 5; half = 64, 63",
             "rows = 40, 5; half = 64, 63",
         ),
+        2,
     ),
-    (GROUPS, "cmul", ("", "")),
-    (GROUPS, "gain_rgba", ("", "")),
-    (HALVES, "rope_half", ("", "")),
-    (HALVES, "quad_scale", ("", "")),
+    (GROUPS, "cmul", ("", ""), 2),
+    (GROUPS, "gain_rgba", ("", ""), 1),
+    (HALVES, "rope_half", ("", ""), 3),
+    (HALVES, "quad_scale", ("", ""), 2),
 ];
 
 fn run(src: &str, kernel: &str) -> Vec<Candidate> {
@@ -64,10 +65,10 @@ fn vectorized_groups_compile_and_compute_what_the_original_computes() {
     let test = "vectorized_groups_compile_and_compute_what_the_original_computes";
     let (nvrtc, gxx) = (tools::nvrtc_available(), emulate::gxx());
     let (mut compiled, mut emulated) = (0, 0);
-    for &(text, kernel, sizes) in CASES {
+    for &(text, kernel, sizes, want) in CASES {
         let src = source(text, kernel, sizes);
         let out = run(&src, kernel);
-        assert_eq!(out.len(), 1, "{kernel}");
+        assert_eq!(out.len(), want, "{kernel}");
         if nvrtc.is_ok() {
             compiled += compile_each(kernel, &out);
         }
@@ -90,20 +91,25 @@ fn vectorized_groups_compile_and_compute_what_the_original_computes() {
     }
 }
 
-/// The vector path runs on the emulator: swapping a pair's lanes is caught.
+/// The vector path runs on the emulator: swapping a pair's lanes is caught, with one
+/// group per thread and with two.
 #[test]
 fn the_emulator_runs_the_vector_path_of_groups() {
     let test = "the_emulator_runs_the_vector_path_of_groups";
     if let Err(why) = emulate::gxx() {
         return tools::skip(test, &why);
     }
-    let src = source(CASES[0].0, CASES[0].1, CASES[0].2);
-    let good = run(&src, "rope_pairs").remove(0);
-    let wrong = good
-        .text
-        .replacen("float x1 = x2.y;", "float x1 = x2.x;", 1);
-    assert_ne!(wrong, good.text, "the lane read is not in the candidate");
-    let err = emulate::compare(&src, "rope_pairs", &[("vector".into(), wrong)], 2)
-        .expect_err("the emulator missed a wrong vector path");
-    assert!(err.contains("vector case 0: y["), "{err}");
+    let (text, kernel, sizes, _) = CASES[0];
+    let src = source(text, kernel, sizes);
+    let out = run(&src, "rope_pairs");
+    for (good, lane, swapped) in [
+        (&out[0], "float x1 = x2.y;", "float x1 = x2.x;"),
+        (&out[1], "float x1 = x4.w;", "float x1 = x4.z;"),
+    ] {
+        let wrong = good.text.replacen(lane, swapped, 1);
+        assert_ne!(wrong, good.text, "`{lane}` is not in [{}]", good.label);
+        let err = emulate::compare(&src, "rope_pairs", &[("vector".into(), wrong)], 2)
+            .expect_err("the emulator missed a wrong vector path");
+        assert!(err.contains("vector case 0: y["), "{err}");
+    }
 }

@@ -12,7 +12,12 @@
 //! `xp[0]`, `xp[1]` all qualify. Other buffers (`cos[i]`, `table[p]`) stay as written.
 //! A group starts `k * sizeof(T)` bytes after the previous one, so its alignment is the
 //! base pointer's: one run-time check of every grouped base (the same for all threads)
-//! picks the vector body, else the body as written. The launch is unchanged.
+//! picks the vector body, else the body as written. That candidate leaves the launch
+//! as it is. Where the groups are narrower than 16 bytes and the launch is 1-D with a
+//! `cdiv` grid, more candidates give each thread V groups (V = 2, 4, ... up to 16 bytes
+//! per access: two float pairs as one `float4`, four half pairs as a `uint4`), the body
+//! once per group, the grid's `cdiv` divided by V, and the V groups as written in a loop
+//! where the last is past the bound or a base is not aligned (see `wide.rs`).
 //!
 //! **Refuses** (with the access): another shape (`vectorize_rows`, `vectorize` take
 //! theirs); no buffer accessed in groups (`p[i]` alone is `vectorize`'s); an incomplete
@@ -33,8 +38,12 @@ use super::access::{
     unconditional, Access, Scope,
 };
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
-use super::elementwise::{match_elementwise, pointer_params, Elementwise, Guard, INDEX_SHAPE};
+use super::edits::Edits;
+use super::elementwise::{
+    match_elementwise, one_d_grid, pointer_params, Elementwise, Guard, INDEX_SHAPE,
+};
 use super::poly::{fold_split, poly, single_definitions, Poly, VarNames};
+use super::spec_expr::{widen, words};
 use super::tree::{
     first_line, fresh, kernel_function, line_indent, newline, reindent, render, text, walk,
 };
@@ -57,12 +66,47 @@ pub fn vectorize_groups(cx: &RewriteContext<'_>) -> R {
         ))
     })?;
     let groups = plan(cx, &shape).map_err(na)?;
-    let label = label(&groups);
-    let code = emit(cx.text, &shape, &groups).map_err(|e| na(format!("{label}: {e}")))?;
-    let text = super::edits::Edits::from_pairs([(shape.body_span(), code)])
-        .apply(cx.text)
-        .map_err(|e| na(format!("{label}: {e}")))?;
-    finish(cx, vec![Draft { label, text }], Vec::new())
+    let mut drafts = Vec::new();
+    let mut dropped = Vec::new();
+    let one = label(&groups, 1);
+    let draft = emit(cx.text, &shape, &groups).and_then(|code| {
+        Edits::from_pairs([(shape.body_span(), code)])
+            .apply(cx.text)
+            .map_err(|e| e.to_string())
+    });
+    match draft {
+        Ok(text) => drafts.push(Draft { label: one, text }),
+        Err(e) => dropped.push(format!("{one}: {e}")),
+    }
+    // Several groups per thread change the grid: only where the launch is 1-D.
+    let counts = wide::counts(&groups);
+    let grid = match counts.is_empty() {
+        true => None,
+        false => one_d_grid(cx, &current_plan(cx)?, ID, shape.batched).ok(),
+    };
+    for v in counts.into_iter().filter(|_| grid.is_some()) {
+        let (grid, first) = grid.as_ref().expect("checked");
+        let label = label(&groups, v);
+        let Some(new_grid) = widen(&grid.text[first.clone()], v) else {
+            dropped.push(format!(
+                "{label}: grid = {} has no `cdiv(n, B)` to divide",
+                grid.text
+            ));
+            continue;
+        };
+        let at = grid.range.start + first.start..grid.range.start + first.end;
+        let mut names = words(cx.text).into_iter().map(str::to_string).collect();
+        let draft = wide::emit(cx.text, &shape, &groups, v, &mut names).and_then(|code| {
+            Edits::from_pairs([(shape.guard.start_byte()..shape.end, code), (at, new_grid)])
+                .apply(cx.text)
+                .map_err(|e| e.to_string())
+        });
+        match draft {
+            Ok(text) => drafts.push(Draft { label, text }),
+            Err(e) => dropped.push(format!("{label}: {e}")),
+        }
+    }
+    finish(cx, drafts, dropped)
 }
 
 /// One grouped buffer: its accesses by lane, its register type, and how it moves.
@@ -78,11 +122,12 @@ struct Group<'t> {
     written: bool,
 }
 
-/// `groups: x, y as float2; q as float4`.
-fn label(groups: &[Group<'_>]) -> String {
+/// `groups: x, y as float2; q as float4`, or with V groups per thread `2 groups per
+/// thread: x, y as float4`.
+fn label(groups: &[Group<'_>], v: usize) -> String {
     let mut by: Vec<(String, Vec<&str>)> = Vec::new();
     for g in groups {
-        let shown = g.lanes.shown(g.k);
+        let shown = Lanes::of(&g.pointee, g.k * v).map_or_else(String::new, |l| l.shown(g.k * v));
         match by.iter_mut().find(|(s, _)| *s == shown) {
             Some((_, names)) => names.push(&g.buffer),
             None => by.push((shown, vec![&g.buffer])),
@@ -92,7 +137,10 @@ fn label(groups: &[Group<'_>]) -> String {
         .iter()
         .map(|(s, names)| format!("{} as {s}", names.join(", ")))
         .collect();
-    format!("groups: {}", parts.join("; "))
+    match v {
+        1 => format!("groups: {}", parts.join("; ")),
+        _ => format!("{v} groups per thread: {}", parts.join("; ")),
+    }
 }
 
 /// The grouped buffers of the guarded body, or why there are none (the first buffer
@@ -383,10 +431,7 @@ fn emit(src: &str, shape: &Elementwise<'_>, groups: &[Group<'_>]) -> Result<Stri
     }
     let in1 = format!("{from}{}", shape.unit);
     let i = &shape.index;
-    let mut names: BTreeSet<String> = super::spec_expr::words(src)
-        .into_iter()
-        .map(str::to_string)
-        .collect();
+    let mut names: BTreeSet<String> = words(src).into_iter().map(str::to_string).collect();
     let regs: Vec<String> = groups
         .iter()
         .map(|g| fresh(&format!("{}{}", g.buffer, g.k), &mut names))
@@ -437,3 +482,4 @@ fn emit(src: &str, shape: &Elementwise<'_>, groups: &[Group<'_>]) -> Result<Stri
 
 #[cfg(test)]
 mod tests;
+mod wide;

@@ -21,7 +21,60 @@ fn why(src: &str, kernel: &str) -> String {
 #[test]
 fn rope_rows_split_index_folds_back_to_pairs() {
     let out = cuda(ROPE, "rope_pairs", "vectorize_groups", json!({})).unwrap();
-    assert_eq!(labels(&out), ["groups: x, y as float2"]);
+    assert_eq!(
+        labels(&out),
+        [
+            "groups: x, y as float2",
+            "2 groups per thread: x, y as float4"
+        ]
+    );
+    expect![[r#"
+        // @bench rows = 8192, 5; half = 64, 63
+        // @bench x: in f32[rows, 2 * half]; cos: in f32[rows, half]; sin: in f32[rows, half]
+        // @bench y: out f32[rows, 2 * half]
+        // @bench grid = cdiv(rows * half, 2 * 256); block = 256
+        // @bench reference = torch: torch.stack((x[:, 0::2] * cos - x[:, 1::2] * sin, x[:, 0::2] * sin + x[:, 1::2] * cos), -1).flatten(1)
+        __global__ void rope_pairs(const float* x, const float* cos, const float* sin, float* y, int rows, int half) {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (2 * i + 1 < (rows * half) &&
+                reinterpret_cast<unsigned long long>(x) % 16 == 0 &&
+                reinterpret_cast<unsigned long long>(y) % 16 == 0) {
+                const float4 x4 = reinterpret_cast<const float4*>(x)[i];
+                float4 y4;
+                {
+                    int r = (2 * i) / half;
+                    int p = (2 * i) % half;
+                    float c = cos[(2 * i)];
+                    float s = sin[(2 * i)];
+                    float x0 = x4.x;
+                    float x1 = x4.y;
+                    y4.x = x0 * c - x1 * s;
+                    y4.y = x0 * s + x1 * c;
+                }
+                {
+                    int r = (2 * i + 1) / half;
+                    int p = (2 * i + 1) % half;
+                    float c = cos[(2 * i + 1)];
+                    float s = sin[(2 * i + 1)];
+                    float x0 = x4.z;
+                    float x1 = x4.w;
+                    y4.z = x0 * c - x1 * s;
+                    y4.w = x0 * s + x1 * c;
+                }
+                reinterpret_cast<float4*>(y)[i] = y4;
+            } else {
+                for (int j = 2 * i; j < (rows * half); ++j) {
+                    int r = j / half;
+                    int p = j % half;
+                    float c = cos[j];
+                    float s = sin[j];
+                    float x0 = x[r * 2 * half + 2 * p];
+                    float x1 = x[r * 2 * half + 2 * p + 1];
+                    y[r * 2 * half + 2 * p] = x0 * c - x1 * s;
+                    y[r * 2 * half + 2 * p + 1] = x0 * s + x1 * c;
+                }
+            }
+        }"#]].assert_eq(&show(Lang::Cuda, ROPE, &out[1], "rope_pairs"));
     expect![[r#"
         // @bench rows = 8192, 5; half = 64, 63
         // @bench x: in f32[rows, 2 * half]; cos: in f32[rows, half]; sin: in f32[rows, half]
@@ -127,7 +180,22 @@ fn half_pairs_and_packed_half_quads() {
         assert!(half.contains(line), "{line}\n{half}");
     }
     let out = cuda(HALVES, "quad_scale", "vectorize_groups", json!({})).unwrap();
-    assert_eq!(labels(&out), ["groups: x, y as 4×__half as uint2"]);
+    assert_eq!(
+        labels(&out),
+        [
+            "groups: x, y as 4×__half as uint2",
+            "2 groups per thread: x, y as 8×__half as uint4"
+        ]
+    );
+    let pairs = cuda(HALVES, "rope_half", "vectorize_groups", json!({})).unwrap();
+    assert_eq!(
+        labels(&pairs),
+        [
+            "groups: x, y as __half2",
+            "4 groups per thread: x, y as 8×__half as uint4",
+            "2 groups per thread: x, y as 4×__half as uint2"
+        ]
+    );
 }
 
 #[test]
@@ -154,7 +222,10 @@ fn vectorize_groups_says_why_a_kernel_does_not_fit() {
     let out = cuda(&tail, "cmul", "vectorize_groups", json!({})).unwrap();
     assert_eq!(
         labels(&out),
-        ["groups: a, b as float2"],
+        [
+            "groups: a, b as float2",
+            "2 groups per thread: a, b as float4"
+        ],
         "`out` stays scalar"
     );
     assert!(out[0]

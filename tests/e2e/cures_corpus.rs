@@ -46,10 +46,7 @@ fn compiles_like_the_original(original: &str, candidate: &str, kernel: &str) {
     };
     if errors(original).is_empty() {
         let new = errors(candidate);
-        assert!(
-            new.is_empty(),
-            "{kernel}: {new:?}\n{candidate}"
-        );
+        assert!(new.is_empty(), "{kernel}: {new:?}\n{candidate}");
     }
 }
 

@@ -27,7 +27,9 @@
 //! loop (`if (2*i + 1 < m)`: the whole group might reach past what the kernel touches);
 //! a buffer also reached another way (another index, its address taken, passed on, an
 //! atomic); the index assigned; a `return` or jump inside the body. A buffer refused
-//! beside one that qualifies stays as written.
+//! beside one that qualifies stays as written. Several groups per thread are not
+//! offered for a body that reads `threadIdx.x`, `blockIdx.x` or `gridDim` (or an alias)
+//! or calls a barrier or warp collective, nor for a launch that is not 1-D.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -78,8 +80,13 @@ pub fn vectorize_groups(cx: &RewriteContext<'_>) -> R {
         Ok(text) => drafts.push(Draft { label: one, text }),
         Err(e) => dropped.push(format!("{one}: {e}")),
     }
-    // Several groups per thread change the grid: only where the launch is 1-D.
-    let counts = wide::counts(&groups);
+    // Several groups per thread change the grid: only where the launch is 1-D, and the
+    // body may not tell the threads apart.
+    let mut counts = wide::counts(&groups);
+    if let Some(why) = wide::thread_bound_body(cx.text, &shape).filter(|_| !counts.is_empty()) {
+        dropped.push(format!("several groups per thread: {why}"));
+        counts.clear();
+    }
     let grid = match counts.is_empty() {
         true => None,
         false => one_d_grid(cx, &current_plan(cx)?, ID, shape.batched).ok(),

@@ -231,6 +231,13 @@ fn vectorize_groups_says_why_a_kernel_does_not_fit() {
     assert!(out[0]
         .text
         .contains("if (2 * i + 1 < m) out[2 * i + 1] = a2.x * b2.y;"));
+    // The thread's own position: one group per thread only.
+    let lane = GROUPS.replace(
+        "out[2 * i] = a[2 * i] * b[2 * i] - a[2 * i + 1] * b[2 * i + 1];",
+        "out[2 * i] = a[2 * i] * b[2 * i] - a[2 * i + 1] * b[2 * i + 1] + threadIdx.x;",
+    );
+    let out = cuda(&lane, "cmul", "vectorize_groups", json!({})).unwrap();
+    assert_eq!(labels(&out), ["groups: a, b, out as float2"]);
     let odd = GROUPS.replace(
         "        y[i] = x[2 * i];\n",
         "        y[i] = x[2 * i];\n        if (2 * i + 1 < m) y[i] += x[2 * i + 1];\n",

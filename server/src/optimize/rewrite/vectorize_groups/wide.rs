@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use tree_sitter::Node;
 
-use super::super::elementwise::{bound_text, Elementwise};
+use super::super::elementwise::{bound_text, is_block_yz, thread_bound, Elementwise, ThreadBound};
 use super::super::tree::{fresh, line_indent, newline, reindent, render, text, walk};
 use super::super::vectorize::{element_bytes, Lanes};
 use super::Group;
@@ -35,6 +35,37 @@ pub(super) fn counts(groups: &[Group<'_>]) -> Vec<usize> {
         .collect();
     out.truncate(2);
     out
+}
+
+/// Why the body cannot run for several groups in one thread, if it cannot: it reads
+/// what names the thread (`threadIdx.x`, `blockIdx.x`, an alias of them) or the grid
+/// (`gridDim`, which V divides), or calls a barrier or warp collective.
+pub(super) fn thread_bound_body(src: &str, shape: &Elementwise<'_>) -> Option<String> {
+    let mut why = None;
+    for s in &shape.body {
+        walk(*s, &mut |n| {
+            let t = text(src, n);
+            let bound = match thread_bound(src, n) {
+                Some(ThreadBound::Collective(f)) => Some(format!("calls `{f}`")),
+                Some(ThreadBound::Index("blockDim")) => None,
+                Some(ThreadBound::Index(_)) if !is_block_yz(src, n) => Some(format!("reads `{t}`")),
+                _ if n.kind() == "identifier"
+                    && shape
+                        .thread_aliases
+                        .get(t)
+                        .is_some_and(|f| f != "blockDim.x") =>
+                {
+                    Some(format!("reads `{t}` (`{}`)", shape.thread_aliases[t]))
+                }
+                _ => None,
+            };
+            if why.is_none() {
+                why = bound;
+            }
+            why.is_none()
+        });
+    }
+    why.map(|w| format!("the body {w}, which would no longer be each group's own"))
 }
 
 /// The replacement of the bounds check and everything after it (`shape.guard` to

@@ -260,4 +260,7 @@ fn the_rope_example_is_cured_by_groups_first() {
         Some("vectorize_groups"),
         "{ranked:?}"
     );
+    // No interleaved group, no `grouped_access`: not offered.
+    let saxpy = ranked_steps(SAXPY, "saxpy");
+    assert!(!saxpy.iter().any(|s| s == "vectorize_groups"), "{saxpy:?}");
 }

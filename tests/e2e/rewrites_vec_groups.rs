@@ -1,6 +1,6 @@
 //! `vectorize_groups` against the real tools: on the rope example and the group
 //! fixtures (rotary pairs split into row and pair, complex numbers, float quads through
-//! a pointer, f16 pairs and packed quads), every candidate compiles with NVRTC, and every
+//! a pointer, f16 pairs and packed quads, bf16 pairs), every candidate compiles with NVRTC, and every
 //! f32 candidate computes what the original computes on the CPU emulator for every case
 //! of its spec (odd sizes included), one group or several per thread, on the vector path
 //! (aligned buffers) and, with its alignment check forced false, on the scalar path. A control shows that the vector
@@ -35,6 +35,7 @@ const CASES: &[(&str, &str, (&str, &str), usize)] = &[
     (GROUPS, "gain_rgba", ("", ""), 1),
     (HALVES, "rope_half", ("", ""), 3),
     (HALVES, "quad_scale", ("", ""), 2),
+    (HALVES, "conj_scale", ("", ""), 3),
 ];
 
 fn run(src: &str, kernel: &str) -> Vec<Candidate> {
@@ -72,8 +73,12 @@ fn vectorized_groups_compile_and_compute_what_the_original_computes() {
         if nvrtc.is_ok() {
             compiled += compile_each(kernel, &out);
         }
-        // The emulator has no f16: those candidates are compiled only.
-        if gxx.is_ok() && !out.iter().any(|c| c.label.contains("half")) {
+        // The emulator has no f16 or bf16: those candidates are compiled only.
+        if gxx.is_ok()
+            && !out
+                .iter()
+                .any(|c| c.label.contains("half") || c.label.contains("bfloat16"))
+        {
             let mut cands: Vec<(String, String)> = Vec::new();
             for c in &out {
                 cands.push((c.label.clone(), c.text.clone()));

@@ -179,6 +179,15 @@ fn half_pairs_and_packed_half_quads() {
     ] {
         assert!(half.contains(line), "{line}\n{half}");
     }
+    let bf = cuda(HALVES, "conj_scale", "vectorize_groups", json!({})).unwrap();
+    assert_eq!(
+        labels(&bf),
+        [
+            "groups: z, w as __nv_bfloat162",
+            "4 groups per thread: z, w as 8×__nv_bfloat16 as uint4",
+            "2 groups per thread: z, w as 4×__nv_bfloat16 as uint2"
+        ]
+    );
     let out = cuda(HALVES, "quad_scale", "vectorize_groups", json!({})).unwrap();
     assert_eq!(
         labels(&out),

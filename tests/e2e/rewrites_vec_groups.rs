@@ -1,11 +1,11 @@
 //! `vectorize_groups` against the real tools: on the rope example and the group
 //! fixtures (rotary pairs split into row and pair, complex numbers, float quads through
-//! a pointer, f16 pairs and packed quads, bf16 pairs), every candidate compiles with NVRTC, and every
-//! f32 candidate computes what the original computes on the CPU emulator for every case
-//! of its spec (odd sizes included), one group or several per thread, on the vector path
-//! (aligned buffers) and, with its alignment check forced false, on the scalar path. A control shows that the vector
-//! path runs there. Missing NVRTC or g++ skips (or fails under
-//! KERNEL_LSP_REQUIRE_TOOLS=1).
+//! a pointer, f16 pairs and packed quads, bf16 pairs), every candidate compiles with
+//! NVRTC, and every f32 candidate computes what the original computes on the CPU
+//! emulator for every case of its spec (odd sizes included), one group or several per
+//! thread, on the vector path (aligned buffers) and, with its alignment check forced
+//! false, on the scalar path. A control shows that the vector path runs there. Missing
+//! NVRTC or g++ skips (or fails under KERNEL_LSP_REQUIRE_TOOLS=1).
 
 use std::collections::BTreeMap;
 

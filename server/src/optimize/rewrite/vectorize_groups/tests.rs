@@ -269,6 +269,11 @@ fn the_rope_example_is_cured_by_groups_first() {
         Some("vectorize_groups"),
         "{ranked:?}"
     );
+    // Its own output is refused: the check has an `else` (V groups), or (one group) the
+    // fallback's `r` and `p` are declared on both paths, so no index is proved a pair.
+    let v1 = cuda(ROPE, "rope_pairs", "vectorize_groups", json!({})).unwrap();
+    expect!["`rope_pairs` is not a 1-D elementwise kernel: the bounds check `if (2 * i + 1 < (rows * half) &&` has an `else`; vectorize_groups needs `int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { ... }` (or `if (i >= n) return;`)"].assert_eq(&why(&v1[1].text, "rope_pairs"));
+    expect!["`rope_pairs` has no groups to vectorize: no buffer is accessed as `p[k * i + c]` with k >= 2 (accesses `p[i]` are `vectorize`'s)"].assert_eq(&why(&v1[0].text, "rope_pairs"));
     // No interleaved group, no `grouped_access`: not offered.
     let saxpy = ranked_steps(SAXPY, "saxpy");
     assert!(!saxpy.iter().any(|s| s == "vectorize_groups"), "{saxpy:?}");

@@ -157,16 +157,16 @@ fn plan<'t>(cx: &RewriteContext<'_>, shape: &Elementwise<'t>) -> Result<Vec<Grou
     if let Some(why) = jumps(src, shape) {
         return Err(why);
     }
+    // Pointer aliases from the whole kernel body: one declared before the check
+    // (`float* xp = x + ...;`) still reaches its buffer inside it.
     let mut scope = Scope::of_kernel(cx, src);
     let mut err = None;
-    for s in &shape.body {
-        walk(*s, &mut |n| {
-            if n.kind() == "declaration" {
-                declare_statement(&mut scope, n, &mut err);
-            }
-            true
-        });
-    }
+    walk(kernel_body(shape), &mut |n| {
+        if n.kind() == "declaration" {
+            declare_statement(&mut scope, n, &mut err);
+        }
+        true
+    });
     if let Some(e) = err {
         return Err(e);
     }
@@ -402,9 +402,8 @@ fn jumps(src: &str, shape: &Elementwise<'_>) -> Option<String> {
     why
 }
 
-/// The index as `$c` and every local of the kernel with one definition and no
-/// assignment expandable; anything assigned or declared twice varies.
-fn index_names<'t>(src: &str, shape: &Elementwise<'t>) -> VarNames<'t> {
+/// The braces around the index's declaration: the kernel's body.
+fn kernel_body<'t>(shape: &Elementwise<'t>) -> Node<'t> {
     let mut root = shape.decl;
     while let Some(p) = root.parent() {
         root = p;
@@ -412,7 +411,13 @@ fn index_names<'t>(src: &str, shape: &Elementwise<'t>) -> VarNames<'t> {
             break;
         }
     }
-    let (mut defs, varying) = single_definitions(src, &[root], &|_| true);
+    root
+}
+
+/// The index as `$c` and every local of the kernel with one definition and no
+/// assignment expandable; anything assigned or declared twice varies.
+fn index_names<'t>(src: &str, shape: &Elementwise<'t>) -> VarNames<'t> {
+    let (mut defs, varying) = single_definitions(src, &[kernel_body(shape)], &|_| true);
     defs.remove(&shape.index);
     VarNames {
         var: shape.index.clone(),

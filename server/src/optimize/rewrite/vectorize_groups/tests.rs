@@ -274,6 +274,19 @@ fn the_rope_example_is_cured_by_groups_first() {
     let v1 = cuda(ROPE, "rope_pairs", "vectorize_groups", json!({})).unwrap();
     expect!["`rope_pairs` is not a 1-D elementwise kernel: the bounds check `if (2 * i + 1 < (rows * half) &&` has an `else`; vectorize_groups needs `int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { ... }` (or `if (i >= n) return;`)"].assert_eq(&why(&v1[1].text, "rope_pairs"));
     expect!["`rope_pairs` has no groups to vectorize: no buffer is accessed as `p[k * i + c]` with k >= 2 (accesses `p[i]` are `vectorize`'s)"].assert_eq(&why(&v1[0].text, "rope_pairs"));
+    // A pointer declared before the index still reaches its buffer in the body.
+    let early = GROUPS
+        .replace(
+            "__global__ void mixed(int n, const float* x, float* y) {\n",
+            "__global__ void mixed(int n, const float* x, float* y) {\n    const float* xs = x;\n",
+        )
+        .replace("x[2 * i + 1] + x[i];", "xs[2 * i + 1] + x[2 * i + 1];");
+    let out = cuda(&early, "mixed", "vectorize_groups", json!({})).unwrap();
+    assert!(
+        out[0].text.contains("x2.x + x2.y + x2.y;"),
+        "{}",
+        out[0].text
+    );
     // No interleaved group, no `grouped_access`: not offered.
     let saxpy = ranked_steps(SAXPY, "saxpy");
     assert!(!saxpy.iter().any(|s| s == "vectorize_groups"), "{saxpy:?}");

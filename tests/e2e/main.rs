@@ -41,6 +41,7 @@ mod rewrites_cuda;
 mod rewrites_geometry;
 mod rewrites_idioms;
 mod rewrites_triton_loops;
+mod rewrites_vec_groups;
 mod rewrites_vec_rows;
 mod tools;
 mod torch_reference;

@@ -186,6 +186,11 @@ fn what_each_code_rewrite_offers_on_the_examples_and_fixtures() {
         examples/rms_norm.cu rms_norm unroll: #pragma unroll 2 on 2 loops | #pragma unroll 4 on 2 loops | #pragma unroll 8 on 2 loops
         examples/rms_norm.cu rms_norm fast_math: n/a: `rms_norm` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
         examples/rms_norm.cu rms_norm maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
+        examples/rope_pairs.cu rope_pairs restrict_const: __restrict__ on x, cos, sin, y
+        examples/rope_pairs.cu rope_pairs launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
+        examples/rope_pairs.cu rope_pairs unroll: n/a: `rope_pairs` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
+        examples/rope_pairs.cu rope_pairs fast_math: n/a: `rope_pairs` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        examples/rope_pairs.cu rope_pairs maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
         examples/row_argmax.cu row_argmax restrict_const: __restrict__ on x, idx
         examples/row_argmax.cu row_argmax launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
         examples/row_argmax.cu row_argmax unroll: #pragma unroll 2 on 1 loop | #pragma unroll 4 on 1 loop | #pragma unroll 8 on 1 loop

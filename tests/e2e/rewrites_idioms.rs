@@ -1493,6 +1493,7 @@ fn every_rewrite_on_damaged_kernels_answers_or_refuses() {
         "tests/fixtures/rewrites/geometry",
         "tests/fixtures/rewrites/lanes",
         "tests/fixtures/rewrites/vec_rows",
+        "tests/fixtures/rewrites/vec_groups",
     ] {
         let mut paths: Vec<_> = std::fs::read_dir(root().join(dir))
             .unwrap()

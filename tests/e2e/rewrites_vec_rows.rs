@@ -99,6 +99,20 @@ fn source(c: &Case) -> String {
     }
 }
 
+/// Every candidate compiles with NVRTC with no error; how many were compiled.
+pub(crate) fn compile_each(kernel: &str, out: &[Candidate]) -> usize {
+    for cand in out {
+        let errors = nvrtc_errors(&cand.text);
+        assert!(
+            errors.is_empty(),
+            "{kernel} [{}]: {errors:?}\n{}",
+            cand.label,
+            cand.text
+        );
+    }
+    out.len()
+}
+
 fn nvrtc_errors(text: &str) -> Vec<String> {
     let tc = kernel_lsp::toolchain::locate(&Default::default());
     let doc = Document::new(Lang::Cuda, 0, text);
@@ -122,16 +136,7 @@ fn vectorized_rows_compile_and_compute_what_the_original_computes() {
         let out = run(&src, kernel, "vectorize_rows");
         assert_eq!(out.len(), want, "{kernel}");
         if nvrtc.is_ok() {
-            for cand in &out {
-                let errors = nvrtc_errors(&cand.text);
-                assert!(
-                    errors.is_empty(),
-                    "{kernel} [{}]: {errors:?}\n{}",
-                    cand.label,
-                    cand.text
-                );
-                compiled += 1;
-            }
+            compiled += compile_each(kernel, &out);
         }
         // The emulator has no f16 or bf16: those candidates are compiled only.
         let halves = |c: &Candidate| c.label.contains("half") || c.label.contains("bfloat16");

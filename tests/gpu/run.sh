@@ -140,7 +140,7 @@ if part cures; then
 echo "== cures chosen by the analysis: draft, optimize (no LLM), optimized, each against PyTorch"
 cw="$log/cures"; mkdir -p "$cw"
 export KERNEL_LSP_DATA_DIR="$log/cures-policy"
-for ex in ${KERNEL_LSP_CURE_EXAMPLES:-bias_relu_rows.cu norm_apply.cu gelu_bias_half.cu scale_shift_batched.cu half_axpy.cu softmax_3pass.py logsumexp_rows.py cross_entropy.py col_mean.py matvec.py rmsnorm_2pass.py col_norm.py cumsum_rows.py layernorm_3pass.py col_min.py col_sumsq.py row_absmax.py}; do
+for ex in ${KERNEL_LSP_CURE_EXAMPLES:-bias_relu_rows.cu norm_apply.cu gelu_bias_half.cu scale_shift_batched.cu half_axpy.cu rope_pairs.cu softmax_3pass.py logsumexp_rows.py cross_entropy.py col_mean.py matvec.py rmsnorm_2pass.py col_norm.py cumsum_rows.py layernorm_3pass.py col_min.py col_sumsq.py row_absmax.py}; do
   cp "$root/examples/$ex" "$cw/"
   echo "== draft $ex"
   ( cd "$cw" && timeout 300 "$KERNEL_LSP_BIN" bench "$ex" ) 2>&1 | tee "$log/cure-draft-$ex.txt"

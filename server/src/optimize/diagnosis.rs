@@ -27,6 +27,8 @@ const COALESCE: &[&str] = &[
     "triton_program_tile",
     "coalesce",
 ];
+/// Steps for a thread that reads or writes its interleaved group one element at a time.
+const GROUPS: &[&str] = &["vectorize_groups"];
 /// Steps for a grid that leaves the GPU idle or a thread that walks a long loop alone.
 const PARALLELIZE: &[&str] = &[
     "split_loop",
@@ -89,6 +91,12 @@ pub fn diagnose(f: &Facts) -> Vec<Cause> {
         }
         None => {
             let mut out = Vec::new();
+            if f.holds("grouped_access") == Some(true) {
+                out.push(Cause {
+                    why: "the analysis: each thread touches an interleaved group of 2 to 16 elements (`x[2 * i]`, `x[2 * i + 1]`), one narrow access each".into(),
+                    cures: GROUPS,
+                });
+            }
             if f.holds("strided_access") == Some(true) {
                 out.push(Cause {
                     why: "the analysis: neighbouring threads touch addresses a stride apart".into(),

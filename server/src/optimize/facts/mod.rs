@@ -60,6 +60,7 @@ pub const FACT_NAMES: &[&str] = &[
     "has_maxnreg",
     "unit_stride_access",
     "strided_access",
+    "grouped_access",
     "one_thread_per_element_1d",
     "uses_shared_memory",
     "has_atomics",
@@ -157,6 +158,10 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
         "strided_access" => (
             "a global access is strided across neighbouring threads",
             "no strided global access",
+        ),
+        "grouped_access" => (
+            "a thread touches an interleaved group: a global access at a stride of 2, 4, 8 or 16 elements, outside loops",
+            "no global access in interleaved groups",
         ),
         "one_thread_per_element_1d" => (
             "one thread per element in 1-D, outside any loop",
@@ -510,6 +515,25 @@ fn identifiers(s: &str) -> impl Iterator<Item = &str> {
 }
 
 impl Facts {
+    /// `x[2 * i]`, `x[2 * i + 1]`: a global access outside loops at a stride of 2, 4, 8 or
+    /// 16 elements, so each thread's group could be one vector access (`vectorize_groups`
+    /// proves the group complete).
+    fn grouped_access(&self) -> bool {
+        self.accesses.iter().any(|a| {
+            a.kind != AccessKind::Atomic
+                && !a.in_loop
+                && matches!(a.stride, Stride::Strided(2 | 4 | 8 | 16))
+        })
+    }
+
+    /// Some access other than an atomic is strided, by a literal or a run-time stride.
+    fn strided_access(&self) -> bool {
+        self.accesses.iter().any(|a| {
+            a.kind != AccessKind::Atomic
+                && matches!(a.stride, Stride::Strided(_) | Stride::Symbolic)
+        })
+    }
+
     /// Whether the boolean fact `name` holds; `None` for a name not in [`FACT_NAMES`].
     /// Measured facts are false until measured.
     pub fn holds(&self, name: &str) -> Option<bool> {
@@ -562,9 +586,8 @@ impl Facts {
                         _ => false,
                     })
             }
-            "strided_access" => {
-                global().any(|a| matches!(a.stride, Stride::Strided(_) | Stride::Symbolic))
-            }
+            "strided_access" => self.strided_access(),
+            "grouped_access" => cuda && self.grouped_access(),
             "one_thread_per_element_1d" => {
                 cuda && self.block_dims() == Some(1)
                     && global().any(|a| a.stride == Stride::Unit)

@@ -89,6 +89,47 @@ pub(super) fn enclosing_statement(n: Node) -> Option<Node> {
     }
 }
 
+/// No `if`, `?:`, loop, `switch`, `&&` or `||` between `n` and its element statement.
+pub(super) fn unconditional(n: Node<'_>, tops: &[Node<'_>]) -> bool {
+    let top: BTreeSet<usize> = tops.iter().map(|t| t.id()).collect();
+    let mut cur = n;
+    while !top.contains(&cur.id()) {
+        let Some(p) = cur.parent() else { return false };
+        let k = p.kind();
+        if matches!(
+            k,
+            "if_statement"
+                | "conditional_expression"
+                | "for_statement"
+                | "while_statement"
+                | "do_statement"
+                | "switch_statement"
+        ) {
+            return false;
+        }
+        if k == "binary_expression" {
+            let op = p.child_by_field_name("operator").map(|o| o.kind());
+            if matches!(op, Some("&&" | "||")) {
+                return false;
+            }
+        }
+        cur = p;
+    }
+    true
+}
+
+/// `n` lies in the value of a pointer declarator (`T* p = x + offset;`): it defines an
+/// alias, which [`base_of`] follows.
+pub(super) fn defines_alias(n: Node<'_>) -> bool {
+    std::iter::successors(Some(n), |x| x.parent())
+        .take_while(|x| x.kind() != "declaration")
+        .any(|x| {
+            x.kind() == "init_declarator"
+                && x.child_by_field_name("declarator")
+                    .is_some_and(|d| d.kind() == "pointer_declarator")
+        })
+}
+
 /// Record every declarator of a `declaration` statement (see [`declare`]).
 pub(super) fn declare_statement<'t>(
     scope: &mut Scope<'_, 't>,

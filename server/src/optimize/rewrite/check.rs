@@ -192,6 +192,21 @@ pub(super) mod testing {
     use crate::optimize::rewrite::{apply, Candidate, RewriteContext, RewriteError};
     use crate::syntax::{self, Lang};
 
+    /// The catalog steps whose facts hold for CUDA `kernel` in `text`, in the order a
+    /// fresh policy ranks them.
+    pub fn ranked_steps(text: &str, kernel: &str) -> Vec<String> {
+        use crate::optimize::{catalog::Catalog, facts::static_facts, policy::Policy};
+        let doc = Document::new(Lang::Cuda, 0, text);
+        let tree = doc.tree().unwrap();
+        let model = syntax::analyze(Lang::Cuda, text, tree);
+        let k = model.kernel(kernel).unwrap();
+        let f = static_facts(Lang::Cuda, text, tree, &model, k);
+        let cat = Catalog::embedded();
+        let arms = cat.applicable(Lang::Cuda, &f);
+        let ranked = Policy::new().rank(&f, &arms, &Default::default());
+        ranked.into_iter().map(|c| c.id).collect()
+    }
+
     pub fn run(
         lang: Lang,
         src: &str,

@@ -59,6 +59,7 @@ mod tunable_sweep;
 mod unit;
 mod unroll;
 mod vectorize;
+mod vectorize_groups;
 mod vectorize_rows;
 
 use std::collections::BTreeMap;
@@ -145,6 +146,7 @@ pub const REGISTRY: &[(&str, Apply)] = &[
     ),
     ("interleave", interleave::interleave),
     ("vectorize_rows", vectorize_rows::vectorize_rows),
+    ("vectorize_groups", vectorize_groups::vectorize_groups),
 ];
 
 /// Every embedded rewrite id, in registry order.

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
-use super::tree::{named_children, text};
+use super::tree::{named_children, text, walk};
 
 /// One atom of a product: a name, `$v` for a variable the caller singles out, or the
 /// whitespace-free text of an opaque subexpression (`rowptr[row]`, `n/2`), prefixed `?`
@@ -169,6 +169,99 @@ impl Poly {
             _ => None,
         }
     }
+}
+
+/// `(i / K) * K + i % K` is `i`: the row and column of a flat lane index `i`, put back
+/// together as `r * K + c`. Each pair of terms `a * (i/K) * K` and `a * (i%K)` becomes
+/// `a * i` (`$c`), for any one-word K.
+pub(super) fn fold_split(mut p: Poly, lane: &str) -> Poly {
+    let quotients: Vec<(Vec<String>, i64, String)> =
+        p.0.iter()
+            .filter_map(|(atoms, coef)| {
+                let q = atoms
+                    .iter()
+                    .position(|a| a.starts_with(&format!("?{lane}/")))?;
+                let k = atoms[q]
+                    .strip_prefix(&format!("?{lane}/"))?
+                    .strip_suffix("{$c}")?;
+                let rest: Vec<&String> = atoms
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != q)
+                    .map(|(_, a)| a)
+                    .collect();
+                (rest.len() == 1 && rest[0] == k).then(|| (atoms.clone(), *coef, k.to_string()))
+            })
+            .collect();
+    for (atoms, coef, k) in quotients {
+        let rem = vec![format!("?{lane}%{k}{{$c}}")];
+        if p.0.get(&rem) == Some(&coef) {
+            p.0.remove(&atoms);
+            p.0.remove(&rem);
+            p = p.add(&Poly::atom("$c".into()).mul(&Poly::constant(coef)), 1);
+        }
+    }
+    p
+}
+
+/// The locals declared under `roots`: those declared once with a value, by a declarator
+/// `counts` accepts, and never assigned (name -> value); and every other name declared
+/// or assigned there (they vary).
+pub(super) fn single_definitions<'t>(
+    src: &str,
+    roots: &[Node<'t>],
+    counts: &dyn Fn(Node<'t>) -> bool,
+) -> (BTreeMap<String, Node<'t>>, BTreeSet<String>) {
+    let (mut defs, mut varying) = (BTreeMap::new(), BTreeSet::new());
+    for s in roots {
+        walk(*s, &mut |n| {
+            match n.kind() {
+                "init_declarator" | "declaration" | "parameter_declaration" => {
+                    let d = if n.kind() == "init_declarator" {
+                        n.child_by_field_name("declarator")
+                    } else {
+                        None
+                    };
+                    if let Some(name) = d.and_then(|d| declared(src, d)) {
+                        match n.child_by_field_name("value") {
+                            Some(v) if counts(n) && !defs.contains_key(&name) => {
+                                defs.insert(name, v);
+                            }
+                            _ => {
+                                varying.insert(name);
+                            }
+                        }
+                    }
+                }
+                "assignment_expression" | "update_expression" => {
+                    let t = n
+                        .child_by_field_name("left")
+                        .or_else(|| n.child_by_field_name("argument"));
+                    if let Some(t) = t.filter(|t| t.kind() == "identifier") {
+                        varying.insert(text(src, t).to_string());
+                    }
+                }
+                _ => {}
+            }
+            true
+        });
+    }
+    for v in &varying {
+        defs.remove(v);
+    }
+    (defs, varying)
+}
+
+/// The name a declarator declares (through `*`, `&`, `[]`).
+fn declared(src: &str, mut d: Node<'_>) -> Option<String> {
+    while d.kind() != "identifier" {
+        d = d.child_by_field_name("declarator").or_else(|| {
+            named_children(d)
+                .into_iter()
+                .find(|c| c.kind().ends_with("declarator") || c.kind() == "identifier")
+        })?;
+    }
+    Some(text(src, d).to_string())
 }
 
 /// An integer literal (`16`, `0x10`, `16u`, `16LL`); floats and others are None.

@@ -12,10 +12,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
-use super::super::access::{collect_accesses, declare_statement, Access, Scope};
+use super::super::access::{
+    collect_accesses, declare_statement, defines_alias, enclosing_statement, unconditional, Access,
+    Scope,
+};
 use super::super::elementwise::{thread_bound, ThreadBound};
-use super::super::poly::{poly, Names, Poly, VarNames};
-use super::super::tree::{first_line, named_children, text, walk};
+use super::super::poly::{fold_split, poly, single_definitions, Names, Poly, VarNames};
+use super::super::tree::{first_line, text, walk};
 use super::shape::{Form, Rows};
 use crate::syntax::ByteRange;
 
@@ -80,57 +83,9 @@ enum Kind {
 /// never assigned (name -> value), and all the others (they vary between elements).
 fn locals<'t>(src: &str, rows: &Rows<'t>) -> (BTreeMap<String, Node<'t>>, BTreeSet<String>) {
     let top: BTreeSet<usize> = rows.element_statements().iter().map(|n| n.id()).collect();
-    let (mut defs, mut varying) = (BTreeMap::new(), BTreeSet::new());
-    for s in &rows.region {
-        walk(*s, &mut |n| {
-            match n.kind() {
-                "init_declarator" | "declaration" | "parameter_declaration" => {
-                    let d = if n.kind() == "init_declarator" {
-                        n.child_by_field_name("declarator")
-                    } else {
-                        None
-                    };
-                    if let Some(name) = d.and_then(|d| declared(src, d)) {
-                        let at_top = n.parent().is_some_and(|p| top.contains(&p.id()));
-                        match n.child_by_field_name("value") {
-                            Some(v) if at_top && !defs.contains_key(&name) => {
-                                defs.insert(name, v);
-                            }
-                            _ => {
-                                varying.insert(name);
-                            }
-                        }
-                    }
-                }
-                "assignment_expression" | "update_expression" => {
-                    let t = n
-                        .child_by_field_name("left")
-                        .or_else(|| n.child_by_field_name("argument"));
-                    if let Some(t) = t.filter(|t| t.kind() == "identifier") {
-                        varying.insert(text(src, t).to_string());
-                    }
-                }
-                _ => {}
-            }
-            true
-        });
-    }
-    for v in &varying {
-        defs.remove(v);
-    }
-    (defs, varying)
-}
-
-/// The name a declarator declares (through `*`, `&`, `[]`).
-fn declared(src: &str, mut d: Node<'_>) -> Option<String> {
-    while d.kind() != "identifier" {
-        d = d.child_by_field_name("declarator").or_else(|| {
-            named_children(d)
-                .into_iter()
-                .find(|c| c.kind().ends_with("declarator") || c.kind() == "identifier")
-        })?;
-    }
-    Some(text(src, d).to_string())
+    single_definitions(src, &rows.region, &|n| {
+        n.parent().is_some_and(|p| top.contains(&p.id()))
+    })
 }
 
 /// The kernel's pointer aliases, declared in order.
@@ -260,39 +215,6 @@ fn address<'t>(src: &str, a: &Access<'t>, names: &RowNames<'t>) -> Poly {
     fold_split(p, &names.0.var)
 }
 
-/// `(i / K) * K + i % K` is `i`: the row and column of a flat lane index `i`, put back
-/// together as `r * K + c`. Each pair of terms `a * (i/K) * K` and `a * (i%K)` becomes
-/// `a * i` (`$c`), for any one-word K.
-pub(super) fn fold_split(mut p: Poly, lane: &str) -> Poly {
-    let quotients: Vec<(Vec<String>, i64, String)> =
-        p.0.iter()
-            .filter_map(|(atoms, coef)| {
-                let q = atoms
-                    .iter()
-                    .position(|a| a.starts_with(&format!("?{lane}/")))?;
-                let k = atoms[q]
-                    .strip_prefix(&format!("?{lane}/"))?
-                    .strip_suffix("{$c}")?;
-                let rest: Vec<&String> = atoms
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| *i != q)
-                    .map(|(_, a)| a)
-                    .collect();
-                (rest.len() == 1 && rest[0] == k).then(|| (atoms.clone(), *coef, k.to_string()))
-            })
-            .collect();
-    for (atoms, coef, k) in quotients {
-        let rem = vec![format!("?{lane}%{k}{{$c}}")];
-        if p.0.get(&rem) == Some(&coef) {
-            p.0.remove(&atoms);
-            p.0.remove(&rem);
-            p = p.add(&Poly::atom("$c".into()).mul(&Poly::constant(coef)), 1);
-        }
-    }
-    p
-}
-
 fn kind(p: &Poly) -> Kind {
     match p.linear_in("$c") {
         Some(k)
@@ -310,35 +232,6 @@ fn pointee(cx: &super::super::RewriteContext<'_>, buffer: &str) -> String {
     super::super::elementwise::pointer_params(cx)
         .remove(buffer)
         .unwrap_or_default()
-}
-
-/// No `if`, `?:`, loop, `switch`, `&&` or `||` between `n` and its element statement.
-fn unconditional(n: Node<'_>, tops: &[Node<'_>]) -> bool {
-    let top: BTreeSet<usize> = tops.iter().map(|t| t.id()).collect();
-    let mut cur = n;
-    while !top.contains(&cur.id()) {
-        let Some(p) = cur.parent() else { return false };
-        let k = p.kind();
-        if matches!(
-            k,
-            "if_statement"
-                | "conditional_expression"
-                | "for_statement"
-                | "while_statement"
-                | "do_statement"
-                | "switch_statement"
-        ) {
-            return false;
-        }
-        if k == "binary_expression" {
-            let op = p.child_by_field_name("operator").map(|o| o.kind());
-            if matches!(op, Some("&&" | "||")) {
-                return false;
-            }
-        }
-        cur = p;
-    }
-    true
 }
 
 /// Unit accesses by buffer and address. A written buffer must have one address; a read
@@ -422,17 +315,8 @@ fn escapes(
             }
             let r = n.byte_range();
             let reached = inside.iter().any(|a| a.start <= r.start && r.end <= a.end);
-            let alias = std::iter::successors(Some(n), |x| x.parent())
-                .take_while(|x| x.kind() != "declaration")
-                .any(|x| {
-                    x.kind() == "init_declarator"
-                        && x.child_by_field_name("declarator")
-                            .is_some_and(|d| d.kind() == "pointer_declarator")
-                });
-            if !reached && !alias {
-                let stmt = std::iter::successors(Some(n), |x| x.parent())
-                    .find(|x| x.kind().ends_with("_statement") || x.kind() == "declaration")
-                    .map_or("", |x| text(src, x));
+            if !reached && !defines_alias(n) {
+                let stmt = enclosing_statement(n).map_or("", |x| text(src, x));
                 err = Some(format!(
                     "`{}` is used other than to reach an element (in `{}`)",
                     text(src, n),

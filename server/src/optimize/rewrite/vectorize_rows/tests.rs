@@ -1,12 +1,8 @@
 use expect_test::expect;
 use serde_json::json;
 
-use super::super::check::testing::{cuda, labels, not_applicable, show};
-use crate::document::Document;
-use crate::optimize::catalog::Catalog;
-use crate::optimize::facts::static_facts;
-use crate::optimize::policy::Policy;
-use crate::syntax::{self, Lang};
+use super::super::check::testing::{cuda, labels, not_applicable, ranked_steps, show};
+use crate::syntax::Lang;
 
 const BIAS_RELU: &str = include_str!("../../../../../examples/bias_relu_rows.cu");
 const NORM_APPLY: &str = include_str!("../../../../../examples/norm_apply.cu");
@@ -20,20 +16,6 @@ fn remapped(src: &str, kernel: &str) -> String {
         .unwrap()
         .remove(0)
         .text
-}
-
-/// The catalog steps whose facts hold for `kernel` in `text`, in the order a fresh
-/// policy ranks them.
-fn applicable(text: &str, kernel: &str) -> Vec<String> {
-    let doc = Document::new(Lang::Cuda, 0, text);
-    let tree = doc.tree().unwrap();
-    let model = syntax::analyze(Lang::Cuda, text, tree);
-    let k = model.kernel(kernel).unwrap();
-    let f = static_facts(Lang::Cuda, text, tree, &model, k);
-    let cat = Catalog::embedded();
-    let arms = cat.applicable(Lang::Cuda, &f);
-    let ranked = Policy::new().rank(&f, &arms, &Default::default());
-    ranked.into_iter().map(|c| c.id).collect()
 }
 
 #[test]
@@ -133,11 +115,11 @@ fn norm_apply_after_remap_reads_each_row_statistic_once_through_the_helper() {
 fn the_default_search_reaches_it_after_remap_and_can_coarsen_after_it() {
     for (src, k) in [(BIAS_RELU, "bias_relu_rows"), (NORM_APPLY, "norm_apply")] {
         assert!(
-            !applicable(src, k).contains(&"vectorize_rows".to_string()),
+            !ranked_steps(src, k).contains(&"vectorize_rows".to_string()),
             "{k}: strided as written, the remap comes first"
         );
         let v1 = remapped(src, k);
-        let steps = applicable(&v1, k);
+        let steps = ranked_steps(&v1, k);
         let at = |id: &str| steps.iter().position(|s| s == id);
         assert!(at("vectorize_rows").is_some(), "{k}: {steps:?}");
         assert!(
@@ -148,7 +130,7 @@ fn the_default_search_reaches_it_after_remap_and_can_coarsen_after_it() {
             .unwrap()
             .remove(0)
             .text;
-        let after = applicable(&v2, k);
+        let after = ranked_steps(&v2, k);
         assert!(
             !after.contains(&"remap_lanes".to_string()),
             "{k}: the vectorized kernel still reads as coalesced: {after:?}"
@@ -174,7 +156,7 @@ fn the_default_search_reaches_it_after_remap_and_can_coarsen_after_it() {
     .unwrap()
     .remove(0)
     .text;
-    assert!(applicable(&v2, "bias_relu_rows").contains(&"block_coarsen".to_string()));
+    assert!(ranked_steps(&v2, "bias_relu_rows").contains(&"block_coarsen".to_string()));
     assert!(cuda(&v2, "bias_relu_rows", "block_coarsen", json!({})).is_ok());
 }
 

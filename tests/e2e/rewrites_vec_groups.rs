@@ -1,0 +1,120 @@
+//! `vectorize_groups` against the real tools: on the rope example and the group
+//! fixtures (rotary pairs split into row and pair, complex numbers, float quads through
+//! a pointer, f16 pairs and packed quads, bf16 pairs), every candidate compiles with
+//! NVRTC, and every f32 candidate computes what the original computes on the CPU
+//! emulator for every case of its spec (odd sizes included), one group or several per
+//! thread, on the vector path (aligned buffers) and, with its alignment check forced
+//! false, on the scalar path. A control shows that the vector path runs there. Missing
+//! NVRTC or g++ skips (or fails under KERNEL_LSP_REQUIRE_TOOLS=1).
+
+use std::collections::BTreeMap;
+
+use kernel_lsp::optimize::rewrite::Candidate;
+
+use crate::emulate;
+use crate::rewrites_idioms::apply_with;
+use crate::rewrites_vec_rows::compile_each;
+use crate::tools;
+
+const ROPE: &str = include_str!("../../examples/rope_pairs.cu");
+const GROUPS: &str = include_str!("../fixtures/rewrites/vec_groups/groups.cu");
+const HALVES: &str = include_str!("../fixtures/rewrites/vec_groups/halves.cu");
+
+/// (text, kernel, sizes as written -> small sizes, candidates wanted)
+const CASES: &[(&str, &str, (&str, &str), usize)] = &[
+    (
+        ROPE,
+        "rope_pairs",
+        (
+            "rows = 8192, 5; half = 64, 63",
+            "rows = 40, 5; half = 64, 63",
+        ),
+        2,
+    ),
+    (GROUPS, "cmul", ("", ""), 2),
+    (GROUPS, "gain_rgba", ("", ""), 1),
+    (HALVES, "rope_half", ("", ""), 3),
+    (HALVES, "quad_scale", ("", ""), 2),
+    (HALVES, "conj_scale", ("", ""), 3),
+];
+
+fn run(src: &str, kernel: &str) -> Vec<Candidate> {
+    apply_with(src, kernel, "vectorize_groups", BTreeMap::new())
+        .unwrap_or_else(|e| panic!("vectorize_groups on {kernel}: {e}"))
+}
+
+fn source(text: &str, kernel: &str, (from, to): (&str, &str)) -> String {
+    let small = text.replacen(from, to, 1);
+    assert!(
+        from.is_empty() || small != text,
+        "{kernel}: the sizes line moved"
+    );
+    small
+}
+
+/// The candidate with every alignment check false: the scalar path only.
+fn scalar_only(text: &str) -> String {
+    let forced = text
+        .replace(") % 8 == 0", ") % 8 == 99")
+        .replace(") % 16 == 0", ") % 16 == 99");
+    assert_ne!(forced, text, "no alignment check to force");
+    forced
+}
+
+#[test]
+fn vectorized_groups_compile_and_compute_what_the_original_computes() {
+    let test = "vectorized_groups_compile_and_compute_what_the_original_computes";
+    let (nvrtc, gxx) = (tools::nvrtc_available(), emulate::gxx());
+    let (mut compiled, mut emulated) = (0, 0);
+    for &(text, kernel, sizes, want) in CASES {
+        let src = source(text, kernel, sizes);
+        let out = run(&src, kernel);
+        assert_eq!(out.len(), want, "{kernel}");
+        if nvrtc.is_ok() {
+            compiled += compile_each(kernel, &out);
+        }
+        // The emulator has no f16 or bf16: those candidates are compiled only.
+        if gxx.is_ok()
+            && !out
+                .iter()
+                .any(|c| c.label.contains("half") || c.label.contains("bfloat16"))
+        {
+            let mut cands: Vec<(String, String)> = Vec::new();
+            for c in &out {
+                cands.push((c.label.clone(), c.text.clone()));
+                cands.push((format!("{} (scalar path)", c.label), scalar_only(&c.text)));
+            }
+            emulate::compare(&src, kernel, &cands, 2).unwrap_or_else(|e| panic!("{kernel}: {e}"));
+            emulated += cands.len();
+        }
+    }
+    match (nvrtc, gxx) {
+        (Err(why), _) | (_, Err(why)) => tools::skip(test, &why),
+        _ => {
+            eprintln!("{compiled} group-vector candidates compiled with NVRTC, {emulated} emulated")
+        }
+    }
+}
+
+/// The vector path runs on the emulator: swapping a pair's lanes is caught, with one
+/// group per thread and with two.
+#[test]
+fn the_emulator_runs_the_vector_path_of_groups() {
+    let test = "the_emulator_runs_the_vector_path_of_groups";
+    if let Err(why) = emulate::gxx() {
+        return tools::skip(test, &why);
+    }
+    let (text, kernel, sizes, _) = CASES[0];
+    let src = source(text, kernel, sizes);
+    let out = run(&src, "rope_pairs");
+    for (good, lane, swapped) in [
+        (&out[0], "float x1 = x2.y;", "float x1 = x2.x;"),
+        (&out[1], "float x1 = x4.w;", "float x1 = x4.z;"),
+    ] {
+        let wrong = good.text.replacen(lane, swapped, 1);
+        assert_ne!(wrong, good.text, "`{lane}` is not in [{}]", good.label);
+        let err = emulate::compare(&src, "rope_pairs", &[("vector".into(), wrong)], 2)
+            .expect_err("the emulator missed a wrong vector path");
+        assert!(err.contains("vector case 0: y["), "{err}");
+    }
+}

@@ -69,7 +69,7 @@ impl Elementwise<'_> {
 
 pub(super) const INDEX_SHAPE: &str = "`int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { ... }` (or `if (i >= n) return;`)";
 
-pub(super) fn one_d_index_forms() -> Vec<String> {
+fn one_d_index_forms() -> Vec<String> {
     let products = ["blockIdx.x*blockDim.x", "blockDim.x*blockIdx.x"];
     let mut out = Vec::new();
     for p in products {
@@ -79,6 +79,49 @@ pub(super) fn one_d_index_forms() -> Vec<String> {
         }
     }
     out
+}
+
+/// Integer types an index is cast to, whitespace removed (`unsigned int` is `unsignedint`).
+const INDEX_CASTS: [&str; 16] = [
+    "int",
+    "long",
+    "longlong",
+    "longint",
+    "unsigned",
+    "unsignedint",
+    "unsignedlong",
+    "unsignedlonglong",
+    "size_t",
+    "std::size_t",
+    "int32_t",
+    "int64_t",
+    "std::int64_t",
+    "uint64_t",
+    "uint32_t",
+    "ptrdiff_t",
+];
+
+/// `init` with its whitespace and its integer casts removed: `(T)` before a term, and
+/// `static_cast<T>(v)` around a thread or block position.
+pub(super) fn without_int_casts(init: &str) -> String {
+    let mut plain: String = init.chars().filter(|c| !c.is_whitespace()).collect();
+    for t in INDEX_CASTS {
+        plain = plain.replace(&format!("({t})"), "");
+        for v in ["blockIdx.x", "blockDim.x", "threadIdx.x"] {
+            plain = plain.replace(&format!("static_cast<{t}>({v})"), v);
+        }
+    }
+    plain
+}
+
+/// Whether `init` is the 1-D global thread index `blockIdx.x * blockDim.x + threadIdx.x`,
+/// in either order, the product parenthesized or not, any term or the product cast to an
+/// integer type (`(size_t)blockIdx.x * blockDim.x + threadIdx.x`, `(int64_t)(blockIdx.x
+/// * blockDim.x) + threadIdx.x`): the style of kernels whose sizes pass 2^31. A widening
+/// cast changes no value the index takes below the size.
+pub(super) fn is_one_d_index(init: &str) -> bool {
+    let plain = without_int_casts(init);
+    one_d_index_forms().contains(&plain)
 }
 
 /// The statements a bounds check guards, the end of the last one, and the end of what a
@@ -275,7 +318,7 @@ pub(super) fn match_elementwise<'t>(src: &str, func: Node<'t>) -> Result<Element
     let init = text(src, value);
     let expanded = words_replaced(init, &aliases);
     let norm: String = expanded.chars().filter(|c| !c.is_whitespace()).collect();
-    if !one_d_index_forms().contains(&norm) {
+    if !is_one_d_index(&norm) {
         if [".y", ".z"].iter().any(|d| norm.contains(d)) {
             return Err(format!(
                 "`{decl_text}` is a 2-D or 3-D index; only 1-D kernels are handled"

@@ -9,7 +9,7 @@
 
 use tree_sitter::Node;
 
-use super::elementwise::one_d_index_forms;
+use super::elementwise::is_one_d_index;
 use super::tree::{kernel_function, line_indent, named_children, text, walk};
 use super::RewriteContext;
 use crate::syntax::ByteRange;
@@ -110,7 +110,7 @@ fn is_thread_index(src: &str, s: Node<'_>) -> bool {
         .chars()
         .filter(|c| !c.is_whitespace())
         .collect();
-    one_d_index_forms().contains(&norm)
+    is_one_d_index(&norm)
 }
 
 /// The names a declaration declares.

@@ -462,6 +462,39 @@ mod tests {
     }
 
     #[test]
+    fn vectorize_takes_an_index_cast_to_a_wide_type() {
+        // The style of kernels whose sizes pass 2^31: the index and its product widened.
+        for init in [
+            "(size_t)blockIdx.x * blockDim.x + threadIdx.x",
+            "static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x",
+            "(long long)(blockIdx.x * blockDim.x) + threadIdx.x",
+        ] {
+            let src = "// @bench n = 1000, 77\n// @bench x: in f32[n]; y: out f32[n]\n// @bench grid = cdiv(n, 128); block = 128\n__global__ void sq(long n, const float* x, float* y) {\n    const size_t i = INIT;\n    if (i < n) {\n        y[i] = x[i] * x[i];\n    }\n}\n"
+                .replace("INIT", init);
+            let out = cuda(&src, "sq", "vectorize", json!({"widths": [4]}))
+                .unwrap_or_else(|e| panic!("{init}: {e}"));
+            let text = &out[0].text;
+            assert!(
+                text.contains(&format!("const size_t i = {init};")),
+                "{text}"
+            );
+            assert!(
+                text.contains("reinterpret_cast<const float4*>(x)[i]"),
+                "{text}"
+            );
+        }
+        // A cast to a float type is not an index.
+        let src = LEAKY_RELU.replace(
+            "blockIdx.x * blockDim.x + threadIdx.x",
+            "(float)blockIdx.x * blockDim.x + threadIdx.x",
+        );
+        let why = cuda(&src, "leaky", "vectorize", json!({}))
+            .unwrap_err()
+            .to_string();
+        assert!(why.contains("is not the 1-D index"), "{why}");
+    }
+
+    #[test]
     fn vectorize_loads_a_written_buffer_when_a_write_is_conditional() {
         let src = LEAKY_RELU.replace(
             "y[i] = v > 0.0f ? v : 1e-6f * i;",

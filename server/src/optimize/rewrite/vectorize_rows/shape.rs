@@ -17,7 +17,9 @@ use std::collections::BTreeMap;
 
 use tree_sitter::Node;
 
-use super::super::elementwise::{is_plain_return, one_d_index_forms, words_replaced};
+use super::super::elementwise::{
+    is_one_d_index, is_plain_return, without_int_casts, words_replaced,
+};
 use super::super::tree::{first_line, line_indent, named_children, text, walk};
 use crate::syntax::ByteRange;
 
@@ -85,28 +87,6 @@ pub(super) fn mentions(src: &str, n: Node<'_>, name: &str) -> bool {
     hit
 }
 
-/// The initializer with whitespace and integer casts removed, for comparison with the
-/// 1-D index forms: `(size_t)blockIdx.x * blockDim.x + threadIdx.x` is the lane index.
-fn lane_form(init: &str) -> String {
-    let mut s: String = init.chars().filter(|c| !c.is_whitespace()).collect();
-    const CASTS: [&str; 10] = [
-        "(size_t)",
-        "(int)",
-        "(unsigned)",
-        "(unsignedint)",
-        "(longlong)",
-        "(unsignedlonglong)",
-        "(int64_t)",
-        "(uint64_t)",
-        "(long)",
-        "(int32_t)",
-    ];
-    for c in CASTS {
-        s = s.replace(c, "");
-    }
-    s
-}
-
 /// Names declared before the lane index for a thread or block position along x
 /// (`int tx = threadIdx.x;`, `const int bx = blockIdx.x, bd = blockDim.x;`): name ->
 /// the field, and the declarations.
@@ -120,7 +100,7 @@ fn x_aliases<'t>(src: &str, stmts: &[Node<'t>]) -> (BTreeMap<String, String>, Ve
                 let name = d
                     .child_by_field_name("declarator")
                     .filter(|n| n.kind() == "identifier")?;
-                let field = lane_form(text(src, d.child_by_field_name("value")?));
+                let field = without_int_casts(text(src, d.child_by_field_name("value")?));
                 matches!(field.as_str(), "threadIdx.x" | "blockIdx.x" | "blockDim.x")
                     .then(|| (text(src, name).to_string(), field))
             })
@@ -141,7 +121,6 @@ fn lane_index(
     aliases: &BTreeMap<String, String>,
     skip: &[Node<'_>],
 ) -> Result<(usize, String, String), String> {
-    let forms = one_d_index_forms();
     for (i, s) in stmts.iter().enumerate() {
         let t = text(src, *s);
         let reads_x = t.contains("threadIdx.x") || aliases.keys().any(|a| mentions(src, *s, a));
@@ -160,7 +139,7 @@ fn lane_index(
         ) else {
             break;
         };
-        if !forms.contains(&lane_form(&words_replaced(text(src, value), aliases))) {
+        if !is_one_d_index(&words_replaced(text(src, value), aliases)) {
             break;
         }
         let ty = s

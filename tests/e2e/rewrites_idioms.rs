@@ -572,6 +572,16 @@ const CASES: &[Case] = &[
     },
     Case {
         file: TILES,
+        kernel: "batched_transpose",
+        id: "transpose_tile",
+        want: 2,
+        sizes: (
+            "batch = 3, 2; rows = 300, 33; cols = 200, 65",
+            "batch = 2, 2; rows = 40, 33; cols = 50, 65",
+        ),
+    },
+    Case {
+        file: TILES,
         kernel: "permute_transpose",
         id: "transpose_tile",
         want: 0,

@@ -31,6 +31,11 @@ pub(super) struct Shape2d<'t> {
     pub active: String,
     /// The guarded statements (comments included).
     pub body: Vec<Node<'t>>,
+    /// Declarations between the first index and the bounds check that are the same in
+    /// every thread of a block (`int b = blockIdx.z;`, `size_t plane = (size_t)M * N;`),
+    /// each followed by a newline and the indentation at `start`: a rewrite writes them
+    /// back before its own code.
+    pub prelude: String,
     /// Start of the first index declaration and end of what a rewrite replaces.
     pub start: usize,
     pub end: usize,
@@ -59,6 +64,15 @@ fn index_dim(init: &str) -> Option<char> {
     None
 }
 
+/// A declaration that is the same in every thread of a block and reads no memory: it
+/// names no thread position, no block position along x or y and no block size, and has
+/// no subscript (`int b = blockIdx.z;`, `const size_t plane = (size_t)m * n;`).
+fn block_uniform_2d(t: &str) -> bool {
+    ["threadIdx", "blockIdx.x", "blockIdx.y", "blockDim", "["]
+        .iter()
+        .all(|w| !t.contains(w))
+}
+
 pub(super) fn match_2d<'t>(src: &str, func: Node<'t>) -> Result<Shape2d<'t>, String> {
     let body = func
         .child_by_field_name("body")
@@ -68,6 +82,7 @@ pub(super) fn match_2d<'t>(src: &str, func: Node<'t>) -> Result<Shape2d<'t>, Str
     let mut x: Option<Index2> = None;
     let mut y: Option<Index2> = None;
     let mut start = None;
+    let mut uniform = Vec::new();
     while x.is_none() || y.is_none() {
         let Some(&s) = stmts.get(idx) else {
             return Err("it has no 2-D thread index (`blockIdx.x * blockDim.x + threadIdx.x` and the same in y)".into());
@@ -78,6 +93,12 @@ pub(super) fn match_2d<'t>(src: &str, func: Node<'t>) -> Result<Shape2d<'t>, Str
         match s.kind() {
             "comment" => continue,
             "declaration" if !reads_index && start.is_none() => continue,
+            "declaration" if block_uniform_2d(t) => {
+                if start.is_some() {
+                    uniform.push(s);
+                }
+                continue;
+            }
             "declaration" => {}
             _ => {
                 return Err(format!(
@@ -126,8 +147,10 @@ pub(super) fn match_2d<'t>(src: &str, func: Node<'t>) -> Result<Shape2d<'t>, Str
             return Err("no bounds check follows the indices".into());
         };
         idx += 1;
-        if s.kind() != "comment" {
-            break s;
+        match s.kind() {
+            "comment" => {}
+            "declaration" if block_uniform_2d(text(src, s)) => uniform.push(s),
+            _ => break s,
         }
     };
     let gt = first_line(text(src, guard));
@@ -170,8 +193,15 @@ pub(super) fn match_2d<'t>(src: &str, func: Node<'t>) -> Result<Shape2d<'t>, Str
         Some(u) if !u.is_empty() => u.to_string(),
         _ => "    ".to_string(),
     };
+    let start = start.expect("set with the indices");
+    let at = line_indent(src, start);
+    let prelude = uniform
+        .iter()
+        .map(|s| format!("{}\n{at}", text(src, *s)))
+        .collect();
     Ok(Shape2d {
-        start: start.expect("set with the indices"),
+        prelude,
+        start,
         x,
         y,
         active,

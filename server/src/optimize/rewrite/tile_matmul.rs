@@ -183,7 +183,10 @@ pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
                 continue;
             }
         };
-        e.extend([Edit::replace(shape.start..shape.end, code)]);
+        e.extend([Edit::replace(
+            shape.start..shape.end,
+            format!("{}{code}", shape.prelude),
+        )]);
         match e.apply(src) {
             Ok(text) => drafts.push(Draft { label, text }),
             Err(err) => dropped.push(format!("{label}: {err}")),
@@ -337,7 +340,10 @@ impl TensorCandidates<'_, '_> {
         );
         let mut local_names = names.clone();
         let code = mma::emit_mma(src, self.shape, self.mm, self.ms, tiles, &mut local_names);
-        e.extend([Edit::replace(self.shape.start..self.shape.end, code)]);
+        e.extend([Edit::replace(
+            self.shape.start..self.shape.end,
+            format!("{}{code}", self.shape.prelude),
+        )]);
         let text = e.apply(src).map_err(|err| format!("{label}: {err}"))?;
         let doc = crate::document::Document::new(Lang::Cuda, 0, &text);
         let tree = doc

@@ -87,7 +87,10 @@ pub fn transpose_tile(cx: &RewriteContext<'_>) -> R {
                 continue;
             }
         }
-        e.extend([Edit::replace(shape.start..shape.end, code.clone())]);
+        e.extend([Edit::replace(
+            shape.start..shape.end,
+            format!("{}{code}", shape.prelude),
+        )]);
         match e.apply(src) {
             Ok(text) => drafts.push(Draft { label, text }),
             Err(err) => dropped.push(format!("{label}: {err}")),

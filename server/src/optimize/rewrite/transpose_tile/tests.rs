@@ -83,6 +83,34 @@ fn an_early_return_and_locals_run_in_the_read_phase() {
 }
 
 #[test]
+fn a_batch_index_and_a_plane_size_declared_before_the_check_stay_before_the_tiles() {
+    expect![[r#"
+        // A batch of transposes, the batch on grid z: its index and the plane's size declared
+        // between the thread indices and the bounds check.
+        // @bench batch = 3, 2; rows = 300, 33; cols = 200, 65
+        // @bench a: in f32[batch, rows, cols]; b: out f32[batch, cols, rows]
+        // @bench grid = (cdiv(cols, 32), cdiv(rows, 32), batch); block = (32, 8)
+        extern "C" __global__ void batched_transpose(const float* a, float* b, int rows, int cols) {
+            int z = blockIdx.z;
+            const size_t plane = (size_t)rows * cols;
+            __shared__ float tile[32][32 + 1];  // + 1: the column-wise reads below hit 32 banks
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+                int c = blockIdx.x * 32 + threadIdx.x;
+                int r = blockIdx.y * 32 + tile_row;
+                if (r < rows && c < cols) {
+                    tile[tile_row][threadIdx.x] = a[z * plane + (size_t)r * cols + c];
+                }
+            }
+            __syncthreads();
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+                int c = blockIdx.x * 32 + tile_row;
+                int r = blockIdx.y * 32 + threadIdx.x;
+                if (r < rows && c < cols) b[z * plane + (size_t)c * rows + r] = tile[threadIdx.x][tile_row];
+            }
+        }"#]].assert_eq(&one(FIXTURES, "batched_transpose"));
+}
+
+#[test]
 fn reads_down_columns_swap_the_phases() {
     expect![[r#"
         // The other way round: reads walk down a column, the write is coalesced; a sum of two

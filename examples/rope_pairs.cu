@@ -3,7 +3,7 @@
 // angle for pair p (cos and sin tables per row and pair). One thread per pair, the pair
 // read and written as two 4-byte accesses each.
 
-// @bench rows = 8192, 5; half = 64, 63
+// @bench rows = 65536, 5; half = 64, 63
 // @bench x: in f32[rows, 2 * half]; cos: in f32[rows, half]; sin: in f32[rows, half]
 // @bench y: out f32[rows, 2 * half]
 // @bench grid = cdiv(rows * half, 256); block = 256

@@ -26,7 +26,7 @@ const CASES: &[(&str, &str, (&str, &str), usize)] = &[
         ROPE,
         "rope_pairs",
         (
-            "rows = 8192, 5; half = 64, 63",
+            "rows = 65536, 5; half = 64, 63",
             "rows = 40, 5; half = 64, 63",
         ),
         2,

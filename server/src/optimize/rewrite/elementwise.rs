@@ -116,9 +116,9 @@ pub(super) fn without_int_casts(init: &str) -> String {
 
 /// Whether `init` is the 1-D global thread index `blockIdx.x * blockDim.x + threadIdx.x`,
 /// in either order, the product parenthesized or not, any term or the product cast to an
-/// integer type (`(size_t)blockIdx.x * blockDim.x + threadIdx.x`, `(int64_t)(blockIdx.x
-/// * blockDim.x) + threadIdx.x`): the style of kernels whose sizes pass 2^31. A widening
-/// cast changes no value the index takes below the size.
+/// integer type (`(size_t)blockIdx.x * blockDim.x + threadIdx.x`,
+/// `(int64_t)(blockIdx.x * blockDim.x) + threadIdx.x`): the style of kernels whose sizes
+/// pass 2^31. A widening cast changes no value the index takes below the size.
 pub(super) fn is_one_d_index(init: &str) -> bool {
     let plain = without_int_casts(init);
     one_d_index_forms().contains(&plain)

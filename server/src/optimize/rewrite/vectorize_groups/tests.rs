@@ -29,7 +29,7 @@ fn rope_rows_split_index_folds_back_to_pairs() {
         ]
     );
     expect![[r#"
-        // @bench rows = 8192, 5; half = 64, 63
+        // @bench rows = 65536, 5; half = 64, 63
         // @bench x: in f32[rows, 2 * half]; cos: in f32[rows, half]; sin: in f32[rows, half]
         // @bench y: out f32[rows, 2 * half]
         // @bench grid = cdiv(rows * half, 2 * 256); block = 256
@@ -76,7 +76,7 @@ fn rope_rows_split_index_folds_back_to_pairs() {
             }
         }"#]].assert_eq(&show(Lang::Cuda, ROPE, &out[1], "rope_pairs"));
     expect![[r#"
-        // @bench rows = 8192, 5; half = 64, 63
+        // @bench rows = 65536, 5; half = 64, 63
         // @bench x: in f32[rows, 2 * half]; cos: in f32[rows, half]; sin: in f32[rows, half]
         // @bench y: out f32[rows, 2 * half]
         // @bench grid = cdiv(rows * half, 256); block = 256

@@ -640,6 +640,7 @@ fn idiom_facts_pick_out_their_shapes() {
         transpose.cu transpose: transposed_access
         transposes.cu scaled_transpose: transposed_access
         transposes.cu add_transposed: transposed_access
+        transposes.cu batched_transpose: transposed_access
         transposes.cu copy2d: 
         transposes.cu permute_transpose: transposed_access
         transposes.cu symmetrize: transposed_access

@@ -34,7 +34,7 @@ use std::collections::BTreeMap;
 use tree_sitter::Node;
 
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
-use super::elementwise::{bound_text, one_d_grid, pointer_params};
+use super::elementwise::{bound_text, one_d_grid, pointer_params, without_int_casts};
 use super::params::Params;
 use super::spec_expr::words;
 use super::tree::{
@@ -248,9 +248,11 @@ fn strip_parens(s: &str) -> &str {
     }
 }
 
-/// `M` of an index `blockIdx.x * M + threadIdx.x` in any order.
+/// `M` of an index `blockIdx.x * M + threadIdx.x` in any order, its terms or product
+/// cast to an integer type or not (`(size_t)blockIdx.x * blockDim.x + threadIdx.x`).
 fn index_stride(init: &str) -> Option<String> {
-    let s = squash(strip_parens(init));
+    let s = without_int_casts(strip_parens(init));
+    let s = strip_parens(&s);
     let terms: Vec<&str> = s.split('+').map(str::trim).collect();
     let [a, b] = terms.as_slice() else {
         return None;

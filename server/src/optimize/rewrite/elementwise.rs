@@ -107,7 +107,14 @@ pub(super) fn without_int_casts(init: &str) -> String {
     let mut plain: String = init.chars().filter(|c| !c.is_whitespace()).collect();
     for t in INDEX_CASTS {
         plain = plain.replace(&format!("({t})"), "");
-        for v in ["blockIdx.x", "blockDim.x", "threadIdx.x"] {
+        for v in [
+            "blockIdx.x",
+            "blockDim.x",
+            "threadIdx.x",
+            "blockIdx.y",
+            "blockDim.y",
+            "threadIdx.y",
+        ] {
             plain = plain.replace(&format!("static_cast<{t}>({v})"), v);
         }
     }

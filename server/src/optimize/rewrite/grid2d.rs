@@ -8,7 +8,7 @@
 use tree_sitter::Node;
 
 use super::edits::Edit;
-use super::elementwise::{guarded_body, is_plain_return, Guard};
+use super::elementwise::{guarded_body, is_plain_return, without_int_casts, Guard};
 use super::spec_expr::{components, format_dims, literal_dims, rescale};
 use super::tree::{first_line, line_indent, named_children, text, walk};
 use super::RewriteContext;
@@ -45,9 +45,10 @@ pub(super) struct Shape2d<'t> {
 
 pub(super) const SHAPE_2D: &str = "`int col = blockIdx.x * blockDim.x + threadIdx.x; int row = blockIdx.y * blockDim.y + threadIdx.y; if (row < m && col < n) { ... }` (or `if (row >= m || col >= n) return;`)";
 
-/// `blockIdx.D * blockDim.D + threadIdx.D` for D = x or y, whitespace removed.
+/// `blockIdx.D * blockDim.D + threadIdx.D` for D = x or y, whitespace and integer casts
+/// removed (`(size_t)blockIdx.y * blockDim.y + threadIdx.y`).
 fn index_dim(init: &str) -> Option<char> {
-    let norm: String = init.chars().filter(|c| !c.is_whitespace()).collect();
+    let norm = without_int_casts(init);
     for d in ['x', 'y'] {
         let products = [
             format!("blockIdx.{d}*blockDim.{d}"),

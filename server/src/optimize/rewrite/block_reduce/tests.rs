@@ -136,3 +136,18 @@ fn what_is_not_one_sum_is_refused_with_the_reason() {
     let saxpy = include_str!("../../../../../examples/saxpy.cu");
     expect!["`saxpy` is not a block-reducible sum: it has 0 `atomicAdd` calls; block_reduce needs exactly one, adding the block's or the element's value to one place"].assert_eq(&not_applicable(cuda(saxpy, "saxpy", "block_reduce", json!({}))));
 }
+
+#[test]
+fn an_atomic_per_element_with_a_cast_index() {
+    // The 64-bit index style: the grid-stride loop starts from the author's own index.
+    let src = REDUCE.replace(
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) atomicAdd(out, load_as_float(x, i));",
+        "    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) atomicAdd(out, load_as_float(x, i));",
+    );
+    assert_ne!(src, REDUCE, "reduce_naive's body moved; update this test");
+    let head = one(&src, "reduce_naive");
+    assert!(
+        head.contains("for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)"),
+        "{head}"
+    );
+}

@@ -111,6 +111,28 @@ fn a_batch_index_and_a_plane_size_declared_before_the_check_stay_before_the_tile
 }
 
 #[test]
+fn indices_cast_to_a_wide_type_are_thread_indices() {
+    let src = FIXTURES
+        .replace(
+            "int c = blockIdx.x * blockDim.x + threadIdx.x;",
+            "const size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x;",
+        )
+        .replace(
+            "int r = blockIdx.y * blockDim.y + threadIdx.y;",
+            "const size_t r = static_cast<size_t>(blockIdx.y) * blockDim.y + threadIdx.y;",
+        );
+    assert_ne!(
+        src, FIXTURES,
+        "batched_transpose's indices moved; update this test"
+    );
+    let out = one(&src, "batched_transpose");
+    assert!(
+        out.contains("const size_t c = blockIdx.x * 32 + threadIdx.x;"),
+        "{out}"
+    );
+}
+
+#[test]
 fn reads_down_columns_swap_the_phases() {
     expect![[r#"
         // The other way round: reads walk down a column, the write is coalesced; a sum of two

@@ -66,7 +66,7 @@ use super::poly::{poly, Names, Poly, VarNames};
 use super::spec_expr::divisions;
 use super::tree::{
     code_names, first_line, fresh, kernel_function, line_indent, named_children, newline, reindent,
-    text, walk,
+    text, walk, written_target,
 };
 use super::RewriteContext;
 use crate::optimize::edit;
@@ -772,9 +772,7 @@ fn row_writes<'t>(
         let mut bad = None;
         walk(*s, &mut |n| {
             if matches!(n.kind(), "assignment_expression" | "update_expression") {
-                let t = n
-                    .child_by_field_name("left")
-                    .or_else(|| n.child_by_field_name("argument"));
+                let t = written_target(n);
                 if let Some(t) = t.filter(|t| t.kind() == "identifier") {
                     bad = Some(format!(
                         "`{}` writes memory and assigns `{}`; given to one lane, the other lanes would not see it",
@@ -890,9 +888,7 @@ fn row_definitions<'t>(
                     }
                 }
                 "assignment_expression" | "update_expression" => {
-                    let t = n
-                        .child_by_field_name("left")
-                        .or_else(|| n.child_by_field_name("argument"));
+                    let t = written_target(n);
                     if let Some(t) = t.filter(|t| t.kind() == "identifier") {
                         assigned.insert(text(src, t).to_string());
                     }
@@ -1321,9 +1317,7 @@ fn loop_accumulators(
                 }
             }
             "assignment_expression" | "update_expression" => {
-                let target = n
-                    .child_by_field_name("left")
-                    .or_else(|| n.child_by_field_name("argument"));
+                let target = written_target(n);
                 let Some(target) = target.filter(|x| x.kind() == "identifier") else {
                     return true;
                 };
@@ -1909,9 +1903,7 @@ pub(super) fn loop_names<'t>(scope: &Scope<'_, 't>, l: &ColumnLoop<'t>) -> VarNa
                     }
                 }
                 "assignment_expression" | "update_expression" => {
-                    let t = n
-                        .child_by_field_name("left")
-                        .or_else(|| n.child_by_field_name("argument"));
+                    let t = written_target(n);
                     if let Some(t) = t.filter(|t| t.kind() == "identifier") {
                         *count.entry(text(src, t).to_string()).or_default() += 1;
                     }

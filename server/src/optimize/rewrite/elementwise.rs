@@ -13,7 +13,7 @@ use tree_sitter::Node;
 
 use super::check::not_applicable;
 use super::spec_expr::{components, strip_parens};
-use super::tree::{first_line, line_indent, named_children, text, walk};
+use super::tree::{first_line, line_indent, named_children, text, walk, written_target};
 use super::{RewriteContext, RewriteError};
 use crate::optimize::edit;
 use crate::spec::{BenchPlan, Launch};
@@ -636,9 +636,7 @@ pub(super) fn inspect_body(
                     }
                 }
                 "assignment_expression" | "update_expression" => {
-                    let target = n
-                        .child_by_field_name("left")
-                        .or_else(|| n.child_by_field_name("argument"));
+                    let target = written_target(n);
                     if target.is_some_and(|t| t.kind() == "identifier" && text(src, t) == i) {
                         err = Some(format!("the body assigns to `{i}` (`{t}`)"));
                     }

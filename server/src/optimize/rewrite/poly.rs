@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
-use super::tree::{named_children, text, walk};
+use super::tree::{named_children, text, walk, written_target};
 
 /// One atom of a product: a name, `$v` for a variable the caller singles out, or the
 /// whitespace-free text of an opaque subexpression (`rowptr[row]`, `n/2`), prefixed `?`
@@ -234,9 +234,7 @@ pub(super) fn single_definitions<'t>(
                     }
                 }
                 "assignment_expression" | "update_expression" => {
-                    let t = n
-                        .child_by_field_name("left")
-                        .or_else(|| n.child_by_field_name("argument"));
+                    let t = written_target(n);
                     if let Some(t) = t.filter(|t| t.kind() == "identifier") {
                         varying.insert(text(src, t).to_string());
                     }

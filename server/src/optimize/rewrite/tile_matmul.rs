@@ -58,7 +58,7 @@ use super::params::Params;
 use super::poly::{poly, Poly, Renamed};
 use super::tree::{
     code_names, first_line, fresh, kernel_function, line_indent, named_children, newline, reindent,
-    text, walk,
+    text, walk, written_target,
 };
 use super::RewriteContext;
 use crate::optimize::facts::elem_bytes;
@@ -635,9 +635,7 @@ fn check_k_body(src: &str, body: Node<'_>, var: &str) -> Result<(), String> {
                 None => {}
             },
             "assignment_expression" | "update_expression" => {
-                let target = n
-                    .child_by_field_name("left")
-                    .or_else(|| n.child_by_field_name("argument"));
+                let target = written_target(n);
                 if target.is_some_and(|x| x.kind() == "identifier" && text(src, x) == var) {
                     bad = Some(format!("`{t}` assigns the loop variable"));
                 }

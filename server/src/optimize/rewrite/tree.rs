@@ -30,6 +30,12 @@ pub(super) fn walk<'t>(node: Node<'t>, f: &mut dyn FnMut(Node<'t>) -> bool) {
     }
 }
 
+/// What an assignment (`left`) or an increment or decrement (`argument`) writes.
+pub(super) fn written_target(n: Node<'_>) -> Option<Node<'_>> {
+    n.child_by_field_name("left")
+        .or_else(|| n.child_by_field_name("argument"))
+}
+
 pub(super) fn named_children(n: Node<'_>) -> Vec<Node<'_>> {
     let mut c = n.walk();
     n.named_children(&mut c).collect()

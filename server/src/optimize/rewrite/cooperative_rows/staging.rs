@@ -29,7 +29,7 @@ use tree_sitter::Node;
 use super::super::access::{canon, contains, Access, Scope};
 use super::super::edits::{Edit, Edits};
 use super::super::poly::poly;
-use super::super::tree::{fresh, line_indent, reindent, text, walk};
+use super::super::tree::{fresh, line_indent, reindent, text, walk, written_target};
 use super::{loop_names, ColumnLoop};
 use crate::spec::{Arg, BenchPlan, Value};
 use crate::syntax::{ByteRange, ParamKind};
@@ -330,9 +330,7 @@ fn assigned_names(src: &str, body: &[Node<'_>]) -> BTreeSet<String> {
     for &root in body {
         walk(root, &mut |n| {
             if matches!(n.kind(), "assignment_expression" | "update_expression") {
-                let t = n
-                    .child_by_field_name("left")
-                    .or_else(|| n.child_by_field_name("argument"));
+                let t = written_target(n);
                 if let Some(t) = t.filter(|t| t.kind() == "identifier") {
                     out.insert(text(src, t).to_string());
                 }

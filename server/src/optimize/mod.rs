@@ -205,18 +205,25 @@ async fn connect(pool: &WorkerPool, lang: Lang) -> Result<(HelloResult, EvalEnv)
             .as_ref()
             .map_or(EvalEnv::default().sms, |d| u64::from(d.sms)),
     };
+    backend_ready(&hello, lang)?;
+    Ok((hello, env))
+}
+
+/// Whether the worker that said `hello` runs `lang` kernels; the message says why not.
+/// The CLI's runs and the editor's jobs both ask before they send work.
+pub fn backend_ready(hello: &HelloResult, lang: Lang) -> Result<(), String> {
     let backend = match lang {
         Lang::Cuda => &hello.cuda,
         Lang::Triton => &hello.triton,
     };
-    if !backend.available {
-        return Err(format!(
-            "the worker cannot run {} kernels: {}",
-            llm::lang_label(lang),
-            backend.message
-        ));
+    if backend.available {
+        return Ok(());
     }
-    Ok((hello, env))
+    Err(format!(
+        "the worker cannot run {} kernels: {}",
+        llm::lang_label(lang),
+        backend.message
+    ))
 }
 
 /// The run's policy (from its state file, if any) and the warnings loading it gave.

@@ -69,17 +69,7 @@ impl Backend {
     ) -> std::result::Result<Arc<WorkerPool>, String> {
         let pool = self.pool().await?;
         if let Some(h) = pool.hello() {
-            let b = match lang {
-                Lang::Cuda => &h.cuda,
-                Lang::Triton => &h.triton,
-            };
-            if !b.available {
-                return Err(format!(
-                    "the worker cannot run {} kernels: {}",
-                    optimize::llm::lang_label(lang),
-                    b.message
-                ));
-            }
+            optimize::backend_ready(&h, lang)?;
         }
         Ok(pool)
     }

@@ -291,6 +291,19 @@ pub(super) mod testing {
         c.text[new].to_string()
     }
 
+    /// The first candidate of a CUDA rewrite on a fixture, as [`show`] shows it.
+    pub fn first_shown(src: &str, kernel: &str, id: &str, params: serde_json::Value) -> String {
+        let out = cuda(src, kernel, id, params).unwrap_or_else(|e| panic!("{kernel}: {e}"));
+        show(Lang::Cuda, src, &out[0], kernel)
+    }
+
+    /// Each of `wants` is in `text`.
+    pub fn assert_has(text: &str, wants: &[&str]) {
+        for want in wants {
+            assert!(text.contains(want), "{want}\n{text}");
+        }
+    }
+
     pub fn not_applicable(r: Result<Vec<Candidate>, RewriteError>) -> String {
         match r {
             Err(RewriteError::NotApplicable(m)) => m,

@@ -80,7 +80,9 @@ mod tests {
     use expect_test::expect;
     use serde_json::json;
 
-    use super::super::check::testing::{cuda, labels, not_applicable, show, LEAKY_RELU};
+    use super::super::check::testing::{
+        assert_has, cuda, first_shown, labels, not_applicable, show, LEAKY_RELU,
+    };
     use crate::syntax::Lang;
 
     const SAXPY: &str = include_str!("../../../../examples/saxpy.cu");
@@ -161,6 +163,22 @@ mod tests {
                     }
                 }
             }"#]].assert_eq(&show(Lang::Cuda, LEAKY_RELU, &out[0], "leaky"));
+    }
+
+    #[test]
+    fn each_chunk_shares_the_index_split_where_the_width_divides_it() {
+        let src = include_str!("../../../../tests/fixtures/rewrites/vec_rows/splits.cu");
+        let params = json!({"widths": [2], "blocks_per_sm": [4]});
+        let text = first_shown(src, "permute_hwc", "coarsen", params);
+        assert_has(
+            &text,
+            &[
+                "for (int idx = blockIdx.x * blockDim.x + threadIdx.x; 2 * idx < (H * WC); idx += blockDim.x * gridDim.x) {",
+                "if (2 * idx + 1 < (H * WC) && C % 2 == 0 && WC % 2 == 0) {",
+                "int c = ((2 * idx) % C + 1);",
+                "for (int j = 2 * idx; j < (H * WC) && j < 2 * idx + 2; ++j) {",
+            ],
+        );
     }
 
     #[test]

@@ -82,7 +82,7 @@ fn one_d_index_forms() -> Vec<String> {
 }
 
 /// Integer types an index is cast to, whitespace removed (`unsigned int` is `unsignedint`).
-const INDEX_CASTS: [&str; 16] = [
+pub(super) const INDEX_CASTS: [&str; 16] = [
     "int",
     "long",
     "longlong",
@@ -451,8 +451,6 @@ pub(super) struct BodyFacts {
     pub buffers: BTreeMap<String, BufferUse>,
     /// `p[i]` of a pointer parameter: (range, p).
     pub subscripts: Vec<(ByteRange, String)>,
-    /// Uses of the index outside those subscripts.
-    pub index_uses: Vec<ByteRange>,
     /// Every use of the index.
     pub all_index: Vec<ByteRange>,
     /// A guarded statement is a declaration (per-lane copies need their own scope).
@@ -659,7 +657,6 @@ pub(super) fn inspect_body(
                     };
                 }
                 "identifier" if t == i => {
-                    facts.index_uses.push(n.byte_range());
                     facts.all_index.push(n.byte_range());
                 }
                 "identifier"

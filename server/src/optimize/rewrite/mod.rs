@@ -31,6 +31,7 @@ mod grid2d;
 mod grid_stride;
 mod guard_first;
 mod interleave;
+mod lane_split;
 mod launch_bounds;
 mod maxnreg;
 mod params;

@@ -19,6 +19,7 @@ use super::elementwise::{
     bound_text, inspect_body, match_elementwise, one_d_grid, pointer_params, BodyFacts,
     Elementwise, INDEX_SHAPE,
 };
+use super::lane_split::{fixed_integers, Splits};
 use super::params::Params;
 use super::spec_expr::{widen, words};
 use super::tree::{fresh, kernel_function, line_indent, newline, reindent, render};
@@ -95,6 +96,7 @@ impl<'t> Vectorized<'t> {
             )));
         }
         let (grid, first) = one_d_grid(cx, &plan, id, shape.batched)?;
+        let fixed = fixed_integers(cx.text, func, shape.guard.start_byte(), &shape.index);
         let taken: BTreeSet<String> = words(cx.text).into_iter().map(str::to_string).collect();
         // Buffers in parameter order, for stable output.
         let order: Vec<&String> = cx
@@ -141,7 +143,8 @@ impl<'t> Vectorized<'t> {
                 }
             }
             let label = format!("VEC={width} ({})", shown.join(", "));
-            match emit_vectorized(cx.text, &shape, &facts, &order, &types, width, &mut names) {
+            let body = (&shape, &facts, &fixed);
+            match emit_vectorized(cx.text, body, &order, &types, width, &mut names) {
                 Ok(code) => out.push(Width {
                     label,
                     width,
@@ -299,11 +302,13 @@ pub(super) fn vector_type(pointee: &str, width: usize) -> Option<&'static str> {
     })
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The bounds check and guarded body for `width` elements per thread: one vector access
+/// per buffer and the body once per element where the thread's last element is in
+/// bounds and `width` divides every index split's divisor ([`Splits`]; `fixed` names
+/// the integers such a divisor may read), else the thread's elements one by one.
 pub(super) fn emit_vectorized(
     src: &str,
-    shape: &Elementwise<'_>,
-    facts: &BodyFacts,
+    (shape, facts, fixed): (&Elementwise<'_>, &BodyFacts, &BTreeSet<String>),
     order: &[&String],
     types: &BTreeMap<&str, Lanes>,
     width: usize,
@@ -323,7 +328,17 @@ pub(super) fn emit_vectorized(
     let from = line_indent(src, span.start);
     let single = shape.body.len() == 1 && !src[span.clone()].contains('\n') && !facts.declares;
 
-    let mut o = format!("if ({width} * {i} + {} < {bound}) {{{nl}", width - 1);
+    let covered: Vec<ByteRange> = facts.subscripts.iter().map(|(r, _)| r.clone()).collect();
+    let splits = Splits::find(src, &shape.body, i, width, fixed, &covered);
+    let divides: String = splits
+        .conditions(&|_| true)
+        .iter()
+        .map(|c| format!(" && {c}"))
+        .collect();
+    let mut o = format!(
+        "if ({width} * {i} + {} < {bound}{divides}) {{{nl}",
+        width - 1
+    );
     for p in order {
         let (u, l, reg) = (&facts.buffers[*p], &types[p.as_str()], &regs[p.as_str()]);
         let load = u.read || !u.writes_unconditional;
@@ -337,12 +352,7 @@ pub(super) fn emit_vectorized(
             .iter()
             .map(|(r, p)| (r.clone(), types[p.as_str()].lane(&regs[p.as_str()], lane)))
             .collect();
-        let elem = if lane == 0 {
-            format!("({width} * {i})")
-        } else {
-            format!("({width} * {i} + {lane})")
-        };
-        reps.extend(facts.index_uses.iter().map(|r| (r.clone(), elem.clone())));
+        reps.extend(splits.lane(src, &shape.body, lane, &covered));
         let body = render(src, &span, &reps)?;
         if facts.declares {
             o.push_str(&format!(
@@ -370,8 +380,13 @@ pub(super) fn emit_vectorized(
         .map(|r| (r.clone(), t.clone()))
         .collect();
     let body = render(src, &span, &reps)?;
+    // Where a split's divisor decides, any thread may take this path: its own elements.
+    let own = match divides.is_empty() {
+        true => String::new(),
+        false => format!(" && {t} < {width} * {i} + {width}"),
+    };
     let head = format!(
-        "for ({} {t} = {width} * {i}; {t} < {bound}; ++{t})",
+        "for ({} {t} = {width} * {i}; {t} < {bound}{own}; ++{t})",
         shape.index_ty
     );
     if single {
@@ -391,7 +406,9 @@ mod tests {
     use expect_test::expect;
     use serde_json::json;
 
-    use super::super::check::testing::{cuda, labels, not_applicable, show, LEAKY_RELU};
+    use super::super::check::testing::{
+        assert_has, cuda, first_shown, labels, not_applicable, show, LEAKY_RELU,
+    };
     use super::*;
 
     const SAXPY: &str = include_str!("../../../../examples/saxpy.cu");
@@ -609,6 +626,26 @@ mod tests {
                 "VEC=2 (uchar2)"
             ],
             "u8: 16 bytes packed, and CUDA's uchar4 and uchar2"
+        );
+    }
+
+    const SPLITS: &str = include_str!("../../../../tests/fixtures/rewrites/vec_rows/splits.cu");
+
+    #[test]
+    fn vectorize_shares_a_permute_index_split_where_the_width_divides_it() {
+        let text = first_shown(SPLITS, "permute_hwc", "vectorize", json!({"widths": [4]}));
+        assert_has(
+            &text,
+            &[
+                // `WC` is a local before the index: the condition reads it where it stands.
+                "if (4 * idx + 3 < (H * WC) && C % 4 == 0 && WC % 4 == 0) {",
+                "int c = ((4 * idx) % C + 3);",
+                "int w = ((4 * idx) / C) % W;",
+                "int h = (4 * idx) / WC;",
+                // Any thread may take the scalar path now: its own four elements only.
+                "for (int j = 4 * idx; j < (H * WC) && j < 4 * idx + 4; ++j) {",
+                "int h = j / WC;",
+            ],
         );
     }
 

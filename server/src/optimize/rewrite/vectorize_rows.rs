@@ -35,6 +35,7 @@ use super::access::index_of;
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::edits::Edits;
 use super::elementwise::{inspect_body, match_elementwise, pointer_params};
+use super::lane_split::{fixed_integers, Splits};
 use super::spec_expr::{components, strip_parens, widen, words};
 use super::tree::{fresh, kernel_function, line_indent, newline, reindent, render, text, walk};
 use super::vectorize::{element_bytes, widths, Lanes};
@@ -71,6 +72,7 @@ pub fn vectorize_rows(cx: &RewriteContext<'_>) -> R {
         .child_by_field_name("body")
         .ok_or_else(|| na("it has no body".into()))?;
     let rows = match_rows(&work, func).map_err(na)?;
+    let fixed = fixed_integers(&work, func, rows.span().start, &rows.lane);
     let plan = accesses::plan(cx, &work, body, &rows).map_err(na)?;
     if plan.groups.is_empty() {
         return Err(na(format!(
@@ -99,7 +101,7 @@ pub fn vectorize_rows(cx: &RewriteContext<'_>) -> R {
                 &grid.text[gx.clone()]
             )));
         };
-        match draft(&work, &rows, &plan, w, (grid_at.clone(), new_gx)) {
+        match draft(&work, (&rows, &plan, &fixed), w, (grid_at.clone(), new_gx)) {
             Ok(d) => drafts.push(d),
             Err(why) => dropped.push(why),
         }
@@ -115,11 +117,11 @@ fn is_one_d(cx: &RewriteContext<'_>, func: Node<'_>) -> bool {
     inspect_body(cx.text, &shape, &pointer_params(cx), true).is_ok()
 }
 
-/// One width's candidate, or why the width does not fit.
+/// One width's candidate, or why the width does not fit. `fixed`: the integer names a
+/// condition before the region reads as the region does.
 fn draft(
     work: &str,
-    rows: &Rows<'_>,
-    plan: &Plan<'_>,
+    (rows, plan, fixed): (&Rows<'_>, &Plan<'_>, &BTreeSet<String>),
     w: usize,
     grid: (ByteRange, String),
 ) -> Result<Draft, String> {
@@ -142,12 +144,15 @@ fn draft(
     }
     let label = format!("VEC={w} along rows ({})", shown.join(", "));
     let mut names: BTreeSet<String> = words(work).into_iter().map(str::to_string).collect();
+    let covered = plan.covered();
+    let stmts = rows.element_statements();
     let code = Emit {
         src: work,
         rows,
         plan,
         lanes: &lanes,
         w,
+        splits: Splits::find(work, &stmts, &rows.lane, w, fixed, &covered),
     }
     .code(&mut names)
     .map_err(|e| format!("{label}: {e}"))?;
@@ -219,11 +224,13 @@ struct Emit<'a, 't> {
     plan: &'a Plan<'t>,
     lanes: &'a [Lanes],
     w: usize,
+    /// The element statements' index splits that the lanes share.
+    splits: Splits,
 }
 
 type Text = Result<String, String>;
 
-impl Emit<'_, '_> {
+impl<'t> Emit<'_, 't> {
     fn at_lane_zero(&self, n: Node<'_>) -> Text {
         at_lane_zero(self.src, n, self.plan, &self.rows.lane, 0)
     }
@@ -252,8 +259,9 @@ impl Emit<'_, '_> {
 
     /// The vector path's condition, the same for every thread of a block on one row:
     /// the block's last column passes the bounds check (so every column of every thread
-    /// does) and every row base is aligned to its vector's width.
-    fn fast(&self) -> Result<Vec<String>, String> {
+    /// does), every row base is aligned to its vector's width, and W divides the divisor
+    /// of every index split the columns' copies share.
+    fn fast(&self, regs: &[String], held: &[String]) -> Result<Vec<String>, String> {
         let (x, w) = (&self.rows.lane, self.w);
         let last = format!("({w} * ({x} - threadIdx.x + blockDim.x) - 1)");
         let reps = lane_uses(self.src, &[self.rows.cond], x, &last, &[]);
@@ -270,6 +278,12 @@ impl Emit<'_, '_> {
                 self.base(g)?
             ));
         }
+        let (kept, _) = self.copy(1, regs, held);
+        let used = |r: &ByteRange| {
+            kept.iter()
+                .any(|s| s.start_byte() <= r.start && r.end <= s.end_byte())
+        };
+        out.extend(self.splits.conditions(&used));
         Ok(out)
     }
 
@@ -294,7 +308,7 @@ impl Emit<'_, '_> {
                 .map(|h| format!("{}_row", h.buffer))
                 .collect(),
         );
-        let fast = self.fast()?.join(&format!(" &&{nl}{ind}    "));
+        let fast = self.fast(&regs, &held)?.join(&format!(" &&{nl}{ind}    "));
         let mut o = format!("if ({fast}) {{{nl}");
         let x = &self.rows.lane;
         for (h, name) in self.plan.hoists.iter().zip(&held) {
@@ -327,7 +341,27 @@ impl Emit<'_, '_> {
     /// column's.
     fn lane_copy(&self, k: usize, regs: &[String], held: &[String], in1: &str) -> Text {
         let nl = newline(self.src);
-        let (x, w) = (&self.rows.lane, self.w);
+        let stmts = self.rows.element_statements();
+        let scoped = stmts.iter().any(|s| s.kind() == "declaration");
+        let to = match scoped {
+            true => format!("{in1}{}", self.rows.unit),
+            false => in1.to_string(),
+        };
+        let (kept, all) = self.copy(k, regs, held);
+        let body = self.pieces(&kept, &all, &to)?;
+        Ok(match scoped {
+            true => format!("{in1}{{{nl}{body}{in1}}}{nl}"),
+            false => body,
+        })
+    }
+
+    /// Column `k`'s statements (those it still reads) and their replacements.
+    fn copy(
+        &self,
+        k: usize,
+        regs: &[String],
+        held: &[String],
+    ) -> (Vec<Node<'t>>, Vec<(ByteRange, String)>) {
         let mut reps: Vec<(ByteRange, String)> = Vec::new();
         for ((g, l), reg) in self.plan.groups.iter().zip(self.lanes).zip(regs) {
             reps.extend(g.nodes.iter().map(|n| (n.byte_range(), l.lane(reg, k))));
@@ -342,23 +376,9 @@ impl Emit<'_, '_> {
             .cloned()
             .collect();
         let covered: Vec<ByteRange> = all.iter().map(|(r, _)| r.clone()).collect();
-        let col = match k {
-            0 => format!("({w} * {x})"),
-            _ => format!("({w} * {x} + {k})"),
-        };
         let stmts = self.rows.element_statements();
-        all.extend(lane_uses(self.src, &stmts, x, &col, &covered));
-        let scoped = stmts.iter().any(|s| s.kind() == "declaration");
-        let to = match scoped {
-            true => format!("{in1}{}", self.rows.unit),
-            false => in1.to_string(),
-        };
-        let kept = live(self.src, &stmts, &all);
-        let body = self.pieces(&kept, &all, &to)?;
-        Ok(match scoped {
-            true => format!("{in1}{{{nl}{body}{in1}}}{nl}"),
-            false => body,
-        })
+        all.extend(self.splits.lane(self.src, &stmts, k, &covered));
+        (live(self.src, &stmts, &all), all)
     }
 
     /// The statements rendered with `reps`, one per line at indentation `to`.

@@ -52,6 +52,15 @@ pub(super) struct Plan<'t> {
     pub defs: BTreeMap<String, Node<'t>>,
 }
 
+impl Plan<'_> {
+    /// The ranges a column's copy replaces whole: vector accesses and uniform reads.
+    pub fn covered(&self) -> Vec<ByteRange> {
+        let groups = self.groups.iter().flat_map(|g| g.nodes.iter());
+        let hoists = self.hoists.iter().map(|h| &h.node);
+        groups.chain(hoists).map(|n| n.byte_range()).collect()
+    }
+}
+
 /// The lane index (`$c`), the region's locals, and thread and block positions that do
 /// not move with the lane: [`super::shape::match_rows`] refused every read of an x
 /// position but the lane index's own, so those left are y and z, the same for every

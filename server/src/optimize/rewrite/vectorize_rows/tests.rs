@@ -1,7 +1,9 @@
 use expect_test::expect;
 use serde_json::json;
 
-use super::super::check::testing::{cuda, labels, not_applicable, ranked_steps, show};
+use super::super::check::testing::{
+    assert_has, cuda, first_shown, labels, not_applicable, ranked_steps, show,
+};
 use crate::syntax::Lang;
 
 const BIAS_RELU: &str = include_str!("../../../../../examples/bias_relu_rows.cu");
@@ -248,7 +250,9 @@ fn batched_row_pointers_and_a_flat_split_keep_their_offsets() {
         "grid = cdiv(rows * cols, 4 * 256)",
         "const float4 x4 = reinterpret_cast<const float4*>(x)[i];",
         "y4.z = x4.z * w[c] + b[r];",
-        "int c = (4 * i + 2) % cols;",
+        "int r = (4 * i) / cols;",
+        "int c = ((4 * i) % cols + 2);",
+        "reinterpret_cast<unsigned long long>(x) % 16 == 0 &&\n        cols % 4 == 0) {",
     ] {
         assert!(text.contains(want), "{want}\n{text}");
     }
@@ -280,4 +284,129 @@ fn it_says_why_a_kernel_does_not_fit() {
     );
     expect!["`bias_relu_rows` cannot be vectorized along its rows: `y[r * cols + c]` is not the lane's own column of `y`, which is written: a write to a computed index, or a read another column may write"]
         .assert_eq(&not_applicable(cuda(BIAS_RELU, "bias_relu_rows", "vectorize_rows", json!({}))));
+}
+
+const SPLITS: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_rows/splits.cu");
+
+#[test]
+fn a_flat_split_shares_each_quotient_across_the_vector() {
+    let out = cuda(
+        SPLITS,
+        "upsample2",
+        "vectorize_rows",
+        json!({"widths": [4]}),
+    )
+    .unwrap();
+    expect![[r#"
+        // Nearest-neighbour 2x upsample: the output index split by `%` and `/` of parameters.
+        // @bench P = 3, 2; H = 8, 5; W = 8, 7
+        // @bench x: in f32[P, H, W]; y: out f32[P, 2 * H, 2 * W]
+        // @bench grid = cdiv(P * 4 * H * W, 4 * 64); block = 64
+        // @bench reference = torch: torch.nn.functional.interpolate(x[None], scale_factor=2, mode="nearest")[0]
+        __global__ void upsample2(const float* x, float* y, int P, int H, int W) {
+            int idx = blockIdx.x * blockDim.x + threadIdx.x;
+            int total = P * 4 * H * W;
+            if ((4 * (idx - threadIdx.x + blockDim.x) - 1) < total &&
+                reinterpret_cast<unsigned long long>(y) % 16 == 0 &&
+                (2 * W) % 4 == 0 &&
+                (4 * H * W) % 4 == 0) {
+                float4 y4;
+                {
+                    int ox = (4 * idx) % (2 * W);
+                    int oy = ((4 * idx) / (2 * W)) % (2 * H);
+                    int p = (4 * idx) / (4 * H * W);
+                    y4.x = x[(p * H + oy / 2) * W + ox / 2];
+                }
+                {
+                    int ox = ((4 * idx) % (2 * W) + 1);
+                    int oy = ((4 * idx) / (2 * W)) % (2 * H);
+                    int p = (4 * idx) / (4 * H * W);
+                    y4.y = x[(p * H + oy / 2) * W + ox / 2];
+                }
+                {
+                    int ox = ((4 * idx) % (2 * W) + 2);
+                    int oy = ((4 * idx) / (2 * W)) % (2 * H);
+                    int p = (4 * idx) / (4 * H * W);
+                    y4.z = x[(p * H + oy / 2) * W + ox / 2];
+                }
+                {
+                    int ox = ((4 * idx) % (2 * W) + 3);
+                    int oy = ((4 * idx) / (2 * W)) % (2 * H);
+                    int p = (4 * idx) / (4 * H * W);
+                    y4.w = x[(p * H + oy / 2) * W + ox / 2];
+                }
+                reinterpret_cast<float4*>(y)[idx] = y4;
+            } else {
+                #pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    const int j = (int)(4 * (idx - threadIdx.x) + k * blockDim.x + threadIdx.x);
+                    if (j < total) {
+                        int ox = j % (2 * W);
+                        int oy = (j / (2 * W)) % (2 * H);
+                        int p = j / (4 * H * W);
+                        y[j] = x[(p * H + oy / 2) * W + ox / 2];
+                    }
+                }
+            }
+        }"#]]
+    .assert_eq(&show(Lang::Cuda, SPLITS, &out[0], "upsample2"));
+}
+
+#[test]
+fn a_size_t_split_with_a_cast_divisor_reads_four_inputs_per_output() {
+    let text = first_shown(
+        SPLITS,
+        "avg_pool2",
+        "vectorize_rows",
+        json!({"widths": [4]}),
+    );
+    assert_has(
+        &text,
+        &[
+            "reinterpret_cast<unsigned long long>(y) % 16 == 0 &&\n        OW % 4 == 0 &&\n        ((size_t)OW * OH) % 4 == 0) {",
+            "size_t ox = ((4 * i) % OW + 3);",
+            "size_t oy = ((4 * i) / OW) % OH;",
+            "size_t p = (4 * i) / ((size_t)OW * OH);",
+            "y4.w = 0.25f * (x[at] + x[at + 1] + x[at + 2 * OW] + x[at + 2 * OW + 1]);",
+            // The scalar path as written.
+            "size_t ox = j % OW;",
+            "size_t p = j / ((size_t)OW * OH);",
+        ],
+    );
+}
+
+#[test]
+fn a_divisor_of_the_checked_body_or_a_literal_the_width_does_not_divide_stays() {
+    let text = first_shown(SPLITS, "ramp_mix", "vectorize_rows", json!({"widths": [4]}));
+    assert_has(
+        &text,
+        &[
+            "float c = (float)((4 * i + 3) % period);",
+            "y4.w = x4.w * c + (float)((4 * i + 3) / 3) + (float)((4 * i) % 8 + 3);",
+            "y4.x = x4.x * c + (float)((4 * i) / 3) + (float)((4 * i) % 8);",
+        ],
+    );
+    assert!(
+        !text.contains("% 4 == 0"),
+        "a literal multiple of the width needs no condition, `period` cannot have one\n{text}"
+    );
+}
+
+#[test]
+fn a_kernel_with_no_division_gets_no_divisibility_condition() {
+    for k in [
+        "scale_rows",
+        "add_bias_batched",
+        "axpy_rows",
+        "quantize_rows",
+    ] {
+        let out = cuda(ROWS, k, "vectorize_rows", json!({})).unwrap();
+        for c in &out {
+            let text = show(Lang::Cuda, ROWS, c, k);
+            let divides = text
+                .lines()
+                .filter(|l| l.contains(" == 0") && !l.contains("reinterpret_cast"));
+            assert_eq!(divides.count(), 0, "{k}\n{text}");
+        }
+    }
 }

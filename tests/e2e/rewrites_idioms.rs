@@ -902,6 +902,26 @@ const CASES: &[Case] = &[
         ),
     },
     Case {
+        file: SPLITS,
+        kernel: "permute_hwc",
+        id: "vectorize",
+        want: 2,
+        sizes: (
+            "H = 6, 5; W = 4, 3; C = 8, 7",
+            "H = 6, 5; W = 4, 3; C = 8, 7",
+        ),
+    },
+    Case {
+        file: SPLITS,
+        kernel: "permute_hwc",
+        id: "coarsen",
+        want: 4,
+        sizes: (
+            "H = 6, 5; W = 4, 3; C = 8, 7",
+            "H = 6, 5; W = 4, 3; C = 8, 7",
+        ),
+    },
+    Case {
         file: BROADCASTS,
         kernel: "scale_loaded_early",
         id: "vectorize",
@@ -1088,6 +1108,7 @@ const REFUSALS: &str = "tests/fixtures/rewrites/rows/refusals.cu";
 const PICKS: &str = "tests/fixtures/rewrites/rows/arg_picks.cu";
 const BATCHED: &str = "tests/fixtures/rewrites/rows/batched.cu";
 const BROADCASTS: &str = "tests/fixtures/rewrites/geometry/broadcasts.cu";
+const SPLITS: &str = "tests/fixtures/rewrites/vec_rows/splits.cu";
 
 /// The case's file with the sizes line made small.
 fn small(c: &Case) -> String {

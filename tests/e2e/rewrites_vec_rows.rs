@@ -2,7 +2,8 @@
 //! `remap_lanes` leaves them and on the 2-D fixtures (several styles, f32, i8, f16,
 //! bf16), every candidate compiles with NVRTC, and every f32/i8 candidate computes what
 //! the original computes on the CPU emulator for every case of its spec, row lengths
-//! that no width divides (77, 130, 999) included. Controls show that the vector path and
+//! that no width divides (77, 130, 999) included, and flat indices split by divisions
+//! the width divides in one case and not in the other. Controls show that the vector path and
 //! the scalar path both run there. Missing NVRTC or g++ skips (or fails under
 //! KERNEL_LSP_REQUIRE_TOOLS=1).
 
@@ -23,6 +24,7 @@ const GELU_HALF: &str = include_str!("../../examples/gelu_bias_half.cu");
 const SCALE_SHIFT: &str = include_str!("../../examples/scale_shift_batched.cu");
 const ROWS: &str = include_str!("../fixtures/rewrites/vec_rows/rows.cu");
 const HALVES: &str = include_str!("../fixtures/rewrites/vec_rows/halves.cu");
+const SPLITS: &str = include_str!("../fixtures/rewrites/vec_rows/splits.cu");
 
 /// (text, kernel, sizes as written -> small sizes, remap first, candidates wanted)
 type Case = (
@@ -79,6 +81,9 @@ const CASES: &[Case] = &[
     (ROWS, "quantize_rows", ("", ""), false, 2),
     (HALVES, "half_gate", ("", ""), false, 3),
     (HALVES, "bf16_residual", ("", ""), false, 3),
+    (SPLITS, "upsample2", ("", ""), false, 2),
+    (SPLITS, "avg_pool2", ("", ""), false, 2),
+    (SPLITS, "ramp_mix", ("", ""), false, 2),
 ];
 
 fn run(src: &str, kernel: &str, id: &str) -> Vec<Candidate> {
@@ -199,5 +204,39 @@ fn coarsened_vector_rows_compute_what_the_original_computes() {
             .collect();
         assert!(!cands.is_empty(), "{}", c.1);
         emulate::compare(&src, c.1, &cands, 2).unwrap_or_else(|e| panic!("{}: {e}", c.1));
+    }
+}
+
+/// The shared splits are checked on both paths: a wrong remainder lane in the vector
+/// path is caught where the width divides the divisors (W = 8), a wrong split in the
+/// scalar path where it does not (W = 7, which the divisibility condition sends there).
+#[test]
+fn the_emulator_checks_shared_splits_on_the_vector_path_and_odd_sizes_on_the_scalar_one() {
+    let test =
+        "the_emulator_checks_shared_splits_on_the_vector_path_and_odd_sizes_on_the_scalar_one";
+    if let Err(why) = emulate::gxx() {
+        return tools::skip(test, &why);
+    }
+    let good = run(SPLITS, "upsample2", "vectorize_rows").remove(0);
+    assert!(good.label.starts_with("VEC=4"), "{}", good.label);
+    for (what, from, to, case) in [
+        (
+            "vector",
+            "int ox = ((4 * idx) % (2 * W) + 3);",
+            "int ox = ((4 * idx) % (2 * W) + 1);",
+            "case 0",
+        ),
+        (
+            "scalar",
+            "int ox = j % (2 * W);",
+            "int ox = (j + 1) % (2 * W);",
+            "case 1",
+        ),
+    ] {
+        let wrong = good.text.replacen(from, to, 1);
+        assert_ne!(wrong, good.text, "{what}: `{from}` is not in the candidate");
+        let err = emulate::compare(SPLITS, "upsample2", &[(what.into(), wrong)], 2)
+            .expect_err(&format!("the emulator missed a wrong {what} path"));
+        assert!(err.contains(&format!("{what} {case}: y[")), "{what}: {err}");
     }
 }

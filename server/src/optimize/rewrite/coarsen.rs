@@ -4,6 +4,8 @@
 //! element by element; the grid becomes `min(cdiv(n, VEC * B), sms * K)`. So a thread
 //! handles several elements with few wide instructions, and a few blocks per SM stream
 //! the whole array (no tail of small blocks, less index arithmetic per element).
+//! The chunk body is `vectorize`'s, index splits the lanes share included
+//! ([`super::lane_split`]).
 //!
 //! `vectorize` alone keeps one chunk per thread and a grid of `n / (VEC * B)` blocks;
 //! `grid_stride` alone keeps scalar accesses; after one of them the other no longer

@@ -14,8 +14,9 @@
 //! applier, which refuses overlapping edits), `params.rs` (the one parameter parser),
 //! `check.rs` (drafts to candidates: still parses, still plans), `unit.rs` (the kernel
 //! unit's nodes and the check of code-only rewrites), `tree.rs` (tree-sitter helpers),
-//! `spec_expr.rs` (grid and block expression text) and `elementwise.rs` (the 1-D
-//! one-element-per-thread shape).
+//! `spec_expr.rs` (grid and block expression text), `elementwise.rs` (the 1-D
+//! one-element-per-thread shape) and `lane_split.rs` (index splits the lanes of a
+//! vector share).
 
 mod access;
 mod block_coarsen;

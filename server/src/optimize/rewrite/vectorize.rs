@@ -10,6 +10,11 @@
 //! takes kernels whose lane walks the columns of rows), a grid with no division, or a pointee
 //! of unknown size. Param `widths` (2, 4, 8 or 16; default 4 and 2, and the width that
 //! makes the narrowest buffer's accesses 16 bytes when that is wider).
+//!
+//! An index split the lanes share (`c = i % C; h = i / WC`) is written `(VEC * i) / D`
+//! and `(VEC * i) % D + k` in lane k, with `D % VEC == 0` in the vector condition
+//! ([`super::lane_split`]); the tail loop then takes only the thread's own VEC
+//! elements, since any thread may take it.
 
 use std::collections::{BTreeMap, BTreeSet};
 

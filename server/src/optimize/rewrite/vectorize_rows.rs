@@ -13,7 +13,12 @@
 //! passed by the thread's last column, and every vector address aligned to its width. A
 //! row length not divisible by W (cols = 77, 130, 999) misaligns rows, so those threads
 //! (or a tail past the end) run the scalar path: the original statements once per
-//! column, in a loop.
+//! column, in a loop. An index split the columns share (a flat output index
+//! `ox = i % OW; oy = (i / OW) % OH`) is written once per thread's quotient,
+//! `(W * i) / D` and `(W * i) % D + k` (see [`super::lane_split`]), and `D % W == 0`
+//! joins the vector condition for each divisor a column's copy still reads, so sizes W
+//! does not divide (OW = 23) take the scalar path. A division by a local of the checked
+//! body, or by a literal W does not divide (`i / 3`), stays as written.
 //!
 //! **Refuses** (with the access or statement): no lane index, a read of
 //! `threadIdx.x`/`blockIdx.x` elsewhere, no bounds check on the lane or one that is not

@@ -170,7 +170,7 @@ fn the_emulator_runs_both_the_vector_and_the_scalar_path() {
     }
     let src = source(&CASES[0]);
     let good = run(&src, "bias_relu_rows", "vectorize_rows").remove(0);
-    for (what, from, to, case) in [
+    let mutations = [
         ("vector", "x4.w + bias4.w", "x4.z + bias4.w", "case 0"),
         (
             "scalar",
@@ -178,10 +178,17 @@ fn the_emulator_runs_both_the_vector_and_the_scalar_path() {
             "x[r * cols + j] + 1.0f",
             "case 1",
         ),
-    ] {
-        let wrong = good.text.replacen(from, to, 1);
-        assert_ne!(wrong, good.text, "{what}: `{from}` is not in the candidate");
-        let err = emulate::compare(&src, "bias_relu_rows", &[(what.into(), wrong)], 2)
+    ];
+    caught(&src, "bias_relu_rows", &good.text, &mutations);
+}
+
+/// Each mutation (`what`, `from` -> `to`) of the candidate `good` makes the emulator
+/// report a difference in `y` on the spec case named (`case 0`).
+fn caught(src: &str, kernel: &str, good: &str, mutations: &[(&str, &str, &str, &str)]) {
+    for (what, from, to, case) in mutations {
+        let wrong = good.replacen(from, to, 1);
+        assert_ne!(wrong, good, "{what}: `{from}` is not in the candidate");
+        let err = emulate::compare(src, kernel, &[(what.to_string(), wrong)], 2)
             .expect_err(&format!("the emulator missed a wrong {what} path"));
         assert!(err.contains(&format!("{what} {case}: y[")), "{what}: {err}");
     }
@@ -219,7 +226,7 @@ fn the_emulator_checks_shared_splits_on_the_vector_path_and_odd_sizes_on_the_sca
     }
     let good = run(SPLITS, "upsample2", "vectorize_rows").remove(0);
     assert!(good.label.starts_with("VEC=4"), "{}", good.label);
-    for (what, from, to, case) in [
+    let mutations = [
         (
             "vector",
             "int ox = ((4 * idx) % (2 * W) + 3);",
@@ -232,11 +239,6 @@ fn the_emulator_checks_shared_splits_on_the_vector_path_and_odd_sizes_on_the_sca
             "int ox = (j + 1) % (2 * W);",
             "case 1",
         ),
-    ] {
-        let wrong = good.text.replacen(from, to, 1);
-        assert_ne!(wrong, good.text, "{what}: `{from}` is not in the candidate");
-        let err = emulate::compare(SPLITS, "upsample2", &[(what.into(), wrong)], 2)
-            .expect_err(&format!("the emulator missed a wrong {what} path"));
-        assert!(err.contains(&format!("{what} {case}: y[")), "{what}: {err}");
-    }
+    ];
+    caught(SPLITS, "upsample2", &good.text, &mutations);
 }

@@ -91,6 +91,41 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case {
+        file: STREAM,
+        kernel: "row_moments",
+        id: "stream_loads",
+        want: 1,
+        sizes: ("R = 512, 7; S = 1000, 33", "R = 6, 7; S = 300, 33"),
+    },
+    Case {
+        file: STREAM,
+        kernel: "add_bias_rows",
+        id: "stream_loads",
+        want: 1,
+        sizes: ("R = 64, 5; C = 1024, 77", "R = 3, 5; C = 256, 77"),
+    },
+    Case {
+        file: STREAM,
+        kernel: "scale4",
+        id: "stream_loads",
+        want: 1,
+        sizes: ("n4 = 1 << 16, 250", "n4 = 1000, 250"),
+    },
+    Case {
+        file: STREAM,
+        kernel: "decode",
+        id: "stream_loads",
+        want: 1,
+        sizes: ("n = 1 << 16, 999; V = 256", "n = 3000, 999; V = 256"),
+    },
+    Case {
+        file: STREAM,
+        kernel: "matvec_rows",
+        id: "stream_loads",
+        want: 0,
+        sizes: ("rows = 256, 33; K = 512, 77", "rows = 70, 33; K = 50, 77"),
+    },
+    Case {
         file: "examples/reduce_sum.cu",
         kernel: "reduce_tree",
         id: "block_reduce",
@@ -1103,6 +1138,7 @@ const SCATTER: &str = "tests/fixtures/rewrites/atomics/scatter.cu";
 const SCANS: &str = "tests/fixtures/rewrites/rows/scans.cu";
 const WALKS: &str = "tests/fixtures/rewrites/rows/walks.cu";
 const SUMS: &str = "tests/fixtures/rewrites/reduce/sums.cu";
+const STREAM: &str = "tests/fixtures/rewrites/stream/loads.cu";
 const ROWS: &str = "tests/fixtures/rewrites/rows/row_stats.cu";
 const REFUSALS: &str = "tests/fixtures/rewrites/rows/refusals.cu";
 const PICKS: &str = "tests/fixtures/rewrites/rows/arg_picks.cu";
@@ -1424,6 +1460,21 @@ async fn triton_idiom_candidates_verify_on_the_interpreter() {
             "triton_configs",
             serde_json::json!({"max_candidates": 4}),
             4,
+        ),
+        // `x` is read once (rows by program 0, columns by program 1); `b` is shared.
+        (
+            &grid2d,
+            "add_bias_2d",
+            "stream_loads",
+            serde_json::json!({}),
+            1,
+        ),
+        (
+            &autotuned,
+            "row_sum",
+            "stream_loads",
+            serde_json::json!({}),
+            1,
         ),
         (
             &grid2d,

@@ -468,21 +468,21 @@ mod tests {
             format!("{} | model: {}", ids(false), ids(true))
         };
         expect!["tile_matmul block_size restrict_const unroll launch_bounds | model: smem_tiling register_tiling tensor_cores"].assert_eq(&order(Lang::Cuda, include_str!("../../../examples/matmul_naive.cu")));
-        expect!["block_size restrict_const coarsen vectorize vectorize_rows block_coarsen grid_stride launch_bounds | model: operator_fusion"]
+        expect!["block_size restrict_const coarsen stream_loads vectorize vectorize_rows block_coarsen grid_stride launch_bounds | model: operator_fusion"]
             .assert_eq(&order(
                 Lang::Cuda,
                 include_str!("../../../examples/saxpy.cu"),
             ));
         expect!["block_reduce tunable_sweep restrict_const coarsen unroll vectorize grid_stride launch_bounds | model: warp_shuffle_reduction operator_fusion"].assert_eq(&order(Lang::Cuda, include_str!("../../../examples/reduce_sum.cu")));
         expect![
-            "triton_configs tunable_sweep triton_block triton_num_warps | model: operator_fusion"
+            "triton_configs tunable_sweep stream_loads triton_block triton_num_warps | model: operator_fusion"
         ]
         .assert_eq(&order(
             Lang::Triton,
             include_str!("../../../examples/vector_add.py"),
         ));
         expect![
-            "triton_configs tunable_sweep triton_block triton_num_warps | model: operator_fusion"
+            "triton_configs tunable_sweep stream_loads triton_block triton_num_warps | model: operator_fusion"
         ]
         .assert_eq(&order(
             Lang::Triton,
@@ -554,9 +554,9 @@ lang = ["cuda"]
 "#,
             expect![[r#"
                 strategies.toml:6:8: `a`: lang is empty; write lang = ["cuda"], ["triton"] or ["cuda", "triton"]
-                strategies.toml:7:13: `a`: unknown fact `pointer_without_restict`; did you mean `pointer_without_restrict`? (known facts: has_tunables, has_constexpr_params, block_1d, block_2d, block_resizable, has_counted_loop, loop_without_unroll_pragma, loop_over_global_memory, pointer_without_restrict, read_only_pointer_without_const, has_launch_bounds, has_maxnreg, unit_stride_access, strided_access, grouped_access, one_thread_per_element_1d, uses_shared_memory, has_atomics, reduction_pattern, uses_warp_shuffle, uses_tensor_cores, has_fast_math_calls, memory_bound, compute_bound, has_spills, register_limited_occupancy, far_from_roofline, thread_walks_a_row, thread_walks_a_column, scatter_atomics, transposed_access, matmul_like_loop, program_grid_2d, autotune_configs, multi_pass_loops, sequential_axis_loop, reduce_every_step, loop_steps_by_block, loop_steps_at_run_time)
-                strategies.toml:7:62: `a`: unknown fact `nope` (known facts: has_tunables, has_constexpr_params, block_1d, block_2d, block_resizable, has_counted_loop, loop_without_unroll_pragma, loop_over_global_memory, pointer_without_restrict, read_only_pointer_without_const, has_launch_bounds, has_maxnreg, unit_stride_access, strided_access, grouped_access, one_thread_per_element_1d, uses_shared_memory, has_atomics, reduction_pattern, uses_warp_shuffle, uses_tensor_cores, has_fast_math_calls, memory_bound, compute_bound, has_spills, register_limited_occupancy, far_from_roofline, thread_walks_a_row, thread_walks_a_column, scatter_atomics, transposed_access, matmul_like_loop, program_grid_2d, autotune_configs, multi_pass_loops, sequential_axis_loop, reduce_every_step, loop_steps_by_block, loop_steps_at_run_time)
-                strategies.toml:8:11: `a`: unknown rewrite `blocksize`; did you mean `block_size`? (known rewrites: tunable_sweep, block_size, restrict_const, launch_bounds, unroll, vectorize, grid_stride, fast_math, maxnreg, triton_block, triton_num_warps, triton_num_stages, cooperative_rows, privatize_atomics, transpose_tile, tile_matmul, triton_swizzle, triton_configs, triton_persistent_dot, coarsen, block_reduce, remap_lanes, block_coarsen, triton_autotune, split_loop, triton_online, triton_row_tile, triton_split_loop, triton_hoist_reduce, triton_program_tile, interleave, vectorize_rows, vectorize_groups); remove `rewrite` for a model-only step
+                strategies.toml:7:13: `a`: unknown fact `pointer_without_restict`; did you mean `pointer_without_restrict`? (known facts: has_tunables, has_constexpr_params, block_1d, block_2d, block_resizable, has_counted_loop, loop_without_unroll_pragma, loop_over_global_memory, pointer_without_restrict, read_only_pointer_without_const, has_launch_bounds, has_maxnreg, unit_stride_access, strided_access, grouped_access, one_thread_per_element_1d, uses_shared_memory, has_atomics, reduction_pattern, uses_warp_shuffle, uses_tensor_cores, has_fast_math_calls, memory_bound, compute_bound, has_spills, register_limited_occupancy, far_from_roofline, thread_walks_a_row, thread_walks_a_column, scatter_atomics, transposed_access, matmul_like_loop, program_grid_2d, autotune_configs, multi_pass_loops, sequential_axis_loop, reduce_every_step, loop_steps_by_block, loop_steps_at_run_time, read_once_loads)
+                strategies.toml:7:62: `a`: unknown fact `nope` (known facts: has_tunables, has_constexpr_params, block_1d, block_2d, block_resizable, has_counted_loop, loop_without_unroll_pragma, loop_over_global_memory, pointer_without_restrict, read_only_pointer_without_const, has_launch_bounds, has_maxnreg, unit_stride_access, strided_access, grouped_access, one_thread_per_element_1d, uses_shared_memory, has_atomics, reduction_pattern, uses_warp_shuffle, uses_tensor_cores, has_fast_math_calls, memory_bound, compute_bound, has_spills, register_limited_occupancy, far_from_roofline, thread_walks_a_row, thread_walks_a_column, scatter_atomics, transposed_access, matmul_like_loop, program_grid_2d, autotune_configs, multi_pass_loops, sequential_axis_loop, reduce_every_step, loop_steps_by_block, loop_steps_at_run_time, read_once_loads)
+                strategies.toml:8:11: `a`: unknown rewrite `blocksize`; did you mean `block_size`? (known rewrites: tunable_sweep, block_size, restrict_const, launch_bounds, unroll, vectorize, grid_stride, fast_math, maxnreg, triton_block, triton_num_warps, triton_num_stages, cooperative_rows, privatize_atomics, transpose_tile, tile_matmul, triton_swizzle, triton_configs, triton_persistent_dot, coarsen, block_reduce, remap_lanes, block_coarsen, triton_autotune, split_loop, triton_online, triton_row_tile, triton_split_loop, triton_hoist_reduce, triton_program_tile, interleave, vectorize_rows, vectorize_groups, stream_loads); remove `rewrite` for a model-only step
                 strategies.toml:9:9: `a`: prior 3 is out of range; write a log-speedup between -1 and 1 (0.1 is about +10%)
                 strategies.toml:12:6: duplicate id `a` (first defined on line 3); give each step its own id
                 strategies.toml:13:9: `a`: title is empty; write one

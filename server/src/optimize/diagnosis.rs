@@ -303,6 +303,9 @@ mod tests {
             in_loop: false,
             line: 1,
             via: None,
+            axes: 0,
+            span: None,
+            hinted: false,
         });
         assert_eq!(diagnose(&f), Vec::new());
         // Without the profile, the analysis names the strided load.

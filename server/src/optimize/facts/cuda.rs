@@ -201,6 +201,7 @@ struct FnCx<'t> {
     /// chains like `a2 = a1 + a1` stay linear.
     konst_memo: RefCell<HashMap<String, Option<i64>>>,
     buffer_memo: RefCell<HashMap<String, Option<String>>>,
+    axes_memo: RefCell<HashMap<String, u8>>,
     /// The helper's name, or None in the kernel itself.
     via: Option<String>,
 }
@@ -284,6 +285,29 @@ impl<'t> LaneWalk<'t> for FnCx<'t> {
         Some(arg.and_then(|a| self.buffer_of(a, depth + 1)))
     }
 
+    /// `threadIdx.y`, `blockIdx.x`, ... (`blockDim` and `gridDim` are the same everywhere).
+    fn axes_own(&self, n: Node<'t>) -> Option<u8> {
+        if n.kind() != "field_expression" {
+            return None;
+        }
+        let a = node_text(self.src, n.child_by_field_name("argument")?);
+        let shift = match node_text(self.src, n.child_by_field_name("field")?) {
+            "x" => 0,
+            "y" => 1,
+            "z" => 2,
+            _ => return None,
+        };
+        match a {
+            "threadIdx" => Some(THREAD_X << shift),
+            "blockIdx" => Some(BLOCK_X << shift),
+            "blockDim" | "gridDim" => Some(0),
+            _ => None,
+        }
+    }
+    fn axes_memo(&self) -> &RefCell<HashMap<String, u8>> {
+        &self.axes_memo
+    }
+
     /// Thread indices, member access, casts, calls, memory reads and addresses.
     fn deriv_own(&mut self, n: Node<'t>, depth: usize) -> Option<Deriv> {
         let src = self.src;
@@ -357,6 +381,7 @@ impl<'t> FnCx<'t> {
             memo: HashMap::new(),
             konst_memo: RefCell::default(),
             buffer_memo: RefCell::default(),
+            axes_memo: RefCell::default(),
             via,
         };
         cx.collect_defs(body, 0);
@@ -519,14 +544,16 @@ impl<'t> Scan<'_, 't> {
                             .map(named_children)
                             .unwrap_or_default();
                         let mut d = cx.deriv(a, 0);
+                        let mut axes = cx.axes(a, 0);
                         for i in &idx {
                             d = d.add(cx.deriv(*i, 0));
+                            axes |= cx.axes(*i, 0);
                         }
                         let index = idx
                             .first()
                             .map_or(String::new(), |i| node_text(src, *i).to_string());
                         let kind = self.kind_in_context(n);
-                        self.record(cx, buffer, index, kind, d, n);
+                        self.record(cx, buffer, index, kind, (d, axes), n);
                     }
                 }
             }
@@ -535,7 +562,7 @@ impl<'t> Scan<'_, 't> {
                     n.child_by_field_name("operator").map(|o| node_text(src, o)) == Some("*");
                 if let (true, Some(a)) = (deref, n.child_by_field_name("argument")) {
                     if let Some(buffer) = cx.buffer_of(a, 0) {
-                        let d = cx.deriv(a, 0);
+                        let d = (cx.deriv(a, 0), cx.axes(a, 0));
                         let kind = self.kind_in_context(n);
                         let text = node_text(src, a);
                         let text = text
@@ -583,7 +610,7 @@ impl<'t> Scan<'_, 't> {
         buffer: String,
         index: String,
         kind: AccessKind,
-        d: Deriv,
+        (d, axes): (Deriv, u8),
         n: Node,
     ) {
         if kind != AccessKind::Load {
@@ -597,8 +624,21 @@ impl<'t> Scan<'_, 't> {
             in_loop: false,
             line: line_of(n),
             via: cx.via.clone(),
+            axes,
+            span: Some((n.start_byte(), n.end_byte())),
+            hinted: self.hinted(n),
         };
         record_access(self.facts, &self.loops, access);
+    }
+
+    /// `&p[i]` handed to a cache-hinted load (`__ldcs`, `__ldg`, `__ldlu`, ...).
+    fn hinted(&self, n: Node) -> bool {
+        n.parent()
+            .filter(|p| p.kind() == "pointer_expression")
+            .and_then(|p| p.parent())
+            .filter(|a| a.kind() == "argument_list")
+            .and_then(|a| a.parent())
+            .is_some_and(|c| call_name(self.src, c).starts_with("__ld"))
     }
 
     /// Load, store or both, from where an lvalue sits.
@@ -853,7 +893,7 @@ impl<'t> Scan<'_, 't> {
             // the subscript itself.
             if let Some(a) = args.first().filter(|a| a.kind() != "pointer_expression") {
                 if let Some(buffer) = cx.buffer_of(*a, 0) {
-                    let d = cx.deriv(*a, 0);
+                    let d = (cx.deriv(*a, 0), cx.axes(*a, 0));
                     let index = match a.kind() {
                         "identifier" => "0".to_string(),
                         _ => node_text(src, *a).to_string(),

@@ -23,6 +23,12 @@ pub(super) use Deriv::{Const, Sym, Unknown};
 
 pub(super) const ZERO: Deriv = Const(0);
 
+/// Launch axes an index can depend on, as bits of [`LaneWalk::axes`]: the thread index
+/// along x (in Triton a `tl.arange` lane), y and z, then the block index (Triton: the
+/// program id) along x, y and z.
+pub const THREAD_X: u8 = 1;
+pub const BLOCK_X: u8 = 1 << 3;
+
 impl Deriv {
     pub(super) fn is_zero(self) -> bool {
         self == ZERO
@@ -175,6 +181,51 @@ pub(super) trait LaneWalk<'t> {
             _ => None,
         }
     }
+    /// The launch axes a form of the language's own depends on (`threadIdx.y`,
+    /// `tl.program_id(1)`, `tl.arange(...)`); None for the shared forms.
+    fn axes_own(&self, n: Node<'t>) -> Option<u8>;
+    /// Per-name results of [`LaneWalk::axes`] (0 while being computed).
+    fn axes_memo(&self) -> &RefCell<HashMap<String, u8>>;
+
+    /// The launch axes an expression depends on ([`THREAD_X`] ... as bits), through every
+    /// definition of each local it names: `x[r * n + c]` with `r = blockIdx.y` and
+    /// `c = blockIdx.x * blockDim.x + threadIdx.x` depends on the thread along x and the
+    /// blocks along x and y. Which axes an address leaves out says who shares it: every
+    /// block along y reads the same `bias[c]`.
+    fn axes(&self, n: Node<'t>, depth: usize) -> u8 {
+        if depth > MAX_DEPTH {
+            return 0;
+        }
+        if let Some(a) = self.axes_own(n) {
+            return a;
+        }
+        if n.kind() == "identifier" {
+            return self.axes_of_name(node_text(self.src(), n), depth);
+        }
+        let mut c = n.walk();
+        let children: Vec<Node<'t>> = n.children(&mut c).collect();
+        children
+            .into_iter()
+            .fold(0, |acc, ch| acc | self.axes(ch, depth + 1))
+    }
+
+    fn axes_of_name(&self, name: &str, depth: usize) -> u8 {
+        if let Some(a) = self.axes_memo().borrow().get(name) {
+            return *a;
+        }
+        self.axes_memo().borrow_mut().insert(name.to_string(), 0);
+        let values: Vec<Node<'t>> = self
+            .defs()
+            .get(name)
+            .map(|ds| ds.iter().filter_map(|d| d.value).collect())
+            .unwrap_or_default();
+        let a = values
+            .into_iter()
+            .fold(0, |acc, v| acc | self.axes(v, depth + 1));
+        self.axes_memo().borrow_mut().insert(name.to_string(), a);
+        a
+    }
+
     /// A conditional expression's (condition, then, else).
     fn branches(&self, n: Node<'t>) -> Option<(Node<'t>, Node<'t>, Node<'t>)>;
 

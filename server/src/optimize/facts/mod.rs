@@ -85,6 +85,7 @@ pub const FACT_NAMES: &[&str] = &[
     "reduce_every_step",
     "loop_steps_by_block",
     "loop_steps_at_run_time",
+    "read_once_loads",
 ];
 
 /// One line for a human or a model: what `name` holding (or not holding) means. `None` for
@@ -158,6 +159,10 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
         "strided_access" => (
             "a global access is strided across neighbouring threads",
             "no strided global access",
+        ),
+        "read_once_loads" => (
+            "loads of data each thread reads alone (no other thread or block reads the element), with no cache hint",
+            "no unhinted load of data only one thread reads",
         ),
         "grouped_access" => (
             "a thread touches an interleaved group: a global access at a stride of 2, 4, 8 or 16 elements, outside loops",
@@ -266,6 +271,9 @@ pub struct Facts {
     // From the spec (case 0).
     /// CUDA block shape of the timed case.
     pub block: Option<[u64; 3]>,
+    /// Blocks (CUDA) or programs (Triton) along each axis of the timed case's grid.
+    #[serde(default)]
+    pub grid: Option<[u64; 3]>,
     /// The spec's `block = ...` uses only numbers (no tunable, no size variable).
     pub block_literal: bool,
     /// Triton `num_warps` / `num_stages` of the timed case.
@@ -409,6 +417,30 @@ pub struct Access {
     /// The helper it is in, if not the kernel itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// The launch axes the address depends on ([`lanes::THREAD_X`] ... as bits): the
+    /// ones it leaves out are axes whose threads or blocks share the element.
+    #[serde(default)]
+    pub axes: u8,
+    /// Byte range of the access in the analysed text (`p[i]`; Triton: the `tl.load`
+    /// call), for rewrites that edit it.
+    #[serde(skip)]
+    pub span: Option<(usize, usize)>,
+    /// The load already carries a cache hint (`__ldcs(&p[i])`, `__ldg(...)`;
+    /// `eviction_policy=` or `cache_modifier=` in Triton).
+    #[serde(default)]
+    pub hinted: bool,
+}
+
+/// Is an element at an address that depends on `axes` read by one thread of the launch
+/// only (so caching it for others is wasted)? The address must move with the thread
+/// along x, and with every axis the launch spreads over: each grid axis of more than one
+/// block and each block axis past x of more than one thread. `x[r * n + c]` on a grid
+/// of rows along y is read once; `bias[c]` there is read by every row's blocks.
+pub fn read_once(axes: u8, grid: [u64; 3], block: [u64; 3]) -> bool {
+    let has = |bit: u8| axes & bit != 0;
+    has(lanes::THREAD_X)
+        && (0..3).all(|d| grid[d] <= 1 || has(lanes::BLOCK_X << d))
+        && (1..3).all(|d| block[d] <= 1 || has(lanes::THREAD_X << d))
 }
 
 /// The device the kernel is measured on.
@@ -469,15 +501,18 @@ fn spec_facts(f: &mut Facts, kernel: &Kernel, model: &FileModel) {
         f.spec_bytes = Some(case.bytes);
         f.spec_flops = case.flops;
         match &case.launch {
-            Launch::Cuda { block, smem, .. } => {
+            Launch::Cuda { grid, block, smem } => {
+                f.grid = Some(*grid);
                 f.block = Some(*block);
                 f.spec_smem_bytes = *smem;
             }
             Launch::Triton {
+                grid,
                 num_warps,
                 num_stages,
-                ..
             } => {
+                let axis = |d: usize| grid.get(d).copied().unwrap_or(1);
+                f.grid = Some([axis(0), axis(1), axis(2)]);
                 f.num_warps = *num_warps;
                 f.num_stages = *num_stages;
             }
@@ -524,6 +559,31 @@ impl Facts {
                 && !a.in_loop
                 && matches!(a.stride, Stride::Strided(2 | 4 | 8 | 16))
         })
+    }
+
+    /// The loads a streaming cache hint suits: loads without a hint, of a buffer the
+    /// kernel only reads, each element read by one thread of the launch ([`read_once`]),
+    /// and in CUDA coalesced (a warp's lanes read neighbouring elements; a thread that
+    /// walks a row alone wants its sectors kept for its next iterations).
+    pub fn read_once_loads(&self) -> Vec<&Access> {
+        let Some(grid) = self.grid else {
+            return Vec::new();
+        };
+        let block = self.block.unwrap_or([1, 1, 1]);
+        let cuda = self.lang == Some(Lang::Cuda);
+        let written: BTreeSet<&str> = self
+            .accesses
+            .iter()
+            .filter(|a| a.kind != AccessKind::Load)
+            .map(|a| a.buffer.as_str())
+            .collect();
+        self.accesses
+            .iter()
+            .filter(|a| a.kind == AccessKind::Load && !a.hinted && a.via.is_none())
+            .filter(|a| !written.contains(a.buffer.as_str()))
+            .filter(|a| !cuda || a.stride == Stride::Unit)
+            .filter(|a| read_once(a.axes, grid, block))
+            .collect()
     }
 
     /// Some access other than an atomic is strided, by a literal or a run-time stride.
@@ -588,6 +648,7 @@ impl Facts {
             }
             "strided_access" => self.strided_access(),
             "grouped_access" => cuda && self.grouped_access(),
+            "read_once_loads" => !self.read_once_loads().is_empty(),
             "one_thread_per_element_1d" => {
                 cuda && self.block_dims() == Some(1)
                     && global().any(|a| a.stride == Stride::Unit)

@@ -74,17 +74,17 @@ fn saxpy() {
         include_str!("../../../../examples/saxpy.cu"),
         None,
         expect![[r#"
-                - kernel `saxpy` (CUDA), block (256, 1, 1)
-                - loops: none
-                - line 12: store `y` via `i`, unit-stride
-                - line 12: load `x` via `i`, unit-stride
-                - line 12: load `y` via `i`, unit-stride
-                - pointers without `__restrict__`: x, y; read-only without `const`: none
-                - shared memory: none; barriers 0; atomics 0; shuffles 0
-                - `__launch_bounds__`: no; `__maxnreg__`: no; reads blockDim: yes
-                - fast-math-able calls: none
-                - moves 192 MiB per run; no `flops` in the spec
-                - facts: block_1d, block_resizable, pointer_without_restrict, unit_stride_access, one_thread_per_element_1d, memory_bound"#]],
+            - kernel `saxpy` (CUDA), block (256, 1, 1)
+            - loops: none
+            - line 12: store `y` via `i`, unit-stride
+            - line 12: load `x` via `i`, unit-stride
+            - line 12: load `y` via `i`, unit-stride
+            - pointers without `__restrict__`: x, y; read-only without `const`: none
+            - shared memory: none; barriers 0; atomics 0; shuffles 0
+            - `__launch_bounds__`: no; `__maxnreg__`: no; reads blockDim: yes
+            - fast-math-able calls: none
+            - moves 192 MiB per run; no `flops` in the spec
+            - facts: block_1d, block_resizable, pointer_without_restrict, unit_stride_access, one_thread_per_element_1d, memory_bound, read_once_loads"#]],
     );
 }
 
@@ -133,16 +133,16 @@ fn vector_add() {
         include_str!("../../../../examples/vector_add.py"),
         None,
         expect![[r#"
-                - kernel `add_kernel` (Triton), num_warps 4
-                - tunables: BLOCK in [64, 256, 1024, 2048]
-                - constexpr params: BLOCK
-                - loops: none
-                - line 15: load `x_ptr` via `x_ptr + offs`, unit-stride
-                - line 16: load `y_ptr` via `y_ptr + offs`, unit-stride
-                - line 17: store `out_ptr` via `out_ptr + offs`, unit-stride
-                - atomics 0; reductions 0; tl.dot 0
-                - moves 192 MiB per run; no `flops` in the spec
-                - facts: has_tunables, has_constexpr_params, unit_stride_access, memory_bound"#]],
+            - kernel `add_kernel` (Triton), num_warps 4
+            - tunables: BLOCK in [64, 256, 1024, 2048]
+            - constexpr params: BLOCK
+            - loops: none
+            - line 15: load `x_ptr` via `x_ptr + offs`, unit-stride
+            - line 16: load `y_ptr` via `y_ptr + offs`, unit-stride
+            - line 17: store `out_ptr` via `out_ptr + offs`, unit-stride
+            - atomics 0; reductions 0; tl.dot 0
+            - moves 192 MiB per run; no `flops` in the spec
+            - facts: has_tunables, has_constexpr_params, unit_stride_access, memory_bound, read_once_loads"#]],
     );
 }
 
@@ -153,15 +153,15 @@ fn softmax() {
         include_str!("../../../../examples/softmax.py"),
         None,
         expect![[r#"
-                - kernel `softmax_kernel` (Triton), num_warps 4
-                - tunables: num_warps in [2, 4, 8]
-                - constexpr params: BLOCK
-                - loops: none
-                - line 16: load `x_ptr` via `x_ptr + row * stride + offs`, unit-stride
-                - line 19: store `out_ptr` via `out_ptr + row * stride + offs`, unit-stride
-                - atomics 0; reductions 2; tl.dot 0
-                - moves 32 MiB per run; no `flops` in the spec
-                - facts: has_tunables, has_constexpr_params, unit_stride_access, reduction_pattern, memory_bound"#]],
+            - kernel `softmax_kernel` (Triton), num_warps 4
+            - tunables: num_warps in [2, 4, 8]
+            - constexpr params: BLOCK
+            - loops: none
+            - line 16: load `x_ptr` via `x_ptr + row * stride + offs`, unit-stride
+            - line 19: store `out_ptr` via `out_ptr + row * stride + offs`, unit-stride
+            - atomics 0; reductions 2; tl.dot 0
+            - moves 32 MiB per run; no `flops` in the spec
+            - facts: has_tunables, has_constexpr_params, unit_stride_access, reduction_pattern, memory_bound, read_once_loads"#]],
     );
 }
 

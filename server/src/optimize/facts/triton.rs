@@ -28,6 +28,7 @@ pub(super) fn scan(f: &mut Facts, src: &str, tree: &Tree, kernel: &Kernel) {
         defs: HashMap::new(),
         memo: HashMap::new(),
         buffer_memo: RefCell::default(),
+        axes_memo: RefCell::default(),
     };
     cx.collect_defs(body, 0);
     let top = super::triton_loops::statements(body);
@@ -74,6 +75,7 @@ struct Cx<'t> {
     memo: HashMap<String, Memo>,
     /// Per-name results of `buffer_of` (None while being computed).
     buffer_memo: RefCell<HashMap<String, Option<String>>>,
+    axes_memo: RefCell<HashMap<String, u8>>,
 }
 
 impl<'t> LaneWalk<'t> for Cx<'t> {
@@ -122,6 +124,30 @@ impl<'t> LaneWalk<'t> for Cx<'t> {
     }
     fn buffer_own(&self, _: Node<'t>, _: usize) -> Option<Option<String>> {
         None
+    }
+
+    /// `tl.arange(...)` is the lane; `tl.program_id(d)` the block along axis d.
+    fn axes_own(&self, n: Node<'t>) -> Option<u8> {
+        if n.kind() != "call" {
+            return None;
+        }
+        match callee(self.src, n).as_str() {
+            "tl.arange" => Some(THREAD_X),
+            "tl.program_id" => {
+                let args = n.child_by_field_name("arguments")?;
+                let axis = positional(args)
+                    .first()
+                    .copied()
+                    .or_else(|| keyword(self.src, args, "axis"))
+                    .and_then(|a| self.konst(a))
+                    .filter(|a| (0..3).contains(a))?;
+                Some(BLOCK_X << axis)
+            }
+            _ => None,
+        }
+    }
+    fn axes_memo(&self) -> &RefCell<HashMap<String, u8>> {
+        &self.axes_memo
     }
 
     /// `tl.arange` and the hints around it, other calls, tiles and comparisons.
@@ -387,6 +413,9 @@ impl<'t> Scan<'_> {
             return;
         };
         let d = cx.deriv(ptr, 0);
+        let hinted = ["eviction_policy", "cache_modifier"]
+            .iter()
+            .any(|k| keyword(src, args, k).is_some());
         let access = Access {
             buffer,
             index: collapse_ws(node_text(src, ptr)),
@@ -395,6 +424,9 @@ impl<'t> Scan<'_> {
             in_loop: false,
             line: line_of(n),
             via: None,
+            axes: cx.axes(ptr, 0),
+            span: Some((n.start_byte(), n.end_byte())),
+            hinted,
         };
         record_access(self.facts, &self.loops, access);
     }

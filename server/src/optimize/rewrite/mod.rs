@@ -42,6 +42,7 @@ mod remap_lanes;
 mod restrict_const;
 mod spec_expr;
 mod split_loop;
+mod stream_loads;
 mod tile_matmul;
 mod transpose_tile;
 mod tree;
@@ -149,6 +150,7 @@ pub const REGISTRY: &[(&str, Apply)] = &[
     ("interleave", interleave::interleave),
     ("vectorize_rows", vectorize_rows::vectorize_rows),
     ("vectorize_groups", vectorize_groups::vectorize_groups),
+    ("stream_loads", stream_loads::stream_loads),
 ];
 
 /// Every embedded rewrite id, in registry order.

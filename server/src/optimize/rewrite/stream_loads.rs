@@ -1,0 +1,293 @@
+//! `stream_loads`: loads of data that one thread of the launch reads alone get the
+//! streaming cache hint, so that a stream read once does not crowd the lines other
+//! accesses (and the next blocks) want out of L1 and L2. CUDA: `x[i]` becomes
+//! `__ldcs(&x[i])` (and `*(p + i)` becomes `__ldcs(p + i)`); Triton: `tl.load(...)` gets
+//! `eviction_policy="evict_first"`, the hint torch.compile gives its reduction loads.
+//!
+//! **Matches** the loads the access analysis finds read once
+//! ([`Facts::read_once_loads`]): a buffer the kernel never writes, no hint yet, an
+//! address that moves with the thread along x and with every axis the launch spreads
+//! over (a 2-D grid's rows read `x[r * n + c]` once each, but share `bias[c]`), and in
+//! CUDA a coalesced one (a thread walking a row alone wants its sectors kept for its
+//! next iterations).
+//!
+//! **Refuses** kernels with no such load, and (CUDA) a load whose element type has no
+//! `__ldcs` overload (`bool`, a struct) or cannot be told from the code: that load stays
+//! as written, the others are hinted. Loads in `__device__` helpers stay as written (a
+//! helper may be called on other data).
+//!
+//! One candidate; the launch does not change. Only the hint changes, never a value: a
+//! streaming load is an ordinary coherent load.
+
+use std::collections::BTreeSet;
+
+use tree_sitter::Node;
+
+use super::check::{current_plan, finish as finish_drafts, not_applicable, Draft, R};
+use super::edits::{Edit, Edits};
+use super::tree::text;
+use super::unit::{finish, named_children};
+use super::RewriteContext;
+use crate::optimize::facts::{static_facts, Access};
+use crate::syntax::{Lang, ParamKind};
+
+const ID: &str = "stream_loads";
+
+/// Element types `__ldcs` has an overload for (CUDA 12 and 13 headers; the fp16 and bf16
+/// headers add theirs), after `const` and `volatile` are dropped.
+const LDCS_TYPES: &[&str] = &[
+    "char",
+    "signed char",
+    "unsigned char",
+    "short",
+    "unsigned short",
+    "int",
+    "unsigned",
+    "unsigned int",
+    "long",
+    "unsigned long",
+    "long long",
+    "unsigned long long",
+    "float",
+    "double",
+    "char2",
+    "char4",
+    "uchar2",
+    "uchar4",
+    "short2",
+    "short4",
+    "ushort2",
+    "ushort4",
+    "int2",
+    "int4",
+    "uint2",
+    "uint4",
+    "longlong2",
+    "ulonglong2",
+    "float2",
+    "float4",
+    "double2",
+    "int8_t",
+    "uint8_t",
+    "int16_t",
+    "uint16_t",
+    "int32_t",
+    "uint32_t",
+    "int64_t",
+    "uint64_t",
+    "__half",
+    "half",
+    "__half2",
+    "half2",
+    "__nv_bfloat16",
+    "nv_bfloat16",
+    "__nv_bfloat162",
+    "nv_bfloat162",
+];
+
+pub fn stream_loads(cx: &RewriteContext<'_>) -> R {
+    current_plan(cx)?;
+    let facts = static_facts(cx.lang, cx.text, cx.tree, cx.model, cx.kernel);
+    let loads = outermost(facts.read_once_loads());
+    if loads.is_empty() {
+        return Err(not_applicable(format!(
+            "`{}` has no load of data one thread reads alone without a cache hint: every \
+             load is hinted, of a buffer the kernel writes, shared by several threads or \
+             blocks{}",
+            cx.kernel.name,
+            if cx.lang == Lang::Cuda {
+                ", or not coalesced"
+            } else {
+                ""
+            }
+        )));
+    }
+    let (mut edits, mut buffers, mut kept) = (Vec::new(), BTreeSet::new(), Vec::new());
+    for a in loads {
+        let edit = match cx.lang {
+            Lang::Cuda => cuda_edit(cx, a),
+            Lang::Triton => triton_edit(cx, a),
+        };
+        match edit {
+            Ok(e) => {
+                edits.push(e);
+                buffers.insert(a.buffer.as_str());
+            }
+            Err(why) => kept.push(why),
+        }
+    }
+    if edits.is_empty() {
+        return Err(not_applicable(format!(
+            "`{}`: no load can take the hint: {}",
+            cx.kernel.name,
+            kept.join("; ")
+        )));
+    }
+    let names = buffers.into_iter().collect::<Vec<_>>().join(", ");
+    match cx.lang {
+        Lang::Cuda => Ok(vec![finish(
+            cx,
+            ID,
+            format!("streaming loads (`__ldcs`) of {names}"),
+            edits,
+        )?]),
+        Lang::Triton => {
+            let mut all = Edits::new();
+            all.extend(edits);
+            let text = all
+                .apply(cx.text)
+                .map_err(|e| not_applicable(format!("`{ID}`: {e}")))?;
+            let label = format!("`evict_first` loads of {names}");
+            finish_drafts(cx, vec![Draft { label, text }], Vec::new())
+        }
+    }
+}
+
+/// The loads with a span, less those inside another one's span (`x[idx[i]]`: the
+/// outer load is the one edited), in source order.
+fn outermost(loads: Vec<&Access>) -> Vec<&Access> {
+    let spans: Vec<(usize, usize)> = loads.iter().filter_map(|a| a.span).collect();
+    let inside = |s: (usize, usize)| spans.iter().any(|o| *o != s && o.0 <= s.0 && s.1 <= o.1);
+    let mut out: Vec<&Access> = loads
+        .into_iter()
+        .filter(|a| a.span.is_some_and(|s| !inside(s)))
+        .collect();
+    out.sort_by_key(|a| a.span);
+    out.dedup_by_key(|a| a.span);
+    out
+}
+
+/// `x[i]` -> `__ldcs(&x[i])`, `*(p + i)` -> `__ldcs(p + i)`.
+fn cuda_edit(cx: &RewriteContext<'_>, a: &Access) -> Result<Edit, String> {
+    let (start, end) = a.span.ok_or("no span")?;
+    let node = cx
+        .tree
+        .root_node()
+        .descendant_for_byte_range(start, end)
+        .filter(|n| n.start_byte() == start && n.end_byte() == end)
+        .ok_or_else(|| format!("`{}`: not found in the tree", &cx.text[start..end]))?;
+    let (address, arg) = match node.kind() {
+        "subscript_expression" => (
+            format!("&{}", text(cx.text, node)),
+            node.child_by_field_name("argument"),
+        ),
+        "pointer_expression" => {
+            let arg = node.child_by_field_name("argument").ok_or("no operand")?;
+            (text(cx.text, arg).to_string(), Some(arg))
+        }
+        other => return Err(format!("a {other} is not a load kernel-lsp hints")),
+    };
+    let ty = arg
+        .and_then(|n| element_type(cx, n, 0))
+        .ok_or_else(|| format!("`{}`: its element type is not known", text(cx.text, node)))?;
+    if !LDCS_TYPES.contains(&ty.as_str()) {
+        return Err(format!(
+            "`{}`: `__ldcs` takes no `{ty}`",
+            text(cx.text, node)
+        ));
+    }
+    Ok(Edit::replace(start..end, format!("__ldcs({address})")))
+}
+
+/// The element type of the pointer expression `n`: a pointer parameter's, a cast's, a
+/// local pointer's declared type, or the pointer operand's of `p + i`.
+fn element_type(cx: &RewriteContext<'_>, n: Node<'_>, depth: usize) -> Option<String> {
+    if depth > 8 {
+        return None;
+    }
+    match n.kind() {
+        "parenthesized_expression" => element_type(cx, *named_children(n).first()?, depth + 1),
+        "identifier" => {
+            let name = text(cx.text, n);
+            match cx.kernel.params.iter().find(|p| p.name == name) {
+                Some(p) => match &p.kind {
+                    ParamKind::Pointer { pointee, .. } => Some(pointee.clone()),
+                    _ => None,
+                },
+                None => local_pointee(cx, name),
+            }
+        }
+        "binary_expression" => {
+            let l = n.child_by_field_name("left")?;
+            let r = n.child_by_field_name("right")?;
+            element_type(cx, l, depth + 1).or_else(|| element_type(cx, r, depth + 1))
+        }
+        "cast_expression" => pointee_of(text(cx.text, n.child_by_field_name("type")?)),
+        "call_expression" => {
+            // `reinterpret_cast<const float4*>(x)`: the type between the angle brackets.
+            let f = text(cx.text, n.child_by_field_name("function")?);
+            let inner = f.split_once('<')?.1.strip_suffix('>')?;
+            f.contains("_cast").then(|| pointee_of(inner))?
+        }
+        _ => None,
+    }
+}
+
+/// `const float4*` -> `float4`; None unless it is a pointer to one level.
+fn pointee_of(ty: &str) -> Option<String> {
+    let t = ty.trim();
+    let base = t.strip_suffix('*')?.trim_end();
+    if base.ends_with('*') {
+        return None;
+    }
+    Some(normal_type(base))
+}
+
+fn normal_type(ty: &str) -> String {
+    ty.split_whitespace()
+        .filter(|w| !matches!(*w, "const" | "volatile" | "__restrict__" | "__restrict"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The pointee of a local pointer `name` declared in the kernel (`const float* row =
+/// ...;`), when one declaration of that name declares it as a pointer.
+fn local_pointee(cx: &RewriteContext<'_>, name: &str) -> Option<String> {
+    let def = cx
+        .tree
+        .root_node()
+        .descendant_for_byte_range(cx.kernel.def_range.start, cx.kernel.def_range.end)?;
+    let mut found = Vec::new();
+    super::tree::walk(def, &mut |n| {
+        if n.kind() == "declaration" {
+            let ty = n.child_by_field_name("type").map(|t| text(cx.text, t));
+            let mut c = n.walk();
+            for d in n.children_by_field_name("declarator", &mut c) {
+                let d = if d.kind() == "init_declarator" {
+                    d.child_by_field_name("declarator").unwrap_or(d)
+                } else {
+                    d
+                };
+                let named = d
+                    .child_by_field_name("declarator")
+                    .is_some_and(|i| i.kind() == "identifier" && text(cx.text, i) == name);
+                if d.kind() == "pointer_declarator" && named {
+                    found.push(normal_type(ty.unwrap_or("")));
+                }
+            }
+        }
+        true
+    });
+    found.dedup();
+    (found.len() == 1).then(|| found.remove(0))
+}
+
+/// `tl.load(p, mask=m)` -> `tl.load(p, mask=m, eviction_policy="evict_first")`.
+fn triton_edit(cx: &RewriteContext<'_>, a: &Access) -> Result<Edit, String> {
+    let (start, end) = a.span.ok_or("no span")?;
+    let call = &cx.text[start..end];
+    let close = call.rfind(')').ok_or("no closing parenthesis")?;
+    let before = call[..close].trim_end();
+    let sep = match before.chars().last() {
+        Some('(') => "",
+        Some(',') => " ",
+        _ => ", ",
+    };
+    Ok(Edit::insert(
+        start + before.len(),
+        format!("{sep}eviction_policy=\"evict_first\""),
+    ))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,195 @@
+use expect_test::expect;
+
+use super::super::check::testing::{cuda, first_shown, not_applicable, show, triton};
+use crate::syntax::Lang;
+
+const AXPY: &str = r#"// @bench n = 1 << 20, 1001
+// @bench x: in f32[n]; y: inout f32[n]; a = 2.5
+// @bench grid = cdiv(n, 256); block = 256
+__global__ void axpy(int n, float a, const float* x, float* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+"#;
+
+#[test]
+fn a_stream_read_once_is_hinted_and_a_buffer_written_is_not() {
+    expect![[r#"
+        // @bench n = 1 << 20, 1001
+        // @bench x: in f32[n]; y: inout f32[n]; a = 2.5
+        // @bench grid = cdiv(n, 256); block = 256
+        __global__ void axpy(int n, float a, const float* x, float* y) {
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) y[i] = a * __ldcs(&x[i]) + y[i];
+        }"#]]
+    .assert_eq(&first_shown(
+        AXPY,
+        "axpy",
+        "stream_loads",
+        serde_json::json!({}),
+    ));
+}
+
+/// A block per row through a row pointer, two rows of blocks on a 2-D grid with a shared
+/// bias, a float4 view, a half buffer: each read-once load is hinted, the shared one not.
+const ROWS: &str = r#"#include <cuda_fp16.h>
+// @bench R = 512, 33; S = 1024, 999
+// @bench x: in f32[R, S]; out: out f32[R]
+// @bench grid = R; block = 256
+__global__ void row_sum(const float* __restrict__ x, float* __restrict__ out, int R, int S) {
+    const float* row = x + (size_t)blockIdx.x * S;
+    float s = 0.f;
+    for (int i = threadIdx.x; i < S; i += blockDim.x) s += row[i];
+    __shared__ float part[32];
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) out[blockIdx.x] = part[0] + part[1];
+}
+// @bench R = 512, 33; C = 1024, 999
+// @bench x: in f16[R, C]; bias: in f32[C]; y: out f32[R, C]
+// @bench grid = (cdiv(C, 128), R); block = 128
+__global__ void add_bias(const __half* x, const float* bias, float* y, int R, int C) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    int r = blockIdx.y;
+    if (c < C) y[r * C + c] = __half2float(x[r * C + c]) + bias[c];
+}
+// @bench n4 = 1 << 18, 250
+// @bench x: in f32[4 * n4]; y: out f32[4 * n4]
+// @bench grid = cdiv(n4, 256); block = 256
+__global__ void scale4(const float* x, float* y, int n4) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n4) return;
+    float4 v = reinterpret_cast<const float4*>(x)[i];
+    v.x *= 2.f; v.y *= 2.f; v.z *= 2.f; v.w *= 2.f;
+    reinterpret_cast<float4*>(y)[i] = v;
+}
+"#;
+
+#[test]
+fn loads_through_row_pointers_casts_and_2d_grids_take_the_hint_where_no_block_shares_them() {
+    let row = first_shown(ROWS, "row_sum", "stream_loads", serde_json::json!({}));
+    assert!(row.contains("s += __ldcs(&row[i]);"), "{row}");
+    let bias = first_shown(ROWS, "add_bias", "stream_loads", serde_json::json!({}));
+    assert!(
+        bias.contains("__half2float(__ldcs(&x[r * C + c])) + bias[c];"),
+        "{bias}"
+    );
+    let v4 = first_shown(ROWS, "scale4", "stream_loads", serde_json::json!({}));
+    assert!(
+        v4.contains("float4 v = __ldcs(&reinterpret_cast<const float4*>(x)[i]);"),
+        "{v4}"
+    );
+    let out = cuda(ROWS, "add_bias", "stream_loads", serde_json::json!({})).unwrap();
+    assert_eq!(out[0].label, "streaming loads (`__ldcs`) of x");
+}
+
+const REFUSED: &str = r#"// @bench rows = 4096, 33; K = 1024, 77
+// @bench W: in f32[rows, K]; v: in f32[K]; y: out f32[rows]
+// @bench grid = cdiv(rows, 128); block = 128
+__global__ void matvec(const float* W, const float* v, float* y, int rows, int K) {
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= rows) return;
+    float s = 0.f;
+    for (int k = 0; k < K; ++k) s += W[row * K + k] * v[k];
+    y[row] = s;
+}
+// @bench n = 4096, 77
+// @bench x: in f32[n]; y: out f32[n]
+// @bench grid = cdiv(n, 128); block = 128
+__global__ void hinted(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = __ldg(&x[i]) * 2.f;
+}
+// @bench n = 4096, 77
+// @bench m: in bool[n]; y: inout f32[n]
+// @bench grid = cdiv(n, 128); block = 128
+__global__ void masked(const bool* m, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && m[i]) y[i] = 0.f;
+}
+"#;
+
+#[test]
+fn shared_strided_hinted_and_unhintable_loads_are_refused_with_the_reason() {
+    let na = |k: &str| not_applicable(cuda(REFUSED, k, "stream_loads", serde_json::json!({})));
+    // The thread walks its row alone (stride K along the lanes) and every thread reads `v`.
+    expect!["`matvec` has no load of data one thread reads alone without a cache hint: every load is hinted, of a buffer the kernel writes, shared by several threads or blocks, or not coalesced"].assert_eq(&na("matvec"));
+    assert!(na("hinted").starts_with("`hinted` has no load"));
+    expect!["`masked`: no load can take the hint: `m[i]`: `__ldcs` takes no `bool`"]
+        .assert_eq(&na("masked"));
+}
+
+const ROW_VAR: &str = r#"import triton
+import triton.language as tl
+
+
+# @bench R = 256, 21; C = 1024, 1000
+# @bench x: in f32[R, C]; v: in f32[C]; var: out f32[R]
+# @bench grid = R; BLOCK = 256
+@triton.jit
+def row_var(x, v, var, C, BLOCK: tl.constexpr):
+    r = tl.program_id(0)
+    s = tl.zeros((BLOCK,), dtype=tl.float32)
+    for c0 in range(0, C, BLOCK):
+        cols = c0 + tl.arange(0, BLOCK)
+        s += tl.load(x + r * C + cols, mask=cols < C, other=0.0) * tl.load(v + cols, mask=cols < C)
+    tl.store(var + r, tl.sum(s, axis=0) / C)
+"#;
+
+#[test]
+fn triton_loads_each_program_reads_alone_get_evict_first() {
+    let out = triton(ROW_VAR, "row_var", "stream_loads", serde_json::json!({})).unwrap();
+    assert_eq!(out[0].label, "`evict_first` loads of x");
+    let shown = show(Lang::Triton, ROW_VAR, &out[0], "row_var");
+    assert!(
+        shown.contains(
+            "tl.load(x + r * C + cols, mask=cols < C, other=0.0, eviction_policy=\"evict_first\") * tl.load(v + cols, mask=cols < C)"
+        ),
+        "{shown}"
+    );
+    // Applied again, nothing is left to hint.
+    let again = not_applicable(triton(
+        &out[0].text,
+        "row_var",
+        "stream_loads",
+        serde_json::json!({}),
+    ));
+    assert!(
+        again.contains("no load of data one thread reads alone"),
+        "{again}"
+    );
+}
+
+#[test]
+fn read_once_needs_the_thread_and_every_axis_the_launch_spreads_over() {
+    use crate::optimize::facts::read_once;
+    let (tx, ty, bx, by) = (1u8, 2u8, 8u8, 16u8);
+    assert!(read_once(tx | bx, [64, 1, 1], [256, 1, 1]));
+    assert!(read_once(tx, [1, 1, 1], [256, 1, 1]), "one block");
+    assert!(
+        !read_once(bx, [64, 1, 1], [256, 1, 1]),
+        "the block's threads share it"
+    );
+    assert!(
+        !read_once(tx | bx, [8, 512, 1], [128, 1, 1]),
+        "rows of blocks share it"
+    );
+    assert!(read_once(tx | bx | by, [8, 512, 1], [128, 1, 1]));
+    assert!(
+        !read_once(tx | bx, [64, 1, 1], [32, 8, 1]),
+        "threads along y share it"
+    );
+    assert!(read_once(tx | ty | bx, [64, 1, 1], [32, 8, 1]));
+}
+
+#[test]
+fn a_triton_tile_shared_along_a_program_axis_is_left_alone() {
+    let src = include_str!("../../../../../tests/fixtures/rewrites/triton/grid2d.py");
+    let out = triton(src, "add_bias_2d", "stream_loads", serde_json::json!({})).unwrap();
+    assert_eq!(out[0].label, "`evict_first` loads of x_ptr");
+    let shown = show(Lang::Triton, src, &out[0], "add_bias_2d");
+    assert!(
+        shown.contains("b = tl.load(b_ptr + cols, mask=cols < C)\n"),
+        "{shown}"
+    );
+}

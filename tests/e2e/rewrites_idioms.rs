@@ -120,6 +120,13 @@ const CASES: &[Case] = &[
     },
     Case {
         file: STREAM,
+        kernel: "tile_rows",
+        id: "stream_loads",
+        want: 1,
+        sizes: ("R = 256, 9; C = 1024, 132", "R = 5, 9; C = 256, 132"),
+    },
+    Case {
+        file: STREAM,
         kernel: "matvec_rows",
         id: "stream_loads",
         want: 0,

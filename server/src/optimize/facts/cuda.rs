@@ -55,6 +55,14 @@ pub(super) fn scan(f: &mut Facts, src: &str, tree: &Tree, kernel: &Kernel) {
         loops: Vec::new(),
         written: HashSet::new(),
         call_stack: vec![kernel.name.clone()],
+        pointees: kernel
+            .params
+            .iter()
+            .filter_map(|p| match &p.kind {
+                ParamKind::Pointer { pointee, .. } => Some((p.name.clone(), pointee.clone())),
+                _ => None,
+            })
+            .collect(),
     };
     let mut cx = FnCx::new(src, body, bindings, None);
     scan.visit(&mut cx, body, 0);
@@ -161,6 +169,58 @@ pub(super) fn declared_name(src: &str, mut d: Node) -> Option<String> {
 }
 
 /// The callee name of a call: `f`, `ns::f`, `f<T>`, `obj.f`.
+/// Where the element of `&p[i]` is accessed when the address goes through a pointer
+/// cast: `reinterpret_cast<const float4*>(&p[i])[0]` or `*(const float4*)&p[i]` give
+/// the subscript or dereference of the cast and the cast's element type (`float4`);
+/// anything else gives `n` itself and None.
+pub(super) fn cast_site<'t>(src: &str, n: Node<'t>) -> (Node<'t>, Option<String>) {
+    let found = (|| {
+        let amp = n.parent().filter(|p| {
+            p.kind() == "pointer_expression"
+                && p.child_by_field_name("operator")
+                    .is_some_and(|o| node_text(src, o) == "&")
+        })?;
+        let (cast, ty) = match amp.parent()?.kind() {
+            "argument_list" => {
+                let call = amp.parent()?.parent()?;
+                let f = call.child_by_field_name("function")?;
+                let targs = f.child_by_field_name("arguments")?;
+                (call_name(src, call).ends_with("_cast")).then_some(())?;
+                (
+                    call,
+                    node_text(src, targs).trim_matches(['<', '>']).to_string(),
+                )
+            }
+            "cast_expression" => {
+                let c = amp.parent()?;
+                (
+                    c,
+                    node_text(src, c.child_by_field_name("type")?).to_string(),
+                )
+            }
+            _ => return None,
+        };
+        let ty = ty.trim().strip_suffix('*')?.trim_end().to_string();
+        let site = cast.parent()?;
+        let deref = site.kind() == "pointer_expression"
+            && site
+                .child_by_field_name("operator")
+                .is_some_and(|o| node_text(src, o) == "*");
+        let subscript = site.kind() == "subscript_expression"
+            && site.child_by_field_name("argument") == Some(cast);
+        let ty = ty
+            .split_whitespace()
+            .filter(|w| !matches!(*w, "const" | "volatile"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        (deref || subscript).then_some((site, ty))
+    })();
+    match found {
+        Some((site, ty)) => (site, Some(ty)),
+        None => (n, None),
+    }
+}
+
 fn call_name(src: &str, call: Node) -> String {
     let Some(mut f) = call.child_by_field_name("function") else {
         return String::new();
@@ -519,6 +579,8 @@ struct Scan<'a, 't> {
     /// Buffers that may be written: stored to, atomics, or passed to unknown code.
     written: HashSet<String>,
     call_stack: Vec<String>,
+    /// Each pointer parameter's element type (`float`, `__half`).
+    pointees: HashMap<String, String>,
 }
 
 impl<'t> Scan<'_, 't> {
@@ -616,19 +678,34 @@ impl<'t> Scan<'_, 't> {
         if kind != AccessKind::Load {
             self.written.insert(buffer.clone());
         }
+        let site = cast_site(self.src, n);
+        let stride = match (site.1, d.stride()) {
+            // `reinterpret_cast<const float4*>(&x[4 * i])[0]`: one vector a lane.
+            (Some(ty), Stride::Strided(k)) if self.vector_of(&buffer, &ty) == Some(k) => {
+                Stride::Unit
+            }
+            (_, s) => s,
+        };
         let access = Access {
             buffer,
             index: collapse_ws(&index),
             kind,
-            stride: d.stride(),
+            stride,
             in_loop: false,
             line: line_of(n),
             via: cx.via.clone(),
             axes,
-            span: Some((n.start_byte(), n.end_byte())),
-            hinted: self.hinted(n),
+            span: Some((site.0.start_byte(), site.0.end_byte())),
+            hinted: self.hinted(site.0),
         };
         record_access(self.facts, &self.loops, access);
+    }
+
+    /// How many of `buffer`'s elements one `ty` holds (`float4` over `float`: 4).
+    fn vector_of(&self, buffer: &str, ty: &str) -> Option<i64> {
+        let elem = elem_bytes(self.pointees.get(buffer)?)?;
+        let vec = elem_bytes(ty)?;
+        (vec > elem && vec % elem == 0).then(|| (vec / elem) as i64)
     }
 
     /// `&p[i]` handed to a cache-hinted load (`__ldcs`, `__ldg`, `__ldlu`, ...).
@@ -667,6 +744,9 @@ impl<'t> Scan<'_, 't> {
                     .parent()
                     .filter(|a| a.kind() == "argument_list")
                     .and_then(|a| a.parent());
+                if let (site, Some(_)) = cast_site(self.src, n) {
+                    return self.kind_in_context(site);
+                }
                 match call.map(|c| call_name(self.src, c)) {
                     Some(name) if name.starts_with("atomic") => AccessKind::Atomic,
                     Some(name) if name.starts_with("__ld") => AccessKind::Load,

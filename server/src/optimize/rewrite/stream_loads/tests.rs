@@ -193,3 +193,56 @@ fn a_triton_tile_shared_along_a_program_axis_is_left_alone() {
         "{shown}"
     );
 }
+
+/// A vector load through a cast of an element's address, as register tiles and hand
+/// vectorized code write it: the load is the cast's element, read once a lane.
+const CAST_TILES: &str = r#"// @bench R = 1024, 37; C = 2048, 333
+// @bench x: in f32[R, C]; out: out f32[R]
+// @bench grid = cdiv(R * 32, 256); block = 256
+__global__ void tile_sum(const float* x, float* out, int R, int C) {
+    int r = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= R) return;
+    float acc = 0.f;
+    for (int c = 4 * lane; c + 3 < C; c += 128) {
+        alignas(16) float t[4];
+        reinterpret_cast<uint4*>(t)[0] = reinterpret_cast<const uint4*>(&x[(long)r * C + c])[0];
+        acc += t[0] + t[1] + t[2] + t[3];
+    }
+    for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffff, acc, o);
+    if (lane == 0) out[r] = acc;
+}
+// @bench n = 1 << 20, 1000
+// @bench x: in f32[n]; y: out f32[n]
+// @bench grid = cdiv(n, 4 * 256); block = 256
+__global__ void deref4(const float* x, float* y, int n) {
+    int i = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
+    if (i + 3 >= n) return;
+    float4 v = *(const float4*)&x[i];
+    v.x += 1.f;
+    *reinterpret_cast<float4*>(&y[i]) = v;
+}
+"#;
+
+#[test]
+fn vector_loads_through_a_cast_address_are_hinted_as_the_vector() {
+    let tile = first_shown(
+        CAST_TILES,
+        "tile_sum",
+        "stream_loads",
+        serde_json::json!({}),
+    );
+    assert!(
+        tile.contains("= __ldcs(&reinterpret_cast<const uint4*>(&x[(long)r * C + c])[0]);"),
+        "{tile}"
+    );
+    let deref = first_shown(CAST_TILES, "deref4", "stream_loads", serde_json::json!({}));
+    assert!(
+        deref.contains("float4 v = __ldcs((const float4*)&x[i]);"),
+        "{deref}"
+    );
+    assert!(
+        deref.contains("*reinterpret_cast<float4*>(&y[i]) = v;"),
+        "{deref}"
+    );
+}

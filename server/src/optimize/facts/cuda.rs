@@ -169,6 +169,28 @@ pub(super) fn declared_name(src: &str, mut d: Node) -> Option<String> {
 }
 
 /// The callee name of a call: `f`, `ns::f`, `f<T>`, `obj.f`.
+/// `(size_t)&p[i]`, `reinterpret_cast<uintptr_t>(&p[i])`: the address as a number (an
+/// alignment test), no access to the element.
+fn address_only(src: &str, n: Node) -> bool {
+    let Some(amp) = n.parent().filter(|p| {
+        p.kind() == "pointer_expression"
+            && p.child_by_field_name("operator")
+                .is_some_and(|o| node_text(src, o) == "&")
+    }) else {
+        return false;
+    };
+    let target = match amp.parent() {
+        Some(c) if c.kind() == "cast_expression" => c.child_by_field_name("type"),
+        Some(a) if a.kind() == "argument_list" => a
+            .parent()
+            .filter(|call| call_name(src, *call).ends_with("_cast"))
+            .and_then(|call| call.child_by_field_name("function"))
+            .and_then(|f| f.child_by_field_name("arguments")),
+        _ => None,
+    };
+    target.is_some_and(|t| !node_text(src, t).contains('*'))
+}
+
 /// Where the element of `&p[i]` is accessed when the address goes through a pointer
 /// cast: `reinterpret_cast<const float4*>(&p[i])[0]` or `*(const float4*)&p[i]` give
 /// the subscript or dereference of the cast and the cast's element type (`float4`);
@@ -597,7 +619,7 @@ impl<'t> Scan<'_, 't> {
                 self.loops.push(self.facts.loops.len() - 1);
                 pushed_loop = true;
             }
-            "subscript_expression" => {
+            "subscript_expression" if !address_only(src, n) => {
                 if let Some(a) = n.child_by_field_name("argument") {
                     if let Some(buffer) = cx.buffer_of(a, 0) {
                         let idx = n

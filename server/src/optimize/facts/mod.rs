@@ -443,6 +443,16 @@ pub fn read_once(axes: u8, grid: [u64; 3], block: [u64; 3]) -> bool {
         && (1..3).all(|d| block[d] <= 1 || has(lanes::THREAD_X << d))
 }
 
+/// Neighbouring lanes read at most 8 elements apart (unit stride, `x[2 * i]`, a lane's
+/// 8-column tile), so a warp's loads use whole sectors between them.
+fn sector_dense(s: Stride) -> bool {
+    match s {
+        Stride::Unit => true,
+        Stride::Strided(k) => k.unsigned_abs() <= 8,
+        _ => false,
+    }
+}
+
 /// The device the kernel is measured on.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeviceFacts {
@@ -563,8 +573,8 @@ impl Facts {
 
     /// The loads a streaming cache hint suits: loads without a hint, of a buffer the
     /// kernel only reads, each element read by one thread of the launch ([`read_once`]),
-    /// and in CUDA coalesced (a warp's lanes read neighbouring elements; a thread that
-    /// walks a row alone wants its sectors kept for its next iterations).
+    /// and in CUDA dense ([`sector_dense`]: a thread that walks a row alone wants its
+    /// sectors kept for its next iterations).
     pub fn read_once_loads(&self) -> Vec<&Access> {
         let Some(grid) = self.grid else {
             return Vec::new();
@@ -581,7 +591,7 @@ impl Facts {
             .iter()
             .filter(|a| a.kind == AccessKind::Load && !a.hinted && a.via.is_none())
             .filter(|a| !written.contains(a.buffer.as_str()))
-            .filter(|a| !cuda || a.stride == Stride::Unit)
+            .filter(|a| !cuda || sector_dense(a.stride))
             .filter(|a| read_once(a.axes, grid, block))
             .collect()
     }

@@ -8,8 +8,8 @@
 //! ([`Facts::read_once_loads`]): a buffer the kernel never writes, no hint yet, an
 //! address that moves with the thread along x and with every axis the launch spreads
 //! over (a 2-D grid's rows read `x[r * n + c]` once each, but share `bias[c]`), and in
-//! CUDA a coalesced one (a thread walking a row alone wants its sectors kept for its
-//! next iterations).
+//! CUDA a dense one: neighbouring lanes at most 8 elements apart (a thread walking a row
+//! alone wants its sectors kept for its next iterations).
 //!
 //! **Refuses** kernels with no such load, and (CUDA) a load whose element type has no
 //! `__ldcs` overload (`bool`, a struct) or cannot be told from the code: that load stays
@@ -96,7 +96,7 @@ pub fn stream_loads(cx: &RewriteContext<'_>) -> R {
              blocks{}",
             cx.kernel.name,
             if cx.lang == Lang::Cuda {
-                ", or not coalesced"
+                ", or lanes too far apart"
             } else {
                 ""
             }

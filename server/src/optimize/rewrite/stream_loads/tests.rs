@@ -113,7 +113,7 @@ __global__ void masked(const bool* m, float* y, int n) {
 fn shared_strided_hinted_and_unhintable_loads_are_refused_with_the_reason() {
     let na = |k: &str| not_applicable(cuda(REFUSED, k, "stream_loads", serde_json::json!({})));
     // The thread walks its row alone (stride K along the lanes) and every thread reads `v`.
-    expect!["`matvec` has no load of data one thread reads alone without a cache hint: every load is hinted, of a buffer the kernel writes, shared by several threads or blocks, or not coalesced"].assert_eq(&na("matvec"));
+    expect!["`matvec` has no load of data one thread reads alone without a cache hint: every load is hinted, of a buffer the kernel writes, shared by several threads or blocks, or lanes too far apart"].assert_eq(&na("matvec"));
     assert!(na("hinted").starts_with("`hinted` has no load"));
     expect!["`masked`: no load can take the hint: `m[i]`: `__ldcs` takes no `bool`"]
         .assert_eq(&na("masked"));
@@ -206,6 +206,7 @@ __global__ void tile_sum(const float* x, float* out, int R, int C) {
     float acc = 0.f;
     for (int c = 4 * lane; c + 3 < C; c += 128) {
         alignas(16) float t[4];
+        if (reinterpret_cast<size_t>(&x[(long)r * C + c]) % 16 != 0 || (size_t)&x[0] % 16 != 0) continue;
         reinterpret_cast<uint4*>(t)[0] = reinterpret_cast<const uint4*>(&x[(long)r * C + c])[0];
         acc += t[0] + t[1] + t[2] + t[3];
     }

@@ -341,6 +341,9 @@ fn torch_table(c: &TorchColumns) -> String {
     if let Some(n) = &c.note {
         out.push_str(&format!("  note: {n}\n"));
     }
+    if let Some(n) = c.measured.as_ref().and_then(|m| m.note()) {
+        out.push_str(&format!("  note: {n}\n"));
+    }
     out
 }
 

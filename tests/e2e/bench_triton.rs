@@ -25,7 +25,7 @@ pub(crate) fn python() -> Result<String, String> {
     Ok(py)
 }
 
-const KERNELS: &str = r#"import triton
+pub(crate) const KERNELS: &str = r#"import triton
 import triton.language as tl
 
 

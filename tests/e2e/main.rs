@@ -3,6 +3,7 @@
 //! lack (NVRTC, ptxas, nvim) print `SKIP ...` and return, unless
 //! KERNEL_LSP_REQUIRE_TOOLS=1 (CI sets it), where a missing tool fails the test.
 
+mod bench_retime;
 mod bench_triton;
 mod capture;
 mod cli_check;

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kernel-lsp");
 
-fn fake_worker() -> PathBuf {
+pub(crate) fn fake_worker() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/fixtures/workers/fake_worker.py")
         .canonicalize()

@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::analysis::{self, AnalyzeOptions, FileAnalysis, Severity};
 use crate::document::Document;
 pub use crate::optimize::bench::TorchBars;
-use crate::optimize::bench::{self, BenchFile, Reference, Verdict};
+use crate::optimize::bench::{self, BenchFile, Measured, Reference, Verdict};
 use crate::syntax::{self, Lang};
 use crate::worker::pool::WorkerPool;
 use crate::worker::protocol::{
@@ -64,6 +64,10 @@ pub struct KernelBench {
     /// Timed on Triton's CPU interpreter: results real, times not GPU times.
     #[serde(default)]
     pub interpreter: bool,
+    /// When timed: `measurements` (more than 1 when the first was disturbed) and, then,
+    /// each measurement's worst spread (`spreads`); the timings are the steadiest's.
+    #[serde(flatten)]
+    pub measured: Option<Measured>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<WorkerError>,
 }
@@ -80,6 +84,7 @@ impl KernelBench {
             speedup: None,
             torch: None,
             interpreter: false,
+            measured: None,
             error: None,
         }
     }
@@ -298,6 +303,7 @@ async fn bench_one(
     match bench::time(pool, vec![candidate], reference.as_ref(), settings).await {
         Ok(t) => {
             report.interpreter = t.interpreter;
+            report.measured = Some(t.measured.clone());
             report.speedup = t.speedup(0);
             report.torch = t.bars(0);
             report.timing = t.kernels.into_iter().next();
@@ -526,6 +532,11 @@ pub fn table(hello: &HelloResult, reports: &[KernelBench]) -> String {
                     .as_ref()
                     .map_or(String::new(), |n| format!(" ({n})"))
             ));
+        }
+    }
+    for r in reports {
+        if let Some(note) = r.measured.as_ref().and_then(Measured::note) {
+            out.push_str(&format!("{}: {note}\n", r.kernel));
         }
     }
     if reports.iter().any(|r| r.interpreter) {

@@ -341,6 +341,9 @@ fn torch_table(c: &TorchColumns) -> String {
     if let Some(n) = &c.note {
         out.push_str(&format!("  note: {n}\n"));
     }
+    if let Some(n) = c.measured.as_ref().and_then(|m| m.note()) {
+        out.push_str(&format!("  note: {n}\n"));
+    }
     out
 }
 
@@ -503,4 +506,42 @@ fn result_line(run: &OptimizeRun) -> String {
         "result: {what}; {ran} steps ran, {} versions{by}\n",
         run.versions
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optimize::bench::Measured;
+
+    fn columns(measured: Option<Measured>) -> TorchColumns {
+        TorchColumns {
+            reference: "torch.relu(x)".into(),
+            rows: vec![("start".into(), 0.0254, Some(1.1), Some(0.98))],
+            eager_ms: Some(0.028),
+            compile_ms: Some(0.025),
+            note: None,
+            measured,
+        }
+    }
+
+    #[test]
+    fn the_pytorch_table_says_when_its_timing_was_measured_again() {
+        let cols = columns(Some(Measured::of(vec![0.53, 0.40, 0.06])));
+        let json = serde_json::to_value(&cols).unwrap();
+        assert_eq!(json["measurements"], 3, "{json}");
+        assert_eq!(
+            json["spreads"],
+            serde_json::json!([0.53, 0.40, 0.06]),
+            "{json}"
+        );
+        let retimed = torch_table(&cols);
+        assert!(
+            retimed.contains("  note: timing was disturbed (spread 53%): measured 3 times, kept the steadiest (±6%)\n"),
+            "{retimed}"
+        );
+        for once in [Some(Measured::of(vec![0.06])), None] {
+            let table = torch_table(&columns(once));
+            assert!(!table.contains("note:"), "{table}");
+        }
+    }
 }

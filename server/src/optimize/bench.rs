@@ -244,6 +244,8 @@ pub struct Timed {
     pub torch: Option<TorchTimes>,
     /// Timed on Triton's CPU interpreter: results real, times not GPU times.
     pub interpreter: bool,
+    /// How many times it was measured (more than once when disturbed: [`steadiest_of`]).
+    pub measured: Measured,
 }
 
 /// The kernel against PyTorch: the reference's timings and the speedups (reference
@@ -273,6 +275,7 @@ impl Timed {
         modes: (&[TorchMode], Option<&'static str>),
         interpreter: bool,
     ) -> Timed {
+        let measured = Measured::of(vec![worst_spread(&timings)]);
         let mut it = timings.into_iter();
         let kernel_timings: Vec<Timing> = it.by_ref().take(kernels).collect();
         let (mut reference_timing, mut torch) = (None, None);
@@ -298,6 +301,7 @@ impl Timed {
             reference: reference_timing,
             torch,
             interpreter,
+            measured,
         }
     }
 
@@ -326,7 +330,8 @@ impl Timed {
 }
 
 /// Times `kernels` and the reference interleaved in one request (PyTorch eager, and
-/// torch.compile where [`torch_modes`] says so).
+/// torch.compile where [`torch_modes`] says so); a disturbed measurement is requested
+/// again and the steadiest kept whole ([`steadiest_of`]).
 pub async fn time(
     pool: &WorkerPool,
     kernels: Vec<Version>,
@@ -339,16 +344,19 @@ pub async fn time(
     let n = kernels.len();
     let mut versions = kernels;
     versions.extend(reference.map_or_else(Vec::new, |r| r.timed(&modes)));
-    match pool.request(Op::Time { versions, settings }, None).await? {
-        OpResult::Time(t) => Ok(Timed::split(
-            t.timings,
-            n,
-            reference,
-            (&modes, note),
-            t.interpreter,
-        )),
-        other => Err(unexpected("time", &other)),
-    }
+    let measure = || async {
+        let op = Op::Time {
+            versions: versions.clone(),
+            settings: settings.clone(),
+        };
+        match pool.request(op, None).await? {
+            OpResult::Time(t) => Ok(t),
+            other => Err(unexpected("time", &other)),
+        }
+    };
+    let (t, measured) = steadiest_of(measure).await?;
+    let timed = Timed::split(t.timings, n, reference, (&modes, note), t.interpreter);
+    Ok(Timed { measured, ..timed })
 }
 
 /// The registers per thread the compiler gives a CUDA kernel (`None` for Triton, or
@@ -376,6 +384,10 @@ fn unexpected(op: &str, got: &OpResult) -> WorkerError {
 
 mod columns;
 pub use columns::{torch_columns, TorchColumns};
+mod steady;
+pub use steady::{
+    disturbed, steadiest, steadiest_of, worst_spread, Measured, DISTURBED_SPREAD, MAX_RETIMES,
+};
 
 #[cfg(test)]
 mod tests;

@@ -107,7 +107,10 @@ impl Backend {
             pinned_now,
             interpreter: timed.interpreter,
         };
-        let (verified, text) = (outcome.verified(), outcome.message());
+        let (verified, mut text) = (outcome.verified(), outcome.message());
+        if let Some(note) = timed.measured.note() {
+            text.push_str(&format!(" ({note})"));
+        }
         {
             let mut st = self.state();
             if let Some(k) = status_for(&mut st, uri, &snap) {

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{time, torch_reference};
+use super::{time, torch_reference, Measured};
 use crate::optimize::evaluate;
 use crate::spec::EvalEnv;
 use crate::syntax::Lang;
@@ -32,6 +32,9 @@ pub struct TorchColumns {
     /// Why the columns are missing or partial.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// When timed: how many times (more than once when disturbed), as `kernel-lsp bench`.
+    #[serde(flatten)]
+    pub measured: Option<Measured>,
 }
 
 /// The accepted versions (node id, text) timed beside the start: all of them, or the
@@ -118,6 +121,7 @@ pub async fn torch_columns(
     let kernels = versions(lang, kernel, &env, v0, &chosen, best);
     match time(pool, kernels, Some(&reference), Default::default()).await {
         Ok(t) => {
+            cols.measured = Some(t.measured.clone());
             let torch = t.torch.clone().unwrap_or_default();
             cols.eager_ms = torch.eager.as_ref().map(|e| e.median_ms);
             cols.compile_ms = torch.compile.as_ref().map(|c| c.median_ms);

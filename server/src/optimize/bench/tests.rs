@@ -148,7 +148,7 @@ fn a_torch_expression_needs_no_file_and_a_module_function_does() {
     assert!(found.version().source.contains("def relu_ref"), "{found:?}");
 }
 
-fn timing(label: &str, ms: f64) -> Timing {
+pub(super) fn timing(label: &str, ms: f64) -> Timing {
     Timing {
         label: label.into(),
         median_ms: ms,

@@ -169,6 +169,20 @@ pub(super) fn declared_name(src: &str, mut d: Node) -> Option<String> {
 }
 
 /// The callee name of a call: `f`, `ns::f`, `f<T>`, `obj.f`.
+/// The `__ld*(&p[i])` call that loads the element `n`, if any.
+pub(crate) fn load_call<'t>(src: &str, n: Node<'t>) -> Option<Node<'t>> {
+    n.parent()
+        .filter(|p| {
+            p.kind() == "pointer_expression"
+                && p.child_by_field_name("operator")
+                    .is_some_and(|o| node_text(src, o) == "&")
+        })
+        .and_then(|p| p.parent())
+        .filter(|a| a.kind() == "argument_list")
+        .and_then(|a| a.parent())
+        .filter(|c| call_name(src, *c).starts_with("__ld"))
+}
+
 /// `(size_t)&p[i]`, `reinterpret_cast<uintptr_t>(&p[i])`: the address as a number (an
 /// alignment test), no access to the element.
 fn address_only(src: &str, n: Node) -> bool {
@@ -731,13 +745,10 @@ impl<'t> Scan<'_, 't> {
     }
 
     /// `&p[i]` handed to a cache-hinted load (`__ldcs`, `__ldg`, `__ldlu`, ...).
+    /// `__ldg` only routes the load through the read-only path: it keeps its lines as any
+    /// load does, so it is not counted as a hint here (`stream_loads` may replace it).
     fn hinted(&self, n: Node) -> bool {
-        n.parent()
-            .filter(|p| p.kind() == "pointer_expression")
-            .and_then(|p| p.parent())
-            .filter(|a| a.kind() == "argument_list")
-            .and_then(|a| a.parent())
-            .is_some_and(|c| call_name(self.src, c).starts_with("__ld"))
+        load_call(self.src, n).is_some_and(|c| call_name(self.src, c) != "__ldg")
     }
 
     /// Load, store or both, from where an lvalue sits.

@@ -319,10 +319,15 @@ pub(super) trait LaneWalk<'t> {
                     return Unknown;
                 };
                 let (da, db) = (self.deriv(a, depth + 1), self.deriv(b, depth + 1));
-                if da == db && da != Unknown {
-                    da
-                } else {
-                    Deriv::opaque(&[self.deriv(c, depth + 1), da, db])
+                // `live ? col : 0`: a clamp that parks the threads past the end on a
+                // constant; the others move as the non-constant branch (an estimate that
+                // is right for every lane the condition lets through).
+                let (ka, kb) = (self.konst(a), self.konst(b));
+                match (ka, kb) {
+                    _ if da == db && da != Unknown => da,
+                    (Some(_), None) if db != Unknown => db,
+                    (None, Some(_)) if da != Unknown => da,
+                    _ => Deriv::opaque(&[self.deriv(c, depth + 1), da, db]),
                 }
             }
             _ if kind == Self::FORMS.unary => {

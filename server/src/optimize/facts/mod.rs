@@ -39,6 +39,7 @@ use serde::{Deserialize, Serialize};
 use tree_sitter::{Node, Tree};
 
 pub use carries::Carried;
+pub(crate) use cuda::load_call;
 
 use crate::spec::{self, EvalEnv, Launch};
 use crate::syntax::{FileModel, Kernel, Lang, ParamKind};
@@ -425,8 +426,8 @@ pub struct Access {
     /// call), for rewrites that edit it.
     #[serde(skip)]
     pub span: Option<(usize, usize)>,
-    /// The load already carries a cache hint (`__ldcs(&p[i])`, `__ldg(...)`;
-    /// `eviction_policy=` or `cache_modifier=` in Triton).
+    /// The load already carries a cache hint (`__ldcs(&p[i])`, `__ldlu(...)`, not
+    /// `__ldg`; `eviction_policy=` or `cache_modifier=` in Triton).
     #[serde(default)]
     pub hinted: bool,
 }

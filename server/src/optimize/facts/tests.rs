@@ -745,3 +745,42 @@ fn reads_of_a_read_only_buffer_at_a_computed_element_keep_an_access_unit_stride(
     // The other element is of the buffer the kernel writes.
     assert_eq!(unit("halve_from_half"), Some(false));
 }
+
+/// `live ? col : 0` parks the threads past the end on element 0; the others move with
+/// the lane, so the access is unit-stride (a lane-dependent choice between two moving
+/// values stays unknown). Which launch axes each address depends on follows every
+/// definition of its locals.
+#[test]
+fn a_clamped_index_moves_as_its_live_branch_and_addresses_know_their_axes() {
+    let src = r#"// @bench rows = 64, 3; cols = 300, 7
+// @bench x: in f32[rows, cols]; y: in f32[cols]; out: out f32[cols]
+// @bench grid = (cdiv(cols, 32), 4); block = (32, 8)
+__global__ void clamp_cols(const float* x, const float* y, float* out, int rows, int cols) {
+    const bool live = (int)(blockIdx.x * blockDim.x + threadIdx.x) < cols;
+    int col = live ? (blockIdx.x * blockDim.x + threadIdx.x) : 0;
+    int odd = threadIdx.x % 2 ? col : 2 * col;
+    float acc = 0.f;
+    for (int r = blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += gridDim.y * blockDim.y)
+        acc += x[(size_t)r * cols + col] + y[odd];
+    if (live) out[col] = acc;
+}
+"#;
+    check_accesses(
+        Lang::Cuda,
+        src,
+        expect![[r#"
+            x [(size_t)r * cols + col]: Load Unit in-loop
+            y [odd]: Load Unknown in-loop
+            out [col]: Store Unit"#]],
+    );
+    let f = facts_of(Lang::Cuda, src, None);
+    let axes: Vec<u8> = f.accesses.iter().map(|a| a.axes).collect();
+    // x: the threads along x and y, the blocks along x and y; y and out: along x only.
+    assert_eq!(axes, [1 | 2 | 8 | 16, 1 | 8, 1 | 8]);
+    let once: Vec<&str> = f
+        .read_once_loads()
+        .iter()
+        .map(|a| a.buffer.as_str())
+        .collect();
+    assert_eq!(once, ["x"], "y is read by every row of threads and blocks");
+}

@@ -1,7 +1,8 @@
 //! `stream_loads`: loads of data that one thread of the launch reads alone get the
 //! streaming cache hint, so that a stream read once does not crowd the lines other
 //! accesses (and the next blocks) want out of L1 and L2. CUDA: `x[i]` becomes
-//! `__ldcs(&x[i])` (and `*(p + i)` becomes `__ldcs(p + i)`); Triton: `tl.load(...)` gets
+//! `__ldcs(&x[i])` (`*(p + i)` becomes `__ldcs(p + i)`, and `__ldg(&x[i])`, which only
+//! routes the load through the read-only path, `__ldcs(&x[i])`); Triton: `tl.load(...)` gets
 //! `eviction_policy="evict_first"`, the hint torch.compile gives its reduction loads.
 //!
 //! **Matches** the loads the access analysis finds read once
@@ -166,6 +167,13 @@ fn cuda_edit(cx: &RewriteContext<'_>, a: &Access) -> Result<Edit, String> {
         .descendant_for_byte_range(start, end)
         .filter(|n| n.start_byte() == start && n.end_byte() == end)
         .ok_or_else(|| format!("`{}`: not found in the tree", &cx.text[start..end]))?;
+    if let Some(call) = crate::optimize::facts::load_call(cx.text, node) {
+        // `__ldg(&x[i])`: the same load with the streaming hint instead.
+        let f = call.child_by_field_name("function").ok_or("no callee")?;
+        let arg = node.child_by_field_name("argument");
+        return typed_for_ldcs(cx, node, arg)
+            .map(|_| Edit::replace(f.start_byte()..f.end_byte(), "__ldcs"));
+    }
     let (address, arg) = match node.kind() {
         "subscript_expression" => (
             format!("&{}", text(cx.text, node)),
@@ -177,6 +185,16 @@ fn cuda_edit(cx: &RewriteContext<'_>, a: &Access) -> Result<Edit, String> {
         }
         other => return Err(format!("a {other} is not a load kernel-lsp hints")),
     };
+    typed_for_ldcs(cx, node, arg)?;
+    Ok(Edit::replace(start..end, format!("__ldcs({address})")))
+}
+
+/// The element type of the load `node` through pointer `arg`, when `__ldcs` takes it.
+fn typed_for_ldcs(
+    cx: &RewriteContext<'_>,
+    node: Node<'_>,
+    arg: Option<Node<'_>>,
+) -> Result<String, String> {
     let ty = arg
         .and_then(|n| element_type(cx, n, 0))
         .ok_or_else(|| format!("`{}`: its element type is not known", text(cx.text, node)))?;
@@ -186,7 +204,7 @@ fn cuda_edit(cx: &RewriteContext<'_>, a: &Access) -> Result<Edit, String> {
             text(cx.text, node)
         ));
     }
-    Ok(Edit::replace(start..end, format!("__ldcs({address})")))
+    Ok(ty)
 }
 
 /// The element type of the pointer expression `n`: a pointer parameter's, a cast's, a

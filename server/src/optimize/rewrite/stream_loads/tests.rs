@@ -110,11 +110,21 @@ __global__ void masked(const bool* m, float* y, int n) {
 "#;
 
 #[test]
-fn shared_strided_hinted_and_unhintable_loads_are_refused_with_the_reason() {
+fn shared_strided_and_unhintable_loads_are_refused_with_the_reason_and_ldg_is_replaced() {
     let na = |k: &str| not_applicable(cuda(REFUSED, k, "stream_loads", serde_json::json!({})));
     // The thread walks its row alone (stride K along the lanes) and every thread reads `v`.
     expect!["`matvec` has no load of data one thread reads alone without a cache hint: every load is hinted, of a buffer the kernel writes, shared by several threads or blocks, or lanes too far apart"].assert_eq(&na("matvec"));
-    assert!(na("hinted").starts_with("`hinted` has no load"));
+    // `__ldg` keeps its lines like a plain load: the streaming hint replaces it.
+    let ldg = first_shown(REFUSED, "hinted", "stream_loads", serde_json::json!({}));
+    assert!(ldg.contains("y[i] = __ldcs(&x[i]) * 2.f;"), "{ldg}");
+    let once = cuda(REFUSED, "hinted", "stream_loads", serde_json::json!({})).unwrap();
+    let twice = not_applicable(cuda(
+        &once[0].text,
+        "hinted",
+        "stream_loads",
+        serde_json::json!({}),
+    ));
+    assert!(twice.starts_with("`hinted` has no load"), "{twice}");
     expect!["`masked`: no load can take the hint: `m[i]`: `__ldcs` takes no `bool`"]
         .assert_eq(&na("masked"));
 }

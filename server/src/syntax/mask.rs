@@ -235,42 +235,58 @@ fn split_linkage_groups(text: &str) -> Vec<ByteRange> {
 /// can stand; `using A = typename T::X;` and `typename T::X v;` stay.
 fn expression_typenames(text: &str) -> Vec<ByteRange> {
     let b = text.as_bytes();
-    let name = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
     let mut out = Vec::new();
     for (i, _) in text.match_indices("typename") {
         let end = i + "typename".len();
-        if (i > 0 && name(b[i - 1])) || b.get(end).is_none_or(|&c| name(c)) {
-            continue;
-        }
-        // The qualified name: words, `::`, template arguments, on this line.
-        let mut j = end;
-        let (mut scoped, mut angle) = (false, 0i32);
-        while j < b.len() && b[j] != b'\n' {
-            match b[j] {
-                b'<' => angle += 1,
-                b'>' if angle > 0 => angle -= 1,
-                b':' if b.get(j + 1) == Some(&b':') => {
-                    scoped = true;
-                    j += 1;
-                }
-                c if name(c) || c == b' ' || c == b'\t' || angle > 0 => {}
-                _ => break,
-            }
-            j += 1;
-        }
-        let words_after_scope = text[end..j].trim_end();
-        let last_is_name = words_after_scope
-            .bytes()
-            .last()
-            .is_some_and(|c| name(c) || c == b'>');
-        let last = words_after_scope.rsplit("::").next().unwrap_or("").trim();
-        let last = last.strip_prefix("template ").unwrap_or(last).trim_start();
-        let one_name = !last.split('<').next().unwrap_or("").contains([' ', '\t']);
-        if scoped && last_is_name && one_name && matches!(b.get(j), Some(b'{' | b'(')) {
+        let whole_word =
+            !(i > 0 && is_name_byte(b[i - 1])) && b.get(end).is_some_and(|&c| !is_name_byte(c));
+        if whole_word && typename_starts_expression(&text[end..]) {
             out.push(i..end);
         }
     }
     out
+}
+
+/// A byte of a C++ identifier.
+fn is_name_byte(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// Whether the text after a `typename` keyword makes it an expression's: a qualified
+/// name (with `::`, ending in a name or template arguments, its last part one word
+/// after an optional `template`) and then `{` or `(` right after it on this line.
+fn typename_starts_expression(after: &str) -> bool {
+    let (len, scoped) = qualified_name_len(after.as_bytes());
+    let words = after[..len].trim_end();
+    let last_is_name = words
+        .bytes()
+        .last()
+        .is_some_and(|c| is_name_byte(c) || c == b'>');
+    let last = words.rsplit("::").next().unwrap_or("").trim();
+    let last = last.strip_prefix("template ").unwrap_or(last).trim_start();
+    let one_name = !last.split('<').next().unwrap_or("").contains([' ', '\t']);
+    scoped && last_is_name && one_name && matches!(after.as_bytes().get(len), Some(b'{' | b'('))
+}
+
+/// The length of the qualified name that `b` starts with: words, blanks, `::` and
+/// template arguments (anything inside `<>`), up to the line's end; and whether a `::`
+/// was among them.
+fn qualified_name_len(b: &[u8]) -> (usize, bool) {
+    let (mut j, mut scoped, mut angle) = (0, false, 0i32);
+    while j < b.len() && b[j] != b'\n' {
+        match b[j] {
+            b'<' => angle += 1,
+            b'>' if angle > 0 => angle -= 1,
+            b':' if b.get(j + 1) == Some(&b':') => {
+                scoped = true;
+                j += 1;
+            }
+            c if is_name_byte(c) || c == b' ' || c == b'\t' || angle > 0 => {}
+            _ => break,
+        }
+        j += 1;
+    }
+    (j, scoped)
 }
 
 /// `typeid(double)`, `typeid(unsigned int)`: the grammar reads `typeid` of an expression
@@ -992,6 +1008,30 @@ mod tests {
         assert!(split_linkage_groups(&busy).is_empty());
         let other = "#ifdef USE_FAST\nstatic int fast = 1;\n#endif\n";
         assert!(split_linkage_groups(other).is_empty());
+    }
+
+    #[test]
+    fn a_typename_before_a_qualified_name_and_a_brace_or_paren_is_an_expression() {
+        // From `typename_in_expressions_parses`: a value built, a static member called.
+        assert!(typename_starts_expression(" T::Params{a, b};"));
+        assert!(typename_starts_expression(" K::Params(1, 2);"));
+        assert!(typename_starts_expression(
+            " K::template Load<4>(loader).run(x);"
+        ));
+        // Declarations stay: an alias, a variable, a variable with constructor arguments.
+        assert!(!typename_starts_expression(" K::Loader;\n"));
+        assert!(!typename_starts_expression(" K::Loader loader;"));
+        assert!(!typename_starts_expression(" K::Loader loader(x);"));
+        // No `::`, or the brace on the next line.
+        assert!(!typename_starts_expression(" T(1)"));
+        assert!(!typename_starts_expression(" T::Params\n{a, b};"));
+    }
+
+    #[test]
+    fn a_qualified_name_spans_template_arguments_and_stops_at_the_line_end() {
+        assert_eq!(qualified_name_len(b" A<B::C, 2>::D(x)"), (14, true));
+        assert_eq!(qualified_name_len(b" T x;"), (4, false));
+        assert_eq!(qualified_name_len(b" T::X\n(y)"), (5, true));
     }
 
     /// The text with hidden regions shown as `·` runs, for fixtures.

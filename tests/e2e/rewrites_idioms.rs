@@ -945,6 +945,26 @@ const CASES: &[Case] = &[
     },
     Case {
         file: SPLITS,
+        kernel: "channel_scale",
+        id: "vectorize",
+        want: 2,
+        sizes: (
+            "N = 3, 2; C = 5, 3; HW = 64, 7",
+            "N = 3, 2; C = 5, 3; HW = 64, 7",
+        ),
+    },
+    Case {
+        file: SPLITS,
+        kernel: "channel_scale",
+        id: "coarsen",
+        want: 4,
+        sizes: (
+            "N = 3, 2; C = 5, 3; HW = 64, 7",
+            "N = 3, 2; C = 5, 3; HW = 64, 7",
+        ),
+    },
+    Case {
+        file: SPLITS,
         kernel: "permute_hwc",
         id: "vectorize",
         want: 2,

@@ -15,8 +15,10 @@ use super::RewriteContext;
 use crate::syntax::ByteRange;
 
 /// The file text with the kernel's declarations between its 1-D thread index and the
-/// bounds check moved to the start of what the check guards; None when there are none,
-/// or one of them cannot move.
+/// bounds check moved out of the way: those that do not depend on the index (`long
+/// total = (long)n * c;`, what the check itself may read) to just before the index, the
+/// others to the start of what the check guards; None when there are none, or one of
+/// them cannot move.
 pub(super) fn moved_inside_guard(cx: &RewriteContext<'_>) -> Option<String> {
     let func = kernel_function(cx)?;
     let stmts = named_children(func.child_by_field_name("body")?);
@@ -26,28 +28,67 @@ pub(super) fn moved_inside_guard(cx: &RewriteContext<'_>) -> Option<String> {
         .iter()
         .position(|s| s.kind() != "declaration" && s.kind() != "comment")?;
     let (moving, guard) = (&rest[..guard_at], rest[guard_at]);
-    let decls: Vec<Node> = moving
-        .iter()
-        .copied()
-        .filter(|s| s.kind() == "declaration")
-        .collect();
-    if decls.is_empty() || guard.kind() != "if_statement" {
+    if !moving.iter().any(|s| s.kind() == "declaration") || guard.kind() != "if_statement" {
         return None;
     }
     if guard.child_by_field_name("alternative").is_some() {
         return None;
     }
-    let declared: Vec<&str> = decls
+    let index = declared_names(cx.text, stmts[at]);
+    let (hoisted, inside) = partition(cx.text, moving, &index);
+    let declared: Vec<&str> = inside
         .iter()
+        .filter(|s| s.kind() == "declaration")
         .flat_map(|d| declared_names(cx.text, *d))
         .collect();
     let cond = text(cx.text, guard.child_by_field_name("condition")?);
-    if !decls.iter().all(|d| is_pure(*d)) || reads_any(cond, &declared) {
+    if !moving.iter().all(|d| d.kind() == "comment" || is_pure(*d)) || reads_any(cond, &declared) {
         return None;
     }
     let first = moving.first()?.start_byte();
-    let lines: Vec<&str> = moving.iter().map(|s| text(cx.text, *s)).collect();
-    Some(splice(cx.text, first..guard.start_byte(), guard, &lines))
+    let lines: Vec<&str> = inside.iter().map(|s| text(cx.text, *s)).collect();
+    let moved = if lines.is_empty() {
+        [&cx.text[..first], &cx.text[guard.start_byte()..]].concat()
+    } else {
+        splice(cx.text, first..guard.start_byte(), guard, &lines)
+    };
+    Some(hoist(cx.text, &moved, stmts[at], &hoisted))
+}
+
+/// The statements that do not depend on the index (declarations that read neither the
+/// index nor a name declared from it, and the comments right before them), and the rest.
+fn partition<'t>(src: &str, moving: &[Node<'t>], index: &[&str]) -> (Vec<Node<'t>>, Vec<Node<'t>>) {
+    let mut dependent: Vec<&str> = index.to_vec();
+    let (mut hoisted, mut inside, mut comments) = (Vec::new(), Vec::new(), Vec::new());
+    for s in moving {
+        if s.kind() == "comment" {
+            comments.push(*s);
+        } else if reads_any(text(src, *s), &dependent) {
+            dependent.extend(declared_names(src, *s));
+            inside.append(&mut comments);
+            inside.push(*s);
+        } else {
+            hoisted.append(&mut comments);
+            hoisted.push(*s);
+        }
+    }
+    inside.append(&mut comments);
+    (hoisted, inside)
+}
+
+/// `moved` (the text after the other moves, which all lie after `index`) with `hoisted`
+/// (statements of the original text) placed just before the index declaration.
+fn hoist(src: &str, moved: &str, index: Node<'_>, hoisted: &[Node<'_>]) -> String {
+    if hoisted.is_empty() {
+        return moved.to_string();
+    }
+    let at = index.start_byte();
+    let indent = line_indent(src, at);
+    let lines: String = hoisted
+        .iter()
+        .map(|s| format!("{}\n{indent}", text(src, *s).trim()))
+        .collect();
+    [&moved[..at], &lines, &moved[at..]].concat()
 }
 
 /// `text` without `removed` and with `lines` placed first in what `guard` guards: after
@@ -173,11 +214,11 @@ mod tests {
         let block = "__global__ void k(const float* x, const float* s, float* y, int n, int cols) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    int row = i / cols, col = i % cols;\n    // the row's factor\n    const float two = 2.0f;\n    if (i < n) y[i] = x[i] * s[row] + col * two;\n}\n";
         expect_test::expect![[r#"
             __global__ void k(const float* x, const float* s, float* y, int n, int cols) {
+                // the row's factor
+                const float two = 2.0f;
                 int i = blockIdx.x * blockDim.x + threadIdx.x;
                 if (i < n) {
                     int row = i / cols, col = i % cols;
-                    // the row's factor
-                    const float two = 2.0f;
                     y[i] = x[i] * s[row] + col * two;
                 }
             }
@@ -197,6 +238,34 @@ mod tests {
         assert!(moved(braces)
             .unwrap()
             .contains("if (i < n) {\n        float h = 0.5f * i;\n        y[i] = h;\n    }"));
+    }
+
+    #[test]
+    fn declarations_that_do_not_depend_on_the_index_move_before_it() {
+        // The check reads `total`: it moves before the index, `c` inside the check.
+        let src = "__global__ void k(const float* x, const float* s, float* y, int N, int C, int HW) {\n    long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;\n    long total = (long)N * C * HW;\n    int c = (idx / HW) % C;\n    if (idx < total) {\n        y[idx] = x[idx] * s[c];\n    }\n}\n";
+        expect_test::expect![[r#"
+            __global__ void k(const float* x, const float* s, float* y, int N, int C, int HW) {
+                long total = (long)N * C * HW;
+                long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+                if (idx < total) {
+                    int c = (idx / HW) % C;
+                    y[idx] = x[idx] * s[c];
+                }
+            }
+        "#]]
+        .assert_eq(&moved(src).unwrap());
+        // A name declared from the index stays with it, and so does what reads that name.
+        let chain = "__global__ void k(float* y, int n, int w) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    int r = i / w;\n    int r2 = r * 2;\n    int n2 = n / 2;\n    if (i < n2) y[i] = r2;\n}\n";
+        let out = moved(chain).unwrap();
+        assert!(
+            out.contains("    int n2 = n / 2;\n    int i = blockIdx.x"),
+            "{out}"
+        );
+        assert!(
+            out.contains("if (i < n2) {\n        int r = i / w;\n        int r2 = r * 2;"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -91,6 +91,13 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case {
+        file: ROWS,
+        kernel: "layernorm_ldg",
+        id: "cooperative_rows",
+        want: 10,
+        sizes: ("R = 512, 9; D = 256, 67", "R = 9, 9; D = 67, 67"),
+    },
+    Case {
         file: STREAM,
         kernel: "row_moments",
         id: "stream_loads",

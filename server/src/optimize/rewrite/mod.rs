@@ -36,6 +36,7 @@ mod lane_split;
 mod launch_bounds;
 mod maxnreg;
 mod params;
+mod plain_loads;
 mod poly;
 mod privatize_atomics;
 mod remap_lanes;
@@ -165,9 +166,9 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         return Err(RewriteError::Unknown(id.to_string()));
     };
     let out = match run(cx) {
-        Err(RewriteError::NotApplicable(why)) => retry_guard_first(cx, *run)
-            .and_then(Result::ok)
-            .ok_or(RewriteError::NotApplicable(why))?,
+        Err(RewriteError::NotApplicable(why)) => {
+            retry_normalized(cx, *run, id).ok_or(RewriteError::NotApplicable(why))?
+        }
         out => out?,
     };
     let out: Vec<Candidate> = out.into_iter().filter(|c| c.text != cx.text).collect();
@@ -180,14 +181,33 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
     Ok(out)
 }
 
-/// `run` again on the kernel with the declarations between its thread index and its
-/// bounds check moved inside the check ([`guard_first`]), when it has any that can move.
-fn retry_guard_first(
-    cx: &RewriteContext<'_>,
-    run: Apply,
-) -> Option<Result<Vec<Candidate>, RewriteError>> {
-    let text = guard_first::moved_inside_guard(cx)?;
-    with_text(cx.lang, &text, &cx.kernel.name, cx.params, run)
+/// Rewrites whose subject is the loads' cache hints: never retried on a text whose hints
+/// were dropped.
+const ABOUT_HINTS: &[&str] = &["stream_loads"];
+
+/// `run` again on the kernel in a normalized form, when one exists and `run` takes it:
+/// the declarations between its thread index and its bounds check moved out of the way
+/// ([`guard_first`]), its load intrinsics written as plain loads ([`plain_loads`]), then
+/// both.
+fn retry_normalized(cx: &RewriteContext<'_>, run: Apply, id: &str) -> Option<Vec<Candidate>> {
+    let retry = |text: &str, f: &dyn Fn(&RewriteContext<'_>) -> Option<Vec<Candidate>>| {
+        with_text(cx.lang, text, &cx.kernel.name, cx.params, |c| f(c)).flatten()
+    };
+    let again = |c: &RewriteContext<'_>| run(c).ok();
+    let moved = guard_first::moved_inside_guard(cx);
+    if let Some(out) = moved.as_deref().and_then(|t| retry(t, &again)) {
+        return Some(out);
+    }
+    if ABOUT_HINTS.contains(&id) {
+        return None;
+    }
+    let plain = plain_loads::plain_loads(cx)?;
+    retry(&plain, &again).or_else(|| {
+        retry(&plain, &|c| {
+            let moved = guard_first::moved_inside_guard(c)?;
+            with_text(c.lang, &moved, &c.kernel.name, c.params, run)?.ok()
+        })
+    })
 }
 
 /// `f` on a context for `text`, parsed anew, and its kernel `kernel`; None when the text

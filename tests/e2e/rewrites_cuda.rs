@@ -226,6 +226,11 @@ fn what_each_code_rewrite_offers_on_the_examples_and_fixtures() {
         examples/transpose.cu transpose unroll: n/a: `transpose` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
         examples/transpose.cu transpose fast_math: n/a: `transpose` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
         examples/transpose.cu transpose maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
+        tests/fixtures/rewrites/cuda/half2.cu swish_half2 restrict_const: __restrict__ on x, y
+        tests/fixtures/rewrites/cuda/half2.cu swish_half2 launch_bounds: __launch_bounds__(256) | __launch_bounds__(256, 2) | __launch_bounds__(256, 4)
+        tests/fixtures/rewrites/cuda/half2.cu swish_half2 unroll: n/a: `swish_half2` has no counted `for` loop to unroll (no `for` loop at all in the kernel unit)
+        tests/fixtures/rewrites/cuda/half2.cu swish_half2 fast_math: n/a: `swish_half2` calls none of expf, exp10f, logf, log2f, log10f, sinf, cosf, tanf, powf, has no `1.0f / sqrtf(x)` and no division of two surely-float operands
+        tests/fixtures/rewrites/cuda/half2.cu swish_half2 maxnreg: maxnreg 32 | maxnreg 64 | maxnreg 96 | maxnreg 128
         tests/fixtures/rewrites/cuda/norms.cu softmax_rows restrict_const: __restrict__ on x, y
         tests/fixtures/rewrites/cuda/norms.cu softmax_rows launch_bounds: __launch_bounds__(128) | __launch_bounds__(128, 2) | __launch_bounds__(128, 4)
         tests/fixtures/rewrites/cuda/norms.cu softmax_rows unroll: #pragma unroll 2 on 4 loops | #pragma unroll 4 on 4 loops | #pragma unroll 8 on 4 loops | #pragma unroll (full) on 1 loop of ≤ 32 trips

@@ -91,6 +91,20 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case {
+        file: "tests/fixtures/rewrites/cuda/half2.cu",
+        kernel: "swish_half2",
+        id: "vectorize",
+        want: 2,
+        sizes: ("n2 = 1 << 16, 1001", "n2 = 3000, 1001"),
+    },
+    Case {
+        file: "tests/fixtures/rewrites/cuda/half2.cu",
+        kernel: "swish_half2",
+        id: "coarsen",
+        want: 4,
+        sizes: ("n2 = 1 << 16, 1001", "n2 = 3000, 1001"),
+    },
+    Case {
         file: ROWS,
         kernel: "layernorm_ldg",
         id: "cooperative_rows",

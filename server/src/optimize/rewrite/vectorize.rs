@@ -271,10 +271,13 @@ impl Lanes {
     }
 }
 
-/// Bytes of one element of `pointee`, for the types a spec can name.
+/// Bytes of one element of `pointee`, for the types a spec can name (and the 2-wide
+/// vector types a kernel may already take its buffers as: `__half2*` for an f16 buffer).
 pub(super) fn element_bytes(pointee: &str) -> Option<usize> {
     Some(match pointee {
+        "float2" | "int2" | "uint2" => 8,
         "double" | "long long" | "int64_t" | "unsigned long long" | "uint64_t" => 8,
+        "__half2" | "half2" | "__nv_bfloat162" | "nv_bfloat162" => 4,
         "float" | "int" | "unsigned int" | "unsigned" | "int32_t" | "uint32_t" => 4,
         "__half" | "half" | "__nv_bfloat16" | "short" | "int16_t" | "unsigned short"
         | "uint16_t" => 2,

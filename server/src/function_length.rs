@@ -24,7 +24,6 @@ const ALLOWED: &[(&str, &str, usize)] = &[
     ("optimize/facts/mod.rs", "holds", 172),
     ("optimize/rewrite/cooperative_rows.rs", "cooperative_rows", 170),
     ("worker/cuda/verify.rs", "judge", 169),
-    ("syntax/mask.rs", "mask_ranges", 163),
     ("worker/serve.rs", "serve", 162),
     ("spec/plan.rs", "hover_markdown", 161),
 ];

@@ -238,8 +238,7 @@ fn expression_typenames(text: &str) -> Vec<ByteRange> {
     let mut out = Vec::new();
     for (i, _) in text.match_indices("typename") {
         let end = i + "typename".len();
-        let whole_word =
-            !(i > 0 && is_name_byte(b[i - 1])) && b.get(end).is_some_and(|&c| !is_name_byte(c));
+        let whole_word = starts_word(b, i) && b.get(end).is_some_and(|&c| !is_name_byte(c));
         if whole_word && typename_starts_expression(&text[end..]) {
             out.push(i..end);
         }
@@ -250,6 +249,11 @@ fn expression_typenames(text: &str) -> Vec<ByteRange> {
 /// A byte of a C++ identifier.
 fn is_name_byte(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// Whether byte `i` of `b` starts a word: no identifier byte stands before it.
+fn starts_word(b: &[u8], i: usize) -> bool {
+    i == 0 || !is_name_byte(b[i - 1])
 }
 
 /// Whether the text after a `typename` keyword makes it an expression's: a qualified
@@ -298,9 +302,7 @@ fn typeid_types(text: &str) -> Vec<ByteRange> {
     ];
     let mut out = Vec::new();
     for (i, _) in text.match_indices("typeid") {
-        if i > 0
-            && (text.as_bytes()[i - 1].is_ascii_alphanumeric() || text.as_bytes()[i - 1] == b'_')
-        {
+        if !starts_word(text.as_bytes(), i) {
             continue;
         }
         let rest = &text[i + "typeid".len()..];
@@ -425,169 +427,134 @@ struct Group {
     kept_one: bool,
 }
 
-/// The byte ranges to hide (see the module doc).
+/// The conditional groups open inside function bodies.
+#[derive(Default)]
+struct Conditionals {
+    groups: Vec<Group>,
+    /// Nesting of conditional groups inside a hidden branch.
+    hidden_nesting: usize,
+}
+
+impl Conditionals {
+    /// Whether the current line stands in a branch that is not kept.
+    fn hiding(&self) -> bool {
+        self.groups.iter().any(|g| !g.keeping)
+    }
+
+    /// Follows the directive `line` (trimmed, from its `#`) inside a body, `last` being
+    /// the last significant byte of code before it: whether the directive is hidden.
+    /// Conditional directives always are (a group's first branch is kept, or its
+    /// `#else` after `#if 0`); others where they stand in a hidden branch or in the
+    /// middle of a statement.
+    fn hides_directive(&mut self, line: &str, last: u8) -> bool {
+        let directive = line[1..].trim_start();
+        let n = directive
+            .bytes()
+            .take_while(u8::is_ascii_alphabetic)
+            .count();
+        let (word, cond) = (&directive[..n], directive[n..].trim());
+        let hiding = self.hiding();
+        match word {
+            "if" | "ifdef" | "ifndef" => {
+                if hiding {
+                    self.hidden_nesting += 1;
+                } else {
+                    let first = !(word == "if" && cond == "0");
+                    self.groups.push(Group {
+                        keeping: first,
+                        kept_one: first,
+                    });
+                }
+            }
+            "elif" | "else" if self.hidden_nesting == 0 => {
+                if let Some(g) = self.groups.last_mut() {
+                    g.keeping = !g.kept_one;
+                    g.kept_one = true;
+                }
+            }
+            "endif" => {
+                if self.hidden_nesting > 0 {
+                    self.hidden_nesting -= 1;
+                } else {
+                    self.groups.pop();
+                }
+            }
+            _ => return hiding || !matches!(last, b';' | b'{' | b'}' | b':'),
+        }
+        true
+    }
+}
+
+/// The lines of a text, each with the byte offset where it starts.
+struct LineCursor<'t> {
+    lines: std::str::SplitInclusive<'t, char>,
+    /// Where the next line starts.
+    offset: usize,
+}
+
+impl<'t> LineCursor<'t> {
+    /// The cursor before the first line of `text`.
+    fn new(text: &'t str) -> Self {
+        LineCursor {
+            lines: text.split_inclusive('\n'),
+            offset: 0,
+        }
+    }
+
+    /// The next line (its line break included) and where it starts.
+    fn next_line(&mut self) -> Option<(usize, &'t str)> {
+        let line = self.lines.next()?;
+        let start = self.offset;
+        self.offset += line.len();
+        Some((start, line))
+    }
+
+    /// Passes over the lines that start before byte `end`.
+    fn skip_to(&mut self, end: usize) {
+        while self.offset < end && self.next_line().is_some() {}
+    }
+
+    /// The end of the directive whose first line, without its line break, is `body`
+    /// at byte `start`: its continuation lines (after a line ending in `\`) are
+    /// passed over with it.
+    fn directive_end(&mut self, start: usize, body: &str) -> usize {
+        let mut end = start + body.len();
+        let mut cont = body.ends_with('\\');
+        while cont {
+            let Some((at, line)) = self.next_line() else {
+                break;
+            };
+            let b = line.trim_end_matches(['\n', '\r']);
+            end = at + b.len();
+            cont = b.ends_with('\\');
+        }
+        end
+    }
+}
+
+/// The byte ranges to hide (see the module doc): line by line, directives go to the
+/// open conditional groups, lines of hidden branches are hidden whole, and code lines
+/// to `Scan::code_line`. Directives outside function bodies and groups are left alone.
 pub fn mask_ranges(text: &str) -> Vec<ByteRange> {
-    let mut out = Vec::new();
-    let mut depth: i64 = 0;
-    let mut in_block_comment = false;
-    // The last significant character of code (not comment, not directive).
-    let mut last: u8 = b';';
-    let mut groups: Vec<Group> = Vec::new();
-    // Nesting of conditional groups inside a hidden branch.
-    let mut hidden_nesting = 0usize;
-    let mut offset = 0usize;
-    let mut lines = text.split_inclusive('\n').peekable();
-    while let Some(line) = lines.next() {
-        let start = offset;
-        offset += line.len();
+    let mut scan = Scan::new();
+    let mut conditionals = Conditionals::default();
+    let mut lines = LineCursor::new(text);
+    while let Some((start, line)) = lines.next_line() {
         let body = line.trim_end_matches(['\n', '\r']);
         let trimmed = body.trim_start();
-        let hiding = groups.iter().any(|g| !g.keeping);
-        if !in_block_comment && trimmed.starts_with('#') {
-            // The directive and its continuation lines.
-            let mut end = start + body.len();
-            let mut cont = body.ends_with('\\');
-            while cont {
-                match lines.next() {
-                    Some(l) => {
-                        let b = l.trim_end_matches(['\n', '\r']);
-                        end = offset + b.len();
-                        offset += l.len();
-                        cont = b.ends_with('\\');
-                    }
-                    None => break,
-                }
+        if !scan.in_block_comment && trimmed.starts_with('#') {
+            let end = lines.directive_end(start, body);
+            let in_body = scan.depth > 0 || !conditionals.groups.is_empty();
+            if in_body && conditionals.hides_directive(trimmed, scan.last) {
+                scan.out.push(start..end);
             }
-            let word: String = trimmed[1..]
-                .trim_start()
-                .chars()
-                .take_while(|c| c.is_ascii_alphabetic())
-                .collect();
-            if depth <= 0 && groups.is_empty() {
-                continue;
-            }
-            let cond = trimmed[1..].trim_start()[word.len()..].trim();
-            match word.as_str() {
-                "if" | "ifdef" | "ifndef" => {
-                    if hiding {
-                        hidden_nesting += 1;
-                    } else {
-                        let first = !(word == "if" && cond == "0");
-                        groups.push(Group {
-                            keeping: first,
-                            kept_one: first,
-                        });
-                    }
-                    out.push(start..end);
-                }
-                "elif" | "else" if hidden_nesting == 0 => {
-                    if let Some(g) = groups.last_mut() {
-                        g.keeping = !g.kept_one;
-                        g.kept_one = true;
-                    }
-                    out.push(start..end);
-                }
-                "endif" => {
-                    if hidden_nesting > 0 {
-                        hidden_nesting -= 1;
-                    } else {
-                        groups.pop();
-                    }
-                    out.push(start..end);
-                }
-                _ if hiding => out.push(start..end),
-                _ => {
-                    if !matches!(last, b';' | b'{' | b'}' | b':') {
-                        out.push(start..end);
-                    }
-                }
-            }
-            continue;
+        } else if conditionals.hiding() {
+            scan.out.push(start..start + body.len());
+        } else {
+            scan.code_line(text, &mut lines, start, body);
         }
-        if hiding {
-            out.push(start..start + body.len());
-            continue;
-        }
-        // `template class PiEstimator<float>;`: an explicit instantiation of a class
-        // template, which the grammar cannot read ("missing identifier"). At file scope
-        // or in a namespace (explicit instantiations stand nowhere else).
-        if !in_block_comment && matches!(last, b';' | b'}' | b'{') {
-            let words: Vec<&str> = trimmed.split_whitespace().take(3).collect();
-            let instantiation = matches!(
-                words.as_slice(),
-                ["template", "class" | "struct" | "union", ..]
-                    | ["extern", "template", "class" | "struct" | "union"]
-            );
-            if instantiation && body.trim_end().ends_with(';') {
-                out.push(start + (body.len() - trimmed.len())..start + body.trim_end().len());
-                continue;
-            }
-        }
-        if depth == 0 && !in_block_comment && matches!(last, b';' | b'}') {
-            let at = start + (body.len() - trimmed.len());
-            if let Some(end) = wrapping_macro_call(text, at) {
-                // `GGML_DEPRECATED(GGML_API T * f(...), "use g");`: hidden whole.
-                out.push(at..end);
-                while offset < end {
-                    match lines.next() {
-                        Some(l) => offset += l.len(),
-                        None => break,
-                    }
-                }
-                continue;
-            }
-            if let Some(close) = top_level_macro_call(text, start + (body.len() - trimmed.len())) {
-                // `LAUNCH(4, float, f32)` on its own, with no `;`: the grammar would read it
-                // and the items after it as one broken definition (hiding a kernel).
-                out.push(start + (body.len() - trimmed.len())..close + 1);
-                while offset <= close {
-                    match lines.next() {
-                        Some(l) => offset += l.len(),
-                        None => break,
-                    }
-                }
-                let rest_end = text[..offset].trim_end_matches(['\n', '\r']).len();
-                if close + 1 < rest_end {
-                    scan_code(
-                        &text[close + 1..rest_end],
-                        close + 1,
-                        &mut depth,
-                        &mut in_block_comment,
-                        &mut last,
-                        &mut out,
-                    );
-                }
-                continue;
-            }
-        }
-        if depth > 0 && !in_block_comment && matches!(last, b';' | b'{' | b'}' | b':') {
-            if let Some((a, b, bare)) = macro_statement(body) {
-                out.push(start + a..start + b);
-                if bare {
-                    // The macro stands for whole statements (`GGML_TENSOR_LOCALS`).
-                    last = b';';
-                }
-                scan_code(
-                    &body[b..],
-                    start + b,
-                    &mut depth,
-                    &mut in_block_comment,
-                    &mut last,
-                    &mut out,
-                );
-                continue;
-            }
-        }
-        scan_code(
-            body,
-            start,
-            &mut depth,
-            &mut in_block_comment,
-            &mut last,
-            &mut out,
-        );
     }
-    out
+    scan.out
 }
 
 /// A macro used as a statement in a way the grammar cannot read, as `(start, end, bare)`
@@ -722,9 +689,7 @@ fn top_level_macro_call(text: &str, at: usize) -> Option<usize> {
 /// The length of the C identifier at the start of `t` (0 if none).
 fn name_len(t: &str) -> usize {
     if t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
-        t.bytes()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == b'_')
-            .count()
+        t.bytes().take_while(|&c| is_name_byte(c)).count()
     } else {
         0
     }
@@ -761,10 +726,7 @@ fn caps_name(t: &str) -> (usize, &str) {
         .bytes()
         .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == b'_')
         .count();
-    let next_is_name = t[n..]
-        .bytes()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_');
+    let next_is_name = t[n..].bytes().next().is_some_and(is_name_byte);
     if n < 2
         || next_is_name
         || !t[..n].bytes().any(|c| c.is_ascii_uppercase())
@@ -844,149 +806,273 @@ const CALLING_CONVENTIONS: &[&str] = &[
     "__cdecl",
 ];
 
-/// Lexes one code line: braces, the last significant character, `__align__(...)`.
-fn scan_code(
-    line: &str,
-    base: usize,
-    depth: &mut i64,
-    in_block_comment: &mut bool,
-    last: &mut u8,
-    out: &mut Vec<ByteRange>,
-) {
-    let b = line.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if *in_block_comment {
-            if b[i] == b'*' && b.get(i + 1) == Some(&b'/') {
-                *in_block_comment = false;
-                i += 2;
-            } else {
-                i += 1;
-            }
-            continue;
+/// The state of the lexical scan over code lines, carried from line to line, and the
+/// ranges it hides.
+struct Scan {
+    /// Brace depth (0 at file scope).
+    depth: i64,
+    in_block_comment: bool,
+    /// The last significant character of code (not comment, not directive).
+    last: u8,
+    out: Vec<ByteRange>,
+}
+
+/// The last significant bytes after which `unsigned(` starts a functional cast: an
+/// expression may stand there.
+const BEFORE_EXPRESSION: &[u8] = b"(,=+-*/%?:<>&|![{";
+
+impl Scan {
+    /// The scan at the start of a text: at file scope, as after a statement.
+    fn new() -> Self {
+        Scan {
+            depth: 0,
+            in_block_comment: false,
+            last: b';',
+            out: Vec::new(),
         }
-        match b[i] {
-            b'/' if b.get(i + 1) == Some(&b'/') => return,
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                *in_block_comment = true;
-                i += 2;
+    }
+
+    /// One code line (`body`, without its line break, at byte `start` of `text`):
+    /// first the forms that hide a whole statement (an explicit class instantiation, a
+    /// file-scope macro call, a macro used as a statement), which only a line starting
+    /// outside a comment can begin; else the line is lexed.
+    fn code_line(&mut self, text: &str, lines: &mut LineCursor, start: usize, body: &str) {
+        if !self.in_block_comment {
+            let at = start + (body.len() - body.trim_start().len());
+            if self.class_instantiation(start, at, body)
+                || self.file_scope_macro(text, lines, at)
+                || self.statement_macro(start, body)
+            {
+                return;
+            }
+        }
+        self.code(body, start);
+    }
+
+    /// `template class PiEstimator<float>;`: an explicit instantiation of a class
+    /// template, which the grammar cannot read ("missing identifier"). At file scope
+    /// or in a namespace (explicit instantiations stand nowhere else), after a `;` or
+    /// a brace. Hidden from its first word (at byte `at`) to its `;`; whether it was.
+    fn class_instantiation(&mut self, start: usize, at: usize, body: &str) -> bool {
+        if !matches!(self.last, b';' | b'}' | b'{') {
+            return false;
+        }
+        let words: Vec<&str> = body.split_whitespace().take(3).collect();
+        let instantiation = matches!(
+            words.as_slice(),
+            ["template", "class" | "struct" | "union", ..]
+                | ["extern", "template", "class" | "struct" | "union"]
+        );
+        let hidden = instantiation && body.trim_end().ends_with(';');
+        if hidden {
+            self.out.push(at..start + body.trim_end().len());
+        }
+        hidden
+    }
+
+    /// A macro call starting a file-scope item at byte `at` (after a `;` or `}`):
+    /// `GGML_DEPRECATED(...)` wrapping a declaration ([`wrapping_macro_call`]), hidden
+    /// to its line's end, or `LAUNCH(4, float, f32)` with no `;`
+    /// ([`top_level_macro_call`]), which the grammar would read with the items after
+    /// it as one broken definition (hiding a kernel): hidden, the rest of its last line
+    /// lexed. The lines the call spans are passed over. Whether there was one.
+    fn file_scope_macro(&mut self, text: &str, lines: &mut LineCursor, at: usize) -> bool {
+        if self.depth != 0 || !matches!(self.last, b';' | b'}') {
+            return false;
+        }
+        if let Some(end) = wrapping_macro_call(text, at) {
+            self.out.push(at..end);
+            lines.skip_to(end);
+            return true;
+        }
+        let Some(close) = top_level_macro_call(text, at) else {
+            return false;
+        };
+        self.out.push(at..close + 1);
+        lines.skip_to(close + 1);
+        let rest_end = text[..lines.offset].trim_end_matches(['\n', '\r']).len();
+        if close + 1 < rest_end {
+            self.code(&text[close + 1..rest_end], close + 1);
+        }
+        true
+    }
+
+    /// A macro used as a statement inside a body, at the start of a statement
+    /// ([`macro_statement`]): hidden, the rest of the line lexed. A bare name stands
+    /// for whole statements, so a statement ends with it. Whether there was one.
+    fn statement_macro(&mut self, start: usize, body: &str) -> bool {
+        if self.depth <= 0 || !matches!(self.last, b';' | b'{' | b'}' | b':') {
+            return false;
+        }
+        let Some((a, b, bare)) = macro_statement(body) else {
+            return false;
+        };
+        self.out.push(start + a..start + b);
+        if bare {
+            // The macro stands for whole statements (`GGML_TENSOR_LOCALS`).
+            self.last = b';';
+        }
+        self.code(&body[b..], start + b);
+        true
+    }
+
+    /// Lexes one piece of a code line (`line`, at byte `base` of the text): comments,
+    /// literals, braces and the last significant character, and the tokens hidden
+    /// inside a line, each decided by [`Scan::token`].
+    fn code(&mut self, line: &str, base: usize) {
+        let b = line.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            if self.in_block_comment {
+                if b[i] == b'*' && b.get(i + 1) == Some(&b'/') {
+                    self.in_block_comment = false;
+                    i += 2;
+                } else {
+                    i += 1;
+                }
                 continue;
             }
-            q @ (b'"' | b'\'') => {
-                i += 1;
-                while i < b.len() && b[i] != q {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-                *last = q;
-                // `"%" PRId64 "\n"`: a macro between string literals (concatenation).
-                if q == b'"' && i < b.len() {
-                    let after = i + 1;
-                    let ws = line[after..].len() - line[after..].trim_start().len();
-                    // Any name will do here: between two literals only a macro fits.
-                    let t = &line[after + ws..];
-                    let n = name_len(t);
-                    let rest = &t[n..];
-                    if ws > 0 && n > 0 && rest.trim_start().starts_with('"') {
-                        out.push(base + after + ws..base + after + ws + n);
-                        i = after + ws + n;
-                        continue;
-                    }
-                }
+            match self.token(line, base, i) {
+                Some(next) => i = next,
+                None => return,
             }
-            // `const T * GGML_RESTRICT p`: a macro standing for a qualifier.
-            b'*' | b'&' => {
-                let after = i + 1;
-                let ws = line[after..].len() - line[after..].trim_start().len();
-                let (n, rest) = caps_name(&line[after + ws..]);
-                let rest_ws = rest.len() - rest.trim_start().len();
-                if n > 0
-                    && rest_ws > 0
-                    && rest
-                        .trim_start()
-                        .starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-                {
-                    out.push(base + after + ws..base + after + ws + n);
-                    *last = b[i];
-                    i = after + ws + n;
-                    continue;
-                }
-                *last = b[i];
+        }
+    }
+
+    /// The token at byte `i` of `line`, outside comments: where the scan goes on, or
+    /// None at a `//` comment (the rest of the line).
+    fn token(&mut self, line: &str, base: usize, i: usize) -> Option<usize> {
+        let b = line.as_bytes();
+        let next = match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => return None,
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                self.in_block_comment = true;
+                i + 2
             }
+            b'"' | b'\'' => self.literal(line, base, i),
+            b'*' | b'&' => self.qualifier_macro(line, base, i),
             b'{' => {
-                *depth += 1;
-                *last = b'{';
+                self.depth += 1;
+                self.last = b'{';
+                i + 1
             }
             b'}' => {
-                *depth -= 1;
-                *last = b'}';
+                self.depth -= 1;
+                self.last = b'}';
+                i + 1
             }
-            b'_' if HIDDEN_ATTRIBUTES.iter().any(|w| line[i..].starts_with(w)) => {
-                let word = HIDDEN_ATTRIBUTES
-                    .iter()
-                    .find(|w| line[i..].starts_with(*w))
-                    .expect("matched above");
-                let after = i + word.len();
-                let open = after + (line[after..].len() - line[after..].trim_start().len());
-                if let Some(j) = (b.get(open) == Some(&b'('))
-                    .then(|| close_paren(line, open))
-                    .flatten()
-                {
-                    out.push(base + i..base + j + 1);
-                    i = j + 1;
-                    continue;
+            b'_' if hidden_attribute(&line[i..]).is_some() => self.attribute(line, base, i),
+            c if (c.is_ascii_uppercase() || c == b'_') && starts_word(b, i) => {
+                self.caps_word(line, base, i)
+            }
+            b'u' if self.unsigned_cast(line, i) => {
+                // `unsigned(x)`, a functional cast the grammar cannot read: hidden, it
+                // leaves the parenthesized `(x)`.
+                self.out.push(base + i..base + i + "unsigned".len());
+                i + "unsigned".len()
+            }
+            c => {
+                if !c.is_ascii_whitespace() {
+                    self.last = c;
                 }
-                *last = b'_';
+                i + 1
             }
-            // `void CUDART_CB callback(...)`: a calling-convention macro (empty on Linux).
-            c if (c.is_ascii_uppercase() || c == b'_')
-                && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_')) =>
-            {
-                let n = b[i..]
-                    .iter()
-                    .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
-                    .count();
-                if CALLING_CONVENTIONS.contains(&&line[i..i + n]) {
-                    out.push(base + i..base + i + n);
-                } else {
-                    *last = b[i + n - 1];
-                }
-                i += n;
-                continue;
-            }
-            // `unsigned(x)`, a functional cast the grammar cannot read: hidden, it
-            // leaves the parenthesized `(x)`.
-            b'u' if line[i..].starts_with("unsigned")
-                && matches!(
-                    *last,
-                    b'(' | b','
-                        | b'='
-                        | b'+'
-                        | b'-'
-                        | b'*'
-                        | b'/'
-                        | b'%'
-                        | b'?'
-                        | b':'
-                        | b'<'
-                        | b'>'
-                        | b'&'
-                        | b'|'
-                        | b'!'
-                        | b'['
-                        | b'{'
-                )
-                && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_'))
-                && line[i + "unsigned".len()..].trim_start().starts_with('(') =>
-            {
-                out.push(base + i..base + i + "unsigned".len());
-                i += "unsigned".len();
-                continue;
-            }
-            c if !c.is_ascii_whitespace() => *last = c,
-            _ => {}
-        }
-        i += 1;
+        };
+        Some(next)
     }
+
+    /// The string or character literal opening at byte `i` (the line's end closes it
+    /// if its quote does not), which becomes the last significant character. After a
+    /// string literal, a name and another string literal (`"%" PRId64 "\n"`,
+    /// concatenation): the name is hidden, as only a macro fits there. Where the scan
+    /// goes on.
+    fn literal(&mut self, line: &str, base: usize, i: usize) -> usize {
+        let b = line.as_bytes();
+        let q = b[i];
+        let mut j = i + 1;
+        while j < b.len() && b[j] != q {
+            j += if b[j] == b'\\' { 2 } else { 1 };
+        }
+        self.last = q;
+        if q == b'"' && j < b.len() {
+            let after = j + 1;
+            let ws = line[after..].len() - line[after..].trim_start().len();
+            // Any name will do here: between two literals only a macro fits.
+            let t = &line[after + ws..];
+            let n = name_len(t);
+            if ws > 0 && n > 0 && t[n..].trim_start().starts_with('"') {
+                self.out.push(base + after + ws..base + after + ws + n);
+                return after + ws + n;
+            }
+        }
+        j + 1
+    }
+
+    /// `const T * GGML_RESTRICT p`: after the `*` or `&` at byte `i`, an all-caps
+    /// macro standing for a qualifier, followed by a name: hidden. The `*` or `&` is
+    /// the last significant character either way. Where the scan goes on.
+    fn qualifier_macro(&mut self, line: &str, base: usize, i: usize) -> usize {
+        self.last = line.as_bytes()[i];
+        let after = i + 1;
+        let ws = line[after..].len() - line[after..].trim_start().len();
+        let (n, rest) = caps_name(&line[after + ws..]);
+        let rest_ws = rest.len() - rest.trim_start().len();
+        let name_follows = rest
+            .trim_start()
+            .starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
+        if n > 0 && rest_ws > 0 && name_follows {
+            self.out.push(base + after + ws..base + after + ws + n);
+            return after + ws + n;
+        }
+        i + 1
+    }
+
+    /// A [`HIDDEN_ATTRIBUTES`] word at byte `i`: with its parenthesized arguments on
+    /// this line, hidden whole; else its `_` is the last significant character. Where
+    /// the scan goes on.
+    fn attribute(&mut self, line: &str, base: usize, i: usize) -> usize {
+        let word = hidden_attribute(&line[i..]).expect("an attribute at i");
+        let after = i + word.len();
+        let open = after + (line[after..].len() - line[after..].trim_start().len());
+        if line.as_bytes().get(open) == Some(&b'(') {
+            if let Some(j) = close_paren(line, open) {
+                self.out.push(base + i..base + j + 1);
+                return j + 1;
+            }
+        }
+        self.last = b'_';
+        i + 1
+    }
+
+    /// The word starting at byte `i` with a capital or `_`: hidden if it is one of the
+    /// [`CALLING_CONVENTIONS`] (`void CUDART_CB callback(...)`, empty on Linux), else
+    /// its last byte is the last significant character. The byte after it.
+    fn caps_word(&mut self, line: &str, base: usize, i: usize) -> usize {
+        let n = line.as_bytes()[i..]
+            .iter()
+            .take_while(|&&c| is_name_byte(c))
+            .count();
+        if CALLING_CONVENTIONS.contains(&&line[i..i + n]) {
+            self.out.push(base + i..base + i + n);
+        } else {
+            self.last = line.as_bytes()[i + n - 1];
+        }
+        i + n
+    }
+
+    /// Whether the word `unsigned` at byte `i` is a functional cast (`unsigned(x)`):
+    /// a whole word, where an expression may stand, followed by `(`.
+    fn unsigned_cast(&self, line: &str, i: usize) -> bool {
+        line[i..].starts_with("unsigned")
+            && BEFORE_EXPRESSION.contains(&self.last)
+            && starts_word(line.as_bytes(), i)
+            && line[i + "unsigned".len()..].trim_start().starts_with('(')
+    }
+}
+
+/// The [`HIDDEN_ATTRIBUTES`] word that `t` starts with, if any.
+fn hidden_attribute(t: &str) -> Option<&'static str> {
+    HIDDEN_ATTRIBUTES.iter().copied().find(|w| t.starts_with(w))
 }
 
 #[cfg(test)]

@@ -91,6 +91,13 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case {
+        file: SUMS,
+        kernel: "tree_tid",
+        id: "block_reduce",
+        want: 3,
+        sizes: ("n = 1 << 20, 999", "n = 3000, 999"),
+    },
+    Case {
         file: "tests/fixtures/rewrites/cuda/half2.cu",
         kernel: "swish_half2",
         id: "vectorize",

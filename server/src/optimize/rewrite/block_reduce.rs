@@ -34,7 +34,9 @@ use std::collections::BTreeMap;
 use tree_sitter::Node;
 
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
-use super::elementwise::{bound_text, one_d_grid, pointer_params, without_int_casts};
+use super::elementwise::{
+    bound_text, one_d_grid, pointer_params, thread_field_aliases, without_int_casts, words_replaced,
+};
 use super::params::Params;
 use super::spec_expr::words;
 use super::tree::{
@@ -355,29 +357,42 @@ fn match_shape<'t>(cx: &RewriteContext<'t>, body: Node<'t>) -> Result<Shape<'t>,
 }
 
 /// The index declaration `T i = <init with blockIdx.x and threadIdx.x>;` among the body's
-/// statements: (its position, the declaration, `T`, `i`, the initializer).
+/// statements: (its position, the declaration, `T`, `i`, the initializer). Names declared
+/// before it for a thread or block position (`int tid = threadIdx.x;`) count as what
+/// they hold, and the initializer comes back with them written out.
 fn index_declaration<'t>(
     src: &str,
     stmts: &[Node<'t>],
 ) -> Result<(usize, Node<'t>, String, String, String), String> {
-    stmts
-        .iter()
-        .enumerate()
-        .find_map(|(p, s)| {
-            if s.kind() != "declaration" {
-                return None;
-            }
-            let ty = text(src, s.child_by_field_name("type")?).to_string();
-            let d = s.child_by_field_name("declarator")?;
-            if d.kind() != "init_declarator" {
-                return None;
-            }
-            let name = text(src, d.child_by_field_name("declarator")?).to_string();
-            let value = text(src, d.child_by_field_name("value")?).to_string();
-            (value.contains("blockIdx.x") && value.contains("threadIdx.x"))
-                .then_some((p, *s, ty, name, value))
-        })
-        .ok_or_else(|| "no index `int i = blockIdx.x * blockDim.x + threadIdx.x;`".to_string())
+    let mut aliases = BTreeMap::new();
+    for (p, s) in stmts.iter().enumerate() {
+        if s.kind() != "declaration" {
+            continue;
+        }
+        if let Some(found) = thread_field_aliases(src, *s, &aliases) {
+            aliases.extend(found);
+            continue;
+        }
+        let Some((ty, d)) = s
+            .child_by_field_name("type")
+            .zip(s.child_by_field_name("declarator"))
+            .filter(|(_, d)| d.kind() == "init_declarator")
+        else {
+            continue;
+        };
+        let (Some(name), Some(value)) = (
+            d.child_by_field_name("declarator"),
+            d.child_by_field_name("value"),
+        ) else {
+            continue;
+        };
+        let value = words_replaced(text(src, value), &aliases);
+        if value.contains("blockIdx.x") && value.contains("threadIdx.x") {
+            let (ty, name) = (text(src, ty).to_string(), text(src, name).to_string());
+            return Ok((p, *s, ty, name, value));
+        }
+    }
+    Err("no index `int i = blockIdx.x * blockDim.x + threadIdx.x;`".to_string())
 }
 
 /// The text of `B` in the body's first comparison `index < B` (or `index >= B`,

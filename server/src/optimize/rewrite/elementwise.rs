@@ -179,7 +179,7 @@ pub(super) fn guarded_body<'t>(
 /// `int tid = threadIdx.x;` (or `blockIdx.x`, `blockDim.x`, or a `known` alias of one;
 /// several in one declaration too): each (name, field), or None unless every declarator
 /// is one.
-fn thread_field_aliases(
+pub(super) fn thread_field_aliases(
     src: &str,
     decl: Node<'_>,
     known: &BTreeMap<String, String>,

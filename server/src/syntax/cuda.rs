@@ -675,8 +675,16 @@ fn normalize_space(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// The element type a pointer type's text points to, normalised as
+/// [`normalize_type`] (`const float4*` -> `float4`); None unless it is one pointer level.
+pub(crate) fn pointee_type(ty: &str) -> Option<String> {
+    let base = ty.trim().strip_suffix('*')?.trim_end();
+    let base = base.strip_suffix("__restrict__").unwrap_or(base).trim_end();
+    (!base.ends_with('*')).then(|| normalize_type(base))
+}
+
 /// A type's text without qualifiers, whitespace normalised to single spaces.
-fn normalize_type(s: &str) -> String {
+pub(crate) fn normalize_type(s: &str) -> String {
     const QUALIFIERS: [&str; 5] = [
         "const",
         "volatile",

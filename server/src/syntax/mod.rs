@@ -14,6 +14,7 @@
 
 pub mod branches;
 mod cuda;
+pub(crate) use cuda::{normalize_type, pointee_type};
 mod errors;
 pub mod header_items;
 pub mod mask;

@@ -236,7 +236,7 @@ pub(super) fn cast_site<'t>(src: &str, n: Node<'t>) -> (Node<'t>, Option<String>
             }
             _ => return None,
         };
-        let ty = ty.trim().strip_suffix('*')?.trim_end().to_string();
+        let ty = crate::syntax::pointee_type(&ty)?;
         let site = cast.parent()?;
         let deref = site.kind() == "pointer_expression"
             && site
@@ -244,11 +244,6 @@ pub(super) fn cast_site<'t>(src: &str, n: Node<'t>) -> (Node<'t>, Option<String>
                 .is_some_and(|o| node_text(src, o) == "*");
         let subscript = site.kind() == "subscript_expression"
             && site.child_by_field_name("argument") == Some(cast);
-        let ty = ty
-            .split_whitespace()
-            .filter(|w| !matches!(*w, "const" | "volatile"))
-            .collect::<Vec<_>>()
-            .join(" ");
         (deref || subscript).then_some((site, ty))
     })();
     match found {

@@ -26,11 +26,13 @@ use tree_sitter::Node;
 
 use super::check::{current_plan, finish as finish_drafts, not_applicable, Draft, R};
 use super::edits::{Edit, Edits};
+use super::elementwise::pointer_params;
 use super::tree::text;
 use super::unit::{finish, named_children};
 use super::RewriteContext;
 use crate::optimize::facts::{static_facts, Access};
-use crate::syntax::{Lang, ParamKind};
+use crate::syntax::Lang;
+use crate::syntax::{normalize_type, pointee_type};
 
 const ID: &str = "stream_loads";
 
@@ -217,11 +219,9 @@ fn element_type(cx: &RewriteContext<'_>, n: Node<'_>, depth: usize) -> Option<St
         "parenthesized_expression" => element_type(cx, *named_children(n).first()?, depth + 1),
         "identifier" => {
             let name = text(cx.text, n);
-            match cx.kernel.params.iter().find(|p| p.name == name) {
-                Some(p) => match &p.kind {
-                    ParamKind::Pointer { pointee, .. } => Some(pointee.clone()),
-                    _ => None,
-                },
+            match pointer_params(cx).remove(name) {
+                Some(pointee) => Some(pointee),
+                None if cx.kernel.params.iter().any(|p| p.name == name) => None,
                 None => local_pointee(cx, name),
             }
         }
@@ -230,32 +230,15 @@ fn element_type(cx: &RewriteContext<'_>, n: Node<'_>, depth: usize) -> Option<St
             let r = n.child_by_field_name("right")?;
             element_type(cx, l, depth + 1).or_else(|| element_type(cx, r, depth + 1))
         }
-        "cast_expression" => pointee_of(text(cx.text, n.child_by_field_name("type")?)),
+        "cast_expression" => pointee_type(text(cx.text, n.child_by_field_name("type")?)),
         "call_expression" => {
             // `reinterpret_cast<const float4*>(x)`: the type between the angle brackets.
             let f = text(cx.text, n.child_by_field_name("function")?);
             let inner = f.split_once('<')?.1.strip_suffix('>')?;
-            f.contains("_cast").then(|| pointee_of(inner))?
+            f.contains("_cast").then(|| pointee_type(inner))?
         }
         _ => None,
     }
-}
-
-/// `const float4*` -> `float4`; None unless it is a pointer to one level.
-fn pointee_of(ty: &str) -> Option<String> {
-    let t = ty.trim();
-    let base = t.strip_suffix('*')?.trim_end();
-    if base.ends_with('*') {
-        return None;
-    }
-    Some(normal_type(base))
-}
-
-fn normal_type(ty: &str) -> String {
-    ty.split_whitespace()
-        .filter(|w| !matches!(*w, "const" | "volatile" | "__restrict__" | "__restrict"))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// The pointee of a local pointer `name` declared in the kernel (`const float* row =
@@ -280,7 +263,7 @@ fn local_pointee(cx: &RewriteContext<'_>, name: &str) -> Option<String> {
                     .child_by_field_name("declarator")
                     .is_some_and(|i| i.kind() == "identifier" && text(cx.text, i) == name);
                 if d.kind() == "pointer_declarator" && named {
-                    found.push(normal_type(ty.unwrap_or("")));
+                    found.push(normalize_type(ty.unwrap_or("")));
                 }
             }
         }

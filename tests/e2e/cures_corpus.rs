@@ -3,7 +3,8 @@
 //! skeleton the editor would insert, must get an answer from each cure: candidates that
 //! still parse and plan, or a refusal with a reason. Prints how many each cure took. The
 //! first `interleave` candidates (a code rewrite of loops in any style) and every
-//! `vectorize_groups` candidate must also compile with NVRTC wherever the original does.
+//! `vectorize_groups` and `stream_loads` candidate must also compile with NVRTC wherever
+//! the original does.
 
 use kernel_lsp::document::Document;
 use kernel_lsp::optimize::rewrite::{self, RewriteContext, RewriteError};
@@ -16,6 +17,7 @@ const CURES: &[&str] = &[
     "block_reduce",
     "interleave",
     "vectorize_groups",
+    "stream_loads",
 ];
 
 /// How many kernels' `interleave` candidates are compiled with NVRTC, from files under
@@ -112,8 +114,10 @@ fn analysis_cures_answer_every_corpus_kernel_with_a_skeleton_spec() {
                             compiles_like_the_original(&with, &c[0].text, &k.name);
                             compiled += 1;
                         }
-                        // Few kernels take it: every candidate compiles.
-                        if *id == "vectorize_groups" && with.len() < SMALL {
+                        // Few kernels take these: every candidate compiles.
+                        if matches!(id.as_str(), "vectorize_groups" | "stream_loads")
+                            && with.len() < SMALL
+                        {
                             for cand in &c {
                                 compiles_like_the_original(&with, &cand.text, &k.name);
                             }

@@ -19,7 +19,6 @@ const LIMIT: usize = 150;
 /// when it fits.
 #[rustfmt::skip]
 const ALLOWED: &[(&str, &str, usize)] = &[
-    ("worker/cuda/time.rs", "time", 236),
     ("cli/optimize.rs", "run_inner", 183),
     ("optimize/facts/mod.rs", "holds", 172),
     ("optimize/rewrite/cooperative_rows.rs", "cooperative_rows", 170),

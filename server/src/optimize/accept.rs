@@ -4,7 +4,8 @@
 //! primary worker, checking drift from the run's start) and feeds the answers back.
 //!
 //! The rule: a candidate's [`gain`] is its speedup over the current version timed beside
-//! it on the same device, and it is faster when that beats the measured noise. Among
+//! it on the same device, and it is faster when that beats the noise: the uncertainty of
+//! the two medians ([`noise`]), never less than 2%. Among
 //! candidates within the noise of the fastest, the first in the step's order wins
 //! ([`pick`]). With several workers each worker's best that is faster on its own device
 //! is a contender; when the best was timed off the primary, or a contender timed
@@ -18,9 +19,13 @@ use crate::worker::protocol::Timing;
 pub struct Gain {
     /// base median / candidate median.
     pub speedup: f64,
-    /// The larger of 2% and either timing's spread ((p90 - p10) / median).
+    /// How far the speedup may be from 1 by chance alone ([`noise`]).
     pub noise: f64,
 }
+
+/// The least noise a speedup must beat, however tight the timings: what two timings
+/// of the same kernel may differ by in one run.
+pub const NOISE_FLOOR: f64 = 0.02;
 
 impl Gain {
     /// The acceptance rule: faster by more than the measured noise.
@@ -34,7 +39,26 @@ impl Gain {
 pub fn gain(base: &Timing, candidate: &Timing) -> Gain {
     Gain {
         speedup: base.median_ms / candidate.median_ms.max(1e-12),
-        noise: 0.02f64.max(base.spread()).max(candidate.spread()),
+        noise: noise(base, candidate),
+    }
+}
+
+/// The noise of a ratio of two medians: their relative uncertainties ([`uncertainty`])
+/// added in quadrature, at least [`NOISE_FLOOR`]. The spread of single launches is not
+/// the noise: over hundreds of interleaved launches a kernel whose launches spread by
+/// 8% has a median known to a fraction of a percent, and a steady 3% gain is real.
+pub fn noise(base: &Timing, candidate: &Timing) -> f64 {
+    NOISE_FLOOR.max(uncertainty(base).hypot(uncertainty(candidate)))
+}
+
+/// The relative half-width of a timing's 99% interval for its median. A timing without
+/// one (an older worker) estimates it from its p10-p90 spread as for normal samples:
+/// σ = spread / 2.563, the median's standard error 1.2533 σ / √reps, times 2.576.
+pub fn uncertainty(t: &Timing) -> f64 {
+    let median = t.median_ms.max(1e-12);
+    match t.median_interval_ms {
+        Some([lo, hi]) => ((hi - lo) / 2.0 / median).max(0.0),
+        None => 2.576 * 1.2533 * t.spread() / 2.563 / f64::from(t.reps.max(1)).sqrt(),
     }
 }
 
@@ -302,6 +326,7 @@ pub(super) mod testing {
             min_ms: p10,
             p10_ms: p10,
             p90_ms: p90,
+            median_interval_ms: None,
             reps: 20,
             gbps: 0.0,
             frac_copy: None,
@@ -375,20 +400,54 @@ mod tests {
         assert!(p.measured.faster());
     }
 
+    /// A timing of `ms` whose median's 99% interval is ±`half` of it.
+    fn known_to(ms: f64, half: f64, launch_spread: f64) -> Timing {
+        let mut t = spread(ms, launch_spread);
+        t.median_interval_ms = Some([ms * (1.0 - half), ms * (1.0 + half)]);
+        t
+    }
+
     #[test]
-    fn the_noise_threshold_is_two_percent_or_the_measured_spread() {
+    fn the_noise_threshold_is_two_percent_or_the_medians_uncertainty() {
         // Tight timings: the 2% floor decides.
         let slow = [primary("a", 1.0 / 1.019)];
         let d = decide(&slow, &plan(&slow, true).unwrap(), Retimed::NotAsked, "");
         assert!(!d.faster(), "1.9% is noise");
         let fast = [primary("a", 1.0 / 1.021)];
         assert!(plan(&fast, true).unwrap().measured.faster(), "2.1% is not");
-        // A wide spread on either timing raises the bar.
+        // Launches that spread by 8% over hundreds of rounds: the medians are known to
+        // ±0.3%, and a steady 3% gain is a gain.
+        let g = gain(&known_to(1.0, 0.003, 0.04), &known_to(0.97, 0.003, 0.04));
+        assert_eq!(g.noise, NOISE_FLOOR);
+        assert!(g.faster(), "3% with medians known to 0.3%");
+        // Medians known only to ±3% and ±4%: 5% in quadrature, and 4% is not enough.
+        let (base, loose) = (known_to(1.0, 0.03, 0.1), known_to(0.96, 0.04, 0.1));
+        let g = gain(&base, &loose);
+        assert!(close(g.noise, 0.05));
+        assert!(!g.faster(), "1.04x within 5% noise");
+        assert!(
+            gain(&base, &known_to(0.9, 0.04, 0.1)).faster(),
+            "1.11x beats it"
+        );
+        // Without an interval (an older worker) the spread and the reps estimate it:
+        // 20 launches spread by ±15% give the median about ±8.5%, ±12% for the ratio.
         let mut noisy = primary("a", 0.8);
         noisy.base = spread(1.0, 0.15);
+        noisy.timing = spread(0.8, 0.15);
         let p = plan(&[noisy], true).unwrap();
-        assert!(close(p.measured.noise, 0.3));
-        assert!(!p.measured.faster(), "1.25x within 30% noise");
+        assert!(
+            (p.measured.noise - 0.1195).abs() < 1e-3,
+            "{}",
+            p.measured.noise
+        );
+        assert!(p.measured.faster(), "1.25x beats 12% noise");
+        let mut noisier = primary("a", 0.9);
+        noisier.base = spread(1.0, 0.15);
+        noisier.timing = spread(0.9, 0.15);
+        assert!(
+            !plan(&[noisier], true).unwrap().measured.faster(),
+            "1.11x does not"
+        );
     }
 
     #[test]
@@ -465,9 +524,10 @@ mod tests {
     #[test]
     fn when_no_re_timed_contender_is_faster_the_primarys_own_timings_give_the_speedup() {
         // `a` was timed late after its worker was lost (it counts as the primary's) at
-        // 1.04x with a 5% spread; `b` (primary) and `c` (worker 2) are the contenders.
+        // 1.04x with its median known to ±5%; `b` (primary) and `c` (worker 2) are the
+        // contenders.
         let mut a = on("a", 1.0 / 1.04, None);
-        a.timing = spread(1.0 / 1.04, 0.025);
+        a.timing = known_to(1.0 / 1.04, 0.05, 0.1);
         let timed = [a, primary("b", 1.0 / 1.1), on("c", 1.0 / 1.5, Some(1))];
         let p = plan(&timed, true).unwrap();
         assert_eq!(p.contenders.iter().map(|c| c.0).collect::<Vec<_>>(), [1, 2]);

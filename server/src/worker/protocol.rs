@@ -473,6 +473,10 @@ pub struct Timing {
     /// 10th and 90th percentiles; (p90 - p10) / median is the spread.
     pub p10_ms: f64,
     pub p90_ms: f64,
+    /// The 99% confidence interval of the median (order statistics; no assumption
+    /// about the samples' distribution). Absent from workers older than this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median_interval_ms: Option<[f64; 2]>,
     pub reps: u32,
     /// Case 0's bytes / median time.
     pub gbps: f64,

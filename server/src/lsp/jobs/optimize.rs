@@ -320,6 +320,7 @@ fn winner_timing(name: &str, ms: f64) -> Timing {
         min_ms: ms,
         p10_ms: ms,
         p90_ms: ms,
+        median_interval_ms: None,
         reps: 0,
         gbps: 0.0,
         frac_copy: None,

@@ -145,6 +145,7 @@ mod hint_tests {
                 min_ms: 0.05,
                 p10_ms: 0.05,
                 p90_ms: 0.06,
+                median_interval_ms: None,
                 reps: 100,
                 gbps: 1.0,
                 frac_copy: None,

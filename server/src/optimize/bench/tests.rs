@@ -155,6 +155,7 @@ pub(super) fn timing(label: &str, ms: f64) -> Timing {
         min_ms: ms,
         p10_ms: ms,
         p90_ms: ms,
+        median_interval_ms: None,
         reps: 10,
         gbps: 1.0,
         frac_copy: None,

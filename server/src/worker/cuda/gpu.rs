@@ -435,7 +435,7 @@ impl Gpu {
             Ok(times)
         };
         let times = run().map_err(|e| e.to_string())?;
-        let (median, ..) = super::limits::summarize(&times);
+        let median = super::limits::summarize(&times).median;
         if median.is_finite() && median > 0.0 {
             Ok(2.0 * bytes as f64 / (median * 1e-3) / 1e9)
         } else {

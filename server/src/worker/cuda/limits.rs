@@ -104,6 +104,21 @@ pub fn check_launch(
     })
 }
 
+/// The 99% confidence interval of the median of `sorted` samples, free of any
+/// assumption about their distribution: the order statistics at ranks
+/// n/2 ∓ 2.576·√n/2 (a binomial's normal approximation), clamped to the samples. With
+/// one sample or none there is no interval.
+pub fn median_interval(sorted: &[f64]) -> Option<[f64; 2]> {
+    let n = sorted.len();
+    if n < 2 {
+        return None;
+    }
+    let half = 2.576 * (n as f64).sqrt() / 2.0;
+    let lo = ((n as f64 / 2.0 - half).floor().max(1.0) as usize).min(n) - 1;
+    let hi = ((n as f64 / 2.0 + half).ceil() as usize).clamp(1, n) - 1;
+    Some([sorted[lo], sorted[hi]])
+}
+
 /// Sorted-sample percentile with linear interpolation between ranks; `q` in [0, 1].
 pub fn percentile(sorted: &[f64], q: f64) -> f64 {
     match sorted.len() {
@@ -119,15 +134,25 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
 }
 
 /// (median, min, p10, p90) of `samples` in milliseconds.
-pub fn summarize(samples: &[f64]) -> (f64, f64, f64, f64) {
+pub fn summarize(samples: &[f64]) -> Summary {
     let mut s: Vec<f64> = samples.iter().copied().filter(|x| x.is_finite()).collect();
     s.sort_by(f64::total_cmp);
-    (
-        percentile(&s, 0.5),
-        s.first().copied().unwrap_or(f64::NAN),
-        percentile(&s, 0.1),
-        percentile(&s, 0.9),
-    )
+    Summary {
+        median: percentile(&s, 0.5),
+        min: s.first().copied().unwrap_or(f64::NAN),
+        p10: percentile(&s, 0.1),
+        p90: percentile(&s, 0.9),
+        median_interval: median_interval(&s),
+    }
+}
+
+/// What a timing reports of its samples.
+pub struct Summary {
+    pub median: f64,
+    pub min: f64,
+    pub p10: f64,
+    pub p90: f64,
+    pub median_interval: Option<[f64; 2]>,
 }
 
 #[cfg(test)]
@@ -227,10 +252,24 @@ mod tests {
 
     #[test]
     fn percentiles_interpolate() {
-        let (med, min, p10, p90) = summarize(&[5.0, 1.0, 3.0, 2.0, 4.0]);
-        assert_eq!((med, min), (3.0, 1.0));
-        assert!((p10 - 1.4).abs() < 1e-12 && (p90 - 4.6).abs() < 1e-12);
-        assert_eq!(summarize(&[2.0]).0, 2.0);
-        assert!(summarize(&[]).0.is_nan());
+        let s = summarize(&[5.0, 1.0, 3.0, 2.0, 4.0]);
+        assert_eq!((s.median, s.min), (3.0, 1.0));
+        assert!((s.p10 - 1.4).abs() < 1e-12 && (s.p90 - 4.6).abs() < 1e-12);
+        assert_eq!(summarize(&[2.0]).median, 2.0);
+        assert!(summarize(&[]).median.is_nan());
+    }
+
+    #[test]
+    fn the_median_interval_narrows_with_more_samples() {
+        // Five samples: the interval is every sample.
+        assert_eq!(
+            summarize(&[5.0, 1.0, 3.0, 2.0, 4.0]).median_interval,
+            Some([1.0, 5.0])
+        );
+        assert_eq!(summarize(&[2.0]).median_interval, None);
+        // 1000 evenly spread samples 0..999: ranks 459 and 541 (1-based), about ±4% of the range.
+        let many: Vec<f64> = (0..1000).rev().map(f64::from).collect();
+        let [lo, hi] = summarize(&many).median_interval.expect("1000 samples");
+        assert_eq!((lo, hi), (458.0, 540.0));
     }
 }

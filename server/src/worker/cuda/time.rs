@@ -16,7 +16,9 @@ use super::gpu::{
     alloc_buffers, buffer_args, case_device_bytes, err, kernel_args, Gpu, Guarded, Kernel,
 };
 use super::limits::{summarize, LaunchPlan};
-use crate::worker::protocol::{ErrorKind, TimeReport, TimeSettings, Timing, Version, WorkerError};
+use crate::worker::protocol::{
+    Ceilings, ErrorKind, TimeReport, TimeSettings, Timing, Version, WorkerError,
+};
 
 /// Hard stops so a host loop never runs away, whatever the settings say.
 const MAX_REPS: usize = 100_000;
@@ -88,34 +90,7 @@ pub fn time(
         });
     }
 
-    let fault = |gpu: &mut Gpu, e: CuError, v: &Version, k: &Kernel| {
-        let mut w = gpu.fault(e, &format!("`{}` ({}) while timing", v.label, k.display));
-        if e.is_sticky() {
-            w.message = format!(
-                "{} at launch of `{}` while timing `{}` ({}); the CUDA context is lost and the worker restarts",
-                e.describe(),
-                k.display,
-                v.label,
-                e.name()
-            );
-        }
-        w
-    };
-
-    // Warm-up: caches, clocks, lazy module loading.
-    for (v, p) in versions.iter().zip(prepared.iter_mut()) {
-        progress(&format!("warming up {}", v.label));
-        let start = Instant::now();
-        let budget = Duration::from_secs_f64(settings.warmup_ms.max(0.0) / 1e3);
-        for n in 0.. {
-            if let Err(e) = gpu.launch_sync(&p.kernel, &p.plan, &mut p.args) {
-                return Err(fault(gpu, e, v, &p.kernel));
-            }
-            if start.elapsed() >= budget || n + 1 >= MAX_WARMUP_LAUNCHES {
-                break;
-            }
-        }
-    }
+    warm_up(gpu, versions, &mut prepared, settings, progress)?;
 
     progress("timing");
     let n = versions.len();
@@ -180,88 +155,147 @@ pub fn time(
         }
     }
 
-    // Energy: NVML's board counter around a burst of back-to-back launches of each
-    // version (no flushes: they would be counted too), long enough for the counter to
-    // move several times.
-    let mut energy: Vec<Option<f64>> = vec![None; n];
-    if settings.energy {
-        let nvml = gpu
-            .ctx
-            .pci_bus_id()
-            .map_err(|e| e.name())
-            .and_then(|id| super::nvml::Nvml::open(&id));
-        match nvml {
-            Err(why) => progress(&format!("no energy figure: {why}")),
-            Ok(nvml) => {
-                for (i, (v, p)) in versions.iter().zip(prepared.iter_mut()).enumerate() {
-                    progress(&format!("measuring the energy of {}", v.label));
-                    let burst = Duration::from_millis(300);
-                    let before = nvml.millijoules();
-                    let t = Instant::now();
-                    let mut calls = 0u64;
-                    while t.elapsed() < burst && calls < 1_000_000 {
-                        for _ in 0..8 {
-                            if let Err(e) = driver::launch(
-                                p.kernel.func,
-                                p.plan.grid,
-                                p.plan.block,
-                                p.plan.smem,
-                                stream,
-                                &mut p.args,
-                            ) {
-                                return Err(fault(gpu, e, v, &p.kernel));
-                            }
-                        }
-                        calls += 8;
-                        if let Err(e) = gpu.ctx.sync() {
-                            return Err(fault(gpu, e, v, &p.kernel));
-                        }
-                    }
-                    if let (Ok(b), Ok(a)) = (before, nvml.millijoules()) {
-                        energy[i] = super::nvml::joules_per_call(b, a, calls);
-                    }
-                }
-            }
-        }
-    }
+    let energy = if settings.energy {
+        measure_energy(gpu, versions, &mut prepared, progress)?
+    } else {
+        vec![None; n]
+    };
 
     let timings = versions
         .iter()
         .zip(&samples)
         .zip(energy)
-        .map(|((v, s), energy_j)| {
-            let (median, min, p10, p90) = summarize(s);
-            let c0 = &v.plan.cases[0];
-            let secs = median * 1e-3;
-            let gbps = if secs > 0.0 {
-                c0.bytes / secs / 1e9
-            } else {
-                0.0
-            };
-            let tflops = c0.flops.filter(|_| secs > 0.0).map(|f| f / secs / 1e12);
-            Timing {
-                label: v.label.clone(),
-                median_ms: median,
-                min_ms: min,
-                p10_ms: p10,
-                p90_ms: p90,
-                reps: s.len() as u32,
-                gbps,
-                frac_copy: ceilings
-                    .as_ref()
-                    .filter(|c| c.copy_gbps > 0.0)
-                    .map(|c| gbps / c.copy_gbps),
-                tflops,
-                frac_fma: match (tflops, ceilings.as_ref()) {
-                    (Some(t), Some(c)) if c.fma_tflops > 0.0 => Some(t / c.fma_tflops),
-                    _ => None,
-                },
-                energy_j,
-            }
-        })
+        .map(|((v, s), energy_j)| timing_of(v, s, energy_j, ceilings.as_ref()))
         .collect();
     Ok(TimeReport {
         timings,
         interpreter: false,
     })
+}
+
+/// A launch error while timing `v`, with the worker restart said when the context is lost.
+fn fault(gpu: &mut Gpu, e: CuError, v: &Version, k: &Kernel) -> WorkerError {
+    let mut w = gpu.fault(e, &format!("`{}` ({}) while timing", v.label, k.display));
+    if e.is_sticky() {
+        w.message = format!(
+            "{} at launch of `{}` while timing `{}` ({}); the CUDA context is lost and the worker restarts",
+            e.describe(),
+            k.display,
+            v.label,
+            e.name()
+        );
+    }
+    w
+}
+
+/// Joules per call of each version: NVML's board counter around a burst of back-to-back
+/// launches (no flushes: they would be counted too), long enough for the counter to move
+/// several times. `None` for a version, or all, when NVML cannot say.
+fn measure_energy(
+    gpu: &mut Gpu,
+    versions: &[Version],
+    prepared: &mut [Prepared],
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<Option<f64>>, WorkerError> {
+    let mut energy: Vec<Option<f64>> = vec![None; versions.len()];
+    let nvml = gpu
+        .ctx
+        .pci_bus_id()
+        .map_err(|e| e.name())
+        .and_then(|id| super::nvml::Nvml::open(&id));
+    let nvml = match nvml {
+        Ok(nvml) => nvml,
+        Err(why) => {
+            progress(&format!("no energy figure: {why}"));
+            return Ok(energy);
+        }
+    };
+    let stream = gpu.ctx.stream;
+    for (i, (v, p)) in versions.iter().zip(prepared.iter_mut()).enumerate() {
+        progress(&format!("measuring the energy of {}", v.label));
+        let burst = Duration::from_millis(300);
+        let before = nvml.millijoules();
+        let t = Instant::now();
+        let mut calls = 0u64;
+        while t.elapsed() < burst && calls < 1_000_000 {
+            for _ in 0..8 {
+                let (grid, block, smem) = (p.plan.grid, p.plan.block, p.plan.smem);
+                if let Err(e) =
+                    driver::launch(p.kernel.func, grid, block, smem, stream, &mut p.args)
+                {
+                    return Err(fault(gpu, e, v, &p.kernel));
+                }
+            }
+            calls += 8;
+            if let Err(e) = gpu.ctx.sync() {
+                return Err(fault(gpu, e, v, &p.kernel));
+            }
+        }
+        if let (Ok(b), Ok(a)) = (before, nvml.millijoules()) {
+            energy[i] = super::nvml::joules_per_call(b, a, calls);
+        }
+    }
+    Ok(energy)
+}
+
+/// A version's timing from its samples: the median and its interval, the spread, and
+/// what the median means against the device's ceilings.
+fn timing_of(
+    v: &Version,
+    samples: &[f64],
+    energy_j: Option<f64>,
+    ceilings: Option<&Ceilings>,
+) -> Timing {
+    let sum = summarize(samples);
+    let c0 = &v.plan.cases[0];
+    let secs = sum.median * 1e-3;
+    let gbps = if secs > 0.0 {
+        c0.bytes / secs / 1e9
+    } else {
+        0.0
+    };
+    let tflops = c0.flops.filter(|_| secs > 0.0).map(|f| f / secs / 1e12);
+    Timing {
+        label: v.label.clone(),
+        median_ms: sum.median,
+        min_ms: sum.min,
+        p10_ms: sum.p10,
+        p90_ms: sum.p90,
+        median_interval_ms: sum.median_interval,
+        reps: samples.len() as u32,
+        gbps,
+        frac_copy: ceilings
+            .filter(|c| c.copy_gbps > 0.0)
+            .map(|c| gbps / c.copy_gbps),
+        tflops,
+        frac_fma: match (tflops, ceilings) {
+            (Some(t), Some(c)) if c.fma_tflops > 0.0 => Some(t / c.fma_tflops),
+            _ => None,
+        },
+        energy_j,
+    }
+}
+
+/// Warm-up of each version for `settings.warmup_ms`: caches, clocks, lazy module loading.
+fn warm_up(
+    gpu: &mut Gpu,
+    versions: &[Version],
+    prepared: &mut [Prepared],
+    settings: &TimeSettings,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(), WorkerError> {
+    for (v, p) in versions.iter().zip(prepared.iter_mut()) {
+        progress(&format!("warming up {}", v.label));
+        let start = Instant::now();
+        let budget = Duration::from_secs_f64(settings.warmup_ms.max(0.0) / 1e3);
+        for n in 0.. {
+            if let Err(e) = gpu.launch_sync(&p.kernel, &p.plan, &mut p.args) {
+                return Err(fault(gpu, e, v, &p.kernel));
+            }
+            if start.elapsed() >= budget || n + 1 >= MAX_WARMUP_LAUNCHES {
+                break;
+            }
+        }
+    }
+    Ok(())
 }

@@ -1267,6 +1267,18 @@ def _finish(report, t0):
     return report
 
 
+def _median_interval(sorted_xs):
+    """The 99% confidence interval of the median: the order statistics at ranks
+    n/2 -+ 2.576 sqrt(n)/2, clamped (the worker's Rust timing computes the same)."""
+    n = len(sorted_xs)
+    if n < 2:
+        return None
+    half = 2.576 * math.sqrt(n) / 2.0
+    lo = min(max(int(math.floor(n / 2.0 - half)), 1), n) - 1
+    hi = min(max(int(math.ceil(n / 2.0 + half)), 1), n) - 1
+    return [sorted_xs[lo], sorted_xs[hi]]
+
+
 def _percentile(sorted_xs, q):
     if not sorted_xs:
         return 0.0
@@ -1372,6 +1384,7 @@ def time_versions(versions, settings, progress=lambda s: None):
             "min_ms": ts[0],
             "p10_ms": _percentile(ts, 0.1),
             "p90_ms": _percentile(ts, 0.9),
+            "median_interval_ms": _median_interval(ts),
             "reps": len(ts),
             "gbps": (float(c0.get("bytes") or 0.0) / secs / 1e9) if secs > 0 else 0.0,
         }

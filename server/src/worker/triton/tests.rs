@@ -414,6 +414,8 @@ fn block_tunable_versions_verify_and_time_together() {
         assert!(t.reps >= 3, "{t:?}");
         assert!(t.median_ms > 0.0 && t.min_ms <= t.median_ms, "{t:?}");
         assert!(t.p10_ms <= t.median_ms && t.median_ms <= t.p90_ms, "{t:?}");
+        let [lo, hi] = t.median_interval_ms.expect("the median's interval");
+        assert!(lo <= t.median_ms && t.median_ms <= hi, "{t:?}");
         // case 0 moves 3 * 1000 * 4 bytes
         let expect = 12_000.0 / (t.median_ms * 1e-3) / 1e9;
         assert!((t.gbps - expect).abs() <= 1e-9 * expect.max(1.0), "{t:?}");

@@ -13,6 +13,7 @@ fn spread_timing(label: &str, ms: f64, spread: f64) -> Timing {
     Timing {
         p10_ms: 0.0,
         p90_ms: spread * ms,
+        median_interval_ms: None,
         ..crate::optimize::bench::tests::timing(label, ms)
     }
 }
@@ -37,6 +38,7 @@ fn the_spread_is_the_one_bench_prints() {
     let t = Timing {
         p10_ms: 0.024,
         p90_ms: 0.026,
+        median_interval_ms: None,
         ..spread_timing("k", 0.025, 0.0)
     };
     assert!((t.spread() - 0.08).abs() < 1e-12);

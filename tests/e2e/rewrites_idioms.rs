@@ -91,6 +91,41 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case {
+        file: TOTALS,
+        kernel: "mse_tree",
+        id: "grid_total",
+        want: 3,
+        sizes: ("n = 1 << 22, 99991", "n = 5000, 999"),
+    },
+    Case {
+        file: TOTALS,
+        kernel: "norm_serial",
+        id: "grid_total",
+        want: 3,
+        sizes: ("n = 1 << 20, 4099", "n = 3000, 411"),
+    },
+    Case {
+        file: TOTALS,
+        kernel: "max_abs_shfl",
+        id: "grid_total",
+        want: 3,
+        sizes: ("n = 1 << 22, 5001", "n = 4000, 501"),
+    },
+    Case {
+        file: TOTALS,
+        kernel: "moments",
+        id: "grid_total",
+        want: 3,
+        sizes: ("n = 1 << 21, 777", "n = 3000, 777"),
+    },
+    Case {
+        file: TOTALS,
+        kernel: "count_positive",
+        id: "grid_total",
+        want: 3,
+        sizes: ("n = 1 << 22, 3333", "n = 5000, 333"),
+    },
+    Case {
         file: SUMS,
         kernel: "tree_tid",
         id: "block_reduce",
@@ -1194,6 +1229,7 @@ const SCANS: &str = "tests/fixtures/rewrites/rows/scans.cu";
 const WALKS: &str = "tests/fixtures/rewrites/rows/walks.cu";
 const SUMS: &str = "tests/fixtures/rewrites/reduce/sums.cu";
 const STREAM: &str = "tests/fixtures/rewrites/stream/loads.cu";
+const TOTALS: &str = "tests/fixtures/rewrites/totals/one_block.cu";
 const ROWS: &str = "tests/fixtures/rewrites/rows/row_stats.cu";
 const REFUSALS: &str = "tests/fixtures/rewrites/rows/refusals.cu";
 const PICKS: &str = "tests/fixtures/rewrites/rows/arg_picks.cu";

@@ -36,6 +36,7 @@ const PARALLELIZE: &[&str] = &[
     "block_reduce",
     "triton_split_loop",
     "block_size",
+    "grid_total",
 ];
 /// Steps for several passes over the same data where one would do.
 const ONE_PASS: &[&str] = &["triton_online", "triton_row_tile"];
@@ -101,6 +102,12 @@ pub fn diagnose(f: &Facts) -> Vec<Cause> {
                 out.push(Cause {
                     why: "the analysis: neighbouring threads touch addresses a stride apart".into(),
                     cures: COALESCE,
+                });
+            }
+            if f.holds("one_block_total") == Some(true) {
+                out.push(Cause {
+                    why: "the analysis: one block folds the whole range: one multiprocessor works while the others sit idle".into(),
+                    cures: &["grid_total"],
                 });
             }
             if let Some(why) = under_a_wave(f) {

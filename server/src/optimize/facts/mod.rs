@@ -38,7 +38,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 use tree_sitter::{Node, Tree};
 
-pub use carries::Carried;
+pub use carries::{carried, Carried};
 pub(crate) use cuda::load_call;
 
 use crate::spec::{self, EvalEnv, Launch};
@@ -87,6 +87,7 @@ pub const FACT_NAMES: &[&str] = &[
     "loop_steps_by_block",
     "loop_steps_at_run_time",
     "read_once_loads",
+    "one_block_total",
 ];
 
 /// One line for a human or a model: what `name` holding (or not holding) means. `None` for
@@ -164,6 +165,10 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
         "read_once_loads" => (
             "loads of data each thread reads alone (no other thread or block reads the element), with no cache hint",
             "no unhinted load of data only one thread reads",
+        ),
+        "one_block_total" => (
+            "the launch is one block, and a loop at the kernel's top level folds global memory into sums, products, maxima or minima: one multiprocessor does all the work",
+            "not a one-block total",
         ),
         "grouped_access" => (
             "a thread touches an interleaved group: a global access at a stride of 2, 4, 8 or 16 elements, outside loops",
@@ -640,26 +645,11 @@ impl Facts {
             "read_only_pointer_without_const" => !self.read_only_pointers_without_const.is_empty(),
             "has_launch_bounds" => self.launch_bounds,
             "has_maxnreg" => self.maxnreg,
-            "unit_stride_access" => {
-                // Besides unit-stride and broadcast accesses, loads of a buffer nothing
-                // writes at an index not linear in the lane (`scale[i / cols]`,
-                // `lut[code[i]]`): each element reads its own, whatever the stride.
-                let written: BTreeSet<&str> = global()
-                    .filter(|a| a.kind != AccessKind::Load)
-                    .map(|a| a.buffer.as_str())
-                    .collect();
-                let gather =
-                    |a: &Access| a.kind == AccessKind::Load && !written.contains(a.buffer.as_str());
-                global().any(|a| a.stride == Stride::Unit)
-                    && global().all(|a| match a.stride {
-                        Stride::Unit | Stride::Uniform => true,
-                        Stride::Unknown => gather(a),
-                        _ => false,
-                    })
-            }
+            "unit_stride_access" => self.unit_stride(),
             "strided_access" => self.strided_access(),
             "grouped_access" => cuda && self.grouped_access(),
             "read_once_loads" => !self.read_once_loads().is_empty(),
+            "one_block_total" => cuda && self.one_block_total(),
             "one_thread_per_element_1d" => {
                 cuda && self.block_dims() == Some(1)
                     && global().any(|a| a.stride == Stride::Unit)
@@ -778,6 +768,46 @@ impl Facts {
             },
             _ => return None,
         })
+    }
+
+    /// Every global access unit-stride or broadcast, and at least one unit-stride.
+    fn unit_stride(&self) -> bool {
+        let global = || {
+            self.accesses
+                .iter()
+                .filter(|a| a.kind != AccessKind::Atomic)
+        };
+        // Besides unit-stride and broadcast accesses, loads of a buffer nothing
+        // writes at an index not linear in the lane (`scale[i / cols]`,
+        // `lut[code[i]]`): each element reads its own, whatever the stride.
+        let written: BTreeSet<&str> = global()
+            .filter(|a| a.kind != AccessKind::Load)
+            .map(|a| a.buffer.as_str())
+            .collect();
+        let gather =
+            |a: &Access| a.kind == AccessKind::Load && !written.contains(a.buffer.as_str());
+        global().any(|a| a.stride == Stride::Unit)
+            && global().all(|a| match a.stride {
+                Stride::Unit | Stride::Uniform => true,
+                Stride::Unknown => gather(a),
+                _ => false,
+            })
+    }
+
+    /// One block in the grid, and one loop of the kernel itself reads global memory: it
+    /// writes none and carries only folds (sums, counts, products, maxima, minima).
+    fn one_block_total(&self) -> bool {
+        let folds =
+            |c: &Carried| matches!(c.kind.as_str(), "sum" | "count" | "product" | "max" | "min");
+        let reading: Vec<&LoopFact> = self
+            .loops
+            .iter()
+            .filter(|l| l.via.is_none() && l.global_loads > 0)
+            .collect();
+        self.grid == Some([1, 1, 1])
+            && matches!(reading.as_slice(), [l] if l.global_stores == 0
+                && !l.carries.is_empty()
+                && l.carries.iter().all(folds))
     }
 
     /// The names of every fact that holds, in [`FACT_NAMES`] order.

@@ -30,6 +30,7 @@ mod elementwise;
 mod fast_math;
 mod grid2d;
 mod grid_stride;
+mod grid_total;
 mod guard_first;
 mod interleave;
 mod lane_split;
@@ -152,6 +153,7 @@ pub const REGISTRY: &[(&str, Apply)] = &[
     ("vectorize_rows", vectorize_rows::vectorize_rows),
     ("vectorize_groups", vectorize_groups::vectorize_groups),
     ("stream_loads", stream_loads::stream_loads),
+    ("grid_total", grid_total::grid_total),
 ];
 
 /// Every embedded rewrite id, in registry order.

@@ -147,7 +147,7 @@ pub fn split_loop(cx: &RewriteContext<'_>) -> R {
 /// know, so it would not unroll the loop and each thread would wait on one load at a
 /// time. The draft's loops run [`LOADS_IN_FLIGHT`] iterations per trip where
 /// `interleave` can make them (the block shapes are then compared as they will run).
-fn with_loads_in_flight(cx: &RewriteContext<'_>, d: Draft) -> Draft {
+pub(super) fn with_loads_in_flight(cx: &RewriteContext<'_>, d: Draft) -> Draft {
     match super::interleave::interleaved(&d.text, &cx.kernel.name, LOADS_IN_FLIGHT) {
         Some(text) => Draft {
             label: format!("{}, {LOADS_IN_FLIGHT} iterations per trip", d.label),

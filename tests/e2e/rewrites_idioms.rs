@@ -707,6 +707,92 @@ const CASES: &[Case] = &[
         sizes: ("n = 100", "n = 40"),
     },
     Case {
+        file: READS,
+        kernel: "add_transpose",
+        id: "transpose_tile",
+        want: 3,
+        sizes: ("N = 4096, 333", "N = 70, 33"),
+    },
+    Case {
+        file: READS,
+        kernel: "mul_transposed",
+        id: "transpose_tile",
+        want: 2,
+        sizes: ("n = 2048, 333", "n = 45, 33"),
+    },
+    Case {
+        file: READS,
+        kernel: "sub_transposed",
+        id: "transpose_tile",
+        want: 3,
+        sizes: ("n = 1024, 333", "n = 50, 19"),
+    },
+    Case {
+        file: READS,
+        kernel: "add_bt_rect",
+        id: "transpose_tile",
+        want: 2,
+        sizes: ("R = 1000, 47; C = 700, 61", "R = 47, 33; C = 61, 40"),
+    },
+    Case {
+        file: READS,
+        kernel: "nhwc_to_nchw_residual",
+        id: "transpose_tile",
+        want: 3,
+        sizes: (
+            "batch = 8, 3; C = 256, 45; P = 3136, 70",
+            "batch = 3, 2; C = 45, 17; P = 70, 33",
+        ),
+    },
+    Case {
+        file: READS,
+        kernel: "diff_transposed",
+        id: "transpose_tile",
+        want: 3,
+        sizes: (
+            "H = 300, 45; W = 200, 33; L = 301, 46",
+            "H = 45, 20; W = 33, 40; L = 46, 21",
+        ),
+    },
+    Case {
+        file: READS,
+        kernel: "add_transpose_flat",
+        id: "transpose_tile",
+        want: 0,
+        sizes: ("N = 1024, 333", "N = 40, 33"),
+    },
+    Case {
+        file: READS,
+        kernel: "symmetrize_in_place",
+        id: "transpose_tile",
+        want: 0,
+        sizes: ("n = 100", "n = 40"),
+    },
+    Case {
+        file: READS,
+        kernel: "scale_by_batch_column",
+        id: "transpose_tile",
+        want: 0,
+        sizes: (
+            "batch = 4; rows = 100; cols = 100",
+            "batch = 2; rows = 40; cols = 30",
+        ),
+    },
+    Case {
+        file: READS,
+        kernel: "from_upper",
+        id: "transpose_tile",
+        want: 0,
+        sizes: ("n = 100", "n = 40"),
+    },
+    Case {
+        file: READS,
+        kernel: "sum_transposes",
+        id: "transpose_tile",
+        want: 0,
+        sizes: ("k = 4; n = 100", "k = 2; n = 40"),
+    },
+    Case {
         file: "examples/matmul_naive.cu",
         kernel: "matmul",
         id: "tile_matmul",
@@ -1224,6 +1310,7 @@ const HALF_MATMULS: &str = "tests/fixtures/rewrites/tiles/half_matmuls.cu";
 const TENSOR_MATMULS: &str = "tests/fixtures/rewrites/tiles/tensor_matmuls.cu";
 const LANES: &str = "tests/fixtures/rewrites/lanes/remaps.cu";
 const TILES: &str = "tests/fixtures/rewrites/tiles/transposes.cu";
+const READS: &str = "tests/fixtures/rewrites/tiles/transposed_reads.cu";
 const SCATTER: &str = "tests/fixtures/rewrites/atomics/scatter.cu";
 const SCANS: &str = "tests/fixtures/rewrites/rows/scans.cu";
 const WALKS: &str = "tests/fixtures/rewrites/rows/walks.cu";
@@ -1320,6 +1407,42 @@ fn a_staged_row_longer_than_its_registers_computes_what_the_original_computes() 
             .collect();
         emulate::compare(&src, kernel, &cands, 2).unwrap_or_else(|e| panic!("{kernel}: {e}"));
     }
+}
+
+/// A staged transposed read against a control on the emulator: the candidate computes
+/// what the original computes; the same candidate reading its tile along the rows instead
+/// of down the columns must differ, so the idiom cases above cannot pass vacuously.
+#[test]
+fn a_tile_of_a_transposed_read_read_the_wrong_way_round_differs() {
+    let test = "a_tile_of_a_transposed_read_read_the_wrong_way_round_differs";
+    if let Err(why) = emulate::gxx() {
+        return tools::skip(test, &why);
+    }
+    let c = Case {
+        file: READS,
+        kernel: "add_bt_rect",
+        id: "transpose_tile",
+        want: 2,
+        sizes: ("R = 1000, 47; C = 700, 61", "R = 47, 33; C = 61, 40"),
+    };
+    let src = small(&c);
+    let out = apply(&src, c.kernel, c.id).unwrap_or_else(|e| panic!("{e}"));
+    let good = &out[0];
+    let wrong = good.text.replace(
+        "b_tile[threadIdx.x][tile_row]",
+        "b_tile[tile_row][threadIdx.x]",
+    );
+    assert_ne!(wrong, good.text, "the tile read moved; update this test");
+    emulate::compare(
+        &src,
+        c.kernel,
+        &[(good.label.clone(), good.text.clone())],
+        2,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let err = emulate::compare(&src, c.kernel, &[("control".into(), wrong)], 2)
+        .expect_err("a tile read along its rows must differ");
+    assert!(err.contains("control case 0: out["), "{err}");
 }
 
 /// One case: its candidates, each compiled with NVRTC (when `tc` is given) and run on the

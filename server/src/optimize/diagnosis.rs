@@ -307,6 +307,7 @@ mod tests {
             index: "i * n".into(),
             kind: crate::optimize::facts::AccessKind::Load,
             stride: crate::optimize::facts::Stride::Symbolic,
+            stride_y: crate::optimize::facts::Stride::Unknown,
             in_loop: false,
             line: 1,
             via: None,

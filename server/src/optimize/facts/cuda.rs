@@ -12,6 +12,37 @@ const FAST_MATH: &[&str] = &[
 const MAX_CALL_DEPTH: usize = 4;
 
 pub(super) fn scan(f: &mut Facts, src: &str, tree: &Tree, kernel: &Kernel) {
+    scan_along(f, src, tree, kernel, Lane::X);
+    // The same walk with `threadIdx.y` as the lane: it meets the same accesses in the
+    // same order (the lane changes derivatives, never what is visited).
+    let mut along_y = Facts::default();
+    scan_along(&mut along_y, src, tree, kernel, Lane::Y);
+    let same = along_y.accesses.len() == f.accesses.len();
+    for (i, a) in f.accesses.iter_mut().enumerate() {
+        a.stride_y = match along_y.accesses.get(i) {
+            Some(y) if same && y.span == a.span => y.stride,
+            _ => Stride::Unknown,
+        };
+    }
+}
+
+/// The thread axis whose neighbours a scan compares (`threadIdx.x` or `.y`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    X,
+    Y,
+}
+
+impl Lane {
+    fn field(self) -> &'static str {
+        match self {
+            Lane::X => "x",
+            Lane::Y => "y",
+        }
+    }
+}
+
+fn scan_along(f: &mut Facts, src: &str, tree: &Tree, kernel: &Kernel, lane: Lane) {
     let root = tree.root_node();
     // Every function definition of the unit, by name.
     let mut funcs: HashMap<String, Node> = HashMap::new();
@@ -64,7 +95,7 @@ pub(super) fn scan(f: &mut Facts, src: &str, tree: &Tree, kernel: &Kernel) {
             })
             .collect(),
     };
-    let mut cx = FnCx::new(src, body, bindings, None);
+    let mut cx = FnCx::new(src, body, bindings, None, lane);
     scan.visit(&mut cx, body, 0);
     let written = std::mem::take(&mut scan.written);
 
@@ -295,6 +326,8 @@ struct FnCx<'t> {
     axes_memo: RefCell<HashMap<String, u8>>,
     /// The helper's name, or None in the kernel itself.
     via: Option<String>,
+    /// The thread axis derivatives are taken along.
+    lane: Lane,
 }
 
 impl<'t> LaneWalk<'t> for FnCx<'t> {
@@ -411,7 +444,7 @@ impl<'t> LaneWalk<'t> for FnCx<'t> {
                     return Some(Unknown);
                 };
                 match (node_text(src, a), node_text(src, fld)) {
-                    ("threadIdx", "x") => Const(1),
+                    ("threadIdx", f) if f == self.lane.field() => Const(1),
                     ("threadIdx" | "blockIdx" | "blockDim" | "gridDim", _) => ZERO,
                     _ => self.deriv(a, depth + 1),
                 }
@@ -464,8 +497,10 @@ impl<'t> FnCx<'t> {
         body: Node<'t>,
         bindings: HashMap<String, Binding>,
         via: Option<String>,
+        lane: Lane,
     ) -> Self {
         let mut cx = FnCx {
+            lane,
             src,
             bindings,
             defs: HashMap::new(),
@@ -722,6 +757,7 @@ impl<'t> Scan<'_, 't> {
             index: collapse_ws(&index),
             kind,
             stride,
+            stride_y: Stride::Unknown,
             in_loop: false,
             line: line_of(n),
             via: cx.via.clone(),
@@ -1067,7 +1103,7 @@ impl<'t> Scan<'_, 't> {
             };
             bindings.insert(p, b);
         }
-        let mut inner = FnCx::new(self.src, body, bindings, Some(name.to_string()));
+        let mut inner = FnCx::new(self.src, body, bindings, Some(name.to_string()), cx.lane);
         self.call_stack.push(name.to_string());
         self.visit(&mut inner, body, depth + 1);
         self.call_stack.pop();

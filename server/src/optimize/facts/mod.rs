@@ -407,6 +407,10 @@ pub enum Stride {
     Unknown,
 }
 
+fn unknown_stride() -> Stride {
+    Stride::Unknown
+}
+
 /// One global memory access.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Access {
@@ -416,6 +420,12 @@ pub struct Access {
     pub index: String,
     pub kind: AccessKind,
     pub stride: Stride,
+    /// The stride between neighbouring threads along `threadIdx.y` (CUDA; Triton:
+    /// [`Stride::Unknown`]): in a 2-D block, `x[j * n + i]` with `i` from `.y` and `j`
+    /// from `.x` has stride `n` along x and is unit-stride along y, a transposed read
+    /// whose rows a block can stage through a tile.
+    #[serde(default = "unknown_stride")]
+    pub stride_y: Stride,
     /// Inside a loop (of the kernel or of the helper it is in).
     pub in_loop: bool,
     /// 1-based line.

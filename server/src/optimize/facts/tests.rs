@@ -785,3 +785,45 @@ __global__ void clamp_cols(const float* x, const float* y, float* out, int rows,
         .collect();
     assert_eq!(once, ["x"], "y is read by every row of threads and blocks");
 }
+
+/// The stride along `threadIdx.y` is the same walk along the other thread axis: a
+/// transposed read is a row apart along x and unit-stride along y, through locals,
+/// casts and helpers alike; a Triton access has none.
+#[test]
+fn strides_along_y_tell_a_transposed_read_from_a_coalesced_one() {
+    let src = r#"
+__device__ float at(const float* p, int k) { return p[k]; }
+__global__ void k(const float* x, const float* b, float* y, int n, int m) {
+    int i = blockIdx.y * blockDim.y + threadIdx.y;
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t t = (size_t)j * n + i;
+    y[i * n + j] = x[i * n + j] + x[t] + at(x, j * n + i + 1) + b[j * m + blockIdx.z] + x[j * n + 2 * i] + b[i];
+}
+"#;
+    let f = facts_of(Lang::Cuda, src, None);
+    let got: Vec<String> = f
+        .accesses
+        .iter()
+        .map(|a| {
+            format!(
+                "{} [{}]: {:?} {:?}",
+                a.buffer, a.index, a.stride, a.stride_y
+            )
+        })
+        .collect();
+    expect![[r#"
+        y [i * n + j]: Unit Symbolic
+        x [i * n + j]: Unit Symbolic
+        x [t]: Symbolic Unit
+        x [k]: Symbolic Unit
+        b [j * m + blockIdx.z]: Symbolic Uniform
+        x [j * n + 2 * i]: Symbolic Strided(2)
+        b [i]: Uniform Unit"#]]
+    .assert_eq(&got.join("\n"));
+    let tri = facts_of(
+        Lang::Triton,
+        include_str!("../../../../examples/vector_add.py"),
+        None,
+    );
+    assert!(tri.accesses.iter().all(|a| a.stride_y == Stride::Unknown));
+}

@@ -421,6 +421,7 @@ impl<'t> Scan<'_> {
             index: collapse_ws(node_text(src, ptr)),
             kind,
             stride: d.stride(),
+            stride_y: Stride::Unknown,
             in_loop: false,
             line: line_of(n),
             via: None,

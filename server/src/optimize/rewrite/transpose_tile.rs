@@ -31,7 +31,7 @@ use tree_sitter::Node;
 use super::access::{collect_accesses, declare_statement, Access, Scope};
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::edits::{Edit, Edits};
-use super::elementwise::{thread_bound, ThreadBound};
+use super::elementwise::{pointer_params, thread_bound, ThreadBound};
 use super::grid2d::{match_2d, Launch2d, Shape2d, SHAPE_2D};
 use super::params::Params;
 use super::poly::{poly, Poly, Renamed};
@@ -39,7 +39,7 @@ use super::tree::{
     code_names, first_line, fresh, kernel_function, line_indent, newline, reindent, text, walk,
 };
 use super::RewriteContext;
-use crate::syntax::{Lang, ParamKind};
+use crate::syntax::Lang;
 
 const ID: &str = "transpose_tile";
 const TILE: u64 = 32;
@@ -63,12 +63,23 @@ pub fn transpose_tile(cx: &RewriteContext<'_>) -> R {
     let func = kernel_function(cx)
         .ok_or_else(|| not_applicable(format!("`{k}`'s definition is not in the syntax tree")))?;
     let shape = match_2d(src, func).map_err(|why| {
-        not_applicable(format!(
-            "`{k}` is not a 2-D one-thread-per-element kernel: {why}; {ID} needs {SHAPE_2D}"
-        ))
+        not_applicable(flat_refusal(cx).unwrap_or_else(|| {
+            format!(
+                "`{k}` is not a 2-D one-thread-per-element kernel: {why}; {ID} needs {SHAPE_2D}"
+            )
+        }))
     })?;
     let na = |why: String| not_applicable(format!("`{k}` cannot be staged through a tile: {why}"));
-    let plan_body = analyze(cx, &shape).map_err(na)?;
+    let plan_body = match analyze(cx, &shape) {
+        Ok(p) => p,
+        Err(whole) => {
+            return match stage_reads::analyze(cx, &shape) {
+                Ok(plan) => staged(cx, &shape, &plan, &passes),
+                Err(Refusal::NotItsShape) => Err(na(whole)),
+                Err(Refusal::Why(why)) => Err(na(why)),
+            }
+        }
+    };
     let launch = Launch2d::of(cx).map_err(na)?;
     let names = code_names(cx);
 
@@ -97,6 +108,74 @@ pub fn transpose_tile(cx: &RewriteContext<'_>) -> R {
         }
     }
     finish(cx, drafts, dropped)
+}
+
+/// The candidates that stage only the transposed reads of `plan`: a 32-square tile for
+/// each `rows_per_pass` R (block (32, R)), and the author's block when it is (B, R) with
+/// R dividing B (tile B square; (16, 16) stays (16, 16)).
+fn staged(cx: &RewriteContext<'_>, shape: &Shape2d<'_>, plan: &Plan<'_>, passes: &[u64]) -> R {
+    let k = &cx.kernel.name;
+    let na = |why: String| not_applicable(format!("`{k}` cannot be staged through a tile: {why}"));
+    let launch = Launch2d::of(cx).map_err(na)?;
+    let mut shapes: Vec<(u64, u64, &str)> = passes.iter().map(|r| (TILE, *r, "")).collect();
+    if let [bx, by, ..] = launch.old[..] {
+        let fits = (8..=64).contains(&bx) && by >= 1 && bx % by == 0;
+        if fits && !shapes.iter().any(|s| (s.0, s.1) == (bx, by)) {
+            shapes.push((bx, by, ", the kernel's own block"));
+        }
+    }
+    let reads = stage_reads::staged_list(cx.text, plan);
+    let names = code_names(cx);
+    let mut drafts = Vec::new();
+    let mut dropped = Vec::new();
+    for (size, rows, own) in shapes {
+        let label = format!(
+            "{size}x{size} tiles of the transposed reads {reads} through shared memory, block ({size}, {rows}){own}"
+        );
+        let code = stage_reads::emit(cx, shape, plan, size, rows, &mut names.clone());
+        let edits = code.and_then(|code| {
+            let mut e = Edits::new();
+            e.extend(launch.edits(size, rows, size, size)?);
+            e.extend([Edit::replace(
+                shape.start..shape.end,
+                format!("{}{code}", shape.prelude),
+            )]);
+            e.apply(cx.text).map_err(|err| err.to_string())
+        });
+        match edits {
+            Ok(text) => drafts.push(Draft { label, text }),
+            Err(why) => dropped.push(format!("{label}: {why}")),
+        }
+    }
+    finish(cx, drafts, dropped)
+}
+
+/// Why a kernel of a 1-D block whose stores are coalesced and some read is a stride
+/// apart along the lane cannot be staged (`i = idx / n; j = idx % n`), from its facts.
+fn flat_refusal(cx: &RewriteContext<'_>) -> Option<String> {
+    use crate::optimize::facts::{static_facts, AccessKind, Stride};
+    let f = static_facts(cx.lang, cx.text, cx.tree, cx.model, cx.kernel);
+    let [_, 1, 1] = f.block? else { return None };
+    let stores_coalesced = f
+        .accesses
+        .iter()
+        .filter(|a| a.kind != AccessKind::Load)
+        .all(|a| a.stride == Stride::Unit);
+    let strided = f.accesses.iter().find(|a| {
+        // A run-time stride (a row's length) or a literal one of a warp or more.
+        a.kind == AccessKind::Load
+            && match a.stride {
+                Stride::Symbolic => true,
+                Stride::Strided(k) => k.unsigned_abs() >= 32,
+                _ => false,
+            }
+    })?;
+    stores_coalesced.then(|| {
+        format!(
+            "`{}`'s block is 1-D: a block covers a run of one row, so the read `{}[{}]` (a stride apart from one lane to the next) has no 2-D tile of elements to stage; {ID} needs a 2-D block ({SHAPE_2D})",
+            cx.kernel.name, strided.buffer, strided.index
+        )
+    })
 }
 
 /// What the guarded body is: statements before the store, the store, and the axes.
@@ -165,14 +244,8 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Staged<'t
         .map(|a| (a, addr(&a.parts)))
         .collect();
     check_reads(src, &reads, store, read_x)?;
-    let ty = cx
-        .kernel
-        .params
-        .iter()
-        .find_map(|p| match &p.kind {
-            ParamKind::Pointer { pointee, .. } if p.name == store.buffer => Some(pointee.clone()),
-            _ => None,
-        })
+    let ty = pointer_params(cx)
+        .remove(&store.buffer)
         .ok_or("the store's buffer is not a pointer parameter")?;
     Ok(Staged {
         before: before.to_vec(),
@@ -387,36 +460,18 @@ fn emit(
     let (i1, i2) = (format!("{ind}{u}"), format!("{ind}{u}{u}"));
     let tile = fresh("tile", names);
     let j = fresh("tile_row", names);
-    let (x, y) = (&shape.x, &shape.y);
-    // Phase 1: threadIdx.x along the read axis; phase 2: along the write axis.
-    let coords = |x_fast: bool| {
-        let fast = "threadIdx.x".to_string();
-        let (xv, yv) = if x_fast {
-            (
-                format!("blockIdx.x * {TILE} + {fast}"),
-                format!("blockIdx.y * {TILE} + {j}"),
-            )
-        } else {
-            (
-                format!("blockIdx.x * {TILE} + {j}"),
-                format!("blockIdx.y * {TILE} + {fast}"),
-            )
-        };
-        format!(
-            "{i1}{} {} = {xv};{nl}{i1}{} {} = {yv};{nl}",
-            x.ty, x.name, y.ty, y.name
-        )
-    };
+    let coords = |x_fast: bool| tile_coords(shape, x_fast, TILE, &j, &i1, nl);
     let from = st.before.first().map_or(String::new(), |n| {
         line_indent(src, n.start_byte()).to_string()
     });
-    let mut o = format!(
-        "__shared__ {} {tile}[{TILE}][{TILE} + 1];  // + 1: the column-wise reads below hit 32 banks{nl}",
-        st.ty
+    let mut o = tile_declaration(
+        &st.ty,
+        &tile,
+        TILE,
+        "the column-wise reads below hit 32 banks",
     );
-    o.push_str(&format!(
-        "{ind}for (int {j} = threadIdx.y; {j} < {TILE}; {j} += {rows}) {{{nl}"
-    ));
+    o.push_str(nl);
+    o.push_str(&pass_head(&ind, &j, TILE, rows, nl));
     o.push_str(&coords(st.read_x));
     o.push_str(&format!("{i1}if ({}) {{{nl}", shape.active));
     for s in &st.before {
@@ -427,9 +482,7 @@ fn emit(
         text(src, st.value)
     ));
     o.push_str(&format!("{ind}__syncthreads();{nl}"));
-    o.push_str(&format!(
-        "{ind}for (int {j} = threadIdx.y; {j} < {TILE}; {j} += {rows}) {{{nl}"
-    ));
+    o.push_str(&pass_head(&ind, &j, TILE, rows, nl));
     o.push_str(&coords(!st.read_x));
     o.push_str(&format!(
         "{i1}if ({}) {} {} {tile}[threadIdx.x][{j}];{nl}{ind}}}",
@@ -439,6 +492,39 @@ fn emit(
     ));
     o
 }
+
+/// `__shared__ T name[size][size + 1];` with why it is padded (no newline).
+fn tile_declaration(ty: &str, name: &str, size: u64, why: &str) -> String {
+    format!("__shared__ {ty} {name}[{size}][{size} + 1];  // + 1: {why}")
+}
+
+/// The head of a pass over a tile's rows: each thread steps `row` from `threadIdx.y` by
+/// the block's height `rows`, written as a literal (a block-size sweep leaves it alone).
+fn pass_head(ind: &str, row: &str, size: u64, rows: u64, nl: &str) -> String {
+    format!("{ind}for (int {row} = threadIdx.y; {row} < {size}; {row} += {rows}) {{{nl}")
+}
+
+/// The author's two thread indices redeclared for one element of a `size`-square tile:
+/// `threadIdx.x` along x (`x_fast`) or along y, the pass's `row` along the other.
+fn tile_coords(
+    shape: &Shape2d<'_>,
+    x_fast: bool,
+    size: u64,
+    row: &str,
+    i1: &str,
+    nl: &str,
+) -> String {
+    let fast = "threadIdx.x";
+    let (xo, yo) = if x_fast { (fast, row) } else { (row, fast) };
+    let (x, y) = (&shape.x, &shape.y);
+    format!(
+        "{i1}{} {} = blockIdx.x * {size} + {xo};{nl}{i1}{} {} = blockIdx.y * {size} + {yo};{nl}",
+        x.ty, x.name, y.ty, y.name
+    )
+}
+
+mod stage_reads;
+use stage_reads::{Plan, Refusal};
 
 #[cfg(test)]
 mod tests;

@@ -10,15 +10,25 @@ const MATMUL: &str = include_str!("../../../../../examples/matmul_naive.cu");
 const SAXPY: &str = include_str!("../../../../../examples/saxpy.cu");
 
 fn one(src: &str, kernel: &str) -> String {
-    let out = cuda(
+    let out = rows8(src, kernel);
+    assert_eq!(out.len(), 1, "{:?}", labels(&out));
+    show(Lang::Cuda, src, &out[0], kernel)
+}
+
+/// The candidates with `rows_per_pass` 8 alone.
+fn rows8(src: &str, kernel: &str) -> Vec<crate::optimize::rewrite::Candidate> {
+    cuda(
         src,
         kernel,
         "transpose_tile",
         json!({ "rows_per_pass": [8] }),
     )
-    .unwrap_or_else(|e| panic!("{kernel}: {e}"));
-    assert_eq!(out.len(), 1, "{:?}", labels(&out));
-    show(Lang::Cuda, src, &out[0], kernel)
+    .unwrap_or_else(|e| panic!("{kernel}: {e}"))
+}
+
+/// The first candidate (block (32, 8)) of a kernel that also keeps its own block.
+fn first(src: &str, kernel: &str) -> String {
+    show(Lang::Cuda, src, &rows8(src, kernel)[0], kernel)
 }
 
 #[test]
@@ -187,4 +197,143 @@ fn what_a_tile_cannot_help_is_refused_with_the_reason() {
             "cdiv(cols, B), cdiv(rows, B)",
         );
     expect!["`transpose` cannot be staged through a tile: `block = (B, B)` is not a 2-D block of literals"].assert_eq(&why(&tunable, "transpose"));
+}
+
+const READS: &str =
+    include_str!("../../../../../tests/fixtures/rewrites/tiles/transposed_reads.cu");
+
+#[test]
+fn a_transposed_read_beside_coalesced_accesses_is_staged_alone() {
+    let out = cuda(READS, "add_transpose", "transpose_tile", json!({})).unwrap();
+    assert_eq!(
+        labels(&out),
+        [
+            "32x32 tiles of the transposed reads `x[j * N + i]` through shared memory, block (32, 8)",
+            "32x32 tiles of the transposed reads `x[j * N + i]` through shared memory, block (32, 16)",
+            "16x16 tiles of the transposed reads `x[j * N + i]` through shared memory, block (16, 16), the kernel's own block"
+        ]
+    );
+    expect![[r#"
+        // x + x^T, as a first draft writes it: no extern "C", a 16x16 block.
+        // @bench N = 4096, 333
+        // @bench x: in f32[N, N]; y: out f32[N, N]
+        // @bench grid = (cdiv(N, 32), cdiv(N, 32)); block = (32, 8)
+        // @bench reference = torch: x + x.T
+        __global__ void add_transpose(const float* x, float* y, int N) {
+            __shared__ float x_tile[32][32 + 1];  // + 1: the column-wise reads below hit 32 banks; `x[j * N + i]` of the block's elements
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+                int j = blockIdx.x * 32 + tile_row;
+                int i = blockIdx.y * 32 + threadIdx.x;
+                if (i < N && j < N) {
+                    x_tile[tile_row][threadIdx.x] = x[j * N + i];
+                }
+            }
+            __syncthreads();
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+                int j = blockIdx.x * 32 + threadIdx.x;
+                int i = blockIdx.y * 32 + tile_row;
+                if (i < N && j < N) {
+                    y[i * N + j] = x[i * N + j] + x_tile[threadIdx.x][tile_row];
+                }
+            }
+        }"#]]
+    .assert_eq(&show(Lang::Cuda, READS, &out[0], "add_transpose"));
+    // The kernel's own block keeps its grid.
+    assert!(out[2]
+        .text
+        .contains("grid = (cdiv(N, 16), cdiv(N, 16)); block = (16, 16)"));
+    assert!(out[2].text.contains("__shared__ float x_tile[16][16 + 1];"));
+}
+
+#[test]
+fn locals_a_transposed_index_needs_are_declared_in_the_load_pass() {
+    expect![[r#"
+        // Another buffer transposed, its index computed in locals first (one through another).
+        // @bench n = 1024, 333
+        // @bench p: in f32[n, n]; q: in f32[n, n]; out: out f32[n, n]
+        // @bench grid = (cdiv(n, 32), cdiv(n, 32)); block = (32, 8)
+        extern "C" __global__ void sub_transposed(const float* p, const float* q, float* out, int n) {
+            __shared__ float q_tile[32][32 + 1];  // + 1: the column-wise reads below hit 32 banks; `q[t]` of the block's elements
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+                unsigned j = blockIdx.x * 32 + tile_row;
+                unsigned i = blockIdx.y * 32 + threadIdx.x;
+                if (i < n && j < n) {
+                    const size_t base = (size_t)j * n;
+                    const size_t t = base + i;
+                    q_tile[tile_row][threadIdx.x] = q[t];
+                }
+            }
+            __syncthreads();
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+                unsigned j = blockIdx.x * 32 + threadIdx.x;
+                unsigned i = blockIdx.y * 32 + tile_row;
+                if (i < n && j < n) {
+                    const size_t base = (size_t)j * n;
+                    const size_t t = base + i;
+                    // q[j][i]
+                    float d = p[(size_t)i * n + j] - q_tile[threadIdx.x][tile_row];
+                    out[(size_t)i * n + j] = d;
+                }
+            }
+        }"#]]
+    .assert_eq(&first(READS, "sub_transposed"));
+    let assigned = READS.replace(
+        "const size_t t = base + i;  // q[j][i]",
+        "size_t t = base + i - 1;\n        ++t;",
+    );
+    assert_ne!(assigned, READS);
+    let why = not_applicable(cuda(
+        &assigned,
+        "sub_transposed",
+        "transpose_tile",
+        json!({}),
+    ));
+    expect!["`sub_transposed` cannot be staged through a tile: `++t;` assigns `t`, which a transposed read's index needs; the tile is loaded before the body runs"].assert_eq(&why);
+}
+
+#[test]
+fn shifted_transposed_reads_are_tiles_of_their_own_and_a_batch_stays_before_them() {
+    let diff = first(READS, "diff_transposed");
+    assert!(
+        diff.contains("x_tile[tile_row][threadIdx.x] = x[j * L + i + 1];"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("x_tile_2[tile_row][threadIdx.x] = x[j * L + i];"),
+        "{diff}"
+    );
+    assert!(diff.contains(
+        "d[i * W + j] = g[i * W + j] * (x_tile[threadIdx.x][tile_row] - x_tile_2[threadIdx.x][tile_row]);"
+    ));
+    let permute = first(READS, "nhwc_to_nchw_residual");
+    assert!(permute.contains(
+        "    int n = blockIdx.z;\n    const size_t plane = (size_t)C * P;\n    __shared__ float in_tile"
+    ), "{permute}");
+    assert!(permute.contains("grid = (cdiv(P, 32), cdiv(C, 32), batch); block = (32, 8)"));
+    // All of a body's reads transposed: the whole body is staged, one tile.
+    assert!(!one(FIXTURES, "add_transposed").contains("p_tile"));
+}
+
+#[test]
+fn what_staging_transposed_reads_cannot_help_is_refused_with_the_reason() {
+    let why = |k: &str| not_applicable(cuda(READS, k, "transpose_tile", json!({})));
+    expect!["`symmetrize_in_place` cannot be staged through a tile: the transposed read `a[j * n + i]` reads `a`, which the kernel writes: another block may already have written that element (a race across blocks)"].assert_eq(&why("symmetrize_in_place"));
+    expect!["`scale_by_batch_column` cannot be staged through a tile: the read `s[c * batch + b]` is a stride apart along x and the same element along y: the block does not tile the axis it walks, so no tile loads it coalesced"].assert_eq(&why("scale_by_batch_column"));
+    expect!["`from_upper` cannot be staged through a tile: the transposed read `a[j * n + i]` is under a condition; a tile would read it where the body does not"].assert_eq(&why("from_upper"));
+    expect!["`sum_transposes` cannot be staged through a tile: `for (int m = 0; m < k; ++m) acc += x[(m * n + j) * n + i];` loops inside the element's body"].assert_eq(&why("sum_transposes"));
+    expect!["`add_transpose_flat`'s block is 1-D: a block covers a run of one row, so the read `x[j * N + i]` (a stride apart from one lane to the next) has no 2-D tile of elements to stage; transpose_tile needs a 2-D block (`int col = blockIdx.x * blockDim.x + threadIdx.x; int row = blockIdx.y * blockDim.y + threadIdx.y; if (row < m && col < n) { ... }` (or `if (row >= m || col >= n) return;`))"].assert_eq(&why("add_transpose_flat"));
+    let gathered = READS.replace(
+        "const size_t t = base + i;  // q[j][i]",
+        "const size_t t = base + (size_t)p[i];",
+    );
+    let why = not_applicable(cuda(
+        &gathered,
+        "sub_transposed",
+        "transpose_tile",
+        json!({}),
+    ));
+    assert!(
+        why.contains("`q[t]` is a stride apart along x and not linear along y"),
+        "{why}"
+    );
 }

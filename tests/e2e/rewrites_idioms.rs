@@ -101,7 +101,7 @@ const CASES: &[Case] = &[
         file: TOTALS,
         kernel: "norm_serial",
         id: "grid_total",
-        want: 3,
+        want: 6,
         sizes: ("n = 1 << 20, 4099", "n = 3000, 411"),
     },
     Case {

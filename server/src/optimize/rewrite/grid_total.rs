@@ -24,8 +24,10 @@
 //! **Writes** the loop as a grid-stride loop; accumulators of a sum or product that may
 //! start from a nonzero value restart from 0 (1) in every thread but the original ones;
 //! function-scope `static` scratch arrays of `1 << 20` partials and a block counter
-//! (global memory, zero at load, the counter reset by the last block); a serial kernel
-//! gets a block of 256 threads whose partials a shared-memory tree folds for thread 0,
+//! (global memory, zero at load, the counter reset by the last block), read back past L1
+//! (`__ldcg`) 8 blocks at a time; a serial kernel
+//! gets a block of 256 or 1024 threads (param `serial_threads`) whose partials a
+//! shared-memory tree folds for thread 0,
 //! which alone runs the code after the loop. Grid `min(K * sms, 1024)` for K in param
 //! `blocks_per_sm` (default [1, 2, 4]); the loop then runs several iterations per trip
 //! (`interleave`), so each thread keeps loads in flight.
@@ -48,8 +50,8 @@ use crate::syntax::Lang;
 mod tests;
 
 const ID: &str = "grid_total";
-/// Threads per block given to a serial kernel.
-const SERIAL_BLOCK: u64 = 256;
+/// The most threads a serial kernel's block may get (its tree's shared arrays).
+const SERIAL_BLOCK: u64 = 1024;
 /// Partials each scratch array holds: a grid of at most 1024 blocks of 1024 threads.
 const SLOTS: &str = "1 << 20";
 
@@ -137,21 +139,23 @@ pub fn grid_total(cx: &RewriteContext<'_>) -> R {
         not_applicable(format!("`{k}` cannot spread its total over a grid: {why}"))
     })?;
     let code = emit(cx, &total);
+    let shapes: Vec<(i64, Option<i64>)> = match total.form {
+        Form::BlockStride => per_sm.iter().map(|n| (*n, None)).collect(),
+        Form::Serial => serial_threads(cx)?
+            .into_iter()
+            .flat_map(|t| per_sm.iter().map(move |n| (*n, Some(t))))
+            .collect(),
+    };
     let mut drafts = Vec::new();
     let mut dropped = Vec::new();
-    for n in per_sm {
-        let label = match total.form {
-            Form::BlockStride => {
-                format!("grid of min({n} * sms, 1024) blocks, last block combines")
-            }
-            Form::Serial => format!(
-                "grid of min({n} * sms, 1024) blocks of {SERIAL_BLOCK}, last block combines"
-            ),
-        };
+    for (n, threads) in shapes {
+        let mut label = format!("grid of min({n} * sms, 1024) blocks");
         let mut values = vec![("grid".to_string(), format!("min({n} * sms, 1024)"))];
-        if total.form == Form::Serial {
-            values.push(("block".to_string(), SERIAL_BLOCK.to_string()));
+        if let Some(t) = threads {
+            label.push_str(&format!(" of {t}"));
+            values.push(("block".to_string(), t.to_string()));
         }
+        label.push_str(", last block combines");
         let text = code
             .apply(cx.text)
             .map_err(|e| e.to_string())
@@ -165,6 +169,20 @@ pub fn grid_total(cx: &RewriteContext<'_>) -> R {
         }
     }
     finish(cx, drafts, dropped)
+}
+
+/// The block sizes a serial kernel may get (param `serial_threads`, default [256, 1024]):
+/// powers of two up to [`SERIAL_BLOCK`], for the last block's tree.
+fn serial_threads(cx: &RewriteContext<'_>) -> Result<Vec<i64>, super::RewriteError> {
+    let threads =
+        Params(cx.params).ints("serial_threads", &[256, 1024], 32..=SERIAL_BLOCK as i64)?;
+    match threads.iter().find(|t| !(**t as u64).is_power_of_two()) {
+        Some(t) => Err(super::check::bad_param(
+            "serial_threads",
+            format!("{t} is not a power of two; the last block folds its threads as a tree"),
+        )),
+        None => Ok(threads),
+    }
 }
 
 /// Every case's launch is one block; its block shape (case 0's; every case must agree).
@@ -648,34 +666,71 @@ fn combine_text(
         n.last
     ));
     for (a, p) in t.accs.iter().zip(parts) {
-        o.push_str(&format!(
-            "{i2}{} = *(volatile {} *)&{p}[threadIdx.x];{nl}",
-            a.name, a.ty
-        ));
+        let first = read_partial(&a.ty, &format!("{p}[threadIdx.x]"));
+        o.push_str(&format!("{i2}{} = {first};{nl}", a.name));
     }
-    o.push_str(&format!(
-        "{i2}for (unsigned {g} = 1; {g} < gridDim.x; ++{g}) {{{nl}",
-        g = n.g
-    ));
-    for (a, p) in t.accs.iter().zip(parts) {
-        let other = format!(
-            "(*(volatile {} *)&{p}[{} * blockDim.x + threadIdx.x])",
-            a.ty, n.g
-        );
-        o.push_str(&format!(
-            "{i2}    {}{nl}",
-            a.fold.statement(&a.name, &other)
-        ));
-    }
-    o.push_str(&format!(
-        "{i2}}}{nl}{i2}if (threadIdx.x == 0) {} = 0;{nl}",
-        n.done
-    ));
+    o.push_str(&folds(t, n, parts, &i2, nl));
+    o.push_str(&format!("{i2}if (threadIdx.x == 0) {} = 0;{nl}", n.done));
     if t.form == Form::Serial {
         o.push_str(&serial_tree(t, n, tree, &i2, nl));
     }
     o.push_str(&format!("{ind}}}"));
     o
+}
+
+/// How many blocks' partials the last block loads before folding them: the loads of a
+/// batch are in flight together, and the folds keep block order.
+const BATCH: usize = 8;
+
+/// The last block folds blocks 1.. into its thread's accumulators, [`BATCH`] blocks'
+/// partials loaded at a time, then the rest one by one.
+fn folds(t: &Total<'_>, n: &Names, parts: &[String], i2: &str, nl: &str) -> String {
+    let g = &n.g;
+    let batch = |width: usize, i3: &str| {
+        let mut o = String::new();
+        for (ai, (a, p)) in t.accs.iter().zip(parts).enumerate() {
+            for k in 0..width {
+                let at = format!("{p}[({g} + {k}) * blockDim.x + threadIdx.x]");
+                let load = read_partial(&a.ty, &at);
+                o.push_str(&format!(
+                    "{i3}const {} {}_{ai}_{k} = {load};{nl}",
+                    a.ty, n.w
+                ));
+            }
+        }
+        for k in 0..width {
+            for (ai, a) in t.accs.iter().enumerate() {
+                let stmt = a.fold.statement(&a.name, &format!("{}_{ai}_{k}", n.w));
+                o.push_str(&format!("{i3}{stmt}{nl}"));
+            }
+        }
+        o
+    };
+    let i3 = format!("{i2}    ");
+    format!(
+        "{i2}unsigned {g} = 1;{nl}{i2}for (; {g} + {BATCH} <= gridDim.x; {g} += {BATCH}) {{{nl}{}{i2}}}{nl}{i2}for (; {g} < gridDim.x; ++{g}) {{{nl}{}{i2}}}{nl}",
+        batch(BATCH, &i3),
+        batch(1, &i3)
+    )
+}
+
+/// A load of a partial another block wrote, past the L1 cache (`__ldcg`, or a volatile
+/// load for types `__ldcg` has no overload for).
+fn read_partial(ty: &str, at: &str) -> String {
+    const LDCG: &[&str] = &[
+        "float",
+        "double",
+        "int",
+        "unsigned",
+        "unsigned int",
+        "long long",
+        "unsigned long long",
+    ];
+    if LDCG.contains(&ty) {
+        format!("__ldcg(&{at})")
+    } else {
+        format!("*(volatile {ty} *)&{at}")
+    }
 }
 
 /// A serial kernel's last block: its threads' combined partials folded for thread 0 by a

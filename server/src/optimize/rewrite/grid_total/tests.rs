@@ -29,7 +29,11 @@ fn a_one_block_tree_total_becomes_a_grid_whose_last_block_combines() {
             "acc_parts[slot] = acc;",
             "if (threadIdx.x == 0) last_block = atomicAdd(&blocks_done, 1u) == gridDim.x - 1;",
             "if (!last_block) return;",
-            "acc += (*(volatile float *)&acc_parts[g * blockDim.x + threadIdx.x]);",
+            "acc = __ldcg(&acc_parts[threadIdx.x]);",
+            "for (; g + 8 <= gridDim.x; g += 8) {",
+            "const float w_0_7 = __ldcg(&acc_parts[(g + 7) * blockDim.x + threadIdx.x]);",
+            "acc += w_0_6;\n            acc += w_0_7;\n        }",
+            "for (; g < gridDim.x; ++g) {",
             "if (threadIdx.x == 0) blocks_done = 0;",
             // The author's tree and epilogue follow, unchanged.
             "    s[threadIdx.x] = acc;\n    __syncthreads();",
@@ -60,7 +64,7 @@ fn a_serial_total_gets_a_block_and_a_tree_for_thread_zero() {
             // It starts from a value the caller passes: only the original thread keeps it.
             "if (blockIdx.x != 0 || threadIdx.x != 0) acc = 0; // other threads start from the identity",
             "int i = 0 + blockIdx.x * blockDim.x + threadIdx.x;",
-            "__shared__ float acc_lanes[256];",
+            "__shared__ float acc_lanes[1024];",
             "acc_lanes[threadIdx.x] += acc_lanes[threadIdx.x + w];",
             "if (threadIdx.x != 0) return;\n        acc = acc_lanes[0];",
             "*out = sqrtf(acc);",
@@ -83,8 +87,9 @@ fn maxima_minima_counts_and_several_accumulators_fold_with_their_own_operation()
             "static double sq_parts[1 << 20];",
             "static double mn_parts[1 << 20];",
             "size_t i = threadIdx.x + blockIdx.x * blockDim.x;",
-            "sum += (*(volatile double *)&sum_parts[g * blockDim.x + threadIdx.x]);",
-            "if ((*(volatile double *)&mn_parts[g * blockDim.x + threadIdx.x]) < mn) mn = (*(volatile double *)&mn_parts[g * blockDim.x + threadIdx.x]);",
+            "const double w_2_0 = __ldcg(&mn_parts[(g + 0) * blockDim.x + threadIdx.x]);",
+            // Block by block, each accumulator with its own fold.
+            "sum += w_0_0;\n            sq += w_1_0;\n            if (w_2_0 < mn) mn = w_2_0;\n            sum += w_0_1;",
         ],
     );
     let shown = show(
@@ -95,10 +100,7 @@ fn maxima_minima_counts_and_several_accumulators_fold_with_their_own_operation()
     );
     assert_has(
         &shown,
-        &[
-            "static unsigned c_parts[1 << 20];",
-            "c += (*(volatile unsigned *)&c_parts[",
-        ],
+        &["static unsigned c_parts[1 << 20];", "c += w_0_0;"],
     );
     // Shuffles after the loop carry `m` too, but read no memory: the reading loop is one.
     let shown = show(
@@ -111,7 +113,7 @@ fn maxima_minima_counts_and_several_accumulators_fold_with_their_own_operation()
         &shown,
         &[
             "int i = tid + blockIdx.x * blockDim.x;",
-            "if ((*(volatile float *)&m_parts[",
+            "if (w_0_3 > m) m = w_0_3;",
         ],
     );
 }

@@ -164,6 +164,46 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/geometry/leaky_relu.cu",
         "leaky",
     ),
+    (
+        "grid_total",
+        "tests/fixtures/rewrites/totals/one_block.cu",
+        "mse_tree",
+    ),
+    (
+        "grid_total",
+        "tests/fixtures/rewrites/totals/one_block.cu",
+        "norm_serial",
+    ),
+    (
+        "grid_total",
+        "tests/fixtures/rewrites/totals/one_block.cu",
+        "max_abs_shfl",
+    ),
+    (
+        "grid_total",
+        "tests/fixtures/rewrites/totals/one_block.cu",
+        "moments",
+    ),
+    (
+        "grid_total",
+        "tests/fixtures/rewrites/totals/one_block.cu",
+        "count_positive",
+    ),
+    (
+        "transpose_tile",
+        "tests/fixtures/rewrites/tiles/transposed_reads.cu",
+        "add_transpose",
+    ),
+    (
+        "transpose_tile",
+        "tests/fixtures/rewrites/tiles/transposed_reads.cu",
+        "add_bt_rect",
+    ),
+    (
+        "transpose_tile",
+        "tests/fixtures/rewrites/tiles/transposed_reads.cu",
+        "nhwc_to_nchw_residual",
+    ),
     ("triton_swizzle", "examples/matmul.py", "matmul_kernel"),
     (
         "triton_swizzle",
@@ -232,6 +272,12 @@ fn source(file: &str) -> &'static str {
         }
         "tests/fixtures/rewrites/geometry/leaky_relu.cu" => {
             include_str!("../fixtures/rewrites/geometry/leaky_relu.cu")
+        }
+        "tests/fixtures/rewrites/totals/one_block.cu" => {
+            include_str!("../fixtures/rewrites/totals/one_block.cu")
+        }
+        "tests/fixtures/rewrites/tiles/transposed_reads.cu" => {
+            include_str!("../fixtures/rewrites/tiles/transposed_reads.cu")
         }
         "tests/fixtures/rewrites/triton/grid2d.py" => {
             include_str!("../fixtures/rewrites/triton/grid2d.py")

@@ -16,7 +16,11 @@
 //! it (POST). Each global load in the loop is classified by its index polynomial
 //! ([`super::poly`]): *A-like* (moves with the row index and `i`, not the column), *B-like*
 //! (column and `i`, not the row), or neither (left as it is). A load may name only the
-//! row and column indices, the loop variable and kernel parameters. The loop body runs
+//! row and column indices, the loop variable and what is the same in every thread of a
+//! block ([`uniform`]): so a batched matmul on grid z tiles like a plain one, its batch
+//! pointers (`const float* a = A + b * M * K;`, before the bounds check or inside it) or
+//! offsets (`A[(b * M + row) * K + k]`) naming `blockIdx.z` and parameters; such
+//! declarations inside the check are hoisted before the tiles. The loop body runs
 //! for the same `i` in the same order as before, so every output is computed exactly as
 //! the author wrote it (no reassociation).
 //!
@@ -34,8 +38,9 @@
 //!
 //! **Refuses**: another shape; global accesses in PRE, writes or barriers in the loop,
 //! `break`/`return` in it; a loop that is not counted with step 1 or whose bounds depend
-//! on the thread; a load moving with both the row and the column; loads that name other
-//! locals; a bounds check with a condition on both indices at once; no A-like or B-like
+//! on the thread; a load moving with both the row and the column; loads that name locals
+//! that differ between the threads of a block (a batch from `threadIdx.z` or from the row:
+//! a tile would mix batches); a bounds check with a condition on both indices at once; no A-like or B-like
 //! load (nothing to share). Plain TF32 is never written: f32 operands in TF32 lose 13
 //! bits of mantissa, which a spec's default f32 tolerance does not allow. A third kind of
 //! candidate, 3xTF32 on the tensor cores with `cp.async` pipelines ([`mma`], params

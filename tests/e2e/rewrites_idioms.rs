@@ -1557,9 +1557,13 @@ async fn triton_idiom_candidates_verify_on_the_interpreter() {
         "M = 100, 37; N = 72, 150; K = 40, 70",
     );
     let grid2d = shrink(
-        read("tests/fixtures/rewrites/triton/grid2d.py"),
-        "R = 300, 70; C = 200, 33",
-        "R = 70, 33; C = 90, 5",
+        shrink(
+            read("tests/fixtures/rewrites/triton/grid2d.py"),
+            "R = 300, 70; C = 200, 33",
+            "R = 70, 33; C = 90, 5",
+        ),
+        "Bt = 4, 3; M = 256, 40; N = 192, 72; K = 128, 24",
+        "Bt = 2, 3; M = 40, 72; N = 72, 40; K = 24, 40",
     );
     let autotuned = shrink(
         shrink(
@@ -1596,6 +1600,14 @@ async fn triton_idiom_candidates_verify_on_the_interpreter() {
         (
             &grid2d,
             "add_bias_2d",
+            "triton_swizzle",
+            serde_json::json!({}),
+            2,
+        ),
+        // A batch on program axis 2, kept while each batch's tiles are grouped.
+        (
+            &grid2d,
+            "bmm_tiles",
             "triton_swizzle",
             serde_json::json!({}),
             2,

@@ -667,6 +667,7 @@ fn idiom_facts_pick_out_their_shapes() {
         grid2d.py add_bias_2d: program_grid_2d
         grid2d.py uses_num_programs: program_grid_2d
         grid2d.py grid_from_sizes: program_grid_2d
+        grid2d.py bmm_tiles: program_grid_2d
     "#]]
     .assert_eq(&out);
 }

@@ -70,11 +70,23 @@ fn index_dim(init: &str) -> Option<char> {
 
 /// A declaration that is the same in every thread of a block and reads no memory: it
 /// names no thread position, no block position along x or y and no block size, and has
-/// no subscript (`int b = blockIdx.z;`, `const size_t plane = (size_t)m * n;`).
-fn block_uniform_2d(t: &str) -> bool {
-    ["threadIdx", "blockIdx.x", "blockIdx.y", "blockDim", "["]
-        .iter()
-        .all(|w| !t.contains(w))
+/// no subscript but an element's address (`int b = blockIdx.z;`, `const size_t plane =
+/// (size_t)m * n;`, `const float* a = &x[b * n];`).
+fn block_uniform_2d(src: &str, s: Node<'_>) -> bool {
+    let t = text(src, s);
+    let mut reads = false;
+    walk(s, &mut |n| {
+        reads |= n.kind() == "subscript_expression"
+            && !n.parent().is_some_and(|p| {
+                p.kind() == "pointer_expression"
+                    && p.child_by_field_name("operator").map(|o| text(src, o)) == Some("&")
+            });
+        !reads
+    });
+    !reads
+        && ["threadIdx", "blockIdx.x", "blockIdx.y", "blockDim"]
+            .iter()
+            .all(|w| !t.contains(w))
 }
 
 pub(super) fn match_2d<'t>(src: &str, func: Node<'t>) -> Result<Shape2d<'t>, String> {
@@ -101,7 +113,7 @@ pub(super) fn match_2d<'t>(src: &str, func: Node<'t>) -> Result<Shape2d<'t>, Str
                 outer.push(s);
                 continue;
             }
-            "declaration" if block_uniform_2d(t) => {
+            "declaration" if block_uniform_2d(src, s) => {
                 if start.is_some() {
                     uniform.push(s);
                 }
@@ -158,7 +170,7 @@ pub(super) fn match_2d<'t>(src: &str, func: Node<'t>) -> Result<Shape2d<'t>, Str
         idx += 1;
         match s.kind() {
             "comment" => {}
-            "declaration" if block_uniform_2d(text(src, s)) => {
+            "declaration" if block_uniform_2d(src, s) => {
                 uniform.push(s);
                 outer.push(s);
             }

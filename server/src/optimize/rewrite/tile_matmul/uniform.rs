@@ -46,6 +46,17 @@ pub(super) fn varies(src: &str, expr: Node<'_>, uniform: &BTreeSet<String>) -> O
             }
             return false;
         }
+        if let Some(sub) = address_of_element(src, n) {
+            // `&x[i]` is `x + i`: no read.
+            why = [
+                sub.child_by_field_name("argument"),
+                super::super::access::index_of(sub),
+            ]
+            .into_iter()
+            .flatten()
+            .find_map(|x| varies(src, x, uniform));
+            return false;
+        }
         match n.kind() {
             "identifier" if !uniform.contains(text(src, n)) => {
                 why = Some(format!("names `{}`", text(src, n)));
@@ -75,6 +86,15 @@ pub(super) fn varies(src: &str, expr: Node<'_>, uniform: &BTreeSet<String>) -> O
         why.is_none()
     });
     why
+}
+
+/// The subscript `x[i]` when `n` is `&x[i]`.
+fn address_of_element<'t>(src: &str, n: Node<'t>) -> Option<Node<'t>> {
+    (n.kind() == "pointer_expression"
+        && n.child_by_field_name("operator").map(|o| text(src, o)) == Some("&"))
+    .then(|| n.child_by_field_name("argument"))
+    .flatten()
+    .filter(|a| a.kind() == "subscript_expression")
 }
 
 /// Every name an assignment or an increment under `roots` writes (`x = ...`, `x += ...`,

@@ -48,7 +48,8 @@ fn a_batch_from_blockidx_z_and_parameters_is_the_same_in_every_thread_of_a_block
         "int b = blockIdx.z;
          const float* a = A + (size_t)b * M * K;
          const long long off = static_cast<long long>(b) * M, n2 = gridDim.z * K;
-         float* p = A + (b < M ? b : M) * K;",
+         float* p = A + (b < M ? b : M) * K;
+         const float* __restrict__ r = &A[b * K];",
     );
     assert!(got.iter().all(|(_, w)| w.is_none()), "{got:?}");
 }

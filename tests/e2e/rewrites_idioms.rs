@@ -900,6 +900,96 @@ const CASES: &[Case] = &[
         ),
     },
     Case {
+        file: BATCHED_MATMULS,
+        kernel: "bmm_aliases",
+        id: "tile_matmul",
+        want: 10,
+        sizes: (
+            "bt = 8, 3; m = 512, 37; n = 512, 29; k = 256, 21",
+            "bt = 2, 3; m = 37, 19; n = 29, 45; k = 21, 35",
+        ),
+    },
+    Case {
+        file: BATCHED_MATMULS,
+        kernel: "bmm_prelude",
+        id: "tile_matmul",
+        want: 10,
+        sizes: (
+            "bt = 4, 2; m = 300, 33; n = 200, 45; k = 150, 19",
+            "bt = 3, 2; m = 41, 33; n = 45, 70; k = 19, 37",
+        ),
+    },
+    Case {
+        file: BATCHED_MATMULS,
+        kernel: "bmm_indexed",
+        id: "tile_matmul",
+        want: 7,
+        sizes: (
+            "bt = 3, 2; m = 200, 31; n = 96, 50; k = 64, 9",
+            "bt = 3, 2; m = 40, 31; n = 50, 19; k = 23, 9",
+        ),
+    },
+    Case {
+        file: BATCHED_MATMULS,
+        kernel: "batched_linear",
+        id: "tile_matmul",
+        want: 10,
+        sizes: (
+            "bt = 6, 3; m = 128, 21; n = 96, 35; k = 80, 27",
+            "bt = 3, 2; m = 21, 70; n = 35, 17; k = 27, 33",
+        ),
+    },
+    Case {
+        file: BATCHED_MATMULS,
+        kernel: "attention_scores",
+        id: "tile_matmul",
+        want: 10,
+        sizes: (
+            "bh = 8, 3; lq = 256, 23; lk = 256, 41; d = 64, 17",
+            "bh = 3, 2; lq = 23, 37; lk = 41, 19; d = 17, 40",
+        ),
+    },
+    Case {
+        file: BATCHED_MATMULS,
+        kernel: "bmm_tn",
+        id: "tile_matmul",
+        want: 10,
+        sizes: (
+            "bt = 5, 2; m = 160, 29; n = 112, 23; k = 48, 13",
+            "bt = 3, 2; m = 29, 66; n = 23, 41; k = 13, 35",
+        ),
+    },
+    Case {
+        file: BATCHED_MATMULS,
+        kernel: "bmm_thread_batch",
+        id: "tile_matmul",
+        want: 0,
+        sizes: (
+            "bt = 4; m = 64; n = 64; k = 32",
+            "bt = 4; m = 20; n = 20; k = 32",
+        ),
+    },
+    Case {
+        file: BATCHED_MATMULS,
+        kernel: "bmm_stacked_rows",
+        id: "tile_matmul",
+        want: 0,
+        sizes: (
+            "bt = 4; m = 40; n = 64; k = 32",
+            "bt = 4; m = 20; n = 20; k = 32",
+        ),
+    },
+    Case {
+        file: BATCHED_MATMULS,
+        kernel: "summed_batches",
+        id: "tile_matmul",
+        want: 0,
+        sizes: (
+            "bt = 3; m = 48; n = 48; k = 30",
+            "bt = 3; m = 20; n = 20; k = 30",
+        ),
+    },
+    Case {
         file: MATMULS,
         kernel: "conv_rows",
         id: "tile_matmul",
@@ -1308,6 +1398,7 @@ const INTERLEAVE: &str = "tests/fixtures/rewrites/interleave/loops.cu";
 const MATMULS: &str = "tests/fixtures/rewrites/tiles/matmuls.cu";
 const HALF_MATMULS: &str = "tests/fixtures/rewrites/tiles/half_matmuls.cu";
 const TENSOR_MATMULS: &str = "tests/fixtures/rewrites/tiles/tensor_matmuls.cu";
+const BATCHED_MATMULS: &str = "tests/fixtures/rewrites/tiles/batched_matmuls.cu";
 const LANES: &str = "tests/fixtures/rewrites/lanes/remaps.cu";
 const TILES: &str = "tests/fixtures/rewrites/tiles/transposes.cu";
 const READS: &str = "tests/fixtures/rewrites/tiles/transposed_reads.cu";
@@ -1625,9 +1716,13 @@ async fn triton_idiom_candidates_verify_on_the_interpreter() {
         "M = 100, 37; N = 72, 150; K = 40, 70",
     );
     let grid2d = shrink(
-        read("tests/fixtures/rewrites/triton/grid2d.py"),
-        "R = 300, 70; C = 200, 33",
-        "R = 70, 33; C = 90, 5",
+        shrink(
+            read("tests/fixtures/rewrites/triton/grid2d.py"),
+            "R = 300, 70; C = 200, 33",
+            "R = 70, 33; C = 90, 5",
+        ),
+        "Bt = 4, 3; M = 256, 40; N = 192, 72; K = 128, 24",
+        "Bt = 2, 3; M = 40, 72; N = 72, 40; K = 24, 40",
     );
     let autotuned = shrink(
         shrink(
@@ -1664,6 +1759,14 @@ async fn triton_idiom_candidates_verify_on_the_interpreter() {
         (
             &grid2d,
             "add_bias_2d",
+            "triton_swizzle",
+            serde_json::json!({}),
+            2,
+        ),
+        // A batch on program axis 2, kept while each batch's tiles are grouped.
+        (
+            &grid2d,
+            "bmm_tiles",
             "triton_swizzle",
             serde_json::json!({}),
             2,

@@ -158,6 +158,16 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/tiles/tensor_matmuls.cu",
         "gemm_ld",
     ),
+    (
+        "tile_matmul",
+        "tests/fixtures/rewrites/tiles/batched_matmuls.cu",
+        "bmm_prelude",
+    ),
+    (
+        "tile_matmul",
+        "tests/fixtures/rewrites/tiles/batched_matmuls.cu",
+        "attention_scores",
+    ),
     ("coarsen", "examples/saxpy.cu", "saxpy"),
     (
         "coarsen",
@@ -269,6 +279,9 @@ fn source(file: &str) -> &'static str {
         }
         "tests/fixtures/rewrites/tiles/tensor_matmuls.cu" => {
             include_str!("../fixtures/rewrites/tiles/tensor_matmuls.cu")
+        }
+        "tests/fixtures/rewrites/tiles/batched_matmuls.cu" => {
+            include_str!("../fixtures/rewrites/tiles/batched_matmuls.cu")
         }
         "tests/fixtures/rewrites/geometry/leaky_relu.cu" => {
             include_str!("../fixtures/rewrites/geometry/leaky_relu.cu")

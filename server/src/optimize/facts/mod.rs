@@ -208,7 +208,7 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
             "the last run is near its roofline ceiling",
         ),
         "program_grid_2d" => (
-            "Triton programs are laid out over a 2-D grid (`tl.program_id(0)` and `(1)`)",
+            "Triton programs are laid out over a 2-D grid (`tl.program_id(0)` and `(1)`; a batch on axis 2 may be read too)",
             "Triton programs are not on a 2-D grid",
         ),
         "matmul_like_loop" => (
@@ -707,7 +707,7 @@ impl Facts {
                 _ => self.registers.is_some_and(|r| r > 32),
             },
             "program_grid_2d" => {
-                self.lang == Some(Lang::Triton) && self.thread_axes == [true, true, false]
+                self.lang == Some(Lang::Triton) && self.thread_axes[0] && self.thread_axes[1]
             }
             "matmul_like_loop" => {
                 let in_loop = || global().filter(|a| a.in_loop && a.kind == AccessKind::Load);

@@ -567,6 +567,7 @@ fn idiom_facts_pick_out_their_shapes() {
         "examples/transpose.cu",
         "tests/fixtures/rewrites/tiles/transposes.cu",
         "tests/fixtures/rewrites/tiles/matmuls.cu",
+        "tests/fixtures/rewrites/tiles/batched_matmuls.cu",
         "examples/matmul.py",
         "examples/vector_add.py",
         "examples/softmax.py",
@@ -651,12 +652,22 @@ fn idiom_facts_pick_out_their_shapes() {
         matmuls.cu conv_rows: matmul_like_loop
         matmuls.cu ragged_rows: matmul_like_loop
         matmuls.cu matmul_loose: matmul_like_loop
+        batched_matmuls.cu bmm_aliases: matmul_like_loop
+        batched_matmuls.cu bmm_prelude: matmul_like_loop
+        batched_matmuls.cu bmm_indexed: matmul_like_loop
+        batched_matmuls.cu batched_linear: matmul_like_loop
+        batched_matmuls.cu attention_scores: matmul_like_loop
+        batched_matmuls.cu bmm_tn: matmul_like_loop
+        batched_matmuls.cu bmm_thread_batch: 
+        batched_matmuls.cu bmm_stacked_rows: matmul_like_loop
+        batched_matmuls.cu summed_batches: matmul_like_loop
         matmul.py matmul_kernel: program_grid_2d
         vector_add.py add_kernel: 
         softmax.py softmax_kernel: 
         grid2d.py add_bias_2d: program_grid_2d
         grid2d.py uses_num_programs: program_grid_2d
         grid2d.py grid_from_sizes: program_grid_2d
+        grid2d.py bmm_tiles: program_grid_2d
     "#]]
     .assert_eq(&out);
 }

@@ -36,6 +36,9 @@ pub(super) struct Shape2d<'t> {
     /// each followed by a newline and the indentation at `start`: a rewrite writes them
     /// back before its own code.
     pub prelude: String,
+    /// Every declaration before the bounds check other than the two indices, in order:
+    /// those before the first index (kept where they are) and the prelude's.
+    pub outer: Vec<Node<'t>>,
     /// Start of the first index declaration and end of what a rewrite replaces.
     pub start: usize,
     pub end: usize,
@@ -67,11 +70,23 @@ fn index_dim(init: &str) -> Option<char> {
 
 /// A declaration that is the same in every thread of a block and reads no memory: it
 /// names no thread position, no block position along x or y and no block size, and has
-/// no subscript (`int b = blockIdx.z;`, `const size_t plane = (size_t)m * n;`).
-fn block_uniform_2d(t: &str) -> bool {
-    ["threadIdx", "blockIdx.x", "blockIdx.y", "blockDim", "["]
-        .iter()
-        .all(|w| !t.contains(w))
+/// no subscript but an element's address (`int b = blockIdx.z;`, `const size_t plane =
+/// (size_t)m * n;`, `const float* a = &x[b * n];`).
+fn block_uniform_2d(src: &str, s: Node<'_>) -> bool {
+    let t = text(src, s);
+    let mut reads = false;
+    walk(s, &mut |n| {
+        reads |= n.kind() == "subscript_expression"
+            && !n.parent().is_some_and(|p| {
+                p.kind() == "pointer_expression"
+                    && p.child_by_field_name("operator").map(|o| text(src, o)) == Some("&")
+            });
+        !reads
+    });
+    !reads
+        && ["threadIdx", "blockIdx.x", "blockIdx.y", "blockDim"]
+            .iter()
+            .all(|w| !t.contains(w))
 }
 
 pub(super) fn match_2d<'t>(src: &str, func: Node<'t>) -> Result<Shape2d<'t>, String> {
@@ -84,6 +99,7 @@ pub(super) fn match_2d<'t>(src: &str, func: Node<'t>) -> Result<Shape2d<'t>, Str
     let mut y: Option<Index2> = None;
     let mut start = None;
     let mut uniform = Vec::new();
+    let mut outer = Vec::new();
     while x.is_none() || y.is_none() {
         let Some(&s) = stmts.get(idx) else {
             return Err("it has no 2-D thread index (`blockIdx.x * blockDim.x + threadIdx.x` and the same in y)".into());
@@ -93,11 +109,15 @@ pub(super) fn match_2d<'t>(src: &str, func: Node<'t>) -> Result<Shape2d<'t>, Str
         let reads_index = t.contains("threadIdx") || t.contains("blockIdx");
         match s.kind() {
             "comment" => continue,
-            "declaration" if !reads_index && start.is_none() => continue,
-            "declaration" if block_uniform_2d(t) => {
+            "declaration" if !reads_index && start.is_none() => {
+                outer.push(s);
+                continue;
+            }
+            "declaration" if block_uniform_2d(src, s) => {
                 if start.is_some() {
                     uniform.push(s);
                 }
+                outer.push(s);
                 continue;
             }
             "declaration" => {}
@@ -150,7 +170,10 @@ pub(super) fn match_2d<'t>(src: &str, func: Node<'t>) -> Result<Shape2d<'t>, Str
         idx += 1;
         match s.kind() {
             "comment" => {}
-            "declaration" if block_uniform_2d(text(src, s)) => uniform.push(s),
+            "declaration" if block_uniform_2d(src, s) => {
+                uniform.push(s);
+                outer.push(s);
+            }
             _ => break s,
         }
     };
@@ -189,8 +212,8 @@ pub(super) fn match_2d<'t>(src: &str, func: Node<'t>) -> Result<Shape2d<'t>, Str
     };
     let (guarded, _, end) = guarded_body(src, guard, form, &stmts[idx..])?;
     let indent = line_indent(src, guard.start_byte()).to_string();
-    let outer = line_indent(src, func.start_byte());
-    let unit = match indent.strip_prefix(outer) {
+    let fn_indent = line_indent(src, func.start_byte());
+    let unit = match indent.strip_prefix(fn_indent) {
         Some(u) if !u.is_empty() => u.to_string(),
         _ => "    ".to_string(),
     };
@@ -202,6 +225,7 @@ pub(super) fn match_2d<'t>(src: &str, func: Node<'t>) -> Result<Shape2d<'t>, Str
         .collect();
     Ok(Shape2d {
         prelude,
+        outer,
         start,
         x,
         y,

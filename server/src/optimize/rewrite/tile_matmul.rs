@@ -16,7 +16,11 @@
 //! it (POST). Each global load in the loop is classified by its index polynomial
 //! ([`super::poly`]): *A-like* (moves with the row index and `i`, not the column), *B-like*
 //! (column and `i`, not the row), or neither (left as it is). A load may name only the
-//! row and column indices, the loop variable and kernel parameters. The loop body runs
+//! row and column indices, the loop variable and what is the same in every thread of a
+//! block ([`uniform`]): so a batched matmul on grid z tiles like a plain one, its batch
+//! pointers (`const float* a = A + b * M * K;`, before the bounds check or inside it) or
+//! offsets (`A[(b * M + row) * K + k]`) naming `blockIdx.z` and parameters; such
+//! declarations inside the check are hoisted before the tiles. The loop body runs
 //! for the same `i` in the same order as before, so every output is computed exactly as
 //! the author wrote it (no reassociation).
 //!
@@ -34,8 +38,9 @@
 //!
 //! **Refuses**: another shape; global accesses in PRE, writes or barriers in the loop,
 //! `break`/`return` in it; a loop that is not counted with step 1 or whose bounds depend
-//! on the thread; a load moving with both the row and the column; loads that name other
-//! locals; a bounds check with a condition on both indices at once; no A-like or B-like
+//! on the thread; a load moving with both the row and the column; loads that name locals
+//! that differ between the threads of a block (a batch from `threadIdx.z` or from the row:
+//! a tile would mix batches); a bounds check with a condition on both indices at once; no A-like or B-like
 //! load (nothing to share). Plain TF32 is never written: f32 operands in TF32 lose 13
 //! bits of mantissa, which a spec's default f32 tolerance does not allow. A third kind of
 //! candidate, 3xTF32 on the tensor cores with `cp.async` pipelines ([`mma`], params
@@ -49,7 +54,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
-use super::access::{collect_accesses, declare, Access, Scope};
+use super::access::{collect_accesses, declare, declare_statement, Access, Scope};
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::edits::{Edit, Edits};
 use super::elementwise::{thread_bound, ThreadBound};
@@ -64,6 +69,7 @@ use super::RewriteContext;
 use crate::optimize::facts::elem_bytes;
 use crate::spec::DType;
 use crate::syntax::{Lang, ParamKind};
+use uniform::Uniform;
 
 const ID: &str = "tile_matmul";
 
@@ -383,6 +389,10 @@ pub(super) struct Shared<'t> {
 }
 
 struct Matmul<'t> {
+    /// PRE's declarations that are the same in every thread of a block (a batch's
+    /// pointers `A + b * M * K`): written once, before the tiles' loads, which may name
+    /// them.
+    hoisted: Vec<Node<'t>>,
     pre: Vec<Node<'t>>,
     post: Vec<Node<'t>>,
     /// The k loop, its variable and type, its start and bound (texts).
@@ -414,10 +424,11 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Matmul<'t
         .position(|s| s.kind() == "for_statement")
         .ok_or("the guarded body has no `for` loop over k")?;
     let l = stmts[li];
-    let (pre, post) = (stmts[..li].to_vec(), stmts[li + 1..].to_vec());
+    let (all_pre, post) = (stmts[..li].to_vec(), stmts[li + 1..].to_vec());
     let mut scope = Scope::of_kernel(cx, src);
+    let (uni, hoisted, pre) = uniform_declarations(cx, shape, &all_pre, &mut scope)?;
     let pre_names = pre_declarations(src, &pre, &mut scope)?;
-    check_around_the_loop(src, &pre, &post, &scope)?;
+    check_around_the_loop(src, &all_pre, &post, &scope)?;
     let header = first_line(text(src, l)).to_string();
     let (var, var_ty, start, bound) = counted_loop(src, l, &header)?;
     let params: BTreeSet<&str> = cx.kernel.params.iter().map(|p| p.name.as_str()).collect();
@@ -451,10 +462,11 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Matmul<'t
             first_line(text(src, w.node))
         ));
     }
-    let shared = shared_loads(cx, shape, &acc, &var, &params)?;
+    let shared = shared_loads(cx, shape, &acc, &var, &uni)?;
     // The bounds check, split into conjuncts on the row and on the column.
     let (row_cond, col_cond) = split_bounds(cx, shape)?;
     Ok(Matmul {
+        hoisted,
         pre,
         post,
         body,
@@ -467,6 +479,35 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Matmul<'t
         row_cond,
         col_cond,
     })
+}
+
+/// The names the same in every thread of a block (see [`uniform`]): the parameters, the
+/// declarations before the bounds check and PRE's that qualify, those of PRE returned
+/// apart (to be hoisted) from the rest of PRE; the aliases of the first two recorded in
+/// `scope`.
+#[allow(clippy::type_complexity)]
+fn uniform_declarations<'t>(
+    cx: &RewriteContext<'t>,
+    shape: &Shape2d<'t>,
+    all_pre: &[Node<'t>],
+    scope: &mut Scope<'_, 't>,
+) -> Result<(Uniform, Vec<Node<'t>>, Vec<Node<'t>>), String> {
+    let src = cx.text;
+    let assigned = uniform::assigned_names(src, &shape.body);
+    let mut uni = Uniform::new(cx.kernel.params.iter().map(|p| p.name.as_str()));
+    let mut err = None;
+    for d in &shape.outer {
+        uni.declare(src, *d, &assigned);
+        declare_statement(scope, *d, &mut err);
+    }
+    let (hoisted, pre): (Vec<Node>, Vec<Node>) = all_pre
+        .iter()
+        .copied()
+        .partition(|s| s.kind() == "declaration" && uni.declare(src, *s, &assigned));
+    for d in &hoisted {
+        declare_statement(scope, *d, &mut err);
+    }
+    err.map_or(Ok((uni, hoisted, pre)), Err)
 }
 
 /// The names PRE declares, each declaration recorded in `scope`; refuses PRE statements
@@ -627,11 +668,12 @@ fn check_k_body(src: &str, body: Node<'_>, var: &str) -> Result<(), String> {
             }
             "call_expression" | "field_expression" => match thread_bound(src, n) {
                 Some(ThreadBound::Collective(f)) => bad = Some(format!("the k loop calls `{f}`")),
-                Some(ThreadBound::Index(_)) => {
+                Some(ThreadBound::Index(_)) if uniform::kept_position(src, n) != Some(true) => {
                     bad = Some(format!(
                         "the k loop reads `{t}`; in a tile it names another thread"
                     ))
                 }
+                Some(ThreadBound::Index(_)) => {}
                 None => {}
             },
             "assignment_expression" | "update_expression" => {
@@ -650,16 +692,18 @@ fn check_k_body(src: &str, body: Node<'_>, var: &str) -> Result<(), String> {
     bad.map_or(Ok(()), Err)
 }
 
-/// The k loop's loads to share, from its accesses `acc`: each load (through no alias)
-/// that moves with k and with exactly one of the row (A-like) and the column (B-like),
-/// loads of the same text merged. Refuses a load moving with both, one naming other
-/// locals than the indices and `var`, and a loop with nothing to share.
+/// The k loop's loads to share, from its accesses `acc`: each load that moves with k and
+/// with exactly one of the row (A-like) and the column (B-like), loads of the same text
+/// merged. Besides the indices and `var`, a load may name only what is the same in every
+/// thread of a block (`uni`: a batch's offset or pointer); a load through a pointer that
+/// is not is left as it is. Refuses a load moving with both, a direct load naming what
+/// differs between threads, and a loop with nothing to share.
 fn shared_loads<'t>(
     cx: &RewriteContext<'t>,
     shape: &Shape2d<'t>,
     acc: &[Access<'t>],
     var: &str,
-    params: &BTreeSet<&str>,
+    uni: &Uniform,
 ) -> Result<Vec<Shared<'t>>, String> {
     let src = cx.text;
     // Row, column and loop variable renamed, so a polynomial says what a load moves with.
@@ -668,84 +712,141 @@ fn shared_loads<'t>(
         (&shape.x.name, "$c"),
         (var, "$k"),
     ]);
+    let indices = [shape.y.name.as_str(), shape.x.name.as_str(), var];
     let mut shared: Vec<Shared> = Vec::new();
+    let mut left = Vec::new();
     for a in acc {
-        if a.parts.len() != 1 {
-            continue; // through an alias: leave it as it is
+        let load = text(src, a.node);
+        let foreign = foreign_name(src, a.node, &indices, uni);
+        if let (Some(why), true) = (&foreign, a.parts.len() != 1) {
+            left.push(format!(
+                "`{load}` reads through a pointer that differs between threads ({why})"
+            ));
+            continue; // through an alias that is not the block's: leave it as it is
         }
         let p = a
             .parts
             .iter()
             .fold(Poly::default(), |s, x| s.add(&poly(src, *x, &names), 1));
-        let moves = |v: &str| p.linear_in(v).map(|c| !c.is_zero());
-        let (r, c, kk) = (moves("$r"), moves("$c"), moves("$k"));
-        let op = match (r, c) {
-            (Some(true), Some(false)) => Operand::A,
-            (Some(false), Some(true)) => Operand::B,
-            (Some(true), Some(true)) => {
-                return Err(format!(
-                    "`{}` moves with both the row and the column; no tile serves it",
-                    text(src, a.node)
-                ))
-            }
-            _ => continue,
+        let Some(op) = operand_of(&p).map_err(|()| {
+            format!("`{load}` moves with both the row and the column; no tile serves it")
+        })?
+        else {
+            left.extend(foreign.map(|why| format!("`{load}` {why}")));
+            left.extend(
+                nonlinear(&p).map(|a| format!("`{load}` moves through `{a}`, not linearly")),
+            );
+            continue;
         };
-        if kk != Some(true) {
-            continue; // the same for every k: no tile needed
-        }
-        // Only the indices, the loop variable and parameters: the load is re-evaluated
-        // for other elements with those redeclared.
-        let mut other = None;
-        walk(a.node, &mut |x| {
-            if x.kind() == "identifier" {
-                let t = text(src, x);
-                let known =
-                    t == shape.y.name || t == shape.x.name || t == var || params.contains(t);
-                if !known && other.is_none() {
-                    other = Some(t.to_string());
-                }
-            }
-            true
-        });
-        if let Some(o) = other {
+        if let Some(why) = foreign {
             return Err(format!(
-                "`{}` names `{o}`; a tile load may name only the indices, the loop variable and parameters",
-                text(src, a.node)
+                "`{load}` {why}: it differs between the threads of a block, which share the load's tile (a tile would mix batches or rows); a tile load may name only the indices, the loop variable and what is the same in every thread of a block (parameters, `blockIdx.z`, names set from them)"
             ));
         }
-        let ktext: String = text(src, a.node).split_whitespace().collect();
-        let coef_k = p.linear_in("$k").and_then(|c| c.as_constant());
-        let coef_i = p
-            .linear_in(if op == Operand::A { "$r" } else { "$c" })
-            .and_then(|c| c.as_constant());
-        let along_k = coef_k == Some(1) || coef_i != Some(1);
-        let ty = cx
-            .kernel
-            .params
-            .iter()
-            .find_map(|q| match &q.kind {
-                ParamKind::Pointer { pointee, .. } if q.name == a.buffer => Some(pointee.clone()),
-                _ => None,
-            })
-            .ok_or("a load's buffer is not a pointer parameter")?;
+        let ktext: String = load.split_whitespace().collect();
         match shared.iter_mut().find(|s| s.text == ktext) {
             Some(s) => s.nodes.push(a.node),
-            None => shared.push(Shared {
-                operand: op,
-                text: ktext,
-                nodes: vec![a.node],
-                ty,
-                along_k,
-                buffer: a.buffer.clone(),
-                unit_k: coef_k == Some(1),
-                unit_i: coef_i == Some(1),
-            }),
+            None => shared.push(new_shared(cx, a, (op, &p), ktext, uni)?),
         }
     }
     if shared.is_empty() {
-        return Err("no load in the k loop moves with k and only one of the row and the column; there is nothing to share".into());
+        let mut why = "no load in the k loop moves with k and only one of the row and the column; there is nothing to share".to_string();
+        for l in left {
+            why.push_str(&format!("; {l}"));
+        }
+        return Err(why);
     }
     Ok(shared)
+}
+
+/// Whether a load with index polynomial `p` (row `$r`, column `$c`, loop variable `$k`)
+/// is A-like, B-like or neither (`Ok(None)`: it stays a global load); `Err` when it moves
+/// with both the row and the column.
+fn operand_of(p: &Poly) -> Result<Option<Operand>, ()> {
+    let moves = |v: &str| p.linear_in(v).map(|c| !c.is_zero());
+    let op = match (moves("$r"), moves("$c")) {
+        (Some(true), Some(false)) => Operand::A,
+        (Some(false), Some(true)) => Operand::B,
+        (Some(true), Some(true)) => return Err(()),
+        _ => return Ok(None),
+    };
+    // The same for every k: no tile needed.
+    Ok((moves("$k") == Some(true)).then_some(op))
+}
+
+/// An opaque piece of `p` (a division, a remainder, a call) that holds the row, the column
+/// or the loop variable, as written: where the load moves with it cannot be followed.
+fn nonlinear(p: &Poly) -> Option<String> {
+    let atoms = p.0.keys().flatten();
+    let mut held = atoms.filter(|a| a.contains("{$"));
+    held.next().map(|a| {
+        let a = a.trim_start_matches('?');
+        a.split('{').next().unwrap_or(a).to_string()
+    })
+}
+
+/// The first thing `load` names that is neither one of `indices` nor the same in every
+/// thread of a block, as a clause (`names `b`, which names `row``).
+fn foreign_name(src: &str, load: Node<'_>, indices: &[&str], uni: &Uniform) -> Option<String> {
+    let mut other = None;
+    walk(load, &mut |x| {
+        if other.is_some() {
+            return false;
+        }
+        if let Some(kept) = uniform::kept_position(src, x) {
+            if !kept {
+                other = Some(format!("reads `{}`", text(src, x)));
+            }
+            return false;
+        }
+        if x.kind() == "identifier" {
+            let t = text(src, x);
+            if !indices.contains(&t) && !uni.contains(t) {
+                other = Some(format!("names `{t}`, which {}", uni.why_not(t)));
+            }
+        }
+        true
+    });
+    other
+}
+
+/// A new shared operand for load `a` (its operand and polynomial, its text `ktext`): its
+/// element type (the local pointer's it reads through, else the buffer's) and layout.
+fn new_shared<'t>(
+    cx: &RewriteContext<'t>,
+    a: &Access<'t>,
+    (op, p): (Operand, &Poly),
+    ktext: String,
+    uni: &Uniform,
+) -> Result<Shared<'t>, String> {
+    let coef_k = p.linear_in("$k").and_then(|c| c.as_constant());
+    let coef_i = p
+        .linear_in(if op == Operand::A { "$r" } else { "$c" })
+        .and_then(|c| c.as_constant());
+    let through = a
+        .node
+        .child_by_field_name("argument")
+        .and_then(|p| uni.pointee(text(cx.text, p)));
+    let ty = cx
+        .kernel
+        .params
+        .iter()
+        .find_map(|q| match &q.kind {
+            ParamKind::Pointer { pointee, .. } if q.name == a.buffer => Some(pointee.clone()),
+            _ => None,
+        })
+        .ok_or("a load's buffer is not a pointer parameter")?;
+    let ty = through.map_or(ty, str::to_string);
+    Ok(Shared {
+        operand: op,
+        text: ktext,
+        nodes: vec![a.node],
+        ty,
+        along_k: coef_k == Some(1) || coef_i != Some(1),
+        buffer: a.buffer.clone(),
+        unit_k: coef_k == Some(1),
+        unit_i: coef_i == Some(1),
+    })
 }
 
 /// The bounds check as conjuncts that hold for a row (naming no column) and for a column.
@@ -833,6 +934,19 @@ fn split_bounds(
     Ok((rows, cols))
 }
 
+/// PRE's declarations that are the same in every thread of a block, as written, each
+/// followed by a newline and `ind`.
+fn hoisted_text(src: &str, mm: &Matmul<'_>, ind: &str) -> String {
+    let nl = newline(src);
+    mm.hoisted
+        .iter()
+        .map(|s| {
+            let t = reindent(text(src, *s), line_indent(src, s.start_byte()), ind);
+            format!("{t}{nl}{ind}")
+        })
+        .collect()
+}
+
 /// `text` of `n` with PRE's names suffixed and shared loads replaced.
 fn rewrite_text(
     src: &str,
@@ -870,6 +984,7 @@ fn emit(
 ) -> Result<String, String> {
     let w = Writer::new(cx.text, shape, mm, g, names);
     let mut o = w.tiles();
+    o.push_str(&hoisted_text(cx.text, mm, &w.ind));
     o.push_str(&w.coordinates());
     o.push_str(&w.pre());
     let compute = w.compute(&w.k_steps());
@@ -1491,6 +1606,7 @@ fn rename_words(s: &str, pairs: &[(&str, &str)]) -> String {
 }
 
 mod mma;
+mod uniform;
 
 #[cfg(test)]
 mod tests;

@@ -7,13 +7,15 @@
 //! computes exactly one tile, the same set of tiles as before.
 //!
 //! **Matches** exactly two assignments `a = tl.program_id(0)` and `b = tl.program_id(1)`
-//! (`axis=` too), one right after the other, and no other `tl.program_id` or
-//! `tl.num_programs`; the spec's `grid = (G0, G1)` must name only kernel parameters,
-//! integer literals, `+ - * /` and `cdiv`, so that the kernel can compute the grid's
-//! shape itself (`cdiv` becomes `tl.cdiv`, `/` becomes `//`).
+//! (`axis=` too), one right after the other, no other read of those axes and no
+//! `tl.num_programs`; reads of axis 2 (a batch: `pid_b = tl.program_id(2)` over `grid =
+//! (G0, G1, B)`) are kept as they are. The spec's G0 and G1 must name only kernel
+//! parameters, integer literals, `+ - * /` and `cdiv`, so that the kernel can compute the
+//! grid's shape itself (`cdiv` becomes `tl.cdiv`, `/` becomes `//`).
 //!
-//! **Writes** the grouped mapping in place of the two assignments, and `grid = G0 * G1`;
-//! one candidate per GROUP in param `group_sizes` (default [8, 4]).
+//! **Writes** the grouped mapping in place of the two assignments, and `grid = G0 * G1`
+//! (`(G0 * G1, 1, B)` for a 3-D grid: each batch's tiles in grouped order); one candidate
+//! per GROUP in param `group_sizes` (default [8, 4]).
 
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::edits::{Edit, Edits};
@@ -85,13 +87,17 @@ pub fn triton_swizzle(cx: &RewriteContext<'_>) -> R {
     let grid = edit::spec_assignment(cx.kernel, "grid")
         .ok_or_else(|| na("the spec has no `grid = ...`".into()))?;
     let parts = components(&grid.text);
-    if parts.len() != 2 {
-        return Err(na(format!("`grid = {}` is not a 2-D grid", grid.text)));
+    if !(2..=3).contains(&parts.len()) {
+        return Err(na(format!(
+            "`grid = {}` is not a 2-D or 3-D grid",
+            grid.text
+        )));
     }
     let params: Vec<&str> = cx.kernel.params.iter().map(|p| p.name.as_str()).collect();
     let in_kernel = |e: &str| grid_in_kernel(e, &params);
     let g0 = &grid.text[parts[0].clone()];
     let g1 = &grid.text[parts[1].clone()];
+    let batches = parts.get(2).map(|p| grid.text[p.clone()].trim());
     let (k0, k1) = (in_kernel(g0).map_err(na)?, in_kernel(g1).map_err(na)?);
     let mut names = code_names(cx);
     let pid = fresh("pid", &mut names);
@@ -122,10 +128,7 @@ pub fn triton_swizzle(cx: &RewriteContext<'_>) -> R {
         let mut e = Edits::new();
         e.extend([
             Edit::replace(first.start_byte()..second.end_byte(), code),
-            Edit::replace(
-                grid_range.clone(),
-                format!("{} * {}", factor(g0), factor(g1)),
-            ),
+            Edit::replace(grid_range.clone(), grouped_grid(g0, g1, batches)),
         ]);
         match e.apply(src) {
             Ok(text) => drafts.push(Draft { label, text }),
@@ -135,8 +138,18 @@ pub fn triton_swizzle(cx: &RewriteContext<'_>) -> R {
     finish(cx, drafts, dropped)
 }
 
-/// Every `tl.program_id` call of `body` with its axis (0 or 1); refuses a
-/// `tl.num_programs` read and another axis.
+/// The grouped launch of grid `(g0, g1)`, or `(g0, g1, batches)`: `g0 * g1` programs
+/// along axis 0, the batches kept along axis 2.
+fn grouped_grid(g0: &str, g1: &str, batches: Option<&str>) -> String {
+    let tiles = format!("{} * {}", factor(g0), factor(g1));
+    match batches {
+        Some(b) => format!("({tiles}, 1, {b})"),
+        None => tiles,
+    }
+}
+
+/// Every `tl.program_id` call of `body` on axis 0 or 1 with its axis (axis 2 is left as
+/// it is); refuses a `tl.num_programs` read and another axis.
 fn program_ids<'t>(
     src: &str,
     body: tree_sitter::Node<'t>,
@@ -171,6 +184,7 @@ fn program_ids<'t>(
         match axis {
             "0" => ids.push((0, n)),
             "1" => ids.push((1, n)),
+            "2" => {}
             other => {
                 err = Some(format!("`{}` takes program axis `{other}`", text(src, n)));
             }

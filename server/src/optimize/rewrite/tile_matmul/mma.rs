@@ -406,6 +406,10 @@ pub(super) fn emit_mma(
     let (bm, bn, st) = (tiles.bm, tiles.bn, tiles.stages);
     let (mi, ni) = (bm / 32, bn / 16);
     let a_st = tiles.a_floats(a.0);
+    for s in &mm.hoisted {
+        let t = reindent(text(src, *s), line_indent(src, s.start_byte()), &o.ind);
+        o.line(0, &t);
+    }
     o.line(
         0,
         "// 3xTF32 on the tensor cores: each f32 operand split into a TF32 part and the rest;",

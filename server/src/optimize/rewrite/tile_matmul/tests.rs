@@ -8,6 +8,8 @@ const MATMUL: &str = include_str!("../../../../../examples/matmul_naive.cu");
 const FIXTURES: &str = include_str!("../../../../../tests/fixtures/rewrites/tiles/matmuls.cu");
 const SAXPY: &str = include_str!("../../../../../examples/saxpy.cu");
 const TRANSPOSE: &str = include_str!("../../../../../examples/transpose.cu");
+const BATCHED: &str =
+    include_str!("../../../../../tests/fixtures/rewrites/tiles/batched_matmuls.cu");
 
 fn one(src: &str, kernel: &str, params: serde_json::Value) -> String {
     let out = cuda(src, kernel, "tile_matmul", params).unwrap_or_else(|e| panic!("{kernel}: {e}"));
@@ -864,5 +866,123 @@ fn interior_tiles_copy_without_a_check_per_element_and_edge_tiles_keep_the_autho
     assert!(
         !odd.contains("a_inside") && odd.contains("if (b_inside) {"),
         "{odd}"
+    );
+}
+
+#[test]
+fn a_batched_matmul_hoists_its_batch_pointers_and_tiles_each_batch() {
+    expect![[r#"
+        // torch.bmm with per-batch pointers declared inside the bounds check, 64-bit offsets.
+        // @bench bt = 8, 3; m = 512, 37; n = 512, 29; k = 256, 21
+        // @bench a: in f32[bt, m, k]; b: in f32[bt, k, n]; c: out f32[bt, m, n]
+        // @bench grid = (cdiv(n, 32), cdiv(m, 32), bt); block = (16, 16)
+        // @bench reference = torch: torch.bmm(a, b)
+        extern "C" __global__ void bmm_aliases(const float* a, const float* b, float* c, int m, int n, int k) {
+            int batch = blockIdx.z;
+            __shared__ float a_tile[32][16 + 1];
+            __shared__ float b_tile[16][32 + 1];
+            const float* ab = a + (size_t)batch * m * k;
+            const float* bb = b + (size_t)batch * k * n;
+            int row_0 = blockIdx.y * 32 + threadIdx.y;
+            int row_1 = blockIdx.y * 32 + threadIdx.y + 16;
+            int col_0 = blockIdx.x * 32 + threadIdx.x;
+            int col_1 = blockIdx.x * 32 + threadIdx.x + 16;
+            float acc_0_0 = 0.f;
+            float acc_0_1 = 0.f;
+            float acc_1_0 = 0.f;
+            float acc_1_1 = 0.f;
+            for (int k0 = 0; k0 < k; k0 += 16) {
+                for (int e = threadIdx.y * 16 + threadIdx.x; e < 512; e += 256) {
+                    int row = blockIdx.y * 32 + e / 16;
+                    int i = k0 + e % 16;
+                    if (row < m && i < k) a_tile[e / 16][e % 16] = ab[row * k + i];
+                }
+                for (int e = threadIdx.y * 16 + threadIdx.x; e < 512; e += 256) {
+                    int col = blockIdx.x * 32 + e % 32;
+                    int i = k0 + e / 32;
+                    if (col < n && i < k) b_tile[e / 32][e % 32] = bb[i * n + col];
+                }
+                __syncthreads();
+                for (int kk = 0; kk < 16 && k0 + kk < k; ++kk) {
+                    {
+                        acc_0_0 += a_tile[threadIdx.y][kk] * b_tile[kk][threadIdx.x];
+                    }
+                    {
+                        acc_0_1 += a_tile[threadIdx.y][kk] * b_tile[kk][threadIdx.x + 16];
+                    }
+                    {
+                        acc_1_0 += a_tile[threadIdx.y + 16][kk] * b_tile[kk][threadIdx.x];
+                    }
+                    {
+                        acc_1_1 += a_tile[threadIdx.y + 16][kk] * b_tile[kk][threadIdx.x + 16];
+                    }
+                }
+                __syncthreads();
+            }
+            {
+                int row = row_0; int col = col_0;
+                if (row < m && col < n) {
+                    c[(size_t)batch * m * n + row * n + col] = acc_0_0;
+                }
+            }
+            {
+                int row = row_0; int col = col_1;
+                if (row < m && col < n) {
+                    c[(size_t)batch * m * n + row * n + col] = acc_0_1;
+                }
+            }
+            {
+                int row = row_1; int col = col_0;
+                if (row < m && col < n) {
+                    c[(size_t)batch * m * n + row * n + col] = acc_1_0;
+                }
+            }
+            {
+                int row = row_1; int col = col_1;
+                if (row < m && col < n) {
+                    c[(size_t)batch * m * n + row * n + col] = acc_1_1;
+                }
+            }
+        }"#]].assert_eq(&one(BATCHED, "bmm_aliases", json!({"tiles": [], "register_blocks": [2], "adjacent_blocks": [], "tensor_cores": [], "staged_blocks": []})));
+}
+
+#[test]
+fn every_batched_style_gets_every_candidate() {
+    for k in [
+        "bmm_aliases",
+        "bmm_prelude",
+        "batched_linear",
+        "attention_scores",
+        "bmm_tn",
+    ] {
+        let out = cuda(BATCHED, k, "tile_matmul", json!({})).unwrap();
+        assert_eq!(out.len(), 10, "{k}: {:?}", labels(&out));
+    }
+    // f64: no tensor cores.
+    let out = cuda(BATCHED, "bmm_indexed", "tile_matmul", json!({})).unwrap();
+    assert_eq!(out.len(), 7, "{:?}", labels(&out));
+}
+
+#[test]
+fn a_batch_that_differs_between_threads_of_a_block_is_refused_with_the_reason() {
+    let why = |k| not_applicable(cuda(BATCHED, k, "tile_matmul", json!({})));
+    let w = why("bmm_thread_batch");
+    assert!(
+        w.contains("`a[(bi * m + row) * k + i]` names `bi`, which reads `threadIdx.z`")
+            && w.contains("a tile would mix batches"),
+        "{w}"
+    );
+    let w = why("bmm_stacked_rows");
+    assert!(
+        w.contains("`b[(bi * k + i) * n + col]` names `bi`, which names `row`"),
+        "{w}"
+    );
+    let w = why("summed_batches");
+    assert!(
+        w.contains("nothing to share")
+            && w.contains(
+                "`a[(bi * m + row) * k + i]` names `bi`, which is not declared before the k loop"
+            ),
+        "{w}"
     );
 }

@@ -86,6 +86,20 @@ fn keyword_axes_and_a_grid_of_sums_in_another_style() {
 }
 
 #[test]
+fn a_batch_on_program_axis_2_is_kept_and_each_batchs_tiles_are_grouped() {
+    let out = swizzle(GRID2D, "bmm_tiles", json!({"group_sizes": [8]})).unwrap();
+    let shown = show(Lang::Triton, GRID2D, &out[0], "bmm_tiles");
+    for want in [
+        "# @bench grid = (cdiv(M, BM) * cdiv(N, BN), 1, Bt); BM = 32; BN = 32; BK = 16",
+        "    pid = tl.program_id(0)\n",
+        "    pid_m = first_pid_0 + ((pid % num_pid_in_group) % group_size)\n",
+        "    pid_n = (pid % num_pid_in_group) // group_size\n    pid_b = tl.program_id(2)\n",
+    ] {
+        assert!(shown.contains(want), "no `{want}` in\n{shown}");
+    }
+}
+
+#[test]
 fn what_grouping_cannot_do_is_refused_with_the_reason() {
     let why = |src: &str, k: &str| not_applicable(swizzle(src, k, json!({})));
     expect!["`add_kernel` cannot take its programs in grouped order: it reads `tl.program_id` 1 times; grouping needs one read of axis 0 and one of axis 1"].assert_eq(&why(VECTOR_ADD, "add_kernel"));

@@ -379,7 +379,7 @@ fn gpu_idiom_cases_have_candidates_that_plan_without_a_gpu() {
         *per_idiom.entry(id).or_default() += 1;
     }
     assert!(per_idiom.values().all(|n| *n >= 2), "{per_idiom:?}");
-    assert_eq!(per_idiom.len(), 10, "every idiom: {per_idiom:?}");
+    assert_eq!(per_idiom.len(), 11, "every idiom: {per_idiom:?}");
 }
 
 #[tokio::test]

@@ -91,6 +91,75 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case {
+        file: NAMED_BLOCKS,
+        kernel: "affine_define",
+        id: "vectorize",
+        want: 2,
+        sizes: ("n = 1 << 20, 4099", "n = 3000, 4099"),
+    },
+    Case {
+        file: NAMED_BLOCKS,
+        kernel: "affine_define",
+        id: "coarsen",
+        want: 4,
+        sizes: ("n = 1 << 20, 4099", "n = 3000, 4099"),
+    },
+    Case {
+        file: NAMED_BLOCKS,
+        kernel: "affine_define",
+        id: "grid_stride",
+        want: 4,
+        sizes: ("n = 1 << 20, 4099", "n = 3000, 4099"),
+    },
+    Case {
+        file: NAMED_BLOCKS,
+        kernel: "mid_mean_define",
+        id: "split_loop",
+        want: 10,
+        sizes: (
+            "B = 8, 3; D = 512, 37; N = 1024, 333",
+            "B = 2, 3; D = 40, 37; N = 70, 33",
+        ),
+    },
+    Case {
+        file: NAMED_BLOCKS,
+        kernel: "row_l1_constexpr",
+        id: "cooperative_rows",
+        want: 7,
+        sizes: (
+            "rows = 4096, 101; cols = 512, 75",
+            "rows = 50, 101; cols = 70, 75",
+        ),
+    },
+    Case {
+        file: NAMED_BLOCKS,
+        kernel: "square_literal",
+        id: "vectorize",
+        want: 2,
+        sizes: ("n = 1 << 20, 3001", "n = 2000, 3001"),
+    },
+    Case {
+        file: NAMED_BLOCKS,
+        kernel: "bias_rows_2d",
+        id: "vectorize_rows",
+        want: 2,
+        sizes: ("R = 1024, 77; C = 1024, 301", "R = 20, 77; C = 64, 301"),
+    },
+    Case {
+        file: NAMED_BLOCKS,
+        kernel: "two_per_thread",
+        id: "vectorize",
+        want: 0,
+        sizes: ("n = 1 << 20, 2001", "n = 3000, 2001"),
+    },
+    Case {
+        file: NAMED_BLOCKS,
+        kernel: "two_per_thread",
+        id: "coarsen",
+        want: 0,
+        sizes: ("n = 1 << 20, 2001", "n = 3000, 2001"),
+    },
+    Case {
         file: SUMS,
         kernel: "tree_tid",
         id: "block_reduce",
@@ -1200,6 +1269,7 @@ const PICKS: &str = "tests/fixtures/rewrites/rows/arg_picks.cu";
 const BATCHED: &str = "tests/fixtures/rewrites/rows/batched.cu";
 const BROADCASTS: &str = "tests/fixtures/rewrites/geometry/broadcasts.cu";
 const SPLITS: &str = "tests/fixtures/rewrites/vec_rows/splits.cu";
+const NAMED_BLOCKS: &str = "tests/fixtures/rewrites/geometry/named_blocks.cu";
 
 /// The case's file with the sizes line made small.
 fn small(c: &Case) -> String {

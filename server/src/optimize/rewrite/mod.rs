@@ -20,6 +20,7 @@
 
 mod access;
 mod block_coarsen;
+mod block_dim;
 mod block_reduce;
 mod block_size;
 mod check;
@@ -185,29 +186,71 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
 /// were dropped.
 const ABOUT_HINTS: &[&str] = &["stream_loads"];
 
+/// A rewrite of the kernel's text into a form more rewrites read, computing the same
+/// values.
+#[derive(Clone, Copy, PartialEq)]
+enum Normalize {
+    /// The declarations between the thread index and its bounds check moved out of the
+    /// way ([`guard_first`]).
+    Moved,
+    /// Indices that count blocks of a constant equal to the block width written with
+    /// `blockDim` ([`block_dim`]).
+    BlockDim,
+    /// Load intrinsics written as plain loads ([`plain_loads`]).
+    Plain,
+}
+
+impl Normalize {
+    /// The normalized text; None when it has nothing to change.
+    fn apply(self, cx: &RewriteContext<'_>) -> Option<String> {
+        match self {
+            Normalize::Moved => guard_first::moved_inside_guard(cx),
+            Normalize::BlockDim => block_dim::block_dim_written(cx),
+            Normalize::Plain => plain_loads::plain_loads(cx),
+        }
+    }
+}
+
+/// The normalizations a refused rewrite is retried on, in order, each applied to the
+/// text the one before it wrote: one alone first, then the pairs, then all three.
+const RETRIES: [&[Normalize]; 7] = {
+    use Normalize::{BlockDim, Moved, Plain};
+    [
+        &[Moved],
+        &[BlockDim],
+        &[Plain],
+        &[BlockDim, Moved],
+        &[Plain, Moved],
+        &[Plain, BlockDim],
+        &[Plain, BlockDim, Moved],
+    ]
+};
+
 /// `run` again on the kernel in a normalized form, when one exists and `run` takes it:
-/// the declarations between its thread index and its bounds check moved out of the way
-/// ([`guard_first`]), its load intrinsics written as plain loads ([`plain_loads`]), then
-/// both.
+/// the first of [`RETRIES`] that gives candidates. A rewrite about cache hints
+/// ([`ABOUT_HINTS`]) is never retried with its hints dropped.
 fn retry_normalized(cx: &RewriteContext<'_>, run: Apply, id: &str) -> Option<Vec<Candidate>> {
-    let retry = |text: &str, f: &dyn Fn(&RewriteContext<'_>) -> Option<Vec<Candidate>>| {
-        with_text(cx.lang, text, &cx.kernel.name, cx.params, |c| f(c)).flatten()
-    };
-    let again = |c: &RewriteContext<'_>| run(c).ok();
-    let moved = guard_first::moved_inside_guard(cx);
-    if let Some(out) = moved.as_deref().and_then(|t| retry(t, &again)) {
-        return Some(out);
-    }
-    if ABOUT_HINTS.contains(&id) {
-        return None;
-    }
-    let plain = plain_loads::plain_loads(cx)?;
-    retry(&plain, &again).or_else(|| {
-        retry(&plain, &|c| {
-            let moved = guard_first::moved_inside_guard(c)?;
-            with_text(c.lang, &moved, &c.kernel.name, c.params, run)?.ok()
+    let about_hints = ABOUT_HINTS.contains(&id);
+    RETRIES
+        .iter()
+        .filter(|steps| !(about_hints && steps.contains(&Normalize::Plain)))
+        .find_map(|steps| {
+            let text = normalized(cx, steps)?;
+            with_text(cx.lang, &text, &cx.kernel.name, cx.params, |c| run(c).ok()).flatten()
         })
+}
+
+/// The kernel's text after each of `steps` in turn; None when one has nothing to change.
+fn normalized(cx: &RewriteContext<'_>, steps: &[Normalize]) -> Option<String> {
+    let (first, rest) = steps.split_first()?;
+    let text = first.apply(cx)?;
+    if rest.is_empty() {
+        return Some(text);
+    }
+    with_text(cx.lang, &text, &cx.kernel.name, cx.params, |c| {
+        normalized(c, rest)
     })
+    .flatten()
 }
 
 /// `f` on a context for `text`, parsed anew, and its kernel `kernel`; None when the text

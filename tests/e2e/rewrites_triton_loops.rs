@@ -74,6 +74,7 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
         (&in_loop, "col_norm_blocks", "triton_hoist_reduce", 1),
         (&in_loop, "row_sum_while", "triton_hoist_reduce", 1),
         (&in_loop, "row_max_tiles", "triton_hoist_reduce", 1),
+        (&in_loop, "two_pass_stats", "triton_hoist_reduce", 1),
         (&cols, "col_sum_by_program", "triton_program_tile", 2),
         (&cols, "col_softmax", "triton_program_tile", 2),
         (&cols, "bias_relu_cols", "triton_program_tile", 2),

@@ -83,19 +83,73 @@ impl Loop<'_> {
         self.carries.iter().find(|c| c.name == name)
     }
 
-    /// `name` is read by a statement after this loop.
+    /// The value `name` has when this loop ends is read by a statement after it: read
+    /// before a statement after the loop sets it outright (`cols = off + tl.arange(...)`
+    /// at the top of a later loop's body reads nothing of this loop's `cols`).
     pub fn reads_after(&self, src: &str, name: &str) -> bool {
+        let mut after = Vec::new();
         let mut n = self.node.next_named_sibling();
         while let Some(s) = n {
-            let mut r = BTreeSet::new();
-            reads(src, s, &mut r);
-            if r.contains(name) {
-                return true;
-            }
+            after.push(s);
             n = s.next_named_sibling();
         }
-        false
+        read_before_set(src, &after, name) == Some(true)
     }
+}
+
+/// Whether the statements `stmts`, run in order, read `name` (Some(true)) or set it
+/// outright first (Some(false)), or neither (None). A loop or a branch may not run, so
+/// what it sets counts for its own body only.
+pub(crate) fn read_before_set(src: &str, stmts: &[Node<'_>], name: &str) -> Option<bool> {
+    let reads_it = |n: Option<Node<'_>>| {
+        let mut r = BTreeSet::new();
+        if let Some(n) = n {
+            reads(src, n, &mut r);
+        }
+        r.contains(name)
+    };
+    let body_reads = |n: Option<Node<'_>>| {
+        n.is_some_and(|b| read_before_set(src, &named(b), name) == Some(true))
+    };
+    for &s in stmts {
+        let read = match s.kind() {
+            "comment" | "pass_statement" => false,
+            "for_statement" => {
+                let own = s
+                    .child_by_field_name("left")
+                    .is_some_and(|l| text(src, l) == name);
+                reads_it(s.child_by_field_name("right"))
+                    || (!own && body_reads(s.child_by_field_name("body")))
+            }
+            "while_statement" => {
+                reads_it(s.child_by_field_name("condition"))
+                    || body_reads(s.child_by_field_name("body"))
+            }
+            "if_statement" => {
+                let mut c = s.walk();
+                let branches: Vec<Node> = s.children_by_field_name("alternative", &mut c).collect();
+                reads_it(s.child_by_field_name("condition"))
+                    || body_reads(s.child_by_field_name("consequence"))
+                    || branches.into_iter().any(|b| {
+                        reads_it(b.child_by_field_name("condition"))
+                            || body_reads(
+                                b.child_by_field_name("body")
+                                    .or_else(|| b.child_by_field_name("consequence")),
+                            )
+                    })
+            }
+            _ => match assignment(src, s) {
+                Some((n, op, right)) if n == name && op == "=" => {
+                    return Some(reads_it(Some(right)));
+                }
+                _ => reads_it(Some(s)),
+            },
+        };
+        if read {
+            return Some(true);
+        }
+    }
+    None
 }
 
 /// What the facts keep of a loop: serializable, no tree.
@@ -662,6 +716,47 @@ mod tests {
     }
 
     const THREE_PASS: &str = "def k(x, y, n, B: tl.constexpr):\n    r = tl.program_id(0)\n    m = -float('inf')\n    for off in range(0, n, B):\n        c = off + tl.arange(0, B)\n        v = tl.load(x + r * n + c, mask=c < n, other=-float('inf'))\n        m = tl.maximum(m, tl.max(v, 0))\n    s = 0.0\n    i = 0\n    while i < n:\n        c = i + tl.arange(0, B)\n        v = tl.load(x + r * n + c, mask=c < n, other=-float('inf'))\n        s += tl.sum(tl.exp(v - m), 0)\n        i += B\n    for off in range(0, n, B):\n        c = off + tl.arange(0, B)\n        v = tl.load(x + r * n + c, mask=c < n)\n        tl.store(y + r * n + c, tl.exp(v - m) / s, mask=c < n)\n";
+
+    /// Whether the statements of `body` (a function body's lines) read `name` before
+    /// they set it.
+    fn read_first(body: &str, name: &str) -> Option<bool> {
+        let src = format!("def k(x, n, B: tl.constexpr):\n{body}");
+        let doc = crate::document::Document::new(Lang::Triton, 0, &src);
+        let tree = doc.tree().expect("parses");
+        let def = tree.root_node().named_child(0).expect("a def");
+        let stmts = statements(def.child_by_field_name("body").expect("a body"));
+        read_before_set(&src, &stmts, name)
+    }
+
+    #[test]
+    fn a_name_set_outright_before_it_is_read_is_not_read() {
+        let later_loop = "    for off in range(0, n, B):\n        c = off + tl.arange(0, B)\n        tl.store(x + c, 1.0, mask=c < n)\n";
+        assert_eq!(read_first(later_loop, "c"), None);
+        assert_eq!(read_first("    c = 3\n    y = c\n", "c"), Some(false));
+        assert_eq!(
+            read_first("    c = c + 1\n", "c"),
+            Some(true),
+            "the new value reads the old"
+        );
+        assert_eq!(read_first("    c += 1\n", "c"), Some(true));
+        assert_eq!(read_first("    y = c\n    c = 3\n", "c"), Some(true));
+        // A loop may not run: what follows it still sees the old value.
+        let maybe = "    for off in range(0, n, B):\n        c = off\n    y = c\n";
+        assert_eq!(read_first(maybe, "c"), Some(true));
+        // Read in a loop body before it is set there, in a branch, in a while condition.
+        let first = "    for off in range(0, n, B):\n        y = c\n        c = off\n";
+        assert_eq!(read_first(first, "c"), Some(true));
+        let branch = "    if n > 4:\n        y = 1\n    elif n > 2:\n        y = c\n";
+        assert_eq!(read_first(branch, "c"), Some(true));
+        assert_eq!(
+            read_first("    while c < n:\n        n -= 1\n", "c"),
+            Some(true)
+        );
+        // The loop's own variable is set by the loop.
+        let own = "    for c in range(0, n, B):\n        y = c\n";
+        assert_eq!(read_first(own, "c"), None);
+        assert_eq!(read_first("    y = range(c)\n", "c"), Some(true));
+    }
 
     #[test]
     fn three_passes_over_a_row_carry_a_max_then_a_sum_and_the_last_reads_both() {

@@ -91,6 +91,56 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case {
+        file: BATCH_EXITS,
+        kernel: "mid_max_2d",
+        id: "split_loop",
+        want: 6,
+        sizes: (
+            "B = 6, 3; D = 512, 77; N = 1024, 333",
+            "B = 2, 3; D = 40, 27; N = 70, 33",
+        ),
+    },
+    Case {
+        file: BATCH_EXITS,
+        kernel: "mid_max_2d",
+        id: "grid_stride",
+        want: 4,
+        sizes: (
+            "B = 6, 3; D = 512, 77; N = 1024, 333",
+            "B = 2, 3; D = 40, 27; N = 70, 33",
+        ),
+    },
+    Case {
+        file: BATCH_EXITS,
+        kernel: "batched_row_sumsq",
+        id: "cooperative_rows",
+        want: 7,
+        sizes: (
+            "B = 4, 3; R = 512, 45; C = 256, 99",
+            "B = 2, 3; R = 40, 45; C = 70, 99",
+        ),
+    },
+    Case {
+        file: BATCH_EXITS,
+        kernel: "batched_col_mean",
+        id: "split_loop",
+        want: 6,
+        sizes: (
+            "B = 5, 2; M = 300, 101; N = 200, 67",
+            "B = 2, 2; M = 50, 101; N = 40, 67",
+        ),
+    },
+    Case {
+        file: BATCH_EXITS,
+        kernel: "rows_by_thread_y",
+        id: "split_loop",
+        want: 0,
+        sizes: (
+            "R = 64, 9; N = 256, 77; D = 128, 33",
+            "R = 6, 9; N = 40, 77; D = 20, 33",
+        ),
+    },
+    Case {
         file: NAMED_BLOCKS,
         kernel: "affine_define",
         id: "vectorize",
@@ -1269,6 +1319,7 @@ const PICKS: &str = "tests/fixtures/rewrites/rows/arg_picks.cu";
 const BATCHED: &str = "tests/fixtures/rewrites/rows/batched.cu";
 const BROADCASTS: &str = "tests/fixtures/rewrites/geometry/broadcasts.cu";
 const SPLITS: &str = "tests/fixtures/rewrites/vec_rows/splits.cu";
+const BATCH_EXITS: &str = "tests/fixtures/rewrites/rows/batch_exits.cu";
 const NAMED_BLOCKS: &str = "tests/fixtures/rewrites/geometry/named_blocks.cu";
 
 /// The case's file with the sizes line made small.

@@ -61,6 +61,7 @@ mod triton_row_tile;
 mod triton_split_loop;
 mod triton_swizzle;
 mod tunable_sweep;
+mod uniform_exit;
 mod unit;
 mod unroll;
 mod vectorize;
@@ -198,6 +199,9 @@ enum Normalize {
     BlockDim,
     /// Load intrinsics written as plain loads ([`plain_loads`]).
     Plain,
+    /// The parts of the bounds check that are the same in every thread of a block moved
+    /// to an early exit before the index ([`uniform_exit`]).
+    Exit,
 }
 
 impl Normalize {
@@ -207,22 +211,33 @@ impl Normalize {
             Normalize::Moved => guard_first::moved_inside_guard(cx),
             Normalize::BlockDim => block_dim::block_dim_written(cx),
             Normalize::Plain => plain_loads::plain_loads(cx),
+            Normalize::Exit => uniform_exit::uniform_exit(cx),
         }
     }
 }
 
 /// The normalizations a refused rewrite is retried on, in order, each applied to the
-/// text the one before it wrote: one alone first, then the pairs, then all three.
-const RETRIES: [&[Normalize]; 7] = {
-    use Normalize::{BlockDim, Moved, Plain};
+/// text the one before it wrote: one alone first, then two, three and all four, always
+/// in the order plain loads, block widths, moved declarations, block exits (an exit moves
+/// before the index only what is declared there).
+const RETRIES: [&[Normalize]; 15] = {
+    use Normalize::{BlockDim, Exit, Moved, Plain};
     [
         &[Moved],
         &[BlockDim],
         &[Plain],
+        &[Exit],
         &[BlockDim, Moved],
         &[Plain, Moved],
         &[Plain, BlockDim],
+        &[Moved, Exit],
+        &[BlockDim, Exit],
+        &[Plain, Exit],
         &[Plain, BlockDim, Moved],
+        &[BlockDim, Moved, Exit],
+        &[Plain, Moved, Exit],
+        &[Plain, BlockDim, Exit],
+        &[Plain, BlockDim, Moved, Exit],
     ]
 };
 

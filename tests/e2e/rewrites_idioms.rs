@@ -91,6 +91,44 @@ struct Case {
 
 const CASES: &[Case] = &[
     Case {
+        file: GRID_LOOPS,
+        kernel: "elu_covered",
+        id: "vectorize",
+        want: 2,
+        sizes: ("n = 1 << 20, 4097", "n = 3000, 4097"),
+    },
+    Case {
+        file: GRID_LOOPS,
+        kernel: "elu_covered",
+        id: "coarsen",
+        want: 4,
+        sizes: ("n = 1 << 20, 4097", "n = 3000, 4097"),
+    },
+    Case {
+        file: GRID_LOOPS,
+        kernel: "row_max_covered",
+        id: "cooperative_rows",
+        want: 7,
+        sizes: (
+            "rows = 2048, 77; cols = 256, 45",
+            "rows = 40, 77; cols = 70, 45",
+        ),
+    },
+    Case {
+        file: GRID_LOOPS,
+        kernel: "saxpy_capped",
+        id: "vectorize",
+        want: 0,
+        sizes: ("n = 1 << 20, 30001", "n = 3000, 30001"),
+    },
+    Case {
+        file: GRID_LOOPS,
+        kernel: "copy_until_large",
+        id: "vectorize",
+        want: 0,
+        sizes: ("n = 1 << 20, 3001", "n = 3000, 3001"),
+    },
+    Case {
         file: BATCH_EXITS,
         kernel: "mid_max_2d",
         id: "split_loop",
@@ -1320,6 +1358,7 @@ const BATCHED: &str = "tests/fixtures/rewrites/rows/batched.cu";
 const BROADCASTS: &str = "tests/fixtures/rewrites/geometry/broadcasts.cu";
 const SPLITS: &str = "tests/fixtures/rewrites/vec_rows/splits.cu";
 const BATCH_EXITS: &str = "tests/fixtures/rewrites/rows/batch_exits.cu";
+const GRID_LOOPS: &str = "tests/fixtures/rewrites/geometry/grid_loops.cu";
 const NAMED_BLOCKS: &str = "tests/fixtures/rewrites/geometry/named_blocks.cu";
 
 /// The case's file with the sizes line made small.

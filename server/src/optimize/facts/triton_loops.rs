@@ -73,12 +73,114 @@ pub(crate) struct Loop<'t> {
     pub results: BTreeSet<String>,
 }
 
-impl Loop<'_> {
+impl<'t> Loop<'t> {
     /// `start, stop, step` as one string, for comparing ranges.
     pub fn range_key(&self) -> String {
         format!("{}, {}, {}", self.start, self.stop, self.step)
     }
 
+    /// The range of the offsets a loop over chunk indices walks: `for i in range(0,
+    /// tl.cdiv(n, B))` whose body reads `i` only as `i * B` walks `0, n, B`, as `for off in
+    /// range(0, n, B)` does; else the range as written.
+    pub fn offset_range_key(&self, src: &str) -> String {
+        match self.chunks(src) {
+            Some(c) => format!("{}, {}, {}", c.start, c.n, c.block),
+            None => self.range_key(),
+        }
+    }
+
+    /// The chunk form of a `for` loop, when it is one (see [`Chunks`]).
+    pub fn chunks(&self, src: &str) -> Option<Chunks<'t>> {
+        if self.range_args.is_none() || self.step != "1" {
+            return None;
+        }
+        let (n, block) = cdiv_args(&self.stop)?;
+        let mut products = Vec::new();
+        let mut other = false;
+        for s in &self.stmts {
+            walk_uses(
+                src,
+                *s,
+                &self.var,
+                &mut |use_| match chunk_product(src, use_, &block) {
+                    Some(p) => products.push(p),
+                    None => other = true,
+                },
+            );
+        }
+        if other || products.is_empty() {
+            return None;
+        }
+        let start = match self.start.as_str() {
+            "0" => "0".to_string(),
+            s => format!("({s}) * {block}"),
+        };
+        Some(Chunks {
+            start,
+            n,
+            block,
+            products,
+        })
+    }
+}
+
+/// A loop over chunk indices read as offsets: `for i in range(S, tl.cdiv(n, B))` whose
+/// body reads `i` only in products `i * B` (or `B * i`).
+pub(crate) struct Chunks<'t> {
+    /// The first offset: `0`, or `(S) * B`.
+    pub start: String,
+    pub n: String,
+    pub block: String,
+    /// Each `i * B` of the body.
+    pub products: Vec<Node<'t>>,
+}
+
+/// `N, B` of `tl.cdiv(N, B)` (also `triton.cdiv`, `cdiv`) with `B` a plain name or number.
+fn cdiv_args(stop: &str) -> Option<(String, String)> {
+    let inner = ["tl.cdiv(", "triton.cdiv(", "cdiv("]
+        .iter()
+        .find_map(|f| stop.strip_prefix(f))?
+        .strip_suffix(')')?;
+    let (n, b) = inner.rsplit_once(',')?;
+    let (n, b) = (n.trim(), b.trim());
+    let plain = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    (plain(b) && !n.is_empty() && n.matches('(').count() == n.matches(')').count())
+        .then(|| (n.to_string(), b.to_string()))
+}
+
+/// Every identifier `name` read in `n` (not as an attribute or a keyword's name).
+fn walk_uses<'t>(src: &str, n: Node<'t>, name: &str, f: &mut dyn FnMut(Node<'t>)) {
+    let mut stack = vec![n];
+    while let Some(n) = stack.pop() {
+        if n.kind() == "identifier" && text(src, n) == name {
+            let parent = n.parent();
+            let attr = parent.is_some_and(|p| {
+                (p.kind() == "attribute"
+                    && p.child_by_field_name("attribute").map(|a| a.id()) == Some(n.id()))
+                    || (p.kind() == "keyword_argument"
+                        && p.child_by_field_name("name").map(|a| a.id()) == Some(n.id()))
+            });
+            if !attr {
+                f(n);
+            }
+        }
+        stack.extend(named(n));
+    }
+}
+
+/// The product `v * B` or `B * v` that the use `v` is an operand of.
+fn chunk_product<'t>(src: &str, v: Node<'t>, block: &str) -> Option<Node<'t>> {
+    let p = v.parent().filter(|p| p.kind() == "binary_operator")?;
+    let op = p.child_by_field_name("operator").map(|o| text(src, o));
+    let (l, r) = (
+        p.child_by_field_name("left")?,
+        p.child_by_field_name("right")?,
+    );
+    let other = if l.id() == v.id() { r } else { l };
+    (op == Some("*") && text(src, other).trim() == block).then_some(p)
+}
+
+impl Loop<'_> {
     pub fn carry(&self, name: &str) -> Option<&Carry<'_>> {
         self.carries.iter().find(|c| c.name == name)
     }
@@ -577,14 +679,14 @@ pub(crate) fn collapse(s: &str) -> String {
 }
 
 /// The facts' summary of `loops`.
-pub(crate) fn summarize(loops: &[Loop<'_>]) -> Vec<LoopPass> {
+pub(crate) fn summarize(src: &str, loops: &[Loop<'_>]) -> Vec<LoopPass> {
     loops
         .iter()
         .enumerate()
         .map(|(i, l)| LoopPass {
             line: l.node.start_position().row as u32 + 1,
             var: l.var.clone(),
-            range: l.range_key(),
+            range: l.offset_range_key(src),
             carries: l
                 .carries
                 .iter()
@@ -712,7 +814,7 @@ mod tests {
             .expect("a def");
         let body = def.child_by_field_name("body").expect("a body");
         let top = statements(body);
-        summarize(&loops(src, &top))
+        summarize(src, &loops(src, &top))
     }
 
     const THREE_PASS: &str = "def k(x, y, n, B: tl.constexpr):\n    r = tl.program_id(0)\n    m = -float('inf')\n    for off in range(0, n, B):\n        c = off + tl.arange(0, B)\n        v = tl.load(x + r * n + c, mask=c < n, other=-float('inf'))\n        m = tl.maximum(m, tl.max(v, 0))\n    s = 0.0\n    i = 0\n    while i < n:\n        c = i + tl.arange(0, B)\n        v = tl.load(x + r * n + c, mask=c < n, other=-float('inf'))\n        s += tl.sum(tl.exp(v - m), 0)\n        i += B\n    for off in range(0, n, B):\n        c = off + tl.arange(0, B)\n        v = tl.load(x + r * n + c, mask=c < n)\n        tl.store(y + r * n + c, tl.exp(v - m) / s, mask=c < n)\n";
@@ -756,6 +858,24 @@ mod tests {
         let own = "    for c in range(0, n, B):\n        y = c\n";
         assert_eq!(read_first(own, "c"), None);
         assert_eq!(read_first("    y = range(c)\n", "c"), Some(true));
+    }
+
+    #[test]
+    fn a_loop_over_chunk_indices_read_as_offsets_walks_the_offsets() {
+        let src = "def k(x, y, n, B: tl.constexpr):\n    acc = tl.zeros([B], dtype=tl.float32)\n    for i in range(0, tl.cdiv(n, B)):\n        offs = i * B + tl.arange(0, B)\n        acc += tl.load(x + offs, mask=offs < n, other=0.0)\n    tl.store(y, tl.sum(acc, axis=0))\n";
+        let p = passes(src);
+        assert_eq!(p[0].range, "0, n, B");
+        assert!(
+            !sequential_axis(&p),
+            "a tile of B offsets a step, not one row"
+        );
+        let started = src.replace("range(0, tl.cdiv(n, B))", "tl.range(2, triton.cdiv(n, B))");
+        assert_eq!(passes(&started)[0].range, "(2) * B, n, B");
+        // The index read as itself, or a product by another number: as written.
+        let own = src.replace("other=0.0)\n", "other=0.0) * i\n");
+        assert_eq!(passes(&own)[0].range, "0, tl.cdiv(n, B), 1");
+        let other = src.replace("i * B +", "i * 64 +");
+        assert_eq!(passes(&other)[0].range, "0, tl.cdiv(n, B), 1");
     }
 
     #[test]

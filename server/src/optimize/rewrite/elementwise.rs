@@ -308,6 +308,21 @@ fn reads_block_yz(src: &str, root: Node<'_>) -> bool {
     hit
 }
 
+/// Whether `s` is a `for` loop whose variable starts at the 1-D thread index and steps
+/// by the grid's width (`i += blockDim.x * gridDim.x`).
+fn grid_stride_header(src: &str, s: Node<'_>) -> bool {
+    let init = s
+        .child_by_field_name("initializer")
+        .map_or("", |i| text(src, i));
+    let step = s
+        .child_by_field_name("update")
+        .map_or(String::new(), |u| without_int_casts(text(src, u)));
+    let starts = init
+        .split_once('=')
+        .is_some_and(|(_, v)| is_one_d_index(v.trim_end_matches(';')));
+    starts && step.contains("gridDim.x")
+}
+
 /// `return;` or `{ return; }`.
 pub(super) fn is_plain_return(n: Node<'_>) -> bool {
     let plain = |n: Node| n.kind() == "return_statement" && n.named_child_count() == 0;
@@ -352,6 +367,12 @@ pub(super) fn match_elementwise<'t>(src: &str, func: Node<'t>) -> Result<Element
             "declaration" if !reads_index => continue,
             "declaration" if block_uniform(t, &aliases) => batch = true,
             "declaration" => break s,
+            "for_statement" if grid_stride_header(src, s) => {
+                return Err(format!(
+                    "`{}` is a grid-stride loop, read as a bounds check only where every case's grid has a thread for each element (`grid = cdiv(n, block)`) and the body neither leaves the loop nor writes its index",
+                    first_line(t)
+                ))
+            }
             _ => return Err(format!("`{}` comes before the thread index", first_line(t))),
         }
     };

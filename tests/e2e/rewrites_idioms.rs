@@ -92,6 +92,13 @@ struct Case {
 const CASES: &[Case] = &[
     Case {
         file: GRID_LOOPS,
+        kernel: "softplus_macro",
+        id: "vectorize",
+        want: 2,
+        sizes: ("n = 1 << 20, 2049", "n = 3000, 2049"),
+    },
+    Case {
+        file: GRID_LOOPS,
         kernel: "elu_covered",
         id: "vectorize",
         want: 2,

@@ -2,7 +2,7 @@
 //! blockIdx.x * BLOCK + threadIdx.x;` with `#define BLOCK 256` (or `constexpr int BLOCK =
 //! 256;`, or the literal `256`) becomes `int i = blockIdx.x * blockDim.x + threadIdx.x;`
 //! when every case of the spec launches blocks of exactly that width along the axis (the
-//! same for `y` and `z`). That is the shape the elementwise, row and column rewrites
+//! same for `y` and `z`), and so does a grid-stride step `BLOCK * gridDim.x`. That is the shape the elementwise, row and column rewrites
 //! read, and the value is the same in every thread of every case. The name must appear
 //! nowhere else in the kernel: a shared array or a stride sized by it would no longer
 //! follow a rewrite that changes the block. The dispatcher retries a rewrite that refused
@@ -30,14 +30,14 @@ pub(super) fn block_dim_written(cx: &RewriteContext<'_>) -> Option<String> {
     let consts = file_constants(cx.text, cx.tree.root_node());
     let mut found = Vec::new();
     walk(func, &mut |n| {
-        if n.kind() == "init_declarator" {
-            if let Some(hit) = n
+        let hit = match n.kind() {
+            "init_declarator" => n
                 .child_by_field_name("value")
-                .and_then(|v| block_count(cx.text, v))
-            {
-                found.push(hit);
-            }
-        }
+                .and_then(|v| block_count(cx.text, v)),
+            "binary_expression" => grid_width(cx.text, n),
+            _ => None,
+        };
+        found.extend(hit);
         true
     });
     let fits: Vec<(Node, usize)> = found
@@ -104,6 +104,16 @@ pub(super) fn block_count<'t>(src: &str, value: Node<'t>) -> Option<(Node<'t>, u
         None => (thread_axis(src, b, "blockIdx")?, bare(src, a)),
     };
     (block == t && matches!(k.kind(), "identifier" | "number_literal")).then_some((k, t))
+}
+
+/// `K * gridDim.A` in either order (a grid-stride loop's step): the node of `K` and A.
+fn grid_width<'t>(src: &str, n: Node<'t>) -> Option<(Node<'t>, usize)> {
+    let (a, b) = operands(src, n, "*")?;
+    let (axis, k) = match thread_axis(src, a, "gridDim") {
+        Some(axis) => (axis, bare(src, b)),
+        None => (thread_axis(src, b, "gridDim")?, bare(src, a)),
+    };
+    matches!(k.kind(), "identifier" | "number_literal").then_some((k, axis))
 }
 
 /// The axis of `builtin.A` (`threadIdx.y` is 1), through parentheses and casts.
@@ -266,6 +276,21 @@ mod tests {
             let out = written(&src).unwrap_or_default();
             assert!(out.contains(&format!("long i = {want};")), "{index}: {out}");
         }
+    }
+
+    #[test]
+    fn a_grid_stride_step_in_the_constant_is_written_with_block_dim_too() {
+        let src = format!("#define BS 256\n{SPEC}// @bench grid = cdiv(n, BS); block = BS; BS = 256\n__global__ void k(const float* x, float* y, int n) {{\n    for (int i = blockIdx.x * BS + threadIdx.x; i < n; i += BS * gridDim.x) y[i] = x[i];\n}}\n");
+        let out = written(&src).unwrap();
+        assert!(
+            out.contains("for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)"),
+            "{out}"
+        );
+        // The step alone, with the index already in blockDim: still the block's width.
+        let step = src.replace("blockIdx.x * BS", "blockIdx.x * blockDim.x");
+        assert!(written(&step)
+            .unwrap()
+            .contains("i += blockDim.x * gridDim.x"));
     }
 
     #[test]

@@ -126,6 +126,170 @@ const CASES: &[Case] = &[
         sizes: ("n = 1 << 22, 3333", "n = 5000, 333"),
     },
     Case {
+        file: GRID_LOOPS,
+        kernel: "softplus_macro",
+        id: "vectorize",
+        want: 2,
+        sizes: ("n = 1 << 20, 2049", "n = 3000, 2049"),
+    },
+    Case {
+        file: GRID_LOOPS,
+        kernel: "elu_covered",
+        id: "vectorize",
+        want: 2,
+        sizes: ("n = 1 << 20, 4097", "n = 3000, 4097"),
+    },
+    Case {
+        file: GRID_LOOPS,
+        kernel: "elu_covered",
+        id: "coarsen",
+        want: 4,
+        sizes: ("n = 1 << 20, 4097", "n = 3000, 4097"),
+    },
+    Case {
+        file: GRID_LOOPS,
+        kernel: "row_max_covered",
+        id: "cooperative_rows",
+        want: 7,
+        sizes: (
+            "rows = 2048, 77; cols = 256, 45",
+            "rows = 40, 77; cols = 70, 45",
+        ),
+    },
+    Case {
+        file: GRID_LOOPS,
+        kernel: "saxpy_capped",
+        id: "vectorize",
+        want: 0,
+        sizes: ("n = 1 << 20, 30001", "n = 3000, 30001"),
+    },
+    Case {
+        file: GRID_LOOPS,
+        kernel: "copy_until_large",
+        id: "vectorize",
+        want: 0,
+        sizes: ("n = 1 << 20, 3001", "n = 3000, 3001"),
+    },
+    Case {
+        file: BATCH_EXITS,
+        kernel: "mid_max_2d",
+        id: "split_loop",
+        want: 6,
+        sizes: (
+            "B = 6, 3; D = 512, 77; N = 1024, 333",
+            "B = 2, 3; D = 40, 27; N = 70, 33",
+        ),
+    },
+    Case {
+        file: BATCH_EXITS,
+        kernel: "mid_max_2d",
+        id: "grid_stride",
+        want: 4,
+        sizes: (
+            "B = 6, 3; D = 512, 77; N = 1024, 333",
+            "B = 2, 3; D = 40, 27; N = 70, 33",
+        ),
+    },
+    Case {
+        file: BATCH_EXITS,
+        kernel: "batched_row_sumsq",
+        id: "cooperative_rows",
+        want: 7,
+        sizes: (
+            "B = 4, 3; R = 512, 45; C = 256, 99",
+            "B = 2, 3; R = 40, 45; C = 70, 99",
+        ),
+    },
+    Case {
+        file: BATCH_EXITS,
+        kernel: "batched_col_mean",
+        id: "split_loop",
+        want: 6,
+        sizes: (
+            "B = 5, 2; M = 300, 101; N = 200, 67",
+            "B = 2, 2; M = 50, 101; N = 40, 67",
+        ),
+    },
+    Case {
+        file: BATCH_EXITS,
+        kernel: "rows_by_thread_y",
+        id: "split_loop",
+        want: 0,
+        sizes: (
+            "R = 64, 9; N = 256, 77; D = 128, 33",
+            "R = 6, 9; N = 40, 77; D = 20, 33",
+        ),
+    },
+    Case {
+        file: NAMED_BLOCKS,
+        kernel: "affine_define",
+        id: "vectorize",
+        want: 2,
+        sizes: ("n = 1 << 20, 4099", "n = 3000, 4099"),
+    },
+    Case {
+        file: NAMED_BLOCKS,
+        kernel: "affine_define",
+        id: "coarsen",
+        want: 4,
+        sizes: ("n = 1 << 20, 4099", "n = 3000, 4099"),
+    },
+    Case {
+        file: NAMED_BLOCKS,
+        kernel: "affine_define",
+        id: "grid_stride",
+        want: 4,
+        sizes: ("n = 1 << 20, 4099", "n = 3000, 4099"),
+    },
+    Case {
+        file: NAMED_BLOCKS,
+        kernel: "mid_mean_define",
+        id: "split_loop",
+        want: 10,
+        sizes: (
+            "B = 8, 3; D = 512, 37; N = 1024, 333",
+            "B = 2, 3; D = 40, 37; N = 70, 33",
+        ),
+    },
+    Case {
+        file: NAMED_BLOCKS,
+        kernel: "row_l1_constexpr",
+        id: "cooperative_rows",
+        want: 7,
+        sizes: (
+            "rows = 4096, 101; cols = 512, 75",
+            "rows = 50, 101; cols = 70, 75",
+        ),
+    },
+    Case {
+        file: NAMED_BLOCKS,
+        kernel: "square_literal",
+        id: "vectorize",
+        want: 2,
+        sizes: ("n = 1 << 20, 3001", "n = 2000, 3001"),
+    },
+    Case {
+        file: NAMED_BLOCKS,
+        kernel: "bias_rows_2d",
+        id: "vectorize_rows",
+        want: 2,
+        sizes: ("R = 1024, 77; C = 1024, 301", "R = 20, 77; C = 64, 301"),
+    },
+    Case {
+        file: NAMED_BLOCKS,
+        kernel: "two_per_thread",
+        id: "vectorize",
+        want: 0,
+        sizes: ("n = 1 << 20, 2001", "n = 3000, 2001"),
+    },
+    Case {
+        file: NAMED_BLOCKS,
+        kernel: "two_per_thread",
+        id: "coarsen",
+        want: 0,
+        sizes: ("n = 1 << 20, 2001", "n = 3000, 2001"),
+    },
+    Case {
         file: SUMS,
         kernel: "tree_tid",
         id: "block_reduce",
@@ -1414,6 +1578,9 @@ const PICKS: &str = "tests/fixtures/rewrites/rows/arg_picks.cu";
 const BATCHED: &str = "tests/fixtures/rewrites/rows/batched.cu";
 const BROADCASTS: &str = "tests/fixtures/rewrites/geometry/broadcasts.cu";
 const SPLITS: &str = "tests/fixtures/rewrites/vec_rows/splits.cu";
+const BATCH_EXITS: &str = "tests/fixtures/rewrites/rows/batch_exits.cu";
+const GRID_LOOPS: &str = "tests/fixtures/rewrites/geometry/grid_loops.cu";
+const NAMED_BLOCKS: &str = "tests/fixtures/rewrites/geometry/named_blocks.cu";
 
 /// The case's file with the sizes line made small.
 fn small(c: &Case) -> String {

@@ -26,6 +26,7 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
     let seq = read("tests/fixtures/rewrites/triton/sequential.py");
     let cols = read("tests/fixtures/rewrites/triton/columns.py");
     let in_loop = read("tests/fixtures/rewrites/triton/reduce_in_loop.py");
+    let chunks = read("tests/fixtures/rewrites/triton/chunks.py");
     let layernorm = read("examples/layernorm_3pass.py").replace(
         "rows = 8192, 31; N = 4096, 1111",
         "rows = 6, 3; N = 700, 111",
@@ -74,6 +75,13 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
         (&in_loop, "col_norm_blocks", "triton_hoist_reduce", 1),
         (&in_loop, "row_sum_while", "triton_hoist_reduce", 1),
         (&in_loop, "row_max_tiles", "triton_hoist_reduce", 1),
+        (&in_loop, "two_pass_stats", "triton_hoist_reduce", 1),
+        (&chunks, "row_norm_chunks", "triton_row_tile", 2),
+        (&chunks, "softmax_chunks", "triton_online", 1),
+        (&chunks, "softmax_chunks", "triton_row_tile", 2),
+        (&chunks, "softmax_chunks", "triton_hoist_reduce", 1),
+        (&chunks, "matvec_chunks", "triton_row_tile", 2),
+        (&chunks, "matvec_chunks", "triton_hoist_reduce", 1),
         (&cols, "col_sum_by_program", "triton_program_tile", 2),
         (&cols, "col_softmax", "triton_program_tile", 2),
         (&cols, "bias_relu_cols", "triton_program_tile", 2),

@@ -5,6 +5,7 @@
 
 mod arange;
 mod host_items;
+mod stray_spec;
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
@@ -306,7 +307,7 @@ pub fn analyze_regions_within(
     let mut next = HashMap::with_capacity(model.kernels.len());
     let mut specs = Vec::with_capacity(model.kernels.len());
     let mut note = None;
-    for k in &model.kernels {
+    for (i, k) in model.kernels.iter().enumerate() {
         if let Some(why) = stop() {
             let left = model.kernels.len() - specs.len();
             note = Some(format!(
@@ -318,6 +319,7 @@ pub fn analyze_regions_within(
         let mut report = cache.report(k, &model.kernels, fk, &opts.env, &mut next);
         // Depends on the kernel's body, which the cached report does not: run each time.
         arange::check(text, k, &mut report);
+        stray_spec::check(text, &model.kernels, i, &mut report);
         specs.push(report);
     }
     if note.is_some() {

@@ -941,10 +941,12 @@ fn check_missing_values(
     for t in &kernel.template_params {
         cx.charge(1);
         if !graph.has(t) && !broken.contains(t) {
-            cx.error(
-                kernel.name_range.clone(),
-                format!("template parameter `{t}` has no value in the @bench spec; add `// @bench {t} = 256` or `// @bench tune {t} in [...]`"),
-            );
+            let msg = if names_a_type(kernel, t) {
+                format!("template parameter `{t}` is a type (the element type of a parameter), and @bench gives template arguments as numbers only; benchmark the kernel written for one type (`float` for `{t}`), or an `extern \"C\"` kernel that calls this one with the types written out")
+            } else {
+                format!("template parameter `{t}` has no value in the @bench spec; add `// @bench {t} = 256` or `// @bench tune {t} in [...]`")
+            };
+            cx.error(kernel.name_range.clone(), msg);
         }
     }
     for required in ["grid", "block"] {
@@ -2249,4 +2251,18 @@ fn eval_dist(cx: &mut Ctx<'_>, b: &BufferSpec<'_>, scope: &CaseScope<'_>) -> Opt
         _ => return None,
     };
     Some(dist)
+}
+
+/// Whether the template parameter `t` is a parameter's type or element type (`const T*
+/// x`, `T alpha`): a type, where the spec gives numbers.
+fn names_a_type(kernel: &Kernel, t: &str) -> bool {
+    kernel.params.iter().any(|p| {
+        let ty = match &p.kind {
+            ParamKind::Pointer { pointee, .. } => pointee.as_str(),
+            ParamKind::Scalar { ty } => ty.as_str(),
+            _ => return false,
+        };
+        ty.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|w| w == t)
+    })
 }

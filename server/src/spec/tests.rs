@@ -1944,3 +1944,21 @@ fn a_torch_tuple_gives_one_value_per_output_in_order() {
     // A parenthesized single value, or a call whose arguments have commas, is one.
     assert!(torch_ref("(torch.softmax(x_ptr, dim=-1))", "").starts_with("torch_reference=Some"));
 }
+
+#[test]
+fn a_type_template_parameter_is_named_a_type_not_given_a_number() {
+    check_cuda(
+        r#"
+// @bench n = 1000
+// @bench x: in f32[n]; y: out f32[n]
+// @bench grid = cdiv(n, 256); block = 256
+template <typename T>
+__global__ void relu_t(const T* x, T* y, int n) { }
+"#,
+        expect![[r#"
+            2:17-20 error `f32`: `x` is `T*`, which matches no @bench element type (f16, bf16, f32, f64, i8, i16, i32, i64, u8, u32, bool)
+            2:32-35 error `f32`: `y` is `T*`, which matches no @bench element type (f16, bf16, f32, f64, i8, i16, i32, i64, u8, u32, bool)
+            5:17-23 error `relu_t`: template parameter `T` is a type (the element type of a parameter), and @bench gives template arguments as numbers only; benchmark the kernel written for one type (`float` for `T`), or an `extern "C"` kernel that calls this one with the types written out
+        "#]],
+    );
+}

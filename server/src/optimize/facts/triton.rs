@@ -32,7 +32,7 @@ pub(super) fn scan(f: &mut Facts, src: &str, tree: &Tree, kernel: &Kernel) {
     };
     cx.collect_defs(body, 0);
     let top = super::triton_loops::statements(body);
-    f.triton_loops = super::triton_loops::summarize(&super::triton_loops::loops(src, &top));
+    f.triton_loops = super::triton_loops::summarize(src, &super::triton_loops::loops(src, &top));
     let mut scan = Scan {
         facts: f,
         loops: Vec::new(),

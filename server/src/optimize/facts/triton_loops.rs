@@ -73,29 +73,185 @@ pub(crate) struct Loop<'t> {
     pub results: BTreeSet<String>,
 }
 
-impl Loop<'_> {
+impl<'t> Loop<'t> {
     /// `start, stop, step` as one string, for comparing ranges.
     pub fn range_key(&self) -> String {
         format!("{}, {}, {}", self.start, self.stop, self.step)
     }
 
+    /// The range of the offsets a loop over chunk indices walks: `for i in range(0,
+    /// tl.cdiv(n, B))` whose body reads `i` only as `i * B` walks `0, n, B`, as `for off in
+    /// range(0, n, B)` does; else the range as written.
+    pub fn offset_range_key(&self, src: &str) -> String {
+        match self.chunks(src) {
+            Some(c) => format!("{}, {}, {}", c.start, c.n, c.block),
+            None => self.range_key(),
+        }
+    }
+
+    /// The chunk form of a `for` loop, when it is one (see [`Chunks`]).
+    pub fn chunks(&self, src: &str) -> Option<Chunks<'t>> {
+        if self.range_args.is_none() || self.step != "1" {
+            return None;
+        }
+        let (n, block) = cdiv_args(&self.stop)?;
+        let mut products = Vec::new();
+        let mut other = false;
+        for s in &self.stmts {
+            walk_uses(
+                src,
+                *s,
+                &self.var,
+                &mut |use_| match chunk_product(src, use_, &block) {
+                    Some(p) => products.push(p),
+                    None => other = true,
+                },
+            );
+        }
+        if other || products.is_empty() {
+            return None;
+        }
+        let start = match self.start.as_str() {
+            "0" => "0".to_string(),
+            s => format!("({s}) * {block}"),
+        };
+        Some(Chunks {
+            start,
+            n,
+            block,
+            products,
+        })
+    }
+}
+
+/// A loop over chunk indices read as offsets: `for i in range(S, tl.cdiv(n, B))` whose
+/// body reads `i` only in products `i * B` (or `B * i`).
+pub(crate) struct Chunks<'t> {
+    /// The first offset: `0`, or `(S) * B`.
+    pub start: String,
+    pub n: String,
+    pub block: String,
+    /// Each `i * B` of the body.
+    pub products: Vec<Node<'t>>,
+}
+
+/// `N, B` of `tl.cdiv(N, B)` (also `triton.cdiv`, `cdiv`) with `B` a plain name or number.
+fn cdiv_args(stop: &str) -> Option<(String, String)> {
+    let inner = ["tl.cdiv(", "triton.cdiv(", "cdiv("]
+        .iter()
+        .find_map(|f| stop.strip_prefix(f))?
+        .strip_suffix(')')?;
+    let (n, b) = inner.rsplit_once(',')?;
+    let (n, b) = (n.trim(), b.trim());
+    let plain = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    (plain(b) && !n.is_empty() && n.matches('(').count() == n.matches(')').count())
+        .then(|| (n.to_string(), b.to_string()))
+}
+
+/// Every identifier `name` read in `n` (not as an attribute or a keyword's name).
+fn walk_uses<'t>(src: &str, n: Node<'t>, name: &str, f: &mut dyn FnMut(Node<'t>)) {
+    let mut stack = vec![n];
+    while let Some(n) = stack.pop() {
+        if n.kind() == "identifier" && text(src, n) == name {
+            let parent = n.parent();
+            let attr = parent.is_some_and(|p| {
+                (p.kind() == "attribute"
+                    && p.child_by_field_name("attribute").map(|a| a.id()) == Some(n.id()))
+                    || (p.kind() == "keyword_argument"
+                        && p.child_by_field_name("name").map(|a| a.id()) == Some(n.id()))
+            });
+            if !attr {
+                f(n);
+            }
+        }
+        stack.extend(named(n));
+    }
+}
+
+/// The product `v * B` or `B * v` that the use `v` is an operand of.
+fn chunk_product<'t>(src: &str, v: Node<'t>, block: &str) -> Option<Node<'t>> {
+    let p = v.parent().filter(|p| p.kind() == "binary_operator")?;
+    let op = p.child_by_field_name("operator").map(|o| text(src, o));
+    let (l, r) = (
+        p.child_by_field_name("left")?,
+        p.child_by_field_name("right")?,
+    );
+    let other = if l.id() == v.id() { r } else { l };
+    (op == Some("*") && text(src, other).trim() == block).then_some(p)
+}
+
+impl Loop<'_> {
     pub fn carry(&self, name: &str) -> Option<&Carry<'_>> {
         self.carries.iter().find(|c| c.name == name)
     }
 
-    /// `name` is read by a statement after this loop.
+    /// The value `name` has when this loop ends is read by a statement after it: read
+    /// before a statement after the loop sets it outright (`cols = off + tl.arange(...)`
+    /// at the top of a later loop's body reads nothing of this loop's `cols`).
     pub fn reads_after(&self, src: &str, name: &str) -> bool {
+        let mut after = Vec::new();
         let mut n = self.node.next_named_sibling();
         while let Some(s) = n {
-            let mut r = BTreeSet::new();
-            reads(src, s, &mut r);
-            if r.contains(name) {
-                return true;
-            }
+            after.push(s);
             n = s.next_named_sibling();
         }
-        false
+        read_before_set(src, &after, name) == Some(true)
     }
+}
+
+/// Whether the statements `stmts`, run in order, read `name` (Some(true)) or set it
+/// outright first (Some(false)), or neither (None). A loop or a branch may not run, so
+/// what it sets counts for its own body only.
+pub(crate) fn read_before_set(src: &str, stmts: &[Node<'_>], name: &str) -> Option<bool> {
+    let reads_it = |n: Option<Node<'_>>| {
+        let mut r = BTreeSet::new();
+        if let Some(n) = n {
+            reads(src, n, &mut r);
+        }
+        r.contains(name)
+    };
+    let body_reads = |n: Option<Node<'_>>| {
+        n.is_some_and(|b| read_before_set(src, &named(b), name) == Some(true))
+    };
+    for &s in stmts {
+        let read = match s.kind() {
+            "comment" | "pass_statement" => false,
+            "for_statement" => {
+                let own = s
+                    .child_by_field_name("left")
+                    .is_some_and(|l| text(src, l) == name);
+                reads_it(s.child_by_field_name("right"))
+                    || (!own && body_reads(s.child_by_field_name("body")))
+            }
+            "while_statement" => {
+                reads_it(s.child_by_field_name("condition"))
+                    || body_reads(s.child_by_field_name("body"))
+            }
+            "if_statement" => {
+                let mut c = s.walk();
+                let branches: Vec<Node> = s.children_by_field_name("alternative", &mut c).collect();
+                reads_it(s.child_by_field_name("condition"))
+                    || body_reads(s.child_by_field_name("consequence"))
+                    || branches.into_iter().any(|b| {
+                        reads_it(b.child_by_field_name("condition"))
+                            || body_reads(
+                                b.child_by_field_name("body")
+                                    .or_else(|| b.child_by_field_name("consequence")),
+                            )
+                    })
+            }
+            _ => match assignment(src, s) {
+                Some((n, op, right)) if n == name && op == "=" => {
+                    return Some(reads_it(Some(right)));
+                }
+                _ => reads_it(Some(s)),
+            },
+        };
+        if read {
+            return Some(true);
+        }
+    }
+    None
 }
 
 /// What the facts keep of a loop: serializable, no tree.
@@ -523,14 +679,14 @@ pub(crate) fn collapse(s: &str) -> String {
 }
 
 /// The facts' summary of `loops`.
-pub(crate) fn summarize(loops: &[Loop<'_>]) -> Vec<LoopPass> {
+pub(crate) fn summarize(src: &str, loops: &[Loop<'_>]) -> Vec<LoopPass> {
     loops
         .iter()
         .enumerate()
         .map(|(i, l)| LoopPass {
             line: l.node.start_position().row as u32 + 1,
             var: l.var.clone(),
-            range: l.range_key(),
+            range: l.offset_range_key(src),
             carries: l
                 .carries
                 .iter()
@@ -658,10 +814,69 @@ mod tests {
             .expect("a def");
         let body = def.child_by_field_name("body").expect("a body");
         let top = statements(body);
-        summarize(&loops(src, &top))
+        summarize(src, &loops(src, &top))
     }
 
     const THREE_PASS: &str = "def k(x, y, n, B: tl.constexpr):\n    r = tl.program_id(0)\n    m = -float('inf')\n    for off in range(0, n, B):\n        c = off + tl.arange(0, B)\n        v = tl.load(x + r * n + c, mask=c < n, other=-float('inf'))\n        m = tl.maximum(m, tl.max(v, 0))\n    s = 0.0\n    i = 0\n    while i < n:\n        c = i + tl.arange(0, B)\n        v = tl.load(x + r * n + c, mask=c < n, other=-float('inf'))\n        s += tl.sum(tl.exp(v - m), 0)\n        i += B\n    for off in range(0, n, B):\n        c = off + tl.arange(0, B)\n        v = tl.load(x + r * n + c, mask=c < n)\n        tl.store(y + r * n + c, tl.exp(v - m) / s, mask=c < n)\n";
+
+    /// Whether the statements of `body` (a function body's lines) read `name` before
+    /// they set it.
+    fn read_first(body: &str, name: &str) -> Option<bool> {
+        let src = format!("def k(x, n, B: tl.constexpr):\n{body}");
+        let doc = crate::document::Document::new(Lang::Triton, 0, &src);
+        let tree = doc.tree().expect("parses");
+        let def = tree.root_node().named_child(0).expect("a def");
+        let stmts = statements(def.child_by_field_name("body").expect("a body"));
+        read_before_set(&src, &stmts, name)
+    }
+
+    #[test]
+    fn a_name_set_outright_before_it_is_read_is_not_read() {
+        let later_loop = "    for off in range(0, n, B):\n        c = off + tl.arange(0, B)\n        tl.store(x + c, 1.0, mask=c < n)\n";
+        assert_eq!(read_first(later_loop, "c"), None);
+        assert_eq!(read_first("    c = 3\n    y = c\n", "c"), Some(false));
+        assert_eq!(
+            read_first("    c = c + 1\n", "c"),
+            Some(true),
+            "the new value reads the old"
+        );
+        assert_eq!(read_first("    c += 1\n", "c"), Some(true));
+        assert_eq!(read_first("    y = c\n    c = 3\n", "c"), Some(true));
+        // A loop may not run: what follows it still sees the old value.
+        let maybe = "    for off in range(0, n, B):\n        c = off\n    y = c\n";
+        assert_eq!(read_first(maybe, "c"), Some(true));
+        // Read in a loop body before it is set there, in a branch, in a while condition.
+        let first = "    for off in range(0, n, B):\n        y = c\n        c = off\n";
+        assert_eq!(read_first(first, "c"), Some(true));
+        let branch = "    if n > 4:\n        y = 1\n    elif n > 2:\n        y = c\n";
+        assert_eq!(read_first(branch, "c"), Some(true));
+        assert_eq!(
+            read_first("    while c < n:\n        n -= 1\n", "c"),
+            Some(true)
+        );
+        // The loop's own variable is set by the loop.
+        let own = "    for c in range(0, n, B):\n        y = c\n";
+        assert_eq!(read_first(own, "c"), None);
+        assert_eq!(read_first("    y = range(c)\n", "c"), Some(true));
+    }
+
+    #[test]
+    fn a_loop_over_chunk_indices_read_as_offsets_walks_the_offsets() {
+        let src = "def k(x, y, n, B: tl.constexpr):\n    acc = tl.zeros([B], dtype=tl.float32)\n    for i in range(0, tl.cdiv(n, B)):\n        offs = i * B + tl.arange(0, B)\n        acc += tl.load(x + offs, mask=offs < n, other=0.0)\n    tl.store(y, tl.sum(acc, axis=0))\n";
+        let p = passes(src);
+        assert_eq!(p[0].range, "0, n, B");
+        assert!(
+            !sequential_axis(&p),
+            "a tile of B offsets a step, not one row"
+        );
+        let started = src.replace("range(0, tl.cdiv(n, B))", "tl.range(2, triton.cdiv(n, B))");
+        assert_eq!(passes(&started)[0].range, "(2) * B, n, B");
+        // The index read as itself, or a product by another number: as written.
+        let own = src.replace("other=0.0)\n", "other=0.0) * i\n");
+        assert_eq!(passes(&own)[0].range, "0, tl.cdiv(n, B), 1");
+        let other = src.replace("i * B +", "i * 64 +");
+        assert_eq!(passes(&other)[0].range, "0, tl.cdiv(n, B), 1");
+    }
 
     #[test]
     fn three_passes_over_a_row_carry_a_max_then_a_sum_and_the_last_reads_both() {

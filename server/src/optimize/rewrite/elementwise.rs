@@ -1,7 +1,9 @@
 //! The 1-D elementwise shape that `vectorize`, `grid_stride`, `coarsen` and
 //! `privatize_atomics` rewrite: `int i = blockIdx.x * blockDim.x + threadIdx.x;` (any
 //! order of the product and the sum, parenthesised or not) followed by the bounds check
-//! `if (i < n) { ... }` ending the kernel or `if (i >= n) return;` followed by the body;
+//! `if (i < n) { ... }` ending the kernel or `if (i >= n) return;` followed by the body
+//! (before the index: declarations, and early exits of whole blocks such as `if (b >= B)
+//! return;` for a batch on `blockIdx.y`);
 //! and [`inspect_body`], which checks that the guarded body handles its own element only
 //! (no barrier, no warp collective, no `threadIdx`, no write to the index) and collects
 //! its accesses. Kernels are matched on the tree-sitter tree, never by regular
@@ -252,6 +254,46 @@ fn block_uniform(t: &str, aliases: &BTreeMap<String, String>) -> bool {
     reads_yz && no_x && !aliases.keys().any(|a| words_of(t).any(|w| w == a))
 }
 
+/// Whether an expression is the same in every thread of a block and changes nothing: no
+/// thread index, no `blockIdx.x`, no block or grid size (a rewrite may change them), no
+/// alias of those and none of `locals` (names that may differ between threads), no
+/// call, assignment or increment (`b >= B` with `int b = blockIdx.y;`, `len[b] == 0`).
+pub(super) fn block_uniform_expr(
+    src: &str,
+    e: Node<'_>,
+    aliases: &BTreeMap<String, String>,
+    locals: &[&str],
+) -> bool {
+    let mut ok = true;
+    walk(e, &mut |n| {
+        let t = text(src, n);
+        ok &= match n.kind() {
+            "field_expression" => {
+                !matches!(
+                    n.child_by_field_name("argument").map(|a| text(src, a)),
+                    Some("threadIdx" | "blockDim" | "gridDim")
+                ) && t != "blockIdx.x"
+            }
+            "identifier" => !aliases.contains_key(t) && !locals.contains(&t),
+            "call_expression" | "assignment_expression" | "update_expression" => false,
+            _ => true,
+        };
+        ok
+    });
+    ok
+}
+
+/// `if (C) return;` with `C` the same in every thread of a block: whole blocks leave
+/// together (`if (b >= B) return;` for a batch on `blockIdx.y`).
+fn block_exit(src: &str, s: Node<'_>, aliases: &BTreeMap<String, String>) -> bool {
+    s.kind() == "if_statement"
+        && s.child_by_field_name("alternative").is_none()
+        && s.child_by_field_name("consequence")
+            .is_some_and(is_plain_return)
+        && s.child_by_field_name("condition")
+            .is_some_and(|c| block_uniform_expr(src, c, aliases, &[]))
+}
+
 /// Whether `n` is `blockIdx.y` or `blockIdx.z`: the same in every thread of a block.
 pub(super) fn is_block_yz(src: &str, n: Node<'_>) -> bool {
     n.kind() == "field_expression" && matches!(text(src, n), "blockIdx.y" | "blockIdx.z")
@@ -264,6 +306,21 @@ fn reads_block_yz(src: &str, root: Node<'_>) -> bool {
         !hit
     });
     hit
+}
+
+/// Whether `s` is a `for` loop whose variable starts at the 1-D thread index and steps
+/// by the grid's width (`i += blockDim.x * gridDim.x`).
+fn grid_stride_header(src: &str, s: Node<'_>) -> bool {
+    let init = s
+        .child_by_field_name("initializer")
+        .map_or("", |i| text(src, i));
+    let step = s
+        .child_by_field_name("update")
+        .map_or(String::new(), |u| without_int_casts(text(src, u)));
+    let starts = init
+        .split_once('=')
+        .is_some_and(|(_, v)| is_one_d_index(v.trim_end_matches(';')));
+    starts && step.contains("gridDim.x")
 }
 
 /// `return;` or `{ return; }`.
@@ -303,9 +360,19 @@ pub(super) fn match_elementwise<'t>(src: &str, func: Node<'t>) -> Result<Element
             || aliases.keys().any(|a| words_of(t).any(|w| w == a));
         match s.kind() {
             "comment" => continue,
+            "if_statement" if block_exit(src, s, &aliases) => {
+                batch |= reads_block_yz(src, s);
+                continue;
+            }
             "declaration" if !reads_index => continue,
             "declaration" if block_uniform(t, &aliases) => batch = true,
             "declaration" => break s,
+            "for_statement" if grid_stride_header(src, s) => {
+                return Err(format!(
+                    "`{}` is a grid-stride loop, read as a bounds check only where every case's grid has a thread for each element (`grid = cdiv(n, block)`) and the body neither leaves the loop nor writes its index",
+                    first_line(t)
+                ))
+            }
             _ => return Err(format!("`{}` comes before the thread index", first_line(t))),
         }
     };

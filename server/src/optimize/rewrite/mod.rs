@@ -20,15 +20,18 @@
 
 mod access;
 mod block_coarsen;
+mod block_dim;
 mod block_reduce;
 mod block_size;
 mod check;
+mod chunk_loops;
 mod coarsen;
 mod cooperative_rows;
 mod edits;
 mod elementwise;
 mod fast_math;
 mod grid2d;
+mod grid_covers;
 mod grid_stride;
 mod grid_total;
 mod guard_first;
@@ -61,6 +64,7 @@ mod triton_row_tile;
 mod triton_split_loop;
 mod triton_swizzle;
 mod tunable_sweep;
+mod uniform_exit;
 mod unit;
 mod unroll;
 mod vectorize;
@@ -187,29 +191,115 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
 /// were dropped.
 const ABOUT_HINTS: &[&str] = &["stream_loads"];
 
-/// `run` again on the kernel in a normalized form, when one exists and `run` takes it:
-/// the declarations between its thread index and its bounds check moved out of the way
-/// ([`guard_first`]), its load intrinsics written as plain loads ([`plain_loads`]), then
-/// both.
-fn retry_normalized(cx: &RewriteContext<'_>, run: Apply, id: &str) -> Option<Vec<Candidate>> {
-    let retry = |text: &str, f: &dyn Fn(&RewriteContext<'_>) -> Option<Vec<Candidate>>| {
-        with_text(cx.lang, text, &cx.kernel.name, cx.params, |c| f(c)).flatten()
-    };
-    let again = |c: &RewriteContext<'_>| run(c).ok();
-    let moved = guard_first::moved_inside_guard(cx);
-    if let Some(out) = moved.as_deref().and_then(|t| retry(t, &again)) {
-        return Some(out);
+/// A rewrite of the kernel's text into a form more rewrites read, computing the same
+/// values.
+#[derive(Clone, Copy, PartialEq)]
+enum Normalize {
+    /// Load intrinsics written as plain loads ([`plain_loads`]).
+    Plain,
+    /// Indices that count blocks of a constant equal to the block width written with
+    /// `blockDim` ([`block_dim`]).
+    BlockDim,
+    /// A grid-stride loop over a grid that covers its bound written as a bounds check
+    /// ([`grid_covers`]).
+    Cover,
+    /// The declarations between the thread index and its bounds check moved out of the
+    /// way ([`guard_first`]).
+    Moved,
+    /// The parts of the bounds check that are the same in every thread of a block moved
+    /// to an early exit before the index ([`uniform_exit`]).
+    Exit,
+    /// Triton loops over chunk indices written over offsets ([`chunk_loops`]).
+    Offsets,
+}
+
+impl Normalize {
+    /// The CUDA forms, in the order a sequence of them applies: each may make the next
+    /// one's shape (a grid-stride loop becomes a check the declarations can move into,
+    /// which an exit can then be split from).
+    const CUDA: [Normalize; 5] = [
+        Normalize::Plain,
+        Normalize::BlockDim,
+        Normalize::Cover,
+        Normalize::Moved,
+        Normalize::Exit,
+    ];
+
+    /// The normalized text; None when it has nothing to change.
+    fn apply(self, cx: &RewriteContext<'_>) -> Option<String> {
+        match self {
+            Normalize::Plain => plain_loads::plain_loads(cx),
+            Normalize::BlockDim => block_dim::block_dim_written(cx),
+            Normalize::Cover => grid_covers::covered_loop(cx),
+            Normalize::Moved => guard_first::moved_inside_guard(cx),
+            Normalize::Exit => uniform_exit::uniform_exit(cx),
+            Normalize::Offsets => chunk_loops::offset_loops(cx),
+        }
     }
-    if ABOUT_HINTS.contains(&id) {
-        return None;
+}
+
+/// The sequences of normalizations a refused rewrite is retried on, in order, each
+/// applied to the text the one before it wrote: for CUDA every nonempty subset of
+/// [`Normalize::CUDA`] in that order, fewer first; for Triton the chunk loops.
+fn retries(lang: Lang) -> Vec<Vec<Normalize>> {
+    if lang == Lang::Triton {
+        return vec![vec![Normalize::Offsets]];
     }
-    let plain = plain_loads::plain_loads(cx)?;
-    retry(&plain, &again).or_else(|| {
-        retry(&plain, &|c| {
-            let moved = guard_first::moved_inside_guard(c)?;
-            with_text(c.lang, &moved, &c.kernel.name, c.params, run)?.ok()
+    let all = Normalize::CUDA;
+    let mut out: Vec<Vec<Normalize>> = (1u32..1 << all.len())
+        .map(|mask| {
+            (0..all.len())
+                .filter(|b| mask & (1 << b) != 0)
+                .map(|b| all[b])
+                .collect()
         })
+        .collect();
+    out.sort_by_key(Vec::len);
+    out
+}
+
+/// `run` again on the kernel in a normalized form, when one exists and `run` takes it:
+/// the first of [`retries`] that gives candidates. A rewrite about cache hints
+/// ([`ABOUT_HINTS`]) is never retried with its hints dropped. Each form is computed once
+/// on the author's text; a sequence whose first form changes nothing is skipped.
+fn retry_normalized(cx: &RewriteContext<'_>, run: Apply, id: &str) -> Option<Vec<Candidate>> {
+    let about_hints = ABOUT_HINTS.contains(&id);
+    let mut first: Vec<(Normalize, Option<String>)> = Vec::new();
+    retries(cx.lang)
+        .into_iter()
+        .filter(|steps| !(about_hints && steps.contains(&Normalize::Plain)))
+        .find_map(|steps| {
+            let (head, rest) = steps.split_first()?;
+            let once = match first.iter().find(|(n, _)| n == head) {
+                Some((_, t)) => t.clone(),
+                None => {
+                    let t = head.apply(cx);
+                    first.push((*head, t.clone()));
+                    t
+                }
+            }?;
+            let text = if rest.is_empty() {
+                once
+            } else {
+                with_text(cx.lang, &once, &cx.kernel.name, cx.params, |c| {
+                    normalized(c, rest)
+                })??
+            };
+            with_text(cx.lang, &text, &cx.kernel.name, cx.params, |c| run(c).ok()).flatten()
+        })
+}
+
+/// The kernel's text after each of `steps` in turn; None when one has nothing to change.
+fn normalized(cx: &RewriteContext<'_>, steps: &[Normalize]) -> Option<String> {
+    let (first, rest) = steps.split_first()?;
+    let text = first.apply(cx)?;
+    if rest.is_empty() {
+        return Some(text);
+    }
+    with_text(cx.lang, &text, &cx.kernel.name, cx.params, |c| {
+        normalized(c, rest)
     })
+    .flatten()
 }
 
 /// `f` on a context for `text`, parsed anew, and its kernel `kernel`; None when the text

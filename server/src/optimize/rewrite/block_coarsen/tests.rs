@@ -57,10 +57,14 @@ fn shared_memory_warp_code_grid_strides_and_nested_returns_are_refused() {
     let reduce = include_str!("../../../../../examples/reduce_sum.cu");
     let why = not_applicable(cuda(reduce, "reduce_tree", "block_coarsen", json!({})));
     assert!(why.contains("shared memory"), "{why}");
-    let strided = SAXPY.replace(
-        "int i = blockIdx.x * blockDim.x + threadIdx.x;",
-        "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)",
-    );
+    // A grid of 80 blocks takes several trips over the data (a grid that covers it is
+    // read as a bounds check; `grid_covers`).
+    let strided = SAXPY
+        .replace(
+            "int i = blockIdx.x * blockDim.x + threadIdx.x;",
+            "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)",
+        )
+        .replace("grid = cdiv(n, 256)", "grid = cdiv(80 * 256, 256)");
     if strided != SAXPY {
         let why = not_applicable(cuda(&strided, "saxpy", "block_coarsen", json!({})));
         assert!(why.contains("gridDim.x"), "{why}");

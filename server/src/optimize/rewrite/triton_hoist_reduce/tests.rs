@@ -101,6 +101,21 @@ fn a_program_tiled_column_sum_is_hoisted() {
     }
 }
 
+/// Two loops that each set `offs` and `v` afresh: the later one reads nothing the
+/// earlier leaves in them, so the earlier one's sum is hoisted.
+#[test]
+fn names_a_later_loop_sets_before_reading_do_not_hold_a_loop_back() {
+    let out = hoisted(LOOPS, "two_pass_stats");
+    for line in [
+        "    s_part = tl.zeros((BLOCK,), dtype=tl.float32)\n",
+        "        s_part += v\n",
+        "    s += tl.sum(s_part, axis=0)\n    mu = s / HW\n",
+        "        ss += tl.sum((v - mu) * (v - mu), axis=0)\n",
+    ] {
+        assert!(out.contains(line), "{line}\n{out}");
+    }
+}
+
 #[test]
 fn reductions_used_otherwise_prefixes_lane_sums_unknown_shapes_and_integer_starts_are_refused() {
     let why = |src: &str, k: &str| not_applicable(triton(src, k, "triton_hoist_reduce", json!({})));
@@ -112,6 +127,7 @@ fn reductions_used_otherwise_prefixes_lane_sums_unknown_shapes_and_integer_start
         "tl.sum(tl.trans(block * block), axis=1)",
     );
     expect!["`col_norm_blocks` has no reduction to move out of a loop: line 16: the shape of `tl.trans(block * block)` is not known"].assert_eq(&why(&transposed, "col_norm_blocks"));
+    expect!["`sum_and_last_chunk` has no reduction to move out of a loop: line 113: `v` is set in the loop and read after it"].assert_eq(&why(LOOPS, "sum_and_last_chunk"));
     let int_start = LOOPS.replace("    total = 0.0\n", "    total = 0\n");
     expect!["`row_sum_while` has no reduction to move out of a loop: line 33: `total` starts from the integer `0`: the type of its partials is not known"].assert_eq(&why(&int_start, "row_sum_while"));
 }

@@ -701,6 +701,22 @@ fn value_graph<'a>(
             });
         }
     }
+    // Then a CUDA file's integer constants above the kernel (`#define THREADS 256`,
+    // `constexpr int BLOCK = 128;`): the launch may name them as the code does.
+    for (name, v) in &kernel.constants {
+        cx.charge(1);
+        let taken = params.contains_key(name.as_str())
+            || kernel.template_params.contains(name)
+            || decls.buffer(name).is_some()
+            || nodes.iter().any(|n| &n.name == name);
+        if !taken {
+            nodes.push(Node {
+                name: name.clone(),
+                span: None,
+                src: Source::Const(Value::Int(*v)),
+            });
+        }
+    }
     let mut index: HashMap<String, usize> = nodes
         .iter()
         .enumerate()

@@ -135,6 +135,7 @@ fn kernels(src: &str, lang: Lang) -> Vec<Kernel> {
             unit_ranges: Vec::new(),
             autotune: None,
             heuristics: Vec::new(),
+            constants: Vec::new(),
         });
     }
     out

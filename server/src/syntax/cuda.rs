@@ -392,6 +392,7 @@ fn kernels_of(
         }
     }
     let mut graph = CallGraph::new(Lang::Cuda, src, &funcs);
+    let constants = super::constants::integer_constants(src);
     let mut kernels = Vec::new();
     for (i, at) in kernel_at.iter().enumerate() {
         let Some(At { base, kernel: k }) = at else {
@@ -436,6 +437,7 @@ fn kernels_of(
             unit_ranges,
             autotune: None,
             heuristics: Vec::new(),
+            constants: super::constants::constants_before(&constants, def_range.start),
         });
     }
     kernels.sort_by_key(|k| k.def_range.start);

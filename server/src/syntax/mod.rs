@@ -13,6 +13,7 @@
 //! - `header_items`: the item of a header at a line, for the NVRTC check's retries.
 
 pub mod branches;
+pub mod constants;
 mod cuda;
 pub(crate) use cuda::{normalize_type, pointee_type};
 mod errors;

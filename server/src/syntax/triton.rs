@@ -120,6 +120,7 @@ pub(crate) fn analyze(src: &str, root: Node, lines: &LineIndex) -> Vec<Kernel> {
             unit_ranges,
             autotune: f.autotune,
             heuristics: f.heuristics,
+            constants: Vec::new(),
         });
     }
     kernels.sort_by_key(|k| k.def_range.start);

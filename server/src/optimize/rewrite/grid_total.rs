@@ -250,6 +250,15 @@ fn analyze<'t>(
         .copied()
         .filter(|n| n.end_byte() <= l.start_byte())
         .collect();
+    if let Some(r) = before
+        .iter()
+        .find_map(|n| first_of_kind(*n, "return_statement"))
+    {
+        return Err(format!(
+            "`{}` returns before its loop: every thread of every block must reach the combine",
+            text(src, r)
+        ));
+    }
     let (var, start, update) = header(src, l)?;
     let form = form_of(src, &before, start, update, block)?;
     let accs = carried
@@ -264,6 +273,18 @@ fn analyze<'t>(
         update,
         accs,
     })
+}
+
+/// The first node of `kind` under `n` (itself included).
+fn first_of_kind<'t>(n: Node<'t>, kind: &str) -> Option<Node<'t>> {
+    let mut found = None;
+    walk(n, &mut |c| {
+        if found.is_none() && c.kind() == kind {
+            found = Some(c);
+        }
+        found.is_none()
+    });
+    found
 }
 
 /// Does any identifier or field under `n` name `word` (`blockIdx.x` names `blockIdx`)?

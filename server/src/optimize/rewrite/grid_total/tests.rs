@@ -142,6 +142,14 @@ fn what_partials_cannot_reproduce_is_refused_with_the_reason() {
         why.contains("every thread of its block (32, 1, 1) walks the range one step at a time"),
         "{why}"
     );
+    // A thread that leaves before the loop would never reach the combine.
+    let early = TOTALS.replace(
+        "    float acc = base;\n",
+        "    if (n <= 0) return;\n    float acc = base;\n",
+    );
+    assert_ne!(early, TOTALS);
+    let why = not_applicable(cuda(&early, "norm_serial", "grid_total", json!({})));
+    assert!(why.contains("`return;` returns before its loop"), "{why}");
     let blocky = TOTALS.replace("float acc = base;", "float acc = base + blockIdx.x;");
     let why = not_applicable(cuda(&blocky, "norm_serial", "grid_total", json!({})));
     assert!(

@@ -30,7 +30,8 @@
 //! shared-memory tree folds for thread 0,
 //! which alone runs the code after the loop. Grid `min(K * sms, 1024)` for K in param
 //! `blocks_per_sm` (default [1, 2, 4]); the loop then runs several iterations per trip
-//! (`interleave`), so each thread keeps loads in flight.
+//! (`interleave`), so each thread keeps loads in flight. Each shape also comes with
+//! 16-byte loads where the loop reads buffers at its own variable ([`vector`]).
 
 use std::collections::BTreeMap;
 
@@ -48,6 +49,7 @@ use crate::syntax::Lang;
 
 #[cfg(test)]
 mod tests;
+mod vector;
 
 const ID: &str = "grid_total";
 /// The most threads a serial kernel's block may get (its tree's shared arrays).
@@ -138,7 +140,10 @@ pub fn grid_total(cx: &RewriteContext<'_>) -> R {
     let total = analyze(cx, func, block).map_err(|why| {
         not_applicable(format!("`{k}` cannot spread its total over a grid: {why}"))
     })?;
-    let code = emit(cx, &total);
+    let codes: Vec<(Edits, Option<&str>)> = [false, true]
+        .into_iter()
+        .filter_map(|vector| emit(cx, &total, vector))
+        .collect();
     let shapes: Vec<(i64, Option<i64>)> = match total.form {
         Form::BlockStride => per_sm.iter().map(|n| (*n, None)).collect(),
         Form::Serial => serial_threads(cx)?
@@ -148,12 +153,18 @@ pub fn grid_total(cx: &RewriteContext<'_>) -> R {
     };
     let mut drafts = Vec::new();
     let mut dropped = Vec::new();
-    for (n, threads) in shapes {
+    for ((n, threads), (code, vty)) in shapes
+        .iter()
+        .flat_map(|s| codes.iter().map(move |c| (*s, c)))
+    {
         let mut label = format!("grid of min({n} * sms, 1024) blocks");
         let mut values = vec![("grid".to_string(), format!("min({n} * sms, 1024)"))];
         if let Some(t) = threads {
             label.push_str(&format!(" of {t}"));
             values.push(("block".to_string(), t.to_string()));
+        }
+        if let Some(v) = vty {
+            label.push_str(&format!(", {v} loads"));
         }
         label.push_str(", last block combines");
         let text = code
@@ -571,11 +582,23 @@ fn literal_value(t: &str) -> Option<f64> {
 }
 
 /// The edits: the loop's start and step, the restarts before it, the combine after it.
-fn emit(cx: &RewriteContext<'_>, t: &Total<'_>) -> Edits {
+/// The edits: the loop's start and step (or, with `vector`, the loop as
+/// [`vector::vector_loop`] writes it, then None when it cannot), the restarts before it,
+/// the combine after it. Also the vector type the loop loads, if any.
+fn emit(
+    cx: &RewriteContext<'_>,
+    t: &Total<'_>,
+    vector: bool,
+) -> Option<(Edits, Option<&'static str>)> {
     let src = cx.text;
     let nl = newline(src);
     let ind = line_indent(src, t.l.start_byte()).to_string();
     let mut names = code_names(cx);
+    let vloop = if vector {
+        Some(vector::vector_loop(cx, t, &ind, nl, &mut names)?)
+    } else {
+        None
+    };
     let mut fresh = |base: &str| super::tree::fresh(base, &mut names);
     let s = match t.start.kind() {
         "identifier" | "number_literal" | "field_expression" | "binary_expression"
@@ -624,18 +647,24 @@ fn emit(cx: &RewriteContext<'_>, t: &Total<'_>) -> Edits {
         .collect();
     let combine = combine_text(t, &names, &parts, &tree, &ind, nl);
     let mut e = Edits::new();
-    e.extend([
-        Edit::replace(t.start.byte_range(), start),
-        Edit::replace(
-            t.update.byte_range(),
-            format!("{} += gridDim.x * blockDim.x", t.var),
-        ),
-        Edit::insert(t.l.end_byte(), combine),
-    ]);
-    if !restart.is_empty() {
-        e.extend([Edit::insert(t.l.start_byte(), restart)]);
+    let vty = vloop.as_ref().map(|v| v.1);
+    match vloop {
+        Some((text, _)) => e.extend([Edit::replace(t.l.byte_range(), format!("{restart}{text}"))]),
+        None => {
+            e.extend([
+                Edit::replace(t.start.byte_range(), start),
+                Edit::replace(
+                    t.update.byte_range(),
+                    format!("{} += gridDim.x * blockDim.x", t.var),
+                ),
+            ]);
+            if !restart.is_empty() {
+                e.extend([Edit::insert(t.l.start_byte(), restart)]);
+            }
+        }
     }
-    e
+    e.extend([Edit::insert(t.l.end_byte(), combine)]);
+    Some((e, vty))
 }
 
 /// Fresh names of the combine's locals.

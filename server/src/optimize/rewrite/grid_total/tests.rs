@@ -13,12 +13,15 @@ fn a_one_block_tree_total_becomes_a_grid_whose_last_block_combines() {
     expect![[r#"
         [
             "grid of min(1 * sms, 1024) blocks, last block combines, 8 iterations per trip",
+            "grid of min(1 * sms, 1024) blocks, float4 loads, last block combines, 8 iterations per trip",
             "grid of min(2 * sms, 1024) blocks, last block combines, 8 iterations per trip",
+            "grid of min(2 * sms, 1024) blocks, float4 loads, last block combines, 8 iterations per trip",
             "grid of min(4 * sms, 1024) blocks, last block combines, 8 iterations per trip",
+            "grid of min(4 * sms, 1024) blocks, float4 loads, last block combines, 8 iterations per trip",
         ]
     "#]]
     .assert_debug_eq(&labels(&out));
-    let shown = show(Lang::Cuda, TOTALS, &out[1], "mse_tree");
+    let shown = show(Lang::Cuda, TOTALS, &out[2], "mse_tree");
     assert_has(
         &shown,
         &[
@@ -44,6 +47,42 @@ fn a_one_block_tree_total_becomes_a_grid_whose_last_block_combines() {
     assert!(
         !shown.contains("other threads start from the identity"),
         "{shown}"
+    );
+    // The vector variant reads a and b 16 bytes at a time where both are aligned, four
+    // copies of the body in element order, and the rest through the scalar loop.
+    let vec = show(Lang::Cuda, TOTALS, &out[1], "mse_tree");
+    assert_has(
+        &vec,
+        &[
+            "int i = blockIdx.x * blockDim.x + threadIdx.x;",
+            "if ((((size_t)a | (size_t)b) & 15) == 0) {",
+            "< (n) / 4; j += (int)(8 * (gridDim.x * blockDim.x))) {",
+            "const float4 a_v = reinterpret_cast<const float4 *>(a)[j];",
+            "float d = a_v.x - b_v.x;",
+            "float d = a_v.w - b_v.w;",
+            "i = (n) / 4 * 4 + blockIdx.x * blockDim.x + threadIdx.x;",
+            "for (; i < n; i += gridDim.x * blockDim.x) {",
+        ],
+    );
+    // The body names no `i` once its reads are vectors: no copy declares one.
+    assert!(!vec.contains("const int i = "), "{vec}");
+    // A body that still names `i` (a table read at another index, `i` itself) gets each
+    // copy's own element; only the read at `i` is a vector.
+    let out = cuda(
+        TOTALS,
+        "weighted_sum",
+        "grid_total",
+        json!({"blocks_per_sm": [2]}),
+    )
+    .unwrap();
+    let vec = show(Lang::Cuda, TOTALS, &out[1], "weighted_sum");
+    assert_has(
+        &vec,
+        &[
+            "const float4 x_v = reinterpret_cast<const float4 *>(x)[j];",
+            // Each copy declares its own `i` in its own scope.
+            "{\n                            const int i = 4 * j + 3;\n                            acc += wt[i % 16] * x_v.w * (float)(i & 3);\n                        }",
+        ],
     );
 }
 
@@ -125,7 +164,7 @@ fn what_partials_cannot_reproduce_is_refused_with_the_reason() {
         `argmax_serial` cannot spread its total over a grid: its loop carries `best` as a value that is no sum, product, maximum or minimum (an index beside a maximum, a rescaled sum), which partial results cannot reproduce
         `logsumexp_serial` cannot spread its total over a grid: 2 loops read global memory (a total in several passes)
         `sum_atomic` launches 16384 blocks, not one: its blocks already share the work
-        `prefix_serial` cannot spread its total over a grid: line 151: it writes `y[i]` inside the loop; only the code after it may write"#]]
+        `prefix_serial` cannot spread its total over a grid: line 169: it writes `y[i]` inside the loop; only the code after it may write"#]]
     .assert_eq(
         &["argmax_serial", "logsumexp_serial", "sum_atomic", "prefix_serial"]
             .map(why)

@@ -182,6 +182,11 @@ const CASES: &[(&str, &str, &str)] = &[
     (
         "grid_total",
         "tests/fixtures/rewrites/totals/one_block.cu",
+        "weighted_sum",
+    ),
+    (
+        "grid_total",
+        "tests/fixtures/rewrites/totals/one_block.cu",
         "norm_serial",
     ),
     (

@@ -701,8 +701,9 @@ fn value_graph<'a>(
             });
         }
     }
-    // Then a CUDA file's integer constants above the kernel (`#define THREADS 256`,
-    // `constexpr int BLOCK = 128;`): the launch may name them as the code does.
+    // Then the file's integer constants above the kernel (`#define THREADS 256`,
+    // `constexpr int BLOCK = 128;`, Python's `BLOCK = 1024`): the launch may name them
+    // as the code does.
     for (name, v) in &kernel.constants {
         cx.charge(1);
         let taken = params.contains_key(name.as_str())

@@ -1,6 +1,7 @@
-//! The integer constants a CUDA file names above a kernel: object-like macros
+//! The integer constants a file names above a kernel. CUDA: object-like macros
 //! (`#define THREADS 256`, `#define TILE (32)`) and file-scope constants (`constexpr int
-//! BLOCK = 128;`, `static const unsigned WARPS = 8;`). A spec may use them by name in its
+//! BLOCK = 128;`, `static const unsigned WARPS = 8;`); Python: module-level `BLOCK = 1024`
+//! (or annotated `tl.constexpr`). A spec may use them by name in its
 //! launch (`grid = cdiv(n, THREADS); block = THREADS`) without repeating the value. Only
 //! plain integer literals count: a macro whose value is an expression, a function-like
 //! macro or a constant of another type is not one. The scan is textual, line by line
@@ -31,6 +32,50 @@ pub fn integer_constants(src: &str) -> Vec<Constant> {
         at += line.len();
     }
     out
+}
+
+/// Every module-level integer constant of a Python file, in text order: `NAME = 1024`,
+/// `NAME: tl.constexpr = 1024`, `NAME = tl.constexpr(1024)`, at column 0 (an indented
+/// line belongs to a function or a class).
+pub fn python_constants(src: &str) -> Vec<Constant> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for line in src.split_inclusive('\n') {
+        let starts = line.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
+        if let Some((name, value)) = starts.then(|| python_definition(line)).flatten() {
+            out.push(Constant {
+                at,
+                name,
+                value: Some(value),
+            });
+        }
+        at += line.len();
+    }
+    out
+}
+
+fn python_definition(line: &str) -> Option<(String, i64)> {
+    let code = line.split('#').next()?.trim();
+    let (left, right) = code.split_once('=')?;
+    if right.starts_with('=') || left.ends_with(['!', '<', '>']) {
+        return None;
+    }
+    let name = match left.split_once(':') {
+        Some((n, ann)) => (ann.trim() == "tl.constexpr").then_some(n.trim())?,
+        None => left.trim(),
+    };
+    let value = right.trim();
+    let value = value
+        .strip_prefix("tl.constexpr(")
+        .and_then(|v| v.strip_suffix(')'))
+        .unwrap_or(value);
+    let v = value.replace('_', "");
+    let parsed = match v.strip_prefix("0x") {
+        Some(hex) => i64::from_str_radix(hex, 16).ok(),
+        None => v.parse::<i64>().ok(),
+    };
+    (is_ident(name)).then_some(())?;
+    parsed.map(|p| (name.to_string(), p))
 }
 
 /// The constants in force at byte `pos`: the last definition of each name before it,
@@ -149,6 +194,29 @@ mod tests {
 }
 
 #[cfg(test)]
+mod python_tests {
+    use super::*;
+
+    #[test]
+    fn module_level_integer_constants_of_a_python_file() {
+        let src = "import triton\nBLOCK = 1024\nWARPS: tl.constexpr = 4\nTILE = tl.constexpr(0x40)  # a tile\nBIG = 1_000_000\nSCALE = 0.5\nNAME = 'x'\nif BLOCK == 2:\n    pass\ndef f():\n    LOCAL = 3\n";
+        let got: Vec<(String, Option<i64>)> = python_constants(src)
+            .into_iter()
+            .map(|c| (c.name, c.value))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("BLOCK".to_string(), Some(1024)),
+                ("WARPS".to_string(), Some(4)),
+                ("TILE".to_string(), Some(64)),
+                ("BIG".to_string(), Some(1_000_000)),
+            ]
+        );
+    }
+}
+
+#[cfg(test)]
 mod spec_tests {
     use crate::document::Document;
     use crate::spec::{self, EvalEnv, Launch};
@@ -167,6 +235,20 @@ mod spec_tests {
         let plan = report(kernel).plan.expect("plans");
         match &plan.cases[0].launch {
             Launch::Cuda { grid, block, .. } => (*grid, *block),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_triton_launch_may_name_a_module_constant() {
+        let src = "import triton\nimport triton.language as tl\nCHUNK = 512\n\n# @bench n = 4096, 1000\n# @bench x: in f32[n]; y: out f32[n]\n# @bench grid = cdiv(n, CHUNK); BLOCK = CHUNK\n@triton.jit\ndef copy(x, y, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    tl.store(y + offs, tl.load(x + offs, mask=offs < n), mask=offs < n)\n";
+        let doc = Document::new(Lang::Triton, 0, src);
+        let model = syntax::analyze(Lang::Triton, src, doc.tree().expect("parses"));
+        let k = model.kernel("copy").expect("kernel");
+        let r = spec::analyze(k, &model.kernels, &EvalEnv::default());
+        let plan = r.plan.unwrap_or_else(|| panic!("{:?}", r.diagnostics));
+        match &plan.cases[0].launch {
+            Launch::Triton { grid, .. } => assert_eq!(grid.as_slice(), &[8]),
             other => panic!("{other:?}"),
         }
     }

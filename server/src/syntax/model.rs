@@ -98,8 +98,9 @@ pub struct Kernel {
     /// Triton: the names a `@triton.heuristics({...})` decorator computes at launch.
     #[serde(default)]
     pub heuristics: Vec<String>,
-    /// CUDA: the integer constants the file defines above the kernel (`#define THREADS
-    /// 256`, `constexpr int BLOCK = 128;`), which its spec may name (`constants.rs`).
+    /// The integer constants the file defines above the kernel (`#define THREADS 256`,
+    /// `constexpr int BLOCK = 128;`; Python's module-level `BLOCK = 1024`), which its
+    /// spec may name (`constants.rs`).
     #[serde(default)]
     pub constants: Vec<(String, i64)>,
 }

@@ -100,6 +100,7 @@ pub(crate) fn analyze(src: &str, root: Node, lines: &LineIndex) -> Vec<Kernel> {
     for (i, f) in funcs.iter().enumerate() {
         called.extend(graph.calls(i).into_iter().filter(|c| *c != f.name));
     }
+    let constants = super::constants::python_constants(src);
     let mut kernels = Vec::new();
     for (i, f) in found.into_iter().enumerate() {
         let name = funcs[i].name.as_str();
@@ -120,7 +121,7 @@ pub(crate) fn analyze(src: &str, root: Node, lines: &LineIndex) -> Vec<Kernel> {
             unit_ranges,
             autotune: f.autotune,
             heuristics: f.heuristics,
-            constants: Vec::new(),
+            constants: super::constants::constants_before(&constants, funcs[i].def_range.start),
         });
     }
     kernels.sort_by_key(|k| k.def_range.start);

@@ -412,7 +412,7 @@ pub(super) fn match_elementwise<'t>(src: &str, func: Node<'t>) -> Result<Element
     let guard = loop {
         let Some(&s) = stmts.get(idx) else {
             return Err(format!(
-                "no bounds check `if ({index} < n)` follows the index"
+                "no bounds check `if ({index} < bound)` follows the index"
             ));
         };
         idx += 1;
@@ -465,7 +465,7 @@ fn bounds_check<'t>(
     let guard_text = first_line(text(src, guard));
     if guard.kind() != "if_statement" {
         return Err(format!(
-            "`{guard_text}` follows the index where the bounds check `if ({index} < n)` should be"
+            "`{guard_text}` follows the index where the bounds check `if ({index} < bound)` should be"
         ));
     }
     if guard.child_by_field_name("alternative").is_some() {

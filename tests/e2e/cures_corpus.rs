@@ -4,7 +4,8 @@
 //! still parse and plan, or a refusal with a reason. Prints how many each cure took. The
 //! first `interleave` candidates (a code rewrite of loops in any style) and every
 //! `vectorize_groups` and `stream_loads` candidate must also compile with NVRTC wherever
-//! the original does.
+//! the original does. `grid_total` is tried with the skeleton's launch made one block, and
+//! its candidates must compile too.
 
 use kernel_lsp::document::Document;
 use kernel_lsp::optimize::rewrite::{self, RewriteContext, RewriteError};
@@ -66,6 +67,53 @@ fn cuda_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
+/// `grid_total` on the kernel as if its skeleton launched one block (`grid = 1`): on real
+/// code it must take a kernel (every candidate compiling wherever the original does, for
+/// files under [`SMALL`]) or refuse it with a reason.
+fn one_block_total(
+    text: &str,
+    sk: &kernel_lsp::spec::Skeleton,
+    kernel: &str,
+    hits: &mut Vec<String>,
+) {
+    let Some(g) = sk.text.find("grid = ") else {
+        return;
+    };
+    let end = sk.text[g..]
+        .find([';', '\n'])
+        .map_or(sk.text.len(), |e| g + e);
+    let spec = format!("{}grid = 1{}", &sk.text[..g], &sk.text[end..]);
+    let mut one = text.to_string();
+    one.insert_str(sk.insert_at, &spec);
+    let doc = Document::new(Lang::Cuda, 0, &one);
+    let Some(tree) = doc.tree() else { return };
+    let model = kernel_lsp::syntax::analyze(Lang::Cuda, &one, tree);
+    let Some(k) = model.kernel(kernel) else {
+        return;
+    };
+    let params = Default::default();
+    let cx = RewriteContext {
+        lang: Lang::Cuda,
+        text: &one,
+        tree,
+        model: &model,
+        kernel: k,
+        params: &params,
+    };
+    match rewrite::apply("grid_total", &cx) {
+        Ok(c) => {
+            if one.len() < SMALL {
+                for cand in &c {
+                    compiles_like_the_original(&one, &cand.text, kernel);
+                }
+            }
+            hits.push(format!("{kernel} ({} candidates)", c.len()));
+        }
+        Err(RewriteError::NotApplicable(why)) => assert!(!why.is_empty()),
+        Err(e) => panic!("grid_total on {kernel}: {e}"),
+    }
+}
+
 #[test]
 fn analysis_cures_answer_every_corpus_kernel_with_a_skeleton_spec() {
     let test = "analysis_cures_answer_every_corpus_kernel_with_a_skeleton_spec";
@@ -78,6 +126,7 @@ fn analysis_cures_answer_every_corpus_kernel_with_a_skeleton_spec() {
     files.sort();
     let mut kernels = 0;
     let mut compiled = 0;
+    let mut one_block: Vec<String> = Vec::new();
     let mut took: Vec<(String, Vec<String>)> =
         CURES.iter().map(|c| (c.to_string(), Vec::new())).collect();
     for f in &files {
@@ -98,6 +147,7 @@ fn analysis_cures_answer_every_corpus_kernel_with_a_skeleton_spec() {
                 continue;
             };
             kernels += 1;
+            one_block_total(&text, &sk, &k.name, &mut one_block);
             for (id, hits) in &mut took {
                 let params = Default::default();
                 let cx = RewriteContext {
@@ -142,6 +192,13 @@ fn analysis_cures_answer_every_corpus_kernel_with_a_skeleton_spec() {
         }
     }
     eprintln!("{kernels} corpus kernels with skeleton specs");
+    eprintln!(
+        "grid_total (the skeleton's launch made one block): {} kernels",
+        one_block.len()
+    );
+    for h in one_block.iter().take(12) {
+        eprintln!("  {h}");
+    }
     for (id, hits) in &took {
         eprintln!("{id}: {} kernels", hits.len());
         for h in hits.iter().take(12) {

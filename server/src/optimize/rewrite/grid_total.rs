@@ -767,16 +767,8 @@ fn folds(t: &Total<'_>, n: &Names, parts: &[String], i2: &str, nl: &str) -> Stri
 /// A load of a partial another block wrote, past the L1 cache (`__ldcg`, or a volatile
 /// load for types `__ldcg` has no overload for).
 fn read_partial(ty: &str, at: &str) -> String {
-    const LDCG: &[&str] = &[
-        "float",
-        "double",
-        "int",
-        "unsigned",
-        "unsigned int",
-        "long long",
-        "unsigned long long",
-    ];
-    if LDCG.contains(&ty) {
+    // `__ldcg` has the overloads `__ldcs` has.
+    if super::stream_loads::LDCS_TYPES.contains(&ty) {
         format!("__ldcg(&{at})")
     } else {
         format!("*(volatile {ty} *)&{at}")

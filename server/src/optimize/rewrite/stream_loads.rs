@@ -38,7 +38,7 @@ const ID: &str = "stream_loads";
 
 /// Element types `__ldcs` has an overload for (CUDA 12 and 13 headers; the fp16 and bf16
 /// headers add theirs), after `const` and `volatile` are dropped.
-const LDCS_TYPES: &[&str] = &[
+pub(super) const LDCS_TYPES: &[&str] = &[
     "char",
     "signed char",
     "unsigned char",

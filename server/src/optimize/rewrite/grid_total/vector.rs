@@ -134,22 +134,13 @@ fn reads_at_var(cx: &RewriteContext<'_>, body: Node<'_>, var: &str) -> Vec<Read>
                 out.push(Read {
                     range: n.byte_range(),
                     buffer: b.to_string(),
-                    elem: element(p),
+                    elem: crate::syntax::normalize_type(p),
                 });
             }
         }
         true
     });
     out
-}
-
-/// A pointee's element type with its qualifiers dropped (`const float` is `float`).
-fn element(pointee: &str) -> String {
-    pointee
-        .split_whitespace()
-        .filter(|w| !matches!(*w, "const" | "volatile" | "__restrict__" | "__restrict"))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// The one vector every read's element takes, or None.

@@ -409,6 +409,36 @@ const CASES: &[Case] = &[
         sizes: ("n = 1 << 20, 999", "n = 3000, 999"),
     },
     Case {
+        file: "tests/fixtures/rewrites/rows/row_stats.cu",
+        kernel: "channel_moments",
+        id: "cooperative_rows",
+        want: 7,
+        sizes: (
+            "N = 8, 3; C = 64, 5; HW = 1024, 77",
+            "N = 3, 3; C = 5, 5; HW = 100, 77",
+        ),
+    },
+    Case {
+        file: "tests/fixtures/rewrites/rows/row_stats.cu",
+        kernel: "channel_max",
+        id: "cooperative_rows",
+        want: 7,
+        sizes: (
+            "N = 4, 3; C = 128, 9; HW = 2048, 101",
+            "N = 2, 3; C = 9, 9; HW = 130, 101",
+        ),
+    },
+    Case {
+        file: "tests/fixtures/rewrites/rows/row_stats.cu",
+        kernel: "row_group_sum",
+        id: "cooperative_rows",
+        want: 5,
+        sizes: (
+            "rows = 1024, 33; cols = 256, 45",
+            "rows = 40, 33; cols = 70, 45",
+        ),
+    },
+    Case {
         file: SUMS,
         kernel: "mean_abs_diff",
         id: "block_reduce",

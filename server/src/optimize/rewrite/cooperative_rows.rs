@@ -11,7 +11,11 @@
 //! literal step, or `int c = S; while (c < E) { ...; c++; }`) whose variable indexes a
 //! global access. Each column loop becomes lane-strided (`c = S + lane; c += 32`), so
 //! column `c` is always handled by the same lane; the rest of the row body runs in every
-//! lane of the team, identically.
+//! lane of the team, identically. In a nest, a loop along which no access moves by one
+//! element is not the column loop when a loop inside it moves one by one element and
+//! has no literal trip count under 32 (`for (n ...) for (p ...) s += x[(n * C + c) * HW +
+//! p];`, NCHW channel statistics): the inner loop is, and the outer one runs in every
+//! lane, the accumulators all-reduced after each inner loop.
 //!
 //! **Inside a column loop** a variable declared outside it may only be an accumulator:
 //! `s += e`, `s -= e`, `s++`, `s = s + e`, `s *= e`, `s |= e`, `s ^= e`,
@@ -151,6 +155,26 @@ pub(super) struct ColumnLoop<'t> {
     pub accs: Vec<Acc>,
     /// Every global access in the loop, and how it moves.
     pub moves: Vec<LoopAccess>,
+}
+
+/// A counted loop's header as [`column_header`] reads it: (variable, init value node,
+/// step, update node, start byte of the construct).
+type Header<'t> = (String, Node<'t>, i64, Node<'t>, usize);
+
+impl<'t> ColumnLoop<'t> {
+    /// The loop `node` with its header, before its accumulators and moves are known.
+    fn bare(node: Node<'t>, (var, init, step, update, start): Header<'t>) -> Self {
+        ColumnLoop {
+            start,
+            node,
+            var,
+            init,
+            step,
+            update,
+            accs: Vec::new(),
+            moves: Vec::new(),
+        }
+    }
 }
 
 /// How an index moves along one variable: not at all, one element, or otherwise (a
@@ -968,19 +992,12 @@ fn find_loops<'t>(
     match s.kind() {
         "for_statement" | "while_statement" => {
             let header = column_header(scope, s, before)?;
-            if let Some((var, init, step, update, start)) = header {
-                if indexes_memory(scope, s, &var) {
-                    let accs = loop_accumulators(scope, s, &var, update, shape)?;
-                    loops.push(ColumnLoop {
-                        start,
-                        node: s,
-                        var,
-                        init,
-                        step,
-                        update,
-                        accs,
-                        moves: Vec::new(),
-                    });
+            if let Some(header) = header {
+                let l = ColumnLoop::bare(s, header);
+                let update = l.update;
+                if indexes_memory(scope, s, &l.var) && !inner_loop_walks_the_row(scope, shape, &l) {
+                    let accs = loop_accumulators(scope, s, &l.var, update, shape)?;
+                    loops.push(ColumnLoop { accs, ..l });
                     return Ok(());
                 }
             }
@@ -1008,6 +1025,67 @@ fn find_loops<'t>(
         _ => {}
     }
     Ok(())
+}
+
+/// Whether loop `outer` only strides over memory while a loop inside it walks one
+/// element at a time (`for (n ...) { const float* plane = x + (n * C + c) * HW; for (p
+/// ...) s += plane[p]; }`): the inner loop is then the column loop the team shares, and
+/// the outer one runs in every lane. An inner loop of a literal trip count under 32
+/// (`for (k = 0; k < 4; k++)` over a small group) leaves the outer loop the column loop.
+fn inner_loop_walks_the_row<'t>(
+    scope: &Scope<'_, 't>,
+    shape: &Elementwise<'t>,
+    outer: &ColumnLoop<'t>,
+) -> bool {
+    let Some(body) = outer.node.child_by_field_name("body") else {
+        return false;
+    };
+    let mut accesses = Vec::new();
+    if collect_accesses(scope, body, &mut accesses).is_err() {
+        return false;
+    }
+    let contiguous = |l: &ColumnLoop<'t>| {
+        loop_moves(scope, shape, l, &accesses)
+            .iter()
+            .any(|m| m.along_loop == Step::One)
+    };
+    if contiguous(outer) {
+        return false;
+    }
+    let mut found = false;
+    walk(body, &mut |n| {
+        if found || !matches!(n.kind(), "for_statement" | "while_statement") {
+            return !found;
+        }
+        let before: Vec<Node<'t>> = n.parent().map_or_else(Vec::new, |p| {
+            named_children(p)
+                .into_iter()
+                .take_while(|x| x.id() != n.id())
+                .collect()
+        });
+        if let Ok(Some(header)) = column_header(scope, n, &before) {
+            found = !short_literal_trip(scope.src, n) && contiguous(&ColumnLoop::bare(n, header));
+        }
+        true
+    });
+    found
+}
+
+/// Whether a `for` loop's condition compares with an integer literal under 32.
+fn short_literal_trip(src: &str, l: Node<'_>) -> bool {
+    let Some(cond) = l.child_by_field_name("condition") else {
+        return false;
+    };
+    let mut short = false;
+    if let (Some(op), Some(r)) = (
+        cond.child_by_field_name("operator"),
+        cond.child_by_field_name("right"),
+    ) {
+        short = matches!(text(src, op), "<" | "<=" | "!=")
+            && r.kind() == "number_literal"
+            && text(src, r).parse::<u64>().is_ok_and(|v| v < 32);
+    }
+    short
 }
 
 fn descend<'t>(
@@ -1072,12 +1150,11 @@ fn indexes_memory(scope: &Scope<'_, '_>, l: Node<'_>, var: &str) -> bool {
 
 /// The header of a counted loop: (variable, init value node, step, update node, start
 /// byte of the construct); Ok(None) when the loop is not counted.
-#[allow(clippy::type_complexity)]
 fn column_header<'t>(
     scope: &Scope<'_, 't>,
     l: Node<'t>,
     before: &[Node<'t>],
-) -> Result<Option<(String, Node<'t>, i64, Node<'t>, usize)>, String> {
+) -> Result<Option<Header<'t>>, String> {
     let src = scope.src;
     let cond = l.child_by_field_name("condition");
     let cond = cond.map(|c| {

@@ -46,7 +46,8 @@
 //!
 //! **Launch**: warp teams keep the block size (256 when it is not a multiple of 32) and
 //! divide the grid's `cdiv(rows, B)` by the rows a block now covers; block teams launch
-//! `grid = rows` with param `block_threads` (default 128 and 256) threads. Param `modes` picks
+//! `grid = rows` with param `block_threads` (default 128 and 256, and 1024 when the timed
+//! case launches fewer than 512 threads along x: few rows) threads. Param `modes` picks
 //! among `warp`, `rows2`, `rows4`, `block`, `warp_regs`, `block_regs` (default all);
 //! `stage_registers` caps the registers per staged buffer (default: the longest row);
 //! `scan_tile` lists the columns a lane takes per trip in a running sum's scan (default
@@ -222,16 +223,10 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
     let plan = current_plan(cx)?;
     let p = Params(cx.params);
     let modes = p.choices("modes", MODES, MODES)?;
-    let block_threads = p.uints("block_threads", &[128, 256], 32..=1024)?;
+    let block_threads = block_threads(cx, &plan)?;
     let stage_registers = p.uints("stage_registers", &[64], 1..=64)?[0];
     let scan_tiles = p.uints("scan_tile", &[1, 4, 8], 1..=16)?;
     let walk_tiles = p.uints("walk_tile", &[1, 4, 8], 1..=16)?;
-    if let Some(t) = block_threads.iter().find(|t| *t % 32 != 0) {
-        return Err(super::RewriteError::BadParam {
-            name: "block_threads".into(),
-            message: format!("{t} is not a multiple of 32"),
-        });
-    }
     let k = &cx.kernel.name;
     let func = kernel_function(cx)
         .ok_or_else(|| not_applicable(format!("`{k}`'s definition is not in the syntax tree")))?;
@@ -386,6 +381,48 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
         }
     }
     finish(cx, drafts, dropped)
+}
+
+/// Param `block_threads` (multiples of 32), else the sizes [`block_teams`] picks.
+fn block_threads(
+    cx: &RewriteContext<'_>,
+    plan: &BenchPlan,
+) -> Result<Vec<u64>, super::RewriteError> {
+    let listed = Params(cx.params).uints("block_threads", &[128, 256], 32..=1024)?;
+    if let Some(t) = listed.iter().find(|t| *t % 32 != 0) {
+        return Err(super::RewriteError::BadParam {
+            name: "block_threads".into(),
+            message: format!("{t} is not a multiple of 32"),
+        });
+    }
+    Ok(if cx.params.contains_key("block_threads") {
+        listed
+    } else {
+        block_teams(&listed, threads_along_x(plan))
+    })
+}
+
+/// Below this many rows in the timed case, a block per row also gets 1024 threads: few
+/// rows mean few blocks, and each block's threads are all the loads in flight its
+/// multiprocessor has (64 channels of an NCHW tensor on a GPU of 132 SMs).
+const FEW_ROWS: u64 = 512;
+
+/// The block sizes a block-per-row team is written with: the listed ones, and 1024 when
+/// the timed case launches fewer than [`FEW_ROWS`] threads along x (at most that many rows).
+fn block_teams(listed: &[u64], threads_along_x: Option<u64>) -> Vec<u64> {
+    let mut out = listed.to_vec();
+    if threads_along_x.is_some_and(|t| t < FEW_ROWS) && !out.contains(&1024) {
+        out.push(1024);
+    }
+    out
+}
+
+/// Threads the timed case launches along x (grid times block).
+fn threads_along_x(plan: &BenchPlan) -> Option<u64> {
+    match &plan.cases.first()?.launch {
+        Launch::Cuda { grid, block, .. } => grid[0].checked_mul(block[0]),
+        _ => None,
+    }
 }
 
 /// The launch a team rewrite edits: the grid's `cdiv(rows, block)` divisions and the

@@ -885,3 +885,29 @@ fn a_loop_that_only_strides_leaves_the_team_the_loop_inside_it_that_walks_the_ro
         "{groups}"
     );
 }
+
+#[test]
+fn few_rows_also_get_a_block_of_1024_threads_per_row() {
+    use super::block_teams;
+    assert_eq!(block_teams(&[128, 256], Some(64)), [128, 256, 1024]);
+    assert_eq!(block_teams(&[128, 256], Some(511)), [128, 256, 1024]);
+    assert_eq!(block_teams(&[128, 256], Some(512)), [128, 256]);
+    assert_eq!(block_teams(&[128, 1024], Some(64)), [128, 1024]);
+    assert_eq!(block_teams(&[128, 256], None), [128, 256]);
+    // 64 channels: the timed case launches 64 threads along x.
+    let out = cuda(ROWS, "channel_moments", "cooperative_rows", json!({})).unwrap();
+    assert!(
+        labels(&out).contains(&"block per row (1024 threads)"),
+        "{:?}",
+        labels(&out)
+    );
+    // Asked for explicitly, the sizes are the ones given.
+    let out = cuda(
+        ROWS,
+        "channel_moments",
+        "cooperative_rows",
+        json!({ "modes": ["block"], "block_threads": [256] }),
+    )
+    .unwrap();
+    assert_eq!(labels(&out), ["block per row (256 threads)"]);
+}

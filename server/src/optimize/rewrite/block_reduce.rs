@@ -8,7 +8,9 @@
 //! - *an atomic per element*: the body after the index folds a value into a fixed
 //!   address, `atomicAdd(OUT, E)`, `atomicMax(OUT, E)` or `atomicMin(OUT, E)`, where `OUT`
 //!   does not depend on the thread (`out`, `&out[0]`, `out + 3`, `(int*)out`: an integer
-//!   maximum of a float's bits), under `if (I < B)` or after `if (I >= B) return;`;
+//!   maximum of a float's bits), under `if (I < B)` or after `if (I >= B) return;`; a
+//!   warp's shuffle sum of `v` (offsets 16 down to 1, full mask) followed by `if (<lane
+//!   0>) atomicAdd(OUT, v);` counts as every lane's `atomicAdd(OUT, v)` (see [`warp_sum`]);
 //! - *a shared-memory tree per block* (the classic reduction): before the first
 //!   `__syncthreads()`, the thread stores its value in `buf[tid] = E;` (with or without a
 //!   bounds guard); after it, only barriers and loops that add `buf` elements into `buf`
@@ -27,7 +29,9 @@
 //! becomes `min(grid, sms * K)` for K in param `blocks_per_sm` (default [4, 8, 16]). The
 //! shared tree's array is no longer used and its declaration goes.
 //!
-//! **Refuses**: other shapes; a tree combine other than `+` (a max, a product), a tree
+//! **Refuses**: other shapes; a warp or block collective left in the per-element code (a
+//! ballot, a partial warp sum: lanes leave a grid-stride loop at different trips); a
+//! tree combine other than `+` (a max, a product), a tree
 //! ending in `atomicMax`/`atomicMin`; several atomics, another atomic (`atomicCAS`), an
 //! atomic whose old value is read (a ticket), or whose address depends on the thread
 //! (that is a scatter: see `privatize_atomics`); a tree total scaled by what differs
@@ -72,8 +76,11 @@ struct Shape<'t> {
     /// The statements that compute the thread's value, in order (the index declaration,
     /// the shared array's declaration and the combine left out).
     per_element: Vec<Node<'t>>,
-    /// The store `buf[tid] = E` or the call `atomicAdd(OUT, E)` whose value is summed.
+    /// The store `buf[tid] = E` or the call `atomicAdd(OUT, E)` whose value is summed,
+    /// or (`sink_statement`) the statement `if (lane == 0) atomicAdd(OUT, v);` after a
+    /// warp's shuffle sum of `v`.
     sink: Node<'t>,
+    sink_statement: bool,
     /// `E`.
     value: String,
     /// `OUT`.
@@ -150,6 +157,11 @@ pub fn block_reduce(cx: &RewriteContext<'_>) -> R {
         if s.byte_range().contains(&shape.sink.start_byte()) {
             // `buf[t] = E` or `atomicAdd(OUT, E)` becomes `acc += (E)` (or the max, min).
             let fold = shape.combine.fold(&acc, &shape.value, &shape.ty);
+            let fold = if shape.sink_statement {
+                format!("{fold};")
+            } else {
+                fold
+            };
             reps.push((shape.sink.byte_range(), fold));
         }
         walk(*s, &mut |n| {
@@ -354,6 +366,7 @@ fn match_shape<'t>(cx: &RewriteContext<'t>, body: Node<'t>) -> Result<Shape<'t>,
     let Summand {
         per_element,
         sink,
+        sink_statement,
         value,
         ty,
         block_total,
@@ -365,14 +378,13 @@ fn match_shape<'t>(cx: &RewriteContext<'t>, body: Node<'t>) -> Result<Shape<'t>,
         }
         let ty = address_pointee(src, &pointers, a[0])
             .ok_or_else(|| format!("cannot tell the type of `{out}`"))?;
-        Summand {
-            per_element: after,
-            sink: atomic,
-            value: a[1],
-            ty,
-            block_total: None,
-        }
+        per_element_atomic(src, body, after, atomic, a[1], combine, ty)
     };
+    if let Some(f) = warp_sum::collective(src, &per_element) {
+        return Err(format!(
+            "the per-element code calls `{f}`; in a grid-stride loop the lanes of a warp leave at different trips, so no collective may stay inside it"
+        ));
+    }
     check_returns(src, &per_element)?;
     Ok(Shape {
         index_decl,
@@ -383,12 +395,45 @@ fn match_shape<'t>(cx: &RewriteContext<'t>, body: Node<'t>) -> Result<Shape<'t>,
         bound,
         per_element,
         sink,
+        sink_statement,
         value: format!("({})", text(src, value)),
         out,
         ty: numeric(&ty),
         combine,
         block_total,
     })
+}
+
+/// The [`Summand`] of an atomic per element: the atomic itself, or, where a warp's
+/// shuffle sum of `v` comes before `if (lane == 0) atomicAdd(OUT, v);`, that `if` with
+/// the shuffles dropped (every lane's `v` is then added, as the warp sum did).
+fn per_element_atomic<'t>(
+    src: &str,
+    body: Node<'t>,
+    mut per_element: Vec<Node<'t>>,
+    atomic: Node<'t>,
+    value: Node<'t>,
+    combine: Combine,
+    ty: String,
+) -> Summand<'t> {
+    let warp = (combine == Combine::Sum)
+        .then(|| warp_sum::warp_sum(src, body, &per_element, atomic, value))
+        .flatten();
+    let (sink, sink_statement) = match warp {
+        Some(w) => {
+            per_element.retain(|s| s.id() != w.shuffles.id());
+            (w.lane_if, true)
+        }
+        None => (atomic, false),
+    };
+    Summand {
+        per_element,
+        sink,
+        sink_statement,
+        value,
+        ty,
+        block_total: None,
+    }
 }
 
 /// The body's one atomic, when it is one `block_reduce` folds (a sum, a maximum, a
@@ -556,6 +601,7 @@ fn pointee(pointers: &BTreeMap<String, String>, out: &str) -> Option<String> {
 struct Summand<'t> {
     per_element: Vec<Node<'t>>,
     sink: Node<'t>,
+    sink_statement: bool,
     value: Node<'t>,
     ty: String,
     block_total: Option<(Node<'t>, Node<'t>)>,
@@ -610,6 +656,7 @@ fn shared_tree<'t>(
     Ok(Summand {
         per_element,
         sink: store,
+        sink_statement: false,
         value,
         ty,
         block_total: Some((total, buf0)),
@@ -860,3 +907,4 @@ fn check_returns(src: &str, stmts: &[Node<'_>]) -> Result<(), String> {
 mod combine;
 #[cfg(test)]
 mod tests;
+mod warp_sum;

@@ -245,3 +245,31 @@ fn what_is_not_one_fold_is_refused_with_the_reason() {
     expect!["`weighted_blocks` is not a block-reducible sum: the block adds `buf[0] * w[blockIdx.x]`, not `buf[0]` of a shared array (or `buf[0]` times or divided by what is the same in every thread)"].assert_eq(&why("weighted_blocks"));
     expect!["`tickets` is not a block-reducible sum: `atomicAdd(counter, 1)` is not a statement of its own: the atomic's old value is read"].assert_eq(&why("tickets"));
 }
+
+#[test]
+fn a_warps_shuffle_sum_before_one_lanes_atomic_is_every_lanes_atomic() {
+    expect![[r#"
+        // A warp's shuffle sum, then one atomic per warp (the lane test as a mask).
+        // @bench n = 1 << 20, 1013
+        // @bench a: in f32[n]; b: in f32[n]; out: inout f32[1] ~ zeros
+        // @bench grid = min(cdiv(n, 256), sms * 8); block = 256
+        // @bench atol = 1e-1; rtol = 1e-3
+        extern "C" __global__ void warp_dot(const float* a, const float* b, float* out, int n) {
+            float acc = 0;
+            for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+                float v = i < n ? a[i] * b[i] : 0.0f;
+                acc += (v);
+            }
+    "#]]
+    .assert_eq(&one(SUMS, "warp_dot"));
+    let lane = one(SUMS, "warp_sumsq");
+    assert!(!lane.contains("__shfl_xor_sync"), "{lane}");
+    assert!(lane.contains("        acc += (s);\n"), "{lane}");
+}
+
+#[test]
+fn a_collective_that_is_not_a_whole_warps_sum_is_refused() {
+    let why = |k: &str| not_applicable(cuda(SUMS, k, "block_reduce", json!({})));
+    expect!["`warp_ballot_count` is not a block-reducible sum: the per-element code calls `__ballot_sync`; in a grid-stride loop the lanes of a warp leave at different trips, so no collective may stay inside it"].assert_eq(&why("warp_ballot_count"));
+    expect!["`half_warp_sum` is not a block-reducible sum: the per-element code calls `__shfl_down_sync`; in a grid-stride loop the lanes of a warp leave at different trips, so no collective may stay inside it"].assert_eq(&why("half_warp_sum"));
+}

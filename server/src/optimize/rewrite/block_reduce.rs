@@ -4,7 +4,7 @@
 //!
 //! **Matches** a 1-D kernel with an index `I = blockIdx.x * M + threadIdx.x` (any order
 //! of the terms and factors; `M` is `blockDim.x`, a macro or a literal) and a bound
-//! `I < B` (or `I >= B`) in its body, in one of two shapes:
+//! `I < B` (or `I >= B`) in its body, in one of three shapes:
 //! - *an atomic per element*: the body after the index folds a value into a fixed
 //!   address, `atomicAdd(OUT, E)`, `atomicMax(OUT, E)` or `atomicMin(OUT, E)`, where `OUT`
 //!   does not depend on the thread (`out`, `&out[0]`, `out + 3`, `(int*)out`: an integer
@@ -18,6 +18,12 @@
 //!   `if (tid == 0) atomicAdd(OUT, T);` with `T` = `buf[0]`, or `buf[0]` times or divided
 //!   by what is the same in every thread of the grid (`buf[0] / n` of a mean: scalar
 //!   parameters, macros, literals).
+//! - *the block's own combine* (when neither shape above matches): one value per thread
+//!   (`float v = i < n ? E : 0.0f;`, or `float v = 0; if (C) v = E;`), then any combine
+//!   that adds the threads' values with weights fixed by their place in the block (warp
+//!   shuffles, a shared slot per warp, the first warp's shuffles, a select with zero, a
+//!   scale) and ends in one `atomicAdd`; only the value becomes a grid-stride sum, the
+//!   combine stays as written (see [`kept`]).
 //!
 //! **Writes** `T acc = <identity>;` (0; for a maximum the type's least value, for a
 //! minimum its greatest) then the statements that computed the thread's value, as the
@@ -105,24 +111,23 @@ pub fn block_reduce(cx: &RewriteContext<'_>) -> R {
         .child_by_field_name("body")
         .ok_or_else(|| not_applicable(format!("`{k}` has no body")))?;
     let na = |why: String| not_applicable(format!("`{k}` is not a block-reducible sum: {why}"));
-    let shape = match_shape(cx, body).map_err(na)?;
-    for case in &plan.cases {
-        if let Launch::Cuda { block, .. } = &case.launch {
-            if block[0] % 32 != 0 {
-                return Err(na(format!(
-                    "a case launches blocks of {} threads; the warp shuffles need a multiple of 32",
-                    block[0]
-                )));
-            }
+    let shape = match match_shape(cx, body) {
+        Ok(shape) => shape,
+        Err(why) => {
+            // The author's own block combine, kept where it is a sum (see [`kept`]).
+            let code = kept_code(cx, body).map_err(|_| na(why))?;
+            let (grid, first) = sums_launch(cx, &plan, &na)?;
+            return with_grid(
+                cx,
+                &code,
+                &grid,
+                first,
+                &per_sm,
+                "sum, the block's own combine",
+            );
         }
-    }
-    let (grid, first) = one_d_grid(cx, &plan, ID, false)?;
-    if words(&grid.text).contains("sms") {
-        return Err(na(format!(
-            "its grid = {} already depends on `sms`",
-            grid.text
-        )));
-    }
+    };
+    let (grid, first) = sums_launch(cx, &plan, &na)?;
 
     // The new body.
     let src = cx.text;
@@ -210,23 +215,132 @@ pub fn block_reduce(cx: &RewriteContext<'_>) -> R {
     let new_body = format!("{nl}{}{nl}{}", lines.join(nl), line_indent(src, close));
     let code = format!("{}{}{}", &src[..open], new_body, &src[close..]);
 
-    // The launch: a few blocks per SM (the spec lines come before the kernel, so their
-    // offsets are the same in `code`).
+    let noun = format!("{}, warp shuffles", shape.combine.noun());
+    with_grid(cx, &code, &grid, first, &per_sm, &noun)
+}
+
+/// The launch a block reduction rewrites: every case's blocks whole warps, and the 1-D
+/// grid (not yet capped by `sms`) with its first component's range.
+fn sums_launch(
+    cx: &RewriteContext<'_>,
+    plan: &crate::spec::BenchPlan,
+    na: &dyn Fn(String) -> super::RewriteError,
+) -> Result<
+    (
+        crate::optimize::edit::SpecAssignment,
+        std::ops::Range<usize>,
+    ),
+    super::RewriteError,
+> {
+    for case in &plan.cases {
+        if let Launch::Cuda { block, .. } = &case.launch {
+            if block[0] % 32 != 0 {
+                return Err(na(format!(
+                    "a case launches blocks of {} threads; the warp shuffles need a multiple of 32",
+                    block[0]
+                )));
+            }
+        }
+    }
+    let (grid, first) = one_d_grid(cx, plan, ID, false)?;
+    if words(&grid.text).contains("sms") {
+        return Err(na(format!(
+            "its grid = {} already depends on `sms`",
+            grid.text
+        )));
+    }
+    Ok((grid, first))
+}
+
+/// One candidate per `per_sm` K: `code` with the grid capped at `sms * K` blocks (the spec
+/// lines come before the kernel, so their offsets are the same in `code`).
+fn with_grid(
+    cx: &RewriteContext<'_>,
+    code: &str,
+    grid: &crate::optimize::edit::SpecAssignment,
+    first: std::ops::Range<usize>,
+    per_sm: &[i64],
+    what: &str,
+) -> R {
     let g = &grid.text[first.clone()];
     let at = grid.range.start + first.start..grid.range.start + first.end;
-    let mut drafts = Vec::new();
-    for n in per_sm {
-        let mut out = code.clone();
-        out.replace_range(at.clone(), &format!("min({g}, sms * {n})"));
-        drafts.push(Draft {
-            label: format!(
-                "grid-stride {}, warp shuffles, one atomic per block, grid <= {n} * sms",
-                shape.combine.noun()
-            ),
-            text: out,
-        });
-    }
+    let drafts = per_sm
+        .iter()
+        .map(|n| {
+            let mut out = code.to_string();
+            out.replace_range(at.clone(), &format!("min({g}, sms * {n})"));
+            Draft {
+                label: format!("grid-stride {what}, one atomic per block, grid <= {n} * sms"),
+                text: out,
+            }
+        })
+        .collect();
     finish(cx, drafts, Vec::new())
+}
+
+/// The kernel with its per-thread value summed over a grid-stride loop and its own block
+/// combine kept (see [`kept`]), or why it is not that shape.
+fn kept_code(cx: &RewriteContext<'_>, body: Node<'_>) -> Result<String, String> {
+    let src = cx.text;
+    let stmts = statements(body);
+    let (pos, index_decl, index_type, index, init) = index_declaration(src, &stmts)?;
+    let stride = index_stride(&init).ok_or("not the 1-D index")?;
+    let bound = index_bound(src, body, &index)?;
+    let (atomic, combine) = the_atomic(src, body)?;
+    if combine != Combine::Sum {
+        return Err("not a sum".into());
+    }
+    fixed_address(src, &pointer_params(cx), args(atomic)[0])?;
+    let shared = shared_arrays(src, body);
+    let k = kept::kept(src, &stmts[pos + 1..], &index, &shared)?;
+    let nl = newline(src);
+    let ind = line_indent(src, index_decl.start_byte()).to_string();
+    let unit = if ind.starts_with('\t') { "\t" } else { "    " };
+    let line = |s: Node<'_>, to: &str| {
+        format!(
+            "{to}{}",
+            reindent(text(src, s), line_indent(src, s.start_byte()), to)
+        )
+    };
+    let inner = format!("{ind}{unit}");
+    let mut lines: Vec<String> = k.before.iter().map(|s| line(*s, &ind)).collect();
+    lines.push(format!("{ind}{} {} = 0;", k.ty, k.var));
+    lines.push(format!(
+        "{ind}for ({index_type} {index} = {init}; {index} < {bound}; {index} += gridDim.x * {stride}) {{"
+    ));
+    lines.extend(k.in_loop.iter().map(|s| line(*s, &inner)));
+    let add = format!("{} += ({});", k.var, text(src, k.term));
+    lines.push(match k.guard {
+        Some(c) => format!("{inner}if {} {add}", text(src, c)),
+        None => format!("{inner}{add}"),
+    });
+    lines.push(format!("{ind}}}"));
+    lines.extend(k.combine.iter().map(|s| line(*s, &ind)));
+    let start = index_decl.start_byte() - ind.len();
+    let close = body.end_byte() - 1;
+    Ok(format!(
+        "{}{}{nl}{}{}",
+        &src[..start],
+        lines.join(nl),
+        line_indent(src, close),
+        &src[close..]
+    ))
+}
+
+/// The names of the `__shared__` arrays the body declares.
+fn shared_arrays(src: &str, body: Node<'_>) -> std::collections::BTreeSet<String> {
+    let mut shared = std::collections::BTreeSet::new();
+    walk(body, &mut |n| {
+        if n.kind() == "declaration" && text(src, n).contains("__shared__") {
+            let mut name = n.child_by_field_name("declarator");
+            while let Some(inner) = name.and_then(|d| d.child_by_field_name("declarator")) {
+                name = Some(inner);
+            }
+            shared.extend(name.map(|d| text(src, d).to_string()));
+        }
+        true
+    });
+    shared
 }
 
 /// A statement list without comments.
@@ -905,6 +1019,7 @@ fn check_returns(src: &str, stmts: &[Node<'_>]) -> Result<(), String> {
 }
 
 mod combine;
+mod kept;
 #[cfg(test)]
 mod tests;
 mod warp_sum;

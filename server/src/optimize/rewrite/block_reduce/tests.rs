@@ -268,8 +268,79 @@ fn a_warps_shuffle_sum_before_one_lanes_atomic_is_every_lanes_atomic() {
 }
 
 #[test]
-fn a_collective_that_is_not_a_whole_warps_sum_is_refused() {
+fn a_collective_that_is_not_a_whole_warps_sum_is_not_read_as_one() {
     let why = |k: &str| not_applicable(cuda(SUMS, k, "block_reduce", json!({})));
     expect!["`warp_ballot_count` is not a block-reducible sum: the per-element code calls `__ballot_sync`; in a grid-stride loop the lanes of a warp leave at different trips, so no collective may stay inside it"].assert_eq(&why("warp_ballot_count"));
-    expect!["`half_warp_sum` is not a block-reducible sum: the per-element code calls `__shfl_down_sync`; in a grid-stride loop the lanes of a warp leave at different trips, so no collective may stay inside it"].assert_eq(&why("half_warp_sum"));
+    // A half-warp sum counts lanes 0-15 of each warp and drops the rest: not every lane's
+    // atomic, so the warp sum is not read as one; the block's own combine is kept instead,
+    // and an element keeps its lane in the grid-stride loop, so the same lanes count.
+    let half = whole(SUMS, "half_warp_sum");
+    assert!(
+        half.contains("for (int off = 8; off > 0; off >>= 1) v += __shfl_down_sync"),
+        "{half}"
+    );
+}
+
+#[test]
+fn a_block_reduced_its_own_way_keeps_its_combine_and_sums_a_grid_stride_loop_first() {
+    expect![[r#"
+        // A block reduced its own way (shuffles, a shared slot per warp, the first warp's
+        // shuffles) before one atomic per block; the value set under a guard, a mean's scale.
+        // @bench n = 1 << 20, 1021
+        // @bench a: in f32[n]; b: in f32[n]; out: inout f32[1] ~ zeros
+        // @bench grid = min(cdiv(n, 256), sms * 8); block = 256
+        // @bench atol = 1e-3; rtol = 1e-3
+        extern "C" __global__ void block_shfl_mean(const float* a, const float* b, float* out, int n) {
+            __shared__ float sums[8];
+            unsigned int tid = threadIdx.x;
+            float v = 0;
+            for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+                if (i < n) v += (fabsf(a[i] - b[i]));
+            }
+            for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (tid % 32 == 0) sums[tid / 32] = v;
+            __syncthreads();
+            if (tid < 32) {
+                float t = tid < 8 ? sums[tid] : 0.0f;
+                for (int o = 16; o > 0; o /= 2) t += __shfl_xor_sync(0xffffffffu, t, o);
+                if (tid == 0) atomicAdd(out, t / n);
+            }
+        }"#]]
+    .assert_eq(&whole(SUMS, "block_shfl_mean"));
+    expect![[r#"
+        // The same shape with a 64-bit index, the lane and warp declared after the value.
+        // @bench n = 1 << 20, 1031
+        // @bench x: in f32[n]; out: inout f32[1] ~ zeros
+        // @bench grid = min(cdiv(n, 128), sms * 8); block = 128
+        // @bench atol = 1e-1; rtol = 1e-3
+        extern "C" __global__ void block_shfl_sum(const float* __restrict__ x, float* __restrict__ out, long n) {
+            __shared__ float part[32];
+            int lane = threadIdx.x & 31;
+            int warp = threadIdx.x >> 5;
+            float v = 0;
+            for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+                v += (i < n ? x[i] : 0.0f);
+            }
+            for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffff, v, off);
+            if (lane == 0) part[warp] = v;
+            __syncthreads();
+            if (warp == 0) {
+                v = lane < (blockDim.x >> 5) ? part[lane] : 0.0f;
+                for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffff, v, off);
+                if (lane == 0) atomicAdd(out, v);
+            }
+        }"#]]
+    .assert_eq(&whole(SUMS, "block_shfl_sum"));
+    let out = cuda(SUMS, "block_shfl_sum", "block_reduce", json!({})).unwrap();
+    assert_eq!(
+        labels(&out)[0],
+        "grid-stride sum, the block's own combine, one atomic per block, grid <= 4 * sms"
+    );
+}
+
+#[test]
+fn a_block_combine_that_is_not_a_plain_sum_is_refused() {
+    let why = |k: &str| not_applicable(cuda(SUMS, k, "block_reduce", json!({})));
+    expect!["`block_shfl_max` is not a block-reducible sum: the block adds `m`, not `buf[0]` of a shared array (or `buf[0]` times or divided by what is the same in every thread)"].assert_eq(&why("block_shfl_max"));
+    expect!["`block_shfl_every_other` is not a block-reducible sum: the block adds `s`, not `buf[0]` of a shared array (or `buf[0]` times or divided by what is the same in every thread)"].assert_eq(&why("block_shfl_every_other"));
 }

@@ -99,6 +99,11 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/rows/walks.cu",
         "scale_shift_rows",
     ),
+    (
+        "cooperative_rows",
+        "tests/fixtures/rewrites/rows/walks.cu",
+        "plane_sums",
+    ),
     ("privatize_atomics", "examples/histogram.cu", "histogram"),
     (
         "privatize_atomics",

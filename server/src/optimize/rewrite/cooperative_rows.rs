@@ -174,6 +174,8 @@ pub(super) struct LoopAccess {
     pub write: bool,
     pub along_row: Step,
     pub along_loop: Step,
+    /// The elements the access moves per step of the loop variable, where a constant.
+    pub loop_stride: Option<i64>,
 }
 
 pub(super) struct RowPlan<'t> {
@@ -462,7 +464,6 @@ pub(super) fn analyze<'t>(
     spec: &BenchPlan,
     shape: &Elementwise<'t>,
 ) -> Result<RowPlan<'t>, String> {
-    let src = cx.text;
     let mut scope = body_scope(cx, shape)?;
     // Every access and whether it writes.
     let mut accesses: Vec<Access<'t>> = Vec::new();
@@ -475,27 +476,54 @@ pub(super) fn analyze<'t>(
         }
     }
     written_not_passed(&scope, shape)?;
-    // Column loops, found from the row level down.
+    let (loops, lane0) = match column_loops(&scope, shape, &accesses, &BTreeSet::new())? {
+        first if first.0.iter().any(strides_around_inner_loop) => {
+            // A loop whose accesses move a stride apart along its variable, around a loop
+            // that walks memory (one image's plane inside a loop over images): the inner
+            // loop is the one whose elements lie side by side, so lanes share it instead.
+            let outer = first.0.iter().filter(|l| strides_around_inner_loop(l));
+            let outer = outer.map(|l| l.node.start_byte()).collect();
+            match column_loops(&scope, shape, &accesses, &outer) {
+                Ok(inner) if inner.0.iter().all(|l| !strides_around_inner_loop(l)) => inner,
+                _ => first,
+            }
+        }
+        first => first,
+    };
+    let stage = staging::plan(cx.kernel, spec, &scope, &accesses, &loops, &shape.body);
+    Ok(RowPlan {
+        loops,
+        lane0,
+        stage,
+    })
+}
+
+/// The column loops of the row body (loops at a start byte in `outer` count as row
+/// level, and the search goes on inside them), checked, typed and with their accesses'
+/// moves, and the row-level statements that write memory.
+fn column_loops<'t>(
+    scope: &Scope<'_, 't>,
+    shape: &Elementwise<'t>,
+    accesses: &[Access<'t>],
+    outer: &BTreeSet<usize>,
+) -> Result<(Vec<ColumnLoop<'t>>, Vec<Node<'t>>), String> {
     let mut loops = Vec::new();
     let mut row_level: Vec<Node<'t>> = Vec::new();
+    let mut found = Found {
+        loops: &mut loops,
+        row_level: &mut row_level,
+        outer,
+    };
     for (i, &s) in shape.body.iter().enumerate() {
-        find_loops(
-            &scope,
-            shape,
-            &shape.body[..i],
-            s,
-            &mut loops,
-            &mut row_level,
-            0,
-        )?;
+        find_loops(scope, shape, &shape.body[..i], s, &mut found, 0)?;
     }
     if loops.is_empty() {
         return Err("no loop in the row body indexes global memory with its variable".into());
     }
-    loop_vars_stay_inside(src, shape, &loops)?;
-    let loop_buffers = loop_writes(&scope, &accesses, &loops)?;
-    let lane0 = row_writes(&scope, &accesses, &loops, &loop_buffers)?;
-    row_reads(&scope, &accesses, &loops, &lane0, &row_level)?;
+    loop_vars_stay_inside(scope.src, shape, &loops)?;
+    let loop_buffers = loop_writes(scope, accesses, &loops)?;
+    let lane0 = row_writes(scope, accesses, &loops, &loop_buffers)?;
+    row_reads(scope, accesses, &loops, &lane0, &row_level)?;
     // Accumulator types, and how each loop's accesses move.
     for l in &mut loops {
         for acc in &mut l.accs {
@@ -504,14 +532,35 @@ pub(super) fn analyze<'t>(
                 *ty = scope.types.get(w.as_str()).cloned();
             }
         }
-        l.moves = loop_moves(&scope, shape, l, &accesses);
+        l.moves = loop_moves(scope, shape, l, accesses);
     }
-    let stage = staging::plan(cx.kernel, spec, &scope, &accesses, &loops, &shape.body);
-    Ok(RowPlan {
-        loops,
-        lane0,
-        stage,
-    })
+    Ok((loops, lane0))
+}
+
+/// Whether every access of `l` that moves along its variable moves far (a symbolic
+/// stride or more than 8 elements: lanes sharing it would each read their own sectors)
+/// while a loop inside it reads memory: the elements side by side are the inner loop's.
+fn strides_around_inner_loop(l: &ColumnLoop<'_>) -> bool {
+    let near = |m: &LoopAccess| m.loop_stride.is_some_and(|k| k != 0 && k.abs() <= 8);
+    if l.moves.iter().any(near) {
+        return false;
+    }
+    let Some(body) = l.node.child_by_field_name("body") else {
+        return false;
+    };
+    let mut inner = false;
+    walk(body, &mut |n| {
+        inner |= matches!(n.kind(), "for_statement" | "while_statement");
+        !inner
+    });
+    inner && l.moves.iter().any(|m| m.along_loop != Step::Zero)
+}
+
+/// Where `find_loops` puts what it finds, and the loops it must treat as row level.
+struct Found<'a, 't> {
+    loops: &'a mut Vec<ColumnLoop<'t>>,
+    row_level: &'a mut Vec<Node<'t>>,
+    outer: &'a BTreeSet<usize>,
 }
 
 /// The row body's scope (declarations and aliases), or the first thing in it a team of
@@ -861,6 +910,7 @@ fn loop_moves<'t>(
                 write: a.write,
                 along_row: step_along(&p, "$r"),
                 along_loop: step_along(&p, "$c"),
+                loop_stride: p.linear_in("$c").and_then(|c| c.as_constant()),
             }
         })
         .collect()
@@ -958,8 +1008,7 @@ fn find_loops<'t>(
     shape: &Elementwise<'t>,
     before: &[Node<'t>],
     s: Node<'t>,
-    loops: &mut Vec<ColumnLoop<'t>>,
-    row_level: &mut Vec<Node<'t>>,
+    found: &mut Found<'_, 't>,
     depth: usize,
 ) -> Result<(), String> {
     if depth > 64 {
@@ -969,9 +1018,9 @@ fn find_loops<'t>(
         "for_statement" | "while_statement" => {
             let header = column_header(scope, s, before)?;
             if let Some((var, init, step, update, start)) = header {
-                if indexes_memory(scope, s, &var) {
+                if !found.outer.contains(&s.start_byte()) && indexes_memory(scope, s, &var) {
                     let accs = loop_accumulators(scope, s, &var, update, shape)?;
-                    loops.push(ColumnLoop {
+                    found.loops.push(ColumnLoop {
                         start,
                         node: s,
                         var,
@@ -984,16 +1033,20 @@ fn find_loops<'t>(
                     return Ok(());
                 }
             }
-            row_level.push(s);
+            found.row_level.push(s);
             if let Some(b) = s.child_by_field_name("body") {
-                descend(scope, shape, b, loops, row_level, depth)?;
+                descend(scope, shape, b, found, depth)?;
             }
         }
         "do_statement" => {
             if let Some(b) = s.child_by_field_name("body") {
-                let mut inner = Vec::new();
-                let mut rl = Vec::new();
-                descend(scope, shape, b, &mut inner, &mut rl, depth)?;
+                let (mut inner, mut rl) = (Vec::new(), Vec::new());
+                let mut within = Found {
+                    loops: &mut inner,
+                    row_level: &mut rl,
+                    outer: found.outer,
+                };
+                descend(scope, shape, b, &mut within, depth)?;
                 if !inner.is_empty() {
                     return Err(
                         "a column loop sits inside a `do ... while`; write it as a `for` loop"
@@ -1003,7 +1056,7 @@ fn find_loops<'t>(
             }
         }
         "compound_statement" | "if_statement" | "else_clause" => {
-            descend(scope, shape, s, loops, row_level, depth)?;
+            descend(scope, shape, s, found, depth)?;
         }
         _ => {}
     }
@@ -1014,13 +1067,12 @@ fn descend<'t>(
     scope: &Scope<'_, 't>,
     shape: &Elementwise<'t>,
     n: Node<'t>,
-    loops: &mut Vec<ColumnLoop<'t>>,
-    row_level: &mut Vec<Node<'t>>,
+    found: &mut Found<'_, 't>,
     depth: usize,
 ) -> Result<(), String> {
     let kids = named_children(n);
     for (i, &k) in kids.iter().enumerate() {
-        find_loops(scope, shape, &kids[..i], k, loops, row_level, depth + 1)?;
+        find_loops(scope, shape, &kids[..i], k, found, depth + 1)?;
     }
     Ok(())
 }

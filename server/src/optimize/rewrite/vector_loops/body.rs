@@ -130,11 +130,13 @@ pub(super) fn groups<'t>(
             ));
         }
         if offsets > 1 {
-            let at: Vec<String> = accesses
-                .iter()
-                .filter(|a| a.buffer == *w)
-                .map(|a| format!("`{}`", text(src, a.node)))
-                .collect();
+            let mut at: Vec<String> = Vec::new();
+            for a in accesses.iter().filter(|a| a.buffer == *w) {
+                let t = format!("`{}`", text(src, a.node));
+                if !at.contains(&t) {
+                    at.push(t);
+                }
+            }
             return Err(format!(
                 "the loop writes `{w}` and reaches it at {offsets} offsets from `{var}` ({}): a copy would read what another writes",
                 at.join(", ")

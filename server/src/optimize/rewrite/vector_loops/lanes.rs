@@ -81,6 +81,8 @@ fn term(atoms: &[&str]) -> Poly {
 /// Is this atom a lane within its warp: the thread index, or a local that holds it,
 /// modulo the warp's width?
 fn warp_lane(src: &str, names: &Positions<'_>, a: &str) -> bool {
+    // An opaque atom over a local is marked `?`; the local is looked up below.
+    let a = a.trim_start_matches('?');
     WARP_LANES.iter().any(|w| {
         a.strip_suffix(w).is_some_and(|t| {
             t == TID
@@ -213,12 +215,12 @@ fn check_step(
         return Ok(());
     }
     let want = match form {
-        Form::Block => "`blockDim.x` (or the block's width)",
+        Form::Block => "`blockDim.x` or the block's width",
         Form::Grid => "`blockDim.x * gridDim.x`",
-        Form::Warp => "32 (`warpSize`)",
+        Form::Warp => "32 or `warpSize`",
     };
     Err(format!(
-        "its step `{}` is not the number of lanes its start ranges over ({want}): the threads would skip or repeat elements",
+        "its step `{}` is not the number of lanes its start ranges over, {want}: the threads would skip or repeat elements",
         text(src, step)
     ))
 }

@@ -198,3 +198,30 @@ fn interleaved_vector_loops_compute_what_the_original_computes() {
         emulate::compare(&src, c.1, &cands, 2).unwrap_or_else(|e| panic!("{}: {e}", c.1));
     }
 }
+
+/// On what `block_reduce` writes (a grid-stride sum whose bounds check stays inside the
+/// loop, warp shuffles, one atomic per block), the loop takes vectors and still adds up
+/// to the original's total.
+#[test]
+fn block_reduce_then_vector_loops_computes_what_the_original_computes() {
+    let test = "block_reduce_then_vector_loops_computes_what_the_original_computes";
+    if let Err(why) = emulate::gxx() {
+        return tools::skip(test, &why);
+    }
+    let original = include_str!("../../examples/sum_squares.cu");
+    let src = original.replacen("n = 1 << 22, 100003", "n = 5000, 4099", 1);
+    assert_ne!(src, original, "the sizes line of sum_squares moved");
+    let reduced = run(&src, "sum_squares", "block_reduce").remove(0);
+    let out = run(&reduced.text, "sum_squares", "vector_loops");
+    assert_eq!(
+        out.len(),
+        2,
+        "{:?}",
+        out.iter().map(|c| &c.label).collect::<Vec<_>>()
+    );
+    let cands: Vec<(String, String)> = out
+        .iter()
+        .map(|c| (c.label.clone(), c.text.clone()))
+        .collect();
+    emulate::compare(&src, "sum_squares", &cands, 2).unwrap_or_else(|e| panic!("{e}"));
+}

@@ -310,7 +310,10 @@ fn plan_loop<'t>(
         fresh(&format!("{v}_rest"), &mut trial),
         fresh(&format!("{v}_vec"), &mut trial),
     ];
-    let groups = body::groups(cx, around.func_body, shape.body, v, &fresh_names[0])?;
+    let cond = l
+        .child_by_field_name("condition")
+        .ok_or("its loop has no condition")?;
+    let groups = body::groups(cx, around.func_body, (shape.body, cond), v, &fresh_names[0])?;
     let flow = Flow {
         form: start.form,
         ..around.flow.clone()

@@ -53,7 +53,7 @@ const VECTOR_TYPES: &[&str] = &[
 pub(super) fn groups<'t>(
     cx: &RewriteContext<'t>,
     func_body: Node<'t>,
-    body: Node<'t>,
+    (body, cond): (Node<'t>, Node<'t>),
     var: &str,
     base: &str,
 ) -> Result<Vec<Group<'t>>, String> {
@@ -101,10 +101,7 @@ pub(super) fn groups<'t>(
         defs,
         varying,
     });
-    let tops: Vec<Node> = match body.kind() {
-        "compound_statement" => named_children(body),
-        _ => vec![body],
-    };
+    let tops = statements(src, body, cond);
     // (buffer, offset) -> accesses; buffer -> whether some access is not at its own element.
     let mut by_key: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
     let mut elsewhere: BTreeMap<&str, Node> = BTreeMap::new();
@@ -203,6 +200,41 @@ impl<'t> Names<'t> for Body<'t> {
     fn positions_vary(&self) -> bool {
         false
     }
+}
+
+/// The statements of a loop body that run on every iteration: its own, and those of an
+/// `if` (without `else`) that tests the loop's condition again (`if (i < n)` in a loop
+/// while `i < n`, as a grid-stride rewrite of a bounds check leaves it).
+fn statements<'t>(src: &str, body: Node<'t>, cond: Node<'_>) -> Vec<Node<'t>> {
+    let canon = |n: Node<'_>| -> String {
+        let t: String = text(src, n)
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        t.trim_start_matches('(').trim_end_matches(')').to_string()
+    };
+    let mut out = Vec::new();
+    let mut todo = match body.kind() {
+        "compound_statement" => named_children(body),
+        _ => vec![body],
+    };
+    todo.reverse();
+    while let Some(s) = todo.pop() {
+        let again = s.kind() == "if_statement"
+            && s.child_by_field_name("alternative").is_none()
+            && s.child_by_field_name("condition")
+                .is_some_and(|c| canon(c) == canon(cond));
+        match s.child_by_field_name("consequence").filter(|_| again) {
+            Some(c) if c.kind() == "compound_statement" => {
+                let mut inner = named_children(c);
+                inner.reverse();
+                todo.extend(inner);
+            }
+            Some(c) => todo.push(c),
+            None => out.push(s),
+        }
+    }
+    out
 }
 
 /// The offset E of an access `p[E + v]` (canonical text), when v's coefficient is 1 and E

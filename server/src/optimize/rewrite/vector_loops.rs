@@ -179,6 +179,30 @@ pub fn vector_loops(cx: &RewriteContext<'_>) -> R {
     candidates(cx, &loops, &names)
 }
 
+/// How wide a candidate's vectors are.
+enum Width {
+    /// W elements in every loop (param `widths`).
+    Elements(usize),
+    /// As many elements as fill this many bytes of a loop's widest element.
+    Bytes(usize),
+}
+
+impl Width {
+    fn of(&self, l: &VecLoop<'_>) -> usize {
+        match self {
+            Width::Elements(w) => *w,
+            Width::Bytes(b) => b / l.widest(),
+        }
+    }
+
+    fn shown(&self) -> String {
+        match self {
+            Width::Elements(w) => format!("VEC={w}"),
+            Width::Bytes(b) => format!("{b}-byte accesses"),
+        }
+    }
+}
+
 /// One candidate per width (param `widths`), or by default one with 16-byte and one
 /// with 8-byte accesses, each loop's width set by its widest element.
 fn candidates(cx: &RewriteContext<'_>, loops: &[VecLoop<'_>], names: &BTreeSet<String>) -> R {
@@ -190,31 +214,22 @@ fn candidates(cx: &RewriteContext<'_>, loops: &[VecLoop<'_>], names: &BTreeSet<S
             format!("{w} is not a vector width; use 2, 4, 8 or 16"),
         ));
     }
-    let choices: Vec<(String, Box<dyn Fn(&VecLoop<'_>) -> usize>)> = if given {
+    let choices: Vec<Width> = if given {
         widths
             .iter()
-            .map(|w| {
-                let w = *w as usize;
-                let f: Box<dyn Fn(&VecLoop<'_>) -> usize> = Box::new(move |_| w);
-                (format!("VEC={w}"), f)
-            })
+            .map(|w| Width::Elements(*w as usize))
             .collect()
     } else {
-        [16, 8]
-            .into_iter()
-            .map(|bytes| {
-                let f: Box<dyn Fn(&VecLoop<'_>) -> usize> = Box::new(move |l| bytes / l.widest());
-                (format!("{bytes}-byte accesses"), f)
-            })
-            .collect()
+        vec![Width::Bytes(16), Width::Bytes(8)]
     };
     let mut out = Vec::new();
     let mut dropped = Vec::new();
-    for (what, width) in choices {
+    for width in choices {
+        let what = width.shown();
         let mut names = names.clone();
         let (mut edits, mut types, mut vars) = (Vec::new(), Vec::new(), Vec::new());
         for l in loops {
-            let w = width(l);
+            let w = width.of(l);
             if w < 2 {
                 dropped.push(format!(
                     "{what}: `{}` has elements of {} bytes",

@@ -134,7 +134,7 @@ fn copy(
             || line_indent(src, body.start_byte()).to_string(),
             |c| line_indent(src, c.start_byte()).to_string(),
         );
-    let stmts = format!("{inner}{}", reindent(piece.trim(), &from, &inner));
+    let stmts = format!("{inner}{}", reindent(piece.trim(), &from, inner));
     let (v, base, chunk, ty) = (&l.var, &l.names[0], &l.names[3], &l.ty);
     let plus = if k == 0 {
         String::new()

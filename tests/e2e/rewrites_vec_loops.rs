@@ -7,18 +7,14 @@
 //! 99991 and 4099 elements leave one. Controls show both paths run. Missing NVRTC or g++
 //! skips (or fails under KERNEL_LSP_REQUIRE_TOOLS=1).
 
-use std::collections::BTreeMap;
-
-use kernel_lsp::optimize::rewrite::Candidate;
-
 use crate::emulate;
-use crate::rewrites_idioms::apply_with;
-use crate::rewrites_vec_rows::compile_each;
+use crate::rewrites_vec_rows::{caught, compile_each, run};
 use crate::tools;
 
 const ROWS: &str = include_str!("../fixtures/rewrites/vec_loops/rows.cu");
 const GRIDS: &str = include_str!("../fixtures/rewrites/vec_loops/grids.cu");
 const WARPS: &str = include_str!("../fixtures/rewrites/vec_loops/warps.cu");
+const SPELLINGS: &str = include_str!("../fixtures/rewrites/vec_loops/spellings.cu");
 
 /// (text, kernel, sizes as written -> small sizes, candidates wanted)
 type Case = (
@@ -89,11 +85,13 @@ const CASES: &[Case] = &[
         ("M = 8192, 37; K = 4096, 1001", "M = 20, 9; K = 512, 1001"),
         2,
     ),
+    (
+        SPELLINGS,
+        "spellings",
+        ("n = 1 << 16, 4099", "n = 3000, 999"),
+        2,
+    ),
 ];
-
-fn run(src: &str, kernel: &str, id: &str) -> Vec<Candidate> {
-    apply_with(src, kernel, id, BTreeMap::new()).unwrap_or_else(|e| panic!("{id} on {kernel}: {e}"))
-}
 
 /// The case's source with small sizes in its kernel's spec.
 fn source(c: &Case) -> String {
@@ -170,13 +168,7 @@ fn the_emulator_runs_the_vectors_the_fallback_and_the_tail() {
             "case 1",
         ),
     ];
-    for (what, from, to, case) in mutations {
-        let wrong = good.text.replacen(from, to, 1);
-        assert_ne!(wrong, good.text, "{what}: `{from}` is not in the candidate");
-        let err = emulate::compare(&src, c.1, &[(what.to_string(), wrong)], 2)
-            .expect_err(&format!("the emulator missed a wrong {what} path"));
-        assert!(err.contains(&format!("{what} {case}: y[")), "{what}: {err}");
-    }
+    caught(&src, c.1, &good.text, &mutations);
 }
 
 /// What the search may do next: `interleave` runs several vectors per trip of the loop

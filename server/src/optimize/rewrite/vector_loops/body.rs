@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
-use super::super::access::{collect_accesses, declare_statement, unconditional, Scope};
-use super::super::poly::{poly, single_definitions, Names, Poly, VarNames};
+use super::super::access::{collect_accesses, unconditional, Scope};
+use super::super::poly::{poly, single_definitions, FixedPositions, Poly, VarNames};
 use super::super::tree::{named_children, text, walk};
 use super::super::vectorize::element_bytes;
 use super::super::RewriteContext;
@@ -82,21 +82,11 @@ pub(super) fn groups<'t>(
     if let Some(r) = refusal {
         return Err(r);
     }
-    let mut scope = Scope::of_kernel(cx, src);
-    let mut err = None;
-    walk(func_body, &mut |n| {
-        if n.kind() == "declaration" {
-            declare_statement(&mut scope, n, &mut err);
-        }
-        true
-    });
-    if let Some(e) = err {
-        return Err(e);
-    }
+    let scope = Scope::with_declarations(cx, src, func_body)?;
     let mut accesses = Vec::new();
     collect_accesses(&scope, body, &mut accesses)?;
     let (defs, varying) = single_definitions(src, &[body], &|_| true);
-    let names = Body(VarNames {
+    let names = FixedPositions(VarNames {
         var: var.to_string(),
         defs,
         varying,
@@ -182,26 +172,6 @@ pub(super) fn groups<'t>(
     Ok(out)
 }
 
-/// The loop variable as `$c` and the body's single definitions expanded, as
-/// [`VarNames`]; thread and block positions are atoms like any name (the lanes'
-/// analysis decides which of them differ from lane to lane).
-struct Body<'t>(VarNames<'t>);
-
-impl<'t> Names<'t> for Body<'t> {
-    fn rename(&self, name: &str) -> Option<String> {
-        self.0.rename(name)
-    }
-    fn definition(&self, name: &str) -> Option<Node<'t>> {
-        self.0.definition(name)
-    }
-    fn varies(&self, name: &str) -> bool {
-        self.0.varies(name)
-    }
-    fn positions_vary(&self) -> bool {
-        false
-    }
-}
-
 /// The statements of a loop body that run on every iteration: its own, and those of an
 /// `if` (without `else`) that tests the loop's condition again (`if (i < n)` in a loop
 /// while `i < n`, as a grid-stride rewrite of a bounds check leaves it).
@@ -239,7 +209,7 @@ fn statements<'t>(src: &str, body: Node<'t>, cond: Node<'_>) -> Vec<Node<'t>> {
 
 /// The offset E of an access `p[E + v]` (canonical text), when v's coefficient is 1 and E
 /// does not change from one iteration to the next.
-fn offset(src: &str, parts: &[Node<'_>], names: &Body<'_>) -> Option<String> {
+fn offset(src: &str, parts: &[Node<'_>], names: &FixedPositions<'_>) -> Option<String> {
     let p = parts.iter().fold(Poly::default(), |acc, part| {
         acc.add(&poly(src, *part, names), 1)
     });
@@ -266,7 +236,7 @@ fn base_address(
     n: Node<'_>,
     var: &str,
     base: &str,
-    names: &Body<'_>,
+    names: &FixedPositions<'_>,
 ) -> Result<(String, String), String> {
     let (ptr, inner) = match n.kind() {
         "subscript_expression" => (
@@ -303,7 +273,7 @@ fn expanded(
     n: Node<'_>,
     var: &str,
     base: &str,
-    names: &Body<'_>,
+    names: &FixedPositions<'_>,
     depth: usize,
 ) -> Result<String, String> {
     if depth > 16 {

@@ -5,6 +5,8 @@ use super::super::unit::testing::{check, params, render, run};
 const ROWS: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_loops/rows.cu");
 const GRIDS: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_loops/grids.cu");
 const WARPS: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_loops/warps.cu");
+const SPELLINGS: &str =
+    include_str!("../../../../../tests/fixtures/rewrites/vec_loops/spellings.cu");
 const REFUSALS: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_loops/refusals.cu");
 
 #[test]
@@ -138,18 +140,7 @@ fn halves_are_packed_eight_to_a_uint4_and_doubles_two_to_a_double2() {
 /// three forms; the label says which.
 #[test]
 fn the_lanes_are_read_through_casts_aliases_and_literals() {
-    let src = r#"
-// @bench n = 4096, 77
-// @bench x: in f32[n]; y: out f32[n]
-// @bench grid = 4; block = 128
-__global__ void spellings(const float* x, float* y, int n) {
-    const unsigned tid = threadIdx.x;
-    const int lane = tid & 31;
-    for (long i = (long)blockIdx.x * blockDim.x + tid; i < n; i += gridDim.x * (long)blockDim.x) y[i] = 2.0f * x[i];
-    for (int j = tid; j < n; j += 128) y[j] += x[j];
-    for (int k = 32 * (int)(tid / 32) + lane; k < n; k += warpSize) y[k] += 1.0f;
-}
-"#;
+    let src = SPELLINGS;
     let out = render(
         "spellings",
         run("vector_loops", src, "spellings", params("{}")),
@@ -160,10 +151,7 @@ __global__ void spellings(const float* x, float* y, int n) {
         "## 16-byte accesses (float4) in 3 loops (`i` over the grid's threads, `j` over the block's threads, `k` over a warp's lanes)",
         "{out}"
     );
-    assert!(
-        out.contains("const int k_base = 32 * (int)(tid / 32);"),
-        "{out}"
-    );
+    assert!(out.contains("const int k_base = wrow * n;"), "{out}");
     assert!(
         out.contains("for (int k_vec = lane; k_vec < k_vecs; k_vec += warpSize)"),
         "{out}"

@@ -241,6 +241,11 @@ const CASES: &[(&str, &str, &str)] = &[
     ),
     (
         "vector_loops",
+        "tests/fixtures/rewrites/vec_loops/rows.cu",
+        "reverse_rows",
+    ),
+    (
+        "vector_loops",
         "tests/fixtures/rewrites/vec_loops/grids.cu",
         "huber_total",
     ),

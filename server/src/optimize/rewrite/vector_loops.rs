@@ -40,8 +40,10 @@
 //! (`blockDim.x / 2`) or a start whose lane part is not exactly them (`2 * threadIdx.x`);
 //! a bound, start, condition or body value that differs from lane to lane (`tid`); a
 //! running value read mid-loop (a prefix, an argmax's index); a partial stored before
-//! the lanes combine it (`out[threadIdx.x] = best`); a pointee of unknown size; a body
-//! that already uses vector types, and the tail loop this rewrite writes.
+//! the lanes combine it (`out[threadIdx.x] = best`); a shared-memory write read again
+//! before a barrier (or any over the grid's lanes), a local array written; a pointee of
+//! unknown size; a body that already uses vector types, and the tail loop this rewrite
+//! writes.
 
 use std::collections::BTreeSet;
 
@@ -328,7 +330,11 @@ fn plan_loop<'t>(
     let cond = l
         .child_by_field_name("condition")
         .ok_or("its loop has no condition")?;
-    let groups = body::groups(cx, around.func_body, (shape.body, cond), v, &fresh_names[0])?;
+    let (groups, others) =
+        body::groups(cx, around.func_body, (shape.body, cond), v, &fresh_names[0])?;
+    for w in others {
+        barrier_before_read(src, around, (l, start.form), w)?;
+    }
     let flow = Flow {
         form: start.form,
         ..around.flow.clone()
@@ -353,6 +359,48 @@ fn plan_loop<'t>(
         groups,
         names: fresh_names,
     })
+}
+
+/// A write of shared memory in the loop lands in another lane's element now: the block
+/// must meet a barrier before anything reads that array again, and the lanes must be
+/// the block's or a warp's. Any other write that is not a global access (a local array)
+/// is refused.
+fn barrier_before_read(
+    src: &str,
+    around: &Around<'_, '_>,
+    (l, form): (Node<'_>, lanes::Form),
+    w: Node<'_>,
+) -> Result<(), String> {
+    let array = w
+        .child_by_field_name("argument")
+        .map_or("", |a| text(src, a));
+    let what = text(src, w);
+    if form == lanes::Form::Grid && around.shared.contains(&array) {
+        return Err(format!(
+            "its body writes `{what}` in shared memory, but its lanes span blocks (another block would hold the element)"
+        ));
+    }
+    if !around.shared.contains(&array) {
+        return Err(format!(
+            "its body writes `{what}`, which is not global or shared memory (another lane would hold the element)"
+        ));
+    }
+    let next = descendants(around.func_body)
+        .into_iter()
+        .filter(|n| n.start_byte() >= l.end_byte())
+        .find(|n| match n.kind() {
+            "identifier" => text(src, *n) == array,
+            "call_expression" => n
+                .child_by_field_name("function")
+                .is_some_and(|f| text(src, f).ends_with("sync") || text(src, f) == "__syncthreads"),
+            _ => false,
+        });
+    match next {
+        Some(n) if n.kind() == "call_expression" => Ok(()),
+        _ => Err(format!(
+            "its body writes `{what}` and `{array}` is read after the loop before a barrier (another lane would hold the element)"
+        )),
+    }
 }
 
 /// The loop this rewrite leaves after its vectors (its start reads where they stopped)

@@ -49,14 +49,15 @@ const VECTOR_TYPES: &[&str] = &[
 ];
 
 /// The groups of `body`, the body of a loop over `var`, whose base address is written
-/// with `var` read as `base`; or why none can be vectorized.
+/// with `var` read as `base`, and the body's writes that are not global accesses; or why
+/// no group can be vectorized.
 pub(super) fn groups<'t>(
     cx: &RewriteContext<'t>,
     func_body: Node<'t>,
     (body, cond): (Node<'t>, Node<'t>),
     var: &str,
     base: &str,
-) -> Result<Vec<Group<'t>>, String> {
+) -> Result<(Vec<Group<'t>>, Vec<Node<'t>>), String> {
     let src = cx.text;
     let mut refusal = None;
     walk(body, &mut |n| {
@@ -169,7 +170,25 @@ pub(super) fn groups<'t>(
         );
         return Err(why.join("; "));
     }
-    Ok(out)
+    Ok((out, other_writes(body, &accesses)))
+}
+
+/// What the body writes through a subscript or a dereference that is not a global
+/// access: shared memory, a local array.
+fn other_writes<'t>(body: Node<'t>, global: &[super::super::access::Access<'t>]) -> Vec<Node<'t>> {
+    let mut out = Vec::new();
+    walk(body, &mut |n| {
+        if matches!(n.kind(), "assignment_expression" | "update_expression") {
+            if let Some(t) = super::super::tree::written_target(n).filter(|t| {
+                matches!(t.kind(), "subscript_expression" | "pointer_expression")
+                    && !global.iter().any(|a| a.node.id() == t.id())
+            }) {
+                out.push(t);
+            }
+        }
+        true
+    });
+    out
 }
 
 /// The statements of a loop body that run on every iteration: its own, and those of an

@@ -192,6 +192,12 @@ fn loops_the_lanes_would_change_are_refused_with_the_reason() {
         "#]],
         ),
         (
+            "stage_without_barrier",
+            expect![[r#"
+            error: no loop of `stage_without_barrier` strides through memory with all its lanes in a form `vector_loops` can vectorize: `for (int j = threadIdx.x; j < n; j += blockDim.x)`: its body writes `sh[j]` and `sh` is read after the loop before a barrier (another lane would hold the element)
+        "#]],
+        ),
+        (
             "tag_lanes",
             expect![[r#"
             error: no loop of `tag_lanes` strides through memory with all its lanes in a form `vector_loops` can vectorize: `for (int j = tid; j < n; j += blockDim.x)`: its body reads `tid`, which differs from lane to lane (a lane would compute other elements with it)

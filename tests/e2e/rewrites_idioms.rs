@@ -157,7 +157,7 @@ const CASES: &[Case] = &[
         file: GRID_LOOPS,
         kernel: "row_max_covered",
         id: "cooperative_rows",
-        want: 7,
+        want: 8,
         sizes: (
             "rows = 2048, 77; cols = 256, 45",
             "rows = 40, 77; cols = 70, 45",
@@ -201,7 +201,7 @@ const CASES: &[Case] = &[
         file: BATCH_EXITS,
         kernel: "batched_row_sumsq",
         id: "cooperative_rows",
-        want: 7,
+        want: 8,
         sizes: (
             "B = 4, 3; R = 512, 45; C = 256, 99",
             "B = 2, 3; R = 40, 45; C = 70, 99",
@@ -262,7 +262,7 @@ const CASES: &[Case] = &[
         file: NAMED_BLOCKS,
         kernel: "row_l1_constexpr",
         id: "cooperative_rows",
-        want: 7,
+        want: 8,
         sizes: (
             "rows = 4096, 101; cols = 512, 75",
             "rows = 50, 101; cols = 70, 75",
@@ -321,7 +321,7 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "layernorm_ldg",
         id: "cooperative_rows",
-        want: 10,
+        want: 12,
         sizes: ("R = 512, 9; D = 256, 67", "R = 9, 9; D = 67, 67"),
     },
     Case {
@@ -409,6 +409,92 @@ const CASES: &[Case] = &[
         sizes: ("n = 1 << 20, 999", "n = 3000, 999"),
     },
     Case {
+        file: "tests/fixtures/rewrites/rows/row_stats.cu",
+        kernel: "channel_moments",
+        id: "cooperative_rows",
+        want: 8,
+        sizes: (
+            "N = 8, 3; C = 64, 5; HW = 1024, 77",
+            "N = 3, 3; C = 5, 5; HW = 100, 77",
+        ),
+    },
+    Case {
+        file: "tests/fixtures/rewrites/rows/row_stats.cu",
+        kernel: "channel_max",
+        id: "cooperative_rows",
+        want: 8,
+        sizes: (
+            "N = 4, 3; C = 128, 9; HW = 2048, 101",
+            "N = 2, 3; C = 9, 9; HW = 130, 101",
+        ),
+    },
+    Case {
+        file: "tests/fixtures/rewrites/rows/row_stats.cu",
+        kernel: "row_group_sum",
+        id: "cooperative_rows",
+        want: 6,
+        sizes: (
+            "rows = 1024, 33; cols = 256, 45",
+            "rows = 40, 33; cols = 70, 45",
+        ),
+    },
+    Case {
+        file: SUMS,
+        kernel: "mean_abs_diff",
+        id: "block_reduce",
+        want: 3,
+        sizes: ("n = 1 << 20, 999", "n = 3000, 999"),
+    },
+    Case {
+        file: SUMS,
+        kernel: "scaled_tree",
+        id: "block_reduce",
+        want: 3,
+        sizes: ("n = 1 << 20, 1001", "n = 3000, 1001"),
+    },
+    Case {
+        file: SUMS,
+        kernel: "abs_max_bits",
+        id: "block_reduce",
+        want: 3,
+        sizes: ("n = 1 << 20, 1003", "n = 3000, 1003"),
+    },
+    Case {
+        file: SUMS,
+        kernel: "max_int",
+        id: "block_reduce",
+        want: 3,
+        sizes: ("n = 1 << 20, 997", "n = 3000, 997"),
+    },
+    Case {
+        file: SUMS,
+        kernel: "first_above",
+        id: "block_reduce",
+        want: 3,
+        sizes: ("n = 1 << 20, 1009", "n = 3000, 1009"),
+    },
+    Case {
+        file: SUMS,
+        kernel: "max_tree_bits",
+        id: "block_reduce",
+        want: 0,
+        sizes: ("n = 1 << 20", "n = 1000"),
+    },
+    Case {
+        file: SUMS,
+        kernel: "weighted_blocks",
+        id: "block_reduce",
+        want: 0,
+        sizes: ("n = 1 << 20", "n = 1000"),
+    },
+    Case {
+        file: SUMS,
+        kernel: "tickets",
+        id: "block_reduce",
+        want: 0,
+        sizes: ("n = 1 << 20", "n = 1000"),
+    },
+    Case {
         file: SUMS,
         kernel: "max_tree",
         id: "block_reduce",
@@ -440,7 +526,7 @@ const CASES: &[Case] = &[
         file: "examples/softmax_rows.cu",
         kernel: "softmax_rows",
         id: "cooperative_rows",
-        want: 10,
+        want: 12,
         sizes: (
             "rows = 8192, 37; cols = 1024, 100",
             "rows = 70, 37; cols = 300, 5",
@@ -450,7 +536,7 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "row_sum_while",
         id: "cooperative_rows",
-        want: 5,
+        want: 6,
         sizes: (
             "rows = 4096, 19; cols = 512, 33",
             "rows = 45, 19; cols = 100, 33",
@@ -460,7 +546,7 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "layer_norm",
         id: "cooperative_rows",
-        want: 10,
+        want: 12,
         sizes: (
             "rows = 2048, 7; cols = 768, 45",
             "rows = 20, 7; cols = 200, 45",
@@ -470,7 +556,7 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "row_max_count",
         id: "cooperative_rows",
-        want: 7,
+        want: 8,
         sizes: (
             "rows = 1000, 3; cols = 96, 17",
             "rows = 40, 3; cols = 96, 17",
@@ -480,7 +566,7 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "spmv_csr",
         id: "cooperative_rows",
-        want: 7,
+        want: 8,
         sizes: (
             "rows = 8192, 50; cols = 4096, 20",
             "rows = 80, 50; cols = 60, 20",
@@ -490,7 +576,7 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "spmv_ell_accumulate",
         id: "cooperative_rows",
-        want: 7,
+        want: 8,
         sizes: (
             "rows = 4096, 10; width = 32, 5; cols = 2048, 40",
             "rows = 40, 10; width = 70, 5; cols = 50, 40",
@@ -611,14 +697,14 @@ const CASES: &[Case] = &[
         file: WALKS,
         kernel: "row_dot_f64",
         id: "cooperative_rows",
-        want: 7,
+        want: 8,
         sizes: ("rows = 1200, 7; n = 1000, 130", "rows = 5, 7; n = 300, 130"),
     },
     Case {
         file: WALKS,
         kernel: "row_l1_int",
         id: "cooperative_rows",
-        want: 7,
+        want: 8,
         sizes: (
             "rows = 2000, 9; cols = 777, 64",
             "rows = 5, 9; cols = 301, 64",
@@ -628,7 +714,7 @@ const CASES: &[Case] = &[
         file: WALKS,
         kernel: "scale_shift_rows",
         id: "cooperative_rows",
-        want: 7,
+        want: 8,
         sizes: (
             "rows = 1024, 5; cols = 1000, 37",
             "rows = 4, 5; cols = 300, 37",
@@ -638,7 +724,7 @@ const CASES: &[Case] = &[
         file: WALKS,
         kernel: "even_columns_sum",
         id: "cooperative_rows",
-        want: 5,
+        want: 6,
         sizes: (
             "rows = 1024, 5; cols = 1000, 37",
             "rows = 4, 5; cols = 300, 37",
@@ -668,7 +754,7 @@ const CASES: &[Case] = &[
         file: "examples/matvec.cu",
         kernel: "matvec",
         id: "cooperative_rows",
-        want: 7,
+        want: 8,
         sizes: (
             "out_f = 8192, 77; in_f = 4096, 1000",
             "out_f = 5, 77; in_f = 300, 37",
@@ -692,7 +778,7 @@ const CASES: &[Case] = &[
         file: PICKS,
         kernel: "argmax_rows",
         id: "cooperative_rows",
-        want: 7,
+        want: 8,
         sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
     },
     Case {
@@ -1482,7 +1568,7 @@ const CASES: &[Case] = &[
         file: "examples/batched_rowsum.cu",
         kernel: "batched_rowsum",
         id: "cooperative_rows",
-        want: 7,
+        want: 8,
         sizes: (
             "B = 16, 3; R = 1024, 33; C = 1024, 100",
             "B = 2, 3; R = 40, 33; C = 70, 100",
@@ -1532,7 +1618,7 @@ const CASES: &[Case] = &[
         file: PICKS,
         kernel: "row_argmax",
         id: "cooperative_rows",
-        want: 7,
+        want: 8,
         sizes: (
             "rows = 4096, 33; cols = 2048, 257",
             "rows = 40, 33; cols = 150, 257",
@@ -1542,7 +1628,7 @@ const CASES: &[Case] = &[
         file: PICKS,
         kernel: "row_argmin_last",
         id: "cooperative_rows",
-        want: 5,
+        want: 6,
         sizes: (
             "rows = 2048, 17; cols = 1000, 99",
             "rows = 21, 17; cols = 77, 99",
@@ -1552,7 +1638,7 @@ const CASES: &[Case] = &[
         file: PICKS,
         kernel: "best_label",
         id: "cooperative_rows",
-        want: 7,
+        want: 8,
         sizes: (
             "rows = 1024, 9; cols = 700, 65",
             "rows = 11, 9; cols = 70, 65",

@@ -612,6 +612,9 @@ fn idiom_facts_pick_out_their_shapes() {
         row_stats.cu col_major_row_max: thread_walks_a_column
         row_stats.cu offset_cumsum: thread_walks_a_row
         row_stats.cu layernorm_ldg: thread_walks_a_row
+        row_stats.cu channel_moments: thread_walks_a_row
+        row_stats.cu channel_max: thread_walks_a_row
+        row_stats.cu row_group_sum: thread_walks_a_row
         refusals.cu prefix_rows: thread_walks_a_row
         refusals.cu smooth_rows: thread_walks_a_row
         refusals.cu online_lse: thread_walks_a_row

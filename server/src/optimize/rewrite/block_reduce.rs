@@ -1,38 +1,48 @@
-//! `block_reduce`: a sum of every element into one place becomes a grid-stride sum per
-//! thread, a warp-shuffle sum per warp, a shared-memory combine of the warps, and one
-//! global atomic per block, over a grid of a few blocks per SM.
+//! `block_reduce`: a sum, maximum or minimum of every element into one place becomes a
+//! grid-stride fold per thread, a warp-shuffle fold per warp, a shared-memory combine of
+//! the warps, and one global atomic per block, over a grid of a few blocks per SM.
 //!
 //! **Matches** a 1-D kernel with an index `I = blockIdx.x * M + threadIdx.x` (any order
 //! of the terms and factors; `M` is `blockDim.x`, a macro or a literal) and a bound
 //! `I < B` (or `I >= B`) in its body, in one of two shapes:
-//! - *an atomic per element*: the body after the index adds a value to a fixed address,
-//!   `atomicAdd(OUT, E)`, where `OUT` does not depend on the thread (`out`, `&out[0]`,
-//!   `out + 3`), under `if (I < B)` or after `if (I >= B) return;`;
+//! - *an atomic per element*: the body after the index folds a value into a fixed
+//!   address, `atomicAdd(OUT, E)`, `atomicMax(OUT, E)` or `atomicMin(OUT, E)`, where `OUT`
+//!   does not depend on the thread (`out`, `&out[0]`, `out + 3`, `(int*)out`: an integer
+//!   maximum of a float's bits), under `if (I < B)` or after `if (I >= B) return;`;
 //! - *a shared-memory tree per block* (the classic reduction): before the first
 //!   `__syncthreads()`, the thread stores its value in `buf[tid] = E;` (with or without a
 //!   bounds guard); after it, only barriers and loops that add `buf` elements into `buf`
 //!   (`buf[t] += buf[t + s]`, `buf[t] = buf[t] + buf[t + s]`); last,
-//!   `if (tid == 0) atomicAdd(OUT, buf[0]);`.
+//!   `if (tid == 0) atomicAdd(OUT, T);` with `T` = `buf[0]`, or `buf[0]` times or divided
+//!   by what is the same in every thread of the grid (`buf[0] / n` of a mean: scalar
+//!   parameters, macros, literals).
 //!
-//! **Writes** `T acc = 0;` then the statements that computed the thread's value, as the
+//! **Writes** `T acc = <identity>;` (0; for a maximum the type's least value, for a
+//! minimum its greatest) then the statements that computed the thread's value, as the
 //! body of `for (I = <the index>; I < B; I += gridDim.x * M)` with the store (or the
-//! atomic) made `acc += E;` and `return` made `continue`; then the block's sum by
-//! `__shfl_down_sync` within each warp, a `__shared__ T [32]` for the warps' sums, the
-//! first warp's shuffle sum of those, and `atomicAdd(OUT, acc)` by thread 0. The grid
+//! atomic) made `acc += E;` (`acc = max(acc, (T)E);`, `min`) and `return` made
+//! `continue`; then the block's fold by `__shfl_down_sync` within each warp, a
+//! `__shared__ T [32]` for the warps' values, the first warp's shuffle fold of those, and
+//! the author's atomic of `acc` (of `T` with `acc` for `buf[0]`) by thread 0. The grid
 //! becomes `min(grid, sms * K)` for K in param `blocks_per_sm` (default [4, 8, 16]). The
 //! shared tree's array is no longer used and its declaration goes.
 //!
-//! **Refuses**: other shapes; a combine other than `+` (a max, a product); several atomics
-//! or an atomic whose address depends on the thread (that is a scatter: see
-//! `privatize_atomics`); a `return` inside a loop of the per-element code; block sizes that
-//! are not a multiple of 32 in some case (the shuffles need whole warps), or not 1-D; a
-//! grid that already depends on `sms`; element types `atomicAdd` and the shuffles do not
-//! both take. Float sums change order within the spec's tolerance.
+//! **Refuses**: other shapes; a tree combine other than `+` (a max, a product), a tree
+//! ending in `atomicMax`/`atomicMin`; several atomics, another atomic (`atomicCAS`), an
+//! atomic whose old value is read (a ticket), or whose address depends on the thread
+//! (that is a scatter: see `privatize_atomics`); a tree total scaled by what differs
+//! between blocks (`buf[0] * w[blockIdx.x]`); a `return` inside a loop of the
+//! per-element code; block sizes that are not a multiple of 32 in some case (the shuffles
+//! need whole warps), or not 1-D; a grid that already depends on `sms`; element types
+//! the atomic and the shuffles do not both take (sums of float, double, int, unsigned;
+//! maxima and minima of 32- and 64-bit integers). Float sums change order within the
+//! spec's tolerance; integer folds are exact.
 
 use std::collections::BTreeMap;
 
 use tree_sitter::Node;
 
+use self::combine::{Combine, ATOMICS};
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::elementwise::{
     bound_text, one_d_grid, pointer_params, thread_field_aliases, without_int_casts, words_replaced,
@@ -40,7 +50,8 @@ use super::elementwise::{
 use super::params::Params;
 use super::spec_expr::words;
 use super::tree::{
-    code_names, fresh, kernel_function, line_indent, named_children, newline, render, text, walk,
+    code_names, fresh, kernel_function, line_indent, named_children, newline, reindent, render,
+    text, walk, written_target,
 };
 use super::RewriteContext;
 use crate::spec::Launch;
@@ -67,8 +78,13 @@ struct Shape<'t> {
     value: String,
     /// `OUT`.
     out: String,
-    /// The element type summed.
+    /// The element type folded.
     ty: String,
+    /// The atomic's fold.
+    combine: Combine,
+    /// A shared tree's block total as the final atomic adds it, and its `buf[0]` inside
+    /// it (`buf[0] / n`): the new atomic adds the same expression of the block's sum.
+    block_total: Option<(Node<'t>, Node<'t>)>,
 }
 
 pub fn block_reduce(cx: &RewriteContext<'_>) -> R {
@@ -115,8 +131,9 @@ pub fn block_reduce(cx: &RewriteContext<'_>) -> R {
     let acc = fresh("acc", &mut names);
     let off = fresh("offset", &mut names);
     let warp_sums = fresh("warp_sums", &mut names);
+    let start = shape.combine.identity(&shape.ty).map_err(na)?;
     let mut lines = vec![
-        format!("{ind}{} {acc} = 0;", shape.ty),
+        format!("{ind}{} {acc} = {start};", shape.ty),
         format!(
             "{ind}for ({} {} = {}; {} < {}; {} += gridDim.x * {}) {{",
             shape.index_type,
@@ -131,8 +148,9 @@ pub fn block_reduce(cx: &RewriteContext<'_>) -> R {
     for s in &shape.per_element {
         let mut reps: Vec<(std::ops::Range<usize>, String)> = Vec::new();
         if s.byte_range().contains(&shape.sink.start_byte()) {
-            // `buf[t] = E` or `atomicAdd(OUT, E)` becomes `acc += (E)`.
-            reps.push((shape.sink.byte_range(), format!("{acc} += {}", shape.value)));
+            // `buf[t] = E` or `atomicAdd(OUT, E)` becomes `acc += (E)` (or the max, min).
+            let fold = shape.combine.fold(&acc, &shape.value, &shape.ty);
+            reps.push((shape.sink.byte_range(), fold));
         }
         walk(*s, &mut |n| {
             if n.kind() == "return_statement" {
@@ -142,14 +160,13 @@ pub fn block_reduce(cx: &RewriteContext<'_>) -> R {
             true
         });
         let stmt = render(src, &s.byte_range(), &reps).map_err(|e| na(e.to_string()))?;
-        lines.push(format!("{inner}{}", stmt.trim()));
+        let stmt = reindent(stmt.trim(), line_indent(src, s.start_byte()), &inner);
+        lines.push(format!("{inner}{stmt}"));
     }
     lines.push(format!("{ind}}}"));
-    let shfl = |pad: &str| {
-        format!(
-            "{pad}for (int {off} = 16; {off} > 0; {off} >>= 1) {acc} += __shfl_down_sync(0xffffffffu, {acc}, {off});"
-        )
-    };
+    let shuffled = format!("__shfl_down_sync(0xffffffffu, {acc}, {off})");
+    let step = shape.combine.fold(&acc, &shuffled, &shape.ty);
+    let shfl = |pad: &str| format!("{pad}for (int {off} = 16; {off} > 0; {off} >>= 1) {step};");
     lines.push(shfl(&ind));
     lines.push(format!("{ind}__shared__ {} {warp_sums}[32];", shape.ty));
     lines.push(format!(
@@ -158,11 +175,21 @@ pub fn block_reduce(cx: &RewriteContext<'_>) -> R {
     lines.push(format!("{ind}__syncthreads();"));
     lines.push(format!("{ind}if (threadIdx.x < 32) {{"));
     lines.push(format!(
-        "{inner}{acc} = threadIdx.x < (blockDim.x + 31) / 32 ? {warp_sums}[threadIdx.x] : 0;"
+        "{inner}{acc} = threadIdx.x < (blockDim.x + 31) / 32 ? {warp_sums}[threadIdx.x] : {start};"
     ));
     lines.push(shfl(&inner));
+    let total = match shape.block_total {
+        Some((value, buf0)) => render(
+            src,
+            &value.byte_range(),
+            &[(buf0.byte_range(), acc.clone())],
+        )
+        .map_err(|e| na(e.to_string()))?,
+        None => acc.clone(),
+    };
     lines.push(format!(
-        "{inner}if (threadIdx.x == 0) atomicAdd({}, {acc});",
+        "{inner}if (threadIdx.x == 0) {}({}, {total});",
+        shape.combine.atomic(),
         shape.out
     ));
     lines.push(format!("{ind}}}"));
@@ -181,7 +208,8 @@ pub fn block_reduce(cx: &RewriteContext<'_>) -> R {
         out.replace_range(at.clone(), &format!("min({g}, sms * {n})"));
         drafts.push(Draft {
             label: format!(
-                "grid-stride sum, warp shuffles, one atomic per block, grid <= {n} * sms"
+                "grid-stride {}, warp shuffles, one atomic per block, grid <= {n} * sms",
+                shape.combine.noun()
             ),
             text: out,
         });
@@ -307,37 +335,42 @@ fn match_shape<'t>(cx: &RewriteContext<'t>, body: Node<'t>) -> Result<Shape<'t>,
         .copied()
         .filter(|s| s.kind() == "declaration" && text(src, *s).contains("__shared__"))
         .collect();
-    let atomics = calls(src, body, "atomicAdd");
-    if atomics.len() != 1 {
-        return Err(format!(
-            "it has {} `atomicAdd` calls; {ID} needs exactly one, adding the block's or the element's value to one place",
-            atomics.len()
-        ));
-    }
-    let atomic = atomics[0];
+    let (atomic, combine) = the_atomic(src, body)?;
     let a = args(atomic);
     if a.len() != 2 {
-        return Err("its atomicAdd does not take two arguments".into());
+        return Err(format!(
+            "its {} does not take two arguments",
+            combine.atomic()
+        ));
     }
     let out = fixed_address(src, &pointers, a[0])?;
+    let tree = !calls(src, body, "__syncthreads").is_empty();
+    if tree && combine != Combine::Sum {
+        return Err(format!(
+            "its shared-memory tree ends in {}; {ID} takes trees of sums only",
+            combine.atomic()
+        ));
+    }
     let Summand {
         per_element,
         sink,
         value,
         ty,
-    } = if !calls(src, body, "__syncthreads").is_empty() {
-        shared_tree(src, &after, &shared, atomic, a[1])?
+        block_total,
+    } = if tree {
+        shared_tree(cx, &after, &shared, atomic, a[1])?
     } else {
         if !shared.is_empty() {
             return Err("it declares shared memory but never synchronizes".into());
         }
-        let ty =
-            pointee(&pointers, &out).ok_or_else(|| format!("cannot tell the type of `{out}`"))?;
+        let ty = address_pointee(src, &pointers, a[0])
+            .ok_or_else(|| format!("cannot tell the type of `{out}`"))?;
         Summand {
             per_element: after,
             sink: atomic,
             value: a[1],
             ty,
+            block_total: None,
         }
     };
     check_returns(src, &per_element)?;
@@ -352,8 +385,49 @@ fn match_shape<'t>(cx: &RewriteContext<'t>, body: Node<'t>) -> Result<Shape<'t>,
         sink,
         value: format!("({})", text(src, value)),
         out,
-        ty: numeric(&ty)?,
+        ty: numeric(&ty),
+        combine,
+        block_total,
     })
+}
+
+/// The body's one atomic, when it is one `block_reduce` folds (a sum, a maximum, a
+/// minimum) and its old value is not read.
+fn the_atomic<'t>(src: &str, body: Node<'t>) -> Result<(Node<'t>, Combine), String> {
+    let mut atomics = Vec::new();
+    walk(body, &mut |x| {
+        if x.kind() == "call_expression"
+            && x.child_by_field_name("function")
+                .is_some_and(|f| text(src, f).starts_with("atomic"))
+        {
+            atomics.push(x);
+        }
+        true
+    });
+    let [atomic] = atomics.as_slice() else {
+        return Err(format!(
+            "it has {} atomic calls; {ID} needs exactly one ({}), folding the block's or the element's value into one place",
+            atomics.len(),
+            ATOMICS.join(", ")
+        ));
+    };
+    let name = atomic
+        .child_by_field_name("function")
+        .map(|f| text(src, f))
+        .unwrap_or_default();
+    let combine = Combine::of_atomic(name).ok_or_else(|| {
+        format!(
+            "its atomic is `{name}`; {ID} folds only {}",
+            ATOMICS.join(", ")
+        )
+    })?;
+    if atomic.parent().map(|p| p.kind()) != Some("expression_statement") {
+        return Err(format!(
+            "`{}` is not a statement of its own: the atomic's old value is read",
+            squash(text(src, *atomic))
+        ));
+    }
+    Ok((*atomic, combine))
 }
 
 /// The index declaration `T i = <init with blockIdx.x and threadIdx.x>;` among the body's
@@ -448,6 +522,25 @@ fn fixed_address(
     }
 }
 
+/// The element type an atomic's address points to: the type it is cast to (`(int*)out`,
+/// as an integer atomicMax on a float's bits is written), else the pointee of the
+/// pointer parameter it starts from.
+fn address_pointee(
+    src: &str,
+    pointers: &BTreeMap<String, String>,
+    address: Node<'_>,
+) -> Option<String> {
+    let mut a = address;
+    while a.kind() == "parenthesized_expression" {
+        a = a.named_child(0)?;
+    }
+    if a.kind() == "cast_expression" {
+        let ty = text(src, a.child_by_field_name("type")?);
+        return Some(ty.trim().strip_suffix('*')?.trim().to_string());
+    }
+    pointee(pointers, text(src, a))
+}
+
 /// The element type of the pointer parameter an address (`out`, `&out[0]`, `out + 3`)
 /// starts from.
 fn pointee(pointers: &BTreeMap<String, String>, out: &str) -> Option<String> {
@@ -465,6 +558,7 @@ struct Summand<'t> {
     sink: Node<'t>,
     value: Node<'t>,
     ty: String,
+    block_total: Option<(Node<'t>, Node<'t>)>,
 }
 
 /// The shared-memory tree's [`Summand`], from the statements `after` the index (its type
@@ -472,18 +566,25 @@ struct Summand<'t> {
 /// barriers and `buf`-into-`buf` sums run between the first barrier and it, and one
 /// plain store `buf[tid] = E` feeds `buf` before that barrier.
 fn shared_tree<'t>(
-    src: &str,
+    cx: &RewriteContext<'t>,
     after: &[Node<'t>],
     shared: &[Node<'t>],
     atomic: Node<'t>,
     total: Node<'t>,
 ) -> Result<Summand<'t>, String> {
+    let src = cx.text;
     let first_barrier = after
         .iter()
         .position(|s| is_barrier(src, *s))
         .ok_or("its `__syncthreads()` is not a statement of the kernel's body")?;
     let last = *after.last().ok_or("an empty body")?;
-    let buf = block_total_array(src, last, atomic, total)?;
+    let buf0 = block_total(cx, last, atomic, total)?;
+    let buf = text(
+        src,
+        buf0.child_by_field_name("argument")
+            .ok_or("a subscript without an array")?,
+    )
+    .to_string();
     let buf_decl = shared
         .iter()
         .copied()
@@ -511,17 +612,21 @@ fn shared_tree<'t>(
         sink: store,
         value,
         ty,
+        block_total: Some((total, buf0)),
     })
 }
 
-/// The shared array `buf` whose `buf[0]` the body's last statement adds, when that
-/// statement is `if (tid == 0) atomicAdd(out, buf[0]);` (`total` is the atomic's value).
-fn block_total_array(
-    src: &str,
-    last: Node<'_>,
-    atomic: Node<'_>,
-    total: Node<'_>,
-) -> Result<String, String> {
+/// The `buf[0]` of a shared array that the body's last statement adds, when that
+/// statement is `if (tid == 0) atomicAdd(out, T);` and `T` (`total`) is `buf[0]`, or
+/// `buf[0]` times or divided by what is the same in every thread of the grid (`buf[0] /
+/// n` of a mean): a sum of such terms is that factor times the sum of the `buf[0]`s.
+fn block_total<'t>(
+    cx: &RewriteContext<'t>,
+    last: Node<'t>,
+    atomic: Node<'t>,
+    total: Node<'t>,
+) -> Result<Node<'t>, String> {
+    let src = cx.text;
     if !last.byte_range().contains(&atomic.start_byte()) || last.kind() != "if_statement" {
         return Err(
             "the block's sum is not added last, by `if (tid == 0) atomicAdd(out, buf[0]);`".into(),
@@ -536,11 +641,90 @@ fn block_total_array(
             "the last atomic runs under `{cond}`, not for one thread of the block"
         ));
     }
-    let total = squash(text(src, total));
-    total
-        .strip_suffix("[0]")
-        .map(str::to_string)
-        .ok_or_else(|| format!("the block adds `{total}`, not `buf[0]` of a shared array"))
+    let body = kernel_function(cx).and_then(|f| f.child_by_field_name("body"));
+    let uniform = |n: Node<'_>| body.is_some_and(|b| grid_uniform(cx, b, n));
+    scaled_first_element(src, total, &uniform).ok_or_else(|| {
+        format!(
+            "the block adds `{}`, not `buf[0]` of a shared array (or `buf[0]` times or divided by what is the same in every thread)",
+            squash(text(src, total))
+        )
+    })
+}
+
+/// The `buf[0]` that `e` is, or is a product or quotient of with factors `uniform` holds
+/// for (`buf[0] * s`, `s * buf[0]`, `buf[0] / n`, parentheses allowed).
+fn scaled_first_element<'t>(
+    src: &str,
+    e: Node<'t>,
+    uniform: &dyn Fn(Node<'t>) -> bool,
+) -> Option<Node<'t>> {
+    match e.kind() {
+        "parenthesized_expression" => scaled_first_element(src, e.named_child(0)?, uniform),
+        "subscript_expression" => {
+            let index = e
+                .child_by_field_name("indices")
+                .or_else(|| e.child_by_field_name("index"));
+            let index = index.map(|i| squash(text(src, i))).unwrap_or_default();
+            (index.trim_matches(|c| c == '[' || c == ']').trim() == "0").then_some(e)
+        }
+        "binary_expression" => {
+            let (l, r) = (
+                e.child_by_field_name("left")?,
+                e.child_by_field_name("right")?,
+            );
+            match text(src, e.child_by_field_name("operator")?) {
+                "*" if uniform(r) => scaled_first_element(src, l, uniform),
+                "*" if uniform(l) => scaled_first_element(src, r, uniform),
+                "/" if uniform(r) => scaled_first_element(src, l, uniform),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Whether `e` has one value in every thread of the grid: literals, casts and arithmetic
+/// of scalar kernel parameters and names the kernel neither declares nor assigns (macros,
+/// file constants); no memory read, call, thread or block position.
+fn grid_uniform(cx: &RewriteContext<'_>, body: Node<'_>, e: Node<'_>) -> bool {
+    let src = cx.text;
+    let pointers = pointer_params(cx);
+    let mut ok = true;
+    walk(e, &mut |n| {
+        match n.kind() {
+            "call_expression"
+            | "subscript_expression"
+            | "field_expression"
+            | "pointer_expression"
+            | "assignment_expression"
+            | "update_expression" => ok = false,
+            "identifier" => {
+                let name = text(src, n);
+                ok &= !pointers.contains_key(name) && !declared_or_assigned(src, body, name);
+            }
+            _ => {}
+        }
+        ok
+    });
+    ok
+}
+
+/// Whether the kernel body declares `name` or writes it.
+fn declared_or_assigned(src: &str, body: Node<'_>, name: &str) -> bool {
+    let mut found = false;
+    walk(body, &mut |n| {
+        let target = match n.kind() {
+            "init_declarator" => n.child_by_field_name("declarator"),
+            "declaration" => n
+                .child_by_field_name("declarator")
+                .filter(|d| d.kind() == "identifier"),
+            "assignment_expression" | "update_expression" => written_target(n),
+            _ => None,
+        };
+        found |= target.is_some_and(|t| text(src, t) == name);
+        !found
+    });
+    found
 }
 
 /// Refuses a statement of the tree's combine (between the first barrier and the final
@@ -639,21 +823,10 @@ fn thread_store<'t>(
     Ok((*store, value))
 }
 
-/// The element types both `atomicAdd` and `__shfl_down_sync` take.
-fn numeric(ty: &str) -> Result<String, String> {
-    let t = squash(ty.trim_start_matches("volatile").trim());
-    match t.as_str() {
-        "float"
-        | "double"
-        | "int"
-        | "unsigned"
-        | "unsigned int"
-        | "unsigned long long"
-        | "unsigned long long int" => Ok(t),
-        _ => Err(format!(
-            "it sums `{t}`; {ID} handles float, double, int and unsigned sums"
-        )),
-    }
+/// An element type written one way (`volatile` and extra spaces dropped); which types
+/// each combine takes is [`Combine::identity`]'s to say.
+fn numeric(ty: &str) -> String {
+    squash(ty.trim_start_matches("volatile").trim())
 }
 
 /// A `return` of the per-element code becomes `continue`: never inside a loop of its own.
@@ -684,5 +857,6 @@ fn check_returns(src: &str, stmts: &[Node<'_>]) -> Result<(), String> {
     bad.map_or(Ok(()), Err)
 }
 
+mod combine;
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,11 @@
 //! literal step, or `int c = S; while (c < E) { ...; c++; }`) whose variable indexes a
 //! global access. Each column loop becomes lane-strided (`c = S + lane; c += 32`), so
 //! column `c` is always handled by the same lane; the rest of the row body runs in every
-//! lane of the team, identically.
+//! lane of the team, identically. In a nest, a loop along which no access moves by one
+//! element is not the column loop when a loop inside it moves one by one element and
+//! has no literal trip count under 32 (`for (n ...) for (p ...) s += x[(n * C + c) * HW +
+//! p];`, NCHW channel statistics): the inner loop is, and the outer one runs in every
+//! lane, the accumulators all-reduced after each inner loop.
 //!
 //! **Inside a column loop** a variable declared outside it may only be an accumulator:
 //! `s += e`, `s -= e`, `s++`, `s = s + e`, `s *= e`, `s |= e`, `s ^= e`,
@@ -42,7 +46,8 @@
 //!
 //! **Launch**: warp teams keep the block size (256 when it is not a multiple of 32) and
 //! divide the grid's `cdiv(rows, B)` by the rows a block now covers; block teams launch
-//! `grid = rows` with param `block_threads` (default 128 and 256) threads. Param `modes` picks
+//! `grid = rows` with param `block_threads` (default 128 and 256, and 1024 when the timed
+//! case launches fewer than 512 threads along x: few rows) threads. Param `modes` picks
 //! among `warp`, `rows2`, `rows4`, `block`, `warp_regs`, `block_regs` (default all);
 //! `stage_registers` caps the registers per staged buffer (default: the longest row);
 //! `scan_tile` lists the columns a lane takes per trip in a running sum's scan (default
@@ -153,6 +158,26 @@ pub(super) struct ColumnLoop<'t> {
     pub moves: Vec<LoopAccess>,
 }
 
+/// A counted loop's header as [`column_header`] reads it: (variable, init value node,
+/// step, update node, start byte of the construct).
+type Header<'t> = (String, Node<'t>, i64, Node<'t>, usize);
+
+impl<'t> ColumnLoop<'t> {
+    /// The loop `node` with its header, before its accumulators and moves are known.
+    fn bare(node: Node<'t>, (var, init, step, update, start): Header<'t>) -> Self {
+        ColumnLoop {
+            start,
+            node,
+            var,
+            init,
+            step,
+            update,
+            accs: Vec::new(),
+            moves: Vec::new(),
+        }
+    }
+}
+
 /// How an index moves along one variable: not at all, one element, or otherwise (a
 /// stride, a symbolic factor, or not linear).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,8 +199,6 @@ pub(super) struct LoopAccess {
     pub write: bool,
     pub along_row: Step,
     pub along_loop: Step,
-    /// The elements the access moves per step of the loop variable, where a constant.
-    pub loop_stride: Option<i64>,
 }
 
 pub(super) struct RowPlan<'t> {
@@ -200,16 +223,10 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
     let plan = current_plan(cx)?;
     let p = Params(cx.params);
     let modes = p.choices("modes", MODES, MODES)?;
-    let block_threads = p.uints("block_threads", &[128, 256], 32..=1024)?;
+    let block_threads = block_threads(cx, &plan)?;
     let stage_registers = p.uints("stage_registers", &[64], 1..=64)?[0];
     let scan_tiles = p.uints("scan_tile", &[1, 4, 8], 1..=16)?;
     let walk_tiles = p.uints("walk_tile", &[1, 4, 8], 1..=16)?;
-    if let Some(t) = block_threads.iter().find(|t| *t % 32 != 0) {
-        return Err(super::RewriteError::BadParam {
-            name: "block_threads".into(),
-            message: format!("{t} is not a multiple of 32"),
-        });
-    }
     let k = &cx.kernel.name;
     let func = kernel_function(cx)
         .ok_or_else(|| not_applicable(format!("`{k}`'s definition is not in the syntax tree")))?;
@@ -366,6 +383,48 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
     finish(cx, drafts, dropped)
 }
 
+/// Param `block_threads` (multiples of 32), else the sizes [`block_teams`] picks.
+fn block_threads(
+    cx: &RewriteContext<'_>,
+    plan: &BenchPlan,
+) -> Result<Vec<u64>, super::RewriteError> {
+    let listed = Params(cx.params).uints("block_threads", &[128, 256], 32..=1024)?;
+    if let Some(t) = listed.iter().find(|t| *t % 32 != 0) {
+        return Err(super::RewriteError::BadParam {
+            name: "block_threads".into(),
+            message: format!("{t} is not a multiple of 32"),
+        });
+    }
+    Ok(if cx.params.contains_key("block_threads") {
+        listed
+    } else {
+        block_teams(&listed, threads_along_x(plan))
+    })
+}
+
+/// Below this many rows in the timed case, a block per row also gets 1024 threads: few
+/// rows mean few blocks, and each block's threads are all the loads in flight its
+/// multiprocessor has (64 channels of an NCHW tensor on a GPU of 132 SMs).
+const FEW_ROWS: u64 = 512;
+
+/// The block sizes a block-per-row team is written with: the listed ones, and 1024 when
+/// the timed case launches fewer than [`FEW_ROWS`] threads along x (at most that many rows).
+fn block_teams(listed: &[u64], threads_along_x: Option<u64>) -> Vec<u64> {
+    let mut out = listed.to_vec();
+    if threads_along_x.is_some_and(|t| t < FEW_ROWS) && !out.contains(&1024) {
+        out.push(1024);
+    }
+    out
+}
+
+/// Threads the timed case launches along x (grid times block).
+fn threads_along_x(plan: &BenchPlan) -> Option<u64> {
+    match &plan.cases.first()?.launch {
+        Launch::Cuda { grid, block, .. } => grid[0].checked_mul(block[0]),
+        _ => None,
+    }
+}
+
 /// The launch a team rewrite edits: the grid's `cdiv(rows, block)` divisions and the
 /// block assignment.
 pub(super) struct RowLaunch {
@@ -464,6 +523,7 @@ pub(super) fn analyze<'t>(
     spec: &BenchPlan,
     shape: &Elementwise<'t>,
 ) -> Result<RowPlan<'t>, String> {
+    let src = cx.text;
     let mut scope = body_scope(cx, shape)?;
     // Every access and whether it writes.
     let mut accesses: Vec<Access<'t>> = Vec::new();
@@ -476,54 +536,27 @@ pub(super) fn analyze<'t>(
         }
     }
     written_not_passed(&scope, shape)?;
-    let (loops, lane0) = match column_loops(&scope, shape, &accesses, &BTreeSet::new())? {
-        first if first.0.iter().any(strides_around_inner_loop) => {
-            // A loop whose accesses move a stride apart along its variable, around a loop
-            // that walks memory (one image's plane inside a loop over images): the inner
-            // loop is the one whose elements lie side by side, so lanes share it instead.
-            let outer = first.0.iter().filter(|l| strides_around_inner_loop(l));
-            let outer = outer.map(|l| l.node.start_byte()).collect();
-            match column_loops(&scope, shape, &accesses, &outer) {
-                Ok(inner) if inner.0.iter().all(|l| !strides_around_inner_loop(l)) => inner,
-                _ => first,
-            }
-        }
-        first => first,
-    };
-    let stage = staging::plan(cx.kernel, spec, &scope, &accesses, &loops, &shape.body);
-    Ok(RowPlan {
-        loops,
-        lane0,
-        stage,
-    })
-}
-
-/// The column loops of the row body (loops at a start byte in `outer` count as row
-/// level, and the search goes on inside them), checked, typed and with their accesses'
-/// moves, and the row-level statements that write memory.
-fn column_loops<'t>(
-    scope: &Scope<'_, 't>,
-    shape: &Elementwise<'t>,
-    accesses: &[Access<'t>],
-    outer: &BTreeSet<usize>,
-) -> Result<(Vec<ColumnLoop<'t>>, Vec<Node<'t>>), String> {
+    // Column loops, found from the row level down.
     let mut loops = Vec::new();
     let mut row_level: Vec<Node<'t>> = Vec::new();
-    let mut found = Found {
-        loops: &mut loops,
-        row_level: &mut row_level,
-        outer,
-    };
     for (i, &s) in shape.body.iter().enumerate() {
-        find_loops(scope, shape, &shape.body[..i], s, &mut found, 0)?;
+        find_loops(
+            &scope,
+            shape,
+            &shape.body[..i],
+            s,
+            &mut loops,
+            &mut row_level,
+            0,
+        )?;
     }
     if loops.is_empty() {
         return Err("no loop in the row body indexes global memory with its variable".into());
     }
-    loop_vars_stay_inside(scope.src, shape, &loops)?;
-    let loop_buffers = loop_writes(scope, accesses, &loops)?;
-    let lane0 = row_writes(scope, accesses, &loops, &loop_buffers)?;
-    row_reads(scope, accesses, &loops, &lane0, &row_level)?;
+    loop_vars_stay_inside(src, shape, &loops)?;
+    let loop_buffers = loop_writes(&scope, &accesses, &loops)?;
+    let lane0 = row_writes(&scope, &accesses, &loops, &loop_buffers)?;
+    row_reads(&scope, &accesses, &loops, &lane0, &row_level)?;
     // Accumulator types, and how each loop's accesses move.
     for l in &mut loops {
         for acc in &mut l.accs {
@@ -532,35 +565,14 @@ fn column_loops<'t>(
                 *ty = scope.types.get(w.as_str()).cloned();
             }
         }
-        l.moves = loop_moves(scope, shape, l, accesses);
+        l.moves = loop_moves(&scope, shape, l, &accesses);
     }
-    Ok((loops, lane0))
-}
-
-/// Whether every access of `l` that moves along its variable moves far (a symbolic
-/// stride or more than 8 elements: lanes sharing it would each read their own sectors)
-/// while a loop inside it reads memory: the elements side by side are the inner loop's.
-fn strides_around_inner_loop(l: &ColumnLoop<'_>) -> bool {
-    let near = |m: &LoopAccess| m.loop_stride.is_some_and(|k| k != 0 && k.abs() <= 8);
-    if l.moves.iter().any(near) {
-        return false;
-    }
-    let Some(body) = l.node.child_by_field_name("body") else {
-        return false;
-    };
-    let mut inner = false;
-    walk(body, &mut |n| {
-        inner |= matches!(n.kind(), "for_statement" | "while_statement");
-        !inner
-    });
-    inner && l.moves.iter().any(|m| m.along_loop != Step::Zero)
-}
-
-/// Where `find_loops` puts what it finds, and the loops it must treat as row level.
-struct Found<'a, 't> {
-    loops: &'a mut Vec<ColumnLoop<'t>>,
-    row_level: &'a mut Vec<Node<'t>>,
-    outer: &'a BTreeSet<usize>,
+    let stage = staging::plan(cx.kernel, spec, &scope, &accesses, &loops, &shape.body);
+    Ok(RowPlan {
+        loops,
+        lane0,
+        stage,
+    })
 }
 
 /// The row body's scope (declarations and aliases), or the first thing in it a team of
@@ -910,7 +922,6 @@ fn loop_moves<'t>(
                 write: a.write,
                 along_row: step_along(&p, "$r"),
                 along_loop: step_along(&p, "$c"),
-                loop_stride: p.linear_in("$c").and_then(|c| c.as_constant()),
             }
         })
         .collect()
@@ -1008,7 +1019,8 @@ fn find_loops<'t>(
     shape: &Elementwise<'t>,
     before: &[Node<'t>],
     s: Node<'t>,
-    found: &mut Found<'_, 't>,
+    loops: &mut Vec<ColumnLoop<'t>>,
+    row_level: &mut Vec<Node<'t>>,
     depth: usize,
 ) -> Result<(), String> {
     if depth > 64 {
@@ -1017,36 +1029,25 @@ fn find_loops<'t>(
     match s.kind() {
         "for_statement" | "while_statement" => {
             let header = column_header(scope, s, before)?;
-            if let Some((var, init, step, update, start)) = header {
-                if !found.outer.contains(&s.start_byte()) && indexes_memory(scope, s, &var) {
-                    let accs = loop_accumulators(scope, s, &var, update, shape)?;
-                    found.loops.push(ColumnLoop {
-                        start,
-                        node: s,
-                        var,
-                        init,
-                        step,
-                        update,
-                        accs,
-                        moves: Vec::new(),
-                    });
+            if let Some(header) = header {
+                let l = ColumnLoop::bare(s, header);
+                let update = l.update;
+                if indexes_memory(scope, s, &l.var) && !inner_loop_walks_the_row(scope, shape, &l) {
+                    let accs = loop_accumulators(scope, s, &l.var, update, shape)?;
+                    loops.push(ColumnLoop { accs, ..l });
                     return Ok(());
                 }
             }
-            found.row_level.push(s);
+            row_level.push(s);
             if let Some(b) = s.child_by_field_name("body") {
-                descend(scope, shape, b, found, depth)?;
+                descend(scope, shape, b, loops, row_level, depth)?;
             }
         }
         "do_statement" => {
             if let Some(b) = s.child_by_field_name("body") {
-                let (mut inner, mut rl) = (Vec::new(), Vec::new());
-                let mut within = Found {
-                    loops: &mut inner,
-                    row_level: &mut rl,
-                    outer: found.outer,
-                };
-                descend(scope, shape, b, &mut within, depth)?;
+                let mut inner = Vec::new();
+                let mut rl = Vec::new();
+                descend(scope, shape, b, &mut inner, &mut rl, depth)?;
                 if !inner.is_empty() {
                     return Err(
                         "a column loop sits inside a `do ... while`; write it as a `for` loop"
@@ -1056,23 +1057,85 @@ fn find_loops<'t>(
             }
         }
         "compound_statement" | "if_statement" | "else_clause" => {
-            descend(scope, shape, s, found, depth)?;
+            descend(scope, shape, s, loops, row_level, depth)?;
         }
         _ => {}
     }
     Ok(())
 }
 
+/// Whether loop `outer` only strides over memory while a loop inside it walks one
+/// element at a time (`for (n ...) { const float* plane = x + (n * C + c) * HW; for (p
+/// ...) s += plane[p]; }`): the inner loop is then the column loop the team shares, and
+/// the outer one runs in every lane. An inner loop of a literal trip count under 32
+/// (`for (k = 0; k < 4; k++)` over a small group) leaves the outer loop the column loop.
+fn inner_loop_walks_the_row<'t>(
+    scope: &Scope<'_, 't>,
+    shape: &Elementwise<'t>,
+    outer: &ColumnLoop<'t>,
+) -> bool {
+    let Some(body) = outer.node.child_by_field_name("body") else {
+        return false;
+    };
+    let mut accesses = Vec::new();
+    if collect_accesses(scope, body, &mut accesses).is_err() {
+        return false;
+    }
+    let contiguous = |l: &ColumnLoop<'t>| {
+        loop_moves(scope, shape, l, &accesses)
+            .iter()
+            .any(|m| m.along_loop == Step::One)
+    };
+    if contiguous(outer) {
+        return false;
+    }
+    let mut found = false;
+    walk(body, &mut |n| {
+        if found || !matches!(n.kind(), "for_statement" | "while_statement") {
+            return !found;
+        }
+        let before: Vec<Node<'t>> = n.parent().map_or_else(Vec::new, |p| {
+            named_children(p)
+                .into_iter()
+                .take_while(|x| x.id() != n.id())
+                .collect()
+        });
+        if let Ok(Some(header)) = column_header(scope, n, &before) {
+            found = !short_literal_trip(scope.src, n) && contiguous(&ColumnLoop::bare(n, header));
+        }
+        true
+    });
+    found
+}
+
+/// Whether a `for` loop's condition compares with an integer literal under 32.
+fn short_literal_trip(src: &str, l: Node<'_>) -> bool {
+    let Some(cond) = l.child_by_field_name("condition") else {
+        return false;
+    };
+    let mut short = false;
+    if let (Some(op), Some(r)) = (
+        cond.child_by_field_name("operator"),
+        cond.child_by_field_name("right"),
+    ) {
+        short = matches!(text(src, op), "<" | "<=" | "!=")
+            && r.kind() == "number_literal"
+            && text(src, r).parse::<u64>().is_ok_and(|v| v < 32);
+    }
+    short
+}
+
 fn descend<'t>(
     scope: &Scope<'_, 't>,
     shape: &Elementwise<'t>,
     n: Node<'t>,
-    found: &mut Found<'_, 't>,
+    loops: &mut Vec<ColumnLoop<'t>>,
+    row_level: &mut Vec<Node<'t>>,
     depth: usize,
 ) -> Result<(), String> {
     let kids = named_children(n);
     for (i, &k) in kids.iter().enumerate() {
-        find_loops(scope, shape, &kids[..i], k, found, depth + 1)?;
+        find_loops(scope, shape, &kids[..i], k, loops, row_level, depth + 1)?;
     }
     Ok(())
 }
@@ -1124,12 +1187,11 @@ fn indexes_memory(scope: &Scope<'_, '_>, l: Node<'_>, var: &str) -> bool {
 
 /// The header of a counted loop: (variable, init value node, step, update node, start
 /// byte of the construct); Ok(None) when the loop is not counted.
-#[allow(clippy::type_complexity)]
 fn column_header<'t>(
     scope: &Scope<'_, 't>,
     l: Node<'t>,
     before: &[Node<'t>],
-) -> Result<Option<(String, Node<'t>, i64, Node<'t>, usize)>, String> {
+) -> Result<Option<Header<'t>>, String> {
     let src = scope.src;
     let cond = l.child_by_field_name("condition");
     let cond = cond.map(|c| {

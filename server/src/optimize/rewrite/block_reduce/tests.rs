@@ -10,10 +10,7 @@ const REDUCE: &str = include_str!("../../../../../examples/reduce_sum.cu");
 /// The rewritten kernel up to its grid-stride loop; the block's combine after it is the
 /// same for every kernel (shown whole once, for the example) and is checked here.
 fn one(src: &str, kernel: &str) -> String {
-    let out = cuda(src, kernel, "block_reduce", json!({ "blocks_per_sm": [8] }))
-        .unwrap_or_else(|e| panic!("{kernel}: {e}"));
-    assert_eq!(out.len(), 1, "{:?}", labels(&out));
-    let all = show(Lang::Cuda, src, &out[0], kernel);
+    let all = whole(src, kernel);
     let at = all
         .find("    for (int offset = 16;")
         .expect("the warp shuffles");
@@ -25,6 +22,14 @@ fn one(src: &str, kernel: &str) -> String {
     );
     assert!(tail.contains("if (threadIdx.x == 0) atomicAdd("), "{tail}");
     all[..at].to_string()
+}
+
+/// The one candidate at 8 blocks per SM, whole.
+fn whole(src: &str, kernel: &str) -> String {
+    let out = cuda(src, kernel, "block_reduce", json!({ "blocks_per_sm": [8] }))
+        .unwrap_or_else(|e| panic!("{kernel}: {e}"));
+    assert_eq!(out.len(), 1, "{:?}", labels(&out));
+    show(Lang::Cuda, src, &out[0], kernel)
 }
 
 #[test]
@@ -131,10 +136,10 @@ fn what_is_not_one_sum_is_refused_with_the_reason() {
     let why = |k: &str| not_applicable(cuda(SUMS, k, "block_reduce", json!({})));
     expect!["`max_tree` is not a block-reducible sum: the tree combines with `m[threadIdx.x] = fmaxf(m[threadIdx.x], m[threadIdx.x + s])`; block_reduce only sums"].assert_eq(&why("max_tree"));
     expect!["`scatter` is not a block-reducible sum: the atomic's address `&hist[x[i]]` depends on `i`: that is a scatter, not one sum"].assert_eq(&why("scatter"));
-    expect!["`partials` is not a block-reducible sum: it has 0 `atomicAdd` calls; block_reduce needs exactly one, adding the block's or the element's value to one place"].assert_eq(&why("partials"));
+    expect!["`partials` is not a block-reducible sum: it has 0 atomic calls; block_reduce needs exactly one (atomicAdd, atomicMax, atomicMin), folding the block's or the element's value into one place"].assert_eq(&why("partials"));
     expect!["`odd_block` is not a block-reducible sum: a case launches blocks of 100 threads; the warp shuffles need a multiple of 32"].assert_eq(&why("odd_block"));
     let saxpy = include_str!("../../../../../examples/saxpy.cu");
-    expect!["`saxpy` is not a block-reducible sum: it has 0 `atomicAdd` calls; block_reduce needs exactly one, adding the block's or the element's value to one place"].assert_eq(&not_applicable(cuda(saxpy, "saxpy", "block_reduce", json!({}))));
+    expect!["`saxpy` is not a block-reducible sum: it has 0 atomic calls; block_reduce needs exactly one (atomicAdd, atomicMax, atomicMin), folding the block's or the element's value into one place"].assert_eq(&not_applicable(cuda(saxpy, "saxpy", "block_reduce", json!({}))));
 }
 
 #[test]
@@ -150,4 +155,93 @@ fn an_atomic_per_element_with_a_cast_index() {
         head.contains("for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)"),
         "{head}"
     );
+}
+
+#[test]
+fn a_tree_total_scaled_by_what_every_thread_shares_keeps_its_scale() {
+    // A mean: the block's total divided by the count as it is added; the new atomic
+    // divides the block's (larger) share the same way.
+    let mean = whole(SUMS, "mean_abs_diff");
+    assert!(
+        mean.contains("if (threadIdx.x == 0) atomicAdd(out, acc / n);"),
+        "{mean}"
+    );
+    expect![[r#"
+        // A mean: the block's tree total divided by the element count as it is added.
+        // @bench n = 1 << 20, 999
+        // @bench a: in f32[n]; b: in f32[n]; out: inout f32[1] ~ zeros
+        // @bench grid = min(cdiv(n, 256), sms * 8); block = 256
+        // @bench atol = 1e-3; rtol = 1e-3
+        extern "C" __global__ void mean_abs_diff(const float* a, const float* b, float* out, unsigned int n) {
+            float acc = 0;
+            for (unsigned int i = blockIdx.x * 256 + threadIdx.x; i < n; i += gridDim.x * 256) {
+                float v = 0.0f;
+                if (i < n) v = fabsf(a[i] - b[i]);
+                acc += (v);
+            }
+    "#]].assert_eq(&one(SUMS, "mean_abs_diff"));
+    let scaled = whole(SUMS, "scaled_tree");
+    assert!(
+        scaled.contains("if (threadIdx.x == 0) atomicAdd(out, (w * acc));"),
+        "{scaled}"
+    );
+}
+
+#[test]
+fn integer_maxima_and_minima_fold_from_their_identity() {
+    expect![[r#"
+        // The absolute maximum through an integer atomicMax on the float's bits, with an early
+        // return and a 64-bit index.
+        // @bench n = 1 << 20, 1003
+        // @bench x: in f32[n]; out: inout f32[1] ~ zeros
+        // @bench grid = min(cdiv(n, 256), sms * 8); block = 256
+        extern "C" __global__ void abs_max_bits(const float* x, float* out, int n) {
+            int acc = (-2147483647 - 1);
+            for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+                if (i >= n) continue;
+                float v = fabsf(x[i]);
+                acc = max(acc, (int)(__float_as_int(v)));
+            }
+            for (int offset = 16; offset > 0; offset >>= 1) acc = max(acc, (int)__shfl_down_sync(0xffffffffu, acc, offset));
+            __shared__ int warp_sums[32];
+            if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = acc;
+            __syncthreads();
+            if (threadIdx.x < 32) {
+                acc = threadIdx.x < (blockDim.x + 31) / 32 ? warp_sums[threadIdx.x] : (-2147483647 - 1);
+                for (int offset = 16; offset > 0; offset >>= 1) acc = max(acc, (int)__shfl_down_sync(0xffffffffu, acc, offset));
+                if (threadIdx.x == 0) atomicMax((int*)out, acc);
+            }
+        }"#]].assert_eq(&whole(SUMS, "abs_max_bits"));
+    let out = cuda(SUMS, "max_int", "block_reduce", json!({})).unwrap();
+    assert_eq!(
+        labels(&out)[0],
+        "grid-stride max, warp shuffles, one atomic per block, grid <= 4 * sms"
+    );
+    // A minimum starts from the largest value and its multi-line guard keeps its shape.
+    let first = whole(SUMS, "first_above");
+    assert!(first.contains("int acc = 2147483647;"), "{first}");
+    assert!(
+        first.contains("if (i < n && x[i] > t) acc = min(acc, (int)(i));"),
+        "{first}"
+    );
+    assert!(first.contains(": 2147483647;"), "{first}");
+    assert!(
+        first.contains("if (threadIdx.x == 0) atomicMin(first, acc);"),
+        "{first}"
+    );
+    let max_int = whole(SUMS, "max_int");
+    assert!(
+        max_int.contains(
+            "        if (i < n) {\n            acc = max(acc, (int)(x[i]));\n        }\n"
+        ),
+        "{max_int}"
+    );
+}
+
+#[test]
+fn what_is_not_one_fold_is_refused_with_the_reason() {
+    let why = |k: &str| not_applicable(cuda(SUMS, k, "block_reduce", json!({})));
+    expect!["`max_tree_bits` is not a block-reducible sum: its shared-memory tree ends in atomicMax; block_reduce takes trees of sums only"].assert_eq(&why("max_tree_bits"));
+    expect!["`weighted_blocks` is not a block-reducible sum: the block adds `buf[0] * w[blockIdx.x]`, not `buf[0]` of a shared array (or `buf[0]` times or divided by what is the same in every thread)"].assert_eq(&why("weighted_blocks"));
+    expect!["`tickets` is not a block-reducible sum: `atomicAdd(counter, 1)` is not a statement of its own: the atomic's old value is read"].assert_eq(&why("tickets"));
 }

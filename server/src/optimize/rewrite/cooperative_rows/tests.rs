@@ -844,3 +844,92 @@ fn lanes_share_the_loop_whose_elements_lie_side_by_side() {
     );
     assert!(triples.contains("for (int k = 0; k < 3; k++)"), "{triples}");
 }
+
+#[test]
+fn a_loop_that_only_strides_leaves_the_team_the_loop_inside_it_that_walks_the_row() {
+    // NCHW channel statistics: the image loop strides by a plane, the plane loop walks
+    // it; the team shares the plane loop and all-reduces after each plane.
+    expect![[r#"
+        // Per-channel statistics of NCHW planes: the channel's elements are N runs of HW
+        // contiguous ones, so the loop over images only strides and the loop over a plane walks
+        // it; the team shares the plane loop, every lane runs the image loop.
+        // @bench N = 8, 3; C = 64, 5; HW = 1024, 77
+        // @bench x: in f32[N, C, HW]; mean: out f32[C]; sq: out f32[C]
+        // @bench grid = C; block = 256
+        // @bench atol = 1e-3; rtol = 1e-3
+        extern "C" __global__ void channel_moments(const float* x, float* mean, float* sq, int N, int C, int HW) {
+            int ch = blockIdx.x;
+            int lane = threadIdx.x;
+            if (ch < C) {
+                float s = 0.0f, s2 = 0.0f;
+                for (int b = 0; b < N; ++b) {
+                    if (lane != 0) s = 0;
+                    if (lane != 0) s2 = 0;
+                    for (int p = lane; p < HW; p += blockDim.x) {
+                        float v = x[((size_t)b * C + ch) * HW + p];
+                        s += v;
+                        s2 += v * v;
+                    }
+                    for (int offset = 16; offset > 0; offset /= 2) {
+                        s += __shfl_xor_sync(0xffffffff, s, offset);
+                        s2 += __shfl_xor_sync(0xffffffff, s2, offset);
+                    }
+                    { // one partial per warp, combined by every thread
+                        __shared__ float s_part[32];
+                        __shared__ float s2_part[32];
+                        if (lane % 32 == 0) s_part[lane / 32] = s;
+                        if (lane % 32 == 0) s2_part[lane / 32] = s2;
+                        __syncthreads();
+                        s = s_part[0];
+                        s2 = s2_part[0];
+                        for (int w = 1; w < blockDim.x / 32; ++w) {
+                            s += s_part[w];
+                            s2 += s2_part[w];
+                        }
+                        __syncthreads();
+                    }
+                }
+                if (lane == 0) mean[ch] = s / (N * HW);
+                if (lane == 0) sq[ch] = s2 / (N * HW);
+            }
+        }"#]]
+    .assert_eq(&one(ROWS, "channel_moments", "block"));
+    let max = one(ROWS, "channel_max", "warp");
+    assert!(
+        max.contains("        for (int p = lane; p < HW; p += 32) m = fmaxf(m, plane[p]);"),
+        "{max}"
+    );
+    // An inner loop of 4 literal steps is a group, not the row: the outer loop stays the
+    // team's.
+    let groups = one(ROWS, "row_group_sum", "warp");
+    assert!(
+        groups.contains("        for (int c = lane; c < cols; c += 32) {\n            for (int k = 0; k < 4; k++)"),
+        "{groups}"
+    );
+}
+
+#[test]
+fn few_rows_also_get_a_block_of_1024_threads_per_row() {
+    use super::block_teams;
+    assert_eq!(block_teams(&[128, 256], Some(64)), [128, 256, 1024]);
+    assert_eq!(block_teams(&[128, 256], Some(511)), [128, 256, 1024]);
+    assert_eq!(block_teams(&[128, 256], Some(512)), [128, 256]);
+    assert_eq!(block_teams(&[128, 1024], Some(64)), [128, 1024]);
+    assert_eq!(block_teams(&[128, 256], None), [128, 256]);
+    // 64 channels: the timed case launches 64 threads along x.
+    let out = cuda(ROWS, "channel_moments", "cooperative_rows", json!({})).unwrap();
+    assert!(
+        labels(&out).contains(&"block per row (1024 threads)"),
+        "{:?}",
+        labels(&out)
+    );
+    // Asked for explicitly, the sizes are the ones given.
+    let out = cuda(
+        ROWS,
+        "channel_moments",
+        "cooperative_rows",
+        json!({ "modes": ["block"], "block_threads": [256] }),
+    )
+    .unwrap();
+    assert_eq!(labels(&out), ["block per row (256 threads)"]);
+}

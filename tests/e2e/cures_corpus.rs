@@ -3,8 +3,8 @@
 //! skeleton the editor would insert, must get an answer from each cure: candidates that
 //! still parse and plan, or a refusal with a reason. Prints how many each cure took. The
 //! first `interleave` candidates (a code rewrite of loops in any style) and every
-//! `vectorize_groups` and `stream_loads` candidate must also compile with NVRTC wherever
-//! the original does. `grid_total` is tried with the skeleton's launch made one block, and
+//! `vectorize_groups`, `stream_loads` and `vector_loops` candidate must also compile with
+//! NVRTC wherever the original does. `grid_total` is tried with the skeleton's launch made one block, and
 //! its candidates must compile too.
 
 use kernel_lsp::document::Document;
@@ -19,6 +19,7 @@ const CURES: &[&str] = &[
     "interleave",
     "vectorize_groups",
     "stream_loads",
+    "vector_loops",
 ];
 
 /// How many kernels' `interleave` candidates are compiled with NVRTC, from files under
@@ -165,8 +166,10 @@ fn analysis_cures_answer_every_corpus_kernel_with_a_skeleton_spec() {
                             compiled += 1;
                         }
                         // Few kernels take these: every candidate compiles.
-                        if matches!(id.as_str(), "vectorize_groups" | "stream_loads")
-                            && with.len() < SMALL
+                        if matches!(
+                            id.as_str(),
+                            "vectorize_groups" | "stream_loads" | "vector_loops"
+                        ) && with.len() < SMALL
                         {
                             for cand in &c {
                                 compiles_like_the_original(&with, &cand.text, &k.name);

@@ -43,6 +43,7 @@ mod rewrites_geometry;
 mod rewrites_idioms;
 mod rewrites_triton_loops;
 mod rewrites_vec_groups;
+mod rewrites_vec_loops;
 mod rewrites_vec_rows;
 mod tools;
 mod torch_reference;

@@ -787,6 +787,26 @@ const CASES: &[Case] = &[
         ),
     },
     Case {
+        file: WALKS,
+        kernel: "plane_sums",
+        id: "cooperative_rows",
+        want: 7,
+        sizes: (
+            "N = 6, 3; C = 40, 5; HW = 1000, 77",
+            "N = 3, 2; C = 5, 3; HW = 301, 77",
+        ),
+    },
+    Case {
+        file: WALKS,
+        kernel: "triple_sums",
+        id: "cooperative_rows",
+        want: 5,
+        sizes: (
+            "rows = 512, 5; cols = 300, 31",
+            "rows = 4, 5; cols = 100, 31",
+        ),
+    },
+    Case {
         file: "examples/matvec.cu",
         kernel: "matvec",
         id: "cooperative_rows",

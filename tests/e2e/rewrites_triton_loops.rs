@@ -69,6 +69,8 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
         (&seq, "col_sum", "triton_split_loop", 3),
         (&seq, "matvec_cols", "triton_split_loop", 3),
         (&seq, "col_max_while", "triton_split_loop", 3),
+        (&seq, "col_softmax_passes", "triton_split_loop", 5),
+        (&seq, "col_scale_rows", "triton_split_loop", 3),
         (&col_min, "col_min", "triton_split_loop", 3),
         (&col_sumsq, "col_sumsq", "triton_split_loop", 3),
         (&row_absmax, "row_absmax", "triton_split_loop", 3),

@@ -86,7 +86,7 @@ const CASES: &[Case] = &[
     (SPLITS, "ramp_mix", ("", ""), false, 2),
 ];
 
-fn run(src: &str, kernel: &str, id: &str) -> Vec<Candidate> {
+pub(crate) fn run(src: &str, kernel: &str, id: &str) -> Vec<Candidate> {
     apply_with(src, kernel, id, BTreeMap::new()).unwrap_or_else(|e| panic!("{id} on {kernel}: {e}"))
 }
 
@@ -184,7 +184,7 @@ fn the_emulator_runs_both_the_vector_and_the_scalar_path() {
 
 /// Each mutation (`what`, `from` -> `to`) of the candidate `good` makes the emulator
 /// report a difference in `y` on the spec case named (`case 0`).
-fn caught(src: &str, kernel: &str, good: &str, mutations: &[(&str, &str, &str, &str)]) {
+pub(crate) fn caught(src: &str, kernel: &str, good: &str, mutations: &[(&str, &str, &str, &str)]) {
     for (what, from, to, case) in mutations {
         let wrong = good.replacen(from, to, 1);
         assert_ne!(wrong, good, "{what}: `{from}` is not in the candidate");

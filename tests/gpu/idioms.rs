@@ -99,6 +99,11 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/rows/walks.cu",
         "scale_shift_rows",
     ),
+    (
+        "cooperative_rows",
+        "tests/fixtures/rewrites/rows/walks.cu",
+        "plane_sums",
+    ),
     ("privatize_atomics", "examples/histogram.cu", "histogram"),
     (
         "privatize_atomics",
@@ -219,6 +224,51 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/tiles/transposed_reads.cu",
         "nhwc_to_nchw_residual",
     ),
+    (
+        "vector_loops",
+        "tests/fixtures/rewrites/vec_loops/rows.cu",
+        "softmax_block",
+    ),
+    (
+        "vector_loops",
+        "tests/fixtures/rewrites/vec_loops/rows.cu",
+        "rms_norm_rows",
+    ),
+    (
+        "vector_loops",
+        "tests/fixtures/rewrites/vec_loops/rows.cu",
+        "row_sum_half",
+    ),
+    (
+        "vector_loops",
+        "tests/fixtures/rewrites/vec_loops/rows.cu",
+        "center_rows_f64",
+    ),
+    (
+        "vector_loops",
+        "tests/fixtures/rewrites/vec_loops/rows.cu",
+        "reverse_rows",
+    ),
+    (
+        "vector_loops",
+        "tests/fixtures/rewrites/vec_loops/grids.cu",
+        "huber_total",
+    ),
+    (
+        "vector_loops",
+        "tests/fixtures/rewrites/vec_loops/grids.cu",
+        "affine_grid",
+    ),
+    (
+        "vector_loops",
+        "tests/fixtures/rewrites/vec_loops/grids.cu",
+        "daxpy_grid",
+    ),
+    (
+        "vector_loops",
+        "tests/fixtures/rewrites/vec_loops/warps.cu",
+        "matvec_warp",
+    ),
     ("triton_swizzle", "examples/matmul.py", "matmul_kernel"),
     (
         "triton_swizzle",
@@ -296,6 +346,15 @@ fn source(file: &str) -> &'static str {
         }
         "tests/fixtures/rewrites/tiles/transposed_reads.cu" => {
             include_str!("../fixtures/rewrites/tiles/transposed_reads.cu")
+        }
+        "tests/fixtures/rewrites/vec_loops/rows.cu" => {
+            include_str!("../fixtures/rewrites/vec_loops/rows.cu")
+        }
+        "tests/fixtures/rewrites/vec_loops/grids.cu" => {
+            include_str!("../fixtures/rewrites/vec_loops/grids.cu")
+        }
+        "tests/fixtures/rewrites/vec_loops/warps.cu" => {
+            include_str!("../fixtures/rewrites/vec_loops/warps.cu")
         }
         "tests/fixtures/rewrites/triton/grid2d.py" => {
             include_str!("../fixtures/rewrites/triton/grid2d.py")
@@ -384,7 +443,7 @@ fn gpu_idiom_cases_have_candidates_that_plan_without_a_gpu() {
         *per_idiom.entry(id).or_default() += 1;
     }
     assert!(per_idiom.values().all(|n| *n >= 2), "{per_idiom:?}");
-    assert_eq!(per_idiom.len(), 11, "every idiom: {per_idiom:?}");
+    assert_eq!(per_idiom.len(), 12, "every idiom: {per_idiom:?}");
 }
 
 #[tokio::test]

@@ -72,14 +72,15 @@ fn gpu_triton_kernel_verified_and_timed_against_torch_eager_and_compile() {
 
 /// CUDA kernels against PyTorch (issue #17): the worker compiles them for its GPU and its
 /// Python helper launches the PTX beside the torch reference. A right kernel (a template
-/// instance, so the compiled symbol is the lowered name) passes and is timed against eager
-/// and torch.compile; a wrong one fails with the first bad element; one that writes one
-/// element past its output is caught by the guard bytes.
+/// instance, so the compiled symbol is the lowered name, whose reference names the
+/// template argument) passes and is timed against eager and torch.compile; a wrong one
+/// fails with the first bad element; one that writes one element past its output is
+/// caught by the guard bytes.
 const CUDA_KERNELS: &str = r#"
 // @bench rows = 2048, 33; cols = 512, 70
 // @bench x: in f32[rows, cols]; y: out f32[rows, cols]
 // @bench BLOCK = 128; grid = rows; block = BLOCK
-// @bench reference = torch: torch.softmax(x, dim=-1)
+// @bench reference = torch: torch.softmax(x, dim=-1) * (BLOCK // 128)
 template <int BLOCK>
 __global__ void softmax_ok(const float* x, float* y, int rows, int cols) {
     __shared__ float red[BLOCK];

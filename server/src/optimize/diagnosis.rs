@@ -41,7 +41,13 @@ const PARALLELIZE: &[&str] = &[
 /// Steps for several passes over the same data where one would do.
 const ONE_PASS: &[&str] = &["triton_online", "triton_row_tile"];
 /// Steps for a thread that waits on one load at a time: more loads in flight per thread.
-const LOADS_IN_FLIGHT: &[&str] = &["interleave", "vectorize", "vectorize_rows", "coarsen"];
+const LOADS_IN_FLIGHT: &[&str] = &[
+    "vector_loops",
+    "interleave",
+    "vectorize",
+    "vectorize_rows",
+    "coarsen",
+];
 /// The share of stalls on global loads (long scoreboard) above which, short of the DRAM
 /// peak, the threads wait on their loads rather than on the memory system.
 const LOAD_WAIT_SHARE: f64 = 0.5;
@@ -126,6 +132,12 @@ pub fn diagnose(f: &Facts) -> Vec<Cause> {
                 out.push(Cause {
                     why: "the analysis: a loop that reads memory steps by a run-time value, so the compiler does not unroll it and each thread waits on one load at a time".into(),
                     cures: LOADS_IN_FLIGHT,
+                });
+            }
+            if f.holds("loop_steps_over_lanes") == Some(true) {
+                out.push(Cause {
+                    why: "the analysis: a loop strides through memory by all its lanes, each lane reading 4 bytes per access where 16 would do".into(),
+                    cures: &["vector_loops"],
                 });
             }
 
@@ -258,7 +270,10 @@ mod tests {
             causes[0].why,
             "the profile: 80% of stalls wait on global loads at 40% of DRAM peak (few loads in flight)"
         );
-        assert_eq!(cure_rank(&causes, "interleave").map(|r| r.0), Some(0));
+        // Vector accesses first (one 16-byte load where four were waited on), then more
+        // iterations per trip.
+        assert_eq!(cure_rank(&causes, "vector_loops").map(|r| r.0), Some(0));
+        assert_eq!(cure_rank(&causes, "interleave").map(|r| r.0), Some(1));
         // DRAM already busy, or stalls mostly elsewhere: nothing to add in flight.
         assert_eq!(diagnose(&waiting(0.8, 85.0)), Vec::new());
         assert_eq!(diagnose(&waiting(0.3, 40.0)), Vec::new());
@@ -277,7 +292,7 @@ mod tests {
         let causes = diagnose(&f);
         assert_eq!(
             cure_rank(&causes, "interleave").map(|r| r.0),
-            Some(0),
+            Some(1),
             "{causes:?}"
         );
         // A constant step is the compiler's to unroll.

@@ -98,7 +98,9 @@ fn update_of(src: &str, n: Node<'_>) -> Option<(String, String)> {
             if n.child_by_field_name("alternative").is_some() || assignments(body) != 1 {
                 return None;
             }
-            let assign = first_assignment(body)?;
+            // `if (c) s += e;` is a sum under a condition: its update is read below.
+            let assign = first_assignment(body)
+                .filter(|a| a.child_by_field_name("operator").map(|o| text(src, o)) == Some("="))?;
             let left = assign
                 .child_by_field_name("left")
                 .filter(|l| l.kind() == "identifier")?;
@@ -275,6 +277,7 @@ __global__ void k(const float* x, float* y, int n, int* idx) {
     int i = 0;
     while (i < n) { float v = x[i]; s = s + v; i++; }
     for (int c = 0; c < n; ++c) y[c] = x[c];
+    for (int c = 0; c < n; c += 4) { if (c < n) { float v = x[c]; s += v * v; } }
 }
 "#;
         assert_eq!(
@@ -285,7 +288,8 @@ __global__ void k(const float* x, float* y, int n, int* idx) {
                 "product p, min lo",
                 "other m, other best",
                 "sum s",
-                ""
+                "",
+                "sum s"
             ]
         );
     }

@@ -835,6 +835,7 @@ impl<'t> Scan<'_, 't> {
             via: cx.via.clone(),
             carries: super::carries::carried(src, n),
             runtime_step: false,
+            lane_step: false,
         };
         // `#pragma unroll` right before the loop (comments in between allowed).
         let mut prev = n.prev_named_sibling();
@@ -943,6 +944,11 @@ impl<'t> Scan<'_, 't> {
         };
         fact.counted = true;
         fact.runtime_step = step.is_none();
+        fact.lane_step = uop == "+="
+            && init.is_some_and(|i| cx.axes(i, 0) & THREAD_X != 0)
+            && upd
+                .child_by_field_name("right")
+                .is_some_and(|r| counts_lanes(cx, r, 0));
         fact.var = Some(var);
         if let (Some(i), Some(b), Some(s)) =
             (init.and_then(|i| cx.konst(i, 0)), cx.konst(bound, 0), step)
@@ -1124,4 +1130,54 @@ pub(crate) fn elem_bytes(ty: &str) -> Option<u64> {
         "float4" | "int4" | "double2" | "uint4" => 16,
         _ => return None,
     })
+}
+
+/// Does `n` count lanes: `blockDim.x`, `blockDim.x * gridDim.x` (any order, casts
+/// aside), `warpSize`, a literal multiple of 32, or a local defined once as one of them?
+fn counts_lanes<'t>(cx: &FnCx<'t>, n: Node<'t>, depth: usize) -> bool {
+    if depth > 4 {
+        return false;
+    }
+    let src = cx.src;
+    match n.kind() {
+        "parenthesized_expression" => named_children(n)
+            .first()
+            .is_some_and(|c| counts_lanes(cx, *c, depth + 1)),
+        "cast_expression" => n
+            .child_by_field_name("value")
+            .is_some_and(|v| counts_lanes(cx, v, depth + 1)),
+        "number_literal" => cx.konst(n, 0).is_some_and(|k| k > 0 && k % 32 == 0),
+        "field_expression" => collapse_ws(node_text(src, n)) == "blockDim.x",
+        "identifier" if node_text(src, n) == "warpSize" => true,
+        "identifier" => match cx.defs.get(node_text(src, n)).map(Vec::as_slice) {
+            Some([d]) if d.op == "=" => d.value.is_some_and(|v| counts_lanes(cx, v, depth + 1)),
+            _ => false,
+        },
+        "binary_expression" => {
+            let side = |f: &str| n.child_by_field_name(f).map(|c| strip_casts(src, c));
+            let op = n.child_by_field_name("operator").map(|o| node_text(src, o));
+            let mut sides = [side("left"), side("right")];
+            sides.sort();
+            op == Some("*")
+                && sides
+                    == [
+                        Some("blockDim.x".to_string()),
+                        Some("gridDim.x".to_string()),
+                    ]
+        }
+        _ => false,
+    }
+}
+
+/// The text of `n` without casts, parentheses or spaces.
+fn strip_casts(src: &str, n: Node<'_>) -> String {
+    match n.kind() {
+        "parenthesized_expression" | "cast_expression" => {
+            let inner = n
+                .child_by_field_name("value")
+                .or_else(|| named_children(n).into_iter().last());
+            inner.map_or_else(|| collapse_ws(node_text(src, n)), |i| strip_casts(src, i))
+        }
+        _ => collapse_ws(node_text(src, n)).replace(' ', ""),
+    }
 }

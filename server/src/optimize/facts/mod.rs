@@ -86,6 +86,7 @@ pub const FACT_NAMES: &[&str] = &[
     "reduce_every_step",
     "loop_steps_by_block",
     "loop_steps_at_run_time",
+    "loop_steps_over_lanes",
     "read_once_loads",
     "one_block_total",
 ];
@@ -136,6 +137,10 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
         "loop_steps_at_run_time" => (
             "a loop that reads global memory steps by a value known only at run time (`i += blockDim.x * gridDim.x`): the compiler does not unroll it, so each thread waits on one load at a time",
             "every loop that reads global memory steps by a constant",
+        ),
+        "loop_steps_over_lanes" => (
+            "a loop that reads global memory starts at the thread's lane and steps by all the lanes (`j = threadIdx.x; j < n; j += blockDim.x`, a grid-stride loop, `k = lane; k += 32`): each lane reads 4 bytes per access where 16 would do",
+            "no loop strides through memory by all its lanes",
         ),
         "loop_over_global_memory" => (
             "a loop reads global memory on every iteration",
@@ -377,6 +382,11 @@ pub struct LoopFact {
     /// blockDim.y`, a parameter), in its header or, for `while`, its last statement.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub runtime_step: bool,
+    /// CUDA: a `for` loop whose start moves with `threadIdx.x` and whose step counts
+    /// lanes (`blockDim.x`, `blockDim.x * gridDim.x`, `warpSize`, a multiple of 32),
+    /// directly or through a local defined once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lane_step: bool,
 }
 
 /// How an access touches memory.
@@ -640,17 +650,11 @@ impl Facts {
             "block_1d" => cuda && self.block_dims() == Some(1),
             "block_2d" => cuda && self.block_dims() == Some(2),
             "block_resizable" => cuda && self.block_literal && self.uses_block_dim,
-            "has_counted_loop" => self.loops.iter().any(|l| l.counted),
-            "loop_without_unroll_pragma" => {
-                cuda && self.loops.iter().any(|l| l.counted && !l.unroll_pragma)
-            }
-            "loop_over_global_memory" => self.loops.iter().any(|l| l.global_loads > 0),
-            "loop_steps_at_run_time" => {
-                cuda && self
-                    .loops
-                    .iter()
-                    .any(|l| l.global_loads > 0 && l.runtime_step)
-            }
+            "has_counted_loop"
+            | "loop_without_unroll_pragma"
+            | "loop_over_global_memory"
+            | "loop_steps_at_run_time"
+            | "loop_steps_over_lanes" => self.loop_holds(name, cuda),
             "pointer_without_restrict" => !self.pointers_without_restrict.is_empty(),
             "read_only_pointer_without_const" => !self.read_only_pointers_without_const.is_empty(),
             "has_launch_bounds" => self.launch_bounds,
@@ -818,6 +822,22 @@ impl Facts {
             && matches!(reading.as_slice(), [l] if l.global_stores == 0
                 && !l.carries.is_empty()
                 && l.carries.iter().all(folds))
+    }
+
+    /// The facts about loops' headers: counted, unrolled, reading memory, stepping at run
+    /// time or by all the lanes.
+    fn loop_holds(&self, name: &str, cuda: bool) -> bool {
+        let reading = || self.loops.iter().filter(|l| l.global_loads > 0);
+        match name {
+            "has_counted_loop" => self.loops.iter().any(|l| l.counted),
+            "loop_without_unroll_pragma" => {
+                cuda && self.loops.iter().any(|l| l.counted && !l.unroll_pragma)
+            }
+            "loop_over_global_memory" => reading().next().is_some(),
+            "loop_steps_at_run_time" => cuda && reading().any(|l| l.runtime_step),
+            "loop_steps_over_lanes" => cuda && reading().any(|l| l.lane_step),
+            _ => false,
+        }
     }
 
     /// The names of every fact that holds, in [`FACT_NAMES`] order.

@@ -302,6 +302,7 @@ impl<'t> Scan<'_> {
                     via: None,
                     carries: Vec::new(),
                     runtime_step: false,
+                    lane_step: false,
                 };
                 if n.kind() == "for_statement" {
                     let right = n

@@ -61,6 +61,30 @@ impl<'s, 't> Scope<'s, 't> {
     }
 }
 
+impl<'s, 't> Scope<'s, 't> {
+    /// [`Scope::of_kernel`] with every declaration under `root` (the kernel's body)
+    /// recorded: an alias declared anywhere in it (`float* xp = x + ...;`) reaches its
+    /// buffer wherever it is used. Err: an alias kernel-lsp does not follow.
+    pub fn with_declarations(
+        cx: &super::RewriteContext<'_>,
+        src: &'s str,
+        root: Node<'t>,
+    ) -> Result<Scope<'s, 't>, String> {
+        let mut scope = Scope::of_kernel(cx, src);
+        let mut err = None;
+        walk(root, &mut |n| {
+            if n.kind() == "declaration" {
+                declare_statement(&mut scope, n, &mut err);
+            }
+            true
+        });
+        match err {
+            Some(e) => Err(e),
+            None => Ok(scope),
+        }
+    }
+}
+
 /// One global access: the node (`p[i]` or `*e`), its buffer, and the pieces of its
 /// address (alias offset and index).
 pub(super) struct Access<'t> {

@@ -39,25 +39,25 @@ const ID: &str = "interleave";
 
 /// A loop this rewrite can interleave, read from its header (and, for `while`, its
 /// last statement).
-struct Shape<'t> {
-    node: Node<'t>,
-    var: String,
+pub(super) struct Shape<'t> {
+    pub node: Node<'t>,
+    pub var: String,
     /// The cast a non-literal step gets: the declared type, else `decltype(v)`.
-    ty: String,
+    pub ty: String,
     /// `int r = 0` when the `for` declares its variable (hoisted above both loops).
-    decl: Option<String>,
+    pub decl: Option<String>,
     /// `r = 0` when the `for` assigns it.
-    assign: Option<String>,
-    op: &'static str,
-    bound: String,
-    step: Step,
-    body: Node<'t>,
+    pub assign: Option<String>,
+    pub op: &'static str,
+    pub bound: String,
+    pub step: Step,
+    pub body: Node<'t>,
     /// `while` loops: the trailing statement that steps the variable.
-    update: Option<Node<'t>>,
+    pub update: Option<Node<'t>>,
 }
 
 #[derive(Clone)]
-enum Step {
+pub(super) enum Step {
     Literal(u64),
     Expr(String),
 }
@@ -118,7 +118,7 @@ pub(super) fn interleaved(text: &str, kernel: &str, factor: u64) -> Option<Strin
     out.ok()?.into_iter().next().map(|c| c.text)
 }
 
-fn is_loop(n: Node<'_>) -> bool {
+pub(super) fn is_loop(n: Node<'_>) -> bool {
     matches!(
         n.kind(),
         "for_statement" | "while_statement" | "do_statement"
@@ -130,6 +130,33 @@ fn tidy(s: &str) -> String {
 }
 
 fn shape<'t>(cx: &RewriteContext<'t>, l: Node<'t>, shared: &[&str]) -> Result<Shape<'t>, String> {
+    let s = loop_shape(cx, l, shared)?;
+    if [l.prev_named_sibling(), l.next_named_sibling()]
+        .into_iter()
+        .flatten()
+        .any(|n| is_loop(n) && tests_var(cx, n, &s.var))
+    {
+        return Err(format!(
+            "a loop over `{}` is beside it (it is interleaved already, or the author split it)",
+            s.var
+        ));
+    }
+    if let Step::Literal(k) = s.step {
+        return Err(format!(
+            "its step is the constant {k}: the compiler unrolls such a loop (`unroll` sets the factor)"
+        ));
+    }
+    Ok(s)
+}
+
+/// An innermost `for` or `while` loop's header read into a [`Shape`], with the checks
+/// every rewrite that runs its body several times per trip needs ([`body_allows`]); what
+/// `interleave` and `vector_loops` share.
+pub(super) fn loop_shape<'t>(
+    cx: &RewriteContext<'t>,
+    l: Node<'t>,
+    shared: &[&str],
+) -> Result<Shape<'t>, String> {
     let body = l.child_by_field_name("body").ok_or("no body")?;
     if descendants(body).into_iter().skip(1).any(is_loop) {
         return Err("another loop is inside it".into());
@@ -159,22 +186,6 @@ fn shape<'t>(cx: &RewriteContext<'t>, l: Node<'t>, shared: &[&str]) -> Result<Sh
         s.ty = format!("decltype({})", s.var);
     }
     body_allows(cx, &s, shared)?;
-    if [l.prev_named_sibling(), l.next_named_sibling()]
-        .into_iter()
-        .flatten()
-        .any(|n| is_loop(n) && tests_var(cx, n, &s.var))
-    {
-        return Err(format!(
-            "a loop over `{}` is beside it (it is interleaved already, or the author split it)",
-            s.var
-        ));
-    }
-    if let Step::Literal(k) = s.step {
-        return Err(format!(
-            "its step is the constant {k}: the compiler unrolls such a loop (`unroll` sets the factor)"
-        ));
-    }
-
     Ok(s)
 }
 
@@ -376,7 +387,7 @@ fn in_shared(cx: &RewriteContext<'_>, n: Node<'_>, shared: &[&str]) -> bool {
 }
 
 /// The names of the arrays a function declares `__shared__`.
-fn shared_arrays<'s>(cx: &RewriteContext<'s>, f: Node<'_>) -> Vec<&'s str> {
+pub(super) fn shared_arrays<'s>(cx: &RewriteContext<'s>, f: Node<'_>) -> Vec<&'s str> {
     descendants(f)
         .into_iter()
         .filter(|d| d.kind() == "declaration" && text(cx, *d).contains("__shared__"))
@@ -387,7 +398,7 @@ fn shared_arrays<'s>(cx: &RewriteContext<'s>, f: Node<'_>) -> Vec<&'s str> {
         .collect()
 }
 
-fn is_collective(callee: &str) -> bool {
+pub(super) fn is_collective(callee: &str) -> bool {
     let c = callee.rsplit("::").next().unwrap_or(callee);
     c.contains("sync") || c.starts_with("__shfl") || c.starts_with("__reduce") || c == "__ballot"
 }
@@ -418,7 +429,7 @@ fn written_names<'s>(cx: &RewriteContext<'s>, nodes: &[Node<'_>]) -> Vec<&'s str
     out
 }
 
-fn identifiers(s: &str) -> impl Iterator<Item = &str> {
+pub(super) fn identifiers(s: &str) -> impl Iterator<Item = &str> {
     s.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
         .filter(|w| w.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'))
 }

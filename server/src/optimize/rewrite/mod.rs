@@ -67,6 +67,7 @@ mod tunable_sweep;
 mod uniform_exit;
 mod unit;
 mod unroll;
+mod vector_loops;
 mod vectorize;
 mod vectorize_groups;
 mod vectorize_rows;
@@ -158,6 +159,7 @@ pub const REGISTRY: &[(&str, Apply)] = &[
     ("vectorize_groups", vectorize_groups::vectorize_groups),
     ("stream_loads", stream_loads::stream_loads),
     ("grid_total", grid_total::grid_total),
+    ("vector_loops", vector_loops::vector_loops),
 ];
 
 /// Every embedded rewrite id, in registry order.

@@ -67,6 +67,26 @@ impl<'t> Names<'t> for VarNames<'t> {
     }
 }
 
+/// [`VarNames`] with thread and block positions as atoms like any name, for callers that
+/// decide themselves which positions move with the lane (a row's y and z, a loop's
+/// uniform part).
+pub(super) struct FixedPositions<'t>(pub VarNames<'t>);
+
+impl<'t> Names<'t> for FixedPositions<'t> {
+    fn rename(&self, name: &str) -> Option<Atom> {
+        self.0.rename(name)
+    }
+    fn definition(&self, name: &str) -> Option<Node<'t>> {
+        self.0.definition(name)
+    }
+    fn varies(&self, name: &str) -> bool {
+        self.0.varies(name)
+    }
+    fn positions_vary(&self) -> bool {
+        false
+    }
+}
+
 /// [`Names`] that only rename: each listed name becomes its atom (`row` -> `$r`).
 pub(super) struct Renamed<'a>(pub Vec<(&'a str, &'static str)>);
 

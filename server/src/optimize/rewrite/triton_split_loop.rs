@@ -13,6 +13,10 @@
 //! lane-shaped sums, maxima or minima (`acc += E`, `acc = tl.maximum(acc, E)`) read only
 //! by their updates; maxima and minima start from an infinity (a float).
 //!
+//! A loop that stores and carries nothing (a pass writing each row it reads) splits too,
+//! when no buffer it loads from is one it stores to; several passes over the same rows
+//! (a maximum, a sum, a pass that writes) also get one candidate that splits them all.
+//!
 //! **Refuses** tiles that are already 2-D (`[:, None]` inside), a loop that builds its own
 //! `tl.arange` or shapes, a running prefix or any other carry, and a bound the loop itself
 //! changes.
@@ -78,36 +82,69 @@ pub fn triton_split_loop(cx: &RewriteContext<'_>) -> R {
     let k = &cx.kernel.name;
     let (top, found) = body_loops(cx)?;
     let mut why = Vec::new();
-    for l in &found {
+    let mut splittable = Vec::new();
+    for (i, l) in found.iter().enumerate() {
         let line = l.node.start_position().row + 1;
         match check(cx, &top, l) {
             Err(e) => why.push(format!("line {line}: {e}")),
-            Ok(lanes) => {
-                let mut drafts = Vec::new();
-                let mut dropped = Vec::new();
-                for r in &rows {
-                    let label =
-                        format!("the loop at line {line} takes {r} steps at a time (2-D tile)");
-                    match write(cx, l, &lanes, &Steps::Fixed(*r)) {
-                        Ok(text) => drafts.push(Draft { label, text }),
-                        Err(e) => dropped.push(format!("{label}: {e}")),
-                    }
-                }
-                if let Some(lane) = lane_tile(cx, &plan, l) {
-                    match budgeted(cx, l, &lanes, &lane) {
-                        Ok(d) => drafts.push(d),
-                        Err(e) => dropped.push(format!("line {line}, the budgeted tile: {e}")),
-                    }
-                }
-                return finish(cx, drafts, dropped);
+            Ok(lanes) => splittable.push((i, line, lanes)),
+        }
+    }
+    let Some((first, line, lanes)) = splittable.first() else {
+        return Err(not_applicable(if why.is_empty() {
+            format!("`{k}` has no loop in its body")
+        } else {
+            format!("`{k}` has no loop to split: {}", why.join("; "))
+        }));
+    };
+    let l = &found[*first];
+    let mut drafts = Vec::new();
+    let mut dropped = Vec::new();
+    for r in &rows {
+        let label = format!("the loop at line {line} takes {r} steps at a time (2-D tile)");
+        match write(cx, l, lanes, &Steps::Fixed(*r)) {
+            Ok(text) => drafts.push(Draft { label, text }),
+            Err(e) => dropped.push(format!("{label}: {e}")),
+        }
+    }
+    if let Some(lane) = lane_tile(cx, &plan, l) {
+        match budgeted(cx, l, lanes, &lane) {
+            Ok(d) => drafts.push(d),
+            Err(e) => dropped.push(format!("line {line}, the budgeted tile: {e}")),
+        }
+    }
+    if splittable.len() > 1 {
+        let which: Vec<usize> = splittable.iter().map(|(i, _, _)| *i).collect();
+        let lines: Vec<String> = splittable.iter().map(|(_, n, _)| n.to_string()).collect();
+        for r in &rows {
+            let label = format!(
+                "the loops at lines {} take {r} steps at a time (2-D tiles)",
+                lines.join(", ")
+            );
+            match write_all(cx, &which, *r) {
+                Ok(text) => drafts.push(Draft { label, text }),
+                Err(e) => dropped.push(format!("{label}: {e}")),
             }
         }
     }
-    Err(not_applicable(if why.is_empty() {
-        format!("`{k}` has no loop in its body")
-    } else {
-        format!("`{k}` has no loop to split: {}", why.join("; "))
-    }))
+    finish(cx, drafts, dropped)
+}
+
+/// The file with every loop at an index in `which` (of the body's loops, in order) split
+/// `r` steps at a time: one loop after another, each on the text the one before wrote
+/// (a split adds statements, never loops, so the indices stay).
+fn write_all(cx: &RewriteContext<'_>, which: &[usize], r: u64) -> Result<String, String> {
+    let mut text = cx.text.to_string();
+    for &i in which {
+        text = super::with_text(cx.lang, &text, &cx.kernel.name, cx.params, |c| {
+            let (top, found) = body_loops(c).map_err(|e| e.to_string())?;
+            let l = found.get(i).ok_or("a loop went missing")?;
+            let lanes = check(c, &top, l)?;
+            write(c, l, &lanes, &Steps::Fixed(r))
+        })
+        .ok_or("the split text does not parse")??;
+    }
+    Ok(text)
 }
 
 /// A grid under this many programs leaves most multiprocessors of a large GPU idle (an
@@ -313,11 +350,14 @@ fn check(
     if l.step != "1" {
         return Err(format!("it steps by `{}`, not 1", l.step));
     }
-    if l.stores > 0 || l.nested || l.reductions > 0 {
-        return Err("it stores, branches, nests a loop or reduces over the lanes inside".into());
+    if l.nested || l.reductions > 0 {
+        return Err("it branches, nests a loop or reduces over the lanes inside".into());
     }
-    if l.carries.is_empty() {
-        return Err("it carries no accumulator".into());
+    match (l.stores, l.carries.is_empty()) {
+        (0, true) => return Err("it carries no accumulator and stores nothing".into()),
+        (_, true) => stores_apart(src, l)?,
+        (0, false) => {}
+        (_, false) => return Err("it stores and carries an accumulator".into()),
     }
     for c in &l.carries {
         if !c.lane || c.read_in_loop || c.combine == Combine::Other {
@@ -366,6 +406,53 @@ fn check(
         }
     }
     Ok(lanes)
+}
+
+/// A loop that stores and carries nothing may take several steps at once when no step
+/// reads what another stores: no buffer it loads from is one it stores to (the base
+/// pointer of each address, its first name).
+fn stores_apart(src: &str, l: &Loop<'_>) -> Result<(), String> {
+    let mut loaded = BTreeSet::new();
+    let mut stored = BTreeSet::new();
+    for s in &l.stmts {
+        walk_calls(*s, &mut |call| {
+            let set = match callee(src, call).as_str() {
+                "tl.load" => &mut loaded,
+                "tl.store" => &mut stored,
+                _ => return,
+            };
+            let first = call
+                .child_by_field_name("arguments")
+                .and_then(|a| code_children(a).into_iter().next());
+            set.insert(first.and_then(|a| first_name(src, a)).unwrap_or_default());
+        });
+    }
+    match loaded.intersection(&stored).next() {
+        Some(b) => Err(format!(
+            "it loads from `{b}`, which it stores to: a step could read what another writes"
+        )),
+        None if stored.contains("") => Err("a store's address starts with no name".into()),
+        None => Ok(()),
+    }
+}
+
+fn walk_calls<'t>(n: Node<'t>, f: &mut impl FnMut(Node<'t>)) {
+    if n.kind() == "call" {
+        f(n);
+    }
+    for c in code_children(n) {
+        walk_calls(c, f);
+    }
+}
+
+/// The first identifier of an expression, left to right (`x` of `x + r * N + cols`).
+fn first_name(src: &str, n: Node<'_>) -> Option<String> {
+    if n.kind() == "identifier" {
+        return Some(text(src, n).to_string());
+    }
+    code_children(n)
+        .into_iter()
+        .find_map(|c| first_name(src, c))
 }
 
 /// Names assigned before `l` whose value has one element per lane: built from
@@ -431,7 +518,8 @@ impl Tile<'_> {
                     name.to_string()
                 }
             }
-            "call" if callee(src, n) == "tl.load" => self.load(n),
+            "call" if callee(src, n) == "tl.load" => self.masked(n, 2),
+            "call" if callee(src, n) == "tl.store" => self.masked(n, 3),
             _ => {
                 let base = n.start_byte();
                 let reps: Vec<_> = code_children(n)
@@ -443,8 +531,9 @@ impl Tile<'_> {
         }
     }
 
-    /// A load with the rows past the bound masked off.
-    fn load(&self, call: Node<'_>) -> String {
+    /// A load or store (whose mask is positional argument `mask_at`) with the rows past
+    /// the bound masked off.
+    fn masked(&self, call: Node<'_>, mask_at: usize) -> String {
         let src = self.src;
         let f = call
             .child_by_field_name("function")
@@ -472,7 +561,7 @@ impl Tile<'_> {
             }
             positional += 1;
             let v = self.emit(a);
-            if positional == 2 {
+            if positional == mask_at {
                 masked = true;
                 out.push(format!("({v}) & {}", self.mask));
             } else {

@@ -36,8 +36,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use tree_sitter::Node;
 
 use super::access::{
-    collect_accesses, declare_statement, defines_alias, enclosing_statement, index_of,
-    unconditional, Access, Scope,
+    collect_accesses, defines_alias, enclosing_statement, index_of, unconditional, Access, Scope,
 };
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::edits::Edits;
@@ -159,17 +158,7 @@ fn plan<'t>(cx: &RewriteContext<'_>, shape: &Elementwise<'t>) -> Result<Vec<Grou
     }
     // Pointer aliases from the whole kernel body: one declared before the check
     // (`float* xp = x + ...;`) still reaches its buffer inside it.
-    let mut scope = Scope::of_kernel(cx, src);
-    let mut err = None;
-    walk(kernel_body(shape), &mut |n| {
-        if n.kind() == "declaration" {
-            declare_statement(&mut scope, n, &mut err);
-        }
-        true
-    });
-    if let Some(e) = err {
-        return Err(e);
-    }
+    let scope = Scope::with_declarations(cx, src, kernel_body(shape))?;
     let mut accesses = Vec::new();
     for s in &shape.body {
         collect_accesses(&scope, *s, &mut accesses)?;

@@ -683,9 +683,11 @@ def _describe_torch(tr):
 
 def _value_names(plan):
     """The names a torch expression sees, in parameter order: the `in`/`inout` buffers,
-    the scalar and constexpr arguments, then the spec's sizes."""
+    the scalar and constexpr arguments, a CUDA kernel's template arguments, then the spec's
+    sizes."""
     c0 = plan["cases"][0]
     names = [a["name"] for a in c0["args"] if a["kind"] != "buffer" or a["role"] != "out"]
+    names += [a["name"] for a in c0.get("template_args", []) if a["name"] not in names]
     names += [n for n, _ in c0.get("sizes", []) if n not in names]
     return names
 
@@ -750,7 +752,7 @@ def _torch_reference(version):
 def _torch_values(plan, case, inputs):
     """The values a torch reference gets for `case`: copies of the inputs in their spec
     shape (a reference that writes into its inputs changes nothing the kernel sees), the
-    scalars and the sizes."""
+    scalars, the template arguments and the sizes."""
     c = plan["cases"][case]
     vals = {}
     for a in c["args"]:
@@ -762,6 +764,8 @@ def _torch_values(plan, case, inputs):
             vals[a["name"]] = float(a["value"]) if a.get("ty") in FLOATS else int(a["value"])
         else:
             vals[a["name"]] = a["value"]
+    for a in c.get("template_args", []):
+        vals.setdefault(a["name"], a["value"])
     for n, v in c.get("sizes", []):
         vals.setdefault(n, v)
     return vals

@@ -824,6 +824,28 @@ fn a_walk_tile_reads_every_contiguous_operand_and_collects_the_store() {
 }
 
 #[test]
+fn lanes_share_the_loop_whose_elements_lie_side_by_side() {
+    // The images lie C * HW apart, a plane is contiguous: the plane loop is shared and
+    // the loop over images stays in every lane, each plane's partials combined after it.
+    let planes = one(WALKS, "plane_sums", "warp");
+    contains_all(
+        &planes,
+        &[
+            "for (int n = 0; n < N; ++n) {",
+            "for (int p = lane; p < HW; p += 32) {",
+            "if (lane != 0) s = 0;",
+        ],
+    );
+    // A column loop three elements a step around a three-step loop keeps the lanes.
+    let triples = one(WALKS, "triple_sums", "warp");
+    assert!(
+        triples.contains("for (int c = lane; c < cols; c += 32)"),
+        "{triples}"
+    );
+    assert!(triples.contains("for (int k = 0; k < 3; k++)"), "{triples}");
+}
+
+#[test]
 fn a_loop_that_only_strides_leaves_the_team_the_loop_inside_it_that_walks_the_row() {
     // NCHW channel statistics: the image loop strides by a plane, the plane loop walks
     // it; the team shares the plane loop and all-reduces after each plane.

@@ -214,7 +214,8 @@ fn a_while_loop_maximum_from_a_header_row_keeps_its_start() {
 #[test]
 fn prefixes_unknown_identities_block_loops_and_2d_tiles_are_refused() {
     let why = |src: &str, k: &str| not_applicable(triton(src, k, "triton_split_loop", json!({})));
-    expect!["`col_prefix` has no loop to split: line 59: it stores, branches, nests a loop or reduces over the lanes inside"].assert_eq(&why(SEQ, "col_prefix"));
+    expect!["`col_prefix` has no loop to split: line 59: it stores and carries an accumulator"]
+        .assert_eq(&why(SEQ, "col_prefix"));
     expect!["`col_sum_and_last` has no loop to split: line 86: `v` is set in the loop and read after it"].assert_eq(&why(SEQ, "col_sum_and_last"));
     expect!["`col_sum_pointer_walk` has no loop to split: line 101: `p` is not a lane-shaped sum, maximum or minimum read only by its updates"].assert_eq(&why(SEQ, "col_sum_pointer_walk"));
     expect!["`col_relu_max` has no loop to split: line 73: `top` is a maximum or minimum not started from an infinity"].assert_eq(&why(SEQ, "col_relu_max"));
@@ -339,4 +340,36 @@ fn the_retune_sweeps_the_budgeted_tile_s_steps_and_stages() {
         labels(&stages),
         ["ROW_STAGES=1", "ROW_STAGES=2", "ROW_STAGES=4"]
     );
+}
+
+#[test]
+fn passes_over_the_same_rows_split_together_and_a_storing_pass_takes_a_tile_of_rows() {
+    let out = split("col_softmax_passes", json!({ "rows": [8] }));
+    assert_eq!(
+        labels(&out),
+        [
+            "the loop at line 117 takes 8 steps at a time (2-D tile)",
+            "the loop at line 117 takes 128 steps at a time, BN = 8, 1 warps (2-D tile, 8 programs)",
+            "the loops at lines 117, 120, 122 take 8 steps at a time (2-D tiles)"
+        ]
+    );
+    let all = show(Lang::Triton, SEQ, &out[2], "col_softmax_passes");
+    for want in [
+        "top = tl.maximum(top, tl.max(top_part, axis=0))",
+        "den += tl.sum(den_part, axis=0)",
+        "- top[None, :]), 0)",
+        "e = tl.exp(tl.load(x + rs_3[:, None] * N + c[None, :], mask=(live[None, :]) & r_ok_3, other=0.0) - top[None, :])",
+        "tl.store(y + rs_3[:, None] * N + c[None, :], e / den, mask=(live[None, :]) & r_ok_3)",
+    ] {
+        assert!(all.contains(want), "{want}\n{all}");
+    }
+    // A loop that only stores, in the while form.
+    let scale = split("col_scale_rows", json!({ "rows": [32] }));
+    let text = show(Lang::Triton, SEQ, &scale[0], "col_scale_rows");
+    assert!(
+        text.contains("tl.store(y + rs[:, None] * N + c[None, :], v * scale[None, :], mask=(c[None, :] < N) & r_ok)"),
+        "{text}"
+    );
+    expect!["`col_running_in_place` has no loop to split: line 151: it loads from `x`, which it stores to: a step could read what another writes"]
+        .assert_eq(&not_applicable(triton(SEQ, "col_running_in_place", "triton_split_loop", json!({}))));
 }

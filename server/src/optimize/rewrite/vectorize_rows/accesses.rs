@@ -17,7 +17,7 @@ use super::super::access::{
     Scope,
 };
 use super::super::elementwise::{thread_bound, ThreadBound};
-use super::super::poly::{fold_split, poly, single_definitions, Names, Poly, VarNames};
+use super::super::poly::{fold_split, poly, single_definitions, FixedPositions, Poly, VarNames};
 use super::super::tree::{first_line, text, walk};
 use super::shape::{Form, Rows};
 use crate::syntax::ByteRange;
@@ -58,27 +58,6 @@ impl Plan<'_> {
         let groups = self.groups.iter().flat_map(|g| g.nodes.iter());
         let hoists = self.hoists.iter().map(|h| &h.node);
         groups.chain(hoists).map(|n| n.byte_range()).collect()
-    }
-}
-
-/// The lane index (`$c`), the region's locals, and thread and block positions that do
-/// not move with the lane: [`super::shape::match_rows`] refused every read of an x
-/// position but the lane index's own, so those left are y and z, the same for every
-/// column of a thread.
-struct RowNames<'t>(VarNames<'t>);
-
-impl<'t> Names<'t> for RowNames<'t> {
-    fn rename(&self, name: &str) -> Option<String> {
-        self.0.rename(name)
-    }
-    fn definition(&self, name: &str) -> Option<Node<'t>> {
-        self.0.definition(name)
-    }
-    fn varies(&self, name: &str) -> bool {
-        self.0.varies(name)
-    }
-    fn positions_vary(&self) -> bool {
-        false
     }
 }
 
@@ -178,7 +157,10 @@ pub(super) fn plan<'t>(
     }
     escapes(src, &scope, rows, &accesses)?;
     let (defs, varying) = locals(src, rows);
-    let names = RowNames(VarNames {
+    // The lane index (`$c`), the region's locals, and thread and block positions that do
+    // not move with the lane: `match_rows` refused every read of an x position but the
+    // lane index's own, so those left are y and z, the same for every column of a thread.
+    let names = FixedPositions(VarNames {
         var: rows.lane.clone(),
         defs: defs.clone(),
         varying,
@@ -216,7 +198,7 @@ pub(super) fn plan<'t>(
 
 /// The address of an access: the sum of its parts' polynomials, with a flat index split
 /// into row and column and put back together folded (see [`fold_split`]).
-fn address<'t>(src: &str, a: &Access<'t>, names: &RowNames<'t>) -> Poly {
+fn address<'t>(src: &str, a: &Access<'t>, names: &FixedPositions<'t>) -> Poly {
     let p = a
         .parts
         .iter()

@@ -790,7 +790,7 @@ const CASES: &[Case] = &[
         file: WALKS,
         kernel: "plane_sums",
         id: "cooperative_rows",
-        want: 7,
+        want: 8,
         sizes: (
             "N = 6, 3; C = 40, 5; HW = 1000, 77",
             "N = 3, 2; C = 5, 3; HW = 301, 77",
@@ -800,7 +800,7 @@ const CASES: &[Case] = &[
         file: WALKS,
         kernel: "triple_sums",
         id: "cooperative_rows",
-        want: 5,
+        want: 6,
         sizes: (
             "rows = 512, 5; cols = 300, 31",
             "rows = 4, 5; cols = 100, 31",

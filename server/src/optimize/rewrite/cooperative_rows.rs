@@ -47,8 +47,19 @@
 //! **Launch**: warp teams keep the block size (256 when it is not a multiple of 32) and
 //! divide the grid's `cdiv(rows, B)` by the rows a block now covers; block teams launch
 //! `grid = rows` with param `block_threads` (default 128 and 256, and 1024 when the timed
-//! case launches fewer than 512 threads along x: few rows) threads. Param `modes` picks
-//! among `warp`, `rows2`, `rows4`, `block`, `warp_regs`, `block_regs` (default all);
+//! case launches fewer than 512 threads along x: few rows) threads. **Cluster** teams
+//! (mode `cluster`, sm_90), offered where the timed case launches fewer than two threads
+//! along x per multiprocessor (`sms`; at most that many rows, too few for blocks per row to
+//! keep the GPU's loads in flight): each row goes to a cluster of C blocks (param
+//! `clusters`, default 4 and 8; `__cluster_dims__(C, 1, 1)`, grid `rows * C`, each block
+//! size of `block_threads` whose cluster gives a row more threads than the largest block
+//! alone); its column loops are shared by the cluster's lanes (`lane = (blockIdx.x % C) *
+//! blockDim.x + threadIdx.x`), each block combines as a block team does, then the blocks'
+//! values are read from each other's shared memory in rank order between two cluster
+//! barriers ([`combine::cluster_combine`], shared with `split_loop`), so every lane holds
+//! the row's values before the next loop reads them; an arg pick or a carried type other
+//! than a 4- or 8-byte int or float gets no cluster. Param `modes` picks among `warp`,
+//! `rows2`, `rows4`, `block`, `warp_regs`, `block_regs`, `cluster` (default all);
 //! `stage_registers` caps the registers per staged buffer (default: the longest row);
 //! `scan_tile` lists the columns a lane takes per trip in a running sum's scan (default
 //! 1, 4 and 8), `walk_tile` the same for warp rows whose loops walk the row contiguously

@@ -15,7 +15,9 @@
 //! element is not the column loop when a loop inside it moves one by one element and
 //! has no literal trip count under 32 (`for (n ...) for (p ...) s += x[(n * C + c) * HW +
 //! p];`, NCHW channel statistics): the inner loop is, and the outer one runs in every
-//! lane, the accumulators all-reduced after each inner loop.
+//! lane. The accumulators are all-reduced after the inner loop, or after the outermost
+//! loop around it in which nothing else touches them (one combine a row, not one an
+//! image; [`combine_site`]).
 //!
 //! **Inside a column loop** a variable declared outside it may only be an accumulator:
 //! `s += e`, `s -= e`, `s++`, `s = s + e`, `s *= e`, `s |= e`, `s ^= e`,
@@ -2227,6 +2229,16 @@ fn emit(
                 }
             }
         }
+        // Reset and combine around the column loop, or around the loops that enclose it
+        // when nothing else in them touches its accumulators (one combine a row).
+        let (site_start, site_end, ind) = match combine_site(src, rows, i, stage.is_none()) {
+            Some(outer) => (
+                outer.start_byte(),
+                outer.end_byte(),
+                line_indent(src, outer.start_byte()).to_string(),
+            ),
+            None => (l.start, l.node.end_byte(), ind),
+        };
         let mut before = String::new();
         for acc in l.accs.iter().filter(|a| a.reset) {
             let id = acc
@@ -2236,17 +2248,56 @@ fn emit(
             before.push_str(&format!("if ({lane} != 0) {} = {id};{nl}{ind}", acc.name));
         }
         if !before.is_empty() {
-            e.extend([Edit::insert(l.start, before)]);
+            e.extend([Edit::insert(site_start, before)]);
         }
         let Some(code) = combiner.after_loop(l, &ind, names)? else {
             continue;
         };
-        e.extend([Edit::insert(l.node.end_byte(), code)]);
+        e.extend([Edit::insert(site_end, code)]);
     }
     for s in &rows.lane0 {
         e.extend([only_if(src, *s, &format!("{lane} == 0"), unit, nl)]);
     }
     Ok(e)
+}
+
+/// The outermost loop around column loop `i` (a loop every lane runs, as the image loop
+/// of NCHW statistics) in which its accumulators appear only inside the column loop: the
+/// lanes' partials may then run on across that loop's trips and be combined once after
+/// it, instead of once a trip. None when the column loop carries a running prefix or an
+/// arg pick (their values are read per column), when `hoist` is off (rows staged in
+/// registers), or when no enclosing loop qualifies.
+fn combine_site<'t>(src: &str, rows: &RowPlan<'t>, i: usize, hoist: bool) -> Option<Node<'t>> {
+    let l = &rows.loops[i];
+    let plain = l.accs.iter().all(|a| a.prefix.is_none() && a.arg.is_none());
+    if !hoist || !plain || l.accs.is_empty() {
+        return None;
+    }
+    let names: BTreeSet<&str> = l.accs.iter().map(|a| a.name.as_str()).collect();
+    let inside = l.node.byte_range();
+    let mut site = None;
+    let mut up = l.node.parent();
+    while let Some(n) = up {
+        if matches!(
+            n.kind(),
+            "for_statement" | "while_statement" | "do_statement"
+        ) {
+            let mut touched = false;
+            walk(n, &mut |m| {
+                let outside = m.start_byte() < inside.start || m.end_byte() > inside.end;
+                if outside && m.kind() == "identifier" && names.contains(text(src, m)) {
+                    touched = true;
+                }
+                !touched
+            });
+            if touched {
+                break;
+            }
+            site = Some(n);
+        }
+        up = n.parent();
+    }
+    site
 }
 
 /// The edits that make the row index the team's row and declare the thread's `lane` in

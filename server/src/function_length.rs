@@ -21,7 +21,6 @@ const LIMIT: usize = 150;
 const ALLOWED: &[(&str, &str, usize)] = &[
     ("cli/optimize.rs", "run_inner", 183),
     ("optimize/facts/mod.rs", "holds", 151),
-    ("optimize/rewrite/cooperative_rows.rs", "cooperative_rows", 170),
     ("worker/cuda/verify.rs", "judge", 169),
     ("worker/serve.rs", "serve", 162),
     ("spec/plan.rs", "hover_markdown", 161),

@@ -157,7 +157,7 @@ const CASES: &[Case] = &[
         file: GRID_LOOPS,
         kernel: "row_max_covered",
         id: "cooperative_rows",
-        want: 8,
+        want: 11,
         sizes: (
             "rows = 2048, 77; cols = 256, 45",
             "rows = 40, 77; cols = 70, 45",
@@ -201,7 +201,7 @@ const CASES: &[Case] = &[
         file: BATCH_EXITS,
         kernel: "batched_row_sumsq",
         id: "cooperative_rows",
-        want: 8,
+        want: 11,
         sizes: (
             "B = 4, 3; R = 512, 45; C = 256, 99",
             "B = 2, 3; R = 40, 45; C = 70, 99",
@@ -262,7 +262,7 @@ const CASES: &[Case] = &[
         file: NAMED_BLOCKS,
         kernel: "row_l1_constexpr",
         id: "cooperative_rows",
-        want: 8,
+        want: 11,
         sizes: (
             "rows = 4096, 101; cols = 512, 75",
             "rows = 50, 101; cols = 70, 75",
@@ -321,7 +321,7 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "layernorm_ldg",
         id: "cooperative_rows",
-        want: 12,
+        want: 15,
         sizes: ("R = 512, 9; D = 256, 67", "R = 9, 9; D = 67, 67"),
     },
     Case {
@@ -412,7 +412,7 @@ const CASES: &[Case] = &[
         file: "tests/fixtures/rewrites/rows/row_stats.cu",
         kernel: "channel_moments",
         id: "cooperative_rows",
-        want: 8,
+        want: 11,
         sizes: (
             "N = 8, 3; C = 64, 5; HW = 1024, 77",
             "N = 3, 3; C = 5, 5; HW = 100, 77",
@@ -422,7 +422,7 @@ const CASES: &[Case] = &[
         file: "tests/fixtures/rewrites/rows/row_stats.cu",
         kernel: "channel_max",
         id: "cooperative_rows",
-        want: 8,
+        want: 11,
         sizes: (
             "N = 4, 3; C = 128, 9; HW = 2048, 101",
             "N = 2, 3; C = 9, 9; HW = 130, 101",
@@ -432,7 +432,7 @@ const CASES: &[Case] = &[
         file: "tests/fixtures/rewrites/rows/row_stats.cu",
         kernel: "row_group_sum",
         id: "cooperative_rows",
-        want: 6,
+        want: 9,
         sizes: (
             "rows = 1024, 33; cols = 256, 45",
             "rows = 40, 33; cols = 70, 45",
@@ -496,62 +496,6 @@ const CASES: &[Case] = &[
     },
     Case {
         file: SUMS,
-        kernel: "warp_dot",
-        id: "block_reduce",
-        want: 3,
-        sizes: ("n = 1 << 20, 1013", "n = 3000, 1013"),
-    },
-    Case {
-        file: SUMS,
-        kernel: "warp_sumsq",
-        id: "block_reduce",
-        want: 3,
-        sizes: ("n = 1 << 20, 1019", "n = 3000, 1019"),
-    },
-    Case {
-        file: SUMS,
-        kernel: "warp_ballot_count",
-        id: "block_reduce",
-        want: 0,
-        sizes: ("n = 1 << 20", "n = 1000"),
-    },
-    Case {
-        file: SUMS,
-        kernel: "half_warp_sum",
-        id: "block_reduce",
-        want: 3,
-        sizes: ("n = 1 << 20", "n = 1000"),
-    },
-    Case {
-        file: SUMS,
-        kernel: "block_shfl_mean",
-        id: "block_reduce",
-        want: 3,
-        sizes: ("n = 1 << 20, 1021", "n = 3000, 1021"),
-    },
-    Case {
-        file: SUMS,
-        kernel: "block_shfl_sum",
-        id: "block_reduce",
-        want: 3,
-        sizes: ("n = 1 << 20, 1031", "n = 3000, 1031"),
-    },
-    Case {
-        file: SUMS,
-        kernel: "block_shfl_max",
-        id: "block_reduce",
-        want: 0,
-        sizes: ("n = 1 << 20", "n = 1000"),
-    },
-    Case {
-        file: SUMS,
-        kernel: "block_shfl_every_other",
-        id: "block_reduce",
-        want: 0,
-        sizes: ("n = 1 << 20", "n = 1000"),
-    },
-    Case {
-        file: SUMS,
         kernel: "max_tree",
         id: "block_reduce",
         want: 0,
@@ -582,7 +526,7 @@ const CASES: &[Case] = &[
         file: "examples/softmax_rows.cu",
         kernel: "softmax_rows",
         id: "cooperative_rows",
-        want: 12,
+        want: 15,
         sizes: (
             "rows = 8192, 37; cols = 1024, 100",
             "rows = 70, 37; cols = 300, 5",
@@ -592,7 +536,7 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "row_sum_while",
         id: "cooperative_rows",
-        want: 6,
+        want: 9,
         sizes: (
             "rows = 4096, 19; cols = 512, 33",
             "rows = 45, 19; cols = 100, 33",
@@ -602,17 +546,25 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "layer_norm",
         id: "cooperative_rows",
-        want: 12,
+        want: 15,
         sizes: (
             "rows = 2048, 7; cols = 768, 45",
             "rows = 20, 7; cols = 200, 45",
         ),
     },
     Case {
+        // Few long rows: a cluster of blocks per row, three passes, writes in the last.
+        file: ROWS,
+        kernel: "group_norm_long",
+        id: "cooperative_rows",
+        want: 15,
+        sizes: ("G = 24, 3; L = 65536, 1001", "G = 5, 3; L = 3001, 1001"),
+    },
+    Case {
         file: ROWS,
         kernel: "row_max_count",
         id: "cooperative_rows",
-        want: 8,
+        want: 11,
         sizes: (
             "rows = 1000, 3; cols = 96, 17",
             "rows = 40, 3; cols = 96, 17",
@@ -622,7 +574,7 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "spmv_csr",
         id: "cooperative_rows",
-        want: 8,
+        want: 11,
         sizes: (
             "rows = 8192, 50; cols = 4096, 20",
             "rows = 80, 50; cols = 60, 20",
@@ -632,7 +584,7 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "spmv_ell_accumulate",
         id: "cooperative_rows",
-        want: 8,
+        want: 11,
         sizes: (
             "rows = 4096, 10; width = 32, 5; cols = 2048, 40",
             "rows = 40, 10; width = 70, 5; cols = 50, 40",
@@ -753,14 +705,14 @@ const CASES: &[Case] = &[
         file: WALKS,
         kernel: "row_dot_f64",
         id: "cooperative_rows",
-        want: 8,
+        want: 11,
         sizes: ("rows = 1200, 7; n = 1000, 130", "rows = 5, 7; n = 300, 130"),
     },
     Case {
         file: WALKS,
         kernel: "row_l1_int",
         id: "cooperative_rows",
-        want: 8,
+        want: 11,
         sizes: (
             "rows = 2000, 9; cols = 777, 64",
             "rows = 5, 9; cols = 301, 64",
@@ -770,7 +722,7 @@ const CASES: &[Case] = &[
         file: WALKS,
         kernel: "scale_shift_rows",
         id: "cooperative_rows",
-        want: 8,
+        want: 11,
         sizes: (
             "rows = 1024, 5; cols = 1000, 37",
             "rows = 4, 5; cols = 300, 37",
@@ -780,7 +732,7 @@ const CASES: &[Case] = &[
         file: WALKS,
         kernel: "even_columns_sum",
         id: "cooperative_rows",
-        want: 6,
+        want: 9,
         sizes: (
             "rows = 1024, 5; cols = 1000, 37",
             "rows = 4, 5; cols = 300, 37",
@@ -790,7 +742,7 @@ const CASES: &[Case] = &[
         file: WALKS,
         kernel: "plane_sums",
         id: "cooperative_rows",
-        want: 8,
+        want: 11,
         sizes: (
             "N = 6, 3; C = 40, 5; HW = 1000, 77",
             "N = 3, 2; C = 5, 3; HW = 301, 77",
@@ -800,7 +752,7 @@ const CASES: &[Case] = &[
         file: WALKS,
         kernel: "triple_sums",
         id: "cooperative_rows",
-        want: 6,
+        want: 9,
         sizes: (
             "rows = 512, 5; cols = 300, 31",
             "rows = 4, 5; cols = 100, 31",
@@ -810,7 +762,7 @@ const CASES: &[Case] = &[
         file: "examples/matvec.cu",
         kernel: "matvec",
         id: "cooperative_rows",
-        want: 8,
+        want: 11,
         sizes: (
             "out_f = 8192, 77; in_f = 4096, 1000",
             "out_f = 5, 77; in_f = 300, 37",
@@ -1624,7 +1576,7 @@ const CASES: &[Case] = &[
         file: "examples/batched_rowsum.cu",
         kernel: "batched_rowsum",
         id: "cooperative_rows",
-        want: 8,
+        want: 11,
         sizes: (
             "B = 16, 3; R = 1024, 33; C = 1024, 100",
             "B = 2, 3; R = 40, 33; C = 70, 100",

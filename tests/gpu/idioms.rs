@@ -26,6 +26,13 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/rows/row_stats.cu",
         "layer_norm",
     ),
+    // Few long rows: a cluster of blocks per row (sm_90), combined through distributed
+    // shared memory after each of three passes.
+    (
+        "cooperative_rows",
+        "tests/fixtures/rewrites/rows/row_stats.cu",
+        "group_norm_long",
+    ),
     (
         "cooperative_rows",
         "tests/fixtures/rewrites/rows/row_stats.cu",

@@ -615,6 +615,7 @@ fn idiom_facts_pick_out_their_shapes() {
         row_stats.cu channel_moments: thread_walks_a_row
         row_stats.cu channel_max: thread_walks_a_row
         row_stats.cu row_group_sum: thread_walks_a_row
+        row_stats.cu group_norm_long: thread_walks_a_row
         refusals.cu prefix_rows: thread_walks_a_row
         refusals.cu smooth_rows: thread_walks_a_row
         refusals.cu online_lse: thread_walks_a_row

@@ -15,7 +15,9 @@
 //! element is not the column loop when a loop inside it moves one by one element and
 //! has no literal trip count under 32 (`for (n ...) for (p ...) s += x[(n * C + c) * HW +
 //! p];`, NCHW channel statistics): the inner loop is, and the outer one runs in every
-//! lane, the accumulators all-reduced after each inner loop.
+//! lane. The accumulators are all-reduced after the inner loop, or after the outermost
+//! loop around it in which nothing else touches them (one combine a row, not one an
+//! image; [`combine_site`]).
 //!
 //! **Inside a column loop** a variable declared outside it may only be an accumulator:
 //! `s += e`, `s -= e`, `s++`, `s = s + e`, `s *= e`, `s |= e`, `s ^= e`,
@@ -47,8 +49,19 @@
 //! **Launch**: warp teams keep the block size (256 when it is not a multiple of 32) and
 //! divide the grid's `cdiv(rows, B)` by the rows a block now covers; block teams launch
 //! `grid = rows` with param `block_threads` (default 128 and 256, and 1024 when the timed
-//! case launches fewer than 512 threads along x: few rows) threads. Param `modes` picks
-//! among `warp`, `rows2`, `rows4`, `block`, `warp_regs`, `block_regs` (default all);
+//! case launches fewer than 512 threads along x: few rows) threads. **Cluster** teams
+//! (mode `cluster`, sm_90), offered where the timed case launches fewer than two threads
+//! along x per multiprocessor (`sms`; at most that many rows, too few for blocks per row to
+//! keep the GPU's loads in flight): each row goes to a cluster of C blocks (param
+//! `clusters`, default 4 and 8; `__cluster_dims__(C, 1, 1)`, grid `rows * C`, each block
+//! size of `block_threads` whose cluster gives a row more threads than the largest block
+//! alone); its column loops are shared by the cluster's lanes (`lane = (blockIdx.x % C) *
+//! blockDim.x + threadIdx.x`), each block combines as a block team does, then the blocks'
+//! values are read from each other's shared memory in rank order between two cluster
+//! barriers ([`combine::cluster_combine`], shared with `split_loop`), so every lane holds
+//! the row's values before the next loop reads them; an arg pick or a carried type other
+//! than a 4- or 8-byte int or float gets no cluster. Param `modes` picks among `warp`,
+//! `rows2`, `rows4`, `block`, `warp_regs`, `block_regs`, `cluster` (default all);
 //! `stage_registers` caps the registers per staged buffer (default: the longest row);
 //! `scan_tile` lists the columns a lane takes per trip in a running sum's scan (default
 //! 1, 4 and 8), `walk_tile` the same for warp rows whose loops walk the row contiguously
@@ -79,7 +92,15 @@ use crate::spec::{BenchPlan, Launch};
 use crate::syntax::Lang;
 
 const ID: &str = "cooperative_rows";
-const MODES: &[&str] = &["warp", "rows2", "rows4", "block", "warp_regs", "block_regs"];
+const MODES: &[&str] = &[
+    "warp",
+    "rows2",
+    "rows4",
+    "block",
+    "warp_regs",
+    "block_regs",
+    "cluster",
+];
 const ROW_SHAPE: &str = "`int row = blockIdx.x * blockDim.x + threadIdx.x; if (row < rows) { ... }` (or `if (row >= rows) return;`) with loops over the row's columns";
 
 /// How a team combines lane partials of one accumulator.
@@ -216,6 +237,9 @@ enum Team {
     Warp { width: u32 },
     /// A whole block of `threads`.
     Block { threads: u64 },
+    /// A cluster of `blocks` blocks of `threads` each (sm_90), combining through
+    /// distributed shared memory.
+    Cluster { threads: u64, blocks: u64 },
 }
 
 pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
@@ -224,6 +248,7 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
     let p = Params(cx.params);
     let modes = p.choices("modes", MODES, MODES)?;
     let block_threads = block_threads(cx, &plan)?;
+    let clusters = p.uints("clusters", &[4, 8], 2..=8)?;
     let stage_registers = p.uints("stage_registers", &[64], 1..=64)?[0];
     let scan_tiles = p.uints("scan_tile", &[1, 4, 8], 1..=16)?;
     let walk_tiles = p.uints("walk_tile", &[1, 4, 8], 1..=16)?;
@@ -261,6 +286,16 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
             "warp" | "warp_regs" => vec![Team::Warp { width: 32 }],
             "rows2" => vec![Team::Warp { width: 16 }],
             "rows4" => vec![Team::Warp { width: 8 }],
+            "cluster" => {
+                let sms = crate::spec::EvalEnv::default().sms;
+                match cluster_teams(&block_threads, &clusters, threads_along_x(&plan), sms) {
+                    Ok(teams) => teams,
+                    Err(why) => {
+                        dropped.push(format!("cluster: {why}"));
+                        continue;
+                    }
+                }
+            }
             _ => block_threads
                 .iter()
                 .map(|t| Team::Block { threads: *t })
@@ -274,57 +309,14 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
             continue;
         }
         for team in teams {
-            let (label, new_block, new_grid) = match team {
-                Team::Warp { width } => {
-                    let b = if old_block % 32 == 0 && old_block <= 1024 {
-                        old_block
-                    } else {
-                        256
-                    };
-                    let per_block = b / u64::from(width);
-                    let mut e = Edits::new();
-                    for d in &divs {
-                        e.extend([Edit::replace(
-                            d.range.clone(),
-                            format!("cdiv({}, {per_block})", d.num),
-                        )]);
-                    }
-                    let g = match e.apply(&component) {
-                        Ok(g) => g,
-                        Err(err) => {
-                            dropped.push(format!("{mode}: {err}"));
-                            continue;
-                        }
-                    };
-                    let label = match width {
-                        32 => format!("warp per row (block {b})"),
-                        w => format!("{} rows per warp (block {b})", 32 / w),
-                    };
-                    (label, b, g)
-                }
-                Team::Block { threads } => {
-                    let [d] = divs.as_slice() else {
-                        dropped.push(format!(
-                            "block per row: grid `{component}` has several divisions by the block"
-                        ));
-                        continue;
-                    };
-                    if d.range != (0..component.len())
-                        && component.trim() != &component[d.range.clone()]
-                    {
-                        dropped.push(format!(
-                            "block per row: grid `{component}` is more than `cdiv(rows, {})`",
-                            block.text
-                        ));
+            let (label, new_block, new_grid) =
+                match team_launch(mode, team, old_block, &divs, &component, &block.text) {
+                    Ok(l) => l,
+                    Err(why) => {
+                        dropped.push(why);
                         continue;
                     }
-                    (
-                        format!("block per row ({threads} threads)"),
-                        threads,
-                        d.num.trim().to_string(),
-                    )
-                }
-            };
+                };
             let (label, stage) = if staged {
                 let stage = match &rows.stage {
                     Ok(s) => s,
@@ -335,7 +327,7 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
                 };
                 let width = match team {
                     Team::Warp { width } => u64::from(width),
-                    Team::Block { threads } => threads,
+                    Team::Block { threads } | Team::Cluster { threads, .. } => threads,
                 };
                 let r = stage.registers(width).min(stage_registers);
                 let (head, tail) = label.split_once(" (").unwrap_or((&label, ")"));
@@ -373,6 +365,14 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
                     Edit::replace(grid_range.clone(), new_grid.clone()),
                     Edit::replace(block.range.clone(), new_block.to_string()),
                 ]);
+                if let (Team::Cluster { blocks, .. }, Some(name)) =
+                    (team, func.child_by_field_name("declarator"))
+                {
+                    e.extend([Edit::insert(
+                        name.start_byte(),
+                        format!("__cluster_dims__({blocks}, 1, 1) "),
+                    )]);
+                }
                 match e.apply(cx.text) {
                     Ok(text) => drafts.push(Draft { label, text }),
                     Err(err) => dropped.push(format!("{label}: {err}")),
@@ -415,6 +415,110 @@ fn block_teams(listed: &[u64], threads_along_x: Option<u64>) -> Vec<u64> {
         out.push(1024);
     }
     out
+}
+
+/// A cluster per row is offered below this many rows per multiprocessor in the timed
+/// case: with fewer rows than about two per SM, blocks per row leave SMs idle or give each
+/// SM one row's loads alone (64 channels of an NCHW tensor on 132 SMs).
+const CLUSTER_ROWS_PER_SM: u64 = 2;
+
+/// The cluster teams (block size, blocks per cluster): each block size of the block mode
+/// with each cluster size whose cluster gives a row more threads than the largest block
+/// alone, when the timed case launches fewer than [`CLUSTER_ROWS_PER_SM`] times `sms`
+/// threads along x (at most that many rows); else why not.
+fn cluster_teams(
+    threads: &[u64],
+    clusters: &[u64],
+    threads_along_x: Option<u64>,
+    sms: u64,
+) -> Result<Vec<Team>, String> {
+    let few = CLUSTER_ROWS_PER_SM * sms;
+    match threads_along_x {
+        Some(t) if t < few => {
+            let largest = threads.iter().copied().max().unwrap_or(0);
+            Ok(threads
+                .iter()
+                .flat_map(|&threads| {
+                    clusters
+                        .iter()
+                        .filter(move |&&blocks| blocks * threads > largest)
+                        .map(move |&blocks| Team::Cluster { threads, blocks })
+                })
+                .collect())
+        }
+        Some(t) => Err(format!(
+            "the timed case launches {t} threads along x, so up to {t} rows: not fewer than {few} ({CLUSTER_ROWS_PER_SM} per multiprocessor), where blocks per row already fill the GPU"
+        )),
+        None => Err("the timed case's launch is not known".into()),
+    }
+}
+
+/// A team's launch: its label, block size and the grid's first component (the warp
+/// teams divide `cdiv(rows, B)` by the rows a block covers; a block per row launches
+/// `rows` blocks, a cluster per row `rows * C`). The error names the mode.
+fn team_launch(
+    mode: &str,
+    team: Team,
+    old_block: u64,
+    divs: &[super::spec_expr::Division],
+    component: &str,
+    block: &str,
+) -> Result<(String, u64, String), String> {
+    let threads = match team {
+        Team::Warp { width } => {
+            let b = if old_block % 32 == 0 && old_block <= 1024 {
+                old_block
+            } else {
+                256
+            };
+            let per_block = b / u64::from(width);
+            let mut e = Edits::new();
+            for d in divs {
+                e.extend([Edit::replace(
+                    d.range.clone(),
+                    format!("cdiv({}, {per_block})", d.num),
+                )]);
+            }
+            let g = e.apply(component).map_err(|err| format!("{mode}: {err}"))?;
+            let label = match width {
+                32 => format!("warp per row (block {b})"),
+                w => format!("{} rows per warp (block {b})", 32 / w),
+            };
+            return Ok((label, b, g));
+        }
+        Team::Block { threads } | Team::Cluster { threads, .. } => threads,
+    };
+    let [d] = divs else {
+        return Err(format!(
+            "block per row: grid `{component}` has several divisions by the block"
+        ));
+    };
+    if d.range != (0..component.len()) && component.trim() != &component[d.range.clone()] {
+        return Err(format!(
+            "block per row: grid `{component}` is more than `cdiv(rows, {block})`"
+        ));
+    }
+    let rows = d.num.trim();
+    Ok(match team {
+        Team::Cluster { blocks, .. } => {
+            let simple = rows.chars().all(|c| c.is_alphanumeric() || c == '_');
+            let rows = if simple {
+                rows.to_string()
+            } else {
+                format!("({rows})")
+            };
+            (
+                format!("cluster of {blocks} blocks per row ({threads} threads a block)"),
+                threads,
+                format!("{rows} * {blocks}"),
+            )
+        }
+        _ => (
+            format!("block per row ({threads} threads)"),
+            threads,
+            rows.to_string(),
+        ),
+    })
 }
 
 /// Threads the timed case launches along x (grid times block).
@@ -2125,6 +2229,16 @@ fn emit(
                 }
             }
         }
+        // Reset and combine around the column loop, or around the loops that enclose it
+        // when nothing else in them touches its accumulators (one combine a row).
+        let (site_start, site_end, ind) = match combine_site(src, rows, i, stage.is_none()) {
+            Some(outer) => (
+                outer.start_byte(),
+                outer.end_byte(),
+                line_indent(src, outer.start_byte()).to_string(),
+            ),
+            None => (l.start, l.node.end_byte(), ind),
+        };
         let mut before = String::new();
         for acc in l.accs.iter().filter(|a| a.reset) {
             let id = acc
@@ -2134,17 +2248,56 @@ fn emit(
             before.push_str(&format!("if ({lane} != 0) {} = {id};{nl}{ind}", acc.name));
         }
         if !before.is_empty() {
-            e.extend([Edit::insert(l.start, before)]);
+            e.extend([Edit::insert(site_start, before)]);
         }
         let Some(code) = combiner.after_loop(l, &ind, names)? else {
             continue;
         };
-        e.extend([Edit::insert(l.node.end_byte(), code)]);
+        e.extend([Edit::insert(site_end, code)]);
     }
     for s in &rows.lane0 {
         e.extend([only_if(src, *s, &format!("{lane} == 0"), unit, nl)]);
     }
     Ok(e)
+}
+
+/// The outermost loop around column loop `i` (a loop every lane runs, as the image loop
+/// of NCHW statistics) in which its accumulators appear only inside the column loop: the
+/// lanes' partials may then run on across that loop's trips and be combined once after
+/// it, instead of once a trip. None when the column loop carries a running prefix or an
+/// arg pick (their values are read per column), when `hoist` is off (rows staged in
+/// registers), or when no enclosing loop qualifies.
+fn combine_site<'t>(src: &str, rows: &RowPlan<'t>, i: usize, hoist: bool) -> Option<Node<'t>> {
+    let l = &rows.loops[i];
+    let plain = l.accs.iter().all(|a| a.prefix.is_none() && a.arg.is_none());
+    if !hoist || !plain || l.accs.is_empty() {
+        return None;
+    }
+    let names: BTreeSet<&str> = l.accs.iter().map(|a| a.name.as_str()).collect();
+    let inside = l.node.byte_range();
+    let mut site = None;
+    let mut up = l.node.parent();
+    while let Some(n) = up {
+        if matches!(
+            n.kind(),
+            "for_statement" | "while_statement" | "do_statement"
+        ) {
+            let mut touched = false;
+            walk(n, &mut |m| {
+                let outside = m.start_byte() < inside.start || m.end_byte() > inside.end;
+                if outside && m.kind() == "identifier" && names.contains(text(src, m)) {
+                    touched = true;
+                }
+                !touched
+            });
+            if touched {
+                break;
+            }
+            site = Some(n);
+        }
+        up = n.parent();
+    }
+    site
 }
 
 /// The edits that make the row index the team's row and declare the thread's `lane` in
@@ -2206,6 +2359,18 @@ fn team_lane(
             )]);
             ("0xffffffff".to_string(), "blockDim.x".to_string())
         }
+        Team::Cluster { blocks, .. } => {
+            // the cluster's blocks are consecutive along x: its rank is `blockIdx.x % C`
+            e.extend([Edit::replace(
+                value.byte_range(),
+                format!("blockIdx.x / {blocks}"),
+            )]);
+            e.extend([Edit::insert(
+                shape.decl.end_byte(),
+                format!("{nl}{decl_indent}int {lane} = (blockIdx.x % {blocks}) * blockDim.x + threadIdx.x;"),
+            )]);
+            ("0xffffffff".to_string(), format!("{blocks} * blockDim.x"))
+        }
     })
 }
 
@@ -2247,7 +2412,7 @@ impl Combiner<'_> {
         }
         let top = match team {
             Team::Warp { width } => width / 2,
-            Team::Block { .. } => 16,
+            Team::Block { .. } | Team::Cluster { .. } => 16,
         };
         let mut lines: Vec<String> = Vec::new();
         for acc in &combined {
@@ -2278,11 +2443,16 @@ impl Combiner<'_> {
             }
             code.push_str(&format!("{nl}{ind}}}"));
         }
-        if let Team::Block { .. } = team {
+        // the thread's place in its block: a cluster's lanes run across its blocks
+        let tid = match team {
+            Team::Cluster { .. } => "threadIdx.x",
+            _ => lane,
+        };
+        if let Team::Block { .. } | Team::Cluster { .. } = team {
             let slots = combine::Slots {
                 len: 32,
-                store_if: Some(format!("{lane} % 32 == 0")),
-                mine: format!("{lane} / 32"),
+                store_if: Some(format!("{tid} % 32 == 0")),
+                mine: format!("{tid} / 32"),
                 first: "0".into(),
                 nth: w.to_string(),
                 others: format!("int {w} = 1; {w} < blockDim.x / 32; ++{w}"),
@@ -2290,9 +2460,21 @@ impl Combiner<'_> {
                 comment: "one partial per warp, combined by every thread",
                 scope: "row body",
             };
-            let (block, _) =
+            let (block, parts) =
                 combine::shared_combine(&combined, l.step, &slots, ind, unit, nl, names)?;
-            code.push_str(&format!("{block}{nl}{ind}}}"));
+            code.push_str(&block);
+            if let Team::Cluster { blocks, .. } = team {
+                let slot = combine::ClusterSlot {
+                    store_if: "threadIdx.x == 0",
+                    at: "0",
+                    blocks,
+                };
+                let inner = format!("{ind}{unit}");
+                code.push_str(&combine::cluster_combine(
+                    &combined, &parts, &slot, &inner, unit, nl, names,
+                )?);
+            }
+            code.push_str(&format!("{nl}{ind}}}"));
         }
         Ok(Some(code))
     }

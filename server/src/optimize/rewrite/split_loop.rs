@@ -56,8 +56,8 @@ use std::collections::BTreeSet;
 use tree_sitter::Node;
 
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
-use super::cooperative_rows::combine::{shared_combine, Slots};
-use super::cooperative_rows::{analyze, combine_plain, only_if, row_launch, Acc, RowPlan, Step};
+use super::cooperative_rows::combine::{cluster_combine, shared_combine, ClusterSlot, Slots};
+use super::cooperative_rows::{analyze, only_if, row_launch, Acc, RowPlan, Step};
 use super::edits::{Edit, Edits};
 use super::elementwise::{match_elementwise, Elementwise, Guard};
 use super::params::Params;
@@ -410,10 +410,16 @@ fn emit(
             let (mut code, parts) = combine_block(l, &lind, &shape.unit, nl, names)?;
             if cluster > 1 {
                 let inner = format!("{lind}{}", shape.unit);
-                code.push_str(&combine_cluster(
-                    l,
+                let accs: Vec<&Acc> = l.accs.iter().collect();
+                let slot = ClusterSlot {
+                    store_if: "threadIdx.y == 0",
+                    at: "threadIdx.x",
+                    blocks: cluster,
+                };
+                code.push_str(&cluster_combine(
+                    &accs,
                     &parts,
-                    cluster,
+                    &slot,
                     &inner,
                     &shape.unit,
                     nl,
@@ -554,90 +560,6 @@ fn combine_block(
     };
     let accs: Vec<&Acc> = l.accs.iter().collect();
     shared_combine(&accs, l.step, &slots, ind, unit, nl, names)
-}
-
-/// After the block's combine, inside its block: the block's partials (one per output,
-/// kept by its `threadIdx.y == 0` threads) are read by every thread of the cluster, from
-/// each block's shared memory in rank order, between two cluster barriers.
-#[allow(clippy::too_many_arguments)]
-fn combine_cluster(
-    l: &super::cooperative_rows::ColumnLoop<'_>,
-    parts: &[String],
-    cluster: u64,
-    ind: &str,
-    unit: &str,
-    nl: &str,
-    names: &mut BTreeSet<String>,
-) -> Result<String, String> {
-    const BARRIER: &str = "asm volatile(\"barrier.cluster.arrive.release.aligned;\\n\\tbarrier.cluster.wait.acquire.aligned;\" ::: \"memory\");";
-    let i1 = ind.to_string();
-    let i2 = format!("{i1}{unit}");
-    let rank = fresh("rank", names);
-    let mut code = format!(
-        "{nl}{i1}// the blocks of the cluster share their partials through distributed shared memory"
-    );
-    if let Some(acc) = l.accs.iter().find(|a| a.arg.is_some()) {
-        return Err(format!(
-            "`{}` is picked with other values (an arg-max or arg-min); the cluster combines one value per output",
-            acc.name
-        ));
-    }
-    let mut reads = Vec::new();
-    for (acc, part) in l.accs.iter().zip(parts) {
-        let ty = acc.ty.as_deref().unwrap_or("");
-        let (ptx, reg) = ptx_type(ty).ok_or_else(|| {
-            format!(
-                "`{}` is a `{ty}`, which the cluster's shared-memory reads do not cover",
-                acc.name
-            )
-        })?;
-        let at = fresh(&format!("{}_at", acc.name), names);
-        let remote = fresh(&format!("{}_remote", acc.name), names);
-        let other = fresh(&format!("{}_other", acc.name), names);
-        code.push_str(&format!(
-            "{nl}{i1}if (threadIdx.y == 0) {part}[threadIdx.x] = {};",
-            acc.name
-        ));
-        reads.push((acc, part, at, remote, other, ptx, reg, ty.to_string()));
-    }
-    code.push_str(&format!("{nl}{i1}{BARRIER}"));
-    for (acc, part, at, remote, other, ptx, reg, ty) in &reads {
-        code.push_str(&format!(
-            "{nl}{i1}const unsigned {at} = (unsigned)__cvta_generic_to_shared(&{part}[threadIdx.x]);"
-        ));
-        code.push_str(&format!(
-            "{nl}{i1}for (unsigned {rank} = 0; {rank} < {cluster}; ++{rank}) {{{nl}{i2}{ty} {other};{nl}{i2}unsigned {remote};"
-        ));
-        code.push_str(&format!(
-            "{nl}{i2}asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"({remote}) : \"r\"({at}), \"r\"({rank}));"
-        ));
-        code.push_str(&format!(
-            "{nl}{i2}asm volatile(\"ld.shared::cluster.{ptx} %0, [%1];\" : \"={reg}\"({other}) : \"r\"({remote}) : \"memory\");"
-        ));
-        code.push_str(&format!(
-            "{nl}{i2}if ({rank} == 0) {} = {other};{nl}{i2}else {}",
-            acc.name,
-            combine_plain(acc, other)
-        ));
-        code.push_str(&format!("{nl}{i1}}}"));
-    }
-    code.push_str(&format!("{nl}{i1}{BARRIER}"));
-    Ok(code)
-}
-
-/// The PTX type and asm constraint of a shared-memory read of a C type, for the types a
-/// carried value has in practice.
-fn ptx_type(ty: &str) -> Option<(&'static str, &'static str)> {
-    let t: Vec<&str> = ty.split_whitespace().filter(|w| *w != "const").collect();
-    Some(match t.join(" ").as_str() {
-        "float" => ("f32", "f"),
-        "double" => ("f64", "d"),
-        "int" | "unsigned" | "unsigned int" | "int32_t" | "uint32_t" => ("b32", "r"),
-        "long long" | "unsigned long long" | "int64_t" | "uint64_t" | "size_t" | "long" => {
-            ("b64", "l")
-        }
-        _ => return None,
-    })
 }
 
 #[cfg(test)]

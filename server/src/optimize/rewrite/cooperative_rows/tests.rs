@@ -1,7 +1,7 @@
 use expect_test::expect;
 use serde_json::json;
 
-use super::super::check::testing::{cuda, labels, not_applicable, show};
+use super::super::check::testing::{assert_has, cuda, labels, not_applicable, show};
 use crate::syntax::Lang;
 
 const SOFTMAX: &str = include_str!("../../../../../examples/softmax_rows.cu");
@@ -223,7 +223,7 @@ fn other_shapes_and_launches_are_refused() {
         "cooperative_rows",
         json!({"modes": ["team"]}),
     );
-    expect![[r#"parameter `modes`: expected a non-empty list of warp, rows2, rows4, block, warp_regs, block_regs, found `"team"`"#]].assert_eq(&bad.unwrap_err().to_string());
+    expect![[r#"parameter `modes`: expected a non-empty list of warp, rows2, rows4, block, warp_regs, block_regs, cluster, found `"team"`"#]].assert_eq(&bad.unwrap_err().to_string());
     let bad = cuda(
         SOFTMAX,
         "softmax_rows",
@@ -848,7 +848,8 @@ fn lanes_share_the_loop_whose_elements_lie_side_by_side() {
 #[test]
 fn a_loop_that_only_strides_leaves_the_team_the_loop_inside_it_that_walks_the_row() {
     // NCHW channel statistics: the image loop strides by a plane, the plane loop walks
-    // it; the team shares the plane loop and all-reduces after each plane.
+    // it; the team shares the plane loop, and since nothing else in the image loop touches
+    // the sums, the lanes' partials run on over every image and meet once after it.
     expect![[r#"
         // Per-channel statistics of NCHW planes: the channel's elements are N runs of HW
         // contiguous ones, so the loop over images only strides and the loop over a plane walks
@@ -862,32 +863,32 @@ fn a_loop_that_only_strides_leaves_the_team_the_loop_inside_it_that_walks_the_ro
             int lane = threadIdx.x;
             if (ch < C) {
                 float s = 0.0f, s2 = 0.0f;
+                if (lane != 0) s = 0;
+                if (lane != 0) s2 = 0;
                 for (int b = 0; b < N; ++b) {
-                    if (lane != 0) s = 0;
-                    if (lane != 0) s2 = 0;
                     for (int p = lane; p < HW; p += blockDim.x) {
                         float v = x[((size_t)b * C + ch) * HW + p];
                         s += v;
                         s2 += v * v;
                     }
-                    for (int offset = 16; offset > 0; offset /= 2) {
-                        s += __shfl_xor_sync(0xffffffff, s, offset);
-                        s2 += __shfl_xor_sync(0xffffffff, s2, offset);
+                }
+                for (int offset = 16; offset > 0; offset /= 2) {
+                    s += __shfl_xor_sync(0xffffffff, s, offset);
+                    s2 += __shfl_xor_sync(0xffffffff, s2, offset);
+                }
+                { // one partial per warp, combined by every thread
+                    __shared__ float s_part[32];
+                    __shared__ float s2_part[32];
+                    if (lane % 32 == 0) s_part[lane / 32] = s;
+                    if (lane % 32 == 0) s2_part[lane / 32] = s2;
+                    __syncthreads();
+                    s = s_part[0];
+                    s2 = s2_part[0];
+                    for (int w = 1; w < blockDim.x / 32; ++w) {
+                        s += s_part[w];
+                        s2 += s2_part[w];
                     }
-                    { // one partial per warp, combined by every thread
-                        __shared__ float s_part[32];
-                        __shared__ float s2_part[32];
-                        if (lane % 32 == 0) s_part[lane / 32] = s;
-                        if (lane % 32 == 0) s2_part[lane / 32] = s2;
-                        __syncthreads();
-                        s = s_part[0];
-                        s2 = s2_part[0];
-                        for (int w = 1; w < blockDim.x / 32; ++w) {
-                            s += s_part[w];
-                            s2 += s2_part[w];
-                        }
-                        __syncthreads();
-                    }
+                    __syncthreads();
                 }
                 if (lane == 0) mean[ch] = s / (N * HW);
                 if (lane == 0) sq[ch] = s2 / (N * HW);
@@ -932,4 +933,154 @@ fn few_rows_also_get_a_block_of_1024_threads_per_row() {
     )
     .unwrap();
     assert_eq!(labels(&out), ["block per row (256 threads)"]);
+}
+
+#[test]
+fn few_rows_get_a_cluster_per_row_only_where_it_gives_a_row_more_threads_than_a_block() {
+    use super::{cluster_teams, Team};
+    let shown = |r: Result<Vec<Team>, String>| match r {
+        Ok(teams) => teams
+            .iter()
+            .map(|t| match t {
+                Team::Cluster { threads, blocks } => format!("{blocks}x{threads}"),
+                _ => "other".into(),
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        Err(why) => why,
+    };
+    expect!["8x256 4x1024 8x1024"].assert_eq(&shown(cluster_teams(
+        &[128, 256, 1024],
+        &[4, 8],
+        Some(64),
+        132,
+    )));
+    expect!["2x128 4x128 8x128"].assert_eq(&shown(cluster_teams(
+        &[128],
+        &[2, 4, 8],
+        Some(263),
+        132,
+    )));
+    expect!["the timed case launches 264 threads along x, so up to 264 rows: not fewer than 264 (2 per multiprocessor), where blocks per row already fill the GPU"]
+        .assert_eq(&shown(cluster_teams(&[128], &[4], Some(264), 132)));
+    expect!["the timed case's launch is not known"].assert_eq(&shown(cluster_teams(
+        &[128],
+        &[4],
+        None,
+        132,
+    )));
+}
+
+fn clustered(src: &str, kernel: &str) -> String {
+    let params = json!({ "modes": ["cluster"], "block_threads": [256], "clusters": [4] });
+    let out =
+        cuda(src, kernel, "cooperative_rows", params).unwrap_or_else(|e| panic!("{kernel}: {e}"));
+    assert_eq!(
+        labels(&out),
+        ["cluster of 4 blocks per row (256 threads a block)"]
+    );
+    show(Lang::Cuda, src, &out[0], kernel)
+}
+
+#[test]
+fn a_few_long_rows_are_each_shared_by_a_cluster_of_blocks_pass_after_pass() {
+    // 128 channels of a nest: the plane loop is shared by the cluster's 1024 lanes, the
+    // blocks' maxima meet through distributed shared memory after each plane.
+    expect![[r#"
+        // The same nest through a plane pointer, a maximum, an int index and an early return.
+        // @bench N = 4, 3; C = 128, 9; HW = 2048, 101
+        // @bench x: in f32[N, C, HW]; mx: out f32[C]
+        // @bench grid = C * 4; block = 256
+        extern "C" __global__ void __cluster_dims__(4, 1, 1) channel_max(const float* __restrict__ x, float* __restrict__ mx, int N, int C, int HW) {
+            int c = blockIdx.x / 4;
+            int lane = (blockIdx.x % 4) * blockDim.x + threadIdx.x;
+            if (c >= C) return;
+            float m = -INFINITY;
+            for (int n = 0; n < N; n++) {
+                const float* plane = x + ((size_t)n * C + c) * HW;
+                for (int p = lane; p < HW; p += 4 * blockDim.x) m = fmaxf(m, plane[p]);
+            }
+            for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, offset));
+            { // one partial per warp, combined by every thread
+                __shared__ float m_part[32];
+                if (threadIdx.x % 32 == 0) m_part[threadIdx.x / 32] = m;
+                __syncthreads();
+                m = m_part[0];
+                for (int w = 1; w < blockDim.x / 32; ++w) m = fmaxf(m, m_part[w]);
+                __syncthreads();
+                // the blocks of the cluster share their partials through distributed shared memory
+                if (threadIdx.x == 0) m_part[0] = m;
+                asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+                const unsigned m_at = (unsigned)__cvta_generic_to_shared(&m_part[0]);
+                for (unsigned rank = 0; rank < 4; ++rank) {
+                    float m_other;
+                    unsigned m_remote;
+                    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(m_remote) : "r"(m_at), "r"(rank));
+                    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(m_other) : "r"(m_remote) : "memory");
+                    if (rank == 0) m = m_other;
+                    else m = fmaxf(m, m_other);
+                }
+                asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+            }
+            if (lane == 0) mx[c] = m;
+        }"#]]
+    .assert_eq(&clustered(ROWS, "channel_max"));
+    // Three passes over each of 24 groups: each pass's total is combined over the cluster
+    // before the next pass reads it; the writes stay with the column's lane.
+    let norm = clustered(ROWS, "group_norm_long");
+    assert_has(
+        &norm,
+        &[
+            "// @bench grid = G * 4; block = 256",
+            "int g = blockIdx.x / 4;\n    int lane = (blockIdx.x % 4) * blockDim.x + threadIdx.x;",
+            "for (int i = lane; i < L; i += 4 * blockDim.x) s += in[i];",
+            "if (threadIdx.x == 0) v_part[0] = v;",
+            "for (int i = lane; i < L; i += 4 * blockDim.x) y[(size_t)g * L + i] = (in[i] - mean) * r;\n    if (lane == 0) rstd[g] = r;",
+        ],
+    );
+    assert_eq!(norm.matches("barrier.cluster.arrive").count(), 4, "{norm}");
+}
+
+#[test]
+fn a_cluster_per_row_is_refused_with_the_reason() {
+    let why = |src: &str, k: &str| {
+        not_applicable(cuda(
+            src,
+            k,
+            "cooperative_rows",
+            json!({ "modes": ["cluster"] }),
+        ))
+    };
+    // 8192 rows: blocks per row fill the GPU already.
+    expect!["no usable candidate for `softmax_rows`: cluster: the timed case launches 8192 threads along x, so up to 8192 rows: not fewer than 264 (2 per multiprocessor), where blocks per row already fill the GPU"].assert_eq(&why(SOFTMAX, "softmax_rows"));
+    // An arg pick keeps an index beside its value: the cluster combines one value a row.
+    let few = PICKS.replace("rows = 4096, 33", "rows = 40, 33");
+    assert_ne!(few, PICKS);
+    expect!["no usable candidate for `row_argmax`: cluster of 8 blocks per row (256 threads a block): `best` is picked with other values (an arg-max or arg-min); the cluster combines one value per result; cluster of 4 blocks per row (1024 threads a block): `best` is picked with other values (an arg-max or arg-min); the cluster combines one value per result; cluster of 8 blocks per row (1024 threads a block): `best` is picked with other values (an arg-max or arg-min); the cluster combines one value per result"].assert_eq(&why(&few, "row_argmax"));
+}
+
+#[test]
+fn sums_read_between_the_inner_loops_are_combined_after_each_of_them() {
+    // The running total is written after each image: the lanes' partials must meet per
+    // image, so the combine (and the reset) stay around the plane loop.
+    let src = r#"
+// @bench N = 4, 3; C = 64, 5; HW = 1024, 77
+// @bench x: in f32[N, C, HW]; run: out f32[N, C]
+// @bench grid = cdiv(C, 64); block = 64
+extern "C" __global__ void running_plane_sums(const float* x, float* run, int N, int C, int HW) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c < C) {
+        float s = 0.0f;
+        for (int n = 0; n < N; n++) {
+            for (int p = 0; p < HW; p++) s += x[((size_t)n * C + c) * HW + p];
+            run[n * C + c] = s;
+        }
+    }
+}
+"#;
+    let out = one(src, "running_plane_sums", "warp");
+    assert_has(
+        &out,
+        &["        for (int n = 0; n < N; n++) {\n            if (lane != 0) s = 0;\n            for (int p = lane; p < HW; p += 32) s += x[((size_t)n * C + c) * HW + p];\n            for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffff, s, offset);\n            if (lane == 0) run[n * C + c] = s;"],
+    );
 }

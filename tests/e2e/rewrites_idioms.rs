@@ -321,7 +321,7 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "layernorm_ldg",
         id: "cooperative_rows",
-        want: 15,
+        want: 14,
         sizes: ("R = 512, 9; D = 256, 67", "R = 9, 9; D = 67, 67"),
     },
     Case {
@@ -526,7 +526,7 @@ const CASES: &[Case] = &[
         file: "examples/softmax_rows.cu",
         kernel: "softmax_rows",
         id: "cooperative_rows",
-        want: 15,
+        want: 14,
         sizes: (
             "rows = 8192, 37; cols = 1024, 100",
             "rows = 70, 37; cols = 300, 5",
@@ -546,7 +546,7 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "layer_norm",
         id: "cooperative_rows",
-        want: 15,
+        want: 14,
         sizes: (
             "rows = 2048, 7; cols = 768, 45",
             "rows = 20, 7; cols = 200, 45",
@@ -557,7 +557,7 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "group_norm_long",
         id: "cooperative_rows",
-        want: 15,
+        want: 14,
         sizes: ("G = 24, 3; L = 65536, 1001", "G = 5, 3; L = 3001, 1001"),
     },
     Case {

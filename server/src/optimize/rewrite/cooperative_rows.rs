@@ -62,7 +62,9 @@
 //! the row's values before the next loop reads them; an arg pick or a carried type other
 //! than a 4- or 8-byte int or float gets no cluster. Param `modes` picks among `warp`,
 //! `rows2`, `rows4`, `block`, `warp_regs`, `block_regs`, `cluster` (default all);
-//! `stage_registers` caps the registers per staged buffer (default: the longest row);
+//! `stage_registers` caps the registers per staged buffer (default: the longest row), and
+//! a block team stages a row only where its threads can hold it beside 64 registers of
+//! their own (a 1024-thread block never: it could not launch);
 //! `scan_tile` lists the columns a lane takes per trip in a running sum's scan (default
 //! 1, 4 and 8), `walk_tile` the same for warp rows whose loops walk the row contiguously
 //! (default 1, 4 and 8; see [`tiles`]).
@@ -330,6 +332,12 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
                     Team::Block { threads } | Team::Cluster { threads, .. } => threads,
                 };
                 let r = stage.registers(width).min(stage_registers);
+                if let Some(threads) = block_threads_of(team).filter(|t| !staging_fits(r, *t)) {
+                    dropped.push(format!(
+                        "{label}, row in registers: {r} registers a lane beside the kernel's own do not fit a block of {threads} threads ({REGISTERS_PER_BLOCK} registers a block)"
+                    ));
+                    continue;
+                }
                 let (head, tail) = label.split_once(" (").unwrap_or((&label, ")"));
                 (
                     format!(
@@ -400,6 +408,26 @@ fn block_threads(
     } else {
         block_teams(&listed, threads_along_x(plan))
     })
+}
+
+/// Registers one block may hold on every GPU kernel-lsp targets (sm_70 to sm_90).
+const REGISTERS_PER_BLOCK: u64 = 65536;
+/// Registers a lane needs besides a staged row: indices, accumulators, addresses.
+const REGISTERS_BESIDE_STAGE: u64 = 64;
+
+/// Whether a block of `threads` whose lanes each keep `staged` registers of a row (and
+/// [`REGISTERS_BESIDE_STAGE`] more) fits the registers of one block: a staged row in a
+/// block that cannot launch is no candidate.
+fn staging_fits(staged: u64, threads: u64) -> bool {
+    threads.saturating_mul(staged + REGISTERS_BESIDE_STAGE) <= REGISTERS_PER_BLOCK
+}
+
+/// The threads of one block of a block or cluster team; None for warp teams.
+fn block_threads_of(team: Team) -> Option<u64> {
+    match team {
+        Team::Warp { .. } => None,
+        Team::Block { threads } | Team::Cluster { threads, .. } => Some(threads),
+    }
 }
 
 /// Below this many rows in the timed case, a block per row also gets 1024 threads: few

@@ -1084,3 +1084,14 @@ extern "C" __global__ void running_plane_sums(const float* x, float* run, int N,
         &["        for (int n = 0; n < N; n++) {\n            if (lane != 0) s = 0;\n            for (int p = lane; p < HW; p += 32) s += x[((size_t)n * C + c) * HW + p];\n            for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffff, s, offset);\n            if (lane == 0) run[n * C + c] = s;"],
     );
 }
+
+#[test]
+fn a_staged_row_is_offered_only_in_blocks_whose_registers_can_hold_it() {
+    use super::staging_fits;
+    assert!(staging_fits(64, 256));
+    assert!(staging_fits(64, 512));
+    assert!(!staging_fits(64, 1024));
+    assert!(!staging_fits(1, 1024));
+    assert!(staging_fits(192, 256));
+    assert!(!staging_fits(193, 256));
+}

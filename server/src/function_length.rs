@@ -20,7 +20,6 @@ const LIMIT: usize = 150;
 #[rustfmt::skip]
 const ALLOWED: &[(&str, &str, usize)] = &[
     ("cli/optimize.rs", "run_inner", 183),
-    ("optimize/facts/mod.rs", "holds", 151),
     ("worker/cuda/verify.rs", "judge", 169),
     ("worker/serve.rs", "serve", 162),
     ("spec/plan.rs", "hover_markdown", 161),

@@ -147,6 +147,53 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
     verify_on_interpreter(&py, &jobs, 5).await;
 }
 
+/// `triton_program_tile` packing many short-row programs (`narrow_programs`): applied at
+/// the fixture's full sizes (the fact counts the programs), then every candidate and its
+/// original shrunk alike verify on the interpreter; one whose grid mask drops the last
+/// row must fail.
+#[tokio::test]
+async fn packed_short_row_programs_verify_on_the_interpreter() {
+    let test = "packed_short_row_programs_verify_on_the_interpreter";
+    let py = match crate::bench_triton::python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip(test, &why),
+    };
+    let full = read("tests/fixtures/rewrites/triton/short_rows.py");
+    let sizes = [
+        ("B = 4, 3; S = 4096, 77", "B = 2, 3; S = 21, 77"),
+        ("R = 2048, 45; D = 128, 100", "R = 19, 45; D = 128, 100"),
+        ("R = 1500, 33; C = 96, 31", "R = 23, 33; C = 96, 31"),
+    ];
+    let shrink = |text: &str| {
+        sizes.iter().fold(text.to_string(), |t, (from, to)| {
+            assert!(t.contains(from), "the sizes line `{from}` moved");
+            t.replace(from, to)
+        })
+    };
+    let small = shrink(&full);
+    let mut jobs: Vec<(String, &str, Candidate)> = Vec::new();
+    for kernel in ["mean_short_rows", "rms_short_rows", "softmax_short_rows"] {
+        let out = triton_apply(&full, kernel, "triton_program_tile", serde_json::json!({}));
+        assert_eq!(out.len(), 2, "{kernel}");
+        jobs.extend(out.into_iter().map(|c| {
+            let text = shrink(&c.text);
+            (small.clone(), kernel, Candidate { text, ..c })
+        }));
+    }
+    let (src, _, c) = jobs
+        .iter()
+        .find(|(_, k, _)| *k == "mean_short_rows")
+        .expect("a mean_short_rows candidate");
+    let text = c.text.replace("< S\n", "< S - 1\n");
+    assert_ne!(text, c.text, "the grid mask moved");
+    let control = Candidate {
+        label: "control: the last row left unwritten".into(),
+        text,
+    };
+    jobs.push((src.clone(), "mean_short_rows", control));
+    verify_on_interpreter(&py, &jobs, 9).await;
+}
+
 /// `triton_persistent_dot`'s candidates (persistent programs, tensor descriptors) for
 /// the bundled matmul and three other styles, at sizes with partial tiles on every edge,
 /// verify against their originals on the interpreter (which exercises the descriptors'

@@ -54,6 +54,8 @@ const LOAD_WAIT_SHARE: f64 = 0.5;
 const DRAM_BUSY_PCT: f64 = 70.0;
 /// Steps for a program that walks a long axis one step at a time.
 const SPLIT_LOOP: &[&str] = &["triton_split_loop"];
+/// Steps for many programs that each load a few elements a thread: pack them.
+const PACK_PROGRAMS: &[&str] = &["triton_program_rows"];
 /// Steps for a loop that reduces across the lanes every iteration: no loop at all where
 /// the row fits one tile, else one reduction after the loop.
 const REDUCE_ONCE: &[&str] = &["triton_row_tile", "triton_hoist_reduce"];
@@ -164,11 +166,17 @@ fn waits_on_loads(p: &crate::profile::Profile) -> Option<String> {
     })
 }
 
-/// What the loop analysis shows whatever the profile says: passes that re-read what an
-/// earlier pass reduced, programs that walk an axis one step at a time, and loops that
-/// reduce across the lanes on every iteration.
+/// What the Triton analysis shows whatever the profile says: passes that re-read what an
+/// earlier pass reduced, programs that walk an axis one step at a time, loops that
+/// reduce across the lanes on every iteration, and many programs that each load little.
 fn loop_causes(f: &Facts) -> Vec<Cause> {
     let mut out = Vec::new();
+    if f.holds("narrow_programs") == Some(true) {
+        out.push(Cause {
+            why: "the analysis: each of many programs loads a short tile (under 4 elements a thread), so little is in flight per multiprocessor".into(),
+            cures: PACK_PROGRAMS,
+        });
+    }
     if f.holds("multi_pass_loops") == Some(true) {
         out.push(Cause {
             why: "the analysis: a later loop reads the data again for an earlier loop's maximum or sum".into(),
@@ -433,5 +441,22 @@ mod tests {
             cure_rank(&causes, "triton_hoist_reduce").map(|r| r.0),
             Some(1)
         );
+    }
+
+    #[test]
+    fn many_short_programs_name_the_packing_and_a_long_row_does_not() {
+        let src = |rows: &str, d: &str| {
+            format!("import triton\nimport triton.language as tl\n# @bench R = {rows}; D = {d}\n# @bench x: in f32[R, D]; y: out f32[R]\n# @bench grid = R; BLOCK = next_pow2(D)\n@triton.jit\ndef k(x, y, R, D, BLOCK: tl.constexpr):\n    r = tl.program_id(0)\n    c = tl.arange(0, BLOCK)\n    v = tl.load(x + r * D + c, mask=c < D, other=0.0)\n    tl.store(y + r, tl.sum(v, axis=0))\n")
+        };
+        let causes = diagnose(&triton_facts(&src("65536", "64")));
+        assert_eq!(
+            cure_rank(&causes, "triton_program_rows").map(|r| r.0),
+            Some(0),
+            "{causes:?}"
+        );
+        // A row of 4096 floats gives each of 128 threads 32: nothing to pack.
+        assert_eq!(diagnose(&triton_facts(&src("65536", "4096"))), Vec::new());
+        // Few programs: packing them would leave multiprocessors idle.
+        assert_eq!(diagnose(&triton_facts(&src("512", "64"))), Vec::new());
     }
 }

@@ -41,7 +41,7 @@ use tree_sitter::{Node, Tree};
 pub use carries::{carried, Carried};
 pub(crate) use cuda::load_call;
 
-use crate::spec::{self, EvalEnv, Launch};
+use crate::spec::{self, Arg, EvalEnv, Launch};
 use crate::syntax::{FileModel, Kernel, Lang, ParamKind};
 
 /// The boolean facts a catalog step may name in `requires` (negated with a leading `!`).
@@ -89,12 +89,19 @@ pub const FACT_NAMES: &[&str] = &[
     "loop_steps_over_lanes",
     "read_once_loads",
     "one_block_total",
+    "narrow_programs",
 ];
 
 /// One line for a human or a model: what `name` holding (or not holding) means. `None` for
 /// an unknown name.
 pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
-    let (yes, no) = match name {
+    let (yes, no) = launch_and_access_phrase(name).or_else(|| loop_and_bound_phrase(name))?;
+    Some(if holds { yes } else { no })
+}
+
+/// [`fact_phrase`]'s first half: (holds, does not hold).
+fn launch_and_access_phrase(name: &str) -> Option<(&'static str, &'static str)> {
+    Some(match name {
         "has_tunables" => (
             "the spec has a `tune` line with several values",
             "no `tune` line with several values",
@@ -122,6 +129,10 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
         "loop_steps_by_block" => (
             "a Triton loop walks its range a block of elements at a time",
             "no Triton loop steps by a block",
+        ),
+        "narrow_programs" => (
+            "each of many Triton programs loads fewer elements than 4 a thread, with no loop (a short row a program)",
+            "Triton programs are not many small loop-free tiles",
         ),
         "block_1d" => ("1-D thread blocks", "thread blocks are not 1-D"),
         "block_2d" => ("2-D thread blocks", "thread blocks are not 2-D"),
@@ -163,6 +174,13 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
             "global accesses are unit-stride (or broadcast, or reads of a read-only buffer at a computed element) across neighbouring threads",
             "not every global access is unit-stride",
         ),
+        _ => return None,
+    })
+}
+
+/// [`fact_phrase`]'s second half: (holds, does not hold).
+fn loop_and_bound_phrase(name: &str) -> Option<(&'static str, &'static str)> {
+    Some(match name {
         "strided_access" => (
             "a global access is strided across neighbouring threads",
             "no strided global access",
@@ -237,8 +255,7 @@ pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
             "no thread loops alone down a column",
         ),
         _ => return None,
-    };
-    Some(if holds { yes } else { no })
+    })
 }
 
 /// Names of the context features, in [`Facts::features`] order (bias first).
@@ -294,6 +311,17 @@ pub struct Facts {
     pub tunables: Vec<String>,
     /// Triton `tl.constexpr` parameter names.
     pub constexpr_params: Vec<String>,
+    /// Triton: the timed case's integer `tl.constexpr` values, by name.
+    #[serde(default, skip)]
+    pub constexpr_values: BTreeMap<String, u64>,
+    /// Triton: the words of the spec's `grid = ...` statement.
+    #[serde(default, skip)]
+    pub grid_names: BTreeSet<String>,
+    /// Triton: the widest `tl.arange` of the body in the timed case; `u64::MAX` when one
+    /// cannot be evaluated, or when its block is a constexpr the grid reads too (a wider
+    /// block then means fewer programs: `triton_block`'s knob); `None` without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane_extent: Option<u64>,
     /// Triton: the configs of a literal `@triton.autotune(configs=[...])` list.
     pub autotune_configs: usize,
     /// Bytes and FLOPs of the timed case (`bytes = E` or the buffers' sizes; `flops = E`).
@@ -457,6 +485,18 @@ pub struct Access {
     pub hinted: bool,
 }
 
+/// Programs fewer than this do not fill an H100 a few times over when packed by 8.
+const NARROW_MIN_PROGRAMS: u64 = 1024;
+
+/// Does a launch of `programs` programs of `warps` warps, each a tile of `lanes`
+/// elements, spend a program on too little? Under 4 elements a thread is under one
+/// 16-byte f32 load each, and a multiprocessor holds at most 32 programs: too few bytes
+/// in flight to cover memory latency, and a program's launch costs more than its loads.
+/// Only many programs count: packing few would leave multiprocessors idle.
+pub fn narrow_tile(lanes: u64, warps: u64, programs: u64) -> bool {
+    programs >= NARROW_MIN_PROGRAMS && lanes < 4 * 32 * warps.max(1)
+}
+
 /// Is an element at an address that depends on `axes` read by one thread of the launch
 /// only (so caching it for others is wasted)? The address must move with the thread
 /// along x, and with every axis the launch spreads over: each grid axis of more than one
@@ -551,10 +591,24 @@ fn spec_facts(f: &mut Facts, kernel: &Kernel, model: &FileModel) {
                 f.grid = Some([axis(0), axis(1), axis(2)]);
                 f.num_warps = *num_warps;
                 f.num_stages = *num_stages;
+                f.constexpr_values = case
+                    .args
+                    .iter()
+                    .filter_map(|a| match a {
+                        Arg::Constexpr { name, value } => {
+                            let v = value.as_f64();
+                            (v >= 0.0 && v.fract() == 0.0).then(|| (name.clone(), v as u64))
+                        }
+                        _ => None,
+                    })
+                    .collect();
             }
         }
     }
     f.block_literal = block_statement_is_literal(kernel);
+    f.grid_names = crate::optimize::edit::spec_assignment(kernel, "grid")
+        .map(|g| identifiers(&g.text).map(str::to_string).collect())
+        .unwrap_or_default();
 }
 
 /// Whether the spec's `block = ...` statement names nothing but numbers and built-ins.
@@ -628,6 +682,24 @@ impl Facts {
             a.kind != AccessKind::Atomic
                 && matches!(a.stride, Stride::Strided(_) | Stride::Symbolic)
         })
+    }
+
+    /// Triton: the kernel reads `tl.program_id(0)` and `tl.program_id(1)`.
+    fn program_grid_2d(&self) -> bool {
+        self.lang == Some(Lang::Triton) && self.thread_axes[0] && self.thread_axes[1]
+    }
+
+    /// Triton: many programs, each a loop-free tile of unit-stride or broadcast accesses
+    /// whose widest `tl.arange` is short for its threads ([`narrow_tile`]).
+    pub fn narrow_programs(&self) -> bool {
+        let (Some(lanes), Some(grid)) = (self.lane_extent, self.grid) else {
+            return false;
+        };
+        self.lang == Some(Lang::Triton)
+            && self.loops.is_empty()
+            && self.unit_stride()
+            && !self.strided_access()
+            && narrow_tile(lanes, self.num_warps.unwrap_or(4), grid.iter().product())
     }
 
     /// Whether the boolean fact `name` holds; `None` for a name not in [`FACT_NAMES`].
@@ -710,9 +782,8 @@ impl Facts {
                 }
                 _ => self.registers.is_some_and(|r| r > 32),
             },
-            "program_grid_2d" => {
-                self.lang == Some(Lang::Triton) && self.thread_axes[0] && self.thread_axes[1]
-            }
+            "program_grid_2d" => self.program_grid_2d(),
+            "narrow_programs" => self.narrow_programs(),
             "matmul_like_loop" => {
                 let in_loop = || global().filter(|a| a.in_loop && a.kind == AccessKind::Load);
                 cuda && self.block_dims() == Some(2)

@@ -842,3 +842,46 @@ __global__ void k(const float* x, const float* b, float* y, int n, int m) {
     );
     assert!(tri.accesses.iter().all(|a| a.stride_y == Stride::Unknown));
 }
+
+#[test]
+fn narrow_tiles_are_short_for_their_threads_on_many_programs() {
+    // 64 floats on 4 warps: half a float a thread.
+    assert!(narrow_tile(64, 4, 131072));
+    // 256 on 4 warps is 2 a thread; 512 is 4: one 16-byte load each.
+    assert!(narrow_tile(256, 4, 4096));
+    assert!(!narrow_tile(512, 4, 4096));
+    // One warp holds 64 at 2 a thread: still narrow.
+    assert!(narrow_tile(64, 1, 4096));
+    // Few programs: packing them would idle multiprocessors.
+    assert!(!narrow_tile(64, 4, 1023));
+    assert!(narrow_tile(64, 4, 1024));
+}
+
+#[test]
+fn a_short_row_a_program_is_narrow_and_its_lane_extent_is_the_cases() {
+    let src = "import triton\nimport triton.language as tl\n# @bench B = 16; S = 8192; D = 64\n# @bench x: in f32[B, S, D]; out: out f32[B, S]\n# @bench grid = (B, S); BLOCK_D = next_pow2(D)\n@triton.jit\ndef k(x, out, S, D, BLOCK_D: tl.constexpr):\n    b = tl.program_id(0)\n    s = tl.program_id(1)\n    offs = tl.arange(0, BLOCK_D)\n    v = tl.load(x + (b * S + s) * D + offs, mask=offs < D, other=0.0)\n    tl.store(out + b * S + s, tl.sum(v, axis=0) / D)\n";
+    let f = facts_of(Lang::Triton, src, None);
+    assert_eq!(f.lane_extent, Some(64));
+    assert_eq!(f.holds("narrow_programs"), Some(true));
+    // A loop over the row: the block is the loop's to size, not the programs'.
+    let looped = src.replace(
+        "    offs = tl.arange(0, BLOCK_D)\n    v = tl.load(x + (b * S + s) * D + offs, mask=offs < D, other=0.0)\n",
+        "    v = tl.zeros([BLOCK_D], dtype=tl.float32)\n    for o in range(0, D, BLOCK_D):\n        offs = o + tl.arange(0, BLOCK_D)\n        v += tl.load(x + (b * S + s) * D + offs, mask=offs < D, other=0.0)\n",
+    );
+    assert_eq!(
+        facts_of(Lang::Triton, &looped, None).holds("narrow_programs"),
+        Some(false)
+    );
+    // A block the grid reads too: a wider block is fewer programs (the block knob's).
+    let vector_add = include_str!("../../../../examples/vector_add.py");
+    assert_eq!(
+        facts_of(Lang::Triton, vector_add, None).lane_extent,
+        Some(u64::MAX)
+    );
+    // An extent the case does not set is not known to be short.
+    let unknown = src.replace("tl.arange(0, BLOCK_D)", "tl.arange(0, D)");
+    assert_eq!(
+        facts_of(Lang::Triton, &unknown, None).lane_extent,
+        Some(u64::MAX)
+    );
+}

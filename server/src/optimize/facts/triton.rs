@@ -364,12 +364,34 @@ impl<'t> Scan<'_> {
         }
     }
 
+    /// An integer literal, or a `tl.constexpr` the timed case sets and the grid does not
+    /// read.
+    fn constant(&self, src: &str, n: Node<'t>) -> Option<u64> {
+        let t = node_text(src, n).trim();
+        t.parse::<u64>().ok().or_else(|| {
+            (!self.facts.grid_names.contains(t))
+                .then(|| self.facts.constexpr_values.get(t).copied())
+                .flatten()
+        })
+    }
+
     fn call(&mut self, cx: &mut Cx<'t>, n: Node<'t>) {
         let src = cx.src;
         let name = callee(src, n);
         let Some(args) = n.child_by_field_name("arguments") else {
             return;
         };
+        if name == "tl.arange" {
+            let ends: Vec<Option<u64>> = positional(args)
+                .iter()
+                .map(|a| self.constant(src, *a))
+                .collect();
+            let extent = match ends.as_slice() {
+                [Some(a), Some(b)] => b.saturating_sub(*a),
+                _ => u64::MAX,
+            };
+            self.facts.lane_extent = Some(self.facts.lane_extent.unwrap_or(0).max(extent));
+        }
         let kind = match name.as_str() {
             "tl.load" => Some(AccessKind::Load),
             "tl.store" => Some(AccessKind::Store),

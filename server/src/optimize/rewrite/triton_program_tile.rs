@@ -1,26 +1,29 @@
 //! `triton_program_tile`: a Triton kernel whose `tl.arange` lanes walk a strided axis
 //! while the program id walks the contiguous one (one program per column, its lanes a
-//! row apart: every load touches a sector per lane) takes CB neighbouring program ids per
-//! program as a second tile dimension: `tl.program_id(0)` becomes the vector
-//! `tl.program_id(0) * CB + tl.arange(0, CB)`, every value is broadcast to the 2-D tile
-//! its operands need (lanes as `[:, None]`, the program's vector as `[None, :]`),
-//! reductions over the lanes keep one result per column (`axis=0`), and every load and
-//! store is masked to the grid's old extent. Neighbouring elements of a warp's load are
-//! now neighbours in memory.
+//! row apart: every load touches a sector per lane), or whose many programs each load a
+//! short loop-free tile (a row of 64 floats on 4 warps: the `narrow_programs` fact),
+//! takes CB neighbouring program ids of one grid axis per program as a second tile
+//! dimension: that `tl.program_id(d)` becomes the vector `tl.program_id(d) * CB +
+//! tl.arange(0, CB)`, every value is broadcast to the 2-D tile its operands need (lanes
+//! as `[:, None]`, the program's vector as `[None, :]`), reductions over the lanes keep
+//! one result per column (`axis=0`), and every load and store is masked to the grid's
+//! old extent. Strided lanes: neighbouring elements of a warp's load are now neighbours
+//! in memory. Short tiles: each program moves CB times as much, with CB times fewer
+//! program launches.
 //!
-//! **Matches** kernels whose static facts show a global access strided across the lanes
-//! and none unit-stride, that read `tl.program_id(0)` once (no other axis, no
-//! `tl.num_programs`), launched on `grid = G` with `G` a kernel parameter, whose values
-//! are scalars, lane vectors or built from them with arithmetic, comparisons,
+//! **Matches** kernels with one of those two facts that read `tl.program_id(d)` once for
+//! the first grid axis d whose extent is one kernel parameter (`grid = G`, `(G,)`, `(B,
+//! G)`; reads of the other axes stay scalars; no `tl.num_programs`), whose values are
+//! scalars, lane vectors or built from them with arithmetic, comparisons,
 //! `tl.where`/`tl.maximum`/math calls, `tl.load`, and `tl.sum`/`tl.max`/`tl.min` over the
 //! lanes; loops (`for`/`while`) with scalar bounds.
 //!
 //! **Refuses** 2-D tiles already (`[:, None]`), branches, other calls on program-dependent
-//! values, a name that is a lane vector before its loop and a tile after, and a grid that
-//! is not one kernel parameter.
+//! values, a name that is a lane vector before its loop and a tile after, and a grid with
+//! no axis that is one kernel parameter (`grid = B * S`: the kernel could not mask it).
 //!
-//! **Writes** the kernel with the shapes widened and `grid = cdiv(G, CB)`; one candidate
-//! per CB in param `columns` (default [8, 32]).
+//! **Writes** the kernel with the shapes widened and that grid axis divided, `cdiv(G,
+//! CB)`; one candidate per CB in param `columns` (default [8, 32]).
 
 use std::collections::BTreeMap;
 
@@ -29,6 +32,7 @@ use tree_sitter::Node;
 use super::check::{current_plan, finish, not_applicable, require_lang, set_spec_values, Draft, R};
 use super::edits::{Edit, Edits};
 use super::params::Params;
+use super::spec_expr;
 use super::tree::{code_names, fresh, kernel_function, text, walk};
 use super::triton_loops::{code_children, splice, ELEMENTWISE};
 use super::RewriteContext;
@@ -63,30 +67,16 @@ pub fn triton_program_tile(cx: &RewriteContext<'_>) -> R {
         .accesses
         .iter()
         .any(|a| matches!(a.stride, Stride::Strided(_) | Stride::Symbolic));
-    if !strided || facts.accesses.iter().any(|a| a.stride == Stride::Unit) {
+    let transposed = strided && !facts.accesses.iter().any(|a| a.stride == Stride::Unit);
+    if !transposed && !facts.narrow_programs() {
         return Err(na(
-            "no global access is strided across the lanes, or one is already unit-stride".into(),
+            "no global access is strided across the lanes (or one is already unit-stride), and its programs are not many short tiles".into(),
         ));
     }
-    let pid = the_program_id(cx.text, body).map_err(na)?;
     let grid = edit::spec_assignment(cx.kernel, "grid")
         .ok_or_else(|| na("the spec has no `grid = ...`".into()))?;
-    let g = grid
-        .text
-        .trim()
-        .trim_matches(|c| c == '(' || c == ')' || c == ',')
-        .trim();
-    let is_param = cx
-        .kernel
-        .params
-        .iter()
-        .any(|p| p.name == g && matches!(p.kind, ParamKind::TritonArg { .. }));
-    if !is_param {
-        return Err(na(format!(
-            "`grid = {}` is not one kernel parameter",
-            grid.text
-        )));
-    }
+    let (axis, g) = tiled_axis(cx, &grid.text).map_err(na)?;
+    let pid = the_program_id(cx.text, body, axis).map_err(na)?;
     let shapes = Shapes::infer(cx.text, body, pid).map_err(na)?;
     let mut drafts = Vec::new();
     let mut dropped = Vec::new();
@@ -101,11 +91,11 @@ pub fn triton_program_tile(cx: &RewriteContext<'_>) -> R {
             cb,
             mask: &mask,
         };
-        match w.body(body, g).and_then(|t| {
+        match w.body(body, &g).and_then(|t| {
             set_spec_values(
                 &t,
                 cx.kernel,
-                &[("grid".into(), format!("cdiv({g}, {cb})"))],
+                &[("grid".into(), grid_divided(&grid.text, axis, cb))],
             )
             .map_err(|e| e.to_string())
         }) {
@@ -116,8 +106,52 @@ pub fn triton_program_tile(cx: &RewriteContext<'_>) -> R {
     finish(cx, drafts, dropped)
 }
 
-/// The one `tl.program_id(0)` call of the body.
-fn the_program_id<'t>(src: &str, body: Node<'t>) -> Result<Node<'t>, String> {
+/// The grid's components: `G` and `(G,)` are one, `(A, B)` two.
+fn grid_components(grid: &str) -> Vec<&str> {
+    spec_expr::components(grid)
+        .into_iter()
+        .map(|r| &grid[r])
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+/// The program axis to tile and its grid extent: the first axis whose grid component is
+/// one kernel parameter (the widened mask compares the program's columns with it).
+fn tiled_axis(cx: &RewriteContext<'_>, grid: &str) -> Result<(usize, String), String> {
+    let parts = grid_components(grid);
+    let is_param = |g: &str| {
+        cx.kernel
+            .params
+            .iter()
+            .any(|p| p.name == g && matches!(p.kind, ParamKind::TritonArg { .. }))
+    };
+    parts
+        .iter()
+        .position(|g| is_param(g))
+        .map(|d| (d, parts[d].to_string()))
+        .ok_or_else(|| format!("no axis of `grid = {grid}` is one kernel parameter"))
+}
+
+/// `grid` with axis `axis` divided by `cb`: `G` becomes `cdiv(G, CB)`, `(A, G)`
+/// becomes `(A, cdiv(G, CB))`.
+fn grid_divided(grid: &str, axis: usize, cb: u64) -> String {
+    let parts = grid_components(grid);
+    let out: Vec<String> = parts
+        .iter()
+        .enumerate()
+        .map(|(d, g)| match d == axis {
+            true => format!("cdiv({g}, {cb})"),
+            false => g.to_string(),
+        })
+        .collect();
+    match out.as_slice() {
+        [one] => one.clone(),
+        _ => format!("({})", out.join(", ")),
+    }
+}
+
+/// The one `tl.program_id(axis)` call of the body; reads of other axes stay scalars.
+fn the_program_id<'t>(src: &str, body: Node<'t>, axis: usize) -> Result<Node<'t>, String> {
     let mut found = Vec::new();
     let mut bad = None;
     walk(body, &mut |n| {
@@ -135,24 +169,34 @@ fn the_program_id<'t>(src: &str, body: Node<'t>) -> Result<Node<'t>, String> {
     if let Some(b) = bad {
         return Err(b);
     }
-    let [call] = found.as_slice() else {
-        return Err(format!(
-            "it reads `tl.program_id` {} times, not once",
-            found.len()
-        ));
+    let axis_of = |call: &Node<'t>| {
+        call.child_by_field_name("arguments")
+            .and_then(|a| a.named_child(0))
+            .map(|a| match a.kind() {
+                "keyword_argument" => a.child_by_field_name("value").map_or("", |v| text(src, v)),
+                _ => text(src, a),
+            })
+            .unwrap_or("")
+            .to_string()
     };
-    let axis = call
-        .child_by_field_name("arguments")
-        .and_then(|a| a.named_child(0))
-        .map(|a| match a.kind() {
-            "keyword_argument" => a.child_by_field_name("value").map_or("", |v| text(src, v)),
-            _ => text(src, a),
-        })
-        .unwrap_or("");
-    if axis != "0" {
-        return Err(format!("it reads program axis `{axis}`"));
+    if let Some(other) = found
+        .iter()
+        .map(axis_of)
+        .find(|a| !matches!(a.as_str(), "0" | "1" | "2"))
+    {
+        return Err(format!("it reads program axis `{other}`"));
     }
-    Ok(*call)
+    let on_axis: Vec<Node<'t>> = found
+        .into_iter()
+        .filter(|c| axis_of(c) == axis.to_string())
+        .collect();
+    match on_axis.as_slice() {
+        [call] => Ok(*call),
+        _ => Err(format!(
+            "it reads `tl.program_id({axis})` {} times, not once",
+            on_axis.len()
+        )),
+    }
 }
 
 /// Each name's shape after the widening.
@@ -252,7 +296,8 @@ impl Shapes {
                 let args = n.child_by_field_name("arguments");
                 match f.as_str() {
                     "tl.arange" => Ok(L),
-                    "tl.program_id" => Ok(C),
+                    // Another axis than the tiled one (that one is `pid`, above).
+                    "tl.program_id" => Ok(S),
                     "tl.load" => {
                         let p = args
                             .and_then(|a| a.named_child(0))

@@ -100,6 +100,63 @@ fn branches_coalesced_kernels_and_2d_grids_are_refused() {
     let why = |src: &str, k: &str| not_applicable(triton(src, k, "triton_program_tile", json!({})));
     expect!["`col_sum_branch` cannot take a tile of programs: it uses `if M > 16:`"]
         .assert_eq(&why(COLS, "col_sum_branch"));
-    expect!["`add_kernel` cannot take a tile of programs: no global access is strided across the lanes, or one is already unit-stride"].assert_eq(&why(VECTOR_ADD, "add_kernel"));
-    expect!["`matmul_kernel` cannot take a tile of programs: no global access is strided across the lanes, or one is already unit-stride"].assert_eq(&why(MATMUL, "matmul_kernel"));
+    expect!["`add_kernel` cannot take a tile of programs: no global access is strided across the lanes (or one is already unit-stride), and its programs are not many short tiles"].assert_eq(&why(VECTOR_ADD, "add_kernel"));
+    expect!["`matmul_kernel` cannot take a tile of programs: no global access is strided across the lanes (or one is already unit-stride), and its programs are not many short tiles"].assert_eq(&why(MATMUL, "matmul_kernel"));
+}
+
+const SHORT: &str = include_str!("../../../../../tests/fixtures/rewrites/triton/short_rows.py");
+
+#[test]
+fn short_rows_on_a_2d_grid_pack_the_axis_whose_extent_the_kernel_receives() {
+    let out = triton(SHORT, "mean_short_rows", "triton_program_tile", json!({})).unwrap();
+    expect![[r#"
+        # A mean over the short last dim of a 3-D tensor: programs over (batch, position).
+        # @bench B = 4, 3; S = 4096, 77; D = 64, 50
+        # @bench x: in f32[B, S, D]; out: out f32[B, S]
+        # @bench grid = (B, cdiv(S, 8)); BLOCK_D = next_pow2(D)
+        @triton.jit
+        def mean_short_rows(x, out, S, D, BLOCK_D: tl.constexpr):
+            in_grid = (tl.program_id(1) * 8 + tl.arange(0, 8)) < S
+            b = tl.program_id(0)
+            s = (tl.program_id(1) * 8 + tl.arange(0, 8))
+            offs = tl.arange(0, BLOCK_D)
+            v = tl.load((x + (b * S + s) * D)[None, :] + offs[:, None], mask=((offs < D)[:, None]) & in_grid[None, :], other=0.0)
+            tl.store(out + b * S + s, tl.sum(v, axis=0) / D, mask=in_grid)"#]]
+    .assert_eq(&show(Lang::Triton, SHORT, &out[0], "mean_short_rows"));
+}
+
+#[test]
+fn a_short_stored_row_keeps_its_per_column_weight_as_lanes() {
+    let out = triton(
+        SHORT,
+        "rms_short_rows",
+        "triton_program_tile",
+        json!({"columns": [16]}),
+    )
+    .unwrap();
+    let shown = show(Lang::Triton, SHORT, &out[0], "rms_short_rows");
+    assert!(
+        shown.contains("# @bench grid = cdiv(R, 16); BLOCK = 128; eps = 1e-6"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("tl.store((y + row * D)[None, :] + cols[:, None], v * r[None, :] * g[:, None], mask=(m[:, None]) & in_grid[None, :])"),
+        "{shown}"
+    );
+    // The weight is the same for every row: loaded once, unmasked by the grid.
+    assert!(
+        shown.contains("g = tl.load(w + cols, mask=m, other=0.0)"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn short_rows_with_a_loop_a_flat_grid_or_a_branch_are_refused() {
+    let why = |k: &str| not_applicable(triton(SHORT, k, "triton_program_tile", json!({})));
+    expect!["`sum_row_loop` cannot take a tile of programs: no global access is strided across the lanes (or one is already unit-stride), and its programs are not many short tiles"]
+        .assert_eq(&why("sum_row_loop"));
+    expect!["`mean_flat_rows` cannot take a tile of programs: no axis of `grid = B * S` is one kernel parameter"]
+        .assert_eq(&why("mean_flat_rows"));
+    expect!["`sum_rows_branch` cannot take a tile of programs: it uses `if D > 32:`"]
+        .assert_eq(&why("sum_rows_branch"));
 }

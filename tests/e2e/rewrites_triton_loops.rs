@@ -27,6 +27,7 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
     let cols = read("tests/fixtures/rewrites/triton/columns.py");
     let in_loop = read("tests/fixtures/rewrites/triton/reduce_in_loop.py");
     let chunks = read("tests/fixtures/rewrites/triton/chunks.py");
+    let module_blocks = read("tests/fixtures/rewrites/triton/module_blocks.py");
     let layernorm = read("examples/layernorm_3pass.py").replace(
         "rows = 8192, 31; N = 4096, 1111",
         "rows = 6, 3; N = 700, 111",
@@ -84,6 +85,9 @@ async fn triton_loop_cures_verify_on_the_interpreter() {
         (&chunks, "softmax_chunks", "triton_hoist_reduce", 1),
         (&chunks, "matvec_chunks", "triton_row_tile", 2),
         (&chunks, "matvec_chunks", "triton_hoist_reduce", 1),
+        (&module_blocks, "scale_by_absmax", "triton_row_tile", 2),
+        (&module_blocks, "scale_by_absmax", "triton_hoist_reduce", 1),
+        (&module_blocks, "row_sumsq_chunks", "triton_row_tile", 2),
         (&cols, "col_sum_by_program", "triton_program_tile", 2),
         (&cols, "col_softmax", "triton_program_tile", 2),
         (&cols, "bias_relu_cols", "triton_program_tile", 2),

@@ -39,6 +39,7 @@ mod interleave;
 mod lane_split;
 mod launch_bounds;
 mod maxnreg;
+mod module_constants;
 mod params;
 mod plain_loads;
 mod poly;
@@ -213,6 +214,9 @@ enum Normalize {
     Exit,
     /// Triton loops over chunk indices written over offsets ([`chunk_loops`]).
     Offsets,
+    /// Triton module-level constants the kernel reads written as its `tl.constexpr`
+    /// parameters, set by the spec ([`module_constants`]).
+    Constants,
 }
 
 impl Normalize {
@@ -236,16 +240,22 @@ impl Normalize {
             Normalize::Moved => guard_first::moved_inside_guard(cx),
             Normalize::Exit => uniform_exit::uniform_exit(cx),
             Normalize::Offsets => chunk_loops::offset_loops(cx),
+            Normalize::Constants => module_constants::constants_as_params(cx),
         }
     }
 }
 
 /// The sequences of normalizations a refused rewrite is retried on, in order, each
 /// applied to the text the one before it wrote: for CUDA every nonempty subset of
-/// [`Normalize::CUDA`] in that order, fewer first; for Triton the chunk loops.
+/// [`Normalize::CUDA`] in that order, fewer first; for Triton the chunk loops, the
+/// module constants, then both.
 fn retries(lang: Lang) -> Vec<Vec<Normalize>> {
     if lang == Lang::Triton {
-        return vec![vec![Normalize::Offsets]];
+        return vec![
+            vec![Normalize::Offsets],
+            vec![Normalize::Constants],
+            vec![Normalize::Offsets, Normalize::Constants],
+        ];
     }
     let all = Normalize::CUDA;
     let mut out: Vec<Vec<Normalize>> = (1u32..1 << all.len())

@@ -95,12 +95,13 @@ pub const FACT_NAMES: &[&str] = &[
 /// One line for a human or a model: what `name` holding (or not holding) means. `None` for
 /// an unknown name.
 pub fn fact_phrase(name: &str, holds: bool) -> Option<&'static str> {
-    let (yes, no) = launch_and_access_phrase(name).or_else(|| loop_and_bound_phrase(name))?;
+    let (yes, no) = spec_launch_and_loop_phrase(name).or_else(|| access_and_bound_phrase(name))?;
     Some(if holds { yes } else { no })
 }
 
-/// [`fact_phrase`]'s first half: (holds, does not hold).
-fn launch_and_access_phrase(name: &str) -> Option<(&'static str, &'static str)> {
+/// [`fact_phrase`] for the spec, the launch, the loops and the pointers: (holds, does not
+/// hold).
+fn spec_launch_and_loop_phrase(name: &str) -> Option<(&'static str, &'static str)> {
     Some(match name {
         "has_tunables" => (
             "the spec has a `tune` line with several values",
@@ -178,8 +179,8 @@ fn launch_and_access_phrase(name: &str) -> Option<(&'static str, &'static str)> 
     })
 }
 
-/// [`fact_phrase`]'s second half: (holds, does not hold).
-fn loop_and_bound_phrase(name: &str) -> Option<(&'static str, &'static str)> {
+/// [`fact_phrase`] for the accesses, the shapes and the bounds: (holds, does not hold).
+fn access_and_bound_phrase(name: &str) -> Option<(&'static str, &'static str)> {
     Some(match name {
         "strided_access" => (
             "a global access is strided across neighbouring threads",

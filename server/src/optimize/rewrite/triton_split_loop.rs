@@ -40,7 +40,7 @@ use super::check::{
 };
 use super::edits::{Edit, Edits};
 use super::params::Params;
-use super::tree::{code_names, fresh, line_indent, newline, text};
+use super::tree::{code_names, fresh, line_indent, newline, text, walk};
 use super::triton_loops::{
     add_constexprs, around_loop, body_loops, code_children, local_read_after, loop_header, splice,
     stages_free, STAGE_CHOICES,
@@ -415,16 +415,20 @@ fn stores_apart(src: &str, l: &Loop<'_>) -> Result<(), String> {
     let mut loaded = BTreeSet::new();
     let mut stored = BTreeSet::new();
     for s in &l.stmts {
-        walk_calls(*s, &mut |call| {
+        walk(*s, &mut |call| {
+            if call.kind() != "call" {
+                return true;
+            }
             let set = match callee(src, call).as_str() {
                 "tl.load" => &mut loaded,
                 "tl.store" => &mut stored,
-                _ => return,
+                _ => return true,
             };
             let first = call
                 .child_by_field_name("arguments")
                 .and_then(|a| code_children(a).into_iter().next());
             set.insert(first.and_then(|a| first_name(src, a)).unwrap_or_default());
+            true
         });
     }
     match loaded.intersection(&stored).next() {
@@ -433,15 +437,6 @@ fn stores_apart(src: &str, l: &Loop<'_>) -> Result<(), String> {
         )),
         None if stored.contains("") => Err("a store's address starts with no name".into()),
         None => Ok(()),
-    }
-}
-
-fn walk_calls<'t>(n: Node<'t>, f: &mut impl FnMut(Node<'t>)) {
-    if n.kind() == "call" {
-        f(n);
-    }
-    for c in code_children(n) {
-        walk_calls(c, f);
     }
 }
 

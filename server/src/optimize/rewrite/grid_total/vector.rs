@@ -14,18 +14,14 @@ use tree_sitter::Node;
 use super::super::access::index_of;
 use super::super::elementwise::pointer_params;
 use super::super::tree::{line_indent, reindent, text, walk};
+use super::super::vectorize::{element_bytes, vector_type};
 use super::super::RewriteContext;
 use super::{Form, Total};
 
-/// The vector type and its width for an element type, 16 bytes.
+/// The vector type and its width for an element type, 16 bytes (`vectorize`'s table).
 fn vector_of(elem: &str) -> Option<(&'static str, usize)> {
-    match elem {
-        "float" => Some(("float4", 4)),
-        "int" => Some(("int4", 4)),
-        "unsigned" | "unsigned int" => Some(("uint4", 4)),
-        "double" => Some(("double2", 2)),
-        _ => None,
-    }
+    let width = 16 / element_bytes(elem)?;
+    vector_type(elem, width).map(|t| (t, width))
 }
 
 const LANES: [&str; 4] = ["x", "y", "z", "w"];

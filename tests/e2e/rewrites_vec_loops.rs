@@ -123,6 +123,15 @@ const CASES: &[Case] = &[
     ),
     (
         TEAMS,
+        "row_norms_y4",
+        (
+            "rows = 1024, 5; cols = 8192, 1001",
+            "rows = 3, 5; cols = 1200, 1001",
+        ),
+        2,
+    ),
+    (
+        TEAMS,
         "row_sum_half_pair",
         (
             "rows = 1024, 9; cols = 4096, 77",

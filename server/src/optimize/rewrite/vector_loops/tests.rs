@@ -76,6 +76,11 @@ fn every_team_spelling_takes_vectors_with_the_authors_lanes_and_step() {
             "## 16-byte accesses (float4) in 1 loop (`j` over the threads of the blocks along y)",
         ),
         (
+            "row_norms_y4",
+            "for (int j_vec = threadIdx.x + blockIdx.y * blockDim.x; j_vec < j_vecs; j_vec += 4 * blockDim.x)",
+            "## 16-byte accesses (float4) in 1 loop (`j` over a team of 4 blocks' threads (`blockIdx.y`))",
+        ),
+        (
             "row_sum_half_pair",
             "for (int c_vec = lane; c_vec < c_vecs; c_vec += TEAM * blockDim.x)",
             "## 16-byte accesses (8×__half as uint4) in 1 loop (`c` over a team of 2 blocks' threads (`blockIdx.x`))",
@@ -317,6 +322,12 @@ fn loops_the_lanes_would_change_are_refused_with_the_reason() {
             "team_block_partials",
             expect![[r#"
             error: no loop of `team_block_partials` strides through memory with all its lanes in a form `vector_loops` can vectorize: `for (int j = (blockIdx.x % 4) * blockDim.x + threadIdx.x; j < cols; j += 4 * blockDim.x)`: a thread's partial (`acc`) reaches the store to `partial[blockIdx.x]` before the lanes combine it: the lanes would fold other elements, so the values stored would change; `for (int h = 64; h > 0; h >>= 1)`: the condition `h > 0` is not `v < bound` or `v <= bound`
+        "#]],
+        ),
+        (
+            "short_y_team",
+            expect![[r#"
+            error: no loop of `short_y_team` strides through memory with all its lanes in a form `vector_loops` can vectorize: `for (int j = blockIdx.y * blockDim.x + threadIdx.x; j < cols; j += 4 * blockDim.x)`: its step `4 * blockDim.x` counts 4 blocks along y, but a case launches [3, 3] blocks there: the team would not hold every lane of the step
         "#]],
         ),
         (

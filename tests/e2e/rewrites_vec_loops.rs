@@ -4,7 +4,8 @@
 //! f32/f64 candidate computes what the original computes on the CPU emulator for every
 //! case of its spec: rows whose length no width divides (77, 130) start misaligned on
 //! most rows (the author's loop runs there) and leave a tail, and grid-stride ranges of
-//! 99991 and 4099 elements leave one. Controls show both paths run. Missing NVRTC or g++
+//! 99991 and 4099 elements leave one; teams of blocks (several blocks per row or channel,
+//! combined by one atomic per block; blocks along y) over 77 and 1001 elements. Controls show both paths run. Missing NVRTC or g++
 //! skips (or fails under KERNEL_LSP_REQUIRE_TOOLS=1).
 
 use crate::emulate;
@@ -15,6 +16,8 @@ const ROWS: &str = include_str!("../fixtures/rewrites/vec_loops/rows.cu");
 const GRIDS: &str = include_str!("../fixtures/rewrites/vec_loops/grids.cu");
 const WARPS: &str = include_str!("../fixtures/rewrites/vec_loops/warps.cu");
 const SPELLINGS: &str = include_str!("../fixtures/rewrites/vec_loops/spellings.cu");
+const TEAMS: &str = include_str!("../fixtures/rewrites/vec_loops/teams.cu");
+const CLUSTER: &str = include_str!("../fixtures/rewrites/vec_loops/cluster.cu");
 
 /// (text, kernel, sizes as written -> small sizes, candidates wanted)
 type Case = (
@@ -91,6 +94,51 @@ const CASES: &[Case] = &[
         ("n = 1 << 16, 4099", "n = 3000, 999"),
         2,
     ),
+    (
+        TEAMS,
+        "channel_sums_team",
+        (
+            "N = 8, 3; C = 64, 5; HW = 16384, 77",
+            "N = 2, 3; C = 3, 5; HW = 1001, 77",
+        ),
+        2,
+    ),
+    (
+        TEAMS,
+        "row_sum_four_blocks",
+        (
+            "rows = 2048, 7; cols = 8192, 1001",
+            "rows = 5, 7; cols = 2000, 1001",
+        ),
+        2,
+    ),
+    (
+        TEAMS,
+        "scale_rows_y",
+        (
+            "rows = 512, 9; cols = 4096, 77",
+            "rows = 4, 9; cols = 1000, 77",
+        ),
+        2,
+    ),
+    (
+        TEAMS,
+        "row_norms_y4",
+        (
+            "rows = 1024, 5; cols = 8192, 1001",
+            "rows = 3, 5; cols = 1200, 1001",
+        ),
+        2,
+    ),
+    (
+        TEAMS,
+        "row_sum_half_pair",
+        (
+            "rows = 1024, 9; cols = 4096, 77",
+            "rows = 4, 9; cols = 600, 77",
+        ),
+        2,
+    ),
 ];
 
 /// The case's source with small sizes in its kernel's spec.
@@ -103,6 +151,13 @@ fn source(c: &Case) -> String {
         .rfind(from)
         .unwrap_or_else(|| panic!("{kernel}: the sizes line `{from}` moved"));
     format!("{}{to}{}", &text[..spec], &text[spec + from.len()..])
+}
+
+/// The spec lines of `kernel` (from the blank line before it to its name).
+fn own_spec<'s>(src: &'s str, kernel: &str) -> &'s str {
+    let at = src.find(&format!("void {kernel}(")).unwrap_or(src.len());
+    let from = src[..at].rfind("\n\n").unwrap_or(0);
+    &src[from..at]
 }
 
 #[test]
@@ -124,7 +179,7 @@ fn vector_loops_compile_and_compute_what_the_original_computes() {
             compiled += compile_each(kernel, &out);
         }
         // The emulator has no f16: those candidates are compiled only.
-        if gxx.is_ok() && !src.contains("f16[") {
+        if gxx.is_ok() && !own_spec(&src, kernel).contains("f16[") {
             let cands: Vec<(String, String)> = out
                 .iter()
                 .map(|c| (c.label.clone(), c.text.clone()))
@@ -138,6 +193,73 @@ fn vector_loops_compile_and_compute_what_the_original_computes() {
         _ => {
             eprintln!("{compiled} vector-loop candidates compiled with NVRTC, {emulated} emulated")
         }
+    }
+}
+
+/// The cluster form of a team (eight blocks per channel combining through distributed
+/// shared memory) takes vectors and compiles; the emulator has no cluster barriers.
+#[test]
+fn a_cluster_team_takes_vectors_and_compiles() {
+    let test = "a_cluster_team_takes_vectors_and_compiles";
+    let out = run(CLUSTER, "channel_stats_nchw", "vector_loops");
+    assert_eq!(
+        out.len(),
+        2,
+        "{:?}",
+        out.iter().map(|c| &c.label).collect::<Vec<_>>()
+    );
+    assert!(
+        out[0]
+            .text
+            .contains("for (int p_vec = lane; p_vec < p_vecs; p_vec += 8 * blockDim.x)"),
+        "{}",
+        out[0].text
+    );
+    match tools::nvrtc_available() {
+        Ok(()) => {
+            compile_each("channel_stats_nchw", &out);
+        }
+        Err(why) => tools::skip(test, &why),
+    }
+}
+
+/// A team's vector loop whose lanes start one block late, and a tail that starts one
+/// vector late, each make the team's sums differ on the emulator.
+#[test]
+fn the_emulator_catches_a_team_that_drops_lanes() {
+    let test = "the_emulator_catches_a_team_that_drops_lanes";
+    if let Err(why) = emulate::gxx() {
+        return tools::skip(test, &why);
+    }
+    let c = CASES
+        .iter()
+        .find(|c| c.1 == "row_sum_four_blocks")
+        .expect("case");
+    let src = source(c);
+    let good = run(&src, c.1, "vector_loops").remove(0);
+    let mutations = [
+        (
+            "lanes",
+            "for (int j_vec = (blockIdx.x - row * 4) * blockDim.x + threadIdx.x; j_vec < j_vecs; j_vec += blockDim.x * 4)",
+            "for (int j_vec = (blockIdx.x - row * 4) * blockDim.x + threadIdx.x + blockDim.x; j_vec < j_vecs; j_vec += blockDim.x * 4)",
+            "case 0",
+        ),
+        (
+            "tail",
+            "j_rest = j_base + 4 * j_vecs;",
+            "j_rest = j_base + 4 * j_vecs + 4;",
+            "case 1",
+        ),
+    ];
+    for (what, from, to, case) in mutations {
+        let wrong = good.text.replacen(from, to, 1);
+        assert_ne!(wrong, good.text, "{what}: `{from}` is not in the candidate");
+        let err = emulate::compare(&src, c.1, &[(what.to_string(), wrong)], 2)
+            .expect_err(&format!("the emulator missed a wrong {what} path"));
+        assert!(
+            err.contains(&format!("{what} {case}: out[")),
+            "{what}: {err}"
+        );
     }
 }
 

@@ -276,6 +276,13 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/vec_loops/warps.cu",
         "matvec_warp",
     ),
+    // A team of eight blocks per channel in a cluster (sm_90): lanes
+    // `(blockIdx.x % 8) * blockDim.x + threadIdx.x`, step `8 * blockDim.x`.
+    (
+        "vector_loops",
+        "tests/fixtures/rewrites/vec_loops/cluster.cu",
+        "channel_stats_nchw",
+    ),
     ("triton_swizzle", "examples/matmul.py", "matmul_kernel"),
     (
         "triton_swizzle",
@@ -362,6 +369,9 @@ fn source(file: &str) -> &'static str {
         }
         "tests/fixtures/rewrites/vec_loops/warps.cu" => {
             include_str!("../fixtures/rewrites/vec_loops/warps.cu")
+        }
+        "tests/fixtures/rewrites/vec_loops/cluster.cu" => {
+            include_str!("../fixtures/rewrites/vec_loops/cluster.cu")
         }
         "tests/fixtures/rewrites/triton/grid2d.py" => {
             include_str!("../fixtures/rewrites/triton/grid2d.py")

@@ -1158,12 +1158,21 @@ fn counts_lanes<'t>(cx: &FnCx<'t>, n: Node<'t>, depth: usize) -> bool {
             let op = n.child_by_field_name("operator").map(|o| node_text(src, o));
             let mut sides = [side("left"), side("right")];
             sides.sort();
+            // All the grid's threads, the blocks along y or z (a team per row), or K blocks.
+            let block = Some("blockDim.x".to_string());
+            let other = match (&sides[0], &sides[1]) {
+                (a, b) if *b == block => a.clone(),
+                (a, b) if *a == block => b.clone(),
+                _ => None,
+            };
+            let konst = |f: &str| {
+                n.child_by_field_name(f)
+                    .and_then(|c| cx.konst(c, 0))
+                    .is_some_and(|k| k > 1)
+            };
             op == Some("*")
-                && sides
-                    == [
-                        Some("blockDim.x".to_string()),
-                        Some("gridDim.x".to_string()),
-                    ]
+                && (other.as_deref().is_some_and(|o| o.starts_with("gridDim."))
+                    || (other.is_some() && (konst("left") || konst("right"))))
         }
         _ => false,
     }

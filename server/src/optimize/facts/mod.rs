@@ -151,7 +151,7 @@ fn spec_launch_and_loop_phrase(name: &str) -> Option<(&'static str, &'static str
             "every loop that reads global memory steps by a constant",
         ),
         "loop_steps_over_lanes" => (
-            "a loop that reads global memory starts at the thread's lane and steps by all the lanes (`j = threadIdx.x; j < n; j += blockDim.x`, a grid-stride loop, `k = lane; k += 32`): each lane reads 4 bytes per access where 16 would do",
+            "a loop that reads global memory starts at the thread's lane and steps by all the lanes (`j = threadIdx.x; j < n; j += blockDim.x`, a grid-stride loop, `k = lane; k += 32`, a team of blocks per row stepping by `K * blockDim.x`): each lane reads 4 bytes per access where 16 would do",
             "no loop strides through memory by all its lanes",
         ),
         "loop_over_global_memory" => (

@@ -885,3 +885,20 @@ fn a_short_row_a_program_is_narrow_and_its_lane_extent_is_the_cases() {
         Some(u64::MAX)
     );
 }
+
+#[test]
+fn a_team_of_blocks_per_row_steps_over_its_lanes() {
+    let teams = include_str!("../../../../tests/fixtures/rewrites/vec_loops/teams.cu");
+    let refusals = include_str!("../../../../tests/fixtures/rewrites/vec_loops/refusals.cu");
+    for (src, kernel, want) in [
+        (teams, "channel_sums_team", true),
+        (teams, "row_sum_four_blocks", true),
+        (teams, "scale_rows_y", true),
+        (teams, "row_sum_half_pair", true),
+        (refusals, "half_step", false),
+        (refusals, "team_of_k", false),
+    ] {
+        let f = facts_of(Lang::Cuda, src, Some(kernel));
+        assert_eq!(f.holds("loop_steps_over_lanes"), Some(want), "{kernel}");
+    }
+}

@@ -9,7 +9,10 @@
 //! polynomials, the kernel's single-definition locals expanded: `threadIdx.x` with
 //! `blockDim.x` or the block's width as a literal, `blockIdx.x * blockDim.x +
 //! threadIdx.x` with `blockDim.x * gridDim.x` in any order or cast, a warp lane
-//! `threadIdx.x % 32` / `& 31` with 32 or `warpSize` on blocks of whole warps), so that
+//! `threadIdx.x % 32` / `& 31` with 32 or `warpSize` on blocks of whole warps, a team of
+//! blocks `(blockIdx.x % K) * blockDim.x + threadIdx.x` with `K * blockDim.x` on grids of
+//! whole teams, or `blockIdx.y * blockDim.x + threadIdx.x` with `gridDim.y * blockDim.x`:
+//! see `lanes` for why the team must hold every lane of the step), so that
 //! the threads sharing U take every element of `[U, B)` once between them; U, B and
 //! every condition the loop runs under the same in every lane. Every global access
 //! `p[E + v]` (E unchanged by the loop, through a row pointer too) reached
@@ -31,13 +34,17 @@
 //! counts, products, maxima, minima) changes the order of a float sum (verification's
 //! tolerance decides), and is taken only where the partials are combined across the
 //! lanes before anything they feed is stored (`flow`: shared memory or a block-level
-//! helper after the loop, warp shuffles for a warp's lanes, atomics for the grid's).
+//! helper after the loop, warp shuffles for a warp's lanes, atomics for the grid's or a
+//! team's; a team's cluster shared memory read through `asm` is not followed, verification
+//! backs it).
 //!
 //! **Refuses**, with the reason per loop: a body with `break`, `continue`, `return` or
 //! `goto`, a barrier or warp collective, atomics, an inner loop, a write of the loop
 //! variable, the bound or the step; a written buffer reached at another element than its
 //! own (`y[j - 1]`, `y[row]`) or at two offsets; a step that is not all the lanes
 //! (`blockDim.x / 2`) or a start whose lane part is not exactly them (`2 * threadIdx.x`);
+//! a team on a grid that is not a multiple of K, whose block part depends on the thread
+//! or is not a provable number of blocks, or whose step counts other blocks;
 //! a bound, start, condition or body value that differs from lane to lane (`tid`); a
 //! running value read mid-loop (a prefix, an argmax's index); a partial stored before
 //! the lanes combine it (`out[threadIdx.x] = best`); a shared-memory write read again
@@ -52,7 +59,7 @@ use tree_sitter::Node;
 use super::check::{current_plan, R};
 use super::interleave::{is_loop, loop_shape, shared_arrays};
 use super::params::Params;
-use super::poly::single_definitions;
+use super::poly::{poly, single_definitions};
 use super::tree::{code_names, fresh, text};
 use super::unit::{descendants, finish, na, Unit};
 use super::unroll::loop_header;
@@ -145,11 +152,17 @@ pub fn vector_loops(cx: &RewriteContext<'_>) -> R {
     let shared = shared_arrays(cx, unit.kernel);
     let (block_helpers, warp_helpers) = flow::helpers(src, &unit.funcs[1..]);
     let (defs, varying) = single_definitions(src, &[func_body], &|_| true);
+    let positions = Positions { defs, varying };
+    let constants = positions
+        .defs
+        .iter()
+        .filter_map(|(n, d)| Some((n.clone(), poly(src, *d, &positions).as_constant()?)))
+        .collect();
     let around = Around {
         plan,
         func_body,
         shared: shared.clone(),
-        positions: Positions { defs, varying },
+        positions,
         flow: Flow {
             src,
             form: lanes::Form::Block,
@@ -157,6 +170,7 @@ pub fn vector_loops(cx: &RewriteContext<'_>) -> R {
             shared,
             block_helpers,
             warp_helpers,
+            constants,
         },
     };
     let mut names = code_names(cx);
@@ -375,7 +389,7 @@ fn barrier_before_read(
         .child_by_field_name("argument")
         .map_or("", |a| text(src, a));
     let what = text(src, w);
-    if form == lanes::Form::Grid && around.shared.contains(&array) {
+    if form.spans_blocks() && around.shared.contains(&array) {
         return Err(format!(
             "its body writes `{what}` in shared memory, but its lanes span blocks (another block would hold the element)"
         ));

@@ -17,7 +17,7 @@
 //! partials, so it carries the taint. Control flow is not followed: an estimate of data
 //! flow, which verification backs.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
 use tree_sitter::Node;
@@ -37,6 +37,8 @@ pub(super) struct Flow<'s, 't> {
     /// The unit's helpers that meet a block barrier, and those that call a warp collective.
     pub block_helpers: BTreeSet<String>,
     pub warp_helpers: BTreeSet<String>,
+    /// The kernel's locals defined once as a number (`const int TEAM = 2`).
+    pub constants: BTreeMap<String, i64>,
 }
 
 /// Taint state: tainted names and (over the grid) tainted shared arrays.
@@ -99,9 +101,16 @@ impl<'s, 't> Flow<'s, 't> {
                 n.child_by_field_name("right"),
             ),
         };
-        let (Some(left), Some(value)) = (left, value) else {
+        let (Some(mut left), Some(value)) = (left, value) else {
             return;
         };
+        // `const float* xr = ...` declares `xr`.
+        while left.kind() == "pointer_declarator" {
+            match left.child_by_field_name("declarator") {
+                Some(d) => left = d,
+                None => return,
+            }
+        }
         let compound = n.kind() == "assignment_expression"
             && n.child_by_field_name("operator").map(|o| text(src, o)) != Some("=");
         let combined = self.combines(value);
@@ -119,7 +128,7 @@ impl<'s, 't> Flow<'s, 't> {
                     .child_by_field_name("argument")
                     .map_or("", |a| text(src, a));
                 if self.shared.contains(&array) {
-                    if self.form == Form::Grid && tainted {
+                    if self.form.spans_blocks() && tainted {
                         t.arrays.insert(array.to_string());
                     }
                 } else {
@@ -148,7 +157,7 @@ impl<'s, 't> Flow<'s, 't> {
                         .map_or("", |a| text(src, a));
                     hit = t.arrays.contains(a);
                 }
-                "binary_expression" if t.positions && self.warp_index(x) => return false,
+                "binary_expression" if t.positions && self.group_index(x) => return false,
                 "field_expression" if t.positions => hit = self.lane_position(text(src, x)),
                 _ => {}
             }
@@ -157,26 +166,43 @@ impl<'s, 't> Flow<'s, 't> {
         hit
     }
 
-    /// `threadIdx.x` (and over the grid `blockIdx.x`).
+    /// `threadIdx.x` (over the grid `blockIdx.x`, over a team the block index that
+    /// tells its blocks apart).
     fn lane_position(&self, field: &str) -> bool {
         let f: String = field.chars().filter(|c| !c.is_whitespace()).collect();
-        f == "threadIdx.x" || (self.form == Form::Grid && f == "blockIdx.x")
+        f == "threadIdx.x"
+            || match self.form {
+                Form::Grid => f == "blockIdx.x",
+                Form::Team(t) => f == format!("blockIdx.{}", t.axis),
+                _ => false,
+            }
     }
 
-    /// Over a warp's lanes, the warp's index (`threadIdx.x / 32`, `>> 5`) is the same in
-    /// every lane.
-    fn warp_index(&self, n: Node<'_>) -> bool {
-        if self.form != Form::Warp {
-            return false;
-        }
+    /// The index of the group of lanes, the same in every lane: over a warp's lanes the
+    /// warp's index (`threadIdx.x / 32`, `>> 5`), over a team of K blocks the team's
+    /// (`blockIdx.x / K`).
+    fn group_index(&self, n: Node<'_>) -> bool {
         let op = n.child_by_field_name("operator").map(|o| o.kind());
-        let right = n
-            .child_by_field_name("right")
-            .map_or("", |r| text(self.src, r).trim());
-        matches!(
-            (op, right),
-            (Some("/"), "32" | "warpSize") | (Some(">>"), "5")
-        )
+        let side = |f: &str| {
+            n.child_by_field_name(f).map_or(String::new(), |r| {
+                text(self.src, r).split_whitespace().collect()
+            })
+        };
+        let right = side("right");
+        match self.form {
+            Form::Warp => matches!(
+                (op, right.as_str()),
+                (Some("/"), "32" | "warpSize") | (Some(">>"), "5")
+            ),
+            Form::Team(t) => {
+                op == Some("/")
+                    && side("left") == format!("blockIdx.{}", t.axis)
+                    && t.blocks.is_some_and(|k| {
+                        right == k.to_string() || self.constants.get(&right) == Some(&k)
+                    })
+            }
+            _ => false,
+        }
     }
 
     /// Does `value` combine the lanes (see the module's paragraph)?
@@ -191,7 +217,7 @@ impl<'s, 't> Flow<'s, 't> {
                 .child_by_field_name("function")
                 .map_or("", |f| text(src, f));
             hit = match self.form {
-                Form::Grid => false,
+                Form::Grid | Form::Team(_) => false,
                 Form::Block => self.block_helpers.contains(f),
                 Form::Warp => {
                     is_collective(f)

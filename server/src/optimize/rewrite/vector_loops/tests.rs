@@ -8,6 +8,97 @@ const WARPS: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_loo
 const SPELLINGS: &str =
     include_str!("../../../../../tests/fixtures/rewrites/vec_loops/spellings.cu");
 const REFUSALS: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_loops/refusals.cu");
+const TEAMS: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_loops/teams.cu");
+const CLUSTER: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_loops/cluster.cu");
+
+#[test]
+fn four_blocks_per_row_take_vectors_as_a_team_and_keep_their_atomic() {
+    check(
+        "vector_loops",
+        TEAMS,
+        "row_sum_four_blocks",
+        params(r#"{"widths": [4]}"#),
+        expect![[r#"
+            ## VEC=4 (float4) in 1 loop (`j` over a team of 4 blocks' threads (`blockIdx.x`))
+            __global__ void row_sum_four_blocks(const float* __restrict__ x, float* out, int rows,
+                                                int cols) {
+                __shared__ float part[128];
+                const int row = blockIdx.x / 4;
+                const float* xr = x + (size_t)row * cols;
+                float acc = 0.0f;
+                { // `j` over a team of 4 blocks' threads (`blockIdx.x`): 4 elements a lane per access (float4) where aligned, then the rest
+                    const int j_base = 0;
+                    const int j_vecs = cols > j_base ? (cols - j_base) / 4 : 0;
+                    int j_rest = j_base;
+                    if (reinterpret_cast<unsigned long long>(&xr[j_base]) % 16 == 0) {
+                        for (int j_vec = (blockIdx.x - row * 4) * blockDim.x + threadIdx.x; j_vec < j_vecs; j_vec += blockDim.x * 4) {
+                            const float4 xr4 = reinterpret_cast<const float4*>(&xr[j_base])[j_vec];
+                            {
+                                acc += xr4.x;
+                            }
+                            {
+                                acc += xr4.y;
+                            }
+                            {
+                                acc += xr4.z;
+                            }
+                            {
+                                acc += xr4.w;
+                            }
+                        }
+                        j_rest = j_base + 4 * j_vecs;
+                    }
+                    for (int j = j_rest + (blockIdx.x - row * 4) * blockDim.x + threadIdx.x; j < cols; j += blockDim.x * 4) acc += xr[j];
+                }
+                part[threadIdx.x] = acc;
+                __syncthreads();
+                for (int h = 64; h > 0; h >>= 1) {
+                    if (threadIdx.x < h) part[threadIdx.x] += part[threadIdx.x + h];
+                    __syncthreads();
+                }
+                if (threadIdx.x == 0) atomicAdd(&out[row], part[0]);
+            }
+        "#]],
+    );
+}
+
+#[test]
+fn every_team_spelling_takes_vectors_with_the_authors_lanes_and_step() {
+    for (kernel, loop_head, label) in [
+        (
+            "channel_sums_team",
+            "for (int p_vec = lane; p_vec < p_vecs; p_vec += 8 * blockDim.x)",
+            "## 16-byte accesses (float4) in 1 loop (`p` over a team of 8 blocks' threads (`blockIdx.x`))",
+        ),
+        (
+            "scale_rows_y",
+            "for (int j_vec = blockIdx.y * blockDim.x + threadIdx.x; j_vec < j_vecs; j_vec += gridDim.y * blockDim.x)",
+            "## 16-byte accesses (float4) in 1 loop (`j` over the threads of the blocks along y)",
+        ),
+        (
+            "row_norms_y4",
+            "for (int j_vec = threadIdx.x + blockIdx.y * blockDim.x; j_vec < j_vecs; j_vec += 4 * blockDim.x)",
+            "## 16-byte accesses (float4) in 1 loop (`j` over a team of 4 blocks' threads (`blockIdx.y`))",
+        ),
+        (
+            "row_sum_half_pair",
+            "for (int c_vec = lane; c_vec < c_vecs; c_vec += TEAM * blockDim.x)",
+            "## 16-byte accesses (8×__half as uint4) in 1 loop (`c` over a team of 2 blocks' threads (`blockIdx.x`))",
+        ),
+    ] {
+        let out = render(kernel, run("vector_loops", TEAMS, kernel, params("{}")));
+        assert_eq!(out.lines().next(), Some(label), "{out}");
+        assert!(out.contains(loop_head), "{out}");
+    }
+    let cluster = render(
+        "channel_stats_nchw",
+        run("vector_loops", CLUSTER, "channel_stats_nchw", params("{}")),
+    );
+    assert!(
+        cluster.contains("for (int p = p_rest + lane; p < HW; p += 8 * blockDim.x)"),
+        "the author's loop finishes the rest: {cluster}"
+    );
+}
 
 #[test]
 fn a_warp_per_row_reads_a_float4_of_the_row_and_of_the_vector_per_lane() {
@@ -182,8 +273,8 @@ fn loops_the_lanes_would_change_are_refused_with_the_reason() {
         (
             "even_copy",
             expect![[r#"
-            error: no loop of `even_copy` strides through memory with all its lanes in a form `vector_loops` can vectorize: `for (int j = 2 * threadIdx.x; j < n; j += blockDim.x)`: the lane part of its start (`2 * threadIdx.x`) is not `threadIdx.x`, `blockIdx.x * blockDim.x + threadIdx.x` or a lane of a warp (`threadIdx.x % 32`): the threads would not take neighbouring elements
-        "#]],
+                error: no loop of `even_copy` strides through memory with all its lanes in a form `vector_loops` can vectorize: `for (int j = 2 * threadIdx.x; j < n; j += blockDim.x)`: the lane part of its start (`2 * threadIdx.x`) is not `threadIdx.x`, `blockIdx.x * blockDim.x + threadIdx.x`, a lane of a warp (`threadIdx.x % 32`) or a team of blocks (`(blockIdx.x % K) * blockDim.x + threadIdx.x` with step `K * blockDim.x`): the threads would not take neighbouring elements
+            "#]],
         ),
         (
             "lane_maxima",
@@ -201,6 +292,48 @@ fn loops_the_lanes_would_change_are_refused_with_the_reason() {
             "tag_lanes",
             expect![[r#"
             error: no loop of `tag_lanes` strides through memory with all its lanes in a form `vector_loops` can vectorize: `for (int j = tid; j < n; j += blockDim.x)`: its body reads `tid`, which differs from lane to lane (a lane would compute other elements with it)
+        "#]],
+        ),
+        (
+            "ragged_teams",
+            expect![[r#"
+            error: no loop of `ragged_teams` strides through memory with all its lanes in a form `vector_loops` can vectorize: `for (int j = (blockIdx.x % 4) * blockDim.x + threadIdx.x; j < cols; j += 4 * blockDim.x)`: its lanes are teams of 4 blocks (`(blockIdx.x % 4) * blockDim.x + threadIdx.x`), but a case launches 258 blocks along x, not a multiple of 4: the last team would miss lanes of the step
+        "#]],
+        ),
+        (
+            "team_from_threads",
+            expect![[r#"
+            error: no loop of `team_from_threads` strides through memory with all its lanes in a form `vector_loops` can vectorize: `for (int j = lane; j < cols; j += 4 * blockDim.x)`: the lane part of its start (`lane`) is not `U * blockDim.x + threadIdx.x` with U the same in every thread of a block (a block's index within its team): the threads would not take neighbouring elements
+        "#]],
+        ),
+        (
+            "team_short_step",
+            expect![[r#"
+            error: no loop of `team_short_step` strides through memory with all its lanes in a form `vector_loops` can vectorize: `for (int j = (blockIdx.x % 4) * blockDim.x + threadIdx.x; j < cols; j += 2 * blockDim.x)`: its step `2 * blockDim.x` is not the number of lanes of its team (`4 * blockDim.x`): the threads would skip or repeat elements
+        "#]],
+        ),
+        (
+            "team_rows_by_block",
+            expect![[r#"
+            error: no loop of `team_rows_by_block` strides through memory with all its lanes in a form `vector_loops` can vectorize: `for (int j = (blockIdx.x % 4) * blockDim.x + threadIdx.x; j < cols - 1; j += 4 * blockDim.x)`: its body reads `xr`, which differs from lane to lane (a lane would compute other elements with it)
+        "#]],
+        ),
+        (
+            "team_block_partials",
+            expect![[r#"
+            error: no loop of `team_block_partials` strides through memory with all its lanes in a form `vector_loops` can vectorize: `for (int j = (blockIdx.x % 4) * blockDim.x + threadIdx.x; j < cols; j += 4 * blockDim.x)`: a thread's partial (`acc`) reaches the store to `partial[blockIdx.x]` before the lanes combine it: the lanes would fold other elements, so the values stored would change; `for (int h = 64; h > 0; h >>= 1)`: the condition `h > 0` is not `v < bound` or `v <= bound`
+        "#]],
+        ),
+        (
+            "short_y_team",
+            expect![[r#"
+            error: no loop of `short_y_team` strides through memory with all its lanes in a form `vector_loops` can vectorize: `for (int j = blockIdx.y * blockDim.x + threadIdx.x; j < cols; j += 4 * blockDim.x)`: its step `4 * blockDim.x` counts 4 blocks along y, but a case launches [3, 3] blocks there: the team would not hold every lane of the step
+        "#]],
+        ),
+        (
+            "team_of_k",
+            expect![[r#"
+            error: no loop of `team_of_k` strides through memory with all its lanes in a form `vector_loops` can vectorize: `for (int j = (blockIdx.x % k) * blockDim.x + threadIdx.x; j < cols; j += k * blockDim.x)`: the block part of its lanes (`(blockIdx.x % k) * blockDim.x + threadIdx.x`) is not `blockIdx.x % K` with K a number, `blockIdx.x - (blockIdx.x / K) * K` or `blockIdx.y` times `blockDim.x`: kernel-lsp cannot prove the team's blocks take every lane of the step once
         "#]],
         ),
     ] {

@@ -700,3 +700,16 @@ fn no_compile_hides_syntax_errors_in_inactive_branches() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A Triton kernel reading a plain module-level global runs on the CPU interpreter but
+/// does not compile for a GPU: `check` warns at the read and says how to fix it; a
+/// `tl.constexpr(...)` global and a module are not warned.
+#[test]
+fn a_triton_kernel_reading_a_plain_global_is_warned() {
+    let src = b"import math\nimport triton\nimport triton.language as tl\n\nBLOCK = 512\nWARPS = tl.constexpr(4)\n\n# @bench n = 4096, 1000\n# @bench x: in f32[n]\n# @bench y: out f32[n]\n# @bench grid = cdiv(n, 512)\n@triton.jit\ndef scale(x, y, n):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, 512)\n    v = tl.load(x + offs, mask=offs < n) * WARPS * math.pi\n    tl.store(y + offs, v, mask=offs < n)\n";
+    let (code, out, _) = check(&["--no-compile"], &[("plain_global.py", src)]);
+    assert_eq!(code, 0, "{out}");
+    expect![[r#"
+        plain_global.py:14:31: warning: `BLOCK` is a plain module-level global (`BLOCK = 512`, line 5): a @triton.jit function may read a global only when it is a constexpr, so this runs on the CPU interpreter but fails to compile for a GPU; annotate as `BLOCK = tl.constexpr(512)` or pass it as a `tl.constexpr` parameter [@bench]
+    "#]].assert_eq(&out);
+}

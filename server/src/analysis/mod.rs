@@ -6,6 +6,7 @@
 mod arange;
 mod host_items;
 mod stray_spec;
+mod triton_globals;
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
@@ -319,6 +320,7 @@ pub fn analyze_regions_within(
         let mut report = cache.report(k, &model.kernels, fk, &opts.env, &mut next);
         // Depends on the kernel's body, which the cached report does not: run each time.
         arange::check(text, k, &mut report);
+        triton_globals::check(text, &model.kernels, i, &mut report);
         stray_spec::check(text, &model.kernels, i, &mut report);
         specs.push(report);
     }

@@ -208,7 +208,7 @@ mod tests {
             // @bench y: inout f32[n] ~ normal(0, 1)
             // @bench a = 2.5
             // @bench grid = cdiv(n, 512); block = 512
-            extern "C" __global__ void saxpy(int n, float a, const float* x, float* y) {
+            extern "C" __global__ void __launch_bounds__(512) saxpy(int n, float a, const float* x, float* y) {
                 int i = blockIdx.x * blockDim.x + threadIdx.x;
                 if (i < n) y[i] = a * x[i] + y[i];
             }"#]]

@@ -61,6 +61,41 @@ pub(super) fn current_plan(cx: &RewriteContext<'_>) -> Result<BenchPlan, Rewrite
     })
 }
 
+/// Why the constexpr `name` (now `value`) is a problem size and not a tiling choice, or
+/// None: the spec ties it to a buffer's shape when setting it to twice its value changes
+/// a buffer's dimensions (`HD = 64` that `q: in f16[BH, L, HD]` reads). Such a constexpr
+/// spans a whole dimension (`tl.arange(0, HD)` with no mask), so sweeping it would change
+/// the problem, not how it is tiled.
+pub(super) fn sizes_a_buffer(
+    cx: &RewriteContext<'_>,
+    plan: &BenchPlan,
+    name: &str,
+    value: i64,
+) -> Option<String> {
+    let shapes = |p: &BenchPlan| -> Vec<(String, Vec<u64>)> {
+        p.cases
+            .iter()
+            .flat_map(|c| c.args.iter())
+            .filter_map(|a| match a {
+                spec::Arg::Buffer { name, shape, .. } => Some((name.clone(), shape.clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    let overrides = [(name.to_string(), spec::Value::Int(value.checked_mul(2)?))].into();
+    let other = spec::analyze_with(
+        cx.kernel,
+        &cx.model.kernels,
+        &EvalEnv::default(),
+        &overrides,
+    );
+    let (before, after) = (shapes(plan), shapes(other.plan.as_ref()?));
+    let (buffer, _) = before.iter().zip(&after).find(|(b, a)| b.1 != a.1)?.0;
+    Some(format!(
+        "`{name}` is a problem size, not a block size: the shape of `{buffer}` changes with it"
+    ))
+}
+
 /// `text` with several spec values set at once: `NAME = V` replaces the value of an
 /// existing `NAME = ...` statement; names without one go on one new `@bench` line after
 /// the block's last, with that line's comment prefix. (One value at a time is

@@ -105,7 +105,7 @@ pub fn launch_bounds(cx: &RewriteContext<'_>) -> R {
 /// Threads per block as the spec launches it.
 pub(super) struct Threads {
     /// The largest block (x·y·z) over every case and tunable value.
-    max: u64,
+    pub(super) max: u64,
     /// The tunable the block always equals, if any.
     symbol: Option<String>,
     /// For the label: how `max` was found when tunables were involved.
@@ -113,7 +113,7 @@ pub(super) struct Threads {
 }
 
 impl Threads {
-    fn expr(&self) -> String {
+    pub(super) fn expr(&self) -> String {
         self.symbol.clone().unwrap_or_else(|| self.max.to_string())
     }
 }

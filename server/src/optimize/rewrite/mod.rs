@@ -14,7 +14,8 @@
 //! applier, which refuses overlapping edits), `params.rs` (the one parameter parser),
 //! `check.rs` (drafts to candidates: still parses, still plans), `unit.rs` (the kernel
 //! unit's nodes and the check of code-only rewrites), `tree.rs` (tree-sitter helpers),
-//! `spec_expr.rs` (grid and block expression text), `elementwise.rs` (the 1-D
+//! `spec_expr.rs` (grid and block expression text), `bound_blocks.rs` (the
+//! `__launch_bounds__` every large-block CUDA candidate gets), `elementwise.rs` (the 1-D
 //! one-element-per-thread shape) and `lane_split.rs` (index splits the lanes of a
 //! vector share).
 
@@ -23,6 +24,7 @@ mod block_coarsen;
 mod block_dim;
 mod block_reduce;
 mod block_size;
+mod bound_blocks;
 mod check;
 mod chunk_loops;
 mod coarsen;
@@ -169,7 +171,8 @@ pub fn ids() -> impl Iterator<Item = &'static str> {
 }
 
 /// Run one embedded rewrite. `Ok` always holds at least one candidate whose text differs
-/// from `cx.text`.
+/// from `cx.text`; a CUDA candidate launching blocks of more than 256 threads carries a
+/// `__launch_bounds__` that covers them ([`bound_blocks`]).
 pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, RewriteError> {
     let Some((_, run)) = REGISTRY.iter().find(|(known, _)| *known == id) else {
         return Err(RewriteError::Unknown(id.to_string()));
@@ -180,7 +183,14 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         }
         out => out?,
     };
-    let out: Vec<Candidate> = out.into_iter().filter(|c| c.text != cx.text).collect();
+    let out: Vec<Candidate> = out
+        .into_iter()
+        .filter(|c| c.text != cx.text)
+        .map(|c| Candidate {
+            text: bound_blocks::bound_blocks(cx.lang, &c.text, &cx.kernel.name, cx.params),
+            label: c.label,
+        })
+        .collect();
     if out.is_empty() {
         return Err(RewriteError::NotApplicable(format!(
             "`{id}` would not change `{}`",

@@ -293,22 +293,22 @@ mod tests {
             "reduce_tree",
             params(NONE),
             expect![[r###"
-            ## __restrict__ on x, out
-            __device__ float load_as_float(const __half* p, int i) {
-                return __half2float(p[i]);
-            }
-            extern "C" __global__ void reduce_tree(int n, const __half* __restrict__ x, float* __restrict__ out) {
-                extern __shared__ float buf[];
-                int i = blockIdx.x * BLOCK + threadIdx.x;
-                buf[threadIdx.x] = i < n ? load_as_float(x, i) : 0.0f;
-                __syncthreads();
-                for (int s = BLOCK / 2; s > 0; s >>= 1) {
-                    if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
-                    __syncthreads();
+                ## __restrict__ on x, out
+                __device__ float load_as_float(const __half* p, int i) {
+                    return __half2float(p[i]);
                 }
-                if (threadIdx.x == 0) atomicAdd(out, buf[0]);
-            }
-        "###]],
+                extern "C" __global__ void __launch_bounds__(BLOCK) reduce_tree(int n, const __half* __restrict__ x, float* __restrict__ out) {
+                    extern __shared__ float buf[];
+                    int i = blockIdx.x * BLOCK + threadIdx.x;
+                    buf[threadIdx.x] = i < n ? load_as_float(x, i) : 0.0f;
+                    __syncthreads();
+                    for (int s = BLOCK / 2; s > 0; s >>= 1) {
+                        if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
+                        __syncthreads();
+                    }
+                    if (threadIdx.x == 0) atomicAdd(out, buf[0]);
+                }
+            "###]],
         );
     }
 

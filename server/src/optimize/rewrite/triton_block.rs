@@ -2,9 +2,10 @@
 //! (`BLOCK = 1024`), scaled by each of param `factors` (default [0.25, 0.5, 2, 4]) that
 //! lands on a power of two in [16, 16384]; an edit of the kernel's `@bench` lines only. A
 //! value the spec already sweeps with a `tune` line of several values is left to
-//! `tunable_sweep`.
+//! `tunable_sweep`, and a problem size (a constexpr whose doubling changes a buffer's
+//! shape, such as a head dimension) is not a block size and is left alone.
 
-use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
+use super::check::{current_plan, finish, not_applicable, require_lang, sizes_a_buffer, Draft, R};
 use super::params::Params;
 use super::RewriteContext;
 use crate::optimize::edit;
@@ -55,6 +56,10 @@ pub fn block(cx: &RewriteContext<'_>) -> R {
         };
         if !(v as u64).is_power_of_two() {
             reasons.push(format!("`{name} = {v}` is not a power of two"));
+            continue;
+        }
+        if let Some(why) = sizes_a_buffer(cx, &plan, name, v) {
+            reasons.push(why);
             continue;
         }
         let mut any = false;
@@ -182,5 +187,24 @@ mod tests {
         expect!["`triton_block` rewrites Triton kernels; `saxpy` is a CUDA kernel"].assert_eq(
             &not_applicable(run(Lang::Cuda, SAXPY, "saxpy", "triton_block", json!({}))),
         );
+    }
+
+    /// The head dimension the buffers' shapes read is refused with its reason; the
+    /// tiles beside it are scaled.
+    #[test]
+    fn block_leaves_a_problem_size_alone() {
+        let src = include_str!("../../../../tests/fixtures/rewrites/triton/problem_sizes.py");
+        let out = run(Lang::Triton, src, "scores", "triton_block", json!({})).unwrap();
+        expect![[r#"["BM=16", "BM=32", "BM=128", "BM=256", "BN=16", "BN=64", "BN=128"]"#]]
+            .assert_eq(&format!("{:?}", labels(&out)));
+        let why = not_applicable(run(
+            Lang::Triton,
+            src,
+            "row_copy",
+            "triton_block",
+            json!({}),
+        ));
+        expect!["`W` is a problem size, not a block size: the shape of `x` changes with it"]
+            .assert_eq(&why);
     }
 }

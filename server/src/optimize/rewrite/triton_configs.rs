@@ -21,12 +21,19 @@
 //! are kept, ranked closest to 8 (a few vector loads per thread). Param
 //! `max_candidates` (default 12) bounds what is verified and timed.
 //!
+//! A constexpr the spec ties to a problem size is not a block size and is never swept:
+//! one whose doubling changes a buffer's shape (`HD = 64` read by `q: in f16[BH, L, HD]`,
+//! a head dimension that `tl.arange(0, HD)` spans unmasked).
+//!
 //! **Refuses** kernels with no such literal block size (a size from a `tune` line is
-//! `tunable_sweep`'s), and a spec that tunes `num_warps` or `num_stages`.
+//! `tunable_sweep`'s, a problem size is not one), and a spec that tunes `num_warps` or
+//! `num_stages`.
 
 use std::collections::BTreeMap;
 
-use super::check::{current_plan, finish, not_applicable, require_lang, set_spec_values, Draft, R};
+use super::check::{
+    current_plan, finish, not_applicable, require_lang, set_spec_values, sizes_a_buffer, Draft, R,
+};
 use super::params::Params;
 use super::tree::{kernel_function, named_children, text, walk};
 use super::triton_launch::{DEFAULT_NUM_STAGES, DEFAULT_NUM_WARPS};
@@ -199,6 +206,10 @@ fn literal_blocks(
             ));
             continue;
         };
+        if let Some(why) = sizes_a_buffer(cx, plan, name, v as i64) {
+            reasons.push(why);
+            continue;
+        }
         blocks.insert(name.clone(), v);
     }
     if blocks.is_empty() {

@@ -115,7 +115,7 @@ mod tests {
             // @bench atol = 1e-1; rtol = 1e-3
             // @bench reference = reduce_naive
             // @bench BLOCK = 512
-            extern "C" __global__ void reduce_tree(int n, const __half* x, float* out) {
+            extern "C" __global__ void __launch_bounds__(BLOCK) reduce_tree(int n, const __half* x, float* out) {
                 extern __shared__ float buf[];
                 int i = blockIdx.x * BLOCK + threadIdx.x;
                 buf[threadIdx.x] = i < n ? load_as_float(x, i) : 0.0f;

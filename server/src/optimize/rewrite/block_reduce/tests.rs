@@ -50,7 +50,7 @@ fn the_examples_shared_memory_tree_becomes_shuffles_and_one_atomic_per_block() {
         // @bench grid = min(cdiv(n, BLOCK), sms * 8); block = BLOCK; smem = BLOCK * 4
         // @bench atol = 1e-1; rtol = 1e-3
         // @bench reference = reduce_naive
-        extern "C" __global__ void reduce_tree(int n, const __half* x, float* out) {
+        extern "C" __global__ void __launch_bounds__(BLOCK) reduce_tree(int n, const __half* x, float* out) {
             float acc = 0;
             for (int i = blockIdx.x * BLOCK + threadIdx.x; i < n; i += gridDim.x * BLOCK) {
                 acc += (i < n ? load_as_float(x, i) : 0.0f);
@@ -108,7 +108,7 @@ fn an_atomic_per_element_in_several_styles() {
         // @bench n = 1 << 20, 999
         // @bench x: in f32[n] ~ uniform(-1, 1); count: inout u32[1] ~ zeros
         // @bench grid = min(cdiv(n, 512), sms * 8); block = 512
-        extern "C" __global__ void count_positive(const float* x, unsigned int* count, int n) {
+        extern "C" __global__ void __launch_bounds__(512) count_positive(const float* x, unsigned int* count, int n) {
             unsigned int acc = 0;
             for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
                 if (i < n && x[i] > 0.0f) acc += (1u);

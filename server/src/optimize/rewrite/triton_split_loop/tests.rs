@@ -9,6 +9,7 @@ const PASSES: &str = include_str!("../../../../../tests/fixtures/rewrites/triton
 const MATMUL: &str = include_str!("../../../../../examples/matmul.py");
 const COL_MIN: &str = include_str!("../../../../../examples/col_min.py");
 const COL_SUMSQ: &str = include_str!("../../../../../examples/col_sumsq.py");
+const ONLINE: &str = include_str!("../../../../../tests/fixtures/rewrites/triton/online_tiles.py");
 const ROW_ABSMAX: &str = include_str!("../../../../../examples/row_absmax.py");
 
 fn split(k: &str, params: serde_json::Value) -> Vec<super::super::Candidate> {
@@ -350,7 +351,9 @@ fn passes_over_the_same_rows_split_together_and_a_storing_pass_takes_a_tile_of_r
         [
             "the loop at line 117 takes 8 steps at a time (2-D tile)",
             "the loop at line 117 takes 128 steps at a time, BN = 8, 1 warps (2-D tile, 8 programs)",
-            "the loops at lines 117, 120, 122 take 8 steps at a time (2-D tiles)"
+            "the loops at lines 117, 120, 122 take 8 steps at a time (2-D tiles)",
+            "the loops at lines 117, 120, 122 take 8 steps at a time (2-D tiles), the first two joined online",
+            "the loops at lines 117, 120, 122 take 128 steps at a time, BN = 8, 1 warps (2-D tiles), the first two joined online"
         ]
     );
     let all = show(Lang::Triton, SEQ, &out[2], "col_softmax_passes");
@@ -372,4 +375,142 @@ fn passes_over_the_same_rows_split_together_and_a_storing_pass_takes_a_tile_of_r
     );
     expect!["`col_running_in_place` has no loop to split: line 151: it loads from `x`, which it stores to: a step could read what another writes"]
         .assert_eq(&not_applicable(triton(SEQ, "col_running_in_place", "triton_split_loop", json!({}))));
+}
+
+/// A maximum pass and a sum of `exp(x - max)` over the same rows become one tiled loop:
+/// each step of 8 rows takes its tile's maximum over the steps, rescales the sum once (a
+/// column still all -inf keeps its sum), and adds the tile's terms (rows past M add 0);
+/// the storing pass is split as before. M = 99 is no multiple of 8.
+#[test]
+fn a_maximum_and_a_sum_of_exponentials_join_online_in_one_tiled_loop() {
+    let out = triton(
+        ONLINE,
+        "col_softmax_odd",
+        "triton_split_loop",
+        json!({ "rows": [8] }),
+    )
+    .unwrap();
+    let labels = labels(&out);
+    assert_eq!(
+        labels[labels.len() - 2..],
+        [
+            "the loops at lines 18, 21, 23 take 8 steps at a time (2-D tiles), the first two joined online",
+            "the loops at lines 18, 21, 23 take 128 steps at a time, BN = 8, 1 warps (2-D tiles), the first two joined online"
+        ]
+    );
+    expect![[r#"
+        # Softmax down each column of an odd-sized matrix: three passes over the rows (a maximum,
+        # a sum of exponentials, a pass that stores); the tiles of 8 or 32 rows do not divide M.
+        # @bench M = 99, 13; N = 1001, 40
+        # @bench x: in f32[M, N] ~ normal(0, 3); y: out f32[M, N]
+        # @bench grid = cdiv(N, BN); BN = 64
+        @triton.jit
+        def col_softmax_odd(x, y, M, N, BN: tl.constexpr):
+            cols = tl.program_id(0) * BN + tl.arange(0, BN)
+            ok = cols < N
+            m = tl.full([BN], -float("inf"), tl.float32)
+            s = tl.zeros([BN], tl.float32)
+            for r in range(0, M, 8):
+                rs = r + tl.arange(0, 8)
+                r_ok = rs[:, None] < M
+                m_prev = m
+                m = tl.maximum(m, tl.max(tl.where(r_ok, tl.load(x + rs[:, None] * N + cols[None, :], mask=(ok[None, :]) & r_ok, other=-float("inf")), float("-inf")), axis=0))
+                # online rescaling: the sums below follow the running maximum
+                s = s * tl.where(m_prev == m, 1.0, tl.exp(m_prev - m))
+                s += tl.sum(tl.where(r_ok, tl.exp(tl.load(x + rs[:, None] * N + cols[None, :], mask=(ok[None, :]) & r_ok, other=-float("inf")) - m[None, :]), 0), axis=0)
+            for r in range(0, M, 8):
+                rs_2 = r + tl.arange(0, 8)
+                r_ok_2 = rs_2[:, None] < M
+                v = tl.load(x + rs_2[:, None] * N + cols[None, :], mask=(ok[None, :]) & r_ok_2, other=0.0)
+                tl.store(y + rs_2[:, None] * N + cols[None, :], tl.exp(v - m[None, :]) / s[None, :], mask=(ok[None, :]) & r_ok_2)"#]]
+    .assert_eq(&show(Lang::Triton, ONLINE, &out[out.len() - 2], "col_softmax_odd"));
+    // The budgeted tile: the spec narrows the lanes and sets the warps.
+    let budgeted = show(Lang::Triton, ONLINE, &out[out.len() - 1], "col_softmax_odd");
+    for want in [
+        "BN = 8",
+        "num_warps = 1",
+        "rs = r + tl.arange(0, 128)",
+        "s = s * tl.where(m_prev == m",
+    ] {
+        assert!(budgeted.contains(want), "{want}\n{budgeted}");
+    }
+}
+
+/// Other styles join too: a two-pass base-2 logsumexp in the while form (one output row),
+/// and a row-wise f16 log-softmax whose lanes are rows and whose loops walk the columns
+/// (the upcast load, repeated by the sum pass, is read once).
+#[test]
+fn a_while_logsumexp_and_a_row_wise_f16_log_softmax_join_online_tiled() {
+    let out = triton(
+        ONLINE,
+        "col_logsumexp2",
+        "triton_split_loop",
+        json!({ "rows": [32] }),
+    )
+    .unwrap();
+    let text = show(Lang::Triton, ONLINE, &out[out.len() - 2], "col_logsumexp2");
+    for want in [
+        "acc = acc * tl.where(hi_prev == hi, 1.0, tl.exp2((hi_prev - hi) * 1.4426950408889634))",
+        "acc += tl.sum(tl.where(i_ok, tl.exp2((t - hi[None, :]) * 1.4426950408889634), 0), axis=0)",
+        "i += 32",
+    ] {
+        assert!(text.contains(want), "{want}\n{text}");
+    }
+    let out = triton(
+        ONLINE,
+        "row_log_softmax_f16",
+        "triton_split_loop",
+        json!({ "rows": [32] }),
+    )
+    .unwrap();
+    let text = show(
+        Lang::Triton,
+        ONLINE,
+        out.last().unwrap(),
+        "row_log_softmax_f16",
+    );
+    for want in [
+        "big = tl.maximum(big, tl.max(tl.where(k_ok, v, float(\"-inf\")), axis=0))",
+        "tot += tl.sum(tl.where(k_ok, tl.exp(v - big[None, :]), 0), axis=0)",
+    ] {
+        assert!(text.contains(want), "{want}\n{text}");
+    }
+    assert_eq!(text.matches(".to(tl.float32)").count(), 2, "{text}");
+}
+
+/// No online candidate where `triton_online` refuses the pair: a sum of x - max (no
+/// factor rescales it), a maximum pass that also stores (it does not split), passes over
+/// different rows.
+#[test]
+fn pairs_that_do_not_rescale_store_or_differ_in_rows_get_no_online_tile() {
+    for k in ["col_spread_sum", "col_max_copies", "col_lse_skip_first"] {
+        let out = triton(ONLINE, k, "triton_split_loop", json!({})).unwrap();
+        assert!(!out.is_empty(), "{k}");
+        assert!(
+            labels(&out).iter().all(|l| !l.contains("online")),
+            "{k}: {:?}",
+            labels(&out)
+        );
+    }
+    // Why: `triton_online`'s analysis, which the online candidate reuses.
+    let why = |k: &str| not_applicable(triton(ONLINE, k, "triton_online", json!({})));
+    expect!["`col_spread_sum` has no pair of passes to merge: lines 79 and 82: `m` is used outside exp(...)"]
+        .assert_eq(&why("col_spread_sum"));
+    expect!["`col_lse_skip_first` has no pair of passes to merge: lines 113 and 116: they walk different ranges (0, M, 1 and 1, M, 1)"]
+        .assert_eq(&why("col_lse_skip_first"));
+    // The maximum pass that stores joins untiled, but it does not split.
+    let copies = triton(
+        ONLINE,
+        "col_max_copies",
+        "triton_split_loop",
+        json!({ "rows": [8] }),
+    )
+    .unwrap();
+    assert_eq!(
+        labels(&copies),
+        [
+            "the loop at line 100 takes 8 steps at a time (2-D tile)",
+            "the loop at line 100 takes 64 steps at a time, B = 8, 1 warps (2-D tile, 8 programs)"
+        ]
+    );
 }

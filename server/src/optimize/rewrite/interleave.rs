@@ -23,8 +23,29 @@
 //! **Refuses**, with the reason per loop: a body with `break`, `continue`, `return` or
 //! `goto` (a copy would leave the trip early), a barrier or warp collective (threads
 //! would meet it at different copies), a body that writes the variable, the bound or the
-//! step, or takes the variable's address, a loop with another loop inside (the inner one
-//! is the one to interleave), a body that reads no memory, a decreasing loop.
+//! step, or takes the variable's address, a body that reads no memory, a decreasing loop.
+//!
+//! **Nests** (unroll-and-jam, [`jam`]): a loop with another loop inside is offered as a
+//! two-deep nest `for (outer) { PRE; for (inner) { BODY } }` (PRE: declarations and
+//! expressions before the inner loop, nothing after it) when the inner loop steps by a
+//! non-constant (a lane count such as `blockDim.x` or `8 * blockDim.x`: few trips per
+//! outer iteration, and a loop the compiler neither unrolls nor jams). Its candidates run
+//! U outer iterations per trip: PRE U times, copy `k`'s locals renamed (`plane_1`) and
+//! the outer variable read as `(v + k·S)`, then one inner loop whose body holds the U
+//! copies of BODY, so U independent loads are in flight; the author's nest runs the
+//! outer iterations that remain. The outer step may be a constant. Sound only when the
+//! inner loop runs the same trips every outer iteration and nothing but associative,
+//! commutative updates is carried, so it **refuses** a nest whose inner header reads
+//! the outer variable or a name PRE or BODY writes (a triangle), whose inner loop does
+//! not declare its variable, whose PRE or BODY stores to memory or calls an atomic,
+//! whose PRE writes a name it does not declare, whose BODY writes a scalar from outside
+//! other than by `s += e` (`-=`, `*=`, `|=`, `&=`, `^=`, `++`) or `s = fmaxf(s, e)`
+//! (`fminf`, `fmax`, `fmin`, `max`, `min`) with `e` free of `s`, reads such a scalar
+//! elsewhere, or updates it two ways (an argmax `if (v > best) { best = v; ... }`, a
+//! running prefix), and any early exit, barrier or warp collective in the nest. The
+//! jam reorders floating-point sums, which verification's tolerance covers. Jam
+//! candidates follow the single-loop ones, one per factor, labelled "U iterations of
+//! `for (...)` per trip, their inner loops fused".
 
 use tree_sitter::Node;
 

@@ -501,7 +501,7 @@ fn copy(
 /// `plane_1` for copy 1 of `plane`, with underscores added while the name is taken.
 fn renamed(n: &Nest<'_>, name: &str, k: u64) -> String {
     let mut r = format!("{name}_{k}");
-    while n.taken.iter().any(|t| *t == r) {
+    while n.taken.contains(&r) {
         r.push('_');
     }
     r

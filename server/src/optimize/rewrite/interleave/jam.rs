@@ -170,12 +170,29 @@ fn declarator_name(mut d: Node<'_>) -> Node<'_> {
     d
 }
 
-/// A store to memory or an atomic among `nodes`: what the jam may not reorder.
-fn store(cx: &RewriteContext<'_>, nodes: &[Node<'_>]) -> Option<String> {
+/// A store to memory, an atomic, a call whose value is dropped (it is called for what it
+/// does) or the address of a name not in `mine` among `nodes`: what the jam may not
+/// reorder.
+fn store(cx: &RewriteContext<'_>, nodes: &[Node<'_>], mine: &[&str]) -> Option<String> {
     nodes.iter().find_map(|n| {
         let target = match n.kind() {
             "assignment_expression" => n.child_by_field_name("left"),
             "update_expression" => n.child_by_field_name("argument"),
+            "expression_statement" => {
+                let call = named_children(*n)
+                    .into_iter()
+                    .find(|e| e.kind() == "call_expression")?;
+                return Some(format!(
+                    "a call `{}` for its effect",
+                    super::tidy(text(cx, call))
+                ));
+            }
+            "pointer_expression" if text(cx, *n).trim_start().starts_with('&') => {
+                return n
+                    .child_by_field_name("argument")
+                    .filter(|a| a.kind() == "identifier" && !mine.contains(&text(cx, *a)))
+                    .map(|a| format!("an address `&{}` of a name from outside", text(cx, a)));
+            }
             "call_expression" => {
                 let f = n
                     .child_by_field_name("function")
@@ -209,7 +226,8 @@ fn pre_allows(
     if let Some(why) = nodes.iter().find_map(|n| forbidden(cx, *n)) {
         return Err(format!("before its inner loop, {why}"));
     }
-    if let Some(why) = store(cx, &nodes) {
+    let mine: Vec<&str> = locals.iter().map(String::as_str).collect();
+    if let Some(why) = store(cx, &nodes, &mine) {
         return Err(format!("before its inner loop, {why}"));
     }
     if locals.iter().any(|l| l == var) {
@@ -319,12 +337,14 @@ fn jam_body_allows(
     if let Some(why) = nodes.iter().find_map(|n| forbidden(cx, *n)) {
         return Err(format!("its inner loop: {why}"));
     }
-    if let Some(why) = store(cx, &nodes) {
+    let own: Vec<&str> = nodes.iter().flat_map(|n| declared(cx, *n)).collect();
+    let mut mine = own.clone();
+    mine.extend(locals.iter().map(String::as_str));
+    if let Some(why) = store(cx, &nodes, &mine) {
         return Err(format!(
             "its inner loop has {why}, which the jam would reorder"
         ));
     }
-    let own: Vec<&str> = nodes.iter().flat_map(|n| declared(cx, *n)).collect();
     if let Some(d) = own
         .iter()
         .find(|d| **d == var || locals.iter().any(|l| l == *d))

@@ -375,14 +375,23 @@ fn nest_refusals(kernel: &str) -> String {
 
 #[test]
 fn nests_with_differing_trips_a_store_an_order_sensitive_update_or_a_barrier_are_not_jammed() {
-    let got: String = ["lower_sums", "scale_rows", "arg_best", "staged_rows"]
-        .iter()
-        .map(|k| nest_refusals(k))
-        .collect();
+    let got: String = [
+        "lower_sums",
+        "scale_rows",
+        "arg_best",
+        "staged_rows",
+        "running_peak",
+        "last_sincos",
+    ]
+    .iter()
+    .map(|k| nest_refusals(k))
+    .collect();
     expect![[r#"
         for (int i = 0; i < n; i++): its inner loop's header reads `i` (its trips differ per outer iteration)
         for (int r = 0; r < rows; r++): its inner loop has a store to `y[r * cols + c]`, which the jam would reorder
         for (int r = 0; r < rows; r++): its inner loop's `best = v` is not an associative, commutative update of `best` (order-sensitive)
         for (int r = 0; r < rows; r++): its inner loop: its body calls `__syncthreads` (a barrier or warp collective)
+        for (int r = 0; r < rows; r++): its inner loop reads `s` besides updating it (a running value, order-sensitive)
+        for (int r = 0; r < rows; r++): its inner loop has a call `sincosf(x[r * cols + c], &sn, &cs)` for its effect, which the jam would reorder
     "#]].assert_eq(&got);
 }

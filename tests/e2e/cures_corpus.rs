@@ -2,7 +2,8 @@
 //! real projects in `tests/corpus` (fetched by `tests/corpus/fetch.sh`), given the spec
 //! skeleton the editor would insert, must get an answer from each cure: candidates that
 //! still parse and plan, or a refusal with a reason. Prints how many each cure took. The
-//! first `interleave` candidates (a code rewrite of loops in any style) and every
+//! first `interleave` candidates (a code rewrite of loops in any style; with the first
+//! nest's unroll-and-jam where one is offered too) and every
 //! `vectorize_groups`, `stream_loads` and `vector_loops` candidate must also compile with
 //! NVRTC wherever the original does. `grid_total` is tried with the skeleton's launch made one block, and
 //! its candidates must compile too.
@@ -163,6 +164,11 @@ fn analysis_cures_answer_every_corpus_kernel_with_a_skeleton_spec() {
                     Ok(c) => {
                         if *id == "interleave" && compiled < COMPILED && with.len() < SMALL {
                             compiles_like_the_original(&with, &c[0].text, &k.name);
+                            // and the first nest's jam (unroll-and-jam), where there is one
+                            let jam = c[1..].iter().find(|c| c.label.contains("fused"));
+                            if let Some(jam) = jam {
+                                compiles_like_the_original(&with, &jam.text, &k.name);
+                            }
                             compiled += 1;
                         }
                         // Few kernels take these: every candidate compiles.

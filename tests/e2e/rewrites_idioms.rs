@@ -1573,6 +1573,71 @@ const CASES: &[Case] = &[
         sizes: ("n = 1 << 20, 99", "n = 300, 99"),
     },
     Case {
+        file: NESTS,
+        kernel: "channel_stats_lanes",
+        id: "interleave",
+        want: 4,
+        sizes: (
+            "N = 32, 3; C = 64, 5; HW = 16384, 77",
+            "N = 7, 3; C = 2, 5; HW = 20001, 77",
+        ),
+    },
+    Case {
+        file: NESTS,
+        kernel: "block_mean_nchw",
+        id: "interleave",
+        want: 4,
+        sizes: (
+            "N = 16, 3; C = 32, 3; HW = 4096, 50",
+            "N = 7, 3; C = 3, 3; HW = 1001, 50",
+        ),
+    },
+    Case {
+        file: NESTS,
+        kernel: "batched_dot_max",
+        id: "interleave",
+        want: 4,
+        sizes: (
+            "B = 24, 7; R = 64, 3; K = 512, 45",
+            "B = 9, 7; R = 5, 3; K = 101, 45",
+        ),
+    },
+    Case {
+        file: NESTS,
+        kernel: "odd_rows",
+        id: "interleave",
+        want: 4,
+        sizes: ("M = 40, 5; L = 1000, 9", "M = 13, 5; L = 301, 9"),
+    },
+    Case {
+        file: NESTS,
+        kernel: "lower_sums",
+        id: "interleave",
+        want: 2,
+        sizes: ("n = 300, 5", "n = 37, 5"),
+    },
+    Case {
+        file: NESTS,
+        kernel: "scale_rows",
+        id: "interleave",
+        want: 2,
+        sizes: ("rows = 64, 3; cols = 500, 9", "rows = 6, 3; cols = 131, 9"),
+    },
+    Case {
+        file: NESTS,
+        kernel: "arg_best",
+        id: "interleave",
+        want: 2,
+        sizes: ("rows = 64, 3; cols = 500, 9", "rows = 6, 3; cols = 131, 9"),
+    },
+    Case {
+        file: NESTS,
+        kernel: "staged_rows",
+        id: "interleave",
+        want: 0,
+        sizes: ("rows = 64, 3; cols = 512, 9", "rows = 6, 3; cols = 131, 9"),
+    },
+    Case {
         file: "examples/batched_rowsum.cu",
         kernel: "batched_rowsum",
         id: "cooperative_rows",
@@ -1680,6 +1745,7 @@ const CASES: &[Case] = &[
 
 const SPLIT: &str = "tests/fixtures/rewrites/split/columns.cu";
 const INTERLEAVE: &str = "tests/fixtures/rewrites/interleave/loops.cu";
+const NESTS: &str = "tests/fixtures/rewrites/interleave/nests.cu";
 const MATMULS: &str = "tests/fixtures/rewrites/tiles/matmuls.cu";
 const HALF_MATMULS: &str = "tests/fixtures/rewrites/tiles/half_matmuls.cu";
 const TENSOR_MATMULS: &str = "tests/fixtures/rewrites/tiles/tensor_matmuls.cu";
@@ -1708,8 +1774,10 @@ fn small(c: &Case) -> String {
     let text =
         std::fs::read_to_string(root().join(c.file)).unwrap_or_else(|e| panic!("{}: {e}", c.file));
     // Only the kernel's own spec: the first occurrence after its comment block starts.
+    // `void name(`, or `void __cluster_dims__(8, 1, 1) name(`.
     let at = text
         .find(&format!("void {}(", c.kernel))
+        .or_else(|| text.find(&format!(") {}(", c.kernel)))
         .unwrap_or_else(|| panic!("{}: no kernel {}", c.file, c.kernel));
     let spec = text[..at].rfind(c.sizes.0).unwrap_or_else(|| {
         panic!(

@@ -23,8 +23,30 @@
 //! **Refuses**, with the reason per loop: a body with `break`, `continue`, `return` or
 //! `goto` (a copy would leave the trip early), a barrier or warp collective (threads
 //! would meet it at different copies), a body that writes the variable, the bound or the
-//! step, or takes the variable's address, a loop with another loop inside (the inner one
-//! is the one to interleave), a body that reads no memory, a decreasing loop.
+//! step, or takes the variable's address, a body that reads no memory, a decreasing loop.
+//!
+//! **Nests** (unroll-and-jam, [`jam`]): a loop with another loop inside is offered as a
+//! two-deep nest `for (outer) { PRE; for (inner) { BODY } }` (PRE: declarations and
+//! expressions before the inner loop, nothing after it) when the inner loop steps by a
+//! non-constant (a lane count such as `blockDim.x` or `8 * blockDim.x`: few trips per
+//! outer iteration, and a loop the compiler neither unrolls nor jams). Its candidates run
+//! U outer iterations per trip: PRE U times, copy `k`'s locals renamed (`plane_1`) and
+//! the outer variable read as `(v + k·S)`, then one inner loop whose body holds the U
+//! copies of BODY, so U independent loads are in flight; the author's nest runs the
+//! outer iterations that remain. The outer step may be a constant. Sound only when the
+//! inner loop runs the same trips every outer iteration and nothing but associative,
+//! commutative updates is carried, so it **refuses** a nest whose inner header reads
+//! the outer variable or a name PRE or BODY writes (a triangle), whose inner loop does
+//! not declare its variable, whose PRE or BODY stores to memory, calls an atomic, makes
+//! a call for its effect (its value dropped) or takes the address of an outer name,
+//! whose PRE writes a name it does not declare, whose BODY writes a scalar from outside
+//! other than by `s += e` (`-=`, `*=`, `|=`, `&=`, `^=`, `++`) or `s = fmaxf(s, e)`
+//! (`fminf`, `fmax`, `fmin`, `max`, `min`) with `e` free of `s`, reads such a scalar
+//! elsewhere, or updates it two ways (an argmax `if (v > best) { best = v; ... }`, a
+//! running prefix), and any early exit, barrier or warp collective in the nest. The
+//! jam reorders floating-point sums, which verification's tolerance covers. Jam
+//! candidates follow the single-loop ones, one per factor, labelled "U iterations of
+//! `for (...)` per trip, their inner loops fused".
 
 use tree_sitter::Node;
 
@@ -65,7 +87,9 @@ pub(super) enum Step {
 pub fn interleave(cx: &RewriteContext<'_>) -> R {
     let unit = Unit::of(cx, ID)?;
     let factors = Params(cx.params).uints("factors", &[4, 8], 2..=16)?;
+    let jam = Params(cx.params).bool("jam", true)?;
     let mut loops = Vec::new();
+    let mut nests = Vec::new();
     let mut reasons = Vec::new();
     for f in &unit.funcs {
         let Some(body) = f.child_by_field_name("body") else {
@@ -73,13 +97,20 @@ pub fn interleave(cx: &RewriteContext<'_>) -> R {
         };
         let shared = shared_arrays(cx, *f);
         for l in descendants(body).into_iter().filter(|n| is_loop(*n)) {
+            if jam && jam::holds_loop(l) {
+                match jam::nest(cx, *f, l, &shared) {
+                    Ok(n) => nests.push(n),
+                    Err(why) => reasons.push(format!("`{}`: {why}", loop_header(cx, l))),
+                }
+                continue;
+            }
             match shape(cx, l, &shared) {
                 Ok(s) => loops.push(s),
                 Err(why) => reasons.push(format!("`{}`: {why}", loop_header(cx, l))),
             }
         }
     }
-    if loops.is_empty() {
+    if loops.is_empty() && nests.is_empty() {
         let why = if reasons.is_empty() {
             format!("`{}` has no loop", cx.kernel.name)
         } else {
@@ -92,7 +123,7 @@ pub fn interleave(cx: &RewriteContext<'_>) -> R {
         return Err(na(why));
     }
     let mut out = Vec::new();
-    for u in factors {
+    for &u in factors.iter().filter(|_| !loops.is_empty()) {
         let edits: Vec<Edit> = loops
             .iter()
             .map(|s| Edit::replace(s.node.byte_range(), emit(cx, s, u)))
@@ -106,14 +137,20 @@ pub fn interleave(cx: &RewriteContext<'_>) -> R {
         let label = format!("{u} iterations per trip of {what}, their loads in flight together");
         out.push(finish(cx, ID, label, edits)?);
     }
+    for &u in factors.iter().filter(|_| !nests.is_empty()) {
+        let label = jam::label(cx, &nests, u);
+        out.push(finish(cx, ID, label, jam::edits(cx, &nests, u))?);
+    }
     Ok(out)
 }
 
 /// `text` with the loops of `kernel` interleaved `factor` iterations per trip, where any
 /// loop can be; what another rewrite calls on the loop it has just written.
 pub(super) fn interleaved(text: &str, kernel: &str, factor: u64) -> Option<String> {
-    let params =
-        std::collections::BTreeMap::from([("factors".to_string(), serde_json::json!([factor]))]);
+    let params = std::collections::BTreeMap::from([
+        ("factors".to_string(), serde_json::json!([factor])),
+        ("jam".to_string(), serde_json::json!(false)),
+    ]);
     let out = super::with_text(crate::syntax::Lang::Cuda, text, kernel, &params, interleave)?;
     out.ok()?.into_iter().next().map(|c| c.text)
 }
@@ -324,20 +361,7 @@ fn body_allows(cx: &RewriteContext<'_>, s: &Shape<'_>, shared: &[&str]) -> Resul
     {
         return Err("its body reads only shared memory (no long load to overlap)".into());
     }
-    for n in &nodes {
-        let why = match n.kind() {
-            "break_statement" | "continue_statement" | "return_statement" | "goto_statement"
-            | "labeled_statement" => format!("its body has `{}`", first_word(text(cx, *n))),
-            "gnu_asm_expression" | "asm_statement" => "its body has inline assembly".into(),
-            "call_expression" => match n.child_by_field_name("function") {
-                Some(f) if is_collective(text(cx, f)) => format!(
-                    "its body calls `{}` (a barrier or warp collective)",
-                    text(cx, f)
-                ),
-                _ => continue,
-            },
-            _ => continue,
-        };
+    if let Some(why) = nodes.iter().find_map(|n| forbidden(cx, *n)) {
         return Err(why);
     }
     let written = written_names(cx, &nodes);
@@ -365,6 +389,26 @@ fn body_allows(cx: &RewriteContext<'_>, s: &Shape<'_>, shared: &[&str]) -> Resul
         return Err(format!("its body takes `&{}`", s.var));
     }
     Ok(())
+}
+
+/// Why node `n` may not run several times per trip: an early exit, inline assembly, a
+/// barrier or a warp collective.
+fn forbidden(cx: &RewriteContext<'_>, n: Node<'_>) -> Option<String> {
+    match n.kind() {
+        "break_statement" | "continue_statement" | "return_statement" | "goto_statement"
+        | "labeled_statement" => Some(format!("its body has `{}`", first_word(text(cx, n)))),
+        "gnu_asm_expression" | "asm_statement" => Some("its body has inline assembly".into()),
+        "call_expression" => n
+            .child_by_field_name("function")
+            .filter(|f| is_collective(text(cx, *f)))
+            .map(|f| {
+                format!(
+                    "its body calls `{}` (a barrier or warp collective)",
+                    text(cx, f)
+                )
+            }),
+        _ => None,
+    }
 }
 
 /// A subscript, a dereference or an `->` access: a load or a store of memory.
@@ -560,6 +604,8 @@ fn indent_unit(cx: &RewriteContext<'_>, s: &Shape<'_>) -> String {
         .filter(|u| !u.is_empty())
         .unwrap_or_else(|| "    ".to_string())
 }
+
+mod jam;
 
 #[cfg(test)]
 mod tests;

@@ -223,3 +223,175 @@ fn an_interleaved_loop_is_not_interleaved_again() {
         "{again}"
     );
 }
+
+const NESTS: &str = include_str!("../../../../../tests/fixtures/rewrites/interleave/nests.cu");
+
+/// The jam candidates alone (the single-loop ones come first, one per factor).
+fn jams(kernel: &str, factor: u64) -> String {
+    let out = run(
+        "interleave",
+        NESTS,
+        kernel,
+        params(&format!(r#"{{"factors": [{factor}]}}"#)),
+    );
+    let out = out.map(|c| {
+        c.into_iter()
+            .filter(|c| c.label.contains("fused"))
+            .collect()
+    });
+    render(kernel, out)
+}
+
+#[test]
+fn a_block_per_channel_mean_runs_four_images_per_trip_with_their_inner_loops_fused() {
+    expect![[r#"
+        ## 4 iterations of `for (int n = 0; n < N; ++n)` per trip, their inner loops fused
+        __global__ void block_mean_nchw(const float* __restrict__ x, float* __restrict__ mean, int N, int C, int HW)
+        {
+          __shared__ float acc[256];
+          float t = 0.0f;
+          { // 4 outer iterations per trip, their inner loops fused, then the rest
+            int n = 0;
+            for (; n + 3 < N; n += 4) {
+              for (int p = threadIdx.x; p < HW; p += blockDim.x) {
+                { t += x[((size_t)n * C + blockIdx.x) * HW + p]; }
+                { t += x[((size_t)(n + 1) * C + blockIdx.x) * HW + p]; }
+                { t += x[((size_t)(n + 2) * C + blockIdx.x) * HW + p]; }
+                { t += x[((size_t)(n + 3) * C + blockIdx.x) * HW + p]; }
+              }
+            }
+            for (; n < N; ++n) {
+              for (int p = threadIdx.x; p < HW; p += blockDim.x)
+                t += x[((size_t)n * C + blockIdx.x) * HW + p];
+            }
+          }
+          acc[threadIdx.x] = t;
+          __syncthreads();
+          if (threadIdx.x == 0) {
+            float total = 0.0f;
+            for (unsigned i = 0; i < blockDim.x; ++i) total += acc[i];
+            mean[blockIdx.x] = total / ((float)N * HW);
+          }
+        }
+    "#]].assert_eq(&jams("block_mean_nchw", 4));
+}
+
+#[test]
+fn a_batched_max_renames_the_locals_before_the_inner_loop_per_copy() {
+    expect![[r#"
+        ## 2 iterations of `for (unsigned b = blockIdx.y; b < B; b += gridDim.y)` per trip, their inner loops fused
+        __global__ void batched_dot_max(const float* a, const float* w, float* out, unsigned B, int R, int K) {
+            float best = -3.0e38f;
+            { // 2 outer iterations per trip, their inner loops fused, then the rest
+                unsigned b = blockIdx.y;
+                for (; b + (unsigned)(gridDim.y) < B; b += (unsigned)(2 * gridDim.y)) {
+                    const float* row = a + ((size_t)b * R + blockIdx.x) * K;
+                    const float* wb = w + (size_t)b * K;
+                    const float* row_1 = a + ((size_t)(b + (unsigned)(gridDim.y)) * R + blockIdx.x) * K;
+                    const float* wb_1 = w + (size_t)(b + (unsigned)(gridDim.y)) * K;
+                    for (int k = threadIdx.x; k < K; k += blockDim.x) {
+                        {
+                            best = fmaxf(best, row[k] * wb[k]);
+                        }
+                        {
+                            best = fmaxf(best, row_1[k] * wb_1[k]);
+                        }
+                    }
+                }
+                for (; b < B; b += gridDim.y) {
+                    const float* row = a + ((size_t)b * R + blockIdx.x) * K;
+                    const float* wb = w + (size_t)b * K;
+                    for (int k = threadIdx.x; k < K; k += blockDim.x) {
+                        best = fmaxf(best, row[k] * wb[k]);
+                    }
+                }
+            }
+            out[blockIdx.x * 64 + blockIdx.y * 32 + threadIdx.x] = best;
+        }
+    "#]].assert_eq(&jams("batched_dot_max", 2));
+}
+
+#[test]
+fn an_assigned_outer_variable_and_a_body_without_braces_are_jammed() {
+    expect![[r#"
+        ## 2 outer iterations per trip in each of 2 nests, their inner loops fused
+        __global__ void odd_rows(const float* x, float* out, int M, int L) {
+            float s = 0.0f;
+            float prod = 1.0f;
+            int i;
+            for (i = 1; i + 3 <= M; i += 6) {
+                int base = i * L;
+                base += 0;
+                int base_1 = (i + 3) * L;
+                base_1 += 0;
+                for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < L; j += gridDim.x * blockDim.x) {
+                    { s -= x[base + j]; }
+                    { s -= x[base_1 + j]; }
+                }
+            }
+            for (; i <= M; i += 3) {
+                int base = i * L;
+                base += 0;
+                for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < L; j += gridDim.x * blockDim.x) s -= x[base + j];
+                // nothing after the inner loop
+            }
+            { // 2 outer iterations per trip, their inner loops fused, then the rest
+                int r = 0;
+                for (; r + 1 < 2; r += 2) {
+                    for (int j = threadIdx.x; j < 64; j += blockDim.x * 64) {
+                        { prod *= x[r * L + j + blockIdx.x]; }
+                        { prod *= x[(r + 1) * L + j + blockIdx.x]; }
+                    }
+                }
+                for (; r < 2; r++) {
+                    for (int j = threadIdx.x; j < 64; j += blockDim.x * 64) prod *= x[r * L + j + blockIdx.x];
+                }
+            }
+            out[blockIdx.x * 32 + threadIdx.x] = s;
+            out[64 + blockIdx.x * 32 + threadIdx.x] = prod;
+        }
+    "#]].assert_eq(&jams("odd_rows", 2));
+}
+
+/// Why the nests of `kernel` are not jammed, one line per nest.
+fn nest_refusals(kernel: &str) -> String {
+    let params = std::collections::BTreeMap::new();
+    super::super::with_text(crate::syntax::Lang::Cuda, NESTS, kernel, &params, |cx| {
+        let unit = super::Unit::of(cx, "interleave").expect("a unit");
+        let mut out = String::new();
+        for f in &unit.funcs {
+            let body = f.child_by_field_name("body").expect("a body");
+            for l in super::descendants(body) {
+                if super::is_loop(l) && super::jam::holds_loop(l) {
+                    let why = super::jam::nest(cx, *f, l, &[]).err().unwrap_or_default();
+                    out.push_str(&format!("{}: {why}\n", super::loop_header(cx, l)));
+                }
+            }
+        }
+        out
+    })
+    .expect("the kernel")
+}
+
+#[test]
+fn nests_with_differing_trips_a_store_an_order_sensitive_update_or_a_barrier_are_not_jammed() {
+    let got: String = [
+        "lower_sums",
+        "scale_rows",
+        "arg_best",
+        "staged_rows",
+        "running_peak",
+        "last_sincos",
+    ]
+    .iter()
+    .map(|k| nest_refusals(k))
+    .collect();
+    expect![[r#"
+        for (int i = 0; i < n; i++): its inner loop's header reads `i` (its trips differ per outer iteration)
+        for (int r = 0; r < rows; r++): its inner loop has a store to `y[r * cols + c]`, which the jam would reorder
+        for (int r = 0; r < rows; r++): its inner loop's `best = v` is not an associative, commutative update of `best` (order-sensitive)
+        for (int r = 0; r < rows; r++): its inner loop: its body calls `__syncthreads` (a barrier or warp collective)
+        for (int r = 0; r < rows; r++): its inner loop reads `s` besides updating it (a running value, order-sensitive)
+        for (int r = 0; r < rows; r++): its inner loop has a call `sincosf(x[r * cols + c], &sn, &cs)` for its effect, which the jam would reorder
+    "#]].assert_eq(&got);
+}

@@ -279,7 +279,14 @@ pub(super) fn loop_header(
 }
 
 /// The edit that appends `names` to the kernel's signature as `tl.constexpr` parameters.
+/// A name the signature already has is not added again (several loops of one kernel can
+/// share one knob).
 pub(super) fn add_constexprs(cx: &RewriteContext<'_>, names: &[&str]) -> Result<Vec<Edit>, String> {
+    let names: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !cx.kernel.params.iter().any(|p| p.name == *n))
+        .collect();
     if names.is_empty() {
         return Ok(Vec::new());
     }

@@ -25,7 +25,8 @@
 //! rescales each sum once by `tl.where(m_prev == m, 1.0, exp(m_prev - m))` (a column still
 //! all -inf would give `-inf - -inf`, NaN), and adds `tl.sum(tl.where(ok, term, 0), 0)`;
 //! the other passes split as before: one candidate per R, and on a 1-D grid one with the
-//! budgeted tile's steps, lanes and warps (below). A three-pass softmax then reads its
+//! budgeted tile's steps, lanes and warps (below; its steps one constexpr knob, `R_STEPS`,
+//! that every split pass shares, so the retune sweeps it). A three-pass softmax then reads its
 //! input twice, tiled, in one step of the search (a 4096 x 4096 column softmax on an
 //! H100: 1.13x torch.compile with the budgeted tile, 0.43x with 32 steps of 64 lanes). A
 //! pair `triton_online` refuses (a sum of `x - m`, a maximum pass that stores, different
@@ -136,7 +137,7 @@ pub fn triton_split_loop(cx: &RewriteContext<'_>) -> R {
                 "the loops at lines {} take {r} steps at a time (2-D tiles)",
                 lines.join(", ")
             );
-            match split_each(cx, cx.text.to_string(), &which, *r) {
+            match split_each(cx, cx.text.to_string(), &which, &Steps::Fixed(*r)) {
                 Ok(text) => drafts.push(Draft { label, text }),
                 Err(e) => dropped.push(format!("{label}: {e}")),
             }
@@ -157,7 +158,7 @@ pub fn triton_split_loop(cx: &RewriteContext<'_>) -> R {
 /// first neighbouring pair that `triton_online` joins (a running maximum, then sums of
 /// `exp(x - max)`) made one tiled loop: each step reduces its tile's maximum, rescales
 /// the sums once, and adds the tile's terms. One per R in `rows`, and on a 1-D grid one
-/// with the budgeted tile's steps, lanes and warps ([`tile_plan`]; the steps a literal).
+/// with the budgeted tile's steps, lanes and warps ([`tile_plan`]; its steps a constexpr knob the spec sets, shared by every split pass, so the retune sweeps them).
 /// A pair `triton_online` refuses adds none; a tiling that fails goes to `dropped`.
 fn online_drafts(
     cx: &RewriteContext<'_>,
@@ -190,11 +191,11 @@ fn online_drafts(
             let (top, found) = body_loops(c).map_err(|e| e.to_string())?;
             let l = found.get(i).ok_or("the joined loop went missing")?;
             let lanes = lane_names(c.text, &top, l);
-            write(c, l, &lanes, &Steps::Fixed(r), Some(&online))
+            write(c, l, &lanes, &r, Some(&online))
         })
         .ok_or_else(|| "the joined text does not parse".to_string())
         .and_then(|t| t)
-        .and_then(|joined| split_each(cx, joined, &rest, r))
+        .and_then(|joined| split_each(cx, joined, &rest, &r))
         .and_then(|t| match values.is_empty() {
             true => Ok(t),
             false => set_spec_statements(&t, cx.kernel, &values, &[]).map_err(|e| e.to_string()),
@@ -208,7 +209,7 @@ fn online_drafts(
 
 /// One tile an online candidate takes: its steps, how the label says it, and the spec
 /// statements it sets (`name = value`).
-type OnlineTile = (u64, String, Vec<(String, String)>);
+type OnlineTile = (Steps, String, Vec<(String, String)>);
 
 /// The tiles the online candidates take: each R in `rows`, then the budgeted tile of the joined loop `l`
 /// where the launch is a 1-D grid `cdiv(n, BLOCK)`. Measured on an H100, a column
@@ -223,11 +224,15 @@ fn online_tiles(
 ) -> Vec<OnlineTile> {
     let mut out: Vec<_> = rows
         .iter()
-        .map(|r| (*r, format!("{r} steps at a time"), Vec::new()))
+        .map(|r| (Steps::Fixed(*r), format!("{r} steps at a time"), Vec::new()))
         .collect();
     if let Some(lane) = lane_tile(cx, plan, l) {
         let t = tile_plan(&lane, l.range_args.is_some());
-        let mut values = Vec::new();
+        let steps = fresh(
+            &format!("{}_STEPS", l.var.to_uppercase()),
+            &mut code_names(cx),
+        );
+        let mut values = vec![(steps.clone(), t.steps.to_string())];
         if t.block != lane.block {
             values.push((lane.name.clone(), t.block.to_string()));
         }
@@ -236,7 +241,14 @@ fn online_tiles(
             "{} steps at a time, {} = {}, {} warps",
             t.steps, lane.name, t.block, t.num_warps
         );
-        out.push((t.steps, how, values));
+        out.push((
+            Steps::Knob {
+                steps,
+                stages: None,
+            },
+            how,
+            values,
+        ));
     }
     out
 }
@@ -249,14 +261,14 @@ fn split_each(
     cx: &RewriteContext<'_>,
     mut text: String,
     which: &[usize],
-    r: u64,
+    r: &Steps,
 ) -> Result<String, String> {
     for &i in which {
         text = super::with_text(cx.lang, &text, &cx.kernel.name, cx.params, |c| {
             let (top, found) = body_loops(c).map_err(|e| e.to_string())?;
             let l = found.get(i).ok_or("a loop went missing")?;
             let lanes = check(c, &top, l)?;
-            write(c, l, &lanes, &Steps::Fixed(r), None)
+            write(c, l, &lanes, r, None)
         })
         .ok_or("the split text does not parse")??;
     }

@@ -424,12 +424,24 @@ fn a_maximum_and_a_sum_of_exponentials_join_online_in_one_tiled_loop() {
                 v = tl.load(x + rs_2[:, None] * N + cols[None, :], mask=(ok[None, :]) & r_ok_2, other=0.0)
                 tl.store(y + rs_2[:, None] * N + cols[None, :], tl.exp(v - m[None, :]) / s[None, :], mask=(ok[None, :]) & r_ok_2)"#]]
     .assert_eq(&show(Lang::Triton, ONLINE, &out[out.len() - 2], "col_softmax_odd"));
-    // The budgeted tile: the spec narrows the lanes and sets the warps.
+    // The budgeted tile: the spec narrows the lanes and sets the warps; its steps are one
+    // knob every split pass shares, added to the signature once.
     let budgeted = show(Lang::Triton, ONLINE, &out[out.len() - 1], "col_softmax_odd");
+    assert_eq!(
+        budgeted.matches("R_STEPS: tl.constexpr").count(),
+        1,
+        "{budgeted}"
+    );
+    assert_eq!(
+        budgeted.matches("range(0, M, R_STEPS)").count(),
+        2,
+        "{budgeted}"
+    );
     for want in [
         "BN = 8",
         "num_warps = 1",
-        "rs = r + tl.arange(0, 128)",
+        "R_STEPS = 128",
+        "rs = r + tl.arange(0, R_STEPS)",
         "s = s * tl.where(m_prev == m",
     ] {
         assert!(budgeted.contains(want), "{want}\n{budgeted}");

@@ -1632,6 +1632,16 @@ const CASES: &[Case] = &[
     },
     Case {
         file: NESTS,
+        kernel: "squared_rows",
+        id: "interleave",
+        want: 4,
+        sizes: (
+            "rows = 64, 7; cols = 300, 33",
+            "rows = 5, 7; cols = 131, 33",
+        ),
+    },
+    Case {
+        file: NESTS,
         kernel: "staged_rows",
         id: "interleave",
         want: 0,

@@ -38,7 +38,8 @@
 //! commutative updates is carried, so it **refuses** a nest whose inner header reads
 //! the outer variable or a name PRE or BODY writes (a triangle), whose inner loop does
 //! not declare its variable, whose PRE or BODY stores to memory, calls an atomic, makes
-//! a call for its effect (its value dropped) or takes the address of an outer name,
+//! a call for its effect (its value dropped), calls a function of the file that does
+//! any of these (followed a few calls deep) or takes the address of an outer name,
 //! whose PRE writes a name it does not declare, whose BODY writes a scalar from outside
 //! other than by `s += e` (`-=`, `*=`, `|=`, `&=`, `^=`, `++`) or `s = fmaxf(s, e)`
 //! (`fminf`, `fmax`, `fmin`, `max`, `min`) with `e` free of `s`, reads such a scalar

@@ -171,9 +171,21 @@ fn declarator_name(mut d: Node<'_>) -> Node<'_> {
 }
 
 /// A store to memory, an atomic, a call whose value is dropped (it is called for what it
-/// does) or the address of a name not in `mine` among `nodes`: what the jam may not
-/// reorder.
+/// does), a call of a function of this file that does any of these, or the address of a
+/// name not in `mine` among `nodes`: what the jam may not reorder.
 fn store(cx: &RewriteContext<'_>, nodes: &[Node<'_>], mine: &[&str]) -> Option<String> {
+    store_within(cx, nodes, mine, 0)
+}
+
+/// How deep [`store`] follows calls into the file's own functions; deeper is refused.
+const CALL_DEPTH: usize = 4;
+
+fn store_within(
+    cx: &RewriteContext<'_>,
+    nodes: &[Node<'_>],
+    mine: &[&str],
+    depth: usize,
+) -> Option<String> {
     nodes.iter().find_map(|n| {
         let target = match n.kind() {
             "assignment_expression" => n.child_by_field_name("left"),
@@ -197,12 +209,49 @@ fn store(cx: &RewriteContext<'_>, nodes: &[Node<'_>], mine: &[&str]) -> Option<S
                 let f = n
                     .child_by_field_name("function")
                     .map_or("", |f| text(cx, f));
-                return f.starts_with("atomic").then(|| format!("an atomic `{f}`"));
+                if f.starts_with("atomic") {
+                    return Some(format!("an atomic `{f}`"));
+                }
+                return callee_effect(cx, *n, depth)
+                    .map(|why| format!("a call `{f}` that makes {why}"));
             }
             _ => None,
         }?;
         (target.kind() != "identifier").then(|| format!("a store to `{}`", text(cx, target)))
     })
+}
+
+/// What a call of a function defined in this file does that the jam may not reorder
+/// ([`store`] on its body, its own locals and parameters its own), or `None` for a
+/// function that only computes, or one defined elsewhere (a builtin; CUDA's math
+/// functions have no effects).
+fn callee_effect(cx: &RewriteContext<'_>, call: Node<'_>, depth: usize) -> Option<String> {
+    let name = plain_callee(cx, call)?;
+    let def = descendants(cx.tree.root_node())
+        .into_iter()
+        .filter(|d| d.kind() == "function_definition")
+        .find(|d| name_and_params(cx, *d).is_some_and(|(n, _)| n == name))?;
+    if depth >= CALL_DEPTH {
+        return Some(format!("calls {CALL_DEPTH} deep, not followed further"));
+    }
+    let nodes = descendants(def);
+    let params = nodes
+        .iter()
+        .filter(|n| n.kind() == "parameter_declaration")
+        .filter_map(|n| n.child_by_field_name("declarator"))
+        .map(declarator_name)
+        .filter(|d| d.kind() == "identifier")
+        .map(|d| text(cx, d));
+    let own: Vec<&str> = nodes
+        .iter()
+        .flat_map(|n| declared(cx, *n))
+        .chain(params)
+        .collect();
+    let body: Vec<Node<'_>> = def
+        .child_by_field_name("body")
+        .map(descendants)
+        .unwrap_or_default();
+    store_within(cx, &body, &own, depth + 1)
 }
 
 /// PRE may only declare and compute locals: no store, no atomic, no barrier, no early exit,

@@ -382,6 +382,7 @@ fn nests_with_differing_trips_a_store_an_order_sensitive_update_or_a_barrier_are
         "staged_rows",
         "running_peak",
         "last_sincos",
+        "counted_rows",
     ]
     .iter()
     .map(|k| nest_refusals(k))
@@ -393,5 +394,20 @@ fn nests_with_differing_trips_a_store_an_order_sensitive_update_or_a_barrier_are
         for (int r = 0; r < rows; r++): its inner loop: its body calls `__syncthreads` (a barrier or warp collective)
         for (int r = 0; r < rows; r++): its inner loop reads `s` besides updating it (a running value, order-sensitive)
         for (int r = 0; r < rows; r++): its inner loop has a call `sincosf(x[r * cols + c], &sn, &cs)` for its effect, which the jam would reorder
+        for (int r = 0; r < rows; r++): before its inner loop, a call `weight_and_count` that makes a store to `counts[r]`
     "#]].assert_eq(&got);
+}
+
+/// A call of the file's own function is followed: one that stores is not reordered, one
+/// that only computes is jammed.
+#[test]
+fn a_helper_that_stores_keeps_its_nest_and_one_that_computes_is_jammed() {
+    let refused = nest_refusals("counted_rows");
+    assert!(
+        refused.contains("a call `weight_and_count` that makes a store to `counts[r]`"),
+        "{refused}"
+    );
+    let jammed = jams("squared_rows", 4);
+    assert!(jammed.contains("their inner loops fused"), "{jammed}");
+    assert!(jammed.contains("squared(xr_1[c])"), "{jammed}");
 }

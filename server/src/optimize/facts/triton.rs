@@ -190,6 +190,45 @@ impl<'t> LaneWalk<'t> for Cx<'t> {
 }
 
 impl<'t> Cx<'t> {
+    /// Whether `n` floor-divides or takes the remainder of a value that moves with the
+    /// lanes (`(offs // HW) % C`), itself or through its names' definitions: neighbouring
+    /// lanes then share elements (a gathered per-channel parameter), so the address does
+    /// not move with each lane.
+    fn collapses_lanes(&self, n: Node<'t>, depth: usize, seen: &mut Vec<String>) -> bool {
+        if depth > MAX_DEPTH {
+            return true;
+        }
+        if n.kind() == "binary_operator" {
+            let op = n.child_by_field_name("operator").map(|o| o.kind());
+            let left = n.child_by_field_name("left");
+            if matches!(op, Some("//" | "%"))
+                && left.is_some_and(|l| self.axes(l, 0) & lanes::THREAD_X != 0)
+            {
+                return true;
+            }
+        }
+        if n.kind() == "identifier" {
+            let name = node_text(self.src, n).to_string();
+            if seen.contains(&name) {
+                return false;
+            }
+            seen.push(name.clone());
+            let values: Vec<Node<'t>> = self
+                .defs
+                .get(&name)
+                .map(|ds| ds.iter().filter_map(|d| d.value).collect())
+                .unwrap_or_default();
+            return values
+                .into_iter()
+                .any(|v| self.collapses_lanes(v, depth + 1, seen));
+        }
+        let mut c = n.walk();
+        let children: Vec<Node<'t>> = n.children(&mut c).collect();
+        children
+            .into_iter()
+            .any(|ch| self.collapses_lanes(ch, depth + 1, seen))
+    }
+
     /// The local names `n` itself defines, with their definitions.
     fn defines(&self, n: Node<'t>) -> Vec<(String, Def<'t>)> {
         let mut out = Vec::new();
@@ -448,7 +487,10 @@ impl<'t> Scan<'_> {
             in_loop: false,
             line: line_of(n),
             via: None,
-            axes: cx.axes(ptr, 0),
+            axes: match cx.collapses_lanes(ptr, 0, &mut Vec::new()) {
+                true => cx.axes(ptr, 0) & !lanes::THREAD_X,
+                false => cx.axes(ptr, 0),
+            },
             span: Some((n.start_byte(), n.end_byte())),
             hinted,
         };

@@ -10,7 +10,9 @@
 //! address that moves with the thread along x and with every axis the launch spreads
 //! over (a 2-D grid's rows read `x[r * n + c]` once each, but share `bias[c]`), and in
 //! CUDA a dense one: neighbouring lanes at most 8 elements apart (a thread walking a row
-//! alone wants its sectors kept for its next iterations).
+//! alone wants its sectors kept for its next iterations); in Triton an address built
+//! through `//` or `%` of a lane value (`g + (offs // HW) % C`) is shared by
+//! neighbouring lanes, so it is not read once.
 //!
 //! **Refuses** kernels with no such load, and (CUDA) a load whose element type has no
 //! `__ldcs` overload (`bool`, a struct) or cannot be told from the code: that load stays

@@ -170,6 +170,39 @@ fn triton_loads_each_program_reads_alone_get_evict_first() {
     );
 }
 
+/// Flat elements whose channel is `(offs // HW) % C`: neighbouring lanes gather the same
+/// per-channel parameters (shared, kept in cache); only the stream itself, and a gather
+/// through a remainder of the lanes in another style, are told apart from it.
+const CHANNEL_GATHER: &str = r#"import triton
+import triton.language as tl
+
+
+# @bench N = 8, 3; C = 16, 5; HW = 1024, 77
+# @bench x: in f32[N, C, HW]; g: in f32[C]; h: in f32[HW]; y: out f32[N, C, HW]
+# @bench total = N * C * HW; grid = cdiv(total, BLOCK); BLOCK = 1024
+@triton.jit
+def scale_channels(x, g, h, y, total, C, HW, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = offs < total
+    ch = offs // HW
+    c = ch % C
+    v = tl.load(x + offs, mask=ok, other=0.0)
+    w = tl.load(g + c, mask=ok, other=1.0) * tl.load(h + offs % HW, mask=ok, other=1.0)
+    tl.store(y + offs, v * w, mask=ok)
+"#;
+
+#[test]
+fn a_triton_gather_through_a_floor_division_or_remainder_of_the_lanes_is_not_read_once() {
+    let out = triton(
+        CHANNEL_GATHER,
+        "scale_channels",
+        "stream_loads",
+        serde_json::json!({}),
+    )
+    .unwrap();
+    assert_eq!(out[0].label, "`evict_first` loads of x");
+}
+
 #[test]
 fn read_once_needs_the_thread_and_every_axis_the_launch_spreads_over() {
     use crate::optimize::facts::read_once;

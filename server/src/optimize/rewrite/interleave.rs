@@ -79,6 +79,29 @@ pub(super) struct Shape<'t> {
     pub update: Option<Node<'t>>,
 }
 
+impl<'t> Shape<'t> {
+    /// A loop read from its condition (variable, comparison, bound) and body, before its
+    /// header or trailing step is read.
+    pub(super) fn bare(
+        node: Node<'t>,
+        (var, op, bound): (String, &'static str, String),
+        body: Node<'t>,
+    ) -> Self {
+        Shape {
+            node,
+            var,
+            ty: String::new(),
+            decl: None,
+            assign: None,
+            op,
+            bound,
+            step: Step::Literal(1),
+            body,
+            update: None,
+        }
+    }
+}
+
 #[derive(Clone)]
 pub(super) enum Step {
     Literal(u64),
@@ -203,18 +226,7 @@ pub(super) fn loop_shape<'t>(
         return Err("it is not directly inside braces".into());
     }
     let (var, op, bound) = condition(cx, l)?;
-    let mut s = Shape {
-        node: l,
-        var,
-        ty: String::new(),
-        decl: None,
-        assign: None,
-        op,
-        bound,
-        step: Step::Literal(1),
-        body,
-        update: None,
-    };
+    let mut s = Shape::bare(l, (var, op, bound), body);
     match l.kind() {
         "for_statement" => for_header(cx, &mut s)?,
         "while_statement" => while_tail(cx, &mut s)?,

@@ -109,18 +109,7 @@ fn parts(l: Node<'_>) -> Result<(Vec<Node<'_>>, Node<'_>), String> {
 fn outer_shape<'t>(cx: &RewriteContext<'t>, l: Node<'t>) -> Result<Shape<'t>, String> {
     let (var, op, bound) = condition(cx, l)?;
     let body = l.child_by_field_name("body").ok_or("no body")?;
-    let mut s = Shape {
-        node: l,
-        var,
-        ty: String::new(),
-        decl: None,
-        assign: None,
-        op,
-        bound,
-        step: Step::Literal(1),
-        body,
-        update: None,
-    };
+    let mut s = Shape::bare(l, (var, op, bound), body);
     for_header(cx, &mut s)?;
     if s.ty.is_empty() {
         s.ty = format!("decltype({})", s.var);

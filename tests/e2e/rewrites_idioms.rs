@@ -428,6 +428,27 @@ const CASES: &[Case] = &[
             "N = 2, 3; C = 9, 9; HW = 130, 101",
         ),
     },
+    // The cluster's blocks take the image loop in turn (compiled; clusters are not emulated).
+    Case {
+        file: "tests/fixtures/rewrites/rows/nests.cu",
+        kernel: "weighted_moments",
+        id: "cooperative_rows",
+        want: 11,
+        sizes: (
+            "N = 24, 3; C = 40, 5; HW = 8192, 77",
+            "N = 16, 3; C = 3, 5; HW = 300, 77",
+        ),
+    },
+    Case {
+        file: "tests/fixtures/rewrites/rows/nests.cu",
+        kernel: "odd_image_max",
+        id: "cooperative_rows",
+        want: 11,
+        sizes: (
+            "N = 40, 5; C = 24, 3; HW = 4096, 99",
+            "N = 21, 5; C = 3, 3; HW = 130, 99",
+        ),
+    },
     Case {
         file: "tests/fixtures/rewrites/rows/row_stats.cu",
         kernel: "row_group_sum",

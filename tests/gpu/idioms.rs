@@ -38,6 +38,12 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/rows/row_stats.cu",
         "row_sum_while",
     ),
+    // Few channels of 24 images: a cluster whose blocks take the image loop in turn.
+    (
+        "cooperative_rows",
+        "tests/fixtures/rewrites/rows/nests.cu",
+        "weighted_moments",
+    ),
     (
         "cooperative_rows",
         "tests/fixtures/rewrites/rows/row_stats.cu",
@@ -369,6 +375,9 @@ fn source(file: &str) -> &'static str {
         }
         "tests/fixtures/rewrites/vec_loops/warps.cu" => {
             include_str!("../fixtures/rewrites/vec_loops/warps.cu")
+        }
+        "tests/fixtures/rewrites/rows/nests.cu" => {
+            include_str!("../fixtures/rewrites/rows/nests.cu")
         }
         "tests/fixtures/rewrites/vec_loops/cluster.cu" => {
             include_str!("../fixtures/rewrites/vec_loops/cluster.cu")

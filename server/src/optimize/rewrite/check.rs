@@ -61,6 +61,22 @@ pub(super) fn current_plan(cx: &RewriteContext<'_>) -> Result<BenchPlan, Rewrite
     })
 }
 
+/// The value of a loop bound or start in case `case`: an integer literal or a scalar
+/// argument of the kernel.
+pub(super) fn case_int(case: &spec::Case, e: &str) -> Option<i64> {
+    let e = e.trim();
+    super::poly::int_literal(e).or_else(|| {
+        case.args.iter().find_map(|a| match a {
+            spec::Arg::Scalar {
+                name,
+                value: spec::Value::Int(v),
+                ..
+            } if name == e => Some(*v),
+            _ => None,
+        })
+    })
+}
+
 /// Why the constexpr `name` (now `value`) is a problem size and not a tiling choice, or
 /// None: the spec ties it to a buffer's shape when setting it to twice its value changes
 /// a buffer's dimensions (`HD = 64` that `q: in f16[BH, L, HD]` reads). Such a constexpr

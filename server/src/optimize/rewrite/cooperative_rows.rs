@@ -11,9 +11,10 @@
 //! literal step, or `int c = S; while (c < E) { ...; c++; }`) whose variable indexes a
 //! global access. Each column loop becomes lane-strided (`c = S + lane; c += 32`), so
 //! column `c` is always handled by the same lane; the rest of the row body runs in every
-//! lane of the team, identically. In a nest, a loop along which no access moves by one
-//! element is not the column loop when a loop inside it moves one by one element and
-//! has no literal trip count under 32 (`for (n ...) for (p ...) s += x[(n * C + c) * HW +
+//! lane of the team, identically. In a nest, a loop is not the column loop when a loop
+//! inside it moves an access by one element, has no literal trip count under 32, and
+//! holds no access that moves by one element with the outer loop (a weight per image
+//! `w[n]` read outside the inner loop does not count) (`for (n ...) for (p ...) s += x[(n * C + c) * HW +
 //! p];`, NCHW channel statistics): the inner loop is, and the outer one runs in every
 //! lane. The accumulators are all-reduced after the inner loop, or after the outermost
 //! loop around it in which nothing else touches them (one combine a row, not one an
@@ -59,7 +60,10 @@
 //! blockDim.x + threadIdx.x`), each block combines as a block team does, then the blocks'
 //! values are read from each other's shared memory in rank order between two cluster
 //! barriers ([`combine::cluster_combine`], shared with `split_loop`), so every lane holds
-//! the row's values before the next loop reads them; an arg pick or a carried type other
+//! the row's values before the next loop reads them. Where the cluster's lanes would take
+//! under 4 columns each from a column loop inside a loop that gives each block a trip,
+//! the blocks take that loop's trips in turn and each block's threads share the column
+//! loop ([`nest`]). An arg pick or a carried type other
 //! than a 4- or 8-byte int or float gets no cluster. Param `modes` picks among `warp`,
 //! `rows2`, `rows4`, `block`, `warp_regs`, `block_regs`, `cluster` (default all);
 //! `stage_registers` caps the registers per staged buffer (default: the longest row), and
@@ -226,6 +230,8 @@ pub(super) struct LoopAccess {
 
 pub(super) struct RowPlan<'t> {
     pub loops: Vec<ColumnLoop<'t>>,
+    /// Per column loop, the loop around it that a cluster's blocks may share.
+    nests: Vec<Option<nest::Nest<'t>>>,
     /// Row-level statements that write memory (one lane of the team runs them).
     pub lane0: Vec<Node<'t>>,
     /// What the `*_regs` modes keep in registers, or why they cannot.
@@ -319,6 +325,7 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
                         continue;
                     }
                 };
+            let label = nest_label(cx.text, &rows, team, label);
             let (label, stage) = if staged {
                 let stage = match &rows.stage {
                     Ok(s) => s,
@@ -700,8 +707,12 @@ pub(super) fn analyze<'t>(
         l.moves = loop_moves(&scope, shape, l, &accesses);
     }
     let stage = staging::plan(cx.kernel, spec, &scope, &accesses, &loops, &shape.body);
+    let nests = (0..loops.len())
+        .map(|i| nest::find(&scope, spec, &loops, i, &lane0))
+        .collect();
     Ok(RowPlan {
         loops,
+        nests,
         lane0,
         stage,
     })
@@ -1196,11 +1207,13 @@ fn find_loops<'t>(
     Ok(())
 }
 
-/// Whether loop `outer` only strides over memory while a loop inside it walks one
-/// element at a time (`for (n ...) { const float* plane = x + (n * C + c) * HW; for (p
+/// Whether a loop inside `outer` walks one element at a time while `outer` need not (`for (n ...) { const float* plane = x + (n * C + c) * HW; for (p
 /// ...) s += plane[p]; }`): the inner loop is then the column loop the team shares, and
 /// the outer one runs in every lane. An inner loop of a literal trip count under 32
-/// (`for (k = 0; k < 4; k++)` over a small group) leaves the outer loop the column loop.
+/// (`for (k = 0; k < 4; k++)` over a small group), or one inside which an access walks
+/// the outer loop one element at a time, leaves the outer loop the column loop; an
+/// access outside the inner loops that walks the outer one (`w[n]`, a weight per image)
+/// does not.
 fn inner_loop_walks_the_row<'t>(
     scope: &Scope<'_, 't>,
     shape: &Elementwise<'t>,
@@ -1218,9 +1231,14 @@ fn inner_loop_walks_the_row<'t>(
             .iter()
             .any(|m| m.along_loop == Step::One)
     };
-    if contiguous(outer) {
-        return false;
-    }
+    // Accesses that walk the outer loop one element at a time, as (start, end) bytes: one
+    // inside the inner loop keeps the outer loop the column loop; those outside it (a
+    // weight per image) run once an outer trip, the inner loop's many times.
+    let outer_walks: Vec<(usize, usize)> = loop_moves(scope, shape, outer, &accesses)
+        .iter()
+        .filter(|m| m.along_loop == Step::One)
+        .map(|m| (m.range.start, m.range.end))
+        .collect();
     let mut found = false;
     walk(body, &mut |n| {
         if found || !matches!(n.kind(), "for_statement" | "while_statement") {
@@ -1232,8 +1250,13 @@ fn inner_loop_walks_the_row<'t>(
                 .take_while(|x| x.id() != n.id())
                 .collect()
         });
+        let walked_inside = outer_walks
+            .iter()
+            .any(|&(a, b)| a >= n.start_byte() && b <= n.end_byte());
         if let Ok(Some(header)) = column_header(scope, n, &before) {
-            found = !short_literal_trip(scope.src, n) && contiguous(&ColumnLoop::bare(n, header));
+            found = !short_literal_trip(scope.src, n)
+                && !walked_inside
+                && contiguous(&ColumnLoop::bare(n, header));
         }
         true
     });
@@ -2205,10 +2228,19 @@ fn emit(
     for (i, l) in rows.loops.iter().enumerate() {
         let ind = line_indent(src, l.start).to_string();
         let init = text(src, l.init).trim();
+        // a cluster whose blocks share the loop around this one: its threads share this
+        let split = split_nest(src, rows, i, team);
+        let (col_lane, col_step) = match (split, team) {
+            (Some(n), Team::Cluster { blocks, .. }) => {
+                e.extend(nest::edits(src, n, blocks));
+                ("threadIdx.x".to_string(), "blockDim.x".to_string())
+            }
+            _ => (lane.clone(), step.clone()),
+        };
         let lane_term = if l.step == 1 {
-            lane.clone()
+            col_lane
         } else {
-            format!("{} * {lane}", l.step)
+            format!("{} * {col_lane}", l.step)
         };
         let new_init = if init == "0" {
             lane_term
@@ -2216,9 +2248,9 @@ fn emit(
             format!("{init} + {lane_term}")
         };
         let stride = if l.step == 1 {
-            step.clone()
+            col_step
         } else {
-            format!("{} * {step}", l.step)
+            format!("{} * {col_step}", l.step)
         };
         match (stage, &stage_names) {
             (Some((s, r)), Some(n)) => {
@@ -2287,6 +2319,35 @@ fn emit(
         e.extend([only_if(src, *s, &format!("{lane} == 0"), unit, nl)]);
     }
     Ok(e)
+}
+
+/// `label` with a note where cluster `team` gives a loop around a column loop to its blocks.
+fn nest_label(src: &str, rows: &RowPlan<'_>, team: Team, label: String) -> String {
+    let split = (0..rows.loops.len()).any(|i| split_nest(src, rows, i, team).is_some());
+    match label.split_once(" (") {
+        Some((head, tail)) if split => {
+            format!("{head}, the loop around the columns shared by its blocks ({tail}")
+        }
+        _ => label,
+    }
+}
+
+/// The loop around column loop `i` that cluster `team` gives to its blocks in turn (its
+/// threads then share loop `i`): where [`nest::find`] found one inside the loop the
+/// accumulators are combined after, and [`nest::across_blocks`] prefers it for the team.
+fn split_nest<'a, 't>(
+    src: &str,
+    rows: &'a RowPlan<'t>,
+    i: usize,
+    team: Team,
+) -> Option<&'a nest::Nest<'t>> {
+    let Team::Cluster { threads, blocks } = team else {
+        return None;
+    };
+    let n = rows.nests.get(i)?.as_ref()?;
+    let site = combine_site(src, rows, i, true)?;
+    let covers = site.start_byte() <= n.node.start_byte() && site.end_byte() >= n.node.end_byte();
+    (covers && nest::across_blocks(n.trips, n.column_trips, blocks, threads)).then_some(n)
 }
 
 /// The outermost loop around column loop `i` (a loop every lane runs, as the image loop
@@ -2579,6 +2640,7 @@ fn pointee_types(cx: &RewriteContext<'_>) -> BTreeMap<String, String> {
 
 pub(super) mod arg;
 pub(super) mod combine;
+mod nest;
 mod scan;
 mod staging;
 mod tiles;

@@ -313,28 +313,14 @@ struct LaneTile {
     trip: Option<u64>,
 }
 
-/// The value of a loop bound in case 0: an integer literal or a scalar argument.
-fn bound_value(case: &crate::spec::Case, e: &str) -> Option<i64> {
-    e.trim().parse().ok().or_else(|| {
-        case.args.iter().find_map(|a| match a {
-            crate::spec::Arg::Scalar {
-                name,
-                value: crate::spec::Value::Int(v),
-                ..
-            } if name == e.trim() => Some(*v),
-            _ => None,
-        })
-    })
-}
-
 fn lane_tile(
     cx: &RewriteContext<'_>,
     plan: &crate::spec::BenchPlan,
     l: &Loop<'_>,
 ) -> Option<LaneTile> {
     let case = plan.cases.first()?;
-    let trip = bound_value(case, &l.stop)
-        .zip(bound_value(case, &l.start))
+    let trip = super::check::case_int(case, &l.stop)
+        .zip(super::check::case_int(case, &l.start))
         .and_then(|(b, a)| u64::try_from(b - a).ok());
     let crate::spec::Launch::Triton { grid, .. } = &case.launch else {
         return None;

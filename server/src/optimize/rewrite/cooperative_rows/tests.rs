@@ -975,17 +975,20 @@ fn clustered(src: &str, kernel: &str) -> String {
     let params = json!({ "modes": ["cluster"], "block_threads": [256], "clusters": [4] });
     let out =
         cuda(src, kernel, "cooperative_rows", params).unwrap_or_else(|e| panic!("{kernel}: {e}"));
-    assert_eq!(
-        labels(&out),
-        ["cluster of 4 blocks per row (256 threads a block)"]
-    );
+    let [label] = labels(&out)[..] else {
+        panic!("{kernel}: {:?}", labels(&out))
+    };
+    assert!(label.starts_with("cluster of 4 blocks per row"), "{label}");
+    assert!(label.ends_with("(256 threads a block)"), "{label}");
     show(Lang::Cuda, src, &out[0], kernel)
 }
 
 #[test]
 fn a_few_long_rows_are_each_shared_by_a_cluster_of_blocks_pass_after_pass() {
-    // 128 channels of a nest: the plane loop is shared by the cluster's 1024 lanes, the
-    // blocks' maxima meet through distributed shared memory after each plane.
+    // 128 channels of a nest of 4 planes of 2048: the cluster's 4 blocks take a plane each,
+    // the plane loop is shared by a block's 256 threads (8 columns a thread, where the
+    // cluster's 1024 lanes would take 2 each), the blocks' maxima meet through distributed
+    // shared memory after the image loop.
     expect![[r#"
         // The same nest through a plane pointer, a maximum, an int index and an early return.
         // @bench N = 4, 3; C = 128, 9; HW = 2048, 101
@@ -996,9 +999,9 @@ fn a_few_long_rows_are_each_shared_by_a_cluster_of_blocks_pass_after_pass() {
             int lane = (blockIdx.x % 4) * blockDim.x + threadIdx.x;
             if (c >= C) return;
             float m = -INFINITY;
-            for (int n = 0; n < N; n++) {
+            for (int n = blockIdx.x % 4; n < N; n += 4) {
                 const float* plane = x + ((size_t)n * C + c) * HW;
-                for (int p = lane; p < HW; p += 4 * blockDim.x) m = fmaxf(m, plane[p]);
+                for (int p = threadIdx.x; p < HW; p += blockDim.x) m = fmaxf(m, plane[p]);
             }
             for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, offset));
             { // one partial per warp, combined by every thread
@@ -1094,4 +1097,83 @@ fn a_staged_row_is_offered_only_in_blocks_whose_registers_can_hold_it() {
     assert!(!staging_fits(1, 1024));
     assert!(staging_fits(192, 256));
     assert!(!staging_fits(193, 256));
+}
+
+const NESTS: &str = include_str!("../../../../../tests/fixtures/rewrites/rows/nests.cu");
+
+/// The cluster candidates of `kernel` (blocks of 1024 threads, clusters of 4 and 8): label
+/// and text of each.
+fn cluster_nests(kernel: &str) -> Vec<(String, String)> {
+    let params = json!({ "modes": ["cluster"], "block_threads": [1024], "clusters": [4, 8] });
+    let out =
+        cuda(NESTS, kernel, "cooperative_rows", params).unwrap_or_else(|e| panic!("{kernel}: {e}"));
+    out.iter()
+        .map(|c| (c.label.clone(), show(Lang::Cuda, NESTS, c, kernel)))
+        .collect()
+}
+
+#[test]
+fn a_cluster_gives_the_image_loop_to_its_blocks_where_its_lanes_would_take_few_columns() {
+    // 24 images of 8192: the 8 x 1024 lanes would take one column an image each; the 8
+    // blocks take 3 images each, a block's threads 8 columns an image. 4 x 1024 lanes
+    // would take 2 columns: the split too. The weight read per image stays in the image
+    // loop; the sums' bias stays with the cluster's first lane.
+    let out = cluster_nests("weighted_moments");
+    let labels: Vec<&str> = out.iter().map(|(l, _)| l.as_str()).collect();
+    expect![[r#"
+        [
+            "cluster of 4 blocks per row, the loop around the columns shared by its blocks (1024 threads a block)",
+            "cluster of 8 blocks per row, the loop around the columns shared by its blocks (1024 threads a block)",
+        ]
+    "#]]
+    .assert_debug_eq(&labels);
+    assert_has(
+        &out[1].1,
+        &[
+            "    if (lane != 0) a = 0;\n    if (lane != 0) b = 0;\n    for (int n = blockIdx.x % 8; n < N; n += 8) {\n        const float wn = w[n];",
+            "        for (int p = threadIdx.x; p < HW; p += blockDim.x) {",
+            "    if (lane == 0) s1[c] = a;",
+        ],
+    );
+    // A step of 2 from the second image: rank r starts at image 1 + 2r, steps 2 x 8.
+    let odd = cluster_nests("odd_image_max");
+    assert_has(
+        &odd[1].1,
+        &[
+            "for (int n = 1 + 2 * (blockIdx.x % 8); n < N; n += 16) {",
+            "for (int p = threadIdx.x; p < HW; p += blockDim.x) m = fmaxf(m, x[(n * C + c) * HW + p]);",
+        ],
+    );
+}
+
+#[test]
+fn the_image_loop_stays_with_every_lane_where_a_block_would_miss_its_work() {
+    // A count kept across images (a block skipping one would miss its count), and two
+    // images for four or eight blocks: the cluster's lanes share the plane loop.
+    for kernel in ["counted_mean", "two_image_sum"] {
+        for (label, text) in cluster_nests(kernel) {
+            assert!(
+                !label.contains("loop around the columns"),
+                "{kernel}: {label}"
+            );
+            assert_has(
+                &text,
+                &[
+                    "    for (int n = 0; n < N; n++) {",
+                    "for (int p = lane; p < HW; p += ",
+                ],
+            );
+        }
+    }
+}
+
+#[test]
+fn blocks_take_the_outer_trips_only_when_each_gets_one_and_lanes_would_take_few_columns() {
+    use super::nest::across_blocks;
+    // NCHW statistics, 32 images of 16384, 8 blocks of 1024: 2 columns a lane otherwise.
+    assert!(across_blocks(32, 16384, 8, 1024));
+    // 4 columns a lane are enough; fewer images than blocks leave blocks idle.
+    assert!(!across_blocks(32, 16384, 4, 1024));
+    assert!(!across_blocks(7, 16384, 8, 1024));
+    assert!(across_blocks(8, 100, 8, 256));
 }

@@ -38,11 +38,27 @@ pub(super) struct Nest<'t> {
 
 /// Whether a cluster of `blocks` blocks of `threads` should share the outer loop of `trips`
 /// trips among its blocks and the column loop of `column_trips` among each block's
-/// threads: when every block gets an outer trip and the whole cluster's lanes would take
-/// fewer than 4 columns each from the column loop (too few loads in flight a thread).
+/// threads, rather than the column loop among all its lanes. Every block must get an
+/// outer trip; then the split wins where it keeps the lanes as evenly busy
+/// ([`balance`]) as sharing the column loop would, or where the whole cluster's lanes
+/// would take fewer than 4 columns each (too few loads in flight a thread) and the
+/// blocks stay three quarters busy. Both ways a thread does the same work; the split's
+/// inner loop is the longer, so it unrolls and vectorizes.
 pub(super) fn across_blocks(trips: u64, column_trips: u64, blocks: u64, threads: u64) -> bool {
     let lanes = blocks.saturating_mul(threads).max(1);
-    trips >= blocks && column_trips.div_ceil(lanes) < 4
+    if trips < blocks || column_trips == 0 {
+        return false;
+    }
+    let split = balance(trips, blocks);
+    let shared = balance(column_trips, lanes);
+    split >= shared || (column_trips.div_ceil(lanes) < 4 && split >= 0.75)
+}
+
+/// How busy `workers` sharing `items` round-robin keep on average: the items over what
+/// the busiest worker's share would take from all of them (1 when they divide evenly).
+fn balance(items: u64, workers: u64) -> f64 {
+    let workers = workers.max(1);
+    items as f64 / (workers * items.div_ceil(workers)) as f64
 }
 
 /// The loop right around column loop `i` that a cluster's blocks may share, with case 0's

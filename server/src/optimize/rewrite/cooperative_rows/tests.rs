@@ -1170,10 +1170,17 @@ fn the_image_loop_stays_with_every_lane_where_a_block_would_miss_its_work() {
 #[test]
 fn blocks_take_the_outer_trips_only_when_each_gets_one_and_lanes_would_take_few_columns() {
     use super::nest::across_blocks;
-    // NCHW statistics, 32 images of 16384, 8 blocks of 1024: 2 columns a lane otherwise.
+    // NCHW statistics, 32 images of 16384: 8 blocks of 1024 (2 columns a lane otherwise),
+    // 4 of 1024 and 8 of 256 (4 and 8 columns a lane, as evenly busy either way).
     assert!(across_blocks(32, 16384, 8, 1024));
-    // 4 columns a lane are enough; fewer images than blocks leave blocks idle.
-    assert!(!across_blocks(32, 16384, 4, 1024));
+    assert!(across_blocks(32, 16384, 4, 1024));
+    assert!(across_blocks(32, 16384, 8, 256));
+    // Fewer images than blocks leave blocks idle.
     assert!(!across_blocks(7, 16384, 8, 1024));
+    // 10 images on 8 blocks keep them 62% busy; 16384 columns over 8192 lanes, 100%.
+    assert!(!across_blocks(10, 16384, 8, 1024));
+    // Short planes: 100 columns leave most of 2048 lanes idle, 8 images one a block.
     assert!(across_blocks(8, 100, 8, 256));
+    // 9 images on 8 blocks (56% busy) against 1 column a lane (12000 of 16384 lanes).
+    assert!(!across_blocks(9, 12000, 8, 2048));
 }

@@ -940,6 +940,24 @@ const CASES: &[Case] = &[
             "rows = 20, 3; cols = 300, 65",
         ),
     },
+    // Rows along y: each block takes 2, 4 or 8 of them; the last stops at the bound.
+    Case {
+        file: "tests/fixtures/rewrites/coarsen/rows.cu",
+        kernel: "outer_scaled",
+        id: "block_coarsen",
+        want: 3,
+        sizes: ("M = 4096, 77; N = 1024, 999", "M = 37, 77; N = 300, 999"),
+    },
+    Case {
+        file: "tests/fixtures/rewrites/coarsen/rows.cu",
+        kernel: "add_row_bias",
+        id: "block_coarsen",
+        want: 3,
+        sizes: (
+            "B = 8, 3; H = 512, 13; D = 768, 101",
+            "B = 3, 3; H = 7, 13; D = 600, 101",
+        ),
+    },
     Case {
         file: LANES,
         kernel: "blend_helper",

@@ -1,7 +1,9 @@
 //! `block_coarsen`: each block does the work of V consecutive blocks along x, one after
 //! the other, in an unrolled loop: the kernel's body runs once per part with
 //! `blockIdx.x` read as `blockIdx.x * V + part`, and the grid's x count becomes V times
-//! smaller. The threads of a warp still touch what they touched together before, so a
+//! smaller. Where case 0's grid has fewer than 2 V blocks along x (V the largest part
+//! count) and more along y (`grid = (cdiv(n, 1024), rows)`: a row a block), the same is
+//! done along y. The threads of a warp still touch what they touched together before, so a
 //! coalesced kernel stays coalesced, while each thread has V independent iterations'
 //! loads in flight and the index arithmetic and block scheduling are paid once per V
 //! elements. It reads no shape: any body whose work is a function of its block index
@@ -9,18 +11,21 @@
 //! which is what the remapped 2-D drafts of `remap_lanes` need next.
 //!
 //! **Writes** the loop around the kernel's statements (a `return` among them becomes
-//! `continue`: that part is done), and the grid's x component with each division made V
-//! times coarser (`cdiv(cols, 64)` -> `cdiv(cols, 4 * 64)`). Candidates: each V in param
-//! `parts` (default [2, 4, 8]).
+//! `continue`: that part is done), and the grid's component with each division made V
+//! times coarser (`cdiv(cols, 64)` -> `cdiv(cols, 4 * 64)`); a component that is no
+//! division but made of the kernel's integer parameters (`rows`, `B * H`) becomes
+//! `cdiv(rows, V)`, and a part whose block index reaches it stops the loop. Candidates:
+//! each V in param `parts` (default [2, 4, 8]).
 //!
 //! **Refuses**: shared memory and barriers (a block's parts would share them), warp-level
-//! code, `gridDim.x` (a grid-stride loop already spreads the work), a helper that reads
-//! `blockIdx.x` (it would see the real block), a `return` inside a nested loop or
-//! `switch`, and a grid x with no division to coarsen.
+//! code, `gridDim` along the axis (a grid-stride loop already spreads the work), a helper
+//! that reads the axis' `blockIdx` (it would see the real block), a `return` inside a
+//! nested loop or `switch`, and a grid component with neither a division to coarsen nor a
+//! bound the kernel can read.
 
 use tree_sitter::Node;
 
-use super::check::{finish, not_applicable, require_lang, Draft, R};
+use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::edits::{Edit, Edits};
 use super::params::Params;
 use super::remap_lanes::WARP_LEVEL;
@@ -28,7 +33,9 @@ use super::spec_expr::{components, widen};
 use super::tree::{code_names, fresh, kernel_function, line_indent, newline, reindent, text, walk};
 use super::RewriteContext;
 use crate::optimize::edit::spec_assignment;
+use crate::spec::Launch;
 use crate::syntax::Lang;
+use crate::syntax::ParamKind;
 
 const ID: &str = "block_coarsen";
 
@@ -42,35 +49,51 @@ pub fn block_coarsen(cx: &RewriteContext<'_>) -> R {
     let body = func
         .child_by_field_name("body")
         .ok_or_else(|| na("it has no body".into()))?;
-    refusal(cx, func, body).map_or(Ok(()), |why| Err(na(why)))?;
     let grid = spec_assignment(cx.kernel, "grid")
         .ok_or_else(|| na("the spec has no `grid = ...`".into()))?;
-    let gx = components(&grid.text)
+    let blocks = current_plan(cx)
+        .ok()
+        .and_then(|p| match p.cases.first()?.launch {
+            Launch::Cuda { grid, .. } => Some(grid),
+            Launch::Triton { .. } => None,
+        });
+    let most = parts.iter().copied().max().unwrap_or(2);
+    let axis = blocks.map_or(Axis::X, |g| axis_for(g, most));
+    refusal(cx, func, body, axis).map_or(Ok(()), |why| Err(na(why)))?;
+    let comp = components(&grid.text)
         .into_iter()
-        .next()
-        .ok_or_else(|| na("`grid` is empty".into()))?;
+        .nth(axis.index())
+        .ok_or_else(|| na(format!("`grid` has no {} component", axis.name())))?;
+    let comp_text = &grid.text[comp.clone()];
     let mut names = code_names(cx);
     let part = fresh("part", &mut names);
-    let block = fresh("block_x", &mut names);
+    let block = fresh(&format!("block_{}", axis.name()), &mut names);
     let mut drafts = Vec::new();
     for v in parts {
-        let Some(new_gx) = widen(&grid.text[gx.clone()], v as usize) else {
-            return Err(na(format!(
-                "grid x `{}` has no division (`cdiv(X, B)`) to make {v} times coarser",
-                &grid.text[gx.clone()]
-            )));
+        let (new_comp, bound) = coarser(cx, comp_text, v).ok_or_else(|| {
+            na(format!(
+                "grid {} `{comp_text}` has no division (`cdiv(X, B)`) to make {v} times coarser, nor is it made of the kernel's integer parameters",
+                axis.name()
+            ))
+        })?;
+        let parts = Parts {
+            v,
+            part: &part,
+            block: &block,
+            axis,
+            bound: bound.as_deref(),
         };
         let mut e = Edits::new();
         e.extend([
-            Edit::replace(body.byte_range(), wrapped(cx, body, v, &part, &block)),
+            Edit::replace(body.byte_range(), wrapped(cx, body, &parts)),
             Edit::replace(
-                grid.range.start + gx.start..grid.range.start + gx.end,
-                new_gx,
+                grid.range.start + comp.start..grid.range.start + comp.end,
+                new_comp,
             ),
         ]);
         if let Ok(t) = e.apply(cx.text) {
             drafts.push(Draft {
-                label: format!("{v} blocks' work per block along x"),
+                label: format!("{v} blocks' work per block along {}", axis.name()),
                 text: t,
             });
         }
@@ -78,8 +101,63 @@ pub fn block_coarsen(cx: &RewriteContext<'_>) -> R {
     finish(cx, drafts, Vec::new())
 }
 
+/// The grid axis whose blocks are coarsened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Axis {
+    X,
+    Y,
+}
+
+impl Axis {
+    fn name(self) -> &'static str {
+        match self {
+            Axis::X => "x",
+            Axis::Y => "y",
+        }
+    }
+    fn index(self) -> usize {
+        match self {
+            Axis::X => 0,
+            Axis::Y => 1,
+        }
+    }
+}
+
+/// The axis to coarsen for case 0's `grid` and parts up to `most`: x, unless it has
+/// fewer than `2 * most` blocks (coarsening would leave a handful) and y has more (a row
+/// a block along y: `grid = (cdiv(n, 1024), rows)`).
+fn axis_for(grid: [u64; 3], most: u64) -> Axis {
+    if grid[0] < most.saturating_mul(2) && grid[1] > grid[0] {
+        Axis::Y
+    } else {
+        Axis::X
+    }
+}
+
+/// The grid component `comp` made `v` times coarser, and where it is not a ceiling
+/// division (`rows`, `M * H`: every block index is a row) the bound the coarsened block
+/// index must stay under, as C text: the component itself, when it is made only of the
+/// kernel's integer parameters, integer literals, `+` and `*`.
+fn coarser(cx: &RewriteContext<'_>, comp: &str, v: u64) -> Option<(String, Option<String>)> {
+    if let Some(w) = widen(comp, v as usize) {
+        return Some((w, None));
+    }
+    let ints: Vec<&str> = cx
+        .kernel
+        .params
+        .iter()
+        .filter(|p| matches!(&p.kind, ParamKind::Scalar { ty } if ty.contains("int") || ty == "size_t" || ty == "unsigned"))
+        .map(|p| p.name.as_str())
+        .collect();
+    let plain = comp
+        .split(['+', '*', '(', ')', ' '])
+        .all(|w| w.is_empty() || w.bytes().all(|b| b.is_ascii_digit()) || ints.contains(&w));
+    let comp = comp.trim();
+    (plain && !comp.is_empty()).then(|| (format!("cdiv({comp}, {v})"), Some(comp.to_string())))
+}
+
 /// Why the kernel cannot be coarsened this way, if it cannot.
-fn refusal(cx: &RewriteContext<'_>, func: Node<'_>, body: Node<'_>) -> Option<String> {
+fn refusal(cx: &RewriteContext<'_>, func: Node<'_>, body: Node<'_>, axis: Axis) -> Option<String> {
     let braces = text(cx.text, body);
     if braces.len() < 2 || !braces.starts_with('{') || !braces.ends_with('}') {
         return Some("its body does not parse (a closing brace is missing)".into());
@@ -96,21 +174,26 @@ fn refusal(cx: &RewriteContext<'_>, func: Node<'_>, body: Node<'_>) -> Option<St
             "it uses shared memory, which a block's parts would share",
         ),
         ("__syncthreads", "it synchronizes the block"),
-        (
-            "gridDim.x",
-            "it reads `gridDim.x` (a grid-stride loop spreads the work already)",
-        ),
     ] {
         if unit.contains(word) {
             return Some(why.into());
         }
     }
+    let (grid_dim, block_idx) = match axis {
+        Axis::X => ("gridDim.x", "blockIdx.x"),
+        Axis::Y => ("gridDim.y", "blockIdx.y"),
+    };
+    if unit.contains(grid_dim) {
+        return Some(format!(
+            "it reads `{grid_dim}` (a grid-stride loop spreads the work already)"
+        ));
+    }
     if let Some(w) = WARP_LEVEL.iter().find(|w| unit.contains(*w)) {
         return Some(format!("it uses warp-level code (`{w}`)"));
     }
     let kernel_text = text(cx.text, func);
-    if unit.matches("blockIdx.x").count() > kernel_text.matches("blockIdx.x").count() {
-        return Some("a helper it calls reads `blockIdx.x`".into());
+    if unit.matches(block_idx).count() > kernel_text.matches(block_idx).count() {
+        return Some(format!("a helper it calls reads `{block_idx}`"));
     }
     let mut nested = false;
     walk(body, &mut |n| {
@@ -142,16 +225,26 @@ fn inside_loop(mut n: Node<'_>, body: Node<'_>) -> bool {
     false
 }
 
-/// The body as one loop over `v` parts, `blockIdx.x` read through `block`.
-fn wrapped(cx: &RewriteContext<'_>, body: Node<'_>, v: u64, part: &str, block: &str) -> String {
+/// How the body is split: `v` parts, the names of the part counter and of the block
+/// index it reads, the axis, and the bound that index must stay under (a grid component
+/// that is not a ceiling division).
+struct Parts<'a> {
+    v: u64,
+    part: &'a str,
+    block: &'a str,
+    axis: Axis,
+    bound: Option<&'a str>,
+}
+
+/// The body as one loop over the parts, the axis' `blockIdx` read through `block`.
+fn wrapped(cx: &RewriteContext<'_>, body: Node<'_>, p: &Parts<'_>) -> String {
     let src = cx.text;
+    let field = format!("blockIdx.{}", p.axis.name());
     let mut e = Edits::new();
     walk(body, &mut |n| {
         match n.kind() {
-            "field_expression"
-                if text(src, n).split_whitespace().collect::<String>() == "blockIdx.x" =>
-            {
-                e.extend([Edit::replace(n.byte_range(), block.to_string())]);
+            "field_expression" if text(src, n).split_whitespace().collect::<String>() == field => {
+                e.extend([Edit::replace(n.byte_range(), p.block.to_string())]);
             }
             "return_statement" => e.extend([Edit::replace(n.byte_range(), "continue;")]),
             _ => {}
@@ -163,11 +256,17 @@ fn wrapped(cx: &RewriteContext<'_>, body: Node<'_>, v: u64, part: &str, block: &
         .apply_within(src, inner_range.clone())
         .unwrap_or_else(|_| src[inner_range].to_string());
     let nl = newline(src);
-    let outer = line_indent(src, body.start_byte()).to_string();
+    // the function's own indentation (its body's brace may end a continued parameter line)
+    let head = body.parent().map_or(body.start_byte(), |f| f.start_byte());
+    let outer = line_indent(src, head).to_string();
     let ind = format!("{outer}    ");
     let in2 = format!("{ind}    ");
+    let (v, part, block) = (p.v, p.part, p.block);
+    let guard = p.bound.map_or(String::new(), |b| {
+        format!("{nl}{in2}if ({block} >= (unsigned)({b})) break; // past the grid's last block")
+    });
     format!(
-        "{{{nl}{ind}#pragma unroll{nl}{ind}for (unsigned {part} = 0; {part} < {v}; ++{part}) {{{nl}{in2}const unsigned {block} = blockIdx.x * {v} + {part};{}{ind}}}{nl}{outer}}}",
+        "{{{nl}{ind}#pragma unroll{nl}{ind}for (unsigned {part} = 0; {part} < {v}; ++{part}) {{{nl}{in2}const unsigned {block} = {field} * {v} + {part};{guard}{}{ind}}}{nl}{outer}}}",
         reindent(&inner, &ind, &in2).trim_end_matches([' ', '\t']),
     )
 }

@@ -76,3 +76,57 @@ fn shared_memory_warp_code_grid_strides_and_nested_returns_are_refused() {
     let why = not_applicable(cuda(&nested, "row_window", "block_coarsen", json!({})));
     assert!(why.contains("`return` inside a loop"), "{why}");
 }
+
+const ROWS: &str = include_str!("../../../../../tests/fixtures/rewrites/coarsen/rows.cu");
+
+#[test]
+fn few_blocks_along_x_and_a_row_a_block_along_y_coarsen_the_rows() {
+    let out = cuda(ROWS, "outer_scaled", "block_coarsen", json!({"parts": [4]})).unwrap();
+    assert_eq!(labels(&out), ["4 blocks' work per block along y"]);
+    expect![[r#"
+        // An outer product scaled: 4 blocks of 256 along a row, a row a block along y.
+        // @bench M = 4096, 77; N = 1024, 999
+        // @bench a: in f32[M]; b: in f32[N]; out: out f32[M, N]
+        // @bench alpha = 0.5
+        // @bench grid = (cdiv(N, 256), cdiv(M, 4)); block = 256
+        __global__ void outer_scaled(const float* a, const float* b, float* out, int M, int N,
+                                     float alpha) {
+            #pragma unroll
+            for (unsigned part = 0; part < 4; ++part) {
+                const unsigned block_y = blockIdx.y * 4 + part;
+                if (block_y >= (unsigned)(M)) break; // past the grid's last block
+                int j = blockIdx.x * blockDim.x + threadIdx.x;
+                int i = block_y;
+                if (j >= N) continue;
+                out[(size_t)i * N + j] = alpha * a[i] * b[j];
+            }
+        }"#]]
+    .assert_eq(&show(Lang::Cuda, ROWS, &out[0], "outer_scaled"));
+    // Two blocks along x, 4096 rows: y, bounded by the product of two parameters.
+    let out = cuda(ROWS, "add_row_bias", "block_coarsen", json!({})).unwrap();
+    let text = show(Lang::Cuda, ROWS, &out[2], "add_row_bias");
+    assert!(
+        text.contains("grid = (cdiv(D, 512), cdiv(B * H, 8))"),
+        "{text}"
+    );
+    assert!(
+        text.contains("if (block_y >= (unsigned)(B * H)) break;"),
+        "{text}"
+    );
+    assert!(text.contains("size_t row = block_y;"), "{text}");
+}
+
+#[test]
+fn a_row_count_the_kernel_cannot_read_is_not_coarsened() {
+    let why = not_applicable(cuda(ROWS, "copy_rows", "block_coarsen", json!({})));
+    expect!["`copy_rows`'s blocks cannot be coarsened: grid y `rows` has no division (`cdiv(X, B)`) to make 2 times coarser, nor is it made of the kernel's integer parameters"].assert_eq(&why);
+}
+
+#[test]
+fn the_axis_is_x_unless_it_has_a_handful_of_blocks_and_y_has_more() {
+    use super::{axis_for, Axis};
+    assert_eq!(axis_for([4, 8192, 1], 8), Axis::Y);
+    assert_eq!(axis_for([16, 256, 1], 8), Axis::X);
+    assert_eq!(axis_for([4, 2, 1], 8), Axis::X);
+    assert_eq!(axis_for([65536, 1, 1], 8), Axis::X);
+}

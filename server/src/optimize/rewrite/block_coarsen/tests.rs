@@ -1,7 +1,7 @@
 use expect_test::expect;
 use serde_json::json;
 
-use super::super::check::testing::{cuda, labels, not_applicable, show};
+use super::super::check::testing::{assert_has, cuda, labels, not_applicable, show};
 use crate::syntax::Lang;
 
 const REMAPS: &str = include_str!("../../../../../tests/fixtures/rewrites/lanes/remaps.cu");

@@ -25,6 +25,7 @@ const SCALE_SHIFT: &str = include_str!("../../examples/scale_shift_batched.cu");
 const ROWS: &str = include_str!("../fixtures/rewrites/vec_rows/rows.cu");
 const HALVES: &str = include_str!("../fixtures/rewrites/vec_rows/halves.cu");
 const SPLITS: &str = include_str!("../fixtures/rewrites/vec_rows/splits.cu");
+const REPEAT: &str = include_str!("../fixtures/rewrites/vec_rows/repeat.cu");
 
 /// (text, kernel, sizes as written -> small sizes, remap first, candidates wanted)
 type Case = (
@@ -84,6 +85,9 @@ const CASES: &[Case] = &[
     (SPLITS, "upsample2", ("", ""), false, 2),
     (SPLITS, "avg_pool2", ("", ""), false, 2),
     (SPLITS, "ramp_mix", ("", ""), false, 2),
+    (REPEAT, "upsample_planes", ("", ""), false, 2),
+    (REPEAT, "scale_batch", ("", ""), false, 2),
+    (REPEAT, "add_slices", ("", ""), false, 2),
 ];
 
 pub(crate) fn run(src: &str, kernel: &str, id: &str) -> Vec<Candidate> {

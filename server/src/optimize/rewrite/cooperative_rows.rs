@@ -89,8 +89,8 @@ use super::params::Params;
 use super::poly::{poly, Names, Poly, VarNames};
 use super::spec_expr::divisions;
 use super::tree::{
-    code_names, first_line, fresh, kernel_function, line_indent, named_children, newline, reindent,
-    text, walk, written_target,
+    code_names, declared_in, first_line, fresh, kernel_function, line_indent, named_children,
+    newline, reindent, text, walk, written_target,
 };
 use super::RewriteContext;
 use crate::optimize::edit;
@@ -1638,27 +1638,6 @@ fn loop_accumulators(
         acc.reset = !starts_at_zero(src, shape, l, &acc.name);
     }
     Ok(accs)
-}
-
-/// The names declared inside `body` (plain identifiers).
-fn declared_in(src: &str, body: Node<'_>) -> BTreeSet<String> {
-    let mut locals: BTreeSet<String> = BTreeSet::new();
-    walk(body, &mut |n| {
-        if n.kind() == "init_declarator" || n.kind() == "declaration" {
-            let mut c = n.walk();
-            for d in n.children_by_field_name("declarator", &mut c) {
-                let mut d = d;
-                while let Some(inner) = d.child_by_field_name("declarator") {
-                    d = inner;
-                }
-                if d.kind() == "identifier" {
-                    locals.insert(text(src, d).to_string());
-                }
-            }
-        }
-        true
-    });
-    locals
 }
 
 /// Adds the accumulator `name` of `family` to the loop's, or refuses one combined two

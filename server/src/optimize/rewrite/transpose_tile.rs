@@ -36,7 +36,8 @@ use super::grid2d::{match_2d, Launch2d, Shape2d, SHAPE_2D};
 use super::params::Params;
 use super::poly::{poly, Poly, Renamed};
 use super::tree::{
-    code_names, first_line, fresh, kernel_function, line_indent, newline, reindent, text, walk,
+    code_names, declared_in, first_line, fresh, kernel_function, line_indent, newline, reindent,
+    text, walk,
 };
 use super::RewriteContext;
 use crate::syntax::Lang;
@@ -347,22 +348,8 @@ fn check_write_names_no_local(
     before: &[Node<'_>],
     store: &Access<'_>,
 ) -> Result<(), String> {
-    let mut locals = std::collections::BTreeSet::new();
-    for b in before {
-        walk(*b, &mut |n| {
-            if n.kind() == "init_declarator" || n.kind() == "declaration" {
-                let mut c = n.walk();
-                for d in n.children_by_field_name("declarator", &mut c) {
-                    let mut d = d;
-                    while let Some(inner) = d.child_by_field_name("declarator") {
-                        d = inner;
-                    }
-                    locals.insert(text(src, d).to_string());
-                }
-            }
-            true
-        });
-    }
+    let locals: std::collections::BTreeSet<String> =
+        before.iter().flat_map(|b| declared_in(src, *b)).collect();
     let mut uses_local = None;
     walk(store.node, &mut |n| {
         if n.kind() == "identifier" && locals.contains(text(src, n)) {

@@ -137,3 +137,24 @@ pub(super) fn newline(src: &str) -> &'static str {
         "\n"
     }
 }
+
+/// The names declared inside `body` (plain identifiers).
+pub(super) fn declared_in(src: &str, body: Node<'_>) -> BTreeSet<String> {
+    let mut locals: BTreeSet<String> = BTreeSet::new();
+    walk(body, &mut |n| {
+        if n.kind() == "init_declarator" || n.kind() == "declaration" {
+            let mut c = n.walk();
+            for d in n.children_by_field_name("declarator", &mut c) {
+                let mut d = d;
+                while let Some(inner) = d.child_by_field_name("declarator") {
+                    d = inner;
+                }
+                if d.kind() == "identifier" {
+                    locals.insert(text(src, d).to_string());
+                }
+            }
+        }
+        true
+    });
+    locals
+}

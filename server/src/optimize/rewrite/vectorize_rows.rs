@@ -20,6 +20,13 @@
 //! does not divide (OW = 23) take the scalar path. A division by a local of the checked
 //! body, or by a literal W does not divide (`i / 3`), stays as written.
 //!
+//! A trailing loop whose trips are the same for every column (over planes, channels or a
+//! batch: `for (int p = 0; p < P; ++p) y[(p * OH + oy) * OW + ox] = ...;`) repeats the
+//! columns' work (`vectorize_rows/repeat.rs`): its body counts as element statements, its variable as a
+//! value the lane does not move, and both paths run inside its header, so each trip
+//! stores one vector per written buffer. Such a loop that carries a local from trip to
+//! trip, breaks, or whose header reads the lane or the region's locals is refused.
+//!
 //! **Refuses** (with the access or statement): no lane index, a read of
 //! `threadIdx.x`/`blockIdx.x` elsewhere, no bounds check on the lane or one that is not
 //! an upper bound, a write at an index that is not the lane's own column (uniform or
@@ -28,6 +35,7 @@
 //! `cdiv` along x, and a kernel `vectorize` handles as 1-D. Param `widths` as `vectorize`.
 
 mod accesses;
+mod repeat;
 mod shape;
 
 use std::collections::BTreeSet;
@@ -292,9 +300,23 @@ impl<'t> Emit<'_, 't> {
         Ok(out)
     }
 
+    /// The region's replacement: the vector and scalar paths, inside the repeated loop's
+    /// header when there is one.
     fn code(&self, names: &mut BTreeSet<String>) -> Text {
+        let ind = &self.rows.indent;
+        let Some((head, _)) = self.rows.repeat_header(self.src) else {
+            return self.paths(names, ind);
+        };
         let nl = newline(self.src);
-        let (ind, unit) = (&self.rows.indent, &self.rows.unit);
+        let inner = format!("{ind}{}", self.rows.unit);
+        let paths = self.paths(names, &inner)?;
+        Ok(format!("{head} {{{nl}{inner}{paths}{nl}{ind}}}"))
+    }
+
+    /// `if (<vector path may run>) { ... } else { <scalar path> }` at indentation `ind`.
+    fn paths(&self, names: &mut BTreeSet<String>, ind: &str) -> Text {
+        let nl = newline(self.src);
+        let unit = &self.rows.unit;
         let in1 = format!("{ind}{unit}");
         let w = self.w;
         let mut fresh_each =
@@ -429,6 +451,12 @@ impl<'t> Emit<'_, 't> {
             }
             true
         });
+        // The repeated loop runs around the paths: here its body is a block.
+        reps.extend(
+            self.rows
+                .repeat_header(self.src)
+                .map(|(_, r)| (r, String::new())),
+        );
         let to = format!("{in1}{}", self.rows.unit);
         let body = self.pieces(&self.rows.region, &reps, &to)?;
         let col = format!(

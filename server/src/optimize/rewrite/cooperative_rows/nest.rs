@@ -20,8 +20,8 @@ use tree_sitter::Node;
 use super::super::access::Scope;
 use super::super::check::case_int;
 use super::super::edits::Edit;
-use super::super::tree::{text, walk};
-use super::{column_header, declared_in, ColumnLoop};
+use super::super::tree::{declared_in, text, walk};
+use super::{column_header, ColumnLoop};
 use crate::spec::BenchPlan;
 
 /// The loop around a column loop that a cluster's blocks can share.

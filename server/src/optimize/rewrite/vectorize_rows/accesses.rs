@@ -70,8 +70,10 @@ enum Kind {
 /// The region's locals: those declared once at the top of the element statements and
 /// never assigned (name -> value), and all the others (they vary between elements).
 fn locals<'t>(src: &str, rows: &Rows<'t>) -> (BTreeMap<String, Node<'t>>, BTreeSet<String>) {
-    let top: BTreeSet<usize> = rows.element_statements().iter().map(|n| n.id()).collect();
-    single_definitions(src, &rows.region, &|n| {
+    let elements = rows.element_statements();
+    let top: BTreeSet<usize> = elements.iter().map(|n| n.id()).collect();
+    // A repeated loop's header is not walked: its variable is the same for every column.
+    single_definitions(src, &elements, &|n| {
         n.parent().is_some_and(|p| top.contains(&p.id()))
     })
 }

@@ -21,6 +21,7 @@ use super::super::elementwise::{
     is_one_d_index, is_plain_return, without_int_casts, words_replaced,
 };
 use super::super::tree::{first_line, line_indent, named_children, text, walk};
+use super::repeat::trailing_loop;
 use crate::syntax::ByteRange;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +46,9 @@ pub(super) struct Rows<'t> {
     /// Indentation of the region's lines and one indentation step.
     pub indent: String,
     pub unit: String,
+    /// A trailing loop whose iterations repeat the columns' work (`repeat.rs`): its body
+    /// is read as element statements and the rewritten region runs inside its header.
+    pub repeat: Option<Node<'t>>,
 }
 
 impl<'t> Rows<'t> {
@@ -73,7 +77,28 @@ impl<'t> Rows<'t> {
                 }
             }
         }
+        if let Some(l) = self
+            .repeat
+            .filter(|l| out.last().is_some_and(|s| s.id() == l.id()))
+        {
+            out.pop();
+            if let Some(body) = l.child_by_field_name("body") {
+                match body.kind() {
+                    "compound_statement" => out.extend(named_children(body)),
+                    _ => out.push(body),
+                }
+            }
+        }
         out
+    }
+
+    /// The repeated loop's header (`for (int p = 0; p < planes; ++p)`) and the range
+    /// from the loop's start to its body's, which the scalar path drops.
+    pub fn repeat_header(&self, src: &str) -> Option<(String, ByteRange)> {
+        let l = self.repeat?;
+        let body = l.child_by_field_name("body")?;
+        let r = l.start_byte()..body.start_byte();
+        Some((src[r.clone()].trim_end().to_string(), r))
     }
 }
 
@@ -230,7 +255,7 @@ pub(super) fn match_rows<'t>(src: &str, func: Node<'t>) -> Result<Rows<'t>, Stri
         _ => "    ".to_string(),
     };
     let lane_ty = ty.trim_start_matches("const ").trim().to_string();
-    Ok(Rows {
+    let mut rows = Rows {
         lane,
         lane_ty,
         region,
@@ -239,7 +264,10 @@ pub(super) fn match_rows<'t>(src: &str, func: Node<'t>) -> Result<Rows<'t>, Stri
         cond,
         indent,
         unit,
-    })
+        repeat: None,
+    };
+    rows.repeat = trailing_loop(src, &rows.element_statements(), &rows.lane)?;
+    Ok(rows)
 }
 
 /// A statement before the columns' work that may run once per thread whatever the
@@ -255,6 +283,11 @@ fn once_per_thread_ok(src: &str, s: Node<'_>) -> bool {
         }
         _ => false,
     };
+    shape && !has_effects(src, s)
+}
+
+/// An assignment, increment or atomic somewhere under `s`.
+pub(super) fn has_effects(src: &str, s: Node<'_>) -> bool {
     let mut effects = false;
     walk(s, &mut |n| {
         effects |= matches!(n.kind(), "assignment_expression" | "update_expression")
@@ -263,7 +296,7 @@ fn once_per_thread_ok(src: &str, s: Node<'_>) -> bool {
                     .is_some_and(|f| text(src, f).starts_with("atomic")));
         !effects
     });
-    shape && !effects
+    effects
 }
 
 /// The check's form and condition: `if (c) return;` anywhere in the region, or

@@ -410,3 +410,70 @@ fn a_kernel_with_no_division_gets_no_divisibility_condition() {
         }
     }
 }
+
+const REPEAT: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_rows/repeat.cu");
+
+#[test]
+fn a_loop_over_planes_runs_around_both_paths() {
+    for k in ["upsample_planes", "scale_batch", "add_slices"] {
+        assert!(
+            ranked_steps(REPEAT, k).contains(&"vectorize_rows".to_string()),
+            "{k}: the search offers the step"
+        );
+        let out =
+            cuda(REPEAT, k, "vectorize_rows", json!({})).unwrap_or_else(|e| panic!("{k}: {e}"));
+        assert_eq!(
+            labels(&out),
+            ["VEC=4 along rows (float4)", "VEC=2 along rows (float2)"],
+            "{k}"
+        );
+    }
+    let out = cuda(
+        REPEAT,
+        "upsample_planes",
+        "vectorize_rows",
+        json!({"widths": [4]}),
+    )
+    .unwrap();
+    let text = show(Lang::Cuda, REPEAT, &out[0], "upsample_planes");
+    for want in [
+        "grid = (cdiv(2 * W, 4 * 16), cdiv(2 * H, 8))",
+        "    int oy = blockIdx.y * blockDim.y + threadIdx.y;\n    for (int p = 0; p < P; ++p) {\n        if (!((4 * (ox - threadIdx.x + blockDim.x) - 1) >= 2 * W || oy >= 2 * H) &&",
+        "reinterpret_cast<unsigned long long>(y + (((size_t)p * 2 * H + oy) * 2 * W)) % 16 == 0) {",
+        "float sx = fmaxf(0.5f * (4 * ox + 3) - 0.25f, 0.0f);",
+        "reinterpret_cast<float4*>(y + (((size_t)p * 2 * H + oy) * 2 * W))[ox] = y4;",
+        "if (j >= 2 * W || oy >= 2 * H) continue;",
+        "y[((size_t)p * 2 * H + oy) * 2 * W + j] = ",
+    ] {
+        assert!(text.contains(want), "{want}\n{text}");
+    }
+    assert_eq!(
+        text.matches("for (int p = 0; p < P; ++p)").count(),
+        1,
+        "{text}"
+    );
+    let out = cuda(
+        REPEAT,
+        "add_slices",
+        "vectorize_rows",
+        json!({"widths": [2]}),
+    )
+    .unwrap();
+    let text = show(Lang::Cuda, REPEAT, &out[0], "add_slices");
+    for want in [
+        "for (int k = 0; k < K; k += 1) {",
+        "float2 y2 = reinterpret_cast<const float2*>(y + (r * cols))[c];",
+        "y2.y += x2.y;",
+    ] {
+        assert!(text.contains(want), "{want}\n{text}");
+    }
+}
+
+#[test]
+fn a_loop_that_carries_a_value_or_varies_by_column_is_refused() {
+    let why = |k: &str| not_applicable(cuda(REPEAT, k, "vectorize_rows", json!({})));
+    expect!["`prefix_planes` cannot be vectorized along its rows: `for (int p = 0; p < P; ++p)`: its body assigns `acc`, carried from one iteration to the next"].assert_eq(&why("prefix_planes"));
+    expect!["`ragged_planes` cannot be vectorized along its rows: `for (int p = 0; p < n; ++p)` reads `n`, which the columns' work declares before it"].assert_eq(&why("ragged_planes"));
+    expect!["`count_then_copy` cannot be vectorized along its rows: `total[r * cols + c] += 1.0f;` would run once per iteration of `for (int p = 0; p < P; ++p)`; only declarations may come before it"].assert_eq(&why("count_then_copy"));
+    expect!["`until_negative` cannot be vectorized along its rows: `for (int p = 0; p < P; ++p)`: its body has a `break`"].assert_eq(&why("until_negative"));
+}

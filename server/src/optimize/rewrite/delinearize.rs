@@ -10,7 +10,7 @@
 //! The rows T come from the bounds check: `i < T * D` (factors in any order, casts
 //! allowed), or `i < n` where every case of the spec makes n a multiple of D (T is then
 //! `n / D`). The grid becomes `(cdiv(D, B), T)` for a block B of 128 or 256 threads, at
-//! most D rounded up to 32; where some case has more than 65535 rows, the row is a loop
+//! most D (in its smallest case) rounded up to 32; where some case has more than 65535 rows, the row is a loop
 //! `for (row = blockIdx.y; row < T; row += gridDim.y)` and the grid's y
 //! `min(T, 65535)`. Spec lines other than `grid` and `block` are unchanged.
 //!
@@ -19,14 +19,16 @@
 //! (passed to a function, compared, offset); two different divisors (a 3-D split
 //! `i / (H * W)`, `(i / W) % H`, `i % W`); a divisor that is a local of the kernel (it
 //! may differ between threads); no split at all; shared memory, barriers and warp
-//! collectives (a block's threads would change); a bound that is not T * D and a plain
-//! `n` that some case does not make a multiple of D.
+//! collectives (a block's threads would change); a body that reads `blockDim` or
+//! `gridDim` (the launch changes); a bound that is not T * D and a plain `n` that some
+//! case does not make a multiple of D. D, T and n are read per case from the spec as
+//! the launch reads them (parameters, `#define`s, file constants).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
-use super::check::{case_int, current_plan, finish, not_applicable, require_lang, Draft, R};
+use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::edits::Edits;
 use super::elementwise::{
     enclosing_statement, inspect_body, match_elementwise, pointer_params, without_int_casts,
@@ -40,7 +42,7 @@ use super::tree::{
 use super::RewriteContext;
 use crate::document::Document;
 use crate::optimize::edit::spec_assignment;
-use crate::spec::{self, BenchPlan, EvalEnv, Launch};
+use crate::spec::{self, EvalEnv, Launch};
 use crate::syntax::{self, Lang, ParamKind};
 
 const ID: &str = "delinearize";
@@ -50,7 +52,7 @@ const GRID_Y_MAX: u64 = 65535;
 
 pub fn delinearize(cx: &RewriteContext<'_>) -> R {
     require_lang(cx, Lang::Cuda, ID)?;
-    let plan = current_plan(cx)?;
+    current_plan(cx)?;
     let k = &cx.kernel.name;
     let na = |why: String| not_applicable(format!("`{k}` cannot take a 2-D launch: {why}"));
     let func =
@@ -72,10 +74,15 @@ pub fn delinearize(cx: &RewriteContext<'_>) -> R {
     }
     let pointers = pointer_params(cx);
     inspect_body(cx.text, &shape, &pointers, false).map_err(na)?;
+    if let Some(t) = launch_read(cx.text, &shape) {
+        return Err(na(format!(
+            "the body reads `{t}`, which the 2-D launch changes"
+        )));
+    }
     let split = Split::of(cx.text, func, &shape, &pointers).map_err(na)?;
     check_divisor(cx, func, &split).map_err(na)?;
-    let rows = Rows::of(cx, &plan, &shape, &split).map_err(na)?;
-    drafts(cx, &shape, &split, &rows, block_widths(&plan, &split))
+    let rows = Rows::of(cx, &shape, &split).map_err(na)?;
+    drafts(cx, &shape, &split, &rows, block_widths(cx, &split))
 }
 
 /// The first `__shared__` declaration of the kernel, if any.
@@ -87,6 +94,21 @@ fn shared_memory(src: &str, func: Node<'_>) -> Option<String> {
         }
         found.is_none()
     });
+    found
+}
+
+/// The first `blockDim` or `gridDim` field the guarded body reads, if any.
+fn launch_read(src: &str, shape: &Elementwise<'_>) -> Option<String> {
+    let mut found = None;
+    for &root in &shape.body {
+        walk(root, &mut |n| {
+            let arg = n.child_by_field_name("argument").map(|a| text(src, a));
+            if n.kind() == "field_expression" && matches!(arg, Some("blockDim" | "gridDim")) {
+                found.get_or_insert_with(|| text(src, n).to_string());
+            }
+            found.is_none()
+        });
+    }
     found
 }
 
@@ -349,12 +371,7 @@ struct Rows {
 impl Rows {
     /// From the bound `T * D` (any order of the factors), or `n` where every case makes
     /// `n` a multiple of D (T = `n / D`).
-    fn of(
-        cx: &RewriteContext<'_>,
-        plan: &BenchPlan,
-        shape: &Elementwise<'_>,
-        split: &Split,
-    ) -> Result<Rows, String> {
+    fn of(cx: &RewriteContext<'_>, shape: &Elementwise<'_>, split: &Split) -> Result<Rows, String> {
         let bound = norm(text(cx.text, shape.bound));
         let d = &split.divisor_norm;
         let factors: Vec<&str> = split_top(&bound, b'*')
@@ -379,21 +396,20 @@ impl Rows {
                 format!("({s})")
             }
         };
-        for case in &plan.cases {
-            let (n, dv) = (case_int(case, &bound), case_int(case, d));
-            match (n, dv) {
-                (Some(n), Some(dv)) if dv > 0 && n % dv == 0 => {}
-                (Some(n), Some(dv)) => {
-                    return Err(format!(
-                        "the bound `{bound}` is not `rows * {d}`: a case has {bound} = {n}, {d} = {dv}"
-                    ))
-                }
-                _ => {
-                    return Err(format!(
-                        "the bound `{bound}` is not `rows * {d}`, and the spec's cases do not give both as numbers"
-                    ))
-                }
-            }
+        let (ns, ds) = (per_case(cx, &bound), per_case(cx, d));
+        let (Some(ns), Some(ds)) = (ns, ds) else {
+            return Err(format!(
+                "the bound `{bound}` is not `rows * {d}`, and the spec does not give both in every case"
+            ));
+        };
+        if let Some((n, dv)) = ns
+            .iter()
+            .zip(&ds)
+            .find(|(n, dv)| **dv == 0 || *n % *dv != 0)
+        {
+            return Err(format!(
+                "the bound `{bound}` is not `rows * {d}`: a case has {bound} = {n}, {d} = {dv}"
+            ));
         }
         let t = format!("{} / {}", paren(&bound), paren(d));
         Ok(Rows {
@@ -405,13 +421,8 @@ impl Rows {
 
 /// The block widths to try: 128 and 256, at most D (in the smallest case) rounded up
 /// to a warp.
-fn block_widths(plan: &BenchPlan, split: &Split) -> Vec<u64> {
-    let smallest = plan
-        .cases
-        .iter()
-        .filter_map(|c| case_int(c, &split.divisor_norm))
-        .filter_map(|v| u64::try_from(v).ok())
-        .min();
+fn block_widths(cx: &RewriteContext<'_>, split: &Split) -> Vec<u64> {
+    let smallest = per_case(cx, &split.divisor_norm).and_then(|v| v.into_iter().min());
     let cap = smallest.map_or(u64::MAX, |d| d.div_ceil(32).max(1) * 32);
     let mut out: Vec<u64> = [128, 256].iter().map(|&b: &u64| b.min(cap)).collect();
     out.dedup();
@@ -452,7 +463,8 @@ fn drafts(
         )));
     };
     // More rows than a grid's y holds in some case: the rows stride over a capped y.
-    let strided = most_rows(cx, &grid, rows).is_some_and(|m| m > GRID_Y_MAX);
+    let most = per_case(cx, &rows.spec).and_then(|v| v.into_iter().max());
+    let strided = most.is_some_and(|m| m > GRID_Y_MAX);
     let lay = Layout {
         row: &row,
         col: &col,
@@ -489,14 +501,12 @@ fn drafts(
     finish(cx, drafts, dropped)
 }
 
-/// The most rows of any case: the spec planned with the rows as the grid's x (whose
-/// limit is 2^31 - 1); None if that does not plan.
-fn most_rows(
-    cx: &RewriteContext<'_>,
-    grid: &crate::optimize::edit::SpecAssignment,
-    rows: &Rows,
-) -> Option<u64> {
-    let text = Edits::from_pairs([(grid.range.clone(), format!("({}, 1)", rows.spec))])
+/// The value of the spec expression `expr` in each case: the spec planned with it as
+/// the grid's x (whose limit is 2^31 - 1), so sizes, `#define`s and file constants read
+/// as the launch reads them; None if that does not plan.
+fn per_case(cx: &RewriteContext<'_>, expr: &str) -> Option<Vec<u64>> {
+    let grid = spec_assignment(cx.kernel, "grid")?;
+    let text = Edits::from_pairs([(grid.range, format!("({expr}, 1)"))])
         .apply(cx.text)
         .ok()?;
     let doc = Document::new(Lang::Cuda, 0, &text);
@@ -505,11 +515,11 @@ fn most_rows(
     let plan = spec::analyze(k, &model.kernels, &EvalEnv::default()).plan?;
     plan.cases
         .iter()
-        .filter_map(|c| match c.launch {
+        .map(|c| match c.launch {
             Launch::Cuda { grid, .. } => Some(grid[0]),
             Launch::Triton { .. } => None,
         })
-        .max()
+        .collect()
 }
 
 /// The code from the index declaration to the end of the guarded body, on two

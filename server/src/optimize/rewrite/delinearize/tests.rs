@@ -107,6 +107,25 @@ fn a_literal_divisor_under_an_atomic_is_split() {
 }
 
 #[test]
+fn a_defined_divisor_is_sized_from_the_spec() {
+    let out = cuda(SPLITS, "gate_rows", "delinearize", json!({})).unwrap();
+    // COLS = 96: one block width, 96 threads.
+    assert_eq!(labels(&out), ["2-D launch, block 96, a row per blockIdx.y"]);
+    let shown = show(Lang::Cuda, SPLITS, &out[0], "gate_rows");
+    assert_has(
+        &shown,
+        &[
+            "grid = (cdiv(COLS, 96), R); block = 96",
+            "unsigned col = blockIdx.x * blockDim.x + threadIdx.x;",
+            "unsigned row = blockIdx.y;",
+            "if (col < COLS) {",
+            "const unsigned r = row;",
+            "y[row * COLS + col] = x[row * COLS + col] * g[r];",
+        ],
+    );
+}
+
+#[test]
 fn splits_it_cannot_remap_are_refused_with_the_reason() {
     let why = |k: &str| not_applicable(cuda(SPLITS, k, "delinearize", json!({})));
     assert!(
@@ -125,6 +144,11 @@ fn splits_it_cannot_remap_are_refused_with_the_reason() {
         why("ragged_bias")
     );
     assert!(why("staged").contains("shared memory"), "{}", why("staged"));
+    assert!(
+        why("block_tagged").contains("the body reads `blockDim.x`, which the 2-D launch changes"),
+        "{}",
+        why("block_tagged")
+    );
     assert!(
         why("loaded_divisor").contains("reads `w`, which may differ between threads"),
         "{}",

@@ -6,6 +6,9 @@
 //! block (what `vectorize_rows` and `stream_loads` then read). Every `i / D` becomes the
 //! row, every `i % D` the column, and a plain `p[i]` of a pointer parameter `p[row * D +
 //! col]`; the row and column have the index's type, so 64-bit arithmetic stays 64-bit.
+//! A guarded declaration of the index's type holding the split (`size_t t = i / D;`,
+//! `int col = i - row * cols;`) whose name is declared once and never assigned becomes
+//! the coordinate itself (`size_t t = blockIdx.y;`); others read fresh `row`/`col`.
 //!
 //! The rows T come from the bounds check: `i < T * D` (factors in any order, casts
 //! allowed), or `i < n` where every case of the spec makes n a multiple of D (T is then
@@ -433,6 +436,8 @@ fn block_widths(cx: &RewriteContext<'_>, split: &Split) -> Vec<u64> {
 struct Layout<'a> {
     row: &'a str,
     col: &'a str,
+    /// Guarded declarations of the row or the column that the new coordinates replace.
+    cut: Vec<std::ops::Range<usize>>,
     /// Rows stride over the grid's y (some case has more rows than a grid's y holds).
     strided: bool,
 }
@@ -453,7 +458,13 @@ fn drafts(
             && !n.kind().starts_with("preproc")
             && (n.end_byte() <= def.start || n.start_byte() >= def.end)
     });
-    let (row, col) = (fresh("row", &mut taken), fresh("col", &mut taken));
+    let func = kernel_function(cx).ok_or_else(|| not_applicable("no kernel definition"))?;
+    let reuse = |u: Use, base: &str, taken: &mut BTreeSet<String>| {
+        reusable(cx, func, shape, split, &u)
+            .map_or_else(|| (fresh(base, taken), None), |(n, c)| (n, Some(c)))
+    };
+    let (row, row_cut) = reuse(Use::Quot, "row", &mut taken);
+    let (col, col_cut) = reuse(Use::Rem, "col", &mut taken);
     let grid = spec_assignment(cx.kernel, "grid");
     let block = spec_assignment(cx.kernel, "block");
     let (Some(grid), Some(block)) = (grid, block) else {
@@ -468,6 +479,7 @@ fn drafts(
     let lay = Layout {
         row: &row,
         col: &col,
+        cut: row_cut.into_iter().chain(col_cut).collect(),
         strided,
     };
     let (y, how) = if strided {
@@ -499,6 +511,59 @@ fn drafts(
         }
     }
     finish(cx, drafts, dropped)
+}
+
+/// A guarded declaration `TY name = <the split>;` (`size_t t = i / D;`) whose name can
+/// be the row (`Quot`) or the column (`Rem`) itself: one declarator of the index's type,
+/// a name the kernel declares once and never assigns, followed by another guarded item.
+/// The name and the range to drop (the statement up to the next item).
+fn reusable(
+    cx: &RewriteContext<'_>,
+    func: Node<'_>,
+    shape: &Elementwise<'_>,
+    split: &Split,
+    kind: &Use,
+) -> Option<(String, std::ops::Range<usize>)> {
+    let src = cx.text;
+    let assigned = assigned_names(src, func);
+    shape.body.windows(2).find_map(|w| {
+        let (s, next) = (w[0], w[1]);
+        let ty = s.child_by_field_name("type").map(|t| text(src, t));
+        if s.kind() != "declaration" || ty != Some(shape.index_ty.as_str()) {
+            return None;
+        }
+        let [d] = named_children(s)
+            .into_iter()
+            .filter(|c| c.kind() == "init_declarator")
+            .collect::<Vec<_>>()[..]
+        else {
+            return None;
+        };
+        let name = text(src, d.child_by_field_name("declarator")?);
+        let value = d.child_by_field_name("value")?.byte_range();
+        let split_here = split.uses.iter().any(|(r, u)| *r == value && u == kind);
+        let once = declarations_of(src, func, name) == 1
+            && !cx.kernel.params.iter().any(|p| p.name == name);
+        (split_here && once && !assigned.contains(name))
+            .then(|| (name.to_string(), s.start_byte()..next.start_byte()))
+    })
+}
+
+/// How many declarators of the kernel declare `name`.
+fn declarations_of(src: &str, func: Node<'_>, name: &str) -> usize {
+    let mut count = 0;
+    walk(func, &mut |n| {
+        let d = n.child_by_field_name("declarator");
+        if matches!(
+            n.kind(),
+            "init_declarator" | "declaration" | "parameter_declaration"
+        ) && d.is_some_and(|d| d.kind() == "identifier" && text(src, d) == name)
+        {
+            count += 1;
+        }
+        true
+    });
+    count
 }
 
 /// The value of the spec expression `expr` in each case: the spec planned with it as
@@ -540,7 +605,11 @@ fn emit(
     } else {
         format!("({d})")
     };
-    let pairs = split.uses.iter().map(|(r, u)| {
+    let kept = split
+        .uses
+        .iter()
+        .filter(|(r, _)| !lay.cut.iter().any(|c| c.start <= r.start && r.end <= c.end));
+    let pairs = kept.map(|(r, u)| {
         let new = match u {
             Use::Quot => row.to_string(),
             Use::Rem => col.to_string(),
@@ -548,6 +617,7 @@ fn emit(
         };
         (r.clone(), new)
     });
+    let pairs = pairs.chain(lay.cut.iter().map(|c| (c.clone(), String::new())));
     let span = shape.body_span();
     let body = Edits::from_pairs(pairs)
         .apply_within(src, span.clone())

@@ -21,12 +21,10 @@ fn an_embedding_gather_becomes_a_row_per_block_y() {
         // @bench grid = (cdiv(D, 128), T); block = 128
         // @bench reference = torch: F.embedding(idx, table)
         __global__ void embedding_gather(const long long* idx, const float* table, float* out, int T, int D, int V) {
-            size_t col = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-            size_t row = blockIdx.y;
-            if (col < D) {
-                size_t t = row;
-                size_t d = col;
-                out[row * D + col] = table[idx[t] * D + d];
+            size_t d = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+            size_t t = blockIdx.y;
+            if (d < D) {
+                out[t * D + d] = table[idx[t] * D + d];
             }
         }"#]]
     .assert_eq(&show(Lang::Cuda, DRAFT, &out[0], "embedding_gather"));
@@ -62,10 +60,8 @@ fn a_column_by_subtraction_is_the_column() {
         &shown,
         &[
             "grid = (cdiv(cols, 128), rows); block = 128",
-            "int row_2 = blockIdx.y;",
-            "int row = row_2;",
-            "int col = col_2;",
-            "out[row_2 * cols + col_2] = x[row_2 * cols + col_2] * scale[row] + shift[col];",
+            // The author's row and column become the coordinates themselves.
+            "int col = threadIdx.x + blockIdx.x * blockDim.x;\n    int row = blockIdx.y;\n    if (col < cols) {\n        out[row * cols + col] = x[row * cols + col] * scale[row] + shift[col];\n    }",
         ],
     );
 }
@@ -117,10 +113,8 @@ fn a_defined_divisor_is_sized_from_the_spec() {
         &[
             "grid = (cdiv(COLS, 96), R); block = 96",
             "unsigned col = blockIdx.x * blockDim.x + threadIdx.x;",
-            "unsigned row = blockIdx.y;",
-            "if (col < COLS) {",
-            "const unsigned r = row;",
-            "y[row * COLS + col] = x[row * COLS + col] * g[r];",
+            "unsigned r = blockIdx.y;",
+            "if (col < COLS) {\n        y[r * COLS + col] = x[r * COLS + col] * g[r];\n    }",
         ],
     );
 }
@@ -177,4 +171,40 @@ fn the_policy_offers_it_where_the_flat_index_is_divided_at_run_time() {
     assert_ne!(pow2, SPLITS, "the fixture moved");
     let steps = ranked_steps(&pow2, "scatter_rows");
     assert!(!steps.iter().any(|s| s == "delinearize"), "{steps:?}");
+}
+
+#[test]
+fn a_narrower_row_local_keeps_its_type_and_the_address_stays_64_bit() {
+    let narrow = DRAFT.replace("size_t t = i / D;", "int t = i / D;");
+    assert_ne!(narrow, DRAFT, "the draft moved");
+    let out = cuda(&narrow, "embedding_gather", "delinearize", json!({})).unwrap();
+    let shown = show(Lang::Cuda, &narrow, &out[0], "embedding_gather");
+    assert_has(
+        &shown,
+        &[
+            "size_t d = (size_t)blockIdx.x * blockDim.x + threadIdx.x;",
+            "size_t row = blockIdx.y;",
+            "int t = row;",
+            "out[row * D + d] = table[idx[t] * D + d];",
+        ],
+    );
+}
+
+#[test]
+fn the_row_vectorizer_takes_what_it_writes() {
+    for (src, k) in [
+        (DRAFT, "embedding_gather"),
+        (SPLITS, "bias_add"),
+        (SPLITS, "scale_shift"),
+        (SPLITS, "gate_rows"),
+    ] {
+        let out = cuda(src, k, "delinearize", json!({})).unwrap();
+        let vec = cuda(&out[0].text, k, "vectorize_rows", json!({}))
+            .unwrap_or_else(|e| panic!("{k}: {e}"));
+        assert_eq!(
+            labels(&vec),
+            ["VEC=4 along rows (float4)", "VEC=2 along rows (float2)"],
+            "{k}"
+        );
+    }
 }

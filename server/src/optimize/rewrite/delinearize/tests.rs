@@ -166,6 +166,10 @@ fn the_policy_offers_it_where_the_flat_index_is_divided_at_run_time() {
         Some("delinearize"),
         "{steps:?}"
     );
+    // Its output divides nothing: not proposed again.
+    let out = cuda(DRAFT, "embedding_gather", "delinearize", json!({})).unwrap();
+    let again = ranked_steps(&out[0].text, "embedding_gather");
+    assert!(!again.iter().any(|s| s == "delinearize"), "{again:?}");
     // A power-of-two literal is a shift and a mask: nothing to cure.
     let pow2 = SPLITS
         .replace("i < T * 99", "i < T * 64")

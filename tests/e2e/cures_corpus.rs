@@ -4,7 +4,7 @@
 //! still parse and plan, or a refusal with a reason. Prints how many each cure took. The
 //! first `interleave` candidates (a code rewrite of loops in any style; with the first
 //! nest's unroll-and-jam where one is offered too) and every
-//! `vectorize_groups`, `stream_loads` and `vector_loops` candidate must also compile with
+//! `vectorize_groups`, `stream_loads`, `vector_loops` and `delinearize` candidate must also compile with
 //! NVRTC wherever the original does. `grid_total` is tried with the skeleton's launch made one block, and
 //! its candidates must compile too.
 
@@ -21,6 +21,7 @@ const CURES: &[&str] = &[
     "vectorize_groups",
     "stream_loads",
     "vector_loops",
+    "delinearize",
 ];
 
 /// How many kernels' `interleave` candidates are compiled with NVRTC, from files under
@@ -174,7 +175,7 @@ fn analysis_cures_answer_every_corpus_kernel_with_a_skeleton_spec() {
                         // Few kernels take these: every candidate compiles.
                         if matches!(
                             id.as_str(),
-                            "vectorize_groups" | "stream_loads" | "vector_loops"
+                            "vectorize_groups" | "stream_loads" | "vector_loops" | "delinearize"
                         ) && with.len() < SMALL
                         {
                             for cand in &c {

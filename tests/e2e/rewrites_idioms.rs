@@ -2357,3 +2357,88 @@ fn every_rewrite_on_damaged_kernels_answers_or_refuses() {
     }
     assert!(runs > 2000, "only {runs} rewrite runs");
 }
+
+const DELIN: &str = "tests/fixtures/rewrites/delin/flat_splits.cu";
+
+/// `delinearize`'s fixtures: flat indices split by one divisor, in several styles, and a
+/// 3-D split it refuses.
+const DELIN_CASES: &[Case] = &[
+    Case {
+        file: DELIN,
+        kernel: "embedding_gather",
+        id: "delinearize",
+        want: 1,
+        sizes: (
+            "T = 16384, 77; D = 1024, 99; V = 32000, 1001",
+            "T = 9, 77; D = 40, 99; V = 50, 1001",
+        ),
+    },
+    Case {
+        file: DELIN,
+        kernel: "bias_add",
+        id: "delinearize",
+        want: 1,
+        sizes: ("R = 300, 77; C = 512, 99", "R = 5, 77; C = 40, 99"),
+    },
+    Case {
+        file: DELIN,
+        kernel: "scale_shift",
+        id: "delinearize",
+        want: 1,
+        sizes: (
+            "rows = 1000, 77; cols = 768, 99",
+            "rows = 7, 77; cols = 50, 99",
+        ),
+    },
+    Case {
+        file: DELIN,
+        kernel: "tall_rows",
+        id: "delinearize",
+        want: 1,
+        sizes: ("T = 70000, 5; D = 64, 33", "T = 65600, 5; D = 2, 33"),
+    },
+    Case {
+        file: DELIN,
+        kernel: "scatter_rows",
+        id: "delinearize",
+        want: 1,
+        sizes: ("T = 4096, 77", "T = 13, 77"),
+    },
+    Case {
+        file: DELIN,
+        kernel: "gate_rows",
+        id: "delinearize",
+        want: 1,
+        sizes: ("R = 500, 33", "R = 7, 33"),
+    },
+    Case {
+        file: DELIN,
+        kernel: "chw_bias",
+        id: "delinearize",
+        want: 0,
+        sizes: (
+            "C = 16, 3; H = 32, 7; W = 32, 9",
+            "C = 2, 3; H = 5, 7; W = 6, 9",
+        ),
+    },
+];
+
+#[test]
+fn delinearized_candidates_compile_and_compute_what_the_original_computes() {
+    let test = "delinearized_candidates_compile_and_compute_what_the_original_computes";
+    let nvrtc = tools::nvrtc_available();
+    let gxx = emulate::gxx();
+    let tc = kernel_lsp::toolchain::locate(&Default::default());
+    let tc = nvrtc.is_ok().then_some(&tc);
+    let (compiled, emulated) = DELIN_CASES
+        .iter()
+        .map(|c| check_idiom_case(c, tc, gxx.is_ok()))
+        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    match (nvrtc, gxx) {
+        (Err(why), _) | (_, Err(why)) => tools::skip(test, &why),
+        _ => {
+            assert_eq!((compiled, emulated), (6, 6));
+            eprintln!("{compiled} delinearize candidates compiled with NVRTC, {emulated} emulated");
+        }
+    }
+}

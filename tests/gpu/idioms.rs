@@ -289,6 +289,23 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/vec_loops/cluster.cu",
         "channel_stats_nchw",
     ),
+    // A flat index split by `/ D` and `% D` becomes a 2-D launch: a gather by a per-row
+    // index, a broadcast over a flat `n`, and more rows than a grid's y holds.
+    (
+        "delinearize",
+        "tests/fixtures/rewrites/delin/flat_splits.cu",
+        "embedding_gather",
+    ),
+    (
+        "delinearize",
+        "tests/fixtures/rewrites/delin/flat_splits.cu",
+        "bias_add",
+    ),
+    (
+        "delinearize",
+        "tests/fixtures/rewrites/delin/flat_splits.cu",
+        "tall_rows",
+    ),
     ("triton_swizzle", "examples/matmul.py", "matmul_kernel"),
     (
         "triton_swizzle",
@@ -372,6 +389,9 @@ fn source(file: &str) -> &'static str {
         }
         "tests/fixtures/rewrites/vec_loops/grids.cu" => {
             include_str!("../fixtures/rewrites/vec_loops/grids.cu")
+        }
+        "tests/fixtures/rewrites/delin/flat_splits.cu" => {
+            include_str!("../fixtures/rewrites/delin/flat_splits.cu")
         }
         "tests/fixtures/rewrites/vec_loops/warps.cu" => {
             include_str!("../fixtures/rewrites/vec_loops/warps.cu")
@@ -469,7 +489,7 @@ fn gpu_idiom_cases_have_candidates_that_plan_without_a_gpu() {
         *per_idiom.entry(id).or_default() += 1;
     }
     assert!(per_idiom.values().all(|n| *n >= 2), "{per_idiom:?}");
-    assert_eq!(per_idiom.len(), 12, "every idiom: {per_idiom:?}");
+    assert_eq!(per_idiom.len(), 13, "every idiom: {per_idiom:?}");
 }
 
 #[tokio::test]

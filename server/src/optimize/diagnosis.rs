@@ -106,6 +106,12 @@ pub fn diagnose(f: &Facts) -> Vec<Cause> {
                     cures: GROUPS,
                 });
             }
+            if f.holds("flat_index_split") == Some(true) {
+                out.push(Cause {
+                    why: "the analysis: every thread divides its flat index (`i / D`, `i % D`) to find its row and column, and reads a row's values once per element".into(),
+                    cures: &["delinearize"],
+                });
+            }
             if f.holds("strided_access") == Some(true) {
                 out.push(Cause {
                     why: "the analysis: neighbouring threads touch addresses a stride apart".into(),

@@ -67,6 +67,7 @@ fn scan_along(f: &mut Facts, src: &str, tree: &Tree, kernel: &Kernel, lane: Lane
         .unwrap_or("");
     f.launch_bounds = header.contains("__launch_bounds__");
     f.maxnreg = header.contains("__maxnreg__") || header.contains("maxnreg(");
+    f.flat_index_splits = flat_index_splits(src, body);
 
     let mut bindings = HashMap::new();
     for p in &kernel.params {
@@ -113,6 +114,48 @@ fn scan_along(f: &mut Facts, src: &str, tree: &Tree, kernel: &Kernel, lane: Lane
             f.read_only_pointers_without_const.push(p.name.clone());
         }
     }
+}
+
+/// The `/` and `%` of the kernel body whose left side is a global 1-D thread index (a
+/// local whose value reads `blockIdx.x` and `threadIdx.x` and divides nothing) and whose
+/// divisor is not a power-of-two literal (the compiler shifts and masks those).
+fn flat_index_splits(src: &str, body: Node<'_>) -> u32 {
+    let text = |n: Node| src.get(n.byte_range()).unwrap_or("");
+    let mut flat: HashSet<String> = HashSet::new();
+    let mut stack = vec![body];
+    let mut found = Vec::new();
+    while let Some(n) = stack.pop() {
+        if n.kind() == "init_declarator" {
+            let value = n.child_by_field_name("value").map_or("", text);
+            let name = n
+                .child_by_field_name("declarator")
+                .filter(|d| d.kind() == "identifier");
+            let global = value.contains("blockIdx.x") && value.contains("threadIdx.x");
+            if let Some(name) = name.filter(|_| global && !value.contains(['/', '%'])) {
+                flat.insert(text(name).to_string());
+            }
+        }
+        if n.kind() == "binary_expression" {
+            found.push(n);
+        }
+        let mut c = n.walk();
+        stack.extend(n.children(&mut c));
+    }
+    let bare = |n: Node| -> String { text(n).chars().filter(|c| !c.is_whitespace()).collect() };
+    let is_flat = |left: &str| {
+        let left = left.trim_start_matches('(').trim_end_matches(')');
+        flat.iter()
+            .any(|i| left == i || left.rsplit_once(')').is_some_and(|(_, v)| v == i))
+    };
+    let splits = found.into_iter().filter(|b| {
+        let op = b.child_by_field_name("operator").map_or("", text);
+        let left = b.child_by_field_name("left").map(bare).unwrap_or_default();
+        let right = b.child_by_field_name("right").map(bare).unwrap_or_default();
+        let right = right.trim_start_matches('(').trim_end_matches(')');
+        let pow2 = right.parse::<u64>().is_ok_and(u64::is_power_of_two);
+        matches!(op, "/" | "%") && !pow2 && is_flat(&left)
+    });
+    u32::try_from(splits.count()).unwrap_or(u32::MAX)
 }
 
 /// Outermost `function_definition`s inside `r`.

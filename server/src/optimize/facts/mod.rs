@@ -90,6 +90,7 @@ pub const FACT_NAMES: &[&str] = &[
     "read_once_loads",
     "one_block_total",
     "narrow_programs",
+    "flat_index_split",
 ];
 
 /// One line for a human or a model: what `name` holding (or not holding) means. `None` for
@@ -193,6 +194,10 @@ fn access_and_bound_phrase(name: &str) -> Option<(&'static str, &'static str)> {
         "one_block_total" => (
             "the launch is one block, and a loop at the kernel's top level folds global memory into sums, products, maxima or minima: one multiprocessor does all the work",
             "not a one-block total",
+        ),
+        "flat_index_split" => (
+            "the 1-D thread index is split into row and column by `/` or `%` (a divisor that is not a power-of-two literal): every thread divides",
+            "no division of the flat thread index",
         ),
         "grouped_access" => (
             "a thread touches an interleaved group: a global access at a stride of 2, 4, 8 or 16 elements, outside loops",
@@ -354,6 +359,10 @@ pub struct Facts {
     pub fast_math_calls: BTreeMap<String, u32>,
     /// The kernel reads `blockDim`.
     pub uses_block_dim: bool,
+    /// CUDA: `/` and `%` of a global 1-D thread index by a divisor that is not a
+    /// power-of-two literal (`t = i / D; d = i % D;`).
+    #[serde(default)]
+    pub flat_index_splits: u32,
     /// `threadIdx.x/y/z` (CUDA) or `tl.program_id(0/1/2)` (Triton) appear.
     pub thread_axes: [bool; 3],
     pub pointers_without_restrict: Vec<String>,
@@ -652,6 +661,14 @@ impl Facts {
         })
     }
 
+    /// `grouped_access` or `flat_index_split`: what the thread index does in the accesses.
+    fn index_shape(&self, name: &str) -> bool {
+        match name {
+            "grouped_access" => self.grouped_access(),
+            _ => self.flat_index_splits > 0,
+        }
+    }
+
     /// The loads a streaming cache hint suits: loads without a hint, of a buffer the
     /// kernel only reads, each element read by one thread of the launch ([`read_once`]),
     /// and in CUDA dense ([`sector_dense`]: a thread that walks a row alone wants its
@@ -734,7 +751,7 @@ impl Facts {
             "has_maxnreg" => self.maxnreg,
             "unit_stride_access" => self.unit_stride(),
             "strided_access" => self.strided_access(),
-            "grouped_access" => cuda && self.grouped_access(),
+            "grouped_access" | "flat_index_split" => cuda && self.index_shape(name),
             "read_once_loads" => !self.read_once_loads().is_empty(),
             "one_block_total" => cuda && self.one_block_total(),
             "one_thread_per_element_1d" => {

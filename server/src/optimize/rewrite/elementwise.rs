@@ -776,7 +776,7 @@ fn inside_body(n: Node<'_>, kinds: &[&str], top: &BTreeSet<usize>) -> bool {
 }
 
 /// The nearest statement or declaration above `n` (for a message's context).
-fn enclosing_statement(n: Node<'_>) -> Node<'_> {
+pub(super) fn enclosing_statement(n: Node<'_>) -> Node<'_> {
     let mut context = n;
     while let Some(p) = context.parent() {
         context = p;

@@ -29,6 +29,7 @@ mod check;
 mod chunk_loops;
 mod coarsen;
 mod cooperative_rows;
+mod delinearize;
 mod edits;
 mod elementwise;
 mod fast_math;
@@ -163,6 +164,7 @@ pub const REGISTRY: &[(&str, Apply)] = &[
     ("stream_loads", stream_loads::stream_loads),
     ("grid_total", grid_total::grid_total),
     ("vector_loops", vector_loops::vector_loops),
+    ("delinearize", delinearize::delinearize),
 ];
 
 /// Every embedded rewrite id, in registry order.

@@ -1,0 +1,219 @@
+use expect_test::expect;
+use serde_json::json;
+
+use super::super::check::testing::{assert_has, cuda, labels, not_applicable, ranked_steps, show};
+use crate::syntax::Lang;
+
+const SPLITS: &str = include_str!("../../../../../tests/fixtures/rewrites/delin/flat_splits.cu");
+const DRAFT: &str = include_str!("../../../../../tests/gpu/drafts/embedding_gather.cu");
+
+#[test]
+fn an_embedding_gather_becomes_a_row_per_block_y() {
+    let out = cuda(DRAFT, "embedding_gather", "delinearize", json!({})).unwrap();
+    // D = 99 in one case: no block wider than 128.
+    assert_eq!(
+        labels(&out),
+        ["2-D launch, block 128, a row per blockIdx.y"]
+    );
+    expect![[r#"
+        // @bench T = 16384, 77; D = 1024, 99; V = 32000, 1001
+        // @bench idx: in i64[T] ~ randint(0, V); table: in f32[V, D]; out: out f32[T, D]
+        // @bench grid = (cdiv(D, 128), T); block = 128
+        // @bench reference = torch: F.embedding(idx, table)
+        __global__ void embedding_gather(const long long* idx, const float* table, float* out, int T, int D, int V) {
+            size_t d = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+            size_t t = blockIdx.y;
+            if (d < D) {
+                out[t * D + d] = table[idx[t] * D + d];
+            }
+        }"#]]
+    .assert_eq(&show(Lang::Cuda, DRAFT, &out[0], "embedding_gather"));
+}
+
+#[test]
+fn a_broadcast_over_a_flat_n_takes_its_rows_from_the_spec() {
+    let out = cuda(SPLITS, "bias_add", "delinearize", json!({})).unwrap();
+    let shown = show(Lang::Cuda, SPLITS, &out[0], "bias_add");
+    assert_has(
+        &shown,
+        &[
+            "// @bench grid = (cdiv(C, 128), n / C); block = 128",
+            "int col = blockIdx.x * blockDim.x + threadIdx.x;",
+            "int row = blockIdx.y;",
+            "if (col < C) {",
+            "y[row * C + col] = x[row * C + col] + b[col];",
+        ],
+    );
+    // Spec lines other than the launch stay as they were.
+    assert_has(&shown, &["// @bench R = 300, 77; C = 512, 99; n = R * C"]);
+}
+
+#[test]
+fn a_column_by_subtraction_is_the_column() {
+    let shown = show(
+        Lang::Cuda,
+        SPLITS,
+        &cuda(SPLITS, "scale_shift", "delinearize", json!({})).unwrap()[0],
+        "scale_shift",
+    );
+    assert_has(
+        &shown,
+        &[
+            "grid = (cdiv(cols, 128), rows); block = 128",
+            // The author's row and column become the coordinates themselves.
+            "int col = threadIdx.x + blockIdx.x * blockDim.x;\n    int row = blockIdx.y;\n    if (col < cols) {\n        out[row * cols + col] = x[row * cols + col] * scale[row] + shift[col];\n    }",
+        ],
+    );
+}
+
+#[test]
+fn more_rows_than_a_grid_holds_stride_over_y() {
+    let out = cuda(SPLITS, "tall_rows", "delinearize", json!({})).unwrap();
+    assert_eq!(
+        labels(&out),
+        ["2-D launch, block 64, rows strided over grid y <= 65535"]
+    );
+    let shown = show(Lang::Cuda, SPLITS, &out[0], "tall_rows");
+    assert_has(
+        &shown,
+        &[
+            "grid = (cdiv(D, 64), min(T, 65535)); block = 64",
+            "for (size_t row = blockIdx.y; row < T; row += gridDim.y) {",
+            "y[row * D + col] = x[row * D + col] * w[row];",
+        ],
+    );
+}
+
+#[test]
+fn a_literal_divisor_under_an_atomic_is_split() {
+    let shown = show(
+        Lang::Cuda,
+        SPLITS,
+        &cuda(SPLITS, "scatter_rows", "delinearize", json!({})).unwrap()[0],
+        "scatter_rows",
+    );
+    assert_has(
+        &shown,
+        &[
+            "grid = (cdiv(99, 128), T); block = 128",
+            "if (col < 99) {",
+            "atomicAdd(&acc[idx[row] * 99 + col], src[row * 99 + col]);",
+        ],
+    );
+}
+
+#[test]
+fn a_defined_divisor_is_sized_from_the_spec() {
+    let out = cuda(SPLITS, "gate_rows", "delinearize", json!({})).unwrap();
+    // COLS = 96: one block width, 96 threads.
+    assert_eq!(labels(&out), ["2-D launch, block 96, a row per blockIdx.y"]);
+    let shown = show(Lang::Cuda, SPLITS, &out[0], "gate_rows");
+    assert_has(
+        &shown,
+        &[
+            "grid = (cdiv(COLS, 96), R); block = 96",
+            "unsigned col = blockIdx.x * blockDim.x + threadIdx.x;",
+            "unsigned r = blockIdx.y;",
+            "if (col < COLS) {\n        y[r * COLS + col] = x[r * COLS + col] * g[r];\n    }",
+        ],
+    );
+}
+
+#[test]
+fn splits_it_cannot_remap_are_refused_with_the_reason() {
+    let why = |k: &str| not_applicable(cuda(SPLITS, k, "delinearize", json!({})));
+    assert!(
+        why("chw_bias").contains("split by both `(H * W)` and `W`"),
+        "{}",
+        why("chw_bias")
+    );
+    assert!(
+        why("first_flagged").contains("uses `i` other than as `i / D`"),
+        "{}",
+        why("first_flagged")
+    );
+    assert!(
+        why("ragged_bias").contains("a case has n = 1001, D = 64"),
+        "{}",
+        why("ragged_bias")
+    );
+    assert!(why("staged").contains("shared memory"), "{}", why("staged"));
+    assert!(
+        why("block_tagged").contains("the body reads `blockDim.x`, which the 2-D launch changes"),
+        "{}",
+        why("block_tagged")
+    );
+    assert!(
+        why("loaded_divisor").contains("reads `w`, which may differ between threads"),
+        "{}",
+        why("loaded_divisor")
+    );
+}
+
+#[test]
+fn a_kernel_without_a_split_is_left_to_the_1d_rewrites() {
+    let saxpy = include_str!("../../../../../examples/saxpy.cu");
+    let why = not_applicable(cuda(saxpy, "saxpy", "delinearize", json!({})));
+    assert!(why.contains("never splits `i`"), "{why}");
+}
+
+#[test]
+fn the_policy_offers_it_where_the_flat_index_is_divided_at_run_time() {
+    // The diagnosis names the division first.
+    let steps = ranked_steps(DRAFT, "embedding_gather");
+    assert_eq!(
+        steps.first().map(String::as_str),
+        Some("delinearize"),
+        "{steps:?}"
+    );
+    // Its output divides nothing: not proposed again.
+    let out = cuda(DRAFT, "embedding_gather", "delinearize", json!({})).unwrap();
+    let again = ranked_steps(&out[0].text, "embedding_gather");
+    assert!(!again.iter().any(|s| s == "delinearize"), "{again:?}");
+    // A power-of-two literal is a shift and a mask: nothing to cure.
+    let pow2 = SPLITS
+        .replace("i < T * 99", "i < T * 64")
+        .replace("[T, 99]", "[T, 64]")
+        .replace("[10, 99]", "[10, 64]")
+        .replace("cdiv(T * 99, 256)", "cdiv(T * 64, 256)")
+        .replace("idx[i / 99] * 99 + i % 99", "idx[i / 64] * 64 + i % 64");
+    assert_ne!(pow2, SPLITS, "the fixture moved");
+    let steps = ranked_steps(&pow2, "scatter_rows");
+    assert!(!steps.iter().any(|s| s == "delinearize"), "{steps:?}");
+}
+
+#[test]
+fn a_narrower_row_local_keeps_its_type_and_the_address_stays_64_bit() {
+    let narrow = DRAFT.replace("size_t t = i / D;", "int t = i / D;");
+    assert_ne!(narrow, DRAFT, "the draft moved");
+    let out = cuda(&narrow, "embedding_gather", "delinearize", json!({})).unwrap();
+    let shown = show(Lang::Cuda, &narrow, &out[0], "embedding_gather");
+    assert_has(
+        &shown,
+        &[
+            "size_t d = (size_t)blockIdx.x * blockDim.x + threadIdx.x;",
+            "size_t row = blockIdx.y;",
+            "int t = row;",
+            "out[row * D + d] = table[idx[t] * D + d];",
+        ],
+    );
+}
+
+#[test]
+fn the_row_vectorizer_takes_what_it_writes() {
+    for (src, k) in [
+        (DRAFT, "embedding_gather"),
+        (SPLITS, "bias_add"),
+        (SPLITS, "scale_shift"),
+        (SPLITS, "gate_rows"),
+    ] {
+        let out = cuda(src, k, "delinearize", json!({})).unwrap();
+        let vec = cuda(&out[0].text, k, "vectorize_rows", json!({}))
+            .unwrap_or_else(|e| panic!("{k}: {e}"));
+        assert_eq!(
+            labels(&vec),
+            ["VEC=4 along rows (float4)", "VEC=2 along rows (float2)"],
+            "{k}"
+        );
+    }
+}

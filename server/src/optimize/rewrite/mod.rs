@@ -74,6 +74,7 @@ mod vector_loops;
 mod vectorize;
 mod vectorize_groups;
 mod vectorize_rows;
+mod width_names;
 
 use std::collections::BTreeMap;
 
@@ -183,12 +184,16 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         }
         out => out?,
     };
+    let names = width_names::width_names(cx);
     let out: Vec<Candidate> = out
         .into_iter()
         .filter(|c| c.text != cx.text)
-        .map(|c| Candidate {
-            text: bound_blocks::bound_blocks(cx.lang, &c.text, &cx.kernel.name, cx.params),
-            label: c.label,
+        .filter_map(|c| {
+            let text = width_names::follow_block(cx, &names, &c.text)?;
+            Some(Candidate {
+                text: bound_blocks::bound_blocks(cx.lang, &text, &cx.kernel.name, cx.params),
+                label: c.label,
+            })
         })
         .collect();
     if out.is_empty() {
@@ -198,6 +203,29 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         )));
     }
     Ok(out)
+}
+
+/// The names that mean `blockDim.x` in a CUDA kernel (`#define BLOCK 256` with `block =
+/// BLOCK`, see [`width_names`]), for the static facts to read as the rewrites do.
+pub fn block_width_names(
+    text: &str,
+    tree: &tree_sitter::Tree,
+    model: &FileModel,
+    kernel: &Kernel,
+) -> Vec<String> {
+    let cx = RewriteContext {
+        lang: Lang::Cuda,
+        text,
+        tree,
+        model,
+        kernel,
+        params: &BTreeMap::new(),
+    };
+    width_names::width_names(&cx)
+        .into_iter()
+        .filter(|w| w.axis == 0)
+        .map(|w| w.name)
+        .collect()
 }
 
 /// Rewrites whose subject is the loads' cache hints: never retried on a text whose hints

@@ -2084,6 +2084,23 @@ const BLOCK_NAME_CASES: &[Case] = &[
             "rows = 300, 45; cols = 130, 70",
         ),
     },
+    Case {
+        file: "tests/gpu/drafts/l1_loss_mean.cu",
+        kernel: "l1_loss_mean",
+        id: "block_size",
+        want: 4,
+        sizes: ("n = 1 << 24, 99991", "n = 5000, 999"),
+    },
+    Case {
+        file: "tests/gpu/drafts/embedding_gather.cu",
+        kernel: "embedding_gather",
+        id: "block_size",
+        want: 4,
+        sizes: (
+            "T = 16384, 77; D = 1024, 99; V = 32000, 1001",
+            "T = 50, 7; D = 40, 9; V = 100, 11",
+        ),
+    },
 ];
 
 #[test]

@@ -46,27 +46,60 @@ pub(super) fn block_dim_written(cx: &RewriteContext<'_>) -> Option<String> {
         found.extend(hit);
         true
     });
-    let mut edits: Vec<Edit> = found
+    let mut at: BTreeMap<usize, (Node, usize)> = counted_widths(cx, func, found, &widths)
         .into_iter()
-        .filter(|(k, axis)| {
-            k.kind() == "number_literal" && int_literal(text(cx.text, *k)) == widths[*axis]
-        })
-        .map(|(k, axis)| Edit::replace(k.byte_range(), format!("blockDim.{}", AXES[axis])))
+        .map(|(k, axis)| (k.start_byte(), (k, axis)))
         .collect();
     for w in width_names(cx) {
-        edits.extend(
-            reads(cx.text, func, &w.name)
-                .into_iter()
-                .filter(|n| !constant_context(*n))
-                .map(|n| Edit::replace(n.byte_range(), format!("blockDim.{}", AXES[w.axis]))),
-        );
+        let run_time = reads(cx.text, func, &w.name)
+            .into_iter()
+            .filter(|n| !constant_context(*n));
+        at.extend(run_time.map(|n| (n.start_byte(), (n, w.axis))));
     }
+    let edits: Vec<Edit> = at
+        .into_values()
+        .map(|(k, axis)| Edit::replace(k.byte_range(), format!("blockDim.{}", AXES[axis])))
+        .collect();
     if edits.is_empty() {
         return None;
     }
     let mut all = Edits::new();
     all.extend(edits);
     all.apply(cx.text).ok()
+}
+
+/// The index and grid-step occurrences (`found`) whose literal, or constant name read
+/// nowhere else in the kernel, is the launch's width along their axis (a name of a square
+/// block's two axes is read by each occurrence's axis).
+fn counted_widths<'t>(
+    cx: &RewriteContext<'_>,
+    func: Node<'t>,
+    found: Vec<(Node<'t>, usize)>,
+    widths: &[Option<u64>; 3],
+) -> Vec<(Node<'t>, usize)> {
+    let consts = file_constants(cx.text, cx.tree.root_node());
+    let fits: Vec<(Node, usize)> = found
+        .into_iter()
+        .filter(|(k, axis)| {
+            let name = text(cx.text, *k);
+            let value = match k.kind() {
+                "number_literal" => int_literal(name),
+                _ => consts.get(name).copied(),
+            };
+            value.is_some() && value == widths[*axis]
+        })
+        .collect();
+    fits.iter()
+        .filter(|(k, _)| {
+            let name = text(cx.text, *k);
+            let counted = fits
+                .iter()
+                .filter(|(o, _)| text(cx.text, *o) == name)
+                .count();
+            k.kind() == "number_literal" || reads(cx.text, func, name).len() <= counted
+        })
+        .copied()
+        .collect()
 }
 
 /// The block's width along each axis when every case launches the same one.

@@ -179,9 +179,8 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         return Err(RewriteError::Unknown(id.to_string()));
     };
     let out = match run(cx) {
-        Err(RewriteError::NotApplicable(why)) => {
-            retry_normalized(cx, *run, id).ok_or(RewriteError::NotApplicable(why))?
-        }
+        Err(RewriteError::NotApplicable(why)) => retry_normalized(cx, *run, id)
+            .ok_or_else(|| RewriteError::NotApplicable(width_reason(cx, *run).unwrap_or(why)))?,
         out => out?,
     };
     let names = width_names::width_names(cx);
@@ -226,6 +225,20 @@ pub fn block_width_names(
         .filter(|w| w.axis == 0)
         .map(|w| w.name)
         .collect()
+}
+
+/// Why `run` refuses the kernel with its block width's names read as `blockDim`
+/// ([`width_names`]): the author wrote `BLOCK` for `blockDim.x`, so a refusal of the
+/// index as written would name the wrong cause. None when the kernel has no such name.
+fn width_reason(cx: &RewriteContext<'_>, run: Apply) -> Option<String> {
+    if width_names::width_names(cx).is_empty() {
+        return None;
+    }
+    let text = block_dim::block_dim_written(cx)?;
+    match with_text(cx.lang, &text, &cx.kernel.name, cx.params, run)? {
+        Err(RewriteError::NotApplicable(why)) => Some(why),
+        _ => None,
+    }
 }
 
 /// Rewrites whose subject is the loads' cache hints: never retried on a text whose hints

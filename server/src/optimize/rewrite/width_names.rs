@@ -449,3 +449,28 @@ mod tests {
         assert_eq!(follow(&tuned), None);
     }
 }
+
+#[cfg(test)]
+mod refusals {
+    use serde_json::json;
+
+    use super::super::check::testing::{cuda, not_applicable};
+
+    /// A rewrite that refuses a kernel whose index counts blocks of its width's name says
+    /// why the kernel's shape does not fit, not that the index is not written with
+    /// `blockDim.x`.
+    #[test]
+    fn a_refusal_names_the_shape_not_the_width_name() {
+        let src = "#define BLOCK 128\n// @bench n = 1000, 37\n// @bench x: in f32[n]; y: out f32[n]\n// @bench grid = cdiv(n, BLOCK); block = BLOCK\n__global__ void k(const float* x, float* y, int n) {\n    int i = blockIdx.x * BLOCK + threadIdx.x;\n    if (i < n) y[i] = 2.0f * x[i];\n}\n";
+        assert_eq!(
+            not_applicable(cuda(src, "k", "privatize_atomics", json!({}))),
+            "`k` has no `atomicAdd(&h[e], v)` on a pointer parameter"
+        );
+        // A name that is not the width keeps the refusal of the index as written.
+        let tile = src
+            .replace("block = BLOCK", "block = 256")
+            .replace("cdiv(n, BLOCK)", "cdiv(n, 256)");
+        let why = not_applicable(cuda(&tile, "k", "privatize_atomics", json!({})));
+        assert!(why.contains("is not the 1-D index"), "{why}");
+    }
+}

@@ -1817,6 +1817,7 @@ const SPLITS: &str = "tests/fixtures/rewrites/vec_rows/splits.cu";
 const BATCH_EXITS: &str = "tests/fixtures/rewrites/rows/batch_exits.cu";
 const GRID_LOOPS: &str = "tests/fixtures/rewrites/geometry/grid_loops.cu";
 const NAMED_BLOCKS: &str = "tests/fixtures/rewrites/geometry/named_blocks.cu";
+const BLOCK_NAMES: &str = "tests/fixtures/rewrites/geometry/block_names.cu";
 
 /// The case's file with the sizes line made small.
 fn small(c: &Case) -> String {
@@ -2006,6 +2007,135 @@ fn check_idiom_case(
         .collect();
     emulate::compare(&src, c.kernel, &cands, 2).unwrap_or_else(|e| panic!("{what}: {e}"));
     (compiled, cands.len())
+}
+
+/// Kernels whose block width is a name (`#define`, `constexpr`, a template parameter):
+/// the rewrites that read `blockDim.x` take them, and a candidate that launches another
+/// width keeps the kernel consistent (a shared array of the old width, a tree from half
+/// of it); every candidate compiles and computes what the original computes.
+const BLOCK_NAME_CASES: &[Case] = &[
+    Case {
+        file: BLOCK_NAMES,
+        kernel: "block_sum_tree",
+        id: "block_size",
+        want: 4,
+        sizes: ("n = 1 << 20, 3001", "n = 5000, 3001"),
+    },
+    Case {
+        file: BLOCK_NAMES,
+        kernel: "block_sum_tree",
+        id: "block_reduce",
+        want: 3,
+        sizes: ("n = 1 << 20, 3001", "n = 5000, 3001"),
+    },
+    Case {
+        file: BLOCK_NAMES,
+        kernel: "histogram_strided",
+        id: "privatize_atomics",
+        want: 3,
+        sizes: (
+            "n = 1 << 20, 4099; bins = 64, 17",
+            "n = 3000, 4099; bins = 64, 17",
+        ),
+    },
+    Case {
+        file: BLOCK_NAMES,
+        kernel: "histogram_strided",
+        id: "block_size",
+        want: 4,
+        sizes: (
+            "n = 1 << 20, 4099; bins = 64, 17",
+            "n = 3000, 4099; bins = 64, 17",
+        ),
+    },
+    Case {
+        file: BLOCK_NAMES,
+        kernel: "row_sq_template",
+        id: "cooperative_rows",
+        want: 8,
+        sizes: (
+            "rows = 4096, 101; cols = 512, 75; BS = 128",
+            "rows = 300, 101; cols = 70, 75; BS = 128",
+        ),
+    },
+    Case {
+        file: BLOCK_NAMES,
+        kernel: "row_sq_template",
+        id: "block_size",
+        want: 4,
+        sizes: (
+            "rows = 4096, 101; cols = 512, 75; BS = 128",
+            "rows = 300, 101; cols = 70, 75; BS = 128",
+        ),
+    },
+    Case {
+        file: BLOCK_NAMES,
+        kernel: "dot_rows_odd",
+        id: "cooperative_rows",
+        want: 7,
+        sizes: ("n = 3000, 77; k = 200, 33", "n = 500, 77; k = 40, 33"),
+    },
+    Case {
+        file: BLOCK_NAMES,
+        kernel: "dot_rows_odd",
+        id: "block_size",
+        want: 5,
+        sizes: ("n = 3000, 77; k = 200, 33", "n = 500, 77; k = 40, 33"),
+    },
+    Case {
+        file: BLOCK_NAMES,
+        kernel: "row_sum_tree",
+        id: "vector_loops",
+        want: 2,
+        sizes: (
+            "rows = 2048, 37; cols = 1000, 333",
+            "rows = 20, 37; cols = 300, 333",
+        ),
+    },
+    Case {
+        file: BLOCK_NAMES,
+        kernel: "chunked_tile",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: (
+            "rows = 1024, 45; cols = 640, 70",
+            "rows = 300, 45; cols = 130, 70",
+        ),
+    },
+    Case {
+        file: "tests/gpu/drafts/l1_loss_mean.cu",
+        kernel: "l1_loss_mean",
+        id: "block_size",
+        want: 4,
+        sizes: ("n = 1 << 24, 99991", "n = 5000, 999"),
+    },
+    Case {
+        file: "tests/gpu/drafts/embedding_gather.cu",
+        kernel: "embedding_gather",
+        id: "block_size",
+        want: 4,
+        sizes: (
+            "T = 16384, 77; D = 1024, 99; V = 32000, 1001",
+            "T = 50, 7; D = 40, 9; V = 100, 11",
+        ),
+    },
+];
+
+#[test]
+fn named_block_width_candidates_compile_and_compute_what_the_original_computes() {
+    let test = "named_block_width_candidates_compile_and_compute_what_the_original_computes";
+    let nvrtc = tools::nvrtc_available();
+    let gxx = emulate::gxx();
+    let tc = kernel_lsp::toolchain::locate(&Default::default());
+    let tc = nvrtc.is_ok().then_some(&tc);
+    let (compiled, emulated) = BLOCK_NAME_CASES
+        .iter()
+        .map(|c| check_idiom_case(c, tc, gxx.is_ok()))
+        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    match (nvrtc, gxx) {
+        (Err(why), _) | (_, Err(why)) => tools::skip(test, &why),
+        _ => eprintln!("{compiled} candidates compiled with NVRTC, {emulated} emulated"),
+    }
 }
 
 #[test]

@@ -11,12 +11,14 @@ const FAST_MATH: &[&str] = &[
 /// How deep helper calls are followed.
 const MAX_CALL_DEPTH: usize = 4;
 
-pub(super) fn scan(f: &mut Facts, src: &str, tree: &Tree, kernel: &Kernel) {
-    scan_along(f, src, tree, kernel, Lane::X);
+/// `block_x`: the names that mean `blockDim.x` in this kernel
+/// (`rewrite::block_width_names`), read as `blockDim.x` where a step counts lanes.
+pub(super) fn scan(f: &mut Facts, src: &str, tree: &Tree, kernel: &Kernel, block_x: &[String]) {
+    scan_along(f, src, tree, kernel, Lane::X, block_x);
     // The same walk with `threadIdx.y` as the lane: it meets the same accesses in the
     // same order (the lane changes derivatives, never what is visited).
     let mut along_y = Facts::default();
-    scan_along(&mut along_y, src, tree, kernel, Lane::Y);
+    scan_along(&mut along_y, src, tree, kernel, Lane::Y, block_x);
     let same = along_y.accesses.len() == f.accesses.len();
     for (i, a) in f.accesses.iter_mut().enumerate() {
         a.stride_y = match along_y.accesses.get(i) {
@@ -42,7 +44,14 @@ impl Lane {
     }
 }
 
-fn scan_along(f: &mut Facts, src: &str, tree: &Tree, kernel: &Kernel, lane: Lane) {
+fn scan_along(
+    f: &mut Facts,
+    src: &str,
+    tree: &Tree,
+    kernel: &Kernel,
+    lane: Lane,
+    block_x: &[String],
+) {
     let root = tree.root_node();
     // Every function definition of the unit, by name.
     let mut funcs: HashMap<String, Node> = HashMap::new();
@@ -97,6 +106,7 @@ fn scan_along(f: &mut Facts, src: &str, tree: &Tree, kernel: &Kernel, lane: Lane
             .collect(),
     };
     let mut cx = FnCx::new(src, body, bindings, None, lane);
+    cx.block_x = block_x.to_vec();
     scan.visit(&mut cx, body, 0);
     let written = std::mem::take(&mut scan.written);
 
@@ -371,6 +381,8 @@ struct FnCx<'t> {
     via: Option<String>,
     /// The thread axis derivatives are taken along.
     lane: Lane,
+    /// Names that mean `blockDim.x` in the kernel (none in a helper).
+    block_x: Vec<String>,
 }
 
 impl<'t> LaneWalk<'t> for FnCx<'t> {
@@ -552,6 +564,7 @@ impl<'t> FnCx<'t> {
             buffer_memo: RefCell::default(),
             axes_memo: RefCell::default(),
             via,
+            block_x: Vec::new(),
         };
         cx.collect_defs(body, 0);
         cx
@@ -1192,12 +1205,21 @@ fn counts_lanes<'t>(cx: &FnCx<'t>, n: Node<'t>, depth: usize) -> bool {
         "number_literal" => cx.konst(n, 0).is_some_and(|k| k > 0 && k % 32 == 0),
         "field_expression" => collapse_ws(node_text(src, n)) == "blockDim.x",
         "identifier" if node_text(src, n) == "warpSize" => true,
+        "identifier" if cx.block_x.iter().any(|b| b == node_text(src, n)) => true,
         "identifier" => match cx.defs.get(node_text(src, n)).map(Vec::as_slice) {
             Some([d]) if d.op == "=" => d.value.is_some_and(|v| counts_lanes(cx, v, depth + 1)),
             _ => false,
         },
         "binary_expression" => {
-            let side = |f: &str| n.child_by_field_name(f).map(|c| strip_casts(src, c));
+            let side = |f: &str| {
+                n.child_by_field_name(f).map(|c| {
+                    let t = strip_casts(src, c);
+                    match cx.block_x.contains(&t) {
+                        true => "blockDim.x".to_string(),
+                        false => t,
+                    }
+                })
+            };
             let op = n.child_by_field_name("operator").map(|o| node_text(src, o));
             let mut sides = [side("left"), side("right")];
             sides.sort();

@@ -556,7 +556,10 @@ pub fn static_facts(
     };
     spec_facts(&mut f, kernel, model);
     match lang {
-        Lang::Cuda => cuda::scan(&mut f, text, tree, kernel),
+        Lang::Cuda => {
+            let block_x = crate::optimize::rewrite::block_width_names(text, tree, model, kernel);
+            cuda::scan(&mut f, text, tree, kernel, &block_x)
+        }
         Lang::Triton => triton::scan(&mut f, text, tree, kernel),
     }
     f

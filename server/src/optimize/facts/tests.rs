@@ -902,3 +902,14 @@ fn a_team_of_blocks_per_row_steps_over_its_lanes() {
         assert_eq!(f.holds("loop_steps_over_lanes"), Some(want), "{kernel}");
     }
 }
+
+#[test]
+fn a_block_loop_stepping_by_the_named_block_width_steps_over_its_lanes() {
+    let src = "#define W 100\n// @bench rows = 64, 3; cols = 1000, 77\n// @bench x: in f32[rows, cols]; out: out f32[rows]\n// @bench grid = rows; block = W\n__global__ void k(const float* x, float* out, int rows, int cols) {\n    float acc = 0.0f;\n    for (int j = threadIdx.x; j < cols; j += W) acc += x[blockIdx.x * cols + j];\n    atomicAdd(&out[blockIdx.x], acc);\n}\n";
+    let named = facts_of(Lang::Cuda, src, None);
+    assert_eq!(named.holds("loop_steps_over_lanes"), Some(true));
+    // W is not the width of a block of 128: its step is not the lanes'.
+    let other = src.replace("block = W", "block = 128");
+    let f = facts_of(Lang::Cuda, &other, None);
+    assert_eq!(f.holds("loop_steps_over_lanes"), Some(false));
+}

@@ -1,12 +1,17 @@
 //! Thread indices that count blocks of a constant, written with `blockDim`: `int i =
-//! blockIdx.x * BLOCK + threadIdx.x;` with `#define BLOCK 256` (or `constexpr int BLOCK =
-//! 256;`, or the literal `256`) becomes `int i = blockIdx.x * blockDim.x + threadIdx.x;`
-//! when every case of the spec launches blocks of exactly that width along the axis (the
-//! same for `y` and `z`), and so does a grid-stride step `BLOCK * gridDim.x`. That is the shape the elementwise, row and column rewrites
-//! read, and the value is the same in every thread of every case. The name must appear
-//! nowhere else in the kernel: a shared array or a stride sized by it would no longer
-//! follow a rewrite that changes the block. The dispatcher retries a rewrite that refused
-//! the kernel on this text (see [`super::apply`]).
+//! blockIdx.x * 256 + threadIdx.x;` becomes `int i = blockIdx.x * blockDim.x +
+//! threadIdx.x;` when every case of the spec launches blocks of exactly that width along
+//! the axis (the same for `y` and `z`), and so does a grid-stride step `256 * gridDim.x`.
+//! A name that means the block's width ([`super::width_names`]: `#define BLOCK 256`,
+//! `constexpr int kBlock = 128;`, a template parameter the spec sets, named by the spec's
+//! `block` or counted by the index) is written as `blockDim` wherever the kernel reads it
+//! at run time: the index, a grid-stride or block loop's step, a reduction's `BLOCK / 2`.
+//! Where a constant is needed (`__shared__ float s[BLOCK]`, a template argument) the name
+//! stays; a candidate that launches another width gets the new width there
+//! ([`super::width_names::follow_block`]). That is the shape the elementwise, row and
+//! column rewrites read, and the value is the same in every thread of every case. The
+//! dispatcher retries a rewrite that refused the kernel on this text (see
+//! [`super::apply`]).
 
 use std::collections::BTreeMap;
 
@@ -16,18 +21,19 @@ use super::check::current_plan;
 use super::edits::{Edit, Edits};
 use super::elementwise::INDEX_CASTS;
 use super::tree::{kernel_function, named_children, text, walk};
+use super::width_names::{constant_context, reads, width_names};
 use super::RewriteContext;
 use crate::spec::{BenchPlan, Launch};
 
-const AXES: [&str; 3] = ["x", "y", "z"];
+pub(super) const AXES: [&str; 3] = ["x", "y", "z"];
 
-/// The file text with each thread index of the kernel that counts blocks of a constant
-/// equal to the launch's block width written with `blockDim`; None when there is none.
+/// The file text with each thread index of the kernel that counts blocks of a literal
+/// equal to the launch's block width written with `blockDim`, and every run-time read of
+/// a name that means the width ([`width_names`]) too; None when there is none.
 pub(super) fn block_dim_written(cx: &RewriteContext<'_>) -> Option<String> {
     let plan = current_plan(cx).ok()?;
     let widths = block_widths(&plan);
     let func = kernel_function(cx)?;
-    let consts = file_constants(cx.text, cx.tree.root_node());
     let mut found = Vec::new();
     walk(func, &mut |n| {
         let hit = match n.kind() {
@@ -40,6 +46,38 @@ pub(super) fn block_dim_written(cx: &RewriteContext<'_>) -> Option<String> {
         found.extend(hit);
         true
     });
+    let mut at: BTreeMap<usize, (Node, usize)> = counted_widths(cx, func, found, &widths)
+        .into_iter()
+        .map(|(k, axis)| (k.start_byte(), (k, axis)))
+        .collect();
+    for w in width_names(cx) {
+        let run_time = reads(cx.text, func, &w.name)
+            .into_iter()
+            .filter(|n| !constant_context(*n));
+        at.extend(run_time.map(|n| (n.start_byte(), (n, w.axis))));
+    }
+    let edits: Vec<Edit> = at
+        .into_values()
+        .map(|(k, axis)| Edit::replace(k.byte_range(), format!("blockDim.{}", AXES[axis])))
+        .collect();
+    if edits.is_empty() {
+        return None;
+    }
+    let mut all = Edits::new();
+    all.extend(edits);
+    all.apply(cx.text).ok()
+}
+
+/// The index and grid-step occurrences (`found`) whose literal, or constant name read
+/// nowhere else in the kernel, is the launch's width along their axis (a name of a square
+/// block's two axes is read by each occurrence's axis).
+fn counted_widths<'t>(
+    cx: &RewriteContext<'_>,
+    func: Node<'t>,
+    found: Vec<(Node<'t>, usize)>,
+    widths: &[Option<u64>; 3],
+) -> Vec<(Node<'t>, usize)> {
+    let consts = file_constants(cx.text, cx.tree.root_node());
     let fits: Vec<(Node, usize)> = found
         .into_iter()
         .filter(|(k, axis)| {
@@ -51,31 +89,21 @@ pub(super) fn block_dim_written(cx: &RewriteContext<'_>) -> Option<String> {
             value.is_some() && value == widths[*axis]
         })
         .collect();
-    let mut edits = Vec::new();
-    for &(k, axis) in &fits {
-        let name = text(cx.text, k);
-        let replaced = fits
-            .iter()
-            .filter(|(o, _)| text(cx.text, *o) == name)
-            .count();
-        if k.kind() == "identifier" && uses(cx.text, func, name) > replaced {
-            continue;
-        }
-        edits.push(Edit::replace(
-            k.byte_range(),
-            format!("blockDim.{}", AXES[axis]),
-        ));
-    }
-    if edits.is_empty() {
-        return None;
-    }
-    let mut all = Edits::new();
-    all.extend(edits);
-    all.apply(cx.text).ok()
+    fits.iter()
+        .filter(|(k, _)| {
+            let name = text(cx.text, *k);
+            let counted = fits
+                .iter()
+                .filter(|(o, _)| text(cx.text, *o) == name)
+                .count();
+            k.kind() == "number_literal" || reads(cx.text, func, name).len() <= counted
+        })
+        .copied()
+        .collect()
 }
 
 /// The block's width along each axis when every case launches the same one.
-fn block_widths(plan: &BenchPlan) -> [Option<u64>; 3] {
+pub(super) fn block_widths(plan: &BenchPlan) -> [Option<u64>; 3] {
     let mut out = [None; 3];
     for (axis, w) in out.iter_mut().enumerate() {
         let mut all = plan.cases.iter().map(|c| match &c.launch {
@@ -107,7 +135,7 @@ pub(super) fn block_count<'t>(src: &str, value: Node<'t>) -> Option<(Node<'t>, u
 }
 
 /// `K * gridDim.A` in either order (a grid-stride loop's step): the node of `K` and A.
-fn grid_width<'t>(src: &str, n: Node<'t>) -> Option<(Node<'t>, usize)> {
+pub(super) fn grid_width<'t>(src: &str, n: Node<'t>) -> Option<(Node<'t>, usize)> {
     let (a, b) = operands(src, n, "*")?;
     let (axis, k) = match thread_axis(src, a, "gridDim") {
         Some(axis) => (axis, bare(src, b)),
@@ -218,16 +246,6 @@ pub(super) fn file_constants(src: &str, root: Node<'_>) -> BTreeMap<String, u64>
         .collect()
 }
 
-/// How many times `name` is read as an identifier in `func`.
-fn uses(src: &str, func: Node<'_>, name: &str) -> usize {
-    let mut count = 0;
-    walk(func, &mut |n| {
-        count += usize::from(n.kind() == "identifier" && text(src, n) == name);
-        true
-    });
-    count
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -312,8 +330,6 @@ mod tests {
         let kernels = [
             // the block is 128, the constant 256
             ("#define B 256\n", "128", "int i = blockIdx.x * B + threadIdx.x;\n    if (i < n) y[i] = x[i];"),
-            // the constant also sizes a shared array
-            ("#define B 128\n", "128", "__shared__ float s[B];\n    int i = blockIdx.x * B + threadIdx.x;\n    if (i < n) { s[threadIdx.x] = x[i]; y[i] = s[threadIdx.x]; }"),
             // a run-time value, not a constant
             ("", "128", "int b = n / 8;\n    int i = blockIdx.x * b + threadIdx.x;\n    if (i < n) y[i] = x[i];"),
             // a constant of two values
@@ -330,6 +346,22 @@ mod tests {
         // Cases that launch different widths.
         let two = "#define B 128\n// @bench n = 1000, 37; T = 128, 256\n// @bench x: in f32[n]; y: out f32[n]\n// @bench grid = cdiv(n, T); block = T\n__global__ void k(const float* x, float* y, int n) {\n    int i = blockIdx.x * B + threadIdx.x;\n    if (i < n) y[i] = x[i];\n}\n";
         assert_eq!(written(two), None);
+    }
+
+    #[test]
+    fn a_width_name_that_also_sizes_an_array_keeps_the_size_and_its_reads_become_block_dim() {
+        let src = format!("#define B 128\n{SPEC}// @bench grid = cdiv(n, B); block = B\n__global__ void k(const float* x, float* y, int n) {{\n    __shared__ float s[B];\n    int i = blockIdx.x * B + threadIdx.x;\n    for (int h = B / 2; h > 0; h >>= 1) s[threadIdx.x] = 0.0f;\n    if (i < n) {{ s[threadIdx.x] = x[i]; y[i] = s[threadIdx.x]; }}\n}}\n");
+        let out = written(&src).unwrap();
+        assert!(out.contains("__shared__ float s[B];"), "{out}");
+        assert!(
+            out.contains("int i = blockIdx.x * blockDim.x + threadIdx.x;"),
+            "{out}"
+        );
+        assert!(out.contains("int h = blockDim.x / 2;"), "{out}");
+        assert!(
+            out.contains("// @bench grid = cdiv(n, B); block = B"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -1,9 +1,14 @@
 //! `block_size`: new CUDA block shapes, with the `grid` dims that divide by the old block
 //! size rescaled. The body is not read: a body that hard-codes the old block size
 //! (`__shared__ float s[256]`) still gets candidates, whose label says `; body has
-//! literal 256`, and verification rejects the wrong ones. Refuses a block that is not
-//! made of integer literals (a block from a `tune` is `tunable_sweep`'s), shapes over 1024
-//! threads or over `__launch_bounds__`, and grids with no division to rescale.
+//! literal 256`, and verification rejects the wrong ones. A block named by a constant
+//! that is its width (`block = BLOCK` with `#define BLOCK 256`, a `constexpr`, a template
+//! parameter the spec sets: [`super::width_names`]) is retuned too: the spec gets the new
+//! literal (`block = 512`, `grid = cdiv(n, 512)`), the constant stays, and the kernel
+//! reads `blockDim.x` where it read the name, or the new width where a constant is needed
+//! (an array's size). Refuses another block that is not made of integer literals (a block
+//! from a `tune` is `tunable_sweep`'s), shapes over 1024 threads or over
+//! `__launch_bounds__`, and grids with no division to rescale.
 
 use tree_sitter::Node;
 
@@ -14,6 +19,7 @@ use super::spec_expr::{
     components, format_dims, literal_dims, parse_int_literal, rescale, rescale_cap, words,
 };
 use super::tree::{kernel_function, text, walk};
+use super::width_names::{width_names, with_values};
 use super::RewriteContext;
 use crate::optimize::edit;
 use crate::syntax::Lang;
@@ -47,7 +53,8 @@ pub fn block_size(cx: &RewriteContext<'_>) -> R {
             "`{k}`'s spec has no `block = ...`; block_size rewrites a block of integer literals"
         ))
     })?;
-    let Some(old) = literal_dims(&block.text) else {
+    let names = width_names(cx);
+    let Some(old) = literal_dims(&with_values(&block.text, &names)) else {
         let used = words(&block.text);
         if let Some(t) = plan
             .tunables
@@ -101,7 +108,7 @@ pub fn block_size(cx: &RewriteContext<'_>) -> R {
                 ));
                 break;
             };
-            match rescale(&grid.text[part.clone()], *o, *n) {
+            match rescale(&with_values(&grid.text[part.clone()], &names), *o, *n) {
                 Some(t) => {
                     let range = grid.range.start + part.start..grid.range.start + part.end;
                     if let Some((c, k)) = rescale_cap(&t, old_threads, threads) {
@@ -282,6 +289,42 @@ mod tests {
                 json!({})
             )),
             "`block_size` rewrites CUDA kernels; `add_kernel` is a Triton kernel"
+        );
+    }
+
+    /// A block named by a constant of the file that is its width: the new literal goes
+    /// into the spec's `block` and the grid's division, the `#define` (which another
+    /// kernel reads) stays, and the kernel reads `blockDim.x` or, for a shared array's
+    /// size, the new width.
+    #[test]
+    fn block_size_retunes_a_block_named_by_a_constant() {
+        let other = "// @bench n = 64\n// @bench y: out f32[n]\n// @bench grid = 1; block = 64\n__global__ void other(float* y, int n) { if (threadIdx.x < BLOCK) y[threadIdx.x] = 1.0f; }\n";
+        let src = format!("#define BLOCK 256\n{other}// @bench n = 4096, 77\n// @bench x: in f32[n]; total: out f32[1]\n// @bench grid = cdiv(n, BLOCK); block = BLOCK\n__global__ void k(const float* x, float* total, int n) {{\n    __shared__ float s[BLOCK];\n    int i = blockIdx.x * BLOCK + threadIdx.x;\n    s[threadIdx.x] = i < n ? x[i] : 0.0f;\n    __syncthreads();\n    for (int h = BLOCK / 2; h > 0; h >>= 1) {{\n        if (threadIdx.x < h) s[threadIdx.x] += s[threadIdx.x + h];\n        __syncthreads();\n    }}\n    if (threadIdx.x == 0) atomicAdd(total, s[0]);\n}}\n");
+        let out = cuda(&src, "k", "block_size", json!({"sizes_1d": [128, 512]})).unwrap();
+        assert_eq!(labels(&out), ["block=128", "block=512"]);
+        let wide = &out[1].text;
+        assert!(
+            wide.starts_with(&format!("#define BLOCK 256\n{other}")),
+            "{wide}"
+        );
+        for want in [
+            "// @bench grid = cdiv(n, 512); block = 512",
+            "__shared__ float s[512];",
+            "int i = blockIdx.x * blockDim.x + threadIdx.x;",
+            "for (int h = blockDim.x / 2; h > 0; h >>= 1)",
+        ] {
+            assert!(wide.contains(want), "{want}: {wide}");
+        }
+        // A name that is not the launch's width (TILE 64 in blocks given as TILE * 4).
+        let tile = src
+            .replace("#define BLOCK 256", "#define BLOCK 256\n#define TILE 64")
+            .replace(
+                "grid = cdiv(n, BLOCK); block = BLOCK",
+                "grid = cdiv(n, TILE * 4); block = TILE * 4",
+            );
+        assert_eq!(
+            not_applicable(cuda(&tile, "k", "block_size", json!({}))),
+            "`block = TILE * 4` is not made of integer literals; block_size rewrites literal blocks only"
         );
     }
 

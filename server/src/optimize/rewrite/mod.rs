@@ -75,6 +75,7 @@ mod vector_loops;
 mod vectorize;
 mod vectorize_groups;
 mod vectorize_rows;
+mod width_names;
 
 use std::collections::BTreeMap;
 
@@ -180,17 +181,20 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         return Err(RewriteError::Unknown(id.to_string()));
     };
     let out = match run(cx) {
-        Err(RewriteError::NotApplicable(why)) => {
-            retry_normalized(cx, *run, id).ok_or(RewriteError::NotApplicable(why))?
-        }
+        Err(RewriteError::NotApplicable(why)) => retry_normalized(cx, *run, id)
+            .ok_or_else(|| RewriteError::NotApplicable(width_reason(cx, *run).unwrap_or(why)))?,
         out => out?,
     };
+    let names = width_names::width_names(cx);
     let out: Vec<Candidate> = out
         .into_iter()
         .filter(|c| c.text != cx.text)
-        .map(|c| Candidate {
-            text: bound_blocks::bound_blocks(cx.lang, &c.text, &cx.kernel.name, cx.params),
-            label: c.label,
+        .filter_map(|c| {
+            let text = width_names::follow_block(cx, &names, &c.text)?;
+            Some(Candidate {
+                text: bound_blocks::bound_blocks(cx.lang, &text, &cx.kernel.name, cx.params),
+                label: c.label,
+            })
         })
         .collect();
     if out.is_empty() {
@@ -200,6 +204,43 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         )));
     }
     Ok(out)
+}
+
+/// The names that mean `blockDim.x` in a CUDA kernel (`#define BLOCK 256` with `block =
+/// BLOCK`, see [`width_names`]), for the static facts to read as the rewrites do.
+pub fn block_width_names(
+    text: &str,
+    tree: &tree_sitter::Tree,
+    model: &FileModel,
+    kernel: &Kernel,
+) -> Vec<String> {
+    let cx = RewriteContext {
+        lang: Lang::Cuda,
+        text,
+        tree,
+        model,
+        kernel,
+        params: &BTreeMap::new(),
+    };
+    width_names::width_names(&cx)
+        .into_iter()
+        .filter(|w| w.axis == 0)
+        .map(|w| w.name)
+        .collect()
+}
+
+/// Why `run` refuses the kernel with its block width's names read as `blockDim`
+/// ([`width_names`]): the author wrote `BLOCK` for `blockDim.x`, so a refusal of the
+/// index as written would name the wrong cause. None when the kernel has no such name.
+fn width_reason(cx: &RewriteContext<'_>, run: Apply) -> Option<String> {
+    if width_names::width_names(cx).is_empty() {
+        return None;
+    }
+    let text = block_dim::block_dim_written(cx)?;
+    match with_text(cx.lang, &text, &cx.kernel.name, cx.params, run)? {
+        Err(RewriteError::NotApplicable(why)) => Some(why),
+        _ => None,
+    }
 }
 
 /// Rewrites whose subject is the loads' cache hints: never retried on a text whose hints

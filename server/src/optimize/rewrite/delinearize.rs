@@ -15,7 +15,8 @@
 //! `n / D`). The grid becomes `(cdiv(D, B), T)` for a block B of 128 or 256 threads, at
 //! most D (in its smallest case) rounded up to 32; where some case has more than 65535 rows, the row is a loop
 //! `for (row = blockIdx.y; row < T; row += gridDim.y)` and the grid's y
-//! `min(T, 65535)`. Spec lines other than `grid` and `block` are unchanged.
+//! `min(T, 65535)`. Spec lines other than `grid` and `block` are unchanged. Each launch
+//! also comes with `vectorize_rows` applied to it ([`with_vector_rows`]).
 //!
 //! **Refuses** (with the use or statement): a kernel that is not the 1-D elementwise
 //! shape, or that already reads `blockIdx.y`/`.z`; a use of `i` other than those
@@ -510,7 +511,31 @@ fn drafts(
             Err(e) => dropped.push(e.to_string()),
         }
     }
+    let vectorized = drafts
+        .iter()
+        .flat_map(|d| with_vector_rows(cx, d))
+        .collect::<Vec<_>>();
+    drafts.extend(vectorized);
     finish(cx, drafts, dropped)
+}
+
+/// The 2-D launch `d` with `vectorize_rows` applied to it: the launch alone moves no more
+/// bytes per access, and can time a little slower than the flat draft, so the search
+/// would not keep it as a version to vectorize next; offered together, the step that
+/// makes the columns a lane's own index is measured with what it is for.
+fn with_vector_rows(cx: &RewriteContext<'_>, d: &Draft) -> Vec<Draft> {
+    let none = std::collections::BTreeMap::new();
+    let out = super::with_text(Lang::Cuda, &d.text, &cx.kernel.name, &none, |c| {
+        super::vectorize_rows::vectorize_rows(c).ok()
+    });
+    out.flatten()
+        .into_iter()
+        .flatten()
+        .map(|c| Draft {
+            label: format!("{}, then {}", d.label, c.label),
+            text: c.text,
+        })
+        .collect()
 }
 
 /// A guarded declaration `TY name = <the split>;` (`size_t t = i / D;`) whose name can

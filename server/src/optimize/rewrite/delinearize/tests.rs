@@ -10,10 +10,15 @@ const DRAFT: &str = include_str!("../../../../../tests/gpu/drafts/embedding_gath
 #[test]
 fn an_embedding_gather_becomes_a_row_per_block_y() {
     let out = cuda(DRAFT, "embedding_gather", "delinearize", json!({})).unwrap();
-    // D = 99 in one case: no block wider than 128.
+    // D = 99 in one case: no block wider than 128. The launch also comes vectorized
+    // along the rows (it is what the launch is for).
     assert_eq!(
         labels(&out),
-        ["2-D launch, block 128, a row per blockIdx.y"]
+        [
+            "2-D launch, block 128, a row per blockIdx.y",
+            "2-D launch, block 128, a row per blockIdx.y, then VEC=4 along rows (float4)",
+            "2-D launch, block 128, a row per blockIdx.y, then VEC=2 along rows (float2)",
+        ]
     );
     expect![[r#"
         // @bench T = 16384, 77; D = 1024, 99; V = 32000, 1001
@@ -70,8 +75,8 @@ fn a_column_by_subtraction_is_the_column() {
 fn more_rows_than_a_grid_holds_stride_over_y() {
     let out = cuda(SPLITS, "tall_rows", "delinearize", json!({})).unwrap();
     assert_eq!(
-        labels(&out),
-        ["2-D launch, block 64, rows strided over grid y <= 65535"]
+        labels(&out)[0],
+        "2-D launch, block 64, rows strided over grid y <= 65535"
     );
     let shown = show(Lang::Cuda, SPLITS, &out[0], "tall_rows");
     assert_has(
@@ -106,7 +111,11 @@ fn a_literal_divisor_under_an_atomic_is_split() {
 fn a_defined_divisor_is_sized_from_the_spec() {
     let out = cuda(SPLITS, "gate_rows", "delinearize", json!({})).unwrap();
     // COLS = 96: one block width, 96 threads.
-    assert_eq!(labels(&out), ["2-D launch, block 96, a row per blockIdx.y"]);
+    assert_eq!(
+        labels(&out)[0],
+        "2-D launch, block 96, a row per blockIdx.y"
+    );
+    assert_eq!(out.len(), 3, "{:?}", labels(&out));
     let shown = show(Lang::Cuda, SPLITS, &out[0], "gate_rows");
     assert_has(
         &shown,

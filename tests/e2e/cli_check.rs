@@ -162,12 +162,25 @@ fn clean_files_exit_0_and_unreadable_ones_exit_2() {
 
 #[test]
 fn bundled_examples_check_clean() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples");
+    folder_checks_clean(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples"));
+}
+
+/// The GPU probe set of first drafts (`tests/gpu/drafts`): every spec still plans as the
+/// spec language and the checks evolve, so a GPU session can run them as they are.
+#[test]
+fn the_gpu_probe_drafts_check_clean() {
+    folder_checks_clean(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/gpu/drafts"));
+}
+
+/// `check --no-compile` on every CUDA and Triton file of `root`: exit 0, no error.
+fn folder_checks_clean(root: &str) {
     let mut files: Vec<_> = std::fs::read_dir(root)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "cu" || x == "py"))
         .collect();
     files.sort();
+    assert!(files.len() > 5, "{root}: {files:?}");
     let out = Command::new(env!("CARGO_BIN_EXE_kernel-lsp"))
         .arg("check")
         .arg("--no-compile")
@@ -177,7 +190,7 @@ fn bundled_examples_check_clean() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "examples have errors:\n{stdout}\n{}",
+        "{root} has errors:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!stdout.contains(": error:"), "{stdout}");

@@ -10,9 +10,10 @@
 //! `tl.constexpr` the spec sets with `BLOCK = ...`, not tuned, not in the grid).
 //!
 //! **Refuses** loops that step by other values or over other ranges under the same
-//! BLOCK, `tl.dot` inside (a K loop of tiles, not a row), and rows longer than param
+//! BLOCK, `tl.dot` inside (a K loop of tiles, not a row), and tiles of more than param
 //! `max_block` (default 16384) elements in any case of the spec, where one tile would
-//! spill.
+//! spill: the row's length, times the other dimensions of a 2-D tile (a column block
+//! `BLOCK_N` broadcast beside the rows).
 //!
 //! **Writes** the flattened body and `BLOCK = next_pow2(n)`; one candidate per
 //! `num_warps` in param `num_warps` (default: the spec's and 8), since a row in one tile
@@ -153,8 +154,71 @@ fn fits(
                 "case {i}: a row of {len} elements needs a tile of {tile}, over {max_block}"
             ));
         }
+        let others = tile_dims(&unit_text(cx), block);
+        let across: u64 = others
+            .iter()
+            .filter_map(|d| constexpr_value(case, d))
+            .product();
+        if tile.saturating_mul(across) > max_block {
+            return Err(format!(
+                "case {i}: a row of {len} elements in a tile {across} wide ({}) needs {} elements, over {max_block}",
+                others.join(" x "),
+                tile.saturating_mul(across)
+            ));
+        }
     }
     Ok(())
+}
+
+/// The other dimensions of the kernel's 2-D tiles: each `tl.constexpr` NAME (not
+/// `block`) of a `tl.arange(0, NAME)` that is broadcast (`[None, :]`, `[:, None]`)
+/// itself or through the name it is assigned to (`cols = ... tl.arange(0, BLOCK_N)`,
+/// then `cols[None, :]`). A row taken whole is that many times larger a tile.
+fn tile_dims(unit: &str, block: &str) -> Vec<String> {
+    let broadcast = |at: &str| at.starts_with("[None") || at.starts_with("[:, None");
+    let mut dims: Vec<String> = Vec::new();
+    for line in unit.lines() {
+        let mut rest = line;
+        while let Some(i) = rest.find("tl.arange(0,") {
+            let after = &rest[i + "tl.arange(0,".len()..];
+            let Some(close) = after.find(')') else { break };
+            let name = after[..close].trim().to_string();
+            let tail = &after[close + 1..];
+            let var = line
+                .split_once('=')
+                .map(|(l, _)| l.trim())
+                .filter(|l| l.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+            let spread = broadcast(tail)
+                || var.is_some_and(|v| {
+                    !v.is_empty()
+                        && ["[None", "[:, None"]
+                            .iter()
+                            .any(|b| unit.contains(&format!("{v}{b}")))
+                });
+            if spread && name != block && !dims.contains(&name) {
+                dims.push(name);
+            }
+            rest = tail;
+        }
+    }
+    dims
+}
+
+/// The kernel unit's text.
+fn unit_text(cx: &RewriteContext<'_>) -> String {
+    cx.kernel
+        .unit_ranges
+        .iter()
+        .filter_map(|r| cx.text.get(r.clone()))
+        .collect()
+}
+
+/// A constexpr's integer value in `case`.
+fn constexpr_value(case: &crate::spec::Case, name: &str) -> Option<u64> {
+    case.args.iter().find_map(|a| match a {
+        Arg::Constexpr { name: n, value } if n == name => u64::try_from(value.as_f64() as i64).ok(),
+        _ => None,
+    })
 }
 
 /// `name` appears as a whole word in `expr`.

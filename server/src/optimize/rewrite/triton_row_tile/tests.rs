@@ -133,3 +133,31 @@ fn a_layer_norm_in_three_passes_loads_its_row_once_and_copies_it_under_other_nam
             tl.store(Y + cols, (x - mean) * rstd * w + b, mask=mask)"#]]
     .assert_eq(&show(Lang::Triton, LAYERNORM, &out[0], "layernorm_3pass"));
 }
+
+const COL_SUMS: &str = include_str!("../../../../../tests/gpu/drafts/col_sum_tiles.py");
+
+#[test]
+fn a_2d_tile_counts_its_other_dimension_against_the_limit() {
+    // Column sums walking 8192 rows BLOCK_M at a time in tiles BLOCK_N = 64 wide: all the
+    // rows in one tile would be 8192 x 64 elements.
+    let why = not_applicable(triton(
+        COL_SUMS,
+        "col_sum_tiles",
+        "triton_row_tile",
+        json!({}),
+    ));
+    expect!["`col_sum_tiles` cannot take a row as one tile: case 0: a row of 8192 elements in a tile 64 wide (BLOCK_N) needs 524288 elements, over 16384"].assert_eq(&why);
+    // 200 rows: 256 x 64 elements fit.
+    let short = COL_SUMS.replace("M = 8192, 77", "M = 200, 77");
+    assert_ne!(short, COL_SUMS);
+    let out = triton(&short, "col_sum_tiles", "triton_row_tile", json!({})).unwrap();
+    assert!(labels(&out)[0].starts_with("one tile per row: BLOCK_M = next_pow2(M)"));
+}
+
+#[test]
+fn the_other_tile_dimensions_are_the_broadcast_aranges() {
+    let unit = "    cols = pid * BN + tl.arange(0, BN)\n    rows = r0 + tl.arange(0, BM)\n    t = tl.load(x + rows[:, None] * n + cols[None, :])\n    k = tl.arange(0, BK)\n    v = tl.load(y + k)\n";
+    assert_eq!(super::tile_dims(unit, "BM"), ["BN"]);
+    assert!(super::tile_dims(unit, "BN").contains(&"BM".to_string()));
+    assert!(super::tile_dims("    offs = tl.arange(0, BLOCK)\n", "BLOCK").is_empty());
+}

@@ -35,7 +35,6 @@ use super::RewriteContext;
 use crate::optimize::edit::spec_assignment;
 use crate::spec::Launch;
 use crate::syntax::Lang;
-use crate::syntax::ParamKind;
 
 const ID: &str = "block_coarsen";
 
@@ -146,7 +145,7 @@ fn coarser(cx: &RewriteContext<'_>, comp: &str, v: u64) -> Option<(String, Optio
         .kernel
         .params
         .iter()
-        .filter(|p| matches!(&p.kind, ParamKind::Scalar { ty } if ty.contains("int") || ty == "size_t" || ty == "unsigned"))
+        .filter(|p| super::unit::int_scalar(p))
         .map(|p| p.name.as_str())
         .collect();
     let plain = comp
@@ -162,12 +161,7 @@ fn refusal(cx: &RewriteContext<'_>, func: Node<'_>, body: Node<'_>, axis: Axis) 
     if braces.len() < 2 || !braces.starts_with('{') || !braces.ends_with('}') {
         return Some("its body does not parse (a closing brace is missing)".into());
     }
-    let unit: String = cx
-        .kernel
-        .unit_ranges
-        .iter()
-        .filter_map(|r| cx.text.get(r.clone()))
-        .collect();
+    let unit = super::unit::unit_text(cx);
     for (word, why) in [
         (
             "__shared__",

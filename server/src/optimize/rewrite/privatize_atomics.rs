@@ -42,7 +42,7 @@ use super::RewriteError;
 use crate::document::Document;
 use crate::optimize::edit;
 use crate::spec::{Arg, BenchPlan, Value};
-use crate::syntax::{self, Lang, ParamKind};
+use crate::syntax::{self, Lang};
 
 const ID: &str = "privatize_atomics";
 
@@ -216,7 +216,7 @@ fn copy_count(
         return Ok(Count::Literal(counts.iter().copied().max().unwrap_or(0)));
     }
     let param = cx.kernel.params.iter().find(|p| {
-        matches!(&p.kind, ParamKind::Scalar { ty } if ty.contains("int") || ty == "size_t" || ty == "unsigned")
+        super::unit::int_scalar(p)
             && plan.cases.iter().zip(counts).all(|(c, n)| {
                 c.args.iter().any(|a| {
                     matches!(a, Arg::Scalar { name, value: Value::Int(v), .. } if *name == p.name && *v as u64 == *n)

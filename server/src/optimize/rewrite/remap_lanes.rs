@@ -67,12 +67,7 @@ pub fn remap_lanes(cx: &RewriteContext<'_>) -> R {
     require_lang(cx, Lang::Cuda, ID)?;
     let plan = current_plan(cx)?;
     let k = &cx.kernel.name;
-    let unit_text: String = cx
-        .kernel
-        .unit_ranges
-        .iter()
-        .filter_map(|r| cx.text.get(r.clone()))
-        .collect();
+    let unit_text = super::unit::unit_text(cx);
     if let Some(w) = WARP_LEVEL.iter().find(|w| unit_text.contains(*w)) {
         return Err(not_applicable(format!(
             "`{k}` uses warp-level code (`{w}`): which threads share a warp matters to it, so its thread axes are not swapped"

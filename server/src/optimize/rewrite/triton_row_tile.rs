@@ -154,7 +154,7 @@ fn fits(
                 "case {i}: a row of {len} elements needs a tile of {tile}, over {max_block}"
             ));
         }
-        let others = tile_dims(&unit_text(cx), block);
+        let others = tile_dims(&super::unit::unit_text(cx), block);
         let across: u64 = others
             .iter()
             .filter_map(|d| constexpr_value(case, d))
@@ -202,15 +202,6 @@ fn tile_dims(unit: &str, block: &str) -> Vec<String> {
         }
     }
     dims
-}
-
-/// The kernel unit's text.
-fn unit_text(cx: &RewriteContext<'_>) -> String {
-    cx.kernel
-        .unit_ranges
-        .iter()
-        .filter_map(|r| cx.text.get(r.clone()))
-        .collect()
 }
 
 /// A constexpr's integer value in `case`.

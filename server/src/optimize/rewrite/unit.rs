@@ -10,6 +10,24 @@
 
 use tree_sitter::{Node, Parser};
 
+/// The kernel unit's text: the kernel and the helpers it calls, in file order.
+pub(super) fn unit_text(cx: &super::RewriteContext<'_>) -> String {
+    cx.kernel
+        .unit_ranges
+        .iter()
+        .filter_map(|r| cx.text.get(r.clone()))
+        .collect()
+}
+
+/// Whether `p` is a CUDA integer scalar parameter (`int`, `size_t`, `unsigned`, `int64_t`).
+pub(super) fn int_scalar(p: &crate::syntax::Param) -> bool {
+    match &p.kind {
+        crate::syntax::ParamKind::Scalar { ty } => crate::spec::ctype::scalar_ty(ty)
+            .is_some_and(|t| !t.is_float() && t != crate::spec::ScalarTy::Bool),
+        _ => false,
+    }
+}
+
 use super::edits::{Edit, Edits};
 use super::{Candidate, RewriteContext, RewriteError};
 use crate::syntax::{self, ByteRange, Lang};

@@ -2494,7 +2494,7 @@ const DELIN: &str = "tests/fixtures/rewrites/delin/flat_splits.cu";
 /// 3-D split it refuses.
 const DELIN_CASES: &[Case] = &[
     Case {
-        file: DELIN,
+        file: "tests/gpu/drafts/embedding_gather.cu",
         kernel: "embedding_gather",
         id: "delinearize",
         want: 3,

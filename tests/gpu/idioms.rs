@@ -293,7 +293,7 @@ const CASES: &[(&str, &str, &str)] = &[
     // index, a broadcast over a flat `n`, and more rows than a grid's y holds.
     (
         "delinearize",
-        "tests/fixtures/rewrites/delin/flat_splits.cu",
+        "tests/gpu/drafts/embedding_gather.cu",
         "embedding_gather",
     ),
     (
@@ -389,6 +389,9 @@ fn source(file: &str) -> &'static str {
         }
         "tests/fixtures/rewrites/vec_loops/grids.cu" => {
             include_str!("../fixtures/rewrites/vec_loops/grids.cu")
+        }
+        "tests/gpu/drafts/embedding_gather.cu" => {
+            include_str!("../gpu/drafts/embedding_gather.cu")
         }
         "tests/fixtures/rewrites/delin/flat_splits.cu" => {
             include_str!("../fixtures/rewrites/delin/flat_splits.cu")

@@ -22,6 +22,7 @@ const CURES: &[&str] = &[
     "stream_loads",
     "vector_loops",
     "delinearize",
+    "block_coarsen",
 ];
 
 /// How many kernels' `interleave` candidates are compiled with NVRTC, from files under

@@ -428,6 +428,36 @@ const CASES: &[Case] = &[
             "N = 2, 3; C = 9, 9; HW = 130, 101",
         ),
     },
+    // Loops in `__device__` helpers the kernel calls, seen once the calls are written out:
+    // a void row helper calling a sum-of-squares helper, two column helpers handed a
+    // size_t row count, and a column softmax whose max pass is a helper.
+    Case {
+        file: HELPERS,
+        kernel: "rms_rows",
+        id: "cooperative_rows",
+        want: 11,
+        sizes: (
+            "rows = 4096, 33; cols = 1024, 45",
+            "rows = 70, 33; cols = 300, 45",
+        ),
+    },
+    Case {
+        file: HELPERS,
+        kernel: "column_range",
+        id: "split_loop",
+        want: 10,
+        sizes: ("M = 2048, 37; N = 4096, 301", "M = 300, 37; N = 70, 301"),
+    },
+    Case {
+        file: "tests/gpu/drafts/softmax_cols.cu",
+        kernel: "softmax_cols",
+        id: "split_loop",
+        want: 20,
+        sizes: (
+            "rows = 2048, 37; cols = 8192, 1001",
+            "rows = 300, 37; cols = 70, 101",
+        ),
+    },
     // The cluster's blocks take the image loop in turn (compiled; clusters are not emulated).
     Case {
         file: "tests/fixtures/rewrites/rows/nests.cu",
@@ -1793,6 +1823,7 @@ const CASES: &[Case] = &[
 ];
 
 const SPLIT: &str = "tests/fixtures/rewrites/split/columns.cu";
+const HELPERS: &str = "tests/fixtures/rewrites/helpers/loops.cu";
 const INTERLEAVE: &str = "tests/fixtures/rewrites/interleave/loops.cu";
 const NESTS: &str = "tests/fixtures/rewrites/interleave/nests.cu";
 const MATMULS: &str = "tests/fixtures/rewrites/tiles/matmuls.cu";
@@ -2491,7 +2522,7 @@ fn every_rewrite_on_damaged_kernels_answers_or_refuses() {
 const DELIN: &str = "tests/fixtures/rewrites/delin/flat_splits.cu";
 
 /// `delinearize`'s fixtures: flat indices split by one divisor, in several styles, and a
-/// 3-D split it refuses.
+/// 3-D split taken once its product is split.
 const DELIN_CASES: &[Case] = &[
     Case {
         file: "tests/gpu/drafts/embedding_gather.cu",
@@ -2541,11 +2572,33 @@ const DELIN_CASES: &[Case] = &[
         want: 3,
         sizes: ("R = 500, 33", "R = 7, 33"),
     },
+    // 4-D and 3-D splits with their sizes in locals and 64-bit indices: taken once the
+    // locals read as their values and the products are split.
+    Case {
+        file: "tests/gpu/drafts/pixel_shuffle.cu",
+        kernel: "pixel_shuffle",
+        id: "delinearize",
+        want: 3,
+        sizes: (
+            "N = 8, 3; C = 16, 5; H = 128, 17; W = 128, 23; R = 2, 3",
+            "N = 2, 3; C = 3, 5; H = 5, 17; W = 20, 23; R = 2, 3",
+        ),
+    },
+    Case {
+        file: "tests/gpu/drafts/maxpool2x2.cu",
+        kernel: "maxpool2x2",
+        id: "delinearize",
+        want: 1,
+        sizes: (
+            "NC = 128, 3; OH = 256, 39; OW = 256, 101",
+            "NC = 3, 3; OH = 7, 39; OW = 30, 101",
+        ),
+    },
     Case {
         file: DELIN,
         kernel: "chw_bias",
         id: "delinearize",
-        want: 0,
+        want: 3,
         sizes: (
             "C = 16, 3; H = 32, 7; W = 32, 9",
             "C = 2, 3; H = 5, 7; W = 6, 9",
@@ -2567,7 +2620,7 @@ fn delinearized_candidates_compile_and_compute_what_the_original_computes() {
     match (nvrtc, gxx) {
         (Err(why), _) | (_, Err(why)) => tools::skip(test, &why),
         _ => {
-            assert_eq!((compiled, emulated), (16, 16));
+            assert_eq!((compiled, emulated), (23, 23));
             eprintln!("{compiled} delinearize candidates compiled with NVRTC, {emulated} emulated");
         }
     }

@@ -36,6 +36,7 @@ const PARALLELIZE: &[&str] = &[
     "block_reduce",
     "triton_split_loop",
     "block_size",
+    "triton_block",
     "grid_total",
 ];
 /// Steps for several passes over the same data where one would do.

@@ -13,15 +13,20 @@
 //! The rows T come from the bounds check: `i < T * D` (factors in any order, casts
 //! allowed), or `i < n` where every case of the spec makes n a multiple of D (T is then
 //! `n / D`). The grid becomes `(cdiv(D, B), T)` for a block B of 128 or 256 threads, at
-//! most D (in its smallest case) rounded up to 32; where some case has more than 65535 rows, the row is a loop
+//! most D (in the timed case) rounded up to 32; where some case has more than 65535 rows, the row is a loop
 //! `for (row = blockIdx.y; row < T; row += gridDim.y)` and the grid's y
 //! `min(T, 65535)`. Spec lines other than `grid` and `block` are unchanged. Each launch
 //! also comes with `vectorize_rows` applied to it ([`with_vector_rows`]).
 //!
+//! A kernel refused as written is tried again with its sizes written out
+//! ([`size_locals::sizes_written_out`]): locals made of parameters (`int OW = W * R;`)
+//! read as their values, and `i / (W * H)` beside `i % W` as `(i / W) / H`, so a 3-D or
+//! 4-D split (a pool's, a pixel shuffle's) has one divisor and splits its row further.
+//!
 //! **Refuses** (with the use or statement): a kernel that is not the 1-D elementwise
 //! shape, or that already reads `blockIdx.y`/`.z`; a use of `i` other than those
-//! (passed to a function, compared, offset); two different divisors (a 3-D split
-//! `i / (H * W)`, `(i / W) % H`, `i % W`); a divisor that is a local of the kernel (it
+//! (passed to a function, compared, offset); two different divisors that the retry
+//! cannot make one; a divisor that is a local of the kernel (it
 //! may differ between threads); no split at all; shared memory, barriers and warp
 //! collectives (a block's threads would change); a body that reads `blockDim` or
 //! `gridDim` (the launch changes); a bound that is not T * D and a plain `n` that some
@@ -43,7 +48,7 @@ use super::tree::{
     code_names_outside, first_line, fresh, kernel_function, line_indent, named_children, newline,
     reindent, text, walk, written_target,
 };
-use super::RewriteContext;
+use super::{size_locals, with_text, RewriteContext, RewriteError};
 use crate::document::Document;
 use crate::optimize::edit::spec_assignment;
 use crate::spec::{self, EvalEnv, Launch};
@@ -57,6 +62,29 @@ const GRID_Y_MAX: u64 = 65535;
 pub fn delinearize(cx: &RewriteContext<'_>) -> R {
     require_lang(cx, Lang::Cuda, ID)?;
     current_plan(cx)?;
+    match delinearize_as_written(cx) {
+        Err(RewriteError::NotApplicable(why)) => {
+            let sizes = size_locals::sizes_written_out(cx);
+            let retry = sizes.and_then(|t| {
+                with_text(
+                    cx.lang,
+                    &t,
+                    &cx.kernel.name,
+                    cx.params,
+                    delinearize_as_written,
+                )
+            });
+            match retry {
+                Some(Ok(out)) => Ok(out),
+                _ => Err(RewriteError::NotApplicable(why)),
+            }
+        }
+        out => out,
+    }
+}
+
+/// [`delinearize`] on the text as it is.
+fn delinearize_as_written(cx: &RewriteContext<'_>) -> R {
     let k = &cx.kernel.name;
     let na = |why: String| not_applicable(format!("`{k}` cannot take a 2-D launch: {why}"));
     let func =
@@ -423,11 +451,11 @@ impl Rows {
     }
 }
 
-/// The block widths to try: 128 and 256, at most D (in the smallest case) rounded up
-/// to a warp.
+/// The block widths to try: 128 and 256, at most D (in the timed case) rounded up to a
+/// warp: a narrower case only verifies, with some threads idle.
 fn block_widths(cx: &RewriteContext<'_>, split: &Split) -> Vec<u64> {
-    let smallest = per_case(cx, &split.divisor_norm).and_then(|v| v.into_iter().min());
-    let cap = smallest.map_or(u64::MAX, |d| d.div_ceil(32).max(1) * 32);
+    let timed = per_case(cx, &split.divisor_norm).and_then(|v| v.first().copied());
+    let cap = timed.map_or(u64::MAX, |d| d.div_ceil(32).max(1) * 32);
     let mut out: Vec<u64> = [128, 256].iter().map(|&b: &u64| b.min(cap)).collect();
     out.dedup();
     out

@@ -38,6 +38,7 @@ mod grid_covers;
 mod grid_stride;
 mod grid_total;
 mod guard_first;
+mod inline_calls;
 mod interleave;
 mod lane_split;
 mod launch_bounds;
@@ -49,6 +50,7 @@ mod poly;
 mod privatize_atomics;
 mod remap_lanes;
 mod restrict_const;
+mod size_locals;
 mod spec_expr;
 mod split_loop;
 mod stream_loads;
@@ -180,15 +182,20 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
     let Some((_, run)) = REGISTRY.iter().find(|(known, _)| *known == id) else {
         return Err(RewriteError::Unknown(id.to_string()));
     };
-    let out = match run(cx) {
-        Err(RewriteError::NotApplicable(why)) => retry_normalized(cx, *run, id)
-            .ok_or_else(|| RewriteError::NotApplicable(width_reason(cx, *run).unwrap_or(why)))?,
-        out => out?,
+    let direct = run_or_retry(cx, *run, id);
+    let out = match (direct, with_calls_inlined(cx, *run, id)) {
+        (Ok(mut d), Some(more)) => {
+            d.extend(more);
+            d
+        }
+        (Err(RewriteError::NotApplicable(_)), Some(more)) => more,
+        (direct, _) => direct?,
     };
     let names = width_names::width_names(cx);
+    let mut seen = std::collections::BTreeSet::new();
     let out: Vec<Candidate> = out
         .into_iter()
-        .filter(|c| c.text != cx.text)
+        .filter(|c| c.text != cx.text && seen.insert(c.text.clone()))
         .filter_map(|c| {
             let text = width_names::follow_block(cx, &names, &c.text)?;
             Some(Candidate {
@@ -204,6 +211,47 @@ pub fn apply(id: &str, cx: &RewriteContext<'_>) -> Result<Vec<Candidate>, Rewrit
         )));
     }
     Ok(out)
+}
+
+/// `run` on the kernel, or on a normalized form of it where it refuses the kernel as
+/// written ([`retry_normalized`]).
+fn run_or_retry(
+    cx: &RewriteContext<'_>,
+    run: Apply,
+    id: &str,
+) -> Result<Vec<Candidate>, RewriteError> {
+    match run(cx) {
+        Err(RewriteError::NotApplicable(why)) => retry_normalized(cx, run, id)
+            .ok_or_else(|| RewriteError::NotApplicable(width_reason(cx, run).unwrap_or(why))),
+        out => out,
+    }
+}
+
+/// Rewrites that read the kernel's own loops: also run where the kernel's calls of
+/// helpers holding statements are written out ([`inline_calls`]).
+const READ_LOOPS: &[&str] = &[
+    "split_loop",
+    "cooperative_rows",
+    "vector_loops",
+    "interleave",
+    "grid_total",
+];
+
+/// The candidates of `run` on the kernel with its helper calls written out; None when it
+/// calls none, `run` does not read loops, or refuses that text too.
+fn with_calls_inlined(cx: &RewriteContext<'_>, run: Apply, id: &str) -> Option<Vec<Candidate>> {
+    if cx.lang != Lang::Cuda || !READ_LOOPS.contains(&id) {
+        return None;
+    }
+    let text = inline_calls::inlined_calls(cx)?;
+    let out = with_text(cx.lang, &text, &cx.kernel.name, cx.params, |c| {
+        run_or_retry(c, run, id).ok()
+    })??;
+    let named = |c: Candidate| Candidate {
+        label: format!("{}, helper calls written out", c.label),
+        ..c
+    };
+    Some(out.into_iter().map(named).collect())
 }
 
 /// The names that mean `blockDim.x` in a CUDA kernel (`#define BLOCK 256` with `block =

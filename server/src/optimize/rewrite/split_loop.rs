@@ -261,7 +261,8 @@ pub(super) fn owner_coalesced(rows: &RowPlan<'_>, index: &str) -> Result<(), Str
 /// The combine after a loop that carries values has barriers: every thread of the block
 /// must reach it the same number of times. So such a loop sits directly in the output's
 /// body (not under a condition or another loop), and its start and bound read only
-/// parameters, macros and literals (the same trip count for every output).
+/// parameters, macros, literals and locals made of those alone (the same trip count for
+/// every output).
 fn barriers_reached(
     cx: &RewriteContext<'_>,
     func: Node<'_>,
@@ -269,7 +270,14 @@ fn barriers_reached(
     rows: &RowPlan<'_>,
 ) -> Result<(), String> {
     let src = cx.text;
-    let locals = declared_names(src, func);
+    let uniform: BTreeSet<String> = super::size_locals::uniform_locals(src, func)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    let locals: BTreeSet<String> = declared_names(src, func)
+        .into_iter()
+        .filter(|n| !uniform.contains(n))
+        .collect();
     for l in rows.loops.iter().filter(|l| !l.accs.is_empty()) {
         let header = first_line(text(src, l.node));
         let top = shape.body.iter().any(|b| b.id() == l.node.id());

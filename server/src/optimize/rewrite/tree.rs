@@ -158,3 +158,45 @@ pub(super) fn declared_in(src: &str, body: Node<'_>) -> BTreeSet<String> {
     });
     locals
 }
+
+/// Every name an assignment or an increment under `roots` writes (`x = ...`, `x += ...`,
+/// `++x`), and every name whose address is taken (`&x`).
+pub(super) fn assigned_names(src: &str, roots: &[Node<'_>]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for r in roots {
+        walk(*r, &mut |n| {
+            let target = match n.kind() {
+                "assignment_expression" | "update_expression" => written_target(n),
+                "pointer_expression"
+                    if n.child_by_field_name("operator").map(|o| text(src, o)) == Some("&") =>
+                {
+                    n.child_by_field_name("argument")
+                }
+                _ => None,
+            };
+            if let Some(t) = target.filter(|t| t.kind() == "identifier") {
+                out.insert(text(src, t).to_string());
+            }
+            true
+        });
+    }
+    out
+}
+
+/// `node`'s text with each identifier that `names` maps written as its value.
+pub(super) fn identifiers_replaced(
+    src: &str,
+    node: Node<'_>,
+    names: &std::collections::BTreeMap<String, String>,
+) -> Option<String> {
+    let mut reps = Vec::new();
+    walk(node, &mut |n| {
+        if n.kind() == "identifier" {
+            if let Some(v) = names.get(text(src, n)) {
+                reps.push((n.byte_range(), v.clone()));
+            }
+        }
+        true
+    });
+    render(src, &node.byte_range(), &reps).ok()
+}

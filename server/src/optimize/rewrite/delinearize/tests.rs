@@ -10,14 +10,17 @@ const DRAFT: &str = include_str!("../../../../../tests/gpu/drafts/embedding_gath
 #[test]
 fn an_embedding_gather_becomes_a_row_per_block_y() {
     let out = cuda(DRAFT, "embedding_gather", "delinearize", json!({})).unwrap();
-    // D = 99 in one case: no block wider than 128. The launch also comes vectorized
-    // along the rows (it is what the launch is for).
+    // D = 1024 in the timed case: blocks of 128 and 256. Each launch also comes
+    // vectorized along the rows (it is what the launch is for).
     assert_eq!(
         labels(&out),
         [
             "2-D launch, block 128, a row per blockIdx.y",
+            "2-D launch, block 256, a row per blockIdx.y",
             "2-D launch, block 128, a row per blockIdx.y, then VEC=4 along rows (float4)",
             "2-D launch, block 128, a row per blockIdx.y, then VEC=2 along rows (float2)",
+            "2-D launch, block 256, a row per blockIdx.y, then VEC=4 along rows (float4)",
+            "2-D launch, block 256, a row per blockIdx.y, then VEC=2 along rows (float2)",
         ]
     );
     expect![[r#"
@@ -131,11 +134,15 @@ fn a_defined_divisor_is_sized_from_the_spec() {
 #[test]
 fn splits_it_cannot_remap_are_refused_with_the_reason() {
     let why = |k: &str| not_applicable(cuda(SPLITS, k, "delinearize", json!({})));
-    assert!(
-        why("chw_bias").contains("split by both `(H * W)` and `W`"),
-        "{}",
-        why("chw_bias")
+    // A 3-D split is taken once `i / (H * W)` is read as `(i / W) / H`; divisors that
+    // share no factors are not.
+    assert_eq!(
+        labels(&cuda(SPLITS, "chw_bias", "delinearize", json!({})).unwrap())[0],
+        "2-D launch, block 32, a row per blockIdx.y"
     );
+    let two = SPLITS.replace("b[c] * h + i % W", "b[c] * h + i % 7");
+    let why_two = not_applicable(cuda(&two, "chw_bias", "delinearize", json!({})));
+    assert!(why_two.contains("split by both"), "{why_two}");
     assert!(
         why("first_flagged").contains("uses `i` other than as `i / D`"),
         "{}",

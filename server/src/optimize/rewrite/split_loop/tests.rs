@@ -506,3 +506,13 @@ fn the_split_also_spans_a_cluster_of_blocks_that_read_each_others_partials() {
             }
         }"#]].assert_eq(&show(Lang::Cuda, COL_SUM, &out[1], "col_sum"));
 }
+
+#[test]
+fn a_bound_held_in_a_local_made_of_parameters_is_the_same_for_every_output() {
+    let src = "// @bench rows = 4096, 33; cols = 2048, 45\n// @bench x: in f32[rows, cols]; out: out f32[cols]\n// @bench grid = cdiv(cols, 256); block = 256\n__global__ void k(const float* x, float* out, long rows, int cols) {\n    int c = blockIdx.x * blockDim.x + threadIdx.x;\n    if (c >= cols) return;\n    int m = rows;\n    const int half = m / 2;\n    int tail = rows - c;\n    float s = 0.0f;\n    for (int r = 0; r < half; r++) s += x[(size_t)r * cols + c];\n    for (int r = half; r < m; r++) s += 2.0f * x[(size_t)r * cols + c];\n    out[c] = s;\n}\n";
+    let out = cuda(src, "k", "split_loop", json!({})).unwrap();
+    assert_eq!(out.len(), 10, "{:?}", labels(&out));
+    let ragged = src.replace("r < m; r++)", "r < tail; r++)");
+    expect!["`k`: the loop `for (int r = half; r < tail; r++) s += 2.0f * x[(size_t)r * cols + c];` reads `tail` in its start or bound, so its trip count may differ between outputs; the threads of a block would not all meet the barrier after it"]
+        .assert_eq(&not_applicable(cuda(&ragged, "k", "split_loop", json!({}))));
+}

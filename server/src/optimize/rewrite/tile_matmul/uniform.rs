@@ -13,7 +13,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
-use super::super::tree::{text, walk, written_target};
+pub(super) use super::super::tree::assigned_names;
+use super::super::tree::{text, walk};
 
 /// A block or thread position (`threadIdx.x`, `blockIdx.z`, `gridDim.z`): `Some(true)`
 /// where every candidate keeps its meaning and every thread of a block reads the same
@@ -95,30 +96,6 @@ fn address_of_element<'t>(src: &str, n: Node<'t>) -> Option<Node<'t>> {
     .then(|| n.child_by_field_name("argument"))
     .flatten()
     .filter(|a| a.kind() == "subscript_expression")
-}
-
-/// Every name an assignment or an increment under `roots` writes (`x = ...`, `x += ...`,
-/// `++x`), and every name whose address is taken (`&x`).
-pub(super) fn assigned_names(src: &str, roots: &[Node<'_>]) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for r in roots {
-        walk(*r, &mut |n| {
-            let target = match n.kind() {
-                "assignment_expression" | "update_expression" => written_target(n),
-                "pointer_expression"
-                    if n.child_by_field_name("operator").map(|o| text(src, o)) == Some("&") =>
-                {
-                    n.child_by_field_name("argument")
-                }
-                _ => None,
-            };
-            if let Some(t) = target.filter(|t| t.kind() == "identifier") {
-                out.insert(text(src, t).to_string());
-            }
-            true
-        });
-    }
-    out
 }
 
 /// The names known to be the same in every thread of a block, and why each other

@@ -306,6 +306,23 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/delin/flat_splits.cu",
         "tall_rows",
     ),
+    // A 4-level split of a 64-bit flat index with sizes in locals and a template factor.
+    (
+        "delinearize",
+        "tests/gpu/drafts/pixel_shuffle.cu",
+        "pixel_shuffle",
+    ),
+    // Loops in `__device__` helpers, written out before they are split or shared.
+    (
+        "split_loop",
+        "tests/gpu/drafts/softmax_cols.cu",
+        "softmax_cols",
+    ),
+    (
+        "cooperative_rows",
+        "tests/fixtures/rewrites/helpers/loops.cu",
+        "rms_rows",
+    ),
     ("triton_swizzle", "examples/matmul.py", "matmul_kernel"),
     (
         "triton_swizzle",
@@ -392,6 +409,11 @@ fn source(file: &str) -> &'static str {
         }
         "tests/gpu/drafts/embedding_gather.cu" => {
             include_str!("../gpu/drafts/embedding_gather.cu")
+        }
+        "tests/gpu/drafts/pixel_shuffle.cu" => include_str!("../gpu/drafts/pixel_shuffle.cu"),
+        "tests/gpu/drafts/softmax_cols.cu" => include_str!("../gpu/drafts/softmax_cols.cu"),
+        "tests/fixtures/rewrites/helpers/loops.cu" => {
+            include_str!("../fixtures/rewrites/helpers/loops.cu")
         }
         "tests/fixtures/rewrites/delin/flat_splits.cu" => {
             include_str!("../fixtures/rewrites/delin/flat_splits.cu")

@@ -136,17 +136,19 @@ fn axis_for(grid: [u64; 3], most: u64) -> Axis {
 /// The grid component `comp` made `v` times coarser, and where it is not a ceiling
 /// division (`rows`, `M * H`: every block index is a row) the bound the coarsened block
 /// index must stay under, as C text: the component itself, when it is made only of the
-/// kernel's integer parameters, integer literals, `+` and `*`.
+/// kernel's integer parameters (a template's too), integer literals, `+` and `*`.
 fn coarser(cx: &RewriteContext<'_>, comp: &str, v: u64) -> Option<(String, Option<String>)> {
     if let Some(w) = widen(comp, v as usize) {
         return Some((w, None));
     }
+    // A template parameter the grid names is one the spec sets to a number.
     let ints: Vec<&str> = cx
         .kernel
         .params
         .iter()
         .filter(|p| super::unit::int_scalar(p))
         .map(|p| p.name.as_str())
+        .chain(cx.kernel.template_params.iter().map(String::as_str))
         .collect();
     let plain = comp
         .split(['+', '*', '(', ')', ' '])

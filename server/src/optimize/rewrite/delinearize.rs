@@ -421,6 +421,16 @@ impl Rows {
                 code: t,
             });
         }
+        // D a product whose factors the bound holds, with more (`N * C * H * R * W * R`
+        // over `W * R`): the rows are the rest.
+        let flat = size_locals::factors(&bound);
+        if let Some(rest) = size_locals::without(&flat, &size_locals::factors(d)) {
+            let t = rest.join(" * ");
+            return Ok(Rows {
+                spec: t.clone(),
+                code: t,
+            });
+        }
         let paren = |s: &str| {
             if s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
                 s.to_string()
@@ -520,9 +530,7 @@ fn drafts(
         (rows.spec.clone(), "a row per blockIdx.y".to_string())
     };
     let code = emit(cx.text, shape, split, rows, &lay).map_err(not_applicable)?;
-    let mut drafts = Vec::new();
-    let mut dropped = Vec::new();
-    for bx in widths {
+    let launch = |bx: u64| -> Result<Draft, String> {
         let edits = Edits::from_pairs([
             (shape.decl.start_byte()..shape.end, code.clone()),
             (
@@ -531,20 +539,49 @@ fn drafts(
             ),
             (block.range.clone(), bx.to_string()),
         ]);
-        match edits.apply(cx.text) {
-            Ok(text) => drafts.push(Draft {
-                label: format!("2-D launch, block {bx}, {how}"),
-                text,
-            }),
-            Err(e) => dropped.push(e.to_string()),
+        let text = edits.apply(cx.text).map_err(|e| e.to_string())?;
+        let label = format!("2-D launch, block {bx}, {how}");
+        Ok(Draft { label, text })
+    };
+    let (mut drafts, mut dropped) = (Vec::new(), Vec::new());
+    for bx in &widths {
+        match launch(*bx) {
+            Ok(d) => drafts.push(d),
+            Err(e) => dropped.push(e),
         }
     }
-    let vectorized = drafts
+    let mut vectorized: Vec<Draft> = drafts
         .iter()
         .flat_map(|d| with_vector_rows(cx, d))
-        .collect::<Vec<_>>();
+        .collect();
+    // A vector width the blocks are too wide for (`VEC=4` in blocks of 128 over rows
+    // of 256 leaves half the threads idle): also from a block narrow enough.
+    let timed = per_case(cx, &split.divisor_norm).and_then(|v| v.first().copied());
+    for (v, bx) in narrower_blocks(timed, &widths) {
+        let tag = format!("then VEC={v} ");
+        if let Ok(d) = launch(bx) {
+            vectorized.extend(
+                with_vector_rows(cx, &d)
+                    .into_iter()
+                    .filter(|c| c.label.contains(&tag)),
+            );
+        }
+    }
     drafts.extend(vectorized);
     finish(cx, drafts, dropped)
+}
+
+/// For each vector width V (4 and 2): the block of D / V threads (case 0's D, rounded
+/// up to a warp) where every width tried is wider than that. Pure.
+fn narrower_blocks(timed: Option<u64>, widths: &[u64]) -> Vec<(u64, u64)> {
+    let (Some(d), Some(&least)) = (timed, widths.iter().min()) else {
+        return Vec::new();
+    };
+    [4u64, 2]
+        .into_iter()
+        .map(|v| (v, (d / v).div_ceil(32).max(1) * 32))
+        .filter(|(_, bx)| *bx < least)
+        .collect()
 }
 
 /// The 2-D launch `d` with `vectorize_rows` applied to it: the launch alone moves no more

@@ -166,7 +166,7 @@ fn is_declarator_name(n: Node<'_>) -> bool {
 
 /// The normalized factors of a product: `(long long)(W * R) * H` is [`R`, `H`, `W`]
 /// (sorted), each factor's own product flattened.
-fn factors(expr: &str) -> Vec<String> {
+pub(super) fn factors(expr: &str) -> Vec<String> {
     let e = without_int_casts(expr);
     let e = strip_parens(&e).to_string();
     let parts = split_top(&e, b'*');
@@ -182,7 +182,7 @@ fn factors(expr: &str) -> Vec<String> {
 }
 
 /// `big` without the factors of `small`, when it holds them all and more.
-fn without(big: &[String], small: &[String]) -> Option<Vec<String>> {
+pub(super) fn without(big: &[String], small: &[String]) -> Option<Vec<String>> {
     let mut rest = big.to_vec();
     for f in small {
         let at = rest.iter().position(|r| r == f)?;

@@ -113,12 +113,13 @@ fn a_literal_divisor_under_an_atomic_is_split() {
 #[test]
 fn a_defined_divisor_is_sized_from_the_spec() {
     let out = cuda(SPLITS, "gate_rows", "delinearize", json!({})).unwrap();
-    // COLS = 96: one block width, 96 threads.
+    // COLS = 96: one block width, 96 threads; float4 and float2 also from blocks of 32
+    // and 64, which 96 columns fill.
     assert_eq!(
         labels(&out)[0],
         "2-D launch, block 96, a row per blockIdx.y"
     );
-    assert_eq!(out.len(), 3, "{:?}", labels(&out));
+    assert_eq!(out.len(), 5, "{:?}", labels(&out));
     let shown = show(Lang::Cuda, SPLITS, &out[0], "gate_rows");
     assert_has(
         &shown,
@@ -232,4 +233,16 @@ fn the_row_vectorizer_takes_what_it_writes() {
             "{k}"
         );
     }
+}
+
+#[test]
+fn a_vector_width_too_wide_for_the_blocks_also_gets_a_narrower_block() {
+    use super::narrower_blocks;
+    // Rows of 256 in blocks of 128: VEC=4 also from blocks of 64; VEC=2 fits 128.
+    assert_eq!(narrower_blocks(Some(256), &[128]), [(4, 64)]);
+    // Rows of 1024 in blocks of 128 and 256: both widths fit.
+    assert_eq!(narrower_blocks(Some(1024), &[128, 256]), []);
+    // Rows of 40 in blocks of 64: VEC=4 and VEC=2 each get a warp.
+    assert_eq!(narrower_blocks(Some(40), &[64]), [(4, 32), (2, 32)]);
+    assert_eq!(narrower_blocks(None, &[128]), []);
 }

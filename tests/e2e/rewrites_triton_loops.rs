@@ -235,6 +235,7 @@ async fn budgeted_row_tiles_verify_on_the_interpreter() {
         ("M = 16384, 45; N = 4096, 333", "M = 300, 45; N = 70, 33"),
         ("M = 8192, 77; N = 1024, 100", "M = 1100, 77; N = 20, 9"),
         ("M = 8192, 33; N = 2048, 70", "M = 600, 33; N = 35, 7"),
+        ("M = 8192, 77; N = 4096, 301", "M = 500, 77; N = 90, 31"),
     ];
     /// A file, its sizes lines shrunk (full, small), its kernels.
     type Shrunk<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a str]);
@@ -252,7 +253,12 @@ async fn budgeted_row_tiles_verify_on_the_interpreter() {
         (
             "tests/fixtures/rewrites/triton/tiled_columns.py",
             tiled,
-            &["col_max_while", "col_meansq_f16", "col_normalize_2pass"],
+            &[
+                "col_max_while",
+                "col_meansq_f16",
+                "col_normalize_2pass",
+                "col_min_chunks",
+            ],
         ),
     ];
     let mut jobs: Vec<(String, &str, Candidate)> = Vec::new();

@@ -13,7 +13,9 @@
 //! BLOCK, `tl.dot` inside (a K loop of tiles, not a row), and tiles of more than param
 //! `max_block` (default 16384) elements in any case of the spec, where one tile would
 //! spill: the row's length, times the other dimensions of a 2-D tile (a column block
-//! `BLOCK_N` broadcast beside the rows).
+//! `BLOCK_N` broadcast beside the rows). A dimension whose value the spec does not give
+//! (a module-level `BLOCK_N = tl.constexpr(64)`) is refused too, so the dispatcher's
+//! normalized form, where it is a parameter the spec sets, is the one sized.
 //!
 //! **Writes** the flattened body and `BLOCK = next_pow2(n)`; one candidate per
 //! `num_warps` in param `num_warps` (default: the spec's and 8), since a row in one tile
@@ -178,10 +180,14 @@ fn fits(
             ));
         }
         let others = tile_dims(&super::unit::unit_text(cx), block);
-        let across: u64 = others
-            .iter()
-            .filter_map(|d| constexpr_value(case, d))
-            .product();
+        let mut across: u64 = 1;
+        for d in &others {
+            let v = d.parse().ok().or_else(|| constexpr_value(case, d));
+            let v = v.ok_or_else(|| {
+                format!("case {i}: the tile's other dimension `{d}` has no value the spec gives")
+            })?;
+            across = across.saturating_mul(v);
+        }
         if tile.saturating_mul(across) > max_block {
             return Err(format!(
                 "case {i}: a row of {len} elements in a tile {across} wide ({}) needs {} elements, over {max_block}",

@@ -220,27 +220,38 @@ fn while_loops_own_stages_and_two_passes_are_budgeted_alike() {
     };
     // A while loop is not pipelined: more warps hold the same loads in flight.
     let (label, shown) = one("col_max_while");
-    expect!["the loop at line 20 keeps a budgeted tile: BM = 256 rows of 16384 a step, BN = 32, 32 warps (128 programs)"].assert_eq(&label);
+    expect!["the loop at line 21 keeps a budgeted tile: BM = 256 rows of 16384 a step, BN = 32, 32 warps (128 programs)"].assert_eq(&label);
     assert!(
         shown.contains("while r < M:") && !shown.contains("STAGES"),
         "{shown}"
     );
     // A tl.range that names its stages keeps them; no knob.
     let (label, shown) = one("col_meansq_f16");
-    expect!["the loop at line 39 keeps a budgeted tile: BLOCK_M = 1024 rows of 8192 a step, BLOCK_N = 8, 8 warps (128 programs)"].assert_eq(&label);
+    expect!["the loop at line 40 keeps a budgeted tile: BLOCK_M = 1024 rows of 8192 a step, BLOCK_N = 8, 8 warps (128 programs)"].assert_eq(&label);
     assert!(
         shown.contains("tl.range(0, M, BLOCK_M, num_stages=2)") && !shown.contains("STAGES"),
         "{shown}"
     );
     // Both passes over the rows share the budget and one stages knob.
     let (label, shown) = one("col_normalize_2pass");
-    expect!["the loop at line 57 keeps a budgeted tile: BLOCK_M = 512 rows of 8192 a step, BLOCK_N = 16, 8 warps (128 programs)"].assert_eq(&label);
+    expect!["the loop at line 58 keeps a budgeted tile: BLOCK_M = 512 rows of 8192 a step, BLOCK_N = 16, 8 warps (128 programs)"].assert_eq(&label);
     assert_eq!(
         shown
             .matches("tl.range(0, M, BLOCK_M, num_stages=BLOCK_M_STAGES)")
             .count(),
         2,
         "{shown}"
+    );
+    // Chunk indices and a module-constant column block, normalized first: the knob goes
+    // before the parameter that now has a default (Python allows none after it).
+    let (label, shown) = one("col_min_chunks");
+    expect!["the loop at line 86 keeps a budgeted tile: BLOCK_R = 256 rows of 8192 a step, BLOCK_C = 32, 8 warps (128 programs)"].assert_eq(&label);
+    assert_has(
+        &shown,
+        &[
+            "def col_min_chunks(x, out, M, N, BLOCK_R: tl.constexpr, BLOCK_R_STAGES: tl.constexpr, BLOCK_C: tl.constexpr = 64):",
+            "for i in tl.range(0, M, BLOCK_R, num_stages=BLOCK_R_STAGES):",
+        ],
     );
 }
 

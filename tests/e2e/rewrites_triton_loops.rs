@@ -358,16 +358,18 @@ async fn persistent_tma_matmuls_verify_on_the_interpreter() {
 }
 
 /// The first step of `kernel-lsp optimize FILE` with its defaults (no LLM; the policy's
-/// first pick, which a step limit does not change) on a bundled first draft, its sizes
+/// first pick, which a step limit does not change) on a bundled first draft (a path from
+/// the repository root: an example or a GPU probe draft), its sizes
 /// shrunk for the CPU interpreter. Returns the run's JSON. (A whole default run on the
 /// interpreter takes minutes; `optimize_llm::each_run_budget_stops_the_run_and_says_which`
 /// tests that a run ends by its budgets.)
-fn default_optimize(py: &str, example: &str, from: &str, to: &str) -> serde_json::Value {
+fn default_optimize(py: &str, path: &str, from: &str, to: &str) -> serde_json::Value {
+    let example = path.rsplit('/').next().unwrap_or(path);
     let dir =
         std::env::temp_dir().join(format!("kernel-lsp-cure-{}-{example}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let src = read(&format!("examples/{example}"));
+    let src = read(path);
     let small = src.replace(from, to);
     assert_ne!(
         small, src,
@@ -432,17 +434,17 @@ fn assert_cures(run: &serde_json::Value, cure: &str, mark: &str) {
 }
 
 #[test]
-fn the_default_optimize_first_cures_a_logsumexp_a_column_mean_and_a_column_norm_on_the_interpreter()
-{
+fn the_default_optimize_first_cures_a_logsumexp_a_column_mean_a_column_norm_and_a_tiled_column_logsumexp_on_the_interpreter(
+) {
     let test =
-        "the_default_optimize_first_cures_a_logsumexp_a_column_mean_and_a_column_norm_on_the_interpreter";
+        "the_default_optimize_first_cures_a_logsumexp_a_column_mean_a_column_norm_and_a_tiled_column_logsumexp_on_the_interpreter";
     let py = match crate::bench_triton::python() {
         Ok(p) => p,
         Err(why) => return tools::skip(test, &why),
     };
     let run = default_optimize(
         &py,
-        "logsumexp_rows.py",
+        "examples/logsumexp_rows.py",
         "R = 16384, 33; C = 2048, 1500",
         "R = 40, 9; C = 700, 130",
     );
@@ -450,7 +452,7 @@ fn the_default_optimize_first_cures_a_logsumexp_a_column_mean_and_a_column_norm_
     assert_cures(&run, "triton_online", "hi_prev = hi");
     let run = default_optimize(
         &py,
-        "col_mean.py",
+        "examples/col_mean.py",
         "M = 16384, 1001; N = 1024, 300",
         "M = 300, 101; N = 200, 30",
     );
@@ -458,10 +460,18 @@ fn the_default_optimize_first_cures_a_logsumexp_a_column_mean_and_a_column_norm_
     assert_cures(&run, "triton_split_loop", "r_ok = ");
     let run = default_optimize(
         &py,
-        "col_norm.py",
+        "examples/col_norm.py",
         "M = 8192, 1000; N = 2048, 333",
         "M = 300, 100; N = 70, 33",
     );
     // The mask of the columns a program now owns.
     assert_cures(&run, "triton_program_tile", "in_grid");
+    let run = default_optimize(
+        &py,
+        "tests/gpu/drafts/logsumexp_dim0.py",
+        "M = 8192, 333; N = 2048, 77",
+        "M = 600, 33; N = 50, 77",
+    );
+    // 1 program of 128 columns becomes 16 of 8, 1024 rows a step, the loop pipelined.
+    assert_cures(&run, "triton_row_tile", "num_stages=BLOCK_M_STAGES");
 }

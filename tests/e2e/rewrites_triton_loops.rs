@@ -10,6 +10,14 @@ use kernel_lsp::optimize::rewrite::Candidate;
 use crate::rewrites_idioms::{triton_apply, verify_on_interpreter};
 use crate::tools;
 
+/// `text` with each sizes line `from` replaced by `to` (each must be there).
+fn shrink_sizes(text: &str, sizes: &[(&str, &str)]) -> String {
+    sizes.iter().fold(text.to_string(), |t, (from, to)| {
+        assert!(t.contains(from), "the sizes line `{from}` moved");
+        t.replace(from, to)
+    })
+}
+
 fn read(f: &str) -> String {
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     std::fs::read_to_string(root.join(f)).unwrap()
@@ -186,12 +194,7 @@ async fn packed_short_row_programs_verify_on_the_interpreter() {
         ("R = 2048, 45; D = 128, 100", "R = 19, 45; D = 128, 100"),
         ("R = 1500, 33; C = 96, 31", "R = 23, 33; C = 96, 31"),
     ];
-    let shrink = |text: &str| {
-        sizes.iter().fold(text.to_string(), |t, (from, to)| {
-            assert!(t.contains(from), "the sizes line `{from}` moved");
-            t.replace(from, to)
-        })
-    };
+    let shrink = |text: &str| shrink_sizes(text, &sizes);
     let small = shrink(&full);
     let mut jobs: Vec<(String, &str, Candidate)> = Vec::new();
     for kernel in ["mean_short_rows", "rms_short_rows", "softmax_short_rows"] {
@@ -214,6 +217,78 @@ async fn packed_short_row_programs_verify_on_the_interpreter() {
     };
     jobs.push((src.clone(), "mean_short_rows", control));
     verify_on_interpreter(&py, &jobs, 9).await;
+}
+
+/// `triton_row_tile`'s budgeted tile (a 2-D tile of rows too long for one tile keeps its
+/// loop, its lanes narrowed, its steps widened, the loop pipelined): applied at the
+/// drafts' and fixtures' full sizes (the budget reads case 0's programs and trip count),
+/// then every candidate and its original shrunk alike to odd sizes with a partial last
+/// step verify on the interpreter; one whose row mask drops the last row must fail.
+#[tokio::test]
+async fn budgeted_row_tiles_verify_on_the_interpreter() {
+    let test = "budgeted_row_tiles_verify_on_the_interpreter";
+    let py = match crate::bench_triton::python() {
+        Ok(p) => p,
+        Err(why) => return tools::skip(test, &why),
+    };
+    let tiled: &[(&str, &str)] = &[
+        ("M = 16384, 45; N = 4096, 333", "M = 300, 45; N = 70, 33"),
+        ("M = 8192, 77; N = 1024, 100", "M = 1100, 77; N = 20, 9"),
+        ("M = 8192, 33; N = 2048, 70", "M = 600, 33; N = 35, 7"),
+        ("M = 8192, 77; N = 4096, 301", "M = 500, 77; N = 90, 31"),
+    ];
+    /// A file, its sizes lines shrunk (full, small), its kernels.
+    type Shrunk<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a str]);
+    let files: [Shrunk; 3] = [
+        (
+            "tests/gpu/drafts/logsumexp_dim0.py",
+            &[("M = 8192, 333; N = 2048, 77", "M = 600, 33; N = 50, 77")],
+            &["logsumexp_dim0"],
+        ),
+        (
+            "tests/gpu/drafts/col_sum_tiles.py",
+            &[("M = 8192, 77; N = 2048, 301", "M = 700, 77; N = 40, 31")],
+            &["col_sum_tiles"],
+        ),
+        (
+            "tests/fixtures/rewrites/triton/tiled_columns.py",
+            tiled,
+            &[
+                "col_max_while",
+                "col_meansq_f16",
+                "col_normalize_2pass",
+                "col_min_chunks",
+            ],
+        ),
+    ];
+    let mut jobs: Vec<(String, &str, Candidate)> = Vec::new();
+    for (file, sizes, kernels) in files {
+        let full = read(file);
+        let small = shrink_sizes(&full, sizes);
+        for kernel in kernels {
+            let out = triton_apply(&full, kernel, "triton_row_tile", serde_json::json!({}));
+            assert_eq!(out.len(), 1, "{kernel}");
+            assert!(out[0].label.contains("budgeted tile"), "{}", out[0].label);
+            jobs.extend(out.into_iter().map(|c| {
+                let text = shrink_sizes(&c.text, sizes);
+                (small.clone(), *kernel, Candidate { text, ..c })
+            }));
+        }
+    }
+    let (src, _, c) = jobs
+        .iter()
+        .find(|(_, k, _)| *k == "col_sum_tiles")
+        .expect("a col_sum_tiles candidate");
+    let text = c
+        .text
+        .replace("mask=(rows[:, None] < M)", "mask=(rows[:, None] < M - 1)");
+    assert_ne!(text, c.text, "the row mask moved");
+    let control = Candidate {
+        label: "control: the last row left out".into(),
+        text,
+    };
+    jobs.push((src.clone(), "col_sum_tiles", control));
+    verify_on_interpreter(&py, &jobs, 13).await;
 }
 
 /// `triton_persistent_dot`'s candidates (persistent programs, tensor descriptors) for
@@ -283,16 +358,18 @@ async fn persistent_tma_matmuls_verify_on_the_interpreter() {
 }
 
 /// The first step of `kernel-lsp optimize FILE` with its defaults (no LLM; the policy's
-/// first pick, which a step limit does not change) on a bundled first draft, its sizes
+/// first pick, which a step limit does not change) on a bundled first draft (a path from
+/// the repository root: an example or a GPU probe draft), its sizes
 /// shrunk for the CPU interpreter. Returns the run's JSON. (A whole default run on the
 /// interpreter takes minutes; `optimize_llm::each_run_budget_stops_the_run_and_says_which`
 /// tests that a run ends by its budgets.)
-fn default_optimize(py: &str, example: &str, from: &str, to: &str) -> serde_json::Value {
+fn default_optimize(py: &str, path: &str, from: &str, to: &str) -> serde_json::Value {
+    let example = path.rsplit('/').next().unwrap_or(path);
     let dir =
         std::env::temp_dir().join(format!("kernel-lsp-cure-{}-{example}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let src = read(&format!("examples/{example}"));
+    let src = read(path);
     let small = src.replace(from, to);
     assert_ne!(
         small, src,
@@ -357,17 +434,17 @@ fn assert_cures(run: &serde_json::Value, cure: &str, mark: &str) {
 }
 
 #[test]
-fn the_default_optimize_first_cures_a_logsumexp_a_column_mean_and_a_column_norm_on_the_interpreter()
-{
+fn the_default_optimize_first_cures_a_logsumexp_a_column_mean_a_column_norm_and_a_tiled_column_logsumexp_on_the_interpreter(
+) {
     let test =
-        "the_default_optimize_first_cures_a_logsumexp_a_column_mean_and_a_column_norm_on_the_interpreter";
+        "the_default_optimize_first_cures_a_logsumexp_a_column_mean_a_column_norm_and_a_tiled_column_logsumexp_on_the_interpreter";
     let py = match crate::bench_triton::python() {
         Ok(p) => p,
         Err(why) => return tools::skip(test, &why),
     };
     let run = default_optimize(
         &py,
-        "logsumexp_rows.py",
+        "examples/logsumexp_rows.py",
         "R = 16384, 33; C = 2048, 1500",
         "R = 40, 9; C = 700, 130",
     );
@@ -375,7 +452,7 @@ fn the_default_optimize_first_cures_a_logsumexp_a_column_mean_and_a_column_norm_
     assert_cures(&run, "triton_online", "hi_prev = hi");
     let run = default_optimize(
         &py,
-        "col_mean.py",
+        "examples/col_mean.py",
         "M = 16384, 1001; N = 1024, 300",
         "M = 300, 101; N = 200, 30",
     );
@@ -383,10 +460,18 @@ fn the_default_optimize_first_cures_a_logsumexp_a_column_mean_and_a_column_norm_
     assert_cures(&run, "triton_split_loop", "r_ok = ");
     let run = default_optimize(
         &py,
-        "col_norm.py",
+        "examples/col_norm.py",
         "M = 8192, 1000; N = 2048, 333",
         "M = 300, 100; N = 70, 33",
     );
     // The mask of the columns a program now owns.
     assert_cures(&run, "triton_program_tile", "in_grid");
+    let run = default_optimize(
+        &py,
+        "tests/gpu/drafts/logsumexp_dim0.py",
+        "M = 8192, 333; N = 2048, 77",
+        "M = 600, 33; N = 50, 77",
+    );
+    // 1 program of 128 columns becomes 16 of 8, 1024 rows a step, the loop pipelined.
+    assert_cures(&run, "triton_row_tile", "num_stages=BLOCK_M_STAGES");
 }

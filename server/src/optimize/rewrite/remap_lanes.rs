@@ -24,7 +24,10 @@
 //! warp-level code (shuffles, votes, `__syncwarp`, `warpSize`, lane arithmetic
 //! on `threadIdx.x` such as `% 32`), where lanes that share a warp matter; a kernel whose
 //! accesses the remap would not improve; a launch it cannot swap (a grid x that is
-//! larger than the y limit of 65535 blocks in some case).
+//! larger than the y limit of 65535 blocks in some case); a 1-D block in every case
+//! (swapped it would be `(1, T)`: warps are consecutive linear thread ids, so they would
+//! still walk the same index, though the analysis, reading the lane as `threadIdx.x`,
+//! would see one address a warp).
 
 use std::collections::BTreeMap;
 
@@ -80,6 +83,15 @@ pub fn remap_lanes(cx: &RewriteContext<'_>) -> R {
     if too_wide {
         return Err(not_applicable(format!(
             "`{k}`'s grid has more than {GRID_Y_MAX} blocks along x in some case; swapped, they would exceed the y limit"
+        )));
+    }
+    let one_wide = plan
+        .cases
+        .iter()
+        .all(|c| matches!(c.launch, Launch::Cuda { block, .. } if block[1] == 1));
+    if one_wide {
+        return Err(not_applicable(format!(
+            "`{k}`'s block is 1-D: swapped it would be 1 thread wide along x, and a warp would still be 32 consecutive threads walking the same index"
         )));
     }
     let (grid, block) = (launch_of(cx, "grid")?, launch_of(cx, "block")?);

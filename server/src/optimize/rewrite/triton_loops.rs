@@ -278,7 +278,10 @@ pub(super) fn loop_header(
     Ok(edits)
 }
 
-/// The edit that appends `names` to the kernel's signature as `tl.constexpr` parameters.
+/// The edit that appends `names` to the kernel's signature as `tl.constexpr` parameters,
+/// or puts them before the first parameter with a default (`BLOCK: tl.constexpr = 64`,
+/// written there by the module-constant normalization or the author): Python allows no
+/// parameter without a default after one with it, and the worker launches by keyword.
 /// A name the signature already has is not added again (several loops of one kernel can
 /// share one knob).
 pub(super) fn add_constexprs(cx: &RewriteContext<'_>, names: &[&str]) -> Result<Vec<Edit>, String> {
@@ -302,6 +305,16 @@ pub(super) fn add_constexprs(cx: &RewriteContext<'_>, names: &[&str]) -> Result<
         ", "
     };
     let added: Vec<String> = names.iter().map(|n| format!("{n}: tl.constexpr")).collect();
+    let mut w = params.walk();
+    let defaulted = params
+        .named_children(&mut w)
+        .find(|p| matches!(p.kind(), "default_parameter" | "typed_default_parameter"));
+    if let Some(d) = defaulted {
+        return Ok(vec![Edit::insert(
+            d.start_byte(),
+            format!("{}, ", added.join(", ")),
+        )]);
+    }
     let at = cx.text[..params.end_byte() - 1].trim_end().len();
     Ok(vec![Edit::insert(
         at,

@@ -13,11 +13,26 @@
 //! BLOCK, `tl.dot` inside (a K loop of tiles, not a row), and tiles of more than param
 //! `max_block` (default 16384) elements in any case of the spec, where one tile would
 //! spill: the row's length, times the other dimensions of a 2-D tile (a column block
-//! `BLOCK_N` broadcast beside the rows).
+//! `BLOCK_N` broadcast beside the rows). A dimension whose value the spec does not give
+//! (a module-level `BLOCK_N = tl.constexpr(64)`) is refused too, so the dispatcher's
+//! normalized form, where it is a parameter the spec sets, is the one sized.
 //!
 //! **Writes** the flattened body and `BLOCK = next_pow2(n)`; one candidate per
 //! `num_warps` in param `num_warps` (default: the spec's and 8), since a row in one tile
 //! wants more warps than a strip of it.
+//!
+//! **Too long for one tile** (`budget.rs`): where the rows of a 2-D tile do not fit (a
+//! column reduction walking 8192 rows `BLOCK_M` at a time beside `BLOCK_N` columns a
+//! program, on a 1-D grid `cdiv(n, BLOCK_N)`), the loops stay and take the budgeted tile
+//! of `triton_split_loop` instead: `BLOCK_N` halved while case 0 launches under 128
+//! programs (16 programs each walking every row leave most of a GPU idle), `BLOCK_M` the
+//! steps that keep 8192 elements a step in flight, `num_warps` to hold them, and each
+//! `for` loop that names no `num_stages` made `tl.range(..., num_stages=BLOCK_M_STAGES)`
+//! with that knob set to 3 and tuned over [1, 2, 3, 4]. Only the spec's values and loop
+//! headers change; the author's masks cover any power-of-two block. One candidate.
+//! Refused: a tile 1-D or with more than one dimension beside the rows, a grid other than
+//! one `cdiv(n, LANES)` with `LANES` a power of two the spec sets and does not tune, and a
+//! tile already at the budget.
 
 use super::check::{current_plan, finish, not_applicable, require_lang, set_spec_values, Draft, R};
 use super::edits::{Edit, Edits};
@@ -46,7 +61,12 @@ pub fn triton_row_tile(cx: &RewriteContext<'_>) -> R {
     let (top, found) = body_loops(cx)?;
     let tiled = row_loops(cx, &found).map_err(na)?;
     let (block, n) = (tiled[0].step.clone(), tiled[0].stop.clone());
-    fits(cx, &plan, &block, &n, max_block).map_err(na)?;
+    settable(cx, &plan, &block).map_err(na)?;
+    if let Err(long) = fits(cx, &plan, &block, &n, max_block) {
+        let d = budget::budgeted(cx, &plan, &tiled)
+            .map_err(|b| na(format!("{long}; its loop keeps no budgeted tile: {b}")))?;
+        return finish(cx, vec![d], Vec::new());
+    }
     let code = flatten(cx, &top, &tiled).map_err(na)?;
     // A size (`cols = 300, 1000`: one value per case) is named as it is; a parameter
     // bound to an expression (`n_cols = cols`), by that expression.
@@ -118,15 +138,9 @@ fn row_loops<'l, 't>(
     Ok(tiled)
 }
 
-/// The spec may set `block` to the row's length: it sets it, does not tune it, the grid
-/// does not depend on it, and every case's row fits in `max_block`.
-fn fits(
-    cx: &RewriteContext<'_>,
-    plan: &BenchPlan,
-    block: &str,
-    n: &str,
-    max_block: u64,
-) -> Result<(), String> {
+/// The spec may set `block`: it sets it, does not tune it, and the grid does not depend
+/// on it.
+fn settable(cx: &RewriteContext<'_>, plan: &BenchPlan, block: &str) -> Result<(), String> {
     let tuned = plan
         .tunables
         .iter()
@@ -140,6 +154,17 @@ fn fits(
     if edit::spec_assignment(cx.kernel, block).is_none() {
         return Err(format!("the spec has no `{block} = ...` to change"));
     }
+    Ok(())
+}
+
+/// Every case's row, times the other dimensions of a 2-D tile, fits in `max_block`.
+fn fits(
+    cx: &RewriteContext<'_>,
+    plan: &BenchPlan,
+    block: &str,
+    n: &str,
+    max_block: u64,
+) -> Result<(), String> {
     for (i, case) in plan.cases.iter().enumerate() {
         let len = case.args.iter().find_map(|a| match a {
             Arg::Scalar { name, value, .. } if *name == n => Some(value.as_f64()),
@@ -155,10 +180,14 @@ fn fits(
             ));
         }
         let others = tile_dims(&super::unit::unit_text(cx), block);
-        let across: u64 = others
-            .iter()
-            .filter_map(|d| constexpr_value(case, d))
-            .product();
+        let mut across: u64 = 1;
+        for d in &others {
+            let v = d.parse().ok().or_else(|| constexpr_value(case, d));
+            let v = v.ok_or_else(|| {
+                format!("case {i}: the tile's other dimension `{d}` has no value the spec gives")
+            })?;
+            across = across.saturating_mul(v);
+        }
         if tile.saturating_mul(across) > max_block {
             return Err(format!(
                 "case {i}: a row of {len} elements in a tile {across} wide ({}) needs {} elements, over {max_block}",
@@ -296,5 +325,6 @@ fn flatten(
     e.apply(src).map_err(|err| err.to_string())
 }
 
+mod budget;
 #[cfg(test)]
 mod tests;

@@ -305,15 +305,15 @@ const STAGES: u64 = 3;
 /// axis, as a matrix-vector product over columns does).
 /// `trip` is the loop's trip count in case 0, where its bounds are literals or scalar
 /// arguments.
-struct LaneTile {
-    name: String,
-    block: u64,
-    programs: u64,
-    strided: bool,
-    trip: Option<u64>,
+pub(super) struct LaneTile {
+    pub name: String,
+    pub block: u64,
+    pub programs: u64,
+    pub strided: bool,
+    pub trip: Option<u64>,
 }
 
-fn lane_tile(
+pub(super) fn lane_tile(
     cx: &RewriteContext<'_>,
     plan: &crate::spec::BenchPlan,
     l: &Loop<'_>,
@@ -360,10 +360,17 @@ fn lane_tile(
 
 /// The budgeted tile of one split step: lanes, steps per iteration, warps.
 #[derive(Debug, PartialEq, Eq)]
-struct TilePlan {
-    block: u64,
-    steps: u64,
-    num_warps: u64,
+pub(super) struct TilePlan {
+    pub block: u64,
+    pub steps: u64,
+    pub num_warps: u64,
+}
+
+impl TilePlan {
+    /// The programs case 0 launches with this tile's lanes.
+    pub(super) fn programs(&self, lane: &LaneTile) -> u64 {
+        lane.programs.saturating_mul(lane.block / self.block.max(1))
+    }
 }
 
 /// The tile that keeps [`TILE_ELEMS`] loads in flight per program per iteration, at
@@ -373,7 +380,7 @@ struct TilePlan {
 /// (by halves, to [`MIN_BLOCK`]) only while case 0 launches under [`MIN_PROGRAMS`]
 /// programs, so the split fills the GPU. The steps fill the rest of the tile, up to the
 /// loop's trip count (rounded up to a power of two).
-fn tile_plan(lanes: &LaneTile, pipelined: bool) -> TilePlan {
+pub(super) fn tile_plan(lanes: &LaneTile, pipelined: bool) -> TilePlan {
     let mut block = lanes.block;
     let mut programs = lanes.programs;
     let wide = |b: u64, p: u64| {
@@ -432,16 +439,7 @@ fn budgeted(
         },
         None,
     )?;
-    let mut values = vec![(steps.clone(), t.steps.to_string())];
-    let mut extra = Vec::new();
-    if let Some(s) = &stages {
-        values.push((s.clone(), STAGES.to_string()));
-        extra.push(format!("tune {s} in {STAGE_CHOICES}"));
-    }
-    if t.block != lane.block {
-        values.push((lane.name.clone(), t.block.to_string()));
-    }
-    values.push(("num_warps".into(), t.num_warps.to_string()));
+    let (values, extra) = budget_statements(&t, lane, &steps, stages.as_deref());
     let text = set_spec_statements(&text, cx.kernel, &values, &extra).map_err(|e| e.to_string())?;
     let line = l.node.start_position().row + 1;
     let label = format!(
@@ -450,9 +448,31 @@ fn budgeted(
         lane.name,
         t.block,
         t.num_warps,
-        lane.programs.saturating_mul(lane.block / t.block)
+        t.programs(lane)
     );
     Ok(Draft { label, text })
+}
+
+/// The spec statements that set budgeted tile `t` of `lane`: its steps under the name
+/// `steps`, the pipelining knob `stages` (3, tuned over [`STAGE_CHOICES`]), the lanes
+/// where they narrow, the warps; as values to set and statements to add.
+pub(super) fn budget_statements(
+    t: &TilePlan,
+    lane: &LaneTile,
+    steps: &str,
+    stages: Option<&str>,
+) -> (Vec<(String, String)>, Vec<String>) {
+    let mut values = vec![(steps.to_string(), t.steps.to_string())];
+    let mut extra = Vec::new();
+    if let Some(s) = stages {
+        values.push((s.to_string(), STAGES.to_string()));
+        extra.push(format!("tune {s} in {STAGE_CHOICES}"));
+    }
+    if t.block != lane.block {
+        values.push((lane.name.clone(), t.block.to_string()));
+    }
+    values.push(("num_warps".into(), t.num_warps.to_string()));
+    (values, extra)
 }
 
 /// The lane-shaped names defined before `l`, or why `l` cannot be split.

@@ -78,7 +78,12 @@ fn coalesced_warp_level_and_one_dimensional_kernels_are_refused() {
     let why = not_applicable(cuda(REMAPS, "neighbour_diff", "remap_lanes", json!({})));
     assert!(why.contains("warp-level code (`__shfl`)"), "{why}");
     let why = not_applicable(cuda(REMAPS, "square", "remap_lanes", json!({})));
-    assert!(why.contains("would not coalesce"), "{why}");
+    assert!(why.contains("block is 1-D"), "{why}");
+    // A 1-D block whose lanes walk a strided read (a pixel shuffle's channel planes):
+    // swapped to (1, 256), its warps would be the same threads.
+    let shuffle = include_str!("../../../../../tests/gpu/drafts/pixel_shuffle.cu");
+    let why = not_applicable(cuda(shuffle, "pixel_shuffle", "remap_lanes", json!({})));
+    expect!["`pixel_shuffle`'s block is 1-D: swapped it would be 1 thread wide along x, and a warp would still be 32 consecutive threads walking the same index"].assert_eq(&why);
     // A helper that reads the thread index may serve other kernels: left alone.
     let shared = REMAPS.replace(
         "    return p[i * ld + j];",

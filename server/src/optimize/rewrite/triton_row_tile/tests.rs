@@ -1,7 +1,7 @@
 use expect_test::expect;
 use serde_json::json;
 
-use super::super::check::testing::{labels, not_applicable, show, triton};
+use super::super::check::testing::{assert_has, labels, not_applicable, show, triton};
 use crate::syntax::Lang;
 
 const PASSES: &str = include_str!("../../../../../tests/fixtures/rewrites/triton/passes.py");
@@ -86,7 +86,7 @@ fn a_2d_tile_of_rows_takes_its_columns_whole() {
 #[test]
 fn tiles_that_are_not_rows_or_rows_too_long_are_refused() {
     let why = |src: &str, k: &str| not_applicable(triton(src, k, "triton_row_tile", json!({})));
-    expect!["`row_sum_long` cannot take a row as one tile: case 0: a row of 40000 elements needs a tile of 65536, over 16384"].assert_eq(&why(PASSES, "row_sum_long"));
+    expect!["`row_sum_long` cannot take a row as one tile: case 0: a row of 40000 elements needs a tile of 65536, over 16384; its loop keeps no budgeted tile: its tile is 1-D: no lanes beside `BLOCK` to narrow"].assert_eq(&why(PASSES, "row_sum_long"));
     expect!["`matmul_kernel` cannot take a row as one tile: a loop calls `tl.dot`: its block is a matmul tile, not a row"].assert_eq(&why(MATMUL, "matmul_kernel"));
     expect!["`add_kernel` cannot take a row as one tile: no loop steps by a `tl.constexpr` block"]
         .assert_eq(&why(VECTOR_ADD, "add_kernel"));
@@ -139,19 +139,128 @@ const COL_SUMS: &str = include_str!("../../../../../tests/gpu/drafts/col_sum_til
 #[test]
 fn a_2d_tile_counts_its_other_dimension_against_the_limit() {
     // Column sums walking 8192 rows BLOCK_M at a time in tiles BLOCK_N = 64 wide: all the
-    // rows in one tile would be 8192 x 64 elements.
-    let why = not_applicable(triton(
-        COL_SUMS,
-        "col_sum_tiles",
-        "triton_row_tile",
-        json!({}),
-    ));
-    expect!["`col_sum_tiles` cannot take a row as one tile: case 0: a row of 8192 elements in a tile 64 wide (BLOCK_N) needs 524288 elements, over 16384"].assert_eq(&why);
+    // rows in one tile would be 8192 x 64 elements, so the loop stays (budgeted below).
+    let out = triton(COL_SUMS, "col_sum_tiles", "triton_row_tile", json!({})).unwrap();
+    assert!(
+        !labels(&out)[0].starts_with("one tile per row"),
+        "{:?}",
+        labels(&out)
+    );
     // 200 rows: 256 x 64 elements fit.
     let short = COL_SUMS.replace("M = 8192, 77", "M = 200, 77");
     assert_ne!(short, COL_SUMS);
     let out = triton(&short, "col_sum_tiles", "triton_row_tile", json!({})).unwrap();
     assert!(labels(&out)[0].starts_with("one tile per row: BLOCK_M = next_pow2(M)"));
+}
+
+const LOGSUMEXP_DIM0: &str = include_str!("../../../../../tests/gpu/drafts/logsumexp_dim0.py");
+const TILED: &str = include_str!("../../../../../tests/fixtures/rewrites/triton/tiled_columns.py");
+
+#[test]
+fn column_sums_too_long_for_one_tile_keep_their_loop_with_the_budgeted_tile() {
+    // 32 programs of 64 columns: the columns narrow to 16 (128 programs), each step
+    // loads 512 rows of them (8192 elements) on 8 warps, and the loop is pipelined.
+    let out = triton(COL_SUMS, "col_sum_tiles", "triton_row_tile", json!({})).unwrap();
+    expect![[r#"
+        [
+            "the loop at line 17 keeps a budgeted tile: BLOCK_M = 512 rows of 8192 a step, BLOCK_N = 16, 8 warps (128 programs)",
+        ]
+    "#]].assert_debug_eq(&labels(&out));
+    expect![[r#"
+        # @bench M = 8192, 77; N = 2048, 301
+        # @bench x: in f32[M, N]; out: out f32[N]
+        # @bench grid = cdiv(N, BLOCK_N); BLOCK_M = 512; BLOCK_N = 16
+        # @bench atol = 1e-3; rtol = 1e-4
+        # @bench reference = torch: x.sum(dim=0)
+        # @bench BLOCK_M_STAGES = 3; num_warps = 8; tune BLOCK_M_STAGES in [1, 2, 3, 4]
+        @triton.jit
+        def col_sum_tiles(x, out, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_M_STAGES: tl.constexpr):
+            cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+            acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+            for r0 in tl.range(0, M, BLOCK_M, num_stages=BLOCK_M_STAGES):
+                rows = r0 + tl.arange(0, BLOCK_M)
+                tile = tl.load(x + rows[:, None] * N + cols[None, :],
+                               mask=(rows[:, None] < M) & (cols[None, :] < N), other=0.0)
+                acc += tl.sum(tile, axis=0)
+            tl.store(out + cols, acc, mask=cols < N)"#]].assert_eq(&show(Lang::Triton, COL_SUMS, &out[0], "col_sum_tiles"));
+}
+
+#[test]
+fn an_online_column_logsumexp_keeps_its_rescale_and_takes_the_budget() {
+    let out = triton(
+        LOGSUMEXP_DIM0,
+        "logsumexp_dim0",
+        "triton_row_tile",
+        json!({}),
+    )
+    .unwrap();
+    expect![[r#"
+        [
+            "the loop at line 19 keeps a budgeted tile: BLOCK_M = 512 rows of 8192 a step, BLOCK_N = 16, 8 warps (128 programs)",
+        ]
+    "#]].assert_debug_eq(&labels(&out));
+    let shown = show(Lang::Triton, LOGSUMEXP_DIM0, &out[0], "logsumexp_dim0");
+    assert_has(
+        &shown,
+        &[
+            "BLOCK_M = 512; BLOCK_N = 16",
+            "for r0 in tl.range(0, M, BLOCK_M, num_stages=BLOCK_M_STAGES):",
+            "s = s * tl.exp(m - new_m) + tl.sum(tl.exp(tile - new_m[None, :]), axis=0)",
+            "BLOCK_M_STAGES: tl.constexpr):",
+        ],
+    );
+}
+
+#[test]
+fn while_loops_own_stages_and_two_passes_are_budgeted_alike() {
+    let one = |k: &str| {
+        let out = triton(TILED, k, "triton_row_tile", json!({})).unwrap();
+        assert_eq!(out.len(), 1, "{k}");
+        (out[0].label.clone(), show(Lang::Triton, TILED, &out[0], k))
+    };
+    // A while loop is not pipelined: more warps hold the same loads in flight.
+    let (label, shown) = one("col_max_while");
+    expect!["the loop at line 21 keeps a budgeted tile: BM = 256 rows of 16384 a step, BN = 32, 32 warps (128 programs)"].assert_eq(&label);
+    assert!(
+        shown.contains("while r < M:") && !shown.contains("STAGES"),
+        "{shown}"
+    );
+    // A tl.range that names its stages keeps them; no knob.
+    let (label, shown) = one("col_meansq_f16");
+    expect!["the loop at line 40 keeps a budgeted tile: BLOCK_M = 1024 rows of 8192 a step, BLOCK_N = 8, 8 warps (128 programs)"].assert_eq(&label);
+    assert!(
+        shown.contains("tl.range(0, M, BLOCK_M, num_stages=2)") && !shown.contains("STAGES"),
+        "{shown}"
+    );
+    // Both passes over the rows share the budget and one stages knob.
+    let (label, shown) = one("col_normalize_2pass");
+    expect!["the loop at line 58 keeps a budgeted tile: BLOCK_M = 512 rows of 8192 a step, BLOCK_N = 16, 8 warps (128 programs)"].assert_eq(&label);
+    assert_eq!(
+        shown
+            .matches("tl.range(0, M, BLOCK_M, num_stages=BLOCK_M_STAGES)")
+            .count(),
+        2,
+        "{shown}"
+    );
+    // Chunk indices and a module-constant column block, normalized first: the knob goes
+    // before the parameter that now has a default (Python allows none after it).
+    let (label, shown) = one("col_min_chunks");
+    expect!["the loop at line 86 keeps a budgeted tile: BLOCK_R = 256 rows of 8192 a step, BLOCK_C = 32, 8 warps (128 programs)"].assert_eq(&label);
+    assert_has(
+        &shown,
+        &[
+            "def col_min_chunks(x, out, M, N, BLOCK_R: tl.constexpr, BLOCK_R_STAGES: tl.constexpr, BLOCK_C: tl.constexpr = 64):",
+            "for i in tl.range(0, M, BLOCK_R, num_stages=BLOCK_R_STAGES):",
+        ],
+    );
+}
+
+#[test]
+fn a_second_grid_axis_tuned_lanes_or_a_tile_at_the_budget_are_refused() {
+    let why = |k: &str| not_applicable(triton(TILED, k, "triton_row_tile", json!({})));
+    expect!["`col_sum_batched` cannot take a row as one tile: case 0: a row of 8192 elements in a tile 64 wide (BN) needs 524288 elements, over 16384; its loop keeps no budgeted tile: the grid is not `cdiv(n, BN)` on one axis, `BN` a power of two the spec sets and does not tune"].assert_eq(&why("col_sum_batched"));
+    expect!["`col_sum_tuned` cannot take a row as one tile: case 0: a row of 8192 elements in a tile 64 wide (BN) needs 524288 elements, over 16384; its loop keeps no budgeted tile: the grid is not `cdiv(n, BN)` on one axis, `BN` a power of two the spec sets and does not tune"].assert_eq(&why("col_sum_tuned"));
+    expect!["`col_sum_budgeted` cannot take a row as one tile: case 0: a row of 8192 elements in a tile 16 wide (BN) needs 131072 elements, over 16384; its loop keeps no budgeted tile: its tile (BM = 512, BN = 16, 8 warps) is already the budget's"].assert_eq(&why("col_sum_budgeted"));
 }
 
 #[test]

@@ -17,7 +17,8 @@ use crate::syntax::ParamKind;
 #[derive(Clone)]
 pub(super) struct Alias<'t> {
     pub buffer: String,
-    pub offset: Option<Node<'t>>,
+    /// The index parts of its offset (`x + a * W + b`: `a * W`, `b`).
+    pub offset: Vec<Node<'t>>,
 }
 
 pub(super) struct Scope<'s, 't> {
@@ -47,7 +48,7 @@ impl<'s, 't> Scope<'s, 't> {
                         p.name.clone(),
                         Alias {
                             buffer: p.name.clone(),
-                            offset: None,
+                            offset: Vec::new(),
                         },
                     );
                 }
@@ -203,15 +204,7 @@ pub(super) fn declare<'t>(
         return;
     };
     match base_of(scope, v, 0) {
-        Some((buffer, mut parts)) => {
-            let offset = parts.pop();
-            if !parts.is_empty() {
-                *err = Some(format!(
-                    "`{}` is a pointer built from several offsets; kernel-lsp follows `T* p = x + offset;` only",
-                    first_line(text(src, d))
-                ));
-                return;
-            }
+        Some((buffer, offset)) => {
             scope.pointers.insert(name, Alias { buffer, offset });
         }
         None => {
@@ -246,7 +239,7 @@ pub(super) fn base_of<'t>(
     match n.kind() {
         "identifier" => {
             let a = scope.pointers.get(text(src, n))?;
-            Some((a.buffer.clone(), a.offset.into_iter().collect()))
+            Some((a.buffer.clone(), a.offset.clone()))
         }
         "parenthesized_expression" => base_of(scope, *named_children(n).first()?, depth + 1),
         "cast_expression" => base_of(scope, n.child_by_field_name("value")?, depth + 1),

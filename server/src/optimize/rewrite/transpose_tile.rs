@@ -198,7 +198,7 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Staged<'t
     let src = cx.text;
     let mut scope = Scope::of_kernel(cx, src);
     check_element_body(src, &shape.body, &mut scope)?;
-    if scope.pointers.values().any(|a| a.offset.is_some()) {
+    if scope.pointers.values().any(|a| !a.offset.is_empty()) {
         return Err(
             "the body makes a pointer into a buffer; kernel-lsp stages plain subscripts only"
                 .into(),

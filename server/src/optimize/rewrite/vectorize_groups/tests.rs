@@ -6,6 +6,8 @@ use crate::syntax::Lang;
 
 const GROUPS: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_groups/groups.cu");
 const HALVES: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_groups/halves.cu");
+const POOLS: &str = include_str!("../../../../../tests/fixtures/rewrites/vec_groups/pools.cu");
+const MAXPOOL: &str = include_str!("../../../../../tests/gpu/drafts/maxpool2x2.cu");
 const ROPE: &str = include_str!("../../../../../examples/rope_pairs.cu");
 const SAXPY: &str = include_str!("../../../../../examples/saxpy.cu");
 
@@ -209,18 +211,28 @@ fn half_pairs_and_packed_half_quads() {
 
 #[test]
 fn vectorize_groups_says_why_a_kernel_does_not_fit() {
-    expect!["`evens` has no groups to vectorize: `x`'s groups of 2 are incomplete: only offset(s) 0 of 0..1 are accessed, and a vector access would touch the rest"].assert_eq(&why(GROUPS, "evens"));
-    expect!["`shifted` has no groups to vectorize: `x[2 * i + 2]` is offset 2 from its group of 2: the groups `x[2 * i .. 2 * i + 1]` would overlap or be misaligned"].assert_eq(&why(GROUPS, "shifted"));
+    expect!["`evens` has no groups to vectorize: `x`'s groups of 2 are incomplete: only offset(s) 0 of 0..1 are accessed by the group of `x[2 * i]`, and a vector access would touch the rest"].assert_eq(&why(GROUPS, "evens"));
+    expect!["`shifted` has no groups to vectorize: `x`'s groups of 2 are incomplete: only offset(s) 1 of 0..1 are accessed by the group of `x[2 * i + 1]` (the accesses straddle groups: overlapping or misaligned), and a vector access would touch the rest"].assert_eq(&why(GROUPS, "shifted"));
     expect!["`rgb_sum` has no groups to vectorize: `x` is `float*` in groups of 3: 12 bytes with no vector type and no 8- or 16-byte packing"].assert_eq(&why(GROUPS, "rgb_sum"));
-    expect!["`mixed` has no groups to vectorize: `x[i]` steps by 1 per thread where another access of `x` steps by 2: `x` is also accessed outside its groups"].assert_eq(&why(GROUPS, "mixed"));
-    expect!["`saxpy` has no groups to vectorize: no buffer is accessed as `p[k * i + c]` with k >= 2 (accesses `p[i]` are `vectorize`'s)"].assert_eq(&why(SAXPY, "saxpy"));
+    expect!["`mixed` has no groups to vectorize: `x[i]` steps by 1 where another access of `x` steps by 2: `x` is also accessed outside its groups"].assert_eq(&why(GROUPS, "mixed"));
+    expect!["`saxpy` has no groups to vectorize: no buffer is accessed in aligned groups `p[e + c]` (e a multiple of k >= 2, c = 0..k-1; accesses `p[i]` are `vectorize`'s)"].assert_eq(&why(SAXPY, "saxpy"));
     let returns = GROUPS.replace("    // alpha stays\n", "    if (g == 0.0f) return;\n");
     expect!["`gain_rgba` has no groups to vectorize: `return;` leaves the body before the vector stores at its end"].assert_eq(&why(&returns, "gain_rgba"));
     let doubles = GROUPS
         .replace("px: inout f32[4 * n]", "px: inout f64[4 * n]")
         .replace("float* px", "double* px")
         .replace("float* q", "double* q");
-    expect!["`gain_rgba` has no groups to vectorize: `px` is `double*` in groups of 4: 32 bytes with no vector type and no 8- or 16-byte packing"].assert_eq(&why(&doubles, "gain_rgba"));
+    // Four doubles (32 bytes) have no vector type, but two aligned `double2` halves do.
+    let out = cuda(&doubles, "gain_rgba", "vectorize_groups", json!({})).unwrap();
+    assert_eq!(labels(&out), ["groups: px as double2"]);
+    for line in [
+        "double2 px2 = reinterpret_cast<const double2*>(&q[0])[0];",
+        "double2 px2_2 = reinterpret_cast<const double2*>(&q[2])[0];",
+        "px2_2.y = px2_2.y;",
+        "reinterpret_cast<double2*>(&q[2])[0] = px2_2;",
+    ] {
+        assert!(out[0].text.contains(line), "{line}\n{}", out[0].text);
+    }
     let passed = GROUPS.replace("    q[3] = q[3];\n", "    q[3] = __ldg(&px[4 * i + 3]);\n");
     // `__ldg(&px[...])` is read as the plain load it is (the dispatcher's retry).
     let out = cuda(&passed, "gain_rgba", "vectorize_groups", json!({})).unwrap();
@@ -260,7 +272,7 @@ fn vectorize_groups_says_why_a_kernel_does_not_fit() {
         "        y[4 * i + 3] = __hmul(x[4 * i + 3], h);\n",
         "        for (int c = 3; c < 4; ++c) y[4 * i + c] = __hmul(x[4 * i + c], h);\n",
     );
-    expect!["`quad_scale` has no groups to vectorize: `x[4 * i + c]` is not `x[k * i + c]` with literal k and c, and other accesses of `x` are; `y[4 * i + c]` is not `y[k * i + c]` with literal k and c, and other accesses of `y` are"].assert_eq(&why(&loop_, "quad_scale"));
+    expect!["`quad_scale` has no groups to vectorize: `x[4 * i + c]` steps by 1 where another access of `x` steps by 4: `x` is also accessed outside its groups; `y[4 * i + c]` steps by 1 where another access of `y` steps by 4: `y` is also accessed outside its groups"].assert_eq(&why(&loop_, "quad_scale"));
 }
 
 #[test]
@@ -274,8 +286,8 @@ fn the_rope_example_is_cured_by_groups_first() {
     // Its own output is refused: the check has an `else` (V groups), or (one group) the
     // fallback's `r` and `p` are declared on both paths, so no index is proved a pair.
     let v1 = cuda(ROPE, "rope_pairs", "vectorize_groups", json!({})).unwrap();
-    expect!["`rope_pairs` is not a 1-D elementwise kernel: the bounds check `if (2 * i + 1 < (rows * half) &&` has an `else`; vectorize_groups needs `int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { ... }` (or `if (i >= n) return;`)"].assert_eq(&why(&v1[1].text, "rope_pairs"));
-    expect!["`rope_pairs` has no groups to vectorize: no buffer is accessed as `p[k * i + c]` with k >= 2 (accesses `p[i]` are `vectorize`'s)"].assert_eq(&why(&v1[0].text, "rope_pairs"));
+    expect!["`rope_pairs` has no groups to vectorize: `x` is also used other than as an element (`x` in `if (2 * i + 1 < (rows * half) &&`); `cos[j]` steps by 1 where another access of `cos` steps by 2: `cos` is also accessed outside its groups; `sin[j]` steps by 1 where another access of `sin` steps by 2: `sin` is also accessed outside its groups; `y` is also used other than as an element (`y` in `if (2 * i + 1 < (rows * half) &&`)"].assert_eq(&why(&v1[1].text, "rope_pairs"));
+    expect!["`rope_pairs` has no groups to vectorize: `x` is also used other than as an element (`x` in `if (reinterpret_cast<unsigned long long>(x) % 8 == 0 &&`); `y` is also used other than as an element (`y` in `if (reinterpret_cast<unsigned long long>(x) % 8 == 0 &&`)"].assert_eq(&why(&v1[0].text, "rope_pairs"));
     // A pointer declared before the index still reaches its buffer in the body.
     let early = GROUPS
         .replace(
@@ -292,4 +304,116 @@ fn the_rope_example_is_cured_by_groups_first() {
     // No interleaved group, no `grouped_access`: not offered.
     let saxpy = ranked_steps(SAXPY, "saxpy");
     assert!(!saxpy.iter().any(|s| s == "vectorize_groups"), "{saxpy:?}");
+}
+
+#[test]
+fn pooling_windows_load_each_row_pair_where_it_is_proved_aligned() {
+    let out = cuda(MAXPOOL, "maxpool2x2", "vectorize_groups", json!({})).unwrap();
+    assert_eq!(
+        labels(&out),
+        ["groups: x as float2"],
+        "one group per thread only"
+    );
+    expect![[r#"
+        __global__ void maxpool2x2(const float* __restrict__ x, float* __restrict__ y, int NC, int OH, int OW) {
+            size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+            size_t total = (size_t)NC * OH * OW;
+            if (idx >= total) return;
+            if (reinterpret_cast<unsigned long long>(x) % 8 == 0) {
+                int ow = idx % OW;
+                int oh = (idx / OW) % OH;
+                size_t p = idx / ((size_t)OH * OW);
+                int W = 2 * OW;
+                const float* src = x + (p * 2 * OH + 2 * oh) * W + 2 * ow;
+                const float2 x2 = reinterpret_cast<const float2*>(&src[0])[0];
+                float a = fmaxf(x2.x, x2.y);
+                const float2 x2_2 = reinterpret_cast<const float2*>(&src[W])[0];
+                float b = fmaxf(x2_2.x, x2_2.y);
+                y[idx] = fmaxf(a, b);
+            } else {
+                int ow = idx % OW;
+                int oh = (idx / OW) % OH;
+                size_t p = idx / ((size_t)OH * OW);
+                int W = 2 * OW;
+                const float* src = x + (p * 2 * OH + 2 * oh) * W + 2 * ow;
+                float a = fmaxf(src[0], src[1]);
+                float b = fmaxf(src[W], src[W + 1]);
+                y[idx] = fmaxf(a, b);
+            }
+        }"#]]
+    .assert_eq(&kernel_text(&out[0].text, "maxpool2x2"));
+    // A 2-D grid's window, rows named by locals; a stencil's own pair at `[i]` beside
+    // the next pair at its address; complex numbers in rows written back whole.
+    for (kernel, lines) in [
+        (
+            "maxpool_2d",
+            &[
+                "const float2 x2 = reinterpret_cast<const float2*>(&x[top])[0];",
+                "const float2 x2_2 = reinterpret_cast<const float2*>(&x[bottom])[0];",
+                "float m = fmaxf(fmaxf(x2.x, x2.y), fmaxf(x2_2.x, x2_2.y));",
+            ][..],
+        ),
+        (
+            "pair_diff",
+            &[
+                "const float2 x2_2 = reinterpret_cast<const float2*>(x)[i];",
+                "const float2 x2 = reinterpret_cast<const float2*>(&x[2 * i + 2])[0];",
+            ][..],
+        ),
+        (
+            "cplx_rows",
+            &[
+                "float2 z2 = reinterpret_cast<const float2*>(&v[0])[0];",
+                "z2.y = s[row] * (2.0f * re * im);",
+                "reinterpret_cast<float2*>(&v[0])[0] = z2;",
+            ][..],
+        ),
+    ] {
+        let text = &cuda(POOLS, kernel, "vectorize_groups", json!({})).unwrap()[0].text;
+        for line in lines {
+            assert!(text.contains(line), "{kernel}: {line}\n{text}");
+        }
+    }
+    let stencil = cuda(POOLS, "pair_diff", "vectorize_groups", json!({})).unwrap();
+    assert_eq!(
+        labels(&stencil),
+        ["groups: x as float2"],
+        "not all at `2 * i`"
+    );
+}
+
+#[test]
+fn windows_it_cannot_prove_are_refused() {
+    expect!["`pool_odd` has no groups to vectorize: no buffer is accessed in aligned groups `p[e + c]` (e a multiple of k >= 2, c = 0..k-1; accesses `p[i]` are `vectorize`'s)"].assert_eq(&why(POOLS, "pool_odd"));
+    expect!["`pool_edge` has no groups to vectorize: `x`'s offset 1 is reached only under a condition or in a loop, so a vector access of the whole group could touch an element the kernel does not"].assert_eq(&why(POOLS, "pool_edge"));
+    expect!["`smooth_rows` has no groups to vectorize: `x` is written in 2 groups that are not a constant apart, so two of them might be one"].assert_eq(&why(POOLS, "smooth_rows"));
+    // A float in the address: `(int)(2 * h)` is not surely even (a float that is a
+    // single definition is expanded: `float h = OW;` makes it `2 * OW`, which is).
+    let float = MAXPOOL.replace(
+        "int W = 2 * OW;",
+        "float h = OW;\n    h *= 0.75f;\n    int W = (int)(2 * h);",
+    );
+    expect!["`maxpool2x2` has no groups to vectorize: no buffer is accessed in aligned groups `p[e + c]` (e a multiple of k >= 2, c = 0..k-1; accesses `p[i]` are `vectorize`'s)"].assert_eq(&why(&float, "maxpool2x2"));
+    // Another use of the buffer, a written lane left as read, a barrier, a local the
+    // address reads defined after the first access.
+    let passed = MAXPOOL.replace("y[idx] = fmaxf(a, b);", "y[idx] = fmaxf(a, b) + first(x);");
+    expect!["`maxpool2x2` has no groups to vectorize: `x` is also used other than as an element (`x` in `y[idx] = fmaxf(a, b) + first(x);`)"].assert_eq(&why(&passed, "maxpool2x2"));
+    let half = POOLS.replace("    v[1] = s[row] * (2.0f * re * im);\n", "");
+    expect!["`cplx_rows` has no groups to vectorize: `z`'s group at `v[0]` is written but not every lane surely is: storing it whole would write an element the kernel does not"].assert_eq(&why(&half, "cplx_rows"));
+    let barrier = MAXPOOL.replace("    float b = ", "    __syncthreads();\n    float b = ");
+    expect!["`maxpool2x2` has no groups to vectorize: the body calls `__syncthreads`, so its accesses cannot move"].assert_eq(&why(&barrier, "maxpool2x2"));
+    let late = POOLS.replace(
+        "        float m = fmaxf(fmaxf(x[top], x[top + 1]), fmaxf(x[bottom], x[bottom + 1]));",
+        "        float u = x[top + 1];\n        long t0 = top;\n        float m = fmaxf(fmaxf(x[t0], u), fmaxf(x[bottom], x[bottom + 1]));",
+    );
+    expect!["`maxpool_2d` has no groups to vectorize: `x[t0]` reads `t0`, which is not defined once before `float u = x[top + 1];`, where the vector load of `x`'s group goes"].assert_eq(&why(&late, "maxpool_2d"));
+}
+
+/// The kernel's definition in a candidate's text.
+fn kernel_text(text: &str, kernel: &str) -> String {
+    let from = text.find(&format!("__global__ void {kernel}")).unwrap_or(0);
+    let end = text[from..]
+        .find("\n}")
+        .map_or(text.len(), |e| from + e + 2);
+    text[from..end].to_string()
 }

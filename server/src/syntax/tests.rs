@@ -102,7 +102,7 @@ fn check(lang: Lang, src: &str, expect: Expect) {
 
 /// The device slice with dropped bytes shown as `░` and trailing blanks trimmed.
 fn render_slice(src: &str) -> String {
-    // As the product parses: with the grammar's gaps masked (syntax/mask.rs).
+    // As the product parses: with the grammar's gaps masked (syntax/mask/).
     let mut parser = tree_sitter::Parser::new();
     parser.set_language(&ts_language(Lang::Cuda)).unwrap();
     let tree = crate::syntax::parse_text(&mut parser, Lang::Cuda, src).unwrap();

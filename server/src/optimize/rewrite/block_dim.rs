@@ -31,6 +31,20 @@ pub(super) const AXES: [&str; 3] = ["x", "y", "z"];
 /// equal to the launch's block width written with `blockDim`, and every run-time read of
 /// a name that means the width ([`width_names`]) too; None when there is none.
 pub(super) fn block_dim_written(cx: &RewriteContext<'_>) -> Option<String> {
+    block_dim_form(cx).map(|(text, _)| text)
+}
+
+/// [`block_dim_written`]'s text and its edits (each a width's node replaced by
+/// `blockDim.A`), which map the written text back to the author's.
+pub(super) fn block_dim_form(cx: &RewriteContext<'_>) -> Option<(String, Vec<Edit>)> {
+    let edits = block_dim_edits(cx)?;
+    let mut all = Edits::new();
+    all.extend(edits.clone());
+    Some((all.apply(cx.text).ok()?, edits))
+}
+
+/// The edits of [`block_dim_form`]; None when there is none.
+fn block_dim_edits(cx: &RewriteContext<'_>) -> Option<Vec<Edit>> {
     let plan = current_plan(cx).ok()?;
     let widths = block_widths(&plan);
     let func = kernel_function(cx)?;
@@ -60,12 +74,7 @@ pub(super) fn block_dim_written(cx: &RewriteContext<'_>) -> Option<String> {
         .into_values()
         .map(|(k, axis)| Edit::replace(k.byte_range(), format!("blockDim.{}", AXES[axis])))
         .collect();
-    if edits.is_empty() {
-        return None;
-    }
-    let mut all = Edits::new();
-    all.extend(edits);
-    all.apply(cx.text).ok()
+    (!edits.is_empty()).then_some(edits)
 }
 
 /// The index and grid-step occurrences (`found`) whose literal, or constant name read

@@ -20,6 +20,7 @@
 //! vector share).
 
 mod access;
+mod author_quotes;
 mod block_coarsen;
 mod block_dim;
 mod block_reduce;
@@ -222,7 +223,7 @@ fn run_or_retry(
 ) -> Result<Vec<Candidate>, RewriteError> {
     match run(cx) {
         Err(RewriteError::NotApplicable(why)) => retry_normalized(cx, run, id)
-            .ok_or_else(|| RewriteError::NotApplicable(width_reason(cx, run).unwrap_or(why))),
+            .ok_or_else(|| RewriteError::NotApplicable(width_reason(cx, run, &why).unwrap_or(why))),
         out => out,
     }
 }
@@ -279,16 +280,31 @@ pub fn block_width_names(
 
 /// Why `run` refuses the kernel with its block width's names read as `blockDim`
 /// ([`width_names`]): the author wrote `BLOCK` for `blockDim.x`, so a refusal of the
-/// index as written would name the wrong cause. None when the kernel has no such name.
-fn width_reason(cx: &RewriteContext<'_>, run: Apply) -> Option<String> {
+/// index as written would name the wrong cause. Its quotes of the kernel are the
+/// author's text ([`author_quotes`]: `BLOCK / 2`, not `blockDim.x / 2`), save those
+/// that `first`, the refusal of the author's text, has too. None when the kernel has no
+/// such name.
+fn width_reason(cx: &RewriteContext<'_>, run: Apply, first: &str) -> Option<String> {
     if width_names::width_names(cx).is_empty() {
         return None;
     }
-    let text = block_dim::block_dim_written(cx)?;
-    match with_text(cx.lang, &text, &cx.kernel.name, cx.params, run)? {
-        Err(RewriteError::NotApplicable(why)) => Some(why),
-        _ => None,
-    }
+    let (text, edits) = block_dim::block_dim_form(cx)?;
+    let (out, kernel) = with_text(cx.lang, &text, &cx.kernel.name, cx.params, |c| {
+        (run(c), tree::kernel_function(c).map(|f| f.byte_range()))
+    })?;
+    let Err(RewriteError::NotApplicable(why)) = out else {
+        return None;
+    };
+    let Some(kernel) = kernel else {
+        return Some(why);
+    };
+    let normalized = author_quotes::Normalized {
+        author: cx.text,
+        normalized: &text,
+        kernel,
+        edits: &edits,
+    };
+    Some(author_quotes::in_author_words(&why, first, &normalized))
 }
 
 /// Rewrites whose subject is the loads' cache hints: never retried on a text whose hints
@@ -495,6 +511,54 @@ mod tests {
         }
         assert!(tried > 100, "only {tried} (step, kernel) pairs");
         assert!(bad.is_empty(), "{}", bad.join("\n"));
+    }
+
+    /// Kernels that write their block width as a name (`#define THREADS 256`, a
+    /// `constexpr`) and that rewrites refuse: the refusal the dispatcher gives (it reads
+    /// the name as `blockDim` to find the cause) quotes the kernel as the author wrote it.
+    #[test]
+    fn refusals_of_kernels_with_width_names_quote_the_authors_text() {
+        use crate::syntax::Lang;
+        let src = include_str!("../../../../tests/fixtures/rewrites/geometry/width_refusals.cu");
+        let why = |kernel: &str, id: &str| -> String {
+            let params = std::collections::BTreeMap::new();
+            let out = super::with_text(Lang::Cuda, src, kernel, &params, |cx| super::apply(id, cx));
+            match out.expect("the fixture's kernel") {
+                Err(super::RewriteError::NotApplicable(why)) => why,
+                other => panic!("{kernel} {id}: {other:?}"),
+            }
+        };
+        let tree = "`for (int s = THREADS / 2; s > 0; s >>= 1)`";
+        for id in ["unroll", "interleave", "vector_loops"] {
+            let got = why("tree_sum", id);
+            assert!(
+                got.contains(tree) && !got.contains("blockDim"),
+                "{id}: {got}"
+            );
+        }
+        let got = why("strided_histogram", "unroll");
+        assert!(
+            got.contains("`for (int i = blockIdx.x * kBlock + threadIdx.x; i < n; i += kBlock * gridDim.x)` is not counted (the step `kBlock * gridDim.x` is not"),
+            "{got}"
+        );
+        // A loop head over two lines, quoted on one.
+        let got = why("strided_scale", "unroll");
+        assert!(
+            got.contains("`for (int i = blockIdx.x * THREADS + threadIdx.x; i < n; i += THREADS * gridDim.x)`"),
+            "{got}"
+        );
+        // The shape a rewrite asks for is its own text, not the kernel's.
+        let got = why("strided_histogram", "block_reduce");
+        assert!(
+            got.ends_with("no index `int i = blockIdx.x * blockDim.x + threadIdx.x;`"),
+            "{got}"
+        );
+        // Where the author wrote `blockDim.x`, the quote keeps it.
+        let got = why("tree_sum_odd", "unroll");
+        assert!(
+            got.contains("`for (int s = blockDim.x / 2; s > 0; s >>= 1)`"),
+            "{got}"
+        );
     }
 
     #[test]

@@ -89,18 +89,44 @@ fn names_in(src: &str, func: Node<'_>) -> BTreeSet<String> {
     out
 }
 
-/// A helper function of the file.
-struct Helper<'t> {
+/// A `__device__` function of the file (not `__global__`, not a template). The loop
+/// cures write out its call statements; `vectorize_rows` inlines those whose body is
+/// `return E;` into expressions.
+pub(super) struct Helper<'t> {
     /// The return type's text (`void` for none).
-    ret: String,
-    /// (name, type text, whether it is a pointer) per parameter.
-    params: Vec<(String, String, bool)>,
+    pub ret: String,
+    /// Whether it returns by value (not a pointer or a reference).
+    pub by_value: bool,
+    pub params: Vec<HelperParam>,
     /// The body's statements, the final `return` excluded.
-    stmts: Vec<Node<'t>>,
+    pub stmts: Vec<Node<'t>>,
     /// What the final `return` returns.
-    result: Option<Node<'t>>,
+    pub result: Option<Node<'t>>,
     /// The body's names declared as locals.
-    locals: BTreeSet<String>,
+    pub locals: BTreeSet<String>,
+}
+
+/// One parameter of a [`Helper`]: its name, its type as written before the name
+/// (`const float*` for a pointer), and how it is passed.
+pub(super) struct HelperParam {
+    pub name: String,
+    pub ty: String,
+    pub passed: Passed,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Passed {
+    Value,
+    Pointer,
+    Reference,
+}
+
+impl Helper<'_> {
+    /// Whether its call statements can be written out: values and pointers in, a value
+    /// (or nothing) out.
+    fn can_write_out(&self) -> bool {
+        self.by_value && self.params.iter().all(|p| p.passed != Passed::Reference)
+    }
 }
 
 /// A call statement of a helper: the declared name and type (None for a call
@@ -112,8 +138,8 @@ struct Call<'h, 't> {
     at: usize,
 }
 
-/// The file's functions that can be written out at a call, by name.
-fn helpers<'t>(src: &str, root: Node<'t>) -> BTreeMap<String, Helper<'t>> {
+/// The file's helpers, by name.
+pub(super) fn helpers<'t>(src: &str, root: Node<'t>) -> BTreeMap<String, Helper<'t>> {
     named_children(root)
         .into_iter()
         .filter(|f| f.kind() == "function_definition")
@@ -126,9 +152,11 @@ fn helper<'t>(src: &str, f: Node<'t>) -> Option<(String, Helper<'t>)> {
     if head.contains("__global__") || !head.contains("__device__") {
         return None;
     }
-    let decl = f.child_by_field_name("declarator")?;
-    if decl.kind() != "function_declarator" {
-        return None; // a pointer or reference return
+    let mut decl = f.child_by_field_name("declarator")?;
+    let mut by_value = true;
+    while decl.kind() != "function_declarator" {
+        by_value = false; // a pointer or reference return
+        decl = decl.child_by_field_name("declarator")?;
     }
     let name = text(src, decl.child_by_field_name("declarator")?).to_string();
     let params = params(src, decl.child_by_field_name("parameters")?)?;
@@ -149,6 +177,7 @@ fn helper<'t>(src: &str, f: Node<'t>) -> Option<(String, Helper<'t>)> {
     let locals = super::tree::declared_in(src, body);
     let h = Helper {
         ret,
+        by_value,
         params,
         stmts,
         result,
@@ -157,27 +186,37 @@ fn helper<'t>(src: &str, f: Node<'t>) -> Option<(String, Helper<'t>)> {
     Some((name, h))
 }
 
-/// (name, type, pointer?) of each parameter; None for references, arrays and `...`.
-fn params(src: &str, list: Node<'_>) -> Option<Vec<(String, String, bool)>> {
+/// Each parameter; None for arrays, function pointers and `...`.
+fn params(src: &str, list: Node<'_>) -> Option<Vec<HelperParam>> {
     let mut out = Vec::new();
     for p in named_children(list) {
-        if p.kind() != "parameter_declaration" {
+        if !matches!(
+            p.kind(),
+            "parameter_declaration" | "optional_parameter_declaration"
+        ) {
             return None;
         }
-        let ty = text(src, p.child_by_field_name("type")?).to_string();
         let d = p.child_by_field_name("declarator")?;
-        let (id, pointer) = match d.kind() {
-            "identifier" => (d, false),
-            "pointer_declarator" => (pointer_name(d)?, true),
+        let (id, passed) = match d.kind() {
+            "identifier" => (d, Passed::Value),
+            "pointer_declarator" => (pointer_name(d)?, Passed::Pointer),
+            "reference_declarator" => (
+                named_children(d)
+                    .into_iter()
+                    .rfind(|n| n.kind() == "identifier")?,
+                Passed::Reference,
+            ),
             _ => return None,
         };
-        let full = text(src, p);
-        let ty = if pointer {
-            full[..id.start_byte() - p.start_byte()].trim().to_string()
+        let ty = if passed == Passed::Value {
+            text(src, p.child_by_field_name("type")?).to_string()
         } else {
-            ty
+            text(src, p)[..id.start_byte() - p.start_byte()]
+                .trim()
+                .to_string()
         };
-        out.push((text(src, id).to_string(), ty, pointer));
+        let name = text(src, id).to_string();
+        out.push(HelperParam { name, ty, passed });
     }
     Some(out)
 }
@@ -282,7 +321,7 @@ fn call_statement<'h, 't>(
         return None;
     }
     let helper = helpers.get(text(src, call.child_by_field_name("function")?))?;
-    if target.is_none() != (helper.ret == "void") {
+    if target.is_none() != (helper.ret == "void") || !helper.can_write_out() {
         return None;
     }
     let args = named_children(call.child_by_field_name("arguments")?);
@@ -316,7 +355,13 @@ fn written_out(
     let indent = line_indent(src, call.at).to_string();
     let mut renames: BTreeMap<String, String> = BTreeMap::new();
     let mut lines = Vec::new();
-    for ((param, ty, _), arg) in h.params.iter().zip(&call.args) {
+    for (
+        HelperParam {
+            name: param, ty, ..
+        },
+        arg,
+    ) in h.params.iter().zip(&call.args)
+    {
         let a = text(src, *arg);
         let same_type = arg.kind() == "identifier"
             && types.get(a).is_some_and(|t| bare_type(t) == bare_type(ty));

@@ -17,6 +17,8 @@ use std::collections::BTreeMap;
 
 use tree_sitter::Node;
 
+use super::super::inline_calls::{Helper, Passed};
+
 use super::super::elementwise::{
     is_one_d_index, is_plain_return, without_int_casts, words_replaced,
 };
@@ -392,58 +394,11 @@ fn upper_bounds(src: &str, cond: Node<'_>, form: Form, lane: &str) -> Result<(),
     Ok(())
 }
 
-/// A `__device__` helper whose body is `return E;`: its parameters (name, type to cast
-/// an argument to; None for pointers and references) and `E`.
-struct Helper<'t> {
-    params: Vec<(String, Option<String>)>,
-    expr: Node<'t>,
-}
-
+/// The file's `__device__` helpers whose body is `return E;`, by name.
 fn helpers<'t>(src: &str, root: Node<'t>) -> BTreeMap<String, Helper<'t>> {
-    let mut out = BTreeMap::new();
-    for f in named_children(root) {
-        if f.kind() != "function_definition" || !text(src, f).contains("__device__") {
-            continue;
-        }
-        let Some((name, h)) = helper(src, f) else {
-            continue;
-        };
-        out.insert(name, h);
-    }
-    out
-}
-
-fn helper<'t>(src: &str, f: Node<'t>) -> Option<(String, Helper<'t>)> {
-    if text(src, f).contains("__global__") {
-        return None;
-    }
-    let mut d = f.child_by_field_name("declarator")?;
-    while d.kind() != "function_declarator" {
-        d = d.child_by_field_name("declarator")?;
-    }
-    let name = text(src, d.child_by_field_name("declarator")?).to_string();
-    let mut params = Vec::new();
-    for p in named_children(d.child_by_field_name("parameters")?) {
-        let pd = p.child_by_field_name("declarator")?;
-        let ty = text(src, p.child_by_field_name("type")?);
-        match pd.kind() {
-            "identifier" => params.push((text(src, pd).to_string(), Some(ty.to_string()))),
-            "pointer_declarator" | "reference_declarator" => {
-                let id = named_children(pd)
-                    .into_iter()
-                    .rfind(|n| n.kind() == "identifier")?;
-                params.push((text(src, id).to_string(), None));
-            }
-            _ => return None,
-        }
-    }
-    let body = named_children(f.child_by_field_name("body")?);
-    let [ret] = body.as_slice() else {
-        return None;
-    };
-    let expr =
-        (ret.kind() == "return_statement").then(|| named_children(*ret).into_iter().next())??;
-    Some((name, Helper { params, expr }))
+    let mut all = super::super::inline_calls::helpers(src, root);
+    all.retain(|_, h| h.stmts.is_empty() && h.result.is_some());
+    all
 }
 
 /// One round of inlining in `body` after byte `from`: each outermost call of a helper
@@ -490,26 +445,27 @@ fn inlined(src: &str, h: &Helper<'_>, args: &[Node<'_>]) -> Option<String> {
     if args.len() != h.params.len() {
         return None;
     }
+    let expr = h.result?;
     let mut reps = Vec::new();
-    walk(h.expr, &mut |n| {
+    walk(expr, &mut |n| {
         if n.kind() == "identifier" {
             let t = text(src, n);
-            if let Some(i) = h.params.iter().position(|(p, _)| p == t) {
+            if let Some(i) = h.params.iter().position(|p| p.name == t) {
                 let a = text(src, args[i]);
                 let a = match args[i].kind() {
                     "identifier" | "number_literal" | "field_expression" => a.to_string(),
                     _ => format!("({a})"),
                 };
-                let v = match &h.params[i].1 {
-                    Some(ty) => format!("(({ty}){a})"),
-                    None => a,
+                let v = match h.params[i].passed {
+                    Passed::Value => format!("(({}){a})", h.params[i].ty),
+                    Passed::Pointer | Passed::Reference => a,
                 };
                 reps.push((n.byte_range(), v));
             }
         }
         true
     });
-    let e = super::super::tree::render(src, &h.expr.byte_range(), &reps).ok()?;
+    let e = super::super::tree::render(src, &expr.byte_range(), &reps).ok()?;
     Some(format!("({e})"))
 }
 

@@ -45,8 +45,8 @@ use super::elementwise::{
 };
 use super::spec_expr::{split_top, strip_parens, words};
 use super::tree::{
-    code_names_outside, first_line, fresh, kernel_function, line_indent, named_children, newline,
-    reindent, text, walk, written_target,
+    assigned_names, code_names_outside, first_line, fresh, kernel_function, line_indent,
+    named_children, newline, reindent, text, walk,
 };
 use super::{size_locals, with_text, RewriteContext, RewriteError};
 use crate::document::Document;
@@ -334,21 +334,9 @@ fn quotient_locals(src: &str, func: Node<'_>, shape: &Elementwise<'_>) -> BTreeM
             }
         }
     }
-    let assigned = assigned_names(src, func);
+    let assigned = assigned_names(src, &[func]);
     out.retain(|name, _| !assigned.contains(name));
     out
-}
-
-/// The names the kernel assigns or increments.
-fn assigned_names(src: &str, func: Node<'_>) -> BTreeSet<String> {
-    let mut assigned = BTreeSet::new();
-    walk(func, &mut |n| {
-        if matches!(n.kind(), "assignment_expression" | "update_expression") {
-            assigned.extend(written_target(n).map(|t| text(src, t).to_string()));
-        }
-        true
-    });
-    assigned
 }
 
 /// The divisor must be the same in every thread: literals, scalar parameters never
@@ -366,7 +354,7 @@ fn check_divisor(cx: &RewriteContext<'_>, func: Node<'_>, split: &Split) -> Resu
         }
         true
     });
-    let assigned = assigned_names(src, func);
+    let assigned = assigned_names(src, &[func]);
     let pointer = |w: &str| {
         cx.kernel
             .params
@@ -615,7 +603,7 @@ fn reusable(
     kind: &Use,
 ) -> Option<(String, std::ops::Range<usize>)> {
     let src = cx.text;
-    let assigned = assigned_names(src, func);
+    let assigned = assigned_names(src, &[func]);
     shape.body.windows(2).find_map(|w| {
         let (s, next) = (w[0], w[1]);
         let ty = s.child_by_field_name("type").map(|t| text(src, t));

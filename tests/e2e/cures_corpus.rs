@@ -1,7 +1,8 @@
 //! The analysis-driven CUDA cures on kernels nobody wrote for them: every kernel of the
 //! real projects in `tests/corpus` (fetched by `tests/corpus/fetch.sh`), given the spec
 //! skeleton the editor would insert, must get an answer from each cure: candidates that
-//! still parse and plan, or a refusal with a reason. Prints how many each cure took. The
+//! still parse and plan, or a refusal with a reason. Prints how many each cure took, and
+//! how many candidates came from the kernel with its helper calls written out. The
 //! first `interleave` candidates (a code rewrite of loops in any style; with the first
 //! nest's unroll-and-jam where one is offered too) and every
 //! `vectorize_groups`, `stream_loads`, `vector_loops` and `delinearize` candidate must also compile with
@@ -189,8 +190,12 @@ fn analysis_cures_answer_every_corpus_kernel_with_a_skeleton_spec() {
                             f.display(),
                             k.name
                         );
+                        let written_out = c
+                            .iter()
+                            .filter(|x| x.label.contains("helper calls written out"))
+                            .count();
                         hits.push(format!(
-                            "{}:{} ({} candidates)",
+                            "{}:{} ({} candidates, {written_out} with helper calls written out)",
                             f.strip_prefix(&cache).unwrap_or(f).display(),
                             k.name,
                             c.len()

@@ -22,6 +22,9 @@
 //! ([`size_locals::sizes_written_out`]): locals made of parameters (`int OW = W * R;`)
 //! read as their values, and `i / (W * H)` beside `i % W` as `(i / W) / H`, so a 3-D or
 //! 4-D split (a pool's, a pixel shuffle's) has one divisor and splits its row further.
+//! That retry lives here, not among the dispatcher's normalizations (`rewrite::apply`):
+//! this is the rewrite that needs the split by one divisor, and each shared
+//! normalization doubles the retries of every rewrite that refuses a kernel.
 //!
 //! **Refuses** (with the use or statement): a kernel that is not the 1-D elementwise
 //! shape, or that already reads `blockIdx.y`/`.z`; a use of `i` other than those

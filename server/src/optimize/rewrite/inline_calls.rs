@@ -26,8 +26,8 @@ use tree_sitter::Node;
 
 use super::edits::Edits;
 use super::tree::{
-    assigned_names, fresh, identifiers_replaced, kernel_function, line_indent, named_children,
-    reindent, text, walk,
+    assigned_names, code_names_outside, fresh, identifiers_replaced, kernel_function, line_indent,
+    named_children, reindent, text, walk,
 };
 use super::{with_text, RewriteContext};
 use crate::syntax::ByteRange;
@@ -57,7 +57,11 @@ fn inline_round(cx: &RewriteContext<'_>) -> Option<String> {
         return None;
     }
     let types = declared_types(cx.text, func);
-    let mut taken = names_in(cx.text, func);
+    // The names the kernel's code uses: what a written-out local must not shadow.
+    let def = func.byte_range();
+    let mut taken = code_names_outside(cx, &|n| {
+        n.kind() != "translation_unit" && (n.end_byte() <= def.start || n.start_byte() >= def.end)
+    });
     let mut reps: Vec<(ByteRange, String)> = Vec::new();
     walk(func.child_by_field_name("body")?, &mut |n| {
         if let Some(call) = call_statement(cx.text, n, &helpers) {
@@ -72,21 +76,6 @@ fn inline_round(cx: &RewriteContext<'_>) -> Option<String> {
         return None;
     }
     Edits::from_pairs(reps).apply(cx.text).ok()
-}
-
-/// Every name the kernel's code uses: what a written-out local must not shadow.
-fn names_in(src: &str, func: Node<'_>) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    walk(func, &mut |n| {
-        if n.child_count() == 0 && n.kind() != "comment" {
-            let t = text(src, n);
-            if t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
-                out.insert(t.to_string());
-            }
-        }
-        n.kind() != "comment"
-    });
-    out
 }
 
 /// A `__device__` function of the file (not `__global__`, not a template). The loop

@@ -13,9 +13,13 @@
 //! The rows T come from the bounds check: `i < T * D` (factors in any order, casts
 //! allowed), or `i < n` where every case of the spec makes n a multiple of D (T is then
 //! `n / D`). The grid becomes `(cdiv(D, B), T)` for a block B of 128 or 256 threads, at
-//! most D (in the timed case) rounded up to 32; where some case has more than 65535 rows, the row is a loop
-//! `for (row = blockIdx.y; row < T; row += gridDim.y)` and the grid's y
-//! `min(T, 65535)`. Spec lines other than `grid` and `block` are unchanged. Each launch
+//! most D (in the timed case) rounded up to 32. A block narrower than 256 threads also
+//! takes several rows along `threadIdx.y` (`row = blockIdx.y * blockDim.y + threadIdx.y`,
+//! `row < T` in the check, block `(B, 256 / B)`): one row of 64 threads a block pays for
+//! four times the block launches (B = 128 gets both forms, narrower B only this one).
+//! Where some case has more rows than 65535 blocks along y hold, the row is a loop
+//! `for (row = <first>; row < T; row += gridDim.y * blockDim.y)` and the grid's y is
+//! capped at 65535. Spec lines other than `grid` and `block` are unchanged. Each launch
 //! also comes with `vectorize_rows` applied to it ([`with_vector_rows`]).
 //!
 //! A kernel refused as written is tried again with its sizes written out
@@ -470,6 +474,8 @@ struct Layout<'a> {
     cut: Vec<std::ops::Range<usize>>,
     /// Rows stride over the grid's y (some case has more rows than a grid's y holds).
     strided: bool,
+    /// Rows a block takes along `threadIdx.y`.
+    per_block: u64,
 }
 
 /// One candidate per block width: rows on `blockIdx.y`, or strided over a capped grid y
@@ -503,40 +509,50 @@ fn drafts(
             cx.kernel.name
         )));
     };
-    // More rows than a grid's y holds in some case: the rows stride over a capped y.
     let most = per_case(cx, &rows.spec).and_then(|v| v.into_iter().max());
-    let strided = most.is_some_and(|m| m > GRID_Y_MAX);
-    let lay = Layout {
-        row: &row,
-        col: &col,
-        cut: row_cut.into_iter().chain(col_cut).collect(),
-        strided,
-    };
-    let (y, how) = if strided {
-        (
-            format!("min({}, {GRID_Y_MAX})", rows.spec),
-            format!("rows strided over grid y <= {GRID_Y_MAX}"),
-        )
-    } else {
-        (rows.spec.clone(), "a row per blockIdx.y".to_string())
-    };
-    let code = emit(cx.text, shape, split, rows, &lay).map_err(not_applicable)?;
-    let launch = |bx: u64| -> Result<Draft, String> {
+    let cut: Vec<_> = row_cut.into_iter().chain(col_cut).collect();
+    let launch = |bx: u64, by: u64| -> Result<Draft, String> {
+        // More rows than a grid's y holds in some case: the rows stride over a capped y.
+        let strided = most.is_some_and(|m| m.div_ceil(by) > GRID_Y_MAX);
+        let lay = Layout {
+            row: &row,
+            col: &col,
+            cut: cut.clone(),
+            strided,
+            per_block: by,
+        };
+        let code = emit(cx.text, shape, split, rows, &lay)?;
+        let ys = match by {
+            1 => rows.spec.clone(),
+            _ => format!("cdiv({}, {by})", rows.spec),
+        };
+        let (y, how) = match (strided, by) {
+            (true, _) => (
+                format!("min({ys}, {GRID_Y_MAX})"),
+                format!("rows strided over grid y <= {GRID_Y_MAX}"),
+            ),
+            (false, 1) => (ys, "a row per blockIdx.y".to_string()),
+            (false, _) => (ys, format!("{by} rows per block")),
+        };
+        let shape_txt = match by {
+            1 => bx.to_string(),
+            _ => format!("({bx}, {by})"),
+        };
         let edits = Edits::from_pairs([
-            (shape.decl.start_byte()..shape.end, code.clone()),
+            (shape.decl.start_byte()..shape.end, code),
             (
                 grid.range.clone(),
                 format!("(cdiv({}, {bx}), {y})", split.divisor_norm),
             ),
-            (block.range.clone(), bx.to_string()),
+            (block.range.clone(), shape_txt.clone()),
         ]);
         let text = edits.apply(cx.text).map_err(|e| e.to_string())?;
-        let label = format!("2-D launch, block {bx}, {how}");
+        let label = format!("2-D launch, block {shape_txt}, {how}");
         Ok(Draft { label, text })
     };
     let (mut drafts, mut dropped) = (Vec::new(), Vec::new());
-    for bx in &widths {
-        match launch(*bx) {
+    for (bx, by) in block_shapes(&widths) {
+        match launch(bx, by) {
             Ok(d) => drafts.push(d),
             Err(e) => dropped.push(e),
         }
@@ -550,7 +566,7 @@ fn drafts(
     let timed = per_case(cx, &split.divisor_norm).and_then(|v| v.first().copied());
     for (v, bx) in narrower_blocks(timed, &widths) {
         let tag = format!("then VEC={v} ");
-        if let Ok(d) = launch(bx) {
+        if let Ok(d) = launch(bx, rows_per_block(bx)) {
             vectorized.extend(
                 with_vector_rows(cx, &d)
                     .into_iter()
@@ -560,6 +576,33 @@ fn drafts(
     }
     drafts.extend(vectorized);
     finish(cx, drafts, dropped)
+}
+
+/// Threads a block should have: a block of fewer is paid for in block launches (one
+/// row of 64 threads a block moved 83% of what 4 rows a block moved, a pixel shuffle
+/// on an H200), and a multiprocessor holds at most 32 blocks.
+const BLOCK_THREADS: u64 = 256;
+
+/// Rows a block of `bx` threads along the row takes: enough for [`BLOCK_THREADS`]. Pure.
+fn rows_per_block(bx: u64) -> u64 {
+    (BLOCK_THREADS / bx.max(1)).max(1)
+}
+
+/// The launches to try for the widths: a row per block where the width makes a full
+/// block, and rows per block where it does not (both for a width of 128, the width
+/// under which one row a block begins to cost). Pure.
+fn block_shapes(widths: &[u64]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    for &bx in widths {
+        let by = rows_per_block(bx);
+        if bx >= 128 || by == 1 {
+            out.push((bx, 1));
+        }
+        if by > 1 {
+            out.push((bx, by));
+        }
+    }
+    out
 }
 
 /// For each vector width V (4 and 2): the block of D / V threads (case 0's D, rounded
@@ -711,20 +754,28 @@ fn emit(
         o.push_str(&format!("{}{nl}{ind}", text(src, *c)));
     }
     o.push_str(&format!("{ty} {col} = {};{nl}", shape.init));
+    let (first, step, bound) = match lay.per_block {
+        1 => ("blockIdx.y".to_string(), "gridDim.y", String::new()),
+        _ => (
+            "blockIdx.y * blockDim.y + threadIdx.y".to_string(),
+            "gridDim.y * blockDim.y",
+            format!(" && {row} < {}", rows.code),
+        ),
+    };
     if lay.strided {
         let in2 = format!("{in1}{unit}");
         let body = reindent(&body, line_indent(src, span.start), &in2);
         o.push_str(&format!("{ind}if ({col} < {d}) {{{nl}"));
         o.push_str(&format!(
-            "{in1}for ({ty} {row} = blockIdx.y; {row} < {}; {row} += gridDim.y) {{{nl}",
+            "{in1}for ({ty} {row} = {first}; {row} < {}; {row} += {step}) {{{nl}",
             rows.code
         ));
         o.push_str(&format!("{in2}{body}{nl}{in1}}}{nl}{ind}}}"));
     } else {
         let body = reindent(&body, line_indent(src, span.start), &in1);
-        o.push_str(&format!("{ind}{ty} {row} = blockIdx.y;{nl}"));
+        o.push_str(&format!("{ind}{ty} {row} = {first};{nl}"));
         o.push_str(&format!(
-            "{ind}if ({col} < {d}) {{{nl}{in1}{body}{nl}{ind}}}"
+            "{ind}if ({col} < {d}{bound}) {{{nl}{in1}{body}{nl}{ind}}}"
         ));
     }
     Ok(o)

@@ -16,9 +16,12 @@ fn an_embedding_gather_becomes_a_row_per_block_y() {
         labels(&out),
         [
             "2-D launch, block 128, a row per blockIdx.y",
+            "2-D launch, block (128, 2), 2 rows per block",
             "2-D launch, block 256, a row per blockIdx.y",
             "2-D launch, block 128, a row per blockIdx.y, then VEC=4 along rows (float4)",
             "2-D launch, block 128, a row per blockIdx.y, then VEC=2 along rows (float2)",
+            "2-D launch, block (128, 2), 2 rows per block, then VEC=4 along rows (float4)",
+            "2-D launch, block (128, 2), 2 rows per block, then VEC=2 along rows (float2)",
             "2-D launch, block 256, a row per blockIdx.y, then VEC=4 along rows (float4)",
             "2-D launch, block 256, a row per blockIdx.y, then VEC=2 along rows (float2)",
         ]
@@ -79,14 +82,14 @@ fn more_rows_than_a_grid_holds_stride_over_y() {
     let out = cuda(SPLITS, "tall_rows", "delinearize", json!({})).unwrap();
     assert_eq!(
         labels(&out)[0],
-        "2-D launch, block 64, rows strided over grid y <= 65535"
+        "2-D launch, block (64, 4), rows strided over grid y <= 65535"
     );
     let shown = show(Lang::Cuda, SPLITS, &out[0], "tall_rows");
     assert_has(
         &shown,
         &[
-            "grid = (cdiv(D, 64), min(T, 65535)); block = 64",
-            "for (size_t row = blockIdx.y; row < T; row += gridDim.y) {",
+            "grid = (cdiv(D, 64), min(cdiv(T, 4), 65535)); block = (64, 4)",
+            "for (size_t row = blockIdx.y * blockDim.y + threadIdx.y; row < T; row += gridDim.y * blockDim.y) {",
             "y[row * D + col] = x[row * D + col] * w[row];",
         ],
     );
@@ -117,17 +120,17 @@ fn a_defined_divisor_is_sized_from_the_spec() {
     // and 64, which 96 columns fill.
     assert_eq!(
         labels(&out)[0],
-        "2-D launch, block 96, a row per blockIdx.y"
+        "2-D launch, block (96, 2), 2 rows per block"
     );
     assert_eq!(out.len(), 5, "{:?}", labels(&out));
     let shown = show(Lang::Cuda, SPLITS, &out[0], "gate_rows");
     assert_has(
         &shown,
         &[
-            "grid = (cdiv(COLS, 96), R); block = 96",
+            "grid = (cdiv(COLS, 96), cdiv(R, 2)); block = (96, 2)",
             "unsigned col = blockIdx.x * blockDim.x + threadIdx.x;",
-            "unsigned r = blockIdx.y;",
-            "if (col < COLS) {\n        y[r * COLS + col] = x[r * COLS + col] * g[r];\n    }",
+            "unsigned r = blockIdx.y * blockDim.y + threadIdx.y;",
+            "if (col < COLS && r < R) {\n        y[r * COLS + col] = x[r * COLS + col] * g[r];\n    }",
         ],
     );
 }
@@ -139,7 +142,7 @@ fn splits_it_cannot_remap_are_refused_with_the_reason() {
     // share no factors are not.
     assert_eq!(
         labels(&cuda(SPLITS, "chw_bias", "delinearize", json!({})).unwrap())[0],
-        "2-D launch, block 32, a row per blockIdx.y"
+        "2-D launch, block (32, 8), 8 rows per block"
     );
     let two = SPLITS.replace("b[c] * h + i % W", "b[c] * h + i % 7");
     let why_two = not_applicable(cuda(&two, "chw_bias", "delinearize", json!({})));
@@ -245,4 +248,41 @@ fn a_vector_width_too_wide_for_the_blocks_also_gets_a_narrower_block() {
     // Rows of 40 in blocks of 64: VEC=4 and VEC=2 each get a warp.
     assert_eq!(narrower_blocks(Some(40), &[64]), [(4, 32), (2, 32)]);
     assert_eq!(narrower_blocks(None, &[128]), []);
+}
+
+#[test]
+fn narrow_rows_get_several_rows_a_block() {
+    use super::{block_shapes, rows_per_block};
+    // 256 threads a block: a row of 64 lanes takes 4 rows, a row of 96 takes 2.
+    assert_eq!(rows_per_block(64), 4);
+    assert_eq!(rows_per_block(96), 2);
+    assert_eq!(rows_per_block(256), 1);
+    assert_eq!(rows_per_block(1024), 1);
+    // 128 keeps its one-row block too; narrower widths only come with rows per block.
+    assert_eq!(block_shapes(&[128, 256]), [(128, 1), (128, 2), (256, 1)]);
+    assert_eq!(block_shapes(&[64]), [(64, 4)]);
+    assert_eq!(block_shapes(&[32]), [(32, 8)]);
+}
+
+#[test]
+fn a_pixel_shuffle_takes_four_rows_of_64_lanes_a_block() {
+    let src = include_str!("../../../../../tests/gpu/drafts/pixel_shuffle.cu");
+    let out = cuda(src, "pixel_shuffle", "delinearize", json!({})).unwrap();
+    // Rows of 256 outputs: float4 from 64 lanes, 4 rows a block (blocks of 64 threads a
+    // row each cost the launch of 4 times as many blocks).
+    let last = labels(&out).last().cloned().unwrap();
+    assert_eq!(
+        last,
+        "2-D launch, block (64, 4), 4 rows per block, then VEC=4 along rows (float4)"
+    );
+    let shown = show(Lang::Cuda, src, out.last().unwrap(), "pixel_shuffle");
+    assert_has(
+        &shown,
+        &[
+            "// @bench grid = (cdiv(W*R, 4 * 64), cdiv(C * H * N * R, 4)); block = (64, 4)",
+            "long long row = blockIdx.y * blockDim.y + threadIdx.y;",
+            "if ((4 * (col - threadIdx.x + blockDim.x) - 1) < (W * R) && row < C * H * N * R &&",
+            "if (k < (W * R) && row < C * H * N * R) {",
+        ],
+    );
 }

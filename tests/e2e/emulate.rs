@@ -174,9 +174,12 @@ fn program(versions: &[Version]) -> Result<String, String> {
             let mut call = Vec::new();
             for a in &c.args {
                 match a {
-                    Arg::Buffer { name, .. } => {
+                    Arg::Buffer { name, dtype, .. } => {
                         p.push_str(&format!("        auto {name}_{v} = {name}_in;\n"));
-                        call.push(format!("{name}_{v}.data()"));
+                        call.push(match dtype {
+                            DType::I64 => format!("kl::ptr64{{{name}_{v}.data()}}"),
+                            _ => format!("{name}_{v}.data()"),
+                        });
                     }
                     Arg::Scalar { value, .. } | Arg::Constexpr { value, .. } => {
                         call.push(literal(value))

@@ -69,7 +69,7 @@ const CUDA_CASES: &[(&str, &str, &str, usize)] = &[
     ("packed.cu", "to_bf16", "vectorize", 2),
     ("packed.cu", "invert_u8", "coarsen", 6),
     ("half_scale.cu", "half_scale", "grid_stride", 4),
-    ("daxpy.cu", "daxpy_pos", "vectorize", 1),
+    ("daxpy.cu", "daxpy_pos", "vectorize", 2),
 ];
 
 fn source(file: &str) -> &'static str {

@@ -1375,7 +1375,7 @@ const CASES: &[Case] = &[
         file: "tests/fixtures/rewrites/geometry/daxpy.cu",
         kernel: "daxpy_pos",
         id: "coarsen",
-        want: 2,
+        want: 4,
         sizes: ("n = 1 << 20, 999", "n = 2000, 999"),
     },
     Case {

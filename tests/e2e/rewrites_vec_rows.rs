@@ -26,6 +26,7 @@ const ROWS: &str = include_str!("../fixtures/rewrites/vec_rows/rows.cu");
 const HALVES: &str = include_str!("../fixtures/rewrites/vec_rows/halves.cu");
 const SPLITS: &str = include_str!("../fixtures/rewrites/vec_rows/splits.cu");
 const REPEAT: &str = include_str!("../fixtures/rewrites/vec_rows/repeat.cu");
+const GATHER: &str = include_str!("../gpu/drafts/gather_dim1.cu");
 
 /// (text, kernel, sizes as written -> small sizes, remap first, candidates wanted)
 type Case = (
@@ -88,6 +89,17 @@ const CASES: &[Case] = &[
     (REPEAT, "upsample_planes", ("", ""), false, 2),
     (REPEAT, "scale_batch", ("", ""), false, 2),
     (REPEAT, "add_slices", ("", ""), false, 2),
+    // 64-bit indices: four a lane as two `uint4` beside the float4 they gather into.
+    (
+        GATHER,
+        "gather_dim1",
+        (
+            "M = 8192, 45; N = 2048, 301; K = 1024, 99",
+            "M = 9, 45; N = 40, 301; K = 128, 99",
+        ),
+        false,
+        2,
+    ),
 ];
 
 pub(crate) fn run(src: &str, kernel: &str, id: &str) -> Vec<Candidate> {
@@ -184,6 +196,33 @@ fn the_emulator_runs_both_the_vector_and_the_scalar_path() {
         ),
     ];
     caught(&src, "bias_relu_rows", &good.text, &mutations);
+}
+
+/// The four 64-bit indices a lane loads as two `uint4` reach the emulator's vector
+/// path: reading the third index for the fourth column is caught on the aligned case.
+#[test]
+fn four_64_bit_indices_a_lane_run_on_the_emulator() {
+    let test = "four_64_bit_indices_a_lane_run_on_the_emulator";
+    if let Err(why) = emulate::gxx() {
+        return tools::skip(test, &why);
+    }
+    let case = CASES.iter().find(|c| c.1 == "gather_dim1").unwrap();
+    let src = source(case);
+    let good = run(&src, "gather_dim1", "vectorize_rows").remove(0);
+    assert_eq!(
+        good.label,
+        "VEC=4 along rows (4×int64_t as 2×uint4, float4)"
+    );
+    assert!(good
+        .text
+        .contains("reinterpret_cast<uint4*>(idx4)[1] = reinterpret_cast<const uint4*>(idx + ((int64_t)r * K))[2 * (k) + 1];"));
+    let wrong = good
+        .text
+        .replacen("int64_t c = idx4[3];", "int64_t c = idx4[2];", 1);
+    assert_ne!(wrong, good.text);
+    let err = emulate::compare(&src, "gather_dim1", &[("vector".into(), wrong)], 2)
+        .expect_err("the emulator missed a wrong lane of the wide index load");
+    assert!(err.contains("vector case 0: out["), "{err}");
 }
 
 /// Each mutation (`what`, `from` -> `to`) of the candidate `good` makes the emulator

@@ -120,7 +120,7 @@ impl<'t> Vectorized<'t> {
             let mut types: BTreeMap<&str, Lanes> = BTreeMap::new();
             for p in &order {
                 let u = &facts.buffers[*p];
-                match Lanes::of(&u.pointee, width) {
+                match Lanes::of_wide(&u.pointee, width) {
                     Some(l) => {
                         types.insert(p.as_str(), l);
                     }
@@ -198,24 +198,42 @@ pub(super) struct Lanes {
     ty: String,
     /// The packed form's carrier, or None for a vector type.
     carrier: Option<&'static str>,
+    /// Carriers the packed form takes: 2 for 32 bytes (four 8-byte elements as two
+    /// `uint4`, so an `int64_t` or `double` row also gets 4 elements a thread).
+    pieces: usize,
 }
 
 impl Lanes {
     pub(super) fn of(pointee: &str, width: usize) -> Option<Lanes> {
+        Self::packed(pointee, width, false)
+    }
+
+    /// As [`Lanes::of`], and four 8-byte elements (`int64_t`, `double`) as two `uint4`:
+    /// for the rewrites whose lanes each own `width` elements, so a row of 64-bit
+    /// indices gives each lane as many elements as the `float` rows beside it.
+    pub(super) fn of_wide(pointee: &str, width: usize) -> Option<Lanes> {
+        Self::packed(pointee, width, true)
+    }
+
+    fn packed(pointee: &str, width: usize, wide: bool) -> Option<Lanes> {
         if let Some(vt) = vector_type(pointee, width) {
             return Some(Lanes {
                 ty: vt.to_string(),
                 carrier: None,
+                pieces: 1,
             });
         }
-        let carrier = match element_bytes(pointee)? * width {
-            16 => "uint4",
-            8 => "uint2",
+        let bytes = element_bytes(pointee)?;
+        let (carrier, pieces) = match bytes * width {
+            32 if wide && bytes == 8 => ("uint4", 2),
+            16 => ("uint4", 1),
+            8 => ("uint2", 1),
             _ => return None,
         };
         Some(Lanes {
             ty: pointee.to_string(),
             carrier: Some(carrier),
+            pieces,
         })
     }
 
@@ -223,8 +241,15 @@ impl Lanes {
     pub(super) fn shown(&self, width: usize) -> String {
         match self.carrier {
             None => self.ty.clone(),
+            Some(c) if self.pieces > 1 => format!("{width}×{} as {}×{c}", self.ty, self.pieces),
             Some(c) => format!("{width}×{} as {c}", self.ty),
         }
+    }
+
+    /// Loads and stores a register takes (2 for four 8-byte elements as two `uint4`):
+    /// its addresses need the alignment of one of them.
+    pub(super) fn pieces(&self) -> usize {
+        self.pieces
     }
 
     /// Lane `k` of register `reg`.
@@ -253,6 +278,14 @@ impl Lanes {
                 format!("{c}{ty} {reg} = reinterpret_cast<const {ty}*>({p})[{i}];")
             }
             (None, false) => format!("{ty} {reg};"),
+            (Some(c), true) if self.pieces > 1 => {
+                let mut o = format!("alignas({c}) {ty} {reg}[{width}];");
+                for q in 0..self.pieces {
+                    let n = self.pieces;
+                    o.push_str(&format!("\nreinterpret_cast<{c}*>({reg})[{q}] = reinterpret_cast<const {c}*>({p})[{n} * ({i}) + {q}];"));
+                }
+                o
+            }
             (Some(c), true) => format!(
                 "alignas({c}) {ty} {reg}[{width}];\n*reinterpret_cast<{c}*>({reg}) = reinterpret_cast<const {c}*>({p})[{i}];"
             ),
@@ -264,6 +297,13 @@ impl Lanes {
     pub(super) fn store(&self, reg: &str, p: &str, i: &str) -> String {
         match self.carrier {
             None => format!("reinterpret_cast<{0}*>({p})[{i}] = {reg};", self.ty),
+            Some(c) if self.pieces > 1 => (0..self.pieces)
+                .map(|q| {
+                    let n = self.pieces;
+                    format!("reinterpret_cast<{c}*>({p})[{n} * ({i}) + {q}] = reinterpret_cast<const {c}*>({reg})[{q}];")
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
             Some(c) => {
                 format!("reinterpret_cast<{c}*>({p})[{i}] = *reinterpret_cast<const {c}*>({reg});")
             }
@@ -374,7 +414,9 @@ pub(super) fn emit_vectorized(
     for p in order {
         if facts.buffers[*p].written {
             let store = types[p.as_str()].store(&regs[p.as_str()], p, i);
-            o.push_str(&format!("{in1}{store}{nl}"));
+            for line in store.lines() {
+                o.push_str(&format!("{in1}{line}{nl}"));
+            }
         }
     }
     o.push_str(&format!("{ind}}} else {{{nl}"));
@@ -593,9 +635,33 @@ mod tests {
     }
 
     #[test]
+    fn vectorize_gives_8_byte_elements_four_a_thread_as_two_uint4() {
+        let src = "// @bench n = 4099\n// @bench x: in f64[n]; idx: in i64[n] ~ randint(0, n); y: out f64[n]\n// @bench grid = cdiv(n, 256); block = 256\n__global__ void pick(int n, const double* x, const long long* idx, double* y) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = 2.0 * x[i] + x[idx[i]];\n}\n";
+        let out = cuda(src, "pick", "vectorize", json!({})).unwrap();
+        assert_eq!(
+            labels(&out),
+            [
+                "VEC=4 (4×double as 2×uint4, 4×long long as 2×uint4)",
+                "VEC=2 (double2, 2×long long as uint4)"
+            ]
+        );
+        let shown = show(Lang::Cuda, src, &out[0], "pick");
+        assert_has(
+            &shown,
+            &[
+                "alignas(uint4) double x4[4];",
+                "reinterpret_cast<uint4*>(x4)[1] = reinterpret_cast<const uint4*>(x)[2 * (i) + 1];",
+                "reinterpret_cast<uint4*>(y)[2 * (i) + 0] = reinterpret_cast<const uint4*>(y4)[0];",
+                "reinterpret_cast<uint4*>(y)[2 * (i) + 1] = reinterpret_cast<const uint4*>(y4)[1];",
+            ],
+        );
+    }
+
+    #[test]
     fn vectorize_mixed_widths_pack_each_buffer_by_its_own_bytes() {
         // f32 in, bf16 out: 16 bytes of bf16 are 8 elements; 8 floats are two float4s'
-        // worth, with no 32-byte carrier, so the width drops; 4 packs bf16 into a uint2.
+        // worth, and only 8-byte elements get a 32-byte carrier, so the width drops; 4
+        // packs bf16 into a uint2.
         let src = "#include <cuda_bf16.h>\n// @bench n = 4099\n// @bench x: in f32[n]; y: out bf16[n]\n// @bench grid = cdiv(n, 128); block = 128\n__global__ void to_bf16(int n, const float* x, __nv_bfloat16* y) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i >= n) return;\n    y[i] = __float2bfloat16(x[i] * 0.5f);\n}\n";
         let out = cuda(src, "to_bf16", "vectorize", json!({})).unwrap();
         assert_eq!(

@@ -433,7 +433,9 @@ fn emit(src: &str, region: &Region<'_>, groups: &[Group<'_>]) -> Result<String, 
     o.push_str(&format!("{in1}{}{nl}", reindent(&body, &from, &in1)));
     for (g, reg) in groups.iter().zip(&regs).filter(|(g, _)| g.written) {
         let (p, at) = address(g, i);
-        o.push_str(&format!("{in1}{}{nl}", g.lanes.store(reg, &p, at)));
+        for line in g.lanes.store(reg, &p, at).lines() {
+            o.push_str(&format!("{in1}{line}{nl}"));
+        }
     }
     let plain = &src[span.clone()];
     o.push_str(&format!(

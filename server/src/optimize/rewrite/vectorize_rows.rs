@@ -5,7 +5,7 @@
 //! consecutive columns: every buffer the region reaches at the lane's own column
 //! (`x[r * ld + c]`, `bias[c]`, `yr[c]` through a row pointer, inside an inlined helper)
 //! is loaded and stored with one W-wide access (`float4`, `float2`, `__half2`, 8 halves
-//! as a `uint4`, `char4`, ... as `vectorize` types them), a uniform read (`mean[r]`) is
+//! as a `uint4`, `char4`, four `int64_t` as two `uint4`, ... as `vectorize` types them), a uniform read (`mean[r]`) is
 //! read once, other reads of buffers nothing writes stay per column. The grid's x count
 //! is divided by W (`cdiv(cols, 16)` -> `cdiv(cols, 4 * 16)`).
 //!
@@ -140,7 +140,7 @@ fn draft(
 ) -> Result<Draft, String> {
     let mut lanes = Vec::new();
     for g in &plan.groups {
-        let l = Lanes::of(&g.pointee, w).ok_or_else(|| {
+        let l = Lanes::of_wide(&g.pointee, w).ok_or_else(|| {
             format!(
                 "VEC={w}: `{}` is `{}*`, which has no {w}-wide vector type and no 8- or 16-byte packing",
                 g.buffer, g.pointee
@@ -284,8 +284,8 @@ impl<'t> Emit<'_, 't> {
             Form::Block => cond,
             Form::EarlyReturn => format!("!({cond})"),
         }];
-        for g in &self.plan.groups {
-            let bytes = element_bytes(&g.pointee).unwrap_or(1) * w;
+        for (g, l) in self.plan.groups.iter().zip(self.lanes) {
+            let bytes = element_bytes(&g.pointee).unwrap_or(1) * w / l.pieces();
             out.push(format!(
                 "reinterpret_cast<unsigned long long>({}) % {bytes} == 0",
                 self.base(g)?
@@ -354,7 +354,9 @@ impl<'t> Emit<'_, 't> {
         for ((g, l), reg) in self.plan.groups.iter().zip(self.lanes).zip(&regs) {
             if g.written {
                 let base = self.base(g)?;
-                o.push_str(&format!("{in1}{}{nl}", l.store(reg, &base, x)));
+                for line in l.store(reg, &base, x).lines() {
+                    o.push_str(&format!("{in1}{line}{nl}"));
+                }
             }
         }
         o.push_str(&format!("{ind}}} else {{{nl}"));

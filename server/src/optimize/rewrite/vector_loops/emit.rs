@@ -87,7 +87,9 @@ pub(super) fn emit(
     }
     for ((g, lane), reg) in l.groups.iter().zip(&lanes).zip(&regs) {
         if g.written {
-            o.push_str(&format!("{i3}{}{nl}", lane.store(reg, &g.base, chunk)));
+            for line in lane.store(reg, &g.base, chunk).lines() {
+                o.push_str(&format!("{i3}{line}{nl}"));
+            }
         }
     }
     o.push_str(&format!("{i2}}}{nl}"));

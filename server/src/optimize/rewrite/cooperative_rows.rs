@@ -271,7 +271,7 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
     let rows = analyze(cx, &plan, &shape).map_err(|why| {
         not_applicable(format!("`{k}` cannot share a row between threads: {why}"))
     })?;
-    if let Some(m) = coalesced_along_rows(&rows) {
+    if let Some(m) = coalesced_along_rows(&rows, &ranges_of_their_own(cx.text, func, &rows)) {
         return Err(not_applicable(format!(
             "`{k}`'s neighbouring threads already read neighbouring elements (`{}` moves one element with `{}`), and nothing in that loop is contiguous along its variable: lanes sharing the loop would read a stride apart (split_loop splits such a loop across threads instead)",
             m.at, shape.index
@@ -1144,15 +1144,57 @@ impl<'t> Names<'t> for RowNames<'_, 't> {
 }
 
 /// The first access that is contiguous along the row index while no access of its loop
-/// is contiguous along the loop variable: lanes that shared the loop would read a stride
-/// apart, where the threads as written read neighbouring elements.
-pub(super) fn coalesced_along_rows<'p>(plan: &'p RowPlan<'_>) -> Option<&'p LoopAccess> {
-    plan.loops.iter().find_map(|l| {
-        if l.moves.iter().any(|m| m.along_loop == Step::One) {
+/// that differs between rows is contiguous along the loop variable: lanes that shared
+/// the loop would read a stride apart, where the threads as written read neighbouring
+/// elements. An access that does not move with the row in a loop whose range is the
+/// same for every row (`mean[r]` beside `dy[r * n + j]`, `r` from 0 to `M`) reads the
+/// same elements in every row, contiguous along the loop in either layout, so it decides
+/// nothing; in a loop whose range is the row's own (`jj` from `rowptr[row]`), it is the
+/// row's data. `own_range[k]` says which loops have such a range.
+pub(super) fn coalesced_along_rows<'p>(
+    plan: &'p RowPlan<'_>,
+    own_range: &[bool],
+) -> Option<&'p LoopAccess> {
+    plan.loops.iter().enumerate().find_map(|(k, l)| {
+        let own = own_range.get(k).copied().unwrap_or(true);
+        let per_row = l.moves.iter().filter(|m| own || m.along_row != Step::Zero);
+        if per_row.clone().any(|m| m.along_loop == Step::One) {
             return None;
         }
         l.moves.iter().find(|m| m.along_row == Step::One)
     })
+}
+
+/// Per column loop: whether its start or bound reads a local of the kernel that may
+/// differ between rows (the row index, `start = rowptr[row]`), as opposed to parameters,
+/// macros, literals and locals made of those alone ([`super::size_locals::uniform_locals`]).
+fn ranges_of_their_own(src: &str, func: Node<'_>, plan: &RowPlan<'_>) -> Vec<bool> {
+    let uniform: BTreeSet<String> = super::size_locals::uniform_locals(src, func)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    let locals = func
+        .child_by_field_name("body")
+        .map(|b| super::tree::declared_in(src, b))
+        .unwrap_or_default();
+    plan.loops
+        .iter()
+        .map(|l| {
+            let mut parts = vec![l.init];
+            parts.extend(l.node.child_by_field_name("condition"));
+            let mut own = false;
+            for p in parts {
+                walk(p, &mut |n| {
+                    let t = text(src, n);
+                    if n.kind() == "identifier" && t != l.var && locals.contains(t) {
+                        own |= !uniform.contains(t);
+                    }
+                    !own
+                });
+            }
+            own
+        })
+        .collect()
 }
 
 /// Loops in the row body from `s` down; a loop whose variable indexes a global access in

@@ -1184,3 +1184,29 @@ fn blocks_take_the_outer_trips_only_when_each_gets_one_and_lanes_would_take_few_
     // 9 images on 8 blocks (56% busy) against 1 column a lane (12000 of 16384 lanes).
     assert!(!across_blocks(9, 12000, 8, 2048));
 }
+
+#[test]
+fn a_column_walk_beside_a_vector_of_the_loop_is_left_to_split_loop() {
+    // dy[r * N + j] is what neighbouring threads read side by side; mean[r] is
+    // contiguous along the loop but the same for every output, so it does not make the
+    // loop worth sharing across lanes (they would read dy a row apart).
+    let dgamma = include_str!("../../../../../tests/gpu/drafts/layernorm_bwd_dgamma_dbeta.cu");
+    let why = not_applicable(cuda(
+        dgamma,
+        "layernorm_bwd_dgamma_dbeta",
+        "cooperative_rows",
+        json!({}),
+    ));
+    assert!(
+        why.contains("(`dy_row[j]` moves one element with `j`)"),
+        "{why}"
+    );
+    // A CSR row's range is its own (`jj` from `rowptr[row]`): `val[jj]` is the row's
+    // data, contiguous along the loop, so a warp still shares it.
+    let csr = cuda(ROWS, "spmv_csr", "cooperative_rows", json!({})).unwrap();
+    assert!(
+        labels(&csr).contains(&"warp per row (block 256)"),
+        "{:?}",
+        labels(&csr)
+    );
+}

@@ -312,6 +312,17 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/gpu/drafts/pixel_shuffle.cu",
         "pixel_shuffle",
     ),
+    // Four 64-bit indices a lane as two `uint4`, beside the float4 they gather into.
+    (
+        "vectorize_rows",
+        "tests/gpu/drafts/gather_dim1.cu",
+        "gather_dim1",
+    ),
+    (
+        "vectorize_rows",
+        "tests/fixtures/rewrites/vec_rows/rows.cu",
+        "axpy_rows",
+    ),
     // Loops in `__device__` helpers, written out before they are split or shared.
     (
         "split_loop",
@@ -411,6 +422,10 @@ fn source(file: &str) -> &'static str {
             include_str!("../gpu/drafts/embedding_gather.cu")
         }
         "tests/gpu/drafts/pixel_shuffle.cu" => include_str!("../gpu/drafts/pixel_shuffle.cu"),
+        "tests/gpu/drafts/gather_dim1.cu" => include_str!("../gpu/drafts/gather_dim1.cu"),
+        "tests/fixtures/rewrites/vec_rows/rows.cu" => {
+            include_str!("../fixtures/rewrites/vec_rows/rows.cu")
+        }
         "tests/gpu/drafts/softmax_cols.cu" => include_str!("../gpu/drafts/softmax_cols.cu"),
         "tests/fixtures/rewrites/helpers/loops.cu" => {
             include_str!("../fixtures/rewrites/helpers/loops.cu")
@@ -514,7 +529,7 @@ fn gpu_idiom_cases_have_candidates_that_plan_without_a_gpu() {
         *per_idiom.entry(id).or_default() += 1;
     }
     assert!(per_idiom.values().all(|n| *n >= 2), "{per_idiom:?}");
-    assert_eq!(per_idiom.len(), 13, "every idiom: {per_idiom:?}");
+    assert_eq!(per_idiom.len(), 14, "every idiom: {per_idiom:?}");
 }
 
 #[tokio::test]

@@ -2608,20 +2608,84 @@ const DELIN_CASES: &[Case] = &[
 
 #[test]
 fn delinearized_candidates_compile_and_compute_what_the_original_computes() {
-    let test = "delinearized_candidates_compile_and_compute_what_the_original_computes";
+    check_case_list(
+        "delinearized_candidates_compile_and_compute_what_the_original_computes",
+        DELIN_CASES,
+        36,
+    );
+}
+
+/// Every candidate of `cases` compiles with NVRTC and computes what the original does on
+/// the emulator: `want` of each, or a skip naming the missing tool.
+fn check_case_list(test: &str, cases: &[Case], want: usize) {
     let nvrtc = tools::nvrtc_available();
     let gxx = emulate::gxx();
     let tc = kernel_lsp::toolchain::locate(&Default::default());
     let tc = nvrtc.is_ok().then_some(&tc);
-    let (compiled, emulated) = DELIN_CASES
+    let (compiled, emulated) = cases
         .iter()
         .map(|c| check_idiom_case(c, tc, gxx.is_ok()))
         .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
     match (nvrtc, gxx) {
         (Err(why), _) | (_, Err(why)) => tools::skip(test, &why),
         _ => {
-            assert_eq!((compiled, emulated), (36, 36));
-            eprintln!("{compiled} delinearize candidates compiled with NVRTC, {emulated} emulated");
+            assert_eq!((compiled, emulated), (want, want));
+            eprintln!("{test}: {compiled} candidates compiled with NVRTC, {emulated} emulated");
         }
     }
+}
+
+/// `stage_rows`' passes: a block, a warp and a block through a row pointer keep what the
+/// first pass read; rows longer than the slots run the rest as written (cols = 700 on
+/// blocks of 128 is past 4 slots, 300 on a warp past 8).
+const STAGE_CASES: &[Case] = &[
+    Case {
+        file: "tests/fixtures/rewrites/passes/passes.cu",
+        kernel: "layernorm_block",
+        id: "stage_rows",
+        want: 4,
+        sizes: (
+            "rows = 64, 5; cols = 1000, 77",
+            "rows = 3, 5; cols = 700, 77",
+        ),
+    },
+    Case {
+        file: "tests/fixtures/rewrites/passes/passes.cu",
+        kernel: "rms_warp",
+        id: "stage_rows",
+        want: 4,
+        sizes: (
+            "rows = 40, 7; cols = 700, 33",
+            "rows = 5, 7; cols = 300, 33",
+        ),
+    },
+    Case {
+        file: "tests/gpu/drafts/minmax_norm_rows.cu",
+        kernel: "minmax_norm_rows",
+        id: "stage_rows",
+        want: 4,
+        sizes: (
+            "rows = 8192, 37; cols = 2048, 999",
+            "rows = 3, 37; cols = 2048, 999",
+        ),
+    },
+    Case {
+        file: "tests/gpu/drafts/softmax_backward_rows.cu",
+        kernel: "softmax_backward_rows",
+        id: "stage_rows",
+        want: 4,
+        sizes: (
+            "rows = 16384, 45; cols = 1024, 1003",
+            "rows = 5, 45; cols = 300, 1003",
+        ),
+    },
+];
+
+#[test]
+fn staged_passes_compile_and_compute_what_the_original_computes() {
+    check_case_list(
+        "staged_passes_compile_and_compute_what_the_original_computes",
+        STAGE_CASES,
+        16,
+    );
 }

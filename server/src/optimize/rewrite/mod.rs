@@ -54,6 +54,7 @@ mod restrict_const;
 mod size_locals;
 mod spec_expr;
 mod split_loop;
+mod stage_rows;
 mod stream_loads;
 mod tile_matmul;
 mod transpose_tile;
@@ -166,6 +167,7 @@ pub const REGISTRY: &[(&str, Apply)] = &[
     ("vectorize_rows", vectorize_rows::vectorize_rows),
     ("vectorize_groups", vectorize_groups::vectorize_groups),
     ("stream_loads", stream_loads::stream_loads),
+    ("stage_rows", stage_rows::stage_rows),
     ("grid_total", grid_total::grid_total),
     ("vector_loops", vector_loops::vector_loops),
     ("delinearize", delinearize::delinearize),

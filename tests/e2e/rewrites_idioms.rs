@@ -2669,6 +2669,27 @@ const STAGE_CASES: &[Case] = &[
             "rows = 3, 37; cols = 2048, 999",
         ),
     },
+    // Three passes whose first reads the row inside a call (`fmaxf(m, xr[j])`).
+    Case {
+        file: "tests/gpu/drafts/softmax_block.cu",
+        kernel: "softmax_block",
+        id: "stage_rows",
+        want: 4,
+        sizes: (
+            "rows = 8192, 1001; cols = 4096, 999",
+            "rows = 3, 1001; cols = 1500, 999",
+        ),
+    },
+    Case {
+        file: "tests/fixtures/rewrites/cuda/norms.cu",
+        kernel: "layer_norm",
+        id: "stage_rows",
+        want: 4,
+        sizes: (
+            "rows = 2048, 7; cols = 768, 64",
+            "rows = 3, 7; cols = 700, 64",
+        ),
+    },
     Case {
         file: "tests/gpu/drafts/softmax_backward_rows.cu",
         kernel: "softmax_backward_rows",
@@ -2686,6 +2707,6 @@ fn staged_passes_compile_and_compute_what_the_original_computes() {
     check_case_list(
         "staged_passes_compile_and_compute_what_the_original_computes",
         STAGE_CASES,
-        16,
+        24,
     );
 }

@@ -359,12 +359,19 @@ fn written_through(src: &str, func: Node<'_>) -> BTreeSet<String> {
                 n.child_by_field_name("argument")
             }
             "argument_list" => {
-                named_children(n)
-                    .into_iter()
-                    .filter_map(base)
-                    .for_each(|b| {
-                        out.insert(b);
-                    });
+                // The pointer itself passed on (`f(x)`, `f(x + k)`), not an element's value.
+                for a in named_children(n) {
+                    let mut p = a;
+                    while p.kind() == "binary_expression" {
+                        match p.child_by_field_name("left") {
+                            Some(l) => p = l,
+                            None => break,
+                        }
+                    }
+                    if p.kind() == "identifier" {
+                        out.insert(text(src, p).to_string());
+                    }
+                }
                 None
             }
             _ => None,

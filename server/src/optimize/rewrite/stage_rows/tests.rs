@@ -126,3 +126,22 @@ fn passes_it_cannot_keep_are_refused_with_the_reason() {
     let w = why(&per_thread, "rms_warp");
     assert!(w.contains("steps by a small literal"), "{w}");
 }
+
+#[test]
+fn an_element_passed_to_a_call_is_a_read_and_the_pointer_passed_on_is_not_frozen() {
+    let src = include_str!("../../../../../tests/gpu/drafts/softmax_block.cu");
+    let out = cuda(src, "softmax_block", "stage_rows", json!({ "slots": [16] })).unwrap();
+    assert_eq!(
+        labels(&out),
+        ["xr kept in registers over 16 trips of `j` across 3 loops"]
+    );
+    let passed = src.replace(
+        "float inv = 1.0f / red[0];",
+        "float inv = 1.0f / red[0];\n    touch(xr + 1);",
+    );
+    let why = not_applicable(cuda(&passed, "softmax_block", "stage_rows", json!({})));
+    assert!(
+        why.contains("through a pointer the kernel never writes"),
+        "{why}"
+    );
+}

@@ -933,7 +933,7 @@ const CASES: &[Case] = &[
         want: 3,
         sizes: (
             "rows = 8192, 1001; cols = 4096, 77",
-            "rows = 70, 33; cols = 45, 77",
+            "rows = 40, 33; cols = 130, 77",
         ),
     },
     Case {
@@ -1112,8 +1112,65 @@ const CASES: &[Case] = &[
         file: READS,
         kernel: "add_transpose_flat",
         id: "transpose_tile",
+        want: 2,
+        sizes: ("N = 1024, 333", "N = 130, 33"),
+    },
+    Case {
+        file: FLAT_TILES,
+        kernel: "transpose_flat",
+        id: "transpose_tile",
+        want: 2,
+        sizes: (
+            "rows = 2048, 333; cols = 1024, 77",
+            "rows = 40, 33; cols = 130, 77",
+        ),
+    },
+    Case {
+        file: FLAT_TILES,
+        kernel: "permute_021_flat",
+        id: "transpose_tile",
+        want: 2,
+        sizes: (
+            "B = 4, 3; M = 512, 301; N = 256, 77",
+            "B = 2, 3; M = 45, 31; N = 130, 7",
+        ),
+    },
+    Case {
+        file: FLAT_TILES,
+        kernel: "gather_transpose_flat",
+        id: "transpose_tile",
+        want: 2,
+        sizes: (
+            "rows = 1024, 45; cols = 2048, 333",
+            "rows = 45, 33; cols = 130, 9",
+        ),
+    },
+    Case {
+        file: FLAT_TILES,
+        kernel: "nchw_to_nhwc_flat",
+        id: "transpose_tile",
+        want: 3,
+        sizes: (
+            "NB = 4, 2; C = 64, 3; HW = 1024, 49",
+            "NB = 2, 3; C = 64, 3; HW = 45, 49",
+        ),
+    },
+    Case {
+        file: FLAT_TILES,
+        kernel: "cat_dim1_flat",
+        id: "transpose_tile",
         want: 0,
-        sizes: ("N = 1024, 333", "N = 40, 33"),
+        sizes: (
+            "rows = 100, 7; A = 64, 5; Bc = 32, 3",
+            "rows = 10, 7; A = 64, 5; Bc = 32, 3",
+        ),
+    },
+    Case {
+        file: FLAT_TILES,
+        kernel: "scatter_transpose_flat",
+        id: "transpose_tile",
+        want: 0,
+        sizes: ("rows = 100, 7; cols = 64, 5", "rows = 10, 7; cols = 64, 5"),
     },
     Case {
         file: READS,
@@ -1833,6 +1890,7 @@ const BATCHED_MATMULS: &str = "tests/fixtures/rewrites/tiles/batched_matmuls.cu"
 const LANES: &str = "tests/fixtures/rewrites/lanes/remaps.cu";
 const TILES: &str = "tests/fixtures/rewrites/tiles/transposes.cu";
 const READS: &str = "tests/fixtures/rewrites/tiles/transposed_reads.cu";
+const FLAT_TILES: &str = "tests/fixtures/rewrites/tiles/flat_transposes.cu";
 const SCATTER: &str = "tests/fixtures/rewrites/atomics/scatter.cu";
 const SCANS: &str = "tests/fixtures/rewrites/rows/scans.cu";
 const WALKS: &str = "tests/fixtures/rewrites/rows/walks.cu";

@@ -18,8 +18,10 @@
 //! second loop in which `threadIdx.x` walks the write axis and stores from the tile (the
 //! block's height is written as a literal, so a block-size sweep leaves it alone). The
 //! bounds check is evaluated for each element as the author wrote it. The launch becomes
-//! block (32, R) for R in param `rows_per_pass` (default [8, 16]) and each grid dim
-//! `cdiv(X, B)` becomes `cdiv(X, 32)`.
+//! block (32, R) for R in param `rows_per_pass` (default [8, 16, 4]: on an H200 a
+//! (0, 2, 1) permute timed 0.0246 ms in (32, 8) blocks, 4 elements a thread, and 0.0410
+//! in (32, 16), 2 a thread, so (32, 4) is tried too) and each grid dim `cdiv(X, B)`
+//! becomes `cdiv(X, 32)`.
 //!
 //! The write's address may name locals of the body that are arithmetic on the indices
 //! and sizes (no read of memory, no call, never assigned after): the second pass
@@ -81,7 +83,7 @@ fn along(p: &Poly, axis: &str) -> Option<bool> {
 pub fn transpose_tile(cx: &RewriteContext<'_>) -> R {
     require_lang(cx, Lang::Cuda, ID)?;
     current_plan(cx)?;
-    let passes = Params(cx.params).uints("rows_per_pass", &[8, 16], 1..=32)?;
+    let passes = Params(cx.params).uints("rows_per_pass", &[8, 16, 4], 1..=32)?;
     let k = &cx.kernel.name;
     let src = cx.text;
     let func = kernel_function(cx)

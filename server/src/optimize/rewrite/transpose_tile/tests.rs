@@ -38,7 +38,8 @@ fn a_transpose_is_staged_through_a_padded_tile() {
         labels(&out),
         [
             "32x32 tile through shared memory, block (32, 8)",
-            "32x32 tile through shared memory, block (32, 16)"
+            "32x32 tile through shared memory, block (32, 16)",
+            "32x32 tile through shared memory, block (32, 4)"
         ]
     );
     expect![[r#"
@@ -217,6 +218,7 @@ fn a_transposed_read_beside_coalesced_accesses_is_staged_alone() {
         [
             "32x32 tiles of the transposed reads `x[j * N + i]` through shared memory, block (32, 8)",
             "32x32 tiles of the transposed reads `x[j * N + i]` through shared memory, block (32, 16)",
+            "32x32 tiles of the transposed reads `x[j * N + i]` through shared memory, block (32, 4)",
             "16x16 tiles of the transposed reads `x[j * N + i]` through shared memory, block (16, 16), the kernel's own block"
         ]
     );
@@ -246,10 +248,16 @@ fn a_transposed_read_beside_coalesced_accesses_is_staged_alone() {
         }"#]]
     .assert_eq(&show(Lang::Cuda, READS, &out[0], "add_transpose"));
     // The kernel's own block keeps its grid.
-    assert!(out[2]
+    assert!(out[3]
         .text
         .contains("grid = (cdiv(N, 16), cdiv(N, 16)); block = (16, 16)"));
-    assert!(out[2].text.contains("__shared__ float x_tile[16][16 + 1];"));
+    assert!(out[3].text.contains("__shared__ float x_tile[16][16 + 1];"));
+    // Fewer rows a pass: each thread moves 8 elements of the tile.
+    assert!(
+        out[2].text.contains("tile_row < 32; tile_row += 4)"),
+        "{}",
+        out[2].text
+    );
 }
 
 #[test]

@@ -920,7 +920,7 @@ const CASES: &[Case] = &[
         file: "examples/transpose.cu",
         kernel: "transpose",
         id: "transpose_tile",
-        want: 2,
+        want: 3,
         sizes: (
             "rows = 8192, 1000; cols = 4096, 333",
             "rows = 70, 33; cols = 45, 100",
@@ -933,7 +933,7 @@ const CASES: &[Case] = &[
         want: 3,
         sizes: (
             "rows = 8192, 1001; cols = 4096, 77",
-            "rows = 70, 33; cols = 45, 77",
+            "rows = 40, 33; cols = 130, 77",
         ),
     },
     Case {
@@ -1016,14 +1016,14 @@ const CASES: &[Case] = &[
         file: TILES,
         kernel: "scaled_transpose",
         id: "transpose_tile",
-        want: 2,
+        want: 3,
         sizes: ("n = 1000, 77; m = 900, 130", "n = 50, 77; m = 40, 13"),
     },
     Case {
         file: TILES,
         kernel: "add_transposed",
         id: "transpose_tile",
-        want: 2,
+        want: 3,
         sizes: (
             "rows = 700, 33; cols = 500, 65",
             "rows = 70, 33; cols = 50, 65",
@@ -1033,7 +1033,7 @@ const CASES: &[Case] = &[
         file: TILES,
         kernel: "batched_transpose",
         id: "transpose_tile",
-        want: 2,
+        want: 3,
         sizes: (
             "batch = 3, 2; rows = 300, 33; cols = 200, 65",
             "batch = 2, 2; rows = 40, 33; cols = 50, 65",
@@ -1064,35 +1064,35 @@ const CASES: &[Case] = &[
         file: READS,
         kernel: "add_transpose",
         id: "transpose_tile",
-        want: 3,
+        want: 4,
         sizes: ("N = 4096, 333", "N = 70, 33"),
     },
     Case {
         file: READS,
         kernel: "mul_transposed",
         id: "transpose_tile",
-        want: 2,
+        want: 3,
         sizes: ("n = 2048, 333", "n = 45, 33"),
     },
     Case {
         file: READS,
         kernel: "sub_transposed",
         id: "transpose_tile",
-        want: 3,
+        want: 4,
         sizes: ("n = 1024, 333", "n = 50, 19"),
     },
     Case {
         file: READS,
         kernel: "add_bt_rect",
         id: "transpose_tile",
-        want: 2,
+        want: 3,
         sizes: ("R = 1000, 47; C = 700, 61", "R = 47, 33; C = 61, 40"),
     },
     Case {
         file: READS,
         kernel: "nhwc_to_nchw_residual",
         id: "transpose_tile",
-        want: 3,
+        want: 4,
         sizes: (
             "batch = 8, 3; C = 256, 45; P = 3136, 70",
             "batch = 3, 2; C = 45, 17; P = 70, 33",
@@ -1102,7 +1102,7 @@ const CASES: &[Case] = &[
         file: READS,
         kernel: "diff_transposed",
         id: "transpose_tile",
-        want: 3,
+        want: 4,
         sizes: (
             "H = 300, 45; W = 200, 33; L = 301, 46",
             "H = 45, 20; W = 33, 40; L = 46, 21",
@@ -1112,8 +1112,65 @@ const CASES: &[Case] = &[
         file: READS,
         kernel: "add_transpose_flat",
         id: "transpose_tile",
+        want: 3,
+        sizes: ("N = 1024, 333", "N = 130, 33"),
+    },
+    Case {
+        file: FLAT_TILES,
+        kernel: "transpose_flat",
+        id: "transpose_tile",
+        want: 3,
+        sizes: (
+            "rows = 2048, 333; cols = 1024, 77",
+            "rows = 40, 33; cols = 130, 77",
+        ),
+    },
+    Case {
+        file: FLAT_TILES,
+        kernel: "permute_021_flat",
+        id: "transpose_tile",
+        want: 3,
+        sizes: (
+            "B = 4, 3; M = 512, 301; N = 256, 77",
+            "B = 2, 3; M = 45, 31; N = 130, 7",
+        ),
+    },
+    Case {
+        file: FLAT_TILES,
+        kernel: "gather_transpose_flat",
+        id: "transpose_tile",
+        want: 3,
+        sizes: (
+            "rows = 1024, 45; cols = 2048, 333",
+            "rows = 45, 33; cols = 130, 9",
+        ),
+    },
+    Case {
+        file: FLAT_TILES,
+        kernel: "nchw_to_nhwc_flat",
+        id: "transpose_tile",
+        want: 4,
+        sizes: (
+            "NB = 4, 2; C = 64, 3; HW = 1024, 49",
+            "NB = 2, 3; C = 64, 3; HW = 45, 49",
+        ),
+    },
+    Case {
+        file: FLAT_TILES,
+        kernel: "cat_dim1_flat",
+        id: "transpose_tile",
         want: 0,
-        sizes: ("N = 1024, 333", "N = 40, 33"),
+        sizes: (
+            "rows = 100, 7; A = 64, 5; Bc = 32, 3",
+            "rows = 10, 7; A = 64, 5; Bc = 32, 3",
+        ),
+    },
+    Case {
+        file: FLAT_TILES,
+        kernel: "scatter_transpose_flat",
+        id: "transpose_tile",
+        want: 0,
+        sizes: ("rows = 100, 7; cols = 64, 5", "rows = 10, 7; cols = 64, 5"),
     },
     Case {
         file: READS,
@@ -1833,6 +1890,7 @@ const BATCHED_MATMULS: &str = "tests/fixtures/rewrites/tiles/batched_matmuls.cu"
 const LANES: &str = "tests/fixtures/rewrites/lanes/remaps.cu";
 const TILES: &str = "tests/fixtures/rewrites/tiles/transposes.cu";
 const READS: &str = "tests/fixtures/rewrites/tiles/transposed_reads.cu";
+const FLAT_TILES: &str = "tests/fixtures/rewrites/tiles/flat_transposes.cu";
 const SCATTER: &str = "tests/fixtures/rewrites/atomics/scatter.cu";
 const SCANS: &str = "tests/fixtures/rewrites/rows/scans.cu";
 const WALKS: &str = "tests/fixtures/rewrites/rows/walks.cu";
@@ -1950,7 +2008,7 @@ fn a_tile_of_a_transposed_read_read_the_wrong_way_round_differs() {
         file: READS,
         kernel: "add_bt_rect",
         id: "transpose_tile",
-        want: 2,
+        want: 3,
         sizes: ("R = 1000, 47; C = 700, 61", "R = 47, 33; C = 61, 40"),
     };
     let src = small(&c);

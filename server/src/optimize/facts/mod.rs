@@ -245,7 +245,7 @@ fn access_and_bound_phrase(name: &str) -> Option<(&'static str, &'static str)> {
             "no matmul-shaped loop",
         ),
         "transposed_access" => (
-            "2-D threads whose reads and write are coalesced along different axes (a transpose)",
+            "2-D threads whose reads and write are coalesced along different axes (a transpose), or a 1-D thread index split into row and column whose read and write are coalesced differently (a flat transpose or permute)",
             "reads and writes are not coalesced along different axes",
         ),
         "scatter_atomics" => (
@@ -705,6 +705,32 @@ impl Facts {
         })
     }
 
+    /// CUDA: 2-D blocks, or a 1-D block whose flat index is split, with no shared memory
+    /// and no loop over global memory, and a load and a store coalesced along different
+    /// axes (one unit-stride across neighbouring threads, the other strided).
+    fn transposed_access(&self) -> bool {
+        let strided = |a: &&Access| {
+            matches!(
+                a.stride,
+                Stride::Strided(_) | Stride::Symbolic | Stride::Unknown
+            )
+        };
+        let global = || {
+            self.accesses
+                .iter()
+                .filter(|a| a.kind != AccessKind::Atomic)
+        };
+        let loads = || global().filter(|a| a.kind == AccessKind::Load);
+        let stores = || global().filter(|a| a.kind != AccessKind::Load);
+        let flat = self.block_dims() == Some(1) && self.flat_index_splits > 0;
+        self.lang == Some(Lang::Cuda)
+            && (self.block_dims() == Some(2) || flat)
+            && self.holds("uses_shared_memory") == Some(false)
+            && self.loops.iter().all(|l| l.global_loads == 0)
+            && ((stores().any(|a| strided(&a)) && loads().any(|a| a.stride == Stride::Unit))
+                || (loads().any(|a| strided(&a)) && stores().any(|a| a.stride == Stride::Unit)))
+    }
+
     /// Triton: the kernel reads `tl.program_id(0)` and `tl.program_id(1)`.
     fn program_grid_2d(&self) -> bool {
         self.lang == Some(Lang::Triton) && self.thread_axes[0] && self.thread_axes[1]
@@ -813,23 +839,7 @@ impl Facts {
                     && in_loop().any(|a| a.stride == Stride::Uniform)
                     && in_loop().any(|a| a.stride != Stride::Uniform)
             }
-            "transposed_access" => {
-                let strided = |a: &&Access| {
-                    matches!(
-                        a.stride,
-                        Stride::Strided(_) | Stride::Symbolic | Stride::Unknown
-                    )
-                };
-                let loads = || global().filter(|a| a.kind == AccessKind::Load);
-                let stores = || global().filter(|a| a.kind != AccessKind::Load);
-                cuda && self.block_dims() == Some(2)
-                    && self.holds("uses_shared_memory") == Some(false)
-                    && self.loops.iter().all(|l| l.global_loads == 0)
-                    && ((stores().any(|a| strided(&a))
-                        && loads().any(|a| a.stride == Stride::Unit))
-                        || (loads().any(|a| strided(&a))
-                            && stores().any(|a| a.stride == Stride::Unit)))
-            }
+            "transposed_access" => self.transposed_access(),
             "scatter_atomics" => {
                 cuda && self.holds("uses_shared_memory") == Some(false)
                     && self

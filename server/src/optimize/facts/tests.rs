@@ -566,6 +566,7 @@ fn idiom_facts_pick_out_their_shapes() {
         "tests/fixtures/rewrites/atomics/scatter.cu",
         "examples/transpose.cu",
         "tests/fixtures/rewrites/tiles/transposes.cu",
+        "tests/fixtures/rewrites/tiles/flat_transposes.cu",
         "tests/fixtures/rewrites/tiles/matmuls.cu",
         "tests/fixtures/rewrites/tiles/batched_matmuls.cu",
         "examples/matmul.py",
@@ -650,6 +651,12 @@ fn idiom_facts_pick_out_their_shapes() {
         transposes.cu copy2d: 
         transposes.cu permute_transpose: transposed_access
         transposes.cu symmetrize: transposed_access
+        flat_transposes.cu transpose_flat: transposed_access
+        flat_transposes.cu permute_021_flat: transposed_access
+        flat_transposes.cu gather_transpose_flat: transposed_access
+        flat_transposes.cu nchw_to_nhwc_flat: transposed_access
+        flat_transposes.cu cat_dim1_flat: 
+        flat_transposes.cu scatter_transpose_flat: transposed_access
         matmuls.cu gemm_nt: matmul_like_loop
         matmuls.cu min_plus: matmul_like_loop
         matmuls.cu gemm_tn_bias: matmul_like_loop

@@ -169,7 +169,7 @@ fn declared_names<'s>(src: &'s str, d: Node<'_>) -> Vec<&'s str> {
 }
 
 /// No memory read, call, assignment or increment anywhere in the declaration.
-fn is_pure(d: Node<'_>) -> bool {
+pub(super) fn is_pure(d: Node<'_>) -> bool {
     let mut pure = true;
     walk(d, &mut |n| {
         if matches!(

@@ -18,13 +18,36 @@
 //! second loop in which `threadIdx.x` walks the write axis and stores from the tile (the
 //! block's height is written as a literal, so a block-size sweep leaves it alone). The
 //! bounds check is evaluated for each element as the author wrote it. The launch becomes
-//! block (32, R) for R in param `rows_per_pass` (default [8, 16]) and each grid dim
-//! `cdiv(X, B)` becomes `cdiv(X, 32)`.
+//! block (32, R) for R in param `rows_per_pass` (default [8, 16, 4]: on an H200 a
+//! (0, 2, 1) permute timed 0.0246 ms in (32, 8) blocks, 4 elements a thread, and 0.0410
+//! in (32, 16), 2 a thread, so (32, 4) is tried too) and each grid dim `cdiv(X, B)`
+//! becomes `cdiv(X, 32)`.
+//!
+//! The write's address may name locals of the body that are arithmetic on the indices
+//! and sizes (no read of memory, no call, never assigned after): the second pass
+//! repeats their declarations for its element, and a split of a thread index by a size
+//! (`m = row % M; b = row / M`, a batch folded into the row) is judged with the quotient
+//! the same and the remainder moving with the index (unit-stride within a batch; each
+//! element still computes its own address where a tile crosses one). Such a write is no scatter:
+//! two elements that met on one address raced as written too.
+//!
+//! **Flat kernels**: a 1-D kernel that splits its flat index into a row and a column
+//! (`r = i / cols; c = i % cols`, a batch folded in as `i / (M * N)`) is first made a 2-D
+//! launch by [`super::delinearize`] (its launches alone, not the vectorized ones), and
+//! each launch of the 2-D shape is then tiled as above: label `2-D launch ..., then 32x32
+//! tile ...`. The launch alone keeps the strided side as slow as it was, so the search
+//! would not keep it as a version to tile next.
 //!
 //! **Refuses**: another shape; loops, barriers, atomics or `threadIdx` in the body; more
 //! than one store or a store that is not last; a read that is coalesced along neither
-//! axis; a write already coalesced along the read axis (nothing to gain); a store whose
-//! buffer the body also reads; a block or grid that is not literal `cdiv(X, B)` dims.
+//! axis; a write already coalesced along the read axis (nothing to gain); a body whose
+//! only reads along the read axis are the same along the write's (a broadcast such as
+//! `idx[row]`: nothing to transpose); a write through a local read from memory; a store
+//! whose buffer the body also reads; a block or grid that is not literal `cdiv(X, B)`
+//! dims; a flat kernel none of whose `delinearize` launches is tiled (the reason for one
+//! that is the 2-D shape is given).
+
+use std::collections::BTreeMap;
 
 use tree_sitter::Node;
 
@@ -34,16 +57,18 @@ use super::edits::{Edit, Edits};
 use super::elementwise::{pointer_params, thread_bound, ThreadBound};
 use super::grid2d::{match_2d, Launch2d, Shape2d, SHAPE_2D};
 use super::params::Params;
-use super::poly::{poly, Poly, Renamed};
+use super::poly::{poly, Names, Poly, Renamed};
 use super::tree::{
-    code_names, declared_in, first_line, fresh, kernel_function, line_indent, newline, reindent,
-    text, walk,
+    assigned_names, code_names, declared_in, first_line, fresh, kernel_function, line_indent,
+    named_children, newline, reindent, text, walk,
 };
 use super::RewriteContext;
 use crate::syntax::Lang;
 
 const ID: &str = "transpose_tile";
 const TILE: u64 = 32;
+/// How a refusal of the shape begins (after the kernel's name).
+const SHAPE_WORDS: &str = "is not a 2-D one-thread-per-element kernel";
 
 /// `Some(true)`: unit-stride along `axis`; `Some(false)`: does not move along it; None:
 /// anything else.
@@ -58,18 +83,15 @@ fn along(p: &Poly, axis: &str) -> Option<bool> {
 pub fn transpose_tile(cx: &RewriteContext<'_>) -> R {
     require_lang(cx, Lang::Cuda, ID)?;
     current_plan(cx)?;
-    let passes = Params(cx.params).uints("rows_per_pass", &[8, 16], 1..=32)?;
+    let passes = Params(cx.params).uints("rows_per_pass", &[8, 16, 4], 1..=32)?;
     let k = &cx.kernel.name;
     let src = cx.text;
     let func = kernel_function(cx)
         .ok_or_else(|| not_applicable(format!("`{k}`'s definition is not in the syntax tree")))?;
-    let shape = match_2d(src, func).map_err(|why| {
-        not_applicable(flat_refusal(cx).unwrap_or_else(|| {
-            format!(
-                "`{k}` is not a 2-D one-thread-per-element kernel: {why}; {ID} needs {SHAPE_2D}"
-            )
-        }))
-    })?;
+    let shape = match match_2d(src, func) {
+        Ok(shape) => shape,
+        Err(why) => return through_delinearize(cx, &why),
+    };
     let na = |why: String| not_applicable(format!("`{k}` cannot be staged through a tile: {why}"));
     let plan_body = match analyze(cx, &shape) {
         Ok(p) => p,
@@ -109,6 +131,55 @@ pub fn transpose_tile(cx: &RewriteContext<'_>) -> R {
         }
     }
     finish(cx, drafts, dropped)
+}
+
+/// A 1-D kernel splitting a flat index (`r = i / cols; c = i % cols`, a batch folded
+/// in as `b = i / (M * N)`) made a 2-D launch by `delinearize` first, then tiled: the
+/// launch alone keeps the strided side as slow as it was, so the search would not keep
+/// it as a version to tile next. `why` is why the kernel is not the 2-D shape.
+fn through_delinearize(cx: &RewriteContext<'_>, why: &str) -> R {
+    let k = &cx.kernel.name;
+    let refusal = |tiled: Option<String>| {
+        let head = flat_refusal(cx)
+            .unwrap_or_else(|| format!("`{k}` {SHAPE_WORDS}: {why}; {ID} needs {SHAPE_2D}"));
+        not_applicable(match tiled {
+            Some(t) => format!("{head}; as a 2-D launch (`delinearize`) it is refused too: {t}"),
+            None => head,
+        })
+    };
+    let none = std::collections::BTreeMap::new();
+    let flat = super::with_text(
+        Lang::Cuda,
+        cx.text,
+        k,
+        &none,
+        super::delinearize::delinearize,
+    );
+    let Some(Ok(launches)) = flat else {
+        return Err(refusal(None));
+    };
+    let mut drafts = Vec::new();
+    let mut refused = None;
+    // The launches alone: the ones `vectorize_rows` went on from vectorize the strided side.
+    for d in launches.iter().filter(|d| !d.label.contains(", then ")) {
+        let tiled = super::with_text(Lang::Cuda, &d.text, k, cx.params, transpose_tile);
+        match tiled {
+            Some(Ok(cs)) => drafts.extend(cs.into_iter().map(|c| Draft {
+                label: format!("{}, then {}", d.label, c.label),
+                text: c.text,
+            })),
+            // Prefer why a 2-D launch was refused over why a row-a-block one is not 2-D.
+            Some(Err(e)) if refused.is_none() || !e.to_string().contains(SHAPE_WORDS) => {
+                refused = Some(e.to_string())
+            }
+            Some(Err(_)) => {}
+            None => {}
+        }
+    }
+    if drafts.is_empty() {
+        return Err(refusal(refused));
+    }
+    finish(cx, drafts, Vec::new())
 }
 
 /// The candidates that stage only the transposed reads of `plan`: a 32-square tile for
@@ -191,6 +262,9 @@ struct Staged<'t> {
     ty: String,
     /// Reads are coalesced along x (true) or along y.
     read_x: bool,
+    /// The declarations of `before` the write's address needs, which the second pass
+    /// repeats for its element.
+    write_decls: Vec<Node<'t>>,
 }
 
 /// The guarded body's parts to stage (see the module doc), or why it cannot be staged.
@@ -223,7 +297,7 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Staged<'t
         ));
     };
     let asg = last_statement_store(src, *last, store)?;
-    check_write_names_no_local(src, before, store)?;
+    let (write_decls, defs) = write_locals(src, before, store)?;
     let op = asg
         .child_by_field_name("operator")
         .map_or("=", |o| text(src, o))
@@ -232,7 +306,11 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Staged<'t
         .child_by_field_name("right")
         .ok_or("the store has no value")?;
     // Both thread indices renamed, so a polynomial says how an address moves along each.
-    let axes = Renamed(vec![(&shape.x.name, "$x"), (&shape.y.name, "$y")]);
+    let axes = Axes {
+        renamed: Renamed(vec![(&shape.x.name, "$x"), (&shape.y.name, "$y")]),
+        coarse: !write_decls.is_empty(),
+        defs,
+    };
     let addr = |parts: &[Node<'t>]| {
         parts
             .iter()
@@ -255,6 +333,7 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Staged<'t
         value,
         ty,
         read_x,
+        write_decls,
     })
 }
 
@@ -341,28 +420,98 @@ fn last_statement_store<'t>(
         })
 }
 
-/// Refuses a write whose address names a local the statements `before` it declare: the
-/// second pass evaluates the write's address without the body.
-fn check_write_names_no_local(
+/// The declarations among `before` that the write's address names, directly or through
+/// each other (in body order), and every pure declarator's value by name. The second pass
+/// repeats them for its element, so each must be arithmetic on indices and sizes (no
+/// read of memory, no call, no assignment) and never assigned after: a batch split off
+/// the row (`m = row % M; b = row / M`).
+fn write_locals<'t>(
     src: &str,
-    before: &[Node<'_>],
-    store: &Access<'_>,
-) -> Result<(), String> {
-    let locals: std::collections::BTreeSet<String> =
-        before.iter().flat_map(|b| declared_in(src, *b)).collect();
-    let mut uses_local = None;
-    walk(store.node, &mut |n| {
-        if n.kind() == "identifier" && locals.contains(text(src, n)) {
-            uses_local = Some(text(src, n).to_string());
+    before: &[Node<'t>],
+    store: &Access<'t>,
+) -> Result<(Vec<Node<'t>>, BTreeMap<String, Node<'t>>), String> {
+    let assigned = assigned_names(src, before);
+    let mut decl_of: BTreeMap<String, (usize, Option<Node<'t>>)> = BTreeMap::new();
+    let mut defs = BTreeMap::new();
+    for (at, b) in before.iter().enumerate() {
+        for name in declared_in(src, *b) {
+            decl_of.insert(name, (at, None));
+        }
+        for d in named_children(*b)
+            .into_iter()
+            .filter(|d| d.kind() == "init_declarator")
+        {
+            let (Some(n), Some(v)) = (
+                d.child_by_field_name("declarator"),
+                d.child_by_field_name("value"),
+            ) else {
+                continue;
+            };
+            let name = text(src, n).to_string();
+            if b.kind() == "declaration"
+                && super::guard_first::is_pure(v)
+                && !assigned.contains(&name)
+            {
+                decl_of.insert(name.clone(), (at, Some(v)));
+                defs.insert(name, v);
+            }
+        }
+    }
+    let mut needed = std::collections::BTreeSet::new();
+    let mut todo = vec![store.node];
+    while let Some(n) = todo.pop() {
+        for name in identifiers(src, n) {
+            let Some((at, value)) = decl_of.get(&name) else {
+                continue;
+            };
+            let Some(v) = value else {
+                return Err(format!(
+                    "the write `{}` names `{name}`, which the body computes from memory or changes; the second pass writes without the body",
+                    text(src, store.node)
+                ));
+            };
+            if needed.insert(*at) {
+                todo.push(*v);
+            }
+        }
+    }
+    let decls = needed.into_iter().map(|at| before[at]).collect();
+    Ok((decls, defs))
+}
+
+/// The identifiers under `n`.
+fn identifiers(src: &str, n: Node<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    walk(n, &mut |c| {
+        if c.kind() == "identifier" {
+            out.push(text(src, c).to_string());
         }
         true
     });
-    match uses_local {
-        Some(l) => Err(format!(
-            "the write `{}` names `{l}`, which the body computes; the second pass writes without the body",
-            text(src, store.node)
-        )),
-        None => Ok(()),
+    out
+}
+
+/// The thread indices renamed `$x` and `$y`, the body's arithmetic locals expanded, and
+/// where the write goes through such locals (`row % M`), quotients taken as coarse:
+/// within a batch `row % M` moves with the row (a question of stride, never identity).
+struct Axes<'a, 't> {
+    renamed: Renamed<'a>,
+    defs: BTreeMap<String, Node<'t>>,
+    coarse: bool,
+}
+
+impl<'t> Names<'t> for Axes<'_, 't> {
+    fn rename(&self, name: &str) -> Option<String> {
+        Names::<'t>::rename(&self.renamed, name)
+    }
+    fn definition(&self, name: &str) -> Option<Node<'t>> {
+        self.defs.get(name).copied()
+    }
+    fn varies(&self, _: &str) -> bool {
+        false
+    }
+    fn coarse_quotients(&self) -> bool {
+        self.coarse
     }
 }
 
@@ -406,7 +555,10 @@ fn check_reads(
             ));
         }
         match along(p, &format!("${r}")) {
-            Some(true) => along_read += 1,
+            // Coalesced along the read axis and a stride apart along the write's: a read
+            // the same along the write's axis is a broadcast the warp already shares.
+            Some(true) if along(p, &format!("${w}")) != Some(false) => along_read += 1,
+            Some(true) => {}
             // The same for every thread along the read axis: a broadcast there.
             Some(false) => {}
             None if along(p, &format!("${w}")) == Some(true) => {
@@ -426,7 +578,7 @@ fn check_reads(
     }
     if along_read == 0 {
         return Err(format!(
-            "no read is coalesced along {r}, the axis the write `{}` is not coalesced along",
+            "no read is coalesced along {r}, the axis the write `{}` is not coalesced along, and a stride apart along {w} (a read the same along {w} is a broadcast, nothing to transpose)",
             text(src, store.node)
         ));
     }
@@ -471,12 +623,20 @@ fn emit(
     o.push_str(&format!("{ind}__syncthreads();{nl}"));
     o.push_str(&pass_head(&ind, &j, TILE, rows, nl));
     o.push_str(&coords(!st.read_x));
-    o.push_str(&format!(
-        "{i1}if ({}) {} {} {tile}[threadIdx.x][{j}];{nl}{ind}}}",
-        shape.active,
+    let store = format!(
+        "{} {} {tile}[threadIdx.x][{j}];",
         text(src, st.target),
         st.op
-    ));
+    );
+    if st.write_decls.is_empty() {
+        o.push_str(&format!("{i1}if ({}) {store}{nl}{ind}}}", shape.active));
+        return o;
+    }
+    o.push_str(&format!("{i1}if ({}) {{{nl}", shape.active));
+    for s in &st.write_decls {
+        o.push_str(&format!("{i2}{}{nl}", reindent(text(src, *s), &from, &i2)));
+    }
+    o.push_str(&format!("{i2}{store}{nl}{i1}}}{nl}{ind}}}"));
     o
 }
 

@@ -38,7 +38,8 @@ fn a_transpose_is_staged_through_a_padded_tile() {
         labels(&out),
         [
             "32x32 tile through shared memory, block (32, 8)",
-            "32x32 tile through shared memory, block (32, 16)"
+            "32x32 tile through shared memory, block (32, 16)",
+            "32x32 tile through shared memory, block (32, 4)"
         ]
     );
     expect![[r#"
@@ -181,7 +182,14 @@ fn what_a_tile_cannot_help_is_refused_with_the_reason() {
         "int at = col * rows + row;\n        dst[at] = src[row * cols + col];",
     );
     assert_ne!(local, TRANSPOSE);
-    expect!["`transpose` cannot be staged through a tile: the write `dst[at]` names `at`, which the body computes; the second pass writes without the body"].assert_eq(&why(&local, "transpose"));
+    // Arithmetic the second pass can repeat is staged (`a_write_through_locals_...`);
+    // a local read from memory is not.
+    let gathered = local.replace(
+        "int at = col * rows + row;",
+        "int at = col * rows + (int)src[row];",
+    );
+    assert_ne!(gathered, local);
+    expect!["`transpose` cannot be staged through a tile: the write `dst[at]` names `at`, which the body computes from memory or changes; the second pass writes without the body"].assert_eq(&why(&gathered, "transpose"));
     let two = TRANSPOSE.replace(
         "dst[col * rows + row] = src[row * cols + col];",
         "dst[col * rows + row] = src[row * cols + col];\n        dst[0] = 1.0f;",
@@ -210,6 +218,7 @@ fn a_transposed_read_beside_coalesced_accesses_is_staged_alone() {
         [
             "32x32 tiles of the transposed reads `x[j * N + i]` through shared memory, block (32, 8)",
             "32x32 tiles of the transposed reads `x[j * N + i]` through shared memory, block (32, 16)",
+            "32x32 tiles of the transposed reads `x[j * N + i]` through shared memory, block (32, 4)",
             "16x16 tiles of the transposed reads `x[j * N + i]` through shared memory, block (16, 16), the kernel's own block"
         ]
     );
@@ -239,10 +248,16 @@ fn a_transposed_read_beside_coalesced_accesses_is_staged_alone() {
         }"#]]
     .assert_eq(&show(Lang::Cuda, READS, &out[0], "add_transpose"));
     // The kernel's own block keeps its grid.
-    assert!(out[2]
+    assert!(out[3]
         .text
         .contains("grid = (cdiv(N, 16), cdiv(N, 16)); block = (16, 16)"));
-    assert!(out[2].text.contains("__shared__ float x_tile[16][16 + 1];"));
+    assert!(out[3].text.contains("__shared__ float x_tile[16][16 + 1];"));
+    // Fewer rows a pass: each thread moves 8 elements of the tile.
+    assert!(
+        out[2].text.contains("tile_row < 32; tile_row += 4)"),
+        "{}",
+        out[2].text
+    );
 }
 
 #[test]
@@ -321,7 +336,6 @@ fn what_staging_transposed_reads_cannot_help_is_refused_with_the_reason() {
     expect!["`scale_by_batch_column` cannot be staged through a tile: the read `s[c * batch + b]` is a stride apart along x and the same element along y: the block does not tile the axis it walks, so no tile loads it coalesced"].assert_eq(&why("scale_by_batch_column"));
     expect!["`from_upper` cannot be staged through a tile: the transposed read `a[j * n + i]` is under a condition; a tile would read it where the body does not"].assert_eq(&why("from_upper"));
     expect!["`sum_transposes` cannot be staged through a tile: `for (int m = 0; m < k; ++m) acc += x[(m * n + j) * n + i];` loops inside the element's body"].assert_eq(&why("sum_transposes"));
-    expect!["`add_transpose_flat`'s block is 1-D: a block covers a run of one row, so the read `x[j * N + i]` (a stride apart from one lane to the next) has no 2-D tile of elements to stage; transpose_tile needs a 2-D block (`int col = blockIdx.x * blockDim.x + threadIdx.x; int row = blockIdx.y * blockDim.y + threadIdx.y; if (row < m && col < n) { ... }` (or `if (row >= m || col >= n) return;`))"].assert_eq(&why("add_transpose_flat"));
     let gathered = READS.replace(
         "const size_t t = base + i;  // q[j][i]",
         "const size_t t = base + (size_t)p[i];",
@@ -336,4 +350,86 @@ fn what_staging_transposed_reads_cannot_help_is_refused_with_the_reason() {
         why.contains("`q[t]` is a stride apart along x and not linear along y"),
         "{why}"
     );
+}
+
+const FLAT: &str = include_str!("../../../../../tests/fixtures/rewrites/tiles/flat_transposes.cu");
+
+#[test]
+fn a_write_through_locals_of_the_body_repeats_them_in_the_second_pass() {
+    let local = TRANSPOSE.replace(
+        "dst[col * rows + row] = src[row * cols + col];",
+        "int at = col * rows + row;\n        dst[at] = src[row * cols + col];",
+    );
+    let out = one(&local, "transpose");
+    assert!(
+        out.contains(
+            "        if (row < rows && col < cols) {\n            int at = col * rows + row;\n            dst[at] = tile[threadIdx.x][tile_row];\n        }"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_flat_transpose_or_permute_is_tiled_after_a_2d_launch() {
+    let labels_of = |k: &str| -> Vec<String> {
+        labels(&rows8(FLAT, k))
+            .into_iter()
+            .map(String::from)
+            .collect()
+    };
+    for k in [
+        "transpose_flat",
+        "permute_021_flat",
+        "gather_transpose_flat",
+    ] {
+        assert_eq!(
+            labels_of(k),
+            ["2-D launch, block (128, 2), 2 rows per block, then 32x32 tile through shared memory, block (32, 8)"],
+            "{k}"
+        );
+    }
+    // The batch folded into the row: the second pass splits each element's row again,
+    // so a tile of rows that crosses a batch writes each row to its own batch.
+    expect![[r#"
+        // x.permute(0, 2, 1) of a [B, M, N] tensor with size_t indices and the batch folded into
+        // the flat index; M odd in the second case, so a tile of rows crosses a batch.
+        // @bench B = 4, 3; M = 512, 301; N = 256, 77
+        // @bench x: in f32[B, M, N]; y: out f32[B, N, M]
+        // @bench grid = (cdiv(N, 32), cdiv(B * M, 32)); block = (32, 8)
+        __global__ void permute_021_flat(const float* __restrict__ x, float* __restrict__ y, size_t B,
+                                         size_t M, size_t N) {
+            __shared__ float tile[32][32 + 1];  // + 1: the column-wise reads below hit 32 banks
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+                size_t n = blockIdx.x * 32 + threadIdx.x;
+                size_t row = blockIdx.y * 32 + tile_row;
+                if (n < N && row < B * M) {
+                    size_t m = (row) % M;
+                    size_t b = (row) / ((size_t)M);
+                    tile[tile_row][threadIdx.x] = x[row * N + n];
+                }
+            }
+            __syncthreads();
+            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+                size_t n = blockIdx.x * 32 + tile_row;
+                size_t row = blockIdx.y * 32 + threadIdx.x;
+                if (n < N && row < B * M) {
+                    size_t m = (row) % M;
+                    size_t b = (row) / ((size_t)M);
+                    y[(b * N + n) * M + m] = tile[threadIdx.x][tile_row];
+                }
+            }
+        }"#]]
+    .assert_eq(&first(FLAT, "permute_021_flat"));
+    // Only the transposed read is staged where the write is the thread's own element.
+    assert!(labels_of("nchw_to_nhwc_flat")[0]
+        .contains("tiles of the transposed reads `x[(n * C + c) * HW + p]`"));
+}
+
+#[test]
+fn a_flat_kernel_with_nothing_to_transpose_is_refused_with_the_2d_reason() {
+    let why = |k: &str| not_applicable(cuda(FLAT, k, "transpose_tile", json!({})));
+    let cat = why("cat_dim1_flat");
+    assert!(cat.ends_with("as a 2-D launch (`delinearize`) it is refused too: `cat_dim1_flat` cannot be staged through a tile: the read `a[r * A + c]` and the write `y[row * ((A + Bc)) + col]` are both coalesced along x; there is nothing to transpose"), "{cat}");
+    let scatter = why("scatter_transpose_flat");
+    assert!(scatter.ends_with("the write `dst[to]` names `to`, which the body computes from memory or changes; the second pass writes without the body"), "{scatter}");
 }

@@ -2261,10 +2261,34 @@ fn grid_split_candidates_compile_and_compute_what_the_original_computes() {
         .iter()
         .map(|c| check_idiom_candidates(c, tc, gxx.is_ok(), &grid))
         .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    if let Ok(()) = gxx {
+        grid_split_falls_back_to_one_block_past_the_scratch_arrays();
+    }
     match (nvrtc, gxx) {
         (Err(why), _) | (_, Err(why)) => tools::skip(test, &why),
         _ => eprintln!("{compiled} grid split candidates compiled with NVRTC, {emulated} emulated"),
     }
+}
+
+/// Sizes whose partials would not fit the scratch arrays leave one block along y per
+/// column of blocks: the others return at the top and the one left needs no combine.
+/// Shown on the emulator by lowering the slot count the candidate checks against.
+fn grid_split_falls_back_to_one_block_past_the_scratch_arrays() {
+    let c = &GRID_SPLIT_CASES[0];
+    let src = small(c);
+    let out = apply(&src, c.kernel, c.id).unwrap_or_else(|e| panic!("{e:?}"));
+    let limit = "<= (1 << 20)) ? gridDim.y : 1;";
+    let cands: Vec<(String, String)> = out
+        .iter()
+        .filter(|c| c.label.contains("partials combined by the last block"))
+        .map(|c| {
+            assert!(c.text.contains(limit), "{}", c.text);
+            let small = c.text.replace(limit, "<= (1 << 4)) ? gridDim.y : 1;");
+            (format!("{} (scratch of 16)", c.label), small)
+        })
+        .collect();
+    assert_eq!(cands.len(), 4);
+    emulate::compare(&src, c.kernel, &cands, 2).unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]

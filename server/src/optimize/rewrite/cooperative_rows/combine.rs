@@ -277,7 +277,8 @@ pub(in crate::optimize::rewrite) const GRID_GROUPS: &str = "1 << 16";
 
 /// After [`shared_combine`], inside its block (indented `ind`): each block's value of
 /// every accumulator goes to a function-scope `static __device__` scratch array (global
-/// memory) at its slot; after a `__threadfence` and a barrier, one thread takes a ticket
+/// memory) at its slot, unless the block is alone (`blocks` is 1: the sizes did not fit the
+/// arrays); after a `__threadfence` and a barrier, one thread takes a ticket
 /// from its group's counter; every block but the last of its group leaves (the whole
 /// block), and the last one resets the counter and folds the group's values in block
 /// order (read past L1, `__ldcg`), as the cluster combine folds ranks: the same result
@@ -292,8 +293,12 @@ pub(in crate::optimize::rewrite) fn grid_combine(
 ) -> Result<String, String> {
     use crate::optimize::rewrite::grid_total::{read_partial, ARITHMETIC};
     one_value_each(accs, "the grid")?;
+    // Inside `if (blocks > 1)`: one block alone holds its values (and its counter and
+    // slots may be past the arrays' ends).
+    let i2 = format!("{ind}{unit}");
     let mut code = format!(
-        "{nl}{ind}// the blocks that share these outputs leave their partials in global memory; the last to finish combines them in block order"
+        "{nl}{ind}// the blocks that share these outputs leave their partials in global memory; the last to finish combines them in block order{nl}{ind}if ({} > 1) {{",
+        slot.blocks
     );
     let mut arrays = Vec::new();
     for acc in accs {
@@ -306,7 +311,7 @@ pub(in crate::optimize::rewrite) fn grid_combine(
         }
         let part = fresh(&format!("{}_blocks", acc.name), names);
         code.push_str(&format!(
-            "{nl}{ind}static __device__ {ty} {part}[{GRID_SLOTS}]; // global memory, one per output of each block"
+            "{nl}{i2}static __device__ {ty} {part}[{GRID_SLOTS}]; // global memory, one per output of each block"
         ));
         arrays.push((*acc, ty, part));
     }
@@ -315,18 +320,18 @@ pub(in crate::optimize::rewrite) fn grid_combine(
     let b = fresh("b", names);
     let first = "threadIdx.x == 0 && threadIdx.y == 0";
     code.push_str(&format!(
-        "{nl}{ind}static __device__ unsigned {done}[{GRID_GROUPS}]; // blocks done per group; the last one sets it back to 0{nl}{ind}__shared__ unsigned {ticket};"
+        "{nl}{i2}static __device__ unsigned {done}[{GRID_GROUPS}]; // blocks done per group; the last one sets it back to 0{nl}{i2}__shared__ unsigned {ticket};"
     ));
     for (acc, _, part) in &arrays {
         code.push_str(&format!(
-            "{nl}{ind}if ({}) {part}[{}] = {};",
+            "{nl}{i2}if ({}) {part}[{}] = {};",
             slot.store_if,
             (slot.at)(slot.me),
             acc.name
         ));
     }
     code.push_str(&format!(
-        "{nl}{ind}__threadfence();{nl}{ind}__syncthreads();{nl}{ind}if ({first}) {ticket} = atomicAdd(&{done}[{g}], 1u);{nl}{ind}__syncthreads();{nl}{ind}if ({ticket} != {n} - 1) return;{nl}{ind}if ({first}) {done}[{g}] = 0;{nl}{ind}__threadfence();",
+        "{nl}{i2}__threadfence();{nl}{i2}__syncthreads();{nl}{i2}if ({first}) {ticket} = atomicAdd(&{done}[{g}], 1u);{nl}{i2}__syncthreads();{nl}{i2}if ({ticket} != {n} - 1) return;{nl}{i2}if ({first}) {done}[{g}] = 0;{nl}{i2}__threadfence();",
         g = slot.group,
         n = slot.blocks
     ));
@@ -341,11 +346,12 @@ pub(in crate::optimize::rewrite) fn grid_combine(
             (&b, slot.blocks),
             &other,
             &read,
-            ind,
+            &i2,
             unit,
             nl,
         ));
     }
+    code.push_str(&format!("{nl}{ind}}}"));
     Ok(code)
 }
 

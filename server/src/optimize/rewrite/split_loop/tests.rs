@@ -610,22 +610,24 @@ fn the_split_also_spans_a_grid_of_blocks_whose_last_combines_their_partials() {
                     }
                     __syncthreads();
                     // the blocks that share these outputs leave their partials in global memory; the last to finish combines them in block order
-                    static __device__ float acc_blocks[1 << 20]; // global memory, one per output of each block
-                    static __device__ unsigned blocks_done[1 << 16]; // blocks done per group; the last one sets it back to 0
-                    __shared__ unsigned ticket;
-                    if (threadIdx.y == 0) acc_blocks[(blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x] = acc;
-                    __threadfence();
-                    __syncthreads();
-                    if (threadIdx.x == 0 && threadIdx.y == 0) ticket = atomicAdd(&blocks_done[blockIdx.x], 1u);
-                    __syncthreads();
-                    if (ticket != P - 1) return;
-                    if (threadIdx.x == 0 && threadIdx.y == 0) blocks_done[blockIdx.x] = 0;
-                    __threadfence();
-                    for (unsigned b = 0; b < P; ++b) {
-                        float acc_other;
-                        acc_other = __ldcg(&acc_blocks[(b * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x]);
-                        if (b == 0) acc = acc_other;
-                        else acc += acc_other;
+                    if (P > 1) {
+                        static __device__ float acc_blocks[1 << 20]; // global memory, one per output of each block
+                        static __device__ unsigned blocks_done[1 << 16]; // blocks done per group; the last one sets it back to 0
+                        __shared__ unsigned ticket;
+                        if (threadIdx.y == 0) acc_blocks[(blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x] = acc;
+                        __threadfence();
+                        __syncthreads();
+                        if (threadIdx.x == 0 && threadIdx.y == 0) ticket = atomicAdd(&blocks_done[blockIdx.x], 1u);
+                        __syncthreads();
+                        if (ticket != P - 1) return;
+                        if (threadIdx.x == 0 && threadIdx.y == 0) blocks_done[blockIdx.x] = 0;
+                        __threadfence();
+                        for (unsigned b = 0; b < P; ++b) {
+                            float acc_other;
+                            acc_other = __ldcg(&acc_blocks[(b * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x]);
+                            if (b == 0) acc = acc_other;
+                            else acc += acc_other;
+                        }
                     }
                 }
                 if (lead) out[col] = acc;

@@ -2227,6 +2227,16 @@ const GRID_SPLIT_CASES: &[Case] = &[
     },
     Case {
         file: GRID_SPLIT,
+        kernel: "col_first_total",
+        id: "split_loop",
+        want: 4,
+        sizes: (
+            "rows = 2048, 77; cols = 512, 301",
+            "rows = 200, 77; cols = 70, 301",
+        ),
+    },
+    Case {
+        file: GRID_SPLIT,
         kernel: "col_share",
         id: "split_loop",
         want: 0,

@@ -46,7 +46,7 @@
 //! loop is also split over a grid of G blocks along y (param `grid_rows`, default 16 and
 //! 32; grid `(cdiv(n, 32), G)`, block `(32, W)`, no cluster). Thread `(blockIdx.y *
 //! blockDim.y + threadIdx.y)` starts the loop and it steps `P * blockDim.y`, where `P` is
-//! `gridDim.y` while the partials fit the scratch arrays (`gridDim.x <= 1 << 16` counters,
+//! `gridDim.y` while the partials fit the scratch arrays (`gridDim.x <= 65536` counters,
 //! `gridDim.x * blockDim.x * gridDim.y <= 1 << 20` slots) and 1 otherwise; blocks with
 //! `blockIdx.y >= P` return at the top, before any barrier, so any size stays correct.
 //! After the block's shared-memory combine, `threadIdx.y == 0` stores each value in a
@@ -240,16 +240,25 @@ fn spread_draft(
     names: &BTreeSet<String>,
 ) -> Result<Draft, String> {
     let var = rows.loops.first().map_or("the", |l| l.var.as_str());
-    let (label, y) = match across {
-        Across::Cluster(c) => (format!("`{var}` loop split over {ways} threads per output in each of {c} blocks of a cluster, block ({o}, {ways})"), c),
-        Across::Grid(g) => (format!("`{var}` loop split over {ways} threads per output in each of {g} blocks, block ({o}, {ways}), partials combined by the last block"), g),
+    let head = format!("`{var}` loop split over {ways} threads per output in each of");
+    let (label, y, along) = match across {
+        Across::Cluster(c) => (
+            format!("{head} {c} blocks of a cluster, block ({o}, {ways})"),
+            c,
+            "a cluster",
+        ),
+        Across::Grid(g) => (
+            format!("{head} {g} blocks, block ({o}, {ways}), partials combined by the last block"),
+            g,
+            "a grid of blocks",
+        ),
         Across::Block => return Err("one block takes no launch along y".into()),
     };
     let fail = |e: String| format!("{label}: {e}");
     if shape.batched {
-        return Err(fail(
-            format!("the grid's y is the kernel's batch index (`blockIdx.y`/`.z`), which a {} along y would take", if y == 0 { "" } else if matches!(across, Across::Cluster(_)) { "cluster" } else { "grid of blocks" }),
-        ));
+        return Err(fail(format!(
+            "the grid's y is the kernel's batch index (`blockIdx.y`/`.z`), which {along} along y would take"
+        )));
     }
     if matches!(across, Across::Grid(_)) {
         grid_applies(cx.text, shape, rows).map_err(fail)?;

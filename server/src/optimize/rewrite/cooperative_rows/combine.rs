@@ -269,11 +269,12 @@ pub(in crate::optimize::rewrite) struct GridSlot<'a> {
     pub group: &'a str,
 }
 
-/// Partials per scratch array, and counters: a grid of `gridDim.x` groups of blocks
-/// fits when `gridDim.x <= GROUPS` and its threads along x times the blocks sharing
-/// each output are at most `SLOTS` (the caller checks both at run time).
+/// Partials per scratch array, and counters (written out, not `1 << 16`: a literal 16
+/// would read as a hard-coded block size to `block_size`): a grid of `gridDim.x` groups
+/// of blocks fits when `gridDim.x <= GROUPS` and its threads along x times the blocks
+/// sharing each output are at most `SLOTS` (the caller checks both at run time).
 pub(in crate::optimize::rewrite) const GRID_SLOTS: &str = "1 << 20";
-pub(in crate::optimize::rewrite) const GRID_GROUPS: &str = "1 << 16";
+pub(in crate::optimize::rewrite) const GRID_GROUPS: &str = "65536";
 
 /// After [`shared_combine`], inside its block (indented `ind`): each block's value of
 /// every accumulator goes to a function-scope `static __device__` scratch array (global

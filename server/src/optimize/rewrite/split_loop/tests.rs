@@ -560,7 +560,7 @@ fn the_split_also_spans_a_grid_of_blocks_whose_last_combines_their_partials() {
         // @bench atol = 1e-3; rtol = 1e-4
         __global__ void __launch_bounds__(512) col_sum(const float* __restrict__ x, float* __restrict__ out, int rows, int cols) {
             // blocks along y that share each output's loop: all of them while their partials fit the scratch arrays
-            const unsigned P = (gridDim.x <= (1 << 16) && (unsigned long long)gridDim.x * blockDim.x * gridDim.y <= (1 << 20)) ? gridDim.y : 1;
+            const unsigned P = (gridDim.x <= (65536) && (unsigned long long)gridDim.x * blockDim.x * gridDim.y <= (1 << 20)) ? gridDim.y : 1;
             if (blockIdx.y >= P) return;
             // threads past the bound compute on output 0 and write nothing: every thread meets the barriers
             const bool live = ((int)(blockIdx.x * blockDim.x + threadIdx.x)) < cols;
@@ -612,7 +612,7 @@ fn the_split_also_spans_a_grid_of_blocks_whose_last_combines_their_partials() {
                     // the blocks that share these outputs leave their partials in global memory; the last to finish combines them in block order
                     if (P > 1) {
                         static __device__ float acc_blocks[1 << 20]; // global memory, one per output of each block
-                        static __device__ unsigned blocks_done[1 << 16]; // blocks done per group; the last one sets it back to 0
+                        static __device__ unsigned blocks_done[65536]; // blocks done per group; the last one sets it back to 0
                         __shared__ unsigned ticket;
                         if (threadIdx.y == 0) acc_blocks[(blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x] = acc;
                         __threadfence();

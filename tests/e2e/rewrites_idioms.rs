@@ -252,7 +252,7 @@ const CASES: &[Case] = &[
         file: NAMED_BLOCKS,
         kernel: "mid_mean_define",
         id: "split_loop",
-        want: 10,
+        want: 14,
         sizes: (
             "B = 8, 3; D = 512, 37; N = 1024, 333",
             "B = 2, 3; D = 40, 37; N = 70, 33",
@@ -656,7 +656,7 @@ const CASES: &[Case] = &[
         file: ROWS,
         kernel: "col_major_row_max",
         id: "split_loop",
-        want: 10,
+        want: 14,
         sizes: (
             "rows = 3000, 41; cols = 200, 9",
             "rows = 50, 41; cols = 70, 9",
@@ -1439,7 +1439,7 @@ const CASES: &[Case] = &[
         file: "examples/col_sum.cu",
         kernel: "col_sum",
         id: "split_loop",
-        want: 10,
+        want: 14,
         sizes: (
             "rows = 16384, 1001; cols = 2048, 77",
             "rows = 67, 5; cols = 45, 77",
@@ -1449,14 +1449,14 @@ const CASES: &[Case] = &[
         file: "examples/matvec_t.cu",
         kernel: "matvec_t",
         id: "split_loop",
-        want: 10,
+        want: 14,
         sizes: ("m = 8192, 333; n = 4096, 65", "m = 70, 33; n = 40, 65"),
     },
     Case {
         file: "examples/col_max.cu",
         kernel: "col_max",
         id: "split_loop",
-        want: 10,
+        want: 14,
         sizes: (
             "batch = 8192, 513; feat = 4096, 100",
             "batch = 51, 9; feat = 37, 100",
@@ -1476,14 +1476,14 @@ const CASES: &[Case] = &[
         file: SPLIT,
         kernel: "even_sum",
         id: "split_loop",
-        want: 10,
+        want: 14,
         sizes: ("pairs = 2048, 9; n = 512, 33", "pairs = 21, 9; n = 40, 33"),
     },
     Case {
         file: SPLIT,
         kernel: "col_count_prod",
         id: "split_loop",
-        want: 10,
+        want: 14,
         sizes: (
             "rows = 3000, 7; cols = 700, 31",
             "rows = 30, 7; cols = 70, 31",
@@ -1797,7 +1797,7 @@ const CASES: &[Case] = &[
         file: BATCHED,
         kernel: "mid_sum_flat",
         id: "split_loop",
-        want: 10,
+        want: 14,
         sizes: (
             "B = 16, 3; D1 = 256, 17; D2 = 256, 33",
             "B = 3, 3; D1 = 40, 17; D2 = 50, 33",
@@ -2038,10 +2038,20 @@ fn check_idiom_case(
     tc: Option<&kernel_lsp::toolchain::Toolchain>,
     emulate: bool,
 ) -> (usize, usize) {
+    check_idiom_candidates(c, tc, emulate, &|_| true)
+}
+
+/// [`check_idiom_case`] on the candidates `keep` picks (`c.want` counts those).
+fn check_idiom_candidates(
+    c: &Case,
+    tc: Option<&kernel_lsp::toolchain::Toolchain>,
+    emulate: bool,
+    keep: &dyn Fn(&Candidate) -> bool,
+) -> (usize, usize) {
     let what = format!("{} on {}:{}", c.id, c.file, c.kernel);
     let src = small(c);
     let out = match apply(&src, c.kernel, c.id) {
-        Ok(out) => out,
+        Ok(out) => out.into_iter().filter(|c| keep(c)).collect::<Vec<_>>(),
         Err(RewriteError::NotApplicable(why)) => {
             assert_eq!(c.want, 0, "{what} is not applicable: {why}");
             return (0, 0);
@@ -2054,6 +2064,9 @@ fn check_idiom_case(
         "{what}: {:?}",
         out.iter().map(|c| &c.label).collect::<Vec<_>>()
     );
+    if out.is_empty() {
+        return (0, 0);
+    }
     let mut compiled = 0;
     for cand in out.iter().filter(|_| tc.is_some()) {
         let doc = Document::new(Lang::Cuda, 0, &cand.text);
@@ -2209,6 +2222,142 @@ const BLOCK_NAME_CASES: &[Case] = &[
         ),
     },
 ];
+
+/// `split_loop` over a grid of blocks along y, the last block of each column of blocks
+/// combining their partials from global memory in block order: its four candidates
+/// (16 and 32 blocks, 8 and 16 threads per output) on column reductions of every
+/// accumulator type and fold, odd sizes (N = 301, M = 77 in the second case), code
+/// after the loop; none on kernels with a loop after the combined one or two passes.
+const GRID_SPLIT_CASES: &[Case] = &[
+    Case {
+        file: "examples/col_sum.cu",
+        kernel: "col_sum",
+        id: "split_loop",
+        want: 4,
+        sizes: (
+            "rows = 16384, 1001; cols = 2048, 77",
+            "rows = 300, 77; cols = 45, 301",
+        ),
+    },
+    Case {
+        file: "tests/gpu/drafts/layernorm_bwd_dgamma_dbeta.cu",
+        kernel: "layernorm_bwd_dgamma_dbeta",
+        id: "split_loop",
+        want: 4,
+        sizes: ("M = 16384, 333; N = 1024, 77", "M = 200, 77; N = 70, 301"),
+    },
+    Case {
+        file: "examples/col_max.cu",
+        kernel: "col_max",
+        id: "split_loop",
+        want: 4,
+        sizes: (
+            "batch = 8192, 513; feat = 4096, 100",
+            "batch = 130, 77; feat = 37, 301",
+        ),
+    },
+    Case {
+        file: GRID_SPLIT,
+        kernel: "col_norm",
+        id: "split_loop",
+        want: 4,
+        sizes: (
+            "rows = 4096, 77; cols = 1024, 301",
+            "rows = 300, 77; cols = 40, 301",
+        ),
+    },
+    Case {
+        file: GRID_SPLIT,
+        kernel: "col_count",
+        id: "split_loop",
+        want: 4,
+        sizes: (
+            "rows = 3000, 77; cols = 700, 301",
+            "rows = 300, 77; cols = 70, 301",
+        ),
+    },
+    Case {
+        file: GRID_SPLIT,
+        kernel: "col_dsum_min_prod",
+        id: "split_loop",
+        want: 4,
+        sizes: ("M = 2048, 77; N = 512, 301", "M = 300, 77; N = 40, 301"),
+    },
+    Case {
+        file: GRID_SPLIT,
+        kernel: "col_first_total",
+        id: "split_loop",
+        want: 4,
+        sizes: (
+            "rows = 2048, 77; cols = 512, 301",
+            "rows = 200, 77; cols = 70, 301",
+        ),
+    },
+    Case {
+        file: GRID_SPLIT,
+        kernel: "col_share",
+        id: "split_loop",
+        want: 0,
+        sizes: (
+            "rows = 1024, 77; cols = 512, 301",
+            "rows = 100, 77; cols = 40, 301",
+        ),
+    },
+    Case {
+        file: GRID_SPLIT,
+        kernel: "col_var",
+        id: "split_loop",
+        want: 0,
+        sizes: (
+            "rows = 1024, 77; cols = 512, 301",
+            "rows = 100, 77; cols = 40, 301",
+        ),
+    },
+];
+
+const GRID_SPLIT: &str = "tests/fixtures/rewrites/split/grid.cu";
+
+#[test]
+fn grid_split_candidates_compile_and_compute_what_the_original_computes() {
+    let test = "grid_split_candidates_compile_and_compute_what_the_original_computes";
+    let nvrtc = tools::nvrtc_available();
+    let gxx = emulate::gxx();
+    let tc = kernel_lsp::toolchain::locate(&Default::default());
+    let tc = nvrtc.is_ok().then_some(&tc);
+    let grid = |c: &Candidate| c.label.contains("partials combined by the last block");
+    let (compiled, emulated) = GRID_SPLIT_CASES
+        .iter()
+        .map(|c| check_idiom_candidates(c, tc, gxx.is_ok(), &grid))
+        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    if let Ok(()) = gxx {
+        grid_split_falls_back_to_one_block_past_the_scratch_arrays();
+    }
+    match (nvrtc, gxx) {
+        (Err(why), _) | (_, Err(why)) => tools::skip(test, &why),
+        _ => eprintln!("{compiled} grid split candidates compiled with NVRTC, {emulated} emulated"),
+    }
+}
+
+/// Sizes whose partials would not fit the scratch arrays leave one block along y per
+/// column of blocks: the others return at the top and the one left needs no combine.
+/// Shown on the emulator by lowering the slot count the candidate checks against.
+fn grid_split_falls_back_to_one_block_past_the_scratch_arrays() {
+    let c = &GRID_SPLIT_CASES[0];
+    let src = small(c);
+    let out = apply(&src, c.kernel, c.id).unwrap_or_else(|e| panic!("{e:?}"));
+    let limit = "<= (1 << 20)) ? gridDim.y : 1;";
+    let cands: Vec<(String, String)> = out
+        .iter()
+        .filter(|c| c.label.contains("partials combined by the last block"))
+        .map(|c| {
+            assert!(c.text.contains(limit), "{}", c.text);
+            let small = c.text.replace(limit, "<= (1 << 4)) ? gridDim.y : 1;");
+            (format!("{} (scratch of 16)", c.label), small)
+        })
+        .collect();
+    assert_eq!(cands.len(), 4);
+    emulate::compare(&src, c.kernel, &cands, 2).unwrap_or_else(|e| panic!("{e}"));
+}
 
 #[test]
 fn named_block_width_candidates_compile_and_compute_what_the_original_computes() {

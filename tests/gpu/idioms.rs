@@ -71,6 +71,24 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/split/columns.cu",
         "even_sum",
     ),
+    // A grid of 16 or 32 blocks along y per column of blocks, the last to finish
+    // combining their partials from global memory: two sums in one loop, doubles with a
+    // min and a product, an int count.
+    (
+        "split_loop",
+        "tests/gpu/drafts/layernorm_bwd_dgamma_dbeta.cu",
+        "layernorm_bwd_dgamma_dbeta",
+    ),
+    (
+        "split_loop",
+        "tests/fixtures/rewrites/split/grid.cu",
+        "col_dsum_min_prod",
+    ),
+    (
+        "split_loop",
+        "tests/fixtures/rewrites/split/grid.cu",
+        "col_count",
+    ),
     (
         "interleave",
         "tests/fixtures/rewrites/interleave/loops.cu",
@@ -444,6 +462,12 @@ fn source(file: &str) -> &'static str {
             include_str!("../fixtures/rewrites/vec_rows/rows.cu")
         }
         "tests/gpu/drafts/softmax_cols.cu" => include_str!("../gpu/drafts/softmax_cols.cu"),
+        "tests/gpu/drafts/layernorm_bwd_dgamma_dbeta.cu" => {
+            include_str!("../gpu/drafts/layernorm_bwd_dgamma_dbeta.cu")
+        }
+        "tests/fixtures/rewrites/split/grid.cu" => {
+            include_str!("../fixtures/rewrites/split/grid.cu")
+        }
         "tests/fixtures/rewrites/helpers/loops.cu" => {
             include_str!("../fixtures/rewrites/helpers/loops.cu")
         }

@@ -265,6 +265,18 @@ pub(super) mod testing {
         id: &str,
         params: serde_json::Value,
     ) -> Result<Vec<Candidate>, RewriteError> {
+        in_context(lang, src, kernel, params, |cx| apply(id, cx))
+    }
+
+    /// `f` on the context a rewrite of `kernel` in `src` gets (for tests of a rewrite's
+    /// inner steps).
+    pub fn in_context<T>(
+        lang: Lang,
+        src: &str,
+        kernel: &str,
+        params: serde_json::Value,
+        f: impl FnOnce(&RewriteContext<'_>) -> T,
+    ) -> T {
         let doc = Document::new(lang, 0, src);
         let tree = doc.tree().expect("the fixture parses");
         let model = syntax::analyze(lang, src, tree);
@@ -281,7 +293,7 @@ pub(super) mod testing {
             kernel: k,
             params: &params,
         };
-        apply(id, &cx)
+        f(&cx)
     }
 
     /// A CUDA rewrite on a fixture.

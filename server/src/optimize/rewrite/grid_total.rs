@@ -558,7 +558,7 @@ fn accumulator(src: &str, before: &[Node<'_>], c: &Carried) -> Result<Acc, Strin
     ))
 }
 
-const ARITHMETIC: &[&str] = &[
+pub(in crate::optimize::rewrite) const ARITHMETIC: &[&str] = &[
     "float",
     "double",
     "int",
@@ -766,7 +766,7 @@ fn folds(t: &Total<'_>, n: &Names, parts: &[String], i2: &str, nl: &str) -> Stri
 
 /// A load of a partial another block wrote, past the L1 cache (`__ldcg`, or a volatile
 /// load for types `__ldcg` has no overload for).
-fn read_partial(ty: &str, at: &str) -> String {
+pub(in crate::optimize::rewrite) fn read_partial(ty: &str, at: &str) -> String {
     // `__ldcg` has the overloads `__ldcs` has.
     if super::stream_loads::LDCS_TYPES.contains(&ty) {
         format!("__ldcg(&{at})")

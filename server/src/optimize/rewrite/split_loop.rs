@@ -42,6 +42,25 @@
 //! combines them in rank order. Carried values of other types than 4- and 8-byte ints and
 //! floats get no cluster candidate.
 //!
+//! **Grids**: a cluster holds at most 8 blocks (portable), so for the 32-output shapes the
+//! loop is also split over a grid of G blocks along y (param `grid_rows`, default 16 and
+//! 32; grid `(cdiv(n, 32), G)`, block `(32, W)`, no cluster). Thread `(blockIdx.y *
+//! blockDim.y + threadIdx.y)` starts the loop and it steps `P * blockDim.y`, where `P` is
+//! `gridDim.y` while the partials fit the scratch arrays (`gridDim.x <= 65536` counters,
+//! `gridDim.x * blockDim.x * gridDim.y <= 1 << 20` slots) and 1 otherwise; blocks with
+//! `blockIdx.y >= P` return at the top, before any barrier, so any size stays correct.
+//! After the block's shared-memory combine, `threadIdx.y == 0` stores each value in a
+//! function-scope `static __device__` array at `(blockIdx.y * gridDim.x + blockIdx.x) *
+//! blockDim.x + threadIdx.x`; `__threadfence`, a barrier, and one thread takes a ticket
+//! from `atomicAdd` on its column of blocks' counter; every block but the last returns,
+//! and the last resets the counter and folds the P values in block order (`__ldcg`) with
+//! the author's update, as the cluster folds ranks: the result does not depend on which
+//! block finished last. The code after the loop then runs in that block, written by
+//! `live && threadIdx.y == 0` (writes before the loop by block y 0 alone). Only where the
+//! loop is the one loop that carries values and no loop follows it (after the combine one
+//! block goes on); accumulators of the C arithmetic types, no arg pick; not on a batched
+//! kernel (its `blockIdx.y` is the batch).
+//!
 //! **Refuses**, with the reason: another shape, or what `cooperative_rows`' analysis
 //! refuses (barriers, warp code, a running value read mid-loop, writes whose owner cannot
 //! be told, early exits from a loop); an access that moves by a stride with the output
@@ -49,14 +68,20 @@
 //! loop carrying a value whose trip count differs between outputs (its bound reads a local
 //! or the output index) or that sits under a condition or another loop (the combine's
 //! barriers must be met by every thread); a bound check that is more than one comparison
-//! of the index.
+//! of the index. The grid form alone is left out, with its reason among the dropped, for
+//! a loop after the combined one (`col_share` in `tests/fixtures/rewrites/split/grid.cu`),
+//! a second loop carrying values (`col_var`), a batched kernel, an arg pick or a carried
+//! type that is not a C arithmetic scalar.
 
 use std::collections::BTreeSet;
 
 use tree_sitter::Node;
 
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
-use super::cooperative_rows::combine::{cluster_combine, shared_combine, ClusterSlot, Slots};
+use super::cooperative_rows::combine::{
+    cluster_combine, grid_combine, shared_combine, ClusterSlot, GridSlot, Slots, GRID_GROUPS,
+    GRID_SLOTS,
+};
 use super::cooperative_rows::{analyze, only_if, row_launch, Acc, RowPlan, Step};
 use super::edits::{Edit, Edits};
 use super::elementwise::{match_elementwise, Elementwise, Guard};
@@ -80,6 +105,7 @@ pub fn split_loop(cx: &RewriteContext<'_>) -> R {
     let owners = p.uints("owners", &[32, 16, 8], 1..=1024)?;
     let threads = p.uints("threads", &[256, 512], 32..=1024)?;
     let clusters = p.uints("clusters", &[4, 8], 2..=8)?;
+    let grid_rows = p.uints_or_none("grid_rows", &[16, 32], 2..=1024)?;
     let k = &cx.kernel.name;
     let func = kernel_function(cx)
         .ok_or_else(|| not_applicable(format!("`{k}`'s definition is not in the syntax tree")))?;
@@ -98,13 +124,13 @@ pub fn split_loop(cx: &RewriteContext<'_>) -> R {
     barriers_reached(cx, func, &shape, &rows).map_err(why_not)?;
     let launch = row_launch(cx, &plan, ID, &shape)?;
     let names = code_names(cx);
-    let body = emit(cx, &shape, &rows, 1, &mut names.clone()).map_err(why_not)?;
+    let body = emit(cx, &shape, &rows, Across::Block, &mut names.clone()).map_err(why_not)?;
     let mut drafts = Vec::new();
     let mut dropped = Vec::new();
     let var = rows.loops.first().map_or("the loop", |l| l.var.as_str());
-    for (o, ways, c) in shapes(&owners, &threads, &clusters) {
-        if c > 1 {
-            match cluster_draft(cx, func, &shape, &rows, &launch, (o, ways, c), &names) {
+    for (o, ways, across) in shapes(&owners, &threads, &clusters, &grid_rows) {
+        if across != Across::Block {
+            match spread_draft(cx, func, &shape, &rows, &launch, (o, ways, across), &names) {
                 Ok(d) => drafts.push(d),
                 Err(e) => dropped.push(e),
             }
@@ -157,59 +183,96 @@ pub(super) fn with_loads_in_flight(cx: &RewriteContext<'_>, d: Draft) -> Draft {
     }
 }
 
-/// Launch shapes (outputs per block, threads per output, blocks per cluster) from the
-/// params: every thread count that holds at least two threads per output, one block
+/// Where each output's loop is split beyond the threads along y of one block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Across {
+    /// The block's threads only.
+    Block,
+    /// A cluster of that many blocks along y (sm_90), combining in shared memory.
+    Cluster(u64),
+    /// That many blocks along y, the last to finish combining in global memory.
+    Grid(u64),
+}
+
+/// Launch shapes (outputs per block, threads per output, where the loop is split) from
+/// the params: every thread count that holds at least two threads per output, one block
 /// each; then, for blocks whose outputs fill a 128-byte line of f32 (32 outputs), the
-/// same split over a cluster of blocks.
-fn shapes(owners: &[u64], threads: &[u64], clusters: &[u64]) -> Vec<(u64, u64, u64)> {
+/// same split over a cluster of blocks, and over a grid of blocks along y.
+fn shapes(
+    owners: &[u64],
+    threads: &[u64],
+    clusters: &[u64],
+    grid_rows: &[u64],
+) -> Vec<(u64, u64, Across)> {
     let mut out = Vec::new();
     for &o in owners {
         for &t in threads {
-            if t % o == 0 && t / o >= 2 && !out.contains(&(o, t / o, 1)) {
-                out.push((o, t / o, 1));
+            if t % o == 0 && t / o >= 2 && !out.contains(&(o, t / o, Across::Block)) {
+                out.push((o, t / o, Across::Block));
             }
         }
     }
-    let singles: Vec<(u64, u64, u64)> = out.clone();
-    for &c in clusters {
+    let singles: Vec<(u64, u64, Across)> = out.clone();
+    let spreads = clusters
+        .iter()
+        .map(|&c| Across::Cluster(c))
+        .chain(grid_rows.iter().map(|&g| Across::Grid(g)));
+    for across in spreads {
         for &(o, w, _) in singles.iter().filter(|s| s.0 == 32) {
-            out.push((o, w, c));
+            out.push((o, w, across));
         }
     }
     out
 }
 
-/// One candidate whose loop is also split over a cluster of `c` blocks along y (sm_90):
-/// each block combines its threads' partials as the one-block candidates do, then every
-/// thread reads the cluster's block partials from their shared memory (`mapa`,
-/// `ld.shared::cluster`) and combines them in rank order.
-fn cluster_draft(
+/// One candidate whose loop is also split over several blocks along y: a cluster of
+/// `c` blocks (sm_90), each block combining its threads' partials as the one-block
+/// candidates do, then every thread reading the cluster's block partials from their
+/// shared memory (`mapa`, `ld.shared::cluster`) in rank order; or a grid of `g` blocks
+/// along y whose last block to finish combines their partials from global memory.
+fn spread_draft(
     cx: &RewriteContext<'_>,
     func: Node<'_>,
     shape: &Elementwise<'_>,
     rows: &RowPlan<'_>,
     launch: &super::cooperative_rows::RowLaunch,
-    (o, ways, c): (u64, u64, u64),
+    (o, ways, across): (u64, u64, Across),
     names: &BTreeSet<String>,
 ) -> Result<Draft, String> {
-    let label = format!(
-        "`{}` loop split over {ways} threads per output in each of {c} blocks of a cluster, block ({o}, {ways})",
-        rows.loops.first().map_or("the", |l| l.var.as_str())
-    );
+    let var = rows.loops.first().map_or("the", |l| l.var.as_str());
+    let head = format!("`{var}` loop split over {ways} threads per output in each of");
+    let (label, y, along) = match across {
+        Across::Cluster(c) => (
+            format!("{head} {c} blocks of a cluster, block ({o}, {ways})"),
+            c,
+            "a cluster",
+        ),
+        Across::Grid(g) => (
+            format!("{head} {g} blocks, block ({o}, {ways}), partials combined by the last block"),
+            g,
+            "a grid of blocks",
+        ),
+        Across::Block => return Err("one block takes no launch along y".into()),
+    };
     let fail = |e: String| format!("{label}: {e}");
     if shape.batched {
-        return Err(fail(
-            "the grid's y is the kernel's batch index (`blockIdx.y`/`.z`), which a cluster along y would take".into(),
-        ));
+        return Err(fail(format!(
+            "the grid's y is the kernel's batch index (`blockIdx.y`/`.z`), which {along} along y would take"
+        )));
     }
-    let mut e = emit(cx, shape, rows, c, &mut names.clone()).map_err(fail)?;
-    let name = func
-        .child_by_field_name("declarator")
-        .ok_or_else(|| fail("the kernel has no declarator".into()))?;
-    e.extend([Edit::insert(
-        name.start_byte(),
-        format!("__cluster_dims__(1, {c}, 1) "),
-    )]);
+    if matches!(across, Across::Grid(_)) {
+        grid_applies(cx.text, shape, rows).map_err(fail)?;
+    }
+    let mut e = emit(cx, shape, rows, across, &mut names.clone()).map_err(fail)?;
+    if let Across::Cluster(c) = across {
+        let name = func
+            .child_by_field_name("declarator")
+            .ok_or_else(|| fail("the kernel has no declarator".into()))?;
+        e.extend([Edit::insert(
+            name.start_byte(),
+            format!("__cluster_dims__(1, {c}, 1) "),
+        )]);
+    }
     let mut g = Edits::new();
     for d in &launch.divs {
         g.extend([Edit::replace(
@@ -221,11 +284,52 @@ fn cluster_draft(
         .apply(&launch.component)
         .map_err(|e| fail(e.to_string()))?;
     e.extend([
-        Edit::replace(launch.grid.range.clone(), format!("({first}, {c})")),
+        Edit::replace(launch.grid.range.clone(), format!("({first}, {y})")),
         Edit::replace(launch.block.range.clone(), format!("({o}, {ways})")),
     ]);
     let text = e.apply(cx.text).map_err(|e| fail(e.to_string()))?;
     Ok(Draft { label, text })
+}
+
+/// The grid combine leaves one block per group of outputs running: so the loop it
+/// combines must be the only one that carries values (an earlier one would hold each
+/// block's share only), and no loop may follow it (a later pass would run in one block).
+fn grid_applies(src: &str, shape: &Elementwise<'_>, rows: &RowPlan<'_>) -> Result<(), String> {
+    let carrying: Vec<usize> = (0..rows.loops.len())
+        .filter(|&i| !rows.loops[i].accs.is_empty())
+        .collect();
+    let Some(&last) = carrying.last() else {
+        return Err("no loop carries a value to combine across blocks".into());
+    };
+    let l = rows.loops[last].node;
+    if let Some(&i) = carrying.iter().find(|&&i| i != last) {
+        return Err(format!(
+            "the loop `{}` carries values before `{}`: split over blocks, each would hold only its share of them, and after a grid combine one block goes on; only the last carrying loop is combined across blocks",
+            first_line(text(src, rows.loops[i].node)),
+            first_line(text(src, l))
+        ));
+    }
+    let mut later = None;
+    for &root in &shape.body {
+        walk(root, &mut |n| {
+            let is_loop = matches!(
+                n.kind(),
+                "for_statement" | "while_statement" | "do_statement"
+            );
+            if later.is_none() && is_loop && n.start_byte() >= l.end_byte() {
+                later = Some(n);
+            }
+            later.is_none()
+        });
+    }
+    match later {
+        Some(n) => Err(format!(
+            "the loop `{}` follows `{}`: after the grid combine only the last block of each group goes on, so that loop would run in one block",
+            first_line(text(src, n)),
+            first_line(text(src, l))
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Every access of the loops moves one element with the output index or not at all, and
@@ -335,13 +439,71 @@ fn declared_names(src: &str, func: Node<'_>) -> BTreeSet<String> {
     out
 }
 
+/// How a thread finds its part of a loop, and who does what, for one [`Across`].
+struct Split {
+    /// The thread's part (`threadIdx.y`) and how many parts there are (`blockDim.y`).
+    part: String,
+    parts: String,
+    /// The thread that keeps an accumulator's start (the others restart from the
+    /// identity) and the one (with `live`) that writes an output.
+    first: &'static str,
+    lead: &'static str,
+    /// Writes before the combined loop: a grid's blocks all run them, one must write.
+    lead_before: &'static str,
+    /// Code before the output index (the grid's parts, and the blocks with no part).
+    prologue: String,
+    /// The grid's parts (`P`), for the combine.
+    blocks: String,
+}
+
+impl Split {
+    fn of(across: Across, src: &str, ind: &str, names: &mut BTreeSet<String>) -> Split {
+        let nl = newline(src);
+        let global = "(blockIdx.y * blockDim.y + threadIdx.y)".to_string();
+        match across {
+            Across::Block => Split {
+                part: "threadIdx.y".into(),
+                parts: "blockDim.y".into(),
+                first: "threadIdx.y == 0",
+                lead: "threadIdx.y == 0",
+                lead_before: "",
+                prologue: String::new(),
+                blocks: String::new(),
+            },
+            Across::Cluster(_) => Split {
+                part: global,
+                parts: "(gridDim.y * blockDim.y)".into(),
+                first: "threadIdx.y == 0 && blockIdx.y == 0",
+                lead: "threadIdx.y == 0 && blockIdx.y == 0",
+                lead_before: "",
+                prologue: String::new(),
+                blocks: String::new(),
+            },
+            Across::Grid(_) => {
+                let p = fresh("P", names);
+                Split {
+                    part: global,
+                    parts: format!("({p} * blockDim.y)"),
+                    first: "threadIdx.y == 0 && blockIdx.y == 0",
+                    lead: "threadIdx.y == 0",
+                    lead_before: " && blockIdx.y == 0",
+                    prologue: format!(
+                        "// blocks along y that share each output's loop: all of them while their partials fit the scratch arrays{nl}{ind}const unsigned {p} = (gridDim.x <= ({GRID_GROUPS}) && (unsigned long long)gridDim.x * blockDim.x * gridDim.y <= ({GRID_SLOTS})) ? gridDim.y : 1;{nl}{ind}if (blockIdx.y >= {p}) return;{nl}{ind}"
+                    ),
+                    blocks: p,
+                }
+            }
+        }
+    }
+}
+
 /// The kernel body's edits: `live`, the index clamped, the bound check gone, the loops
 /// shared along y, the combines, and the writes given to one thread.
 fn emit(
     cx: &RewriteContext<'_>,
     shape: &Elementwise<'_>,
     rows: &RowPlan<'_>,
-    cluster: u64,
+    across: Across,
     names: &mut BTreeSet<String>,
 ) -> Result<Edits, String> {
     let src = cx.text;
@@ -350,16 +512,7 @@ fn emit(
     let live = fresh("live", names);
     let lead = fresh("lead", names);
     let ind = line_indent(src, shape.decl.start_byte()).to_string();
-    // The thread's part of each loop: along y in its block, and its block's in the cluster.
-    let (part, parts, first) = if cluster > 1 {
-        (
-            "(blockIdx.y * blockDim.y + threadIdx.y)",
-            "(gridDim.y * blockDim.y)",
-            "threadIdx.y == 0 && blockIdx.y == 0",
-        )
-    } else {
-        ("threadIdx.y", "blockDim.y", "threadIdx.y == 0")
-    };
+    let split = Split::of(across, src, &ind, names);
     let value = index_value(shape)?;
     let v = own_index(src, shape, value);
     let cond = live_condition(src, shape, &v)?;
@@ -367,80 +520,125 @@ fn emit(
         Edit::insert(
             shape.decl.start_byte(),
             format!(
-                "// threads past the bound compute on output 0 and write nothing: every thread meets the barriers{nl}{ind}const bool {live} = {cond};{nl}{ind}"
+                "{}// threads past the bound compute on output 0 and write nothing: every thread meets the barriers{nl}{ind}const bool {live} = {cond};{nl}{ind}",
+                split.prologue
             ),
         ),
         Edit::replace(value.byte_range(), format!("{live} ? ({v}) : 0")),
         Edit::insert(
             shape.decl.end_byte(),
-            format!("{nl}{ind}const bool {lead} = {live} && {first};"),
+            format!("{nl}{ind}const bool {lead} = {live} && {};", split.lead),
         ),
     ]);
     e.extend(drop_guard(src, shape));
     for l in &rows.loops {
-        let init = text(src, l.init).trim();
-        let lane = match l.step {
-            1 => part.to_string(),
-            s => format!("{s} * {part}"),
-        };
-        let stride = match l.step {
-            1 => parts.to_string(),
-            s => format!("{s} * {parts}"),
-        };
-        let start = if init == "0" {
-            lane
-        } else {
-            format!("{init} + {lane}")
-        };
-        e.extend([
-            Edit::replace(l.init.byte_range(), start),
-            Edit::replace(l.update.byte_range(), format!("{} += {stride}", l.var)),
-        ]);
-        let lind = line_indent(src, l.start).to_string();
-        let mut before = String::new();
-        for acc in l.accs.iter().filter(|a| a.reset) {
-            let id = acc
-                .family
-                .reset()
-                .expect("reset only for families with one");
-            before.push_str(&format!("if (!({first})) {} = {id};{nl}{lind}", acc.name));
-        }
-        let writes = l.moves.iter().any(|m| m.write);
-        if writes && l.start == l.node.start_byte() {
-            before.push_str(&format!("if ({live}) "));
-        } else if writes {
-            e.extend([Edit::insert(l.node.start_byte(), format!("if ({live}) "))]);
-        }
-        if !before.is_empty() {
-            e.extend([Edit::insert(l.start, before)]);
-        }
-        if !l.accs.is_empty() {
-            let (mut code, parts) = combine_block(l, &lind, &shape.unit, nl, names)?;
-            if cluster > 1 {
-                let inner = format!("{lind}{}", shape.unit);
-                let accs: Vec<&Acc> = l.accs.iter().collect();
-                let slot = ClusterSlot {
-                    store_if: "threadIdx.y == 0",
-                    at: "threadIdx.x",
-                    blocks: cluster,
-                };
-                code.push_str(&cluster_combine(
-                    &accs,
-                    &parts,
-                    &slot,
-                    &inner,
-                    &shape.unit,
-                    nl,
-                    names,
-                )?);
-            }
-            code.push_str(&format!("{nl}{lind}}}"));
-            e.extend([Edit::insert(l.node.end_byte(), code)]);
-        }
+        e.extend(split_loop_edits(
+            src, shape, l, &split, &live, across, names,
+        )?);
     }
+    // Writes before the grid-combined loop: every block along y runs them, the first writes.
+    let combined = rows.loops.iter().rev().find(|l| !l.accs.is_empty());
     for s in &rows.lane0 {
-        e.extend([only_if(src, *s, &lead, &shape.unit, nl)]);
+        let before = combined.is_some_and(|l| s.end_byte() <= l.node.start_byte());
+        let cond = match before {
+            true => format!("{lead}{}", split.lead_before),
+            false => lead.clone(),
+        };
+        e.extend([only_if(src, *s, &cond, &shape.unit, nl)]);
     }
+    Ok(e)
+}
+
+/// One loop's edits: its start and step over the thread's part, the restarts of the
+/// accumulators the thread does not start from, its writes in live threads, and the
+/// combines after it (the block's; then the cluster's or the grid's).
+fn split_loop_edits(
+    src: &str,
+    shape: &Elementwise<'_>,
+    l: &super::cooperative_rows::ColumnLoop<'_>,
+    split: &Split,
+    live: &str,
+    across: Across,
+    names: &mut BTreeSet<String>,
+) -> Result<Vec<Edit>, String> {
+    let nl = newline(src);
+    let mut e = Vec::new();
+    let init = text(src, l.init).trim();
+    let (lane, stride) = match l.step {
+        1 => (split.part.clone(), split.parts.clone()),
+        s => (
+            format!("{s} * {}", split.part),
+            format!("{s} * {}", split.parts),
+        ),
+    };
+    let start = if init == "0" {
+        lane
+    } else {
+        format!("{init} + {lane}")
+    };
+    e.extend([
+        Edit::replace(l.init.byte_range(), start),
+        Edit::replace(l.update.byte_range(), format!("{} += {stride}", l.var)),
+    ]);
+    let lind = line_indent(src, l.start).to_string();
+    let mut before = String::new();
+    for acc in l.accs.iter().filter(|a| a.reset) {
+        let id = acc
+            .family
+            .reset()
+            .expect("reset only for families with one");
+        before.push_str(&format!(
+            "if (!({})) {} = {id};{nl}{lind}",
+            split.first, acc.name
+        ));
+    }
+    let writes = l.moves.iter().any(|m| m.write);
+    if writes && l.start == l.node.start_byte() {
+        before.push_str(&format!("if ({live}) "));
+    } else if writes {
+        e.extend([Edit::insert(l.node.start_byte(), format!("if ({live}) "))]);
+    }
+    if !before.is_empty() {
+        e.extend([Edit::insert(l.start, before)]);
+    }
+    if l.accs.is_empty() {
+        return Ok(e);
+    }
+    let (mut code, parts) = combine_block(l, &lind, &shape.unit, nl, names)?;
+    let inner = format!("{lind}{}", shape.unit);
+    let accs: Vec<&Acc> = l.accs.iter().collect();
+    match across {
+        Across::Block => {}
+        Across::Cluster(c) => {
+            let slot = ClusterSlot {
+                store_if: "threadIdx.y == 0",
+                at: "threadIdx.x",
+                blocks: c,
+            };
+            code.push_str(&cluster_combine(
+                &accs,
+                &parts,
+                &slot,
+                &inner,
+                &shape.unit,
+                nl,
+                names,
+            )?);
+        }
+        Across::Grid(_) => {
+            let at = |b: &str| format!("({b} * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x");
+            let slot = GridSlot {
+                store_if: "threadIdx.y == 0",
+                at: &at,
+                me: "blockIdx.y",
+                blocks: &split.blocks,
+                group: "blockIdx.x",
+            };
+            code.push_str(&grid_combine(&accs, &slot, &inner, &shape.unit, nl, names)?);
+        }
+    }
+    code.push_str(&format!("{nl}{lind}}}"));
+    e.extend([Edit::insert(l.node.end_byte(), code)]);
     Ok(e)
 }
 

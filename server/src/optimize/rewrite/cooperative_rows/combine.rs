@@ -7,7 +7,10 @@
 //! differ ([`Slots`]). When the work is also split over a thread-block cluster (sm_90),
 //! [`cluster_combine`] follows: one thread per result stores its block's value, and every
 //! thread reads the cluster's block values from their shared memory in rank order
-//! ([`ClusterSlot`] says which thread and which element).
+//! ([`ClusterSlot`] says which thread and which element). When it is split over a grid
+//! of blocks instead, [`grid_combine`] follows: the blocks leave their values in global
+//! scratch arrays and the last block of each group folds them in block order
+//! ([`GridSlot`]).
 
 use std::collections::BTreeSet;
 
@@ -114,6 +117,18 @@ pub(in crate::optimize::rewrite) fn shared_combine(
     Ok((code, parts.into_iter().map(|(_, p)| p).collect()))
 }
 
+/// The combines across blocks carry one value per result: an arg pick (a value kept
+/// beside an extreme) is refused, naming `across`.
+fn one_value_each(accs: &[&Acc], across: &str) -> Result<(), String> {
+    match accs.iter().find(|a| a.arg.is_some()) {
+        Some(acc) => Err(format!(
+            "`{}` is picked with other values (an arg-max or arg-min); {across} combines one value per result",
+            acc.name
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Where a block's combined value waits for the other blocks of its cluster.
 pub(in crate::optimize::rewrite) struct ClusterSlot<'a> {
     /// The threads that store it (one per result: `threadIdx.y == 0`).
@@ -142,12 +157,7 @@ pub(in crate::optimize::rewrite) fn cluster_combine(
     nl: &str,
     names: &mut BTreeSet<String>,
 ) -> Result<String, String> {
-    if let Some(acc) = accs.iter().find(|a| a.arg.is_some()) {
-        return Err(format!(
-            "`{}` is picked with other values (an arg-max or arg-min); the cluster combines one value per result",
-            acc.name
-        ));
-    }
+    one_value_each(accs, "the cluster")?;
     let mut code = format!(
         "{nl}{ind}// the blocks of the cluster share their partials through distributed shared memory"
     );
@@ -198,32 +208,152 @@ fn remote_reads(
     nl: &str,
     names: &mut BTreeSet<String>,
 ) -> String {
-    let i2 = format!("{ind}{unit}");
-    let ty = acc.ty.as_deref().unwrap_or("");
     let at = fresh(&format!("{}_at", acc.name), names);
     let remote = fresh(&format!("{}_remote", acc.name), names);
     let other = fresh(&format!("{}_other", acc.name), names);
-    let blocks = slot.blocks;
-    let mut code = format!(
+    let code = format!(
         "{nl}{ind}const unsigned {at} = (unsigned)__cvta_generic_to_shared(&{part}[{}]);",
         slot.at
     );
-    code.push_str(&format!(
-        "{nl}{ind}for (unsigned {rank} = 0; {rank} < {blocks}; ++{rank}) {{{nl}{i2}{ty} {other};{nl}{i2}unsigned {remote};"
-    ));
-    code.push_str(&format!(
-        "{nl}{i2}asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"({remote}) : \"r\"({at}), \"r\"({rank}));"
-    ));
-    code.push_str(&format!(
-        "{nl}{i2}asm volatile(\"ld.shared::cluster.{ptx} %0, [%1];\" : \"={reg}\"({other}) : \"r\"({remote}) : \"memory\");"
-    ));
+    let read = [
+        format!("unsigned {remote};"),
+        format!("asm volatile(\"mapa.shared::cluster.u32 %0, %1, %2;\" : \"=r\"({remote}) : \"r\"({at}), \"r\"({rank}));"),
+        format!("asm volatile(\"ld.shared::cluster.{ptx} %0, [%1];\" : \"={reg}\"({other}) : \"r\"({remote}) : \"memory\");"),
+    ];
+    let blocks = slot.blocks.to_string();
+    code + &fold_in_order(acc, (rank, &blocks), &other, &read, ind, unit, nl)
+}
+
+/// The loop over blocks `0..count` (`rank` counting) that folds each block's value of
+/// `acc` into it in order, the first one replacing it: `read` are the statements that
+/// set `other` to block `rank`'s value. The cluster and the grid combines differ in
+/// those statements only.
+fn fold_in_order(
+    acc: &Acc,
+    (rank, count): (&str, &str),
+    other: &str,
+    read: &[String],
+    ind: &str,
+    unit: &str,
+    nl: &str,
+) -> String {
+    let i2 = format!("{ind}{unit}");
+    let ty = acc.ty.as_deref().unwrap_or("");
+    let mut code = format!(
+        "{nl}{ind}for (unsigned {rank} = 0; {rank} < {count}; ++{rank}) {{{nl}{i2}{ty} {other};"
+    );
+    for r in read {
+        code.push_str(&format!("{nl}{i2}{r}"));
+    }
     code.push_str(&format!(
         "{nl}{i2}if ({rank} == 0) {} = {other};{nl}{i2}else {}",
         acc.name,
-        combine_plain(acc, &other)
+        combine_plain(acc, other)
     ));
     code.push_str(&format!("{nl}{ind}}}"));
     code
+}
+
+/// Where a block's combined values wait in global memory for the other blocks that
+/// share its outputs (the grid combine).
+pub(in crate::optimize::rewrite) struct GridSlot<'a> {
+    /// The threads that store them (one per result: `threadIdx.y == 0`).
+    pub store_if: &'a str,
+    /// The element of block `b` (an expression in `b`) of the scratch arrays.
+    pub at: &'a dyn Fn(&str) -> String,
+    /// This block's number among those that share its outputs (`blockIdx.y`).
+    pub me: &'a str,
+    /// How many blocks share them (a name: `P`).
+    pub blocks: &'a str,
+    /// Which counter those blocks share (`blockIdx.x`).
+    pub group: &'a str,
+}
+
+/// Partials per scratch array, and counters (written out, not `1 << 16`: a literal 16
+/// would read as a hard-coded block size to `block_size`): a grid of `gridDim.x` groups
+/// of blocks fits when `gridDim.x <= GROUPS` and its threads along x times the blocks
+/// sharing each output are at most `SLOTS` (the caller checks both at run time).
+pub(in crate::optimize::rewrite) const GRID_SLOTS: &str = "1 << 20";
+pub(in crate::optimize::rewrite) const GRID_GROUPS: &str = "65536";
+
+/// After [`shared_combine`], inside its block (indented `ind`): each block's value of
+/// every accumulator goes to a function-scope `static __device__` scratch array (global
+/// memory) at its slot, unless the block is alone (`blocks` is 1: the sizes did not fit the
+/// arrays); after a `__threadfence` and a barrier, one thread takes a ticket
+/// from its group's counter; every block but the last of its group leaves (the whole
+/// block), and the last one resets the counter and folds the group's values in block
+/// order (read past L1, `__ldcg`), as the cluster combine folds ranks: the same result
+/// whichever block finishes last. Types: the C arithmetic ones; an arg pick is refused.
+pub(in crate::optimize::rewrite) fn grid_combine(
+    accs: &[&Acc],
+    slot: &GridSlot<'_>,
+    ind: &str,
+    unit: &str,
+    nl: &str,
+    names: &mut BTreeSet<String>,
+) -> Result<String, String> {
+    use crate::optimize::rewrite::grid_total::{read_partial, ARITHMETIC};
+    one_value_each(accs, "the grid")?;
+    // Inside `if (blocks > 1)`: one block alone holds its values (and its counter and
+    // slots may be past the arrays' ends).
+    let i2 = format!("{ind}{unit}");
+    let mut code = format!(
+        "{nl}{ind}// the blocks that share these outputs leave their partials in global memory; the last to finish combines them in block order{nl}{ind}if ({} > 1) {{",
+        slot.blocks
+    );
+    let mut arrays = Vec::new();
+    for acc in accs {
+        let ty = acc.ty.as_deref().unwrap_or("");
+        if !ARITHMETIC.contains(&ty) {
+            return Err(format!(
+                "`{}` is a `{ty}`; the grid's partials are kept for arithmetic scalars only",
+                acc.name
+            ));
+        }
+        let part = fresh(&format!("{}_blocks", acc.name), names);
+        code.push_str(&format!(
+            "{nl}{i2}static __device__ {ty} {part}[{GRID_SLOTS}]; // global memory, one per output of each block"
+        ));
+        arrays.push((*acc, ty, part));
+    }
+    let done = fresh("blocks_done", names);
+    let ticket = fresh("ticket", names);
+    let b = fresh("b", names);
+    let first = "threadIdx.x == 0 && threadIdx.y == 0";
+    code.push_str(&format!(
+        "{nl}{i2}static __device__ unsigned {done}[{GRID_GROUPS}]; // blocks done per group; the last one sets it back to 0{nl}{i2}__shared__ unsigned {ticket};"
+    ));
+    for (acc, _, part) in &arrays {
+        code.push_str(&format!(
+            "{nl}{i2}if ({}) {part}[{}] = {};",
+            slot.store_if,
+            (slot.at)(slot.me),
+            acc.name
+        ));
+    }
+    code.push_str(&format!(
+        "{nl}{i2}__threadfence();{nl}{i2}__syncthreads();{nl}{i2}if ({first}) {ticket} = atomicAdd(&{done}[{g}], 1u);{nl}{i2}__syncthreads();{nl}{i2}if ({ticket} != {n} - 1) return;{nl}{i2}if ({first}) {done}[{g}] = 0;{nl}{i2}__threadfence();",
+        g = slot.group,
+        n = slot.blocks
+    ));
+    for (acc, ty, part) in arrays {
+        let other = fresh(&format!("{}_other", acc.name), names);
+        let read = [format!(
+            "{other} = {};",
+            read_partial(ty, &format!("{part}[{}]", (slot.at)(&b)))
+        )];
+        code.push_str(&fold_in_order(
+            acc,
+            (&b, slot.blocks),
+            &other,
+            &read,
+            &i2,
+            unit,
+            nl,
+        ));
+    }
+    code.push_str(&format!("{nl}{ind}}}"));
+    Ok(code)
 }
 
 /// The PTX type and asm constraint of a shared-memory read of a C type, for the types a

@@ -1,7 +1,14 @@
 use expect_test::expect;
 use serde_json::json;
 
-use super::super::check::testing::{cuda, labels, not_applicable, show};
+use super::super::check::current_plan;
+use super::super::check::testing::{
+    assert_has, cuda, find, in_context, labels, not_applicable, show,
+};
+use super::super::cooperative_rows::{analyze, row_launch};
+use super::super::elementwise::match_elementwise;
+use super::super::tree::{code_names, kernel_function};
+use super::{spread_draft, Across, ID};
 use crate::syntax::Lang;
 
 const COL_SUM: &str = include_str!("../../../../../examples/col_sum.cu");
@@ -21,6 +28,10 @@ fn a_column_sum_is_split_along_y_and_combined_in_shared_memory() {
             "`r` loop split over 16 threads per output in each of 4 blocks of a cluster, block (32, 16), 8 iterations per trip",
             "`r` loop split over 8 threads per output in each of 8 blocks of a cluster, block (32, 8), 8 iterations per trip",
             "`r` loop split over 16 threads per output in each of 8 blocks of a cluster, block (32, 16), 8 iterations per trip",
+            "`r` loop split over 8 threads per output in each of 16 blocks, block (32, 8), partials combined by the last block, 8 iterations per trip",
+            "`r` loop split over 16 threads per output in each of 16 blocks, block (32, 16), partials combined by the last block, 8 iterations per trip",
+            "`r` loop split over 8 threads per output in each of 32 blocks, block (32, 8), partials combined by the last block, 8 iterations per trip",
+            "`r` loop split over 16 threads per output in each of 32 blocks, block (32, 16), partials combined by the last block, 8 iterations per trip",
         ]
     "#]]
     .assert_debug_eq(&labels(&out));
@@ -422,7 +433,7 @@ fn the_split_also_spans_a_cluster_of_blocks_that_read_each_others_partials() {
         COL_SUM,
         "col_sum",
         "split_loop",
-        json!({"owners": [32], "threads": [256], "clusters": [4]}),
+        json!({"owners": [32], "threads": [256], "clusters": [4], "grid_rows": []}),
     )
     .unwrap();
     expect![[r#"
@@ -515,4 +526,186 @@ fn a_bound_held_in_a_local_made_of_parameters_is_the_same_for_every_output() {
     let ragged = src.replace("r < m; r++)", "r < tail; r++)");
     expect!["`k`: the loop `for (int r = half; r < tail; r++) s += 2.0f * x[(size_t)r * cols + c];` reads `tail` in its start or bound, so its trip count may differ between outputs; the threads of a block would not all meet the barrier after it"]
         .assert_eq(&not_applicable(cuda(&ragged, "k", "split_loop", json!({}))));
+}
+
+const GRID: &str = include_str!("../../../../../tests/fixtures/rewrites/split/grid.cu");
+const BATCHED: &str = include_str!("../../../../../tests/fixtures/rewrites/rows/batched.cu");
+
+#[test]
+fn the_split_also_spans_a_grid_of_blocks_whose_last_combines_their_partials() {
+    let out = cuda(
+        COL_SUM,
+        "col_sum",
+        "split_loop",
+        json!({"owners": [32], "threads": [512], "clusters": [8], "grid_rows": [16]}),
+    )
+    .unwrap();
+    expect![[r#"
+        [
+            "`r` loop split over 16 threads per output, block (32, 16), 8 iterations per trip",
+            "`r` loop split over 16 threads per output in each of 8 blocks of a cluster, block (32, 16), 8 iterations per trip",
+            "`r` loop split over 16 threads per output in each of 16 blocks, block (32, 16), partials combined by the last block, 8 iterations per trip",
+        ]
+    "#]]
+    .assert_debug_eq(&labels(&out));
+    let grid = find(&out, "`r` loop split over 16 threads per output in each of 16 blocks, block (32, 16), partials combined by the last block, 8 iterations per trip");
+    expect![[r#"
+        // A first draft of a column sum (`x.sum(0)`): each thread owns one column and walks
+        // down the rows. The loads are coalesced, but with a few thousand columns the grid is a
+        // handful of blocks: most of the GPU sits idle while each thread loops over every row.
+        // @bench rows = 16384, 1001; cols = 2048, 77
+        // @bench x: in f32[rows, cols]; out: out f32[cols]
+        // @bench grid = (cdiv(cols, 32), 16); block = (32, 16)
+        // @bench reference = torch: x.sum(0)
+        // @bench atol = 1e-3; rtol = 1e-4
+        __global__ void __launch_bounds__(512) col_sum(const float* __restrict__ x, float* __restrict__ out, int rows, int cols) {
+            // blocks along y that share each output's loop: all of them while their partials fit the scratch arrays
+            const unsigned P = (gridDim.x <= (65536) && (unsigned long long)gridDim.x * blockDim.x * gridDim.y <= (1 << 20)) ? gridDim.y : 1;
+            if (blockIdx.y >= P) return;
+            // threads past the bound compute on output 0 and write nothing: every thread meets the barriers
+            const bool live = ((int)(blockIdx.x * blockDim.x + threadIdx.x)) < cols;
+            int col = live ? (blockIdx.x * blockDim.x + threadIdx.x) : 0;
+            const bool lead = live && threadIdx.y == 0;
+            {
+                float acc = 0.0f;
+                { // 8 iterations per trip, then the rest
+                    int r = (blockIdx.y * blockDim.y + threadIdx.y);
+                    for (; r + (int)(7 * ((P * blockDim.y))) < rows; r += (int)(8 * ((P * blockDim.y)))) {
+                        {
+                            acc += x[(size_t)r * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)((P * blockDim.y))) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(2 * ((P * blockDim.y)))) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(3 * ((P * blockDim.y)))) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(4 * ((P * blockDim.y)))) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(5 * ((P * blockDim.y)))) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(6 * ((P * blockDim.y)))) * cols + col];
+                        }
+                        {
+                            acc += x[(size_t)(r + (int)(7 * ((P * blockDim.y)))) * cols + col];
+                        }
+                    }
+                    for (; r < rows; r += (P * blockDim.y)) {
+                        acc += x[(size_t)r * cols + col];
+                    }
+                }
+                { // the partials of the threads that share an output, combined by each of them
+                    __shared__ float acc_part[1024];
+                    acc_part[threadIdx.y * blockDim.x + threadIdx.x] = acc;
+                    __syncthreads();
+                    acc = acc_part[threadIdx.x];
+                    for (unsigned w = 1; w < blockDim.y; ++w) {
+                        acc += acc_part[w * blockDim.x + threadIdx.x];
+                    }
+                    __syncthreads();
+                    // the blocks that share these outputs leave their partials in global memory; the last to finish combines them in block order
+                    if (P > 1) {
+                        static __device__ float acc_blocks[1 << 20]; // global memory, one per output of each block
+                        static __device__ unsigned blocks_done[65536]; // blocks done per group; the last one sets it back to 0
+                        __shared__ unsigned ticket;
+                        if (threadIdx.y == 0) acc_blocks[(blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x] = acc;
+                        __threadfence();
+                        __syncthreads();
+                        if (threadIdx.x == 0 && threadIdx.y == 0) ticket = atomicAdd(&blocks_done[blockIdx.x], 1u);
+                        __syncthreads();
+                        if (ticket != P - 1) return;
+                        if (threadIdx.x == 0 && threadIdx.y == 0) blocks_done[blockIdx.x] = 0;
+                        __threadfence();
+                        for (unsigned b = 0; b < P; ++b) {
+                            float acc_other;
+                            acc_other = __ldcg(&acc_blocks[(b * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x]);
+                            if (b == 0) acc = acc_other;
+                            else acc += acc_other;
+                        }
+                    }
+                }
+                if (lead) out[col] = acc;
+            }
+        }"#]].assert_eq(&show(Lang::Cuda, COL_SUM, grid, "col_sum"));
+}
+
+#[test]
+fn grid_partials_keep_every_arithmetic_type_and_fold_and_the_code_after_the_loop() {
+    let out = cuda(
+        GRID,
+        "col_dsum_min_prod",
+        "split_loop",
+        json!({"owners": [32], "threads": [256], "clusters": [4], "grid_rows": [32]}),
+    )
+    .unwrap();
+    let grid = find(&out, "`i` loop split over 8 threads per output in each of 32 blocks, block (32, 8), partials combined by the last block, 8 iterations per trip");
+    assert_has(
+        &grid.text,
+        &[
+            "@bench grid = (cdiv(N, 32), 32); block = (32, 8)",
+            "if (!(threadIdx.y == 0 && blockIdx.y == 0)) s = 0;",
+            "static __device__ double s_blocks[1 << 20];",
+            "static __device__ float m_blocks[1 << 20];",
+            "static __device__ float p_blocks[1 << 20];",
+            "s_other = __ldcg(&s_blocks[(b * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x]);",
+            "else s += s_other;",
+            "else m = fminf(m, m_other);",
+            "else p *= p_other;",
+            "if (lead) sum[j] = s;",
+        ],
+    );
+    let norm = cuda(GRID, "col_norm", "split_loop", json!({"grid_rows": [16]})).unwrap();
+    let count = cuda(GRID, "col_count", "split_loop", json!({"grid_rows": [16]})).unwrap();
+    let last = |out: &[crate::optimize::rewrite::Candidate]| {
+        out.last().map(|c| c.text.clone()).unwrap_or_default()
+    };
+    assert_has(&last(&norm), &["if (lead) norm[c] = sqrtf(ss);"]);
+    assert_has(
+        &last(&count),
+        &[
+            "static __device__ int n_blocks[1 << 20];",
+            "else n += n_other;",
+        ],
+    );
+}
+
+/// Why the grid form leaves a kernel out, from its inner steps (the one-block and cluster
+/// candidates still come, so the rewrite as a whole is not refused).
+fn grid_refusal(src: &str, kernel: &str) -> String {
+    in_context(Lang::Cuda, src, kernel, json!({}), |cx| {
+        let plan = current_plan(cx).unwrap();
+        let func = kernel_function(cx).unwrap();
+        let shape = match_elementwise(cx.text, func).unwrap();
+        let rows = analyze(cx, &plan, &shape).unwrap();
+        let launch = row_launch(cx, &plan, ID, &shape).unwrap();
+        let shape_of = (32, 8, Across::Grid(16));
+        match spread_draft(cx, func, &shape, &rows, &launch, shape_of, &code_names(cx)) {
+            Ok(d) => format!("takes it: {}", d.label),
+            Err(why) => why,
+        }
+    })
+}
+
+#[test]
+fn the_grid_form_refuses_a_later_loop_a_second_pass_and_a_batch_index() {
+    expect!["`r` loop split over 8 threads per output in each of 16 blocks, block (32, 8), partials combined by the last block: the loop `for (int r = 0; r < rows; ++r) y[r * cols + c] = x[r * cols + c] * inv;` follows `for (int r = 0; r < rows; ++r) s += x[r * cols + c];`: after the grid combine only the last block of each group goes on, so that loop would run in one block"].assert_eq(&grid_refusal(GRID, "col_share"));
+    expect!["`r` loop split over 8 threads per output in each of 16 blocks, block (32, 8), partials combined by the last block: the loop `for (int r = 0; r < rows; ++r) mean += x[r * cols + c];` carries values before `for (int r = 0; r < rows; ++r)`: split over blocks, each would hold only its share of them, and after a grid combine one block goes on; only the last carrying loop is combined across blocks"].assert_eq(&grid_refusal(GRID, "col_var"));
+    expect!["`i` loop split over 8 threads per output in each of 16 blocks, block (32, 8), partials combined by the last block: the grid's y is the kernel's batch index (`blockIdx.y`/`.z`), which a grid of blocks along y would take"].assert_eq(&grid_refusal(BATCHED, "batched_col_max"));
+    expect!["takes it: `r` loop split over 8 threads per output in each of 16 blocks, block (32, 8), partials combined by the last block"].assert_eq(&grid_refusal(GRID, "col_norm"));
+    for k in ["col_share", "col_var"] {
+        let out = cuda(GRID, k, "split_loop", json!({})).unwrap();
+        assert!(
+            labels(&out)
+                .iter()
+                .all(|l| !l.contains("combined by the last block")),
+            "{k}: {:?}",
+            labels(&out)
+        );
+    }
 }

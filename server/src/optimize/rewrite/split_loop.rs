@@ -488,7 +488,7 @@ impl Split {
                     lead: "threadIdx.y == 0",
                     lead_before: " && blockIdx.y == 0",
                     prologue: format!(
-                        "// blocks along y that share each output's loop: all of them while their partials fit the scratch arrays{nl}{ind}const unsigned {p} = (gridDim.x <= ({GRID_GROUPS}) && (unsigned long long)gridDim.x * blockDim.x * gridDim.y <= ({GRID_SLOTS})) ? gridDim.y : 1;{nl}{ind}if (blockIdx.y >= {p}) return;{nl}{ind}"
+                        "// blocks along y that share each output's loop: all of them while their partials fit the scratch arrays{nl}{ind}const unsigned {p} = (gridDim.x <= {GRID_GROUPS} && (unsigned long long)gridDim.x * blockDim.x * gridDim.y <= ({GRID_SLOTS})) ? gridDim.y : 1;{nl}{ind}if (blockIdx.y >= {p}) return;{nl}{ind}"
                     ),
                     blocks: p,
                 }

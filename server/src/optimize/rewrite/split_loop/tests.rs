@@ -560,7 +560,7 @@ fn the_split_also_spans_a_grid_of_blocks_whose_last_combines_their_partials() {
         // @bench atol = 1e-3; rtol = 1e-4
         __global__ void __launch_bounds__(512) col_sum(const float* __restrict__ x, float* __restrict__ out, int rows, int cols) {
             // blocks along y that share each output's loop: all of them while their partials fit the scratch arrays
-            const unsigned P = (gridDim.x <= (65536) && (unsigned long long)gridDim.x * blockDim.x * gridDim.y <= (1 << 20)) ? gridDim.y : 1;
+            const unsigned P = (gridDim.x <= 65536 && (unsigned long long)gridDim.x * blockDim.x * gridDim.y <= (1 << 20)) ? gridDim.y : 1;
             if (blockIdx.y >= P) return;
             // threads past the bound compute on output 0 and write nothing: every thread meets the barriers
             const bool live = ((int)(blockIdx.x * blockDim.x + threadIdx.x)) < cols;

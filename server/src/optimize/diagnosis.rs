@@ -49,6 +49,9 @@ const LOADS_IN_FLIGHT: &[&str] = &[
     "vectorize_rows",
     "coarsen",
 ];
+/// Steps for loops that stride by all their lanes: keep what a first pass read for the
+/// later passes (refused at once where no later pass rereads it), then wider accesses.
+const LANE_LOOPS: &[&str] = &["stage_rows", "vector_loops"];
 /// The share of stalls on global loads (long scoreboard) above which, short of the DRAM
 /// peak, the threads wait on their loads rather than on the memory system.
 const LOAD_WAIT_SHARE: f64 = 0.5;
@@ -145,8 +148,8 @@ pub fn diagnose(f: &Facts) -> Vec<Cause> {
             }
             if f.holds("loop_steps_over_lanes") == Some(true) {
                 out.push(Cause {
-                    why: "the analysis: a loop strides through memory by all its lanes, each lane reading 4 bytes per access where 16 would do".into(),
-                    cures: &["vector_loops"],
+                    why: "the analysis: a loop strides through memory by all its lanes, each lane reading 4 bytes per access where 16 would do, and a later loop over the same range reads the same elements again".into(),
+                    cures: LANE_LOOPS,
                 });
             }
 

@@ -28,7 +28,8 @@
 //! **Refuses**, with the reason: no two sibling loops with one header; loops whose body
 //! has `break`, `return`, `goto`, a barrier or a warp collective, or writes the variable,
 //! bound or step; no buffer read at the same index by two of them on every trip of the
-//! first.
+//! first; the loops this rewrite left for the trips past its slots (a larger slot count
+//! is a candidate of the first step).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -123,6 +124,10 @@ fn best_group<'t>(src: &str, func: Node<'t>) -> Result<(Header, Vec<PassLoop<'t>
                 .filter(|s| s.kind() == "for_statement")
             {
                 match pass_loop(src, s) {
+                    Ok((_, l)) if after_slots(src, &l) => why.push(format!(
+                        "`{}` runs the trips past slots already kept in registers (a larger slot count is a candidate of its own)",
+                        super::tree::first_line(text(src, s))
+                    )),
                     Ok((h, l)) => groups.entry((n.id(), h)).or_default().push(l),
                     Err(e) => why.push(e),
                 }
@@ -141,6 +146,27 @@ fn best_group<'t>(src: &str, func: Node<'t>) -> Result<(Header, Vec<PassLoop<'t>
             }
             false => why.join("; "),
         })
+}
+
+/// Whether the loop is the rest of a staged pass: right after a loop (comments and
+/// pragmas aside) whose body declares the same variable, as [`staged_loop`] writes.
+fn after_slots(src: &str, l: &PassLoop<'_>) -> bool {
+    let mut prev = l.node.prev_named_sibling();
+    while let Some(p) = prev.filter(|p| matches!(p.kind(), "comment" | "preproc_call")) {
+        prev = p.prev_named_sibling();
+    }
+    let Some(body) = prev
+        .filter(|p| p.kind() == "for_statement")
+        .and_then(|p| p.child_by_field_name("body"))
+    else {
+        return false;
+    };
+    named_children(body).iter().any(|d| {
+        d.kind() == "declaration"
+            && d.child_by_field_name("declarator")
+                .and_then(|x| x.child_by_field_name("declarator"))
+                .is_some_and(|x| text(src, x) == l.var)
+    })
 }
 
 /// `for (T v = A; v < B; v += S) body` with S not a small literal and a body that

@@ -145,3 +145,20 @@ fn an_element_passed_to_a_call_is_a_read_and_the_pointer_passed_on_is_not_frozen
         "{why}"
     );
 }
+
+#[test]
+fn a_staged_kernel_is_not_staged_again() {
+    let out = cuda(
+        MINMAX,
+        "minmax_norm_rows",
+        "stage_rows",
+        json!({ "slots": [8] }),
+    )
+    .unwrap();
+    let staged = out[0].text.clone();
+    let why = not_applicable(cuda(&staged, "minmax_norm_rows", "stage_rows", json!({})));
+    assert!(
+        why.contains("runs the trips past slots already kept in registers"),
+        "{why}"
+    );
+}

@@ -5,7 +5,7 @@
 //! how many candidates came from the kernel with its helper calls written out. The
 //! first `interleave` candidates (a code rewrite of loops in any style; with the first
 //! nest's unroll-and-jam where one is offered too) and every
-//! `vectorize_groups`, `stream_loads`, `vector_loops` and `delinearize` candidate must also compile with
+//! `vectorize_groups`, `stream_loads`, `vector_loops`, `delinearize` and `stage_rows` candidate must also compile with
 //! NVRTC wherever the original does. `grid_total` is tried with the skeleton's launch made one block, and
 //! its candidates must compile too.
 
@@ -24,6 +24,7 @@ const CURES: &[&str] = &[
     "vector_loops",
     "delinearize",
     "block_coarsen",
+    "stage_rows",
 ];
 
 /// How many kernels' `interleave` candidates are compiled with NVRTC, from files under
@@ -177,7 +178,11 @@ fn analysis_cures_answer_every_corpus_kernel_with_a_skeleton_spec() {
                         // Few kernels take these: every candidate compiles.
                         if matches!(
                             id.as_str(),
-                            "vectorize_groups" | "stream_loads" | "vector_loops" | "delinearize"
+                            "vectorize_groups"
+                                | "stream_loads"
+                                | "vector_loops"
+                                | "delinearize"
+                                | "stage_rows"
                         ) && with.len() < SMALL
                         {
                             for cand in &c {

@@ -60,8 +60,8 @@ use super::elementwise::{
 use super::params::Params;
 use super::spec_expr::words;
 use super::tree::{
-    code_names, fresh, kernel_function, line_indent, named_children, newline, reindent, render,
-    text, walk, written_target,
+    code_names, fresh, kernel_function, line_indent, named_children, newline, one_line, reindent,
+    render, text, walk, written_target,
 };
 use super::RewriteContext;
 use crate::spec::Launch;
@@ -388,10 +388,6 @@ fn args<'t>(call: Node<'t>) -> Vec<Node<'t>> {
         .unwrap_or_default()
 }
 
-fn squash(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 fn strip_parens(s: &str) -> &str {
     let t = s.trim();
     if t.starts_with('(')
@@ -442,7 +438,7 @@ fn index_stride(init: &str) -> Option<String> {
 /// Whether `n` is an expression statement holding only `__syncthreads()`.
 fn is_barrier(src: &str, n: Node<'_>) -> bool {
     n.kind() == "expression_statement"
-        && squash(text(src, n)).trim_end_matches(';').trim() == "__syncthreads()"
+        && one_line(text(src, n)).trim_end_matches(';').trim() == "__syncthreads()"
 }
 
 /// The kernel's shape (see the module doc), or why it is not one `block_reduce` takes.
@@ -583,7 +579,7 @@ fn the_atomic<'t>(src: &str, body: Node<'t>) -> Result<(Node<'t>, Combine), Stri
     if atomic.parent().map(|p| p.kind()) != Some("expression_statement") {
         return Err(format!(
             "`{}` is not a statement of its own: the atomic's old value is read",
-            squash(text(src, *atomic))
+            one_line(text(src, *atomic))
         ));
     }
     Ok((*atomic, combine))
@@ -795,7 +791,7 @@ fn block_total<'t>(
     }
     let cond = last
         .child_by_field_name("condition")
-        .map(|c| squash(text(src, c)))
+        .map(|c| one_line(text(src, c)))
         .unwrap_or_default();
     if !cond.contains("== 0") {
         return Err(format!(
@@ -807,7 +803,7 @@ fn block_total<'t>(
     scaled_first_element(src, total, &uniform).ok_or_else(|| {
         format!(
             "the block adds `{}`, not `buf[0]` of a shared array (or `buf[0]` times or divided by what is the same in every thread)",
-            squash(text(src, total))
+            one_line(text(src, total))
         )
     })
 }
@@ -825,7 +821,7 @@ fn scaled_first_element<'t>(
             let index = e
                 .child_by_field_name("indices")
                 .or_else(|| e.child_by_field_name("index"));
-            let index = index.map(|i| squash(text(src, i))).unwrap_or_default();
+            let index = index.map(|i| one_line(text(src, i))).unwrap_or_default();
             (index.trim_matches(|c| c == '[' || c == ']').trim() == "0").then_some(e)
         }
         "binary_expression" => {
@@ -898,7 +894,7 @@ fn check_combine_step(src: &str, s: Node<'_>, buf: &str) -> Result<(), String> {
     if !matches!(s.kind(), "for_statement" | "while_statement") {
         return Err(format!(
             "between the first barrier and the final atomic, `{}` is neither a barrier nor the tree's loop",
-            squash(text(src, s))
+            one_line(text(src, s))
         ));
     }
     let mut bad = None;
@@ -911,7 +907,7 @@ fn check_combine_step(src: &str, s: Node<'_>, buf: &str) -> Result<(), String> {
             if l.starts_with(&format!("{buf}[")) && !sums_buf(src, n, buf) {
                 bad = Some(format!(
                     "the tree combines with `{}`; {ID} only sums",
-                    squash(text(src, n))
+                    one_line(text(src, n))
                 ));
             }
         }
@@ -972,7 +968,7 @@ fn thread_store<'t>(
     if store.child_by_field_name("operator").map(|o| text(src, o)) != Some("=") {
         return Err(format!(
             "`{}` is not a plain store",
-            squash(text(src, *store))
+            one_line(text(src, *store))
         ));
     }
     let value = store
@@ -987,7 +983,7 @@ fn thread_store<'t>(
 /// An element type written one way (`volatile` and extra spaces dropped); which types
 /// each combine takes is [`Combine::identity`]'s to say.
 fn numeric(ty: &str) -> String {
-    squash(ty.trim_start_matches("volatile").trim())
+    one_line(ty.trim_start_matches("volatile").trim())
 }
 
 /// A `return` of the per-element code becomes `continue`: never inside a loop of its own.
@@ -1007,7 +1003,7 @@ fn check_returns(src: &str, stmts: &[Node<'_>]) -> Result<(), String> {
                 if inner {
                     bad = Some(format!(
                         "`{}` returns from inside a loop; a grid-stride loop could not skip just that element",
-                        squash(text(src, n)).chars().take(60).collect::<String>()
+                        one_line(text(src, n)).chars().take(60).collect::<String>()
                     ));
                 }
                 return false;

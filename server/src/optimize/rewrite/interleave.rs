@@ -53,7 +53,7 @@ use tree_sitter::Node;
 
 use super::edits::Edit;
 use super::params::Params;
-use super::tree::{line_indent, reindent};
+use super::tree::{indent_unit, line_indent, one_line, reindent};
 use super::unit::*;
 use super::unroll::{is_integer_type, loop_header};
 use super::RewriteContext;
@@ -186,10 +186,6 @@ pub(super) fn is_loop(n: Node<'_>) -> bool {
     )
 }
 
-fn tidy(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 fn shape<'t>(cx: &RewriteContext<'t>, l: Node<'t>, shared: &[&str]) -> Result<Shape<'t>, String> {
     let s = loop_shape(cx, l, shared)?;
     if [l.prev_named_sibling(), l.next_named_sibling()]
@@ -269,14 +265,14 @@ fn condition<'t>(
         _ => {
             return Err(format!(
                 "the condition `{}` is not `v < bound` or `v <= bound`",
-                tidy(text(cx, cond))
+                one_line(text(cx, cond))
             ))
         }
     };
     let left = cond
         .child_by_field_name("left")
         .filter(|n| n.kind() == "identifier")
-        .ok_or_else(|| format!("`{}` does not test a variable", tidy(text(cx, cond))))?;
+        .ok_or_else(|| format!("`{}` does not test a variable", one_line(text(cx, cond))))?;
     let right = cond.child_by_field_name("right").ok_or("no bound")?;
     Ok((text(cx, left).to_string(), op, text(cx, right).to_string()))
 }
@@ -328,7 +324,7 @@ fn while_tail<'t>(cx: &RewriteContext<'t>, s: &mut Shape<'t>) -> Result<(), Stri
 fn step_of(cx: &RewriteContext<'_>, e: Node<'_>, var: &str) -> Result<Step, String> {
     let is_var =
         |n: Option<Node>| n.is_some_and(|n| n.kind() == "identifier" && text(cx, n) == var);
-    let upd = tidy(text(cx, e));
+    let upd = one_line(text(cx, e));
     match e.kind() {
         "update_expression" if is_var(e.child_by_field_name("argument")) => {
             if upd.contains("++") {
@@ -519,7 +515,7 @@ fn emit(cx: &RewriteContext<'_>, s: &Shape<'_>, u: u64) -> String {
         "\n"
     };
     let ind = line_indent(cx.text, s.node.start_byte()).to_string();
-    let step_unit = indent_unit(cx, s);
+    let step_unit = indent_unit(cx.text, s.body, &ind);
     let v = &s.var;
     let cond = format!("{v} + {} {} {}", offset(s, u - 1), s.op, s.bound);
     let upd = format!("{v} += {}", offset(s, u));
@@ -605,17 +601,6 @@ fn copies(
         out.push_str(&piece);
     }
     out
-}
-
-/// One level of indentation as the body uses it (four spaces when it cannot tell).
-fn indent_unit(cx: &RewriteContext<'_>, s: &Shape<'_>) -> String {
-    let ind = line_indent(cx.text, s.node.start_byte()).to_string();
-    named_children(s.body)
-        .first()
-        .map(|c| line_indent(cx.text, c.start_byte()).to_string())
-        .and_then(|i| i.strip_prefix(ind.as_str()).map(str::to_string))
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| "    ".to_string())
 }
 
 mod jam;

@@ -35,14 +35,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
-use super::access::index_of;
+use super::access::{index_of, unconditional};
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::edits::Edits;
 use super::elementwise::pointer_params;
 use super::params::Params;
 use super::tree::{
-    assigned_names, code_names, fresh, kernel_function, line_indent, named_children, newline,
-    reindent, text, walk,
+    assigned_names, code_names, fresh, indent_unit, kernel_function, line_indent, named_children,
+    newline, one_line, reindent, text, walk,
 };
 use super::RewriteContext;
 use crate::syntax::Lang;
@@ -201,10 +201,10 @@ fn pass_loop<'t>(src: &str, l: Node<'t>) -> Result<(Header, PassLoop<'t>), Strin
         .ok_or_else(|| bad("has no body"))?;
     body_ok(src, body, &[var, &bound, &step]).map_err(|e| bad(&e))?;
     let header = Header {
-        ty: squeeze(ty),
-        start: squeeze(start),
-        bound: squeeze(&bound),
-        step: squeeze(&step),
+        ty: one_line(ty),
+        start: one_line(start),
+        bound: one_line(&bound),
+        step: one_line(&step),
     };
     let pass = PassLoop {
         node: l,
@@ -213,10 +213,6 @@ fn pass_loop<'t>(src: &str, l: Node<'t>) -> Result<(Header, PassLoop<'t>), Strin
         body,
     };
     Ok((header, pass))
-}
-
-fn squeeze(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// B of a condition `v < B`.
@@ -439,7 +435,7 @@ fn reads(src: &str, l: &PassLoop<'_>, frozen: &Frozen) -> Vec<(String, String, b
             .all(|m| *m == l.var || !frozen.assigned.contains(*m));
         if moves && fixed {
             let index = with_var(src, ix, &l.var, "$v");
-            out.push((buffer.to_string(), index, every_trip(n, l.body)));
+            out.push((buffer.to_string(), index, unconditional(n, &[l.body])));
         }
         false
     });
@@ -457,33 +453,7 @@ fn with_var(src: &str, ix: Node<'_>, var: &str, to: &str) -> String {
     });
     let span = ix.byte_range();
     super::tree::render(src, &span, &reps)
-        .map_or_else(|_| text(src, ix).to_string(), |t| squeeze(&t))
-}
-
-/// Whether `n` runs on every trip of the loop whose body is `body`: no condition, loop,
-/// short-circuit or conditional expression between them.
-fn every_trip(n: Node<'_>, body: Node<'_>) -> bool {
-    let mut at = n;
-    while let Some(p) = at.parent() {
-        let gated = matches!(
-            p.kind(),
-            "if_statement"
-                | "for_statement"
-                | "while_statement"
-                | "do_statement"
-                | "conditional_expression"
-                | "switch_statement"
-        ) || (p.kind() == "binary_expression"
-            && p.child_by_field_name("right")
-                .is_some_and(|r| r.id() == at.id())
-            && p.child_by_field_name("operator")
-                .is_some_and(|o| matches!(o.kind(), "&&" | "||")));
-        if gated || p.id() == body.id() {
-            return !gated;
-        }
-        at = p;
-    }
-    false
+        .map_or_else(|_| text(src, ix).to_string(), |t| one_line(&t))
 }
 
 /// The kernel with the group's loops staged over `j` slots.
@@ -539,7 +509,7 @@ fn staged_loop(
     ind: &str,
 ) -> Result<Option<String>, String> {
     let nl = newline(src);
-    let unit = unit_indent(src, l.node, ind);
+    let unit = indent_unit(src, l.body, ind);
     let mut reps = Vec::new();
     let mut loads = Vec::new();
     walk(l.body, &mut |n| {
@@ -607,17 +577,5 @@ fn body_indent(src: &str, body: Node<'_>, fallback: &str) -> String {
                 line_indent(src, s.start_byte()).to_string()
             }),
         _ => fallback.to_string(),
-    }
-}
-
-/// One level of indentation, as the loop's body uses it.
-fn unit_indent(src: &str, l: Node<'_>, ind: &str) -> String {
-    let body = l.child_by_field_name("body");
-    let first = body.and_then(|b| named_children(b).first().copied());
-    match first {
-        Some(s) if line_indent(src, s.start_byte()).len() > ind.len() => {
-            line_indent(src, s.start_byte())[ind.len()..].to_string()
-        }
-        _ => "    ".to_string(),
     }
 }

@@ -18,6 +18,12 @@ pub(super) fn first_line(s: &str) -> &str {
     l.trim_end_matches('{').trim_end()
 }
 
+/// `s` on one line: every run of whitespace (newlines too) one space, none at the ends,
+/// so a loop header or an expression reads the same however it was laid out.
+pub(super) fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Pre-order walk; `f` returns whether to visit the node's children.
 pub(super) fn walk<'t>(node: Node<'t>, f: &mut dyn FnMut(Node<'t>) -> bool) {
     let mut stack = vec![node];
@@ -61,6 +67,17 @@ pub(super) fn line_indent(src: &str, pos: usize) -> &str {
     let start = src[..pos].rfind('\n').map_or(0, |i| i + 1);
     let line = &src[start..];
     &line[..line.len() - line.trim_start_matches([' ', '\t']).len()]
+}
+
+/// One indentation level as a loop's or block's `body` uses it past `ind` (the line
+/// indentation of the statement that holds it); four spaces when it cannot tell.
+pub(super) fn indent_unit(src: &str, body: Node<'_>, ind: &str) -> String {
+    named_children(body)
+        .first()
+        .map(|c| line_indent(src, c.start_byte()).to_string())
+        .and_then(|i| i.strip_prefix(ind).map(str::to_string))
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "    ".to_string())
 }
 
 /// Lines after the first that start with `from` start with `to` instead.

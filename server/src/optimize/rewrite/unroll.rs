@@ -250,8 +250,7 @@ pub(super) fn loop_header(cx: &RewriteContext<'_>, l: Node<'_>) -> String {
     let end = l
         .child_by_field_name("body")
         .map_or(l.end_byte(), |b| b.start_byte());
-    let s = cx.text.get(l.start_byte()..end).unwrap_or("for");
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    super::tree::one_line(cx.text.get(l.start_byte()..end).unwrap_or("for"))
 }
 
 /// Is the statement right before loop `l` (comments skipped) `#pragma unroll ...` or

@@ -7,17 +7,13 @@
 
 use tree_sitter::Node;
 
-use super::super::tree::{named_children, text, walk};
+use super::super::tree::{named_children, one_line, text, walk};
 
 /// The author's warp sum: the shuffle loop (dropped) and the lane's `if` around the atomic
 /// (which becomes the fold into the thread's accumulator).
 pub(super) struct WarpSum<'t> {
     pub shuffles: Node<'t>,
     pub lane_if: Node<'t>,
-}
-
-fn squash(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The warp sum among the per-element statements `stmts` that feeds `atomic` (an
@@ -71,7 +67,7 @@ fn lane_if<'t>(
 /// `(threadIdx.x & 31) == 0`, `% warpSize`, `!(...)`, or a local holding the lane
 /// (`int lane = threadIdx.x % 32;`, declared in `body`) compared with 0.
 fn first_lane(src: &str, body: Node<'_>, cond: Node<'_>) -> bool {
-    let c = squash(text(src, cond));
+    let c = one_line(text(src, cond));
     let c = c.trim_start_matches('(').trim_end_matches(')').trim();
     let lane = c
         .strip_suffix("== 0")
@@ -146,7 +142,7 @@ fn shuffle_sum(src: &str, s: Node<'_>) -> Option<String> {
         };
         b = only;
     }
-    let stmt = squash(text(src, b));
+    let stmt = one_line(text(src, b));
     let stmt = stmt.strip_suffix(';')?.trim();
     let (v, rest) = stmt.split_once("+=").map_or_else(
         || {
@@ -171,15 +167,15 @@ fn shuffle_sum(src: &str, s: Node<'_>) -> Option<String> {
 /// The offset variable of `for (int o = 16; o > 0; o >>= 1)` (or `warpSize / 2`, `o >= 1`,
 /// `o /= 2`, `o = o / 2`).
 fn loop_offset(src: &str, s: Node<'_>) -> Option<String> {
-    let init = squash(text(src, s.child_by_field_name("initializer")?));
+    let init = one_line(text(src, s.child_by_field_name("initializer")?));
     let init = init.trim_end_matches(';').trim();
     let (lhs, start) = init.split_once('=')?;
     let o = lhs.split_whitespace().last()?.to_string();
     if !matches!(start.trim(), "16" | "warpSize / 2" | "warpSize/2") {
         return None;
     }
-    let cond = squash(text(src, s.child_by_field_name("condition")?));
-    let update = squash(text(src, s.child_by_field_name("update")?));
+    let cond = one_line(text(src, s.child_by_field_name("condition")?));
+    let update = one_line(text(src, s.child_by_field_name("update")?));
     let halves = [
         format!("{o} >>= 1"),
         format!("{o} /= 2"),

@@ -15,8 +15,8 @@ use super::super::unit::*;
 use super::super::unroll::loop_header;
 use super::super::RewriteContext;
 use super::{
-    condition, for_header, forbidden, in_shared, indent_unit, is_loop, offset, reads_memory,
-    rest_loop, step_of, written_names, Shape, Step,
+    condition, for_header, forbidden, in_shared, is_loop, offset, reads_memory, rest_loop, step_of,
+    written_names, Shape, Step,
 };
 
 /// A nest that can run several outer iterations per trip, its inner loops fused.
@@ -185,7 +185,7 @@ fn store_within(
                     .find(|e| e.kind() == "call_expression")?;
                 return Some(format!(
                     "a call `{}` for its effect",
-                    super::tidy(text(cx, call))
+                    super::super::tree::one_line(text(cx, call))
                 ));
             }
             "pointer_expression" if text(cx, *n).trim_start().starts_with('&') => {
@@ -258,7 +258,7 @@ fn pre_allows(
     {
         return Err(format!(
             "before its inner loop, `{}` is not a declaration or an expression",
-            super::tidy(text(cx, *p))
+            super::super::tree::one_line(text(cx, *p))
         ));
     }
     if let Some(why) = nodes.iter().find_map(|n| forbidden(cx, *n)) {
@@ -431,7 +431,7 @@ fn carried_updates<'s>(
         let kind = fold(cx, *n, name).ok_or_else(|| {
             format!(
                 "its inner loop's `{}` is not an associative, commutative update of `{name}` (order-sensitive)",
-                super::tidy(text(cx, *n))
+                super::super::tree::one_line(text(cx, *n))
             )
         })?;
         let names = descendants(*n)
@@ -459,7 +459,7 @@ pub(super) fn emit_nest(cx: &RewriteContext<'_>, n: &Nest<'_>, u: u64) -> String
         "\n"
     };
     let ind = line_indent(cx.text, s.node.start_byte()).to_string();
-    let unit = indent_unit(cx, s);
+    let unit = super::super::tree::indent_unit(cx.text, s.body, &ind);
     let v = &s.var;
     let cond = format!("{v} + {} {} {}", offset(s, u - 1), s.op, s.bound);
     let upd = format!("{v} += {}", offset(s, u));
@@ -497,7 +497,7 @@ fn jammed(cx: &RewriteContext<'_>, n: &Nest<'_>, u: u64, at: &str, unit: &str, n
     let Some(body) = n.inner.child_by_field_name("body") else {
         return out;
     };
-    let header = super::tidy(&cx.text[n.inner.start_byte()..body.start_byte()]);
+    let header = super::super::tree::one_line(&cx.text[n.inner.start_byte()..body.start_byte()]);
     let braced = body.kind() == "compound_statement";
     let (start, end) = if braced {
         (body.start_byte() + 1, body.end_byte() - 1)

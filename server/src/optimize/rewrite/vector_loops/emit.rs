@@ -7,20 +7,12 @@
 
 use std::collections::BTreeSet;
 
-use super::super::tree::{fresh, line_indent, named_children, newline, reindent, render, text};
+use super::super::tree::{
+    fresh, indent_unit, line_indent, named_children, newline, reindent, render, text,
+};
 use super::super::vectorize::{element_bytes, Lanes};
 use super::super::RewriteContext;
 use super::VecLoop;
-
-/// One indentation level as the body uses it (four spaces when it cannot tell).
-fn indent_unit(src: &str, l: &VecLoop<'_>, ind: &str) -> String {
-    named_children(l.body)
-        .first()
-        .map(|c| line_indent(src, c.start_byte()).to_string())
-        .and_then(|i| i.strip_prefix(ind).map(str::to_string))
-        .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| "    ".to_string())
-}
 
 /// The loop `l` rewritten for `w` elements a lane per access; Err when a group has no
 /// `w`-wide vector.
@@ -33,7 +25,7 @@ pub(super) fn emit(
     let src = cx.text;
     let nl = newline(src);
     let ind = line_indent(src, l.node.start_byte()).to_string();
-    let unit = indent_unit(src, l, &ind);
+    let unit = indent_unit(src, l.body, &ind);
     let (i1, i2) = (format!("{ind}{unit}"), format!("{ind}{unit}{unit}"));
     let i3 = format!("{i2}{unit}");
     let mut lanes = Vec::new();

@@ -271,12 +271,7 @@ pub fn cooperative_rows(cx: &RewriteContext<'_>) -> R {
     let rows = analyze(cx, &plan, &shape).map_err(|why| {
         not_applicable(format!("`{k}` cannot share a row between threads: {why}"))
     })?;
-    if let Some(m) = coalesced_along_rows(&rows, &ranges_of_their_own(cx.text, func, &rows)) {
-        return Err(not_applicable(format!(
-            "`{k}`'s neighbouring threads already read neighbouring elements (`{}` moves one element with `{}`), and nothing in that loop is contiguous along its variable: lanes sharing the loop would read a stride apart (split_loop splits such a loop across threads instead)",
-            m.at, shape.index
-        )));
-    }
+    not_split_loops(cx, func, &rows, &shape.index)?;
     let RowLaunch {
         grid_range,
         grid: _,
@@ -1143,6 +1138,28 @@ impl<'t> Names<'t> for RowNames<'_, 't> {
     }
 }
 
+/// Refuses a kernel whose threads as written read neighbouring elements and whose loops
+/// are contiguous only in what every row shares ([`coalesced_along_rows`]): the case
+/// `split_loop` takes.
+fn not_split_loops(
+    cx: &RewriteContext<'_>,
+    func: Node<'_>,
+    rows: &RowPlan<'_>,
+    index: &str,
+) -> Result<(), super::RewriteError> {
+    let own_range: Vec<bool> = names_varying_by_row(cx.text, func, &rows.loops)
+        .iter()
+        .map(Option::is_some)
+        .collect();
+    match coalesced_along_rows(rows, &own_range) {
+        Some(m) => Err(not_applicable(format!(
+            "`{}`'s neighbouring threads already read neighbouring elements (`{}` moves one element with `{index}`), and nothing in that loop is contiguous along its variable: lanes sharing the loop would read a stride apart (split_loop splits such a loop across threads instead)",
+            cx.kernel.name, m.at
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// The first access that is contiguous along the row index while no access of its loop
 /// that differs between rows is contiguous along the loop variable: lanes that shared
 /// the loop would read a stride apart, where the threads as written read neighbouring
@@ -1165,10 +1182,15 @@ pub(super) fn coalesced_along_rows<'p>(
     })
 }
 
-/// Per column loop: whether its start or bound reads a local of the kernel that may
-/// differ between rows (the row index, `start = rowptr[row]`), as opposed to parameters,
-/// macros, literals and locals made of those alone ([`super::size_locals::uniform_locals`]).
-fn ranges_of_their_own(src: &str, func: Node<'_>, plan: &RowPlan<'_>) -> Vec<bool> {
+/// Per column loop, the first name its start or bound reads that may differ between
+/// rows: the row index or a local of the kernel (`start = rowptr[row]`), not a
+/// parameter, macro, literal or local made of those alone
+/// ([`super::size_locals::uniform_locals`]). None: the same range for every row.
+pub(super) fn names_varying_by_row(
+    src: &str,
+    func: Node<'_>,
+    loops: &[ColumnLoop<'_>],
+) -> Vec<Option<String>> {
     let uniform: BTreeSet<String> = super::size_locals::uniform_locals(src, func)
         .into_iter()
         .map(|(name, _)| name)
@@ -1177,22 +1199,23 @@ fn ranges_of_their_own(src: &str, func: Node<'_>, plan: &RowPlan<'_>) -> Vec<boo
         .child_by_field_name("body")
         .map(|b| super::tree::declared_in(src, b))
         .unwrap_or_default();
-    plan.loops
+    loops
         .iter()
         .map(|l| {
             let mut parts = vec![l.init];
             parts.extend(l.node.child_by_field_name("condition"));
-            let mut own = false;
+            let mut found = None;
             for p in parts {
                 walk(p, &mut |n| {
                     let t = text(src, n);
-                    if n.kind() == "identifier" && t != l.var && locals.contains(t) {
-                        own |= !uniform.contains(t);
+                    let local = locals.contains(t) && !uniform.contains(t);
+                    if found.is_none() && n.kind() == "identifier" && t != l.var && local {
+                        found = Some(t.to_string());
                     }
-                    !own
+                    found.is_none()
                 });
             }
-            own
+            found
         })
         .collect()
 }

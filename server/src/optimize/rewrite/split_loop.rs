@@ -374,15 +374,11 @@ fn barriers_reached(
     rows: &RowPlan<'_>,
 ) -> Result<(), String> {
     let src = cx.text;
-    let uniform: BTreeSet<String> = super::size_locals::uniform_locals(src, func)
-        .into_iter()
-        .map(|(name, _)| name)
-        .collect();
-    let locals: BTreeSet<String> = declared_names(src, func)
-        .into_iter()
-        .filter(|n| !uniform.contains(n))
-        .collect();
-    for l in rows.loops.iter().filter(|l| !l.accs.is_empty()) {
+    let varying = super::cooperative_rows::names_varying_by_row(src, func, &rows.loops);
+    for (l, name) in rows.loops.iter().zip(varying) {
+        if l.accs.is_empty() {
+            continue;
+        }
         let header = first_line(text(src, l.node));
         let top = shape.body.iter().any(|b| b.id() == l.node.id());
         if !top {
@@ -390,53 +386,13 @@ fn barriers_reached(
                 "the loop `{header}` sits under a condition or another loop; the threads of a block would not all meet the barrier after it"
             ));
         }
-        let mut bounds = vec![l.init];
-        bounds.extend(l.node.child_by_field_name("condition"));
-        for b in bounds {
-            let mut bad = None;
-            walk(b, &mut |n| {
-                let t = text(src, n);
-                if n.kind() == "identifier" && t != l.var && locals.contains(t) {
-                    bad = Some(t.to_string());
-                }
-                bad.is_none()
-            });
-            if let Some(name) = bad {
-                return Err(format!(
-                    "the loop `{header}` reads `{name}` in its start or bound, so its trip count may differ between outputs; the threads of a block would not all meet the barrier after it"
-                ));
-            }
+        if let Some(name) = name {
+            return Err(format!(
+                "the loop `{header}` reads `{name}` in its start or bound, so its trip count may differ between outputs; the threads of a block would not all meet the barrier after it"
+            ));
         }
     }
     Ok(())
-}
-
-/// Every name declared inside `func` (its locals).
-fn declared_names(src: &str, func: Node<'_>) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let Some(body) = func.child_by_field_name("body") else {
-        return out;
-    };
-    walk(body, &mut |n| {
-        if matches!(n.kind(), "declaration" | "for_statement") {
-            let decl = if n.kind() == "for_statement" {
-                n.child_by_field_name("initializer")
-            } else {
-                Some(n)
-            };
-            if let Some(d) = decl.filter(|d| d.kind() == "declaration") {
-                let mut c = d.walk();
-                for mut x in d.children_by_field_name("declarator", &mut c) {
-                    while let Some(inner) = x.child_by_field_name("declarator") {
-                        x = inner;
-                    }
-                    out.insert(text(src, x).to_string());
-                }
-            }
-        }
-        true
-    });
-    out
 }
 
 /// How a thread finds its part of a loop, and who does what, for one [`Across`].

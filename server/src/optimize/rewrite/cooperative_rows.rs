@@ -1160,6 +1160,21 @@ fn not_split_loops(
     }
 }
 
+/// Before a shared loop: each accumulator whose start is not its family's identity (a
+/// sum from a bias) restarts at the identity in the threads where `others` holds, so
+/// only one thread of the output carries the start into the combine.
+pub(super) fn restarts(accs: &[Acc], others: &str, nl: &str, ind: &str) -> String {
+    let mut out = String::new();
+    for acc in accs.iter().filter(|a| a.reset) {
+        let id = acc
+            .family
+            .reset()
+            .expect("reset only for families with one");
+        out.push_str(&format!("if ({others}) {} = {id};{nl}{ind}", acc.name));
+    }
+    out
+}
+
 /// The first access that is contiguous along the row index while no access of its loop
 /// that differs between rows is contiguous along the loop variable: lanes that shared
 /// the loop would read a stride apart, where the threads as written read neighbouring
@@ -2343,14 +2358,7 @@ fn emit(
             ),
             None => (l.start, l.node.end_byte(), ind),
         };
-        let mut before = String::new();
-        for acc in l.accs.iter().filter(|a| a.reset) {
-            let id = acc
-                .family
-                .reset()
-                .expect("reset only for families with one");
-            before.push_str(&format!("if ({lane} != 0) {} = {id};{nl}{ind}", acc.name));
-        }
+        let before = restarts(&l.accs, &format!("{lane} != 0"), nl, &ind);
         if !before.is_empty() {
             e.extend([Edit::insert(site_start, before)]);
         }

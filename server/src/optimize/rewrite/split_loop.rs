@@ -537,17 +537,8 @@ fn split_loop_edits(
         Edit::replace(l.update.byte_range(), format!("{} += {stride}", l.var)),
     ]);
     let lind = line_indent(src, l.start).to_string();
-    let mut before = String::new();
-    for acc in l.accs.iter().filter(|a| a.reset) {
-        let id = acc
-            .family
-            .reset()
-            .expect("reset only for families with one");
-        before.push_str(&format!(
-            "if (!({})) {} = {id};{nl}{lind}",
-            split.first, acc.name
-        ));
-    }
+    let others = format!("!({})", split.first);
+    let mut before = super::cooperative_rows::restarts(&l.accs, &others, nl, &lind);
     let writes = l.moves.iter().any(|m| m.write);
     if writes && l.start == l.node.start_byte() {
         before.push_str(&format!("if ({live}) "));

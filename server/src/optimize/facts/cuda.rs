@@ -383,6 +383,46 @@ struct FnCx<'t> {
     lane: Lane,
     /// Names that mean `blockDim.x` in the kernel (none in a helper).
     block_x: Vec<String>,
+    /// Names declared more than once (in sibling or nested blocks): for each
+    /// declaration, where it is in scope and where it starts.
+    scoped: HashMap<String, Vec<Scope>>,
+}
+
+/// Where one declaration of a local is in scope: from the declaration to the end of its
+/// block (a `for` initializer's: the loop).
+#[derive(Clone, Copy)]
+struct Scope {
+    decl: usize,
+    end: usize,
+}
+
+/// Every declaration of a local in `body`, by name: the names declared more than once,
+/// with the scope of each declaration.
+fn scopes(src: &str, body: Node<'_>) -> HashMap<String, Vec<Scope>> {
+    let mut out: HashMap<String, Vec<Scope>> = HashMap::new();
+    let mut stack = vec![body];
+    while let Some(n) = stack.pop() {
+        if n.kind() == "declaration" {
+            let end = match n.parent() {
+                Some(p) => p.end_byte(),
+                None => n.end_byte(),
+            };
+            let mut c = n.walk();
+            for d in n.children_by_field_name("declarator", &mut c) {
+                if let Some(name) = declared_name(src, d) {
+                    let scope = Scope {
+                        decl: n.start_byte(),
+                        end,
+                    };
+                    out.entry(name).or_default().push(scope);
+                }
+            }
+        }
+        let mut c = n.walk();
+        stack.extend(n.children(&mut c));
+    }
+    out.retain(|_, v| v.len() > 1);
+    out
 }
 
 impl<'t> LaneWalk<'t> for FnCx<'t> {
@@ -422,7 +462,14 @@ impl<'t> LaneWalk<'t> for FnCx<'t> {
         &mut self.defs
     }
     fn defines(&self, n: Node<'t>) -> Vec<(String, Def<'t>)> {
+        let at = n.start_byte();
         FnCx::defines(self, n)
+            .into_iter()
+            .map(|(name, d)| (self.key_at(name, at), d))
+            .collect()
+    }
+    fn name_at(&self, n: Node<'t>) -> String {
+        self.key_at(node_text(self.src, n).to_string(), n.start_byte())
     }
     fn branches(&self, n: Node<'t>) -> Option<(Node<'t>, Node<'t>, Node<'t>)> {
         Some((
@@ -565,9 +612,26 @@ impl<'t> FnCx<'t> {
             axes_memo: RefCell::default(),
             via,
             block_x: Vec::new(),
+            scoped: scopes(src, body),
         };
         cx.collect_defs(body, 0);
         cx
+    }
+
+    /// `name` as the definitions key it at byte `at`: a name declared more than once is
+    /// keyed by the innermost declaration in scope there (`n@start`).
+    fn key_at(&self, name: String, at: usize) -> String {
+        let Some(decls) = self.scoped.get(&name) else {
+            return name;
+        };
+        match decls
+            .iter()
+            .filter(|s| s.decl <= at && at < s.end)
+            .max_by_key(|s| s.decl)
+        {
+            Some(s) => format!("{name}@{}", s.decl),
+            None => name,
+        }
     }
 
     /// The local names `n` itself defines, with their definitions.
@@ -667,7 +731,7 @@ impl<'t> FnCx<'t> {
                 }
             }
             "identifier" => {
-                let name = node_text(self.src, n);
+                let name = &LaneWalk::name_at(self, n);
                 if self.bindings.contains_key(name) {
                     return None;
                 }
@@ -1206,7 +1270,7 @@ fn counts_lanes<'t>(cx: &FnCx<'t>, n: Node<'t>, depth: usize) -> bool {
         "field_expression" => collapse_ws(node_text(src, n)) == "blockDim.x",
         "identifier" if node_text(src, n) == "warpSize" => true,
         "identifier" if cx.block_x.iter().any(|b| b == node_text(src, n)) => true,
-        "identifier" => match cx.defs.get(node_text(src, n)).map(Vec::as_slice) {
+        "identifier" => match cx.defs.get(&LaneWalk::name_at(cx, n)).map(Vec::as_slice) {
             Some([d]) if d.op == "=" => d.value.is_some_and(|v| counts_lanes(cx, v, depth + 1)),
             _ => false,
         },

@@ -127,6 +127,12 @@ pub(super) trait LaneWalk<'t> {
     fn defs_mut(&mut self) -> &mut HashMap<String, Vec<Def<'t>>>;
     /// The local names `n` itself (not its children) defines, with their definitions.
     fn defines(&self, n: Node<'t>) -> Vec<(String, Def<'t>)>;
+    /// The name an identifier reads, as [`LaneWalk::defs`] keys it: its text, or, where a
+    /// language scopes locals to blocks and one name is declared in several, the
+    /// declaration in scope at the identifier.
+    fn name_at(&self, n: Node<'t>) -> String {
+        node_text(self.src(), n).to_string()
+    }
     /// The language's own forms; None for the shared ones.
     fn deriv_own(&mut self, n: Node<'t>, depth: usize) -> Option<Deriv>;
     /// The buffer a name the language binds is (`Some(None)`: a bound non-pointer);
@@ -148,7 +154,7 @@ pub(super) trait LaneWalk<'t> {
         }
         match n.kind() {
             "identifier" => {
-                let name = node_text(self.src(), n);
+                let name = &self.name_at(n);
                 if let Some(b) = self.bound_buffer(name) {
                     return b;
                 }
@@ -200,7 +206,7 @@ pub(super) trait LaneWalk<'t> {
             return a;
         }
         if n.kind() == "identifier" {
-            return self.axes_of_name(node_text(self.src(), n), depth);
+            return self.axes_of_name(&self.name_at(n), depth);
         }
         let mut c = n.walk();
         let children: Vec<Node<'t>> = n.children(&mut c).collect();
@@ -309,7 +315,10 @@ pub(super) trait LaneWalk<'t> {
             return ZERO;
         }
         match kind {
-            "identifier" => self.deriv_name(node_text(self.src(), n)),
+            "identifier" => {
+                let name = self.name_at(n);
+                self.deriv_name(&name)
+            }
             "parenthesized_expression" => match named_children(n).first() {
                 Some(c) => self.deriv(*c, depth + 1),
                 None => Unknown,

@@ -920,3 +920,47 @@ fn a_block_loop_stepping_by_the_named_block_width_steps_over_its_lanes() {
     let f = facts_of(Lang::Cuda, &other, None);
     assert_eq!(f.holds("loop_steps_over_lanes"), Some(false));
 }
+
+/// Locals declared again in a sibling block (`n` and `m` of a tile's load pass and its
+/// store pass, each loop's own `k`) are different variables: each access reads the
+/// declaration in scope, so the load pass is coalesced along x as written and the store
+/// pass too, and a name shadowed in an inner block reads the inner one.
+#[test]
+fn a_name_declared_again_in_a_sibling_block_is_its_own_variable() {
+    let src = r#"// @bench B = 4; M = 96; N = 64
+// @bench x: in f32[B, M, N]; y: out f32[B, N, M]
+// @bench grid = (cdiv(N, 32), cdiv(M, 32), B); block = (32, 8)
+__global__ void tile_pass(const float* x, float* y, int M, int N) {
+    __shared__ float tile[32][33];
+    int b = blockIdx.z;
+    for (int r = threadIdx.y; r < 32; r += 8) {
+        int n = blockIdx.x * 32 + threadIdx.x;
+        int m = blockIdx.y * 32 + r;
+        if (m < M && n < N) tile[r][threadIdx.x] = x[(b * M + m) * N + n];
+    }
+    __syncthreads();
+    for (int r = threadIdx.y; r < 32; r += 8) {
+        int n = blockIdx.x * 32 + r;
+        int m = blockIdx.y * 32 + threadIdx.x;
+        {
+            int r = 0;
+            if (m < M && n < N) y[(b * N + n) * M + m + r] = tile[threadIdx.x][n % 32];
+        }
+    }
+}
+"#;
+    check_accesses(
+        Lang::Cuda,
+        src,
+        expect![[r#"
+            x [(b * M + m) * N + n]: Load Unit in-loop
+            y [(b * N + n) * M + m + r]: Store Unit in-loop"#]],
+    );
+    let f = facts_of(Lang::Cuda, src, None);
+    let once: Vec<&str> = f
+        .read_once_loads()
+        .iter()
+        .map(|a| a.buffer.as_str())
+        .collect();
+    assert_eq!(once, ["x"], "each element of x is read by one thread");
+}

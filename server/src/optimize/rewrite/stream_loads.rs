@@ -3,7 +3,9 @@
 //! accesses (and the next blocks) want out of L1 and L2. CUDA: `x[i]` becomes
 //! `__ldcs(&x[i])` (`*(p + i)` becomes `__ldcs(p + i)`, and `__ldg(&x[i])`, which only
 //! routes the load through the read-only path, `__ldcs(&x[i])`); Triton: `tl.load(...)` gets
-//! `eviction_policy="evict_first"`, the hint torch.compile gives its reduction loads.
+//! `eviction_policy="evict_first"`, the hint torch.compile gives its reduction loads. A
+//! second candidate gives the same loads the opposite hint, kept in L2 ahead of the stores
+//! (`evict_last`, see [`keep`]): which one wins depends on how much the kernel moves.
 //!
 //! **Matches** the loads the access analysis finds read once
 //! ([`Facts::read_once_loads`]): a buffer the kernel never writes, no hint yet, an
@@ -19,8 +21,8 @@
 //! as written, the others are hinted. Loads in `__device__` helpers stay as written (a
 //! helper may be called on other data).
 //!
-//! One candidate; the launch does not change. Only the hint changes, never a value: a
-//! streaming load is an ordinary coherent load.
+//! Two candidates; the launch does not change. Only the hint changes, never a value: a
+//! hinted load is an ordinary coherent load.
 
 use std::collections::BTreeSet;
 
@@ -32,6 +34,7 @@ use super::elementwise::pointer_params;
 use super::tree::text;
 use super::unit::{finish, named_children};
 use super::RewriteContext;
+use super::RewriteError;
 use crate::optimize::facts::{static_facts, Access};
 use crate::syntax::Lang;
 use crate::syntax::{normalize_type, pointee_type};
@@ -107,45 +110,86 @@ pub fn stream_loads(cx: &RewriteContext<'_>) -> R {
             }
         )));
     }
-    let (mut edits, mut buffers, mut kept) = (Vec::new(), BTreeSet::new(), Vec::new());
+    match cx.lang {
+        Lang::Cuda => cuda_candidates(cx, &loads),
+        Lang::Triton => triton_candidates(cx, &loads),
+    }
+}
+
+/// Why no load of `cx` can take a hint.
+fn none_hinted(cx: &RewriteContext<'_>, kept: &[String]) -> RewriteError {
+    not_applicable(format!(
+        "`{}`: no load can take the hint: {}",
+        cx.kernel.name,
+        kept.join("; ")
+    ))
+}
+
+/// `__ldcs` on every load that takes it, and the same loads kept in L2 ([`keep`]).
+fn cuda_candidates(cx: &RewriteContext<'_>, loads: &[&Access]) -> R {
+    let (mut found, mut buffers, mut kept) = (Vec::new(), BTreeSet::new(), Vec::new());
     for a in loads {
-        let edit = match cx.lang {
-            Lang::Cuda => cuda_edit(cx, a),
-            Lang::Triton => triton_edit(cx, a),
-        };
-        match edit {
-            Ok(e) => {
-                edits.push(e);
+        match cuda_load(cx, a) {
+            Ok(l) => {
+                found.push(l);
                 buffers.insert(a.buffer.as_str());
             }
             Err(why) => kept.push(why),
         }
     }
-    if edits.is_empty() {
-        return Err(not_applicable(format!(
-            "`{}`: no load can take the hint: {}",
-            cx.kernel.name,
-            kept.join("; ")
-        )));
+    if found.is_empty() {
+        return Err(none_hinted(cx, &kept));
     }
     let names = buffers.into_iter().collect::<Vec<_>>().join(", ");
-    match cx.lang {
-        Lang::Cuda => Ok(vec![finish(
-            cx,
-            ID,
-            format!("streaming loads (`__ldcs`) of {names}"),
-            edits,
-        )?]),
-        Lang::Triton => {
-            let mut all = Edits::new();
-            all.extend(edits);
-            let text = all
-                .apply(cx.text)
-                .map_err(|e| not_applicable(format!("`{ID}`: {e}")))?;
-            let label = format!("`evict_first` loads of {names}");
-            finish_drafts(cx, vec![Draft { label, text }], Vec::new())
-        }
+    let ldcs = found.iter().map(CudaLoad::streaming).collect();
+    let mut out = vec![finish(
+        cx,
+        ID,
+        format!("streaming loads (`__ldcs`) of {names}"),
+        ldcs,
+    )?];
+    if let Ok(edits) = keep::cuda_edits(cx, &found) {
+        let label = format!("loads of {names} kept in L2 ahead of the stores (`evict_last`)");
+        out.push(finish(cx, ID, label, edits)?);
     }
+    Ok(out)
+}
+
+/// `evict_first` on every load, and `evict_last` ([`keep`]).
+fn triton_candidates(cx: &RewriteContext<'_>, loads: &[&Access]) -> R {
+    let hinted: Vec<&&Access> = loads
+        .iter()
+        .filter(|a| triton_edit(cx, a, "").is_ok())
+        .collect();
+    if hinted.is_empty() {
+        let why: Vec<String> = loads
+            .iter()
+            .filter_map(|a| triton_edit(cx, a, "").err())
+            .collect();
+        return Err(none_hinted(cx, &why));
+    }
+    let buffers: BTreeSet<&str> = hinted.iter().map(|a| a.buffer.as_str()).collect();
+    let names = buffers.into_iter().collect::<Vec<_>>().join(", ");
+    let mut drafts = Vec::new();
+    for (policy, label) in [
+        ("evict_first", format!("`evict_first` loads of {names}")),
+        (
+            "evict_last",
+            format!("loads of {names} kept in L2 ahead of the stores (`evict_last`)"),
+        ),
+    ] {
+        let mut all = Edits::new();
+        all.extend(
+            hinted
+                .iter()
+                .filter_map(|a| triton_edit(cx, a, policy).ok()),
+        );
+        let text = all
+            .apply(cx.text)
+            .map_err(|e| not_applicable(format!("`{ID}`: {e}")))?;
+        drafts.push(Draft { label, text });
+    }
+    finish_drafts(cx, drafts, Vec::new())
 }
 
 /// The loads with a span, less those inside another one's span (`x[idx[i]]`: the
@@ -162,8 +206,27 @@ fn outermost(loads: Vec<&Access>) -> Vec<&Access> {
     out
 }
 
-/// `x[i]` -> `__ldcs(&x[i])`, `*(p + i)` -> `__ldcs(p + i)`.
-fn cuda_edit(cx: &RewriteContext<'_>, a: &Access) -> Result<Edit, String> {
+/// A CUDA load to hint: the expression it is (the `__ldg` call around it, if any), its
+/// address, its element type, and the callee of an `__ldg`.
+pub(super) struct CudaLoad {
+    whole: std::ops::Range<usize>,
+    address: String,
+    ty: String,
+    ldg: Option<std::ops::Range<usize>>,
+}
+
+impl CudaLoad {
+    /// `x[i]` -> `__ldcs(&x[i])`, `*(p + i)` -> `__ldcs(p + i)`, `__ldg` -> `__ldcs`.
+    fn streaming(&self) -> Edit {
+        match &self.ldg {
+            Some(callee) => Edit::replace(callee.clone(), "__ldcs"),
+            None => Edit::replace(self.whole.clone(), format!("__ldcs({})", self.address)),
+        }
+    }
+}
+
+/// The load `a` as [`CudaLoad`], when `__ldcs` takes its type.
+fn cuda_load(cx: &RewriteContext<'_>, a: &Access) -> Result<CudaLoad, String> {
     let (start, end) = a.span.ok_or("no span")?;
     let node = cx
         .tree
@@ -175,8 +238,12 @@ fn cuda_edit(cx: &RewriteContext<'_>, a: &Access) -> Result<Edit, String> {
         // `__ldg(&x[i])`: the same load with the streaming hint instead.
         let f = call.child_by_field_name("function").ok_or("no callee")?;
         let arg = node.child_by_field_name("argument");
-        return typed_for_ldcs(cx, node, arg)
-            .map(|_| Edit::replace(f.start_byte()..f.end_byte(), "__ldcs"));
+        return typed_for_ldcs(cx, node, arg).map(|ty| CudaLoad {
+            whole: call.byte_range(),
+            address: format!("&{}", text(cx.text, node)),
+            ty,
+            ldg: Some(f.byte_range()),
+        });
     }
     let (address, arg) = match node.kind() {
         "subscript_expression" => (
@@ -189,8 +256,13 @@ fn cuda_edit(cx: &RewriteContext<'_>, a: &Access) -> Result<Edit, String> {
         }
         other => return Err(format!("a {other} is not a load kernel-lsp hints")),
     };
-    typed_for_ldcs(cx, node, arg)?;
-    Ok(Edit::replace(start..end, format!("__ldcs({address})")))
+    let ty = typed_for_ldcs(cx, node, arg)?;
+    Ok(CudaLoad {
+        whole: start..end,
+        address,
+        ty,
+        ldg: None,
+    })
 }
 
 /// The element type of the load `node` through pointer `arg`, when `__ldcs` takes it.
@@ -275,8 +347,8 @@ fn local_pointee(cx: &RewriteContext<'_>, name: &str) -> Option<String> {
     (found.len() == 1).then(|| found.remove(0))
 }
 
-/// `tl.load(p, mask=m)` -> `tl.load(p, mask=m, eviction_policy="evict_first")`.
-fn triton_edit(cx: &RewriteContext<'_>, a: &Access) -> Result<Edit, String> {
+/// `tl.load(p, mask=m)` -> `tl.load(p, mask=m, eviction_policy="<policy>")`.
+fn triton_edit(cx: &RewriteContext<'_>, a: &Access, policy: &str) -> Result<Edit, String> {
     let (start, end) = a.span.ok_or("no span")?;
     let call = &cx.text[start..end];
     let close = call.rfind(')').ok_or("no closing parenthesis")?;
@@ -288,9 +360,10 @@ fn triton_edit(cx: &RewriteContext<'_>, a: &Access) -> Result<Edit, String> {
     };
     Ok(Edit::insert(
         start + before.len(),
-        format!("{sep}eviction_policy=\"evict_first\""),
+        format!("{sep}eviction_policy=\"{policy}\""),
     ))
 }
 
+mod keep;
 #[cfg(test)]
 mod tests;

@@ -157,6 +157,15 @@ fn triton_loads_each_program_reads_alone_get_evict_first() {
         ),
         "{shown}"
     );
+    assert_eq!(
+        out[1].label,
+        "loads of x kept in L2 ahead of the stores (`evict_last`)"
+    );
+    let kept = show(Lang::Triton, ROW_VAR, &out[1], "row_var");
+    assert!(
+        kept.contains("other=0.0, eviction_policy=\"evict_last\") * tl.load(v + cols"),
+        "{kept}"
+    );
     // Applied again, nothing is left to hint.
     let again = not_applicable(triton(
         &out[0].text,
@@ -289,4 +298,74 @@ fn vector_loads_through_a_cast_address_are_hinted_as_the_vector() {
         deref.contains("*reinterpret_cast<float4*>(&y[i]) = v;"),
         "{deref}"
     );
+}
+
+/// The second candidate keeps the same loads in L2 (`evict_last`): a policy register and
+/// one loader per element type at the top of the kernel, each 1, 2, 4, 8 or 16 bytes through
+/// `ld.global.L2::cache_hint`, and a plain load off the device; `__ldg` calls, pointer
+/// arithmetic and bytes go through a loader as well.
+#[test]
+fn the_same_loads_kept_in_l2_go_through_one_loader_per_element_type() {
+    let src = r#"// @bench n = 1 << 20, 1001
+// @bench x: in f32[4 * n]; d: in f64[n]; b: in u8[n]; y: out f32[4 * n]
+// @bench grid = cdiv(n, 256); block = 256
+__global__ void mix(const float4* x, const double* d, const unsigned char* b, float4* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float4 v = __ldg(&x[i]);
+        v.x += (float)*(d + i) + b[i];
+        y[i] = v;
+    }
+}
+"#;
+    let out = cuda(src, "mix", "stream_loads", serde_json::json!({})).unwrap();
+    assert_eq!(
+        out[1].label,
+        "loads of b, d, x kept in L2 ahead of the stores (`evict_last`)"
+    );
+    expect![[r#"
+        // @bench n = 1 << 20, 1001
+        // @bench x: in f32[4 * n]; d: in f64[n]; b: in u8[n]; y: out f32[4 * n]
+        // @bench grid = cdiv(n, 256); block = 256
+        __global__ void mix(const float4* x, const double* d, const unsigned char* b, float4* y, int n) {
+            // the loads below kept in L2 ahead of the stores (evict_last)
+            unsigned long long kl_l2_keep = 0;
+        #ifdef __CUDA_ARCH__
+            asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(kl_l2_keep));
+        #endif
+            auto kl_keep_float4 = [kl_l2_keep](const float4* p) {
+        #ifdef __CUDA_ARCH__
+                uint4 r;
+                asm("ld.global.L2::cache_hint.v4.b32 {%0, %1, %2, %3}, [%4], %5;" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(kl_l2_keep));
+                return *reinterpret_cast<const float4*>(&r);
+        #else
+                return *p;
+        #endif
+            };
+            auto kl_keep_double = [kl_l2_keep](const double* p) {
+        #ifdef __CUDA_ARCH__
+                unsigned long long r;
+                asm("ld.global.L2::cache_hint.b64 %0, [%1], %2;" : "=l"(r) : "l"(p), "l"(kl_l2_keep));
+                return *reinterpret_cast<const double*>(&r);
+        #else
+                return *p;
+        #endif
+            };
+            auto kl_keep_unsigned_char = [kl_l2_keep](const unsigned char* p) {
+        #ifdef __CUDA_ARCH__
+                unsigned short r;
+                asm("ld.global.L2::cache_hint.b8 %0, [%1], %2;" : "=h"(r) : "l"(p), "l"(kl_l2_keep));
+                return *reinterpret_cast<const unsigned char*>(&r);
+        #else
+                return *p;
+        #endif
+            };
+            int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) {
+                float4 v = kl_keep_float4(&x[i]);
+                v.x += (float)kl_keep_double((d + i)) + kl_keep_unsigned_char(&b[i]);
+                y[i] = v;
+            }
+        }"#]]
+    .assert_eq(&show(Lang::Cuda, src, &out[1], "mix"));
 }

@@ -332,6 +332,7 @@ pub(super) fn emit(
         .map(|r| fresh(&format!("{}_tile", r.buffer), names))
         .collect();
     let row = fresh("tile_row", names);
+    let k = fresh("tile_pass", names);
     let from = shape.body.first().map_or(String::new(), |n| {
         line_indent(src, n.start_byte()).to_string()
     });
@@ -348,7 +349,7 @@ pub(super) fn emit(
         o.push_str(nl);
     }
     // Load: threadIdx.x walks the reads' unit-stride axis (y).
-    o.push_str(&pass_head(&ind, &row, size, rows, nl));
+    o.push_str(&pass_head(&ind, (&row, &k), size, rows, u, nl));
     o.push_str(&tile_coords(shape, false, size, &row, &i1, nl));
     o.push_str(&format!("{i1}if ({}) {{{nl}", shape.active));
     for s in &plan.needs {
@@ -360,7 +361,7 @@ pub(super) fn emit(
     }
     o.push_str(&format!("{i1}}}{nl}{ind}}}{nl}{ind}__syncthreads();{nl}"));
     // Compute: the body as written, threadIdx.x along x, the reads from the tiles.
-    o.push_str(&pass_head(&ind, &row, size, rows, nl));
+    o.push_str(&pass_head(&ind, (&row, &k), size, rows, u, nl));
     o.push_str(&tile_coords(shape, true, size, &row, &i1, nl));
     o.push_str(&format!("{i1}if ({}) {{{nl}", shape.active));
     for s in &shape.body {

@@ -48,7 +48,9 @@ fn a_transpose_is_staged_through_a_padded_tile() {
         // @bench grid = (cdiv(cols, 32), cdiv(rows, 32)); block = (32, 8)
         extern "C" __global__ void transpose(const float* src, float* dst, int rows, int cols) {
             __shared__ float tile[32][32 + 1];  // + 1: the column-wise reads below hit 32 banks
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+            #pragma unroll
+            for (int tile_pass = 0; tile_pass < 32; tile_pass += 8) {
+                const int tile_row = threadIdx.y + tile_pass;
                 int col = blockIdx.x * 32 + threadIdx.x;
                 int row = blockIdx.y * 32 + tile_row;
                 if (row < rows && col < cols) {
@@ -56,7 +58,9 @@ fn a_transpose_is_staged_through_a_padded_tile() {
                 }
             }
             __syncthreads();
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+            #pragma unroll
+            for (int tile_pass = 0; tile_pass < 32; tile_pass += 8) {
+                const int tile_row = threadIdx.y + tile_pass;
                 int col = blockIdx.x * 32 + tile_row;
                 int row = blockIdx.y * 32 + threadIdx.x;
                 if (row < rows && col < cols) dst[col * rows + row] = tile[threadIdx.x][tile_row];
@@ -76,7 +80,9 @@ fn an_early_return_and_locals_run_in_the_read_phase() {
         extern "C" __global__ void scaled_transpose(int n, int m, double alpha, const double* __restrict__ a,
                                                     const double* __restrict__ bias, double* __restrict__ at) {
             __shared__ double tile[32][32 + 1];  // + 1: the column-wise reads below hit 32 banks
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+            #pragma unroll
+            for (int tile_pass = 0; tile_pass < 32; tile_pass += 8) {
+                const int tile_row = threadIdx.y + tile_pass;
                 const int j = blockIdx.x * 32 + threadIdx.x;
                 const int i = blockIdx.y * 32 + tile_row;
                 if (!(i >= n || j >= m)) {
@@ -85,7 +91,9 @@ fn an_early_return_and_locals_run_in_the_read_phase() {
                 }
             }
             __syncthreads();
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+            #pragma unroll
+            for (int tile_pass = 0; tile_pass < 32; tile_pass += 8) {
+                const int tile_row = threadIdx.y + tile_pass;
                 const int j = blockIdx.x * 32 + tile_row;
                 const int i = blockIdx.y * 32 + threadIdx.x;
                 if (!(i >= n || j >= m)) at[(size_t)j * n + i] = tile[threadIdx.x][tile_row];
@@ -105,7 +113,9 @@ fn a_batch_index_and_a_plane_size_declared_before_the_check_stay_before_the_tile
             int z = blockIdx.z;
             const size_t plane = (size_t)rows * cols;
             __shared__ float tile[32][32 + 1];  // + 1: the column-wise reads below hit 32 banks
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+            #pragma unroll
+            for (int tile_pass = 0; tile_pass < 32; tile_pass += 8) {
+                const int tile_row = threadIdx.y + tile_pass;
                 int c = blockIdx.x * 32 + threadIdx.x;
                 int r = blockIdx.y * 32 + tile_row;
                 if (r < rows && c < cols) {
@@ -113,7 +123,9 @@ fn a_batch_index_and_a_plane_size_declared_before_the_check_stay_before_the_tile
                 }
             }
             __syncthreads();
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+            #pragma unroll
+            for (int tile_pass = 0; tile_pass < 32; tile_pass += 8) {
+                const int tile_row = threadIdx.y + tile_pass;
                 int c = blockIdx.x * 32 + tile_row;
                 int r = blockIdx.y * 32 + threadIdx.x;
                 if (r < rows && c < cols) b[z * plane + (size_t)c * rows + r] = tile[threadIdx.x][tile_row];
@@ -153,7 +165,9 @@ fn reads_down_columns_swap_the_phases() {
         // @bench grid = (cdiv(cols, 32), cdiv(rows, 32)); block = (32, 8)
         extern "C" __global__ void add_transposed(const float* p, const float* q, float* out, int rows, int cols) {
             __shared__ float tile[32][32 + 1];  // + 1: the column-wise reads below hit 32 banks
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+            #pragma unroll
+            for (int tile_pass = 0; tile_pass < 32; tile_pass += 8) {
+                const int tile_row = threadIdx.y + tile_pass;
                 int x = blockIdx.x * 32 + tile_row;
                 int y = blockIdx.y * 32 + threadIdx.x;
                 if (x < cols && y < rows) {
@@ -161,7 +175,9 @@ fn reads_down_columns_swap_the_phases() {
                 }
             }
             __syncthreads();
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+            #pragma unroll
+            for (int tile_pass = 0; tile_pass < 32; tile_pass += 8) {
+                const int tile_row = threadIdx.y + tile_pass;
                 int x = blockIdx.x * 32 + threadIdx.x;
                 int y = blockIdx.y * 32 + tile_row;
                 if (x < cols && y < rows) out[y * cols + x] += tile[threadIdx.x][tile_row];
@@ -230,7 +246,9 @@ fn a_transposed_read_beside_coalesced_accesses_is_staged_alone() {
         // @bench reference = torch: x + x.T
         __global__ void add_transpose(const float* x, float* y, int N) {
             __shared__ float x_tile[32][32 + 1];  // + 1: the column-wise reads below hit 32 banks; `x[j * N + i]` of the block's elements
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+            #pragma unroll
+            for (int tile_pass = 0; tile_pass < 32; tile_pass += 8) {
+                const int tile_row = threadIdx.y + tile_pass;
                 int j = blockIdx.x * 32 + tile_row;
                 int i = blockIdx.y * 32 + threadIdx.x;
                 if (i < N && j < N) {
@@ -238,7 +256,9 @@ fn a_transposed_read_beside_coalesced_accesses_is_staged_alone() {
                 }
             }
             __syncthreads();
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+            #pragma unroll
+            for (int tile_pass = 0; tile_pass < 32; tile_pass += 8) {
+                const int tile_row = threadIdx.y + tile_pass;
                 int j = blockIdx.x * 32 + threadIdx.x;
                 int i = blockIdx.y * 32 + tile_row;
                 if (i < N && j < N) {
@@ -254,7 +274,7 @@ fn a_transposed_read_beside_coalesced_accesses_is_staged_alone() {
     assert!(out[3].text.contains("__shared__ float x_tile[16][16 + 1];"));
     // Fewer rows a pass: each thread moves 8 elements of the tile.
     assert!(
-        out[2].text.contains("tile_row < 32; tile_row += 4)"),
+        out[2].text.contains("tile_pass < 32; tile_pass += 4)"),
         "{}",
         out[2].text
     );
@@ -269,7 +289,9 @@ fn locals_a_transposed_index_needs_are_declared_in_the_load_pass() {
         // @bench grid = (cdiv(n, 32), cdiv(n, 32)); block = (32, 8)
         extern "C" __global__ void sub_transposed(const float* p, const float* q, float* out, int n) {
             __shared__ float q_tile[32][32 + 1];  // + 1: the column-wise reads below hit 32 banks; `q[t]` of the block's elements
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+            #pragma unroll
+            for (int tile_pass = 0; tile_pass < 32; tile_pass += 8) {
+                const int tile_row = threadIdx.y + tile_pass;
                 unsigned j = blockIdx.x * 32 + tile_row;
                 unsigned i = blockIdx.y * 32 + threadIdx.x;
                 if (i < n && j < n) {
@@ -279,7 +301,9 @@ fn locals_a_transposed_index_needs_are_declared_in_the_load_pass() {
                 }
             }
             __syncthreads();
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+            #pragma unroll
+            for (int tile_pass = 0; tile_pass < 32; tile_pass += 8) {
+                const int tile_row = threadIdx.y + tile_pass;
                 unsigned j = blockIdx.x * 32 + threadIdx.x;
                 unsigned i = blockIdx.y * 32 + tile_row;
                 if (i < n && j < n) {
@@ -399,7 +423,9 @@ fn a_flat_transpose_or_permute_is_tiled_after_a_2d_launch() {
         __global__ void permute_021_flat(const float* __restrict__ x, float* __restrict__ y, size_t B,
                                          size_t M, size_t N) {
             __shared__ float tile[32][32 + 1];  // + 1: the column-wise reads below hit 32 banks
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+            #pragma unroll
+            for (int tile_pass = 0; tile_pass < 32; tile_pass += 8) {
+                const int tile_row = threadIdx.y + tile_pass;
                 size_t n = blockIdx.x * 32 + threadIdx.x;
                 size_t row = blockIdx.y * 32 + tile_row;
                 if (n < N && row < B * M) {
@@ -409,7 +435,9 @@ fn a_flat_transpose_or_permute_is_tiled_after_a_2d_launch() {
                 }
             }
             __syncthreads();
-            for (int tile_row = threadIdx.y; tile_row < 32; tile_row += 8) {
+            #pragma unroll
+            for (int tile_pass = 0; tile_pass < 32; tile_pass += 8) {
+                const int tile_row = threadIdx.y + tile_pass;
                 size_t n = blockIdx.x * 32 + tile_row;
                 size_t row = blockIdx.y * 32 + threadIdx.x;
                 if (n < N && row < B * M) {

@@ -171,14 +171,15 @@ pub(super) fn launch_bounds(src: &str, func: Node<'_>) -> Option<u64> {
 }
 
 /// An integer literal in the body equal to an old block dim (above 1) or to the old
-/// thread count: the body may hard-code the block size.
+/// thread count: the body may hard-code the block size. A shift count (the 16 of
+/// `1 << 16`) is not a size.
 pub(super) fn hard_coded(src: &str, func: Node<'_>, old: &[u64]) -> Option<u64> {
     let body = func.child_by_field_name("body")?;
     let mut watch: Vec<u64> = old.iter().copied().filter(|d| *d > 1).collect();
     watch.push(old.iter().fold(1u64, |a, d| a.saturating_mul(*d)));
     let mut found = None;
     walk(body, &mut |n| {
-        if found.is_none() && n.kind() == "number_literal" {
+        if found.is_none() && n.kind() == "number_literal" && !shift_count(src, n) {
             if let Some(v) = parse_int_literal(text(src, n)).filter(|v| watch.contains(v)) {
                 found = Some(v);
             }
@@ -186,6 +187,17 @@ pub(super) fn hard_coded(src: &str, func: Node<'_>, old: &[u64]) -> Option<u64> 
         true
     });
     found
+}
+
+/// Is `n` the right operand of `<<` or `>>`?
+fn shift_count(src: &str, n: Node<'_>) -> bool {
+    n.parent().is_some_and(|p| {
+        p.kind() == "binary_expression"
+            && p.child_by_field_name("right")
+                .is_some_and(|r| r.id() == n.id())
+            && p.child_by_field_name("operator")
+                .is_some_and(|o| matches!(text(src, o), "<<" | ">>"))
+    })
 }
 
 #[cfg(test)]
@@ -343,6 +355,31 @@ mod tests {
         let out = cuda(BOUNDED, "k", "block_size", json!({"sizes_1d": [1024, 256]}));
         expect!["no block shape to try for `k`: every listed shape is the current one or over 256 threads"]
             .assert_eq(&not_applicable(out));
+    }
+
+    /// A shift count equal to the block's height (the 16 of `1 << 16`) is not a hard-coded
+    /// block size; a literal 16 elsewhere is.
+    #[test]
+    fn a_shift_count_is_not_a_hard_coded_block_size() {
+        let src = |body: &str| {
+            format!("// @bench m = 300; n = 1000\n// @bench x: in f32[m, n]\n// @bench grid = (cdiv(n, 32), cdiv(m, 16)); block = (32, 16)\n__global__ void k(float* x, int m, int n) {{\n    int c = blockIdx.x * blockDim.x + threadIdx.x;\n    int r = blockIdx.y * blockDim.y + threadIdx.y;\n    int i = r * n + c;\n    {body}\n}}\n")
+        };
+        let shift = src("if (r < m && c < n) x[i] = x[i] * (1 << 16);");
+        let out = cuda(&shift, "k", "block_size", json!({})).unwrap();
+        assert!(
+            labels(&out).iter().all(|l| !l.contains("literal")),
+            "{:?}",
+            labels(&out)
+        );
+        let tile = src("if (r < m && c < n) x[i] = x[i] * 16;");
+        let out = cuda(&tile, "k", "block_size", json!({})).unwrap();
+        assert!(
+            labels(&out)
+                .iter()
+                .all(|l| l.ends_with("; body has literal 16")),
+            "{:?}",
+            labels(&out)
+        );
     }
 
     #[test]

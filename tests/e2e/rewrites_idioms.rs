@@ -2551,20 +2551,21 @@ async fn triton_idiom_candidates_verify_on_the_interpreter() {
             serde_json::json!({"max_candidates": 4}),
             4,
         ),
-        // `x` is read once (rows by program 0, columns by program 1); `b` is shared.
+        // `x` is read once (rows by program 0, columns by program 1); `b` is shared. Two
+        // candidates each: `evict_first` and `evict_last`.
         (
             &grid2d,
             "add_bias_2d",
             "stream_loads",
             serde_json::json!({}),
-            1,
+            2,
         ),
         (
             &autotuned,
             "row_sum",
             "stream_loads",
             serde_json::json!({}),
-            1,
+            2,
         ),
         (
             &grid2d,

@@ -403,7 +403,10 @@ fn scopes(src: &str, body: Node<'_>) -> HashMap<String, Vec<Scope>> {
     let mut stack = vec![body];
     while let Some(n) = stack.pop() {
         if n.kind() == "declaration" {
+            // A `for` initializer's scope is the loop, an `if (T v = ...)` condition's the
+            // statement, any other declaration's the rest of its block.
             let end = match n.parent() {
+                Some(p) if p.kind() == "condition_clause" => p.parent().unwrap_or(p).end_byte(),
                 Some(p) => p.end_byte(),
                 None => n.end_byte(),
             };

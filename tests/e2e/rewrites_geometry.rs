@@ -54,7 +54,7 @@ const CUDA_CASES: &[(&str, &str, &str, usize)] = &[
     ("saxpy.cu", "saxpy", "block_size", 4),
     ("saxpy.cu", "saxpy", "vectorize", 2),
     ("saxpy.cu", "saxpy", "grid_stride", 4),
-    ("matmul_naive.cu", "matmul", "block_size", 6),
+    ("matmul_naive.cu", "matmul", "block_size", 8),
     ("matmul_naive.cu", "matmul", "vectorize", 0),
     ("matmul_naive.cu", "matmul", "grid_stride", 0),
     ("reduce_sum.cu", "reduce_tree", "tunable_sweep", 2),

@@ -2221,6 +2221,18 @@ const BLOCK_NAME_CASES: &[Case] = &[
             "T = 50, 7; D = 40, 9; V = 100, 11",
         ),
     },
+    // A row gather in (64, 4) blocks: every other 2-D shape, whole rows a block among
+    // them ((128, 2), (256, 1)), over rows shorter and longer than a block.
+    Case {
+        file: "tests/gpu/drafts/gather_dim1.cu",
+        kernel: "gather_dim1",
+        id: "block_size",
+        want: 8,
+        sizes: (
+            "M = 8192, 45; N = 2048, 301; K = 1024, 99",
+            "M = 13, 5; N = 300, 31; K = 130, 300",
+        ),
+    },
 ];
 
 /// `split_loop` over a grid of blocks along y, the last block of each column of blocks

@@ -152,18 +152,19 @@ fn cuda_candidates(cx: &RewriteContext<'_>, loads: &[&Access]) -> R {
 
 /// `evict_first` on every load, and `evict_last` on every load.
 fn triton_candidates(cx: &RewriteContext<'_>, loads: &[&Access]) -> R {
-    let hinted: Vec<&&Access> = loads
-        .iter()
-        .filter(|a| triton_edit(cx, a, "").is_ok())
-        .collect();
-    if hinted.is_empty() {
-        let why: Vec<String> = loads
-            .iter()
-            .filter_map(|a| triton_edit(cx, a, "").err())
-            .collect();
-        return Err(none_hinted(cx, &why));
+    let (mut sites, mut buffers, mut kept) = (Vec::new(), BTreeSet::new(), Vec::new());
+    for a in loads {
+        match triton_hint_site(cx, a) {
+            Ok(site) => {
+                sites.push(site);
+                buffers.insert(a.buffer.as_str());
+            }
+            Err(why) => kept.push(why),
+        }
     }
-    let buffers: BTreeSet<&str> = hinted.iter().map(|a| a.buffer.as_str()).collect();
+    if sites.is_empty() {
+        return Err(none_hinted(cx, &kept));
+    }
     let names = buffers.into_iter().collect::<Vec<_>>().join(", ");
     let mut drafts = Vec::new();
     for (policy, label) in [
@@ -175,9 +176,9 @@ fn triton_candidates(cx: &RewriteContext<'_>, loads: &[&Access]) -> R {
     ] {
         let mut all = Edits::new();
         all.extend(
-            hinted
+            sites
                 .iter()
-                .filter_map(|a| triton_edit(cx, a, policy).ok()),
+                .map(|(at, sep)| Edit::insert(*at, format!("{sep}eviction_policy=\"{policy}\""))),
         );
         let text = all
             .apply(cx.text)
@@ -314,8 +315,9 @@ fn local_pointee(cx: &RewriteContext<'_>, name: &str) -> Option<String> {
     (found.len() == 1).then(|| found.remove(0))
 }
 
-/// `tl.load(p, mask=m)` -> `tl.load(p, mask=m, eviction_policy="<policy>")`.
-fn triton_edit(cx: &RewriteContext<'_>, a: &Access, policy: &str) -> Result<Edit, String> {
+/// Where `tl.load(p, mask=m)` takes `, eviction_policy="..."`: the byte before its closing
+/// parenthesis, and the separator the arguments before it need.
+fn triton_hint_site(cx: &RewriteContext<'_>, a: &Access) -> Result<(usize, &'static str), String> {
     let (start, end) = a.span.ok_or("no span")?;
     let call = &cx.text[start..end];
     let close = call.rfind(')').ok_or("no closing parenthesis")?;
@@ -325,10 +327,7 @@ fn triton_edit(cx: &RewriteContext<'_>, a: &Access, policy: &str) -> Result<Edit
         Some(',') => " ",
         _ => ", ",
     };
-    Ok(Edit::insert(
-        start + before.len(),
-        format!("{sep}eviction_policy=\"{policy}\""),
-    ))
+    Ok((start + before.len(), sep))
 }
 
 #[cfg(test)]

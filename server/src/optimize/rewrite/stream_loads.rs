@@ -130,42 +130,39 @@ fn none_hinted(cx: &RewriteContext<'_>, kept: &[String]) -> RewriteError {
     ))
 }
 
-/// `__ldcs` on every load that takes it.
-fn cuda_candidates(cx: &RewriteContext<'_>, loads: &[&Access]) -> R {
-    let (mut edits, mut buffers, mut kept) = (Vec::new(), BTreeSet::new(), Vec::new());
+/// What `hint` makes of each load that takes it, and the buffers those read (`x, w`); Err
+/// with every reason when none does.
+fn hinted<T>(
+    cx: &RewriteContext<'_>,
+    loads: &[&Access],
+    hint: impl Fn(&Access) -> Result<T, String>,
+) -> Result<(Vec<T>, String), RewriteError> {
+    let (mut out, mut buffers, mut kept) = (Vec::new(), BTreeSet::new(), Vec::new());
     for a in loads {
-        match cuda_edit(cx, a) {
-            Ok(e) => {
-                edits.push(e);
+        match hint(a) {
+            Ok(t) => {
+                out.push(t);
                 buffers.insert(a.buffer.as_str());
             }
             Err(why) => kept.push(why),
         }
     }
-    if edits.is_empty() {
+    if out.is_empty() {
         return Err(none_hinted(cx, &kept));
     }
-    let names = buffers.into_iter().collect::<Vec<_>>().join(", ");
+    Ok((out, buffers.into_iter().collect::<Vec<_>>().join(", ")))
+}
+
+/// `__ldcs` on every load that takes it.
+fn cuda_candidates(cx: &RewriteContext<'_>, loads: &[&Access]) -> R {
+    let (edits, names) = hinted(cx, loads, |a| cuda_edit(cx, a))?;
     let label = format!("streaming loads (`__ldcs`) of {names}");
     Ok(vec![finish(cx, ID, label, edits)?])
 }
 
 /// `evict_first` on every load, and `evict_last` on every load.
 fn triton_candidates(cx: &RewriteContext<'_>, loads: &[&Access]) -> R {
-    let (mut sites, mut buffers, mut kept) = (Vec::new(), BTreeSet::new(), Vec::new());
-    for a in loads {
-        match triton_hint_site(cx, a) {
-            Ok(site) => {
-                sites.push(site);
-                buffers.insert(a.buffer.as_str());
-            }
-            Err(why) => kept.push(why),
-        }
-    }
-    if sites.is_empty() {
-        return Err(none_hinted(cx, &kept));
-    }
-    let names = buffers.into_iter().collect::<Vec<_>>().join(", ");
+    let (sites, names) = hinted(cx, loads, |a| triton_hint_site(cx, a))?;
     let mut drafts = Vec::new();
     for (policy, label) in [
         ("evict_first", format!("`evict_first` loads of {names}")),

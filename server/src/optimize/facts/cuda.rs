@@ -1,6 +1,8 @@
 //! The CUDA scan: the kernel body, and each `__device__` helper it calls with the
 //! call's arguments bound to the helper's parameters.
 
+use std::borrow::Cow;
+
 use super::*;
 
 /// Float math calls with a fast intrinsic (`--use_fast_math` picks these).
@@ -468,11 +470,14 @@ impl<'t> LaneWalk<'t> for FnCx<'t> {
         let at = n.start_byte();
         FnCx::defines(self, n)
             .into_iter()
-            .map(|(name, d)| (self.key_at(name, at), d))
+            .map(|(name, d)| match self.key_at(&name, at) {
+                Cow::Owned(key) => (key, d),
+                Cow::Borrowed(_) => (name, d),
+            })
             .collect()
     }
-    fn name_at(&self, n: Node<'t>) -> String {
-        self.key_at(node_text(self.src, n).to_string(), n.start_byte())
+    fn name_at(&self, n: Node<'t>) -> Cow<'t, str> {
+        self.key_at(node_text(self.src, n), n.start_byte())
     }
     fn branches(&self, n: Node<'t>) -> Option<(Node<'t>, Node<'t>, Node<'t>)> {
         Some((
@@ -622,18 +627,18 @@ impl<'t> FnCx<'t> {
     }
 
     /// `name` as the definitions key it at byte `at`: a name declared more than once is
-    /// keyed by the innermost declaration in scope there (`n@start`).
-    fn key_at(&self, name: String, at: usize) -> String {
-        let Some(decls) = self.scoped.get(&name) else {
-            return name;
-        };
-        match decls
-            .iter()
-            .filter(|s| s.decl <= at && at < s.end)
-            .max_by_key(|s| s.decl)
-        {
-            Some(s) => format!("{name}@{}", s.decl),
-            None => name,
+    /// keyed by the innermost declaration in scope there (`n@start`); any other name is
+    /// its own key (borrowed: this runs for every identifier the walk meets).
+    fn key_at<'n>(&self, name: &'n str, at: usize) -> Cow<'n, str> {
+        let innermost = self.scoped.get(name).and_then(|decls| {
+            decls
+                .iter()
+                .filter(|s| s.decl <= at && at < s.end)
+                .max_by_key(|s| s.decl)
+        });
+        match innermost {
+            Some(s) => Cow::Owned(format!("{name}@{}", s.decl)),
+            None => Cow::Borrowed(name),
         }
     }
 
@@ -734,7 +739,7 @@ impl<'t> FnCx<'t> {
                 }
             }
             "identifier" => {
-                let name = &LaneWalk::name_at(self, n);
+                let name = &*LaneWalk::name_at(self, n);
                 if self.bindings.contains_key(name) {
                     return None;
                 }
@@ -1273,7 +1278,7 @@ fn counts_lanes<'t>(cx: &FnCx<'t>, n: Node<'t>, depth: usize) -> bool {
         "field_expression" => collapse_ws(node_text(src, n)) == "blockDim.x",
         "identifier" if node_text(src, n) == "warpSize" => true,
         "identifier" if cx.block_x.iter().any(|b| b == node_text(src, n)) => true,
-        "identifier" => match cx.defs.get(&LaneWalk::name_at(cx, n)).map(Vec::as_slice) {
+        "identifier" => match cx.defs.get(&*LaneWalk::name_at(cx, n)).map(Vec::as_slice) {
             Some([d]) if d.op == "=" => d.value.is_some_and(|v| counts_lanes(cx, v, depth + 1)),
             _ => false,
         },

@@ -4,6 +4,7 @@
 //! (`cuda.rs`, `triton.rs`) compute strides one way and cannot disagree; and the small
 //! literal helpers both use.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -130,8 +131,8 @@ pub(super) trait LaneWalk<'t> {
     /// The name an identifier reads, as [`LaneWalk::defs`] keys it: its text, or, where a
     /// language scopes locals to blocks and one name is declared in several, the
     /// declaration in scope at the identifier.
-    fn name_at(&self, n: Node<'t>) -> String {
-        node_text(self.src(), n).to_string()
+    fn name_at(&self, n: Node<'t>) -> Cow<'t, str> {
+        Cow::Borrowed(node_text(self.src(), n))
     }
     /// The language's own forms; None for the shared ones.
     fn deriv_own(&mut self, n: Node<'t>, depth: usize) -> Option<Deriv>;
@@ -154,7 +155,7 @@ pub(super) trait LaneWalk<'t> {
         }
         match n.kind() {
             "identifier" => {
-                let name = &self.name_at(n);
+                let name = &*self.name_at(n);
                 if let Some(b) = self.bound_buffer(name) {
                     return b;
                 }
@@ -206,7 +207,8 @@ pub(super) trait LaneWalk<'t> {
             return a;
         }
         if n.kind() == "identifier" {
-            return self.axes_of_name(&self.name_at(n), depth);
+            let name = self.name_at(n);
+            return self.axes_of_name(&name, depth);
         }
         let mut c = n.walk();
         let children: Vec<Node<'t>> = n.children(&mut c).collect();

@@ -19,6 +19,14 @@ fn facts_of(lang: Lang, src: &str, name: Option<&str>) -> Facts {
     static_facts(lang, src, tree, &model, kernel)
 }
 
+/// The buffers of the loads one thread of the launch reads alone.
+fn read_once(f: &Facts) -> Vec<&str> {
+    f.read_once_loads()
+        .iter()
+        .map(|a| a.buffer.as_str())
+        .collect()
+}
+
 fn check_describe(lang: Lang, src: &str, name: Option<&str>, expect: Expect) {
     expect.assert_eq(&facts_of(lang, src, name).describe());
 }
@@ -800,12 +808,11 @@ __global__ void clamp_cols(const float* x, const float* y, float* out, int rows,
     let axes: Vec<u8> = f.accesses.iter().map(|a| a.axes).collect();
     // x: the threads along x and y, the blocks along x and y; y and out: along x only.
     assert_eq!(axes, [1 | 2 | 8 | 16, 1 | 8, 1 | 8]);
-    let once: Vec<&str> = f
-        .read_once_loads()
-        .iter()
-        .map(|a| a.buffer.as_str())
-        .collect();
-    assert_eq!(once, ["x"], "y is read by every row of threads and blocks");
+    assert_eq!(
+        read_once(&f),
+        ["x"],
+        "y is read by every row of threads and blocks"
+    );
 }
 
 /// The stride along `threadIdx.y` is the same walk along the other thread axis: a
@@ -957,10 +964,9 @@ __global__ void tile_pass(const float* x, float* y, int M, int N) {
             y [(b * N + n) * M + m + r]: Store Unit in-loop"#]],
     );
     let f = facts_of(Lang::Cuda, src, None);
-    let once: Vec<&str> = f
-        .read_once_loads()
-        .iter()
-        .map(|a| a.buffer.as_str())
-        .collect();
-    assert_eq!(once, ["x"], "each element of x is read by one thread");
+    assert_eq!(
+        read_once(&f),
+        ["x"],
+        "each element of x is read by one thread"
+    );
 }

@@ -649,8 +649,8 @@ fn tile_declaration(ty: &str, name: &str, size: u64, why: &str) -> String {
 /// The head of a pass over a tile's rows: each thread takes `row` = `threadIdx.y` + k for
 /// k from 0 by the block's height `rows`, written as a literal (a block-size sweep leaves
 /// it alone). The trips are a constant the compiler unrolls, so every load of a pass is
-/// issued before the first is used (measured 3% faster than stepping `row` itself from
-/// `threadIdx.y` on an H200, and the streaming hint then gains 8% more).
+/// issued before the first is used (a (0, 2, 1) permute of 8x1024x1024 on an H200:
+/// 0.0229-0.0231 ms against 0.0236 when `row` itself stepped from `threadIdx.y`).
 fn pass_head(
     ind: &str,
     (row, k): (&str, &str),

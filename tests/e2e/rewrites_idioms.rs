@@ -1262,6 +1262,33 @@ const CASES: &[Case] = &[
     },
     Case {
         file: MATMULS,
+        kernel: "linear_bias_relu",
+        id: "tile_matmul",
+        want: 10,
+        sizes: (
+            "m = 300, 37; n = 130, 61; k = 96, 21",
+            "m = 37, 21; n = 61, 19; k = 21, 7",
+        ),
+    },
+    Case {
+        file: MATMULS,
+        kernel: "gemm_accumulate",
+        id: "tile_matmul",
+        want: 7,
+        sizes: (
+            "m = 200, 45; n = 100, 19; k = 64, 30",
+            "m = 45, 19; n = 19, 45; k = 30, 5",
+        ),
+    },
+    Case {
+        file: MATMULS,
+        kernel: "gemm_row_pointer",
+        id: "tile_matmul",
+        want: 0,
+        sizes: ("m = 64; n = 64; k = 32", "m = 40; n = 33; k = 17"),
+    },
+    Case {
+        file: MATMULS,
         kernel: "matmul_loose",
         id: "tile_matmul",
         want: 10,

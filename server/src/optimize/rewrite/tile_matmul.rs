@@ -30,13 +30,16 @@
 //! author's text), guarded by the author's bounds on that operand; `__syncthreads()`; the
 //! loop over the tile's `k` with the author's body, its A/B loads replaced by tile reads;
 //! `__syncthreads()`. PRE and the loop body run in every thread (a thread past the edge
-//! computes a value it never stores); POST runs under the author's bounds check. With
+//! computes a value it never stores), so a global read in PRE (`float acc = bias[col];`,
+//! `acc = c[row * n + col]` for `C += A @ B`) is written under the author's bounds
+//! check, element 0 read past the edge; POST runs under the author's bounds check. With
 //! several outputs per thread, each output gets its own copy of PRE's variables.
 //! Launch: block (BX, BY), grid dims `cdiv(X, B)` rescaled to the outputs a block covers.
 //! The block's shape is written into the code as literals (not read from `blockDim`): the
 //! tiles are sized for it, so a later block-size sweep must not apply.
 //!
-//! **Refuses**: another shape; global accesses in PRE, writes or barriers in the loop,
+//! **Refuses**: another shape; writes in PRE, or reads through a pointer PRE computes (a
+//! thread past the edge could not read its element 0); writes or barriers in the loop,
 //! `break`/`return` in it; a loop that is not counted with step 1 or whose bounds depend
 //! on the thread; a load moving with both the row and the column; loads that name locals
 //! that differ between the threads of a block (a batch from `threadIdx.z` or from the row:
@@ -54,7 +57,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tree_sitter::Node;
 
-use super::access::{collect_accesses, declare, declare_statement, Access, Scope};
+use super::access::{collect_accesses, declare, declare_statement, index_of, Access, Scope};
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
 use super::edits::{Edit, Edits};
 use super::elementwise::{thread_bound, ThreadBound};
@@ -404,6 +407,10 @@ struct Matmul<'t> {
     shared: Vec<Shared<'t>>,
     /// Names PRE declares (each output gets its own copy).
     pre_names: BTreeSet<String>,
+    /// The indices of PRE's global reads (`b[col]` in `float acc = b[col];`): every
+    /// thread of a tile runs PRE, so each is written under the author's bounds check,
+    /// reading element 0 where the output is out of bounds (see [`guarded_reads`]).
+    pre_reads: Vec<Node<'t>>,
     /// The bounds check's conjuncts that name only the row, only the column, or neither.
     row_cond: Vec<String>,
     col_cond: Vec<String>,
@@ -428,7 +435,8 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Matmul<'t
     let mut scope = Scope::of_kernel(cx, src);
     let (uni, hoisted, pre) = uniform_declarations(cx, shape, &all_pre, &mut scope)?;
     let pre_names = pre_declarations(src, &pre, &mut scope)?;
-    check_around_the_loop(src, &all_pre, &post, &scope)?;
+    check_around_the_loop(src, &all_pre, &post)?;
+    let pre_reads = guarded_reads(&scope, &hoisted, &pre, &uni)?;
     let header = first_line(text(src, l)).to_string();
     let (var, var_ty, start, bound) = counted_loop(src, l, &header)?;
     let params: BTreeSet<&str> = cx.kernel.params.iter().map(|p| p.name.as_str()).collect();
@@ -476,6 +484,7 @@ fn analyze<'t>(cx: &RewriteContext<'t>, shape: &Shape2d<'t>) -> Result<Matmul<'t
         bound: text(src, bound).to_string(),
         shared,
         pre_names,
+        pre_reads,
         row_cond,
         col_cond,
     })
@@ -542,14 +551,8 @@ fn pre_declarations<'t>(
     err.map_or(Ok(pre_names), Err)
 }
 
-/// Refuses a second loop or a collective in PRE or POST, and a global read in PRE
-/// (every thread of a tile runs PRE, in bounds or not).
-fn check_around_the_loop(
-    src: &str,
-    pre: &[Node<'_>],
-    post: &[Node<'_>],
-    scope: &Scope<'_, '_>,
-) -> Result<(), String> {
+/// Refuses a second loop or a collective in PRE or POST.
+fn check_around_the_loop(src: &str, pre: &[Node<'_>], post: &[Node<'_>]) -> Result<(), String> {
     for s in post.iter().chain(pre) {
         let mut bad = None;
         walk(*s, &mut |n| {
@@ -568,17 +571,62 @@ fn check_around_the_loop(
             return Err(b);
         }
     }
-    let mut pre_acc = Vec::new();
-    for s in pre {
-        collect_accesses(scope, *s, &mut pre_acc)?;
+    Ok(())
+}
+
+/// The indices of PRE's global reads, each of which the tiled code guards by the
+/// author's bounds check (`b[(row < m && col < n) ? (col) : 0]`): a thread past the edge
+/// reads element 0 of the same pointer instead, so the pointer must be one that is
+/// valid in every thread (a parameter, or a declaration the same in the whole block).
+/// Refuses writes, reads through `*p`, through a pointer PRE computes, and reads in the
+/// hoisted declarations (they run before any bounds are known).
+fn guarded_reads<'t>(
+    scope: &Scope<'_, 't>,
+    hoisted: &[Node<'t>],
+    pre: &[Node<'t>],
+    uni: &Uniform,
+) -> Result<Vec<Node<'t>>, String> {
+    let src = scope.src;
+    let before_loop = |a: &Access| {
+        format!(
+            "`{}` {} global memory before the k loop",
+            text(src, a.node),
+            if a.write { "writes" } else { "reads" }
+        )
+    };
+    let mut hoisted_acc = Vec::new();
+    for s in hoisted {
+        collect_accesses(scope, *s, &mut hoisted_acc)?;
     }
-    if let Some(a) = pre_acc.first() {
+    if let Some(a) = hoisted_acc.first() {
         return Err(format!(
-            "`{}` reads global memory before the k loop; every thread of a tile runs that part, in bounds or not",
-            text(src, a.node)
+            "{} in a declaration the whole block shares; the tiles' loads come after it",
+            before_loop(a)
         ));
     }
-    Ok(())
+    let mut acc = Vec::new();
+    for s in pre {
+        collect_accesses(scope, *s, &mut acc)?;
+    }
+    let mut reads = Vec::new();
+    for a in &acc {
+        let base = a.node.child_by_field_name("argument");
+        let index = (a.node.kind() == "subscript_expression")
+            .then(|| index_of(a.node))
+            .flatten();
+        match (a.write, base, index) {
+            (false, Some(b), Some(i)) if b.kind() == "identifier" && uni.contains(text(src, b)) => {
+                reads.push(i)
+            }
+            _ => {
+                return Err(format!(
+                    "{}; only a read `p[i]` of a pointer every thread may read can be guarded by the bounds check",
+                    before_loop(a)
+                ))
+            }
+        }
+    }
+    Ok(reads)
 }
 
 /// The counted loop `for (T i = S; i < K; i++)` (`header` its first line): its
@@ -972,6 +1020,23 @@ fn rewrite_text(
         .unwrap_or_else(|_| text(src, n).to_string())
 }
 
+/// PRE's read indices under the author's bounds check `active`, with PRE's names
+/// renamed (see [`guarded_reads`]): replacements for [`rewrite_text`].
+fn guarded_indices(
+    src: &str,
+    mm: &Matmul<'_>,
+    active: &str,
+    renames: &BTreeMap<String, String>,
+) -> Vec<(usize, String)> {
+    mm.pre_reads
+        .iter()
+        .map(|i| {
+            let index = rewrite_text(src, *i, renames, &[]);
+            (i.id(), format!("({active}) ? ({index}) : 0"))
+        })
+        .collect()
+}
+
 /// The code of one tiled or register-blocked candidate (geometry `g`) that replaces the
 /// kernel's index declarations and guarded body: the tiles, each output's coordinates,
 /// PRE per output, the k loop with its cooperative loads, and POST under the bounds check.
@@ -1183,8 +1248,10 @@ impl<'a, 't> Writer<'a, 't> {
         let (row, col) = (&self.shape.y, &self.shape.x);
         let mut o = String::new();
         for &(p, q) in &self.outputs {
+            let renames = self.renames(p, q);
+            let guarded = guarded_indices(src, mm, &self.shape.active, &renames);
             for s in &mm.pre {
-                let mut t = rewrite_text(src, *s, &self.renames(p, q), &[]);
+                let mut t = rewrite_text(src, *s, &renames, &guarded);
                 if !self.single {
                     // PRE may name the indices: give it this output's.
                     t = rename_words(

@@ -55,12 +55,15 @@ use tree_sitter::Node;
 
 use super::super::grid2d::Shape2d;
 use super::super::tree::{fresh, line_indent, named_children, newline, reindent, text};
-use super::{rewrite_text, Matmul, Operand};
+use super::{guarded_indices, rewrite_text, Matmul, Operand};
 
 /// What the tensor-core candidate needs from the matched kernel: the accumulator's name
 /// and which shared operand is A and which is B.
 pub(super) struct MmaShape {
     acc: String,
+    /// Whether PRE sets the accumulator to a zero literal; otherwise (`float acc =
+    /// b[col];`) the tensor cores' sum is added to PRE's value.
+    zero: bool,
     pub a: usize,
     pub b: usize,
 }
@@ -148,28 +151,31 @@ pub(super) fn mma_shape(src: &str, mm: &Matmul<'_>) -> Result<MmaShape, String> 
             ));
         }
     }
-    let zero = mm.pre.iter().any(|d| {
+    let init = mm.pre.iter().find_map(|d| {
         let is_float = d
             .child_by_field_name("type")
             .is_some_and(|t| text(src, t) == "float");
         let mut c = d.walk();
         let inits: Vec<Node> = d.children_by_field_name("declarator", &mut c).collect();
-        is_float
-            && inits.iter().any(|i| {
-                i.kind() == "init_declarator"
-                    && i.child_by_field_name("declarator")
-                        .is_some_and(|n| text(src, n) == acc)
-                    && i.child_by_field_name("value").is_some_and(|v| {
-                        matches!(text(src, v), "0" | "0.0" | "0.f" | "0.0f" | "0.F" | "0.0F")
-                    })
+        inits
+            .into_iter()
+            .filter(|i| is_float && i.kind() == "init_declarator")
+            .filter(|i| {
+                i.child_by_field_name("declarator")
+                    .is_some_and(|n| text(src, n) == acc)
             })
+            .find_map(|i| i.child_by_field_name("value"))
     });
-    if !zero {
+    let Some(init) = init else {
         return Err(format!(
-            "`{acc}` is not declared before the loop as a float set to zero"
+            "`{acc}` is not declared and set before the loop as a float"
         ));
-    }
-    Ok(MmaShape { acc, a, b })
+    };
+    let zero = matches!(
+        text(src, init),
+        "0" | "0.0" | "0.f" | "0.0f" | "0.F" | "0.0F"
+    );
+    Ok(MmaShape { acc, zero, a, b })
 }
 
 /// Warps of a tensor-core block (2 x 2, each computing a quarter of the block's tile).
@@ -958,12 +964,17 @@ fn emit_epilogue(o: &mut Out, cx: &Emit<'_, '_>, ms: &MmaShape) {
     let none = std::collections::BTreeMap::new();
     let i3 = format!("{}{}", o.ind, o.unit.repeat(3));
     let i4 = format!("{}{}", o.ind, o.unit.repeat(4));
+    let guarded = guarded_indices(src, mm, &shape.active, &none);
     for s in &mm.pre {
-        let t = rewrite_text(src, *s, &none, &[]);
+        let t = rewrite_text(src, *s, &none, &guarded);
         let t = reindent(&t, line_indent(src, s.start_byte()), &i3);
         o.line(3, &t);
     }
-    o.line(3, &format!("{} = {}[{tm}][{tn}][{h}];", ms.acc, nm.d));
+    let assign = if ms.zero { "=" } else { "+=" };
+    o.line(
+        3,
+        &format!("{} {assign} {}[{tm}][{tn}][{h}];", ms.acc, nm.d),
+    );
     if !mm.post.is_empty() {
         let body: Vec<String> = mm
             .post

@@ -194,8 +194,13 @@ fn what_tiles_cannot_serve_is_refused_with_the_reason() {
     );
     expect!["`matmul` cannot be tiled: `c[row * n + col]` writes global memory inside the k loop"]
         .assert_eq(&why(&writes, "matmul"));
-    let pre = MATMUL.replace("float acc = 0.0f;", "float acc = c[row * n + col];");
-    expect!["`matmul` cannot be tiled: `c[row * n + col]` reads global memory before the k loop; every thread of a tile runs that part, in bounds or not"].assert_eq(&why(&pre, "matmul"));
+    let pre = MATMUL.replace(
+        "float acc = 0.0f;",
+        "const float* c_row = c + row * n;\n            float acc = c_row[col];",
+    );
+    expect!["`matmul` cannot be tiled: `c_row[col]` reads global memory before the k loop; only a read `p[i]` of a pointer every thread may read can be guarded by the bounds check"].assert_eq(&why(&pre, "matmul"));
+    let deref = MATMUL.replace("float acc = 0.0f;", "float acc = *(c + row * n + col);");
+    expect!["`matmul` cannot be tiled: `*(c + row * n + col)` reads global memory before the k loop; only a read `p[i]` of a pointer every thread may read can be guarded by the bounds check"].assert_eq(&why(&deref, "matmul"));
 }
 
 #[test]
@@ -985,4 +990,49 @@ fn a_batch_that_differs_between_threads_of_a_block_is_refused_with_the_reason() 
             ),
         "{w}"
     );
+}
+
+#[test]
+fn a_starting_value_read_before_the_loop_runs_only_inside_the_bounds() {
+    let lines = |out: &str, pat: &str| -> String {
+        let l: Vec<&str> = out
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.contains(pat))
+            .collect();
+        l.join("\n")
+    };
+    // Register blocks: each output's copy of PRE reads its own bias under its own bounds.
+    let rb = json!({"tiles": [], "register_blocks": [2], "adjacent_blocks": [], "tensor_cores": [], "staged_blocks": []});
+    let out = one(FIXTURES, "linear_bias_relu", rb);
+    expect![[r#"
+        float acc_0_0 = bias[(r_0 < m && o_0 < n) ? (o_0) : 0];
+        float acc_0_1 = bias[(r_0 < m && o_1 < n) ? (o_1) : 0];
+        float acc_1_0 = bias[(r_1 < m && o_0 < n) ? (o_0) : 0];
+        float acc_1_1 = bias[(r_1 < m && o_1 < n) ? (o_1) : 0];"#]]
+    .assert_eq(&lines(&out, "bias["));
+    // Tensor cores: the starting value is read in the epilogue and the products added to it.
+    let tc = json!({"tiles": [], "register_blocks": [], "adjacent_blocks": [], "tensor_cores": [[64, 64]], "staged_blocks": []});
+    let out = one(FIXTURES, "linear_bias_relu", tc);
+    expect![[r#"
+        float acc = bias[(r < m && o < n) ? (o) : 0];
+        acc += d_2[tm][tn][h];
+        y[r * n + o] = acc > 0.0f ? acc : 0.0f;"#]]
+    .assert_eq(&lines(&out, "acc "));
+    // An early return's bounds, and PRE's own names renamed inside the guarded index.
+    let early = one(
+        FIXTURES,
+        "gemm_accumulate",
+        json!({"tiles": [], "register_blocks": [2], "adjacent_blocks": [], "tensor_cores": [], "staged_blocks": []}),
+    );
+    expect![[r#"
+        double scale_0_0 = s[(!(row_0 >= m || col_0 >= n)) ? (row_0) : 0];
+        double acc_0_0 = c[(!(row_0 >= m || col_0 >= n)) ? (at_0_0) : 0];
+        double scale_0_1 = s[(!(row_0 >= m || col_1 >= n)) ? (row_0) : 0];
+        double acc_0_1 = c[(!(row_0 >= m || col_1 >= n)) ? (at_0_1) : 0];
+        double scale_1_0 = s[(!(row_1 >= m || col_0 >= n)) ? (row_1) : 0];
+        double acc_1_0 = c[(!(row_1 >= m || col_0 >= n)) ? (at_1_0) : 0];
+        double scale_1_1 = s[(!(row_1 >= m || col_1 >= n)) ? (row_1) : 0];
+        double acc_1_1 = c[(!(row_1 >= m || col_1 >= n)) ? (at_1_1) : 0];"#]]
+    .assert_eq(&lines(&early, ") ? ("));
 }

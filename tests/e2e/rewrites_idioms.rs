@@ -643,6 +643,16 @@ const CASES: &[Case] = &[
     },
     Case {
         file: ROWS,
+        kernel: "row_sumsq_in_place",
+        id: "cooperative_rows",
+        want: 11,
+        sizes: (
+            "rows = 4096, 37; cols = 1024, 333",
+            "rows = 40, 37; cols = 100, 333",
+        ),
+    },
+    Case {
+        file: ROWS,
         kernel: "col_major_row_max",
         id: "cooperative_rows",
         // Its threads already read neighbouring elements (column-major): split_loop's.
@@ -1277,6 +1287,26 @@ const CASES: &[Case] = &[
         want: 7,
         sizes: (
             "m = 200, 45; n = 100, 19; k = 64, 30",
+            "m = 45, 19; n = 19, 45; k = 30, 5",
+        ),
+    },
+    Case {
+        file: MATMULS,
+        kernel: "matmul_flat",
+        id: "tile_matmul",
+        want: 10,
+        sizes: (
+            "m = 200, 45; n = 130, 19; k = 64, 30",
+            "m = 45, 19; n = 19, 45; k = 30, 5",
+        ),
+    },
+    Case {
+        file: MATMULS,
+        kernel: "matmul_in_place",
+        id: "tile_matmul",
+        want: 7,
+        sizes: (
+            "m = 100, 45; n = 70, 19; k = 50, 30",
             "m = 45, 19; n = 19, 45; k = 30, 5",
         ),
     },

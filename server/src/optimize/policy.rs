@@ -521,7 +521,7 @@ mod tests {
         let f = matmul();
         let arms = embedded_arms(&c, Lang::Cuda, &f);
         expect![[r#"
-            tile_matmul 1.137: 2-D threads each loop over k reading a row operand (the same for a row of threads) and a column operand, with no shared memory; expected +172% (untried, catalog prior)
+            tile_matmul 1.137: 2-D threads (or a flat index split into row and column) each loop over k reading a row operand (the same for a row of threads) and a column operand, with no shared memory; expected +172% (untried, catalog prior)
             block_size 0.337: the spec sets the block size and the kernel reads blockDim; expected +22% (untried, catalog prior)
             restrict_const 0.287: pointer params lack `__restrict__`; expected +16% (untried, catalog prior)
             unroll 0.257: a counted loop has no `#pragma unroll`; expected +13% (untried, catalog prior)
@@ -564,7 +564,7 @@ mod tests {
         p.update("block_size", &f, reward(Outcome::Failed, 1.0));
         p.update("restrict_const", &f, reward(Outcome::Accepted, 1.3));
         expect![[r#"
-            tile_matmul 1.137: 2-D threads each loop over k reading a row operand (the same for a row of threads) and a column operand, with no shared memory; expected +172% (untried, catalog prior)
+            tile_matmul 1.137: 2-D threads (or a flat index split into row and column) each loop over k reading a row operand (the same for a row of threads) and a column operand, with no shared memory; expected +172% (untried, catalog prior)
             restrict_const 0.296: pointer params lack `__restrict__`; expected +28% (1 try)
             unroll 0.257: a counted loop has no `#pragma unroll`; expected +13% (untried, catalog prior)
             launch_bounds 0.177: no `__launch_bounds__`; expected +4.1% (untried, catalog prior)

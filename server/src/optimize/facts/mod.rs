@@ -241,7 +241,7 @@ fn access_and_bound_phrase(name: &str) -> Option<(&'static str, &'static str)> {
             "Triton programs are not on a 2-D grid",
         ),
         "matmul_like_loop" => (
-            "2-D threads each loop over k reading a row operand (the same for a row of threads) and a column operand, with no shared memory",
+            "2-D threads (or a flat index split into row and column) each loop over k reading a row operand (the same for a row of threads) and a column operand, with no shared memory",
             "no matmul-shaped loop",
         ),
         "transposed_access" => (
@@ -833,7 +833,11 @@ impl Facts {
             "narrow_programs" => self.narrow_programs(),
             "matmul_like_loop" => {
                 let in_loop = || global().filter(|a| a.in_loop && a.kind == AccessKind::Load);
-                cuda && self.block_dims() == Some(2)
+                // 2-D threads, or a flat index split into the row and the column.
+                let threads = self.block_dims() == Some(2)
+                    || (self.block_dims() == Some(1)
+                        && self.holds("flat_index_split") == Some(true));
+                cuda && threads
                     && self.holds("uses_shared_memory") == Some(false)
                     && self.loops.iter().any(|l| l.global_loads >= 2)
                     && in_loop().any(|a| a.stride == Stride::Uniform)

@@ -625,6 +625,7 @@ fn idiom_facts_pick_out_their_shapes() {
         row_stats.cu channel_max: thread_walks_a_row
         row_stats.cu row_group_sum: thread_walks_a_row
         row_stats.cu group_norm_long: thread_walks_a_row
+        row_stats.cu row_sumsq_in_place: thread_walks_a_row
         refusals.cu prefix_rows: thread_walks_a_row
         refusals.cu smooth_rows: thread_walks_a_row
         refusals.cu online_lse: thread_walks_a_row
@@ -671,6 +672,11 @@ fn idiom_facts_pick_out_their_shapes() {
         matmuls.cu conv_rows: matmul_like_loop
         matmuls.cu ragged_rows: matmul_like_loop
         matmuls.cu matmul_loose: matmul_like_loop
+        matmuls.cu linear_bias_relu: matmul_like_loop
+        matmuls.cu gemm_accumulate: matmul_like_loop
+        matmuls.cu gemm_row_pointer: matmul_like_loop
+        matmuls.cu matmul_flat: thread_walks_a_column, matmul_like_loop
+        matmuls.cu matmul_in_place: matmul_like_loop
         batched_matmuls.cu bmm_aliases: matmul_like_loop
         batched_matmuls.cu bmm_prelude: matmul_like_loop
         batched_matmuls.cu bmm_indexed: matmul_like_loop

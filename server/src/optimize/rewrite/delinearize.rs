@@ -66,6 +66,48 @@ const ID: &str = "delinearize";
 /// The most blocks a CUDA grid has along y.
 const GRID_Y_MAX: u64 = 65535;
 
+/// `f` on each 2-D launch this rewrite makes of the kernel (its launches alone, not the
+/// vectorized ones), in order: the candidates of every launch `f` takes (of the first
+/// only where `first`: `f` writes its own launch), labelled "LAUNCH, then CANDIDATE".
+/// `Err(Some(why))`: `f` refused them all, the reason one not containing `not_2d`
+/// (why a row-a-block launch is not 2-D) where there is one; `Err(None)`: this rewrite
+/// refuses the kernel. For rewrites that need a 2-D kernel and meet a flat index.
+pub(super) fn then_on_2d_launch(
+    cx: &RewriteContext<'_>,
+    f: fn(&RewriteContext<'_>) -> R,
+    not_2d: &str,
+    first: bool,
+) -> Result<Vec<Draft>, Option<String>> {
+    let k = &cx.kernel.name;
+    let none = BTreeMap::new();
+    let Some(Ok(launches)) = with_text(Lang::Cuda, cx.text, k, &none, delinearize) else {
+        return Err(None);
+    };
+    let mut drafts = Vec::new();
+    let mut refused: Option<String> = None;
+    for d in launches.iter().filter(|d| !d.label.contains(", then ")) {
+        match with_text(Lang::Cuda, &d.text, k, cx.params, f) {
+            Some(Ok(cs)) => {
+                drafts.extend(cs.into_iter().map(|c| Draft {
+                    label: format!("{}, then {}", d.label, c.label),
+                    text: c.text,
+                }));
+                if first {
+                    break;
+                }
+            }
+            Some(Err(e)) if refused.is_none() || !e.to_string().contains(not_2d) => {
+                refused = Some(e.to_string())
+            }
+            _ => {}
+        }
+    }
+    if drafts.is_empty() {
+        return Err(refused);
+    }
+    Ok(drafts)
+}
+
 pub fn delinearize(cx: &RewriteContext<'_>) -> R {
     require_lang(cx, Lang::Cuda, ID)?;
     current_plan(cx)?;

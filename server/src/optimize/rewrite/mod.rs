@@ -49,6 +49,7 @@ mod params;
 mod plain_loads;
 mod poly;
 mod privatize_atomics;
+mod register_sums;
 mod remap_lanes;
 mod restrict_const;
 mod size_locals;
@@ -331,6 +332,8 @@ enum Normalize {
     /// The parts of the bounds check that are the same in every thread of a block moved
     /// to an early exit before the index ([`uniform_exit`]).
     Exit,
+    /// Sums a loop keeps in a global element held in a register ([`register_sums`]).
+    Registers,
     /// Triton loops over chunk indices written over offsets ([`chunk_loops`]).
     Offsets,
     /// Triton module-level constants the kernel reads written as its `tl.constexpr`
@@ -342,7 +345,8 @@ impl Normalize {
     /// The CUDA forms, in the order a sequence of them applies: each may make the next
     /// one's shape (a grid-stride loop becomes a check the declarations can move into,
     /// which an exit can then be split from).
-    const CUDA: [Normalize; 5] = [
+    const CUDA: [Normalize; 6] = [
+        Normalize::Registers,
         Normalize::Plain,
         Normalize::BlockDim,
         Normalize::Cover,
@@ -358,6 +362,7 @@ impl Normalize {
             Normalize::Cover => grid_covers::covered_loop(cx),
             Normalize::Moved => guard_first::moved_inside_guard(cx),
             Normalize::Exit => uniform_exit::uniform_exit(cx),
+            Normalize::Registers => register_sums::in_registers(cx),
             Normalize::Offsets => chunk_loops::offset_loops(cx),
             Normalize::Constants => module_constants::constants_as_params(cx),
         }

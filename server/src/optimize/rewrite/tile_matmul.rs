@@ -11,7 +11,8 @@
 //! On an H100 at 1024³ f32 (2026-11-26, timed as the worker times), staged 8x4 outputs a
 //! thread (128x64x16 tiles) took 1.22x cuBLAS's time, the unstaged adjacent 4x4 1.84x.
 //!
-//! **Matches** [`super::grid2d`]'s shape whose guarded body is declarations (PRE), one
+//! **Matches** [`super::grid2d`]'s shape (a 1-D kernel splitting its flat index into row and
+//! column is first made that shape by [`super::delinearize`]) whose guarded body is declarations (PRE), one
 //! counted loop `for (int i = S; i < K; i++)` with uniform S and K, and statements after
 //! it (POST). Each global load in the loop is classified by its index polynomial
 //! ([`super::poly`]): *A-like* (moves with the row index and `i`, not the column), *B-like*
@@ -59,6 +60,7 @@ use tree_sitter::Node;
 
 use super::access::{collect_accesses, declare, declare_statement, index_of, Access, Scope};
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
+use super::delinearize::then_on_2d_launch;
 use super::edits::{Edit, Edits};
 use super::elementwise::{thread_bound, ThreadBound};
 use super::grid2d::{match_2d, Launch2d, Shape2d, SHAPE_2D};
@@ -75,6 +77,23 @@ use crate::syntax::{Lang, ParamKind};
 use uniform::Uniform;
 
 const ID: &str = "tile_matmul";
+
+const SHAPE_WORDS: &str = "is not a 2-D one-thread-per-output kernel";
+
+/// A 1-D kernel splitting a flat index into a row and a column (`row = idx / n; col =
+/// idx % n`) made a 2-D launch by `delinearize` first, then tiled (from the first such
+/// launch: the tiles set their own). `why` is why the kernel is not the 2-D shape.
+fn through_delinearize(cx: &RewriteContext<'_>, why: &str) -> R {
+    let k = &cx.kernel.name;
+    let head = format!("`{k}` {SHAPE_WORDS}: {why}; {ID} needs {SHAPE_2D} with a loop over k");
+    match then_on_2d_launch(cx, tile_matmul, SHAPE_WORDS, true) {
+        Ok(drafts) => finish(cx, drafts, Vec::new()),
+        Err(Some(t)) => Err(not_applicable(format!(
+            "{head}; as a 2-D launch (`delinearize`) it is refused too: {t}"
+        ))),
+        Err(None) => Err(not_applicable(head)),
+    }
+}
 
 /// One candidate's geometry: block (bx, by), outputs per thread (rm, rn), tile depth tk.
 #[derive(Clone, Copy, Debug)]
@@ -156,11 +175,10 @@ pub fn tile_matmul(cx: &RewriteContext<'_>) -> R {
     let src = cx.text;
     let func = kernel_function(cx)
         .ok_or_else(|| not_applicable(format!("`{k}`'s definition is not in the syntax tree")))?;
-    let shape = match_2d(src, func).map_err(|why| {
-        not_applicable(format!(
-            "`{k}` is not a 2-D one-thread-per-output kernel: {why}; {ID} needs {SHAPE_2D} with a loop over k"
-        ))
-    })?;
+    let shape = match match_2d(src, func) {
+        Ok(shape) => shape,
+        Err(why) => return through_delinearize(cx, &why),
+    };
     let na = |why: String| not_applicable(format!("`{k}` cannot be tiled: {why}"));
     let mm = analyze(cx, &shape).map_err(na)?;
     let launch = Launch2d::of(cx).map_err(na)?;

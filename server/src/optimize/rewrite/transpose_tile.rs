@@ -53,6 +53,7 @@ use tree_sitter::Node;
 
 use super::access::{collect_accesses, declare_statement, Access, Scope};
 use super::check::{current_plan, finish, not_applicable, require_lang, Draft, R};
+use super::delinearize::then_on_2d_launch;
 use super::edits::{Edit, Edits};
 use super::elementwise::{pointer_params, thread_bound, ThreadBound};
 use super::grid2d::{match_2d, Launch2d, Shape2d, SHAPE_2D};
@@ -139,47 +140,18 @@ pub fn transpose_tile(cx: &RewriteContext<'_>) -> R {
 /// it as a version to tile next. `why` is why the kernel is not the 2-D shape.
 fn through_delinearize(cx: &RewriteContext<'_>, why: &str) -> R {
     let k = &cx.kernel.name;
-    let refusal = |tiled: Option<String>| {
-        let head = flat_refusal(cx)
-            .unwrap_or_else(|| format!("`{k}` {SHAPE_WORDS}: {why}; {ID} needs {SHAPE_2D}"));
-        not_applicable(match tiled {
-            Some(t) => format!("{head}; as a 2-D launch (`delinearize`) it is refused too: {t}"),
-            None => head,
-        })
+    let head = || {
+        flat_refusal(cx)
+            .unwrap_or_else(|| format!("`{k}` {SHAPE_WORDS}: {why}; {ID} needs {SHAPE_2D}"))
     };
-    let none = std::collections::BTreeMap::new();
-    let flat = super::with_text(
-        Lang::Cuda,
-        cx.text,
-        k,
-        &none,
-        super::delinearize::delinearize,
-    );
-    let Some(Ok(launches)) = flat else {
-        return Err(refusal(None));
-    };
-    let mut drafts = Vec::new();
-    let mut refused = None;
-    // The launches alone: the ones `vectorize_rows` went on from vectorize the strided side.
-    for d in launches.iter().filter(|d| !d.label.contains(", then ")) {
-        let tiled = super::with_text(Lang::Cuda, &d.text, k, cx.params, transpose_tile);
-        match tiled {
-            Some(Ok(cs)) => drafts.extend(cs.into_iter().map(|c| Draft {
-                label: format!("{}, then {}", d.label, c.label),
-                text: c.text,
-            })),
-            // Prefer why a 2-D launch was refused over why a row-a-block one is not 2-D.
-            Some(Err(e)) if refused.is_none() || !e.to_string().contains(SHAPE_WORDS) => {
-                refused = Some(e.to_string())
-            }
-            Some(Err(_)) => {}
-            None => {}
-        }
+    match then_on_2d_launch(cx, transpose_tile, SHAPE_WORDS, false) {
+        Ok(drafts) => finish(cx, drafts, Vec::new()),
+        Err(Some(t)) => Err(not_applicable(format!(
+            "{}; as a 2-D launch (`delinearize`) it is refused too: {t}",
+            head()
+        ))),
+        Err(None) => Err(not_applicable(head())),
     }
-    if drafts.is_empty() {
-        return Err(refusal(refused));
-    }
-    finish(cx, drafts, Vec::new())
 }
 
 /// The candidates that stage only the transposed reads of `plan`: a 32-square tile for

@@ -184,6 +184,28 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/tiles/matmuls.cu",
         "matmul_loose",
     ),
+    // A bias as the sum's start (tensor cores add to it), a flat index made 2-D first, and
+    // a sum kept in the output itself (held in a register first).
+    (
+        "tile_matmul",
+        "tests/fixtures/rewrites/tiles/matmuls.cu",
+        "linear_bias_relu",
+    ),
+    (
+        "tile_matmul",
+        "tests/fixtures/rewrites/tiles/matmuls.cu",
+        "matmul_flat",
+    ),
+    (
+        "tile_matmul",
+        "tests/fixtures/rewrites/tiles/matmuls.cu",
+        "matmul_in_place",
+    ),
+    (
+        "cooperative_rows",
+        "tests/fixtures/rewrites/rows/row_stats.cu",
+        "row_sumsq_in_place",
+    ),
     (
         "tile_matmul",
         "tests/fixtures/rewrites/tiles/tensor_matmuls.cu",

@@ -652,6 +652,58 @@ const CASES: &[Case] = &[
         ),
     },
     Case {
+        file: ONLINE,
+        kernel: "online_lse",
+        id: "cooperative_rows",
+        want: 8,
+        sizes: (
+            "rows = 300, 37; cols = 1000, 7",
+            "rows = 37, 5; cols = 300, 7",
+        ),
+    },
+    // Lanes past the row's 5 columns keep minus infinity until the combine.
+    Case {
+        file: ONLINE,
+        kernel: "online_lse_inf",
+        id: "cooperative_rows",
+        want: 8,
+        sizes: (
+            "rows = 200, 45; cols = 700, 5",
+            "rows = 45, 7; cols = 70, 5",
+        ),
+    },
+    Case {
+        file: ONLINE,
+        kernel: "softmax_weighted_mean",
+        id: "cooperative_rows",
+        want: 8,
+        sizes: (
+            "rows = 256, 19; cols = 512, 33",
+            "rows = 19, 5; cols = 100, 33",
+        ),
+    },
+    Case {
+        file: ONLINE,
+        kernel: "rescaled_raw_sum",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: ("rows = 64; cols = 100", "rows = 9; cols = 40"),
+    },
+    Case {
+        file: ONLINE,
+        kernel: "rescaled_backwards",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: ("rows = 64; cols = 100", "rows = 9; cols = 40"),
+    },
+    Case {
+        file: ONLINE,
+        kernel: "rescaled_from_one",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: ("rows = 64; cols = 100", "rows = 9; cols = 40"),
+    },
+    Case {
         file: ROWS,
         kernel: "col_major_row_max",
         id: "cooperative_rows",
@@ -848,13 +900,6 @@ const CASES: &[Case] = &[
         kernel: "argmax_rows",
         id: "cooperative_rows",
         want: 8,
-        sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
-    },
-    Case {
-        file: REFUSALS,
-        kernel: "online_lse",
-        id: "cooperative_rows",
-        want: 0,
         sizes: ("rows = 1000; cols = 64", "rows = 10; cols = 64"),
     },
     Case {
@@ -1954,6 +1999,7 @@ const WALKS: &str = "tests/fixtures/rewrites/rows/walks.cu";
 const SUMS: &str = "tests/fixtures/rewrites/reduce/sums.cu";
 const STREAM: &str = "tests/fixtures/rewrites/stream/loads.cu";
 const TOTALS: &str = "tests/fixtures/rewrites/totals/one_block.cu";
+const ONLINE: &str = "tests/fixtures/rewrites/rows/online.cu";
 const ROWS: &str = "tests/fixtures/rewrites/rows/row_stats.cu";
 const REFUSALS: &str = "tests/fixtures/rewrites/rows/refusals.cu";
 const PICKS: &str = "tests/fixtures/rewrites/rows/arg_picks.cu";

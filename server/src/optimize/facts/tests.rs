@@ -628,7 +628,6 @@ fn idiom_facts_pick_out_their_shapes() {
         row_stats.cu row_sumsq_in_place: thread_walks_a_row
         refusals.cu prefix_rows: thread_walks_a_row
         refusals.cu smooth_rows: thread_walks_a_row
-        refusals.cu online_lse: thread_walks_a_row
         refusals.cu permute_rows: thread_walks_a_row
         refusals.cu sum_until_negative: thread_walks_a_row
         columns.cu col_normalize: thread_walks_a_column

@@ -1606,6 +1606,20 @@ fn loop_accumulators(
     let mut accs: Vec<Acc> = Vec::new();
     let mut own: BTreeSet<usize> = BTreeSet::new(); // identifier nodes that are accumulator updates' own
     let mut err: Option<String> = None;
+    // Sums rescaled by a running maximum: one group, its statements not walked again.
+    let mut grouped: BTreeSet<usize> = BTreeSet::new();
+    if let Some((picked, stmts)) = rescale::rescaled_sums(src, body, &locals) {
+        let sums: Vec<String> = picked.2.with.iter().map(|w| w.0.clone()).collect();
+        if let Some(s) = sums.iter().find(|s| !starts_at_zero(src, shape, l, s)) {
+            return Err(format!(
+                "`{s}` is rescaled by a running maximum in the column loop `{header}` but does not start at zero before it; every lane would count its starting value"
+            ));
+        }
+        if let Some(ids) = add_pick(&mut accs, picked, &locals, header)? {
+            own.extend(ids);
+            grouped = stmts;
+        }
+    }
     let in_nested = |n: Node, kinds: &[&str]| {
         let mut cur = n;
         while let Some(p) = cur.parent() {
@@ -1620,7 +1634,7 @@ fn loop_accumulators(
         false
     };
     walk(body, &mut |n| {
-        if err.is_some() || n.id() == update.id() {
+        if err.is_some() || n.id() == update.id() || grouped.contains(&n.id()) {
             return false;
         }
         let t = text(src, n);
@@ -2693,6 +2707,7 @@ fn pointee_types(cx: &RewriteContext<'_>) -> BTreeMap<String, String> {
 pub(super) mod arg;
 pub(super) mod combine;
 mod nest;
+mod rescale;
 mod scan;
 mod staging;
 mod tiles;

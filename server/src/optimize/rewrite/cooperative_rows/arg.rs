@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 
 use tree_sitter::Node;
 
-use super::{compare_pick, strip, Family};
+use super::{compare_pick, rescale, strip, Family};
 use crate::optimize::rewrite::access::canon;
 use crate::optimize::rewrite::tree::{first_line, fresh, named_children, text, walk};
 
@@ -28,6 +28,9 @@ pub(in crate::optimize::rewrite) struct ArgPick {
     pub key: usize,
     /// A strict comparison: the first column met wins a tie (else the last).
     pub first: bool,
+    /// Sums rescaled by the maximum instead of values picked with it: the author's
+    /// factor with [`rescale::OLD`] and [`rescale::NEW`] for the old and new maximum.
+    pub rescale: Option<String>,
 }
 
 /// What [`if_arg`] finds: the extreme's name and family, the pick, and the ids of the
@@ -89,6 +92,7 @@ pub(super) fn if_arg(src: &str, n: Node<'_>, var: &str) -> Option<Result<Picked,
             .collect(),
         key,
         first: strict(src, cond),
+        rescale: None,
     };
     Some(Ok((name, fam, pick, ids)))
 }
@@ -173,10 +177,9 @@ pub(in crate::optimize::rewrite) fn combine_arg(
     other: &dyn Fn(&str) -> String,
     names: &mut BTreeSet<String>,
 ) -> Result<Vec<String>, String> {
-    let typed = |n: &str, t: Option<&str>| {
-        t.map(str::to_string)
-            .ok_or_else(|| format!("the type of `{n}` is not declared in the row body"))
-    };
+    if let Some(factor) = &pick.rescale {
+        return combine_rescaled(name, ty, pick, factor, other, names);
+    }
     let mut lines = vec!["{".to_string()];
     let mine = fresh(&format!("{name}_other"), names);
     lines.push(format!("\t{} {mine} = {};", typed(name, ty)?, other(name)));
@@ -203,4 +206,54 @@ pub(in crate::optimize::rewrite) fn combine_arg(
     ));
     lines.push("}".to_string());
     Ok(lines)
+}
+
+/// One combine step of a maximum `name` and the sums rescaled by it (see [`rescale`]):
+/// `M = max(m, m')`, each sum `s·F(m, M) + s'·F(m', M)`, a factor skipped where its
+/// maximum is already `M`.
+fn combine_rescaled(
+    name: &str,
+    ty: Option<&str>,
+    pick: &ArgPick,
+    factor: &str,
+    other: &dyn Fn(&str) -> String,
+    names: &mut BTreeSet<String>,
+) -> Result<Vec<String>, String> {
+    let t = typed(name, ty)?;
+    let mine = fresh(&format!("{name}_other"), names);
+    let top = fresh(&format!("{name}_new"), names);
+    let mut lines = vec!["{".to_string(), format!("\t{t} {mine} = {};", other(name))];
+    let mut theirs = Vec::new();
+    for (w, wt) in &pick.with {
+        let o = fresh(&format!("{w}_other"), names);
+        lines.push(format!(
+            "\t{} {o} = {};",
+            typed(w, wt.as_deref())?,
+            other(w)
+        ));
+        theirs.push(o);
+    }
+    lines.push(format!("\t{t} {top} = {mine} > {name} ? {mine} : {name};"));
+    let scaled = |sum: &str, max: &str| {
+        let f = factor
+            .replace(rescale::OLD, max)
+            .replace(rescale::NEW, &top);
+        format!("({max} == {top} ? {sum} : {sum} * {f})")
+    };
+    for ((w, _), o) in pick.with.iter().zip(&theirs) {
+        lines.push(format!(
+            "\t{w} = {} + {};",
+            scaled(w, name),
+            scaled(o, &mine)
+        ));
+    }
+    lines.push(format!("\t{name} = {top};"));
+    lines.push("}".to_string());
+    Ok(lines)
+}
+
+/// A carried value's declared type, or why the combine cannot declare its temporaries.
+fn typed(n: &str, t: Option<&str>) -> Result<String, String> {
+    t.map(str::to_string)
+        .ok_or_else(|| format!("the type of `{n}` is not declared in the row body"))
 }

@@ -121,6 +121,10 @@ pub(in crate::optimize::rewrite) fn shared_combine(
 /// beside an extreme) is refused, naming `across`.
 fn one_value_each(accs: &[&Acc], across: &str) -> Result<(), String> {
     match accs.iter().find(|a| a.arg.is_some()) {
+        Some(acc) if acc.arg.as_ref().is_some_and(|p| p.rescale.is_some()) => Err(format!(
+            "`{}` rescales sums as it grows (a one-pass logsumexp); {across} combines one value per result",
+            acc.name
+        )),
         Some(acc) => Err(format!(
             "`{}` is picked with other values (an arg-max or arg-min); {across} combines one value per result",
             acc.name

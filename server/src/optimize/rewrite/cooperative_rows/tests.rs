@@ -192,7 +192,6 @@ fn what_cannot_be_shared_between_lanes_is_refused_with_the_reason() {
     let why = |k: &str| not_applicable(cuda(REFUSALS, k, "cooperative_rows", json!({})));
     expect!["`prefix_rows` cannot share a row between threads: the column loop `for (int c = 0; c < cols; ++c)` reads the running value of `acc`; each lane only has its own part of it until the loop ends (`y[row * cols + c] = acc` reads it before this iteration's update)"].assert_eq(&why("prefix_rows"));
     expect!["`smooth_rows` cannot share a row between threads: `y[row * cols + c - 1]` and `y[row * cols + c]` touch `y` at different elements in one column loop; another lane may own one of them"].assert_eq(&why("smooth_rows"));
-    expect!["`online_lse` cannot share a row between threads: `sum = sum * expf(m - m_new) + expf(v - m_new)` assigns `sum` in the column loop `for (int c = 0; c < cols; ++c)`, and it is not a sum, product, max or min of `sum`; kernel-lsp cannot split it between lanes"].assert_eq(&why("online_lse"));
     expect!["`permute_rows` cannot share a row between threads: `y[row * cols + perm[c]]` uses a value that differs between the lanes of a row; which lane owns the element cannot be told"].assert_eq(&why("permute_rows"));
     expect!["`sum_until_negative` cannot share a row between threads: `break` leaves the column loop `for (int c = 0; c < cols; ++c)` early; lanes cannot know where another lane stopped"].assert_eq(&why("sum_until_negative"));
 }

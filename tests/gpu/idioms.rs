@@ -206,6 +206,17 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/rows/row_stats.cu",
         "row_sumsq_in_place",
     ),
+    // A running maximum rescaling its sums: lanes past a short row keep minus infinity.
+    (
+        "cooperative_rows",
+        "tests/fixtures/rewrites/rows/online.cu",
+        "online_lse_inf",
+    ),
+    (
+        "cooperative_rows",
+        "tests/fixtures/rewrites/rows/online.cu",
+        "softmax_weighted_mean",
+    ),
     (
         "tile_matmul",
         "tests/fixtures/rewrites/tiles/tensor_matmuls.cu",
@@ -501,6 +512,9 @@ fn source(file: &str) -> &'static str {
         }
         "tests/fixtures/rewrites/rows/nests.cu" => {
             include_str!("../fixtures/rewrites/rows/nests.cu")
+        }
+        "tests/fixtures/rewrites/rows/online.cu" => {
+            include_str!("../fixtures/rewrites/rows/online.cu")
         }
         "tests/fixtures/rewrites/vec_loops/cluster.cu" => {
             include_str!("../fixtures/rewrites/vec_loops/cluster.cu")

@@ -13,8 +13,9 @@
 //!
 //! Left as written: a pointer also used in the loop other than as `p[E]` (another index,
 //! `*p`, passed to a call, the element's address taken for an atomic), an index that reads memory or
-//! calls, a loop holding `return` or `goto`, and a loop that is not a statement of a
-//! `{ ... }` block.
+//! calls, a loop holding `return` or `goto`, a loop holding a barrier, a fence or an
+//! atomic (other threads may read the element between its iterations), and a loop that
+//! is not a statement of a `{ ... }` block.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -124,6 +125,15 @@ fn held<'t>(src: &str, l: Node<'t>, pointers: &BTreeMap<String, String>) -> Vec<
     walk(l, &mut |n| {
         match n.kind() {
             "return_statement" | "goto_statement" => exits = true,
+            // Other threads may read the element between iterations.
+            "call_expression" => {
+                let f = n
+                    .child_by_field_name("function")
+                    .map_or("", |f| text(src, f));
+                exits |= f.starts_with("__sync")
+                    || f.starts_with("__threadfence")
+                    || f.starts_with("atomic");
+            }
             "subscript_expression" => {
                 let base = n.child_by_field_name("argument");
                 if let Some(b) = base.filter(|b| pointers.contains_key(text(src, *b))) {

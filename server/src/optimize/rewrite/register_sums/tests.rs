@@ -88,6 +88,9 @@ fn elements_that_move_alias_or_escape_stay_in_memory() {
         "    for (int j = 0; j < n; j++) { y[i] += x[j]; if (x[j] < 0) return; }",
         // An index that reads memory.
         "    for (int j = 0; j < n; j++) y[c[i]] += x[j];",
+        // Other threads may look at the element between iterations.
+        "    for (int j = 0; j < n; j++) { y[i] += x[j]; __syncthreads(); }",
+        "    for (int j = 0; j < n; j++) { y[i] += x[j]; __threadfence(); }",
     ] {
         assert_eq!(held(&kernel(body)), None, "{body}");
     }

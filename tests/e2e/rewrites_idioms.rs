@@ -683,6 +683,41 @@ const CASES: &[Case] = &[
         ),
     },
     Case {
+        file: MOMENTS,
+        kernel: "welford_var",
+        id: "cooperative_rows",
+        want: 8,
+        sizes: (
+            "rows = 300, 37; cols = 1000, 7",
+            "rows = 37, 5; cols = 300, 7",
+        ),
+    },
+    // Lanes past the row's 5 columns have a count of 0 until the combine.
+    Case {
+        file: MOMENTS,
+        kernel: "welford_stats",
+        id: "cooperative_rows",
+        want: 8,
+        sizes: (
+            "rows = 200, 45; cols = 700, 5",
+            "rows = 45, 7; cols = 70, 5",
+        ),
+    },
+    Case {
+        file: MOMENTS,
+        kernel: "welford_index_count",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: ("rows = 64; cols = 100", "rows = 9; cols = 40"),
+    },
+    Case {
+        file: MOMENTS,
+        kernel: "welford_old_mean",
+        id: "cooperative_rows",
+        want: 0,
+        sizes: ("rows = 64; cols = 100", "rows = 9; cols = 40"),
+    },
+    Case {
         file: ONLINE,
         kernel: "rescaled_raw_sum",
         id: "cooperative_rows",
@@ -2000,6 +2035,7 @@ const SUMS: &str = "tests/fixtures/rewrites/reduce/sums.cu";
 const STREAM: &str = "tests/fixtures/rewrites/stream/loads.cu";
 const TOTALS: &str = "tests/fixtures/rewrites/totals/one_block.cu";
 const ONLINE: &str = "tests/fixtures/rewrites/rows/online.cu";
+const MOMENTS: &str = "tests/fixtures/rewrites/rows/moments.cu";
 const ROWS: &str = "tests/fixtures/rewrites/rows/row_stats.cu";
 const REFUSALS: &str = "tests/fixtures/rewrites/rows/refusals.cu";
 const PICKS: &str = "tests/fixtures/rewrites/rows/arg_picks.cu";

@@ -217,6 +217,12 @@ const CASES: &[(&str, &str, &str)] = &[
         "tests/fixtures/rewrites/rows/online.cu",
         "softmax_weighted_mean",
     ),
+    // Welford's mean, count and squared deviations combined by Chan's formula.
+    (
+        "cooperative_rows",
+        "tests/fixtures/rewrites/rows/moments.cu",
+        "welford_stats",
+    ),
     (
         "tile_matmul",
         "tests/fixtures/rewrites/tiles/tensor_matmuls.cu",
@@ -515,6 +521,9 @@ fn source(file: &str) -> &'static str {
         }
         "tests/fixtures/rewrites/rows/online.cu" => {
             include_str!("../fixtures/rewrites/rows/online.cu")
+        }
+        "tests/fixtures/rewrites/rows/moments.cu" => {
+            include_str!("../fixtures/rewrites/rows/moments.cu")
         }
         "tests/fixtures/rewrites/vec_loops/cluster.cu" => {
             include_str!("../fixtures/rewrites/vec_loops/cluster.cu")

@@ -1606,20 +1606,9 @@ fn loop_accumulators(
     let mut accs: Vec<Acc> = Vec::new();
     let mut own: BTreeSet<usize> = BTreeSet::new(); // identifier nodes that are accumulator updates' own
     let mut err: Option<String> = None;
-    // Sums rescaled by a running maximum: one group, its statements not walked again.
-    let mut grouped: BTreeSet<usize> = BTreeSet::new();
-    if let Some((picked, stmts)) = rescale::rescaled_sums(src, body, &locals) {
-        let sums: Vec<String> = picked.2.with.iter().map(|w| w.0.clone()).collect();
-        if let Some(s) = sums.iter().find(|s| !starts_at_zero(src, shape, l, s)) {
-            return Err(format!(
-                "`{s}` is rescaled by a running maximum in the column loop `{header}` but does not start at zero before it; every lane would count its starting value"
-            ));
-        }
-        if let Some(ids) = add_pick(&mut accs, picked, &locals, header)? {
-            own.extend(ids);
-            grouped = stmts;
-        }
-    }
+    // A group carried together (sums rescaled by a running maximum, Welford's moments):
+    // its statements are not walked again.
+    let grouped = carried_group(src, body, shape, l, &locals, &mut accs, &mut own)?;
     let in_nested = |n: Node, kinds: &[&str]| {
         let mut cur = n;
         while let Some(p) = cur.parent() {
@@ -1732,6 +1721,51 @@ fn loop_accumulators(
         acc.reset = !starts_at_zero(src, shape, l, &acc.name);
     }
     Ok(accs)
+}
+
+/// The group of carried values a column loop's body updates together, added to `accs`
+/// (its identifiers to `own`): sums rescaled by a running maximum ([`rescale`]) or a
+/// Welford mean with its count and squared deviations ([`moments`]). The ids of its
+/// statements (none without a group), or why the group cannot be shared (a value that
+/// does not start at zero).
+fn carried_group(
+    src: &str,
+    body: Node<'_>,
+    shape: &Elementwise<'_>,
+    l: Node<'_>,
+    locals: &BTreeSet<String>,
+    accs: &mut Vec<Acc>,
+    own: &mut BTreeSet<usize>,
+) -> Result<BTreeSet<usize>, String> {
+    let header = first_line(text(src, l));
+    let group =
+        rescale::rescaled_sums(src, body, locals).or_else(|| moments::welford(src, body, locals));
+    let Some((picked, stmts)) = group else {
+        return Ok(BTreeSet::new());
+    };
+    // A rescaled group's sums, and all of a Welford group, must start at zero.
+    let welford = picked.2.moments.is_some();
+    let mut zeroed: Vec<&String> = picked.2.with.iter().map(|w| &w.0).collect();
+    if welford {
+        zeroed.push(&picked.0);
+    }
+    if let Some(s) = zeroed.iter().find(|s| !starts_at_zero(src, shape, l, s)) {
+        let what = if welford {
+            "carried with a running mean"
+        } else {
+            "rescaled by a running maximum"
+        };
+        return Err(format!(
+            "`{s}` is {what} in the column loop `{header}` but does not start at zero before it; every lane would count its starting value"
+        ));
+    }
+    match add_pick(accs, picked, locals, header)? {
+        Some(ids) => {
+            own.extend(ids);
+            Ok(stmts)
+        }
+        None => Ok(BTreeSet::new()),
+    }
 }
 
 /// Adds the accumulator `name` of `family` to the loop's, or refuses one combined two
@@ -2706,6 +2740,7 @@ fn pointee_types(cx: &RewriteContext<'_>) -> BTreeMap<String, String> {
 
 pub(super) mod arg;
 pub(super) mod combine;
+mod moments;
 mod nest;
 mod rescale;
 mod scan;

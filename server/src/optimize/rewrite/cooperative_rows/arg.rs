@@ -31,6 +31,16 @@ pub(in crate::optimize::rewrite) struct ArgPick {
     /// Sums rescaled by the maximum instead of values picked with it: the author's
     /// factor with [`rescale::OLD`] and [`rescale::NEW`] for the old and new maximum.
     pub rescale: Option<String>,
+    /// A mean with its count and sum of squared deviations instead (see [`super::moments`]):
+    /// which of `with` is which.
+    pub moments: Option<Moments>,
+}
+
+/// Where a Welford group's count and sum of squared deviations sit in `with`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::optimize::rewrite) struct Moments {
+    pub count: usize,
+    pub m2: usize,
 }
 
 /// What [`if_arg`] finds: the extreme's name and family, the pick, and the ids of the
@@ -93,6 +103,7 @@ pub(super) fn if_arg(src: &str, n: Node<'_>, var: &str) -> Option<Result<Picked,
         key,
         first: strict(src, cond),
         rescale: None,
+        moments: None,
     };
     Some(Ok((name, fam, pick, ids)))
 }
@@ -180,6 +191,9 @@ pub(in crate::optimize::rewrite) fn combine_arg(
     if let Some(factor) = &pick.rescale {
         return combine_rescaled(name, ty, pick, factor, other, names);
     }
+    if let Some(m) = pick.moments {
+        return combine_moments(name, ty, pick, m, other, names);
+    }
     let mut lines = vec!["{".to_string()];
     let mine = fresh(&format!("{name}_other"), names);
     lines.push(format!("\t{} {mine} = {};", typed(name, ty)?, other(name)));
@@ -256,4 +270,35 @@ fn combine_rescaled(
 fn typed(n: &str, t: Option<&str>) -> Result<String, String> {
     t.map(str::to_string)
         .ok_or_else(|| format!("the type of `{n}` is not declared in the row body"))
+}
+
+/// One combine step of a mean `name` with its count and sum of squared deviations (see
+/// [`super::moments`]), by Chan's formula; nothing to do where the other lane met no column.
+fn combine_moments(
+    name: &str,
+    ty: Option<&str>,
+    pick: &ArgPick,
+    m: Moments,
+    other: &dyn Fn(&str) -> String,
+    names: &mut BTreeSet<String>,
+) -> Result<Vec<String>, String> {
+    let (count, count_ty) = (&pick.with[m.count].0, pick.with[m.count].1.as_deref());
+    let (m2, m2_ty) = (&pick.with[m.m2].0, pick.with[m.m2].1.as_deref());
+    let mean_o = fresh(&format!("{name}_other"), names);
+    let count_o = fresh(&format!("{count}_other"), names);
+    let m2_o = fresh(&format!("{m2}_other"), names);
+    let total = fresh(&format!("{count}_total"), names);
+    let delta = fresh(&format!("{name}_delta"), names);
+    let t = typed(name, ty)?;
+    let ct = typed(count, count_ty)?;
+    Ok(vec![
+        "{".to_string(),
+        format!("\t{t} {mean_o} = {};", other(name)),
+        format!("\t{ct} {count_o} = {};", other(count)),
+        format!("\t{} {m2_o} = {};", typed(m2, m2_ty)?, other(m2)),
+        format!(
+            "\tif ({count_o} > 0) {{ {ct} {total} = {count} + {count_o}; {t} {delta} = {mean_o} - {name}; {name} += {delta} * {count_o} / {total}; {m2} += {m2_o} + {delta} * {delta} * {count} * {count_o} / {total}; {count} = {total}; }}"
+        ),
+        "}".to_string(),
+    ])
 }

@@ -125,6 +125,10 @@ fn one_value_each(accs: &[&Acc], across: &str) -> Result<(), String> {
             "`{}` rescales sums as it grows (a one-pass logsumexp); {across} combines one value per result",
             acc.name
         )),
+        Some(acc) if acc.arg.as_ref().is_some_and(|p| p.moments.is_some()) => Err(format!(
+            "`{}` is a running mean carried with its count (Welford); {across} combines one value per result",
+            acc.name
+        )),
         Some(acc) => Err(format!(
             "`{}` is picked with other values (an arg-max or arg-min); {across} combines one value per result",
             acc.name

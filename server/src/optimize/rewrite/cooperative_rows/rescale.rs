@@ -73,6 +73,7 @@ pub(super) fn rescaled_sums(
         key: 0,
         first: true,
         rescale: Some(template),
+        moments: None,
     };
     Some(((max.carried.clone(), Family::Max, pick, own), ids))
 }

@@ -20,6 +20,7 @@ use std::collections::BTreeSet;
 use tree_sitter::Node;
 
 use super::arg::{ArgPick, Moments, Picked};
+use super::rescale::assignment;
 use super::{strip, Family};
 use crate::optimize::rewrite::access::canon;
 use crate::optimize::rewrite::tree::{named_children, text, walk};
@@ -73,27 +74,12 @@ pub(super) fn welford(
     Some(((mean.to_string(), Family::Sum, pick, own), ids))
 }
 
-/// `target OP value;` of an expression statement: the target's name and the value.
-fn assigned<'t>(src: &'t str, s: Node<'t>, op: &str) -> Option<(&'t str, Node<'t>)> {
-    if s.kind() != "expression_statement" {
-        return None;
-    }
-    let a = named_children(s).into_iter().next()?;
-    if a.kind() != "assignment_expression" || text(src, a.child_by_field_name("operator")?) != op {
-        return None;
-    }
-    let t = a
-        .child_by_field_name("left")
-        .filter(|t| t.kind() == "identifier")?;
-    Some((text(src, t), a.child_by_field_name("right")?))
-}
-
 /// `mean += d / n` or `mean = mean + d / n`: the three names.
 fn mean_update<'t>(src: &'t str, s: Node<'t>) -> Option<(&'t str, &'t str, &'t str)> {
-    let (mean, step) = match assigned(src, s, "+=") {
+    let (mean, step) = match assignment(src, s, "+=") {
         Some((mean, v)) => (mean, v),
         None => {
-            let (mean, v) = assigned(src, s, "=")?;
+            let (mean, v) = assignment(src, s, "=")?;
             let v = strip(v);
             let (l, r) = (
                 v.child_by_field_name("left")?,
@@ -153,10 +139,10 @@ fn increments(src: &str, s: Node<'_>, n: &str) -> bool {
             "1" | "1.0" | "1.f" | "1.0f" | "1.F" | "1.0F"
         )
     };
-    if let Some((t, v)) = assigned(src, s, "+=") {
+    if let Some((t, v)) = assignment(src, s, "+=") {
         return t == n && one(v);
     }
-    if let Some((t, v)) = assigned(src, s, "=") {
+    if let Some((t, v)) = assignment(src, s, "=") {
         let v = strip(v);
         return t == n
             && v.kind() == "binary_expression"
@@ -187,7 +173,7 @@ fn m2_update<'t>(
     mean: &str,
     value: Node<'_>,
 ) -> Option<(&'t str, Vec<usize>)> {
-    let (m2, v) = assigned(src, s, "+=")?;
+    let (m2, v) = assignment(src, s, "+=")?;
     let v = strip(v);
     if v.kind() != "binary_expression" || text(src, v.child_by_field_name("operator")?) != "*" {
         return None;

@@ -133,7 +133,7 @@ fn max_of(src: &str, e: Node<'_>, m: &str) -> bool {
 }
 
 /// The statement `target OP value;`: the target's name and the value.
-fn assignment<'t>(src: &'t str, s: Node<'t>, op: &str) -> Option<(&'t str, Node<'t>)> {
+pub(super) fn assignment<'t>(src: &'t str, s: Node<'t>, op: &str) -> Option<(&'t str, Node<'t>)> {
     if s.kind() != "expression_statement" {
         return None;
     }

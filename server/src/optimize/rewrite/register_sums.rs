@@ -11,7 +11,9 @@
 //! [`super::apply`]): a loop that writes global memory every iteration is what the
 //! tiling, row and loop-splitting analyses refuse.
 //!
-//! Left as written: a pointer also used in the loop other than as `p[E]` (another index,
+//! Left as written: an access under a condition inside the loop (its index may be valid
+//! only there), an index naming what the loop assigns or declares (`auto c = c0 + j;`),
+//! a pointer also used in the loop other than as `p[E]` (another index,
 //! `*p`, passed to a call, the element's address taken for an atomic), an index that reads memory or
 //! calls, a loop holding `return` or `goto`, a loop holding a barrier, a fence or an
 //! atomic (other threads may read the element between its iterations), and a loop that
@@ -147,7 +149,10 @@ fn held<'t>(src: &str, l: Node<'t>, pointers: &BTreeMap<String, String>) -> Vec<
     if exits || l.parent().is_none_or(|p| p.kind() != "compound_statement") {
         return Vec::new();
     }
-    let assigned = assigned_names(src, &[l]);
+    // What the loop assigns or declares (a name declared inside it is a new value
+    // each trip, `auto c = c0 + j;`).
+    let mut assigned = assigned_names(src, &[l]);
+    assigned.extend(declared_names(src, l));
     let index_text = |n: &Node| index_of(*n).map(|i| canon(text(src, i)));
     let mut out = Vec::new();
     for (pointer, nodes) in uses {
@@ -161,6 +166,8 @@ fn held<'t>(src: &str, l: Node<'t>, pointers: &BTreeMap<String, String>) -> Vec<
             .iter()
             .all(|n| index_text(n).as_deref() == Some(&first));
         let writes = nodes.iter().any(|n| is_written(*n));
+        // An access under a condition inside the loop: its index may be valid only there.
+        let guarded = nodes.iter().any(|n| conditional_within(*n, l));
         let addressed = nodes.iter().any(|n| {
             n.parent().is_some_and(|p| {
                 p.kind() == "pointer_expression"
@@ -168,7 +175,13 @@ fn held<'t>(src: &str, l: Node<'t>, pointers: &BTreeMap<String, String>) -> Vec<
                         .is_some_and(|o| text(src, o) == "&")
             })
         });
-        if only_subscripts && same && writes && !addressed && invariant(src, idx, &assigned) {
+        if only_subscripts
+            && same
+            && writes
+            && !addressed
+            && !guarded
+            && invariant(src, idx, &assigned)
+        {
             out.push(Sum {
                 pointer: pointer.to_string(),
                 index: text(src, idx).to_string(),
@@ -178,6 +191,43 @@ fn held<'t>(src: &str, l: Node<'t>, pointers: &BTreeMap<String, String>) -> Vec<
         }
     }
     out
+}
+
+/// The names declared anywhere under `root`.
+fn declared_names(src: &str, root: Node<'_>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    walk(root, &mut |n| {
+        if n.kind() == "declaration" {
+            let mut c = n.walk();
+            for d in n.children_by_field_name("declarator", &mut c) {
+                let mut d = d;
+                while let Some(inner) = d.child_by_field_name("declarator") {
+                    d = inner;
+                }
+                out.insert(text(src, d).to_string());
+            }
+        }
+        true
+    });
+    out
+}
+
+/// Whether `n` sits under an `if`, a `? :` or a `switch` inside the loop `l`.
+fn conditional_within(n: Node<'_>, l: Node<'_>) -> bool {
+    let mut cur = n;
+    while let Some(p) = cur.parent() {
+        if p.id() == l.id() {
+            return false;
+        }
+        if matches!(
+            p.kind(),
+            "if_statement" | "conditional_expression" | "switch_statement"
+        ) {
+            return true;
+        }
+        cur = p;
+    }
+    false
 }
 
 /// How many times `name` appears as an identifier under `root`.

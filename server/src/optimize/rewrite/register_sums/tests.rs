@@ -88,6 +88,10 @@ fn elements_that_move_alias_or_escape_stay_in_memory() {
         "    for (int j = 0; j < n; j++) { y[i] += x[j]; if (x[j] < 0) return; }",
         // An index that reads memory.
         "    for (int j = 0; j < n; j++) y[c[i]] += x[j];",
+        // The index names a local the loop declares anew each trip (a staged tile's column).
+        "    for (int j = 0; j < n; j++) { int col = i + j; y[col] = x[j]; }",
+        // The write happens only under a condition inside the loop.
+        "    for (int j = 0; j < n; j++) { if (x[j] > 0) y[i] += x[j]; }",
         // Other threads may look at the element between iterations.
         "    for (int j = 0; j < n; j++) { y[i] += x[j]; __syncthreads(); }",
         "    for (int j = 0; j < n; j++) { y[i] += x[j]; __threadfence(); }",

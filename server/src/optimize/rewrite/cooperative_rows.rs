@@ -90,7 +90,7 @@ use super::poly::{poly, Names, Poly, VarNames};
 use super::spec_expr::divisions;
 use super::tree::{
     code_names, declared_in, first_line, fresh, kernel_function, line_indent, named_children,
-    newline, reindent, text, walk, written_target,
+    nested_in, newline, reindent, text, walk, written_target,
 };
 use super::RewriteContext;
 use crate::optimize::edit;
@@ -1609,19 +1609,6 @@ fn loop_accumulators(
     // A group carried together (sums rescaled by a running maximum, Welford's moments):
     // its statements are not walked again.
     let grouped = carried_group(src, body, shape, l, &locals, &mut accs, &mut own)?;
-    let in_nested = |n: Node, kinds: &[&str]| {
-        let mut cur = n;
-        while let Some(p) = cur.parent() {
-            if p.id() == body.id() {
-                return false;
-            }
-            if kinds.contains(&p.kind()) {
-                return true;
-            }
-            cur = p;
-        }
-        false
-    };
     walk(body, &mut |n| {
         if err.is_some() || n.id() == update.id() || grouped.contains(&n.id()) {
             return false;
@@ -1635,8 +1622,9 @@ fn loop_accumulators(
                 ));
             }
             "break_statement"
-                if !in_nested(
+                if !nested_in(
                     n,
+                    body,
                     &[
                         "for_statement",
                         "while_statement",

@@ -41,7 +41,17 @@ use super::check::{current_plan, finish, not_applicable, require_lang, set_spec_
 use super::edits::{Edit, Edits};
 use super::elementwise::thread_field_aliases;
 use super::params::Params;
-use super::tree::{code_names, kernel_function, line_indent, named_children, newline, text, walk};
+use super::tree::{
+    code_names, kernel_function, line_indent, named_children, nested_in, newline, text, walk,
+};
+
+/// What a `break` inside leaves instead of the loop around it.
+const LOOPS_AND_SWITCH: &[&str] = &[
+    "for_statement",
+    "while_statement",
+    "do_statement",
+    "switch_statement",
+];
 use super::RewriteContext;
 use crate::optimize::facts::{static_facts, AccessKind, Carried};
 use crate::spec::{BenchPlan, Launch};
@@ -346,7 +356,7 @@ fn body_is_plain(src: &str, l: Node<'_>) -> Result<(), String> {
     walk(l, &mut |n| {
         let what = match n.kind() {
             "return_statement" | "goto_statement" => Some(text(src, n).to_string()),
-            "break_statement" if !nested_breakable(n, l) => Some("break".to_string()),
+            "break_statement" if !nested_in(n, l, LOOPS_AND_SWITCH) => Some("break".to_string()),
             "call_expression" => n
                 .child_by_field_name("function")
                 .map(|f| text(src, f))
@@ -373,24 +383,6 @@ fn body_is_plain(src: &str, l: Node<'_>) -> Result<(), String> {
         )),
         None => Ok(()),
     }
-}
-
-/// Is `n` (a `break`) inside a loop or switch nested in `l`?
-fn nested_breakable(n: Node<'_>, l: Node<'_>) -> bool {
-    let mut cur = n;
-    while let Some(p) = cur.parent() {
-        if p.id() == l.id() {
-            return false;
-        }
-        if matches!(
-            p.kind(),
-            "for_statement" | "while_statement" | "do_statement" | "switch_statement"
-        ) {
-            return true;
-        }
-        cur = p;
-    }
-    false
 }
 
 fn first_words(s: &str) -> &str {

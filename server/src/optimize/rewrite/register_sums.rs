@@ -26,8 +26,8 @@ use tree_sitter::Node;
 use super::access::{canon, index_of};
 use super::edits::{Edit, Edits};
 use super::tree::{
-    assigned_names, code_names, fresh, kernel_function, line_indent, named_children, newline, text,
-    walk, written_target,
+    assigned_names, code_names, declared_in, fresh, kernel_function, line_indent, named_children,
+    nested_in, newline, text, walk, written_target,
 };
 use super::RewriteContext;
 use crate::syntax::{pointee_type, Lang, ParamKind};
@@ -152,7 +152,7 @@ fn held<'t>(src: &str, l: Node<'t>, pointers: &BTreeMap<String, String>) -> Vec<
     // What the loop assigns or declares (a name declared inside it is a new value
     // each trip, `auto c = c0 + j;`).
     let mut assigned = assigned_names(src, &[l]);
-    assigned.extend(declared_names(src, l));
+    assigned.extend(declared_in(src, l));
     let index_text = |n: &Node| index_of(*n).map(|i| canon(text(src, i)));
     let mut out = Vec::new();
     for (pointer, nodes) in uses {
@@ -167,7 +167,13 @@ fn held<'t>(src: &str, l: Node<'t>, pointers: &BTreeMap<String, String>) -> Vec<
             .all(|n| index_text(n).as_deref() == Some(&first));
         let writes = nodes.iter().any(|n| is_written(*n));
         // An access under a condition inside the loop: its index may be valid only there.
-        let guarded = nodes.iter().any(|n| conditional_within(*n, l));
+        let guarded = nodes.iter().any(|n| {
+            nested_in(
+                *n,
+                l,
+                &["if_statement", "conditional_expression", "switch_statement"],
+            )
+        });
         let addressed = nodes.iter().any(|n| {
             n.parent().is_some_and(|p| {
                 p.kind() == "pointer_expression"
@@ -191,43 +197,6 @@ fn held<'t>(src: &str, l: Node<'t>, pointers: &BTreeMap<String, String>) -> Vec<
         }
     }
     out
-}
-
-/// The names declared anywhere under `root`.
-fn declared_names(src: &str, root: Node<'_>) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    walk(root, &mut |n| {
-        if n.kind() == "declaration" {
-            let mut c = n.walk();
-            for d in n.children_by_field_name("declarator", &mut c) {
-                let mut d = d;
-                while let Some(inner) = d.child_by_field_name("declarator") {
-                    d = inner;
-                }
-                out.insert(text(src, d).to_string());
-            }
-        }
-        true
-    });
-    out
-}
-
-/// Whether `n` sits under an `if`, a `? :` or a `switch` inside the loop `l`.
-fn conditional_within(n: Node<'_>, l: Node<'_>) -> bool {
-    let mut cur = n;
-    while let Some(p) = cur.parent() {
-        if p.id() == l.id() {
-            return false;
-        }
-        if matches!(
-            p.kind(),
-            "if_statement" | "conditional_expression" | "switch_statement"
-        ) {
-            return true;
-        }
-        cur = p;
-    }
-    false
 }
 
 /// How many times `name` appears as an identifier under `root`.

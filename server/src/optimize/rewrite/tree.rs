@@ -155,6 +155,22 @@ pub(super) fn newline(src: &str) -> &'static str {
     }
 }
 
+/// Whether `n` sits inside a node of one of `kinds` that is itself inside `within`
+/// (`within`'s own kind does not count).
+pub(super) fn nested_in(n: Node<'_>, within: Node<'_>, kinds: &[&str]) -> bool {
+    let mut cur = n;
+    while let Some(p) = cur.parent() {
+        if p.id() == within.id() {
+            return false;
+        }
+        if kinds.contains(&p.kind()) {
+            return true;
+        }
+        cur = p;
+    }
+    false
+}
+
 /// The names declared inside `body` (plain identifiers).
 pub(super) fn declared_in(src: &str, body: Node<'_>) -> BTreeSet<String> {
     let mut locals: BTreeSet<String> = BTreeSet::new();

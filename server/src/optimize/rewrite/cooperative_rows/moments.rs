@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 use tree_sitter::Node;
 
 use super::arg::{ArgPick, Moments, Picked};
-use super::rescale::assignment;
+use super::rescale::{assignment, statements};
 use super::{strip, Family};
 use crate::optimize::rewrite::access::canon;
 use crate::optimize::rewrite::tree::{named_children, text, walk};
@@ -33,10 +33,7 @@ pub(super) fn welford(
     body: Node<'_>,
     locals: &BTreeSet<String>,
 ) -> Option<(Picked, BTreeSet<usize>)> {
-    let stmts: Vec<Node> = named_children(body)
-        .into_iter()
-        .filter(|s| s.kind() != "comment")
-        .collect();
+    let stmts = statements(body);
     let carried = |n: &str| !locals.contains(n);
     // `mean += d / n` (or `mean = mean + d / n`), `d` a local `v - mean`.
     let (at, mean, d, n) = stmts.iter().enumerate().find_map(|(i, s)| {

@@ -46,10 +46,7 @@ pub(super) fn rescaled_sums(
     body: Node<'_>,
     locals: &BTreeSet<String>,
 ) -> Option<(Picked, BTreeSet<usize>)> {
-    let stmts: Vec<Node> = named_children(body)
-        .into_iter()
-        .filter(|s| s.kind() != "comment")
-        .collect();
+    let stmts = statements(body);
     let defs = local_values(src, &stmts);
     let (max, stmt_ids) = max_update(src, &stmts, &defs, locals)?;
     let mut ids: BTreeSet<usize> = stmt_ids;
@@ -76,6 +73,14 @@ pub(super) fn rescaled_sums(
         moments: None,
     };
     Some(((max.carried.clone(), Family::Max, pick, own), ids))
+}
+
+/// A loop body's statements, comments left out.
+pub(super) fn statements(body: Node<'_>) -> Vec<Node<'_>> {
+    named_children(body)
+        .into_iter()
+        .filter(|s| s.kind() != "comment")
+        .collect()
 }
 
 /// The carried maximum and how this iteration names its old and new values.
